@@ -1,0 +1,134 @@
+//! The one library error type.
+//!
+//! Every variant names the thing it is about (a path, a document key), never a
+//! secret. SQLite result codes are mapped here once (DESIGN §8), so callers can
+//! act on meaning (`is_corrupt`, `is_disk_full`) rather than on codes.
+
+use std::path::PathBuf;
+
+use rusqlite::ErrorCode;
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the library can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database's directory does not exist; nothing was created.
+    #[error("{path}: directory does not exist")]
+    MissingDirectory { path: PathBuf },
+    /// The file exists but is not a SQLite database.
+    #[error("{path}: not a SQLite database")]
+    NotADatabase { path: PathBuf },
+    /// The database is damaged. No mirror sweeps run while the store is in this state.
+    #[error("{path}: corrupt store: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+    /// The database (or its directory) cannot be written.
+    #[error("{path}: read-only: {detail}")]
+    ReadOnly { path: PathBuf, detail: String },
+    /// The database cannot be opened at all.
+    #[error("{path}: cannot open: {detail}")]
+    CannotOpen { path: PathBuf, detail: String },
+    /// The file was written by a newer leasehold; refusing to downgrade it.
+    #[error("{path}: schema version {found} is newer than this build supports ({supported})")]
+    SchemaTooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    /// The database is a SQLite file but not a leasehold store.
+    #[error("{path}: not a leasehold store: {detail}")]
+    ForeignSchema { path: PathBuf, detail: String },
+    /// `journal_mode=WAL` did not take (e.g. a file system without shared memory).
+    #[error("{path}: journal_mode is {mode:?}, expected \"wal\"")]
+    WalNotEnabled { path: PathBuf, mode: String },
+    /// The disk is full: the operation failed, nothing was lost; retry later.
+    #[error("{path}: disk full")]
+    DiskFull { path: PathBuf },
+    /// Still busy after the bounded retries.
+    #[error("{path}: database stayed busy after {attempts} attempts")]
+    Busy { path: PathBuf, attempts: u32 },
+    /// Any other SQLite failure.
+    #[error("{path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The connection pool could not hand out a connection.
+    #[error("{path}: connection pool: {source}")]
+    Pool {
+        path: PathBuf,
+        #[source]
+        source: r2d2::Error,
+    },
+    /// A file-system operation failed.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A caller passed something the store cannot take.
+    #[error("invalid {what}: {reason}")]
+    InvalidInput { what: &'static str, reason: String },
+    /// A mirror operation failed.
+    #[error(transparent)]
+    Mirror(#[from] crate::mirror::MirrorError),
+}
+
+impl Error {
+    /// Map a SQLite error on the database at `path` to what it means.
+    pub(crate) fn from_sqlite(path: &std::path::Path, source: rusqlite::Error) -> Error {
+        let path = path.to_path_buf();
+        let Some(code) = source.sqlite_error_code() else {
+            return Error::Sqlite { path, source };
+        };
+        let detail = source.to_string();
+        match code {
+            ErrorCode::NotADatabase => Error::NotADatabase { path },
+            ErrorCode::DatabaseCorrupt => Error::Corrupt { path, detail },
+            ErrorCode::DiskFull => Error::DiskFull { path },
+            ErrorCode::ReadOnly => Error::ReadOnly { path, detail },
+            ErrorCode::CannotOpen => Error::CannotOpen { path, detail },
+            _ => Error::Sqlite { path, source },
+        }
+    }
+
+    /// The store is damaged: stop, and never sweep the mirror.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, Error::Corrupt { .. } | Error::NotADatabase { .. })
+    }
+
+    /// The disk is full: nothing was lost, retry later.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::DiskFull { .. } => true,
+            Error::Mirror(m) => m.is_disk_full(),
+            _ => false,
+        }
+    }
+
+    /// A configuration problem found at start (bad path, read-only, newer schema).
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            Error::MissingDirectory { .. }
+                | Error::ReadOnly { .. }
+                | Error::CannotOpen { .. }
+                | Error::SchemaTooNew { .. }
+                | Error::ForeignSchema { .. }
+                | Error::WalNotEnabled { .. }
+                | Error::InvalidInput { .. }
+        )
+    }
+}
+
+/// SQLite said BUSY or LOCKED: the transaction may be retried after a ROLLBACK.
+pub(crate) fn is_retryable(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}

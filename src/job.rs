@@ -1,0 +1,294 @@
+//! The vocabulary of the jobs table: ids, states, claims and fenced outcomes.
+//!
+//! These are plain values; only `store` turns them into SQL.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::clock::Millis;
+
+/// The row id of a document in the jobs table. Mirror paths derive from it, never
+/// from the document's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct JobId(pub i64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Where a document is in its life. Each variant names the component that moves
+/// documents out of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Enqueued, never claimed (or re-queued after a change/release). Left by a claim.
+    Discovered,
+    /// Owned by a claim until its lease runs out. Left by complete/fail/release,
+    /// or by a re-claim once the lease has expired.
+    Extracting,
+    /// Accepted result. Left only when the source changes (re-enqueue) or by `retry`.
+    Indexed,
+    /// Failed, waiting for `retry_at`. Left by a claim at or after `retry_at`.
+    Retrying,
+    /// Gave up: attempts exhausted or a permanent error. Left only by `retry` or a
+    /// changed source.
+    Dead,
+}
+
+impl Status {
+    /// Every state, in life order.
+    pub const ALL: [Status; 5] = [
+        Status::Discovered,
+        Status::Extracting,
+        Status::Indexed,
+        Status::Retrying,
+        Status::Dead,
+    ];
+
+    /// The name stored in the `status` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Discovered => "discovered",
+            Status::Extracting => "extracting",
+            Status::Indexed => "indexed",
+            Status::Retrying => "retrying",
+            Status::Dead => "dead",
+        }
+    }
+
+    /// The transitions DESIGN §3 allows. The store never writes any other; tests
+    /// check history against this table.
+    pub fn can_transition_to(self, next: Status) -> bool {
+        use Status::*;
+        match (self, next) {
+            (Discovered, Extracting | Dead) => true,
+            (Extracting, Extracting | Indexed | Retrying | Dead | Discovered) => true,
+            (Retrying, Extracting | Dead | Discovered) => true,
+            (Indexed, Discovered) => true,
+            (Dead, Discovered) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A status name that is not one of [`Status::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown job status {0:?}")]
+pub struct UnknownStatus(pub String);
+
+impl FromStr for Status {
+    type Err = UnknownStatus;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Status::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownStatus(s.to_owned()))
+    }
+}
+
+/// The right to be the only writer of one document, for as long as no one else
+/// re-claims it. Not `Clone`: one claim, one owner.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The document's row.
+    pub id: JobId,
+    /// The document key (e.g. a path relative to the source root).
+    pub key: String,
+    /// The source version this claim is extracting; a completion records it.
+    pub version: String,
+    /// The owner token; fenced writes match on it.
+    pub token: String,
+    /// +1 on every claim of this document, never reused: names the mirror generation.
+    pub fence: i64,
+    /// Attempts spent, including this one.
+    pub attempts: i64,
+    /// When the lease runs out unless renewed.
+    pub lease_expires_at: Millis,
+}
+
+/// The outcome of a fenced write (`renew`, `complete`, `fail`, `release`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a rejected fenced write must not be reported as success"]
+pub enum Fenced {
+    /// The row was ours and changed.
+    Accepted,
+    /// The row was not changed; says what it holds now.
+    Rejected(Rejection),
+}
+
+impl Fenced {
+    /// True only for [`Fenced::Accepted`].
+    pub fn is_accepted(&self) -> bool {
+        matches!(self, Fenced::Accepted)
+    }
+}
+
+/// Why a fenced write was refused: what the row holds now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// Another claim owns the document now.
+    OtherOwner {
+        /// The fence of the claim that holds the row.
+        fence: i64,
+    },
+    /// The document is no longer being extracted (completed, failed, released...).
+    NotExtracting {
+        /// Its status now.
+        status: Status,
+        /// Its fence now.
+        fence: i64,
+    },
+    /// There is no such document.
+    Missing,
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::OtherOwner { fence } => write!(f, "another owner holds it now (fence {fence})"),
+            Rejection::NotExtracting { status, fence } => {
+                write!(f, "it is no longer extracting (status {status}, fence {fence})")
+            }
+            Rejection::Missing => f.write_str("the document does not exist"),
+        }
+    }
+}
+
+/// A snapshot of one row of the jobs table.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Job {
+    pub id: i64,
+    pub key: String,
+    pub version: String,
+    #[serde(serialize_with = "ser_status")]
+    pub status: Status,
+    pub owner_token: Option<String>,
+    pub owner_worker: Option<String>,
+    pub fence: i64,
+    pub lease_expires_at: Option<Millis>,
+    pub attempts: i64,
+    pub max_attempts: i64,
+    pub retry_at: Option<Millis>,
+    pub last_error: Option<String>,
+    pub result_path: Option<String>,
+    pub checksum: Option<String>,
+    /// The source file has disappeared; `gc` removes its mirror files.
+    pub source_gone: bool,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+fn ser_status<S: serde::Serializer>(s: &Status, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(s.as_str())
+}
+
+/// One line of a document's history: a transition, or a refused fenced write.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HistoryEntry {
+    pub job_id: i64,
+    pub at: Millis,
+    /// e.g. `claimed`, `completed`, `complete_rejected`.
+    pub event: String,
+    /// The token of the caller (for a rejection: the refused one).
+    pub token: Option<String>,
+    /// The fence of the caller (for a rejection: the refused one).
+    pub fence: Option<i64>,
+    /// Free text: the reason, the row's fence, the error...
+    pub detail: Option<String>,
+}
+
+/// What `enqueue` did with a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    /// A new document.
+    Inserted(JobId),
+    /// Known, and its version changed: queued again.
+    Requeued(JobId),
+    /// Known, same version: nothing done.
+    Unchanged(JobId),
+}
+
+impl Enqueued {
+    /// The document's id, whatever happened.
+    pub fn id(self) -> JobId {
+        match self {
+            Enqueued::Inserted(id) | Enqueued::Requeued(id) | Enqueued::Unchanged(id) => id,
+        }
+    }
+}
+
+/// Number of documents in each status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    pub discovered: u64,
+    pub extracting: u64,
+    pub indexed: u64,
+    pub retrying: u64,
+    pub dead: u64,
+}
+
+impl Counts {
+    /// All documents.
+    pub fn total(&self) -> u64 {
+        self.discovered + self.extracting + self.indexed + self.retrying + self.dead
+    }
+
+    /// The count for one status.
+    pub fn get(&self, s: Status) -> u64 {
+        match s {
+            Status::Discovered => self.discovered,
+            Status::Extracting => self.extracting,
+            Status::Indexed => self.indexed,
+            Status::Retrying => self.retrying,
+            Status::Dead => self.dead,
+        }
+    }
+
+    pub(crate) fn add(&mut self, s: Status, n: u64) {
+        match s {
+            Status::Discovered => self.discovered += n,
+            Status::Extracting => self.extracting += n,
+            Status::Indexed => self.indexed += n,
+            Status::Retrying => self.retrying += n,
+            Status::Dead => self.dead += n,
+        }
+    }
+}
+
+/// A lease that has not run out yet.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LiveLease {
+    pub id: i64,
+    pub key: String,
+    pub owner_token: String,
+    pub owner_worker: Option<String>,
+    pub fence: i64,
+    pub lease_expires_at: Millis,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_names_round_trip() {
+        for s in Status::ALL {
+            assert_eq!(s.as_str().parse::<Status>(), Ok(s));
+        }
+        assert!("Indexed".parse::<Status>().is_err());
+    }
+
+    #[test]
+    fn indexed_can_only_be_requeued() {
+        for s in Status::ALL {
+            assert_eq!(Status::Indexed.can_transition_to(s), s == Status::Discovered);
+        }
+    }
+}

@@ -1,0 +1,648 @@
+//! The jobs table: the only code that writes SQL (DESIGN §3, §8).
+//!
+//! # Layout
+//! - `open.rs`: validate the file, set WAL, migrate from `schema.sql`, build the pool.
+//! - `write.rs`: claim and the fenced writes, each a function of (transaction, now).
+//! - `queue.rs`: enqueue, requeue, marking vanished sources.
+//! - `read.rs`: the reads.
+//! - `group.rs`: group commit of concurrent writes from one process.
+//!
+//! Every write is one short `BEGIN IMMEDIATE` transaction that never touches the
+//! file system. A `Store` is cheap to clone; clones share one pool and one
+//! group-commit queue, so threads of a process should share clones, while separate
+//! processes (or separate `Store::open`s) coordinate through SQLite alone.
+
+mod group;
+mod open;
+mod queue;
+mod read;
+mod write;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+pub use open::schema_version;
+pub use queue::NewDoc;
+pub use write::claim_candidate_queries;
+
+use crate::clock::{duration_ms, Clock, Millis, SystemClock};
+use crate::error::{is_retryable, Error, Result};
+use crate::job::{Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease};
+use group::GroupCommit;
+use open::Pool;
+use write::{Owner, WriteOp, WriteOut};
+
+/// `synchronous` pragma: NORMAL (durable across process crashes; a power loss
+/// may lose the last commits) or FULL (every commit waits for an fsync).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    #[default]
+    Normal,
+    Full,
+}
+
+/// Retry delay after a failure: exponential from `base`, capped at `max`, with up
+/// to `jitter` (0..1) of it taken off at random so that a burst of failures does
+/// not come back as a burst.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    pub base: Duration,
+    pub max: Duration,
+    pub jitter: f64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            base: Duration::from_secs(2),
+            max: Duration::from_secs(600),
+            jitter: 0.25,
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before retry number `attempts` (1 = after the first failure).
+    pub fn delay_ms(&self, attempts: i64) -> Millis {
+        let exp = attempts.clamp(1, 40) - 1;
+        let raw = duration_ms(self.base).saturating_mul(1i64 << exp.min(40));
+        let capped = raw.min(duration_ms(self.max)).max(0);
+        let jitter = self.jitter.clamp(0.0, 1.0);
+        let off = (capped as f64 * jitter * fastrand::f64()) as i64;
+        (capped - off).max(0)
+    }
+}
+
+/// How a store behaves. Build with `StoreOptions::default()` and the setters.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// How long a claim owns a document without renewing.
+    pub lease: Duration,
+    /// Claims a document may take before it is declared dead.
+    pub max_attempts: u32,
+    pub backoff: Backoff,
+    pub synchronous: Synchronous,
+    /// Pooled connections (readers and the group-commit leader share them).
+    pub pool_size: u32,
+    /// How long one statement waits for the write lock before SQLite says BUSY.
+    pub busy_timeout: Duration,
+    /// How often the background thread checkpoints the WAL; `None` disables it.
+    pub checkpoint_every: Option<Duration>,
+    /// Where "now" comes from.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            lease: Duration::from_secs(30),
+            max_attempts: 5,
+            backoff: Backoff::default(),
+            synchronous: Synchronous::Normal,
+            pool_size: 8,
+            busy_timeout: Duration::from_secs(5),
+            checkpoint_every: Some(Duration::from_millis(250)),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl StoreOptions {
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+    pub fn backoff(mut self, b: Backoff) -> Self {
+        self.backoff = b;
+        self
+    }
+    pub fn synchronous(mut self, s: Synchronous) -> Self {
+        self.synchronous = s;
+        self
+    }
+    pub fn pool_size(mut self, n: u32) -> Self {
+        self.pool_size = n;
+        self
+    }
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+    pub fn checkpoint_every(mut self, every: Option<Duration>) -> Self {
+        self.checkpoint_every = every;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.lease.is_zero() {
+            return Err(invalid("lease", "must be longer than zero"));
+        }
+        if self.max_attempts == 0 {
+            return Err(invalid("max_attempts", "must be at least 1"));
+        }
+        if !(0.0..=1.0).contains(&self.backoff.jitter) {
+            return Err(invalid("backoff jitter", "must be between 0 and 1"));
+        }
+        Ok(())
+    }
+}
+
+fn invalid(what: &'static str, reason: &str) -> Error {
+    Error::InvalidInput {
+        what,
+        reason: reason.into(),
+    }
+}
+
+/// The parts of the options the write SQL needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Policy {
+    pub lease_ms: Millis,
+    pub backoff: Backoff,
+}
+
+/// Wakes in-process workers when new work may be claimable.
+#[derive(Default)]
+struct WorkSignal {
+    generation: Mutex<u64>,
+    changed: Condvar,
+}
+
+/// Bounded retries of a whole transaction after BUSY/LOCKED (beyond busy_timeout).
+const BUSY_RETRIES: u32 = 10;
+
+/// A handle on one SQLite file. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    pool: Pool,
+    opts: StoreOptions,
+    policy: Policy,
+    group: GroupCommit<WriteOp, WriteOut>,
+    signal: WorkSignal,
+    // Held for its Drop: stops and joins the checkpoint thread with the last handle.
+    _checkpointer: Option<Checkpointer>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.inner.path).finish()
+    }
+}
+
+impl Store {
+    /// Open (creating if needed) the store at `path`.
+    ///
+    /// # Failure
+    /// A missing directory, a read-only file or directory, a file that is not a
+    /// SQLite database or is damaged, or a schema newer than this build: each a
+    /// typed [`Error`] naming the path, and the file is left as it was.
+    ///
+    /// # Example
+    /// ```
+    /// use leasehold::{Store, StoreOptions, NewDoc};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path().join("q.db"), StoreOptions::default()).unwrap();
+    /// store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
+    /// let claim = store.claim("w1").unwrap().expect("one document is claimable");
+    /// assert!(store.complete(&claim, "r/a", "abc").unwrap().is_accepted());
+    /// ```
+    pub fn open(path: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
+        opts.validate()?;
+        let path = path.as_ref().to_path_buf();
+        let pool = open::open_pool(&path, &opts)?;
+        let checkpointer = opts
+            .checkpoint_every
+            .map(|every| Checkpointer::start(pool.clone(), every));
+        let policy = Policy {
+            lease_ms: duration_ms(opts.lease),
+            backoff: opts.backoff,
+        };
+        Ok(Store {
+            inner: Arc::new(Inner {
+                path,
+                pool,
+                opts,
+                policy,
+                group: GroupCommit::new(),
+                signal: WorkSignal::default(),
+                _checkpointer: checkpointer,
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.inner.opts
+    }
+
+    /// Now, from the injected clock.
+    pub fn now(&self) -> Millis {
+        self.inner.opts.clock.now_ms()
+    }
+
+    // ----- queue -----
+
+    /// Enqueue one document; idempotent on its key (see [`NewDoc`]).
+    pub fn enqueue(&self, doc: &NewDoc) -> Result<Enqueued> {
+        check_key(&doc.key)?;
+        let max = i64::from(self.inner.opts.max_attempts);
+        let out = self.write_tx(|tx, now| queue::enqueue(tx, now, max, doc))?;
+        if !matches!(out, Enqueued::Unchanged(_)) {
+            self.notify_work();
+        }
+        Ok(out)
+    }
+
+    /// Enqueue many documents in one transaction; one outcome per document.
+    pub fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>> {
+        for d in docs {
+            check_key(&d.key)?;
+        }
+        let max = i64::from(self.inner.opts.max_attempts);
+        let out: Vec<Enqueued> =
+            self.write_tx(|tx, now| docs.iter().map(|d| queue::enqueue(tx, now, max, d)).collect())?;
+        if out.iter().any(|e| !matches!(e, Enqueued::Unchanged(_))) {
+            self.notify_work();
+        }
+        Ok(out)
+    }
+
+    /// Requeue a settled document with fresh attempts; false if it was being
+    /// extracted, was gone, or did not exist.
+    pub fn requeue(&self, id: JobId, why: &str) -> Result<bool> {
+        let done = self.write_tx(|tx, now| queue::requeue(tx, now, id.0, why))?;
+        if done {
+            self.notify_work();
+        }
+        Ok(done)
+    }
+
+    /// Requeue every dead document; returns how many.
+    pub fn requeue_dead(&self, why: &str) -> Result<usize> {
+        let n = self.write_tx(|tx, now| {
+            let mut n = 0;
+            for id in queue::dead_ids(tx)? {
+                n += usize::from(queue::requeue(tx, now, id, why)?);
+            }
+            Ok(n)
+        })?;
+        if n > 0 {
+            self.notify_work();
+        }
+        Ok(n)
+    }
+
+    /// Mark documents whose source disappeared; returns how many changed.
+    pub fn mark_gone(&self, keys: &[String]) -> Result<usize> {
+        self.write_tx(|tx, now| {
+            let mut n = 0;
+            for k in keys {
+                n += usize::from(queue::mark_gone(tx, now, k)?);
+            }
+            Ok(n)
+        })
+    }
+
+    // ----- claims and fenced writes -----
+
+    /// Claim one claimable document for `worker`, or `None` if there is none.
+    pub fn claim(&self, worker: &str) -> Result<Option<Claim>> {
+        Ok(self.claim_batch(worker, 1)?.pop())
+    }
+
+    /// Claim up to `n` documents in one transaction.
+    pub fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let op = WriteOp::Claim {
+            worker: worker.to_owned(),
+            max: n,
+        };
+        match self.submit(op)? {
+            WriteOut::Claims(c) => Ok(c),
+            WriteOut::Fenced(_) => unreachable_out(),
+        }
+    }
+
+    /// Extend the lease of `claim` from now. Fenced on id + token + extracting;
+    /// an expired lease that nobody re-claimed can still be renewed.
+    pub fn renew(&self, claim: &Claim) -> Result<Fenced> {
+        self.fenced(WriteOp::Renew(Owner::from(claim)))
+    }
+
+    /// Accept `result_path` (relative to the mirror root) and its SHA-256 as the
+    /// document's result. Fenced; a rejection means someone else owns it now.
+    pub fn complete(&self, claim: &Claim, result_path: &str, checksum: &str) -> Result<Fenced> {
+        self.fenced(WriteOp::Complete {
+            owner: Owner::from(claim),
+            path: result_path.to_owned(),
+            checksum: checksum.to_owned(),
+        })
+    }
+
+    /// Settle many claims in one transaction; one outcome per claim, each fenced
+    /// on its own token.
+    pub fn complete_many(&self, done: &[(&Claim, &str, &str)]) -> Result<Vec<Fenced>> {
+        let ops: Vec<WriteOp> = done
+            .iter()
+            .map(|(c, path, sum)| WriteOp::Complete {
+                owner: Owner::from(*c),
+                path: (*path).to_owned(),
+                checksum: (*sum).to_owned(),
+            })
+            .collect();
+        let policy = self.inner.policy.clone();
+        self.write_tx(|tx, now| {
+            ops.iter()
+                .map(|op| match write::apply(tx, now, &policy, op)? {
+                    WriteOut::Fenced(f) => Ok(f),
+                    WriteOut::Claims(_) => Ok(Fenced::Accepted),
+                })
+                .collect()
+        })
+    }
+
+    /// Record a failure: `retrying` with backoff, or `dead` when attempts are
+    /// exhausted or `permanent`. Fenced.
+    pub fn fail(&self, claim: &Claim, error: &str, permanent: bool) -> Result<Fenced> {
+        let out = self.fenced(WriteOp::Fail {
+            owner: Owner::from(claim),
+            error: error.to_owned(),
+            permanent,
+        })?;
+        self.notify_work();
+        Ok(out)
+    }
+
+    /// Hand the document back without spending the attempt (shutdown, locked
+    /// credential). Fenced.
+    pub fn release(&self, claim: &Claim, reason: &str) -> Result<Fenced> {
+        let out = self.fenced(WriteOp::Release {
+            owner: Owner::from(claim),
+            reason: reason.to_owned(),
+        })?;
+        self.notify_work();
+        Ok(out)
+    }
+
+    fn fenced(&self, op: WriteOp) -> Result<Fenced> {
+        match self.submit(op)? {
+            WriteOut::Fenced(f) => Ok(f),
+            WriteOut::Claims(_) => unreachable_out(),
+        }
+    }
+
+    // ----- reads -----
+
+    /// One document by id.
+    pub fn job(&self, id: JobId) -> Result<Option<Job>> {
+        self.read(|c| read::job_by_id(c, id.0))
+    }
+
+    /// One document by key.
+    pub fn job_by_key(&self, key: &str) -> Result<Option<Job>> {
+        self.read(|c| read::job_by_key(c, key))
+    }
+
+    /// Everything that happened to a document, oldest first.
+    pub fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>> {
+        self.read(|c| read::history(c, id.0))
+    }
+
+    /// Documents per status.
+    pub fn counts(&self) -> Result<Counts> {
+        self.read(read::counts)
+    }
+
+    /// Leases that have not run out, soonest expiry first.
+    pub fn live_leases(&self) -> Result<Vec<LiveLease>> {
+        let now = self.now();
+        self.read(|c| read::live_leases(c, now))
+    }
+
+    /// When something is next claimable: `Some(t <= now)` now, `Some(t)` later,
+    /// `None` not without a new enqueue.
+    pub fn next_claimable_at(&self) -> Result<Option<Millis>> {
+        let now = self.now();
+        self.read(|c| read::next_claimable_at(c, now))
+    }
+
+    /// `(key, version)` of every document whose source is present.
+    pub fn versions(&self) -> Result<Vec<(String, String)>> {
+        self.read(read::versions)
+    }
+
+    /// Keys of every document whose source is present.
+    pub fn present_keys(&self) -> Result<Vec<String>> {
+        self.read(read::present_keys)
+    }
+
+    /// Run SQLite's `quick_check` (or the full `integrity_check`); the problems found.
+    pub fn check_integrity(&self, full: bool) -> Result<Vec<String>> {
+        let sql = if full {
+            "PRAGMA integrity_check"
+        } else {
+            "PRAGMA quick_check"
+        };
+        let lines = self.read(|c| {
+            let mut stmt = c.prepare(sql)?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect::<rusqlite::Result<Vec<String>>>()
+        })?;
+        Ok(lines.into_iter().filter(|l| l != "ok").collect())
+    }
+
+    /// The journal mode in force (should be "wal").
+    pub fn journal_mode(&self) -> Result<String> {
+        self.read(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
+    }
+
+    /// Checkpoint the WAL now (also done periodically in the background).
+    pub fn checkpoint(&self) -> Result<()> {
+        self.read(|c| c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())))
+    }
+
+    // ----- waking workers -----
+
+    /// Wait until another thread of this process enqueues or hands back work, or
+    /// `timeout` passes. Cheap: a condition variable, no polling.
+    pub fn wait_for_work(&self, timeout: Duration) {
+        let s = &self.inner.signal;
+        let g = s.generation.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = *g;
+        let _ = s
+            .changed
+            .wait_timeout_while(g, timeout, |g| *g == seen)
+            .map_err(|e| e.into_inner());
+    }
+
+    /// Wake every thread in [`Store::wait_for_work`].
+    pub fn notify_work(&self) {
+        let s = &self.inner.signal;
+        *s.generation.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        s.changed.notify_all();
+    }
+
+    // ----- transactions -----
+
+    fn submit(&self, op: WriteOp) -> Result<WriteOut> {
+        self.inner.group.submit(op, |ops| self.commit_batch(ops))
+    }
+
+    /// Commit a group-commit batch: all in one transaction; if that fails for a
+    /// reason other than contention, each op alone, so one bad op fails alone.
+    fn commit_batch(&self, ops: &[&WriteOp]) -> Vec<Result<WriteOut>> {
+        let policy = &self.inner.policy;
+        let all: Result<Vec<WriteOut>> =
+            self.write_tx(|tx, now| ops.iter().map(|op| write::apply(tx, now, policy, op)).collect());
+        match all {
+            Ok(outs) => outs.into_iter().map(Ok).collect::<Vec<_>>(),
+            Err(e) if ops.len() == 1 => vec![Err(e)],
+            Err(_) => ops
+                .iter()
+                .map(|op| self.write_tx(|tx, now| write::apply(tx, now, policy, op)))
+                .collect(),
+        }
+    }
+
+    /// Run `f` in a `BEGIN IMMEDIATE` transaction with `now` read after the
+    /// write lock is held; retry the whole transaction a bounded number of
+    /// times, with jitter, when SQLite says BUSY/LOCKED past busy_timeout.
+    pub(crate) fn write_tx<T>(
+        &self,
+        mut f: impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.conn()?;
+        for attempt in 1..=BUSY_RETRIES {
+            match self.try_write_tx(&mut conn, &mut f) {
+                Ok(v) => return Ok(v),
+                Err(e) if is_retryable(&e) => backoff_sleep(attempt),
+                Err(e) => return Err(Error::from_sqlite(&self.inner.path, e)),
+            }
+        }
+        Err(Error::Busy {
+            path: self.inner.path.clone(),
+            attempts: BUSY_RETRIES,
+        })
+    }
+
+    fn try_write_tx<T>(
+        &self,
+        conn: &mut Connection,
+        f: &mut impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let now = self.now();
+        match f(&tx, now) {
+            // A failed COMMIT leaves the transaction open; dropping `tx` (inside
+            // commit) issues the ROLLBACK.
+            Ok(v) => tx.commit().map(|_| v),
+            Err(e) => {
+                let _ = tx.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        let conn = self.conn()?;
+        f(&conn).map_err(|e| Error::from_sqlite(&self.inner.path, e))
+    }
+
+    fn conn(&self) -> Result<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
+        self.inner.pool.get().map_err(|source| Error::Pool {
+            path: self.inner.path.clone(),
+            source,
+        })
+    }
+}
+
+fn unreachable_out<T>() -> Result<T> {
+    Err(Error::InvalidInput {
+        what: "store operation",
+        reason: "internal: answer of the wrong kind".into(),
+    })
+}
+
+/// Keys are stored as given; they never reach a file-system path, but an empty
+/// key or one with NUL cannot be told apart reliably by users.
+fn check_key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        return Err(invalid("document key", "it is empty"));
+    }
+    if key.contains('\0') {
+        return Err(Error::InvalidInput {
+            what: "document key",
+            reason: format!("{:?} contains a NUL byte", key),
+        });
+    }
+    Ok(())
+}
+
+/// Sleep a little, growing and jittered, so that retrying processes spread out.
+fn backoff_sleep(attempt: u32) {
+    let cap = 2u64.saturating_pow(attempt.min(8)).min(200);
+    std::thread::sleep(Duration::from_millis(1 + fastrand::u64(0..=cap)));
+}
+
+/// Checkpoints the WAL from a background thread so that no writer pays for it.
+struct Checkpointer {
+    stop: Option<crossbeam_channel::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    fn start(pool: Pool, every: Duration) -> Checkpointer {
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+        let thread = std::thread::Builder::new()
+            .name("leasehold-checkpoint".into())
+            .spawn(move || loop {
+                match stopped.recv_timeout(every) {
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        if let Ok(c) = pool.get() {
+                            let _ = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                        }
+                    }
+                    _ => {
+                        if let Ok(c) = pool.get() {
+                            let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+                        }
+                        return;
+                    }
+                }
+            })
+            .ok();
+        Checkpointer {
+            stop: Some(stop),
+            thread,
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Putting documents into the queue and taking them back out of it by hand:
+//! enqueue (idempotent on the key), requeue, and marking vanished sources.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::write::record;
+use crate::clock::Millis;
+use crate::job::{Enqueued, JobId};
+
+/// A document to enqueue: its unique key and the version of its source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewDoc {
+    /// Unique document key (for the directory source: the path relative to the root).
+    pub key: String,
+    /// Source version; re-enqueuing with another version queues the document again.
+    pub version: String,
+}
+
+impl NewDoc {
+    pub fn new(key: impl Into<String>, version: impl Into<String>) -> Self {
+        NewDoc {
+            key: key.into(),
+            version: version.into(),
+        }
+    }
+}
+
+/// Insert a new document, or re-queue a known one whose version changed.
+///
+/// A changed version moves any state back to `discovered` with fresh attempts:
+/// a changed file deserves a new extraction, and a worker still extracting the
+/// old version is fenced out (its completion is refused). The previously accepted
+/// `result_path` stays until a new one is accepted.
+pub(crate) fn enqueue(
+    tx: &Connection,
+    now: Millis,
+    max_attempts: i64,
+    doc: &NewDoc,
+) -> rusqlite::Result<Enqueued> {
+    let inserted: Option<i64> = tx
+        .prepare_cached(
+            "INSERT INTO jobs (doc_key, version, status, max_attempts, created_at, updated_at)
+             VALUES (?1, ?2, 'discovered', ?3, ?4, ?4)
+             ON CONFLICT (doc_key) DO NOTHING RETURNING id",
+        )?
+        .query_row(params![doc.key, doc.version, max_attempts, now], |r| r.get(0))
+        .optional()?;
+    if let Some(id) = inserted {
+        record(
+            tx,
+            id,
+            now,
+            "enqueued",
+            None,
+            None,
+            Some(&format!("version {}", doc.version)),
+        )?;
+        return Ok(Enqueued::Inserted(JobId(id)));
+    }
+    let (id, version, status, gone): (i64, String, String, bool) = tx
+        .prepare_cached("SELECT id, version, status, source_gone FROM jobs WHERE doc_key = ?1")?
+        .query_row([&doc.key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+    if version == doc.version && !gone {
+        return Ok(Enqueued::Unchanged(JobId(id)));
+    }
+    tx.prepare_cached(
+        "UPDATE jobs SET version = ?2, status = 'discovered', attempts = 0, owner_token = NULL,
+                owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL, last_error = NULL,
+                source_gone = 0, max_attempts = ?3, updated_at = ?4
+         WHERE id = ?1",
+    )?
+    .execute(params![id, doc.version, max_attempts, now])?;
+    let detail = format!("version {version} -> {} (was {status})", doc.version);
+    record(tx, id, now, "requeued", None, None, Some(&detail))?;
+    Ok(Enqueued::Requeued(JobId(id)))
+}
+
+/// Put a settled document back in the queue with fresh attempts (`leasehold retry`).
+/// A document being extracted is left alone: its owner may still finish.
+pub(crate) fn requeue(tx: &Connection, now: Millis, id: i64, why: &str) -> rusqlite::Result<bool> {
+    let n = tx
+        .prepare_cached(
+            "UPDATE jobs SET status = 'discovered', attempts = 0, retry_at = NULL, updated_at = ?2
+             WHERE id = ?1 AND status IN ('dead', 'retrying', 'indexed') AND source_gone = 0",
+        )?
+        .execute(params![id, now])?;
+    if n == 1 {
+        record(tx, id, now, "requeued", None, None, Some(why))?;
+    }
+    Ok(n == 1)
+}
+
+/// Every dead document's id, for `retry --dead`.
+pub(crate) fn dead_ids(tx: &Connection) -> rusqlite::Result<Vec<i64>> {
+    let mut stmt = tx.prepare_cached("SELECT id FROM jobs WHERE status = 'dead' AND source_gone = 0")?;
+    let ids = stmt.query_map([], |r| r.get(0))?;
+    ids.collect()
+}
+
+/// The source of `key` has disappeared: stop extracting it and forget its result,
+/// so that cleanup removes its mirror files. The row and its history stay.
+pub(crate) fn mark_gone(tx: &Connection, now: Millis, key: &str) -> rusqlite::Result<bool> {
+    let id: Option<i64> = tx
+        .prepare_cached(
+            "UPDATE jobs SET source_gone = 1, status = 'dead', owner_token = NULL, owner_worker = NULL,
+                    lease_expires_at = NULL, retry_at = NULL, result_path = NULL, checksum = NULL,
+                    last_error = 'the source file was removed', updated_at = ?2
+             WHERE doc_key = ?1 AND source_gone = 0 RETURNING id",
+        )?
+        .query_row(params![key, now], |r| r.get(0))
+        .optional()?;
+    if let Some(id) = id {
+        record(tx, id, now, "source_gone", None, None, None)?;
+    }
+    Ok(id.is_some())
+}

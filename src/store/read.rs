@@ -1,0 +1,133 @@
+//! Reads: one short statement each, finished before the connection goes back to
+//! the pool (an open statement would pin a read snapshot and starve checkpoints).
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use crate::clock::Millis;
+use crate::job::{Counts, HistoryEntry, Job, LiveLease, Status};
+
+const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
+    lease_expires_at, attempts, max_attempts, retry_at, last_error, result_path, checksum,
+    source_gone, created_at, updated_at";
+
+fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
+    let status: String = r.get(3)?;
+    let status = status.parse::<Status>().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, Box::new(e))
+    })?;
+    Ok(Job {
+        id: r.get(0)?,
+        key: r.get(1)?,
+        version: r.get(2)?,
+        status,
+        owner_token: r.get(4)?,
+        owner_worker: r.get(5)?,
+        fence: r.get(6)?,
+        lease_expires_at: r.get(7)?,
+        attempts: r.get(8)?,
+        max_attempts: r.get(9)?,
+        retry_at: r.get(10)?,
+        last_error: r.get(11)?,
+        result_path: r.get(12)?,
+        checksum: r.get(13)?,
+        source_gone: r.get(14)?,
+        created_at: r.get(15)?,
+        updated_at: r.get(16)?,
+    })
+}
+
+pub(crate) fn job_by_id(c: &Connection, id: i64) -> rusqlite::Result<Option<Job>> {
+    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1");
+    c.prepare_cached(&sql)?.query_row([id], job_from_row).optional()
+}
+
+pub(crate) fn job_by_key(c: &Connection, key: &str) -> rusqlite::Result<Option<Job>> {
+    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE doc_key = ?1");
+    c.prepare_cached(&sql)?.query_row([key], job_from_row).optional()
+}
+
+pub(crate) fn history(c: &Connection, id: i64) -> rusqlite::Result<Vec<HistoryEntry>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT job_id, at, event, token, fence, detail FROM history WHERE job_id = ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([id], |r| {
+        Ok(HistoryEntry {
+            job_id: r.get(0)?,
+            at: r.get(1)?,
+            event: r.get(2)?,
+            token: r.get(3)?,
+            fence: r.get(4)?,
+            detail: r.get(5)?,
+        })
+    })?;
+    rows.collect()
+}
+
+pub(crate) fn counts(c: &Connection) -> rusqlite::Result<Counts> {
+    let mut stmt = c.prepare_cached("SELECT status, count(*) FROM jobs GROUP BY status")?;
+    let mut counts = Counts::default();
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    for row in rows {
+        let (status, n) = row?;
+        if let Ok(s) = status.parse::<Status>() {
+            counts.add(s, n.max(0) as u64);
+        }
+    }
+    Ok(counts)
+}
+
+pub(crate) fn live_leases(c: &Connection, now: Millis) -> rusqlite::Result<Vec<LiveLease>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT id, doc_key, owner_token, owner_worker, fence, lease_expires_at FROM jobs
+         WHERE status = 'extracting' AND lease_expires_at > ?1 ORDER BY lease_expires_at",
+    )?;
+    let rows = stmt.query_map([now], |r| {
+        Ok(LiveLease {
+            id: r.get(0)?,
+            key: r.get(1)?,
+            owner_token: r.get(2)?,
+            owner_worker: r.get(3)?,
+            fence: r.get(4)?,
+            lease_expires_at: r.get(5)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// What a claim could take and when: `Some(t <= now)` means something is
+/// claimable now; `Some(t)` the earliest time something becomes claimable;
+/// `None` that nothing will without a new enqueue. Three index seeks.
+pub(crate) fn next_claimable_at(c: &Connection, now: Millis) -> rusqlite::Result<Option<Millis>> {
+    let discovered: Option<i64> = c
+        .prepare_cached("SELECT id FROM jobs WHERE status = 'discovered' LIMIT 1")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    if discovered.is_some() {
+        return Ok(Some(now));
+    }
+    let retry: Option<i64> = c
+        .prepare_cached("SELECT min(retry_at) FROM jobs WHERE status = 'retrying'")?
+        .query_row([], |r| r.get(0))?;
+    let lease: Option<i64> = c
+        .prepare_cached("SELECT min(lease_expires_at) FROM jobs WHERE status = 'extracting'")?
+        .query_row([], |r| r.get(0))?;
+    Ok(match (retry, lease) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    })
+}
+
+/// Every key whose source is still present, for the directory source to diff
+/// against a fresh scan.
+pub(crate) fn present_keys(c: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = c.prepare_cached("SELECT doc_key FROM jobs WHERE source_gone = 0")?;
+    let keys = stmt.query_map(params![], |r| r.get(0))?;
+    keys.collect()
+}
+
+/// `(version, status)` of every key, so a re-scan can skip hashing unchanged files.
+pub(crate) fn versions(c: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut stmt = c.prepare_cached("SELECT doc_key, version FROM jobs WHERE source_gone = 0")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
+}

@@ -1,0 +1,412 @@
+//! The SQL of every write: claim and the fenced operations.
+//!
+//! Each function takes an open `BEGIN IMMEDIATE` transaction and `now` from the
+//! injected clock; none of them opens, commits or retries (that is `tx.rs`), and
+//! none of them touches the file system.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::Policy;
+use crate::clock::Millis;
+use crate::job::{Claim, Fenced, JobId, Rejection, Status};
+
+/// Who is writing: enough of a [`Claim`] to fence on, owned so that it can sit in
+/// the group-commit queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub id: i64,
+    pub token: String,
+    pub fence: i64,
+    pub attempts: i64,
+}
+
+impl From<&Claim> for Owner {
+    fn from(c: &Claim) -> Self {
+        Owner {
+            id: c.id.0,
+            token: c.token.clone(),
+            fence: c.fence,
+            attempts: c.attempts,
+        }
+    }
+}
+
+/// One write that can share a group-commit transaction with others.
+#[derive(Debug)]
+pub(crate) enum WriteOp {
+    Claim {
+        worker: String,
+        max: usize,
+    },
+    Renew(Owner),
+    Complete {
+        owner: Owner,
+        path: String,
+        checksum: String,
+    },
+    Fail {
+        owner: Owner,
+        error: String,
+        permanent: bool,
+    },
+    Release {
+        owner: Owner,
+        reason: String,
+    },
+}
+
+/// What a [`WriteOp`] answered.
+#[derive(Debug)]
+pub(crate) enum WriteOut {
+    Claims(Vec<Claim>),
+    Fenced(Fenced),
+}
+
+/// Run one operation inside the caller's transaction.
+pub(crate) fn apply(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    op: &WriteOp,
+) -> rusqlite::Result<WriteOut> {
+    Ok(match op {
+        WriteOp::Claim { worker, max } => WriteOut::Claims(claim(tx, now, policy, worker, *max)?),
+        WriteOp::Renew(o) => WriteOut::Fenced(renew(tx, now, policy, o)?),
+        WriteOp::Complete {
+            owner,
+            path,
+            checksum,
+        } => WriteOut::Fenced(complete(tx, now, owner, path, checksum)?),
+        WriteOp::Fail {
+            owner,
+            error,
+            permanent,
+        } => WriteOut::Fenced(fail(tx, now, policy, owner, error, *permanent)?),
+        WriteOp::Release { owner, reason } => WriteOut::Fenced(release(tx, now, owner, reason)?),
+    })
+}
+
+/// A row that a claim may take, as seen inside the claiming transaction.
+struct Candidate {
+    id: i64,
+    status: String,
+    token: Option<String>,
+    fence: i64,
+}
+
+/// The three claimable sets, each an index seek on its own partial index.
+/// Expired leases and due retries go first: they are older work.
+const CANDIDATE_QUERIES: [&str; 3] = [
+    "SELECT id, status, owner_token, fence FROM jobs
+     WHERE status = 'extracting' AND lease_expires_at <= ?1
+     ORDER BY lease_expires_at LIMIT ?2",
+    "SELECT id, status, owner_token, fence FROM jobs
+     WHERE status = 'retrying' AND retry_at <= ?1
+     ORDER BY retry_at LIMIT ?2",
+    "SELECT id, status, owner_token, fence FROM jobs
+     WHERE status = 'discovered'
+     ORDER BY id LIMIT ?2",
+];
+
+/// The claim statements, exposed so the plan test can EXPLAIN exactly these.
+pub fn claim_candidate_queries() -> [&'static str; 3] {
+    CANDIDATE_QUERIES
+}
+
+/// The claimability condition, repeated in every conditional UPDATE so that a
+/// row changed since it was selected is not taken.
+const CLAIMABLE: &str = "(status = 'discovered'
+     OR (status = 'retrying' AND retry_at <= ?2)
+     OR (status = 'extracting' AND lease_expires_at <= ?2))";
+
+/// Claim up to `max` documents (DESIGN §3). Rows whose attempts are exhausted are
+/// moved to `dead` on the way and not counted.
+pub(crate) fn claim(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    worker: &str,
+    max: usize,
+) -> rusqlite::Result<Vec<Claim>> {
+    let mut claims = Vec::new();
+    for sql in CANDIDATE_QUERIES {
+        // Dead rows found on the way do not count, so look again until the set is
+        // empty or we have enough.
+        loop {
+            let want = max - claims.len();
+            if want == 0 {
+                return Ok(claims);
+            }
+            let found = candidates(tx, sql, now, want)?;
+            if found.is_empty() {
+                break;
+            }
+            let mut progressed = false;
+            for c in found {
+                if let Some(claim) = take(tx, now, policy, worker, &c)? {
+                    claims.push(claim);
+                    progressed = true;
+                } else {
+                    progressed |= bury(tx, now, &c)?;
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+    Ok(claims)
+}
+
+fn candidates(tx: &Connection, sql: &str, now: Millis, limit: usize) -> rusqlite::Result<Vec<Candidate>> {
+    let mut stmt = tx.prepare_cached(sql)?;
+    let rows = stmt.query_map(params![now, limit as i64], |r| {
+        Ok(Candidate {
+            id: r.get(0)?,
+            status: r.get(1)?,
+            token: r.get(2)?,
+            fence: r.get(3)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// The conditional UPDATE that makes a claim; `None` if the row was not taken
+/// (its attempts are exhausted).
+fn take(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    worker: &str,
+    c: &Candidate,
+) -> rusqlite::Result<Option<Claim>> {
+    let token = uuid::Uuid::new_v4().to_string();
+    let lease_until = now.saturating_add(policy.lease_ms);
+    let sql = format!(
+        "UPDATE jobs SET status = 'extracting', owner_token = ?3, owner_worker = ?4,
+                fence = fence + 1, lease_expires_at = ?5, attempts = attempts + 1,
+                retry_at = NULL, updated_at = ?2
+         WHERE id = ?1 AND attempts < max_attempts AND {CLAIMABLE}
+         RETURNING doc_key, version, fence, attempts"
+    );
+    let mut stmt = tx.prepare_cached(&sql)?;
+    let row = stmt
+        .query_row(params![c.id, now, token, worker, lease_until], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })
+        .optional()?;
+    let Some((key, version, fence, attempts)) = row else {
+        return Ok(None);
+    };
+    let detail = match (c.status.as_str(), &c.token) {
+        ("extracting", Some(old)) => format!(
+            "worker {worker}; took over from fence {} ({old}) after lease expiry",
+            c.fence
+        ),
+        (from, _) => format!("worker {worker}; from {from}; attempt {attempts}"),
+    };
+    record(tx, c.id, now, "claimed", Some(&token), Some(fence), Some(&detail))?;
+    Ok(Some(Claim {
+        id: JobId(c.id),
+        key,
+        version,
+        token,
+        fence,
+        attempts,
+        lease_expires_at: lease_until,
+    }))
+}
+
+/// Move a claimable row with no attempts left to `dead`, so that a document that
+/// kills its worker every time stops being handed out.
+fn bury(tx: &Connection, now: Millis, c: &Candidate) -> rusqlite::Result<bool> {
+    let why = if c.status == "extracting" {
+        "attempts exhausted: the last lease expired without a completion"
+    } else {
+        "attempts exhausted"
+    };
+    let sql = format!(
+        "UPDATE jobs SET status = 'dead', owner_token = NULL, owner_worker = NULL,
+                lease_expires_at = NULL, retry_at = NULL,
+                last_error = CASE WHEN last_error IS NULL THEN ?3 ELSE ?3 || '; last error: ' || last_error END,
+                updated_at = ?2
+         WHERE id = ?1 AND attempts >= max_attempts AND {CLAIMABLE}"
+    );
+    let n = tx.prepare_cached(&sql)?.execute(params![c.id, now, why])?;
+    if n == 1 {
+        record(
+            tx,
+            c.id,
+            now,
+            "dead",
+            c.token.as_deref(),
+            Some(c.fence),
+            Some(why),
+        )?;
+    }
+    Ok(n == 1)
+}
+
+/// The fence condition every fenced write repeats. It does not look at the lease
+/// expiry: expiry decides who may re-claim, token and status decide who may write.
+const FENCE: &str = "id = ?1 AND owner_token = ?2 AND status = 'extracting'";
+
+pub(crate) fn renew(tx: &Connection, now: Millis, policy: &Policy, o: &Owner) -> rusqlite::Result<Fenced> {
+    // max(): a clock that jumped back must not shorten a lease already granted.
+    let sql = format!(
+        "UPDATE jobs SET lease_expires_at = max(lease_expires_at, ?3), updated_at = ?4 WHERE {FENCE}"
+    );
+    let n =
+        tx.prepare_cached(&sql)?
+            .execute(params![o.id, o.token, now.saturating_add(policy.lease_ms), now])?;
+    settle(tx, now, o, n, "renew", None)
+}
+
+pub(crate) fn complete(
+    tx: &Connection,
+    now: Millis,
+    o: &Owner,
+    path: &str,
+    checksum: &str,
+) -> rusqlite::Result<Fenced> {
+    let sql = format!(
+        "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, owner_token = NULL,
+                owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL, last_error = NULL,
+                updated_at = ?5
+         WHERE {FENCE} RETURNING version"
+    );
+    let version: Option<String> = tx
+        .prepare_cached(&sql)?
+        .query_row(params![o.id, o.token, path, checksum, now], |r| r.get(0))
+        .optional()?;
+    let detail = version
+        .as_ref()
+        .map(|v| format!("version {v}; {path}; sha256 {checksum}"));
+    settle(
+        tx,
+        now,
+        o,
+        usize::from(version.is_some()),
+        "complete",
+        detail.as_deref(),
+    )
+}
+
+pub(crate) fn fail(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    o: &Owner,
+    error: &str,
+    permanent: bool,
+) -> rusqlite::Result<Fenced> {
+    let retry_at = now.saturating_add(policy.backoff.delay_ms(o.attempts));
+    let sql = format!(
+        "UPDATE jobs SET
+            status = CASE WHEN ?3 OR attempts >= max_attempts THEN 'dead' ELSE 'retrying' END,
+            retry_at = CASE WHEN ?3 OR attempts >= max_attempts THEN NULL ELSE ?4 END,
+            last_error = ?5, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL,
+            updated_at = ?6
+         WHERE {FENCE} RETURNING status, retry_at"
+    );
+    let row: Option<(String, Option<i64>)> = tx
+        .prepare_cached(&sql)?
+        .query_row(params![o.id, o.token, permanent, retry_at, error, now], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let detail = row.as_ref().map(|(status, at)| match at {
+        Some(at) => format!("{status} at {at}: {error}"),
+        None => format!("{status}: {error}"),
+    });
+    settle(tx, now, o, usize::from(row.is_some()), "fail", detail.as_deref())
+}
+
+pub(crate) fn release(tx: &Connection, now: Millis, o: &Owner, reason: &str) -> rusqlite::Result<Fenced> {
+    // Handing back does not spend the attempt the claim took.
+    let sql = format!(
+        "UPDATE jobs SET status = 'discovered', attempts = max(attempts - 1, 0), owner_token = NULL,
+                owner_worker = NULL, lease_expires_at = NULL, updated_at = ?3
+         WHERE {FENCE}"
+    );
+    let n = tx.prepare_cached(&sql)?.execute(params![o.id, o.token, now])?;
+    settle(tx, now, o, n, "release", Some(reason))
+}
+
+/// Turn "rows changed" into an outcome; on zero, read the row to say why and
+/// record the refusal. Accepted renewals are not recorded (they are not
+/// transitions, and would flood the history).
+fn settle(
+    tx: &Connection,
+    now: Millis,
+    o: &Owner,
+    changed: usize,
+    what: &str,
+    detail: Option<&str>,
+) -> rusqlite::Result<Fenced> {
+    if changed == 1 {
+        if what != "renew" {
+            let event = match what {
+                "complete" => "completed",
+                "fail" => "failed",
+                _ => "released",
+            };
+            record(tx, o.id, now, event, Some(&o.token), Some(o.fence), detail)?;
+        }
+        return Ok(Fenced::Accepted);
+    }
+    let rejection = why_rejected(tx, o)?;
+    if rejection != Rejection::Missing {
+        let detail = format!("refused: {rejection}");
+        record(
+            tx,
+            o.id,
+            now,
+            &format!("{what}_rejected"),
+            Some(&o.token),
+            Some(o.fence),
+            Some(&detail),
+        )?;
+    }
+    Ok(Fenced::Rejected(rejection))
+}
+
+fn why_rejected(tx: &Connection, o: &Owner) -> rusqlite::Result<Rejection> {
+    let row: Option<(String, Option<String>, i64)> = tx
+        .prepare_cached("SELECT status, owner_token, fence FROM jobs WHERE id = ?1")?
+        .query_row([o.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    Ok(match row {
+        None => Rejection::Missing,
+        Some((status, token, fence)) => {
+            let status: Status = status.parse().unwrap_or(Status::Dead);
+            if status == Status::Extracting && token.as_deref() != Some(o.token.as_str()) {
+                Rejection::OtherOwner { fence }
+            } else {
+                Rejection::NotExtracting { status, fence }
+            }
+        }
+    })
+}
+
+/// Append one line to the history table.
+pub(crate) fn record(
+    tx: &Connection,
+    job_id: i64,
+    now: Millis,
+    event: &str,
+    token: Option<&str>,
+    fence: Option<i64>,
+    detail: Option<&str>,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO history (job_id, at, event, token, fence, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![job_id, now, event, token, fence, detail])?;
+    Ok(())
+}

@@ -1,0 +1,40 @@
+//! Shared helpers for the integration tests: a temp directory with a store file
+//! in it, and a manual clock.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::{ManualClock, Store, StoreOptions};
+
+/// A temp directory holding one database path; removed on drop.
+pub struct TempStore {
+    pub dir: tempfile::TempDir,
+    pub path: PathBuf,
+    pub clock: ManualClock,
+}
+
+impl TempStore {
+    pub fn new() -> TempStore {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("leasehold.db");
+        TempStore {
+            dir,
+            path,
+            clock: ManualClock::new(0),
+        }
+    }
+
+    /// Options with the test clock and a lease of `lease_ms`.
+    pub fn options(&self, lease_ms: u64) -> StoreOptions {
+        StoreOptions::default()
+            .lease(Duration::from_millis(lease_ms))
+            .clock(Arc::new(self.clock.clone()))
+    }
+
+    /// A fresh handle of its own (own pool, own group-commit queue) on the file.
+    pub fn handle(&self, lease_ms: u64) -> Store {
+        Store::open(&self.path, self.options(lease_ms)).expect("open store")
+    }
+}

@@ -1,0 +1,191 @@
+//! Opening: bad files give a typed error naming the path and stay byte-for-byte
+//! unchanged; WAL is in force; the claim statements are index seeks.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::TempStore;
+use leasehold::{Error, NewDoc, Store, StoreOptions};
+
+fn open_err(path: &Path) -> Error {
+    Store::open(path, StoreOptions::default()).expect_err("open must fail")
+}
+
+/// A store with some content, closed and fully checkpointed into the main file.
+fn populated_store(t: &TempStore, docs: usize) {
+    let store = t.handle(10_000);
+    let batch: Vec<_> = (0..docs)
+        .map(|i| NewDoc::new(format!("docs/file-{i:06}.txt"), "v1"))
+        .collect();
+    store.enqueue_many(&batch).unwrap();
+    for c in store.claim_batch("w", docs / 2).unwrap() {
+        assert!(store
+            .complete(&c, "some/result/path.txt", "0123456789abcdef")
+            .unwrap()
+            .is_accepted());
+    }
+    drop(store); // the checkpointer truncates the WAL on the way out
+    assert!(
+        !t.path.with_extension("db-wal").exists()
+            || std::fs::metadata(t.path.with_extension("db-wal")).unwrap().len() == 0
+    );
+}
+
+fn assert_names_path(err: &Error, path: &Path) {
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&path.display().to_string()),
+        "error does not name the path: {msg}"
+    );
+}
+
+#[test]
+fn wal_is_in_force_and_reopening_keeps_the_data() {
+    let t = TempStore::new();
+    populated_store(&t, 10);
+    let store = t.handle(10_000);
+    assert_eq!(store.journal_mode().unwrap(), "wal");
+    assert_eq!(store.counts().unwrap().total(), 10);
+    assert!(store.check_integrity(true).unwrap().is_empty());
+}
+
+#[test]
+fn not_a_database_is_refused_and_untouched() {
+    let t = TempStore::new();
+    let junk = b"this is a text file, not a database at all\n".repeat(200);
+    std::fs::write(&t.path, &junk).unwrap();
+    let err = open_err(&t.path);
+    assert!(matches!(err, Error::NotADatabase { .. }), "{err:?}");
+    assert!(err.is_corrupt());
+    assert_names_path(&err, &t.path);
+    assert_eq!(std::fs::read(&t.path).unwrap(), junk);
+}
+
+#[test]
+fn truncated_database_is_refused_and_untouched() {
+    let t = TempStore::new();
+    populated_store(&t, 3000);
+    let full = std::fs::read(&t.path).unwrap();
+    let cut = &full[..full.len() / 2];
+    std::fs::write(&t.path, cut).unwrap();
+    let err = open_err(&t.path);
+    assert!(err.is_corrupt(), "{err:?}");
+    assert_names_path(&err, &t.path);
+    assert_eq!(std::fs::read(&t.path).unwrap(), cut);
+}
+
+#[test]
+fn smashed_pages_are_refused_and_untouched() {
+    let t = TempStore::new();
+    populated_store(&t, 3000);
+    let mut bytes = std::fs::read(&t.path).unwrap();
+    // Overwrite everything after the first page: the schema is readable, the tables are not.
+    for (i, b) in bytes.iter_mut().enumerate().skip(4096) {
+        *b = (i % 251) as u8;
+    }
+    std::fs::write(&t.path, &bytes).unwrap();
+    let err = open_err(&t.path);
+    assert!(err.is_corrupt(), "{err:?}");
+    assert_names_path(&err, &t.path);
+    assert_eq!(std::fs::read(&t.path).unwrap(), bytes);
+}
+
+#[test]
+fn read_only_database_is_refused_and_untouched() {
+    let t = TempStore::new();
+    populated_store(&t, 10);
+    let before = std::fs::read(&t.path).unwrap();
+    std::fs::set_permissions(&t.path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let err = open_err(&t.path);
+    assert!(matches!(err, Error::ReadOnly { .. }), "{err:?}");
+    assert!(err.is_config());
+    assert_names_path(&err, &t.path);
+    assert_eq!(std::fs::read(&t.path).unwrap(), before);
+}
+
+#[test]
+fn read_only_directory_is_refused() {
+    let t = TempStore::new();
+    let dir = t.dir.path().join("ro");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let path = dir.join("q.db");
+    let err = open_err(&path);
+    assert!(matches!(err, Error::ReadOnly { .. }), "{err:?}");
+    assert!(!path.exists(), "nothing created");
+}
+
+#[test]
+fn newer_schema_is_refused_and_untouched() {
+    let t = TempStore::new();
+    populated_store(&t, 10);
+    {
+        let c = rusqlite::Connection::open(&t.path).unwrap();
+        c.pragma_update(None, "user_version", 99).unwrap();
+        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+    }
+    let before = std::fs::read(&t.path).unwrap();
+    let err = open_err(&t.path);
+    match &err {
+        Error::SchemaTooNew { found, supported, .. } => {
+            assert_eq!((*found, *supported), (99, leasehold::store::schema_version()))
+        }
+        other => panic!("expected SchemaTooNew, got {other:?}"),
+    }
+    assert_names_path(&err, &t.path);
+    assert_eq!(std::fs::read(&t.path).unwrap(), before);
+}
+
+#[test]
+fn missing_directory_is_refused_and_nothing_is_created() {
+    let t = TempStore::new();
+    let path = t.dir.path().join("no/such/dir/q.db");
+    let err = open_err(&path);
+    assert!(matches!(err, Error::MissingDirectory { .. }), "{err:?}");
+    assert!(err.to_string().contains("no/such/dir"), "{err}");
+    assert!(!t.dir.path().join("no").exists());
+}
+
+#[test]
+fn a_foreign_sqlite_database_is_refused_and_untouched() {
+    let t = TempStore::new();
+    {
+        let c = rusqlite::Connection::open(&t.path).unwrap();
+        c.execute_batch("CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT)")
+            .unwrap();
+    }
+    let before = std::fs::read(&t.path).unwrap();
+    let err = open_err(&t.path);
+    assert!(matches!(err, Error::ForeignSchema { .. }), "{err:?}");
+    assert_eq!(std::fs::read(&t.path).unwrap(), before);
+}
+
+/// Each claim statement must be an index seek on its own partial index: a full
+/// scan of `jobs` would step over every indexed row and every live lease.
+#[test]
+fn every_claim_statement_uses_its_partial_index() {
+    let t = TempStore::new();
+    populated_store(&t, 100);
+    let c = rusqlite::Connection::open(&t.path).unwrap();
+    c.execute_batch("ANALYZE").unwrap();
+    let expected = ["jobs_lease_expiry", "jobs_retry_due", "jobs_discovered"];
+    for (sql, index) in leasehold::store::claim_candidate_queries().iter().zip(expected) {
+        let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let plan: Vec<String> = stmt
+            .query_map(rusqlite::params![1_000i64, 32i64], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let joined = plan.join(" | ");
+        assert!(joined.contains(index), "{sql}\nplan: {joined}");
+        assert!(
+            !plan
+                .iter()
+                .any(|l| l.trim() == "SCAN jobs" || l.contains("TEMP B-TREE")),
+            "full scan or sort in plan: {joined}"
+        );
+    }
+}
