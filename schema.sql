@@ -12,6 +12,9 @@ CREATE TABLE jobs (
     doc_key          TEXT    NOT NULL UNIQUE,
     -- the source version (e.g. size+mtime+hash); a new version re-queues the row
     version          TEXT    NOT NULL DEFAULT '',
+    -- cheap fingerprint of the source (e.g. size:mtime); when it is unchanged a
+    -- re-scan does not read the file to confirm the version
+    source_stat      TEXT    NOT NULL DEFAULT '',
     status           TEXT    NOT NULL DEFAULT 'discovered'
         CHECK (status IN ('discovered', 'extracting', 'indexed', 'retrying', 'dead')),
     -- UUID of the current claim; fenced writes match on it
@@ -59,3 +62,9 @@ CREATE TABLE history (
     detail  TEXT
 );
 CREATE INDEX history_job ON history (job_id, id);
+
+-- Settings of this data directory, e.g. the source root its keys are relative to.
+CREATE TABLE meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);

@@ -1,1 +1,281 @@
-fn main() {}
+//! Store throughput and claim latency, side by side with a raw-SQL baseline.
+//!
+//! Run: `cargo bench --bench store`. Figures to compare are printed by criterion
+//! as elements per second (one element = one claim + one complete); the fairness
+//! figure is printed at the end.
+//!
+//! - `raw/{normal,full}/T`: the bare protocol, one job per transaction, one
+//!   connection per thread: `BEGIN IMMEDIATE; UPDATE … RETURNING; COMMIT` and the
+//!   fenced `UPDATE` in its own transaction. No history, no pool.
+//! - `store/{normal,full}/T`: the same work through the public API; threads share
+//!   one `Store` (group commit).
+//! - `store_batch32/{normal,full}`: `claim_batch(32)` + `complete_many`.
+//! - `claim_latency/*`: one claim with 10k vs 1M queued, 1M indexed, 10k live leases ahead.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
+use leasehold::{NewDoc, Store, StoreOptions, Synchronous};
+use rusqlite::{params, Connection, TransactionBehavior};
+
+const THREADS: [usize; 3] = [1, 4, 16];
+
+fn opts(sync: Synchronous) -> StoreOptions {
+    StoreOptions::default()
+        .lease(Duration::from_secs(600))
+        .synchronous(sync)
+        .pool_size(20)
+}
+
+fn sync_name(s: Synchronous) -> &'static str {
+    match s {
+        Synchronous::Normal => "normal",
+        Synchronous::Full => "full",
+    }
+}
+
+/// Add `n` discovered rows quickly (setup, untimed).
+fn bulk_enqueue(path: &Path, n: u64, status: &str, lease_until: i64) {
+    let mut c = Connection::open(path).unwrap();
+    let tx = c.transaction().unwrap();
+    let start: i64 = tx
+        .query_row("SELECT coalesce(max(id), 0) FROM jobs", [], |r| r.get(0))
+        .unwrap();
+    {
+        let mut stmt = tx
+            .prepare(
+                "INSERT INTO jobs (doc_key, version, status, owner_token, lease_expires_at, max_attempts,
+                                   result_path, checksum, created_at, updated_at)
+                 VALUES (?1, 'v', ?2, ?3, ?4, 5, ?5, ?5, 0, 0)",
+            )
+            .unwrap();
+        for i in 0..n as i64 {
+            let key = format!("k{}", start + i + 1);
+            let extracting = status == "extracting";
+            let token = extracting.then_some("someone");
+            let lease = extracting.then_some(lease_until);
+            let result = (status == "indexed").then_some("r");
+            stmt.execute(params![key, status, token, lease, result]).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+}
+
+fn raw_connection(path: &Path, sync: Synchronous) -> Connection {
+    let c = Connection::open(path).unwrap();
+    c.busy_timeout(Duration::from_secs(30)).unwrap();
+    c.pragma_update(None, "synchronous", sync_name(sync)).unwrap();
+    c
+}
+
+/// The bare protocol: claim in one transaction, fenced complete in another.
+fn raw_pair(c: &mut Connection, token: &str) {
+    let tx = c
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .unwrap();
+    let id: i64 = tx
+        .query_row(
+            "UPDATE jobs SET status = 'extracting', owner_token = ?1, fence = fence + 1,
+                    lease_expires_at = 9999999999999, attempts = attempts + 1, updated_at = 1
+             WHERE id = (SELECT id FROM jobs WHERE status = 'discovered' ORDER BY id LIMIT 1)
+             RETURNING id",
+            [token],
+            |r| r.get(0),
+        )
+        .unwrap();
+    tx.commit().unwrap();
+    let tx = c
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .unwrap();
+    let n = tx
+        .execute(
+            "UPDATE jobs SET status = 'indexed', result_path = 'r', checksum = 's', owner_token = NULL,
+                    lease_expires_at = NULL, updated_at = 2
+             WHERE id = ?1 AND owner_token = ?2 AND status = 'extracting'",
+            params![id, token],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    tx.commit().unwrap();
+}
+
+/// Run `iters` pairs split over `threads`, timing only the work.
+fn timed_threads(threads: usize, iters: u64, work: impl Fn(usize, u64) + Sync) -> Duration {
+    let barrier = Barrier::new(threads + 1);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let quota = iters / threads as u64 + u64::from((t as u64) < iters % threads as u64);
+            let (work, barrier) = (&work, &barrier);
+            s.spawn(move || {
+                barrier.wait();
+                work(t, quota);
+            });
+        }
+        barrier.wait();
+        let start = Instant::now();
+        // Scope joins every thread before returning.
+        start
+    })
+    .elapsed()
+}
+
+fn bench_raw_vs_store(c: &mut Criterion) {
+    for sync in [Synchronous::Normal, Synchronous::Full] {
+        let mut g = c.benchmark_group(format!("pairs/{}", sync_name(sync)));
+        g.throughput(Throughput::Elements(1));
+        for threads in THREADS {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("raw.db");
+            drop(Store::open(&path, opts(sync)).unwrap());
+            g.bench_function(BenchmarkId::new("raw", threads), |b| {
+                b.iter_custom(|iters| {
+                    bulk_enqueue(&path, iters, "discovered", 0);
+                    let conns: Vec<_> = (0..threads)
+                        .map(|_| std::sync::Mutex::new(raw_connection(&path, sync)))
+                        .collect();
+                    timed_threads(threads, iters, |t, quota| {
+                        let mut c = conns[t].lock().unwrap();
+                        let token = format!("tok-{t}");
+                        for _ in 0..quota {
+                            raw_pair(&mut c, &token);
+                        }
+                    })
+                })
+            });
+            let path = dir.path().join("store.db");
+            let store = Store::open(&path, opts(sync)).unwrap();
+            g.bench_function(BenchmarkId::new("store", threads), |b| {
+                b.iter_custom(|iters| {
+                    bulk_enqueue(&path, iters, "discovered", 0);
+                    timed_threads(threads, iters, |t, quota| {
+                        let worker = format!("w{t}");
+                        for _ in 0..quota {
+                            let claim = store.claim(&worker).unwrap().expect("queued");
+                            assert!(store.complete(&claim, "r", "s").unwrap().is_accepted());
+                        }
+                    })
+                })
+            });
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("batch.db");
+        let store = Store::open(&path, opts(sync)).unwrap();
+        g.bench_function(BenchmarkId::new("store_batch32", 1), |b| {
+            b.iter_custom(|iters| {
+                bulk_enqueue(&path, iters, "discovered", 0);
+                let start = Instant::now();
+                let mut left = iters as usize;
+                while left > 0 {
+                    let claims = store.claim_batch("w", left.min(32)).unwrap();
+                    let done: Vec<_> = claims.iter().map(|c| (c, "r", "s")).collect();
+                    let out = store.complete_many(&done).unwrap();
+                    assert!(out.iter().all(|o| o.is_accepted()));
+                    left -= claims.len();
+                }
+                start.elapsed()
+            })
+        });
+        g.finish();
+    }
+}
+
+/// Claim latency is one index seek whatever sits in the table.
+fn bench_claim_latency(c: &mut Criterion) {
+    let mut g = c.benchmark_group("claim_latency");
+    let far = i64::MAX / 2;
+    let cases: [(&str, &[(u64, &str)]); 4] = [
+        ("10k_queued", &[(10_000, "discovered")]),
+        ("1M_queued", &[(1_000_000, "discovered")]),
+        (
+            "1M_indexed_10k_queued",
+            &[(1_000_000, "indexed"), (10_000, "discovered")],
+        ),
+        (
+            "10k_leases_10k_queued",
+            &[(10_000, "extracting"), (10_000, "discovered")],
+        ),
+    ];
+    for (name, layers) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lat.db");
+        drop(Store::open(&path, opts(Synchronous::Normal)).unwrap());
+        for (n, status) in layers {
+            bulk_enqueue(&path, *n, status, far);
+        }
+        let store = Store::open(&path, opts(Synchronous::Normal)).unwrap();
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    let claim = store.claim("w").unwrap().expect("queued");
+                    spent += start.elapsed();
+                    assert!(store.release(&claim, "bench").unwrap().is_accepted());
+                }
+                spent
+            })
+        });
+    }
+    g.finish();
+}
+
+/// Of 16 threads hammering claim + complete on one store, how much does the
+/// least-served get, relative to the mean? Printed, not asserted.
+fn fairness() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fair.db");
+    let store = Store::open(&path, opts(Synchronous::Normal)).unwrap();
+    let docs: Vec<_> = (0..400_000).map(|i| NewDoc::new(format!("f{i}"), "v")).collect();
+    store.enqueue_many(&docs).unwrap();
+    let stop = AtomicBool::new(false);
+    let counts: Vec<AtomicU64> = (0..16).map(|_| AtomicU64::new(0)).collect();
+    std::thread::scope(|s| {
+        for (t, count) in counts.iter().enumerate() {
+            let (store, stop) = (&store, &stop);
+            s.spawn(move || {
+                let worker = format!("w{t}");
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(claim) = store.claim(&worker).unwrap() else {
+                        break;
+                    };
+                    assert!(store.complete(&claim, "r", "s").unwrap().is_accepted());
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_secs(3));
+        stop.store(true, Ordering::Relaxed);
+    });
+    let per: Vec<u64> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    let mean = per.iter().sum::<u64>() as f64 / per.len() as f64;
+    let min = *per.iter().min().unwrap() as f64;
+    println!(
+        "fairness/16 threads, 3 s: per-thread pairs {per:?}; min/mean = {:.2}",
+        min / mean
+    );
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .configure_from_args()
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = bench_raw_vs_store, bench_claim_latency
+}
+
+fn main() {
+    benches();
+    if !std::env::args().any(|a| a == "--list") {
+        fairness();
+    }
+    Criterion::default().configure_from_args().final_summary();
+}

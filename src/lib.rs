@@ -12,9 +12,13 @@
 
 pub mod clock;
 pub mod error;
+pub mod extract;
 pub mod job;
+pub mod lease;
 pub mod mirror;
+pub mod source;
 pub mod store;
+pub mod worker;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use error::{Error, Result};

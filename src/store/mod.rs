@@ -321,6 +321,26 @@ impl Store {
         })
     }
 
+    /// A setting of this data directory (e.g. `source_root`).
+    pub fn meta(&self, name: &str) -> Result<Option<String>> {
+        use rusqlite::OptionalExtension;
+        self.read(|c| {
+            c.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
+                .optional()
+        })
+    }
+
+    /// Set `name` to `value` unless it is already set; returns the value in force.
+    pub fn meta_set_once(&self, name: &str, value: &str) -> Result<String> {
+        self.write_tx(|tx, _| {
+            tx.execute(
+                "INSERT INTO meta (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
+                [name, value],
+            )?;
+            tx.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
+        })
+    }
+
     // ----- claims and fenced writes -----
 
     /// Claim one claimable document for `worker`, or `None` if there is none.
@@ -352,11 +372,14 @@ impl Store {
     /// Accept `result_path` (relative to the mirror root) and its SHA-256 as the
     /// document's result. Fenced; a rejection means someone else owns it now.
     pub fn complete(&self, claim: &Claim, result_path: &str, checksum: &str) -> Result<Fenced> {
-        self.fenced(WriteOp::Complete {
+        let out = self.fenced(WriteOp::Complete {
             owner: Owner::from(claim),
             path: result_path.to_owned(),
             checksum: checksum.to_owned(),
-        })
+        })?;
+        // Idle workers waiting to see whether the run is over look again.
+        self.notify_work();
+        Ok(out)
     }
 
     /// Settle many claims in one transaction; one outcome per claim, each fenced
@@ -446,8 +469,18 @@ impl Store {
         self.read(|c| read::next_claimable_at(c, now))
     }
 
-    /// `(key, version)` of every document whose source is present.
-    pub fn versions(&self) -> Result<Vec<(String, String)>> {
+    /// How many documents are being extracted (live or expired leases).
+    pub fn counts_extracting(&self) -> Result<u64> {
+        self.read(|c| {
+            c.query_row("SELECT count(*) FROM jobs WHERE status = 'extracting'", [], |r| {
+                r.get::<_, i64>(0)
+            })
+        })
+        .map(|n| n.max(0) as u64)
+    }
+
+    /// `(key, version, stat)` of every document whose source is present.
+    pub fn versions(&self) -> Result<Vec<(String, String, String)>> {
         self.read(read::versions)
     }
 

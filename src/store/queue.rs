@@ -14,6 +14,9 @@ pub struct NewDoc {
     pub key: String,
     /// Source version; re-enqueuing with another version queues the document again.
     pub version: String,
+    /// A cheap fingerprint (e.g. size and mtime) kept beside the version so a
+    /// re-scan can skip reading unchanged sources; changing it alone re-queues nothing.
+    pub stat: String,
 }
 
 impl NewDoc {
@@ -21,7 +24,14 @@ impl NewDoc {
         NewDoc {
             key: key.into(),
             version: version.into(),
+            stat: String::new(),
         }
+    }
+
+    /// The same document with a source fingerprint.
+    pub fn with_stat(mut self, stat: impl Into<String>) -> Self {
+        self.stat = stat.into();
+        self
     }
 }
 
@@ -39,11 +49,13 @@ pub(crate) fn enqueue(
 ) -> rusqlite::Result<Enqueued> {
     let inserted: Option<i64> = tx
         .prepare_cached(
-            "INSERT INTO jobs (doc_key, version, status, max_attempts, created_at, updated_at)
-             VALUES (?1, ?2, 'discovered', ?3, ?4, ?4)
+            "INSERT INTO jobs (doc_key, version, source_stat, status, max_attempts, created_at, updated_at)
+             VALUES (?1, ?2, ?5, 'discovered', ?3, ?4, ?4)
              ON CONFLICT (doc_key) DO NOTHING RETURNING id",
         )?
-        .query_row(params![doc.key, doc.version, max_attempts, now], |r| r.get(0))
+        .query_row(params![doc.key, doc.version, max_attempts, now, doc.stat], |r| {
+            r.get(0)
+        })
         .optional()?;
     if let Some(id) = inserted {
         record(
@@ -57,19 +69,25 @@ pub(crate) fn enqueue(
         )?;
         return Ok(Enqueued::Inserted(JobId(id)));
     }
-    let (id, version, status, gone): (i64, String, String, bool) = tx
-        .prepare_cached("SELECT id, version, status, source_gone FROM jobs WHERE doc_key = ?1")?
-        .query_row([&doc.key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+    let (id, version, stat, status, gone): (i64, String, String, String, bool) = tx
+        .prepare_cached("SELECT id, version, source_stat, status, source_gone FROM jobs WHERE doc_key = ?1")?
+        .query_row([&doc.key], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?;
     if version == doc.version && !gone {
+        if stat != doc.stat {
+            tx.prepare_cached("UPDATE jobs SET source_stat = ?2 WHERE id = ?1")?
+                .execute(params![id, doc.stat])?;
+        }
         return Ok(Enqueued::Unchanged(JobId(id)));
     }
     tx.prepare_cached(
-        "UPDATE jobs SET version = ?2, status = 'discovered', attempts = 0, owner_token = NULL,
-                owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL, last_error = NULL,
-                source_gone = 0, max_attempts = ?3, updated_at = ?4
+        "UPDATE jobs SET version = ?2, source_stat = ?5, status = 'discovered', attempts = 0,
+                owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                last_error = NULL, source_gone = 0, max_attempts = ?3, updated_at = ?4
          WHERE id = ?1",
     )?
-    .execute(params![id, doc.version, max_attempts, now])?;
+    .execute(params![id, doc.version, max_attempts, now, doc.stat])?;
     let detail = format!("version {version} -> {} (was {status})", doc.version);
     record(tx, id, now, "requeued", None, None, Some(&detail))?;
     Ok(Enqueued::Requeued(JobId(id)))

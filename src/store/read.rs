@@ -125,9 +125,11 @@ pub(crate) fn present_keys(c: &Connection) -> rusqlite::Result<Vec<String>> {
     keys.collect()
 }
 
-/// `(version, status)` of every key, so a re-scan can skip hashing unchanged files.
-pub(crate) fn versions(c: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
-    let mut stmt = c.prepare_cached("SELECT doc_key, version FROM jobs WHERE source_gone = 0")?;
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+/// `(key, version, stat)` of every present source, so a re-scan can skip
+/// reading files whose fingerprint did not change.
+pub(crate) fn versions(c: &Connection) -> rusqlite::Result<Vec<(String, String, String)>> {
+    let mut stmt =
+        c.prepare_cached("SELECT doc_key, version, source_stat FROM jobs WHERE source_gone = 0")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     rows.collect()
 }

@@ -1,0 +1,110 @@
+//! Command-line flags, as clap parses them. `config.rs` turns them into
+//! validated, built objects before anything runs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Extract a directory of documents into a mirror, under fenced leases.
+#[derive(Debug, Parser)]
+#[command(name = "leasehold", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the data lives and how work is done; shared by every command.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Data directory holding leasehold.db and mirror/.
+    #[arg(long, global = true, default_value = "leasehold-data")]
+    pub data: PathBuf,
+    /// Database file (default: DATA/leasehold.db).
+    #[arg(long, global = true)]
+    pub db: Option<PathBuf>,
+    /// Mirror directory for results (default: DATA/mirror).
+    #[arg(long, global = true)]
+    pub mirror: Option<PathBuf>,
+    /// Worker threads (default: number of CPUs).
+    #[arg(long, global = true)]
+    pub workers: Option<usize>,
+    /// Lease length, e.g. 30s, 2m.
+    #[arg(long, global = true, default_value = "30s")]
+    pub lease: String,
+    /// Largest input file in bytes (larger files fail permanently).
+    #[arg(long, global = true, default_value_t = 64 * 1024 * 1024)]
+    pub max_input: u64,
+    /// Attempts per document before it is declared dead.
+    #[arg(long, global = true, default_value_t = 5)]
+    pub max_attempts: u32,
+    /// SQLite durability: normal (survives process crashes) or full (and power loss).
+    #[arg(long, global = true, value_enum, default_value_t = Sync::Normal)]
+    pub synchronous: Sync,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Sync {
+    Normal,
+    Full,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Discover DIR, extract everything claimable, print a summary.
+    Run {
+        dir: PathBuf,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 if any document failed.
+        #[arg(long)]
+        fail_on_error: bool,
+        /// Also take files and directories whose names start with a dot.
+        #[arg(long)]
+        include_hidden: bool,
+    },
+    /// Enqueue new and changed files of DIR; mark vanished ones.
+    Discover {
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        include_hidden: bool,
+    },
+    /// Work the queue (several processes may do this at once).
+    Work {
+        /// Exit when nothing is claimable and no lease is held.
+        #[arg(long)]
+        until_empty: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Counts by status and live leases.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One document and its history, including refused stale writes.
+    Inspect {
+        /// Document key, or numeric id.
+        doc: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove orphan generations and temp files from the whole mirror.
+    Gc {
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Requeue a document (by key or id), or every dead one.
+    Retry {
+        #[arg(required_unless_present = "dead", conflicts_with = "dead")]
+        doc: Option<String>,
+        #[arg(long)]
+        dead: bool,
+    },
+}

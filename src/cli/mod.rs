@@ -1,0 +1,77 @@
+//! The command-line tool: turn flags into a validated [`config::Config`], then
+//! run one command.
+
+pub mod args;
+mod config;
+mod report;
+mod run;
+
+use std::fmt;
+use std::process::ExitCode;
+
+use args::{Cli, Command};
+
+/// A failure of the command, with the exit code it maps to.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad flags or configuration found before any work (exit 2).
+    Config(String),
+    /// Something failed while running (exit 1).
+    Runtime(String),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Config(_) => 2,
+            CliError::Runtime(_) => 1,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Config(m) | CliError::Runtime(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<leasehold::Error> for CliError {
+    fn from(e: leasehold::Error) -> Self {
+        // One line, whatever the error chain holds.
+        let line = e.to_string().replace('\n', " ");
+        if e.is_config() || e.is_corrupt() {
+            CliError::Config(line)
+        } else {
+            CliError::Runtime(line)
+        }
+    }
+}
+
+/// Run the parsed command.
+pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    let g = &cli.global;
+    match cli.command {
+        Command::Run {
+            dir,
+            json,
+            fail_on_error,
+            include_hidden,
+        } => run::run(
+            &config::Config::build(g, Some((&dir, include_hidden)))?,
+            json,
+            fail_on_error,
+        ),
+        Command::Discover {
+            dir,
+            json,
+            include_hidden,
+        } => report::discover(&config::Config::build(g, Some((&dir, include_hidden)))?, json),
+        Command::Work { until_empty, json } => run::work(&config::Config::build(g, None)?, until_empty, json),
+        Command::Status { json } => report::status(&config::Config::build(g, None)?, json),
+        Command::Inspect { doc, json } => report::inspect(&config::Config::build(g, None)?, &doc, json),
+        Command::Gc { dry_run, json } => report::gc(&config::Config::build(g, None)?, dry_run, json),
+        Command::Retry { doc, dead } => report::retry(&config::Config::build(g, None)?, doc.as_deref(), dead),
+    }
+}

@@ -1,0 +1,370 @@
+//! Where document bytes come from (DESIGN §2 "source").
+//!
+//! The local directory source walks a tree, keys each file by its path relative
+//! to the root, and versions it by a content hash that is only recomputed when
+//! the file's size or modification time changed, so a re-scan of an unchanged
+//! tree reads no file contents. The source is never written to.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::Result;
+use crate::store::{NewDoc, Store};
+
+/// Reads the bytes of one document.
+pub trait Source: Send + Sync {
+    /// The bytes of the document `key`; more than `max_bytes` is an error.
+    fn fetch(&self, key: &str, max_bytes: u64) -> std::result::Result<Vec<u8>, SourceError>;
+}
+
+/// Why a document could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{key:?}: the source file does not exist (or is a broken link)")]
+    NotFound { key: String },
+    #[error("{key:?}: {size} bytes is over the {limit}-byte input limit")]
+    TooLarge { key: String, size: u64, limit: u64 },
+    #[error("{key:?}: symbolic link points outside the source directory")]
+    OutsideRoot { key: String },
+    #[error("{key:?}: not a regular file")]
+    NotAFile { key: String },
+    #[error("{key:?}: not a valid document key ({reason})")]
+    BadKey { key: String, reason: &'static str },
+    #[error("{key:?}: cannot read {path}: {source}")]
+    Unreadable {
+        key: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: cannot scan: {reason}")]
+    Scan { path: PathBuf, reason: String },
+}
+
+impl SourceError {
+    /// Retrying will not help (the file is gone, too big, or outside the root).
+    pub fn is_permanent(&self) -> bool {
+        !matches!(self, SourceError::Unreadable { .. } | SourceError::Scan { .. })
+    }
+}
+
+/// Prefix of keys for paths that are not valid UTF-8: the raw bytes in hex, so
+/// the key maps back to exactly one file.
+const HEX_KEY: &str = "hex:";
+
+/// A local directory of documents.
+#[derive(Debug, Clone)]
+pub struct DirSource {
+    root: PathBuf,
+    include_hidden: bool,
+}
+
+/// What a scan found, and what `discover` did with it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Discovered {
+    pub new: usize,
+    pub changed: usize,
+    pub unchanged: usize,
+    pub gone: usize,
+    /// Entries skipped, with why (not a regular file, hidden, unreadable directory...).
+    pub skipped: Vec<String>,
+}
+
+impl DirSource {
+    /// A source rooted at `root`, which must be a directory.
+    pub fn open(root: impl AsRef<Path>) -> std::result::Result<DirSource, SourceError> {
+        let root = root.as_ref();
+        let canonical = root.canonicalize().map_err(|e| SourceError::Scan {
+            path: root.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        if !canonical.is_dir() {
+            return Err(SourceError::Scan {
+                path: root.to_path_buf(),
+                reason: "not a directory".into(),
+            });
+        }
+        Ok(DirSource {
+            root: canonical,
+            include_hidden: false,
+        })
+    }
+
+    /// Also take files and directories whose name starts with a dot.
+    pub fn include_hidden(mut self, yes: bool) -> Self {
+        self.include_hidden = yes;
+        self
+    }
+
+    /// The canonical root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Scan the tree and bring the store up to date: enqueue new and changed
+    /// files, mark vanished ones. Files up to `max_bytes` are hashed when their
+    /// fingerprint changed; larger ones are versioned by fingerprint alone.
+    pub fn discover(&self, store: &Store, max_bytes: u64) -> Result<Discovered> {
+        let known: HashMap<String, (String, String)> = store
+            .versions()?
+            .into_iter()
+            .map(|(k, v, s)| (k, (v, s)))
+            .collect();
+        let mut report = Discovered::default();
+        let mut present = HashSet::new();
+        let mut batch = Vec::new();
+        for entry in self.walk(&mut report.skipped) {
+            let (key, path, is_link) = entry;
+            let stat = fingerprint(&path, is_link);
+            present.insert(key.clone());
+            match known.get(&key) {
+                Some((_, old_stat)) if *old_stat == stat => report.unchanged += 1,
+                _ => batch.push(NewDoc::new(key, version_of(&path, &stat, max_bytes)).with_stat(stat)),
+            }
+            if batch.len() >= 1000 {
+                tally(store, &mut batch, &mut report)?;
+            }
+        }
+        tally(store, &mut batch, &mut report)?;
+        let gone: Vec<String> = known.into_keys().filter(|k| !present.contains(k)).collect();
+        report.gone = store.mark_gone(&gone)?;
+        Ok(report)
+    }
+
+    /// Every candidate file: (key, path, is a symlink). Directories behind
+    /// symlinks are not entered; symlinked files are kept so that `fetch` can
+    /// refuse the ones pointing outside the root with a recorded error.
+    fn walk(&self, skipped: &mut Vec<String>) -> Vec<(String, PathBuf, bool)> {
+        let hidden = self.include_hidden;
+        let walker = walkdir::WalkDir::new(&self.root)
+            .follow_links(false)
+            .sort_by_file_name()
+            .into_iter()
+            .filter_entry(move |e| hidden || e.depth() == 0 || !e.file_name().as_bytes().starts_with(b"."));
+        let mut out = Vec::new();
+        for entry in walker {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    skipped.push(format!(
+                        "{}: {e}",
+                        e.path().map(|p| p.display().to_string()).unwrap_or_default()
+                    ));
+                    continue;
+                }
+            };
+            let ft = entry.file_type();
+            if ft.is_dir() {
+                continue;
+            }
+            let is_link = ft.is_symlink();
+            if !ft.is_file() && !is_link {
+                skipped.push(format!("{}: not a regular file", entry.path().display()));
+                continue;
+            }
+            if is_link && entry.path().is_dir() {
+                skipped.push(format!(
+                    "{}: link to a directory, not followed",
+                    entry.path().display()
+                ));
+                continue;
+            }
+            if let Ok(rel) = entry.path().strip_prefix(&self.root) {
+                out.push((key_for(rel), entry.path().to_path_buf(), is_link));
+            }
+        }
+        out
+    }
+
+    /// The file behind `key`, refusing keys that would leave the root.
+    fn path_of(&self, key: &str) -> std::result::Result<PathBuf, SourceError> {
+        let bad = |reason| SourceError::BadKey {
+            key: key.to_owned(),
+            reason,
+        };
+        let rel = match key.strip_prefix(HEX_KEY) {
+            Some(hex) => PathBuf::from(OsString::from_vec(decode_hex(hex).ok_or(bad("bad hex"))?)),
+            None => PathBuf::from(key),
+        };
+        if key.contains('\0') {
+            return Err(bad("contains NUL"));
+        }
+        if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            return Err(bad("not a plain relative path"));
+        }
+        Ok(self.root.join(rel))
+    }
+}
+
+impl Source for DirSource {
+    fn fetch(&self, key: &str, max_bytes: u64) -> std::result::Result<Vec<u8>, SourceError> {
+        let path = self.path_of(key)?;
+        let real = path
+            .canonicalize()
+            .map_err(|_| SourceError::NotFound { key: key.to_owned() })?;
+        if !real.starts_with(&self.root) {
+            return Err(SourceError::OutsideRoot { key: key.to_owned() });
+        }
+        let unreadable = |source| SourceError::Unreadable {
+            key: key.to_owned(),
+            path: path.clone(),
+            source,
+        };
+        let file = std::fs::File::open(&real).map_err(unreadable)?;
+        let meta = file.metadata().map_err(unreadable)?;
+        if !meta.is_file() {
+            return Err(SourceError::NotAFile { key: key.to_owned() });
+        }
+        if meta.len() > max_bytes {
+            return Err(SourceError::TooLarge {
+                key: key.to_owned(),
+                size: meta.len(),
+                limit: max_bytes,
+            });
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        // take(): the file may grow between stat and read.
+        file.take(max_bytes + 1)
+            .read_to_end(&mut bytes)
+            .map_err(unreadable)?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(SourceError::TooLarge {
+                key: key.to_owned(),
+                size: bytes.len() as u64,
+                limit: max_bytes,
+            });
+        }
+        Ok(bytes)
+    }
+}
+
+fn tally(store: &Store, batch: &mut Vec<NewDoc>, report: &mut Discovered) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    for outcome in store.enqueue_many(batch)? {
+        match outcome {
+            crate::Enqueued::Inserted(_) => report.new += 1,
+            crate::Enqueued::Requeued(_) => report.changed += 1,
+            crate::Enqueued::Unchanged(_) => report.unchanged += 1,
+        }
+    }
+    batch.clear();
+    Ok(())
+}
+
+/// The document key of a path relative to the root: '/'-joined UTF-8, or the raw
+/// bytes in hex when the path is not UTF-8 (or could be mistaken for such a key).
+pub fn key_for(rel: &Path) -> String {
+    match rel.to_str() {
+        Some(s) if !s.starts_with(HEX_KEY) => s.to_owned(),
+        _ => {
+            let hex: String = rel
+                .as_os_str()
+                .as_bytes()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            format!("{HEX_KEY}{hex}")
+        }
+    }
+}
+
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Size and modification time (of the link target, for a link), or a marker
+/// when there is nothing to stat, so a broken link is still enqueued and its
+/// error recorded.
+fn fingerprint(path: &Path, is_link: bool) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let link = if is_link {
+        std::fs::read_link(path)
+            .map(|t| t.display().to_string())
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    match std::fs::metadata(path) {
+        Ok(m) => format!("{}:{}.{:09}:{link}", m.len(), m.mtime(), m.mtime_nsec()),
+        Err(e) => format!("unreadable:{}:{link}", e.kind()),
+    }
+}
+
+/// The content hash of the file, or the fingerprint when it is too large to be
+/// worth reading (it will fail as too large) or cannot be read (it will fail
+/// with the read error, recorded at fetch).
+fn version_of(path: &Path, stat: &str, max_bytes: u64) -> String {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return format!("stat:{stat}");
+    };
+    if meta.len() > max_bytes || !meta.is_file() {
+        return format!("stat:{stat}");
+    }
+    match std::fs::File::open(path).and_then(|mut f| {
+        let mut h = Sha256::new();
+        std::io::copy(&mut f, &mut h)?;
+        Ok(h.finalize())
+    }) {
+        Ok(digest) => format!("sha256:{}", hex(&digest)),
+        Err(_) => format!("stat:{stat}"),
+    }
+}
+
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_for_utf8_and_raw_byte_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = DirSource::open(dir.path()).unwrap();
+        for name in [
+            &b"plain.txt"[..],
+            b"caf\xc3\xa9.md",
+            b"bad\xff\xfename.txt",
+            b"hex:looks-like-a-key",
+        ] {
+            let rel = PathBuf::from(OsString::from_vec(name.to_vec()));
+            std::fs::write(dir.path().join(&rel), b"x").unwrap();
+            let key = key_for(&rel);
+            assert_eq!(src.fetch(&key, 10).unwrap(), b"x", "{key}");
+        }
+    }
+
+    #[test]
+    fn keys_that_leave_the_root_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = DirSource::open(dir.path()).unwrap();
+        for key in [
+            "../etc/passwd",
+            "/etc/passwd",
+            "a/../../b",
+            "hex:2e2e2f78",
+            "hex:zz",
+            "a\0b",
+        ] {
+            assert!(
+                matches!(src.fetch(key, 10), Err(SourceError::BadKey { .. })),
+                "{key}"
+            );
+        }
+    }
+}
