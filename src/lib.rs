@@ -3,12 +3,18 @@
 //! from a worker that lost its lease.
 //!
 //! # Layout
+//! One module per part of the design contract (`DESIGN.md` §2):
 //! - [`clock`]: the injected time source (`SystemClock`, `ManualClock`).
 //! - [`job`]: ids, states, claims and fenced outcomes: the vocabulary.
 //! - [`store`]: the jobs table; the only module that writes SQL.
+//! - [`lease`]: running a stage under a lease (heartbeat, loss flag).
+//! - [`mirror`]: the results directory: generation paths, atomic writes, locked cleanup.
+//! - [`source`]: where bytes come from (a local directory).
+//! - [`extract`]: how text is extracted (text, Markdown, HTML, PDF, DOCX).
+//! - [`worker`]: the pool: claim → fetch → extract → mirror → complete → cleanup.
 //! - [`error`]: the one error type.
 //!
-//! The contract these keep is `DESIGN.md` (states, fencing, mirror, credential).
+//! The binary (`src/main.rs`, `src/cli/`) turns flags into these parts.
 
 pub mod clock;
 pub mod error;
@@ -24,3 +30,8 @@ pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use error::{Error, Result};
 pub use job::{Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Rejection, Status};
 pub use store::{Backoff, NewDoc, Store, StoreOptions, Synchronous};
+
+/// The README's examples compile and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

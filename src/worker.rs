@@ -376,6 +376,7 @@ impl WorkerPool {
 fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Option<&Sender<Event>>) {
     let store = &worker.pipeline.store;
     while !stop.stop_claiming.load(Ordering::SeqCst) {
+        let token = store.work_token();
         let outcome = catch_unwind(AssertUnwindSafe(|| worker.process_one())).unwrap_or_else(|p| {
             Err(Error::InvalidInput {
                 what: "worker step",
@@ -384,7 +385,7 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
         });
         match outcome {
             Ok(Processed::Idle) => {
-                if !idle_wait(store, opts) {
+                if !idle_wait(store, opts, token) {
                     return;
                 }
             }
@@ -405,7 +406,7 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
 /// Sleep until something may be claimable (or an in-process enqueue/release
 /// wakes us). Returns false when the pool should exit (`until_idle` and nothing
 /// left to wait for).
-fn idle_wait(store: &Store, opts: &PoolOptions) -> bool {
+fn idle_wait(store: &Store, opts: &PoolOptions, token: u64) -> bool {
     let now = store.now();
     let (next, leases) = match (store.next_claimable_at(), store.counts_extracting()) {
         (Ok(n), Ok(l)) => (n, l),
@@ -420,7 +421,7 @@ fn idle_wait(store: &Store, opts: &PoolOptions) -> bool {
         None => opts.idle_wait_cap,
     };
     if !wait.is_zero() {
-        store.wait_for_work(wait);
+        store.wait_for_work(token, wait);
     }
     true
 }

@@ -516,15 +516,26 @@ impl Store {
 
     // ----- waking workers -----
 
-    /// Wait until another thread of this process enqueues or hands back work, or
-    /// `timeout` passes. Cheap: a condition variable, no polling.
-    pub fn wait_for_work(&self, timeout: Duration) {
+    /// A token for [`Store::wait_for_work`]: take it *before* looking for work,
+    /// so that a wake-up between the look and the wait is not lost.
+    pub fn work_token(&self) -> u64 {
+        *self
+            .inner
+            .signal
+            .generation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait until another thread of this process enqueues, completes or hands
+    /// back work after `token` was taken, or `timeout` passes. A condition
+    /// variable, no polling.
+    pub fn wait_for_work(&self, token: u64, timeout: Duration) {
         let s = &self.inner.signal;
         let g = s.generation.lock().unwrap_or_else(|e| e.into_inner());
-        let seen = *g;
         let _ = s
             .changed
-            .wait_timeout_while(g, timeout, |g| *g == seen)
+            .wait_timeout_while(g, timeout, |g| *g == token)
             .map_err(|e| e.into_inner());
     }
 

@@ -1,0 +1,217 @@
+//! End to end through the built `leasehold` binary: the sample corpus, re-runs,
+//! two worker processes on one data directory, exit codes.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sha2::{Digest, Sha256};
+
+const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+
+fn samples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples")
+}
+
+fn leasehold(data: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("run leasehold")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+/// Every `indexed` row: key → (result_path, checksum), read straight from SQLite.
+fn accepted(data: &Path) -> HashMap<String, (String, String)> {
+    let c = rusqlite::Connection::open(data.join("leasehold.db")).unwrap();
+    let mut stmt = c
+        .prepare("SELECT doc_key, result_path, checksum FROM jobs WHERE status = 'indexed'")
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+        .unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
+}
+
+#[test]
+fn run_on_the_sample_corpus_indexes_every_format_and_a_rerun_does_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    let summary = json(&leasehold(
+        data.path(),
+        &["run", samples().to_str().unwrap(), "--json"],
+    ));
+    assert_eq!(summary["indexed"], 6, "{summary}");
+    assert_eq!(summary["failed"], 0, "{summary}");
+
+    let rows = accepted(data.path());
+    let phrases = [
+        ("notes.txt", "amber lighthouse"),
+        ("guide.md", "copper kettle"),
+        ("page.html", "velvet harbor"),
+        ("report.pdf", "granite orchard"),
+        ("letter.docx", "silver meadow"),
+        ("nested/more.md", "quiet lantern"),
+    ];
+    assert_eq!(rows.len(), phrases.len());
+    for (key, phrase) in phrases {
+        let (path, sum) = rows.get(key).unwrap_or_else(|| panic!("{key} not indexed"));
+        let bytes = std::fs::read(data.path().join("mirror").join(path)).unwrap();
+        assert_eq!(&format!("{:x}", Sha256::digest(&bytes)), sum, "{key}: checksum");
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.contains(phrase), "{key}: {phrase:?} not in {text:?}");
+    }
+    assert!(
+        !std::fs::read_to_string(data.path().join("mirror").join(&rows["page.html"].0))
+            .unwrap()
+            .contains("forbidden"),
+        "script or style text leaked into the HTML result"
+    );
+
+    let again = json(&leasehold(
+        data.path(),
+        &["run", samples().to_str().unwrap(), "--json"],
+    ));
+    assert_eq!(
+        (again["indexed"].as_u64(), again["unchanged"].as_u64()),
+        (Some(0), Some(6)),
+        "{again}"
+    );
+    assert_eq!(accepted(data.path()), rows, "a re-run changed accepted results");
+}
+
+#[test]
+fn two_work_processes_index_every_document_exactly_once() {
+    let data = tempfile::tempdir().unwrap();
+    let corpus = tempfile::tempdir().unwrap();
+    for i in 0..300 {
+        std::fs::write(
+            corpus.path().join(format!("doc-{i:03}.txt")),
+            format!("document number {i}\n"),
+        )
+        .unwrap();
+    }
+    let found = json(&leasehold(
+        data.path(),
+        &["discover", corpus.path().to_str().unwrap(), "--json"],
+    ));
+    assert_eq!(found["new"], 300);
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new(BIN)
+                .arg("--data")
+                .arg(data.path())
+                .args(["work", "--until-empty", "--json", "--workers", "3"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut indexed = 0;
+    for w in workers {
+        let summary = json(&w.wait_with_output().unwrap());
+        indexed += summary["indexed"].as_u64().unwrap();
+    }
+    assert_eq!(indexed, 300, "indexed across both processes");
+    let c = rusqlite::Connection::open(data.path().join("leasehold.db")).unwrap();
+    let per_doc: Vec<i64> = c
+        .prepare(
+            "SELECT (SELECT count(*) FROM history h WHERE h.job_id = j.id AND h.event = 'completed')
+             FROM jobs j",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(per_doc.len(), 300);
+    assert!(
+        per_doc.iter().all(|&n| n == 1),
+        "a document was accepted twice or never"
+    );
+}
+
+#[test]
+fn status_inspect_and_gc_report_on_a_run() {
+    let data = tempfile::tempdir().unwrap();
+    json(&leasehold(
+        data.path(),
+        &["run", samples().to_str().unwrap(), "--json"],
+    ));
+    let status = json(&leasehold(data.path(), &["status", "--json"]));
+    assert_eq!(status["counts"]["indexed"], 6);
+    let inspect = json(&leasehold(data.path(), &["inspect", "notes.txt", "--json"]));
+    assert_eq!(inspect["job"]["status"], "indexed");
+    let events: Vec<&str> = inspect["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["enqueued", "claimed", "completed"]);
+    // An orphan generation and a stale temp file: gc removes both, keeps the result.
+    let result = inspect["job"]["result_path"].as_str().unwrap();
+    let doc_dir = data
+        .path()
+        .join("mirror")
+        .join(result)
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    std::fs::write(doc_dir.join("g000099.txt"), b"orphan").unwrap();
+    std::fs::write(doc_dir.join(".tmp-g000098-1-1"), b"stale").unwrap();
+    let dry = json(&leasehold(data.path(), &["gc", "--dry-run", "--json"]));
+    assert_eq!(dry["removed"].as_array().unwrap().len(), 2, "{dry}");
+    assert!(doc_dir.join("g000099.txt").exists(), "dry run deleted");
+    json(&leasehold(data.path(), &["gc", "--json"]));
+    assert!(!doc_dir.join("g000099.txt").exists());
+    assert!(!doc_dir.join(".tmp-g000098-1-1").exists());
+    assert!(
+        data.path().join("mirror").join(result).exists(),
+        "gc removed the accepted result"
+    );
+}
+
+#[test]
+fn bad_configuration_exits_2_with_one_line_naming_the_thing() {
+    let data = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["run", "/no/such/corpus"], "/no/such/corpus"),
+        (&["--lease", "soon", "status"], "--lease"),
+        (&["--db", "/no/such/dir/x.db", "status"], "/no/such/dir"),
+        (&["inspect-all"], "inspect-all"),
+    ];
+    for (args, names) in cases {
+        let out = leasehold(data.path(), args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(names), "{args:?}: {stderr}");
+    }
+    let out = leasehold(data.path(), &["--lease", "soon", "status"]);
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
+}
+
+#[test]
+fn a_data_directory_refuses_a_second_source() {
+    let data = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    json(&leasehold(
+        data.path(),
+        &["discover", samples().to_str().unwrap(), "--json"],
+    ));
+    let out = leasehold(data.path(), &["run", other.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--data"));
+}
