@@ -33,6 +33,9 @@ CREATE TABLE jobs (
     checksum         TEXT,
     -- the source file disappeared; gc removes the mirror files, the row stays
     source_gone      INTEGER NOT NULL DEFAULT 0 CHECK (source_gone IN (0, 1)),
+    -- the last directory scan that saw the source; rows a finished scan did not
+    -- see are marked gone (keeps discovery's memory flat whatever the tree holds)
+    seen_scan        INTEGER NOT NULL DEFAULT 0,
     created_at       INTEGER NOT NULL,
     updated_at       INTEGER NOT NULL,
     -- an extracting row always has an owner and a lease; no other row has either

@@ -9,7 +9,7 @@
 //! optimisation: the final guard is always the fenced `complete`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -92,105 +92,178 @@ pub struct LeaseLost {
     pub reason: String,
 }
 
-/// Keeps claims alive while stages run.
-#[derive(Debug, Clone)]
+/// Keeps claims alive while stages run. Owns one heartbeat thread for its whole
+/// life (a worker runs three stages per document; a thread per stage would cost
+/// three spawns per document), stopped and joined on drop.
+#[derive(Debug)]
 pub struct LeaseKeeper {
+    store: Store,
+    watch: Option<Sender<Watch>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// One stage for the heartbeat thread to keep alive.
+struct Watch {
+    claim: Claim,
+    flag: Arc<LeaseFlag>,
+    /// Closed by the stage runner when the stage returned.
+    done: Receiver<()>,
+    /// The heartbeat answers here once it has stopped renewing this claim.
+    ack: Sender<()>,
+}
+
+/// What the heartbeat thread needs besides the watched claim.
+struct Heartbeat {
     store: Store,
     ticks: Ticks,
     interval_ms: Millis,
-    /// Closed when the pool stops hard: raises the stage's stop signal.
     cancel: Receiver<()>,
 }
 
 impl LeaseKeeper {
     /// A keeper renewing every `max(100 ms, lease / 3)`.
     pub fn new(store: Store, ticks: Ticks) -> Self {
-        let lease = store.options().lease;
-        let interval = (lease / 3).max(Duration::from_millis(100));
-        LeaseKeeper {
-            store,
-            ticks,
-            interval_ms: duration_ms(interval),
-            cancel: crossbeam_channel::never(),
-        }
+        Self::with_cancel(store, ticks, crossbeam_channel::never())
     }
 
-    /// Raise every running stage's stop signal when `cancel` closes (hard stop).
-    pub fn with_cancel(mut self, cancel: Receiver<()>) -> Self {
-        self.cancel = cancel;
-        self
+    /// Like [`LeaseKeeper::new`]; when `cancel` closes (the pool stops hard),
+    /// every running stage's stop signal is raised.
+    pub fn with_cancel(store: Store, ticks: Ticks, cancel: Receiver<()>) -> Self {
+        let beat = Heartbeat {
+            interval_ms: duration_ms(renew_interval(&store)),
+            store: store.clone(),
+            ticks,
+            cancel,
+        };
+        let (watch, watches) = crossbeam_channel::unbounded::<Watch>();
+        let thread = std::thread::Builder::new()
+            .name("leasehold-heartbeat".into())
+            .spawn(move || {
+                for w in watches.iter() {
+                    beat.keep(&w.claim, &w.flag, &w.done);
+                    let _ = w.ack.send(());
+                }
+            })
+            .ok();
+        LeaseKeeper {
+            store,
+            watch: Some(watch),
+            thread,
+        }
     }
 
     /// How often the heartbeat renews.
     pub fn interval(&self) -> Duration {
-        Duration::from_millis(self.interval_ms as u64)
+        renew_interval(&self.store)
     }
 
     /// Run `stage` under `claim`'s lease: renew first (a refused renewal means the
     /// stage does not run), renew on the heartbeat while it runs, and report
     /// [`LeaseLost`] if any renewal was refused or failed.
     pub fn run<T>(&self, claim: &Claim, stage: impl FnOnce(&LeaseFlag) -> T) -> Result<T, LeaseLost> {
-        let flag = LeaseFlag::default();
-        if let Some(why) = self.renew_reason(claim) {
+        if let Some(why) = renew_reason(&self.store, claim) {
             return Err(lost(claim, why));
         }
-        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
-        let out = std::thread::scope(|s| {
-            s.spawn(|| self.heartbeat(claim, &flag, &stop_rx));
-            let out = stage(&flag);
-            stop(stop_tx);
-            out
-            // The scope joins the heartbeat here: no renewal is left in flight.
+        let flag = Arc::new(LeaseFlag::default());
+        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+        let (ack_tx, ack_rx) = crossbeam_channel::bounded::<()>(1);
+        let watched = self.watch.as_ref().is_some_and(|w| {
+            w.send(Watch {
+                claim: shadow(claim),
+                flag: Arc::clone(&flag),
+                done: done_rx,
+                ack: ack_tx,
+            })
+            .is_ok()
         });
+        let out = stage(&flag);
+        stop(done_tx);
+        if watched {
+            // Wait until the heartbeat has let go: no renewal is left in flight.
+            let _ = ack_rx.recv();
+        }
         match flag.reason() {
             Some(why) => Err(lost(claim, why)),
             None => Ok(out),
         }
     }
+}
 
-    /// The heartbeat loop: renew when due, until stopped or the lease is lost.
-    fn heartbeat(&self, claim: &Claim, flag: &LeaseFlag, stop: &Receiver<()>) {
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        drop(self.watch.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Heartbeat {
+    /// Renew `claim` when due, until its stage is done or the lease is lost.
+    fn keep(&self, claim: &Claim, flag: &LeaseFlag, done: &Receiver<()>) {
         // Exactly one of the two tick sources is live; the other never fires.
         let (manual, timer) = match &self.ticks {
             Ticks::Manual(rx) => (rx.clone(), crossbeam_channel::never()),
             Ticks::Timer => (
                 crossbeam_channel::never(),
-                crossbeam_channel::tick(self.interval() / 2),
+                crossbeam_channel::tick(Duration::from_millis(self.interval_ms as u64) / 2),
             ),
         };
         let mut last_renewal = self.store.now();
         loop {
             let ticked = crossbeam_channel::select! {
-                recv(stop) -> _ => return,
+                recv(done) -> _ => return,
                 recv(self.cancel) -> _ => {
                     flag.cancel();
+                    // Keep the stage company until it returns; renew no more.
+                    let _ = done.recv();
                     return;
                 }
                 recv(manual) -> t => t.is_ok(),
                 recv(timer) -> t => t.is_ok(),
             };
             if !ticked {
+                let _ = done.recv();
                 return;
             }
             let now = self.store.now();
             if now.saturating_sub(last_renewal) < self.interval_ms {
                 continue;
             }
-            if let Some(why) = self.renew_reason(claim) {
+            if let Some(why) = renew_reason(&self.store, claim) {
                 flag.raise(why);
+                let _ = done.recv();
                 return;
             }
             last_renewal = now;
         }
     }
+}
 
-    /// `None` if the renewal was accepted, else why the lease is lost.
-    fn renew_reason(&self, claim: &Claim) -> Option<String> {
-        match self.store.renew(claim) {
-            Ok(Fenced::Accepted) => None,
-            Ok(Fenced::Rejected(r)) => Some(format!("renewal refused: {r}")),
-            Err(e) => Some(format!("renewal failed: {e}")),
-        }
+fn renew_interval(store: &Store) -> Duration {
+    (store.options().lease / 3).max(Duration::from_millis(100))
+}
+
+/// `None` if the renewal was accepted, else why the lease is lost.
+fn renew_reason(store: &Store, claim: &Claim) -> Option<String> {
+    match store.renew(claim) {
+        Ok(Fenced::Accepted) => None,
+        Ok(Fenced::Rejected(r)) => Some(format!("renewal refused: {r}")),
+        Err(e) => Some(format!("renewal failed: {e}")),
+    }
+}
+
+/// The heartbeat's own copy of the claim's identity, for renewing only. The
+/// stage keeps the real `Claim`; this copy never completes anything.
+fn shadow(c: &Claim) -> Claim {
+    Claim {
+        id: c.id,
+        key: c.key.clone(),
+        version: c.version.clone(),
+        token: c.token.clone(),
+        fence: c.fence,
+        attempts: c.attempts,
+        lease_expires_at: c.lease_expires_at,
     }
 }
 

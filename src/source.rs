@@ -5,7 +5,6 @@
 //! the file's size or modification time changed, so a re-scan of an unchanged
 //! tree reads no file contents. The source is never written to.
 
-use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -108,77 +107,109 @@ impl DirSource {
 
     /// Scan the tree and bring the store up to date: enqueue new and changed
     /// files, mark vanished ones. Files up to `max_bytes` are hashed when their
-    /// fingerprint changed; larger ones are versioned by fingerprint alone.
+    /// fingerprint changed; larger ones are versioned by fingerprint alone. Works
+    /// in batches, so memory does not grow with the size of the tree.
     pub fn discover(&self, store: &Store, max_bytes: u64) -> Result<Discovered> {
-        let known: HashMap<String, (String, String)> = store
-            .versions()?
-            .into_iter()
-            .map(|(k, v, s)| (k, (v, s)))
-            .collect();
+        let scan = store.begin_scan()?;
         let mut report = Discovered::default();
-        let mut present = HashSet::new();
-        let mut batch = Vec::new();
-        for entry in self.walk(&mut report.skipped) {
-            let (key, path, is_link) = entry;
-            let stat = fingerprint(&path, is_link);
-            present.insert(key.clone());
-            match known.get(&key) {
-                Some((_, old_stat)) if *old_stat == stat => report.unchanged += 1,
-                _ => batch.push(NewDoc::new(key, version_of(&path, &stat, max_bytes)).with_stat(stat)),
-            }
-            if batch.len() >= 1000 {
-                tally(store, &mut batch, &mut report)?;
+        let mut batch = Vec::with_capacity(SCAN_BATCH);
+        let mut skipped = Vec::new();
+        for entry in self.walk(&mut skipped) {
+            batch.push(entry);
+            if batch.len() == SCAN_BATCH {
+                self.record_batch(store, scan, &mut batch, max_bytes, &mut report)?;
             }
         }
-        tally(store, &mut batch, &mut report)?;
-        let gone: Vec<String> = known.into_keys().filter(|k| !present.contains(k)).collect();
-        report.gone = store.mark_gone(&gone)?;
+        self.record_batch(store, scan, &mut batch, max_bytes, &mut report)?;
+        report.skipped = skipped;
+        report.gone = store.finish_scan(scan)?;
         Ok(report)
     }
 
-    /// Every candidate file: (key, path, is a symlink). Directories behind
-    /// symlinks are not entered; symlinked files are kept so that `fetch` can
-    /// refuse the ones pointing outside the root with a recorded error.
-    fn walk(&self, skipped: &mut Vec<String>) -> Vec<(String, PathBuf, bool)> {
+    /// Compare one batch with the store, hash what changed (outside any
+    /// transaction), then record it in one write.
+    fn record_batch(
+        &self,
+        store: &Store,
+        scan: i64,
+        batch: &mut Vec<Entry>,
+        max_bytes: u64,
+        report: &mut Discovered,
+    ) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<String> = batch.iter().map(|e| e.key.clone()).collect();
+        let known = store.source_stats(&keys)?;
+        let (mut unchanged, mut changed) = (Vec::new(), Vec::new());
+        for e in batch.drain(..) {
+            let stat = fingerprint(&e.path, e.is_link);
+            if known.get(&e.key) == Some(&stat) {
+                unchanged.push(e.key);
+            } else {
+                let version = version_of(&e.path, &stat, max_bytes);
+                changed.push(NewDoc::new(e.key, version).with_stat(stat));
+            }
+        }
+        report.unchanged += unchanged.len();
+        for outcome in store.record_scan(scan, &unchanged, &changed)? {
+            match outcome {
+                crate::Enqueued::Inserted(_) => report.new += 1,
+                crate::Enqueued::Requeued(_) => report.changed += 1,
+                crate::Enqueued::Unchanged(_) => report.unchanged += 1,
+            }
+        }
+        Ok(())
+    }
+
+    /// Every candidate file, lazily. Directories behind symlinks are not
+    /// entered; symlinked files are kept so that `fetch` can refuse the ones
+    /// pointing outside the root with a recorded error.
+    fn walk<'a>(&'a self, skipped: &'a mut Vec<String>) -> impl Iterator<Item = Entry> + 'a {
         let hidden = self.include_hidden;
-        let walker = walkdir::WalkDir::new(&self.root)
+        walkdir::WalkDir::new(&self.root)
             .follow_links(false)
             .sort_by_file_name()
             .into_iter()
-            .filter_entry(move |e| hidden || e.depth() == 0 || !e.file_name().as_bytes().starts_with(b"."));
-        let mut out = Vec::new();
-        for entry in walker {
-            let entry = match entry {
-                Ok(e) => e,
-                Err(e) => {
-                    skipped.push(format!(
-                        "{}: {e}",
-                        e.path().map(|p| p.display().to_string()).unwrap_or_default()
-                    ));
-                    continue;
-                }
-            };
-            let ft = entry.file_type();
-            if ft.is_dir() {
-                continue;
+            .filter_entry(move |e| hidden || e.depth() == 0 || !e.file_name().as_bytes().starts_with(b"."))
+            .filter_map(move |entry| self.candidate(entry, skipped))
+    }
+
+    fn candidate(
+        &self,
+        entry: walkdir::Result<walkdir::DirEntry>,
+        skipped: &mut Vec<String>,
+    ) -> Option<Entry> {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                let path = e.path().map(|p| p.display().to_string()).unwrap_or_default();
+                skipped.push(format!("{path}: {e}"));
+                return None;
             }
-            let is_link = ft.is_symlink();
-            if !ft.is_file() && !is_link {
-                skipped.push(format!("{}: not a regular file", entry.path().display()));
-                continue;
-            }
-            if is_link && entry.path().is_dir() {
-                skipped.push(format!(
-                    "{}: link to a directory, not followed",
-                    entry.path().display()
-                ));
-                continue;
-            }
-            if let Ok(rel) = entry.path().strip_prefix(&self.root) {
-                out.push((key_for(rel), entry.path().to_path_buf(), is_link));
-            }
+        };
+        let ft = entry.file_type();
+        if ft.is_dir() {
+            return None;
         }
-        out
+        let is_link = ft.is_symlink();
+        if !ft.is_file() && !is_link {
+            skipped.push(format!("{}: not a regular file", entry.path().display()));
+            return None;
+        }
+        if is_link && entry.path().is_dir() {
+            skipped.push(format!(
+                "{}: link to a directory, not followed",
+                entry.path().display()
+            ));
+            return None;
+        }
+        let rel = entry.path().strip_prefix(&self.root).ok()?;
+        Some(Entry {
+            key: key_for(rel),
+            path: entry.path().to_path_buf(),
+            is_link,
+        })
     }
 
     /// The file behind `key`, refusing keys that would leave the root.
@@ -243,19 +274,14 @@ impl Source for DirSource {
     }
 }
 
-fn tally(store: &Store, batch: &mut Vec<NewDoc>, report: &mut Discovered) -> Result<()> {
-    if batch.is_empty() {
-        return Ok(());
-    }
-    for outcome in store.enqueue_many(batch)? {
-        match outcome {
-            crate::Enqueued::Inserted(_) => report.new += 1,
-            crate::Enqueued::Requeued(_) => report.changed += 1,
-            crate::Enqueued::Unchanged(_) => report.unchanged += 1,
-        }
-    }
-    batch.clear();
-    Ok(())
+/// How many files a scan compares and records per transaction.
+const SCAN_BATCH: usize = 1000;
+
+/// One file found by a scan.
+struct Entry {
+    key: String,
+    path: PathBuf,
+    is_link: bool,
 }
 
 /// The document key of a path relative to the root: '/'-joined UTF-8, or the raw

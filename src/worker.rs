@@ -331,8 +331,8 @@ impl WorkerPool {
         };
         let threads = (0..opts.workers.max(1))
             .map(|i| {
-                let keeper = LeaseKeeper::new(pipeline.store.clone(), opts.ticks.clone())
-                    .with_cancel(cancel_rx.clone());
+                let keeper =
+                    LeaseKeeper::with_cancel(pipeline.store.clone(), opts.ticks.clone(), cancel_rx.clone());
                 let name = format!("{}-{}-{i}", opts.name_prefix, std::process::id());
                 let worker =
                     Worker::new(Arc::clone(&pipeline), keeper, name).with_hard_stop(Arc::clone(&handle.hard));

@@ -215,3 +215,45 @@ fn a_data_directory_refuses_a_second_source() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--data"));
 }
+
+#[test]
+fn a_changed_file_is_extracted_again_and_a_removed_one_is_swept_by_gc() {
+    let data = tempfile::tempdir().unwrap();
+    let corpus = tempfile::tempdir().unwrap();
+    for name in ["a.txt", "b.txt", "c.txt"] {
+        std::fs::write(corpus.path().join(name), format!("first text of {name}\n")).unwrap();
+    }
+    let dir = corpus.path().to_str().unwrap();
+    json(&leasehold(data.path(), &["run", dir, "--json"]));
+    let before = accepted(data.path());
+    std::fs::write(corpus.path().join("a.txt"), "second text of a.txt, longer\n").unwrap();
+    std::fs::remove_file(corpus.path().join("b.txt")).unwrap();
+
+    let summary = json(&leasehold(data.path(), &["run", dir, "--json"]));
+    assert_eq!(
+        (
+            summary["indexed"].as_u64(),
+            summary["changed"].as_u64(),
+            summary["gone"].as_u64(),
+            summary["unchanged"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1), Some(1)),
+        "{summary}"
+    );
+    let after = accepted(data.path());
+    let new_a = std::fs::read_to_string(data.path().join("mirror").join(&after["a.txt"].0)).unwrap();
+    assert!(new_a.contains("second text"), "{new_a}");
+    assert!(
+        !data.path().join("mirror").join(&before["a.txt"].0).exists(),
+        "old generation of a.txt left"
+    );
+    assert!(
+        !after.contains_key("b.txt"),
+        "a removed source is no longer indexed"
+    );
+    let b_file = data.path().join("mirror").join(&before["b.txt"].0);
+    assert!(b_file.exists(), "nothing is removed before gc");
+    json(&leasehold(data.path(), &["gc", "--json"]));
+    assert!(!b_file.exists(), "gc removes the result of a removed source");
+    assert!(data.path().join("mirror").join(&after["c.txt"].0).exists());
+}

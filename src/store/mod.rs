@@ -310,15 +310,44 @@ impl Store {
         Ok(n)
     }
 
-    /// Mark documents whose source disappeared; returns how many changed.
-    pub fn mark_gone(&self, keys: &[String]) -> Result<usize> {
-        self.write_tx(|tx, now| {
-            let mut n = 0;
-            for k in keys {
-                n += usize::from(queue::mark_gone(tx, now, k)?);
+    /// Start a directory scan; its number stamps every document it sees.
+    pub fn begin_scan(&self) -> Result<i64> {
+        self.write_tx(|tx, _| queue::begin_scan(tx))
+    }
+
+    /// Record one batch of a scan in one transaction: enqueue `changed` (new or
+    /// changed sources) and stamp them and `unchanged` keys as seen by `scan`.
+    pub fn record_scan(&self, scan: i64, unchanged: &[String], changed: &[NewDoc]) -> Result<Vec<Enqueued>> {
+        for d in changed {
+            check_key(&d.key)?;
+        }
+        let max = i64::from(self.inner.opts.max_attempts);
+        let out: Vec<Enqueued> = self.write_tx(|tx, now| {
+            let mut out = Vec::with_capacity(changed.len());
+            for d in changed {
+                out.push(queue::enqueue(tx, now, max, d)?);
+                queue::mark_seen(tx, scan, &d.key)?;
             }
-            Ok(n)
-        })
+            for k in unchanged {
+                queue::mark_seen(tx, scan, k)?;
+            }
+            Ok(out)
+        })?;
+        if out.iter().any(|e| !matches!(e, Enqueued::Unchanged(_))) {
+            self.notify_work();
+        }
+        Ok(out)
+    }
+
+    /// Finish scan `scan`: every present document it did not see is marked gone
+    /// (dead, result forgotten, so cleanup removes its files). Returns how many.
+    pub fn finish_scan(&self, scan: i64) -> Result<usize> {
+        self.write_tx(|tx, now| queue::mark_unseen_gone(tx, now, scan))
+    }
+
+    /// The source fingerprint stored for each of `keys` (absent keys are left out).
+    pub fn source_stats(&self, keys: &[String]) -> Result<std::collections::HashMap<String, String>> {
+        self.read(|c| read::source_stats(c, keys))
     }
 
     /// A setting of this data directory (e.g. `source_root`).
@@ -477,16 +506,6 @@ impl Store {
             })
         })
         .map(|n| n.max(0) as u64)
-    }
-
-    /// `(key, version, stat)` of every document whose source is present.
-    pub fn versions(&self) -> Result<Vec<(String, String, String)>> {
-        self.read(read::versions)
-    }
-
-    /// Keys of every document whose source is present.
-    pub fn present_keys(&self) -> Result<Vec<String>> {
-        self.read(read::present_keys)
     }
 
     /// Run SQLite's `quick_check` (or the full `integrity_check`); the problems found.

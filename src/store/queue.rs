@@ -115,20 +115,42 @@ pub(crate) fn dead_ids(tx: &Connection) -> rusqlite::Result<Vec<i64>> {
     ids.collect()
 }
 
-/// The source of `key` has disappeared: stop extracting it and forget its result,
-/// so that cleanup removes its mirror files. The row and its history stay.
-pub(crate) fn mark_gone(tx: &Connection, now: Millis, key: &str) -> rusqlite::Result<bool> {
-    let id: Option<i64> = tx
+/// Start a directory scan: a new scan number, stamped on every row it sees.
+pub(crate) fn begin_scan(tx: &Connection) -> rusqlite::Result<i64> {
+    tx.execute(
+        "INSERT INTO meta (name, value) VALUES ('scan', '1')
+         ON CONFLICT (name) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+        [],
+    )?;
+    tx.query_row(
+        "SELECT CAST(value AS INTEGER) FROM meta WHERE name = 'scan'",
+        [],
+        |r| r.get(0),
+    )
+}
+
+/// Stamp `key` as seen by scan `scan`.
+pub(crate) fn mark_seen(tx: &Connection, scan: i64, key: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE jobs SET seen_scan = ?2 WHERE doc_key = ?1")?
+        .execute(params![key, scan])?;
+    Ok(())
+}
+
+/// Sources a finished scan did not see have disappeared: stop extracting them
+/// and forget their results, so that cleanup removes their mirror files. The
+/// rows and their history stay.
+pub(crate) fn mark_unseen_gone(tx: &Connection, now: Millis, scan: i64) -> rusqlite::Result<usize> {
+    let ids: Vec<i64> = tx
         .prepare_cached(
             "UPDATE jobs SET source_gone = 1, status = 'dead', owner_token = NULL, owner_worker = NULL,
                     lease_expires_at = NULL, retry_at = NULL, result_path = NULL, checksum = NULL,
                     last_error = 'the source file was removed', updated_at = ?2
-             WHERE doc_key = ?1 AND source_gone = 0 RETURNING id",
+             WHERE source_gone = 0 AND seen_scan < ?1 RETURNING id",
         )?
-        .query_row(params![key, now], |r| r.get(0))
-        .optional()?;
-    if let Some(id) = id {
-        record(tx, id, now, "source_gone", None, None, None)?;
+        .query_map(params![scan, now], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for id in &ids {
+        record(tx, *id, now, "source_gone", None, None, None)?;
     }
-    Ok(id.is_some())
+    Ok(ids.len())
 }

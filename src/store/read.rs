@@ -1,7 +1,9 @@
 //! Reads: one short statement each, finished before the connection goes back to
 //! the pool (an open statement would pin a read snapshot and starve checkpoints).
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use std::collections::HashMap;
+
+use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::clock::Millis;
 use crate::job::{Counts, HistoryEntry, Job, LiveLease, Status};
@@ -117,19 +119,15 @@ pub(crate) fn next_claimable_at(c: &Connection, now: Millis) -> rusqlite::Result
     })
 }
 
-/// Every key whose source is still present, for the directory source to diff
-/// against a fresh scan.
-pub(crate) fn present_keys(c: &Connection) -> rusqlite::Result<Vec<String>> {
-    let mut stmt = c.prepare_cached("SELECT doc_key FROM jobs WHERE source_gone = 0")?;
-    let keys = stmt.query_map(params![], |r| r.get(0))?;
-    keys.collect()
-}
-
-/// `(key, version, stat)` of every present source, so a re-scan can skip
-/// reading files whose fingerprint did not change.
-pub(crate) fn versions(c: &Connection) -> rusqlite::Result<Vec<(String, String, String)>> {
-    let mut stmt =
-        c.prepare_cached("SELECT doc_key, version, source_stat FROM jobs WHERE source_gone = 0")?;
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-    rows.collect()
+/// The stored fingerprint of each key, so a re-scan can skip reading files
+/// whose fingerprint did not change. One short read for a whole batch.
+pub(crate) fn source_stats(c: &Connection, keys: &[String]) -> rusqlite::Result<HashMap<String, String>> {
+    let mut stmt = c.prepare_cached("SELECT source_stat FROM jobs WHERE doc_key = ?1 AND source_gone = 0")?;
+    let mut out = HashMap::with_capacity(keys.len());
+    for k in keys {
+        if let Some(stat) = stmt.query_row([k], |r| r.get::<_, String>(0)).optional()? {
+            out.insert(k.clone(), stat);
+        }
+    }
+    Ok(out)
 }
