@@ -57,18 +57,18 @@ impl Status {
         }
     }
 
-    /// The transitions DESIGN §3 allows. The store never writes any other; tests
-    /// check history against this table.
+    /// The transitions DESIGN §3 allows (plus re-queueing a changed source and
+    /// burying a removed one). The store never writes any other.
     pub fn can_transition_to(self, next: Status) -> bool {
         use Status::*;
-        match (self, next) {
-            (Discovered, Extracting | Dead) => true,
-            (Extracting, Extracting | Indexed | Retrying | Dead | Discovered) => true,
-            (Retrying, Extracting | Dead | Discovered) => true,
-            (Indexed, Discovered) => true,
-            (Dead, Discovered) => true,
-            _ => false,
-        }
+        matches!(
+            (self, next),
+            (Discovered, Extracting | Dead)
+                | (Extracting, Extracting | Indexed | Retrying | Dead | Discovered)
+                | (Retrying, Extracting | Dead | Discovered)
+                | (Indexed, Discovered | Dead)
+                | (Dead, Discovered)
+        )
     }
 }
 
@@ -286,9 +286,14 @@ mod tests {
     }
 
     #[test]
-    fn indexed_can_only_be_requeued() {
+    fn indexed_leaves_only_for_a_changed_or_removed_source() {
         for s in Status::ALL {
-            assert_eq!(Status::Indexed.can_transition_to(s), s == Status::Discovered);
+            let allowed = matches!(s, Status::Discovered | Status::Dead);
+            assert_eq!(Status::Indexed.can_transition_to(s), allowed, "{s}");
         }
+        assert!(
+            !Status::Dead.can_transition_to(Status::Extracting),
+            "dead is never claimed"
+        );
     }
 }

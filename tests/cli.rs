@@ -257,3 +257,57 @@ fn a_changed_file_is_extracted_again_and_a_removed_one_is_swept_by_gc() {
     assert!(!b_file.exists(), "gc removes the result of a removed source");
     assert!(data.path().join("mirror").join(&after["c.txt"].0).exists());
 }
+
+/// Count rows by status straight from SQLite.
+fn count(data: &Path, status: &str) -> i64 {
+    let c = rusqlite::Connection::open(data.join("leasehold.db")).unwrap();
+    c.query_row("SELECT count(*) FROM jobs WHERE status = ?1", [status], |r| {
+        r.get(0)
+    })
+    .unwrap()
+}
+
+#[test]
+fn ctrl_c_stops_a_worker_cleanly_with_no_lease_left_held() {
+    let data = tempfile::tempdir().unwrap();
+    let corpus = tempfile::tempdir().unwrap();
+    for i in 0..2000 {
+        std::fs::write(
+            corpus.path().join(format!("d{i:04}.md")),
+            format!("# doc {i}\n\ntext {i}\n"),
+        )
+        .unwrap();
+    }
+    json(&leasehold(
+        data.path(),
+        &["discover", corpus.path().to_str().unwrap(), "--json"],
+    ));
+    // Without --until-empty the worker runs until it is told to stop.
+    let child = Command::new(BIN)
+        .arg("--data")
+        .arg(data.path())
+        .args(["work", "--json", "--workers", "2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while count(data.path(), "indexed") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker never indexed anything"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let summary = json(&child.wait_with_output().unwrap());
+    assert_eq!(count(data.path(), "extracting"), 0, "a lease was left held");
+    let indexed = count(data.path(), "indexed");
+    assert_eq!(summary["indexed"].as_i64(), Some(indexed), "{summary}");
+    assert_eq!(
+        indexed + count(data.path(), "discovered"),
+        2000,
+        "a document was lost"
+    );
+}

@@ -46,7 +46,7 @@ fn prune_hidden(dom: &RcDom) {
         children.retain(|child| {
             child
                 .element_name()
-                .map_or(true, |name| !HIDDEN_ELEMENTS.contains(&name.as_str()))
+                .is_none_or(|name| !HIDDEN_ELEMENTS.contains(&name.as_str()))
         });
         pending.extend(children.iter().cloned());
     }
