@@ -105,6 +105,8 @@ pub struct LeaseKeeper {
 /// One stage for the heartbeat thread to keep alive.
 struct Watch {
     claim: Claim,
+    /// When the pre-stage renewal was made: the renewal interval counts from here.
+    renewed_at: Millis,
     flag: Arc<LeaseFlag>,
     /// Closed by the stage runner when the stage returned.
     done: Receiver<()>,
@@ -140,7 +142,7 @@ impl LeaseKeeper {
             .name("leasehold-heartbeat".into())
             .spawn(move || {
                 for w in watches.iter() {
-                    beat.keep(&w.claim, &w.flag, &w.done);
+                    beat.keep(&w.claim, w.renewed_at, &w.flag, &w.done);
                     let _ = w.ack.send(());
                 }
             })
@@ -161,6 +163,9 @@ impl LeaseKeeper {
     /// stage does not run), renew on the heartbeat while it runs, and report
     /// [`LeaseLost`] if any renewal was refused or failed.
     pub fn run<T>(&self, claim: &Claim, stage: impl FnOnce(&LeaseFlag) -> T) -> Result<T, LeaseLost> {
+        // Read before renewing: the renewal extends the lease from at least this
+        // time, so counting the interval from it never renews late.
+        let renewed_at = self.store.now();
         if let Some(why) = renew_reason(&self.store, claim) {
             return Err(lost(claim, why));
         }
@@ -170,6 +175,7 @@ impl LeaseKeeper {
         let watched = self.watch.as_ref().is_some_and(|w| {
             w.send(Watch {
                 claim: shadow(claim),
+                renewed_at,
                 flag: Arc::clone(&flag),
                 done: done_rx,
                 ack: ack_tx,
@@ -199,8 +205,10 @@ impl Drop for LeaseKeeper {
 }
 
 impl Heartbeat {
-    /// Renew `claim` when due, until its stage is done or the lease is lost.
-    fn keep(&self, claim: &Claim, flag: &LeaseFlag, done: &Receiver<()>) {
+    /// Renew `claim` when due, until its stage is done or the lease is lost. Due
+    /// counts from `renewed_at` (the pre-stage renewal), not from when this thread
+    /// picked the stage up, which may be later.
+    fn keep(&self, claim: &Claim, renewed_at: Millis, flag: &LeaseFlag, done: &Receiver<()>) {
         // Exactly one of the two tick sources is live; the other never fires.
         let (manual, timer) = match &self.ticks {
             Ticks::Manual(rx) => (rx.clone(), crossbeam_channel::never()),
@@ -209,7 +217,7 @@ impl Heartbeat {
                 crossbeam_channel::tick(Duration::from_millis(self.interval_ms as u64) / 2),
             ),
         };
-        let mut last_renewal = self.store.now();
+        let mut last_renewal = renewed_at;
         loop {
             let ticked = crossbeam_channel::select! {
                 recv(done) -> _ => return,

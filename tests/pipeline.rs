@@ -1,0 +1,1023 @@
+//! The pipeline end to end on real parts: a SQLite file in a temp dir, a real
+//! mirror directory, real worker threads. Time comes only from the shared
+//! `ManualClock` and heartbeat ticks only from `Ticks::Manual` channels the tests
+//! send on, so a lease expires because a test said so, never because it slept.
+//! Every wait for another thread is a channel receive with a timeout: a broken
+//! build fails these tests, it never hangs them.
+
+mod common;
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
+
+use common::TempStore;
+use leasehold::extract::{ExtractError, Extractor, ExtractorRegistry};
+use leasehold::lease::{LeaseKeeper, LeaseLost, Ticks};
+use leasehold::mirror::{Mirror, Written};
+use leasehold::source::{key_for, DirSource, Source, SourceError};
+use leasehold::worker::{keep_for, Event, Pipeline, PoolOptions, Processed, Worker, WorkerPool};
+use leasehold::{Claim, Clock, Enqueued, Fenced, JobId, NewDoc, Rejection, Status, Store};
+
+/// The lease of every test store.
+const LEASE_MS: u64 = 1_200;
+const LEASE: Duration = Duration::from_millis(LEASE_MS);
+/// The longest any test waits for another thread before failing. Never reached
+/// when the code works; only there so that a regression fails instead of hanging.
+const WAIT: Duration = Duration::from_secs(30);
+/// Generous input limit for tests that are not about the limit.
+const MAX_INPUT: u64 = 1 << 20;
+
+// ----- test parts -----
+
+/// Documents held in memory. A key listed in `panic_on` makes `fetch` panic.
+struct MemSource {
+    docs: HashMap<String, Vec<u8>>,
+    panic_on: Option<String>,
+}
+
+impl MemSource {
+    fn new(docs: &[(&str, &[u8])]) -> Arc<MemSource> {
+        MemSource::build(docs, None)
+    }
+
+    fn panicking_on(docs: &[(&str, &[u8])], key: &str) -> Arc<MemSource> {
+        MemSource::build(docs, Some(key))
+    }
+
+    fn build(docs: &[(&str, &[u8])], panic_on: Option<&str>) -> Arc<MemSource> {
+        Arc::new(MemSource {
+            docs: docs.iter().map(|(k, v)| ((*k).to_owned(), v.to_vec())).collect(),
+            panic_on: panic_on.map(str::to_owned),
+        })
+    }
+}
+
+impl Source for MemSource {
+    fn fetch(&self, key: &str, _max_bytes: u64) -> Result<Vec<u8>, SourceError> {
+        if self.panic_on.as_deref() == Some(key) {
+            panic!("source exploded while reading {key}");
+        }
+        self.docs
+            .get(key)
+            .cloned()
+            .ok_or_else(|| SourceError::NotFound { key: key.to_owned() })
+    }
+}
+
+/// The bytes, as text.
+struct Plain;
+
+impl Extractor for Plain {
+    fn extract(&self, _name: &str, bytes: &[u8], _stop: &AtomicBool) -> Result<String, ExtractError> {
+        Ok(String::from_utf8_lossy(bytes).into_owned())
+    }
+}
+
+/// Says it started (with the document name), then blocks until the test opens
+/// the gate; then extracts the bytes as text, or fails if `fail` is set.
+struct Gate {
+    started: Sender<String>,
+    open: Receiver<()>,
+    fail: bool,
+}
+
+impl Extractor for Gate {
+    fn extract(&self, name: &str, bytes: &[u8], _stop: &AtomicBool) -> Result<String, ExtractError> {
+        self.started.send(name.to_owned()).expect("the test is listening");
+        if self.open.recv_timeout(WAIT).is_err() {
+            return Err(ExtractError::Unsupported {
+                reason: "test gate never opened".into(),
+            });
+        }
+        if self.fail {
+            return Err(ExtractError::Unsupported {
+                reason: "late failure".into(),
+            });
+        }
+        Ok(String::from_utf8_lossy(bytes).into_owned())
+    }
+}
+
+/// Panics on documents whose name starts with "boom"; plain text otherwise.
+struct Panicky;
+
+impl Extractor for Panicky {
+    fn extract(&self, name: &str, bytes: &[u8], _stop: &AtomicBool) -> Result<String, ExtractError> {
+        if name.starts_with("boom") {
+            panic!("kaboom while reading {name}");
+        }
+        Ok(String::from_utf8_lossy(bytes).into_owned())
+    }
+}
+
+/// Never finishes by itself: says it started, then polls its stop flag; reports
+/// on `stopped` when it saw the flag and gave up.
+struct Stubborn {
+    started: Sender<String>,
+    stopped: Sender<String>,
+}
+
+impl Extractor for Stubborn {
+    fn extract(&self, name: &str, _bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
+        let _ = self.started.send(name.to_owned());
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if stop.load(Ordering::SeqCst) {
+                let _ = self.stopped.send(name.to_owned());
+                return Err(ExtractError::Stopped);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Err(ExtractError::Unsupported {
+            reason: "never told to stop".into(),
+        })
+    }
+}
+
+fn open_mirror(t: &TempStore) -> Mirror {
+    Mirror::open(t.dir.path().join("mirror")).expect("mirror root")
+}
+
+fn pipeline(
+    store: &Store,
+    mirror: &Mirror,
+    source: Arc<dyn Source>,
+    extractor: Arc<dyn Extractor>,
+) -> Pipeline {
+    Pipeline {
+        store: store.clone(),
+        mirror: mirror.clone(),
+        source,
+        extractor,
+        max_input_bytes: MAX_INPUT,
+    }
+}
+
+/// A worker whose heartbeat ticks only when the test sends on the returned sender.
+fn worker(p: Pipeline, name: &str) -> (Worker, Sender<()>) {
+    let (ticks, ticks_rx) = bounded::<()>(0);
+    let keeper = LeaseKeeper::new(p.store.clone(), Ticks::Manual(ticks_rx));
+    (Worker::new(Arc::new(p), keeper, name), ticks)
+}
+
+/// Run `f` on its own thread and wait for it, failing (not hanging) if it never ends.
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = bounded(1);
+    let thread = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(WAIT) {
+        Ok(v) => {
+            thread.join().expect("thread ended");
+            v
+        }
+        Err(RecvTimeoutError::Timeout) => panic!("{what} did not finish"),
+        Err(RecvTimeoutError::Disconnected) => {
+            let panic = thread.join().expect_err("the thread panicked");
+            std::panic::resume_unwind(panic)
+        }
+    }
+}
+
+fn pool_options(workers: usize, ticks: Receiver<()>, until_idle: bool) -> PoolOptions {
+    PoolOptions {
+        workers,
+        ticks: Ticks::Manual(ticks),
+        until_idle,
+        idle_wait_cap: Duration::from_millis(50),
+        name_prefix: "test".into(),
+    }
+}
+
+/// Run a pool with `until_idle` to the end; every event it reported.
+fn run_until_idle(p: Pipeline, workers: usize) -> Vec<Event> {
+    let (ticks, ticks_rx) = bounded::<()>(0);
+    let (events, events_rx) = unbounded();
+    let pool = WorkerPool::start(p, pool_options(workers, ticks_rx, true), Some(events));
+    within("the until-idle pool", move || pool.join());
+    drop(ticks);
+    events_rx.try_iter().collect()
+}
+
+/// Send a heartbeat tick and wait until the heartbeat has dealt with it. The tick
+/// channel is a rendezvous, so the second tick can only be taken once the
+/// heartbeat is back waiting, i.e. done with the first; the second is a no-op
+/// (no renewal is due at the same instant as the one just considered).
+fn tick_and_wait(ticks: &Sender<()>) {
+    ticks.send_timeout((), WAIT).expect("the heartbeat took the tick");
+    ticks
+        .send_timeout((), WAIT)
+        .expect("the heartbeat dealt with the tick");
+}
+
+fn job(store: &Store, id: JobId) -> leasehold::Job {
+    store.job(id).unwrap().expect("the row exists")
+}
+
+fn events_of(store: &Store, id: JobId, fence: i64) -> Vec<String> {
+    store
+        .history(id)
+        .unwrap()
+        .into_iter()
+        .filter(|h| h.fence == Some(fence))
+        .map(|h| h.event)
+        .collect()
+}
+
+// ----- 1. the late worker -----
+
+/// A claims and stalls in extraction past its lease (its heartbeat never ticks);
+/// B re-claims, writes and completes; the source changes and C claims the new
+/// version and has written its generation but not completed. Then A resumes:
+/// the renewal before its mirror-write stage is refused, so A reports
+/// `LeaseLost` and writes nothing; its cleanup removes A's generation but keeps
+/// B's accepted file and C's in-progress one. Finally C completes.
+#[test]
+fn late_worker_is_fenced_out_and_its_cleanup_spares_the_accepted_and_current_generations() {
+    let t = TempStore::new();
+    // Three handles of their own: three processes sharing one file and one clock.
+    let (store_a, store_b, store_c) = (t.handle(LEASE_MS), t.handle(LEASE_MS), t.handle(LEASE_MS));
+    let mirror = open_mirror(&t);
+    let key = "doc.txt";
+    let source = MemSource::new(&[(key, b"version one text")]);
+    let id = store_c.enqueue(&NewDoc::new(key, "v1")).unwrap().id();
+
+    let (started, started_rx) = bounded(1);
+    let (gate, gate_rx) = bounded(1);
+    let stalled = Arc::new(Gate {
+        started,
+        open: gate_rx,
+        fail: false,
+    });
+    // `_a_ticks` is held but never sent on: A's heartbeat must not renew.
+    let (a, _a_ticks) = worker(pipeline(&store_a, &mirror, source.clone(), stalled), "A");
+    let (a_done, a_done_rx) = bounded(1);
+    let a_thread = std::thread::spawn(move || {
+        let _ = a_done.send(a.process_one());
+    });
+    assert_eq!(
+        started_rx.recv_timeout(WAIT).expect("A reached its extractor"),
+        key
+    );
+    let row = job(&store_c, id);
+    assert_eq!(
+        (row.status, row.owner_worker.as_deref()),
+        (Status::Extracting, Some("A"))
+    );
+    let a_fence = row.fence;
+
+    // A stalls past its lease; B takes over, writes and completes.
+    t.clock.advance(LEASE + Duration::from_millis(1));
+    let (b, _b_ticks) = worker(pipeline(&store_b, &mirror, source.clone(), Arc::new(Plain)), "B");
+    let b_path = Mirror::generation_rel_path(id.0, a_fence + 1).unwrap();
+    assert_eq!(
+        b.process_one().unwrap(),
+        Processed::Indexed {
+            key: key.into(),
+            path: b_path.clone()
+        }
+    );
+    let row = job(&store_c, id);
+    assert_eq!(
+        (row.status, row.result_path.as_deref()),
+        (Status::Indexed, Some(b_path.as_str()))
+    );
+    let b_sum = row.checksum.expect("B's checksum recorded");
+    assert!(mirror.verify(&b_path, &b_sum).unwrap());
+
+    // The source changes; C claims the new version and is mid-write: its
+    // generation is on disk, its completion not yet made.
+    assert!(matches!(
+        store_c.enqueue(&NewDoc::new(key, "v2")).unwrap(),
+        Enqueued::Requeued(_)
+    ));
+    let c = store_c.claim("C").unwrap().expect("C claims the new version");
+    assert_eq!((c.version.as_str(), c.fence), ("v2", a_fence + 2));
+    let c_written = mirror.write(id.0, c.fence, b"version two text").unwrap();
+    // A's generation file, as a write of A's that landed before it was fenced
+    // would have left it (generation paths depend on the fence alone). The code
+    // cannot be made to produce it on cue: A's pre-write renewal refuses first.
+    let a_path = mirror.write(id.0, a_fence, b"A's late text").unwrap().rel_path;
+    let before = job(&store_c, id);
+
+    // A resumes.
+    gate.send_timeout((), WAIT).unwrap();
+    let a_outcome = a_done_rx.recv_timeout(WAIT).expect("A finished").unwrap();
+    a_thread.join().unwrap();
+    assert_eq!(
+        a_outcome,
+        Processed::LeaseLost {
+            key: key.into(),
+            reason: format!("renewal refused: another owner holds it now (fence {})", c.fence),
+        }
+    );
+
+    // A changed nothing in the row; its cleanup removed only its own generation.
+    assert_eq!(job(&store_c, id), before);
+    assert_eq!(before.owner_token.as_deref(), Some(c.token.as_str()));
+    assert_eq!(before.result_path.as_deref(), Some(b_path.as_str()));
+    assert_eq!(
+        mirror.list_doc_files(id.0).unwrap(),
+        vec![b_path.clone(), c_written.rel_path.clone()],
+        "{a_path} should be gone, the accepted and the current generation kept"
+    );
+    assert!(
+        mirror.verify(&b_path, &b_sum).unwrap(),
+        "B's accepted file is intact"
+    );
+    assert_eq!(mirror.read(&c_written.rel_path).unwrap(), b"version two text");
+    // The store saw A only claim and then be refused: no completion attempt.
+    assert_eq!(events_of(&store_c, id, a_fence), ["claimed", "renew_rejected"]);
+
+    // C completes; its cleanup retires B's file.
+    assert!(store_c
+        .complete(&c, &c_written.rel_path, &c_written.sha256)
+        .unwrap()
+        .is_accepted());
+    let report = mirror.cleanup(id.0, || keep_for(&store_c, id)).unwrap();
+    assert_eq!(report.removed, vec![b_path]);
+    assert_eq!(
+        mirror.list_doc_files(id.0).unwrap(),
+        vec![c_written.rel_path.clone()]
+    );
+    let row = job(&store_c, id);
+    assert_eq!((row.status, row.version.as_str()), (Status::Indexed, "v2"));
+    assert!(mirror
+        .verify(&c_written.rel_path, row.checksum.as_deref().unwrap())
+        .unwrap());
+}
+
+/// A stalls in extraction past its lease, B takes over, then A's extractor fails:
+/// A's `fail` is refused and reported as `Superseded`; the row stays B's.
+#[test]
+fn late_failure_of_a_replaced_worker_is_superseded_and_changes_nothing() {
+    let t = TempStore::new();
+    let (store_a, store_b) = (t.handle(LEASE_MS), t.handle(LEASE_MS));
+    let mirror = open_mirror(&t);
+    let source = MemSource::new(&[("doc.txt", b"text")]);
+    let id = store_b.enqueue(&NewDoc::new("doc.txt", "v1")).unwrap().id();
+    let (started, started_rx) = bounded(1);
+    let (gate, gate_rx) = bounded(1);
+    let failing = Arc::new(Gate {
+        started,
+        open: gate_rx,
+        fail: true,
+    });
+    let (a, _a_ticks) = worker(pipeline(&store_a, &mirror, source, failing), "A");
+    let (a_done, a_done_rx) = bounded(1);
+    let a_thread = std::thread::spawn(move || {
+        let _ = a_done.send(a.process_one());
+    });
+    started_rx.recv_timeout(WAIT).expect("A reached its extractor");
+
+    t.clock.advance(LEASE);
+    let b = store_b
+        .claim("B")
+        .unwrap()
+        .expect("B takes over the expired lease");
+    let before = job(&store_b, id);
+    gate.send_timeout((), WAIT).unwrap();
+    let outcome = a_done_rx.recv_timeout(WAIT).expect("A finished").unwrap();
+    a_thread.join().unwrap();
+
+    assert_eq!(
+        outcome,
+        Processed::Superseded {
+            key: "doc.txt".into(),
+            rejection: Rejection::OtherOwner { fence: b.fence }
+        }
+    );
+    assert_eq!(job(&store_b, id), before, "A's refused failure changed the row");
+    assert_eq!(before.last_error, None);
+    assert_eq!(events_of(&store_b, id, b.fence - 1), ["claimed", "fail_rejected"]);
+}
+
+// ----- 2. lease keeping -----
+
+/// A stage ten leases long, ticking after every quarter lease: no other handle
+/// can claim the document at any step, the renewals are accepted (the expiry
+/// moves forward) and the stage ends `Ok`.
+#[test]
+fn a_stage_ten_leases_long_keeps_its_lease_through_heartbeat_renewals() {
+    let t = TempStore::new();
+    let (mine, other) = (t.handle(LEASE_MS), t.handle(LEASE_MS));
+    let id = mine.enqueue(&NewDoc::new("long", "v1")).unwrap().id();
+    let claim = mine.claim("keeper").unwrap().unwrap();
+    let (ticks, ticks_rx) = bounded::<()>(0);
+    let keeper = LeaseKeeper::new(mine.clone(), Ticks::Manual(ticks_rx));
+    assert_eq!(keeper.interval(), LEASE / 3);
+
+    let steps = 40; // 10 leases in quarter-lease steps
+    let out = keeper.run(&claim, |flag| {
+        let mut expiries = Vec::new();
+        for step in 1..=steps {
+            t.clock.advance(LEASE / 4);
+            tick_and_wait(&ticks);
+            let now = t.clock.now_ms();
+            assert!(
+                other.claim("thief").unwrap().is_none(),
+                "step {step}: claimed from under us at {now}"
+            );
+            assert!(!flag.is_lost() && !flag.should_stop(), "step {step}");
+            let expiry = job(&other, id).lease_expires_at.unwrap();
+            assert!(expiry > now, "step {step}: lease ran out at {now}");
+            expiries.push(expiry);
+        }
+        expiries
+    });
+
+    let expiries = out.expect("the stage kept its lease");
+    assert_eq!(t.clock.now_ms(), 10 * LEASE_MS as i64);
+    assert!(expiries.windows(2).all(|w| w[0] <= w[1]), "{expiries:?}");
+    let mut distinct = expiries.clone();
+    distinct.dedup();
+    assert!(
+        distinct.len() >= 10,
+        "renewals were accepted all along: {distinct:?}"
+    );
+    assert!(*distinct.last().unwrap() > 10 * LEASE_MS as i64);
+    let row = job(&mine, id);
+    assert_eq!(
+        (row.status, row.owner_token.as_deref()),
+        (Status::Extracting, Some(claim.token.as_str()))
+    );
+    assert_eq!(
+        events_of(&mine, id, claim.fence),
+        ["claimed"],
+        "no renewal was refused"
+    );
+    assert!(
+        mine.complete(&claim, "r", "s").unwrap().is_accepted(),
+        "still the owner at the end"
+    );
+}
+
+/// Another worker takes over mid-stage; the next renewal is refused: the stage
+/// sees the flag raised, and the run ends `LeaseLost` naming the new owner.
+#[test]
+fn a_refused_renewal_raises_the_flag_and_the_stage_ends_lease_lost() {
+    let t = TempStore::new();
+    let (mine, other) = (t.handle(LEASE_MS), t.handle(LEASE_MS));
+    let id = mine.enqueue(&NewDoc::new("slow", "v1")).unwrap().id();
+    let claim = mine.claim("slow").unwrap().unwrap();
+    let (ticks, ticks_rx) = bounded::<()>(0);
+    let keeper = LeaseKeeper::new(mine.clone(), Ticks::Manual(ticks_rx));
+
+    let mut thief: Option<Claim> = None;
+    let mut seen = (false, false, false);
+    let out = keeper.run(&claim, |flag| {
+        // No tick before time moves: a tick taken earlier could still be in
+        // processing and renew after the advance, racing the thief's claim.
+        assert!(!flag.is_lost());
+        t.clock.advance(LEASE + Duration::from_millis(1));
+        thief = Some(
+            other
+                .claim("thief")
+                .unwrap()
+                .expect("the expired lease is re-claimed"),
+        );
+        ticks.send_timeout((), WAIT).expect("the heartbeat took the tick");
+        seen = (
+            flag.wait_lost(WAIT),
+            flag.is_lost(),
+            flag.stop_signal().load(Ordering::SeqCst),
+        );
+    });
+
+    let thief = thief.unwrap();
+    assert_eq!(
+        seen,
+        (true, true, true),
+        "(wait_lost, is_lost, stop signal) inside the stage"
+    );
+    assert_eq!(
+        out,
+        Err(LeaseLost {
+            key: "slow".into(),
+            fence: claim.fence,
+            reason: format!(
+                "renewal refused: another owner holds it now (fence {})",
+                thief.fence
+            ),
+        })
+    );
+    let row = job(&mine, id);
+    assert_eq!(row.owner_token.as_deref(), Some(thief.token.as_str()));
+    assert_eq!(
+        row.lease_expires_at,
+        Some(thief.lease_expires_at),
+        "the refused renewal changed nothing"
+    );
+    assert_eq!(events_of(&mine, id, claim.fence), ["claimed", "renew_rejected"]);
+}
+
+/// A stage whose lease was taken before it started does not run at all.
+#[test]
+fn a_stage_whose_lease_is_already_taken_does_not_run() {
+    let t = TempStore::new();
+    let (mine, other) = (t.handle(LEASE_MS), t.handle(LEASE_MS));
+    mine.enqueue(&NewDoc::new("gone", "v1")).unwrap();
+    let claim = mine.claim("late").unwrap().unwrap();
+    t.clock.advance(LEASE);
+    let thief = other.claim("thief").unwrap().unwrap();
+    let (_ticks, ticks_rx) = bounded::<()>(0);
+    let keeper = LeaseKeeper::new(mine.clone(), Ticks::Manual(ticks_rx));
+    let mut ran = false;
+    let out = keeper.run(&claim, |_| ran = true);
+    assert!(!ran, "the stage ran without a lease");
+    let lost = out.unwrap_err();
+    assert_eq!(lost.fence, claim.fence);
+    assert_eq!(
+        lost.reason,
+        format!(
+            "renewal refused: another owner holds it now (fence {})",
+            thief.fence
+        )
+    );
+}
+
+// ----- 3. cleanup racing writers -----
+
+/// Raises `stop` when dropped, so a failed assertion ends the helper threads of
+/// a `thread::scope` (which would otherwise wait for them forever).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// One generation's writer: the claim and, once it wrote, what it wrote.
+struct Gen {
+    claim: Claim,
+    written: Option<Written>,
+}
+
+/// Write `g`'s generation. A current owner's file must be there right after its
+/// write, cleaners or not; a replaced owner's may already be gone.
+fn write_gen(mirror: &Mirror, g: &mut Gen, round: usize, current: bool) {
+    let text = format!("round {round}, fence {}", g.claim.fence);
+    let w = mirror
+        .write(g.claim.id.0, g.claim.fence, text.as_bytes())
+        .expect("mirror write");
+    if current {
+        match mirror.read(&w.rel_path) {
+            Ok(bytes) => assert_eq!(bytes, text.as_bytes(), "round {round}"),
+            Err(e) => panic!("round {round}: the current owner's fresh file is gone: {e}"),
+        }
+    }
+    g.written = Some(w);
+}
+
+fn complete_gen(store: &Store, g: &Gen) -> String {
+    let w = g.written.as_ref().expect("written before completing");
+    assert!(store
+        .complete(&g.claim, &w.rel_path, &w.sha256)
+        .unwrap()
+        .is_accepted());
+    w.rel_path.clone()
+}
+
+/// Writers of successive generations of one document race cleanups from three
+/// threads for 1,000 rounds: owners that complete at once, owners that stall and
+/// are overtaken after lease expiry (writing late, completing late and being
+/// refused, concurrently with the new owner's write), and owners left mid-way
+/// across a round. After every round the accepted file verifies and the current
+/// owner's file (if written) is intact; at the end no temp file is left.
+#[test]
+fn cleanups_racing_writers_of_successive_generations_never_delete_the_accepted_or_current_file() {
+    const ROUNDS: usize = 1_000;
+    const CLEANERS: usize = 3;
+    let t = TempStore::new();
+    let store = Store::open(&t.path, t.options(LEASE_MS).max_attempts(1_000)).unwrap();
+    let mirror = open_mirror(&t);
+    let id = store.enqueue(&NewDoc::new("doc", "start")).unwrap().id();
+    let stop = AtomicBool::new(false);
+    let (store, mirror, stop) = (&store, &mirror, &stop);
+
+    let mut accepted: Option<String> = None;
+    std::thread::scope(|s| {
+        let (ready, ready_rx) = bounded(CLEANERS);
+        let cleaners: Vec<_> = (0..CLEANERS)
+            .map(|_| {
+                let ready = ready.clone();
+                s.spawn(move || -> Result<usize, String> {
+                    ready.send(()).unwrap();
+                    let mut passes = 0;
+                    loop {
+                        mirror
+                            .cleanup(id.0, || keep_for(store, id))
+                            .map_err(|e| e.to_string())?;
+                        passes += 1;
+                        if stop.load(Ordering::SeqCst) {
+                            return Ok(passes);
+                        }
+                    }
+                })
+            })
+            .collect();
+        let stopper = StopOnDrop(stop);
+        for _ in 0..CLEANERS {
+            ready_rx.recv_timeout(WAIT).expect("cleaner started");
+        }
+
+        // A claim left extracting at the end of the previous round, to be overtaken.
+        let mut stalled: Option<Gen> = None;
+        for round in 0..ROUNDS {
+            let requeue = |round: usize| {
+                let out = store.enqueue(&NewDoc::new("doc", format!("v{round}"))).unwrap();
+                assert!(matches!(out, Enqueued::Requeued(_)), "round {round}: {out:?}");
+            };
+            let take = |round: usize| Gen {
+                claim: store
+                    .claim("writer")
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("round {round}: claimable")),
+                written: None,
+            };
+            match round % 5 {
+                // Claim, write, complete.
+                0 => {
+                    requeue(round);
+                    let mut g = take(round);
+                    write_gen(mirror, &mut g, round, true);
+                    accepted = Some(complete_gen(store, &g));
+                }
+                // Claim and stall before writing.
+                1 => {
+                    requeue(round);
+                    stalled = Some(take(round));
+                }
+                // Claim and write, but end the round before completing.
+                3 => {
+                    requeue(round);
+                    let mut g = take(round);
+                    write_gen(mirror, &mut g, round, true);
+                    stalled = Some(g);
+                }
+                // The stalled owner's lease runs out; a new owner takes over and
+                // writes while the old one writes late (if it had not) and
+                // completes late, concurrently.
+                _ => {
+                    let mut old = stalled.take().expect("a stalled owner");
+                    t.clock.advance(LEASE);
+                    let mut new = take(round);
+                    assert_eq!(new.claim.fence, old.claim.fence + 1);
+                    let new_fence = new.claim.fence;
+                    std::thread::scope(|inner| {
+                        let late = inner.spawn(move || {
+                            if old.written.is_none() {
+                                write_gen(mirror, &mut old, round, false);
+                            }
+                            let w = old.written.as_ref().unwrap();
+                            store.complete(&old.claim, &w.rel_path, &w.sha256).unwrap()
+                        });
+                        write_gen(mirror, &mut new, round, true);
+                        assert_eq!(
+                            late.join().unwrap(),
+                            Fenced::Rejected(Rejection::OtherOwner { fence: new_fence }),
+                            "round {round}: a late completion was not refused"
+                        );
+                    });
+                    accepted = Some(complete_gen(store, &new));
+                }
+            }
+
+            // After every round, with the cleaners still running.
+            let row = job(store, id);
+            assert_eq!(row.result_path, accepted, "round {round}");
+            if let (Some(path), Some(sum)) = (&row.result_path, &row.checksum) {
+                match mirror.verify(path, sum) {
+                    Ok(true) => {}
+                    other => panic!("round {round}: accepted {path} does not verify: {other:?}"),
+                }
+            }
+            if let Some(Gen {
+                claim,
+                written: Some(w),
+            }) = &stalled
+            {
+                assert_eq!((row.status, row.fence), (Status::Extracting, claim.fence));
+                let text = format!("round {round}, fence {}", claim.fence);
+                match mirror.read(&w.rel_path) {
+                    Ok(bytes) => assert_eq!(bytes, text.as_bytes(), "round {round}"),
+                    Err(e) => panic!("round {round}: the current owner's file is gone: {e}"),
+                }
+            }
+        }
+        drop(stopper);
+        for c in cleaners {
+            let passes = c.join().unwrap().expect("cleanup never failed");
+            assert!(passes >= 1);
+        }
+    });
+
+    let accepted = accepted.unwrap();
+    let files = mirror.list_doc_files(id.0).unwrap();
+    assert!(
+        files.iter().all(|f| !f.contains("/.tmp-")),
+        "temp files left: {files:?}"
+    );
+    assert!(files.contains(&accepted), "{files:?}");
+    mirror.cleanup(id.0, || keep_for(store, id)).unwrap();
+    assert_eq!(mirror.list_doc_files(id.0).unwrap(), vec![accepted]);
+}
+
+// ----- 4. a panicking extractor -----
+
+/// One worker, three documents: one whose extractor panics, one whose source
+/// panics, one fine. Both panics end their documents dead with the message in
+/// `last_error` and the history; the same worker goes on to index the third; the
+/// until-idle pool ends.
+#[test]
+fn a_panicking_extractor_kills_only_its_document_and_the_worker_carries_on() {
+    let t = TempStore::new();
+    let store = t.handle(LEASE_MS);
+    let mirror = open_mirror(&t);
+    let docs: &[(&str, &[u8])] = &[
+        ("boom.txt", b"x"),
+        ("source-boom.txt", b"y"),
+        ("fine.txt", b"fine text"),
+    ];
+    for (key, _) in docs {
+        store.enqueue(&NewDoc::new(*key, "v1")).unwrap();
+    }
+    let source = MemSource::panicking_on(docs, "source-boom.txt");
+
+    let events = run_until_idle(pipeline(&store, &mirror, source, Arc::new(Panicky)), 1);
+
+    let outcomes: Vec<_> = events
+        .into_iter()
+        .map(|e| e.outcome.expect("no worker error"))
+        .collect();
+    assert_eq!(outcomes.len(), 3, "{outcomes:?}");
+    assert!(
+        matches!(&outcomes[0], Processed::Dead { key, .. } if key == "boom.txt"),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(&outcomes[1], Processed::Dead { key, .. } if key == "source-boom.txt"),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(&outcomes[2], Processed::Indexed { key, .. } if key == "fine.txt"),
+        "{outcomes:?}"
+    );
+
+    for (key, says) in [
+        ("boom.txt", "extractor panicked: kaboom while reading boom.txt"),
+        (
+            "source-boom.txt",
+            "worker panicked: source exploded while reading source-boom.txt",
+        ),
+    ] {
+        let row = store.job_by_key(key).unwrap().unwrap();
+        assert_eq!(
+            (row.status, row.attempts),
+            (Status::Dead, 1),
+            "{key}: dead at once, not retried"
+        );
+        let error = row.last_error.unwrap();
+        assert!(
+            error.contains(says) && error.contains(&format!("{key:?}")),
+            "{key}: {error}"
+        );
+        let history = store.history(JobId(row.id)).unwrap();
+        let failed = history
+            .iter()
+            .find(|h| h.event == "failed")
+            .expect("failure recorded");
+        assert!(failed.detail.as_deref().unwrap().contains(says), "{failed:?}");
+    }
+    let fine = store.job_by_key("fine.txt").unwrap().unwrap();
+    assert_eq!(fine.status, Status::Indexed);
+    assert!(mirror
+        .verify(
+            fine.result_path.as_deref().unwrap(),
+            fine.checksum.as_deref().unwrap()
+        )
+        .unwrap());
+    assert_eq!(store.counts().unwrap().extracting, 0);
+}
+
+// ----- 5. stop with work in flight -----
+
+/// A pool stops while its only worker is inside an extractor that runs until told
+/// to stop: the extractor sees its stop flag, the document is released
+/// (discovered, attempts back to 0, `released` in the history), no lease is
+/// left, and the queued document is never claimed.
+#[test]
+fn stopping_with_work_in_flight_releases_it_without_spending_an_attempt() {
+    let t = TempStore::new();
+    let store = t.handle(LEASE_MS);
+    let mirror = open_mirror(&t);
+    let source = MemSource::new(&[("slow.txt", b"slow"), ("queued.txt", b"queued")]);
+    let slow = store.enqueue(&NewDoc::new("slow.txt", "v1")).unwrap().id();
+    let queued = store.enqueue(&NewDoc::new("queued.txt", "v1")).unwrap().id();
+    let (started, started_rx) = bounded(1);
+    let (stopped, stopped_rx) = bounded(1);
+    let extractor = Arc::new(Stubborn { started, stopped });
+    let (_ticks, ticks_rx) = bounded::<()>(0);
+    let (events, events_rx) = unbounded();
+    let pool = WorkerPool::start(
+        pipeline(&store, &mirror, source, extractor),
+        pool_options(1, ticks_rx, false),
+        Some(events),
+    );
+    assert_eq!(
+        started_rx.recv_timeout(WAIT).expect("the worker is extracting"),
+        "slow.txt"
+    );
+    assert_eq!(store.live_leases().unwrap().len(), 1);
+
+    within("pool.stop", move || pool.stop(Duration::from_millis(20)));
+
+    assert_eq!(
+        stopped_rx.try_recv().ok().as_deref(),
+        Some("slow.txt"),
+        "the extractor saw its stop flag"
+    );
+    let outcomes: Vec<_> = events_rx.try_iter().map(|e| e.outcome).collect();
+    assert_eq!(
+        outcomes,
+        vec![Ok(Processed::Released {
+            key: "slow.txt".into()
+        })]
+    );
+    assert!(store.live_leases().unwrap().is_empty(), "a lease is left");
+    let counts = store.counts().unwrap();
+    assert_eq!((counts.extracting, counts.discovered), (0, 2));
+    let row = job(&store, slow);
+    assert_eq!(
+        (row.status, row.attempts, row.owner_token),
+        (Status::Discovered, 0, None)
+    );
+    let last = store.history(slow).unwrap().pop().unwrap();
+    assert_eq!(last.event, "released");
+    assert!(last.detail.unwrap().contains("stopping"));
+    let row = job(&store, queued);
+    assert_eq!(
+        (row.status, row.attempts, row.fence),
+        (Status::Discovered, 0, 0),
+        "claimed after stop"
+    );
+}
+
+// ----- 6. bad inputs through the real directory source and extractors -----
+
+fn sample(name: &str) -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("samples").join(name)).unwrap()
+}
+
+/// Every kind of bad input next to good ones, through `DirSource::discover`, the
+/// registry and an until-idle pool with a 1 KiB input limit: each bad document is
+/// dead with an error naming it and saying what is wrong; each good one (odd
+/// bytes and odd names included) is indexed and its mirror file verifies.
+#[test]
+fn bad_inputs_fail_alone_with_clear_errors_and_good_ones_are_indexed() {
+    const LIMIT: u64 = 1024;
+    let t = TempStore::new();
+    let store = t.handle(LEASE_MS);
+    let mirror = open_mirror(&t);
+    let src = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let put =
+        |name: &[u8], bytes: &[u8]| std::fs::write(src.path().join(OsStr::from_bytes(name)), bytes).unwrap();
+
+    put(b"good.md", b"# Heading\n\nplain words here\n");
+    put(b"bad-utf8.txt", b"caf\xe9 au lait \xff end\n");
+    put(b"empty.txt", b"");
+    put(b"new\nline.txt", b"newline name content");
+    put(b"raw-\xff\xfe.txt", b"raw name content");
+    put(b"big.txt", &[b'x'; 2 * LIMIT as usize]);
+    let pdf = sample("report.pdf");
+    put(b"truncated.pdf", &pdf[..pdf.len() / 2]);
+    let docx = sample("letter.docx");
+    put(b"corrupt.docx", &docx[..docx.len() / 2]);
+    // A link to nothing stands in for an unreadable file (tests run as root).
+    std::os::unix::fs::symlink("nowhere.txt", src.path().join("broken.txt")).unwrap();
+    std::fs::write(outside.path().join("secret.txt"), b"secret").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), src.path().join("escape.txt")).unwrap();
+
+    let dir = DirSource::open(src.path()).unwrap();
+    let found = dir.discover(&store, LIMIT).unwrap();
+    assert_eq!((found.new, found.skipped.len()), (10, 0), "{found:?}");
+    let p = Pipeline {
+        max_input_bytes: LIMIT,
+        ..pipeline(
+            &store,
+            &mirror,
+            Arc::new(dir),
+            Arc::new(ExtractorRegistry::new(LIMIT)),
+        )
+    };
+    let events = run_until_idle(p, 2);
+    assert_eq!(events.len(), 10, "each document processed once: {events:?}");
+    assert!(events.iter().all(|e| e.outcome.is_ok()), "{events:?}");
+
+    for (key, says) in [
+        ("broken.txt", "does not exist"),
+        ("escape.txt", "points outside the source directory"),
+        ("big.txt", "2048 bytes is over the 1024-byte input limit"),
+        ("truncated.pdf", "malformed pdf document"),
+        ("corrupt.docx", "malformed docx document"),
+    ] {
+        let row = store.job_by_key(key).unwrap().unwrap();
+        assert_eq!((row.status, row.attempts), (Status::Dead, 1), "{key}");
+        let error = row.last_error.unwrap();
+        assert!(
+            error.contains(&format!("{key:?}")),
+            "{key}: the error does not name it: {error}"
+        );
+        assert!(error.contains(says), "{key}: {error}");
+        assert_eq!(row.result_path, None);
+    }
+
+    let raw_key = key_for(Path::new(OsStr::from_bytes(b"raw-\xff\xfe.txt")));
+    for (key, text) in [
+        ("good.md", "plain words here"),
+        ("bad-utf8.txt", "caf\u{FFFD} au lait \u{FFFD} end"),
+        ("empty.txt", ""),
+        ("new\nline.txt", "newline name content"),
+        (raw_key.as_str(), "raw name content"),
+    ] {
+        let row = store.job_by_key(key).unwrap().unwrap();
+        assert_eq!(row.status, Status::Indexed, "{key:?}: {:?}", row.last_error);
+        let (path, sum) = (row.result_path.unwrap(), row.checksum.unwrap());
+        assert!(mirror.verify(&path, &sum).unwrap(), "{key:?}");
+        let got = String::from_utf8(mirror.read(&path).unwrap()).unwrap();
+        if text.is_empty() {
+            assert_eq!(got, "", "{key:?}");
+        } else {
+            assert!(got.contains(text), "{key:?}: {got:?}");
+        }
+    }
+    let counts = store.counts().unwrap();
+    assert_eq!((counts.indexed, counts.dead, counts.total()), (5, 5, 10));
+}
+
+/// The shipped sample corpus runs to all-indexed, each mirror file holding its
+/// phrase; a second discover finds everything unchanged and there is nothing to claim.
+#[test]
+fn the_sample_corpus_is_indexed_and_a_second_discover_changes_nothing() {
+    let t = TempStore::new();
+    let store = t.handle(LEASE_MS);
+    let mirror = open_mirror(&t);
+    let dir = DirSource::open(concat!(env!("CARGO_MANIFEST_DIR"), "/samples")).unwrap();
+    let max = ExtractorRegistry::DEFAULT_MAX_INPUT_BYTES;
+    let phrases = [
+        ("notes.txt", "amber lighthouse"),
+        ("guide.md", "copper kettle"),
+        ("page.html", "velvet harbor"),
+        ("report.pdf", "granite orchard"),
+        ("letter.docx", "silver meadow"),
+        ("nested/more.md", "quiet lantern"),
+    ];
+    let first = dir.discover(&store, max).unwrap();
+    assert_eq!(
+        (first.new, first.changed, first.unchanged),
+        (phrases.len(), 0, 0),
+        "{first:?}"
+    );
+    let p = Pipeline {
+        max_input_bytes: max,
+        ..pipeline(
+            &store,
+            &mirror,
+            Arc::new(dir.clone()),
+            Arc::new(ExtractorRegistry::default()),
+        )
+    };
+    let events = run_until_idle(p, 2);
+    assert_eq!(events.len(), phrases.len(), "{events:?}");
+
+    for (key, phrase) in phrases {
+        let row = store
+            .job_by_key(key)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{key} discovered"));
+        assert_eq!(row.status, Status::Indexed, "{key}: {:?}", row.last_error);
+        let path = row.result_path.unwrap();
+        assert!(mirror.verify(&path, &row.checksum.unwrap()).unwrap(), "{key}");
+        let text = String::from_utf8(mirror.read(&path).unwrap()).unwrap();
+        assert!(text.contains(phrase), "{key}: {phrase:?} not in {text:?}");
+    }
+    assert_eq!(store.counts().unwrap().indexed, phrases.len() as u64);
+
+    let again = dir.discover(&store, max).unwrap();
+    assert_eq!((again.new, again.changed, again.gone), (0, 0, 0), "{again:?}");
+    assert_eq!(again.unchanged, phrases.len());
+    assert!(
+        store.claim("probe").unwrap().is_none(),
+        "a second discover queued work"
+    );
+    assert_eq!(store.counts().unwrap().indexed, phrases.len() as u64);
+}
