@@ -77,26 +77,27 @@ fn raw_pair(c: &mut Connection, token: &str) {
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .unwrap();
     let id: i64 = tx
-        .query_row(
+        .prepare_cached(
             "UPDATE jobs SET status = 'extracting', owner_token = ?1, fence = fence + 1,
                     lease_expires_at = 9999999999999, attempts = attempts + 1, updated_at = 1
              WHERE id = (SELECT id FROM jobs WHERE status = 'discovered' ORDER BY id LIMIT 1)
              RETURNING id",
-            [token],
-            |r| r.get(0),
         )
+        .unwrap()
+        .query_row([token], |r| r.get(0))
         .unwrap();
     tx.commit().unwrap();
     let tx = c
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .unwrap();
     let n = tx
-        .execute(
+        .prepare_cached(
             "UPDATE jobs SET status = 'indexed', result_path = 'r', checksum = 's', owner_token = NULL,
                     lease_expires_at = NULL, updated_at = 2
              WHERE id = ?1 AND owner_token = ?2 AND status = 'extracting'",
-            params![id, token],
         )
+        .unwrap()
+        .execute(params![id, token])
         .unwrap();
     assert_eq!(n, 1);
     tx.commit().unwrap();

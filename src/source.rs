@@ -235,9 +235,14 @@ impl DirSource {
 impl Source for DirSource {
     fn fetch(&self, key: &str, max_bytes: u64) -> std::result::Result<Vec<u8>, SourceError> {
         let path = self.path_of(key)?;
-        let real = path
-            .canonicalize()
-            .map_err(|_| SourceError::NotFound { key: key.to_owned() })?;
+        let real = path.canonicalize().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => SourceError::NotFound { key: key.to_owned() },
+            _ => SourceError::Unreadable {
+                key: key.to_owned(),
+                path: path.clone(),
+                source: e,
+            },
+        })?;
         if !real.starts_with(&self.root) {
             return Err(SourceError::OutsideRoot { key: key.to_owned() });
         }

@@ -74,8 +74,17 @@ pub struct Worker {
 /// Why a claim ended before completion; turned into a store write by `settle`.
 enum Stop {
     Lost(String),
-    Failed { error: String, permanent: bool },
+    Failed {
+        error: String,
+        permanent: bool,
+    },
     Release,
+    /// Hand back without spending the attempt, not before `until`: the cause
+    /// (a full disk) is not the document's fault.
+    Defer {
+        error: String,
+        until: Millis,
+    },
 }
 
 impl Worker {
@@ -163,6 +172,10 @@ impl Worker {
             p.mirror.write(claim.id.0, claim.fence, text.as_bytes())
         })? {
             Ok(Ok(written)) => Ok(Ok(written)),
+            Ok(Err(e)) if e.is_disk_full() => Ok(Err(Stop::Defer {
+                error: format!("{:?}: mirror write failed, will retry: {e}", claim.key),
+                until: p.store.now() + p.store.options().backoff.delay_ms(claim.attempts),
+            })),
             Ok(Err(e)) => Ok(Err(Stop::Failed {
                 error: format!("{:?}: mirror write failed: {e}", claim.key),
                 permanent: false,
@@ -188,11 +201,15 @@ impl Worker {
 
     fn complete(&self, claim: &Claim, written: crate::mirror::Written) -> Result<Processed> {
         let store = &self.pipeline.store;
+        crate::fault::stall_point();
         Ok(match store.complete(claim, &written.rel_path, &written.sha256)? {
-            Fenced::Accepted => Processed::Indexed {
-                key: claim.key.clone(),
-                path: written.rel_path,
-            },
+            Fenced::Accepted => {
+                crate::fault::crash_point(crate::fault::CrashPoint::AfterCommit);
+                Processed::Indexed {
+                    key: claim.key.clone(),
+                    path: written.rel_path,
+                }
+            }
             Fenced::Rejected(rejection) => Processed::Superseded {
                 key: claim.key.clone(),
                 rejection,
@@ -212,6 +229,7 @@ impl Worker {
                 })
             }
             Stop::Release => store.release(claim, "released: the worker pool is stopping")?,
+            Stop::Defer { error, until } => store.release_until(claim, error, *until)?,
             Stop::Failed { error, permanent } => store.fail(claim, error, *permanent)?,
         };
         if let Fenced::Rejected(rejection) = fenced {
@@ -219,6 +237,11 @@ impl Worker {
         }
         Ok(match stop {
             Stop::Release => Processed::Released { key },
+            Stop::Defer { error, until } => Processed::Retrying {
+                key,
+                at: until,
+                error,
+            },
             Stop::Failed { error, .. } => match store.job(claim.id)? {
                 Some(job) if job.status == Status::Retrying => Processed::Retrying {
                     key,

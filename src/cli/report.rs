@@ -159,7 +159,7 @@ pub fn gc(cfg: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError>
         return Err(CliError::Runtime(format!(
             "{}: corrupt store ({}); not sweeping the mirror",
             cfg.store.path().display(),
-            problems[0]
+            problems[0].replace('\n', " ")
         )));
     }
     let store = &cfg.store;

@@ -225,7 +225,7 @@ impl Store {
         let pool = open::open_pool(&path, &opts)?;
         let checkpointer = opts
             .checkpoint_every
-            .map(|every| Checkpointer::start(pool.clone(), every));
+            .map(|every| Checkpointer::start(pool.clone(), wal_path(&path), every, opts.busy_timeout));
         let policy = Policy {
             lease_ms: duration_ms(opts.lease),
             backoff: opts.backoff,
@@ -445,12 +445,23 @@ impl Store {
         Ok(out)
     }
 
-    /// Hand the document back without spending the attempt (shutdown, locked
-    /// credential). Fenced.
+    /// Hand the document back without spending the attempt (shutdown). Fenced.
     pub fn release(&self, claim: &Claim, reason: &str) -> Result<Fenced> {
+        self.release_op(claim, reason, None)
+    }
+
+    /// Hand the document back without spending the attempt, claimable again
+    /// from `not_before` (a full disk, a locked credential: retrying sooner
+    /// would only fail again). Fenced.
+    pub fn release_until(&self, claim: &Claim, reason: &str, not_before: Millis) -> Result<Fenced> {
+        self.release_op(claim, reason, Some(not_before))
+    }
+
+    fn release_op(&self, claim: &Claim, reason: &str, not_before: Option<Millis>) -> Result<Fenced> {
         let out = self.fenced(WriteOp::Release {
             owner: Owner::from(claim),
             reason: reason.to_owned(),
+            not_before,
         })?;
         self.notify_work();
         Ok(out)
@@ -668,23 +679,37 @@ fn backoff_sleep(attempt: u32) {
 }
 
 /// Checkpoints the WAL from a background thread so that no writer pays for it.
+///
+/// A passive checkpoint never blocks anyone, but under continuous writes from
+/// several processes (or with a long reader) it never catches up, and the WAL
+/// only restarts from its beginning after a checkpoint that did. So once the WAL
+/// passes [`WAL_RESTART_BYTES`], the checkpointer asks for a RESTART, which makes
+/// new writers wait (at most [`RESTART_WAIT`]) until the log is fully copied and
+/// can be reused: a short stall instead of an unbounded file.
 struct Checkpointer {
     stop: Option<crossbeam_channel::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
+/// WAL size past which a blocking RESTART checkpoint is used.
+const WAL_RESTART_BYTES: u64 = 64 * 1024 * 1024;
+/// The longest a RESTART checkpoint waits for readers and writers.
+const RESTART_WAIT: Duration = Duration::from_secs(1);
+
+fn wal_path(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push("-wal");
+    PathBuf::from(name)
+}
+
 impl Checkpointer {
-    fn start(pool: Pool, every: Duration) -> Checkpointer {
+    fn start(pool: Pool, wal: PathBuf, every: Duration, busy: Duration) -> Checkpointer {
         let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
         let thread = std::thread::Builder::new()
             .name("leasehold-checkpoint".into())
             .spawn(move || loop {
                 match stopped.recv_timeout(every) {
-                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                        if let Ok(c) = pool.get() {
-                            let _ = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-                        }
-                    }
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => checkpoint_once(&pool, &wal, busy),
                     _ => {
                         if let Ok(c) = pool.get() {
                             let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
@@ -698,6 +723,23 @@ impl Checkpointer {
             stop: Some(stop),
             thread,
         }
+    }
+}
+
+/// One checkpoint: passive while the WAL is small, RESTART once it is not.
+fn checkpoint_once(pool: &Pool, wal: &Path, busy: Duration) {
+    let Ok(c) = pool.get() else { return };
+    let big = std::fs::metadata(wal)
+        .map(|m| m.len() > WAL_RESTART_BYTES)
+        .unwrap_or(false);
+    if !big {
+        let _ = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        return;
+    }
+    if c.busy_timeout(RESTART_WAIT).is_ok() {
+        let _ = c.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
+        // Back to the pool's own timeout before the connection is reused.
+        let _ = c.busy_timeout(busy);
     }
 }
 

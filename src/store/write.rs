@@ -52,6 +52,8 @@ pub(crate) enum WriteOp {
     Release {
         owner: Owner,
         reason: String,
+        /// Not claimable again before this time (disk full, locked credential).
+        not_before: Option<Millis>,
     },
 }
 
@@ -82,7 +84,11 @@ pub(crate) fn apply(
             error,
             permanent,
         } => WriteOut::Fenced(fail(tx, now, policy, owner, error, *permanent)?),
-        WriteOp::Release { owner, reason } => WriteOut::Fenced(release(tx, now, owner, reason)?),
+        WriteOp::Release {
+            owner,
+            reason,
+            not_before,
+        } => WriteOut::Fenced(release(tx, now, owner, reason, *not_before)?),
     })
 }
 
@@ -327,14 +333,26 @@ pub(crate) fn fail(
     settle(tx, now, o, usize::from(row.is_some()), "fail", detail.as_deref())
 }
 
-pub(crate) fn release(tx: &Connection, now: Millis, o: &Owner, reason: &str) -> rusqlite::Result<Fenced> {
-    // Handing back does not spend the attempt the claim took.
+pub(crate) fn release(
+    tx: &Connection,
+    now: Millis,
+    o: &Owner,
+    reason: &str,
+    not_before: Option<Millis>,
+) -> rusqlite::Result<Fenced> {
+    // Handing back does not spend the attempt the claim took. With `not_before`
+    // the row waits in `retrying` (reason kept as its last error) so that a full
+    // disk or a locked credential is not hammered.
     let sql = format!(
-        "UPDATE jobs SET status = 'discovered', attempts = max(attempts - 1, 0), owner_token = NULL,
+        "UPDATE jobs SET status = CASE WHEN ?4 IS NULL THEN 'discovered' ELSE 'retrying' END,
+                retry_at = ?4, last_error = CASE WHEN ?4 IS NULL THEN last_error ELSE ?5 END,
+                attempts = max(attempts - 1, 0), owner_token = NULL,
                 owner_worker = NULL, lease_expires_at = NULL, updated_at = ?3
          WHERE {FENCE}"
     );
-    let n = tx.prepare_cached(&sql)?.execute(params![o.id, o.token, now])?;
+    let n = tx
+        .prepare_cached(&sql)?
+        .execute(params![o.id, o.token, now, not_before, reason])?;
     settle(tx, now, o, n, "release", Some(reason))
 }
 
