@@ -13,12 +13,14 @@
 //! - [`extract`]: how text is extracted (text, Markdown, HTML, PDF, DOCX).
 //! - [`worker`]: the pool: claim → fetch → extract → mirror → complete → cleanup.
 //! - [`error`]: the one error type.
+//! - [`fault`]: crash points on the result path, armed only by crash tests.
 //!
 //! The binary (`src/main.rs`, `src/cli/`) turns flags into these parts.
 
 pub mod clock;
 pub mod error;
 pub mod extract;
+pub mod fault;
 pub mod job;
 pub mod lease;
 pub mod mirror;

@@ -25,6 +25,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
+use crate::fault::{crash_point, CrashPoint};
+
 const LOCK_NAME: &str = ".lock";
 const TEMP_PREFIX: &str = ".tmp-g";
 const PROBE_PREFIX: &str = ".probe-";
@@ -570,12 +572,14 @@ impl Mirror {
             let _ = fs::remove_file(&tmp_path);
             return Err(e);
         }
+        crash_point(CrashPoint::AfterRename);
         if let Err(e) = self.sync_dir(&dir) {
             // Not retried (a failed fsync may have dropped dirty pages); withdraw the file so
             // an error always means "nothing new is visible".
             let _ = fs::remove_file(&final_path);
             return Err(e);
         }
+        crash_point(CrashPoint::AfterDirFsync);
         Ok(Written {
             rel_path,
             sha256: hex(&Sha256::digest(bytes)),
@@ -588,10 +592,13 @@ impl Mirror {
             return Err(io_err(path)(io::Error::from_raw_os_error(libc::ENOSPC)));
         }
         file.write_all(bytes).map_err(io_err(path))?;
+        crash_point(CrashPoint::AfterTempWrite);
         if self.fault == Some(Fault::FailFsync) {
             return Err(io_err(path)(io::Error::from_raw_os_error(libc::EIO)));
         }
-        file.sync_all().map_err(io_err(path))
+        file.sync_all().map_err(io_err(path))?;
+        crash_point(CrashPoint::AfterFsync);
+        Ok(())
     }
 
     /// Makes the rename durable; without it a crash could lose an accepted generation.

@@ -100,6 +100,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check a data directory: store integrity, WAL, leases, every accepted
+    /// result's file and checksum, leftovers for gc, local file systems.
+    /// Exit 0 when healthy, 1 with one line per problem otherwise.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
     /// Requeue a document (by key or id), or every dead one.
     Retry {
         #[arg(required_unless_present = "dead", conflicts_with = "dead")]

@@ -3,8 +3,10 @@
 
 pub mod args;
 mod config;
+mod doctor;
 mod report;
 mod run;
+mod testing;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -72,6 +74,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Status { json } => report::status(&config::Config::build(g, None)?, json),
         Command::Inspect { doc, json } => report::inspect(&config::Config::build(g, None)?, &doc, json),
         Command::Gc { dry_run, json } => report::gc(&config::Config::build(g, None)?, dry_run, json),
+        Command::Doctor { json } => doctor::doctor(g, json),
         Command::Retry { doc, dead } => report::retry(&config::Config::build(g, None)?, doc.as_deref(), dead),
     }
 }

@@ -1,0 +1,543 @@
+//! `leasehold doctor`: say plainly what is wrong with a data directory.
+//!
+//! Checks, each reported as one line naming the thing (a path, a document key):
+//! - the database and the mirror are on local file systems (statfs magic);
+//! - the store opens, passes SQLite's full `integrity_check`, and WAL is in force;
+//! - leases: no two rows share a key or an owner token, every `extracting` row
+//!   has a token and a lease, no other row has a token;
+//! - every `indexed` row's result file exists and its SHA-256 matches;
+//! - the mirror holds no generation or temp file that `gc` would remove, and no
+//!   document directory the database does not know.
+//!
+//! Unlike the other commands, doctor never creates anything: a missing database
+//! or mirror is a problem to report, not something to set up. Every failure,
+//! including a store that cannot be opened at all, becomes a problem line (exit
+//! 1), so a damaged data directory gets a diagnosis rather than a refusal.
+//!
+//! The extra row checks read the database through a read-only connection of
+//! their own: the store offers no query for them, and the store stays the only
+//! module that writes SQL.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use leasehold::mirror::Mirror;
+use leasehold::worker::keep_for;
+use leasehold::{JobId, Store, StoreOptions};
+
+use super::args::Global;
+use super::CliError;
+
+/// Indexed rows read per query while verifying results (no read snapshot is held
+/// across the file reads of a whole large store).
+const PAGE: i64 = 500;
+
+/// One thing that is wrong.
+#[derive(Debug, serde::Serialize)]
+struct Problem {
+    /// What kind of check found it (e.g. `checksum_mismatch`).
+    kind: &'static str,
+    /// The path or document key it is about.
+    subject: String,
+    /// The whole line, as printed.
+    message: String,
+}
+
+/// What was looked at, for `--json` and the healthy summary.
+#[derive(Debug, Default, serde::Serialize)]
+struct Checked {
+    database: String,
+    mirror: String,
+    /// File system type of each, e.g. "ext2/ext3/ext4 (0xef53)".
+    filesystems: std::collections::BTreeMap<&'static str, String>,
+    journal_mode: Option<String>,
+    /// "ok", the number of problems, or "not run".
+    integrity_check: String,
+    documents: u64,
+    live_leases: u64,
+    indexed: u64,
+    results_verified: u64,
+    /// Generation and temp files of known documents (kept and leftovers).
+    mirror_files: u64,
+    leftovers: u64,
+    /// Entries that are not leasehold's; gc leaves them alone.
+    unknown_entries: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct Doctor {
+    problems: Vec<Problem>,
+    notes: Vec<String>,
+    checked: Checked,
+}
+
+impl Doctor {
+    fn problem(&mut self, kind: &'static str, subject: impl Into<String>, message: String) {
+        // One line per problem, whatever SQLite's messages hold.
+        self.problems.push(Problem {
+            kind,
+            subject: subject.into(),
+            message: message.replace('\n', " "),
+        });
+    }
+}
+
+/// `leasehold doctor`.
+pub fn doctor(g: &Global, json: bool) -> Result<ExitCode, CliError> {
+    let (db, mirror_root) = paths(g);
+    let mut d = Doctor::default();
+    d.checked.database = db.display().to_string();
+    d.checked.mirror = mirror_root.display().to_string();
+    d.filesystem("database", &db);
+    d.filesystem("mirror", &mirror_root);
+    let store = d.open_store(&db);
+    let mirror = d.open_mirror(&mirror_root);
+    if let Some(store) = &store {
+        let sound = d.store_checks(store);
+        d.row_checks(&db);
+        if let Some(mirror) = &mirror {
+            d.results(&db, mirror);
+            if sound {
+                d.leftovers(store, mirror);
+            } else {
+                d.notes.push(
+                    "mirror leftovers not checked: the store is damaged, its rows cannot be trusted".into(),
+                );
+            }
+        }
+    }
+    Ok(d.report(json))
+}
+
+impl Doctor {
+    fn report(self, json: bool) -> ExitCode {
+        let healthy = self.problems.is_empty();
+        if json {
+            let out = serde_json::json!({
+                "healthy": healthy,
+                "problems": self.problems,
+                "notes": self.notes,
+                "checked": self.checked,
+            });
+            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        } else {
+            for p in &self.problems {
+                println!("{}", p.message);
+            }
+            for n in &self.notes {
+                eprintln!("leasehold: note: {n}");
+            }
+            if healthy {
+                let c = &self.checked;
+                println!(
+                    "healthy: {} ({} documents, {} results verified), mirror {}",
+                    c.database, c.documents, c.results_verified, c.mirror
+                );
+            } else {
+                eprintln!("leasehold: doctor found {} problem(s)", self.problems.len());
+            }
+        }
+        if healthy {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        }
+    }
+
+    /// WAL needs shared memory on one host and flock over a network file
+    /// system is emulated (DESIGN §8): refuse anything that may be remote.
+    fn filesystem(&mut self, what: &'static str, path: &Path) {
+        let Some(existing) = path.ancestors().find(|p| p.exists()) else {
+            return;
+        };
+        match fs_magic(existing) {
+            Ok(magic) => {
+                let name = fs_name(magic);
+                self.checked
+                    .filesystems
+                    .insert(what, format!("{name} ({magic:#x})"));
+                if let Some(remote) = remote_fs(magic) {
+                    self.problem(
+                        "network_filesystem",
+                        path.display().to_string(),
+                        format!(
+                            "{}: the {what} is on {remote}; keep the database and the mirror on a local \
+                             file system (WAL needs shared memory on one host, flock is emulated there)",
+                            path.display()
+                        ),
+                    );
+                }
+            }
+            Err(e) => self.notes.push(format!(
+                "{}: file system type not checked: {e}",
+                existing.display()
+            )),
+        }
+    }
+
+    fn open_store(&mut self, db: &Path) -> Option<Store> {
+        if !db.exists() {
+            self.problem(
+                "store",
+                db.display().to_string(),
+                format!(
+                    "{}: no database here (nothing to check; wrong --data or --db?)",
+                    db.display()
+                ),
+            );
+            return None;
+        }
+        let opts = StoreOptions::default().checkpoint_every(None).pool_size(2);
+        match Store::open(db, opts) {
+            Ok(store) => Some(store),
+            Err(e) => {
+                self.problem("store", db.display().to_string(), one_line(&e));
+                None
+            }
+        }
+    }
+
+    fn open_mirror(&mut self, root: &Path) -> Option<Mirror> {
+        if std::fs::symlink_metadata(root).is_err() {
+            self.problem(
+                "mirror",
+                root.display().to_string(),
+                format!("{}: mirror root does not exist", root.display()),
+            );
+            return None;
+        }
+        match Mirror::open(root) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                self.problem("mirror", root.display().to_string(), one_line(&e));
+                None
+            }
+        }
+    }
+
+    /// Integrity, journal mode and counts through the store. True when the
+    /// store's rows can be trusted for cleanup decisions.
+    fn store_checks(&mut self, store: &Store) -> bool {
+        let path = store.path().display().to_string();
+        let sound = match store.check_integrity(true) {
+            Ok(lines) if lines.is_empty() => {
+                self.checked.integrity_check = "ok".into();
+                true
+            }
+            Ok(lines) => {
+                self.checked.integrity_check = format!("{} problem(s)", lines.len());
+                for l in lines {
+                    self.problem("integrity", &path, format!("{path}: integrity_check: {l}"));
+                }
+                false
+            }
+            Err(e) => {
+                self.checked.integrity_check = "not run".into();
+                self.problem(
+                    "integrity",
+                    &path,
+                    format!("integrity_check failed: {}", one_line(&e)),
+                );
+                false
+            }
+        };
+        match store.journal_mode() {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => self.checked.journal_mode = Some(mode),
+            Ok(mode) => {
+                self.problem(
+                    "journal_mode",
+                    &path,
+                    format!("{path}: journal_mode is {mode:?}, expected \"wal\""),
+                );
+                self.checked.journal_mode = Some(mode);
+            }
+            Err(e) => self.problem("journal_mode", &path, one_line(&e)),
+        }
+        match (store.counts(), store.live_leases()) {
+            (Ok(c), Ok(l)) => {
+                self.checked.documents = c.total();
+                self.checked.live_leases = l.len() as u64;
+            }
+            (Err(e), _) | (_, Err(e)) => self.problem("store", &path, one_line(&e)),
+        }
+        sound
+    }
+
+    /// Lease invariants the schema's constraints should already guarantee; read
+    /// without indexes, so that a damaged index cannot hide a duplicate.
+    fn row_checks(&mut self, db: &Path) {
+        let path = db.display().to_string();
+        let found = read_only(db).and_then(|c| lease_violations(&c));
+        match found {
+            Ok(lines) => {
+                for (subject, message) in lines {
+                    self.problem("lease", subject, message);
+                }
+            }
+            Err(e) => self.problem("lease", &path, format!("{path}: cannot check leases: {e}")),
+        }
+    }
+
+    /// Every accepted result exists and matches its checksum.
+    fn results(&mut self, db: &Path, mirror: &Mirror) {
+        let path = db.display().to_string();
+        let conn = match read_only(db) {
+            Ok(c) => c,
+            Err(e) => {
+                return self.problem("result", &path, format!("{path}: cannot list results: {e}"));
+            }
+        };
+        let mut after = i64::MIN;
+        loop {
+            let page = match indexed_page(&conn, after) {
+                Ok(p) => p,
+                Err(e) => {
+                    return self.problem("result", &path, format!("{path}: cannot list results: {e}"));
+                }
+            };
+            let Some(last) = page.last() else { return };
+            after = last.id;
+            for row in &page {
+                self.checked.indexed += 1;
+                self.verify(mirror, row);
+            }
+        }
+    }
+
+    fn verify(&mut self, mirror: &Mirror, row: &IndexedRow) {
+        let key = &row.key;
+        let (Some(rel), Some(sum)) = (&row.result_path, &row.checksum) else {
+            let message = format!("{key:?}: indexed without a result path or checksum");
+            return self.problem("result_missing", key, message);
+        };
+        match mirror.verify(rel, sum) {
+            Ok(true) => self.checked.results_verified += 1,
+            Ok(false) => {
+                let file = mirror.root().join(rel);
+                let message = format!(
+                    "{key:?}: result {} does not match its checksum {sum} (changed or partial)",
+                    file.display()
+                );
+                self.problem("checksum_mismatch", key, message);
+            }
+            Err(e) if e.is_not_found() => {
+                let file = mirror.root().join(rel);
+                let message = format!("{key:?}: result file {} is missing", file.display());
+                self.problem("result_missing", key, message);
+            }
+            Err(e) => {
+                let message = format!("{key:?}: result {rel:?} cannot be checked: {}", one_line(&e));
+                self.problem("result_unreadable", key, message);
+            }
+        }
+    }
+
+    /// What `gc` would remove (a dry run of its sweep: nothing is deleted), and
+    /// document directories of ids the database does not have.
+    fn leftovers(&mut self, store: &Store, mirror: &Mirror) {
+        let swept = mirror.sweep::<leasehold::Error>(true, |id| keep_for(store, JobId(id)));
+        let report = match swept {
+            Ok(r) => r,
+            Err(e) => {
+                let root = mirror.root().display().to_string();
+                let message = format!("{root}: cannot check for leftovers: {}", one_line(&e));
+                return self.problem("mirror", root, message);
+            }
+        };
+        self.checked.mirror_files = (report.kept.len() + report.removed.len()) as u64;
+        self.checked.leftovers = report.removed.len() as u64;
+        for rel in &report.removed {
+            let file = mirror.root().join(rel).display().to_string();
+            let message = format!("{file}: leftover generation or temp file (`leasehold gc` removes it)");
+            self.problem("leftover", file, message);
+        }
+        for id in &report.missing_rows {
+            let dir = mirror
+                .doc_dir(*id)
+                .map(|d| d.display().to_string())
+                .unwrap_or_default();
+            let message = format!(
+                "{dir}: results of document id {id}, which the database does not have \
+                 (a mirror of another database?); gc keeps them"
+            );
+            self.problem("orphan_directory", dir, message);
+        }
+        self.checked.unknown_entries = report.unknown;
+    }
+}
+
+/// One indexed row, as the results check needs it.
+struct IndexedRow {
+    id: i64,
+    key: String,
+    result_path: Option<String>,
+    checksum: Option<String>,
+}
+
+fn read_only(db: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(db, flags)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    Ok(conn)
+}
+
+fn indexed_page(conn: &Connection, after: i64) -> rusqlite::Result<Vec<IndexedRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, doc_key, result_path, checksum FROM jobs
+         WHERE status = 'indexed' AND id > ?1 ORDER BY id LIMIT ?2",
+    )?;
+    let rows = stmt.query_map([after, PAGE], |r| {
+        Ok(IndexedRow {
+            id: r.get(0)?,
+            key: r.get(1)?,
+            result_path: r.get(2)?,
+            checksum: r.get(3)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// (subject, message) for every row that breaks "at most one live owner".
+fn lease_violations(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut stmt =
+        conn.prepare("SELECT doc_key, count(*) FROM jobs NOT INDEXED GROUP BY doc_key HAVING count(*) > 1")?;
+    for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+        let (key, n) = row?;
+        out.push((key.clone(), format!("{key:?}: {n} rows share this document key")));
+    }
+    let mut stmt = conn.prepare(
+        "SELECT doc_key, status, owner_token IS NULL OR owner_token = '', lease_expires_at IS NULL
+         FROM jobs NOT INDEXED
+         WHERE (status = 'extracting' AND (owner_token IS NULL OR owner_token = '' OR lease_expires_at IS NULL))
+            OR (status <> 'extracting' AND owner_token IS NOT NULL)",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, bool>(2)?,
+            r.get::<_, bool>(3)?,
+        ))
+    })?;
+    for row in rows {
+        let (key, status, no_token, no_lease) = row?;
+        let what = match (status.as_str(), no_token, no_lease) {
+            ("extracting", true, _) => "is extracting without an owner token".to_string(),
+            ("extracting", _, _) => "is extracting without a lease expiry".to_string(),
+            _ => format!("is {status} but still holds an owner token"),
+        };
+        out.push((key.clone(), format!("{key:?}: {what}")));
+    }
+    let mut stmt = conn.prepare(
+        "SELECT owner_token, count(*), min(doc_key) FROM jobs NOT INDEXED
+         WHERE owner_token IS NOT NULL GROUP BY owner_token HAVING count(*) > 1",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
+    for row in rows {
+        let (_token, n, key) = row?;
+        // The token is a claim's capability: named by the document, never printed.
+        out.push((
+            key.clone(),
+            format!("{key:?}: its owner token is shared by {n} documents"),
+        ));
+    }
+    Ok(out)
+}
+
+/// An error as one line.
+fn one_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string().replace('\n', " ")
+}
+
+#[cfg(target_os = "linux")]
+fn fs_magic(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "path contains NUL"))?;
+    // SAFETY: `buf` is a plain C struct statfs fills in; `c` outlives the call.
+    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut buf) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // f_type is signed on some targets; the magic numbers are 32-bit patterns.
+    Ok(buf.f_type as u64 & 0xffff_ffff)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn fs_magic(_path: &Path) -> std::io::Result<u64> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "only checked on Linux",
+    ))
+}
+
+/// The remote (or possibly remote) file systems, by statfs magic (linux/magic.h).
+fn remote_fs(magic: u64) -> Option<&'static str> {
+    Some(match magic {
+        0x6969 => "NFS",
+        0xFF53_4D42 => "CIFS",
+        0xFE53_4D42 => "SMB2",
+        0x517B => "SMB",
+        0x6573_5546 => "FUSE (possibly a network file system)",
+        0x0102_1997 => "9P",
+        0x5346_414F => "AFS",
+        0x00C3_6400 => "Ceph",
+        0x0BD0_0BD0 => "Lustre",
+        0x7375_7245 => "Coda",
+        0x564C => "NCP",
+        0x0116_1970 => "GFS2",
+        0x7461_636F => "OCFS2",
+        _ => return None,
+    })
+}
+
+fn fs_name(magic: u64) -> &'static str {
+    if let Some(remote) = remote_fs(magic) {
+        return remote;
+    }
+    match magic {
+        0xEF53 => "ext2/ext3/ext4",
+        0x0102_1994 => "tmpfs",
+        0x5846_5342 => "xfs",
+        0x9123_683E => "btrfs",
+        0x794C_7630 => "overlayfs",
+        0x2FC1_2FC1 => "zfs",
+        0xF2F5_2010 => "f2fs",
+        _ => "local",
+    }
+}
+
+/// The database and mirror paths, as the other commands derive them, without
+/// creating the data directory.
+fn paths(g: &Global) -> (PathBuf, PathBuf) {
+    (
+        g.db.clone().unwrap_or_else(|| g.data.join("leasehold.db")),
+        g.mirror.clone().unwrap_or_else(|| g.data.join("mirror")),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_file_systems_are_named() {
+        assert_eq!(remote_fs(0x6969), Some("NFS"));
+        assert_eq!(remote_fs(0xFF53_4D42), Some("CIFS"));
+        assert_eq!(remote_fs(0xFE53_4D42), Some("SMB2"));
+        assert_eq!(remote_fs(0x0102_1997), Some("9P"));
+        assert!(remote_fs(0x6573_5546).unwrap().starts_with("FUSE"));
+        assert_eq!(remote_fs(0xEF53), None);
+        assert_eq!(remote_fs(0x0102_1994), None);
+    }
+}

@@ -1,0 +1,277 @@
+//! Crash recovery through the built binary: a `run` is made to die (`_exit`, no
+//! destructors, like `kill -9`) at each crash point of the result path
+//! (`LEASEHOLD_CRASH_AT`, see `leasehold::fault`), then restarted without it.
+//! The restart must finish every document exactly once, leave no accepted row
+//! pointing at a missing or partial file, and leave nothing for `gc`.
+//!
+//! Both runs use a 200 ms lease: the crashed claim's lease is still held when the
+//! restart begins, so the restart waits for it to expire (by the system clock, as
+//! a separate process must) and re-claims the document.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use leasehold::fault::{CrashPoint, CRASH_AFTER_N_ENV, CRASH_AT_ENV, CRASH_EXIT_CODE};
+use leasehold::mirror::Mirror;
+use sha2::{Digest, Sha256};
+
+const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+const DOCS: usize = 20;
+
+fn corpus() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..DOCS {
+        let body = format!("document {i}\nthe phrase is marker-{i:02}-end\n");
+        std::fs::write(dir.path().join(format!("doc-{i:02}.txt")), body).unwrap();
+    }
+    dir
+}
+
+/// `leasehold --data DATA --lease 200ms --workers 1 ARGS`, with `env` added.
+fn leasehold(data: &Path, args: &[&str], env: &[(&str, String)]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--data")
+        .arg(data)
+        .args(["--lease", "200ms", "--workers", "1"])
+        .args(args)
+        .env_remove(CRASH_AT_ENV)
+        .env_remove(CRASH_AFTER_N_ENV);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run leasehold")
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// One row of the jobs table, with its count of accepted completions and claims.
+#[derive(Debug)]
+struct Row {
+    id: i64,
+    status: String,
+    fence: i64,
+    result_path: Option<String>,
+    checksum: Option<String>,
+    completed: i64,
+    claimed: i64,
+}
+
+fn rows(data: &Path) -> HashMap<String, Row> {
+    let c = rusqlite::Connection::open(data.join("leasehold.db")).unwrap();
+    let mut stmt = c
+        .prepare(
+            "SELECT doc_key, id, status, fence, result_path, checksum,
+                (SELECT count(*) FROM history h WHERE h.job_id = j.id AND h.event = 'completed'),
+                (SELECT count(*) FROM history h WHERE h.job_id = j.id AND h.event = 'claimed')
+             FROM jobs j",
+        )
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                Row {
+                    id: r.get(1)?,
+                    status: r.get(2)?,
+                    fence: r.get(3)?,
+                    result_path: r.get(4)?,
+                    checksum: r.get(5)?,
+                    completed: r.get(6)?,
+                    claimed: r.get(7)?,
+                },
+            ))
+        })
+        .unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
+}
+
+/// Every file under the mirror, relative, '/'-separated.
+fn mirror_files(data: &Path) -> Vec<String> {
+    let root = data.join("mirror");
+    walkdir::WalkDir::new(&root)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            e.path()
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
+fn is_temp(rel: &str) -> bool {
+    rel.rsplit('/').next().unwrap_or("").starts_with(".tmp-")
+}
+
+/// What the crashed process must have left behind: proof it died where asked.
+fn check_crash_state(point: CrashPoint, n: usize, data: &Path) {
+    let rows = rows(data);
+    let indexed = rows.values().filter(|r| r.status == "indexed").count();
+    let extracting: Vec<&Row> = rows.values().filter(|r| r.status == "extracting").collect();
+    let files = mirror_files(data);
+    let temps = files.iter().filter(|f| is_temp(f)).count();
+    if point == CrashPoint::AfterCommit {
+        assert_eq!((indexed, extracting.len()), (n, 0), "{point:?}: {rows:?}");
+        return;
+    }
+    assert_eq!((indexed, extracting.len()), (n - 1, 1), "{point:?}: {rows:?}");
+    let crashed = extracting[0];
+    let own = Mirror::generation_rel_path(crashed.id, crashed.fence).unwrap();
+    let own_generation = files.contains(&own);
+    match point {
+        CrashPoint::AfterTempWrite | CrashPoint::AfterFsync => {
+            assert_eq!((temps, own_generation), (1, false), "{point:?}: {files:?}")
+        }
+        _ => assert_eq!((temps, own_generation), (0, true), "{point:?}: {files:?}"),
+    }
+}
+
+/// After the restart: every document indexed exactly once, every accepted file
+/// whole, no temp file, nothing for gc, doctor clean.
+fn check_recovered(point: CrashPoint, n: usize, data: &Path) {
+    let rows = rows(data);
+    assert_eq!(rows.len(), DOCS);
+    let root = data.join("mirror");
+    for (key, row) in &rows {
+        assert_eq!(row.status, "indexed", "{point:?} {key}: {row:?}");
+        assert_eq!(
+            row.completed, 1,
+            "{point:?} {key}: accepted {} times",
+            row.completed
+        );
+        let bytes = std::fs::read(root.join(row.result_path.as_ref().unwrap()))
+            .unwrap_or_else(|e| panic!("{point:?} {key}: result file: {e}"));
+        let sum = format!("{:x}", Sha256::digest(&bytes));
+        assert_eq!(
+            Some(&sum),
+            row.checksum.as_ref(),
+            "{point:?} {key}: partial or wrong file"
+        );
+        let i: usize = key[4..6].parse().unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.contains(&format!("marker-{i:02}-end")), "{key}: {text:?}");
+    }
+    let reclaimed = rows.values().filter(|r| r.claimed == 2).count();
+    let expected = usize::from(point != CrashPoint::AfterCommit);
+    assert_eq!(reclaimed, expected, "{point:?} (crash at arrival {n}): {rows:?}");
+    let temps: Vec<String> = mirror_files(data).into_iter().filter(|f| is_temp(f)).collect();
+    assert!(temps.is_empty(), "{point:?}: temp files left: {temps:?}");
+
+    let doctor = leasehold(data, &["doctor"], &[]);
+    assert_eq!(doctor.status.code(), Some(0), "{point:?}: {}", describe(&doctor));
+    let gc = leasehold(data, &["gc", "--json"], &[]);
+    assert!(gc.status.success(), "{}", describe(&gc));
+    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).unwrap();
+    assert_eq!(
+        report["removed"].as_array().map(Vec::len),
+        Some(0),
+        "{point:?}: {report}"
+    );
+    let doctor = leasehold(data, &["doctor"], &[]);
+    assert_eq!(doctor.status.code(), Some(0), "{point:?}: {}", describe(&doctor));
+}
+
+/// Crash at the `n`-th arrival at `point`, restart, check.
+fn crash_and_recover(point: CrashPoint, n: usize) {
+    let corpus = corpus();
+    let data = tempfile::tempdir().unwrap();
+    let dir = corpus.path().to_str().unwrap();
+    let env = [
+        (CRASH_AT_ENV, point.as_str().to_owned()),
+        (CRASH_AFTER_N_ENV, n.to_string()),
+    ];
+    let crashed = leasehold(data.path(), &["run", dir, "--json"], &env);
+    assert_eq!(
+        crashed.status.code(),
+        Some(CRASH_EXIT_CODE),
+        "{point:?}: {}",
+        describe(&crashed)
+    );
+    assert!(
+        crashed.stdout.is_empty(),
+        "the crash printed a summary: {}",
+        describe(&crashed)
+    );
+    check_crash_state(point, n, data.path());
+
+    let restarted = leasehold(data.path(), &["run", dir, "--json"], &[]);
+    assert_eq!(
+        restarted.status.code(),
+        Some(0),
+        "{point:?}: {}",
+        describe(&restarted)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&restarted.stdout).unwrap();
+    let already = if point == CrashPoint::AfterCommit {
+        n
+    } else {
+        n - 1
+    };
+    assert_eq!(
+        summary["indexed"].as_u64(),
+        Some((DOCS - already) as u64),
+        "{summary}"
+    );
+    assert_eq!(summary["failed"], 0, "{summary}");
+    check_recovered(point, n, data.path());
+}
+
+#[test]
+fn crash_after_temp_write() {
+    crash_and_recover(CrashPoint::AfterTempWrite, 1);
+    crash_and_recover(CrashPoint::AfterTempWrite, 7);
+}
+
+#[test]
+fn crash_after_fsync() {
+    crash_and_recover(CrashPoint::AfterFsync, 1);
+    crash_and_recover(CrashPoint::AfterFsync, 7);
+}
+
+#[test]
+fn crash_after_rename() {
+    crash_and_recover(CrashPoint::AfterRename, 1);
+    crash_and_recover(CrashPoint::AfterRename, 7);
+}
+
+#[test]
+fn crash_after_dir_fsync() {
+    crash_and_recover(CrashPoint::AfterDirFsync, 1);
+    crash_and_recover(CrashPoint::AfterDirFsync, 7);
+}
+
+#[test]
+fn crash_after_commit() {
+    crash_and_recover(CrashPoint::AfterCommit, 1);
+    crash_and_recover(CrashPoint::AfterCommit, 7);
+}
+
+#[test]
+fn an_unknown_crash_point_is_reported_and_inert() {
+    let corpus = corpus();
+    let data = tempfile::tempdir().unwrap();
+    let env = [(CRASH_AT_ENV, "after_lunch".to_owned())];
+    let out = leasehold(
+        data.path(),
+        &["run", corpus.path().to_str().unwrap(), "--json"],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("after_lunch"),
+        "{}",
+        describe(&out)
+    );
+    assert!(rows(data.path()).values().all(|r| r.status == "indexed"));
+}
