@@ -64,6 +64,31 @@ impl Clock for ManualClock {
     }
 }
 
+/// The wall clock plus an offset read from a file on every call, so that a test
+/// can jump the clock of several processes at once (forwards or backwards) by
+/// rewriting one file. A missing or unreadable file means no offset.
+#[derive(Debug, Clone)]
+pub struct OffsetFileClock {
+    path: std::path::PathBuf,
+}
+
+impl OffsetFileClock {
+    /// A clock offset by the integer milliseconds written in `path`.
+    pub fn new(path: impl Into<std::path::PathBuf>) -> Self {
+        OffsetFileClock { path: path.into() }
+    }
+}
+
+impl Clock for OffsetFileClock {
+    fn now_ms(&self) -> Millis {
+        let offset = std::fs::read_to_string(&self.path)
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .unwrap_or(0);
+        SystemClock.now_ms().saturating_add(offset)
+    }
+}
+
 /// A duration in whole milliseconds, saturating instead of overflowing.
 pub fn duration_ms(d: Duration) -> Millis {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -82,6 +107,19 @@ mod tests {
         assert_eq!(b.now_ms(), 15);
         b.set(3);
         assert_eq!(a.now_ms(), 3);
+    }
+
+    #[test]
+    fn offset_file_clock_follows_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("offset");
+        let clock = OffsetFileClock::new(&path);
+        let base = SystemClock.now_ms();
+        assert!((clock.now_ms() - base).abs() < 60_000, "no file, no offset");
+        std::fs::write(&path, "-3600000\n").unwrap();
+        assert!(clock.now_ms() < base - 3_000_000);
+        std::fs::write(&path, "7200000").unwrap();
+        assert!(clock.now_ms() > base + 7_000_000);
     }
 
     #[test]

@@ -76,7 +76,9 @@ impl Config {
             store: self.store.clone(),
             mirror: self.mirror.clone(),
             source: Arc::new(source),
-            extractor: Arc::new(ExtractorRegistry::new(self.max_input)),
+            extractor: super::testing::extractor()
+                .map_err(CliError::Config)?
+                .unwrap_or_else(|| Arc::new(ExtractorRegistry::new(self.max_input))),
             max_input_bytes: self.max_input,
         })
     }
@@ -96,7 +98,11 @@ fn paths(g: &Global) -> Result<(PathBuf, PathBuf), CliError> {
 }
 
 fn store_options(g: &Global, lease: Duration) -> StoreOptions {
-    StoreOptions::default()
+    let options = match super::testing::clock() {
+        Some(clock) => StoreOptions::default().clock(clock),
+        None => StoreOptions::default(),
+    };
+    options
         .lease(lease)
         .max_attempts(g.max_attempts)
         .synchronous(match g.synchronous {

@@ -1,0 +1,360 @@
+//! Soak: several `leasehold work` processes on one data directory, with an
+//! extractor whose time per document is random and often longer than the lease,
+//! while the test SIGKILLs (and restarts) workers, freezes them past their lease
+//! with SIGSTOP/SIGCONT, and jumps the shared clock by ±2× the lease. Then it
+//! drains and checks every invariant of DESIGN §7.
+//!
+//! CI size by default (≥ 50 kills). Long mode, ≥ 1,000 kills over 10,000
+//! documents: `LEASEHOLD_SOAK=long cargo test --release --test soak -- --nocapture`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+
+struct Params {
+    docs: usize,
+    processes: usize,
+    threads: usize,
+    lease_ms: i64,
+    extract_ms: (u64, u64),
+    kills: usize,
+    max_attempts: u32,
+}
+
+impl Params {
+    fn from_env() -> Params {
+        if std::env::var("LEASEHOLD_SOAK").as_deref() == Ok("long") {
+            Params {
+                docs: 10_000,
+                processes: 4,
+                threads: 4,
+                lease_ms: 300,
+                extract_ms: (20, 600),
+                kills: 1000,
+                max_attempts: 20,
+            }
+        } else {
+            Params {
+                docs: 1500,
+                processes: 4,
+                threads: 3,
+                lease_ms: 300,
+                extract_ms: (20, 600),
+                kills: 50,
+                max_attempts: 8,
+            }
+        }
+    }
+}
+
+/// The data directory, the corpus, the shared clock file and the workers.
+struct Soak {
+    p: Params,
+    data: PathBuf,
+    clock_file: PathBuf,
+    log: PathBuf,
+    workers: Vec<Child>,
+    stopped: Vec<(u32, Instant)>,
+    offset_ms: i64,
+    kills: usize,
+    pauses: usize,
+    jumps: usize,
+}
+
+impl Soak {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--data")
+            .arg(&self.data)
+            .args(["--lease", &format!("{}ms", self.p.lease_ms)])
+            .args(["--max-attempts", &self.p.max_attempts.to_string()])
+            .args(args)
+            .env("LEASEHOLD_TEST_CLOCK_FILE", &self.clock_file)
+            .env(
+                "LEASEHOLD_TEST_EXTRACTOR",
+                format!("sleep:{}:{}", self.p.extract_ms.0, self.p.extract_ms.1),
+            )
+            // 2% of completions come after a freeze longer than the lease.
+            .env(
+                "LEASEHOLD_STALL_BEFORE_COMPLETE",
+                format!("2:{}", 2 * self.p.lease_ms),
+            );
+        cmd
+    }
+
+    fn spawn_worker(&self) -> Child {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        self.command(&["work", "--until-empty", "--workers", &self.p.threads.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn worker")
+    }
+
+    /// SIGKILL a random worker and start a new one in its place.
+    fn kill_one(&mut self) {
+        let i = fastrand::usize(0..self.workers.len());
+        let mut victim = self.workers.swap_remove(i);
+        let pid = victim.id();
+        self.stopped.retain(|(p, _)| *p != pid);
+        let _ = victim.kill(); // SIGKILL
+        let _ = victim.wait();
+        self.kills += 1;
+        let fresh = self.spawn_worker();
+        self.workers.push(fresh);
+    }
+
+    /// Freeze a random worker for twice the lease.
+    fn pause_one(&mut self) {
+        let pid = self.workers[fastrand::usize(0..self.workers.len())].id();
+        if self.stopped.iter().any(|(p, _)| *p == pid) {
+            return;
+        }
+        signal(pid, libc::SIGSTOP);
+        let until = Instant::now() + Duration::from_millis(2 * self.p.lease_ms as u64);
+        self.stopped.push((pid, until));
+        self.pauses += 1;
+    }
+
+    fn resume_due(&mut self, all: bool) {
+        let now = Instant::now();
+        self.stopped.retain(|(pid, until)| {
+            let due = all || *until <= now;
+            if due {
+                signal(*pid, libc::SIGCONT);
+            }
+            !due
+        });
+    }
+
+    /// Jump every process's clock by ±2× the lease, staying within ±10 leases.
+    fn jump_clock(&mut self) {
+        let step = 2 * self.p.lease_ms;
+        let forward = self.offset_ms <= 0 || (self.offset_ms < 8 * self.p.lease_ms && fastrand::bool());
+        self.offset_ms += if forward { step } else { -step };
+        std::fs::write(&self.clock_file, self.offset_ms.to_string()).unwrap();
+        self.jumps += 1;
+    }
+
+    /// Workers that exited on their own (nothing left to do) are reaped.
+    fn reap(&mut self) -> usize {
+        self.workers.retain_mut(|w| matches!(w.try_wait(), Ok(None)));
+        self.workers.len()
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) on a child process we spawned and have not reaped.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+fn make_corpus(dir: &Path, n: usize) {
+    for i in 0..n {
+        let sub = dir.join(format!("s{:02}", i % 50));
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(
+            sub.join(format!("doc-{i:05}.txt")),
+            format!("soak document {i}\n"),
+        )
+        .unwrap();
+    }
+}
+
+fn run_ok(mut cmd: Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?} failed: {}\n{}",
+        cmd,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn soak_kill_pause_and_clock_jumps_lose_nothing_and_accept_once() {
+    let root = tempfile::tempdir().unwrap();
+    let corpus = root.path().join("corpus");
+    make_corpus(&corpus, Params::from_env().docs);
+    let mut soak = Soak {
+        p: Params::from_env(),
+        data: root.path().join("data"),
+        clock_file: root.path().join("clock-offset"),
+        log: root.path().join("workers.log"),
+        workers: Vec::new(),
+        stopped: Vec::new(),
+        offset_ms: 0,
+        kills: 0,
+        pauses: 0,
+        jumps: 0,
+    };
+    run_ok(soak.command(&["discover", corpus.to_str().unwrap()]));
+    soak.workers = (0..soak.p.processes).map(|_| soak.spawn_worker()).collect();
+    let started = Instant::now();
+
+    // Fault phase: until enough kills, a fault every 50-350 ms.
+    while soak.kills < soak.p.kills {
+        std::thread::sleep(Duration::from_millis(50 + fastrand::u64(0..300)));
+        soak.resume_due(false);
+        match fastrand::u8(0..10) {
+            0..=5 => soak.kill_one(),
+            6..=7 => soak.pause_one(),
+            _ => soak.jump_clock(),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1800),
+            "fault phase took too long"
+        );
+        if soak.reap() == 0 {
+            break; // all work done before the kill target: checked below
+        }
+    }
+    soak.resume_due(true);
+    let faults_done = started.elapsed();
+
+    // Drain: the workers exit when nothing is claimable and no lease is held.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while soak.reap() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "workers did not drain; see {}",
+            soak.log.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run_ok(soak.command(&["work", "--until-empty"]));
+    run_ok(soak.command(&["gc"]));
+    println!(
+        "soak: {} docs, {} kills, {} pauses, {} clock jumps in {:.1}s; drained after {:.1}s",
+        soak.p.docs,
+        soak.kills,
+        soak.pauses,
+        soak.jumps,
+        faults_done.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        soak.kills >= soak.p.kills,
+        "only {} kills before the work ran out",
+        soak.kills
+    );
+    check_invariants(&soak.data, soak.p.docs, soak.p.max_attempts);
+}
+
+/// One document as the invariant check sees it.
+struct Row {
+    id: i64,
+    key: String,
+    status: String,
+    attempts: i64,
+    error: Option<String>,
+    path: Option<String>,
+    sum: Option<String>,
+    /// Accepted completions in its history.
+    completed: i64,
+}
+
+/// DESIGN §7 after the storm.
+fn check_invariants(data: &Path, docs: usize, max_attempts: u32) {
+    let c = rusqlite::Connection::open(data.join("leasehold.db")).unwrap();
+    let rows: Vec<Row> = c
+        .prepare(
+            "SELECT id, doc_key, status, attempts, last_error, result_path, checksum,
+                    (SELECT count(*) FROM history h WHERE h.job_id = j.id AND h.event = 'completed')
+             FROM jobs j",
+        )
+        .unwrap()
+        .query_map([], |r| {
+            Ok(Row {
+                id: r.get(0)?,
+                key: r.get(1)?,
+                status: r.get(2)?,
+                attempts: r.get(3)?,
+                error: r.get(4)?,
+                path: r.get(5)?,
+                sum: r.get(6)?,
+                completed: r.get(7)?,
+            })
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows.len(), docs, "every document has a row");
+    let mut by_status: HashMap<String, usize> = HashMap::new();
+    let mut kept = Vec::new();
+    for Row {
+        id,
+        key,
+        status,
+        attempts,
+        error,
+        path,
+        sum,
+        completed,
+    } in &rows
+    {
+        *by_status.entry(status.clone()).or_default() += 1;
+        assert!(*attempts <= i64::from(max_attempts), "{key}: {attempts} attempts");
+        match status.as_str() {
+            "indexed" => {
+                assert_eq!(*completed, 1, "{key} (id {id}): {completed} accepted completions");
+                let path = path.as_ref().unwrap();
+                let bytes = std::fs::read(data.join("mirror").join(path)).unwrap();
+                assert_eq!(
+                    &format!("{:x}", Sha256::digest(&bytes)),
+                    sum.as_ref().unwrap(),
+                    "{key}"
+                );
+                kept.push(data.join("mirror").join(path));
+            }
+            "dead" => {
+                assert_eq!(*completed, 0, "{key}: dead but accepted");
+                assert!(error.is_some(), "{key}: dead without a reason");
+            }
+            other => panic!("{key}: left {other}"),
+        }
+    }
+    let refusals: i64 = c
+        .query_row(
+            "SELECT count(*) FROM history WHERE event LIKE '%_rejected'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let stale_completes: i64 = c
+        .query_row(
+            "SELECT count(*) FROM history WHERE event = 'complete_rejected'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    println!("soak: statuses {by_status:?}; refused stale writes {refusals} (completions {stale_completes})");
+    assert!(
+        refusals > 0,
+        "no stale write was ever refused: the fencing path never ran"
+    );
+    assert!(stale_completes > 0, "no stale completion was ever refused");
+
+    // After gc: each document directory holds its lock and its accepted result only.
+    let mut extra = Vec::new();
+    for entry in walkdir::WalkDir::new(data.join("mirror")) {
+        let entry = entry.unwrap();
+        if entry.file_type().is_file()
+            && entry.file_name() != ".lock"
+            && !kept.contains(&entry.path().to_path_buf())
+        {
+            extra.push(entry.path().display().to_string());
+        }
+    }
+    assert!(extra.is_empty(), "orphan or temp files after gc: {extra:?}");
+}
