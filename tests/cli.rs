@@ -2,25 +2,14 @@
 //! two worker processes on one data directory, exit codes.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use sha2::{Digest, Sha256};
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+mod common;
 
-fn samples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples")
-}
-
-fn leasehold(data: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .output()
-        .expect("run leasehold")
-}
+use common::{leasehold, samples, BIN, SAMPLE_PHRASES};
 
 fn json(out: &Output) -> serde_json::Value {
     assert!(
@@ -56,14 +45,7 @@ fn run_on_the_sample_corpus_indexes_every_format_and_a_rerun_does_nothing() {
     assert_eq!(summary["failed"], 0, "{summary}");
 
     let rows = accepted(data.path());
-    let phrases = [
-        ("notes.txt", "amber lighthouse"),
-        ("guide.md", "copper kettle"),
-        ("page.html", "velvet harbor"),
-        ("report.pdf", "granite orchard"),
-        ("letter.docx", "silver meadow"),
-        ("nested/more.md", "quiet lantern"),
-    ];
+    let phrases = SAMPLE_PHRASES;
     assert_eq!(rows.len(), phrases.len());
     for (key, phrase) in phrases {
         let (path, sum) = rows.get(key).unwrap_or_else(|| panic!("{key} not indexed"));

@@ -2,22 +2,11 @@
 //! healthy run, then one kind of damage at a time, each named in the output.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+mod common;
 
-fn samples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples")
-}
-
-fn leasehold(data: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .output()
-        .expect("run leasehold")
-}
+use common::{leasehold, samples};
 
 fn text(out: &Output) -> (String, String) {
     (

@@ -973,14 +973,7 @@ fn the_sample_corpus_is_indexed_and_a_second_discover_changes_nothing() {
     let mirror = open_mirror(&t);
     let dir = DirSource::open(concat!(env!("CARGO_MANIFEST_DIR"), "/samples")).unwrap();
     let max = ExtractorRegistry::DEFAULT_MAX_INPUT_BYTES;
-    let phrases = [
-        ("notes.txt", "amber lighthouse"),
-        ("guide.md", "copper kettle"),
-        ("page.html", "velvet harbor"),
-        ("report.pdf", "granite orchard"),
-        ("letter.docx", "silver meadow"),
-        ("nested/more.md", "quiet lantern"),
-    ];
+    let phrases = common::SAMPLE_PHRASES;
     let first = dir.discover(&store, max).unwrap();
     assert_eq!(
         (first.new, first.changed, first.unchanged),

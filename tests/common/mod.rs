@@ -38,3 +38,31 @@ impl TempStore {
         Store::open(&self.path, self.options(lease_ms)).expect("open store")
     }
 }
+
+/// The built `leasehold` binary.
+pub const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+
+/// The sample corpus that ships in the repository.
+pub fn samples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("samples")
+}
+
+/// Each sample file and the phrase its extracted text must contain.
+pub const SAMPLE_PHRASES: [(&str, &str); 6] = [
+    ("notes.txt", "amber lighthouse"),
+    ("guide.md", "copper kettle"),
+    ("page.html", "velvet harbor"),
+    ("report.pdf", "granite orchard"),
+    ("letter.docx", "silver meadow"),
+    ("nested/more.md", "quiet lantern"),
+];
+
+/// Run the binary on the data directory `data`.
+pub fn leasehold(data: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("run leasehold")
+}
