@@ -1,7 +1,7 @@
 //! The whole pipeline against its floors, in one run, plus peak memory.
 //!
 //! Run: `cargo bench --bench pipeline` (add `-- --quick` for a smaller corpus and
-//! no memory runs). Prints, for one generated corpus of small text files:
+//! no memory runs, or `-- --memory-only`). Prints, for one generated corpus of small text files:
 //! - S: the store's claim + complete rate (1 thread, no work);
 //! - M: the mirror's write + fsync rate for the same texts (1 thread);
 //! - P(w): the pipeline's rate with a no-op extractor and w workers (1, 2, 4);
@@ -145,6 +145,10 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    if std::env::args().any(|a| a == "--memory-only") {
+        report_memory();
+        return;
+    }
     let n = if quick { 500 } else { 3000 };
     let corpus = tempfile::tempdir().unwrap();
     make_corpus(corpus.path(), n);
@@ -168,10 +172,14 @@ fn main() {
     println!("ratio P(1) / floor  = {:.2}  (target >= 0.70)", p[0] / floor);
     println!("ratio P(4) / P(1)   = {:.2}  (target >= 2.00)", p[2] / p[0]);
     if !quick {
-        let small = peak_rss_kb(10_000);
-        let large = peak_rss_kb(100_000);
-        println!("peak RSS, run of  10,000 docs: {small} KiB");
-        println!("peak RSS, run of 100,000 docs: {large} KiB");
-        println!("ratio = {:.2}  (target <= 1.20)", large as f64 / small as f64);
+        report_memory();
     }
+}
+
+fn report_memory() {
+    let small = peak_rss_kb(10_000);
+    let large = peak_rss_kb(100_000);
+    println!("peak RSS, run of  10,000 docs: {small} KiB");
+    println!("peak RSS, run of 100,000 docs: {large} KiB");
+    println!("ratio = {:.2}  (target <= 1.20)", large as f64 / small as f64);
 }

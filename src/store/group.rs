@@ -9,30 +9,39 @@
 //! thread hop, and no caller waits longer than the batch in flight plus its own.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
+
+use crossbeam_channel::{Receiver, Sender};
 
 use crate::error::{Error, Result};
 
-/// One queued operation and the slot its answer lands in.
+/// What a waiting caller is told: its own answer, or that it leads next.
+enum Wake<Out> {
+    Done(Result<Out>),
+    Lead,
+}
+
+/// One queued operation and the channel its caller waits on. Each caller is
+/// woken exactly once per message meant for it: no thundering herd of
+/// followers whose answers are not ready yet.
 struct Slot<Op, Out> {
     op: Op,
-    answer: Mutex<Option<Result<Out>>>,
+    wake: Sender<Wake<Out>>,
 }
 
 struct Queue<Op, Out> {
-    pending: VecDeque<Arc<Slot<Op, Out>>>,
+    pending: VecDeque<Slot<Op, Out>>,
     leader_running: bool,
 }
 
 /// The leader–follower queue. `Op` is what callers submit, `Out` what each gets back.
 pub(crate) struct GroupCommit<Op, Out> {
     queue: Mutex<Queue<Op, Out>>,
-    done: Condvar,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding these locks cannot leave them inconsistent: every
-    // critical section is a push, a drain or a flag flip.
+    // A panic while holding this lock cannot leave the queue inconsistent:
+    // every critical section is a push, a drain or a flag flip.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -43,7 +52,6 @@ impl<Op, Out> GroupCommit<Op, Out> {
                 pending: VecDeque::new(),
                 leader_running: false,
             }),
-            done: Condvar::new(),
         }
     }
 
@@ -53,53 +61,69 @@ impl<Op, Out> GroupCommit<Op, Out> {
     where
         F: Fn(&[&Op]) -> Vec<Result<Out>>,
     {
-        let mine = Arc::new(Slot {
-            op,
-            answer: Mutex::new(None),
-        });
-        let mut q = lock(&self.queue);
-        q.pending.push_back(Arc::clone(&mine));
-        loop {
-            if let Some(answer) = lock(&mine.answer).take() {
-                return answer;
+        let (wake, woken) = crossbeam_channel::bounded(1);
+        let lead_now = {
+            let mut q = lock(&self.queue);
+            q.pending.push_back(Slot { op, wake });
+            !std::mem::replace(&mut q.leader_running, true)
+        };
+        if !lead_now {
+            match woken.recv() {
+                Ok(Wake::Done(answer)) => return answer,
+                Ok(Wake::Lead) => {}
+                Err(_) => return Err(abandoned()),
             }
-            if q.leader_running {
-                q = self.done.wait(q).unwrap_or_else(|e| e.into_inner());
-                continue;
-            }
-            q.leader_running = true;
-            let batch: Vec<_> = q.pending.drain(..).collect();
-            drop(q);
-            self.lead(&batch, &commit);
-            q = lock(&self.queue);
-            q.leader_running = false;
-            self.done.notify_all();
         }
+        self.lead(&commit, &woken)
     }
 
-    /// Run one batch and fill every slot, even if `commit` panics, so that no
-    /// follower waits forever.
-    fn lead<F>(&self, batch: &[Arc<Slot<Op, Out>>], commit: &F)
+    /// Commit everything queued (our own op is among it), answer each caller,
+    /// then hand the lead to the oldest waiting caller, if any.
+    fn lead<F>(&self, commit: &F, mine: &Receiver<Wake<Out>>) -> Result<Out>
     where
         F: Fn(&[&Op]) -> Vec<Result<Out>>,
     {
+        let batch: Vec<Slot<Op, Out>> = lock(&self.queue).pending.drain(..).collect();
         let ops: Vec<&Op> = batch.iter().map(|s| &s.op).collect();
         let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&ops)));
         match answers {
             Ok(answers) if answers.len() == batch.len() => {
                 for (slot, a) in batch.iter().zip(answers) {
-                    *lock(&slot.answer) = Some(a);
+                    let _ = slot.wake.send(Wake::Done(a));
                 }
             }
             _ => {
-                for slot in batch {
-                    *lock(&slot.answer) = Some(Err(Error::InvalidInput {
+                for slot in &batch {
+                    let _ = slot.wake.send(Wake::Done(Err(Error::InvalidInput {
                         what: "group commit",
                         reason: "the batch commit panicked; the transaction was rolled back".into(),
-                    }));
+                    })));
                 }
             }
         }
+        self.hand_over();
+        match mine.try_recv() {
+            Ok(Wake::Done(answer)) => answer,
+            _ => Err(abandoned()),
+        }
+    }
+
+    /// Wake the next leader, or mark that none is running.
+    fn hand_over(&self) {
+        let mut q = lock(&self.queue);
+        match q.pending.front() {
+            Some(next) => {
+                let _ = next.wake.send(Wake::Lead);
+            }
+            None => q.leader_running = false,
+        }
+    }
+}
+
+fn abandoned() -> Error {
+    Error::InvalidInput {
+        what: "group commit",
+        reason: "internal: an operation was left without an answer".into(),
     }
 }
 
@@ -107,6 +131,7 @@ impl<Op, Out> GroupCommit<Op, Out> {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
 
     #[test]
     fn each_caller_gets_its_own_answer_and_batches_form_under_contention() {
