@@ -24,6 +24,8 @@ struct Params {
     extract_ms: (u64, u64),
     kills: usize,
     max_attempts: u32,
+    /// Pause between two faults, in ms (a random value in this range).
+    fault_gap_ms: (u64, u64),
 }
 
 impl Params {
@@ -37,6 +39,7 @@ impl Params {
                 extract_ms: (20, 600),
                 kills: 1000,
                 max_attempts: 20,
+                fault_gap_ms: (20, 120),
             }
         } else {
             Params {
@@ -47,6 +50,7 @@ impl Params {
                 extract_ms: (20, 600),
                 kills: 50,
                 max_attempts: 8,
+                fault_gap_ms: (50, 350),
             }
         }
     }
@@ -202,9 +206,11 @@ fn soak_kill_pause_and_clock_jumps_lose_nothing_and_accept_once() {
     soak.workers = (0..soak.p.processes).map(|_| soak.spawn_worker()).collect();
     let started = Instant::now();
 
-    // Fault phase: until enough kills, a fault every 50-350 ms.
+    // Fault phase: until enough kills, a fault every so often.
     while soak.kills < soak.p.kills {
-        std::thread::sleep(Duration::from_millis(50 + fastrand::u64(0..300)));
+        std::thread::sleep(Duration::from_millis(fastrand::u64(
+            soak.p.fault_gap_ms.0..=soak.p.fault_gap_ms.1,
+        )));
         soak.resume_due(false);
         match fastrand::u8(0..10) {
             0..=5 => soak.kill_one(),
