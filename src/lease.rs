@@ -97,6 +97,9 @@ pub struct LeaseLost {
 /// three spawns per document), stopped and joined on drop.
 #[derive(Debug)]
 pub struct LeaseKeeper {
+    /// One stage at a time: the heartbeat watches one claim, so a second thread
+    /// sharing this keeper waits here rather than run a stage nobody renews.
+    one_stage: Mutex<()>,
     store: Store,
     watch: Option<Sender<Watch>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -148,6 +151,7 @@ impl LeaseKeeper {
             })
             .ok();
         LeaseKeeper {
+            one_stage: Mutex::new(()),
             store,
             watch: Some(watch),
             thread,
@@ -163,6 +167,7 @@ impl LeaseKeeper {
     /// stage does not run), renew on the heartbeat while it runs, and report
     /// [`LeaseLost`] if any renewal was refused or failed.
     pub fn run<T>(&self, claim: &Claim, stage: impl FnOnce(&LeaseFlag) -> T) -> Result<T, LeaseLost> {
+        let _one = self.one_stage.lock().unwrap_or_else(|e| e.into_inner());
         // Read before renewing: the renewal extends the lease from at least this
         // time, so counting the interval from it never renews late.
         let renewed_at = self.store.now();

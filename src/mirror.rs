@@ -75,6 +75,20 @@ impl MirrorError {
         }
     }
 
+    /// True when the mirror cannot be written at all right now (read-only file
+    /// system, permissions): like a full disk, not the document's fault.
+    pub fn is_unwritable(&self) -> bool {
+        match self {
+            MirrorError::Io { source, .. } => {
+                matches!(
+                    source.raw_os_error(),
+                    Some(libc::EROFS | libc::EACCES | libc::EPERM)
+                )
+            }
+            _ => false,
+        }
+    }
+
     /// True when the error is a missing file (e.g. `verify` of a path that was never written).
     pub fn is_not_found(&self) -> bool {
         matches!(self, MirrorError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)

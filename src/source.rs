@@ -121,8 +121,13 @@ impl DirSource {
             }
         }
         self.record_batch(store, scan, &mut batch, max_bytes, &mut report)?;
+        // A part of the tree that could not be read is not a part that is gone:
+        // only a complete walk may mark documents removed.
+        let walk_failed = skipped.iter().any(|s| s.starts_with(WALK_ERROR));
         report.skipped = skipped;
-        report.gone = store.finish_scan(scan)?;
+        if !walk_failed {
+            report.gone = store.finish_scan(scan)?;
+        }
         Ok(report)
     }
 
@@ -184,7 +189,7 @@ impl DirSource {
             Ok(e) => e,
             Err(e) => {
                 let path = e.path().map(|p| p.display().to_string()).unwrap_or_default();
-                skipped.push(format!("{path}: {e}"));
+                skipped.push(format!("{WALK_ERROR}{path}: {e}"));
                 return None;
             }
         };
@@ -265,7 +270,7 @@ impl Source for DirSource {
         }
         let mut bytes = Vec::with_capacity(meta.len() as usize);
         // take(): the file may grow between stat and read.
-        file.take(max_bytes + 1)
+        file.take(max_bytes.saturating_add(1))
             .read_to_end(&mut bytes)
             .map_err(unreadable)?;
         if bytes.len() as u64 > max_bytes {
@@ -278,6 +283,9 @@ impl Source for DirSource {
         Ok(bytes)
     }
 }
+
+/// Prefix of a skipped entry that the walk could not read (so nothing is marked gone).
+const WALK_ERROR: &str = "unreadable, nothing marked removed: ";
 
 /// How many files a scan compares and records per transaction.
 const SCAN_BATCH: usize = 1000;

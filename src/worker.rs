@@ -172,7 +172,7 @@ impl Worker {
             p.mirror.write(claim.id.0, claim.fence, text.as_bytes())
         })? {
             Ok(Ok(written)) => Ok(Ok(written)),
-            Ok(Err(e)) if e.is_disk_full() => Ok(Err(Stop::Defer {
+            Ok(Err(e)) if e.is_disk_full() || e.is_unwritable() => Ok(Err(Stop::Defer {
                 error: format!("{:?}: mirror write failed, will retry: {e}", claim.key),
                 until: p.store.now() + p.store.options().backoff.delay_ms(claim.attempts),
             })),

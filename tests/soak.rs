@@ -43,7 +43,7 @@ impl Params {
             }
         } else {
             Params {
-                docs: 1500,
+                docs: 2000,
                 processes: 4,
                 threads: 3,
                 lease_ms: 300,
@@ -255,6 +255,13 @@ fn soak_kill_pause_and_clock_jumps_lose_nothing_and_accept_once() {
         soak.kills
     );
     check_invariants(&soak.data, soak.p.docs, soak.p.max_attempts);
+    // And the operator's own check agrees.
+    let doctor = soak.command(&["doctor"]).output().unwrap();
+    assert!(
+        doctor.status.success(),
+        "doctor is not clean after the soak:\n{}",
+        String::from_utf8_lossy(&doctor.stdout)
+    );
 }
 
 /// One document as the invariant check sees it.

@@ -331,3 +331,37 @@ fn counts_and_live_leases_report_what_is_held() {
     );
     assert_eq!(store.next_claimable_at().unwrap(), Some(10));
 }
+
+#[test]
+fn an_older_scan_finishing_late_marks_nothing_gone() {
+    let t = TempStore::new();
+    let store = t.handle(10_000);
+    let keys: Vec<String> = (0..5).map(|i| format!("k{i}")).collect();
+    let docs: Vec<_> = keys
+        .iter()
+        .map(|k| NewDoc::new(k.clone(), "v1").with_stat("s"))
+        .collect();
+    let first = store.begin_scan().unwrap();
+    store.record_scan(first, &[], &docs).unwrap();
+    assert_eq!(store.finish_scan(first).unwrap(), 0);
+    // Two scans at once: the newer one stamps first, the older one after it.
+    let older = store.begin_scan().unwrap();
+    let newer = store.begin_scan().unwrap();
+    store.record_scan(newer, &keys, &[]).unwrap();
+    store.record_scan(older, &keys, &[]).unwrap();
+    assert_eq!(
+        store.finish_scan(newer).unwrap(),
+        0,
+        "the older stamp took back the newer one"
+    );
+    assert_eq!(
+        store.finish_scan(older).unwrap(),
+        0,
+        "an outdated scan judged what is gone"
+    );
+    // A complete newer scan that does not see k4 does mark it.
+    let last = store.begin_scan().unwrap();
+    store.record_scan(last, &keys[..4], &[]).unwrap();
+    assert_eq!(store.finish_scan(last).unwrap(), 1);
+    assert_eq!(store.job_by_key("k4").unwrap().unwrap().status, Status::Dead);
+}

@@ -29,6 +29,8 @@ pub struct Summary {
     pub new: usize,
     pub changed: usize,
     pub gone: usize,
+    /// Entries discovery skipped, with why (not a regular file, unreadable...).
+    pub skipped: Vec<String>,
     pub seconds: f64,
     pub docs_per_second: f64,
     pub database: String,
@@ -104,6 +106,9 @@ impl Summary {
         for e in &self.errors {
             println!("  error: {e}");
         }
+        for s in self.skipped.iter().take(20) {
+            println!("  skipped {s}");
+        }
     }
 }
 
@@ -148,6 +153,7 @@ fn add_discovery(s: &mut Summary, d: &Discovered) {
     s.new = d.new;
     s.changed = d.changed;
     s.gone = d.gone;
+    s.skipped = d.skipped.clone();
 }
 
 /// Run a pool until it exits (idle, or stopped by Ctrl-C) and count what it did.

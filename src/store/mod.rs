@@ -591,6 +591,17 @@ impl Store {
         match all {
             Ok(outs) => outs.into_iter().map(Ok).collect::<Vec<_>>(),
             Err(e) if ops.len() == 1 => vec![Err(e)],
+            // Contention outlived the retries: replaying op by op would only
+            // multiply the wait (and starve every heartbeat in the batch).
+            Err(Error::Busy { path, attempts }) => ops
+                .iter()
+                .map(|_| {
+                    Err(Error::Busy {
+                        path: path.clone(),
+                        attempts,
+                    })
+                })
+                .collect(),
             Err(_) => ops
                 .iter()
                 .map(|op| self.write_tx(|tx, now| write::apply(tx, now, policy, op)))

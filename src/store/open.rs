@@ -59,7 +59,8 @@ pub(crate) fn open_pool(path: &Path, opts: &StoreOptions) -> Result<Pool> {
     }
     if version > 0 {
         probe_tables(&conn, path)?;
-    } else if exists && has_foreign_tables(&conn, path)? {
+    } else if exists && has_foreign_tables(&conn, path)? && read_user_version(&conn, path)? == 0 {
+        // (Re-read: another process may have just migrated a fresh file.)
         return Err(Error::ForeignSchema {
             path: path.to_path_buf(),
             detail: "it has tables but no leasehold schema version".into(),

@@ -131,7 +131,9 @@ pub(crate) fn begin_scan(tx: &Connection) -> rusqlite::Result<i64> {
 
 /// Stamp `key` as seen by scan `scan`.
 pub(crate) fn mark_seen(tx: &Connection, scan: i64, key: &str) -> rusqlite::Result<()> {
-    tx.prepare_cached("UPDATE jobs SET seen_scan = ?2 WHERE doc_key = ?1")?
+    // max(): a slower, older scan running at the same time never takes back a
+    // newer scan's stamp.
+    tx.prepare_cached("UPDATE jobs SET seen_scan = max(seen_scan, ?2) WHERE doc_key = ?1")?
         .execute(params![key, scan])?;
     Ok(())
 }
@@ -140,6 +142,16 @@ pub(crate) fn mark_seen(tx: &Connection, scan: i64, key: &str) -> rusqlite::Resu
 /// and forget their results, so that cleanup removes their mirror files. The
 /// rows and their history stay.
 pub(crate) fn mark_unseen_gone(tx: &Connection, now: Millis, scan: i64) -> rusqlite::Result<usize> {
+    // Only the newest scan begun may judge: an older one finishing late has not
+    // seen what the newer one saw.
+    let latest: i64 = tx.query_row(
+        "SELECT CAST(value AS INTEGER) FROM meta WHERE name = 'scan'",
+        [],
+        |r| r.get(0),
+    )?;
+    if latest != scan {
+        return Ok(0);
+    }
     let ids: Vec<i64> = tx
         .prepare_cached(
             "UPDATE jobs SET source_gone = 1, status = 'dead', owner_token = NULL, owner_worker = NULL,
