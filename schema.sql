@@ -52,19 +52,23 @@ CREATE INDEX jobs_discovered ON jobs (id) WHERE status = 'discovered';
 CREATE INDEX jobs_retry_due ON jobs (retry_at) WHERE status = 'retrying';
 CREATE INDEX jobs_lease_expiry ON jobs (lease_expires_at) WHERE status = 'extracting';
 
--- Append-only: every transition and every refused fenced write.
+-- Append-only: every transition and every refused fenced write. Clustered on
+-- (job_id, seq) so that a document's history is one range of one b-tree and an
+-- insert writes that b-tree only (a rowid table plus an index on job_id wrote
+-- two, about a fifth of a claim+complete pair's cost).
 CREATE TABLE history (
-    id      INTEGER PRIMARY KEY,
     job_id  INTEGER NOT NULL REFERENCES jobs (id),
+    -- 1, 2, 3... within the document
+    seq     INTEGER NOT NULL,
     at      INTEGER NOT NULL,
     -- claimed, completed, failed, released, dead, enqueued, requeued, ..., *_rejected
     event   TEXT    NOT NULL,
     -- the caller's token and fence (for a rejection: the refused ones)
     token   TEXT,
     fence   INTEGER,
-    detail  TEXT
-);
-CREATE INDEX history_job ON history (job_id, id);
+    detail  TEXT,
+    PRIMARY KEY (job_id, seq)
+) WITHOUT ROWID;
 
 -- Settings of this data directory, e.g. the source root its keys are relative to.
 CREATE TABLE meta (

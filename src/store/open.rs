@@ -154,7 +154,7 @@ fn read_user_version(conn: &Connection, path: &Path) -> Result<i64> {
 fn probe_tables(conn: &Connection, path: &Path) -> Result<()> {
     let probes = [
         "SELECT max(id) FROM jobs",
-        "SELECT max(id) FROM history",
+        "SELECT max(seq) FROM history WHERE job_id = (SELECT max(job_id) FROM history)",
         "SELECT max(doc_key) FROM jobs",
         "SELECT id FROM jobs WHERE status = 'discovered' ORDER BY id DESC LIMIT 1",
         "SELECT retry_at FROM jobs WHERE status = 'retrying' ORDER BY retry_at DESC LIMIT 1",

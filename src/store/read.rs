@@ -50,7 +50,7 @@ pub(crate) fn job_by_key(c: &Connection, key: &str) -> rusqlite::Result<Option<J
 
 pub(crate) fn history(c: &Connection, id: i64) -> rusqlite::Result<Vec<HistoryEntry>> {
     let mut stmt = c.prepare_cached(
-        "SELECT job_id, at, event, token, fence, detail FROM history WHERE job_id = ?1 ORDER BY id",
+        "SELECT job_id, at, event, token, fence, detail FROM history WHERE job_id = ?1 ORDER BY seq",
     )?;
     let rows = stmt.query_map([id], |r| {
         Ok(HistoryEntry {

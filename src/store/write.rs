@@ -423,7 +423,8 @@ pub(crate) fn record(
     detail: Option<&str>,
 ) -> rusqlite::Result<()> {
     tx.prepare_cached(
-        "INSERT INTO history (job_id, at, event, token, fence, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO history (job_id, seq, at, event, token, fence, detail)
+         VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM history WHERE job_id = ?1), ?2, ?3, ?4, ?5, ?6)",
     )?
     .execute(params![job_id, now, event, token, fence, detail])?;
     Ok(())
