@@ -188,7 +188,7 @@ impl LeaseKeeper {
             .is_ok()
         });
         let out = stage(&flag);
-        stop(done_tx);
+        drop(done_tx); // a closed channel ends the heartbeat's watch
         if watched {
             // Wait until the heartbeat has let go: no renewal is left in flight.
             let _ = ack_rx.recv();
@@ -278,10 +278,6 @@ fn shadow(c: &Claim) -> Claim {
         attempts: c.attempts,
         lease_expires_at: c.lease_expires_at,
     }
-}
-
-fn stop(tx: Sender<()>) {
-    drop(tx); // a closed channel wakes the heartbeat's select
 }
 
 fn lost(claim: &Claim, reason: String) -> LeaseLost {

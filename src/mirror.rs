@@ -240,7 +240,7 @@ fn unique_suffix() -> String {
     format!("{}-{}-{}", std::process::id(), seq, nanos)
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -13,6 +13,7 @@ use std::path::{Component, Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::error::Result;
+use crate::mirror::hex;
 use crate::store::{NewDoc, Store};
 
 /// Reads the bytes of one document.
@@ -148,11 +149,11 @@ impl DirSource {
         let known = store.source_stats(&keys)?;
         let (mut unchanged, mut changed) = (Vec::new(), Vec::new());
         for e in batch.drain(..) {
-            let stat = fingerprint(&e.path, e.is_link);
+            let (stat, meta) = fingerprint(&e.path, e.is_link);
             if known.get(&e.key) == Some(&stat) {
                 unchanged.push(e.key);
             } else {
-                let version = version_of(&e.path, &stat, max_bytes);
+                let version = version_of(&e.path, &stat, meta.as_ref(), max_bytes);
                 changed.push(NewDoc::new(e.key, version).with_stat(stat));
             }
         }
@@ -302,15 +303,7 @@ struct Entry {
 pub fn key_for(rel: &Path) -> String {
     match rel.to_str() {
         Some(s) if !s.starts_with(HEX_KEY) => s.to_owned(),
-        _ => {
-            let hex: String = rel
-                .as_os_str()
-                .as_bytes()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            format!("{HEX_KEY}{hex}")
-        }
+        _ => format!("{HEX_KEY}{}", hex(rel.as_os_str().as_bytes())),
     }
 }
 
@@ -327,7 +320,7 @@ fn decode_hex(s: &str) -> Option<Vec<u8>> {
 /// Size and modification time (of the link target, for a link), or a marker
 /// when there is nothing to stat, so a broken link is still enqueued and its
 /// error recorded.
-fn fingerprint(path: &Path, is_link: bool) -> String {
+fn fingerprint(path: &Path, is_link: bool) -> (String, Option<std::fs::Metadata>) {
     use std::os::unix::fs::MetadataExt;
     let link = if is_link {
         std::fs::read_link(path)
@@ -337,16 +330,19 @@ fn fingerprint(path: &Path, is_link: bool) -> String {
         String::new()
     };
     match std::fs::metadata(path) {
-        Ok(m) => format!("{}:{}.{:09}:{link}", m.len(), m.mtime(), m.mtime_nsec()),
-        Err(e) => format!("unreadable:{}:{link}", e.kind()),
+        Ok(m) => (
+            format!("{}:{}.{:09}:{link}", m.len(), m.mtime(), m.mtime_nsec()),
+            Some(m),
+        ),
+        Err(e) => (format!("unreadable:{}:{link}", e.kind()), None),
     }
 }
 
 /// The content hash of the file, or the fingerprint when it is too large to be
 /// worth reading (it will fail as too large) or cannot be read (it will fail
 /// with the read error, recorded at fetch).
-fn version_of(path: &Path, stat: &str, max_bytes: u64) -> String {
-    let Ok(meta) = std::fs::metadata(path) else {
+fn version_of(path: &Path, stat: &str, meta: Option<&std::fs::Metadata>, max_bytes: u64) -> String {
+    let Some(meta) = meta else {
         return format!("stat:{stat}");
     };
     if meta.len() > max_bytes || !meta.is_file() {
@@ -360,11 +356,6 @@ fn version_of(path: &Path, stat: &str, max_bytes: u64) -> String {
         Ok(digest) => format!("sha256:{}", hex(&digest)),
         Err(_) => format!("stat:{stat}"),
     }
-}
-
-/// Lowercase hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

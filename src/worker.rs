@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 
 use crate::clock::Millis;
 use crate::error::{Error, Result};
@@ -455,12 +455,5 @@ fn send(events: Option<&Sender<Event>>, worker: &Worker, outcome: std::result::R
             worker: worker.name.clone(),
             outcome,
         });
-    }
-}
-
-/// Receive events until every sender is gone; a helper for summaries.
-pub fn drain_events(rx: &Receiver<Event>, mut each: impl FnMut(&Event)) {
-    for e in rx.iter() {
-        each(&e);
     }
 }

@@ -30,28 +30,26 @@ struct Params {
 
 impl Params {
     fn from_env() -> Params {
-        if std::env::var("LEASEHOLD_SOAK").as_deref() == Ok("long") {
-            Params {
-                docs: 10_000,
-                processes: 4,
-                threads: 4,
-                lease_ms: 300,
-                extract_ms: (20, 600),
-                kills: 1000,
-                max_attempts: 20,
-                fault_gap_ms: (20, 120),
-            }
-        } else {
-            Params {
-                docs: 2000,
-                processes: 4,
-                threads: 3,
-                lease_ms: 300,
-                extract_ms: (20, 600),
-                kills: 50,
-                max_attempts: 8,
-                fault_gap_ms: (50, 350),
-            }
+        let ci = Params {
+            docs: 2000,
+            processes: 4,
+            threads: 3,
+            lease_ms: 300,
+            extract_ms: (20, 600),
+            kills: 50,
+            max_attempts: 8,
+            fault_gap_ms: (50, 350),
+        };
+        if std::env::var("LEASEHOLD_SOAK").as_deref() != Ok("long") {
+            return ci;
+        }
+        Params {
+            docs: 10_000,
+            threads: 4,
+            kills: 1000,
+            max_attempts: 20,
+            fault_gap_ms: (20, 120),
+            ..ci
         }
     }
 }
