@@ -669,7 +669,7 @@ fn escaped(
     allowed: &Path,
     db: &Path,
 ) -> Vec<PathBuf> {
-    let db_files: BTreeSet<PathBuf> = ["", "-wal", "-shm"]
+    let db_files: BTreeSet<PathBuf> = ["", "-wal", "-shm", "-next", "-write"]
         .iter()
         .map(|s| PathBuf::from(format!("{}{s}", db.display())))
         .collect();

@@ -6,6 +6,7 @@
 //! - `queue.rs`: enqueue, requeue, marking vanished sources.
 //! - `read.rs`: the reads.
 //! - `group.rs`: group commit of concurrent writes from one process.
+//! - `turnstile.rs`: fair turns at the write lock between processes.
 //!
 //! Every write is one short `BEGIN IMMEDIATE` transaction that never touches the
 //! file system. A `Store` is cheap to clone; clones share one pool and one
@@ -16,6 +17,7 @@ mod group;
 mod open;
 mod queue;
 mod read;
+mod turnstile;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -34,6 +36,7 @@ use crate::error::{is_retryable, Error, Result};
 use crate::job::{Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease};
 use group::GroupCommit;
 use open::Pool;
+use turnstile::Turnstile;
 use write::{Owner, WriteOp, WriteOut};
 
 /// `synchronous` pragma: NORMAL (durable across process crashes; a power loss
@@ -191,6 +194,7 @@ struct Inner {
     opts: StoreOptions,
     policy: Policy,
     group: GroupCommit<WriteOp, WriteOut>,
+    turnstile: Arc<Turnstile>,
     signal: WorkSignal,
     // Held for its Drop: stops and joins the checkpoint thread with the last handle.
     _checkpointer: Option<Checkpointer>,
@@ -223,9 +227,16 @@ impl Store {
         opts.validate()?;
         let path = path.as_ref().to_path_buf();
         let pool = open::open_pool(&path, &opts)?;
-        let checkpointer = opts
-            .checkpoint_every
-            .map(|every| Checkpointer::start(pool.clone(), wal_path(&path), every, opts.busy_timeout));
+        let turnstile = Arc::new(Turnstile::open(&path, opts.busy_timeout));
+        let checkpointer = opts.checkpoint_every.map(|every| {
+            Checkpointer::start(
+                pool.clone(),
+                Arc::clone(&turnstile),
+                wal_path(&path),
+                every,
+                opts.busy_timeout,
+            )
+        });
         let policy = Policy {
             lease_ms: duration_ms(opts.lease),
             backoff: opts.backoff,
@@ -237,6 +248,7 @@ impl Store {
                 opts,
                 policy,
                 group: GroupCommit::new(),
+                turnstile,
                 signal: WorkSignal::default(),
                 _checkpointer: checkpointer,
             }),
@@ -617,6 +629,7 @@ impl Store {
         mut f: impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
     ) -> Result<T> {
         let mut conn = self.conn()?;
+        let _turn = self.inner.turnstile.enter();
         for attempt in 1..=BUSY_RETRIES {
             match self.try_write_tx(&mut conn, &mut f) {
                 Ok(v) => return Ok(v),
@@ -714,13 +727,21 @@ fn wal_path(db: &Path) -> PathBuf {
 }
 
 impl Checkpointer {
-    fn start(pool: Pool, wal: PathBuf, every: Duration, busy: Duration) -> Checkpointer {
+    fn start(
+        pool: Pool,
+        turnstile: Arc<Turnstile>,
+        wal: PathBuf,
+        every: Duration,
+        busy: Duration,
+    ) -> Checkpointer {
         let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
         let thread = std::thread::Builder::new()
             .name("leasehold-checkpoint".into())
             .spawn(move || loop {
                 match stopped.recv_timeout(every) {
-                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => checkpoint_once(&pool, &wal, busy),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        checkpoint_once(&pool, &turnstile, &wal, busy)
+                    }
                     _ => {
                         if let Ok(c) = pool.get() {
                             let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
@@ -738,7 +759,9 @@ impl Checkpointer {
 }
 
 /// One checkpoint: passive while the WAL is small, RESTART once it is not.
-fn checkpoint_once(pool: &Pool, wal: &Path, busy: Duration) {
+/// A RESTART holds the write lock while it waits, so it takes a turn like any
+/// writer: otherwise writers committing back to back could keep it out.
+fn checkpoint_once(pool: &Pool, turnstile: &Turnstile, wal: &Path, busy: Duration) {
     let Ok(c) = pool.get() else { return };
     let big = std::fs::metadata(wal)
         .map(|m| m.len() > WAL_RESTART_BYTES)
@@ -747,6 +770,7 @@ fn checkpoint_once(pool: &Pool, wal: &Path, busy: Duration) {
         let _ = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
         return;
     }
+    let _turn = turnstile.enter();
     if c.busy_timeout(RESTART_WAIT).is_ok() {
         let _ = c.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
         // Back to the pool's own timeout before the connection is reused.
