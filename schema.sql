@@ -75,3 +75,99 @@ CREATE TABLE meta (
     name  TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+
+-- version: 2
+
+-- The shared credential (DESIGN §6): one row per account, checked by every
+-- process before it uses the account.
+CREATE TABLE accounts (
+    name            TEXT    PRIMARY KEY,
+    state           TEXT    NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'locked')),
+    -- +1 at every new incident (open -> locked); a probe permit carries it
+    epoch           INTEGER NOT NULL DEFAULT 0,
+    locked_until    INTEGER,
+    -- when the current incident began
+    locked_at       INTEGER,
+    -- the probe slot: set-if-absent, with its own expiry
+    probe_token     TEXT,
+    probe_until     INTEGER,
+    -- probes made in the current incident (a transient answer does not count)
+    probes          INTEGER NOT NULL DEFAULT 0,
+    -- what the upstream said last; never a secret
+    last_error      TEXT,
+    -- a 429 asked everyone to hold off until then (a pace, never a lock)
+    paced_until     INTEGER,
+    -- the last lock notice; cleared by a recovery so the next lock is told
+    lock_notice_at  INTEGER,
+    -- the day (days since 1970-01-01) of the last expiry warning
+    expiry_warned   INTEGER,
+    -- outbox drops counted when the incident began, for the recovery notice
+    dropped_at_lock INTEGER NOT NULL DEFAULT 0,
+    updated_at      INTEGER NOT NULL,
+    CHECK ((state = 'locked') = (locked_until IS NOT NULL))
+);
+
+-- Which process uses which account of a pool: a lease per holder, renewed on use.
+CREATE TABLE account_holders (
+    holder     TEXT    PRIMARY KEY,
+    account    TEXT    NOT NULL REFERENCES accounts (name),
+    expires_at INTEGER NOT NULL
+);
+
+-- Append-only history of the gate: locks, probes, recoveries, manual unlocks.
+CREATE TABLE auth_history (
+    id      INTEGER PRIMARY KEY,
+    account TEXT    NOT NULL,
+    at      INTEGER NOT NULL,
+    event   TEXT    NOT NULL,
+    epoch   INTEGER NOT NULL,
+    detail  TEXT
+);
+
+-- Notices, written in the transaction of the change they announce and sent by
+-- whichever process gets there first (a short sending lease), until sent.
+CREATE TABLE notices (
+    id            INTEGER PRIMARY KEY,
+    account       TEXT    NOT NULL,
+    kind          TEXT    NOT NULL,
+    message       TEXT    NOT NULL,
+    -- JSON object with the figures of the notice
+    details       TEXT    NOT NULL DEFAULT '{}',
+    created_at    INTEGER NOT NULL,
+    sent_at       INTEGER,
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    next_try_at   INTEGER NOT NULL,
+    sender        TEXT,
+    sending_until INTEGER,
+    last_error    TEXT
+);
+CREATE INDEX notices_unsent ON notices (next_try_at) WHERE sent_at IS NULL;
+
+-- Accepted results waiting for the sink. A row is written in the transaction
+-- that accepts the result, and removed only after its batch got a 2xx.
+CREATE TABLE outbox (
+    id            INTEGER PRIMARY KEY,
+    job_id        INTEGER NOT NULL,
+    doc_key       TEXT    NOT NULL,
+    version       TEXT    NOT NULL,
+    checksum      TEXT    NOT NULL,
+    body          TEXT    NOT NULL,
+    bytes         INTEGER NOT NULL,
+    created_at    INTEGER NOT NULL,
+    -- a drain in flight: who sends it and until when
+    sender        TEXT,
+    sending_until INTEGER
+);
+
+-- Running totals of the outbox (one row), so the cap is checked without a scan,
+-- and the shared pace of the sink (the earliest time the next batch may go).
+CREATE TABLE outbox_totals (
+    id            INTEGER PRIMARY KEY CHECK (id = 1),
+    rows          INTEGER NOT NULL DEFAULT 0,
+    bytes         INTEGER NOT NULL DEFAULT 0,
+    dropped       INTEGER NOT NULL DEFAULT 0,
+    dropped_bytes INTEGER NOT NULL DEFAULT 0,
+    delivered     INTEGER NOT NULL DEFAULT 0,
+    next_send_at  INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO outbox_totals (id) VALUES (1);

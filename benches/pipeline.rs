@@ -87,6 +87,7 @@ fn pipeline_run(corpus: &Path, data: &Path, workers: usize) -> (u64, Duration) {
         source: Arc::new(source),
         extractor: Arc::new(NoopExtractor),
         max_input_bytes: 1 << 20,
+        deliver_results: false,
     };
     let opts = PoolOptions {
         workers,

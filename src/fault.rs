@@ -36,6 +36,8 @@ pub enum CrashPoint {
     AfterDirFsync,
     /// The store accepted the completion; the document's cleanup has not run.
     AfterCommit,
+    /// An outbox batch got its 2xx from the sink; its rows are not yet removed.
+    AfterDelivery,
 }
 
 impl CrashPoint {
@@ -56,12 +58,16 @@ impl CrashPoint {
             CrashPoint::AfterRename => "after_rename",
             CrashPoint::AfterDirFsync => "after_dir_fsync",
             CrashPoint::AfterCommit => "after_commit",
+            CrashPoint::AfterDelivery => "after_delivery",
         }
     }
 
     /// The point named `name`, if any.
     pub fn from_name(name: &str) -> Option<CrashPoint> {
-        CrashPoint::ALL.into_iter().find(|p| p.as_str() == name)
+        CrashPoint::ALL
+            .into_iter()
+            .chain([CrashPoint::AfterDelivery])
+            .find(|p| p.as_str() == name)
     }
 }
 

@@ -216,6 +216,11 @@ pub enum Enqueued {
 }
 
 impl Enqueued {
+    /// Whether the document was queued (new, or a new version).
+    pub fn queued(self) -> bool {
+        !matches!(self, Enqueued::Unchanged(_))
+    }
+
     /// The document's id, whatever happened.
     pub fn id(self) -> JobId {
         match self {

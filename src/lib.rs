@@ -13,19 +13,29 @@
 //! - [`extract`]: how text is extracted (text, Markdown, HTML, PDF, DOCX).
 //! - [`worker`]: the pool: claim → fetch → extract → mirror → complete → cleanup.
 //! - [`error`]: the one error type.
+//! - [`secret`]: passwords that never print.
+//! - [`config`]: the TOML file: accounts, HTTP source and sink, auth, notify, outbox.
+//! - [`upstream`]: the HTTP API client (source and sink) and how its answers are read.
+//! - [`auth`]: the auth gate at run time, the HTTP source and the sink's outbox drain.
+//! - [`notify`]: sending notices (command, webhook, log line).
 //! - [`fault`]: crash points on the result path, armed only by crash tests.
 //!
 //! The binary (`src/main.rs`, `src/cli/`) turns flags into these parts.
 
+pub mod auth;
 pub mod clock;
+pub mod config;
 pub mod error;
 pub mod extract;
 pub mod fault;
 pub mod job;
 pub mod lease;
 pub mod mirror;
+pub mod notify;
+pub mod secret;
 pub mod source;
 pub mod store;
+pub mod upstream;
 pub mod worker;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};

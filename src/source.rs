@@ -44,12 +44,31 @@ pub enum SourceError {
     },
     #[error("{path}: cannot scan: {reason}")]
     Scan { path: PathBuf, reason: String },
+    /// Not now, and not the document's fault (a locked credential, a rate
+    /// limit): hand it back without spending an attempt, not before `until`.
+    #[error("{key:?}: {reason}")]
+    Deferred {
+        key: String,
+        reason: String,
+        until: crate::clock::Millis,
+    },
+    /// The upstream failed (5xx, timeout, connection) or refused this document.
+    #[error("{key:?}: {detail}")]
+    Upstream {
+        key: String,
+        detail: String,
+        transient: bool,
+    },
 }
 
 impl SourceError {
     /// Retrying will not help (the file is gone, too big, or outside the root).
     pub fn is_permanent(&self) -> bool {
-        !matches!(self, SourceError::Unreadable { .. } | SourceError::Scan { .. })
+        match self {
+            SourceError::Unreadable { .. } | SourceError::Scan { .. } | SourceError::Deferred { .. } => false,
+            SourceError::Upstream { transient, .. } => !transient,
+            _ => true,
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use crate::extract::{ExtractError, Extractor};
 use crate::job::{Claim, Fenced, JobId, Rejection, Status};
 use crate::lease::{LeaseKeeper, Ticks};
 use crate::mirror::{Keep, Mirror};
-use crate::source::Source;
+use crate::source::{Source, SourceError};
 use crate::store::Store;
 
 /// What happened to one claim. Only `Indexed` means our result was accepted.
@@ -41,6 +41,13 @@ pub enum Processed {
     LeaseLost { key: String, reason: String },
     /// Handed back without spending the attempt (the pool is stopping).
     Released { key: String },
+    /// Handed back without spending the attempt until `until`: the source
+    /// cannot be used now (a locked credential, a rate limit).
+    Waiting {
+        key: String,
+        until: Millis,
+        reason: String,
+    },
 }
 
 /// Everything a worker needs, shared by the pool's threads.
@@ -51,6 +58,24 @@ pub struct Pipeline {
     pub extractor: Arc<dyn Extractor>,
     /// Larger inputs fail permanently.
     pub max_input_bytes: u64,
+    /// Queue each accepted result's text for the sink (the outbox), in the
+    /// transaction that accepts it.
+    pub deliver_results: bool,
+}
+
+/// A fetch that failed: a deferral (a locked credential, a rate limit) hands
+/// the document back without spending the attempt; anything else is a failure.
+fn stop_for_fetch(e: SourceError) -> Stop {
+    match e {
+        SourceError::Deferred { until, .. } => Stop::Wait {
+            reason: e.to_string(),
+            until,
+        },
+        e => Stop::Failed {
+            permanent: e.is_permanent(),
+            error: e.to_string(),
+        },
+    }
 }
 
 /// What a cleanup must keep, read from the row while the mirror lock is held.
@@ -85,6 +110,11 @@ enum Stop {
         error: String,
         until: Millis,
     },
+    /// Like `Defer`, for a source that cannot be used now (a locked credential).
+    Wait {
+        reason: String,
+        until: Millis,
+    },
 }
 
 impl Worker {
@@ -115,7 +145,7 @@ impl Worker {
             return Ok(Processed::Idle);
         };
         let outcome = match catch_unwind(AssertUnwindSafe(|| self.work_on(&claim))) {
-            Ok(Ok(Ok(path))) => self.complete(&claim, path),
+            Ok(Ok(Ok((written, text)))) => self.complete(&claim, written, &text),
             Ok(Ok(Err(stop))) => self.settle(&claim, stop),
             Ok(Err(e)) => Err(e),
             Err(panic) => self.settle(
@@ -132,16 +162,11 @@ impl Worker {
 
     /// fetch → extract → mirror write, each under the lease. `Ok(Ok(path))` is a
     /// written result waiting for its fenced completion.
-    fn work_on(&self, claim: &Claim) -> Result<std::result::Result<crate::mirror::Written, Stop>> {
+    fn work_on(&self, claim: &Claim) -> Result<std::result::Result<(crate::mirror::Written, String), Stop>> {
         let p = &self.pipeline;
         let bytes = match self.stage(claim, |_| p.source.fetch(&claim.key, p.max_input_bytes))? {
             Ok(Ok(bytes)) => bytes,
-            Ok(Err(e)) => {
-                return Ok(Err(Stop::Failed {
-                    permanent: e.is_permanent(),
-                    error: e.to_string(),
-                }))
-            }
+            Ok(Err(e)) => return Ok(Err(stop_for_fetch(e))),
             Err(stop) => return Ok(Err(stop)),
         };
         let extracted = self.stage(claim, |flag| {
@@ -171,7 +196,7 @@ impl Worker {
         match self.stage(claim, |_| {
             p.mirror.write(claim.id.0, claim.fence, text.as_bytes())
         })? {
-            Ok(Ok(written)) => Ok(Ok(written)),
+            Ok(Ok(written)) => Ok(Ok((written, text))),
             Ok(Err(e)) if e.is_disk_full() || e.is_unwritable() => Ok(Err(Stop::Defer {
                 error: format!("{:?}: mirror write failed, will retry: {e}", claim.key),
                 until: p.store.now() + p.store.options().backoff.delay_ms(claim.attempts),
@@ -199,10 +224,15 @@ impl Worker {
         }
     }
 
-    fn complete(&self, claim: &Claim, written: crate::mirror::Written) -> Result<Processed> {
+    fn complete(&self, claim: &Claim, written: crate::mirror::Written, text: &str) -> Result<Processed> {
         let store = &self.pipeline.store;
         crate::fault::stall_point();
-        Ok(match store.complete(claim, &written.rel_path, &written.sha256)? {
+        let answer = if self.pipeline.deliver_results {
+            store.complete_and_deliver(claim, &written.rel_path, &written.sha256, text)?
+        } else {
+            store.complete(claim, &written.rel_path, &written.sha256)?
+        };
+        Ok(match answer {
             Fenced::Accepted => {
                 crate::fault::crash_point(crate::fault::CrashPoint::AfterCommit);
                 Processed::Indexed {
@@ -230,6 +260,7 @@ impl Worker {
             }
             Stop::Release => store.release(claim, "released: the worker pool is stopping")?,
             Stop::Defer { error, until } => store.release_until(claim, error, *until)?,
+            Stop::Wait { reason, until } => store.release_until(claim, reason, *until)?,
             Stop::Failed { error, permanent } => store.fail(claim, error, *permanent)?,
         };
         if let Fenced::Rejected(rejection) = fenced {
@@ -237,6 +268,7 @@ impl Worker {
         }
         Ok(match stop {
             Stop::Release => Processed::Released { key },
+            Stop::Wait { reason, until } => Processed::Waiting { key, until, reason },
             Stop::Defer { error, until } => Processed::Retrying {
                 key,
                 at: until,

@@ -82,6 +82,7 @@ impl Rig {
             source,
             extractor: Arc::new(Plain),
             max_input_bytes: 1 << 20,
+            deliver_results: false,
         };
         let keeper = LeaseKeeper::new(self.store.clone(), Ticks::Manual(rx));
         Worker::new(Arc::new(pipeline), keeper, "faults")

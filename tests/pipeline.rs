@@ -157,6 +157,7 @@ fn pipeline(
         source,
         extractor,
         max_input_bytes: MAX_INPUT,
+        deliver_results: false,
     }
 }
 
@@ -912,6 +913,7 @@ fn bad_inputs_fail_alone_with_clear_errors_and_good_ones_are_indexed() {
     assert_eq!((found.new, found.skipped.len()), (10, 0), "{found:?}");
     let p = Pipeline {
         max_input_bytes: LIMIT,
+        deliver_results: false,
         ..pipeline(
             &store,
             &mirror,
@@ -982,6 +984,7 @@ fn the_sample_corpus_is_indexed_and_a_second_discover_changes_nothing() {
     );
     let p = Pipeline {
         max_input_bytes: max,
+        deliver_results: false,
         ..pipeline(
             &store,
             &mirror,

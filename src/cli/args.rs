@@ -39,6 +39,10 @@ pub struct Global {
     /// Attempts per document before it is declared dead.
     #[arg(long, global = true, default_value_t = 5)]
     pub max_attempts: u32,
+    /// Configuration file: accounts, HTTP source and sink, auth gate, notices,
+    /// outbox (default: DATA/leasehold.toml when it exists).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
     /// SQLite durability: normal (survives process crashes) or full (and power loss).
     #[arg(long, global = true, value_enum, default_value_t = Sync::Normal)]
     pub synchronous: Sync,
@@ -65,9 +69,13 @@ pub enum Command {
         #[arg(long)]
         include_hidden: bool,
     },
-    /// Enqueue new and changed files of DIR; mark vanished ones.
+    /// Enqueue new and changed files of DIR and mark vanished ones; without
+    /// DIR, list the configured HTTP source (through the auth gate).
     Discover {
-        dir: PathBuf,
+        dir: Option<PathBuf>,
+        /// Fail instead of waiting when the source's account is locked.
+        #[arg(long)]
+        no_wait: bool,
         #[arg(long)]
         json: bool,
         #[arg(long)]
@@ -107,6 +115,20 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Discover from the HTTP source, work until nothing is left to do, and
+    /// deliver the results to the sink (all through the auth gate), then exit.
+    Sync {
+        #[arg(long)]
+        json: bool,
+        /// Fail instead of waiting when an account is locked.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// The shared credentials: their state, and a manual unlock.
+    Auth {
+        #[command(subcommand)]
+        command: AuthCommand,
+    },
     /// Requeue a document (by key or id), or every dead one.
     Retry {
         #[arg(required_unless_present = "dead", conflicts_with = "dead")]
@@ -114,4 +136,17 @@ pub enum Command {
         #[arg(long)]
         dead: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Per account: open/locked/probing, until when, epoch, last error, probes,
+    /// days to expiry; and the outbox: depth, bytes, dropped.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Open a locked account now (recorded in the gate's history; a recovery
+    /// notice is sent).
+    Unlock { account: String },
 }

@@ -6,9 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold::auth::{Gate, HttpSource, Sink};
+use leasehold::config::FileConfig;
 use leasehold::extract::ExtractorRegistry;
 use leasehold::mirror::Mirror;
 use leasehold::source::DirSource;
+use leasehold::source::Source;
+use leasehold::store::OutboxCap;
+use leasehold::upstream::HttpClient;
 use leasehold::worker::Pipeline;
 use leasehold::{Store, StoreOptions, Synchronous};
 
@@ -26,7 +31,21 @@ pub struct Config {
     pub source: Option<DirSource>,
     pub workers: usize,
     pub max_input: u64,
+    /// The configuration file's parts, when there is one.
+    pub upstream: Option<Upstream>,
 }
+
+/// What the configuration file adds: the shared gate, and the HTTP source and
+/// sink when configured.
+pub struct Upstream {
+    pub file: FileConfig,
+    pub gate: Arc<Gate>,
+    pub http_source: Option<Arc<HttpSource>>,
+    pub sink: Option<Arc<Sink>>,
+}
+
+/// Time allowed for one upstream request.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Config {
     /// Open everything. `source` is the directory given on the command line (for
@@ -47,7 +66,16 @@ impl Config {
             return Err(CliError::Config("--max-attempts: must be at least 1".into()));
         }
         let (db, mirror_root) = paths(g)?;
-        let store = Store::open(&db, store_options(g, lease))?;
+        let file = load_file_config(g)?;
+        let mut options = store_options(g, lease);
+        if let Some(f) = &file {
+            options.outbox = OutboxCap {
+                max_age_ms: leasehold::clock::duration_ms(f.outbox.max_age),
+                max_bytes: f.outbox.max_bytes,
+            };
+        }
+        let store = Store::open(&db, options)?;
+        let upstream = file.map(|f| Upstream::build(&store, f));
         let mirror = Mirror::open(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
         let source = match source {
             Some((dir, hidden)) => Some(pin_source(&store, dir, hidden)?),
@@ -61,27 +89,83 @@ impl Config {
                 .workers
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
             max_input: g.max_input,
+            upstream,
         })
+    }
+
+    /// Where documents come from: the directory given or pinned, else the HTTP
+    /// source of the configuration file.
+    fn document_source(&self) -> Result<Arc<dyn Source>, CliError> {
+        if let Some(dir) = &self.source {
+            return Ok(Arc::new(dir.clone()));
+        }
+        if let Some(http) = self.upstream.as_ref().and_then(|u| u.http_source.clone()) {
+            return Ok(http);
+        }
+        Err(CliError::Config(format!(
+            "{}: no source directory recorded yet and no [source.http] configured; \
+             run `leasehold discover DIR` first",
+            self.store.path().display()
+        )))
     }
 
     /// The pipeline for a worker pool; needs a source.
     pub fn pipeline(&self) -> Result<Pipeline, CliError> {
-        let source = self.source.clone().ok_or_else(|| {
-            CliError::Config(format!(
-                "{}: no source directory recorded yet; run `leasehold discover DIR` first",
-                self.store.path().display()
-            ))
-        })?;
+        let source = self.document_source()?;
         Ok(Pipeline {
             store: self.store.clone(),
             mirror: self.mirror.clone(),
-            source: Arc::new(source),
+            source,
             extractor: super::testing::extractor()
                 .map_err(CliError::Config)?
                 .unwrap_or_else(|| Arc::new(ExtractorRegistry::new(self.max_input))),
             max_input_bytes: self.max_input,
+            deliver_results: self.upstream.as_ref().is_some_and(|u| u.sink.is_some()),
         })
     }
+}
+
+impl Upstream {
+    fn build(store: &Store, file: FileConfig) -> Upstream {
+        let holder = format!(
+            "pid{}-{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let gate = Arc::new(Gate::new(store, &file, holder));
+        let client = HttpClient::new(HTTP_TIMEOUT);
+        let http_source = file
+            .source_http
+            .as_ref()
+            .map(|c| Arc::new(HttpSource::new(c, Arc::clone(&gate), client.clone())));
+        let sink = file
+            .sink_http
+            .as_ref()
+            .map(|c| Arc::new(Sink::new(c, Arc::clone(&gate), client.clone())));
+        Upstream {
+            file,
+            gate,
+            http_source,
+            sink,
+        }
+    }
+}
+
+/// `--config PATH`, or `DATA/leasehold.toml` when it exists.
+fn load_file_config(g: &Global) -> Result<Option<FileConfig>, CliError> {
+    let path = match &g.config {
+        Some(p) => p.clone(),
+        None => {
+            let default = g.data.join("leasehold.toml");
+            if !default.exists() {
+                return Ok(None);
+            }
+            default
+        }
+    };
+    FileConfig::load(&path)
+        .map(Some)
+        .map_err(|e| CliError::Config(e.to_string().replace('\n', " ")))
 }
 
 /// The database and mirror paths; creates the data directory (only) when the

@@ -6,12 +6,13 @@ mod config;
 mod doctor;
 mod report;
 mod run;
+mod sync;
 mod testing;
 
 use std::fmt;
 use std::process::ExitCode;
 
-use args::{Cli, Command};
+use args::{AuthCommand, Cli, Command};
 
 /// A failure of the command, with the exit code it maps to.
 #[derive(Debug)]
@@ -66,14 +67,26 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             fail_on_error,
         ),
         Command::Discover {
-            dir,
+            dir: Some(dir),
             json,
             include_hidden,
+            ..
         } => report::discover(&config::Config::build(g, Some((&dir, include_hidden)))?, json),
+        Command::Discover {
+            dir: None,
+            json,
+            no_wait,
+            ..
+        } => sync::discover(&config::Config::build(g, None)?, json, no_wait),
         Command::Work { until_empty, json } => run::work(&config::Config::build(g, None)?, until_empty, json),
         Command::Status { json } => report::status(&config::Config::build(g, None)?, json),
         Command::Inspect { doc, json } => report::inspect(&config::Config::build(g, None)?, &doc, json),
         Command::Gc { dry_run, json } => report::gc(&config::Config::build(g, None)?, dry_run, json),
+        Command::Sync { json, no_wait } => sync::sync(&config::Config::build(g, None)?, json, no_wait),
+        Command::Auth { command } => match command {
+            AuthCommand::Status { json } => sync::status(&config::Config::build(g, None)?, json),
+            AuthCommand::Unlock { account } => sync::unlock(&config::Config::build(g, None)?, &account),
+        },
         Command::Doctor { json } => doctor::doctor(g, json),
         Command::Retry { doc, dead } => report::retry(&config::Config::build(g, None)?, doc.as_deref(), dead),
     }

@@ -9,6 +9,7 @@ use leasehold::source::Discovered;
 use leasehold::worker::{Event, PoolOptions, Processed, StopHandle, WorkerPool};
 
 use super::config::Config;
+use super::sync::Courier;
 use super::CliError;
 
 /// How long in-flight documents get to finish after the first Ctrl-C.
@@ -25,6 +26,8 @@ pub struct Summary {
     pub superseded: u64,
     pub lease_lost: u64,
     pub released: u64,
+    /// Handed back until an upstream account can be used again (not failures).
+    pub waiting: u64,
     pub unchanged: usize,
     pub new: usize,
     pub changed: usize,
@@ -39,6 +42,10 @@ pub struct Summary {
     pub failures: Vec<Failure>,
     /// Errors that were not about one document (e.g. the store).
     pub errors: Vec<String>,
+    /// Results the sink acknowledged during this command.
+    pub delivered: u64,
+    /// Results still waiting in the outbox at the end.
+    pub outbox_waiting: u64,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -48,6 +55,22 @@ pub struct Failure {
 }
 
 impl Summary {
+    /// Add the counts of a later pass of the same command.
+    pub fn add(&mut self, more: Summary) {
+        self.indexed += more.indexed;
+        self.failed += more.failed;
+        self.retrying += more.retrying;
+        self.dead += more.dead;
+        self.superseded += more.superseded;
+        self.lease_lost += more.lease_lost;
+        self.released += more.released;
+        self.waiting += more.waiting;
+        self.failures.extend(more.failures);
+        self.errors.extend(more.errors);
+        self.seconds = more.seconds;
+        self.docs_per_second = more.docs_per_second;
+    }
+
     fn count(&mut self, e: &Event) {
         match &e.outcome {
             Ok(Processed::Indexed { .. }) => self.indexed += 1,
@@ -62,6 +85,7 @@ impl Summary {
             Ok(Processed::Superseded { .. }) => self.superseded += 1,
             Ok(Processed::LeaseLost { .. }) => self.lease_lost += 1,
             Ok(Processed::Released { .. }) => self.released += 1,
+            Ok(Processed::Waiting { .. }) => self.waiting += 1,
             Ok(Processed::Idle) => {}
             Err(msg) => self.errors.push(msg.clone()),
         }
@@ -75,7 +99,7 @@ impl Summary {
         });
     }
 
-    fn print(&self, json: bool) {
+    pub fn print(&self, json: bool) {
         if json {
             println!("{}", serde_json::to_string_pretty(self).unwrap_or_default());
             return;
@@ -94,6 +118,12 @@ impl Summary {
             "{:.1} documents/s over {:.2}s; results in {} (database {})",
             self.docs_per_second, self.seconds, self.mirror, self.database
         );
+        if self.delivered > 0 || self.outbox_waiting > 0 || self.waiting > 0 {
+            println!(
+                "delivered {} to the sink, {} waiting in the outbox, {} document(s) handed back for a locked account",
+                self.delivered, self.outbox_waiting, self.waiting
+            );
+        }
         for f in self.failures.iter().take(20) {
             println!("  failed {:?}: {}", f.key, f.error);
         }
@@ -122,15 +152,33 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
     let found = source
         .discover(&cfg.store, cfg.max_input)
         .map_err(|e| CliError::Runtime(e.to_string()))?;
+    let courier = cfg.upstream.as_ref().map(Courier::start);
     let mut summary = work_pool(cfg, true, started)?;
     add_discovery(&mut summary, &found);
+    settle_courier(cfg, courier, &mut summary)?;
     finish(summary, json, fail_on_error)
 }
 
 /// `leasehold work`.
 pub fn work(cfg: &Config, until_empty: bool, json: bool) -> Result<ExitCode, CliError> {
-    let summary = work_pool(cfg, until_empty, Instant::now())?;
+    let courier = cfg.upstream.as_ref().map(Courier::start);
+    let mut summary = work_pool(cfg, until_empty, Instant::now())?;
+    settle_courier(cfg, courier, &mut summary)?;
     finish(summary, json, false)
+}
+
+/// Stop the courier and count what it delivered and what still waits.
+fn settle_courier(cfg: &Config, courier: Option<Courier>, summary: &mut Summary) -> Result<(), CliError> {
+    let Some(courier) = courier else { return Ok(()) };
+    let (delivered, errors) = courier.finish();
+    summary.delivered = delivered;
+    summary.errors.extend(errors);
+    summary.outbox_waiting = cfg.store.outbox_totals()?.rows as u64;
+    if let Some(up) = &cfg.upstream {
+        up.gate.send_notices();
+        up.gate.unhold();
+    }
+    Ok(())
 }
 
 fn finish(summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
@@ -157,7 +205,7 @@ fn add_discovery(s: &mut Summary, d: &Discovered) {
 }
 
 /// Run a pool until it exits (idle, or stopped by Ctrl-C) and count what it did.
-fn work_pool(cfg: &Config, until_idle: bool, started: Instant) -> Result<Summary, CliError> {
+pub fn work_pool(cfg: &Config, until_idle: bool, started: Instant) -> Result<Summary, CliError> {
     let todo = cfg.store.counts()?;
     let total = todo.discovered + todo.retrying + todo.extracting;
     let opts = PoolOptions {

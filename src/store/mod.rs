@@ -5,6 +5,8 @@
 //! - `write.rs`: claim and the fenced writes, each a function of (transaction, now).
 //! - `queue.rs`: enqueue, requeue, marking vanished sources.
 //! - `read.rs`: the reads.
+//! - `gate.rs`: the auth gate's accounts, probes, pool holds and notices.
+//! - `outbox.rs`: results waiting for the sink, and sending notices.
 //! - `group.rs`: group commit of concurrent writes from one process.
 //! - `turnstile.rs`: fair turns at the write lock between processes.
 //!
@@ -13,8 +15,10 @@
 //! group-commit queue, so threads of a process should share clones, while separate
 //! processes (or separate `Store::open`s) coordinate through SQLite alone.
 
+mod gate;
 mod group;
 mod open;
+mod outbox;
 mod queue;
 mod read;
 mod turnstile;
@@ -27,7 +31,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior};
 
+pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 pub use open::schema_version;
+pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxTotals, PendingNotice};
 pub use queue::NewDoc;
 pub use write::claim_candidate_queries;
 
@@ -97,6 +103,8 @@ pub struct StoreOptions {
     pub checkpoint_every: Option<Duration>,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
+    /// The cap of the outbox of results waiting for a sink.
+    pub outbox: OutboxCap,
 }
 
 impl Default for StoreOptions {
@@ -110,6 +118,10 @@ impl Default for StoreOptions {
             busy_timeout: Duration::from_secs(5),
             checkpoint_every: Some(Duration::from_millis(250)),
             clock: Arc::new(SystemClock),
+            outbox: OutboxCap {
+                max_age_ms: 24 * 3600 * 1000,
+                max_bytes: 256 * 1024 * 1024,
+            },
         }
     }
 }
@@ -170,6 +182,7 @@ fn invalid(what: &'static str, reason: &str) -> Error {
 pub(crate) struct Policy {
     pub lease_ms: Millis,
     pub backoff: Backoff,
+    pub outbox: OutboxCap,
 }
 
 /// Wakes in-process workers when new work may be claimable.
@@ -240,6 +253,7 @@ impl Store {
         let policy = Policy {
             lease_ms: duration_ms(opts.lease),
             backoff: opts.backoff,
+            outbox: opts.outbox,
         };
         Ok(Store {
             inner: Arc::new(Inner {
@@ -417,6 +431,7 @@ impl Store {
             owner: Owner::from(claim),
             path: result_path.to_owned(),
             checksum: checksum.to_owned(),
+            delivery: None,
         })?;
         // Idle workers waiting to see whether the run is over look again.
         self.notify_work();
@@ -432,6 +447,7 @@ impl Store {
                 owner: Owner::from(*c),
                 path: (*path).to_owned(),
                 checksum: (*sum).to_owned(),
+                delivery: None,
             })
             .collect();
         let policy = self.inner.policy.clone();
@@ -484,6 +500,152 @@ impl Store {
             WriteOut::Fenced(f) => Ok(f),
             WriteOut::Claims(_) => unreachable_out(),
         }
+    }
+
+    /// [`Store::complete`], and when accepted, queue `text` for the sink in the
+    /// same transaction: an accepted result is queued exactly once, a refused
+    /// one never. The outbox cap ([`StoreOptions::outbox`]) is applied there too.
+    pub fn complete_and_deliver(
+        &self,
+        claim: &Claim,
+        result_path: &str,
+        checksum: &str,
+        text: &str,
+    ) -> Result<Fenced> {
+        let out = self.fenced(WriteOp::Complete {
+            owner: Owner::from(claim),
+            path: result_path.to_owned(),
+            checksum: checksum.to_owned(),
+            delivery: Some(text.to_owned()),
+        })?;
+        self.notify_work();
+        Ok(out)
+    }
+
+    // ----- the auth gate (DESIGN §6) -----
+
+    /// May `holder` (a process) call the upstream with `account` now? See
+    /// [`Admission`]. The holder is recorded with a granted probe slot.
+    pub fn gate_admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
+        self.write_tx(|tx, now| gate::admit(tx, now, policy, account, holder))
+    }
+
+    /// Record what the upstream answered a request made with `account`
+    /// (`permit` set when it was the probe). Locks, unlocks and notices follow
+    /// the rules of [`gate`](self).
+    pub fn gate_report(
+        &self,
+        account: &str,
+        permit: Option<&ProbePermit>,
+        answer: &Answer,
+        policy: &GatePolicy,
+    ) -> Result<GateChange> {
+        let change = self.write_tx(|tx, now| gate::report(tx, now, policy, account, permit, answer))?;
+        if matches!(change, GateChange::Recovered { .. }) {
+            self.notify_work();
+        }
+        Ok(change)
+    }
+
+    /// Open a locked account by hand; recorded in the gate's history with `by`.
+    /// False if it was not locked.
+    pub fn gate_unlock(&self, account: &str, by: &str) -> Result<bool> {
+        let done = self.write_tx(|tx, now| gate::unlock(tx, now, account, by))?;
+        self.notify_work();
+        Ok(done)
+    }
+
+    /// Every account the database knows, with its state.
+    pub fn gate_states(&self) -> Result<Vec<AccountState>> {
+        let now = self.now();
+        self.read(|c| gate::states(c, now))
+    }
+
+    /// The gate's history of `account`, oldest first.
+    pub fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>> {
+        self.read(|c| {
+            let mut s = c.prepare(
+                "SELECT at, event, epoch, detail FROM auth_history WHERE account = ?1 ORDER BY id",
+            )?;
+            let rows = s.query_map([account], |r| {
+                Ok(GateEvent {
+                    at: r.get(0)?,
+                    event: r.get(1)?,
+                    epoch: r.get(2)?,
+                    detail: r.get(3)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
+    /// Expiry check for `account` expiring on day `expires_on` (days since
+    /// 1970-01-01): from `warn_days` before, one warning notice a day across
+    /// processes. Returns the days left.
+    pub fn gate_expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64> {
+        self.write_tx(|tx, now| gate::expiry(tx, now, account, expires_on, warn_days))
+    }
+
+    /// The pool account `holder` uses now (sticky while its hold is renewed
+    /// within `hold`), or `None` if `candidates` is empty.
+    pub fn gate_hold(
+        &self,
+        holder: &str,
+        candidates: &[String],
+        hold: Duration,
+        policy: &GatePolicy,
+    ) -> Result<Option<String>> {
+        let ms = duration_ms(hold);
+        self.write_tx(|tx, now| gate::hold(tx, now, policy, holder, candidates, ms))
+    }
+
+    /// Let go of `holder`'s pool account.
+    pub fn gate_unhold(&self, holder: &str) -> Result<()> {
+        self.write_tx(|tx, _| gate::unhold(tx, holder))
+    }
+
+    // ----- notices -----
+
+    /// Take the oldest due notice for sending by `sender` (for `lease`).
+    pub fn notice_claim(&self, sender: &str, lease: Duration) -> Result<Option<PendingNotice>> {
+        let ms = duration_ms(lease);
+        self.write_tx(|tx, now| outbox::claim_notice(tx, now, sender, ms))
+    }
+
+    /// Record the outcome of sending `n`; a failure is tried again after `retry`.
+    pub fn notice_done(&self, n: &PendingNotice, error: Option<&str>, retry: Duration) -> Result<()> {
+        let ms = duration_ms(retry);
+        self.write_tx(|tx, now| outbox::notice_sent(tx, now, n, error, ms))
+    }
+
+    /// Every notice, oldest first.
+    pub fn notices(&self) -> Result<Vec<NoticeRecord>> {
+        self.read(outbox::notices)
+    }
+
+    // ----- the outbox -----
+
+    /// Claim the next batch of at most `n` results for the sink, for `lease`,
+    /// if the shared pace allows one now; the next batch may go `interval` later.
+    pub fn outbox_claim(&self, n: usize, lease: Duration, interval: Duration) -> Result<Drain> {
+        let cap = self.inner.policy.outbox;
+        let (lease, interval) = (duration_ms(lease), duration_ms(interval));
+        self.write_tx(|tx, now| outbox::claim_batch(tx, now, &cap, n, lease, interval))
+    }
+
+    /// The batch got a 2xx: remove its rows. Returns how many were still ours.
+    pub fn outbox_delivered(&self, batch: &OutboxBatch) -> Result<usize> {
+        self.write_tx(|tx, _| outbox::delivered(tx, batch))
+    }
+
+    /// The batch was not delivered: its rows wait again; no batch before `not_before`.
+    pub fn outbox_undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()> {
+        self.write_tx(|tx, _| outbox::undelivered(tx, batch, not_before))
+    }
+
+    /// Depth, bytes, dropped and delivered counts of the outbox.
+    pub fn outbox_totals(&self) -> Result<OutboxTotals> {
+        self.read(outbox::totals)
     }
 
     // ----- reads -----

@@ -43,6 +43,8 @@ pub(crate) enum WriteOp {
         owner: Owner,
         path: String,
         checksum: String,
+        /// The text to queue for the sink if the result is accepted.
+        delivery: Option<String>,
     },
     Fail {
         owner: Owner,
@@ -78,7 +80,14 @@ pub(crate) fn apply(
             owner,
             path,
             checksum,
-        } => WriteOut::Fenced(complete(tx, now, owner, path, checksum)?),
+            delivery,
+        } => {
+            let out = complete(tx, now, owner, path, checksum)?;
+            if let (Fenced::Accepted, Some(text)) = (&out, delivery) {
+                super::outbox::push(tx, now, &policy.outbox, owner.id, checksum, text)?;
+            }
+            WriteOut::Fenced(out)
+        }
         WriteOp::Fail {
             owner,
             error,

@@ -2,6 +2,9 @@
 //! in it, and a manual clock.
 #![allow(dead_code)]
 
+pub mod gate_env;
+pub mod upstream_server;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,1319 @@
+//! The TOML configuration file: accounts, the HTTP source and sink, the auth gate's
+//! timings (DESIGN §6), notice channels and the outbox bounds.
+//!
+//! The file is read, parsed, validated and its passwords resolved once, at start,
+//! before anything runs: a typo must stop the start with a message that names the
+//! file and the key (`leasehold.toml: [sink.http] batch_size: must be at least 1`),
+//! not show up an hour later as odd behaviour. For the same reason every table
+//! refuses keys it does not know.
+//!
+//! Passwords never live in this file (DESIGN §7): an account names an environment
+//! variable (`password_env`) or a file (`password_file`) that holds it, and an
+//! inline `password` key is refused. The resolved value is a [`Secret`], which
+//! does not print.
+//!
+//! # Example
+//!
+//! Every key is shown; all but the accounts and the URLs have the defaults shown.
+//!
+//! ```toml
+//! # Accounts that share an upstream credential. A process uses one at a time, so
+//! # a lock on one account stops only the processes using it.
+//! [[account]]
+//! name = "primary"
+//! username = "extractor"
+//! password_env = "LEASEHOLD_PRIMARY_PASSWORD"
+//! expires_on = "2030-06-30"
+//!
+//! [[account]]
+//! name = "spare"
+//! username = "extractor-2"
+//! password_file = "secrets/spare.password"
+//!
+//! [source.http]
+//! base_url = "https://docs.example.com/api"
+//! accounts = ["primary", "spare"]
+//!
+//! [sink.http]
+//! url = "https://index.example.com/ingest"
+//! account = "primary"
+//! batch_size = 100
+//! max_per_second = 10
+//!
+//! [auth]
+//! lock_ttl = "30m"
+//! probe_ttl = "60s"
+//! notify_every = "1h"
+//! expiry_warning = "14d"
+//!
+//! [notify]
+//! command = ["/usr/local/bin/page-oncall", "--team", "docs"]
+//! webhook = "https://hooks.example.com/leasehold"
+//!
+//! [outbox]
+//! max_age = "24h"
+//! max_bytes = "256MiB"
+//! ```
+//!
+//! # Keys
+//! - `[[account]]`: `name` (unique; letters, digits, `_`, `.`, `-`), `username`,
+//!   exactly one of `password_env` (a variable name) or `password_file` (a path,
+//!   relative to the directory of the configuration file; one trailing newline
+//!   is trimmed), and optionally `expires_on` (`"YYYY-MM-DD"` or a bare TOML date).
+//! - `[source.http]`: `base_url`, and either `account = "a"` or
+//!   `accounts = ["a", "b"]` (1 to [`MAX_SOURCE_ACCOUNTS`], each an `[[account]]`).
+//! - `[sink.http]`: `url`, `account`, `batch_size` (1 to [`MAX_BATCH_SIZE`]),
+//!   `max_per_second` (requests per second, at least [`MIN_PER_SECOND`]).
+//! - `[auth]`: durations in `humantime` form (`"90s"`, `"30m"`, `"14d"`).
+//! - `[notify]`: `command` is an array (program, then its arguments) or a string
+//!   that is the program's path; it is never split on whitespace, so a path with
+//!   spaces works and no shell quoting rules apply. `webhook` is a URL.
+//! - `[outbox]`: `max_age` (a duration) and `max_bytes` (`"256MiB"` or a number of bytes).
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+use crate::clock::Millis;
+use crate::secret::Secret;
+
+/// The example file from the module documentation, kept in one place so a unit
+/// test proves the documented example is valid.
+pub const EXAMPLE: &str = r#"# Accounts that share an upstream credential. A process uses one at a time, so
+# a lock on one account stops only the processes using it.
+[[account]]
+name = "primary"
+username = "extractor"
+password_env = "LEASEHOLD_PRIMARY_PASSWORD"
+expires_on = "2030-06-30"
+
+[[account]]
+name = "spare"
+username = "extractor-2"
+password_file = "secrets/spare.password"
+
+[source.http]
+base_url = "https://docs.example.com/api"
+accounts = ["primary", "spare"]
+
+[sink.http]
+url = "https://index.example.com/ingest"
+account = "primary"
+batch_size = 100
+max_per_second = 10
+
+[auth]
+lock_ttl = "30m"
+probe_ttl = "60s"
+notify_every = "1h"
+expiry_warning = "14d"
+
+[notify]
+command = ["/usr/local/bin/page-oncall", "--team", "docs"]
+webhook = "https://hooks.example.com/leasehold"
+
+[outbox]
+max_age = "24h"
+max_bytes = "256MiB"
+"#;
+
+/// The largest account pool a source may rotate through (DESIGN §6: "e.g. up to 5").
+pub const MAX_SOURCE_ACCOUNTS: usize = 5;
+/// The largest sink batch; beyond this one request body grows unreasonably large.
+pub const MAX_BATCH_SIZE: usize = 10_000;
+/// The slowest sink rate accepted: the drain waits `1 / max_per_second` between
+/// requests, and a rate near 0 would make that wait overflow a `Duration`.
+pub const MIN_PER_SECOND: f64 = 0.001;
+/// A password file larger than this is almost certainly the wrong file.
+const MAX_PASSWORD_FILE_BYTES: u64 = 64 * 1024;
+/// Days from 4713 BC (the Julian day origin) to 1970-01-01.
+const UNIX_EPOCH_JULIAN_DAY: i64 = 2_440_588;
+const MS_PER_DAY: i64 = 86_400_000;
+
+// ---------------------------------------------------------------------------
+// Public, validated types
+// ---------------------------------------------------------------------------
+
+/// The whole configuration file, validated, with passwords resolved.
+///
+/// `Default` is the configuration of an absent file: no accounts, no HTTP source
+/// or sink, and the default timings and bounds.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FileConfig {
+    /// Every `[[account]]`, in file order; names are unique.
+    pub accounts: Vec<AccountConfig>,
+    /// `[source.http]`: fetch documents from an HTTP API instead of a directory.
+    pub source_http: Option<HttpSourceConfig>,
+    /// `[sink.http]`: deliver results to an HTTP API (through the outbox).
+    pub sink_http: Option<HttpSinkConfig>,
+    /// `[auth]`: the shared-credential gate's timings.
+    pub auth: AuthConfig,
+    /// `[notify]`: where lock, recovery and expiry notices go.
+    pub notify: NotifyConfig,
+    /// `[outbox]`: how much undeliverable work is kept while locked.
+    pub outbox: OutboxConfig,
+}
+
+/// One upstream credential.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccountConfig {
+    /// The name other sections and the gate's rows refer to; never secret.
+    pub name: String,
+    pub username: String,
+    /// Resolved from `password_env` or `password_file`; never printed.
+    pub password: Secret,
+    /// The last day the credential is valid, if it expires; the gate warns
+    /// [`AuthConfig::expiry_warning`] before it.
+    pub expires_on: Option<Day>,
+}
+
+/// A calendar day as days since 1970-01-01 (UTC), so the gate can compare it with
+/// the injected clock's ms / 86_400_000 (see [`Day::from_millis`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Day(pub i64);
+
+/// `[source.http]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSourceConfig {
+    /// Starts with `http://` or `https://`.
+    pub base_url: String,
+    /// The account pool, in preference order: 1 to [`MAX_SOURCE_ACCOUNTS`] names,
+    /// each naming an `[[account]]`, no duplicates.
+    pub accounts: Vec<String>,
+}
+
+/// `[sink.http]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSinkConfig {
+    /// Starts with `http://` or `https://`.
+    pub url: String,
+    /// Names an `[[account]]`.
+    pub account: String,
+    /// Deliveries per request while draining the outbox; 1 to [`MAX_BATCH_SIZE`].
+    pub batch_size: usize,
+    /// Requests per second while draining; finite and at least [`MIN_PER_SECOND`].
+    pub max_per_second: f64,
+}
+
+/// `[auth]`: the gate's timings (DESIGN §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuthConfig {
+    /// How long an authentication failure locks the account for everyone.
+    pub lock_ttl: Duration,
+    /// How long the single prober holds the probe slot before another may try.
+    pub probe_ttl: Duration,
+    /// The least time between two lock notices for one account.
+    pub notify_every: Duration,
+    /// How long before `expires_on` the daily expiry warning starts; 0 disables it.
+    pub expiry_warning: Duration,
+}
+
+/// `[notify]`: the channels a notice goes to (besides the log line, which is always written).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NotifyConfig {
+    /// Program, then its arguments; the notice's message is appended as the last argument.
+    pub command: Option<Vec<String>>,
+    /// A URL that receives each notice as a JSON `POST`.
+    pub webhook: Option<String>,
+}
+
+/// `[outbox]`: the caps on deliveries kept while the sink's account is locked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxConfig {
+    /// Entries older than this are dropped (and counted).
+    pub max_age: Duration,
+    /// Above this many bytes of payload the oldest entries are dropped (and counted).
+    pub max_bytes: u64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            lock_ttl: Duration::from_secs(30 * 60),
+            probe_ttl: Duration::from_secs(60),
+            notify_every: Duration::from_secs(60 * 60),
+            expiry_warning: Duration::from_secs(14 * 24 * 60 * 60),
+        }
+    }
+}
+
+impl Default for OutboxConfig {
+    fn default() -> Self {
+        OutboxConfig {
+            max_age: Duration::from_secs(24 * 60 * 60),
+            max_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+impl Day {
+    /// The day (UTC) that a clock reading falls on; floors, so instants before
+    /// 1970 land on the right day too.
+    pub fn from_millis(ms: Millis) -> Day {
+        Day(ms.div_euclid(MS_PER_DAY))
+    }
+
+    /// The first millisecond of this day, for comparing with clock readings.
+    pub fn start_ms(self) -> Millis {
+        self.0.saturating_mul(MS_PER_DAY)
+    }
+
+    /// Parses `YYYY-MM-DD`; `None` if it is not a real calendar date.
+    pub fn parse(text: &str) -> Option<Day> {
+        let format = time::macros::format_description!("[year]-[month]-[day]");
+        let date = time::Date::parse(text, &format).ok()?;
+        Some(Day(i64::from(date.to_julian_day()) - UNIX_EPOCH_JULIAN_DAY))
+    }
+}
+
+/// `YYYY-MM-DD`, so notices can name the day.
+impl fmt::Display for Day {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let date = i32::try_from(self.0 + UNIX_EPOCH_JULIAN_DAY)
+            .ok()
+            .and_then(|julian| time::Date::from_julian_day(julian).ok());
+        match date {
+            Some(d) => write!(f, "{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day()),
+            None => write!(f, "day {} since 1970-01-01", self.0),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------
+
+/// Why the configuration file was refused. Every variant names the file; the
+/// validation variants also name the key. None ever contains a password.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not valid TOML, an unknown key, or a value of the wrong type. The message
+    /// carries the line and column; it quotes the offending line only when the
+    /// file holds no inline `password` (see [`FileConfig::parse`]).
+    #[error("{path}: {message}")]
+    Syntax { path: PathBuf, message: String },
+    /// A value that parsed but is not acceptable.
+    #[error("{path}: {key}: {reason}")]
+    Invalid {
+        path: PathBuf,
+        key: String,
+        reason: String,
+    },
+    /// A password could not be resolved, or was written inline.
+    #[error("{path}: {key}: {reason}")]
+    Password {
+        path: PathBuf,
+        key: String,
+        reason: String,
+    },
+}
+
+impl ConfigError {
+    /// The key the error is about (`[sink.http] batch_size`), when there is one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { key, .. } | ConfigError::Password { key, .. } => Some(key),
+            ConfigError::Read { .. } | ConfigError::Syntax { .. } => None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Raw, as-written structures (serde); validation turns them into the types above
+// ---------------------------------------------------------------------------
+
+/// Fields that need a message naming the key when missing or mistyped are
+/// `Option` or `toml::Value` here and checked in the validation pass.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    account: Vec<RawAccount>,
+    #[serde(default)]
+    source: RawSource,
+    #[serde(default)]
+    sink: RawSink,
+    #[serde(default)]
+    auth: RawAuth,
+    #[serde(default)]
+    notify: RawNotify,
+    #[serde(default)]
+    outbox: RawOutbox,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAccount {
+    name: Option<String>,
+    username: Option<String>,
+    password_env: Option<String>,
+    password_file: Option<String>,
+    /// Accepted by the parser only so it can be refused by name; `IgnoredAny`
+    /// keeps the value itself out of memory and out of any type error.
+    password: Option<IgnoredAny>,
+    expires_on: Option<toml::Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    http: Option<RawHttpSource>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawHttpSource {
+    base_url: Option<String>,
+    account: Option<String>,
+    accounts: Option<Vec<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSink {
+    http: Option<RawHttpSink>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawHttpSink {
+    url: Option<String>,
+    account: Option<String>,
+    batch_size: Option<i64>,
+    max_per_second: Option<f64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    lock_ttl: Option<String>,
+    probe_ttl: Option<String>,
+    notify_every: Option<String>,
+    expiry_warning: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawNotify {
+    command: Option<toml::Value>,
+    webhook: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawOutbox {
+    max_age: Option<String>,
+    max_bytes: Option<toml::Value>,
+}
+
+// ---------------------------------------------------------------------------
+// Loading
+// ---------------------------------------------------------------------------
+
+/// How an account's `password_env` is looked up; injected so tests need not
+/// mutate the process environment (which is racy across test threads).
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<OsString>;
+
+impl FileConfig {
+    /// Reads, parses and validates the file at `path`, and resolves passwords.
+    ///
+    /// # Failure
+    /// [`ConfigError::Read`] if the file cannot be read; otherwise as [`FileConfig::parse`].
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        FileConfig::parse(&text, path)
+    }
+
+    /// Parses and validates `text`, resolving `password_env` from the process
+    /// environment. `origin` is the file the text came from: it names the file in
+    /// errors, and relative `password_file` paths are resolved against its directory.
+    ///
+    /// # Failure
+    /// The first problem found, naming its key. A TOML error quotes the offending
+    /// line only if the text contains no inline `password` key; otherwise it gives
+    /// just the line and column, so a refused password is never echoed.
+    pub fn parse(text: &str, origin: &Path) -> Result<FileConfig, ConfigError> {
+        FileConfig::parse_with_env(text, origin, &|name| std::env::var_os(name))
+    }
+
+    /// [`FileConfig::parse`] with `password_env` looked up through `env` instead
+    /// of the process environment (for tests, and for embedders that keep secrets elsewhere).
+    pub fn parse_with_env(text: &str, origin: &Path, env: EnvLookup<'_>) -> Result<FileConfig, ConfigError> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: origin.to_path_buf(),
+            message: toml_message(text, &e),
+        })?;
+        Validator { path: origin, env }.file(raw)
+    }
+
+    /// The `[[account]]` called `name`.
+    pub fn account(&self, name: &str) -> Option<&AccountConfig> {
+        self.accounts.iter().find(|a| a.name == name)
+    }
+}
+
+/// toml's own rendering quotes the source line, which would echo an inline
+/// password that has a syntax error of its own (or sits next to one). When the
+/// text holds such a key anywhere, fall back to line, column and message only.
+fn toml_message(text: &str, err: &toml::de::Error) -> String {
+    if !mentions_inline_password(text) {
+        return err.to_string().trim_end().to_string();
+    }
+    let message = err.message().trim_end().replace('\n', "; ");
+    match err.span().and_then(|span| line_column(text, span.start)) {
+        Some((line, column)) => format!("TOML parse error at line {line}, column {column}: {message}"),
+        None => format!("TOML parse error: {message}"),
+    }
+}
+
+/// Whether `text` mentions `password` other than as `password_env` / `password_file`.
+/// Deliberately coarse (a comment counts too): a false positive only costs the
+/// quoted line in an error.
+fn mentions_inline_password(text: &str) -> bool {
+    text.to_ascii_lowercase()
+        .replace("password_env", "")
+        .replace("password_file", "")
+        .contains("password")
+}
+
+/// 1-based line and column (in characters) of byte `offset`.
+fn line_column(text: &str, offset: usize) -> Option<(usize, usize)> {
+    let before = text.get(..offset)?;
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    Some((line, column))
+}
+
+// ---------------------------------------------------------------------------
+// Validation
+// ---------------------------------------------------------------------------
+
+/// Builds the public types from the raw ones; every error names the file and key.
+struct Validator<'a> {
+    path: &'a Path,
+    env: EnvLookup<'a>,
+}
+
+impl Validator<'_> {
+    fn invalid(&self, key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.path.to_path_buf(),
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+
+    fn password_error(&self, key: String, reason: String) -> ConfigError {
+        ConfigError::Password {
+            path: self.path.to_path_buf(),
+            key,
+            reason,
+        }
+    }
+
+    fn file(&self, raw: RawFile) -> Result<FileConfig, ConfigError> {
+        let accounts = self.accounts(raw.account)?;
+        let names: Vec<&str> = accounts.iter().map(|a| a.name.as_str()).collect();
+        let source_http = raw.source.http.map(|s| self.source(s, &names)).transpose()?;
+        let sink_http = raw.sink.http.map(|s| self.sink(s, &names)).transpose()?;
+        Ok(FileConfig {
+            source_http,
+            sink_http,
+            auth: self.auth(raw.auth)?,
+            notify: self.notify(raw.notify)?,
+            outbox: self.outbox(raw.outbox)?,
+            accounts,
+        })
+    }
+
+    // ----- accounts -----
+
+    fn accounts(&self, raw: Vec<RawAccount>) -> Result<Vec<AccountConfig>, ConfigError> {
+        let mut out: Vec<AccountConfig> = Vec::with_capacity(raw.len());
+        for (index, account) in raw.into_iter().enumerate() {
+            let built = self.account(index + 1, account)?;
+            if let Some(first) = out.iter().position(|a| a.name == built.name) {
+                return Err(self.invalid(
+                    format!("[[account]] #{} name", index + 1),
+                    format!(
+                        "{:?} is already the name of [[account]] #{}",
+                        built.name,
+                        first + 1
+                    ),
+                ));
+            }
+            out.push(built);
+        }
+        Ok(out)
+    }
+
+    /// `number` is 1-based, for messages about accounts whose name is not usable yet.
+    fn account(&self, number: usize, raw: RawAccount) -> Result<AccountConfig, ConfigError> {
+        let name = self.account_name(number, raw.name)?;
+        let label = format!("[[account]] {name:?}");
+        if raw.password.is_some() {
+            return Err(self.password_error(
+                format!("{label} password"),
+                "inline passwords are not accepted; use password_env (an environment variable) \
+                 or password_file (a file that holds it)"
+                    .into(),
+            ));
+        }
+        let username = match raw.username {
+            Some(u) if !u.is_empty() => u,
+            Some(_) => return Err(self.invalid(format!("{label} username"), "must not be empty")),
+            None => return Err(self.invalid(format!("{label} username"), "is required")),
+        };
+        let password = self.resolve_password(&label, raw.password_env, raw.password_file)?;
+        let expires_on = raw
+            .expires_on
+            .map(|v| self.day(&format!("{label} expires_on"), &v))
+            .transpose()?;
+        Ok(AccountConfig {
+            name,
+            username,
+            password,
+            expires_on,
+        })
+    }
+
+    /// Names are restricted because they appear in log lines, notices, database
+    /// rows and environment-variable-like contexts, where spaces or quotes confuse.
+    fn account_name(&self, number: usize, name: Option<String>) -> Result<String, ConfigError> {
+        let key = format!("[[account]] #{number} name");
+        let name = name.ok_or_else(|| self.invalid(&key, "is required"))?;
+        if name.is_empty() {
+            return Err(self.invalid(key, "must not be empty"));
+        }
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+        if let Some(bad) = name.chars().find(|c| !allowed(*c)) {
+            return Err(self.invalid(
+                key,
+                format!("{name:?} contains {bad:?}; use only letters, digits, '_', '.' and '-'"),
+            ));
+        }
+        Ok(name)
+    }
+
+    fn resolve_password(
+        &self,
+        label: &str,
+        env: Option<String>,
+        file: Option<String>,
+    ) -> Result<Secret, ConfigError> {
+        match (env, file) {
+            (Some(var), None) => self.password_from_env(&format!("{label} password_env"), &var),
+            (None, Some(file)) => self.password_from_file(&format!("{label} password_file"), &file),
+            (Some(_), Some(_)) => Err(self.invalid(
+                format!("{label} password_env"),
+                "set exactly one of password_env or password_file, not both",
+            )),
+            (None, None) => {
+                Err(self.invalid(format!("{label} password_env"), "is required (or password_file)"))
+            }
+        }
+    }
+
+    /// Errors name the variable, never its value.
+    fn password_from_env(&self, key: &str, var: &str) -> Result<Secret, ConfigError> {
+        // `=` and NUL cannot be part of a variable name; refuse them rather than
+        // hand them to the platform's lookup.
+        if var.is_empty() || var.contains(['=', '\0']) {
+            return Err(self.invalid(key, format!("{var:?} is not a usable environment variable name")));
+        }
+        let fail = |reason: String| self.password_error(key.to_string(), reason);
+        let value = (self.env)(var).ok_or_else(|| fail(format!("environment variable {var} is not set")))?;
+        let value = value
+            .into_string()
+            .map_err(|_| fail(format!("environment variable {var} is not valid UTF-8")))?;
+        if value.is_empty() {
+            return Err(fail(format!("environment variable {var} is empty")));
+        }
+        Ok(Secret::new(value))
+    }
+
+    /// Errors name the file, never its contents.
+    fn password_from_file(&self, key: &str, file: &str) -> Result<Secret, ConfigError> {
+        if file.is_empty() {
+            return Err(self.invalid(key, "must not be empty"));
+        }
+        let path = self.path.parent().unwrap_or(Path::new("")).join(file);
+        let value = read_password_file(&path).map_err(|reason| {
+            self.password_error(key.to_string(), format!("{}: {reason}", path.display()))
+        })?;
+        Ok(Secret::new(value))
+    }
+
+    fn day(&self, key: &str, value: &toml::Value) -> Result<Day, ConfigError> {
+        let text = match value {
+            toml::Value::String(s) => s.clone(),
+            // A bare TOML date (`expires_on = 2030-06-30`) is accepted too.
+            toml::Value::Datetime(d) if d.time.is_none() && d.offset.is_none() => d.to_string(),
+            _ => return Err(self.invalid(key, "expected a date such as \"2030-06-30\"")),
+        };
+        Day::parse(&text).ok_or_else(|| {
+            self.invalid(
+                key,
+                format!("{text:?} is not a calendar date in the form YYYY-MM-DD"),
+            )
+        })
+    }
+
+    // ----- source and sink -----
+
+    fn source(&self, raw: RawHttpSource, names: &[&str]) -> Result<HttpSourceConfig, ConfigError> {
+        const S: &str = "[source.http]";
+        let base_url = self.http_url(&format!("{S} base_url"), raw.base_url)?;
+        let accounts = match (raw.account, raw.accounts) {
+            (Some(one), None) => vec![one],
+            (None, Some(many)) => many,
+            (Some(_), Some(_)) => {
+                return Err(self.invalid(
+                    format!("{S} accounts"),
+                    "set either account or accounts, not both",
+                ))
+            }
+            (None, None) => {
+                return Err(self.invalid(format!("{S} account"), "is required (or accounts = [...])"))
+            }
+        };
+        self.account_pool(&format!("{S} accounts"), &accounts, names)?;
+        Ok(HttpSourceConfig { base_url, accounts })
+    }
+
+    fn account_pool(&self, key: &str, pool: &[String], names: &[&str]) -> Result<(), ConfigError> {
+        if pool.is_empty() {
+            return Err(self.invalid(key, "must name at least one account"));
+        }
+        if pool.len() > MAX_SOURCE_ACCOUNTS {
+            return Err(self.invalid(
+                key,
+                format!(
+                    "names {} accounts; at most {MAX_SOURCE_ACCOUNTS} are supported",
+                    pool.len()
+                ),
+            ));
+        }
+        for (i, name) in pool.iter().enumerate() {
+            self.known_account(key, name, names)?;
+            if pool[..i].contains(name) {
+                return Err(self.invalid(key, format!("{name:?} is listed twice")));
+            }
+        }
+        Ok(())
+    }
+
+    fn known_account(&self, key: &str, name: &str, names: &[&str]) -> Result<(), ConfigError> {
+        if names.contains(&name) {
+            Ok(())
+        } else {
+            Err(self.invalid(key, format!("{name:?} is not the name of any [[account]]")))
+        }
+    }
+
+    fn sink(&self, raw: RawHttpSink, names: &[&str]) -> Result<HttpSinkConfig, ConfigError> {
+        const S: &str = "[sink.http]";
+        let url = self.http_url(&format!("{S} url"), raw.url)?;
+        let key = format!("{S} account");
+        let account = raw.account.ok_or_else(|| self.invalid(&key, "is required"))?;
+        self.known_account(&key, &account, names)?;
+        let batch_size = self.batch_size(&format!("{S} batch_size"), raw.batch_size.unwrap_or(100))?;
+        let max_per_second = raw.max_per_second.unwrap_or(10.0);
+        if !(max_per_second.is_finite() && max_per_second >= MIN_PER_SECOND) {
+            let reason = format!("must be a number of at least {MIN_PER_SECOND} (one request per 1000 s)");
+            return Err(self.invalid(format!("{S} max_per_second"), reason));
+        }
+        Ok(HttpSinkConfig {
+            url,
+            account,
+            batch_size,
+            max_per_second,
+        })
+    }
+
+    fn batch_size(&self, key: &str, value: i64) -> Result<usize, ConfigError> {
+        if value < 1 {
+            return Err(self.invalid(key, "must be at least 1"));
+        }
+        match usize::try_from(value) {
+            Ok(n) if n <= MAX_BATCH_SIZE => Ok(n),
+            _ => Err(self.invalid(key, format!("must be at most {MAX_BATCH_SIZE}"))),
+        }
+    }
+
+    /// Only the scheme is checked here; the value is not echoed, because webhook
+    /// URLs often carry a token.
+    fn http_url(&self, key: &str, value: Option<String>) -> Result<String, ConfigError> {
+        let url = value.ok_or_else(|| self.invalid(key, "is required"))?;
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"));
+        match rest {
+            Some(host) if !host.is_empty() => Ok(url),
+            Some(_) => Err(self.invalid(key, "has no host after the scheme")),
+            None => Err(self.invalid(key, "must start with http:// or https://")),
+        }
+    }
+
+    // ----- auth, notify, outbox -----
+
+    fn auth(&self, raw: RawAuth) -> Result<AuthConfig, ConfigError> {
+        let d = AuthConfig::default();
+        Ok(AuthConfig {
+            lock_ttl: self.duration("[auth] lock_ttl", raw.lock_ttl, d.lock_ttl, false)?,
+            probe_ttl: self.duration("[auth] probe_ttl", raw.probe_ttl, d.probe_ttl, false)?,
+            notify_every: self.duration("[auth] notify_every", raw.notify_every, d.notify_every, false)?,
+            expiry_warning: self.duration(
+                "[auth] expiry_warning",
+                raw.expiry_warning,
+                d.expiry_warning,
+                true,
+            )?,
+        })
+    }
+
+    fn duration(
+        &self,
+        key: &str,
+        value: Option<String>,
+        default: Duration,
+        zero_ok: bool,
+    ) -> Result<Duration, ConfigError> {
+        let Some(text) = value else { return Ok(default) };
+        let parsed = humantime::parse_duration(text.trim())
+            .map_err(|e| self.invalid(key, format!("{text:?}: {e}; expected a duration such as \"30m\"")))?;
+        if parsed.is_zero() && !zero_ok {
+            return Err(self.invalid(key, "must be longer than 0"));
+        }
+        Ok(parsed)
+    }
+
+    fn notify(&self, raw: RawNotify) -> Result<NotifyConfig, ConfigError> {
+        let command = raw.command.map(|v| self.command(&v)).transpose()?;
+        let webhook = raw
+            .webhook
+            .map(|w| self.http_url("[notify] webhook", Some(w)))
+            .transpose()?;
+        Ok(NotifyConfig { command, webhook })
+    }
+
+    /// A string is the program's path, whole: splitting it on whitespace would
+    /// break paths with spaces and invite shell-quoting expectations it cannot meet.
+    fn command(&self, value: &toml::Value) -> Result<Vec<String>, ConfigError> {
+        const KEY: &str = "[notify] command";
+        let expected = "expected a program path or an array [program, args...]";
+        let argv = match value {
+            toml::Value::String(program) => vec![program.clone()],
+            toml::Value::Array(items) => items
+                .iter()
+                .map(|item| item.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.invalid(KEY, "every element must be a string"))?,
+            _ => return Err(self.invalid(KEY, expected)),
+        };
+        match argv.first() {
+            Some(program) if !program.is_empty() => Ok(argv),
+            _ => Err(self.invalid(KEY, "the program must not be empty")),
+        }
+    }
+
+    fn outbox(&self, raw: RawOutbox) -> Result<OutboxConfig, ConfigError> {
+        let d = OutboxConfig::default();
+        Ok(OutboxConfig {
+            max_age: self.duration("[outbox] max_age", raw.max_age, d.max_age, false)?,
+            max_bytes: match raw.max_bytes {
+                Some(v) => self.size("[outbox] max_bytes", &v)?,
+                None => d.max_bytes,
+            },
+        })
+    }
+
+    fn size(&self, key: &str, value: &toml::Value) -> Result<u64, ConfigError> {
+        let bytes = match value {
+            toml::Value::Integer(n) => u64::try_from(*n).ok(),
+            toml::Value::String(s) => Some(
+                bytesize::ByteSize::from_str(s.trim())
+                    .map_err(|e| self.invalid(key, format!("{s:?}: {e}")))?
+                    .as_u64(),
+            ),
+            _ => return Err(self.invalid(key, "expected a size such as \"256MiB\" or a number of bytes")),
+        };
+        match bytes {
+            Some(n) if n > 0 => Ok(n),
+            _ => Err(self.invalid(key, "must be more than 0 bytes")),
+        }
+    }
+}
+
+/// The file's contents minus one trailing newline (`\n` or `\r\n`, as editors
+/// add one). The error is a reason only; the caller adds the path.
+fn read_password_file(path: &Path) -> Result<String, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PASSWORD_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_PASSWORD_FILE_BYTES {
+        return Err(format!(
+            "is larger than {MAX_PASSWORD_FILE_BYTES} bytes; is this the right file?"
+        ));
+    }
+    let mut text = String::from_utf8(bytes).map_err(|_| "is not valid UTF-8".to_string())?;
+    if text.ends_with('\n') {
+        text.pop();
+        if text.ends_with('\r') {
+            text.pop();
+        }
+    }
+    if text.is_empty() {
+        return Err("is empty".into());
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ORIGIN: &str = "leasehold.toml";
+
+    /// An environment with one variable, so tests never mutate the process's.
+    fn env_with(name: &'static str, value: &'static str) -> impl Fn(&str) -> Option<OsString> {
+        move |n| (n == name).then(|| OsString::from(value))
+    }
+
+    fn no_env(_: &str) -> Option<OsString> {
+        None
+    }
+
+    fn parse(text: &str) -> Result<FileConfig, ConfigError> {
+        FileConfig::parse_with_env(text, Path::new(ORIGIN), &env_with("PW", "s3cret-value"))
+    }
+
+    fn err(text: &str) -> ConfigError {
+        parse(text).expect_err("should be refused")
+    }
+
+    /// Asserts an Invalid/Password error on `key` and returns its Display.
+    fn err_key(text: &str, key: &str) -> String {
+        let e = err(text);
+        assert_eq!(e.key(), Some(key), "{e}");
+        let shown = e.to_string();
+        assert!(shown.starts_with(&format!("{ORIGIN}: {key}: ")), "{shown}");
+        shown
+    }
+
+    const ACCOUNTS: &str = "[[account]]\nname = \"a\"\nusername = \"u\"\npassword_env = \"PW\"\n\
+                            [[account]]\nname = \"b\"\nusername = \"u\"\npassword_env = \"PW\"\n";
+
+    #[test]
+    fn the_readme_example_is_a_valid_file() {
+        let readme = include_str!("../README.md");
+        let start = readme.find("```toml\n").expect("a toml block in the README") + 8;
+        let text = &readme[start..start + readme[start..].find("```").unwrap()];
+        let c = FileConfig::parse_with_env(text, Path::new(ORIGIN), &env_with("LEASEHOLD_PASSWORD", "x"))
+            .unwrap_or_else(|e| panic!("README example: {e}"));
+        assert_eq!(c.sink_http.map(|s| s.batch_size), Some(100));
+        assert_eq!(c.notify.command.map(|v| v.len()), Some(1));
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c, FileConfig::default());
+        assert_eq!(c.auth.lock_ttl, Duration::from_secs(1800));
+        assert_eq!(c.auth.probe_ttl, Duration::from_secs(60));
+        assert_eq!(c.auth.notify_every, Duration::from_secs(3600));
+        assert_eq!(c.auth.expiry_warning, Duration::from_secs(14 * 86_400));
+        assert_eq!(c.outbox.max_age, Duration::from_secs(86_400));
+        assert_eq!(c.outbox.max_bytes, 256 * 1024 * 1024);
+        assert_eq!(
+            c.notify,
+            NotifyConfig {
+                command: None,
+                webhook: None
+            }
+        );
+        assert!(c.source_http.is_none() && c.sink_http.is_none() && c.accounts.is_empty());
+    }
+
+    #[test]
+    fn the_documented_example_is_valid_and_matches_the_module_docs() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("secrets")).unwrap();
+        std::fs::write(dir.path().join("secrets/spare.password"), "spare-pw\n").unwrap();
+        let origin = dir.path().join("leasehold.toml");
+        let env = env_with("LEASEHOLD_PRIMARY_PASSWORD", "primary-pw");
+        let c = FileConfig::parse_with_env(EXAMPLE, &origin, &env).unwrap();
+
+        assert_eq!(c.accounts.len(), 2);
+        let primary = c.account("primary").unwrap();
+        assert_eq!(primary.password.expose(), "primary-pw");
+        assert_eq!(primary.expires_on, Day::parse("2030-06-30"));
+        assert_eq!(c.account("spare").unwrap().password.expose(), "spare-pw");
+        assert!(c.account("nobody").is_none());
+        assert_eq!(c.source_http.as_ref().unwrap().accounts, ["primary", "spare"]);
+        let sink = c.sink_http.as_ref().unwrap();
+        assert_eq!((sink.batch_size, sink.max_per_second), (100, 10.0));
+        assert_eq!(c.auth, AuthConfig::default());
+        assert_eq!(c.outbox, OutboxConfig::default());
+        assert_eq!(c.notify.command.as_ref().unwrap().len(), 3);
+
+        // The module docs show the same text, line for line.
+        let source = include_str!("config.rs");
+        let documented: String = source
+            .lines()
+            .skip_while(|l| *l != "//! ```toml")
+            .skip(1)
+            .take_while(|l| *l != "//! ```")
+            .map(|l| format!("{}\n", l.strip_prefix("//! ").unwrap_or("")))
+            .collect();
+        assert_eq!(documented, EXAMPLE);
+    }
+
+    #[test]
+    fn load_reads_the_file_and_resolves_a_relative_password_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pw"), "from-file\r\n").unwrap();
+        let path = dir.path().join("leasehold.toml");
+        std::fs::write(
+            &path,
+            "[[account]]\nname = \"a\"\nusername = \"u\"\npassword_file = \"pw\"\n",
+        )
+        .unwrap();
+        let c = FileConfig::load(&path).unwrap();
+        assert_eq!(c.accounts[0].password.expose(), "from-file");
+
+        let missing = FileConfig::load(&dir.path().join("absent.toml")).unwrap_err();
+        assert!(matches!(missing, ConfigError::Read { .. }), "{missing}");
+        assert!(missing.to_string().contains("absent.toml"));
+    }
+
+    #[test]
+    fn password_file_keeps_all_but_one_trailing_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pw"), " two \n\n").unwrap();
+        let text = "[[account]]\nname = \"a\"\nusername = \"u\"\npassword_file = \"pw\"\n";
+        let c = FileConfig::parse_with_env(text, &dir.path().join("x.toml"), &no_env).unwrap();
+        assert_eq!(c.accounts[0].password.expose(), " two \n");
+    }
+
+    #[test]
+    fn password_file_errors_name_the_path_not_the_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let origin = dir.path().join("x.toml");
+        let text =
+            |file: &str| format!("[[account]]\nname = \"a\"\nusername = \"u\"\npassword_file = \"{file}\"\n");
+
+        let e = FileConfig::parse_with_env(&text("nope"), &origin, &no_env).unwrap_err();
+        assert!(matches!(e, ConfigError::Password { .. }), "{e}");
+        assert_eq!(e.key(), Some("[[account]] \"a\" password_file"));
+        assert!(
+            e.to_string()
+                .contains(&dir.path().join("nope").display().to_string()),
+            "{e}"
+        );
+
+        std::fs::write(dir.path().join("empty"), "\n").unwrap();
+        let e = FileConfig::parse_with_env(&text("empty"), &origin, &no_env).unwrap_err();
+        assert!(e.to_string().ends_with("empty: is empty"), "{e}");
+
+        std::fs::write(dir.path().join("bin"), [0xff, 0xfe, b'x']).unwrap();
+        let e = FileConfig::parse_with_env(&text("bin"), &origin, &no_env).unwrap_err();
+        assert!(e.to_string().contains("not valid UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn password_env_errors_name_the_variable_not_the_value() {
+        let base = "[[account]]\nname = \"a\"\nusername = \"u\"\npassword_env = \"PW\"\n";
+        let c = parse(base).unwrap();
+        assert_eq!(c.accounts[0].password.expose(), "s3cret-value");
+        assert!(!format!("{c:?}").contains("s3cret-value"));
+
+        let e = FileConfig::parse_with_env(base, Path::new(ORIGIN), &no_env).unwrap_err();
+        assert!(matches!(e, ConfigError::Password { .. }));
+        assert_eq!(
+            e.to_string(),
+            "leasehold.toml: [[account]] \"a\" password_env: environment variable PW is not set"
+        );
+        let e = FileConfig::parse_with_env(base, Path::new(ORIGIN), &env_with("PW", "")).unwrap_err();
+        assert!(e.to_string().ends_with("environment variable PW is empty"), "{e}");
+
+        err_key(
+            &base.replace("\"PW\"", "\"A=B\""),
+            "[[account]] \"a\" password_env",
+        );
+    }
+
+    #[test]
+    fn inline_password_is_refused_without_echoing_it() {
+        let text = "[[account]]\nname = \"a\"\nusername = \"u\"\npassword = \"hunter2-inline\"\n";
+        let e = err(text);
+        assert!(matches!(e, ConfigError::Password { .. }), "{e}");
+        let shown = err_key(text, "[[account]] \"a\" password");
+        assert!(
+            shown.contains("password_env") && shown.contains("password_file"),
+            "{shown}"
+        );
+        assert!(!format!("{shown} {e:?}").contains("hunter2"), "{shown}");
+    }
+
+    #[test]
+    fn toml_errors_never_quote_an_inline_password() {
+        let broken = [
+            "[[account]]\nname = \"a\"\npassword = \"hunter2-inline\n", // unterminated string
+            "[[account]]\nname = \"a\"\npassword = hunter2-inline\n",   // bare value
+            "[[account]]\npassword = \"hunter2-inline\"\nnmae = \"a\"\n", // unknown key nearby
+            "[[account]]\npassword = \"hunter2-inline\"\npassword = \"x\"\n", // duplicate key
+            "[[account]]\nname = 5\npassword = \"hunter2-inline\"\n",   // type error nearby
+        ];
+        for text in broken {
+            let e = err(text);
+            assert!(matches!(e, ConfigError::Syntax { .. }), "{e}");
+            let shown = format!("{e} {e:?}");
+            assert!(!shown.contains("hunter2"), "{shown}");
+            assert!(shown.contains("line "), "{shown}");
+        }
+        // Without an inline password, toml's own rendering (with the line) is kept.
+        let e = err("[auth]\nlock_ttl = 30\n");
+        assert!(e.to_string().contains("lock_ttl = 30"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_by_name() {
+        for (text, key) in [
+            ("colour = 1\n", "colour"),
+            ("[auth]\nlock_tll = \"1m\"\n", "lock_tll"),
+            (
+                "[sink.http]\nurl = \"http://x\"\naccount = \"a\"\nbatch_sise = 1\n",
+                "batch_sise",
+            ),
+            ("[source.ftp]\n", "ftp"),
+            ("[[account]]\nname = \"a\"\nusrname = \"u\"\n", "usrname"),
+            ("[outbox]\nmax_size = 1\n", "max_size"),
+            ("[notify]\nemail = \"x\"\n", "email"),
+        ] {
+            let e = err(text);
+            assert!(matches!(e, ConfigError::Syntax { .. }), "{e}");
+            assert!(e.to_string().contains(&format!("`{key}`")), "{e}");
+        }
+    }
+
+    #[test]
+    fn account_validation_names_its_key() {
+        let acct = |body: &str| format!("[[account]]\n{body}\n");
+        err_key(
+            &acct("username = \"u\"\npassword_env = \"PW\""),
+            "[[account]] #1 name",
+        );
+        err_key(
+            &acct("name = \"\"\nusername = \"u\"\npassword_env = \"PW\""),
+            "[[account]] #1 name",
+        );
+        err_key(
+            &acct("name = \"a b\"\nusername = \"u\"\npassword_env = \"PW\""),
+            "[[account]] #1 name",
+        );
+        err_key(
+            &acct("name = \"a\"\npassword_env = \"PW\""),
+            "[[account]] \"a\" username",
+        );
+        err_key(
+            &acct("name = \"a\"\nusername = \"\"\npassword_env = \"PW\""),
+            "[[account]] \"a\" username",
+        );
+        err_key(
+            &acct("name = \"a\"\nusername = \"u\""),
+            "[[account]] \"a\" password_env",
+        );
+        err_key(
+            &acct("name = \"a\"\nusername = \"u\"\npassword_env = \"PW\"\npassword_file = \"f\""),
+            "[[account]] \"a\" password_env",
+        );
+        err_key(
+            &acct("name = \"a\"\nusername = \"u\"\npassword_env = \"PW\"\nexpires_on = \"2030-02-30\""),
+            "[[account]] \"a\" expires_on",
+        );
+        err_key(
+            &acct("name = \"a\"\nusername = \"u\"\npassword_env = \"PW\"\nexpires_on = 5"),
+            "[[account]] \"a\" expires_on",
+        );
+    }
+
+    #[test]
+    fn duplicate_account_names_are_refused() {
+        let text = ACCOUNTS.replace("name = \"b\"", "name = \"a\"");
+        let shown = err_key(&text, "[[account]] #2 name");
+        assert!(shown.contains("#1"), "{shown}");
+    }
+
+    #[test]
+    fn source_accounts_single_list_and_limits() {
+        let src = |line: &str| format!("{ACCOUNTS}[source.http]\nbase_url = \"https://x\"\n{line}\n");
+        assert_eq!(
+            parse(&src("account = \"b\""))
+                .unwrap()
+                .source_http
+                .unwrap()
+                .accounts,
+            ["b"]
+        );
+        assert_eq!(
+            parse(&src("accounts = [\"b\", \"a\"]"))
+                .unwrap()
+                .source_http
+                .unwrap()
+                .accounts,
+            ["b", "a"]
+        );
+        err_key(&src("account = \"zed\""), "[source.http] accounts");
+        let shown = err_key(&src("accounts = [\"a\", \"zed\"]"), "[source.http] accounts");
+        assert!(shown.contains("\"zed\""), "{shown}");
+        err_key(&src("accounts = [\"a\", \"a\"]"), "[source.http] accounts");
+        err_key(&src("accounts = []"), "[source.http] accounts");
+        err_key(
+            &src("account = \"a\"\naccounts = [\"b\"]"),
+            "[source.http] accounts",
+        );
+        err_key(&src(""), "[source.http] account");
+        let six = src("accounts = [\"a\", \"b\", \"a\", \"b\", \"a\", \"b\"]");
+        let shown = err_key(&six, "[source.http] accounts");
+        assert!(shown.contains("at most 5"), "{shown}");
+    }
+
+    #[test]
+    fn urls_must_be_http() {
+        let shown = err_key(
+            &format!("{ACCOUNTS}[source.http]\nbase_url = \"ftp://x/token\"\naccount = \"a\"\n"),
+            "[source.http] base_url",
+        );
+        assert!(!shown.contains("token"), "the value is not echoed: {shown}");
+        err_key(
+            &format!("{ACCOUNTS}[source.http]\naccount = \"a\"\n"),
+            "[source.http] base_url",
+        );
+        err_key(
+            &format!("{ACCOUNTS}[sink.http]\nurl = \"x\"\naccount = \"a\"\n"),
+            "[sink.http] url",
+        );
+        err_key("[notify]\nwebhook = \"hooks.example.com\"\n", "[notify] webhook");
+        err_key("[notify]\nwebhook = \"https://\"\n", "[notify] webhook");
+        assert!(parse("[notify]\nwebhook = \"http://127.0.0.1:9/x\"\n").is_ok());
+    }
+
+    #[test]
+    fn sink_defaults_and_bounds() {
+        let sink =
+            |extra: &str| format!("{ACCOUNTS}[sink.http]\nurl = \"http://s\"\naccount = \"b\"\n{extra}\n");
+        let s = parse(&sink("")).unwrap().sink_http.unwrap();
+        assert_eq!(
+            (s.url.as_str(), s.account.as_str(), s.batch_size, s.max_per_second),
+            ("http://s", "b", 100, 10.0)
+        );
+        let s = parse(&sink("batch_size = 10000\nmax_per_second = 0.5"))
+            .unwrap()
+            .sink_http
+            .unwrap();
+        assert_eq!((s.batch_size, s.max_per_second), (10_000, 0.5));
+
+        assert_eq!(
+            err_key(&sink("batch_size = 0"), "[sink.http] batch_size"),
+            "leasehold.toml: [sink.http] batch_size: must be at least 1"
+        );
+        err_key(&sink("batch_size = -3"), "[sink.http] batch_size");
+        err_key(&sink("batch_size = 10001"), "[sink.http] batch_size");
+        err_key(&sink("max_per_second = 0"), "[sink.http] max_per_second");
+        err_key(&sink("max_per_second = -1.5"), "[sink.http] max_per_second");
+        err_key(&sink("max_per_second = 1e-300"), "[sink.http] max_per_second");
+        err_key(&sink("max_per_second = nan"), "[sink.http] max_per_second");
+        err_key(&sink("max_per_second = inf"), "[sink.http] max_per_second");
+        err_key(
+            &format!("{ACCOUNTS}[sink.http]\nurl = \"http://s\"\n"),
+            "[sink.http] account",
+        );
+        err_key(
+            &format!("{ACCOUNTS}[sink.http]\nurl = \"http://s\"\naccount = \"c\"\n"),
+            "[sink.http] account",
+        );
+    }
+
+    #[test]
+    fn durations_parse_with_humantime() {
+        let c = parse("[auth]\nlock_ttl = \"2s\"\nprobe_ttl = \"1m 30s\"\nnotify_every = \"2h\"\nexpiry_warning = \"0s\"\n[outbox]\nmax_age = \"3d\"\n").unwrap();
+        assert_eq!(c.auth.lock_ttl, Duration::from_secs(2));
+        assert_eq!(c.auth.probe_ttl, Duration::from_secs(90));
+        assert_eq!(c.auth.notify_every, Duration::from_secs(7200));
+        assert_eq!(c.auth.expiry_warning, Duration::ZERO);
+        assert_eq!(c.outbox.max_age, Duration::from_secs(3 * 86_400));
+
+        err_key("[auth]\nlock_ttl = \"30 minutes-ish\"\n", "[auth] lock_ttl");
+        err_key("[auth]\nprobe_ttl = \"0s\"\n", "[auth] probe_ttl");
+        err_key("[auth]\nnotify_every = \"\"\n", "[auth] notify_every");
+        err_key("[auth]\nexpiry_warning = \"soon\"\n", "[auth] expiry_warning");
+        err_key("[outbox]\nmax_age = \"0s\"\n", "[outbox] max_age");
+    }
+
+    #[test]
+    fn sizes_accept_strings_and_integers() {
+        let size = |v: &str| parse(&format!("[outbox]\nmax_bytes = {v}\n")).map(|c| c.outbox.max_bytes);
+        assert_eq!(size("\"256MiB\"").unwrap(), 256 * 1024 * 1024);
+        assert_eq!(size("\"1 GB\"").unwrap(), 1_000_000_000);
+        assert_eq!(size("\"4096\"").unwrap(), 4096);
+        assert_eq!(size("1048576").unwrap(), 1_048_576);
+        for bad in ["0", "-1", "\"lots\"", "\"0B\"", "1.5", "true"] {
+            let e = size(bad).unwrap_err();
+            assert_eq!(e.key(), Some("[outbox] max_bytes"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn notify_command_is_an_array_or_one_program_path() {
+        let cmd = |v: &str| parse(&format!("[notify]\ncommand = {v}\n")).map(|c| c.notify.command.unwrap());
+        assert_eq!(cmd("[\"/bin/echo\", \"-n\"]").unwrap(), ["/bin/echo", "-n"]);
+        assert_eq!(
+            cmd("\"/opt/my tools/page me\"").unwrap(),
+            ["/opt/my tools/page me"]
+        );
+        for bad in ["[]", "\"\"", "[\"\"]", "[\"x\", 1]", "7"] {
+            let e = cmd(bad).unwrap_err();
+            assert_eq!(e.key(), Some("[notify] command"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn days_count_from_the_unix_epoch() {
+        assert_eq!(Day::parse("1970-01-01"), Some(Day(0)));
+        assert_eq!(Day::parse("1970-01-02"), Some(Day(1)));
+        assert_eq!(Day::parse("1969-12-31"), Some(Day(-1)));
+        assert_eq!(Day::parse("2000-03-01"), Some(Day(11_017)));
+        assert_eq!(Day::parse("2023-02-29"), None);
+        assert_eq!(Day::parse("2023-2-1"), None);
+        assert_eq!(Day::parse("yesterday"), None);
+        assert_eq!(Day(11_017).to_string(), "2000-03-01");
+        assert_eq!(Day::from_millis(86_400_000 - 1), Day(0));
+        assert_eq!(Day::from_millis(86_400_000), Day(1));
+        assert_eq!(Day::from_millis(-1), Day(-1));
+        assert_eq!(Day(2).start_ms(), 2 * 86_400_000);
+        assert!(Day(1) < Day(2));
+
+        let text =
+            "[[account]]\nname = \"a\"\nusername = \"u\"\npassword_env = \"PW\"\nexpires_on = 1970-01-02\n";
+        assert_eq!(parse(text).unwrap().accounts[0].expires_on, Some(Day(1)));
+    }
+}

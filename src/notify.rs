@@ -1,0 +1,449 @@
+//! Sending notices: the lock, recovery and expiry messages of the auth gate
+//! (DESIGN §6) to a log line, a command and a webhook.
+//!
+//! Deciding *whether* to send (once per lock, once a day, across processes) is the
+//! gate's job; this module only delivers one [`Notice`] and says whether every
+//! configured channel took it. On `Err` the caller keeps the notice and retries
+//! the whole of it later, so a channel that succeeded the first time sees it again:
+//! delivery is at least once, and receivers can use [`Notice::id`] to drop repeats.
+//!
+//! Nothing here handles the credential; a notice names the account, never its password.
+
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::config::NotifyConfig;
+
+/// How long a command or webhook may take before the attempt counts as failed.
+/// A hung pager script must not hold the gate's tick forever.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One message for people.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Notice {
+    /// Stable across retries, so receivers can de-duplicate.
+    pub id: i64,
+    /// `"lock"`, `"recovery"`, `"expiry"`, `"shared_cause"`, ...
+    pub kind: String,
+    /// The account's name (never its username or password).
+    pub account: String,
+    /// One human sentence.
+    pub message: String,
+    /// Anything structured a receiver may want (times, counts).
+    pub details: serde_json::Value,
+}
+
+/// Delivers notices to the configured channels.
+pub struct Notifier {
+    /// Program and arguments; the message is appended as the last argument.
+    command: Option<Vec<String>>,
+    webhook: Option<String>,
+    /// Kept so webhook connections are reused between notices.
+    agent: ureq::Agent,
+    /// Per channel; [`DEFAULT_TIMEOUT`] unless a test shortens it.
+    timeout: Duration,
+}
+
+/// Why a notice did not reach a channel.
+#[derive(Debug, thiserror::Error)]
+pub enum NotifyError {
+    #[error("notify command {program}: {reason}")]
+    Command { program: String, reason: String },
+    /// `url` is the webhook's origin only (`https://hooks.example.com/…`):
+    /// webhook URLs often carry a token in their path, and DESIGN §7 says secrets
+    /// are never shown.
+    #[error("notify webhook {url}: {reason}")]
+    Webhook { url: String, reason: String },
+}
+
+impl Notifier {
+    pub fn new(cfg: &NotifyConfig) -> Notifier {
+        Notifier {
+            command: cfg.command.clone(),
+            webhook: cfg.webhook.clone(),
+            agent: build_agent(DEFAULT_TIMEOUT),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// The same notifier with another per-channel timeout (tests use a short one).
+    pub fn with_timeout(mut self, timeout: Duration) -> Notifier {
+        self.agent = build_agent(timeout);
+        self.timeout = timeout;
+        self
+    }
+
+    /// Always writes one log line to stderr: `leasehold: notice {kind} [{account}]: {message}`.
+    /// Then runs the command, if configured: program and its arguments, then the
+    /// message as the last argument, with `LEASEHOLD_NOTICE_KIND`, `_ACCOUNT`,
+    /// `_MESSAGE`, `_ID` and `_JSON` (the serialized notice) in its environment.
+    /// Its stdout is discarded (ours may be a `--json` report) and its stderr is
+    /// ours; it is killed, with its process group, after the timeout; a non-zero
+    /// exit is a failure. Then POSTs the notice as JSON to the webhook, if
+    /// configured; anything but 2xx (redirects are not followed) is a failure.
+    ///
+    /// # Failure
+    /// `Ok(())` only if every configured channel succeeded. Every channel is tried
+    /// even if an earlier one failed, so one broken channel does not silence the
+    /// others; the first failure is returned and later ones are logged to stderr.
+    /// The caller retries the whole notice, so a channel may see a notice twice.
+    pub fn send(&self, n: &Notice) -> Result<(), NotifyError> {
+        eprintln!(
+            "leasehold: notice {} [{}]: {}",
+            one_line(&n.kind),
+            one_line(&n.account),
+            one_line(&n.message)
+        );
+        let mut results = Vec::new();
+        if let Some(argv) = &self.command {
+            results.push(self.run_command(argv, n));
+        }
+        if let Some(url) = &self.webhook {
+            results.push(self.post_webhook(url, n));
+        }
+        let mut errors = results.into_iter().filter_map(Result::err);
+        let first = errors.next();
+        for later in errors {
+            eprintln!("leasehold: notice {}: {later}", n.id);
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    fn run_command(&self, argv: &[String], n: &Notice) -> Result<(), NotifyError> {
+        let Some((program, args)) = argv.split_first() else {
+            return Err(command_error("", "the command is empty".into()));
+        };
+        let fail = |reason: String| command_error(program, reason);
+        let json = serde_json::to_string(n).map_err(|e| fail(format!("cannot serialize the notice: {e}")))?;
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .arg(&n.message)
+            .env("LEASEHOLD_NOTICE_KIND", &n.kind)
+            .env("LEASEHOLD_NOTICE_ACCOUNT", &n.account)
+            .env("LEASEHOLD_NOTICE_MESSAGE", &n.message)
+            .env("LEASEHOLD_NOTICE_ID", n.id.to_string())
+            .env("LEASEHOLD_NOTICE_JSON", json)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        own_process_group(&mut cmd);
+        let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start: {e}")))?;
+        match wait_with_timeout(&mut child, self.timeout) {
+            Ok(Some(status)) if status.success() => Ok(()),
+            Ok(Some(status)) => Err(fail(describe_exit(status))),
+            Ok(None) => {
+                kill_group(&mut child);
+                Err(fail(format!("did not finish within {:?}; killed", self.timeout)))
+            }
+            Err(e) => {
+                kill_group(&mut child);
+                Err(fail(format!("cannot wait for it: {e}")))
+            }
+        }
+    }
+
+    fn post_webhook(&self, url: &str, n: &Notice) -> Result<(), NotifyError> {
+        let fail = |reason: String| NotifyError::Webhook {
+            url: url_origin(url),
+            reason,
+        };
+        match self.agent.post(url).send_json(n) {
+            Ok(resp) if (200..300).contains(&resp.status()) => Ok(()),
+            Ok(resp) => Err(fail(format!("answered {} {}", resp.status(), resp.status_text()))),
+            Err(ureq::Error::Status(code, resp)) => {
+                Err(fail(format!("answered {code} {}", resp.status_text())))
+            }
+            Err(ureq::Error::Transport(t)) => Err(fail(describe_transport(&t))),
+        }
+    }
+}
+
+fn build_agent(timeout: Duration) -> ureq::Agent {
+    ureq::AgentBuilder::new()
+        .timeout(timeout)
+        // A redirected POST may become a GET or be re-sent elsewhere; refuse it and
+        // let the operator fix the URL.
+        .redirects(0)
+        .user_agent(concat!("leasehold/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+fn command_error(program: &str, reason: String) -> NotifyError {
+    NotifyError::Command {
+        program: program.to_string(),
+        reason,
+    }
+}
+
+/// Control characters (newlines, terminal escapes) from upstream text would
+/// break the one-line log format or the operator's terminal.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// Polls rather than blocking in `wait`, so a hung command cannot outlive the timeout.
+/// `Ok(None)` means the timeout passed.
+fn wait_with_timeout(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// The command gets a process group of its own, so a timeout can kill what it
+/// started too (`sh -c 'curl ...'` leaves `curl` behind if only `sh` dies).
+#[cfg(unix)]
+fn own_process_group(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+}
+
+#[cfg(not(unix))]
+fn own_process_group(_cmd: &mut Command) {}
+
+/// Kills the command's process group (or just the command where there are no
+/// groups) and reaps it, so no zombie is left.
+fn kill_group(child: &mut Child) {
+    #[cfg(unix)]
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) with a negative pid signals the process group we created
+        // in `own_process_group`; it touches no memory of ours.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn describe_exit(status: ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exited with status {code}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return format!("killed by signal {signal}");
+        }
+    }
+    format!("ended with {status}")
+}
+
+/// ureq's own `Display` starts with the full URL, which may hold a token; this
+/// rebuilds the message from its parts without it.
+fn describe_transport(t: &ureq::Transport) -> String {
+    let mut reason = t.kind().to_string();
+    if let Some(message) = t.message() {
+        reason.push_str(": ");
+        reason.push_str(message);
+    }
+    if let Some(source) = std::error::Error::source(t) {
+        reason.push_str(": ");
+        reason.push_str(&source.to_string());
+    }
+    reason
+}
+
+/// `scheme://host[:port]`, plus `/…` when a path or query was cut off; any
+/// `user:password@` is dropped.
+fn url_origin(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let cut = if end < rest.len() && &rest[end..] != "/" {
+        "/…"
+    } else {
+        ""
+    };
+    if scheme.is_empty() {
+        format!("{host}{cut}")
+    } else {
+        format!("{scheme}://{host}{cut}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn notice() -> Notice {
+        Notice {
+            id: 42,
+            kind: "lock".into(),
+            account: "primary".into(),
+            message: "credential rejected; locked for 30m".into(),
+            details: serde_json::json!({ "until_ms": 1_800_000 }),
+        }
+    }
+
+    fn notifier(command: Option<Vec<&str>>, webhook: Option<String>) -> Notifier {
+        let command = command.map(|argv| argv.into_iter().map(String::from).collect());
+        Notifier::new(&NotifyConfig { command, webhook })
+    }
+
+    /// A one-shot webhook on 127.0.0.1:0 answering `status`; yields the request
+    /// body and its Content-Type.
+    fn webhook(status: u16) -> (String, mpsc::Receiver<(String, String)>) {
+        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+        let port = server.server_addr().to_ip().unwrap().port();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut request = server.recv().unwrap();
+            let mut body = String::new();
+            request.as_reader().read_to_string(&mut body).unwrap();
+            let content_type = request
+                .headers()
+                .iter()
+                .find(|h| h.field.equiv("Content-Type"))
+                .map(|h| h.value.to_string())
+                .unwrap_or_default();
+            request.respond(tiny_http::Response::empty(status)).unwrap();
+            tx.send((body, content_type)).unwrap();
+        });
+        (format!("http://127.0.0.1:{port}/hooks/secret-token"), rx)
+    }
+
+    #[test]
+    fn no_channels_only_logs() {
+        notifier(None, None).send(&notice()).unwrap();
+    }
+
+    #[test]
+    fn command_gets_the_message_as_last_argument_and_the_notice_in_its_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let script = r#"printf '%s|%s|%s|%s|%s' "$LEASEHOLD_NOTICE_KIND $2" "$LEASEHOLD_NOTICE_ACCOUNT" \
+            "$LEASEHOLD_NOTICE_ID" "$LEASEHOLD_NOTICE_MESSAGE" "$LEASEHOLD_NOTICE_JSON" > "$1""#;
+        let n = notifier(Some(vec!["sh", "-c", script, "sh", out.to_str().unwrap()]), None);
+        n.send(&notice()).unwrap();
+
+        let written = std::fs::read_to_string(&out).unwrap();
+        let parts: Vec<&str> = written.splitn(5, '|').collect();
+        assert_eq!(
+            parts[..4],
+            [
+                "lock credential rejected; locked for 30m",
+                "primary",
+                "42",
+                "credential rejected; locked for 30m"
+            ]
+        );
+        let json: serde_json::Value = serde_json::from_str(parts[4]).unwrap();
+        assert_eq!(json["id"], 42);
+        assert_eq!(json["kind"], "lock");
+        assert_eq!(json["details"]["until_ms"], 1_800_000);
+    }
+
+    #[test]
+    fn a_failing_command_is_an_error() {
+        let e = notifier(Some(vec!["sh", "-c", "exit 3"]), None)
+            .send(&notice())
+            .unwrap_err();
+        match &e {
+            NotifyError::Command { program, reason } => {
+                assert_eq!(program, "sh");
+                assert_eq!(reason, "exited with status 3");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let e = notifier(Some(vec!["/nonexistent/leasehold-pager"]), None)
+            .send(&notice())
+            .unwrap_err();
+        assert!(e.to_string().contains("cannot start"), "{e}");
+    }
+
+    #[test]
+    fn a_hung_command_is_killed_after_the_timeout() {
+        let started = Instant::now();
+        let n =
+            notifier(Some(vec!["sh", "-c", "sleep 30; true"]), None).with_timeout(Duration::from_millis(200));
+        let e = n.send(&notice()).unwrap_err();
+        assert!(e.to_string().contains("killed"), "{e}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn webhook_receives_the_notice_as_json() {
+        let (url, rx) = webhook(204);
+        notifier(None, Some(url)).send(&notice()).unwrap();
+        let (body, content_type) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(content_type.starts_with("application/json"), "{content_type}");
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "id": 42, "kind": "lock", "account": "primary",
+                "message": "credential rejected; locked for 30m",
+                "details": { "until_ms": 1_800_000 }
+            })
+        );
+    }
+
+    #[test]
+    fn a_webhook_500_is_an_error_that_does_not_show_the_path() {
+        let (url, rx) = webhook(500);
+        let e = notifier(None, Some(url)).send(&notice()).unwrap_err();
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let shown = e.to_string();
+        assert!(matches!(e, NotifyError::Webhook { .. }), "{shown}");
+        assert!(shown.contains("500"), "{shown}");
+        assert!(!shown.contains("secret-token"), "{shown}");
+    }
+
+    #[test]
+    fn an_unreachable_webhook_is_an_error_without_the_path() {
+        // Bind then drop, so the port is (almost certainly) closed.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{port}/hooks/secret-token");
+        let e = notifier(None, Some(url)).send(&notice()).unwrap_err();
+        assert!(!e.to_string().contains("secret-token"), "{e}");
+    }
+
+    #[test]
+    fn every_channel_is_tried_even_when_one_fails() {
+        let (url, rx) = webhook(200);
+        let e = notifier(Some(vec!["false"]), Some(url))
+            .send(&notice())
+            .unwrap_err();
+        assert!(matches!(e, NotifyError::Command { .. }), "{e}");
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("the webhook was still called");
+    }
+
+    #[test]
+    fn url_origin_drops_path_query_and_credentials() {
+        assert_eq!(
+            url_origin("https://hooks.example.com/services/T/B/x"),
+            "https://hooks.example.com/…"
+        );
+        assert_eq!(url_origin("http://u:p@h:8080?token=x"), "http://h:8080/…");
+        assert_eq!(url_origin("https://h/"), "https://h");
+        assert_eq!(url_origin("https://h"), "https://h");
+    }
+
+    #[test]
+    fn log_text_is_one_line() {
+        assert_eq!(one_line("a\nb\r\x1b[31mc"), "a b  [31mc");
+    }
+}

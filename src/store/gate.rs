@@ -1,0 +1,667 @@
+//! The SQL of the auth gate (DESIGN §6): one row per account, shared by every
+//! process through the database.
+//!
+//! Each function runs inside the caller's `BEGIN IMMEDIATE` transaction, so a
+//! state change and the notice announcing it commit together or not at all.
+//! The rules, in order of a life:
+//! - `open`: requests go;
+//! - a rejection (401, a lock answer) while open locks the account for everyone,
+//!   starts an incident (`epoch + 1`) and writes a lock notice, at most one per
+//!   `notify_every` (a recovery resets that);
+//! - while locked and before `locked_until`: nobody calls the upstream;
+//! - after `locked_until`: one process takes the probe slot (set-if-absent with
+//!   `probe_ttl`) and makes one request; the permit carries the epoch and a
+//!   token, so a probe answer that arrives after its slot was taken over
+//!   changes nothing;
+//! - probe success: open for everyone and a recovery notice (outage, probes,
+//!   results held and dropped); probe rejection: locked for another TTL;
+//!   a transient probe answer frees the slot without counting.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::clock::Millis;
+
+/// The gate's timings, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatePolicy {
+    pub lock_ttl: Millis,
+    pub probe_ttl: Millis,
+    pub notify_every: Millis,
+}
+
+/// What a process may do with an account now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Open: make the request.
+    Go,
+    /// Locked (or someone else is probing): do not call the upstream before `until`.
+    Wait { until: Millis, probing: bool },
+    /// The lock ran out and this process holds the probe slot: make exactly one
+    /// request and report its answer with this permit.
+    Probe(ProbePermit),
+    /// Open, but the upstream asked to slow down (429): not before `until`.
+    Paced { until: Millis },
+}
+
+/// The right to make the one probe request of an incident's round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbePermit {
+    pub account: String,
+    pub epoch: i64,
+    pub token: String,
+}
+
+/// What the upstream answered, as far as the gate cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The credential worked.
+    Accepted,
+    /// 401 or a lock answer; lock until `until` if the upstream said so.
+    Rejected { error: String, until: Option<Millis> },
+    /// 5xx, timeout, connection error: says nothing about the credential.
+    Transient,
+    /// 429: nothing about the credential either, but every process holds off
+    /// until `until`.
+    RateLimited { until: Millis },
+}
+
+/// What a report changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateChange {
+    Unchanged,
+    /// The account is locked (a new incident, or a failed probe).
+    Locked {
+        epoch: i64,
+        until: Millis,
+    },
+    /// A probe succeeded: open for everyone.
+    Recovered {
+        epoch: i64,
+    },
+    /// A probe answer from an old permit: ignored.
+    Stale,
+    /// A transient probe answer: the slot is free again, nothing counted.
+    SlotFreed,
+    /// A 429: everyone holds off until `until`.
+    Paced {
+        until: Millis,
+    },
+}
+
+/// One line of the gate's history (locks, probes, recoveries, manual unlocks).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GateEvent {
+    pub at: Millis,
+    pub event: String,
+    pub epoch: i64,
+    pub detail: Option<String>,
+}
+
+/// One account's state, for `auth status`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AccountState {
+    pub name: String,
+    /// `open`, `locked` or `probing`.
+    pub state: String,
+    pub locked_until: Option<Millis>,
+    pub locked_at: Option<Millis>,
+    pub epoch: i64,
+    pub probes: i64,
+    pub last_error: Option<String>,
+    pub holders: i64,
+}
+
+/// Make sure the account has a row (open).
+fn ensure(tx: &Connection, now: Millis, account: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO accounts (name, updated_at) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
+        params![account, now],
+    )?;
+    Ok(())
+}
+
+struct Row {
+    state: String,
+    epoch: i64,
+    locked_until: Option<Millis>,
+    locked_at: Option<Millis>,
+    probe_token: Option<String>,
+    probe_until: Option<Millis>,
+    probes: i64,
+    lock_notice_at: Option<Millis>,
+    dropped_at_lock: i64,
+    paced_until: Option<Millis>,
+}
+
+fn row(tx: &Connection, account: &str) -> rusqlite::Result<Row> {
+    tx.query_row(
+        "SELECT state, epoch, locked_until, locked_at, probe_token, probe_until, probes,
+                lock_notice_at, dropped_at_lock, paced_until
+         FROM accounts WHERE name = ?1",
+        [account],
+        |r| {
+            Ok(Row {
+                state: r.get(0)?,
+                epoch: r.get(1)?,
+                locked_until: r.get(2)?,
+                locked_at: r.get(3)?,
+                probe_token: r.get(4)?,
+                probe_until: r.get(5)?,
+                probes: r.get(6)?,
+                lock_notice_at: r.get(7)?,
+                dropped_at_lock: r.get(8)?,
+                paced_until: r.get(9)?,
+            })
+        },
+    )
+}
+
+pub(crate) fn event(
+    tx: &Connection,
+    now: Millis,
+    account: &str,
+    event: &str,
+    epoch: i64,
+    detail: Option<&str>,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO auth_history (account, at, event, epoch, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![account, now, event, epoch, detail],
+    )?;
+    Ok(())
+}
+
+/// Queue a notice; it is sent after the commit by whoever gets there first.
+pub(crate) fn notice(
+    tx: &Connection,
+    now: Millis,
+    account: &str,
+    kind: &str,
+    message: &str,
+    details: &serde_json::Value,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO notices (account, kind, message, details, created_at, next_try_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        params![account, kind, message, details.to_string(), now],
+    )?;
+    Ok(())
+}
+
+/// May `holder` use `account` now?
+pub(crate) fn admit(
+    tx: &Connection,
+    now: Millis,
+    p: &GatePolicy,
+    account: &str,
+    holder: &str,
+) -> rusqlite::Result<Admission> {
+    ensure(tx, now, account)?;
+    let r = row(tx, account)?;
+    let Some(until) = r.locked_until else {
+        return Ok(match r.paced_until {
+            Some(until) if until > now => Admission::Paced { until },
+            _ => Admission::Go,
+        });
+    };
+    if now < until {
+        return Ok(Admission::Wait {
+            until,
+            probing: false,
+        });
+    }
+    if let (Some(_), Some(slot_until)) = (&r.probe_token, r.probe_until) {
+        if now < slot_until {
+            return Ok(Admission::Wait {
+                until: slot_until,
+                probing: true,
+            });
+        }
+    }
+    let token = uuid::Uuid::new_v4().to_string();
+    tx.execute(
+        "UPDATE accounts SET probe_token = ?2, probe_until = ?3, updated_at = ?4 WHERE name = ?1",
+        params![account, token, now + p.probe_ttl, now],
+    )?;
+    event(tx, now, account, "probe_granted", r.epoch, Some(holder))?;
+    Ok(Admission::Probe(ProbePermit {
+        account: account.to_owned(),
+        epoch: r.epoch,
+        token,
+    }))
+}
+
+/// Record what the upstream answered to a request made with `account`;
+/// `permit` is set when the request was the probe.
+pub(crate) fn report(
+    tx: &Connection,
+    now: Millis,
+    p: &GatePolicy,
+    account: &str,
+    permit: Option<&ProbePermit>,
+    answer: &Answer,
+) -> rusqlite::Result<GateChange> {
+    ensure(tx, now, account)?;
+    let r = row(tx, account)?;
+    if let Some(permit) = permit {
+        let current = r.state == "locked"
+            && r.epoch == permit.epoch
+            && r.probe_token.as_deref() == Some(permit.token.as_str());
+        if !current {
+            event(
+                tx,
+                now,
+                account,
+                "probe_stale",
+                permit.epoch,
+                Some(answer_name(answer)),
+            )?;
+            return Ok(GateChange::Stale);
+        }
+        return probe_answer(tx, now, p, account, &r, answer);
+    }
+    match answer {
+        Answer::RateLimited { until } => pace(tx, account, *until),
+        Answer::Rejected { error, until } if r.state == "open" => {
+            let until = until.unwrap_or(now + p.lock_ttl).max(now + 1);
+            lock(tx, now, p, account, &r, error, until)
+        }
+        _ => Ok(GateChange::Unchanged),
+    }
+}
+
+fn answer_name(a: &Answer) -> &'static str {
+    match a {
+        Answer::Accepted => "accepted",
+        Answer::Rejected { .. } => "rejected",
+        Answer::Transient => "transient",
+        Answer::RateLimited { .. } => "rate limited",
+    }
+}
+
+/// Hold everyone off until `until` (a 429); never shortens an earlier pace.
+fn pace(tx: &Connection, account: &str, until: Millis) -> rusqlite::Result<GateChange> {
+    tx.execute(
+        "UPDATE accounts SET paced_until = max(coalesce(paced_until, 0), ?2) WHERE name = ?1",
+        params![account, until],
+    )?;
+    Ok(GateChange::Paced { until })
+}
+
+fn probe_answer(
+    tx: &Connection,
+    now: Millis,
+    p: &GatePolicy,
+    account: &str,
+    r: &Row,
+    answer: &Answer,
+) -> rusqlite::Result<GateChange> {
+    match answer {
+        Answer::Transient | Answer::RateLimited { .. } => {
+            if let Answer::RateLimited { until } = answer {
+                pace(tx, account, *until)?;
+            }
+            tx.execute(
+                "UPDATE accounts SET probe_token = NULL, probe_until = NULL, updated_at = ?2 WHERE name = ?1",
+                params![account, now],
+            )?;
+            event(tx, now, account, "probe_transient", r.epoch, None)?;
+            Ok(GateChange::SlotFreed)
+        }
+        Answer::Rejected { error, until } => {
+            let until = until.unwrap_or(now + p.lock_ttl).max(now + 1);
+            tx.execute(
+                "UPDATE accounts SET locked_until = ?2, probe_token = NULL, probe_until = NULL,
+                        probes = probes + 1, last_error = ?3, updated_at = ?4
+                 WHERE name = ?1",
+                params![account, until, error, now],
+            )?;
+            event(tx, now, account, "probe_failed", r.epoch, Some(error))?;
+            // A reminder at most once per notify_every while the incident lasts.
+            if r.lock_notice_at.is_none_or(|at| now - at >= p.notify_every) {
+                lock_notice(
+                    tx,
+                    now,
+                    account,
+                    r.epoch,
+                    until,
+                    error,
+                    "still locked after a probe",
+                )?;
+            }
+            Ok(GateChange::Locked {
+                epoch: r.epoch,
+                until,
+            })
+        }
+        Answer::Accepted => recover(tx, now, account, r, "probe succeeded"),
+    }
+}
+
+/// Open -> locked: a new incident.
+fn lock(
+    tx: &Connection,
+    now: Millis,
+    p: &GatePolicy,
+    account: &str,
+    r: &Row,
+    error: &str,
+    until: Millis,
+) -> rusqlite::Result<GateChange> {
+    let epoch = r.epoch + 1;
+    let dropped: i64 = tx.query_row("SELECT dropped FROM outbox_totals WHERE id = 1", [], |r| r.get(0))?;
+    tx.execute(
+        "UPDATE accounts SET state = 'locked', epoch = ?2, locked_until = ?3, locked_at = ?4,
+                probe_token = NULL, probe_until = NULL, probes = 0, last_error = ?5,
+                dropped_at_lock = ?6, updated_at = ?4
+         WHERE name = ?1",
+        params![account, epoch, until, now, error, dropped],
+    )?;
+    event(tx, now, account, "locked", epoch, Some(error))?;
+    if shared_cause(tx, now, p, account)? {
+        shared_cause_notice(tx, now, p, account)?;
+    } else if r.lock_notice_at.is_none_or(|at| now - at >= p.notify_every) {
+        lock_notice(tx, now, account, epoch, until, error, "locked")?;
+    }
+    Ok(GateChange::Locked { epoch, until })
+}
+
+/// Another account of this database locked within one `lock_ttl`, and is still
+/// locked: the cause is likely shared (an upstream outage, a changed policy).
+fn shared_cause(tx: &Connection, now: Millis, p: &GatePolicy, account: &str) -> rusqlite::Result<bool> {
+    tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM accounts
+                        WHERE name <> ?1 AND state = 'locked' AND locked_at >= ?2)",
+        params![account, now - p.lock_ttl],
+        |r| r.get(0),
+    )
+}
+
+/// The meta key holding when the last shared-cause notice was written.
+const SHARED_CAUSE_AT: &str = "shared_cause_notice_at";
+
+/// Whether a shared cause was declared within the last `lock_ttl`: then no
+/// process moves onto the remaining accounts of a pool.
+pub(crate) fn shared_cause_active(tx: &Connection, now: Millis, p: &GatePolicy) -> rusqlite::Result<bool> {
+    let at: Option<String> = tx
+        .query_row("SELECT value FROM meta WHERE name = ?1", [SHARED_CAUSE_AT], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    let locked_now: i64 = tx.query_row(
+        "SELECT count(*) FROM accounts WHERE state = 'locked' AND locked_at >= ?1",
+        [now - p.lock_ttl],
+        |r| r.get(0),
+    )?;
+    Ok(at
+        .and_then(|v| v.parse::<i64>().ok())
+        .is_some_and(|at| now - at < p.lock_ttl)
+        && locked_now >= 2)
+}
+
+fn shared_cause_notice(tx: &Connection, now: Millis, p: &GatePolicy, account: &str) -> rusqlite::Result<()> {
+    let last: Option<String> = tx
+        .query_row("SELECT value FROM meta WHERE name = ?1", [SHARED_CAUSE_AT], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    if last
+        .and_then(|v| v.parse::<i64>().ok())
+        .is_some_and(|at| now - at < p.lock_ttl)
+    {
+        return Ok(());
+    }
+    let locked: Vec<String> = {
+        let mut s =
+            tx.prepare("SELECT name FROM accounts WHERE state = 'locked' AND locked_at >= ?1 ORDER BY name")?;
+        let names = s.query_map([now - p.lock_ttl], |r| r.get(0))?;
+        names.collect::<rusqlite::Result<_>>()?
+    };
+    tx.execute(
+        "INSERT INTO meta (name, value) VALUES (?1, ?2)
+         ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        params![SHARED_CAUSE_AT, now.to_string()],
+    )?;
+    // Every account in it counts as told: no separate lock notices follow.
+    tx.execute(
+        "UPDATE accounts SET lock_notice_at = ?2 WHERE state = 'locked' AND locked_at >= ?1",
+        params![now - p.lock_ttl, now],
+    )?;
+    let message = format!(
+        "accounts {} were all rejected within {} s: likely a shared cause; not failing over",
+        locked.join(", "),
+        p.lock_ttl / 1000
+    );
+    notice(
+        tx,
+        now,
+        account,
+        "shared_cause",
+        &message,
+        &serde_json::json!({ "accounts": locked }),
+    )
+}
+
+fn lock_notice(
+    tx: &Connection,
+    now: Millis,
+    account: &str,
+    epoch: i64,
+    until: Millis,
+    error: &str,
+    what: &str,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE accounts SET lock_notice_at = ?2 WHERE name = ?1",
+        params![account, now],
+    )?;
+    let message = format!(
+        "account {account} {what}: {error}; nobody uses it for {} s",
+        (until - now).max(0) / 1000
+    );
+    notice(
+        tx,
+        now,
+        account,
+        "lock",
+        &message,
+        &serde_json::json!({ "epoch": epoch, "locked_until": until, "error": error }),
+    )
+}
+
+/// Locked -> open, with the recovery notice. Only after a lock notice went out
+/// for this incident (or an earlier one of the same `notify_every` window).
+fn recover(tx: &Connection, now: Millis, account: &str, r: &Row, how: &str) -> rusqlite::Result<GateChange> {
+    let (held, dropped): (i64, i64) =
+        tx.query_row("SELECT rows, dropped FROM outbox_totals WHERE id = 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    let probes = r.probes + i64::from(how == "probe succeeded");
+    tx.execute(
+        "UPDATE accounts SET state = 'open', locked_until = NULL, locked_at = NULL,
+                probe_token = NULL, probe_until = NULL, probes = 0, lock_notice_at = NULL,
+                updated_at = ?2
+         WHERE name = ?1",
+        params![account, now],
+    )?;
+    event(tx, now, account, "recovered", r.epoch, Some(how))?;
+    if r.lock_notice_at.is_some() {
+        let outage = now - r.locked_at.unwrap_or(now);
+        let dropped = dropped - r.dropped_at_lock;
+        let message = format!(
+            "account {account} works again ({how}) after {} s; {probes} probe(s); \
+             {held} result(s) held in the outbox, {dropped} dropped",
+            outage / 1000
+        );
+        notice(
+            tx,
+            now,
+            account,
+            "recovery",
+            &message,
+            &serde_json::json!({
+                "epoch": r.epoch, "outage_ms": outage, "probes": probes,
+                "held": held, "dropped": dropped,
+            }),
+        )?;
+    }
+    Ok(GateChange::Recovered { epoch: r.epoch })
+}
+
+/// Manual override (`auth unlock`): open the account now, recorded in history.
+pub(crate) fn unlock(tx: &Connection, now: Millis, account: &str, by: &str) -> rusqlite::Result<bool> {
+    let exists: bool = tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM accounts WHERE name = ?1)",
+        [account],
+        |r| r.get(0),
+    )?;
+    if !exists {
+        ensure(tx, now, account)?;
+    }
+    let r = row(tx, account)?;
+    if r.state != "locked" {
+        event(tx, now, account, "unlock_noop", r.epoch, Some(by))?;
+        return Ok(false);
+    }
+    event(tx, now, account, "manual_unlock", r.epoch, Some(by))?;
+    recover(tx, now, account, &r, "unlocked by hand")?;
+    Ok(true)
+}
+
+/// Every account's state, with its live holders.
+pub(crate) fn states(c: &Connection, now: Millis) -> rusqlite::Result<Vec<AccountState>> {
+    let mut s = c.prepare(
+        "SELECT a.name, a.state, a.locked_until, a.locked_at, a.epoch, a.probes, a.last_error,
+                a.probe_until,
+                (SELECT count(*) FROM account_holders h WHERE h.account = a.name AND h.expires_at > ?1)
+         FROM accounts a ORDER BY a.name",
+    )?;
+    let rows = s.query_map([now], |r| {
+        let state: String = r.get(1)?;
+        let probe_until: Option<Millis> = r.get(7)?;
+        let probing = state == "locked" && probe_until.is_some_and(|u| u > now);
+        Ok(AccountState {
+            name: r.get(0)?,
+            state: if probing { "probing".into() } else { state },
+            locked_until: r.get(2)?,
+            locked_at: r.get(3)?,
+            epoch: r.get(4)?,
+            probes: r.get(5)?,
+            last_error: r.get(6)?,
+            holders: r.get(8)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// Once a day (per account, across processes) from `warn_days` before the
+/// expiry day: a warning notice. Returns the days left.
+pub(crate) fn expiry(
+    tx: &Connection,
+    now: Millis,
+    account: &str,
+    expires_on: i64,
+    warn_days: i64,
+) -> rusqlite::Result<i64> {
+    ensure(tx, now, account)?;
+    let today = now.div_euclid(86_400_000);
+    let left = expires_on - today;
+    if left > warn_days {
+        return Ok(left);
+    }
+    let warned: Option<i64> = tx.query_row(
+        "SELECT expiry_warned FROM accounts WHERE name = ?1",
+        [account],
+        |r| r.get(0),
+    )?;
+    if warned == Some(today) {
+        return Ok(left);
+    }
+    tx.execute(
+        "UPDATE accounts SET expiry_warned = ?2 WHERE name = ?1",
+        params![account, today],
+    )?;
+    let message = if left > 0 {
+        format!("account {account} expires in {left} day(s)")
+    } else if left == 0 {
+        format!("account {account} expires today")
+    } else {
+        format!("account {account} expired {} day(s) ago", -left)
+    };
+    notice(
+        tx,
+        now,
+        account,
+        "expiry",
+        &message,
+        &serde_json::json!({ "days_left": left, "expires_on_day": expires_on }),
+    )?;
+    Ok(left)
+}
+
+/// The account this holder uses: its own while its hold is live (sticky);
+/// otherwise the open account with the fewest live holders. During a shared
+/// cause, or when every account is locked, locks are not a reason to choose:
+/// nobody fails over onto the remaining accounts.
+pub(crate) fn hold(
+    tx: &Connection,
+    now: Millis,
+    p: &GatePolicy,
+    holder: &str,
+    candidates: &[String],
+    hold_ms: Millis,
+) -> rusqlite::Result<Option<String>> {
+    for a in candidates {
+        ensure(tx, now, a)?;
+    }
+    let current: Option<String> = tx
+        .query_row(
+            "SELECT account FROM account_holders WHERE holder = ?1 AND expires_at > ?2",
+            params![holder, now],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let chosen = match current.filter(|a| candidates.contains(a)) {
+        Some(a) => Some(a),
+        None => choose(tx, now, p, candidates)?,
+    };
+    if let Some(a) = &chosen {
+        tx.execute(
+            "INSERT INTO account_holders (holder, account, expires_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (holder) DO UPDATE SET account = excluded.account, expires_at = excluded.expires_at",
+            params![holder, a, now + hold_ms],
+        )?;
+    }
+    Ok(chosen)
+}
+
+fn choose(
+    tx: &Connection,
+    now: Millis,
+    p: &GatePolicy,
+    candidates: &[String],
+) -> rusqlite::Result<Option<String>> {
+    let shared = shared_cause_active(tx, now, p)?;
+    let mut best: Option<(bool, i64, usize)> = None;
+    for (i, a) in candidates.iter().enumerate() {
+        let (locked, holders): (bool, i64) = tx.query_row(
+            "SELECT state = 'locked',
+                    (SELECT count(*) FROM account_holders WHERE account = ?1 AND expires_at > ?2)
+             FROM accounts WHERE name = ?1",
+            params![a, now],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let locked = locked && !shared;
+        let key = (locked, holders, i);
+        if best.is_none_or(|b| key < b) {
+            best = Some(key);
+        }
+    }
+    Ok(best.map(|(_, _, i)| candidates[i].clone()))
+}
+
+/// Let go of a holder's account (the process is stopping).
+pub(crate) fn unhold(tx: &Connection, holder: &str) -> rusqlite::Result<()> {
+    tx.execute("DELETE FROM account_holders WHERE holder = ?1", [holder])?;
+    Ok(())
+}
