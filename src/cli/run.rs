@@ -280,10 +280,21 @@ impl Progress {
         match &self.bar {
             Some(bar) => {
                 bar.set_position(done);
-                bar.set_message(format!("{} failed", s.failed));
+                let waiting = match s.waiting {
+                    0 => String::new(),
+                    n => format!(", {n} waiting for a locked account"),
+                };
+                bar.set_message(format!("{} failed{waiting}", s.failed));
             }
             None if self.last_line.elapsed() >= Duration::from_secs(1) => {
-                eprintln!("leasehold: {done}/{} processed, {} failed", self.total, s.failed);
+                let waiting = match s.waiting {
+                    0 => String::new(),
+                    n => format!(", {n} handed back until a locked account opens"),
+                };
+                eprintln!(
+                    "leasehold: {done}/{} processed, {} failed{waiting}",
+                    self.total, s.failed
+                );
                 self.last_line = Instant::now();
             }
             None => {}
