@@ -338,6 +338,16 @@ impl HttpSource {
 }
 
 impl Source for HttpSource {
+    fn ready_at(&self) -> Option<Millis> {
+        let account = self.gate.hold(&self.pool).ok()?;
+        let recheck = Duration::from_millis(PROBE_RECHECK_MS as u64);
+        self.gate
+            .store()
+            .gate_blocked_until(&account.name, recheck)
+            .ok()
+            .flatten()
+    }
+
     fn fetch(&self, key: &str, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
         let upstream = |detail: String, transient: bool| SourceError::Upstream {
             key: key.to_owned(),
@@ -435,10 +445,25 @@ impl Sink {
         }
     }
 
+    /// Until when the sink's account may not be used, if not now.
+    pub fn blocked_until(&self) -> Option<Millis> {
+        let recheck = Duration::from_millis(PROBE_RECHECK_MS as u64);
+        self.gate
+            .store()
+            .gate_blocked_until(&self.account, recheck)
+            .ok()
+            .flatten()
+    }
+
     /// Claim the next batch and send it. A batch's rows are removed only after
     /// a 2xx; anything else puts them back, and the pace holds the next batch.
     pub fn drain_once(&self) -> Result<DrainStep, GateError> {
         let store = self.gate.store();
+        // A locked account is waited for here, before any batch is claimed, so
+        // the outbox's shared pace only ever holds the sink's own rate.
+        if let Some(until) = self.blocked_until() {
+            return Ok(DrainStep::Wait { until, why: "locked" });
+        }
         let lease = self.client.timeout() * 2 + Duration::from_secs(5);
         let batch = match store.outbox_claim(self.batch_size, lease, self.interval)? {
             Drain::Empty => return Ok(DrainStep::Empty),
@@ -469,7 +494,10 @@ impl Sink {
             | Err(GateError::Upstream {
                 locked_until: Some(until),
                 ..
-            }) => (until, "locked"),
+            }) => {
+                store.outbox_undelivered(&batch, now)?;
+                return Ok(DrainStep::Wait { until, why: "locked" });
+            }
             Err(GateError::Paced { until, .. }) => (until, "rate limited"),
             Err(GateError::Upstream { error, .. }) if matches!(error, UpstreamError::RateLimited { .. }) => {
                 let pause = error.retry_after().unwrap_or(self.interval * 2);

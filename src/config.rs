@@ -468,28 +468,16 @@ impl FileConfig {
     }
 }
 
-/// toml's own rendering quotes the source line, which would echo an inline
-/// password that has a syntax error of its own (or sits next to one). When the
-/// text holds such a key anywhere, fall back to line, column and message only.
+/// A TOML error as line, column and message; toml's own rendering would quote
+/// the source line.
 fn toml_message(text: &str, err: &toml::de::Error) -> String {
-    if !mentions_inline_password(text) {
-        return err.to_string().trim_end().to_string();
-    }
+    // Never the quoted line: a mistyped key (`passwd = "..."`) would put a
+    // secret in the error.
     let message = err.message().trim_end().replace('\n', "; ");
     match err.span().and_then(|span| line_column(text, span.start)) {
         Some((line, column)) => format!("TOML parse error at line {line}, column {column}: {message}"),
         None => format!("TOML parse error: {message}"),
     }
-}
-
-/// Whether `text` mentions `password` other than as `password_env` / `password_file`.
-/// Deliberately coarse (a comment counts too): a false positive only costs the
-/// quoted line in an error.
-fn mentions_inline_password(text: &str) -> bool {
-    text.to_ascii_lowercase()
-        .replace("password_env", "")
-        .replace("password_file", "")
-        .contains("password")
 }
 
 /// 1-based line and column (in characters) of byte `offset`.

@@ -33,6 +33,9 @@ pub struct Notice {
     pub details: serde_json::Value,
 }
 
+/// What a notify command inherits of leasehold's environment.
+const KEPT_ENV: [&str; 7] = ["PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
 /// Delivers notices to the configured channels.
 pub struct Notifier {
     /// Program and arguments; the message is appended as the last argument.
@@ -116,6 +119,14 @@ impl Notifier {
         let fail = |reason: String| command_error(program, reason);
         let json = serde_json::to_string(n).map_err(|e| fail(format!("cannot serialize the notice: {e}")))?;
         let mut cmd = Command::new(program);
+        // A clean environment: the process's own may hold account passwords
+        // (`password_env`), which a notify script must never see or log.
+        cmd.env_clear();
+        for name in KEPT_ENV {
+            if let Some(v) = std::env::var_os(name) {
+                cmd.env(name, v);
+            }
+        }
         cmd.args(args)
             .arg(&n.message)
             .env("LEASEHOLD_NOTICE_KIND", &n.kind)

@@ -20,6 +20,13 @@ use crate::store::{NewDoc, Store};
 pub trait Source: Send + Sync {
     /// The bytes of the document `key`; more than `max_bytes` is an error.
     fn fetch(&self, key: &str, max_bytes: u64) -> std::result::Result<Vec<u8>, SourceError>;
+
+    /// When this source can be used again, if not now (its account is locked):
+    /// workers wait instead of claiming documents they could only hand back,
+    /// which would keep them from workers whose source is fine.
+    fn ready_at(&self) -> Option<crate::clock::Millis> {
+        None
+    }
 }
 
 /// Why a document could not be read.

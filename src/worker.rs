@@ -320,6 +320,9 @@ pub struct PoolOptions {
     pub until_idle: bool,
     /// The longest an idle worker sleeps before looking again.
     pub idle_wait_cap: Duration,
+    /// When the source cannot be used (its account is locked), wait for it;
+    /// if false and `until_idle`, the worker exits instead.
+    pub wait_for_source: bool,
     /// Prefix of worker names (the process id is added).
     pub name_prefix: String,
 }
@@ -331,6 +334,7 @@ impl Default for PoolOptions {
             ticks: Ticks::Timer,
             until_idle: false,
             idle_wait_cap: Duration::from_secs(1),
+            wait_for_source: true,
             name_prefix: "worker".into(),
         }
     }
@@ -432,6 +436,13 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
     let store = &worker.pipeline.store;
     while !stop.stop_claiming.load(Ordering::SeqCst) {
         let token = store.work_token();
+        if let Some(wait) = source_pause(worker, opts) {
+            if opts.until_idle && !opts.wait_for_source {
+                return;
+            }
+            store.wait_for_work(token, wait);
+            continue;
+        }
         let outcome = catch_unwind(AssertUnwindSafe(|| worker.process_one())).unwrap_or_else(|p| {
             Err(Error::InvalidInput {
                 what: "worker step",
@@ -456,6 +467,14 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
             }
         }
     }
+}
+
+/// How long to wait before claiming, if the source cannot be used now (its
+/// account is locked): pausing leaves the documents to workers that can.
+fn source_pause(worker: &Worker, opts: &PoolOptions) -> Option<Duration> {
+    let at = worker.pipeline.source.ready_at()?;
+    let now = worker.pipeline.store.now();
+    (at > now).then(|| Duration::from_millis((at - now) as u64).min(opts.idle_wait_cap))
 }
 
 /// Sleep until something may be claimable (or an in-process enqueue/release

@@ -189,3 +189,24 @@ fn every_claim_statement_uses_its_partial_index() {
         );
     }
 }
+
+#[test]
+fn several_openers_of_a_fresh_file_all_succeed() {
+    // Creating the file switches it to WAL, which needs its exclusive lock:
+    // openers that race for it must wait their turn, not fail.
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("fresh-{round}.db"));
+        let openers: Vec<_> = (0..4)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || Store::open(&path, StoreOptions::default()).map(|_| ()))
+            })
+            .collect();
+        for o in openers {
+            if let Err(e) = o.join().unwrap() {
+                panic!("round {round}: {e}");
+            }
+        }
+    }
+}

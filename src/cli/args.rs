@@ -88,6 +88,10 @@ pub enum Command {
         until_empty: bool,
         #[arg(long)]
         json: bool,
+        /// With --until-empty: exit instead of waiting when the source's
+        /// account is locked.
+        #[arg(long)]
+        no_wait: bool,
     },
     /// Counts by status and live leases.
     Status {

@@ -78,7 +78,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             no_wait,
             ..
         } => sync::discover(&config::Config::build(g, None)?, json, no_wait),
-        Command::Work { until_empty, json } => run::work(&config::Config::build(g, None)?, until_empty, json),
+        Command::Work {
+            until_empty,
+            json,
+            no_wait,
+        } => run::work(&config::Config::build(g, None)?, until_empty, json, no_wait),
         Command::Status { json } => report::status(&config::Config::build(g, None)?, json),
         Command::Inspect { doc, json } => report::inspect(&config::Config::build(g, None)?, &doc, json),
         Command::Gc { dry_run, json } => report::gc(&config::Config::build(g, None)?, dry_run, json),

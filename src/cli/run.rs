@@ -153,16 +153,16 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
         .discover(&cfg.store, cfg.max_input)
         .map_err(|e| CliError::Runtime(e.to_string()))?;
     let courier = cfg.upstream.as_ref().map(Courier::start);
-    let mut summary = work_pool(cfg, true, started)?;
+    let mut summary = work_pool(cfg, true, false, started)?;
     add_discovery(&mut summary, &found);
     settle_courier(cfg, courier, &mut summary)?;
     finish(summary, json, fail_on_error)
 }
 
 /// `leasehold work`.
-pub fn work(cfg: &Config, until_empty: bool, json: bool) -> Result<ExitCode, CliError> {
+pub fn work(cfg: &Config, until_empty: bool, json: bool, no_wait: bool) -> Result<ExitCode, CliError> {
     let courier = cfg.upstream.as_ref().map(Courier::start);
-    let mut summary = work_pool(cfg, until_empty, Instant::now())?;
+    let mut summary = work_pool(cfg, until_empty, no_wait, Instant::now())?;
     settle_courier(cfg, courier, &mut summary)?;
     finish(summary, json, false)
 }
@@ -205,12 +205,18 @@ fn add_discovery(s: &mut Summary, d: &Discovered) {
 }
 
 /// Run a pool until it exits (idle, or stopped by Ctrl-C) and count what it did.
-pub fn work_pool(cfg: &Config, until_idle: bool, started: Instant) -> Result<Summary, CliError> {
+pub fn work_pool(
+    cfg: &Config,
+    until_idle: bool,
+    no_wait: bool,
+    started: Instant,
+) -> Result<Summary, CliError> {
     let todo = cfg.store.counts()?;
     let total = todo.discovered + todo.retrying + todo.extracting;
     let opts = PoolOptions {
         workers: cfg.workers,
         until_idle,
+        wait_for_source: !no_wait,
         ..PoolOptions::default()
     };
     let (tx, rx) = crossbeam_channel::unbounded();

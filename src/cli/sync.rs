@@ -181,7 +181,7 @@ pub fn sync(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliErro
 /// Run the pool; documents handed back until a lock ends are taken up again
 /// when it ends, until nothing is left but indexed and dead documents.
 fn work_until_settled(cfg: &Config, no_wait: bool, started: Instant) -> Result<Summary, CliError> {
-    let mut total = work_pool(cfg, true, started)?;
+    let mut total = work_pool(cfg, true, no_wait, started)?;
     if no_wait {
         total.waiting = cfg.store.counts()?.retrying;
         return Ok(total);
@@ -207,7 +207,7 @@ fn work_until_settled(cfg: &Config, no_wait: bool, started: Instant) -> Result<S
                 continue;
             }
         }
-        total.add(work_pool(cfg, true, started)?);
+        total.add(work_pool(cfg, true, no_wait, started)?);
     }
 }
 
@@ -221,14 +221,18 @@ fn drain(
 ) -> Result<u64, CliError> {
     let mut delivered = 0u64;
     loop {
+        if no_wait && sink.blocked_until().is_some() {
+            return Ok(delivered);
+        }
         match sink.drain_once() {
             Ok(DrainStep::Sent(n)) => delivered += n as u64,
             Ok(DrainStep::Empty) => return Ok(delivered),
             Ok(DrainStep::Wait { until, why }) => {
+                // Without waiting, only the sink's own pace is sat out.
+                if no_wait && why != "pace" {
+                    return Ok(delivered);
+                }
                 if why == "locked" {
-                    if no_wait {
-                        return Ok(delivered);
-                    }
                     on_wait(&GateError::Locked {
                         account: "sink".into(),
                         until,

@@ -485,6 +485,13 @@ fn recover(tx: &Connection, now: Millis, account: &str, r: &Row, how: &str) -> r
         params![account, now],
     )?;
     event(tx, now, account, "recovered", r.epoch, Some(how))?;
+    // Documents handed back until the end of this lock may go at once.
+    if let Some(until) = r.locked_until {
+        tx.execute(
+            "UPDATE jobs SET retry_at = ?1 WHERE status = 'retrying' AND retry_at = ?2",
+            params![now, until],
+        )?;
+    }
     if r.lock_notice_at.is_some() {
         let outage = now - r.locked_at.unwrap_or(now);
         let dropped = dropped - r.dropped_at_lock;
@@ -526,6 +533,33 @@ pub(crate) fn unlock(tx: &Connection, now: Millis, account: &str, by: &str) -> r
     event(tx, now, account, "manual_unlock", r.epoch, Some(by))?;
     recover(tx, now, account, &r, "unlocked by hand")?;
     Ok(true)
+}
+
+/// Until when nobody should call the upstream with `account` (locked, being
+/// probed by someone, or paced), or `None` if a request may go now. A probe
+/// held by someone else is looked at again within `recheck` ms, since its
+/// success opens the account at once.
+pub(crate) fn blocked_until(
+    c: &Connection,
+    now: Millis,
+    account: &str,
+    recheck: Millis,
+) -> rusqlite::Result<Option<Millis>> {
+    let r: Option<(Option<Millis>, Option<Millis>, Option<Millis>)> = c
+        .query_row(
+            "SELECT locked_until, probe_until, paced_until FROM accounts WHERE name = ?1",
+            [account],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    Ok(match r {
+        None => None,
+        Some((Some(locked), _, _)) if now < locked => Some(locked),
+        Some((Some(_), Some(probe), _)) if now < probe => Some(probe.min(now + recheck)),
+        Some((Some(_), _, _)) => None,
+        Some((None, _, Some(paced))) if now < paced => Some(paced),
+        Some(_) => None,
+    })
 }
 
 /// Every account's state, with its live holders.

@@ -555,6 +555,13 @@ impl Store {
         Ok(done)
     }
 
+    /// Until when nobody should call the upstream with `account`, if not now
+    /// (a read; see [`Admission`] for the write that decides).
+    pub fn gate_blocked_until(&self, account: &str, recheck: Duration) -> Result<Option<Millis>> {
+        let (now, recheck) = (self.now(), duration_ms(recheck));
+        self.read(|c| gate::blocked_until(c, now, account, recheck))
+    }
+
     /// Every account the database knows, with its state.
     pub fn gate_states(&self) -> Result<Vec<AccountState>> {
         let now = self.now();

@@ -191,10 +191,21 @@ fn has_foreign_tables(conn: &Connection, path: &Path) -> Result<bool> {
 
 /// WAL is persistent, so set it once and read it back: SQLite ignores what it
 /// cannot do (e.g. no shared memory) and answers with the mode it kept.
+/// Switching a fresh file to WAL needs its exclusive lock; SQLite answers BUSY
+/// at once (without the busy handler) when two processes create the file
+/// together, so the switch is retried a bounded number of times, jittered.
 fn enable_wal(conn: &Connection, path: &Path) -> Result<()> {
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(|e| Error::from_sqlite(path, e))?;
+    let mut attempt = 0u32;
+    let mode: String = loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)) {
+            Ok(mode) => break mode,
+            Err(e) if crate::error::is_retryable(&e) && attempt < WAL_SWITCH_RETRIES => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1 + fastrand::u64(0..20)));
+            }
+            Err(e) => return Err(Error::from_sqlite(path, e)),
+        }
+    };
     if mode.eq_ignore_ascii_case("wal") {
         Ok(())
     } else {
@@ -204,6 +215,9 @@ fn enable_wal(conn: &Connection, path: &Path) -> Result<()> {
         })
     }
 }
+
+/// How often a BUSY switch to WAL is tried again (about a second in all).
+const WAL_SWITCH_RETRIES: u32 = 100;
 
 /// Apply every section newer than `from`, each in its own IMMEDIATE transaction,
 /// re-reading the version inside it so two processes opening at once migrate once.
