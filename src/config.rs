@@ -1078,9 +1078,10 @@ mod tests {
             assert!(!shown.contains("hunter2"), "{shown}");
             assert!(shown.contains("line "), "{shown}");
         }
-        // Without an inline password, toml's own rendering (with the line) is kept.
-        let e = err("[auth]\nlock_ttl = 30\n");
-        assert!(e.to_string().contains("lock_ttl = 30"), "{e}");
+        // A mistyped key's value is never quoted either, password or not.
+        let e = err("[[account]]\nname = \"a\"\npasswd = \"hunter2-typo\"\n");
+        assert!(!format!("{e} {e:?}").contains("hunter2"), "{e}");
+        assert!(e.to_string().contains("passwd"), "the key is named: {e}");
     }
 
     #[test]
