@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::Millis;
+use crate::clock::{duration_ms, rfc3339, Millis};
 use crate::config::{Day, FileConfig, HttpSinkConfig, HttpSourceConfig};
 use crate::error::Error;
 use crate::notify::{Notice, Notifier};
@@ -24,14 +24,14 @@ use crate::upstream::{Account, Delivery, HttpClient, UpstreamError};
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
     /// The account is locked (or another process is probing it): no request made.
-    #[error("account {account}: locked, nobody calls the upstream with it before {}", at(*until))]
+    #[error("account {account}: locked, nobody calls the upstream with it before {}", rfc3339(*until))]
     Locked {
         account: String,
         until: Millis,
         probing: bool,
     },
     /// The upstream asked everyone to slow down (429): no request before `until`.
-    #[error("account {account}: rate limited, no request before {}", at(*until))]
+    #[error("account {account}: rate limited, no request before {}", rfc3339(*until))]
     Paced { account: String, until: Millis },
     /// The request was made and failed; a credential failure has locked the account.
     #[error("account {account}: {error}")]
@@ -47,12 +47,6 @@ pub enum GateError {
     Store(#[from] Error),
 }
 
-/// A time in ms since the epoch, shown as RFC 3339 (UTC) for people.
-fn at(ms: Millis) -> String {
-    let t = std::time::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
-    humantime::format_rfc3339_seconds(t).to_string()
-}
-
 /// The shared gate of one process: its accounts (with their secrets), the
 /// timings, and where notices go.
 pub struct Gate {
@@ -62,11 +56,9 @@ pub struct Gate {
     expiries: Vec<(String, Day)>,
     warn_days: i64,
     holder: String,
+    /// The pool account `hold` chose last (a copy of this process's hold row).
+    held: std::sync::Mutex<Option<String>>,
     notifier: Notifier,
-}
-
-fn ms(d: Duration) -> Millis {
-    crate::clock::duration_ms(d)
 }
 
 impl Gate {
@@ -75,9 +67,9 @@ impl Gate {
         Gate {
             store: store.clone(),
             policy: GatePolicy {
-                lock_ttl: ms(cfg.auth.lock_ttl),
-                probe_ttl: ms(cfg.auth.probe_ttl),
-                notify_every: ms(cfg.auth.notify_every),
+                lock_ttl: duration_ms(cfg.auth.lock_ttl),
+                probe_ttl: duration_ms(cfg.auth.probe_ttl),
+                notify_every: duration_ms(cfg.auth.notify_every),
             },
             accounts: cfg
                 .accounts
@@ -91,6 +83,7 @@ impl Gate {
                 .collect(),
             warn_days: (cfg.auth.expiry_warning.as_secs() / 86_400) as i64,
             holder: holder.into(),
+            held: std::sync::Mutex::new(None),
             notifier: Notifier::new(&cfg.notify),
         }
     }
@@ -118,7 +111,17 @@ impl Gate {
         }
         let hold = Duration::from_millis((2 * self.policy.probe_ttl).max(10_000) as u64);
         let name = self.store.gate_hold(&self.holder, pool, hold, &self.policy)?;
+        *self.held.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
         self.account(name.as_deref().unwrap_or_default())
+    }
+
+    /// The account of `pool` this process uses, as of its last `hold`; `None`
+    /// before the first. Reads nothing.
+    fn last_held(&self, pool: &[String]) -> Option<String> {
+        match pool {
+            [one] => Some(one.clone()),
+            _ => self.held.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        }
     }
 
     /// Give up this process's pool hold (it is stopping).
@@ -163,7 +166,7 @@ impl Gate {
         result.map_err(|error| {
             let locked_until = match change {
                 GateChange::Locked { until, .. } => Some(until),
-                _ if error.is_credential_problem() => self.locked_until(&account.name),
+                _ if error.is_credential_problem() => self.blocked_until(&account.name),
                 _ => None,
             };
             GateError::Upstream {
@@ -191,22 +194,21 @@ impl Gate {
                 }
                 Err(GateError::Upstream {
                     locked_until: Some(until),
-                    ref error,
                     ref account,
+                    ..
                 }) if wait => {
                     on_wait(&GateError::Locked {
                         account: account.clone(),
                         until,
                         probing: false,
                     });
-                    let _ = error;
                     until
                 }
                 // A pace is not a lock: it is waited out even with `wait` false.
                 Err(GateError::Paced { until, .. }) => until,
                 Err(GateError::Upstream { ref error, .. }) if wait && error.is_transient() => {
                     let pause = error.retry_after().unwrap_or(Duration::from_secs(1));
-                    self.store.now() + ms(pause)
+                    self.store.now() + duration_ms(pause)
                 }
                 other => return other,
             };
@@ -222,9 +224,10 @@ impl Gate {
         self.send_notices();
     }
 
-    fn locked_until(&self, account: &str) -> Option<Millis> {
-        let states = self.store.gate_states().ok()?;
-        states.into_iter().find(|s| s.name == account)?.locked_until
+    /// Until when `account` may not be used, if not now (one row read).
+    fn blocked_until(&self, account: &str) -> Option<Millis> {
+        let recheck = Duration::from_millis(PROBE_RECHECK_MS as u64);
+        self.store.gate_blocked_until(account, recheck).ok().flatten()
     }
 
     /// Send every due notice this process can take. Returns how many went out.
@@ -275,10 +278,10 @@ fn answer_for<T>(result: &Result<T, UpstreamError>, now: Millis) -> Answer {
         Ok(_) => Answer::Accepted,
         Err(e) if e.is_credential_problem() => Answer::Rejected {
             error: e.to_string(),
-            until: e.retry_after().map(|d| now + ms(d)),
+            until: e.retry_after().map(|d| now + duration_ms(d)),
         },
         Err(e @ UpstreamError::RateLimited { .. }) => Answer::RateLimited {
-            until: now + ms(e.retry_after().unwrap_or(Duration::from_secs(1))),
+            until: now + duration_ms(e.retry_after().unwrap_or(Duration::from_secs(1))),
         },
         Err(e) if e.is_transient() => Answer::Transient,
         Err(_) => Answer::Accepted,
@@ -339,13 +342,9 @@ impl HttpSource {
 
 impl Source for HttpSource {
     fn ready_at(&self) -> Option<Millis> {
-        let account = self.gate.hold(&self.pool).ok()?;
-        let recheck = Duration::from_millis(PROBE_RECHECK_MS as u64);
-        self.gate
-            .store()
-            .gate_blocked_until(&account.name, recheck)
-            .ok()
-            .flatten()
+        // The account this process last held: no hold renewal (a write) per claim.
+        let account = self.gate.last_held(&self.pool)?;
+        self.gate.blocked_until(&account)
     }
 
     fn fetch(&self, key: &str, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
@@ -399,7 +398,7 @@ impl Source for HttpSource {
                 ..
             }) => Err(SourceError::Deferred {
                 key: key.to_owned(),
-                until: now + ms(e.retry_after().unwrap_or(Duration::from_secs(1))),
+                until: now + duration_ms(e.retry_after().unwrap_or(Duration::from_secs(1))),
                 reason: e.to_string(),
             }),
             Err(GateError::Upstream { error, .. }) => {
@@ -447,12 +446,7 @@ impl Sink {
 
     /// Until when the sink's account may not be used, if not now.
     pub fn blocked_until(&self) -> Option<Millis> {
-        let recheck = Duration::from_millis(PROBE_RECHECK_MS as u64);
-        self.gate
-            .store()
-            .gate_blocked_until(&self.account, recheck)
-            .ok()
-            .flatten()
+        self.gate.blocked_until(&self.account)
     }
 
     /// Claim the next batch and send it. A batch's rows are removed only after
@@ -501,7 +495,7 @@ impl Sink {
             Err(GateError::Paced { until, .. }) => (until, "rate limited"),
             Err(GateError::Upstream { error, .. }) if matches!(error, UpstreamError::RateLimited { .. }) => {
                 let pause = error.retry_after().unwrap_or(self.interval * 2);
-                (now + ms(pause), "rate limited")
+                (now + duration_ms(pause), "rate limited")
             }
             Err(GateError::Upstream { .. }) => (now + 1000, "sink failed"),
             Err(e) => {

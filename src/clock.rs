@@ -89,6 +89,12 @@ impl Clock for OffsetFileClock {
     }
 }
 
+/// `ms` since the Unix epoch as RFC 3339 (UTC, whole seconds), for people.
+pub fn rfc3339(ms: Millis) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
 /// A duration in whole milliseconds, saturating instead of overflowing.
 pub fn duration_ms(d: Duration) -> Millis {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)

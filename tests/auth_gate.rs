@@ -88,12 +88,7 @@ fn four_processes_share_one_lockout_one_probe_per_ttl_and_one_recovery() {
         env.up.notices()
     );
     assert_eq!(env.received("recovery"), 1);
-    let recovery = env
-        .up
-        .notices()
-        .into_iter()
-        .find(|n| n["kind"] == "recovery")
-        .unwrap();
+    let recovery = env.notices_of("recovery").remove(0);
     assert_eq!(recovery["details"]["probes"], 3, "{recovery}");
     assert!(
         recovery["details"]["outage_ms"].as_i64().unwrap() >= 3 * HOUR_MS,
@@ -254,12 +249,7 @@ fn a_503_during_a_probe_frees_the_slot_without_counting() {
         "{events:?}"
     );
     wait_for(10, "the recovery notice", || env.received("recovery") == 1);
-    let recovery = env
-        .up
-        .notices()
-        .into_iter()
-        .find(|n| n["kind"] == "recovery")
-        .unwrap();
+    let recovery = env.notices_of("recovery").remove(0);
     assert_eq!(
         recovery["details"]["probes"], 1,
         "the 503 did not count: {recovery}"

@@ -57,14 +57,6 @@ fn count(env: &Env, status: &str) -> i64 {
     env.scalar(&format!("SELECT count(*) FROM jobs WHERE status = '{status}'"))
 }
 
-fn notices_of(env: &Env, kind: &str) -> Vec<Value> {
-    env.up
-        .notices()
-        .into_iter()
-        .filter(|n| n["kind"] == kind)
-        .collect()
-}
-
 /// `auth status --json`'s line for one account.
 fn auth_account(env: &mut Env, name: &str) -> Value {
     let v = json(&env.run(&["auth", "status", "--json"]));
@@ -113,7 +105,7 @@ fn expiry_warnings_go_out_from_14_days_before_once_a_day_across_processes() {
         assert_eq!(line["days_left"], left, "{line}");
         assert_eq!(line["expires_on"], Day(expires).to_string(), "{line}");
     }
-    let warnings = notices_of(&env, "expiry");
+    let warnings = env.notices_of("expiry");
     let days: Vec<i64> = warnings
         .iter()
         .map(|n| n["details"]["days_left"].as_i64().unwrap())
@@ -232,7 +224,7 @@ fn pool_a_lock_pauses_only_its_holder_and_two_locks_make_one_shared_cause_notice
     quiet_for(&env, USER_B, 2, "nobody calls with b either");
     assert_eq!(env.received("shared_cause"), 1);
     assert_eq!(env.received("lock"), 1, "a's lock notice only");
-    let shared = &notices_of(&env, "shared_cause")[0];
+    let shared = &env.notices_of("shared_cause")[0];
     assert_eq!(
         shared["details"]["accounts"],
         serde_json::json!(["a", "b"]),
@@ -247,7 +239,8 @@ fn pool_a_lock_pauses_only_its_holder_and_two_locks_make_one_shared_cause_notice
     env.stop(workers);
     assert_eq!(env.received("shared_cause"), 1);
     assert_eq!(env.received("lock"), 1);
-    let recovered: BTreeSet<String> = notices_of(&env, "recovery")
+    let recovered: BTreeSet<String> = env
+        .notices_of("recovery")
         .iter()
         .map(|n| n["account"].as_str().unwrap().to_owned())
         .collect();
@@ -441,7 +434,7 @@ fn outbox_drops_the_oldest_past_the_cap_then_delivers_each_kept_result_once_batc
         "{o}"
     );
     wait_for(10, "the sink's recovery notice", || env.received("recovery") == 1);
-    let recovery = &notices_of(&env, "recovery")[0];
+    let recovery = &env.notices_of("recovery")[0];
     assert_eq!(recovery["account"], "sink");
     assert_eq!(
         (

@@ -27,6 +27,13 @@ fn notices_of(s: &Store, kind: &str) -> usize {
     s.notices().unwrap().iter().filter(|n| n.kind == kind).count()
 }
 
+/// Lock `a` with a rejection, let the lock run out, and take the probe slot.
+fn locked_then_probing(t: &TempStore, s: &Store) -> leasehold::store::ProbePermit {
+    s.gate_report("a", None, &rejected(), &POLICY).unwrap();
+    t.clock.advance(Duration::from_millis(10_000));
+    permit(s.gate_admit("a", "p", &POLICY).unwrap())
+}
+
 fn permit(a: Admission) -> leasehold::store::ProbePermit {
     match a {
         Admission::Probe(p) => p,
@@ -103,9 +110,7 @@ fn retry_after_sets_the_end_of_the_lock() {
 fn probe_success_opens_for_everyone_with_one_recovery_notice() {
     let t = TempStore::new();
     let s = t.handle(30_000);
-    s.gate_report("a", None, &rejected(), &POLICY).unwrap();
-    t.clock.advance(Duration::from_millis(10_000));
-    let probe = permit(s.gate_admit("a", "p", &POLICY).unwrap());
+    let probe = locked_then_probing(&t, &s);
     assert_eq!(
         s.gate_report("a", Some(&probe), &Answer::Accepted, &POLICY)
             .unwrap(),
@@ -132,9 +137,7 @@ fn probe_success_opens_for_everyone_with_one_recovery_notice() {
 fn a_late_probe_answer_from_an_expired_slot_changes_nothing() {
     let t = TempStore::new();
     let (dead, alive) = (t.handle(30_000), t.handle(30_000));
-    dead.gate_report("a", None, &rejected(), &POLICY).unwrap();
-    t.clock.advance(Duration::from_millis(10_000));
-    let old = permit(dead.gate_admit("a", "p", &POLICY).unwrap());
+    let old = locked_then_probing(&t, &dead);
     // The prober goes silent past probe_ttl; another process takes the slot.
     t.clock.advance(Duration::from_millis(2_000));
     let fresh = permit(alive.gate_admit("a", "p", &POLICY).unwrap());
@@ -157,9 +160,7 @@ fn a_late_probe_answer_from_an_expired_slot_changes_nothing() {
 fn a_transient_probe_answer_frees_the_slot_without_counting() {
     let t = TempStore::new();
     let s = t.handle(30_000);
-    s.gate_report("a", None, &rejected(), &POLICY).unwrap();
-    t.clock.advance(Duration::from_millis(10_000));
-    let probe = permit(s.gate_admit("a", "p", &POLICY).unwrap());
+    let probe = locked_then_probing(&t, &s);
     assert_eq!(
         s.gate_report("a", Some(&probe), &Answer::Transient, &POLICY)
             .unwrap(),
@@ -213,17 +214,24 @@ fn expiry_warnings_start_at_the_window_and_go_once_a_day() {
 fn two_accounts_locked_within_a_ttl_make_one_shared_cause_notice() {
     let t = TempStore::new();
     let s = t.handle(30_000);
+    let pool = ["a".to_string(), "b".to_string(), "c".to_string()];
+    let hold = Duration::from_secs(60);
     s.gate_report("a", None, &rejected(), &POLICY).unwrap();
+    // One lock: a new process is placed on an open account.
+    assert_eq!(
+        s.gate_hold("p0", &pool, hold, &POLICY).unwrap().as_deref(),
+        Some("b")
+    );
     t.clock.advance(Duration::from_millis(3_000));
     s.gate_report("b", None, &rejected(), &POLICY).unwrap();
     assert_eq!(notices_of(&s, "lock"), 1, "the first lock is announced alone");
     assert_eq!(notices_of(&s, "shared_cause"), 1);
-    // A process choosing an account now does not move onto the other.
-    let pool = ["a".to_string(), "b".to_string()];
-    let chosen = s
-        .gate_hold("p1", &pool, Duration::from_secs(60), &POLICY)
-        .unwrap();
-    assert!(chosen.is_some());
+    // A shared cause: locks no longer steer the choice, so nobody is moved
+    // onto the remaining open account `c`.
+    assert_eq!(
+        s.gate_hold("p1", &pool, hold, &POLICY).unwrap().as_deref(),
+        Some("a")
+    );
 }
 
 #[test]

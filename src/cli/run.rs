@@ -168,7 +168,7 @@ pub fn work(cfg: &Config, until_empty: bool, json: bool, no_wait: bool) -> Resul
 }
 
 /// Stop the courier and count what it delivered and what still waits.
-fn settle_courier(cfg: &Config, courier: Option<Courier>, summary: &mut Summary) -> Result<(), CliError> {
+pub fn settle_courier(cfg: &Config, courier: Option<Courier>, summary: &mut Summary) -> Result<(), CliError> {
     let Some(courier) = courier else { return Ok(()) };
     let (delivered, errors) = courier.finish();
     summary.delivered = delivered;
@@ -181,7 +181,7 @@ fn settle_courier(cfg: &Config, courier: Option<Courier>, summary: &mut Summary)
     Ok(())
 }
 
-fn finish(summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
+pub fn finish(summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
     summary.print(json);
     if !summary.errors.is_empty() {
         return Err(CliError::Runtime(format!(

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Sender};
 use leasehold::auth::{DrainStep, GateError, Sink};
-use leasehold::clock::Millis;
+use leasehold::clock::{rfc3339, Millis};
 use leasehold::config::Day;
 
 use super::config::{Config, Upstream};
-use super::run::{work_pool, Summary};
+use super::run::{finish, settle_courier, work_pool, Summary};
 use super::CliError;
 
 /// How often the courier checks expiry dates (a warning goes out once a day).
@@ -149,33 +149,22 @@ pub fn sync(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliErro
         .map_err(|e| CliError::Runtime(e.to_string()))?;
     let courier = Courier::start(up);
     let mut summary = work_until_settled(cfg, no_wait, started)?;
-    let (mut delivered, errors) = courier.finish();
-    summary.errors.extend(errors);
+    settle_courier(cfg, Some(courier), &mut summary)?;
     if let Some(sink) = &up.sink {
-        delivered += drain(sink, cfg, no_wait, &mut on_wait)?;
+        summary.delivered += drain(sink, cfg, no_wait, &mut on_wait)?;
+        summary.outbox_waiting = cfg.store.outbox_totals()?.rows as u64;
     }
-    up.gate.send_notices();
-    up.gate.unhold();
     summary.new = queued;
     summary.unchanged = listed - queued;
-    summary.delivered = delivered;
-    summary.outbox_waiting = cfg.store.outbox_totals()?.rows as u64;
     summary.seconds = started.elapsed().as_secs_f64();
-    summary.print(json);
-    if !summary.errors.is_empty() {
+    let waiting = summary.waiting;
+    let code = finish(summary, json, false)?;
+    if no_wait && waiting > 0 {
         return Err(CliError::Runtime(format!(
-            "{} error(s); first: {}",
-            summary.errors.len(),
-            summary.errors[0]
+            "{waiting} document(s) wait for a locked account (--no-wait)"
         )));
     }
-    if no_wait && summary.waiting > 0 {
-        return Err(CliError::Runtime(format!(
-            "{} document(s) wait for a locked account (--no-wait)",
-            summary.waiting
-        )));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
 
 /// Run the pool; documents handed back until a lock ends are taken up again
@@ -340,11 +329,6 @@ fn print_status(r: &AuthStatus) {
         "outbox: {} result(s) waiting ({} bytes), {} dropped ({} bytes), {} delivered",
         o.rows, o.bytes, o.dropped, o.dropped_bytes, o.delivered
     );
-}
-
-fn rfc3339(ms: Millis) -> String {
-    let t = std::time::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
-    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// `leasehold auth unlock ACCOUNT`.

@@ -380,35 +380,31 @@ fn shared_cause(tx: &Connection, now: Millis, p: &GatePolicy, account: &str) -> 
 /// The meta key holding when the last shared-cause notice was written.
 const SHARED_CAUSE_AT: &str = "shared_cause_notice_at";
 
-/// Whether a shared cause was declared within the last `lock_ttl`: then no
-/// process moves onto the remaining accounts of a pool.
-pub(crate) fn shared_cause_active(tx: &Connection, now: Millis, p: &GatePolicy) -> rusqlite::Result<bool> {
+/// Whether the last shared-cause notice is less than one `lock_ttl` old.
+fn shared_cause_recent(tx: &Connection, now: Millis, p: &GatePolicy) -> rusqlite::Result<bool> {
     let at: Option<String> = tx
         .query_row("SELECT value FROM meta WHERE name = ?1", [SHARED_CAUSE_AT], |r| {
             r.get(0)
         })
         .optional()?;
+    Ok(at
+        .and_then(|v| v.parse::<i64>().ok())
+        .is_some_and(|at| now - at < p.lock_ttl))
+}
+
+/// Whether a shared cause was declared within the last `lock_ttl`: then no
+/// process moves onto the remaining accounts of a pool.
+pub(crate) fn shared_cause_active(tx: &Connection, now: Millis, p: &GatePolicy) -> rusqlite::Result<bool> {
     let locked_now: i64 = tx.query_row(
         "SELECT count(*) FROM accounts WHERE state = 'locked' AND locked_at >= ?1",
         [now - p.lock_ttl],
         |r| r.get(0),
     )?;
-    Ok(at
-        .and_then(|v| v.parse::<i64>().ok())
-        .is_some_and(|at| now - at < p.lock_ttl)
-        && locked_now >= 2)
+    Ok(locked_now >= 2 && shared_cause_recent(tx, now, p)?)
 }
 
 fn shared_cause_notice(tx: &Connection, now: Millis, p: &GatePolicy, account: &str) -> rusqlite::Result<()> {
-    let last: Option<String> = tx
-        .query_row("SELECT value FROM meta WHERE name = ?1", [SHARED_CAUSE_AT], |r| {
-            r.get(0)
-        })
-        .optional()?;
-    if last
-        .and_then(|v| v.parse::<i64>().ok())
-        .is_some_and(|at| now - at < p.lock_ttl)
-    {
+    if shared_cause_recent(tx, now, p)? {
         return Ok(());
     }
     let locked: Vec<String> = {
@@ -517,14 +513,7 @@ fn recover(tx: &Connection, now: Millis, account: &str, r: &Row, how: &str) -> r
 
 /// Manual override (`auth unlock`): open the account now, recorded in history.
 pub(crate) fn unlock(tx: &Connection, now: Millis, account: &str, by: &str) -> rusqlite::Result<bool> {
-    let exists: bool = tx.query_row(
-        "SELECT EXISTS (SELECT 1 FROM accounts WHERE name = ?1)",
-        [account],
-        |r| r.get(0),
-    )?;
-    if !exists {
-        ensure(tx, now, account)?;
-    }
+    ensure(tx, now, account)?;
     let r = row(tx, account)?;
     if r.state != "locked" {
         event(tx, now, account, "unlock_noop", r.epoch, Some(by))?;

@@ -170,7 +170,7 @@ pub(crate) fn claim_batch(
 
 /// The batch got a 2xx: remove its rows (those still ours).
 pub(crate) fn delivered(tx: &Connection, batch: &OutboxBatch) -> rusqlite::Result<usize> {
-    let mut done = 0usize;
+    let (mut done, mut bytes) = (0i64, 0i64);
     for it in &batch.items {
         let size: Option<i64> = tx
             .query_row(
@@ -181,14 +181,15 @@ pub(crate) fn delivered(tx: &Connection, batch: &OutboxBatch) -> rusqlite::Resul
             .optional()?;
         if let Some(size) = size {
             done += 1;
-            tx.execute(
-                "UPDATE outbox_totals SET rows = rows - 1, bytes = bytes - ?1, delivered = delivered + 1
-                 WHERE id = 1",
-                [size],
-            )?;
+            bytes += size;
         }
     }
-    Ok(done)
+    tx.execute(
+        "UPDATE outbox_totals SET rows = rows - ?1, bytes = bytes - ?2, delivered = delivered + ?1
+         WHERE id = 1",
+        params![done, bytes],
+    )?;
+    Ok(done as usize)
 }
 
 /// The batch was not delivered: its rows wait again, and no batch goes before

@@ -257,7 +257,16 @@ webhook = "{hook}"
 
     /// Notices the webhook received, of one kind.
     pub fn received(&self, kind: &str) -> usize {
-        self.up.notices().iter().filter(|n| n["kind"] == kind).count()
+        self.notices_of(kind).len()
+    }
+
+    /// The bodies of the notices the webhook received, of one kind.
+    pub fn notices_of(&self, kind: &str) -> Vec<serde_json::Value> {
+        self.up
+            .notices()
+            .into_iter()
+            .filter(|n| n["kind"] == kind)
+            .collect()
     }
 
     /// Fail unless the password appears nowhere: outputs, notices, the
