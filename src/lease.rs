@@ -93,36 +93,57 @@ pub struct LeaseLost {
 }
 
 /// Keeps claims alive while stages run. Owns one heartbeat thread for its whole
-/// life (a worker runs three stages per document; a thread per stage would cost
-/// three spawns per document), stopped and joined on drop.
+/// life, stopped and joined on drop. A stage and the heartbeat meet only through
+/// a mutex-guarded slot: starting or ending a stage wakes no thread (a worker runs
+/// three stages per document, and a hand-off per stage cost more than the
+/// renewals themselves); the heartbeat looks at the slot on its own ticks.
 #[derive(Debug)]
 pub struct LeaseKeeper {
     /// One stage at a time: the heartbeat watches one claim, so a second thread
     /// sharing this keeper waits here rather than run a stage nobody renews.
     one_stage: Mutex<()>,
     store: Store,
-    watch: Option<Sender<Watch>>,
+    shared: Arc<Shared>,
+    /// Dropped to stop the heartbeat thread.
+    shutdown: Option<Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// One stage for the heartbeat thread to keep alive.
-struct Watch {
-    claim: Claim,
-    /// When the pre-stage renewal was made: the renewal interval counts from here.
-    renewed_at: Millis,
-    flag: Arc<LeaseFlag>,
-    /// Closed by the stage runner when the stage returned.
-    done: Receiver<()>,
-    /// The heartbeat answers here once it has stopped renewing this claim.
-    ack: Sender<()>,
+/// The slot a stage fills and the heartbeat reads.
+#[derive(Debug, Default)]
+struct Shared {
+    slot: Mutex<Slot>,
+    /// Signalled when a renewal in flight has finished.
+    renewal_done: Condvar,
 }
 
-/// What the heartbeat thread needs besides the watched claim.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The stage being kept alive, if one is running.
+    watch: Option<Watch>,
+    /// The heartbeat is renewing the watched claim (outside the lock) right now.
+    renewing: bool,
+    /// The pool is stopping hard: every stage's stop signal is raised, nothing
+    /// is renewed any more.
+    cancelled: bool,
+}
+
+/// One running stage.
+#[derive(Debug)]
+struct Watch {
+    /// The heartbeat's own copy of the claim's identity, for renewing only.
+    claim: Claim,
+    /// When the last accepted renewal was made (before the stage, at first):
+    /// the next one is due an interval later.
+    last_renewal: Millis,
+    flag: Arc<LeaseFlag>,
+}
+
+/// What the heartbeat thread needs.
 struct Heartbeat {
     store: Store,
-    ticks: Ticks,
+    shared: Arc<Shared>,
     interval_ms: Millis,
-    cancel: Receiver<()>,
 }
 
 impl LeaseKeeper {
@@ -134,26 +155,22 @@ impl LeaseKeeper {
     /// Like [`LeaseKeeper::new`]; when `cancel` closes (the pool stops hard),
     /// every running stage's stop signal is raised.
     pub fn with_cancel(store: Store, ticks: Ticks, cancel: Receiver<()>) -> Self {
+        let shared = Arc::new(Shared::default());
         let beat = Heartbeat {
             interval_ms: duration_ms(renew_interval(&store)),
             store: store.clone(),
-            ticks,
-            cancel,
+            shared: Arc::clone(&shared),
         };
-        let (watch, watches) = crossbeam_channel::unbounded::<Watch>();
+        let (shutdown, stopped) = crossbeam_channel::bounded::<()>(0);
         let thread = std::thread::Builder::new()
             .name("leasehold-heartbeat".into())
-            .spawn(move || {
-                for w in watches.iter() {
-                    beat.keep(&w.claim, w.renewed_at, &w.flag, &w.done);
-                    let _ = w.ack.send(());
-                }
-            })
+            .spawn(move || beat.run(ticks, cancel, stopped))
             .ok();
         LeaseKeeper {
             one_stage: Mutex::new(()),
             store,
-            watch: Some(watch),
+            shared,
+            shutdown: Some(shutdown),
             thread,
         }
     }
@@ -175,24 +192,14 @@ impl LeaseKeeper {
             return Err(lost(claim, why));
         }
         let flag = Arc::new(LeaseFlag::default());
-        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
-        let (ack_tx, ack_rx) = crossbeam_channel::bounded::<()>(1);
-        let watched = self.watch.as_ref().is_some_and(|w| {
-            w.send(Watch {
-                claim: shadow(claim),
-                renewed_at,
-                flag: Arc::clone(&flag),
-                done: done_rx,
-                ack: ack_tx,
-            })
-            .is_ok()
+        self.shared.watch(Watch {
+            claim: shadow(claim),
+            last_renewal: renewed_at,
+            flag: Arc::clone(&flag),
         });
         let out = stage(&flag);
-        drop(done_tx); // a closed channel ends the heartbeat's watch
-        if watched {
-            // Wait until the heartbeat has let go: no renewal is left in flight.
-            let _ = ack_rx.recv();
-        }
+        // Waits for a renewal in flight: none is left running once we report.
+        self.shared.unwatch();
         match flag.reason() {
             Some(why) => Err(lost(claim, why)),
             None => Ok(out),
@@ -202,54 +209,101 @@ impl LeaseKeeper {
 
 impl Drop for LeaseKeeper {
     fn drop(&mut self) {
-        drop(self.watch.take());
+        drop(self.shutdown.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn watch(&self, w: Watch) {
+        let mut slot = self.lock();
+        if slot.cancelled {
+            w.flag.cancel();
+        }
+        slot.watch = Some(w);
+    }
+
+    fn unwatch(&self) {
+        let mut slot = self.lock();
+        slot.watch = None;
+        while slot.renewing {
+            slot = self.renewal_done.wait(slot).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// The pool stops hard: raise the running stage's stop signal and every
+    /// later one's, and renew nothing more.
+    fn cancel(&self) {
+        let mut slot = self.lock();
+        slot.cancelled = true;
+        if let Some(w) = &slot.watch {
+            w.flag.cancel();
+        }
+    }
+}
+
 impl Heartbeat {
-    /// Renew `claim` when due, until its stage is done or the lease is lost. Due
-    /// counts from `renewed_at` (the pre-stage renewal), not from when this thread
-    /// picked the stage up, which may be later.
-    fn keep(&self, claim: &Claim, renewed_at: Millis, flag: &LeaseFlag, done: &Receiver<()>) {
-        // Exactly one of the two tick sources is live; the other never fires.
-        let (manual, timer) = match &self.ticks {
-            Ticks::Manual(rx) => (rx.clone(), crossbeam_channel::never()),
+    /// Wait for ticks until the keeper is dropped. Exactly one tick source is
+    /// live; the other never fires. A closed manual channel ticks no more.
+    fn run(&self, ticks: Ticks, mut cancel: Receiver<()>, stopped: Receiver<()>) {
+        let (mut manual, timer) = match ticks {
+            Ticks::Manual(rx) => (rx, crossbeam_channel::never()),
             Ticks::Timer => (
                 crossbeam_channel::never(),
                 crossbeam_channel::tick(Duration::from_millis(self.interval_ms as u64) / 2),
             ),
         };
-        let mut last_renewal = renewed_at;
         loop {
-            let ticked = crossbeam_channel::select! {
-                recv(done) -> _ => return,
-                recv(self.cancel) -> _ => {
-                    flag.cancel();
-                    // Keep the stage company until it returns; renew no more.
-                    let _ = done.recv();
-                    return;
+            crossbeam_channel::select! {
+                recv(stopped) -> _ => return,
+                recv(cancel) -> _ => {
+                    self.shared.cancel();
+                    cancel = crossbeam_channel::never();
                 }
-                recv(manual) -> t => t.is_ok(),
-                recv(timer) -> t => t.is_ok(),
-            };
-            if !ticked {
-                let _ = done.recv();
-                return;
+                recv(manual) -> t => match t {
+                    Ok(()) => self.tick(),
+                    Err(_) => manual = crossbeam_channel::never(),
+                },
+                recv(timer) -> _ => self.tick(),
             }
-            let now = self.store.now();
-            if now.saturating_sub(last_renewal) < self.interval_ms {
-                continue;
-            }
-            if let Some(why) = renew_reason(&self.store, claim) {
-                flag.raise(why);
-                let _ = done.recv();
-                return;
-            }
-            last_renewal = now;
         }
+    }
+
+    /// Renew the watched claim if a renewal is due. The renewal runs outside the
+    /// lock (the stage goes on meanwhile); a stage that ends waits for it.
+    fn tick(&self) {
+        let now = self.store.now();
+        let (claim, flag) = {
+            let mut slot = self.shared.lock();
+            if slot.cancelled {
+                return;
+            }
+            let Some(w) = &slot.watch else { return };
+            if w.flag.is_lost() || now.saturating_sub(w.last_renewal) < self.interval_ms {
+                return;
+            }
+            let due = (shadow(&w.claim), Arc::clone(&w.flag));
+            slot.renewing = true;
+            due
+        };
+        let refused = renew_reason(&self.store, &claim);
+        let mut slot = self.shared.lock();
+        match refused {
+            Some(why) => flag.raise(why),
+            None => {
+                if let Some(w) = slot.watch.as_mut().filter(|w| Arc::ptr_eq(&w.flag, &flag)) {
+                    w.last_renewal = now;
+                }
+            }
+        }
+        slot.renewing = false;
+        self.shared.renewal_done.notify_all();
     }
 }
 
@@ -266,8 +320,8 @@ fn renew_reason(store: &Store, claim: &Claim) -> Option<String> {
     }
 }
 
-/// The heartbeat's own copy of the claim's identity, for renewing only. The
-/// stage keeps the real `Claim`; this copy never completes anything.
+/// A copy of the claim's identity, for renewing only. The stage keeps the real
+/// `Claim`; a copy never completes anything.
 fn shadow(c: &Claim) -> Claim {
     Claim {
         id: c.id,
@@ -285,5 +339,105 @@ fn lost(claim: &Claim, reason: String) -> LeaseLost {
         key: claim.key.clone(),
         fence: claim.fence,
         reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::store::{NewDoc, StoreOptions};
+
+    const LEASE: Duration = Duration::from_millis(1_200);
+    const WAIT: Duration = Duration::from_secs(30);
+
+    fn open(path: &std::path::Path, clock: &ManualClock) -> Store {
+        let opts = StoreOptions::default()
+            .lease(LEASE)
+            .clock(Arc::new(clock.clone()));
+        Store::open(path, opts).expect("open store")
+    }
+
+    /// A stage that returns while the heartbeat's renewal is still waiting for
+    /// the database must not report before that renewal has finished; here the
+    /// renewal is refused (another worker took over), so the stage ends
+    /// `LeaseLost` although its flag was clear when it returned.
+    #[test]
+    fn a_stage_ending_during_a_renewal_waits_for_it_and_reports_its_refusal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let clock = ManualClock::new(0);
+        let (mine, other) = (open(&path, &clock), open(&path, &clock));
+        mine.enqueue(&NewDoc::new("doc", "v1")).unwrap();
+        let claim = mine.claim("mine").unwrap().unwrap();
+        let (ticks, ticks_rx) = crossbeam_channel::bounded::<()>(0);
+        let keeper = LeaseKeeper::new(mine.clone(), Ticks::Manual(ticks_rx));
+        let (returned_tx, returned_rx) = crossbeam_channel::bounded::<()>(1);
+        let mut holder = None;
+
+        let out = keeper.run(&claim, |flag| {
+            clock.advance(LEASE + Duration::from_millis(1));
+            other
+                .claim("thief")
+                .unwrap()
+                .expect("the expired lease is re-claimed");
+            // Hold the database's write lock so the renewal has to wait for it.
+            let raw = rusqlite::Connection::open(&path).unwrap();
+            raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+            ticks.send_timeout((), WAIT).expect("the heartbeat took the tick");
+            let deadline = std::time::Instant::now() + WAIT;
+            while !keeper.shared.lock().renewing {
+                assert!(std::time::Instant::now() < deadline, "the renewal never started");
+                std::thread::yield_now();
+            }
+            // Let go of the lock only once `run` has returned, or after a
+            // while if it does not return on its own (as it must not).
+            let returned = returned_rx.clone();
+            holder = Some(std::thread::spawn(move || {
+                let early = returned.recv_timeout(Duration::from_millis(300)).is_ok();
+                raw.execute_batch("ROLLBACK").unwrap();
+                early
+            }));
+            assert!(!flag.is_lost(), "nothing is known to be lost yet");
+        });
+        returned_tx.send(()).unwrap();
+
+        let early = holder.unwrap().join().unwrap();
+        assert!(!early, "run returned while its renewal was still in flight");
+        let lost = out.expect_err("the refused renewal is reported");
+        assert!(lost.reason.starts_with("renewal refused"), "{}", lost.reason);
+    }
+
+    /// Ticks with no stage running renew nothing, and a stage that starts later
+    /// renews on its own ticks.
+    #[test]
+    fn ticks_between_stages_renew_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(0);
+        let store = open(&dir.path().join("q.db"), &clock);
+        let id = store.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
+        let claim = store.claim("mine").unwrap().unwrap();
+        let (ticks, ticks_rx) = crossbeam_channel::bounded::<()>(0);
+        let keeper = LeaseKeeper::new(store.clone(), Ticks::Manual(ticks_rx));
+        let expiry = || store.job(id).unwrap().unwrap().lease_expires_at;
+
+        clock.advance(LEASE / 2);
+        let before = expiry();
+        for _ in 0..2 {
+            ticks.send_timeout((), WAIT).expect("the heartbeat took the tick");
+        }
+        assert_eq!(expiry(), before, "no stage: no renewal");
+
+        let during = keeper.run(&claim, |_| {
+            let at_start = expiry();
+            clock.advance(LEASE / 2);
+            for _ in 0..2 {
+                ticks.send_timeout((), WAIT).expect("the heartbeat took the tick");
+            }
+            (at_start, expiry())
+        });
+        let (at_start, after_tick) = during.expect("the lease was kept");
+        assert!(at_start > before, "renewed before the stage");
+        assert!(after_tick > at_start, "renewed on the heartbeat");
     }
 }
