@@ -410,7 +410,20 @@ fn apply_lock(file: &File, mode: LockMode) -> io::Result<()> {
 }
 
 /// Creates the document directory (retry-safe against concurrent pruning) and refuses a symlink.
+/// Looks before it creates: the directory is usually there already (a cleanup, a later
+/// generation), and a `mkdir` would take the shard directory's lock, which every writer of a
+/// new document in that shard needs too.
 fn create_doc_dir(dir: &Path) -> Result<bool, MirrorError> {
+    match fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_dir() => return Ok(true),
+        Ok(_) => {
+            return Err(MirrorError::UnsafePath {
+                path: dir.display().to_string(),
+            })
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(dir)(e)),
+    }
     match DirBuilder::new().recursive(true).mode(DIR_MODE).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
