@@ -4,9 +4,9 @@
 //! thread renews it every `max(100 ms, lease / 3)` of the injected clock. A
 //! refused or failed renewal marks the lease lost and raises a [`LeaseFlag`] the
 //! stage may poll to stop early. The stage itself is never killed (it may be
-//! blocked in a syscall); when it returns, the heartbeat is stopped and joined
-//! (so no renewal is in flight) and the loss, if any, is reported. Renewing is an
-//! optimisation: the final guard is always the fenced `complete`.
+//! blocked in a syscall); when it returns, the heartbeat stops watching it, a
+//! renewal still in flight is waited for, and the loss, if any, is reported.
+//! Renewing is an optimisation: the final guard is always the fenced `complete`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

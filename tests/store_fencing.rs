@@ -365,3 +365,41 @@ fn an_older_scan_finishing_late_marks_nothing_gone() {
     assert_eq!(store.finish_scan(last).unwrap(), 1);
     assert_eq!(store.job_by_key("k4").unwrap().unwrap().status, Status::Dead);
 }
+
+/// A renewal in the millisecond its lease was set would change nothing: it is
+/// accepted without a commit (another connection sees no new data version). A
+/// renewal one millisecond later commits and moves the expiry; a refused one in
+/// the thief's own millisecond still goes through the write and is recorded.
+#[test]
+fn a_renewal_that_would_change_nothing_commits_nothing_but_a_refusal_is_recorded() {
+    let t = TempStore::new();
+    let (a, b) = (t.handle(10), t.handle(10));
+    let id = a.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
+    let raw = rusqlite::Connection::open(&t.path).unwrap();
+    let data_version = || -> i64 { raw.query_row("PRAGMA data_version", [], |r| r.get(0)).unwrap() };
+
+    let claim_a = a.claim("A").unwrap().unwrap();
+    let before = data_version();
+    assert_eq!(a.renew(&claim_a).unwrap(), Fenced::Accepted);
+    assert_eq!(data_version(), before, "a no-op renewal committed something");
+    assert_eq!(a.job(id).unwrap().unwrap().lease_expires_at, Some(10));
+
+    t.clock.set(1);
+    assert_eq!(a.renew(&claim_a).unwrap(), Fenced::Accepted);
+    assert_ne!(data_version(), before, "a real renewal commits");
+    assert_eq!(a.job(id).unwrap().unwrap().lease_expires_at, Some(11));
+
+    t.clock.set(11);
+    let claim_b = b.claim("B").unwrap().expect("B re-claims the expired lease");
+    let refused = a.renew(&claim_a).unwrap();
+    assert_eq!(
+        refused,
+        Fenced::Rejected(Rejection::OtherOwner { fence: claim_b.fence })
+    );
+    let events: Vec<String> = a.history(id).unwrap().into_iter().map(|h| h.event).collect();
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("renew_rejected"),
+        "{events:?}"
+    );
+}

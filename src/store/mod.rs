@@ -420,7 +420,17 @@ impl Store {
 
     /// Extend the lease of `claim` from now. Fenced on id + token + extracting;
     /// an expired lease that nobody re-claimed can still be renewed.
+    ///
+    /// A renewal that would change nothing (the row was set in this same
+    /// millisecond, typically by the claim or by the renewal before the previous
+    /// stage, so its lease already runs to now + lease) is answered from a read
+    /// that confirms the ownership, without a write transaction. Anything else,
+    /// including a refusal (which history records), goes through the write.
     pub fn renew(&self, claim: &Claim) -> Result<Fenced> {
+        let (now, lease_ms) = (self.now(), self.inner.policy.lease_ms);
+        if self.read(|c| read::renewal_is_noop(c, claim.id.0, &claim.token, now, lease_ms))? {
+            return Ok(Fenced::Accepted);
+        }
         self.fenced(WriteOp::Renew(Owner::from(claim)))
     }
 

@@ -43,6 +43,23 @@ pub(crate) fn job_by_id(c: &Connection, id: i64) -> rusqlite::Result<Option<Job>
     c.prepare_cached(&sql)?.query_row([id], job_from_row).optional()
 }
 
+/// Whether a renewal of `token`'s claim on row `id` at `now` would change nothing: the
+/// token owns the extracting row, its lease runs to `now + lease_ms` or later, and the
+/// row was last updated at `now`.
+pub(crate) fn renewal_is_noop(
+    c: &Connection,
+    id: i64,
+    token: &str,
+    now: Millis,
+    lease_ms: Millis,
+) -> rusqlite::Result<bool> {
+    c.prepare_cached(
+        "SELECT 1 FROM jobs WHERE id = ?1 AND owner_token = ?2 AND status = 'extracting'
+                              AND lease_expires_at >= ?3 AND updated_at = ?4",
+    )?
+    .exists(rusqlite::params![id, token, now.saturating_add(lease_ms), now])
+}
+
 pub(crate) fn job_by_key(c: &Connection, key: &str) -> rusqlite::Result<Option<Job>> {
     let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE doc_key = ?1");
     c.prepare_cached(&sql)?.query_row([key], job_from_row).optional()
