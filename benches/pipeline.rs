@@ -1,7 +1,9 @@
 //! The whole pipeline against its floors, in one run, plus peak memory.
 //!
-//! Run: `cargo bench --bench pipeline` (add `-- --quick` for a smaller corpus and
-//! no memory runs, or `-- --memory-only`). Prints, for one generated corpus of small text files:
+//! Run: `cargo bench --bench pipeline` (add `-- --quick` for a smaller corpus, one
+//! round and no memory runs, `-- --memory-only`, or `-- --only-workers N` to run
+//! just P(N) under a profiler). Prints, for one generated
+//! corpus of small text files, per round and as medians over the rounds:
 //! - S: the store's claim + complete rate (1 thread, no work);
 //! - M: the mirror's write + fsync rate for the same texts (1 thread);
 //! - P(w): the pipeline's rate with a no-op extractor and w workers (1, 2, 4);
@@ -146,35 +148,126 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    if let Some(workers) = arg_after("--only-workers") {
+        // For profilers: just P(w), on a fresh corpus.
+        let n = if quick { 500 } else { 2000 };
+        let (corpus, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        make_corpus(corpus.path(), n);
+        let r = pipeline_rate(
+            &data,
+            corpus.path(),
+            n,
+            workers.parse().expect("--only-workers N"),
+        );
+        println!("P({workers}) pipeline, no-op extractor   : {r:>9.0} docs/s");
+        return;
+    }
     if std::env::args().any(|a| a == "--memory-only") {
         report_memory();
         return;
     }
-    let n = if quick { 500 } else { 3000 };
+    let (n, rounds) = if quick { (500, 1) } else { (2000, ROUNDS) };
     let corpus = tempfile::tempdir().unwrap();
     make_corpus(corpus.path(), n);
+    println!(
+        "corpus: {n} text files of {} bytes; {rounds} round(s)",
+        text(0).len()
+    );
 
     // Every directory lives until the end: deleting thousands of inodes between
     // measurements makes ext4's inode allocation slower for the ones that follow.
-    let dirs: Vec<tempfile::TempDir> = (0..5).map(|_| tempfile::tempdir().unwrap()).collect();
-    let s = store_rate(&dirs[0], n);
-    let m = mirror_rate(&dirs[1], n);
+    let mut keep = Vec::new();
+    let mut rates: Vec<Rates> = Vec::new();
+    for round in 0..rounds {
+        let r = measure_round(corpus.path(), n, round % 2 == 1, &mut keep);
+        println!(
+            "round {}: S {:.0}  M {:.0}  floor {:.0}  P(1) {:.0}  P(2) {:.0}  P(4) {:.0}  P(1)/floor {:.2}  P(4)/P(1) {:.2}",
+            round + 1,
+            r.s,
+            r.m,
+            r.floor(),
+            r.p[0],
+            r.p[1],
+            r.p[2],
+            r.p[0] / r.floor(),
+            r.p[2] / r.p[0]
+        );
+        rates.push(r);
+    }
+    let med = |f: &dyn Fn(&Rates) -> f64| median(rates.iter().map(f).collect());
+    let (s, m) = (med(&|r| r.s), med(&|r| r.m));
     let floor = 1.0 / (1.0 / s + 1.0 / m);
-    println!("corpus: {n} text files of {} bytes", text(0).len());
+    let p: Vec<f64> = (0..3).map(|i| med(&|r| r.p[i])).collect();
+    println!("medians over the rounds:");
     println!("S  store claim+complete, 1 thread : {s:>9.0} docs/s");
     println!("M  mirror write+fsync, 1 thread   : {m:>9.0} docs/s");
     println!("   serial floor 1/(1/S+1/M)       : {floor:>9.0} docs/s");
-    let mut p = Vec::new();
-    for (workers, dir) in [1, 2, 4].into_iter().zip(&dirs[2..]) {
-        let r = pipeline_rate(dir, corpus.path(), n, workers);
+    for (workers, r) in [1, 2, 4].into_iter().zip(&p) {
         println!("P({workers}) pipeline, no-op extractor   : {r:>9.0} docs/s");
-        p.push(r);
     }
     println!("ratio P(1) / floor  = {:.2}  (target >= 0.70)", p[0] / floor);
     println!("ratio P(4) / P(1)   = {:.2}  (target >= 2.00)", p[2] / p[0]);
     if !quick {
         report_memory();
     }
+}
+
+/// Rounds of the full bench. The rate of this machine's disk drifts over
+/// minutes; each round measures every rate side by side, alternate rounds in
+/// reverse order, and the report uses the median of each rate.
+const ROUNDS: usize = 3;
+
+/// One round's rates, docs/s.
+struct Rates {
+    s: f64,
+    m: f64,
+    /// P(1), P(2), P(4).
+    p: [f64; 3],
+}
+
+impl Rates {
+    fn floor(&self) -> f64 {
+        1.0 / (1.0 / self.s + 1.0 / self.m)
+    }
+}
+
+/// S, M, P(1), P(2), P(4) in that order, or the reverse; every directory is
+/// pushed to `keep` so nothing is deleted before the end.
+fn measure_round(corpus: &Path, n: usize, reverse: bool, keep: &mut Vec<tempfile::TempDir>) -> Rates {
+    let mut steps: Vec<usize> = (0..5).collect();
+    if reverse {
+        steps.reverse();
+    }
+    let mut got = [0.0; 5];
+    for step in steps {
+        let dir = tempfile::tempdir().unwrap();
+        got[step] = match step {
+            0 => store_rate(&dir, n),
+            1 => mirror_rate(&dir, n),
+            2 => pipeline_rate(&dir, corpus, n, 1),
+            3 => pipeline_rate(&dir, corpus, n, 2),
+            _ => pipeline_rate(&dir, corpus, n, 4),
+        };
+        keep.push(dir);
+    }
+    Rates {
+        s: got[0],
+        m: got[1],
+        p: [got[2], got[3], got[4]],
+    }
+}
+
+/// The command-line argument after `flag`, if any.
+fn arg_after(flag: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 fn report_memory() {
