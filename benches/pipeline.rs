@@ -78,8 +78,9 @@ fn mirror_rate(dir: &tempfile::TempDir, n: usize) -> f64 {
 }
 
 /// Discover `corpus` into a fresh data directory and run a pool to idle;
-/// returns (documents indexed, time spent working).
-fn pipeline_run(corpus: &Path, data: &Path, workers: usize) -> (u64, Duration) {
+/// returns (documents indexed, time spent working, CPU time the process spent
+/// meanwhile as (user, system)).
+fn pipeline_run(corpus: &Path, data: &Path, workers: usize) -> (u64, Duration, (Duration, Duration)) {
     let store = Store::open(data.join("p.db"), store_options()).unwrap();
     let source = DirSource::open(corpus).unwrap();
     source.discover(&store, 1 << 20).unwrap();
@@ -96,16 +97,28 @@ fn pipeline_run(corpus: &Path, data: &Path, workers: usize) -> (u64, Duration) {
         until_idle: true,
         ..PoolOptions::default()
     };
-    let start = Instant::now();
+    let (cpu, start) = (cpu_time(), Instant::now());
     WorkerPool::start(pipeline, opts, None).join();
-    let took = start.elapsed();
-    (store.counts().unwrap().indexed, took)
+    let (took, after) = (start.elapsed(), cpu_time());
+    let cpu = (after.0 - cpu.0, after.1 - cpu.1);
+    (store.counts().unwrap().indexed, took, cpu)
 }
 
-fn pipeline_rate(data: &tempfile::TempDir, corpus: &Path, n: usize, workers: usize) -> f64 {
-    let (indexed, took) = pipeline_run(corpus, data.path(), workers);
+/// User and system CPU time of this process so far.
+fn cpu_time() -> (Duration, Duration) {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we own; RUSAGE_SELF is always valid.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let dur = |t: libc::timeval| Duration::from_micros(t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64);
+    (dur(usage.ru_utime), dur(usage.ru_stime))
+}
+
+/// The pipeline's rate, and its CPU time per document as (user, system) µs.
+fn pipeline_rate(data: &tempfile::TempDir, corpus: &Path, n: usize, workers: usize) -> (f64, (f64, f64)) {
+    let (indexed, took, (user, sys)) = pipeline_run(corpus, data.path(), workers);
     assert_eq!(indexed as usize, n, "every document indexed");
-    rate(n, took)
+    let per_doc = |t: Duration| t.as_secs_f64() * 1e6 / n as f64;
+    (rate(n, took), (per_doc(user), per_doc(sys)))
 }
 
 /// Child: a whole run over `n` documents; prints the peak RSS.
@@ -113,7 +126,7 @@ fn memory_child(n: usize) {
     let corpus = tempfile::tempdir().unwrap();
     make_corpus(corpus.path(), n);
     let data = tempfile::tempdir().unwrap();
-    let (indexed, _) = pipeline_run(corpus.path(), data.path(), 4);
+    let (indexed, _, _) = pipeline_run(corpus.path(), data.path(), 4);
     assert_eq!(indexed as usize, n);
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage fills the struct we own; RUSAGE_SELF is always valid.
@@ -153,13 +166,13 @@ fn main() {
         let n = if quick { 500 } else { 2000 };
         let (corpus, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         make_corpus(corpus.path(), n);
-        let r = pipeline_rate(
+        let (r, (user, sys)) = pipeline_rate(
             &data,
             corpus.path(),
             n,
             workers.parse().expect("--only-workers N"),
         );
-        println!("P({workers}) pipeline, no-op extractor   : {r:>9.0} docs/s");
+        println!("P({workers}) pipeline, no-op extractor   : {r:>9.0} docs/s, CPU per doc: user {user:.0} µs, system {sys:.0} µs");
         return;
     }
     if std::env::args().any(|a| a == "--memory-only") {
@@ -202,8 +215,12 @@ fn main() {
     println!("S  store claim+complete, 1 thread : {s:>9.0} docs/s");
     println!("M  mirror write+fsync, 1 thread   : {m:>9.0} docs/s");
     println!("   serial floor 1/(1/S+1/M)       : {floor:>9.0} docs/s");
-    for (workers, r) in [1, 2, 4].into_iter().zip(&p) {
-        println!("P({workers}) pipeline, no-op extractor   : {r:>9.0} docs/s");
+    for (i, workers) in [1, 2, 4].into_iter().enumerate() {
+        let (user, sys) = (med(&|r| r.cpu[i].0), med(&|r| r.cpu[i].1));
+        println!(
+            "P({workers}) pipeline, no-op extractor   : {:>9.0} docs/s  (CPU per doc: user {user:.0} µs, system {sys:.0} µs)",
+            p[i]
+        );
     }
     println!("ratio P(1) / floor  = {:.2}  (target >= 0.70)", p[0] / floor);
     println!("ratio P(4) / P(1)   = {:.2}  (target >= 2.00)", p[2] / p[0]);
@@ -223,6 +240,9 @@ struct Rates {
     m: f64,
     /// P(1), P(2), P(4).
     p: [f64; 3],
+    /// CPU time per document of P(1), P(2), P(4), as (user, system) µs: on a
+    /// machine with few cores it, not the disk, bounds P(4).
+    cpu: [(f64, f64); 3],
 }
 
 impl Rates {
@@ -238,12 +258,12 @@ fn measure_round(corpus: &Path, n: usize, reverse: bool, keep: &mut Vec<tempfile
     if reverse {
         steps.reverse();
     }
-    let mut got = [0.0; 5];
+    let mut got = [(0.0, (0.0, 0.0)); 5];
     for step in steps {
         let dir = tempfile::tempdir().unwrap();
         got[step] = match step {
-            0 => store_rate(&dir, n),
-            1 => mirror_rate(&dir, n),
+            0 => (store_rate(&dir, n), (0.0, 0.0)),
+            1 => (mirror_rate(&dir, n), (0.0, 0.0)),
             2 => pipeline_rate(&dir, corpus, n, 1),
             3 => pipeline_rate(&dir, corpus, n, 2),
             _ => pipeline_rate(&dir, corpus, n, 4),
@@ -251,9 +271,10 @@ fn measure_round(corpus: &Path, n: usize, reverse: bool, keep: &mut Vec<tempfile
         keep.push(dir);
     }
     Rates {
-        s: got[0],
-        m: got[1],
-        p: [got[2], got[3], got[4]],
+        s: got[0].0,
+        m: got[1].0,
+        p: [got[2].0, got[3].0, got[4].0],
+        cpu: [got[2].1, got[3].1, got[4].1],
     }
 }
 
