@@ -1,8 +1,9 @@
 //! The whole pipeline against its floors, in one run, plus peak memory.
 //!
-//! Run: `cargo bench --bench pipeline` (add `-- --quick` for a smaller corpus, one
-//! round and no memory runs, `-- --memory-only`, or `-- --only-workers N` to run
-//! just P(N) under a profiler). Prints, for one generated
+//! Run: `cargo bench --bench pipeline`. Flags after `--`: `--quick` (a smaller
+//! corpus, one round, no memory runs), `--memory-only`, `--only-workers N` (just
+//! P(N), for a profiler), `--mirror-threads N` (the mirror alone, written from N
+//! threads: how far this disk lets fsyncs overlap). Prints, for one generated
 //! corpus of small text files, per round and as medians over the rounds:
 //! - S: the store's claim + complete rate (1 thread, no work);
 //! - M: the mirror's write + fsync rate for the same texts (1 thread);
@@ -69,11 +70,25 @@ fn store_rate(dir: &tempfile::TempDir, n: usize) -> f64 {
 
 /// M: atomic write + fsync of the same texts, one thread.
 fn mirror_rate(dir: &tempfile::TempDir, n: usize) -> f64 {
+    mirror_rate_threads(dir, n, 1)
+}
+
+/// The same writes from `threads` threads, each taking every `threads`-th
+/// document: how far the disk itself lets mirror writes overlap, the ceiling
+/// P(w) works under.
+fn mirror_rate_threads(dir: &tempfile::TempDir, n: usize, threads: usize) -> f64 {
     let mirror = Mirror::open(dir.path().join("m")).unwrap();
     let start = Instant::now();
-    for i in 0..n {
-        mirror.write(i as i64 + 1, 1, text(i).as_bytes()).unwrap();
-    }
+    std::thread::scope(|scope| {
+        for first in 0..threads {
+            let mirror = &mirror;
+            scope.spawn(move || {
+                for i in (first..n).step_by(threads) {
+                    mirror.write(i as i64 + 1, 1, text(i).as_bytes()).unwrap();
+                }
+            });
+        }
+    });
     rate(n, start.elapsed())
 }
 
@@ -159,6 +174,14 @@ fn main() {
     }
     let quick = std::env::args().any(|a| a == "--quick");
     if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    if let Some(threads) = arg_after("--mirror-threads") {
+        let n = if quick { 500 } else { 2000 };
+        let dir = tempfile::tempdir().unwrap();
+        let threads: usize = threads.parse().expect("--mirror-threads N");
+        let r = mirror_rate_threads(&dir, n, threads);
+        println!("M({threads}) mirror write+fsync, {threads} threads: {r:>9.0} docs/s");
         return;
     }
     if let Some(workers) = arg_after("--only-workers") {
