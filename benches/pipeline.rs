@@ -119,11 +119,17 @@ fn pipeline_run(corpus: &Path, data: &Path, workers: usize) -> (u64, Duration, (
     (store.counts().unwrap().indexed, took, cpu)
 }
 
-/// User and system CPU time of this process so far.
-fn cpu_time() -> (Duration, Duration) {
+/// This process's resource usage so far.
+fn rusage() -> libc::rusage {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage fills the struct we own; RUSAGE_SELF is always valid.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage
+}
+
+/// User and system CPU time of this process so far.
+fn cpu_time() -> (Duration, Duration) {
+    let usage = rusage();
     let dur = |t: libc::timeval| Duration::from_micros(t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64);
     (dur(usage.ru_utime), dur(usage.ru_stime))
 }
@@ -143,10 +149,7 @@ fn memory_child(n: usize) {
     let data = tempfile::tempdir().unwrap();
     let (indexed, _, _) = pipeline_run(corpus.path(), data.path(), 4);
     assert_eq!(indexed as usize, n);
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage fills the struct we own; RUSAGE_SELF is always valid.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    println!("MAXRSS_KB {}", usage.ru_maxrss);
+    println!("MAXRSS_KB {}", rusage().ru_maxrss);
 }
 
 fn peak_rss_kb(n: usize) -> u64 {
@@ -232,7 +235,7 @@ fn main() {
     }
     let med = |f: &dyn Fn(&Rates) -> f64| median(rates.iter().map(f).collect());
     let (s, m) = (med(&|r| r.s), med(&|r| r.m));
-    let floor = 1.0 / (1.0 / s + 1.0 / m);
+    let floor = floor(s, m);
     let p: Vec<f64> = (0..3).map(|i| med(&|r| r.p[i])).collect();
     println!("medians over the rounds:");
     println!("S  store claim+complete, 1 thread : {s:>9.0} docs/s");
@@ -270,7 +273,7 @@ struct Rates {
 
 impl Rates {
     fn floor(&self) -> f64 {
-        1.0 / (1.0 / self.s + 1.0 / self.m)
+        floor(self.s, self.m)
     }
 }
 
@@ -299,6 +302,12 @@ fn measure_round(corpus: &Path, n: usize, reverse: bool, keep: &mut Vec<tempfile
         p: [got[2].0, got[3].0, got[4].0],
         cpu: [got[2].1, got[3].1, got[4].1],
     }
+}
+
+/// The serial floor: one claim+complete and one mirror write per document,
+/// back to back.
+fn floor(s: f64, m: f64) -> f64 {
+    1.0 / (1.0 / s + 1.0 / m)
 }
 
 /// The command-line argument after `flag`, if any.

@@ -88,10 +88,6 @@ impl Gate {
         }
     }
 
-    pub fn policy(&self) -> &GatePolicy {
-        &self.policy
-    }
-
     pub fn store(&self) -> &Store {
         &self.store
     }
@@ -157,9 +153,14 @@ impl Gate {
             };
         let result = request(account);
         let answer = answer_for(&result, self.store.now());
-        let change = self
-            .store
-            .gate_report(&account.name, permit.as_ref(), &answer, &self.policy)?;
+        // Outside a probe, an accepted or transient answer changes no gate
+        // state (admit above made sure the row exists): no write for it.
+        let change = if permit.is_none() && matches!(answer, Answer::Accepted | Answer::Transient) {
+            GateChange::Unchanged
+        } else {
+            self.store
+                .gate_report(&account.name, permit.as_ref(), &answer, &self.policy)?
+        };
         if !matches!(change, GateChange::Unchanged) {
             self.send_notices();
         }

@@ -41,13 +41,15 @@ pub enum CrashPoint {
 }
 
 impl CrashPoint {
-    /// Every crash point, in the order the result path reaches them.
-    pub const ALL: [CrashPoint; 5] = [
+    /// Every crash point, in the order the result path reaches them (the last
+    /// only when results are delivered to a sink).
+    pub const ALL: [CrashPoint; 6] = [
         CrashPoint::AfterTempWrite,
         CrashPoint::AfterFsync,
         CrashPoint::AfterRename,
         CrashPoint::AfterDirFsync,
         CrashPoint::AfterCommit,
+        CrashPoint::AfterDelivery,
     ];
 
     /// The name `LEASEHOLD_CRASH_AT` takes.
@@ -64,10 +66,7 @@ impl CrashPoint {
 
     /// The point named `name`, if any.
     pub fn from_name(name: &str) -> Option<CrashPoint> {
-        CrashPoint::ALL
-            .into_iter()
-            .chain([CrashPoint::AfterDelivery])
-            .find(|p| p.as_str() == name)
+        CrashPoint::ALL.into_iter().find(|p| p.as_str() == name)
     }
 }
 

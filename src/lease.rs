@@ -131,8 +131,9 @@ struct Slot {
 /// One running stage.
 #[derive(Debug)]
 struct Watch {
-    /// The heartbeat's own copy of the claim's identity, for renewing only.
-    claim: Claim,
+    /// The heartbeat's own copy of the claim's identity, for renewing only;
+    /// shared so a renewal outside the lock needs no copy of its own.
+    claim: Arc<Claim>,
     /// When the last accepted renewal was made (before the stage, at first):
     /// the next one is due an interval later.
     last_renewal: Millis,
@@ -193,7 +194,7 @@ impl LeaseKeeper {
         }
         let flag = Arc::new(LeaseFlag::default());
         self.shared.watch(Watch {
-            claim: shadow(claim),
+            claim: Arc::new(shadow(claim)),
             last_renewal: renewed_at,
             flag: Arc::clone(&flag),
         });
@@ -281,14 +282,13 @@ impl Heartbeat {
         let now = self.store.now();
         let (claim, flag) = {
             let mut slot = self.shared.lock();
-            if slot.cancelled {
-                return;
-            }
             let Some(w) = &slot.watch else { return };
-            if w.flag.is_lost() || now.saturating_sub(w.last_renewal) < self.interval_ms {
+            // Stopping covers both a lost lease and a hard stop (`cancelled`
+            // raises the stop signal of every watched stage).
+            if w.flag.should_stop() || now.saturating_sub(w.last_renewal) < self.interval_ms {
                 return;
             }
-            let due = (shadow(&w.claim), Arc::clone(&w.flag));
+            let due = (Arc::clone(&w.claim), Arc::clone(&w.flag));
             slot.renewing = true;
             due
         };
@@ -297,7 +297,8 @@ impl Heartbeat {
         match refused {
             Some(why) => flag.raise(why),
             None => {
-                if let Some(w) = slot.watch.as_mut().filter(|w| Arc::ptr_eq(&w.flag, &flag)) {
+                // Still the same stage: a stage that ends waits for this renewal.
+                if let Some(w) = slot.watch.as_mut() {
                     w.last_renewal = now;
                 }
             }
@@ -408,8 +409,8 @@ mod tests {
         assert!(lost.reason.starts_with("renewal refused"), "{}", lost.reason);
     }
 
-    /// Ticks with no stage running renew nothing, and a stage that starts later
-    /// renews on its own ticks.
+    /// A stage renews before it starts and on its ticks; once it has ended, its
+    /// claim is no longer watched and ticks renew nothing.
     #[test]
     fn ticks_between_stages_renew_nothing() {
         let dir = tempfile::tempdir().unwrap();
@@ -423,11 +424,6 @@ mod tests {
 
         clock.advance(LEASE / 2);
         let before = expiry();
-        for _ in 0..2 {
-            ticks.send_timeout((), WAIT).expect("the heartbeat took the tick");
-        }
-        assert_eq!(expiry(), before, "no stage: no renewal");
-
         let during = keeper.run(&claim, |_| {
             let at_start = expiry();
             clock.advance(LEASE / 2);
@@ -439,5 +435,12 @@ mod tests {
         let (at_start, after_tick) = during.expect("the lease was kept");
         assert!(at_start > before, "renewed before the stage");
         assert!(after_tick > at_start, "renewed on the heartbeat");
+
+        clock.advance(LEASE / 2);
+        let after_stage = expiry();
+        for _ in 0..2 {
+            ticks.send_timeout((), WAIT).expect("the heartbeat took the tick");
+        }
+        assert_eq!(expiry(), after_stage, "no stage: no renewal");
     }
 }

@@ -414,21 +414,20 @@ fn apply_lock(file: &File, mode: LockMode) -> io::Result<()> {
 /// generation), and a `mkdir` would take the shard directory's lock, which every writer of a
 /// new document in that shard needs too.
 fn create_doc_dir(dir: &Path) -> Result<bool, MirrorError> {
-    match fs::symlink_metadata(dir) {
-        Ok(m) if m.file_type().is_dir() => return Ok(true),
-        Ok(_) => {
-            return Err(MirrorError::UnsafePath {
-                path: dir.display().to_string(),
-            })
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err(dir)(e)),
+    if dir_exists(dir)? {
+        return Ok(true);
     }
     match DirBuilder::new().recursive(true).mode(DIR_MODE).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(io_err(dir)(e)),
     }
+    dir_exists(dir)
+}
+
+/// True for a real directory, false when nothing is there; anything else (a symlink, a file)
+/// is refused.
+fn dir_exists(dir: &Path) -> Result<bool, MirrorError> {
     match fs::symlink_metadata(dir) {
         Ok(m) if m.file_type().is_dir() => Ok(true),
         Ok(_) => Err(MirrorError::UnsafePath {

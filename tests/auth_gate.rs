@@ -15,12 +15,6 @@ use common::gate_env::{wait_for, Env, HOUR_MS, USER};
 use common::upstream_server::Mode;
 
 /// Watch for `secs`: the account's request count must not move.
-fn no_requests_for(env: &Env, secs: u64, why: &str) {
-    let before = env.up.requests(USER);
-    std::thread::sleep(Duration::from_secs(secs));
-    assert_eq!(env.up.requests(USER), before, "{why}");
-}
-
 fn discover(env: &mut Env, expect: usize) {
     let out = env.run(&["discover", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -31,7 +25,7 @@ fn discover(env: &mut Env, expect: usize) {
 /// Tests 1 and 2 of the issue: four processes, one rejected account.
 #[test]
 fn four_processes_share_one_lockout_one_probe_per_ttl_and_one_recovery() {
-    let mut env = Env::new(40, "");
+    let mut env = Env::new(40);
     discover(&mut env, 40);
     env.up.set_mode(USER, Mode::Reject401);
     let workers = env.workers(4);
@@ -48,7 +42,7 @@ fn four_processes_share_one_lockout_one_probe_per_ttl_and_one_recovery() {
         during_lock <= 1 + 8,
         "{during_lock} requests before the lock held"
     );
-    no_requests_for(&env, 3, "nobody calls the upstream while the account is locked");
+    env.quiet_for(USER, 3, "nobody calls the upstream while the account is locked");
     assert_eq!(
         env.scalar("SELECT max(attempts) FROM jobs"),
         0,
@@ -64,7 +58,7 @@ fn four_processes_share_one_lockout_one_probe_per_ttl_and_one_recovery() {
         wait_for(30, "the lock again", || {
             env.scalar("SELECT probes FROM accounts WHERE name = 'main'") == round
         });
-        no_requests_for(&env, 2, "one probe per lock TTL");
+        env.quiet_for(USER, 2, "one probe per lock TTL");
         assert_eq!(env.up.requests(USER), before + 1);
     }
     assert_eq!(
@@ -111,7 +105,7 @@ fn four_processes_share_one_lockout_one_probe_per_ttl_and_one_recovery() {
 /// Test 3: the prober dies mid-probe; after probe_ttl another process probes.
 #[test]
 fn a_prober_killed_mid_probe_is_replaced_after_the_probe_ttl() {
-    let mut env = Env::new(12, "");
+    let mut env = Env::new(12);
     discover(&mut env, 12);
     env.up.set_mode(USER, Mode::Reject401);
     let mut workers = env.workers(3);
@@ -152,14 +146,12 @@ fn a_prober_killed_mid_probe_is_replaced_after_the_probe_ttl() {
     env.up.set_mode(USER, Mode::Accept);
 
     // Its slot is held until probe_ttl runs out: nobody else probes before.
-    let before = env.up.requests(USER);
-    std::thread::sleep(Duration::from_secs(2));
+    env.quiet_for(USER, 2, "nobody calls while the dead prober's slot lives");
     assert_eq!(
         granted(&env).len(),
         1,
         "no second probe while the dead one's slot lives"
     );
-    assert_eq!(env.up.requests(USER), before);
 
     env.jump(31_000);
     wait_for(60, "every document indexed", || {
@@ -178,7 +170,7 @@ fn a_prober_killed_mid_probe_is_replaced_after_the_probe_ttl() {
 /// Test 4a: a 429 with Retry-After slows everyone down and never locks.
 #[test]
 fn a_429_with_retry_after_slows_down_and_never_locks() {
-    let mut env = Env::new(20, "");
+    let mut env = Env::new(20);
     env.up
         .set_next(USER, vec![Mode::RateLimit429 { retry_after: Some(2) }]);
     let started = Instant::now();
@@ -211,7 +203,7 @@ fn a_429_with_retry_after_slows_down_and_never_locks() {
 /// Test 4b: a 503 answering the probe frees the slot without counting a probe.
 #[test]
 fn a_503_during_a_probe_frees_the_slot_without_counting() {
-    let mut env = Env::new(10, "");
+    let mut env = Env::new(10);
     env.up.set_mode(USER, Mode::Reject401);
     let out = env.run(&["discover", "--no-wait"]);
     assert!(!out.status.success(), "a locked account with --no-wait fails");

@@ -159,12 +159,6 @@ fn settled(env: &Env) -> bool {
 }
 
 /// Watch for `secs`: `user`'s request count must not move.
-fn quiet_for(env: &Env, user: &str, secs: u64, why: &str) {
-    let before = env.up.requests(user);
-    std::thread::sleep(Duration::from_secs(secs));
-    assert_eq!(env.up.requests(user), before, "{why}");
-}
-
 #[test]
 fn pool_a_lock_pauses_only_its_holder_and_two_locks_make_one_shared_cause_notice() {
     const DOCS: i64 = 200;
@@ -187,7 +181,7 @@ fn pool_a_lock_pauses_only_its_holder_and_two_locks_make_one_shared_cause_notice
         "{} refused fetches",
         refused.len()
     );
-    quiet_for(&env, USER, 2, "nobody calls with a while it is locked");
+    env.quiet_for(USER, 2, "nobody calls with a while it is locked");
     assert_eq!(env.account_state("b"), "open");
 
     // The holder of b went on: every indexed document was fetched with b, and
@@ -221,7 +215,7 @@ fn pool_a_lock_pauses_only_its_holder_and_two_locks_make_one_shared_cause_notice
     wait_for(10, "the shared-cause notice", || {
         env.received("shared_cause") == 1
     });
-    quiet_for(&env, USER_B, 2, "nobody calls with b either");
+    env.quiet_for(USER_B, 2, "nobody calls with b either");
     assert_eq!(env.received("shared_cause"), 1);
     assert_eq!(env.received("lock"), 1, "a's lock notice only");
     let shared = &env.notices_of("shared_cause")[0];
@@ -325,7 +319,7 @@ fn thirty_results_while_the_sink_is_locked(env: &mut Env) -> Vec<Row> {
     env.add_docs(5..30);
     assert_eq!(json(&env.run(&["discover", "--json"]))["queued"], 25);
     wait_for(30, "30 results accepted", || count(env, "indexed") == 30);
-    quiet_for(env, USER_SINK, 1, "nobody calls the sink while it is locked");
+    env.quiet_for(USER_SINK, 1, "nobody calls the sink while it is locked");
     kill(env, worker);
     assert_eq!(
         env.up.requests(USER_SINK),
@@ -483,7 +477,10 @@ fn outbox_crash_mid_drain_loses_nothing_and_duplicates_only_the_batch_in_flight(
     // sending lease has run out.
     ok(&env.run(&["sync"]));
     let waiting: BTreeSet<String> = outbox_rows(&env).into_iter().map(|r| r.1).collect();
-    assert!(waiting.is_subset(&in_flight), "{waiting:?}");
+    assert_eq!(
+        waiting, in_flight,
+        "the crashed batch waits for its sending lease"
+    );
     env.jump(120_000);
     ok(&env.run(&["sync"]));
     assert!(outbox_rows(&env).is_empty());
@@ -649,7 +646,7 @@ fn secrets_never_appear_in_outputs_errors_notices_history_or_status() {
 
 #[test]
 fn a_notify_command_never_receives_the_password() {
-    let mut env = Env::new(0, "");
+    let mut env = Env::new(0);
     let seen = env.dir().join("notice.txt");
     let script = "{ env; echo \"$1\"; } >> \"$0\"";
     let config = std::fs::read_to_string(&env.config).unwrap().replace(
@@ -670,7 +667,7 @@ fn a_notify_command_never_receives_the_password() {
 
 #[test]
 fn a_manual_unlock_lets_the_parked_documents_resume_at_once() {
-    let mut env = Env::new(6, "");
+    let mut env = Env::new(6);
     assert_eq!(json(&env.run(&["discover", "--json"]))["listed"], 6);
     env.up.set_mode(USER, Mode::Reject401);
     // Without waiting: the workers that met the lock park their documents

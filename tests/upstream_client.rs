@@ -273,7 +273,12 @@ fn hang_past_the_timeout_is_transient_and_blocks_no_one_else() {
     let base = up.base_url();
     let hung =
         std::thread::spawn(move || HttpClient::new(Duration::from_millis(700)).list(&base, &acct, None));
-    std::thread::sleep(Duration::from_millis(100));
+    // Bob goes only once alice's request is in (and hanging) at the server.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while up.requests("alice") == 0 {
+        assert!(Instant::now() < deadline, "alice's request never arrived");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let started = Instant::now();
     client()
         .list(&up.base_url(), &account("bob", "bob-pw"), None)

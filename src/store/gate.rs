@@ -156,7 +156,7 @@ fn row(tx: &Connection, account: &str) -> rusqlite::Result<Row> {
     )
 }
 
-pub(crate) fn event(
+fn event(
     tx: &Connection,
     now: Millis,
     account: &str,
@@ -172,7 +172,7 @@ pub(crate) fn event(
 }
 
 /// Queue a notice; it is sent after the commit by whoever gets there first.
-pub(crate) fn notice(
+fn notice(
     tx: &Connection,
     now: Millis,
     account: &str,
@@ -263,11 +263,22 @@ pub(crate) fn report(
     match answer {
         Answer::RateLimited { until } => pace(tx, account, *until),
         Answer::Rejected { error, until } if r.state == "open" => {
-            let until = until.unwrap_or(now + p.lock_ttl).max(now + 1);
+            let until = lock_until(now, p, *until);
             lock(tx, now, p, account, &r, error, until)
         }
         _ => Ok(GateChange::Unchanged),
     }
+}
+
+/// Until when a rejection locks: what the upstream said, else one lock TTL;
+/// always in the future.
+fn lock_until(now: Millis, p: &GatePolicy, said: Option<Millis>) -> Millis {
+    said.unwrap_or(now + p.lock_ttl).max(now + 1)
+}
+
+/// A lock notice (or reminder) at most once per `notify_every` per incident.
+fn notice_due(r: &Row, now: Millis, p: &GatePolicy) -> bool {
+    r.lock_notice_at.is_none_or(|at| now - at >= p.notify_every)
 }
 
 fn answer_name(a: &Answer) -> &'static str {
@@ -309,7 +320,7 @@ fn probe_answer(
             Ok(GateChange::SlotFreed)
         }
         Answer::Rejected { error, until } => {
-            let until = until.unwrap_or(now + p.lock_ttl).max(now + 1);
+            let until = lock_until(now, p, *until);
             tx.execute(
                 "UPDATE accounts SET locked_until = ?2, probe_token = NULL, probe_until = NULL,
                         probes = probes + 1, last_error = ?3, updated_at = ?4
@@ -318,7 +329,7 @@ fn probe_answer(
             )?;
             event(tx, now, account, "probe_failed", r.epoch, Some(error))?;
             // A reminder at most once per notify_every while the incident lasts.
-            if r.lock_notice_at.is_none_or(|at| now - at >= p.notify_every) {
+            if notice_due(r, now, p) {
                 lock_notice(
                     tx,
                     now,
@@ -334,7 +345,7 @@ fn probe_answer(
                 until,
             })
         }
-        Answer::Accepted => recover(tx, now, account, r, "probe succeeded"),
+        Answer::Accepted => recover(tx, now, account, r, Recovery::Probe),
     }
 }
 
@@ -360,7 +371,7 @@ fn lock(
     event(tx, now, account, "locked", epoch, Some(error))?;
     if shared_cause(tx, now, p, account)? {
         shared_cause_notice(tx, now, p, account)?;
-    } else if r.lock_notice_at.is_none_or(|at| now - at >= p.notify_every) {
+    } else if notice_due(r, now, p) {
         lock_notice(tx, now, account, epoch, until, error, "locked")?;
     }
     Ok(GateChange::Locked { epoch, until })
@@ -394,7 +405,7 @@ fn shared_cause_recent(tx: &Connection, now: Millis, p: &GatePolicy) -> rusqlite
 
 /// Whether a shared cause was declared within the last `lock_ttl`: then no
 /// process moves onto the remaining accounts of a pool.
-pub(crate) fn shared_cause_active(tx: &Connection, now: Millis, p: &GatePolicy) -> rusqlite::Result<bool> {
+fn shared_cause_active(tx: &Connection, now: Millis, p: &GatePolicy) -> rusqlite::Result<bool> {
     let locked_now: i64 = tx.query_row(
         "SELECT count(*) FROM accounts WHERE state = 'locked' AND locked_at >= ?1",
         [now - p.lock_ttl],
@@ -467,12 +478,37 @@ fn lock_notice(
 
 /// Locked -> open, with the recovery notice. Only after a lock notice went out
 /// for this incident (or an earlier one of the same `notify_every` window).
-fn recover(tx: &Connection, now: Millis, account: &str, r: &Row, how: &str) -> rusqlite::Result<GateChange> {
+/// How a lock ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Recovery {
+    /// A probe was accepted (it counts among the incident's probes).
+    Probe,
+    /// `auth unlock`.
+    ByHand,
+}
+
+impl Recovery {
+    fn text(self) -> &'static str {
+        match self {
+            Recovery::Probe => "probe succeeded",
+            Recovery::ByHand => "unlocked by hand",
+        }
+    }
+}
+
+fn recover(
+    tx: &Connection,
+    now: Millis,
+    account: &str,
+    r: &Row,
+    how: Recovery,
+) -> rusqlite::Result<GateChange> {
     let (held, dropped): (i64, i64) =
         tx.query_row("SELECT rows, dropped FROM outbox_totals WHERE id = 1", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })?;
-    let probes = r.probes + i64::from(how == "probe succeeded");
+    let probes = r.probes + i64::from(how == Recovery::Probe);
+    let how = how.text();
     tx.execute(
         "UPDATE accounts SET state = 'open', locked_until = NULL, locked_at = NULL,
                 probe_token = NULL, probe_until = NULL, probes = 0, lock_notice_at = NULL,
@@ -520,7 +556,7 @@ pub(crate) fn unlock(tx: &Connection, now: Millis, account: &str, by: &str) -> r
         return Ok(false);
     }
     event(tx, now, account, "manual_unlock", r.epoch, Some(by))?;
-    recover(tx, now, account, &r, "unlocked by hand")?;
+    recover(tx, now, account, &r, Recovery::ByHand)?;
     Ok(true)
 }
 
@@ -549,6 +585,21 @@ pub(crate) fn blocked_until(
         Some((None, _, Some(paced))) if now < paced => Some(paced),
         Some(_) => None,
     })
+}
+
+/// The gate's history of `account`, oldest first.
+pub(crate) fn history(c: &Connection, account: &str) -> rusqlite::Result<Vec<GateEvent>> {
+    let mut s =
+        c.prepare_cached("SELECT at, event, epoch, detail FROM auth_history WHERE account = ?1 ORDER BY id")?;
+    let rows = s.query_map([account], |r| {
+        Ok(GateEvent {
+            at: r.get(0)?,
+            event: r.get(1)?,
+            epoch: r.get(2)?,
+            detail: r.get(3)?,
+        })
+    })?;
+    rows.collect()
 }
 
 /// Every account's state, with its live holders.

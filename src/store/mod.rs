@@ -437,11 +437,21 @@ impl Store {
     /// Accept `result_path` (relative to the mirror root) and its SHA-256 as the
     /// document's result. Fenced; a rejection means someone else owns it now.
     pub fn complete(&self, claim: &Claim, result_path: &str, checksum: &str) -> Result<Fenced> {
+        self.complete_op(claim, result_path, checksum, None)
+    }
+
+    fn complete_op(
+        &self,
+        claim: &Claim,
+        path: &str,
+        checksum: &str,
+        delivery: Option<&str>,
+    ) -> Result<Fenced> {
         let out = self.fenced(WriteOp::Complete {
             owner: Owner::from(claim),
-            path: result_path.to_owned(),
+            path: path.to_owned(),
             checksum: checksum.to_owned(),
-            delivery: None,
+            delivery: delivery.map(str::to_owned),
         })?;
         // Idle workers waiting to see whether the run is over look again.
         self.notify_work();
@@ -522,14 +532,7 @@ impl Store {
         checksum: &str,
         text: &str,
     ) -> Result<Fenced> {
-        let out = self.fenced(WriteOp::Complete {
-            owner: Owner::from(claim),
-            path: result_path.to_owned(),
-            checksum: checksum.to_owned(),
-            delivery: Some(text.to_owned()),
-        })?;
-        self.notify_work();
-        Ok(out)
+        self.complete_op(claim, result_path, checksum, Some(text))
     }
 
     // ----- the auth gate (DESIGN §6) -----
@@ -580,20 +583,7 @@ impl Store {
 
     /// The gate's history of `account`, oldest first.
     pub fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>> {
-        self.read(|c| {
-            let mut s = c.prepare(
-                "SELECT at, event, epoch, detail FROM auth_history WHERE account = ?1 ORDER BY id",
-            )?;
-            let rows = s.query_map([account], |r| {
-                Ok(GateEvent {
-                    at: r.get(0)?,
-                    event: r.get(1)?,
-                    epoch: r.get(2)?,
-                    detail: r.get(3)?,
-                })
-            })?;
-            rows.collect()
-        })
+        self.read(|c| gate::history(c, account))
     }
 
     /// Expiry check for `account` expiring on day `expires_on` (days since

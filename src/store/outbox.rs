@@ -85,7 +85,7 @@ pub(crate) fn push(
 /// Drop rows older than the age cap, then the oldest rows while the total is
 /// over the size cap, never the newest row. Rows in flight are not dropped:
 /// their batch may already have reached the sink.
-pub(crate) fn enforce_cap(tx: &Connection, now: Millis, cap: &OutboxCap) -> rusqlite::Result<()> {
+fn enforce_cap(tx: &Connection, now: Millis, cap: &OutboxCap) -> rusqlite::Result<()> {
     let newest: Option<i64> = tx.query_row("SELECT max(id) FROM outbox", [], |r| r.get(0))?;
     let Some(newest) = newest else { return Ok(()) };
     loop {

@@ -29,27 +29,12 @@ pub struct Env {
 }
 
 impl Env {
-    /// An upstream with `docs` text documents and one account; `extra` is
-    /// appended to the config file (a sink, other accounts...).
-    pub fn new(docs: usize, extra: &str) -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let up = Upstream::start();
-        up.add_account(USER, PASSWORD);
-        for i in 0..docs {
-            let body = format!("document number {i} says lantern{i}\n");
-            up.add_document(
-                &format!("doc-{i:04}"),
-                "v1",
-                &format!("d{i}.txt"),
-                "text/plain",
-                body.as_bytes(),
-            );
-        }
-        let data = dir.path().join("data");
-        std::fs::create_dir(&data).unwrap();
-        let config = dir.path().join("leasehold.toml");
-        let text = format!(
-            r#"
+    /// An upstream with `docs` text documents and one account, read as the
+    /// source through the `main` account; notices go to the upstream's webhook.
+    pub fn new(docs: usize) -> Env {
+        Env::with_config(docs, |base, hook, _sink| {
+            format!(
+                r#"
 [[account]]
 name = "main"
 username = "{USER}"
@@ -66,24 +51,9 @@ notify_every = "24h"
 
 [notify]
 webhook = "{hook}"
-{extra}
-"#,
-            base = up.base_url(),
-            hook = up.webhook_url(),
-        );
-        std::fs::write(&config, text).unwrap();
-        let log_dir = dir.path().join("logs");
-        std::fs::create_dir(&log_dir).unwrap();
-        Env {
-            clock_file: dir.path().join("clock-offset"),
-            log_dir,
-            _dir: dir,
-            data,
-            config,
-            offset_ms: 0,
-            up,
-            outputs: Vec::new(),
-        }
+"#
+            )
+        })
     }
 
     /// An upstream with `docs` text documents and the one account `USER`; the
@@ -113,8 +83,7 @@ webhook = "{hook}"
         env
     }
 
-    /// Add (or re-add) documents `doc-NNNN` for each index, with the same
-    /// bodies as `Env::new`'s.
+    /// Add (or re-add) documents `doc-NNNN` for each index.
     pub fn add_docs(&self, range: std::ops::Range<usize>) {
         for i in range {
             let body = format!("document number {i} says lantern{i}\n");
@@ -126,6 +95,14 @@ webhook = "{hook}"
                 body.as_bytes(),
             );
         }
+    }
+
+    /// Assert that nobody calls the upstream as `user` for `secs` seconds (an
+    /// observation window: a violation shows within it).
+    pub fn quiet_for(&self, user: &str, secs: u64, why: &str) {
+        let before = self.up.requests(user);
+        std::thread::sleep(Duration::from_secs(secs));
+        assert_eq!(self.up.requests(user), before, "{why}");
     }
 
     /// The directory holding the config file (for password files and the like).
@@ -218,19 +195,6 @@ webhook = "{hook}"
             self.outputs
                 .push(std::fs::read_to_string(e.path()).unwrap_or_default());
         }
-    }
-
-    /// What the workers printed, for a failure message.
-    pub fn logs(&self) -> String {
-        let mut all = String::new();
-        for e in std::fs::read_dir(&self.log_dir).unwrap().flatten() {
-            all += &format!(
-                "--- {}\n{}",
-                e.path().display(),
-                std::fs::read_to_string(e.path()).unwrap_or_default()
-            );
-        }
-        all
     }
 
     /// Move every process's clock forward.
