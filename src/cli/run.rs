@@ -2,7 +2,8 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use leasehold::source::Discovered;
@@ -67,8 +68,15 @@ impl Summary {
         self.waiting += more.waiting;
         self.failures.extend(more.failures);
         self.errors.extend(more.errors);
-        self.seconds = more.seconds;
-        self.docs_per_second = more.docs_per_second;
+        // Every pass measures from the same start.
+        self.set_seconds(more.seconds);
+    }
+
+    /// The run took `seconds`; the rate counts every document processed in it.
+    pub fn set_seconds(&mut self, seconds: f64) {
+        self.seconds = seconds;
+        let processed = self.indexed + self.failed;
+        self.docs_per_second = processed as f64 / seconds.max(1e-9);
     }
 
     fn count(&mut self, e: &Event) {
@@ -230,30 +238,47 @@ pub fn work_pool(
     }
     pool.join();
     progress.done();
-    summary.seconds = started.elapsed().as_secs_f64();
-    let processed = summary.indexed + summary.failed;
-    summary.docs_per_second = processed as f64 / summary.seconds.max(1e-9);
+    summary.set_seconds(started.elapsed().as_secs_f64());
     summary.database = cfg.store.path().display().to_string();
     summary.mirror = cfg.mirror.root().display().to_string();
     Ok(summary)
 }
 
+/// The pool Ctrl-C stops: the one running now. `sync` runs one pool after
+/// another, and a process can have only one Ctrl-C handler.
+static CURRENT_POOL: Mutex<Option<StopHandle>> = Mutex::new(None);
+/// Set by the first Ctrl-C, for callers that start more than one pool.
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// Whether Ctrl-C asked the process to stop.
+pub fn stop_requested() -> bool {
+    STOP_REQUESTED.load(Ordering::SeqCst)
+}
+
 /// First Ctrl-C: stop claiming, give in-flight documents `GRACE`, then release
 /// what is left. Second Ctrl-C: exit at once (leases then expire normally).
+/// The handler is installed once and acts on the pool started last.
 fn install_ctrl_c(handle: StopHandle) {
-    static PRESSES: AtomicU32 = AtomicU32::new(0);
-    let _ = ctrlc::set_handler(move || {
-        if PRESSES.fetch_add(1, Ordering::SeqCst) > 0 {
-            eprintln!("leasehold: stopping now; held leases will expire");
-            std::process::exit(130);
-        }
-        eprintln!("leasehold: stopping; finishing documents in flight (Ctrl-C again to quit now)");
-        handle.stop_claiming();
-        let handle = handle.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(GRACE);
-            handle.stop_hard();
-        });
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    *CURRENT_POOL.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+    INSTALL.call_once(|| {
+        let _ = ctrlc::set_handler(on_ctrl_c);
+    });
+}
+
+fn on_ctrl_c() {
+    if STOP_REQUESTED.swap(true, Ordering::SeqCst) {
+        eprintln!("leasehold: stopping now; held leases will expire");
+        std::process::exit(130);
+    }
+    eprintln!("leasehold: stopping; finishing documents in flight (Ctrl-C again to quit now)");
+    let Some(handle) = CURRENT_POOL.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
+        return;
+    };
+    handle.stop_claiming();
+    std::thread::spawn(move || {
+        std::thread::sleep(GRACE);
+        handle.stop_hard();
     });
 }
 

@@ -156,7 +156,7 @@ pub fn sync(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliErro
     }
     summary.new = queued;
     summary.unchanged = listed - queued;
-    summary.seconds = started.elapsed().as_secs_f64();
+    summary.set_seconds(started.elapsed().as_secs_f64());
     let waiting = summary.waiting;
     let code = finish(summary, json, false)?;
     if no_wait && waiting > 0 {
@@ -177,6 +177,9 @@ fn work_until_settled(cfg: &Config, no_wait: bool, started: Instant) -> Result<S
     }
     let mut said: Option<Millis> = None;
     loop {
+        if super::run::stop_requested() {
+            return Ok(total);
+        }
         let c = cfg.store.counts()?;
         if c.discovered + c.retrying + c.extracting == 0 {
             return Ok(total);
@@ -192,7 +195,9 @@ fn work_until_settled(cfg: &Config, no_wait: bool, started: Instant) -> Result<S
                         (next - now + 999) / 1000
                     );
                 }
-                std::thread::sleep(until_from(now, next).max(Duration::from_millis(50)));
+                // Short naps, so that a Ctrl-C while waiting ends the run soon.
+                let nap = until_from(now, next).clamp(Duration::from_millis(50), Duration::from_millis(250));
+                std::thread::sleep(nap);
                 continue;
             }
         }
@@ -210,9 +215,6 @@ fn drain(
 ) -> Result<u64, CliError> {
     let mut delivered = 0u64;
     loop {
-        if no_wait && sink.blocked_until().is_some() {
-            return Ok(delivered);
-        }
         match sink.drain_once() {
             Ok(DrainStep::Sent(n)) => delivered += n as u64,
             Ok(DrainStep::Empty) => return Ok(delivered),
