@@ -253,10 +253,14 @@ fn pool_holds_are_sticky_and_spread_over_open_accounts() {
         s.gate_hold("p3", &pool, hold, &POLICY).unwrap().as_deref(),
         Some(p2.as_str())
     );
+    let holders = || s.gate_states().unwrap().iter().map(|a| a.holders).sum::<i64>();
+    assert_eq!(holders(), 3);
+    // A process that lets go is no longer counted.
+    s.gate_unhold("p2").unwrap();
+    assert_eq!(holders(), 2);
     // A hold that was not renewed lapses.
     t.clock.advance(Duration::from_secs(61));
-    s.gate_unhold("p2").unwrap();
-    assert_eq!(s.gate_states().unwrap().iter().map(|a| a.holders).sum::<i64>(), 0);
+    assert_eq!(holders(), 0);
 }
 
 fn outbox_store(t: &TempStore, max_bytes: u64, max_age_ms: i64) -> Store {
