@@ -460,19 +460,20 @@ impl Sink {
             return Ok(DrainStep::Wait { until, why: "locked" });
         }
         let lease = self.client.timeout() * 2 + Duration::from_secs(5);
-        let batch = match store.outbox_claim(self.batch_size, lease, self.interval)? {
+        let mut batch = match store.outbox_claim(self.batch_size, lease, self.interval)? {
             Drain::Empty => return Ok(DrainStep::Empty),
             Drain::Paced { until } => return Ok(DrainStep::Wait { until, why: "pace" }),
             Drain::Send(b) => b,
         };
+        // The texts move into the request: reporting back needs only the ids.
         let results: Vec<Delivery> = batch
             .items
-            .iter()
+            .iter_mut()
             .map(|i| Delivery {
-                key: i.key.clone(),
-                version: i.version.clone(),
-                checksum: i.checksum.clone(),
-                text: i.text.clone(),
+                key: std::mem::take(&mut i.key),
+                version: std::mem::take(&mut i.version),
+                checksum: std::mem::take(&mut i.checksum),
+                text: std::mem::take(&mut i.text),
             })
             .collect();
         let account = self.gate.account(&self.account)?;

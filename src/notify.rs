@@ -13,10 +13,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::config::NotifyConfig;
+use crate::upstream::one_line;
 
 /// How long a command or webhook may take before the attempt counts as failed.
 /// A hung pager script must not hold the gate's tick forever.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One message for people.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -64,14 +65,15 @@ impl Notifier {
         Notifier {
             command: cfg.command.clone(),
             webhook: cfg.webhook.clone(),
-            agent: build_agent(DEFAULT_TIMEOUT),
+            agent: crate::upstream::agent(DEFAULT_TIMEOUT),
             timeout: DEFAULT_TIMEOUT,
         }
     }
 
     /// The same notifier with another per-channel timeout (tests use a short one).
-    pub fn with_timeout(mut self, timeout: Duration) -> Notifier {
-        self.agent = build_agent(timeout);
+    #[cfg(test)]
+    fn with_timeout(mut self, timeout: Duration) -> Notifier {
+        self.agent = crate::upstream::agent(timeout);
         self.timeout = timeout;
         self
     }
@@ -168,29 +170,11 @@ impl Notifier {
     }
 }
 
-fn build_agent(timeout: Duration) -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout(timeout)
-        // A redirected POST may become a GET or be re-sent elsewhere; refuse it and
-        // let the operator fix the URL.
-        .redirects(0)
-        .user_agent(concat!("leasehold/", env!("CARGO_PKG_VERSION")))
-        .build()
-}
-
 fn command_error(program: &str, reason: String) -> NotifyError {
     NotifyError::Command {
         program: program.to_string(),
         reason,
     }
-}
-
-/// Control characters (newlines, terminal escapes) from upstream text would
-/// break the one-line log format or the operator's terminal.
-fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
 }
 
 /// Polls rather than blocking in `wait`, so a hung command cannot outlive the timeout.

@@ -216,12 +216,10 @@ impl HttpClient {
     /// answer) must finish within `timeout`; past it the request fails as
     /// [`UpstreamError::Transient`].
     pub fn new(timeout: Duration) -> HttpClient {
-        let agent = ureq::AgentBuilder::new()
-            .timeout(timeout)
-            .redirects(0)
-            .user_agent(concat!("leasehold/", env!("CARGO_PKG_VERSION")))
-            .build();
-        HttpClient { agent, timeout }
+        HttpClient {
+            agent: agent(timeout),
+            timeout,
+        }
     }
 
     /// The per-request timeout this client was built with.
@@ -427,10 +425,20 @@ fn parse_page(body: &[u8]) -> Result<Page, UpstreamError> {
     Ok(page)
 }
 
-/// `Retry-After` as delta-seconds. The HTTP-date form is not parsed (no date
-/// parser among the dependencies) and, like anything else unreadable, gives
-/// `None`: the caller's own backoff applies.
-pub fn parse_retry_after(value: &str) -> Option<Duration> {
+/// The HTTP agent of every leasehold request: `timeout` for the whole request,
+/// no redirects (a redirected POST may become a GET or be re-sent elsewhere;
+/// the operator fixes the URL instead), leasehold's user agent.
+pub(crate) fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::AgentBuilder::new()
+        .timeout(timeout)
+        .redirects(0)
+        .user_agent(concat!("leasehold/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// `Retry-After` as delta-seconds. The HTTP-date form is not parsed and, like
+/// anything else unreadable, gives `None`: the caller's own backoff applies.
+fn parse_retry_after(value: &str) -> Option<Duration> {
     value.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
@@ -446,7 +454,7 @@ fn headers_say_locked(response: &ureq::Response) -> bool {
 /// locked`, `ACCOUNT_LOCKED`, `AccountLocked` do; `unlocked` and `blocked` do
 /// not (a firewall's "request blocked" 403 is not a locked account, and
 /// pausing an account for it would be wrong).
-pub fn says_locked(text: &str) -> bool {
+fn says_locked(text: &str) -> bool {
     let bytes = text.as_bytes();
     let lower = text.to_ascii_lowercase();
     lower
@@ -469,7 +477,7 @@ fn starts_word(bytes: &[u8], at: usize) -> bool {
 
 /// `base_url` joined with path `segments`, each percent-encoded. Trailing
 /// slashes on the base are ignored, so `http://x/` and `http://x` agree.
-pub fn endpoint(base_url: &str, segments: &[&str]) -> Result<String, UpstreamError> {
+fn endpoint(base_url: &str, segments: &[&str]) -> Result<String, UpstreamError> {
     refuse_userinfo(base_url)?;
     let mut url = base_url.trim_end_matches('/').to_string();
     for segment in segments {
@@ -494,7 +502,7 @@ fn refuse_userinfo(url: &str) -> Result<(), UpstreamError> {
 
 /// RFC 3986 percent-encoding of everything but the unreserved characters,
 /// so a value is always exactly one path segment.
-pub fn percent_encode(value: &str) -> String {
+fn percent_encode(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for &byte in value.as_bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
@@ -506,12 +514,17 @@ pub fn percent_encode(value: &str) -> String {
     out
 }
 
+/// Control characters (newlines, terminal escapes) from upstream text would
+/// break a one-line log format or the operator's terminal.
+pub(crate) fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
 /// At most [`DETAIL_CHARS`] characters of `text`, on one line.
 fn short(text: &str) -> String {
-    let one_line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let one_line = one_line(text);
     let mut chars = one_line.char_indices();
     match chars.nth(DETAIL_CHARS) {
         Some((cut, _)) => format!("{}…", &one_line[..cut]),

@@ -369,23 +369,27 @@ fn lock(
         params![account, epoch, until, now, error, dropped],
     )?;
     event(tx, now, account, "locked", epoch, Some(error))?;
-    if shared_cause(tx, now, p, account)? {
-        shared_cause_notice(tx, now, p, account)?;
+    // Another account locked within one `lock_ttl`, and still locked: the
+    // cause is likely shared (an upstream outage, a changed policy).
+    let locked = recently_locked(tx, now, p)?;
+    if locked.iter().any(|name| name != account) {
+        shared_cause_notice(tx, now, p, account, &locked)?;
     } else if notice_due(r, now, p) {
         lock_notice(tx, now, account, epoch, until, error, "locked")?;
     }
     Ok(GateChange::Locked { epoch, until })
 }
 
-/// Another account of this database locked within one `lock_ttl`, and is still
-/// locked: the cause is likely shared (an upstream outage, a changed policy).
-fn shared_cause(tx: &Connection, now: Millis, p: &GatePolicy, account: &str) -> rusqlite::Result<bool> {
-    tx.query_row(
-        "SELECT EXISTS (SELECT 1 FROM accounts
-                        WHERE name <> ?1 AND state = 'locked' AND locked_at >= ?2)",
-        params![account, now - p.lock_ttl],
-        |r| r.get(0),
-    )
+/// Accounts locked within the last `lock_ttl` and still locked (`?1` is
+/// now - lock_ttl).
+const RECENTLY_LOCKED: &str = "state = 'locked' AND locked_at >= ?1";
+
+/// The names of the accounts [`RECENTLY_LOCKED`], in order.
+fn recently_locked(tx: &Connection, now: Millis, p: &GatePolicy) -> rusqlite::Result<Vec<String>> {
+    let sql = format!("SELECT name FROM accounts WHERE {RECENTLY_LOCKED} ORDER BY name");
+    let mut s = tx.prepare_cached(&sql)?;
+    let names = s.query_map([now - p.lock_ttl], |r| r.get(0))?;
+    names.collect()
 }
 
 /// The meta key holding when the last shared-cause notice was written.
@@ -406,24 +410,19 @@ fn shared_cause_recent(tx: &Connection, now: Millis, p: &GatePolicy) -> rusqlite
 /// Whether a shared cause was declared within the last `lock_ttl`: then no
 /// process moves onto the remaining accounts of a pool.
 fn shared_cause_active(tx: &Connection, now: Millis, p: &GatePolicy) -> rusqlite::Result<bool> {
-    let locked_now: i64 = tx.query_row(
-        "SELECT count(*) FROM accounts WHERE state = 'locked' AND locked_at >= ?1",
-        [now - p.lock_ttl],
-        |r| r.get(0),
-    )?;
-    Ok(locked_now >= 2 && shared_cause_recent(tx, now, p)?)
+    Ok(recently_locked(tx, now, p)?.len() >= 2 && shared_cause_recent(tx, now, p)?)
 }
 
-fn shared_cause_notice(tx: &Connection, now: Millis, p: &GatePolicy, account: &str) -> rusqlite::Result<()> {
+fn shared_cause_notice(
+    tx: &Connection,
+    now: Millis,
+    p: &GatePolicy,
+    account: &str,
+    locked: &[String],
+) -> rusqlite::Result<()> {
     if shared_cause_recent(tx, now, p)? {
         return Ok(());
     }
-    let locked: Vec<String> = {
-        let mut s =
-            tx.prepare("SELECT name FROM accounts WHERE state = 'locked' AND locked_at >= ?1 ORDER BY name")?;
-        let names = s.query_map([now - p.lock_ttl], |r| r.get(0))?;
-        names.collect::<rusqlite::Result<_>>()?
-    };
     tx.execute(
         "INSERT INTO meta (name, value) VALUES (?1, ?2)
          ON CONFLICT (name) DO UPDATE SET value = excluded.value",
@@ -431,7 +430,7 @@ fn shared_cause_notice(tx: &Connection, now: Millis, p: &GatePolicy, account: &s
     )?;
     // Every account in it counts as told: no separate lock notices follow.
     tx.execute(
-        "UPDATE accounts SET lock_notice_at = ?2 WHERE state = 'locked' AND locked_at >= ?1",
+        &format!("UPDATE accounts SET lock_notice_at = ?2 WHERE {RECENTLY_LOCKED}"),
         params![now - p.lock_ttl, now],
     )?;
     let message = format!(

@@ -70,15 +70,13 @@ pub(crate) fn push(
     text: &str,
 ) -> rusqlite::Result<()> {
     let bytes = text.len() as i64;
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO outbox (job_id, doc_key, version, checksum, body, bytes, created_at)
          SELECT id, doc_key, version, ?2, ?3, ?4, ?5 FROM jobs WHERE id = ?1",
-        params![id, checksum, text, bytes, now],
-    )?;
-    tx.execute(
-        "UPDATE outbox_totals SET rows = rows + 1, bytes = bytes + ?1 WHERE id = 1",
-        [bytes],
-    )?;
+    )?
+    .execute(params![id, checksum, text, bytes, now])?;
+    tx.prepare_cached("UPDATE outbox_totals SET rows = rows + 1, bytes = bytes + ?1 WHERE id = 1")?
+        .execute([bytes])?;
     enforce_cap(tx, now, cap)
 }
 
@@ -86,34 +84,39 @@ pub(crate) fn push(
 /// over the size cap, never the newest row. Rows in flight are not dropped:
 /// their batch may already have reached the sink.
 fn enforce_cap(tx: &Connection, now: Millis, cap: &OutboxCap) -> rusqlite::Result<()> {
-    let newest: Option<i64> = tx.query_row("SELECT max(id) FROM outbox", [], |r| r.get(0))?;
+    let newest: Option<i64> = tx
+        .prepare_cached("SELECT max(id) FROM outbox")?
+        .query_row([], |r| r.get(0))?;
     let Some(newest) = newest else { return Ok(()) };
+    let mut total: i64 = tx
+        .prepare_cached("SELECT bytes FROM outbox_totals WHERE id = 1")?
+        .query_row([], |r| r.get(0))?;
+    let mut oldest = tx.prepare_cached(
+        "SELECT id, bytes, created_at FROM outbox
+         WHERE id < ?1 AND (sending_until IS NULL OR sending_until <= ?2)
+         ORDER BY id LIMIT 1",
+    )?;
     loop {
-        let bytes: i64 = tx.query_row("SELECT bytes FROM outbox_totals WHERE id = 1", [], |r| r.get(0))?;
-        let oldest: Option<(i64, i64, Millis)> = tx
-            .query_row(
-                "SELECT id, bytes, created_at FROM outbox
-                 WHERE id < ?1 AND (sending_until IS NULL OR sending_until <= ?2)
-                 ORDER BY id LIMIT 1",
-                params![newest, now],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
+        let row: Option<(i64, i64, Millis)> = oldest
+            .query_row(params![newest, now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .optional()?;
-        let Some((id, size, created)) = oldest else {
+        let Some((id, size, created)) = row else {
             return Ok(());
         };
         let too_old = now - created > cap.max_age_ms;
-        let too_big = bytes as u64 > cap.max_bytes;
+        let too_big = total as u64 > cap.max_bytes;
         if !too_old && !too_big {
             return Ok(());
         }
-        tx.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
-        tx.execute(
+        tx.prepare_cached("DELETE FROM outbox WHERE id = ?1")?
+            .execute([id])?;
+        tx.prepare_cached(
             "UPDATE outbox_totals SET rows = rows - 1, bytes = bytes - ?1,
                     dropped = dropped + 1, dropped_bytes = dropped_bytes + ?1
              WHERE id = 1",
-            [size],
-        )?;
+        )?
+        .execute([size])?;
+        total -= size;
     }
 }
 
