@@ -13,7 +13,6 @@ use std::path::{Component, Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::error::Result;
-use crate::mirror::hex;
 use crate::store::{NewDoc, Store};
 
 /// Reads the bytes of one document.
@@ -251,7 +250,9 @@ impl DirSource {
             reason,
         };
         let rel = match key.strip_prefix(HEX_KEY) {
-            Some(hex) => PathBuf::from(OsString::from_vec(decode_hex(hex).ok_or(bad("bad hex"))?)),
+            Some(digits) => PathBuf::from(OsString::from_vec(
+                hex::decode(digits).map_err(|_| bad("bad hex"))?,
+            )),
             None => PathBuf::from(key),
         };
         if key.contains('\0') {
@@ -329,18 +330,8 @@ struct Entry {
 pub fn key_for(rel: &Path) -> String {
     match rel.to_str() {
         Some(s) if !s.starts_with(HEX_KEY) => s.to_owned(),
-        _ => format!("{HEX_KEY}{}", hex(rel.as_os_str().as_bytes())),
+        _ => format!("{HEX_KEY}{}", hex::encode(rel.as_os_str().as_bytes())),
     }
-}
-
-fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// Size and modification time (of the link target, for a link), or a marker
@@ -379,7 +370,7 @@ fn version_of(path: &Path, stat: &str, meta: Option<&std::fs::Metadata>, max_byt
         std::io::copy(&mut f, &mut h)?;
         Ok(h.finalize())
     }) {
-        Ok(digest) => format!("sha256:{}", hex(&digest)),
+        Ok(digest) => format!("sha256:{digest:x}"),
         Err(_) => format!("stat:{stat}"),
     }
 }

@@ -1,0 +1,188 @@
+//! Fenced cleanup of one document and the sweep over the whole mirror (`gc`):
+//! lock the document exclusively, then ask the store what to keep, then delete.
+
+use std::path::Path;
+
+use super::layout::{
+    check_ids, doc_rel, is_real_dir, is_shard_name, list_dir, parse_doc_dir, parse_generation,
+    remove_dir_if_empty, remove_if_present, scan_doc, Kind,
+};
+use super::lock::{lock_doc, LockMode};
+use super::{CleanupReport, Keep, Mirror, MirrorError, LOCK_NAME};
+
+/// How a document cleanup behaves; sweep differs from a single cleanup only here.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CleanOpts {
+    dry_run: bool,
+    prune: bool,
+}
+
+/// Fence of `accepted` if it is exactly a generation path of `job_id`.
+pub(super) fn accepted_fence(job_id: i64, accepted: &str) -> Result<i64, MirrorError> {
+    let foreign = || MirrorError::ForeignAccepted {
+        job_id,
+        accepted: accepted.to_string(),
+    };
+    let (dir, name) = accepted.rsplit_once('/').ok_or_else(foreign)?;
+    if dir != doc_rel(job_id)? {
+        return Err(foreign());
+    }
+    parse_generation(name).ok_or_else(foreign)
+}
+
+/// Report for a document whose row is gone: everything is kept, nothing deleted.
+pub(super) fn report_untouched(job_id: i64, rel_dir: &str, entries: &[(String, Kind)]) -> CleanupReport {
+    let mut report = CleanupReport {
+        missing_rows: vec![job_id],
+        ..CleanupReport::default()
+    };
+    for (name, kind) in entries {
+        let rel = format!("{rel_dir}/{name}");
+        match kind {
+            Kind::Lock => {}
+            Kind::Unknown => report.unknown.push(rel),
+            Kind::Generation(_) | Kind::Temp => report.kept.push(rel),
+        }
+    }
+    report
+}
+
+/// Deletes (unless dry run) every temp and every generation whose fence is not kept.
+pub(super) fn delete_stale(
+    dir: &Path,
+    rel_dir: &str,
+    entries: &[(String, Kind)],
+    keep_fences: [Option<i64>; 2],
+    dry_run: bool,
+) -> Result<CleanupReport, MirrorError> {
+    let mut report = CleanupReport::default();
+    for (name, kind) in entries {
+        let rel = format!("{rel_dir}/{name}");
+        match *kind {
+            Kind::Lock => continue,
+            Kind::Unknown => report.unknown.push(rel),
+            Kind::Generation(f) if keep_fences.contains(&Some(f)) => report.kept.push(rel),
+            Kind::Generation(_) | Kind::Temp => {
+                if !dry_run {
+                    remove_if_present(&dir.join(name))?;
+                }
+                report.removed.push(rel);
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Removes a document directory that holds nothing but `.lock`, while we hold its exclusive lock.
+/// Safe against waiting lockers because they re-check the `.lock` inode after locking and retry.
+pub(super) fn prune_doc_dir(dir: &Path) -> Result<(), MirrorError> {
+    let lock_path = dir.join(LOCK_NAME);
+    remove_if_present(&lock_path)?;
+    remove_dir_if_empty(dir)?;
+    for shard in dir.ancestors().skip(1).take(2) {
+        remove_dir_if_empty(shard)?;
+    }
+    Ok(())
+}
+
+impl Mirror {
+    /// Removes stale generations and temp files of one document. The exclusive lock is taken
+    /// before `keep` runs, so the row it reads cannot be older than any file on disk. A lookup
+    /// error or a missing row deletes nothing. A missing document directory returns an empty
+    /// report without calling `keep`.
+    pub fn cleanup<E: From<MirrorError>>(
+        &self,
+        job_id: i64,
+        keep: impl FnOnce() -> Result<Option<Keep>, E>,
+    ) -> Result<CleanupReport, E> {
+        let opts = CleanOpts {
+            dry_run: false,
+            prune: false,
+        };
+        self.clean_doc(job_id, opts, keep)
+    }
+
+    /// Runs cleanup for every document directory under the root (used by `gc`); stops at the
+    /// first error. A dry run reports in `removed` what would be deleted and deletes nothing.
+    /// Unrecognised entries are left alone and reported. A real sweep also removes document
+    /// directories left empty (and then-empty shard directories).
+    pub fn sweep<E: From<MirrorError>>(
+        &self,
+        dry_run: bool,
+        mut keep: impl FnMut(i64) -> Result<Option<Keep>, E>,
+    ) -> Result<CleanupReport, E> {
+        let (docs, unknown) = self.find_docs()?;
+        let mut report = CleanupReport {
+            unknown,
+            ..CleanupReport::default()
+        };
+        let opts = CleanOpts {
+            dry_run,
+            prune: !dry_run,
+        };
+        for job_id in docs {
+            report.merge(self.clean_doc(job_id, opts, || keep(job_id))?);
+        }
+        Ok(report)
+    }
+
+    fn clean_doc<E: From<MirrorError>>(
+        &self,
+        job_id: i64,
+        opts: CleanOpts,
+        keep: impl FnOnce() -> Result<Option<Keep>, E>,
+    ) -> Result<CleanupReport, E> {
+        let dir = self.doc_dir(job_id)?;
+        if !is_real_dir(&dir)? {
+            return Ok(CleanupReport::default());
+        }
+        // Lock first, then read the row: see the module docs. A dry run does not create `.lock`.
+        let lock = lock_doc(&dir, LockMode::Exclusive, !opts.dry_run)?;
+        let keep = keep()?;
+        let rel_dir = doc_rel(job_id)?;
+        let entries = scan_doc(&dir)?;
+        let Some(keep) = keep else {
+            return Ok(report_untouched(job_id, &rel_dir, &entries));
+        };
+        let accepted = match &keep.accepted {
+            Some(path) => Some(accepted_fence(job_id, path)?),
+            None => None,
+        };
+        if let Some(fence) = keep.current_fence {
+            check_ids(job_id, fence)?;
+        }
+        let keep_fences = [accepted, keep.current_fence];
+        let report = delete_stale(&dir, &rel_dir, &entries, keep_fences, opts.dry_run)?;
+        if opts.prune && lock.is_some() && report.kept.is_empty() && report.unknown.is_empty() {
+            prune_doc_dir(&dir)?;
+        }
+        Ok(report)
+    }
+
+    /// Job ids of all well-formed document directories, plus every entry that does not fit the
+    /// layout (reported, never descended into or deleted).
+    fn find_docs(&self) -> Result<(Vec<i64>, Vec<String>), MirrorError> {
+        let (mut docs, mut unknown) = (Vec::new(), Vec::new());
+        for (top, top_is_dir) in list_dir(&self.root)? {
+            if !top_is_dir || !is_shard_name(&top, false) {
+                unknown.push(top);
+                continue;
+            }
+            for (mid, mid_is_dir) in list_dir(&self.root.join(&top))? {
+                let rel_mid = format!("{top}/{mid}");
+                if !mid_is_dir || !is_shard_name(&mid, true) {
+                    unknown.push(rel_mid);
+                    continue;
+                }
+                for (leaf, leaf_is_dir) in list_dir(&self.root.join(&rel_mid))? {
+                    let rel = format!("{rel_mid}/{leaf}");
+                    match parse_doc_dir(&rel, &leaf, leaf_is_dir) {
+                        Some(job_id) => docs.push(job_id),
+                        None => unknown.push(rel),
+                    }
+                }
+            }
+        }
+        Ok((docs, unknown))
+    }
+}

@@ -1,0 +1,300 @@
+//! Mirror directory: extracted document text stored on disk, one file per claim generation.
+//!
+//! Several workers (threads and processes) may hold claims on the same document at once; each
+//! claim carries a `fence` that grows by one per claim. Every claim therefore writes its own file
+//! (`g{fence:06}.txt`), and nothing is ever overwritten: a stale owner can at worst add a file
+//! that cleanup later removes, never clobber the accepted result.
+//!
+//! Layout under the root (nothing comes from a document name, only from the numeric id):
+//! `{id/1_000_000:03}/{(id/1000)%1000:03}/{id}/g{fence:06}.txt`, plus `.lock` and transient
+//! `.tmp-g{fence:06}-{unique}` files in the document directory.
+//!
+//! Concurrency: writers hold an fs2 *shared* lock on the document's `.lock` for the whole write
+//! (temp creation through rename and directory fsync); cleanup holds it *exclusive* and reads the
+//! database row only while holding it. So cleanup never sees a temp file that is still in use, and
+//! the row it reads is at least as new as every file already renamed into place.
+
+mod gc;
+mod layout;
+mod lock;
+#[cfg(test)]
+mod tests;
+mod write;
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+
+use sha2::{Digest, Sha256};
+
+use layout::{check_ids, doc_rel, gen_name, io_err, new_file, scan_doc, unique_suffix, Kind};
+
+const LOCK_NAME: &str = ".lock";
+const TEMP_PREFIX: &str = ".tmp-g";
+const PROBE_PREFIX: &str = ".probe-";
+/// How often a locker retries when the `.lock` it locked was removed by a pruning sweep.
+const LOCK_ATTEMPTS: usize = 64;
+/// How often temp creation retries on a (practically impossible) name collision.
+const TEMP_ATTEMPTS: usize = 16;
+const FILE_MODE: u32 = 0o600;
+const DIR_MODE: u32 = 0o700;
+
+/// Per-process counter so temp/probe names from threads of one process never collide.
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Errors of the mirror. Every variant that concerns a file names it.
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorError {
+    #[error("I/O error on {}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("generation file already exists: {}", .path.display())]
+    GenerationExists { path: PathBuf },
+    #[error("unusable mirror root {}: {reason}", .path.display())]
+    BadRoot { path: PathBuf, reason: String },
+    #[error("unsafe mirror path {path:?}")]
+    UnsafePath { path: String },
+    /// `fence` is 0 when only a job id was involved.
+    #[error("invalid job id {job_id} or fence {fence}: must be >= 0")]
+    InvalidId { job_id: i64, fence: i64 },
+    /// The row's accepted path is not a generation file of this job: the store may be corrupt,
+    /// so cleanup deletes nothing.
+    #[error("accepted path {accepted:?} is not a generation of job {job_id}; nothing deleted")]
+    ForeignAccepted { job_id: i64, accepted: String },
+}
+
+impl MirrorError {
+    /// True for ENOSPC / EDQUOT, so callers can stop claiming work instead of retrying.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            MirrorError::Io { source, .. } => {
+                matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+            }
+            _ => false,
+        }
+    }
+
+    /// True when the mirror cannot be written at all right now (read-only file
+    /// system, permissions): like a full disk, not the document's fault.
+    pub fn is_unwritable(&self) -> bool {
+        match self {
+            MirrorError::Io { source, .. } => {
+                matches!(
+                    source.raw_os_error(),
+                    Some(libc::EROFS | libc::EACCES | libc::EPERM)
+                )
+            }
+            _ => false,
+        }
+    }
+
+    /// True when the error is a missing file (e.g. `verify` of a path that was never written).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, MirrorError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+/// Fault injection for tests of callers: simulates failures that are hard to provoke for real.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The temp file's fsync fails with EIO.
+    FailFsync,
+    /// The directory fsync after the rename fails with EIO.
+    FailDirFsync,
+    /// Writing the bytes fails with ENOSPC.
+    DiskFullOnWrite,
+}
+
+/// Handle on a mirror root. Cheap to clone; `Send + Sync`.
+#[derive(Debug, Clone)]
+pub struct Mirror {
+    root: PathBuf,
+    fault: Option<Fault>,
+}
+
+/// Result of a successful write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// '/'-separated, relative to the root.
+    pub rel_path: String,
+    /// Lower-case hex SHA-256 of the bytes written.
+    pub sha256: String,
+    pub len: u64,
+}
+
+/// What cleanup must keep for one document, read from the database while the exclusive lock is held.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Keep {
+    /// Relative path of the accepted result, exactly as returned in [`Written::rel_path`].
+    pub accepted: Option<String>,
+    /// Fence of the claim currently extracting, whose generation may be in progress.
+    pub current_fence: Option<i64>,
+}
+
+/// What cleanup/sweep removed (or, in a dry run, would remove), kept, and did not recognise.
+/// All entries are '/'-separated paths relative to the root.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanupReport {
+    pub removed: Vec<String>,
+    pub kept: Vec<String>,
+    pub unknown: Vec<String>,
+    /// Jobs whose row did not exist: their files were all kept.
+    pub missing_rows: Vec<i64>,
+}
+
+impl CleanupReport {
+    fn merge(&mut self, other: CleanupReport) {
+        self.removed.extend(other.removed);
+        self.kept.extend(other.kept);
+        self.unknown.extend(other.unknown);
+        self.missing_rows.extend(other.missing_rows);
+    }
+}
+
+fn create_root(root: &Path) -> Result<(), MirrorError> {
+    match DirBuilder::new().mode(DIR_MODE).create(root) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => check_existing_root(root),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(MirrorError::BadRoot {
+            path: root.to_path_buf(),
+            reason: "parent directory does not exist".into(),
+        }),
+        Err(e) => Err(io_err(root)(e)),
+    }
+}
+
+/// Refuses a symlink root (it could be repointed under us) and a non-directory.
+fn check_existing_root(root: &Path) -> Result<(), MirrorError> {
+    let bad = |reason: &str| MirrorError::BadRoot {
+        path: root.to_path_buf(),
+        reason: reason.into(),
+    };
+    let meta = fs::symlink_metadata(root).map_err(io_err(root))?;
+    if meta.file_type().is_symlink() {
+        return Err(bad("is a symlink"));
+    }
+    if !meta.is_dir() {
+        return Err(bad("is not a directory"));
+    }
+    Ok(())
+}
+
+/// Proves writability by doing it: permission bits prove nothing for root, and read-only mounts
+/// or immutable attributes only show up when a write is attempted.
+fn probe_writable(root: &Path) -> Result<(), MirrorError> {
+    let probe = root.join(format!("{PROBE_PREFIX}{}", unique_suffix()));
+    let result = new_file(&probe).and_then(|mut f| {
+        let written = f.write_all(b"probe").and_then(|()| f.sync_all());
+        let removed = fs::remove_file(&probe);
+        written.and(removed)
+    });
+    result.map_err(|e| MirrorError::BadRoot {
+        path: root.to_path_buf(),
+        reason: format!("not writable (probe {}): {e}", probe.display()),
+    })
+}
+
+impl Mirror {
+    /// Opens (creating if missing, but not its parent) a mirror root and stores its canonical form.
+    pub fn open(root: impl AsRef<Path>) -> Result<Mirror, MirrorError> {
+        let root = root.as_ref();
+        match fs::symlink_metadata(root) {
+            Ok(_) => check_existing_root(root)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => create_root(root)?,
+            Err(e) => return Err(io_err(root)(e)),
+        }
+        let canonical = fs::canonicalize(root).map_err(io_err(root))?;
+        probe_writable(&canonical)?;
+        Ok(Mirror {
+            root: canonical,
+            fault: None,
+        })
+    }
+
+    /// Sets (or clears) an injected fault; meant for tests of callers.
+    #[must_use]
+    pub fn with_fault(self, fault: Option<Fault>) -> Mirror {
+        Mirror { fault, ..self }
+    }
+
+    /// Canonical root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Absolute directory of a document (it may not exist yet).
+    pub fn doc_dir(&self, job_id: i64) -> Result<PathBuf, MirrorError> {
+        Ok(self.root.join(doc_rel(job_id)?))
+    }
+
+    /// Relative path of a generation file; what [`Mirror::write`] returns for these ids.
+    pub fn generation_rel_path(job_id: i64, fence: i64) -> Result<String, MirrorError> {
+        check_ids(job_id, fence)?;
+        Ok(format!("{}/{}", doc_rel(job_id)?, gen_name(fence)))
+    }
+
+    /// Validates a caller-supplied relative path: relative, only normal components, and its
+    /// canonical form (after symlinks) still inside the root.
+    fn safe_path(&self, rel_path: &str) -> Result<PathBuf, MirrorError> {
+        let unsafe_path = || MirrorError::UnsafePath {
+            path: rel_path.to_string(),
+        };
+        let rel = Path::new(rel_path);
+        if rel_path.is_empty() || rel_path.contains('\0') {
+            return Err(unsafe_path());
+        }
+        if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            return Err(unsafe_path());
+        }
+        let joined = self.root.join(rel);
+        let canonical = fs::canonicalize(&joined).map_err(io_err(&joined))?;
+        if canonical == self.root || !canonical.starts_with(&self.root) {
+            return Err(unsafe_path());
+        }
+        Ok(canonical)
+    }
+
+    fn open_rel(&self, rel_path: &str) -> Result<(PathBuf, File), MirrorError> {
+        let path = self.safe_path(rel_path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        Ok((path, file))
+    }
+
+    /// Whether the file's SHA-256 equals `sha256_hex` (case-insensitive). A malformed digest
+    /// simply does not match; a missing file is an error (see [`MirrorError::is_not_found`]).
+    pub fn verify(&self, rel_path: &str, sha256_hex: &str) -> Result<bool, MirrorError> {
+        let (path, mut file) = self.open_rel(rel_path)?;
+        let mut hasher = Sha256::new();
+        io::copy(&mut file, &mut hasher).map_err(io_err(&path))?;
+        Ok(format!("{:x}", hasher.finalize()).eq_ignore_ascii_case(sha256_hex))
+    }
+
+    /// Contents of a file under the root.
+    pub fn read(&self, rel_path: &str) -> Result<Vec<u8>, MirrorError> {
+        let (path, mut file) = self.open_rel(rel_path)?;
+        let mut out = Vec::new();
+        file.read_to_end(&mut out).map_err(io_err(&path))?;
+        Ok(out)
+    }
+
+    /// Relative paths of every entry in the document directory except `.lock` (generations,
+    /// temps and unknown entries), sorted by name; empty if the directory does not exist.
+    pub fn list_doc_files(&self, job_id: i64) -> Result<Vec<String>, MirrorError> {
+        let rel_dir = doc_rel(job_id)?;
+        let entries = scan_doc(&self.root.join(&rel_dir))?;
+        Ok(entries
+            .into_iter()
+            .filter(|(_, kind)| *kind != Kind::Lock)
+            .map(|(name, _)| format!("{rel_dir}/{name}"))
+            .collect())
+    }
+}

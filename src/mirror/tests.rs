@@ -1,0 +1,488 @@
+//! Tests of the mirror: layout, atomic writes, fenced cleanup, sweeps and races.
+
+use super::*;
+use std::os::unix::fs::symlink;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+#[derive(Debug)]
+enum TestErr {
+    Db,
+    Mirror(MirrorError),
+}
+
+impl From<MirrorError> for TestErr {
+    fn from(e: MirrorError) -> Self {
+        TestErr::Mirror(e)
+    }
+}
+
+fn setup() -> (tempfile::TempDir, Mirror) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mirror = Mirror::open(tmp.path().join("mirror")).unwrap();
+    (tmp, mirror)
+}
+
+fn rel(job_id: i64, fence: i64) -> String {
+    Mirror::generation_rel_path(job_id, fence).unwrap()
+}
+
+fn exists(m: &Mirror, rel_path: &str) -> bool {
+    m.root().join(rel_path).exists()
+}
+
+fn temps(m: &Mirror, job_id: i64) -> Vec<String> {
+    let files = m.list_doc_files(job_id).unwrap();
+    files.into_iter().filter(|f| f.contains("/.tmp-")).collect()
+}
+
+fn keep(accepted: Option<String>, current_fence: Option<i64>) -> Keep {
+    Keep {
+        accepted,
+        current_fence,
+    }
+}
+
+/// Every file in the whole tree, relative to the root, to prove "nothing deleted".
+fn tree(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn layout_is_sharded_by_id() {
+    assert_eq!(rel(7, 3), "000/000/7/g000003.txt");
+    assert_eq!(rel(1_234_567_890, 42), "1234/567/1234567890/g000042.txt");
+    assert_eq!(rel(999_999, 1_234_567), "000/999/999999/g1234567.txt");
+    assert_eq!(rel(1_000, 0), "000/001/1000/g000000.txt");
+    let (_t, m) = setup();
+    assert_eq!(m.doc_dir(5_001_002).unwrap(), m.root().join("005/001/5001002"));
+    let w = m.write(5_001_002, 9, b"x").unwrap();
+    assert_eq!(w.rel_path, "005/001/5001002/g000009.txt");
+    assert!(m.root().join("005/001/5001002/.lock").is_file());
+}
+
+#[test]
+fn negative_ids_are_rejected() {
+    let (_t, m) = setup();
+    fn invalid<T>(r: Result<T, MirrorError>) -> bool {
+        matches!(r, Err(MirrorError::InvalidId { .. }))
+    }
+    assert!(invalid(Mirror::generation_rel_path(-1, 0)));
+    assert!(invalid(Mirror::generation_rel_path(0, -1)));
+    assert!(invalid(m.doc_dir(-5)));
+    assert!(invalid(m.write(1, -1, b"x")));
+    assert!(invalid(m.write(i64::MIN, 1, b"x")));
+    let r = m.cleanup(-1, || Ok::<_, MirrorError>(None));
+    assert!(matches!(r, Err(MirrorError::InvalidId { job_id: -1, .. })));
+}
+
+#[test]
+fn write_returns_sha_mode_and_content() {
+    let (_t, m) = setup();
+    let bytes = b"extracted text \xe2\x9c\x93";
+    let w = m.write(12, 3, bytes).unwrap();
+    assert_eq!(w.rel_path, rel(12, 3));
+    assert_eq!(w.sha256, format!("{:x}", Sha256::digest(bytes)));
+    assert_eq!(w.len, bytes.len() as u64);
+    let path = m.root().join(&w.rel_path);
+    assert_eq!(fs::read(&path).unwrap(), bytes);
+    assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(m.read(&w.rel_path).unwrap(), bytes);
+    assert!(temps(&m, 12).is_empty());
+}
+
+#[test]
+fn sha_of_known_input() {
+    let (_t, m) = setup();
+    let w = m.write(1, 1, b"abc").unwrap();
+    assert_eq!(
+        w.sha256,
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+}
+
+#[test]
+fn write_refuses_to_replace_existing_generation() {
+    let (_t, m) = setup();
+    m.write(4, 5, b"first").unwrap();
+    let err = m.write(4, 5, b"second").unwrap_err();
+    match &err {
+        MirrorError::GenerationExists { path } => {
+            assert_eq!(path, &m.root().join(rel(4, 5)))
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(err.to_string().contains("g000005.txt"));
+    assert_eq!(m.read(&rel(4, 5)).unwrap(), b"first");
+    assert!(temps(&m, 4).is_empty());
+    assert_eq!(m.list_doc_files(4).unwrap(), vec![rel(4, 5)]);
+}
+
+#[test]
+fn fail_fsync_leaves_no_temp_and_no_final() {
+    let (_t, m) = setup();
+    let m = m.with_fault(Some(Fault::FailFsync));
+    let err = m.write(8, 1, b"data").unwrap_err();
+    assert!(matches!(&err, MirrorError::Io { path, .. } if path.to_string_lossy().contains(".tmp-g000001-")));
+    assert!(!err.is_disk_full());
+    assert!(m.list_doc_files(8).unwrap().is_empty());
+    let m = m.with_fault(None);
+    m.write(8, 1, b"data").unwrap();
+}
+
+#[test]
+fn disk_full_on_write_is_flagged_and_cleaned_up() {
+    let (_t, m) = setup();
+    let m = m.with_fault(Some(Fault::DiskFullOnWrite));
+    let err = m.write(8, 2, b"data").unwrap_err();
+    assert!(err.is_disk_full(), "{err}");
+    assert!(err.to_string().contains(".tmp-g000002-"), "{err}");
+    assert!(m.list_doc_files(8).unwrap().is_empty());
+}
+
+#[test]
+fn fail_dir_fsync_withdraws_the_final_file() {
+    let (_t, m) = setup();
+    let m = m.with_fault(Some(Fault::FailDirFsync));
+    let err = m.write(9, 2, b"data").unwrap_err();
+    assert!(matches!(&err, MirrorError::Io { path, .. } if path == &m.doc_dir(9).unwrap()));
+    assert!(m.list_doc_files(9).unwrap().is_empty());
+}
+
+/// Generations 1..=5, a stale temp and an unknown file in doc 21.
+fn populated() -> (tempfile::TempDir, Mirror, Vec<String>) {
+    let (t, m) = setup();
+    for fence in 1..=5 {
+        m.write(21, fence, format!("gen {fence}").as_bytes()).unwrap();
+    }
+    let dir = m.doc_dir(21).unwrap();
+    fs::write(dir.join(".tmp-g000009-crashed"), b"partial").unwrap();
+    fs::write(dir.join("notes.txt"), b"not ours").unwrap();
+    let before = tree(m.root());
+    (t, m, before)
+}
+
+#[test]
+fn cleanup_keeps_accepted_and_current_and_removes_the_rest() {
+    let (_t, m, _) = populated();
+    let r = m
+        .cleanup(21, || Ok::<_, TestErr>(Some(keep(Some(rel(21, 2)), Some(4)))))
+        .unwrap();
+    let d = "000/000/21";
+    let expect_removed = [
+        ".tmp-g000009-crashed",
+        "g000001.txt",
+        "g000003.txt",
+        "g000005.txt",
+    ];
+    let expect_removed: Vec<String> = expect_removed.iter().map(|n| format!("{d}/{n}")).collect();
+    assert_eq!(r.removed, expect_removed);
+    assert_eq!(r.kept, vec![rel(21, 2), rel(21, 4)]);
+    assert_eq!(r.unknown, vec![format!("{d}/notes.txt")]);
+    let left = m.list_doc_files(21).unwrap();
+    assert_eq!(
+        left,
+        vec![
+            format!("{d}/g000002.txt"),
+            format!("{d}/g000004.txt"),
+            format!("{d}/notes.txt")
+        ]
+    );
+    assert_eq!(m.read(&rel(21, 2)).unwrap(), b"gen 2");
+}
+
+#[test]
+fn cleanup_with_lookup_error_deletes_nothing() {
+    let (_t, m, before) = populated();
+    let r = m.cleanup(21, || Err::<Option<Keep>, _>(TestErr::Db));
+    assert!(matches!(r, Err(TestErr::Db)));
+    assert_eq!(tree(m.root()), before);
+}
+
+#[test]
+fn cleanup_with_missing_row_deletes_nothing() {
+    let (_t, m, before) = populated();
+    let r = m.cleanup(21, || Ok::<_, TestErr>(None)).unwrap();
+    assert!(r.removed.is_empty());
+    assert_eq!(r.missing_rows, vec![21]);
+    assert_eq!(r.kept.len(), 6);
+    assert_eq!(tree(m.root()), before);
+}
+
+#[test]
+fn cleanup_refuses_foreign_accepted_path_and_bad_fence() {
+    let (_t, m, before) = populated();
+    for bad in [rel(22, 2), "../x/g000002.txt".into(), "000/000/21/g2.txt".into()] {
+        let r = m.cleanup(21, || Ok::<_, TestErr>(Some(keep(Some(bad.clone()), None))));
+        assert!(
+            matches!(
+                r,
+                Err(TestErr::Mirror(MirrorError::ForeignAccepted { job_id: 21, .. }))
+            ),
+            "{bad}: {r:?}"
+        );
+    }
+    let r = m.cleanup(21, || Ok::<_, TestErr>(Some(keep(None, Some(-3)))));
+    assert!(matches!(r, Err(TestErr::Mirror(MirrorError::InvalidId { .. }))));
+    assert_eq!(tree(m.root()), before);
+}
+
+#[test]
+fn link_fallback_never_replaces() {
+    let (_t, m) = setup();
+    let dir = m.root();
+    fs::write(dir.join("a"), b"a").unwrap();
+    fs::write(dir.join("b"), b"b").unwrap();
+    let err = link_then_unlink(&dir.join("a"), &dir.join("b")).unwrap_err();
+    assert!(matches!(err, MirrorError::GenerationExists { .. }));
+    assert_eq!(fs::read(dir.join("b")).unwrap(), b"b");
+    link_then_unlink(&dir.join("a"), &dir.join("c")).unwrap();
+    assert!(!dir.join("a").exists());
+    assert_eq!(fs::read(dir.join("c")).unwrap(), b"a");
+}
+
+#[test]
+fn keep_lookup_runs_under_the_exclusive_lock() {
+    let (_t, m) = setup();
+    m.write(30, 1, b"x").unwrap();
+    let lock_path = m.doc_dir(30).unwrap().join(LOCK_NAME);
+    let mut called = false;
+    m.cleanup(30, || {
+        called = true;
+        let probe = File::open(&lock_path).unwrap();
+        let contended = fs2::FileExt::try_lock_shared(&probe).is_err();
+        assert!(contended, "keep() ran without the exclusive lock held");
+        Ok::<_, MirrorError>(None)
+    })
+    .unwrap();
+    assert!(called);
+    let probe = File::open(&lock_path).unwrap();
+    fs2::FileExt::try_lock_exclusive(&probe).expect("lock released after cleanup");
+}
+
+#[test]
+fn cleanup_of_missing_doc_is_empty_and_skips_lookup() {
+    let (_t, m) = setup();
+    let r = m.cleanup(99, || -> Result<Option<Keep>, TestErr> {
+        panic!("lookup called")
+    });
+    assert_eq!(r.unwrap(), CleanupReport::default());
+    assert!(!m.doc_dir(99).unwrap().exists());
+}
+
+#[test]
+fn sweep_dry_run_reports_but_deletes_nothing() {
+    let (_t, m, _) = populated();
+    m.write(2_000_123, 1, b"a").unwrap();
+    m.write(2_000_123, 2, b"b").unwrap();
+    fs::write(m.root().join("stray.txt"), b"?").unwrap();
+    fs::create_dir_all(m.root().join("000/abc")).unwrap();
+    let before = tree(m.root());
+    let lookup = |id: i64| -> Result<Option<Keep>, TestErr> {
+        Ok(match id {
+            21 => Some(keep(Some(rel(21, 5)), None)),
+            2_000_123 => Some(keep(None, Some(2))),
+            _ => panic!("unexpected id {id}"),
+        })
+    };
+    let dry = m.sweep(true, lookup).unwrap();
+    assert_eq!(tree(m.root()), before);
+    let removed_21 = [1, 2, 3, 4].map(|f| rel(21, f));
+    assert!(removed_21.iter().all(|r| dry.removed.contains(r)), "{dry:?}");
+    assert!(dry.removed.contains(&rel(2_000_123, 1)));
+    assert!(dry
+        .removed
+        .contains(&"000/000/21/.tmp-g000009-crashed".to_string()));
+    assert_eq!(dry.removed.len(), 6);
+    for u in ["000/000/21/notes.txt", "000/abc", "stray.txt"] {
+        assert!(
+            dry.unknown.contains(&u.to_string()),
+            "{u} not in {:?}",
+            dry.unknown
+        );
+    }
+    let real = m.sweep(false, lookup).unwrap();
+    assert_eq!(real, dry);
+    assert!(dry.removed.iter().all(|r| !exists(&m, r)));
+    assert!(dry.kept.iter().chain(&dry.unknown).all(|r| exists(&m, r)));
+}
+
+#[test]
+fn sweep_prunes_emptied_doc_dirs_and_writes_still_work() {
+    let (_t, m) = setup();
+    m.write(3_004_005, 1, b"a").unwrap();
+    m.write(7, 1, b"b").unwrap();
+    let lookup =
+        |id: i64| -> Result<Option<Keep>, TestErr> { Ok(if id == 7 { None } else { Some(Keep::default()) }) };
+    let r = m.sweep(false, lookup).unwrap();
+    assert_eq!(r.removed, vec![rel(3_004_005, 1)]);
+    assert_eq!(r.missing_rows, vec![7]);
+    assert!(!m.root().join("003").exists(), "empty shards should be pruned");
+    assert!(exists(&m, &rel(7, 1)));
+    m.write(3_004_005, 2, b"c").unwrap();
+    assert_eq!(m.read(&rel(3_004_005, 2)).unwrap(), b"c");
+}
+
+#[test]
+fn unsafe_rel_paths_are_refused() {
+    let (tmp, m) = setup();
+    let w = m.write(1, 1, b"secret-inside").unwrap();
+    fs::write(tmp.path().join("outside.txt"), b"outside").unwrap();
+    symlink(
+        tmp.path().join("outside.txt"),
+        m.root().join("000/000/1/link.txt"),
+    )
+    .unwrap();
+    let escape = format!("{}/../../../../outside.txt", w.rel_path);
+    let abs = m.root().join(&w.rel_path).display().to_string();
+    for bad in [
+        "",
+        "/etc/passwd",
+        "../outside.txt",
+        "./000/000/1/g000001.txt",
+        &escape,
+        &abs,
+    ] {
+        let r = m.read(bad);
+        assert!(matches!(r, Err(MirrorError::UnsafePath { .. })), "{bad:?}: {r:?}");
+        let v = m.verify(bad, &w.sha256);
+        assert!(matches!(v, Err(MirrorError::UnsafePath { .. })), "{bad:?}: {v:?}");
+    }
+    let r = m.read("000/000/1/link.txt");
+    assert!(matches!(r, Err(MirrorError::UnsafePath { .. })), "{r:?}");
+    let r = m.read("000/000/1/missing.txt").unwrap_err();
+    assert!(r.is_not_found() && r.to_string().contains("missing.txt"), "{r}");
+}
+
+#[test]
+fn verify_compares_sha256() {
+    let (_t, m) = setup();
+    let w = m.write(2, 1, b"payload").unwrap();
+    assert!(m.verify(&w.rel_path, &w.sha256).unwrap());
+    assert!(m.verify(&w.rel_path, &w.sha256.to_uppercase()).unwrap());
+    assert!(!m
+        .verify(&w.rel_path, &format!("{:x}", Sha256::digest(b"other")))
+        .unwrap());
+    assert!(!m.verify(&w.rel_path, "not-hex").unwrap());
+    fs::write(m.root().join(&w.rel_path), b"tampered").unwrap();
+    assert!(!m.verify(&w.rel_path, &w.sha256).unwrap());
+}
+
+#[test]
+fn open_refuses_symlink_and_regular_file_roots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real");
+    fs::create_dir(&real).unwrap();
+    symlink(&real, tmp.path().join("link")).unwrap();
+    let r = Mirror::open(tmp.path().join("link"));
+    assert!(matches!(&r, Err(MirrorError::BadRoot { reason, .. }) if reason.contains("symlink")));
+    fs::write(tmp.path().join("file"), b"").unwrap();
+    let r = Mirror::open(tmp.path().join("file"));
+    assert!(matches!(&r, Err(MirrorError::BadRoot { reason, .. }) if reason.contains("not a directory")));
+    assert!(r.unwrap_err().to_string().contains("file"));
+}
+
+#[test]
+fn open_creates_root_but_not_its_parent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = Mirror::open(tmp.path().join("new")).unwrap();
+    assert_eq!(m.root(), fs::canonicalize(tmp.path().join("new")).unwrap());
+    assert!(
+        fs::read_dir(m.root()).unwrap().next().is_none(),
+        "probe left behind"
+    );
+    let missing = tmp.path().join("no/such");
+    let err = Mirror::open(&missing).unwrap_err();
+    assert!(matches!(err, MirrorError::BadRoot { .. }));
+    assert!(err.to_string().contains(&missing.display().to_string()), "{err}");
+    assert!(!tmp.path().join("no").exists());
+}
+
+#[test]
+fn open_refuses_unwritable_root() {
+    // /proc is a directory no one (root included) can create files in.
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let r = Mirror::open("/proc");
+    assert!(
+        matches!(&r, Err(MirrorError::BadRoot { reason, .. }) if reason.contains("not writable")),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn race_writer_vs_cleanup_never_deletes_kept_files() {
+    let (_t, m) = setup();
+    let job = 77;
+    m.write(job, 0, b"gen 0").unwrap();
+    for k in 0..1000 {
+        let kept = keep(Some(rel(job, k)), Some(k + 1));
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                let r = m.write(job, k + 1, format!("gen {}", k + 1).as_bytes());
+                done.store(true, Ordering::SeqCst);
+                r
+            });
+            for _ in 0..2 {
+                s.spawn(|| loop {
+                    let r = m
+                        .cleanup(job, || Ok::<_, MirrorError>(Some(kept.clone())))
+                        .unwrap();
+                    assert!(!r.removed.contains(&rel(job, k)), "accepted deleted: {r:?}");
+                    assert!(!r.removed.contains(&rel(job, k + 1)), "current deleted: {r:?}");
+                    assert!(r.removed.iter().all(|p| !p.contains(".tmp-")), "live temp: {r:?}");
+                    if done.load(Ordering::SeqCst) {
+                        break;
+                    }
+                });
+            }
+            writer.join().unwrap().unwrap();
+        });
+        assert_eq!(m.read(&rel(job, k)).unwrap(), format!("gen {k}").as_bytes());
+        assert_eq!(
+            m.read(&rel(job, k + 1)).unwrap(),
+            format!("gen {}", k + 1).as_bytes()
+        );
+        if k > 0 {
+            assert!(!exists(&m, &rel(job, k - 1)), "round {k}: stale gen kept");
+        }
+        assert!(temps(&m, job).is_empty(), "round {k}: temp left");
+    }
+}
+
+#[test]
+fn race_writer_vs_pruning_sweep() {
+    let (_t, m) = setup();
+    let m = Arc::new(m);
+    let done = Arc::new(AtomicBool::new(false));
+    let sweeper = {
+        let (m, done) = (Arc::clone(&m), Arc::clone(&done));
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                m.sweep(false, |_| Ok::<_, MirrorError>(Some(Keep::default())))
+                    .unwrap();
+            }
+        })
+    };
+    for fence in 0..300 {
+        m.write(5, fence, b"x")
+            .unwrap_or_else(|e| panic!("fence {fence}: {e}"));
+    }
+    done.store(true, Ordering::SeqCst);
+    sweeper.join().unwrap();
+}
