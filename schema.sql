@@ -171,3 +171,11 @@ CREATE TABLE outbox_totals (
     next_send_at  INTEGER NOT NULL DEFAULT 0
 );
 INSERT INTO outbox_totals (id) VALUES (1);
+
+-- version: 3
+
+-- What a document handed back without spending an attempt waits for, besides
+-- its retry_at: the name of a locked account. The account's recovery wakes
+-- exactly the rows parked on it (a coincidence of timestamps never decides).
+ALTER TABLE jobs ADD COLUMN parked_on TEXT;
+CREATE INDEX jobs_parked_on ON jobs (parked_on) WHERE parked_on IS NOT NULL;

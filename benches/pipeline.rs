@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use leasehold::extract::{ExtractError, Extractor};
 use leasehold::mirror::Mirror;
+use leasehold::pipeline::{Pipeline, PoolOptions, WorkerPool};
 use leasehold::source::DirSource;
-use leasehold::worker::{Pipeline, PoolOptions, WorkerPool};
 use leasehold::{NewDoc, Store, StoreOptions};
 
 const CHILD_ENV: &str = "LEASEHOLD_BENCH_MEMORY_DOCS";
@@ -63,7 +63,7 @@ fn store_rate(dir: &tempfile::TempDir, n: usize) -> f64 {
     store.enqueue_many(&docs).unwrap();
     let start = Instant::now();
     while let Some(c) = store.claim("w").unwrap() {
-        assert!(store.complete(&c, "r", "s").unwrap().is_accepted());
+        assert!(store.complete(c, "r", "s").unwrap().is_accepted());
     }
     rate(n, start.elapsed())
 }
@@ -113,7 +113,9 @@ fn pipeline_run(corpus: &Path, data: &Path, workers: usize) -> (u64, Duration, (
         ..PoolOptions::default()
     };
     let (cpu, start) = (cpu_time(), Instant::now());
-    WorkerPool::start(pipeline, opts, None).join();
+    WorkerPool::start(pipeline, opts, None)
+        .expect("pool starts")
+        .join();
     let (took, after) = (start.elapsed(), cpu_time());
     let cpu = (after.0 - cpu.0, after.1 - cpu.1);
     (store.counts().unwrap().indexed, took, cpu)

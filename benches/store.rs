@@ -155,7 +155,7 @@ fn bench_raw_vs_store(c: &mut Criterion) {
                         let worker = format!("w{t}");
                         for _ in 0..quota {
                             let claim = store.claim(&worker).unwrap().expect("queued");
-                            assert!(store.complete(&claim, "r", "s").unwrap().is_accepted());
+                            assert!(store.complete(claim, "r", "s").unwrap().is_accepted());
                         }
                     })
                 })
@@ -171,10 +171,11 @@ fn bench_raw_vs_store(c: &mut Criterion) {
                 let mut left = iters as usize;
                 while left > 0 {
                     let claims = store.claim_batch("w", left.min(32)).unwrap();
-                    let done: Vec<_> = claims.iter().map(|c| (c, "r", "s")).collect();
-                    let out = store.complete_many(&done).unwrap();
+                    let n = claims.len();
+                    let done: Vec<_> = claims.into_iter().map(|c| (c, "r", "s")).collect();
+                    let out = store.complete_many(done).unwrap();
                     assert!(out.iter().all(|o| o.is_accepted()));
-                    left -= claims.len();
+                    left -= n;
                 }
                 start.elapsed()
             })
@@ -214,7 +215,7 @@ fn bench_claim_latency(c: &mut Criterion) {
                     let start = Instant::now();
                     let claim = store.claim("w").unwrap().expect("queued");
                     spent += start.elapsed();
-                    assert!(store.release(&claim, "bench").unwrap().is_accepted());
+                    assert!(store.release(claim, "bench").unwrap().is_accepted());
                 }
                 spent
             })
@@ -242,7 +243,7 @@ fn fairness() {
                     let Some(claim) = store.claim(&worker).unwrap() else {
                         break;
                     };
-                    assert!(store.complete(&claim, "r", "s").unwrap().is_accepted());
+                    assert!(store.complete(claim, "r", "s").unwrap().is_accepted());
                     count.fetch_add(1, Ordering::Relaxed);
                 }
             });

@@ -76,6 +76,10 @@ pub enum Error {
     /// A mirror operation failed.
     #[error(transparent)]
     Mirror(#[from] crate::mirror::MirrorError),
+    /// Something that cannot happen did (a bug, or a panic caught on a worker
+    /// thread): not the caller's input, not the configuration.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {

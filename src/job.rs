@@ -113,6 +113,68 @@ pub struct Claim {
     pub lease_expires_at: Millis,
 }
 
+impl Claim {
+    /// The part of the claim that renews its lease and nothing more: what the
+    /// heartbeat holds while the stage keeps the claim itself, so that only the
+    /// stage can finish it (finishing consumes the claim).
+    pub fn owner(&self) -> Owner {
+        Owner {
+            id: self.id,
+            token: self.token.clone(),
+            fence: self.fence,
+            attempts: self.attempts,
+        }
+    }
+}
+
+/// Who is writing a claimed row: enough of a [`Claim`] to fence on. It can renew
+/// the lease ([`crate::Store::renew`]) but not finish the claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// The document's row.
+    pub id: JobId,
+    /// The claim's owner token.
+    pub token: String,
+    /// The claim's fence.
+    pub fence: i64,
+    /// Attempts spent, including the claim's (a failure's backoff grows with it).
+    pub attempts: i64,
+}
+
+/// What a document handed back without spending an attempt waits for. The row
+/// records it, so that whatever ends the wait wakes exactly the documents it
+/// concerns, whatever the clock said when they were parked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parked {
+    /// Time alone: a full disk, a rate limit. Claimable again from `until`.
+    Until(Millis),
+    /// A locked account: claimable at `until` at the latest, and at once when
+    /// the account recovers (a probe succeeds or it is unlocked by hand).
+    Account {
+        /// The account's name.
+        name: String,
+        /// When its lock runs out, as the gate said.
+        until: Millis,
+    },
+}
+
+impl Parked {
+    /// The latest time the document becomes claimable again.
+    pub fn until(&self) -> Millis {
+        match self {
+            Parked::Until(t) | Parked::Account { until: t, .. } => *t,
+        }
+    }
+
+    /// The account the document waits for, if any.
+    pub fn account(&self) -> Option<&str> {
+        match self {
+            Parked::Until(_) => None,
+            Parked::Account { name, .. } => Some(name),
+        }
+    }
+}
+
 /// The outcome of a fenced write (`renew`, `complete`, `fail`, `release`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a rejected fenced write must not be reported as success"]

@@ -1,47 +1,82 @@
 //! leasehold: claim documents from a SQLite queue under time-limited leases,
-//! extract them on a worker pool, mirror the results, and refuse every late write
-//! from a worker that lost its lease.
+//! extract their text on a worker pool, mirror the results, and refuse every late
+//! write from a worker that lost its lease.
 //!
 //! # Layout
-//! One module per part of the design contract (`DESIGN.md` §2):
-//! - [`clock`]: the injected time source (`SystemClock`, `ManualClock`).
-//! - [`job`]: ids, states, claims and fenced outcomes: the vocabulary.
-//! - [`store`]: the jobs table; the only module that writes SQL.
-//! - [`lease`]: running a stage under a lease (heartbeat, loss flag).
-//! - [`mirror`]: the results directory: generation paths, atomic writes, locked cleanup.
-//! - [`source`]: where bytes come from (a local directory).
-//! - [`extract`]: how text is extracted (text, Markdown, HTML, PDF, DOCX).
-//! - [`worker`]: the pool: claim → fetch → extract → mirror → complete → cleanup.
-//! - [`error`]: the one error type.
-//! - [`secret`]: passwords that never print.
-//! - [`config`]: the TOML file: accounts, HTTP source and sink, auth, notify, outbox.
-//! - [`upstream`]: the HTTP API client (source and sink) and how its answers are read.
-//! - [`auth`]: the auth gate at run time, the HTTP source and the sink's outbox drain.
-//! - [`notify`]: sending notices (command, webhook, log line).
-//! - [`fault`]: crash points on the result path, armed only by crash tests.
+//! One room per part of the design (`docs/DESIGN.md`); arrows only point down:
+//! `cli` → `pipeline`, `upstream` → `source`, `extract`, `mirror` → `store` →
+//! `job`, `clock`, `error`.
 //!
-//! The binary (`src/main.rs`, `src/cli/`) turns flags into these parts.
+//! | room | holds the rule of |
+//! |---|---|
+//! | [`job`] | the vocabulary: ids, states and their transitions, claims, fenced outcomes |
+//! | [`clock`] | injected time: no test sleeps for a lease to expire |
+//! | [`store`] | the jobs table and everything else in SQLite; the only code that writes SQL: claims, fencing, history, the gate's state, the outbox |
+//! | [`mirror`] | the results directory: generation paths, atomic writes, locked cleanup |
+//! | [`source`] | where bytes come from: the [`source::Source`] trait and a local directory |
+//! | [`extract`] | how text is extracted, by format |
+//! | [`pipeline`] | the worker pool: claim → fetch → extract → mirror → complete → cleanup, under the lease |
+//! | [`upstream`] | the HTTP API and its shared credential: client, gate, HTTP source, sink, courier, notices |
+//! | [`config`] | the configuration file: accounts, HTTP source and sink, auth, notify, outbox |
+//! | [`error`] | the one error type, with SQLite's codes mapped to what they mean |
+//! | [`secret`] | passwords that never print |
+//! | `cli` | the command-line tool: flags → validated parts → one call per command |
+//!
+//! # Embedding
+//! [`Store`] is the queue; [`pipeline::WorkerPool`] runs the whole pipeline over
+//! a [`pipeline::Pipeline`] of a [`source::Source`], an [`extract::Extractor`]
+//! and a [`mirror::Mirror`]. `examples/` has a program for each way.
 
-pub mod auth;
+#![warn(missing_docs)]
+
 pub mod clock;
 pub mod config;
 pub mod error;
 pub mod extract;
-pub mod fault;
 pub mod job;
-pub mod lease;
 pub mod mirror;
-pub mod notify;
+pub mod pipeline;
 pub mod secret;
 pub mod source;
 pub mod store;
 pub mod upstream;
-pub mod worker;
+
+#[doc(hidden)]
+pub mod cli;
+pub(crate) mod fault;
+pub(crate) mod service;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use error::{Error, Result};
-pub use job::{Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Rejection, Status};
+pub use job::{
+    Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Rejection, Status,
+};
 pub use store::{Backoff, NewDoc, Store, StoreOptions, Synchronous};
+
+/// Hooks for the project's own tests (crash points, injected mirror faults, the
+/// claim queries whose plans a test checks). Not part of the API: inert unless
+/// a test arms them.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::fault::{CrashPoint, CRASH_AFTER_N_ENV, CRASH_AT_ENV, CRASH_EXIT_CODE};
+    pub use crate::mirror::Fault;
+    pub use crate::store::claim_candidate_queries;
+
+    /// A second handle on the same claim, for tests that play a worker who
+    /// kept a stale copy (the store must refuse its writes; the type system
+    /// otherwise keeps a finished claim from being used again).
+    pub fn dup(c: &crate::Claim) -> crate::Claim {
+        crate::Claim {
+            id: c.id,
+            key: c.key.clone(),
+            version: c.version.clone(),
+            token: c.token.clone(),
+            fence: c.fence,
+            attempts: c.attempts,
+            lease_expires_at: c.lease_expires_at,
+        }
+    }
+}
 
 /// The README's examples compile and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use leasehold::fault::{CrashPoint, CRASH_AFTER_N_ENV, CRASH_AT_ENV, CRASH_EXIT_CODE};
 use leasehold::mirror::Mirror;
+use leasehold::testing::{CrashPoint, CRASH_AFTER_N_ENV, CRASH_AT_ENV, CRASH_EXIT_CODE};
 use sha2::{Digest, Sha256};
 
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");

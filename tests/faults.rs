@@ -21,10 +21,11 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 
 use leasehold::extract::{ExtractError, Extractor};
-use leasehold::lease::{LeaseKeeper, Ticks};
-use leasehold::mirror::{Fault, Mirror, Written};
+use leasehold::mirror::{Mirror, Written};
+use leasehold::pipeline::{keep_for, Pipeline, Processed, Worker};
+use leasehold::pipeline::{LeaseKeeper, Ticks};
 use leasehold::source::{Source, SourceError};
-use leasehold::worker::{keep_for, Pipeline, Processed, Worker};
+use leasehold::testing::Fault;
 use leasehold::{Error, JobId, ManualClock, NewDoc, Status, Store, StoreOptions};
 use sha2::{Digest, Sha256};
 
@@ -359,13 +360,14 @@ impl Corpus {
                     }
                 };
                 if n < 200 {
-                    assert!(store.complete(&c, &w.rel_path, &w.sha256).unwrap().is_accepted());
+                    let (id, fence) = (c.id.0, c.fence);
+                    assert!(store.complete(c, &w.rel_path, &w.sha256).unwrap().is_accepted());
                     // A leftover generation that a sweep of a sound store removes.
                     if n < 80 && n % 4 == 0 {
-                        mirror.write(c.id.0, c.fence + 5, b"stale").unwrap();
+                        mirror.write(id, fence + 5, b"stale").unwrap();
                     }
                 } else if n < 230 {
-                    let _ = store.fail(&c, "failed on purpose", false).unwrap();
+                    let _ = store.fail(c, "failed on purpose", false).unwrap();
                 }
             }
         }

@@ -24,14 +24,19 @@ fn rejected() -> Answer {
 }
 
 fn notices_of(s: &Store, kind: &str) -> usize {
-    s.notices().unwrap().iter().filter(|n| n.kind == kind).count()
+    s.notices()
+        .all()
+        .unwrap()
+        .iter()
+        .filter(|n| n.kind == kind)
+        .count()
 }
 
 /// Lock `a` with a rejection, let the lock run out, and take the probe slot.
 fn locked_then_probing(t: &TempStore, s: &Store) -> leasehold::store::ProbePermit {
-    s.gate_report("a", None, &rejected(), &POLICY).unwrap();
+    s.accounts().report("a", None, &rejected(), &POLICY).unwrap();
     t.clock.advance(Duration::from_millis(10_000));
-    permit(s.gate_admit("a", "p", &POLICY).unwrap())
+    permit(s.accounts().admit("a", "p", &POLICY).unwrap())
 }
 
 fn permit(a: Admission) -> leasehold::store::ProbePermit {
@@ -45,8 +50,8 @@ fn permit(a: Admission) -> leasehold::store::ProbePermit {
 fn a_rejection_locks_for_everyone_until_the_ttl_then_one_probe() {
     let t = TempStore::new();
     let (p1, p2) = (t.handle(30_000), t.handle(30_000));
-    assert_eq!(p1.gate_admit("a", "p", &POLICY).unwrap(), Admission::Go);
-    let change = p1.gate_report("a", None, &rejected(), &POLICY).unwrap();
+    assert_eq!(p1.accounts().admit("a", "p", &POLICY).unwrap(), Admission::Go);
+    let change = p1.accounts().report("a", None, &rejected(), &POLICY).unwrap();
     assert_eq!(
         change,
         GateChange::Locked {
@@ -56,7 +61,7 @@ fn a_rejection_locks_for_everyone_until_the_ttl_then_one_probe() {
     );
     // Another process (its own handle) may not call the upstream.
     assert_eq!(
-        p2.gate_admit("a", "p", &POLICY).unwrap(),
+        p2.accounts().admit("a", "p", &POLICY).unwrap(),
         Admission::Wait {
             until: 10_000,
             probing: false
@@ -64,19 +69,22 @@ fn a_rejection_locks_for_everyone_until_the_ttl_then_one_probe() {
     );
     // A second rejection seen by another process does not start a new incident.
     assert_eq!(
-        p2.gate_report("a", None, &rejected(), &POLICY).unwrap(),
+        p2.accounts().report("a", None, &rejected(), &POLICY).unwrap(),
         GateChange::Unchanged
     );
     t.clock.advance(Duration::from_millis(10_000));
-    let probe = permit(p2.gate_admit("a", "p", &POLICY).unwrap());
+    let probe = permit(p2.accounts().admit("a", "p", &POLICY).unwrap());
     assert_eq!(probe.epoch, 1);
     // Everyone else waits while the probe slot is held.
     assert!(matches!(
-        p1.gate_admit("a", "p", &POLICY).unwrap(),
+        p1.accounts().admit("a", "p", &POLICY).unwrap(),
         Admission::Wait { probing: true, .. }
     ));
     // The probe fails: locked for another TTL, one probe counted.
-    let again = p2.gate_report("a", Some(&probe), &rejected(), &POLICY).unwrap();
+    let again = p2
+        .accounts()
+        .report("a", Some(&probe), &rejected(), &POLICY)
+        .unwrap();
     assert_eq!(
         again,
         GateChange::Locked {
@@ -84,7 +92,7 @@ fn a_rejection_locks_for_everyone_until_the_ttl_then_one_probe() {
             until: 20_000
         }
     );
-    let state = &p1.gate_states().unwrap()[0];
+    let state = &p1.accounts().states().unwrap()[0];
     assert_eq!((state.state.as_str(), state.probes), ("locked", 1));
     assert_eq!(notices_of(&p1, "lock"), 1, "one lock notice per notify_every");
 }
@@ -98,7 +106,7 @@ fn retry_after_sets_the_end_of_the_lock() {
         until: Some(42_000),
     };
     assert_eq!(
-        s.gate_report("a", None, &answer, &POLICY).unwrap(),
+        s.accounts().report("a", None, &answer, &POLICY).unwrap(),
         GateChange::Locked {
             epoch: 1,
             until: 42_000
@@ -112,15 +120,17 @@ fn probe_success_opens_for_everyone_with_one_recovery_notice() {
     let s = t.handle(30_000);
     let probe = locked_then_probing(&t, &s);
     assert_eq!(
-        s.gate_report("a", Some(&probe), &Answer::Accepted, &POLICY)
+        s.accounts()
+            .report("a", Some(&probe), &Answer::Accepted, &POLICY)
             .unwrap(),
         GateChange::Recovered { epoch: 1 }
     );
-    assert_eq!(s.gate_admit("a", "p", &POLICY).unwrap(), Admission::Go);
+    assert_eq!(s.accounts().admit("a", "p", &POLICY).unwrap(), Admission::Go);
     assert_eq!(notices_of(&s, "lock"), 1);
     assert_eq!(notices_of(&s, "recovery"), 1);
     let recovery = s
         .notices()
+        .all()
         .unwrap()
         .into_iter()
         .find(|n| n.kind == "recovery")
@@ -128,9 +138,9 @@ fn probe_success_opens_for_everyone_with_one_recovery_notice() {
     assert!(recovery.message.contains("after 10 s"), "{}", recovery.message);
     assert!(recovery.message.contains("1 probe(s)"), "{}", recovery.message);
     // The next lock is a new incident, announced again.
-    s.gate_report("a", None, &rejected(), &POLICY).unwrap();
+    s.accounts().report("a", None, &rejected(), &POLICY).unwrap();
     assert_eq!(notices_of(&s, "lock"), 2);
-    assert_eq!(s.gate_states().unwrap()[0].epoch, 2);
+    assert_eq!(s.accounts().states().unwrap()[0].epoch, 2);
 }
 
 #[test]
@@ -140,19 +150,21 @@ fn a_late_probe_answer_from_an_expired_slot_changes_nothing() {
     let old = locked_then_probing(&t, &dead);
     // The prober goes silent past probe_ttl; another process takes the slot.
     t.clock.advance(Duration::from_millis(2_000));
-    let fresh = permit(alive.gate_admit("a", "p", &POLICY).unwrap());
+    let fresh = permit(alive.accounts().admit("a", "p", &POLICY).unwrap());
     assert_ne!(old.token, fresh.token);
     alive
-        .gate_report("a", Some(&fresh), &rejected(), &POLICY)
+        .accounts()
+        .report("a", Some(&fresh), &rejected(), &POLICY)
         .unwrap();
-    let before = alive.gate_states().unwrap();
+    let before = alive.accounts().states().unwrap();
     // The old prober's answer arrives now: a success must not unlock.
     assert_eq!(
-        dead.gate_report("a", Some(&old), &Answer::Accepted, &POLICY)
+        dead.accounts()
+            .report("a", Some(&old), &Answer::Accepted, &POLICY)
             .unwrap(),
         GateChange::Stale
     );
-    assert_eq!(alive.gate_states().unwrap(), before);
+    assert_eq!(alive.accounts().states().unwrap(), before);
     assert_eq!(notices_of(&alive, "recovery"), 0);
 }
 
@@ -162,14 +174,15 @@ fn a_transient_probe_answer_frees_the_slot_without_counting() {
     let s = t.handle(30_000);
     let probe = locked_then_probing(&t, &s);
     assert_eq!(
-        s.gate_report("a", Some(&probe), &Answer::Transient, &POLICY)
+        s.accounts()
+            .report("a", Some(&probe), &Answer::Transient, &POLICY)
             .unwrap(),
         GateChange::SlotFreed
     );
-    assert_eq!(s.gate_states().unwrap()[0].probes, 0);
+    assert_eq!(s.accounts().states().unwrap()[0].probes, 0);
     // The slot is free at once, not after probe_ttl.
     assert!(matches!(
-        s.gate_admit("a", "p", &POLICY).unwrap(),
+        s.accounts().admit("a", "p", &POLICY).unwrap(),
         Admission::Probe(_)
     ));
 }
@@ -178,15 +191,15 @@ fn a_transient_probe_answer_frees_the_slot_without_counting() {
 fn a_manual_unlock_opens_and_is_recorded() {
     let t = TempStore::new();
     let s = t.handle(30_000);
-    s.gate_report("a", None, &rejected(), &POLICY).unwrap();
-    assert!(s.gate_unlock("a", "tester").unwrap());
-    assert_eq!(s.gate_admit("a", "p", &POLICY).unwrap(), Admission::Go);
-    let history = s.gate_history("a").unwrap();
+    s.accounts().report("a", None, &rejected(), &POLICY).unwrap();
+    assert!(s.accounts().unlock("a", "tester").unwrap());
+    assert_eq!(s.accounts().admit("a", "p", &POLICY).unwrap(), Admission::Go);
+    let history = s.accounts().history("a").unwrap();
     assert!(history
         .iter()
         .any(|h| h.event == "manual_unlock" && h.detail.as_deref() == Some("tester")));
     assert_eq!(notices_of(&s, "recovery"), 1);
-    assert!(!s.gate_unlock("a", "tester").unwrap(), "already open");
+    assert!(!s.accounts().unlock("a", "tester").unwrap(), "already open");
 }
 
 #[test]
@@ -199,8 +212,8 @@ fn expiry_warnings_start_at_the_window_and_go_once_a_day() {
         t.clock.set((expires_on - days_before) * day + 3_600_000);
         let before = notices_of(&p1, "expiry");
         // Two processes check the same day: one warning between them.
-        assert_eq!(p1.gate_expiry("a", expires_on, 14).unwrap(), days_before);
-        assert_eq!(p2.gate_expiry("a", expires_on, 14).unwrap(), days_before);
+        assert_eq!(p1.accounts().expiry("a", expires_on, 14).unwrap(), days_before);
+        assert_eq!(p2.accounts().expiry("a", expires_on, 14).unwrap(), days_before);
         notices_of(&p1, "expiry") - before
     };
     assert_eq!(warned_on(20), 0);
@@ -216,20 +229,20 @@ fn two_accounts_locked_within_a_ttl_make_one_shared_cause_notice() {
     let s = t.handle(30_000);
     let pool = ["a".to_string(), "b".to_string(), "c".to_string()];
     let hold = Duration::from_secs(60);
-    s.gate_report("a", None, &rejected(), &POLICY).unwrap();
+    s.accounts().report("a", None, &rejected(), &POLICY).unwrap();
     // One lock: a new process is placed on an open account.
     assert_eq!(
-        s.gate_hold("p0", &pool, hold, &POLICY).unwrap().as_deref(),
+        s.accounts().hold("p0", &pool, hold, &POLICY).unwrap().as_deref(),
         Some("b")
     );
     t.clock.advance(Duration::from_millis(3_000));
-    s.gate_report("b", None, &rejected(), &POLICY).unwrap();
+    s.accounts().report("b", None, &rejected(), &POLICY).unwrap();
     assert_eq!(notices_of(&s, "lock"), 1, "the first lock is announced alone");
     assert_eq!(notices_of(&s, "shared_cause"), 1);
     // A shared cause: locks no longer steer the choice, so nobody is moved
     // onto the remaining open account `c`.
     assert_eq!(
-        s.gate_hold("p1", &pool, hold, &POLICY).unwrap().as_deref(),
+        s.accounts().hold("p1", &pool, hold, &POLICY).unwrap().as_deref(),
         Some("a")
     );
 }
@@ -240,23 +253,30 @@ fn pool_holds_are_sticky_and_spread_over_open_accounts() {
     let s = t.handle(30_000);
     let pool = ["a".to_string(), "b".to_string()];
     let hold = Duration::from_secs(60);
-    let p1 = s.gate_hold("p1", &pool, hold, &POLICY).unwrap().unwrap();
-    let p2 = s.gate_hold("p2", &pool, hold, &POLICY).unwrap().unwrap();
+    let p1 = s.accounts().hold("p1", &pool, hold, &POLICY).unwrap().unwrap();
+    let p2 = s.accounts().hold("p2", &pool, hold, &POLICY).unwrap().unwrap();
     assert_ne!(p1, p2, "two holders spread over two accounts");
     // p1's account locks: p1 keeps it (and waits); a new process takes the open one.
-    s.gate_report(&p1, None, &rejected(), &POLICY).unwrap();
+    s.accounts().report(&p1, None, &rejected(), &POLICY).unwrap();
     assert_eq!(
-        s.gate_hold("p1", &pool, hold, &POLICY).unwrap().as_deref(),
+        s.accounts().hold("p1", &pool, hold, &POLICY).unwrap().as_deref(),
         Some(p1.as_str())
     );
     assert_eq!(
-        s.gate_hold("p3", &pool, hold, &POLICY).unwrap().as_deref(),
+        s.accounts().hold("p3", &pool, hold, &POLICY).unwrap().as_deref(),
         Some(p2.as_str())
     );
-    let holders = || s.gate_states().unwrap().iter().map(|a| a.holders).sum::<i64>();
+    let holders = || {
+        s.accounts()
+            .states()
+            .unwrap()
+            .iter()
+            .map(|a| a.holders)
+            .sum::<i64>()
+    };
     assert_eq!(holders(), 3);
     // A process that lets go is no longer counted.
-    s.gate_unhold("p2").unwrap();
+    s.accounts().unhold("p2").unwrap();
     assert_eq!(holders(), 2);
     // A hold that was not renewed lapses.
     t.clock.advance(Duration::from_secs(61));
@@ -275,10 +295,7 @@ fn outbox_store(t: &TempStore, max_bytes: u64, max_age_ms: i64) -> Store {
 fn accept(s: &Store, key: &str, text: &str) {
     s.enqueue(&NewDoc::new(key, "v1")).unwrap();
     let c = s.claim("w").unwrap().unwrap();
-    assert!(s
-        .complete_and_deliver(&c, "r", "sum", text)
-        .unwrap()
-        .is_accepted());
+    assert!(s.complete_and_deliver(c, "r", "sum", text).unwrap().is_accepted());
 }
 
 #[test]
@@ -290,21 +307,22 @@ fn only_accepted_results_enter_the_outbox_once() {
     t.clock.advance(Duration::from_secs(31));
     let owner = s.claim("w2").unwrap().unwrap();
     assert!(!s
-        .complete_and_deliver(&stale, "r", "x", "stale")
+        .complete_and_deliver(stale, "r", "x", "stale")
         .unwrap()
         .is_accepted());
     assert!(s
-        .complete_and_deliver(&owner, "r", "y", "fresh")
+        .complete_and_deliver(leasehold::testing::dup(&owner), "r", "y", "fresh")
         .unwrap()
         .is_accepted());
     assert!(!s
-        .complete_and_deliver(&owner, "r", "y", "again")
+        .complete_and_deliver(owner, "r", "y", "again")
         .unwrap()
         .is_accepted());
-    let totals = s.outbox_totals().unwrap();
+    let totals = s.outbox().totals().unwrap();
     assert_eq!(totals.rows, 1);
     match s
-        .outbox_claim(10, Duration::from_secs(5), Duration::ZERO)
+        .outbox()
+        .claim(10, Duration::from_secs(5), Duration::ZERO)
         .unwrap()
     {
         Drain::Send(b) => {
@@ -326,22 +344,23 @@ fn the_cap_drops_the_oldest_and_counts_them() {
     for i in 0..5 {
         accept(&s, &format!("k{i}"), &"x".repeat(100));
     }
-    let totals = s.outbox_totals().unwrap();
+    let totals = s.outbox().totals().unwrap();
     assert_eq!((totals.rows, totals.dropped), (2, 3), "{totals:?}");
     // The kept ones are the newest.
     let Drain::Send(b) = s
-        .outbox_claim(10, Duration::from_secs(5), Duration::ZERO)
+        .outbox()
+        .claim(10, Duration::from_secs(5), Duration::ZERO)
         .unwrap()
     else {
         panic!("a batch")
     };
     let keys: Vec<_> = b.items.iter().map(|i| i.key.clone()).collect();
     assert_eq!(keys, ["k3", "k4"]);
-    s.outbox_undelivered(&b, 0).unwrap();
+    s.outbox().undelivered(&b, 0).unwrap();
     // Past max_age, old rows go too (never the newest).
     t.clock.advance(Duration::from_secs(61));
     accept(&s, "k5", "y");
-    let totals = s.outbox_totals().unwrap();
+    let totals = s.outbox().totals().unwrap();
     assert_eq!((totals.rows, totals.dropped), (1, 5), "{totals:?}");
 }
 
@@ -353,26 +372,26 @@ fn a_batch_in_flight_is_not_sent_twice_and_comes_back_if_its_sender_dies() {
         accept(&s, &format!("k{i}"), "text");
     }
     let lease = Duration::from_secs(5);
-    let Drain::Send(first) = s.outbox_claim(3, lease, Duration::ZERO).unwrap() else {
+    let Drain::Send(first) = s.outbox().claim(3, lease, Duration::ZERO).unwrap() else {
         panic!()
     };
-    let Drain::Send(second) = s.outbox_claim(3, lease, Duration::ZERO).unwrap() else {
+    let Drain::Send(second) = s.outbox().claim(3, lease, Duration::ZERO).unwrap() else {
         panic!()
     };
     assert_eq!(first.items.len(), 3);
     assert_eq!(second.items.len(), 2, "rows in flight are not handed out again");
-    assert_eq!(s.outbox_delivered(&second).unwrap(), 2);
+    assert_eq!(s.outbox().delivered(&second).unwrap(), 2);
     // The first sender dies; after its lease its rows go again, exactly those.
     t.clock.advance(Duration::from_secs(6));
-    let Drain::Send(again) = s.outbox_claim(10, lease, Duration::ZERO).unwrap() else {
+    let Drain::Send(again) = s.outbox().claim(10, lease, Duration::ZERO).unwrap() else {
         panic!()
     };
     assert_eq!(again.items, first.items);
     // The dead sender's late report removes nothing that is no longer its own.
-    assert_eq!(s.outbox_delivered(&first).unwrap(), 0);
-    assert_eq!(s.outbox_delivered(&again).unwrap(), 3);
-    assert_eq!(s.outbox_totals().unwrap().rows, 0);
-    assert_eq!(s.outbox_totals().unwrap().delivered, 5);
+    assert_eq!(s.outbox().delivered(&first).unwrap(), 0);
+    assert_eq!(s.outbox().delivered(&again).unwrap(), 3);
+    assert_eq!(s.outbox().totals().unwrap().rows, 0);
+    assert_eq!(s.outbox().totals().unwrap().delivered, 5);
 }
 
 #[test]
@@ -385,17 +404,17 @@ fn the_shared_pace_spaces_batches() {
     let lease = Duration::from_secs(5);
     let interval = Duration::from_millis(500);
     assert!(matches!(
-        p1.outbox_claim(1, lease, interval).unwrap(),
+        p1.outbox().claim(1, lease, interval).unwrap(),
         Drain::Send(_)
     ));
     // Another process is held to the same pace.
     assert_eq!(
-        p2.outbox_claim(1, lease, interval).unwrap(),
+        p2.outbox().claim(1, lease, interval).unwrap(),
         Drain::Paced { until: 500 }
     );
     t.clock.advance(interval);
     assert!(matches!(
-        p2.outbox_claim(1, lease, interval).unwrap(),
+        p2.outbox().claim(1, lease, interval).unwrap(),
         Drain::Send(_)
     ));
 }
@@ -406,14 +425,14 @@ fn a_429_paces_everyone_and_never_locks() {
     let (p1, p2) = (t.handle(30_000), t.handle(30_000));
     let paced = Answer::RateLimited { until: 5_000 };
     assert_eq!(
-        p1.gate_report("a", None, &paced, &POLICY).unwrap(),
+        p1.accounts().report("a", None, &paced, &POLICY).unwrap(),
         GateChange::Paced { until: 5_000 }
     );
     assert_eq!(
-        p2.gate_admit("a", "p2", &POLICY).unwrap(),
+        p2.accounts().admit("a", "p2", &POLICY).unwrap(),
         Admission::Paced { until: 5_000 }
     );
-    let state = &p2.gate_states().unwrap()[0];
+    let state = &p2.accounts().states().unwrap()[0];
     assert_eq!(
         (state.state.as_str(), state.epoch),
         ("open", 0),
@@ -421,5 +440,5 @@ fn a_429_paces_everyone_and_never_locks() {
     );
     assert_eq!(notices_of(&p1, "lock"), 0);
     t.clock.advance(Duration::from_millis(5_000));
-    assert_eq!(p2.gate_admit("a", "p2", &POLICY).unwrap(), Admission::Go);
+    assert_eq!(p2.accounts().admit("a", "p2", &POLICY).unwrap(), Admission::Go);
 }

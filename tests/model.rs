@@ -534,18 +534,23 @@ impl World {
                 let claim = &self.model.claims[c].claim;
                 let store = &self.stores[actor];
                 let (write, result, got) = match *op {
-                    Op::Renew { .. } => (Write::Renew, None, store.renew(claim)),
+                    Op::Renew { .. } => (Write::Renew, None, store.renew(&claim.owner())),
                     Op::Complete { .. } => {
                         let path = format!("mirror/{}/{}-{}", claim.id, claim.fence, worker_name(actor));
                         let sum = format!("sha-of-claim-{c}");
-                        let got = store.complete(claim, &path, &sum);
+                        let got = store.complete(leasehold::testing::dup(claim), &path, &sum);
                         (Write::Complete, Some((path, sum)), got)
                     }
                     Op::Fail { permanent, .. } => {
-                        let got = store.fail(claim, &format!("error {c}"), permanent);
+                        let got =
+                            store.fail(leasehold::testing::dup(claim), &format!("error {c}"), permanent);
                         (Write::Fail { permanent }, None, got)
                     }
-                    _ => (Write::Release, None, store.release(claim, "shutdown")),
+                    _ => (
+                        Write::Release,
+                        None,
+                        store.release(leasehold::testing::dup(claim), "shutdown"),
+                    ),
                 };
                 Did::Fenced {
                     write,

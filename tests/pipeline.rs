@@ -19,10 +19,10 @@ use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 
 use common::TempStore;
 use leasehold::extract::{ExtractError, Extractor, ExtractorRegistry};
-use leasehold::lease::{LeaseKeeper, LeaseLost, Ticks};
 use leasehold::mirror::{Mirror, Written};
+use leasehold::pipeline::{keep_for, Event, Pipeline, PoolOptions, Processed, Worker, WorkerPool};
+use leasehold::pipeline::{LeaseKeeper, LeaseLost, Ticks};
 use leasehold::source::{key_for, DirSource, Source, SourceError};
-use leasehold::worker::{keep_for, Event, Pipeline, PoolOptions, Processed, Worker, WorkerPool};
 use leasehold::{Claim, Clock, Enqueued, Fenced, JobId, NewDoc, Rejection, Status, Store};
 
 /// The lease of every test store.
@@ -202,7 +202,8 @@ fn pool_options(workers: usize, ticks: Receiver<()>, until_idle: bool) -> PoolOp
 fn run_until_idle(p: Pipeline, workers: usize) -> Vec<Event> {
     let (ticks, ticks_rx) = bounded::<()>(0);
     let (events, events_rx) = unbounded();
-    let pool = WorkerPool::start(p, pool_options(workers, ticks_rx, true), Some(events));
+    let pool =
+        WorkerPool::start(p, pool_options(workers, ticks_rx, true), Some(events)).expect("the pool starts");
     within("the until-idle pool", move || pool.join());
     drop(ticks);
     events_rx.try_iter().collect()
@@ -340,7 +341,7 @@ fn late_worker_is_fenced_out_and_its_cleanup_spares_the_accepted_and_current_gen
 
     // C completes; its cleanup retires B's file.
     assert!(store_c
-        .complete(&c, &c_written.rel_path, &c_written.sha256)
+        .complete(c, &c_written.rel_path, &c_written.sha256)
         .unwrap()
         .is_accepted());
     let report = mirror.cleanup(id.0, || keep_for(&store_c, id)).unwrap();
@@ -456,7 +457,7 @@ fn a_stage_ten_leases_long_keeps_its_lease_through_heartbeat_renewals() {
         "no renewal was refused"
     );
     assert!(
-        mine.complete(&claim, "r", "s").unwrap().is_accepted(),
+        mine.complete(claim, "r", "s").unwrap().is_accepted(),
         "still the owner at the end"
     );
 }
@@ -582,7 +583,7 @@ fn write_gen(mirror: &Mirror, g: &mut Gen, round: usize, current: bool) {
 fn complete_gen(store: &Store, g: &Gen) -> String {
     let w = g.written.as_ref().expect("written before completing");
     assert!(store
-        .complete(&g.claim, &w.rel_path, &w.sha256)
+        .complete(leasehold::testing::dup(&g.claim), &w.rel_path, &w.sha256)
         .unwrap()
         .is_accepted());
     w.rel_path.clone()
@@ -680,7 +681,7 @@ fn cleanups_racing_writers_of_successive_generations_never_delete_the_accepted_o
                                 write_gen(mirror, &mut old, round, false);
                             }
                             let w = old.written.as_ref().unwrap();
-                            store.complete(&old.claim, &w.rel_path, &w.sha256).unwrap()
+                            store.complete(old.claim, &w.rel_path, &w.sha256).unwrap()
                         });
                         write_gen(mirror, &mut new, round, true);
                         assert_eq!(
@@ -833,7 +834,8 @@ fn stopping_with_work_in_flight_releases_it_without_spending_an_attempt() {
         pipeline(&store, &mirror, source, extractor),
         pool_options(1, ticks_rx, false),
         Some(events),
-    );
+    )
+    .expect("the pool starts");
     assert_eq!(
         started_rx.recv_timeout(WAIT).expect("the worker is extracting"),
         "slow.txt"

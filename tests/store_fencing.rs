@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::TempStore;
+use leasehold::testing::dup;
 use leasehold::{Claim, Fenced, NewDoc, Rejection, Status, Store};
 
 /// The fenced write a scenario exercises.
@@ -18,9 +19,9 @@ enum Op {
 
 fn apply(store: &Store, claim: &Claim, op: Op, tag: &str) -> Fenced {
     match op {
-        Op::Complete => store.complete(claim, &format!("result-{tag}"), &format!("sum-{tag}")),
-        Op::Renew => store.renew(claim),
-        Op::Fail => store.fail(claim, &format!("error from {tag}"), false),
+        Op::Complete => store.complete(dup(claim), &format!("result-{tag}"), &format!("sum-{tag}")),
+        Op::Renew => store.renew(&claim.owner()),
+        Op::Fail => store.fail(dup(claim), &format!("error from {tag}"), false),
     }
     .expect("no store error")
 }
@@ -51,7 +52,10 @@ fn stale_worker_is_refused(op: Op) {
     assert_eq!(after.owner_token.as_deref(), Some(claim_b.token.as_str()));
     assert_eq!(after.result_path, None);
 
-    assert!(b.complete(&claim_b, "result-B", "sum-B").unwrap().is_accepted());
+    assert!(b
+        .complete(dup(&claim_b), "result-B", "sum-B")
+        .unwrap()
+        .is_accepted());
     let late = apply(&a, &claim_a, op, "A");
     assert_eq!(
         late,
@@ -135,10 +139,10 @@ fn fences_only_grow_and_accepted_writes_carry_the_newest_fence() {
     }
     // Every older claim is refused; only the newest is accepted.
     for old in &claims[..claims.len() - 1] {
-        assert!(!store.complete(old, "old", "old").unwrap().is_accepted());
+        assert!(!store.complete(dup(old), "old", "old").unwrap().is_accepted());
     }
     let newest = claims.last().unwrap();
-    assert!(store.complete(newest, "new", "new").unwrap().is_accepted());
+    assert!(store.complete(dup(newest), "new", "new").unwrap().is_accepted());
     let accepted: Vec<_> = store
         .history(id)
         .unwrap()
@@ -175,7 +179,7 @@ fn failed_document_waits_for_retry_at_exactly() {
     let store = t.handle(10_000);
     let id = store.enqueue(&NewDoc::new("flaky", "v1")).unwrap().id();
     let c = store.claim("w").unwrap().unwrap();
-    assert!(store.fail(&c, "upstream hiccup", false).unwrap().is_accepted());
+    assert!(store.fail(c, "upstream hiccup", false).unwrap().is_accepted());
     let row = store.job(id).unwrap().unwrap();
     assert_eq!(row.status, Status::Retrying);
     let retry_at = row.retry_at.expect("retry_at set");
@@ -193,7 +197,7 @@ fn permanent_failure_goes_straight_to_dead() {
     let store = t.handle(10_000);
     let id = store.enqueue(&NewDoc::new("bad", "v1")).unwrap().id();
     let c = store.claim("w").unwrap().unwrap();
-    assert!(store.fail(&c, "not a PDF", true).unwrap().is_accepted());
+    assert!(store.fail(c, "not a PDF", true).unwrap().is_accepted());
     let row = store.job(id).unwrap().unwrap();
     assert_eq!(
         (row.status, row.last_error.as_deref()),
@@ -207,11 +211,11 @@ fn release_hands_back_without_spending_an_attempt() {
     let store = t.handle(10_000);
     let id = store.enqueue(&NewDoc::new("d", "v1")).unwrap().id();
     let c = store.claim("w").unwrap().unwrap();
-    assert!(store.release(&c, "shutdown").unwrap().is_accepted());
+    assert!(store.release(dup(&c), "shutdown").unwrap().is_accepted());
     let row = store.job(id).unwrap().unwrap();
     assert_eq!((row.status, row.attempts), (Status::Discovered, 0));
     assert!(
-        !store.release(&c, "again").unwrap().is_accepted(),
+        !store.release(c, "again").unwrap().is_accepted(),
         "a released claim is spent"
     );
     assert_eq!(store.claim("w").unwrap().unwrap().attempts, 1);
@@ -225,7 +229,7 @@ fn refused_stale_complete_is_in_the_history_with_both_fences() {
     let stale = a.claim("A").unwrap().unwrap();
     t.clock.set(10);
     let owner = b.claim("B").unwrap().unwrap();
-    assert!(!a.complete(&stale, "x", "y").unwrap().is_accepted());
+    assert!(!a.complete(dup(&stale), "x", "y").unwrap().is_accepted());
     let refused = a
         .history(id)
         .unwrap()
@@ -250,7 +254,7 @@ fn enqueue_is_idempotent_and_a_new_version_requeues_an_indexed_document() {
         leasehold::Enqueued::Unchanged(_)
     ));
     let c = store.claim("w").unwrap().unwrap();
-    assert!(store.complete(&c, "p1", "s1").unwrap().is_accepted());
+    assert!(store.complete(c, "p1", "s1").unwrap().is_accepted());
     assert!(matches!(
         store.enqueue(&NewDoc::new("k", "v1")).unwrap(),
         leasehold::Enqueued::Unchanged(_)
@@ -274,7 +278,7 @@ fn a_new_version_fences_out_the_worker_extracting_the_old_one() {
     store.enqueue(&NewDoc::new("k", "v1")).unwrap();
     let old = store.claim("w").unwrap().unwrap();
     store.enqueue(&NewDoc::new("k", "v2")).unwrap();
-    assert!(!store.complete(&old, "p", "s").unwrap().is_accepted());
+    assert!(!store.complete(old, "p", "s").unwrap().is_accepted());
     assert_eq!(store.claim("w").unwrap().unwrap().version, "v2");
 }
 
@@ -300,8 +304,8 @@ fn claim_batch_and_complete_many_settle_each_claim_on_its_own_fence() {
     t.clock.set(10);
     let other = t.handle(10);
     let stolen = other.claim("thief").unwrap().unwrap();
-    let done: Vec<_> = batch.iter().map(|c| (c, "p", "s")).collect();
-    let outcomes = store.complete_many(&done).unwrap();
+    let done: Vec<_> = batch.iter().map(|c| (dup(c), "p", "s")).collect();
+    let outcomes = store.complete_many(done).unwrap();
     for (c, o) in batch.iter().zip(&outcomes) {
         assert_eq!(o.is_accepted(), c.id != stolen.id, "claim {}", c.id);
     }
@@ -380,18 +384,18 @@ fn a_renewal_that_would_change_nothing_commits_nothing_but_a_refusal_is_recorded
 
     let claim_a = a.claim("A").unwrap().unwrap();
     let before = data_version();
-    assert_eq!(a.renew(&claim_a).unwrap(), Fenced::Accepted);
+    assert_eq!(a.renew(&claim_a.owner()).unwrap(), Fenced::Accepted);
     assert_eq!(data_version(), before, "a no-op renewal committed something");
     assert_eq!(a.job(id).unwrap().unwrap().lease_expires_at, Some(10));
 
     t.clock.set(1);
-    assert_eq!(a.renew(&claim_a).unwrap(), Fenced::Accepted);
+    assert_eq!(a.renew(&claim_a.owner()).unwrap(), Fenced::Accepted);
     assert_ne!(data_version(), before, "a real renewal commits");
     assert_eq!(a.job(id).unwrap().unwrap().lease_expires_at, Some(11));
 
     t.clock.set(11);
     let claim_b = b.claim("B").unwrap().expect("B re-claims the expired lease");
-    let refused = a.renew(&claim_a).unwrap();
+    let refused = a.renew(&claim_a.owner()).unwrap();
     assert_eq!(
         refused,
         Fenced::Rejected(Rejection::OtherOwner { fence: claim_b.fence })

@@ -22,7 +22,7 @@ fn populated_store(t: &TempStore, docs: usize) {
     store.enqueue_many(&batch).unwrap();
     for c in store.claim_batch("w", docs / 2).unwrap() {
         assert!(store
-            .complete(&c, "some/result/path.txt", "0123456789abcdef")
+            .complete(c, "some/result/path.txt", "0123456789abcdef")
             .unwrap()
             .is_accepted());
     }
@@ -172,7 +172,7 @@ fn every_claim_statement_uses_its_partial_index() {
     let c = rusqlite::Connection::open(&t.path).unwrap();
     c.execute_batch("ANALYZE").unwrap();
     let expected = ["jobs_lease_expiry", "jobs_retry_due", "jobs_discovered"];
-    for (sql, index) in leasehold::store::claim_candidate_queries().iter().zip(expected) {
+    for (sql, index) in leasehold::testing::claim_candidate_queries().iter().zip(expected) {
         let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
         let plan: Vec<String> = stmt
             .query_map(rusqlite::params![1_000i64, 32i64], |r| r.get::<_, String>(3))

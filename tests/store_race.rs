@@ -21,15 +21,12 @@ fn enqueue(store: &Store, n: usize) {
 fn drain(store: &Store, worker: &str) -> Vec<i64> {
     let mut mine = Vec::new();
     while let Some(c) = store.claim(worker).expect("claim never errors") {
+        let id = c.id;
         let done = store
-            .complete(&c, &format!("r/{}", c.id), "sum")
+            .complete(c, &format!("r/{id}"), "sum")
             .expect("complete never errors");
-        assert!(
-            done.is_accepted(),
-            "{worker}: complete of {} refused: {done:?}",
-            c.id
-        );
-        mine.push(c.id.0);
+        assert!(done.is_accepted(), "{worker}: complete of {id} refused: {done:?}");
+        mine.push(id.0);
     }
     mine
 }

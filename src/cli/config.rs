@@ -6,16 +6,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::auth::{Gate, HttpSource, Sink};
-use leasehold::config::FileConfig;
-use leasehold::extract::ExtractorRegistry;
-use leasehold::mirror::Mirror;
-use leasehold::source::DirSource;
-use leasehold::source::Source;
-use leasehold::store::OutboxCap;
-use leasehold::upstream::HttpClient;
-use leasehold::worker::Pipeline;
-use leasehold::{Store, StoreOptions, Synchronous};
+use crate::config::FileConfig;
+use crate::extract::ExtractorRegistry;
+use crate::mirror::Mirror;
+use crate::pipeline::Pipeline;
+use crate::source::DirSource;
+use crate::source::Source;
+use crate::store::OutboxCap;
+use crate::upstream::HttpClient;
+use crate::upstream::{Gate, HttpSource, Sink};
+use crate::{Store, StoreOptions, Synchronous};
 
 use super::args::{Global, Sync};
 use super::CliError;
@@ -70,7 +70,7 @@ impl Config {
         let mut options = store_options(g, lease);
         if let Some(f) = &file {
             options.outbox = OutboxCap {
-                max_age_ms: leasehold::clock::duration_ms(f.outbox.max_age),
+                max_age_ms: crate::clock::duration_ms(f.outbox.max_age),
                 max_bytes: f.outbox.max_bytes,
             };
         }

@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use leasehold::mirror::Mirror;
-use leasehold::worker::keep_for;
-use leasehold::{JobId, Store, StoreOptions};
+use crate::mirror::Mirror;
+use crate::pipeline::keep_for;
+use crate::{JobId, Store, StoreOptions};
 
 use super::args::Global;
 use super::CliError;
@@ -338,7 +338,7 @@ impl Doctor {
     /// What `gc` would remove (a dry run of its sweep: nothing is deleted), and
     /// document directories of ids the database does not have.
     fn leftovers(&mut self, store: &Store, mirror: &Mirror) {
-        let swept = mirror.sweep::<leasehold::Error>(true, |id| keep_for(store, JobId(id)));
+        let swept = mirror.sweep::<crate::Error>(true, |id| keep_for(store, JobId(id)));
         let report = match swept {
             Ok(r) => r,
             Err(e) => {

@@ -1,11 +1,14 @@
 //! The command-line tool: turn flags into a validated [`config::Config`], then
 //! run one command.
 
-pub mod args;
+mod args;
+mod auth;
 mod config;
 mod doctor;
+mod pool;
 mod report;
 mod run;
+mod summary;
 mod sync;
 mod testing;
 
@@ -40,8 +43,8 @@ impl fmt::Display for CliError {
     }
 }
 
-impl From<leasehold::Error> for CliError {
-    fn from(e: leasehold::Error) -> Self {
+impl From<crate::Error> for CliError {
+    fn from(e: crate::Error) -> Self {
         // One line, whatever the error chain holds.
         let line = e.to_string().replace('\n', " ");
         if e.is_config() || e.is_corrupt() {
@@ -52,8 +55,23 @@ impl From<leasehold::Error> for CliError {
     }
 }
 
+/// The `leasehold` command: parse, validate, run one command; errors are one
+/// readable line on stderr. Exit codes: 0 success, 1 runtime failure, 2 usage
+/// or configuration error.
+pub fn main() -> ExitCode {
+    use clap::Parser;
+    let args = Cli::parse();
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("leasehold: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
 /// Run the parsed command.
-pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
+fn run(cli: Cli) -> Result<ExitCode, CliError> {
     let g = &cli.global;
     match cli.command {
         Command::Run {
@@ -88,8 +106,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Gc { dry_run, json } => report::gc(&config::Config::build(g, None)?, dry_run, json),
         Command::Sync { json, no_wait } => sync::sync(&config::Config::build(g, None)?, json, no_wait),
         Command::Auth { command } => match command {
-            AuthCommand::Status { json } => sync::status(&config::Config::build(g, None)?, json),
-            AuthCommand::Unlock { account } => sync::unlock(&config::Config::build(g, None)?, &account),
+            AuthCommand::Status { json } => auth::status(&config::Config::build(g, None)?, json),
+            AuthCommand::Unlock { account } => auth::unlock(&config::Config::build(g, None)?, &account),
         },
         Command::Doctor { json } => doctor::doctor(g, json),
         Command::Retry { doc, dead } => report::retry(&config::Config::build(g, None)?, doc.as_deref(), dead),

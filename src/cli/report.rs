@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
-use leasehold::worker::keep_for;
-use leasehold::{Job, JobId, Millis, Status, Store};
+use crate::pipeline::keep_for;
+use crate::{Job, JobId, Millis, Status, Store};
 
 use super::config::Config;
 use super::CliError;
@@ -49,8 +49,8 @@ struct StatusReport {
     database: String,
     mirror: String,
     source: Option<String>,
-    counts: leasehold::Counts,
-    leases: Vec<leasehold::LiveLease>,
+    counts: crate::Counts,
+    leases: Vec<crate::LiveLease>,
 }
 
 /// `leasehold status`.
@@ -165,7 +165,7 @@ pub fn gc(cfg: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError>
     let store = &cfg.store;
     let report = cfg
         .mirror
-        .sweep::<leasehold::Error>(dry_run, |id| keep_for(store, JobId(id)))?;
+        .sweep::<crate::Error>(dry_run, |id| keep_for(store, JobId(id)))?;
     if json {
         print_json(&serde_json::json!({
             "dry_run": dry_run,

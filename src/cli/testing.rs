@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leasehold::clock::OffsetFileClock;
-use leasehold::extract::{ExtractError, Extractor};
-use leasehold::Clock;
+use crate::clock::OffsetFileClock;
+use crate::extract::{ExtractError, Extractor};
+use crate::Clock;
 
 /// `sleep:MIN_MS:MAX_MS`: extract by sleeping a random time in that range, then
 /// passing the text through.

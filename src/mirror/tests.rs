@@ -1,8 +1,11 @@
 //! Tests of the mirror: layout, atomic writes, fenced cleanup, sweeps and races.
 
+use super::write::link_then_unlink;
 use super::*;
 use std::os::unix::fs::symlink;
+use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 #[derive(Debug)]

@@ -97,12 +97,40 @@ pub struct GateEvent {
     pub detail: Option<String>,
 }
 
+/// Where an account is in the gate's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateState {
+    /// Requests go.
+    Open,
+    /// Nobody calls the upstream with it until the lock runs out.
+    Locked,
+    /// Locked, and one process holds the probe slot.
+    Probing,
+}
+
+impl GateState {
+    /// The name shown by `auth status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateState::Open => "open",
+            GateState::Locked => "locked",
+            GateState::Probing => "probing",
+        }
+    }
+}
+
+impl std::fmt::Display for GateState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One account's state, for `auth status`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct AccountState {
     pub name: String,
-    /// `open`, `locked` or `probing`.
-    pub state: String,
+    pub state: GateState,
     pub locked_until: Option<Millis>,
     pub locked_at: Option<Millis>,
     pub epoch: i64,
@@ -121,7 +149,8 @@ fn ensure(tx: &Connection, now: Millis, account: &str) -> rusqlite::Result<()> {
 }
 
 struct Row {
-    state: String,
+    /// `state = 'locked'`: the account is in an incident.
+    locked: bool,
     epoch: i64,
     locked_until: Option<Millis>,
     locked_at: Option<Millis>,
@@ -135,13 +164,13 @@ struct Row {
 
 fn row(tx: &Connection, account: &str) -> rusqlite::Result<Row> {
     tx.query_row(
-        "SELECT state, epoch, locked_until, locked_at, probe_token, probe_until, probes,
+        "SELECT state = 'locked', epoch, locked_until, locked_at, probe_token, probe_until, probes,
                 lock_notice_at, dropped_at_lock, paced_until
          FROM accounts WHERE name = ?1",
         [account],
         |r| {
             Ok(Row {
-                state: r.get(0)?,
+                locked: r.get(0)?,
                 epoch: r.get(1)?,
                 locked_until: r.get(2)?,
                 locked_at: r.get(3)?,
@@ -244,9 +273,8 @@ pub(crate) fn report(
     ensure(tx, now, account)?;
     let r = row(tx, account)?;
     if let Some(permit) = permit {
-        let current = r.state == "locked"
-            && r.epoch == permit.epoch
-            && r.probe_token.as_deref() == Some(permit.token.as_str());
+        let current =
+            r.locked && r.epoch == permit.epoch && r.probe_token.as_deref() == Some(permit.token.as_str());
         if !current {
             event(
                 tx,
@@ -262,9 +290,13 @@ pub(crate) fn report(
     }
     match answer {
         Answer::RateLimited { until } => pace(tx, account, *until),
-        Answer::Rejected { error, until } if r.state == "open" => {
-            let until = lock_until(now, p, *until);
-            lock(tx, now, p, account, &r, error, until)
+        Answer::Rejected { error, until } if !r.locked => {
+            let incident = Incident {
+                epoch: r.epoch + 1,
+                until: lock_until(now, p, *until),
+                error,
+            };
+            lock(tx, now, p, account, &r, &incident)
         }
         _ => Ok(GateChange::Unchanged),
     }
@@ -330,15 +362,12 @@ fn probe_answer(
             event(tx, now, account, "probe_failed", r.epoch, Some(error))?;
             // A reminder at most once per notify_every while the incident lasts.
             if notice_due(r, now, p) {
-                lock_notice(
-                    tx,
-                    now,
-                    account,
-                    r.epoch,
+                let incident = Incident {
+                    epoch: r.epoch,
                     until,
                     error,
-                    "still locked after a probe",
-                )?;
+                };
+                lock_notice(tx, now, account, &incident, "still locked after a probe")?;
             }
             Ok(GateChange::Locked {
                 epoch: r.epoch,
@@ -349,6 +378,13 @@ fn probe_answer(
     }
 }
 
+/// What a lock notice tells: the incident, until when, and why.
+struct Incident<'a> {
+    epoch: i64,
+    until: Millis,
+    error: &'a str,
+}
+
 /// Open -> locked: a new incident.
 fn lock(
     tx: &Connection,
@@ -356,10 +392,9 @@ fn lock(
     p: &GatePolicy,
     account: &str,
     r: &Row,
-    error: &str,
-    until: Millis,
+    incident: &Incident<'_>,
 ) -> rusqlite::Result<GateChange> {
-    let epoch = r.epoch + 1;
+    let Incident { epoch, until, error } = *incident;
     let dropped: i64 = tx.query_row("SELECT dropped FROM outbox_totals WHERE id = 1", [], |r| r.get(0))?;
     tx.execute(
         "UPDATE accounts SET state = 'locked', epoch = ?2, locked_until = ?3, locked_at = ?4,
@@ -375,7 +410,7 @@ fn lock(
     if locked.iter().any(|name| name != account) {
         shared_cause_notice(tx, now, p, account, &locked)?;
     } else if notice_due(r, now, p) {
-        lock_notice(tx, now, account, epoch, until, error, "locked")?;
+        lock_notice(tx, now, account, incident, "locked")?;
     }
     Ok(GateChange::Locked { epoch, until })
 }
@@ -452,11 +487,10 @@ fn lock_notice(
     tx: &Connection,
     now: Millis,
     account: &str,
-    epoch: i64,
-    until: Millis,
-    error: &str,
+    incident: &Incident<'_>,
     what: &str,
 ) -> rusqlite::Result<()> {
+    let Incident { epoch, until, error } = *incident;
     tx.execute(
         "UPDATE accounts SET lock_notice_at = ?2 WHERE name = ?1",
         params![account, now],
@@ -516,13 +550,12 @@ fn recover(
         params![account, now],
     )?;
     event(tx, now, account, "recovered", r.epoch, Some(how))?;
-    // Documents handed back until the end of this lock may go at once.
-    if let Some(until) = r.locked_until {
-        tx.execute(
-            "UPDATE jobs SET retry_at = ?1 WHERE status = 'retrying' AND retry_at = ?2",
-            params![now, until],
-        )?;
-    }
+    // Documents parked on this account may go at once.
+    tx.prepare_cached(
+        "UPDATE jobs SET retry_at = min(retry_at, ?1), parked_on = NULL
+         WHERE parked_on = ?2 AND status = 'retrying'",
+    )?
+    .execute(params![now, account])?;
     if r.lock_notice_at.is_some() {
         let outage = now - r.locked_at.unwrap_or(now);
         let dropped = dropped - r.dropped_at_lock;
@@ -550,7 +583,7 @@ fn recover(
 pub(crate) fn unlock(tx: &Connection, now: Millis, account: &str, by: &str) -> rusqlite::Result<bool> {
     ensure(tx, now, account)?;
     let r = row(tx, account)?;
-    if r.state != "locked" {
+    if !r.locked {
         event(tx, now, account, "unlock_noop", r.epoch, Some(by))?;
         return Ok(false);
     }
@@ -604,18 +637,22 @@ pub(crate) fn history(c: &Connection, account: &str) -> rusqlite::Result<Vec<Gat
 /// Every account's state, with its live holders.
 pub(crate) fn states(c: &Connection, now: Millis) -> rusqlite::Result<Vec<AccountState>> {
     let mut s = c.prepare(
-        "SELECT a.name, a.state, a.locked_until, a.locked_at, a.epoch, a.probes, a.last_error,
+        "SELECT a.name, a.state = 'locked', a.locked_until, a.locked_at, a.epoch, a.probes, a.last_error,
                 a.probe_until,
                 (SELECT count(*) FROM account_holders h WHERE h.account = a.name AND h.expires_at > ?1)
          FROM accounts a ORDER BY a.name",
     )?;
     let rows = s.query_map([now], |r| {
-        let state: String = r.get(1)?;
+        let locked: bool = r.get(1)?;
         let probe_until: Option<Millis> = r.get(7)?;
-        let probing = state == "locked" && probe_until.is_some_and(|u| u > now);
+        let state = match (locked, probe_until.is_some_and(|u| u > now)) {
+            (false, _) => GateState::Open,
+            (true, false) => GateState::Locked,
+            (true, true) => GateState::Probing,
+        };
         Ok(AccountState {
             name: r.get(0)?,
-            state: if probing { "probing".into() } else { state },
+            state,
             locked_until: r.get(2)?,
             locked_at: r.get(3)?,
             epoch: r.get(4)?,

@@ -1,189 +1,63 @@
-//! The jobs table: the only code that writes SQL (DESIGN §3, §8).
+//! The jobs table and everything else the processes share in SQLite: the only
+//! code that writes SQL (DESIGN §3, §6, §8).
 //!
 //! # Layout
+//! - `mod.rs`: the [`Store`] facade; [`Accounts`], [`Notices`] and [`Outbox`]
+//!   are its views on the gate's and the sink's tables.
+//! - `options.rs`: [`StoreOptions`] and the part of them the SQL needs.
 //! - `open.rs`: validate the file, set WAL, migrate from `schema.sql`, build the pool.
+//! - `tx.rs`: the write transaction (group commit, turnstile, bounded BUSY retries).
+//! - `group.rs`: group commit of concurrent writes from one process.
+//! - `turnstile.rs`: fair turns at the write lock between processes.
+//! - `checkpoint.rs`: the background WAL checkpointer.
 //! - `write.rs`: claim and the fenced writes, each a function of (transaction, now).
 //! - `queue.rs`: enqueue, requeue, marking vanished sources.
 //! - `read.rs`: the reads.
 //! - `gate.rs`: the auth gate's accounts, probes, pool holds and notices.
 //! - `outbox.rs`: results waiting for the sink, and sending notices.
-//! - `group.rs`: group commit of concurrent writes from one process.
-//! - `turnstile.rs`: fair turns at the write lock between processes.
+//! - `check.rs`: the read-only checks `doctor` runs.
 //!
 //! Every write is one short `BEGIN IMMEDIATE` transaction that never touches the
 //! file system. A `Store` is cheap to clone; clones share one pool and one
 //! group-commit queue, so threads of a process should share clones, while separate
 //! processes (or separate `Store::open`s) coordinate through SQLite alone.
 
+mod check;
+mod checkpoint;
 mod gate;
 mod group;
 mod open;
+mod options;
 mod outbox;
 mod queue;
 mod read;
 mod turnstile;
+mod tx;
 mod write;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rusqlite::{Connection, TransactionBehavior};
-
-pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
+pub use check::{Checker, IndexedRow};
+pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, GateState, ProbePermit};
 pub use open::schema_version;
+pub use options::{Backoff, StoreOptions, Synchronous};
 pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxTotals, PendingNotice};
 pub use queue::NewDoc;
+#[doc(hidden)]
 pub use write::claim_candidate_queries;
 
-use crate::clock::{duration_ms, Clock, Millis, SystemClock};
-use crate::error::{is_retryable, Error, Result};
-use crate::job::{Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease};
+use crate::clock::{duration_ms, Millis};
+use crate::error::{Error, Result};
+use crate::job::{Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked};
+use checkpoint::Checkpointer;
 use group::GroupCommit;
 use open::Pool;
+use options::Policy;
 use turnstile::Turnstile;
-use write::{Owner, WriteOp, WriteOut};
-
-/// `synchronous` pragma: NORMAL (durable across process crashes; a power loss
-/// may lose the last commits) or FULL (every commit waits for an fsync).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Synchronous {
-    #[default]
-    Normal,
-    Full,
-}
-
-/// Retry delay after a failure: exponential from `base`, capped at `max`, with up
-/// to `jitter` (0..1) of it taken off at random so that a burst of failures does
-/// not come back as a burst.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Backoff {
-    pub base: Duration,
-    pub max: Duration,
-    pub jitter: f64,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            base: Duration::from_secs(2),
-            max: Duration::from_secs(600),
-            jitter: 0.25,
-        }
-    }
-}
-
-impl Backoff {
-    /// The delay before retry number `attempts` (1 = after the first failure).
-    pub fn delay_ms(&self, attempts: i64) -> Millis {
-        let exp = attempts.clamp(1, 40) - 1;
-        let raw = duration_ms(self.base).saturating_mul(1i64 << exp.min(40));
-        let capped = raw.min(duration_ms(self.max)).max(0);
-        let jitter = self.jitter.clamp(0.0, 1.0);
-        let off = (capped as f64 * jitter * fastrand::f64()) as i64;
-        (capped - off).max(0)
-    }
-}
-
-/// How a store behaves. Build with `StoreOptions::default()` and the setters.
-#[derive(Debug, Clone)]
-pub struct StoreOptions {
-    /// How long a claim owns a document without renewing.
-    pub lease: Duration,
-    /// Claims a document may take before it is declared dead.
-    pub max_attempts: u32,
-    pub backoff: Backoff,
-    pub synchronous: Synchronous,
-    /// Pooled connections (readers and the group-commit leader share them).
-    pub pool_size: u32,
-    /// How long one statement waits for the write lock before SQLite says BUSY.
-    pub busy_timeout: Duration,
-    /// How often the background thread checkpoints the WAL; `None` disables it.
-    pub checkpoint_every: Option<Duration>,
-    /// Where "now" comes from.
-    pub clock: Arc<dyn Clock>,
-    /// The cap of the outbox of results waiting for a sink.
-    pub outbox: OutboxCap,
-}
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        StoreOptions {
-            lease: Duration::from_secs(30),
-            max_attempts: 5,
-            backoff: Backoff::default(),
-            synchronous: Synchronous::Normal,
-            pool_size: 8,
-            busy_timeout: Duration::from_secs(5),
-            checkpoint_every: Some(Duration::from_millis(250)),
-            clock: Arc::new(SystemClock),
-            outbox: OutboxCap {
-                max_age_ms: 24 * 3600 * 1000,
-                max_bytes: 256 * 1024 * 1024,
-            },
-        }
-    }
-}
-
-impl StoreOptions {
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = n;
-        self
-    }
-    pub fn backoff(mut self, b: Backoff) -> Self {
-        self.backoff = b;
-        self
-    }
-    pub fn synchronous(mut self, s: Synchronous) -> Self {
-        self.synchronous = s;
-        self
-    }
-    pub fn pool_size(mut self, n: u32) -> Self {
-        self.pool_size = n;
-        self
-    }
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-    pub fn checkpoint_every(mut self, every: Option<Duration>) -> Self {
-        self.checkpoint_every = every;
-        self
-    }
-
-    fn validate(&self) -> Result<()> {
-        if self.lease.is_zero() {
-            return Err(invalid("lease", "must be longer than zero"));
-        }
-        if self.max_attempts == 0 {
-            return Err(invalid("max_attempts", "must be at least 1"));
-        }
-        if !(0.0..=1.0).contains(&self.backoff.jitter) {
-            return Err(invalid("backoff jitter", "must be between 0 and 1"));
-        }
-        Ok(())
-    }
-}
-
-fn invalid(what: &'static str, reason: &str) -> Error {
-    Error::InvalidInput {
-        what,
-        reason: reason.into(),
-    }
-}
-
-/// The parts of the options the write SQL needs.
-#[derive(Debug, Clone)]
-pub(crate) struct Policy {
-    pub lease_ms: Millis,
-    pub backoff: Backoff,
-    pub outbox: OutboxCap,
-}
+use write::{WriteOp, WriteOut};
 
 /// Wakes in-process workers when new work may be claimable.
 #[derive(Default)]
@@ -191,9 +65,6 @@ struct WorkSignal {
     generation: Mutex<u64>,
     changed: Condvar,
 }
-
-/// Bounded retries of a whole transaction after BUSY/LOCKED (beyond busy_timeout).
-const BUSY_RETRIES: u32 = 10;
 
 /// A handle on one SQLite file. Cheap to clone.
 #[derive(Clone)]
@@ -234,27 +105,17 @@ impl Store {
     /// let store = Store::open(dir.path().join("q.db"), StoreOptions::default()).unwrap();
     /// store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
     /// let claim = store.claim("w1").unwrap().expect("one document is claimable");
-    /// assert!(store.complete(&claim, "r/a", "abc").unwrap().is_accepted());
+    /// assert!(store.complete(claim, "r/a", "abc").unwrap().is_accepted());
     /// ```
     pub fn open(path: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
         opts.validate()?;
         let path = path.as_ref().to_path_buf();
         let pool = open::open_pool(&path, &opts)?;
         let turnstile = Arc::new(Turnstile::open(&path, opts.busy_timeout));
-        let checkpointer = opts.checkpoint_every.map(|every| {
-            Checkpointer::start(
-                pool.clone(),
-                Arc::clone(&turnstile),
-                wal_path(&path),
-                every,
-                opts.busy_timeout,
-            )
-        });
-        let policy = Policy {
-            lease_ms: duration_ms(opts.lease),
-            backoff: opts.backoff,
-            outbox: opts.outbox,
-        };
+        let checkpointer = opts
+            .checkpoint_every
+            .and_then(|every| Checkpointer::start(&pool, &turnstile, &path, every, opts.busy_timeout));
+        let policy = Policy::of(&opts);
         Ok(Store {
             inner: Arc::new(Inner {
                 path,
@@ -288,13 +149,7 @@ impl Store {
 
     /// Enqueue one document; idempotent on its key (see [`NewDoc`]).
     pub fn enqueue(&self, doc: &NewDoc) -> Result<Enqueued> {
-        check_key(&doc.key)?;
-        let max = i64::from(self.inner.opts.max_attempts);
-        let out = self.write_tx(|tx, now| queue::enqueue(tx, now, max, doc))?;
-        if !matches!(out, Enqueued::Unchanged(_)) {
-            self.notify_work();
-        }
-        Ok(out)
+        Ok(self.enqueue_many(std::slice::from_ref(doc))?.remove(0))
     }
 
     /// Enqueue many documents in one transaction; one outcome per document.
@@ -305,9 +160,7 @@ impl Store {
         let max = i64::from(self.inner.opts.max_attempts);
         let out: Vec<Enqueued> =
             self.write_tx(|tx, now| docs.iter().map(|d| queue::enqueue(tx, now, max, d)).collect())?;
-        if out.iter().any(|e| !matches!(e, Enqueued::Unchanged(_))) {
-            self.notify_work();
-        }
+        self.notify_if_queued(&out);
         Ok(out)
     }
 
@@ -359,9 +212,7 @@ impl Store {
             }
             Ok(out)
         })?;
-        if out.iter().any(|e| !matches!(e, Enqueued::Unchanged(_))) {
-            self.notify_work();
-        }
+        self.notify_if_queued(&out);
         Ok(out)
     }
 
@@ -372,28 +223,24 @@ impl Store {
     }
 
     /// The source fingerprint stored for each of `keys` (absent keys are left out).
-    pub fn source_stats(&self, keys: &[String]) -> Result<std::collections::HashMap<String, String>> {
+    pub fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, String>> {
         self.read(|c| read::source_stats(c, keys))
     }
 
     /// A setting of this data directory (e.g. `source_root`).
     pub fn meta(&self, name: &str) -> Result<Option<String>> {
-        use rusqlite::OptionalExtension;
-        self.read(|c| {
-            c.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
-                .optional()
-        })
+        self.read(|c| read::meta(c, name))
     }
 
     /// Set `name` to `value` unless it is already set; returns the value in force.
     pub fn meta_set_once(&self, name: &str, value: &str) -> Result<String> {
-        self.write_tx(|tx, _| {
-            tx.execute(
-                "INSERT INTO meta (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
-                [name, value],
-            )?;
-            tx.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
-        })
+        self.write_tx(|tx, _| queue::meta_set_once(tx, name, value))
+    }
+
+    fn notify_if_queued(&self, out: &[Enqueued]) {
+        if out.iter().any(|e| e.queued()) {
+            self.notify_work();
+        }
     }
 
     // ----- claims and fenced writes -----
@@ -414,41 +261,57 @@ impl Store {
         };
         match self.submit(op)? {
             WriteOut::Claims(c) => Ok(c),
-            WriteOut::Fenced(_) => unreachable_out(),
+            WriteOut::Fenced(_) => Err(Error::Internal(
+                "a claim was answered with a fenced outcome".into(),
+            )),
         }
     }
 
-    /// Extend the lease of `claim` from now. Fenced on id + token + extracting;
-    /// an expired lease that nobody re-claimed can still be renewed.
+    /// Extend the lease of `owner`'s claim from now. Fenced on id + token +
+    /// extracting; an expired lease that nobody re-claimed can still be renewed.
     ///
     /// A renewal that would change nothing (the row was set in this same
     /// millisecond, typically by the claim or by the renewal before the previous
     /// stage, so its lease already runs to now + lease) is answered from a read
     /// that confirms the ownership, without a write transaction. Anything else,
     /// including a refusal (which history records), goes through the write.
-    pub fn renew(&self, claim: &Claim) -> Result<Fenced> {
+    pub fn renew(&self, owner: &Owner) -> Result<Fenced> {
         let (now, lease_ms) = (self.now(), self.inner.policy.lease_ms);
-        if self.read(|c| read::renewal_is_noop(c, claim.id.0, &claim.token, now, lease_ms))? {
+        if self.read(|c| read::renewal_is_noop(c, owner, now, lease_ms))? {
             return Ok(Fenced::Accepted);
         }
-        self.fenced(WriteOp::Renew(Owner::from(claim)))
+        self.fenced(WriteOp::Renew(owner.clone()))
     }
 
     /// Accept `result_path` (relative to the mirror root) and its SHA-256 as the
     /// document's result. Fenced; a rejection means someone else owns it now.
-    pub fn complete(&self, claim: &Claim, result_path: &str, checksum: &str) -> Result<Fenced> {
+    /// The claim is spent either way.
+    pub fn complete(&self, claim: Claim, result_path: &str, checksum: &str) -> Result<Fenced> {
         self.complete_op(claim, result_path, checksum, None)
+    }
+
+    /// [`Store::complete`], and when accepted, queue `text` for the sink in the
+    /// same transaction: an accepted result is queued exactly once, a refused
+    /// one never. The outbox cap ([`StoreOptions::outbox`]) is applied there too.
+    pub fn complete_and_deliver(
+        &self,
+        claim: Claim,
+        result_path: &str,
+        checksum: &str,
+        text: &str,
+    ) -> Result<Fenced> {
+        self.complete_op(claim, result_path, checksum, Some(text))
     }
 
     fn complete_op(
         &self,
-        claim: &Claim,
+        claim: Claim,
         path: &str,
         checksum: &str,
         delivery: Option<&str>,
     ) -> Result<Fenced> {
         let out = self.fenced(WriteOp::Complete {
-            owner: Owner::from(claim),
+            owner: claim.owner(),
             path: path.to_owned(),
             checksum: checksum.to_owned(),
             delivery: delivery.map(str::to_owned),
@@ -460,199 +323,81 @@ impl Store {
 
     /// Settle many claims in one transaction; one outcome per claim, each fenced
     /// on its own token.
-    pub fn complete_many(&self, done: &[(&Claim, &str, &str)]) -> Result<Vec<Fenced>> {
+    pub fn complete_many(&self, done: Vec<(Claim, &str, &str)>) -> Result<Vec<Fenced>> {
         let ops: Vec<WriteOp> = done
-            .iter()
+            .into_iter()
             .map(|(c, path, sum)| WriteOp::Complete {
-                owner: Owner::from(*c),
-                path: (*path).to_owned(),
-                checksum: (*sum).to_owned(),
+                owner: c.owner(),
+                path: path.to_owned(),
+                checksum: sum.to_owned(),
                 delivery: None,
             })
             .collect();
         let policy = self.inner.policy.clone();
-        self.write_tx(|tx, now| {
+        let out: Vec<Result<Fenced>> = self.write_tx(|tx, now| {
             ops.iter()
-                .map(|op| match write::apply(tx, now, &policy, op)? {
-                    WriteOut::Fenced(f) => Ok(f),
-                    WriteOut::Claims(_) => Ok(Fenced::Accepted),
-                })
+                .map(|op| write::apply(tx, now, &policy, op).map(WriteOut::fenced))
                 .collect()
-        })
+        })?;
+        self.notify_work();
+        out.into_iter().collect()
     }
 
     /// Record a failure: `retrying` with backoff, or `dead` when attempts are
-    /// exhausted or `permanent`. Fenced.
-    pub fn fail(&self, claim: &Claim, error: &str, permanent: bool) -> Result<Fenced> {
-        let out = self.fenced(WriteOp::Fail {
-            owner: Owner::from(claim),
+    /// exhausted or `permanent`. Fenced; the claim is spent either way.
+    pub fn fail(&self, claim: Claim, error: &str, permanent: bool) -> Result<Fenced> {
+        self.settle(WriteOp::Fail {
+            owner: claim.owner(),
             error: error.to_owned(),
             permanent,
-        })?;
-        self.notify_work();
-        Ok(out)
+        })
     }
 
     /// Hand the document back without spending the attempt (shutdown). Fenced.
-    pub fn release(&self, claim: &Claim, reason: &str) -> Result<Fenced> {
-        self.release_op(claim, reason, None)
-    }
-
-    /// Hand the document back without spending the attempt, claimable again
-    /// from `not_before` (a full disk, a locked credential: retrying sooner
-    /// would only fail again). Fenced.
-    pub fn release_until(&self, claim: &Claim, reason: &str, not_before: Millis) -> Result<Fenced> {
-        self.release_op(claim, reason, Some(not_before))
-    }
-
-    fn release_op(&self, claim: &Claim, reason: &str, not_before: Option<Millis>) -> Result<Fenced> {
-        let out = self.fenced(WriteOp::Release {
-            owner: Owner::from(claim),
+    pub fn release(&self, claim: Claim, reason: &str) -> Result<Fenced> {
+        self.settle(WriteOp::Release {
+            owner: claim.owner(),
             reason: reason.to_owned(),
-            not_before,
-        })?;
+            parked: None,
+        })
+    }
+
+    /// Hand the document back without spending the attempt, and park it until
+    /// what it waits for (see [`Parked`]): a full disk or a rate limit for a
+    /// while, a locked account until that account recovers. Fenced.
+    pub fn park(&self, claim: Claim, reason: &str, parked: Parked) -> Result<Fenced> {
+        self.settle(WriteOp::Release {
+            owner: claim.owner(),
+            reason: reason.to_owned(),
+            parked: Some(parked),
+        })
+    }
+
+    fn settle(&self, op: WriteOp) -> Result<Fenced> {
+        let out = self.fenced(op)?;
         self.notify_work();
         Ok(out)
     }
 
     fn fenced(&self, op: WriteOp) -> Result<Fenced> {
-        match self.submit(op)? {
-            WriteOut::Fenced(f) => Ok(f),
-            WriteOut::Claims(_) => unreachable_out(),
-        }
+        self.submit(op)?.fenced()
     }
 
-    /// [`Store::complete`], and when accepted, queue `text` for the sink in the
-    /// same transaction: an accepted result is queued exactly once, a refused
-    /// one never. The outbox cap ([`StoreOptions::outbox`]) is applied there too.
-    pub fn complete_and_deliver(
-        &self,
-        claim: &Claim,
-        result_path: &str,
-        checksum: &str,
-        text: &str,
-    ) -> Result<Fenced> {
-        self.complete_op(claim, result_path, checksum, Some(text))
+    // ----- views on the shared credential's tables -----
+
+    /// The auth gate's accounts: locks, probes, pool holds, expiry (DESIGN §6).
+    pub fn accounts(&self) -> Accounts<'_> {
+        Accounts(self)
     }
 
-    // ----- the auth gate (DESIGN §6) -----
-
-    /// May `holder` (a process) call the upstream with `account` now? See
-    /// [`Admission`]. The holder is recorded with a granted probe slot.
-    pub fn gate_admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
-        self.write_tx(|tx, now| gate::admit(tx, now, policy, account, holder))
+    /// Notices written by the gate, until some process sends them.
+    pub fn notices(&self) -> Notices<'_> {
+        Notices(self)
     }
 
-    /// Record what the upstream answered a request made with `account`
-    /// (`permit` set when it was the probe). Locks, unlocks and notices follow
-    /// the rules of [`gate`](self).
-    pub fn gate_report(
-        &self,
-        account: &str,
-        permit: Option<&ProbePermit>,
-        answer: &Answer,
-        policy: &GatePolicy,
-    ) -> Result<GateChange> {
-        let change = self.write_tx(|tx, now| gate::report(tx, now, policy, account, permit, answer))?;
-        if matches!(change, GateChange::Recovered { .. }) {
-            self.notify_work();
-        }
-        Ok(change)
-    }
-
-    /// Open a locked account by hand; recorded in the gate's history with `by`.
-    /// False if it was not locked.
-    pub fn gate_unlock(&self, account: &str, by: &str) -> Result<bool> {
-        let done = self.write_tx(|tx, now| gate::unlock(tx, now, account, by))?;
-        self.notify_work();
-        Ok(done)
-    }
-
-    /// Until when nobody should call the upstream with `account`, if not now
-    /// (a read; see [`Admission`] for the write that decides).
-    pub fn gate_blocked_until(&self, account: &str, recheck: Duration) -> Result<Option<Millis>> {
-        let (now, recheck) = (self.now(), duration_ms(recheck));
-        self.read(|c| gate::blocked_until(c, now, account, recheck))
-    }
-
-    /// Every account the database knows, with its state.
-    pub fn gate_states(&self) -> Result<Vec<AccountState>> {
-        let now = self.now();
-        self.read(|c| gate::states(c, now))
-    }
-
-    /// The gate's history of `account`, oldest first.
-    pub fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>> {
-        self.read(|c| gate::history(c, account))
-    }
-
-    /// Expiry check for `account` expiring on day `expires_on` (days since
-    /// 1970-01-01): from `warn_days` before, one warning notice a day across
-    /// processes. Returns the days left.
-    pub fn gate_expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64> {
-        self.write_tx(|tx, now| gate::expiry(tx, now, account, expires_on, warn_days))
-    }
-
-    /// The pool account `holder` uses now (sticky while its hold is renewed
-    /// within `hold`), or `None` if `candidates` is empty.
-    pub fn gate_hold(
-        &self,
-        holder: &str,
-        candidates: &[String],
-        hold: Duration,
-        policy: &GatePolicy,
-    ) -> Result<Option<String>> {
-        let ms = duration_ms(hold);
-        self.write_tx(|tx, now| gate::hold(tx, now, policy, holder, candidates, ms))
-    }
-
-    /// Let go of `holder`'s pool account.
-    pub fn gate_unhold(&self, holder: &str) -> Result<()> {
-        self.write_tx(|tx, _| gate::unhold(tx, holder))
-    }
-
-    // ----- notices -----
-
-    /// Take the oldest due notice for sending by `sender` (for `lease`).
-    pub fn notice_claim(&self, sender: &str, lease: Duration) -> Result<Option<PendingNotice>> {
-        let ms = duration_ms(lease);
-        self.write_tx(|tx, now| outbox::claim_notice(tx, now, sender, ms))
-    }
-
-    /// Record the outcome of sending `n`; a failure is tried again after `retry`.
-    pub fn notice_done(&self, n: &PendingNotice, error: Option<&str>, retry: Duration) -> Result<()> {
-        let ms = duration_ms(retry);
-        self.write_tx(|tx, now| outbox::notice_sent(tx, now, n, error, ms))
-    }
-
-    /// Every notice, oldest first.
-    pub fn notices(&self) -> Result<Vec<NoticeRecord>> {
-        self.read(outbox::notices)
-    }
-
-    // ----- the outbox -----
-
-    /// Claim the next batch of at most `n` results for the sink, for `lease`,
-    /// if the shared pace allows one now; the next batch may go `interval` later.
-    pub fn outbox_claim(&self, n: usize, lease: Duration, interval: Duration) -> Result<Drain> {
-        let cap = self.inner.policy.outbox;
-        let (lease, interval) = (duration_ms(lease), duration_ms(interval));
-        self.write_tx(|tx, now| outbox::claim_batch(tx, now, &cap, n, lease, interval))
-    }
-
-    /// The batch got a 2xx: remove its rows. Returns how many were still ours.
-    pub fn outbox_delivered(&self, batch: &OutboxBatch) -> Result<usize> {
-        self.write_tx(|tx, _| outbox::delivered(tx, batch))
-    }
-
-    /// The batch was not delivered: its rows wait again; no batch before `not_before`.
-    pub fn outbox_undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()> {
-        self.write_tx(|tx, _| outbox::undelivered(tx, batch, not_before))
-    }
-
-    /// Depth, bytes, dropped and delivered counts of the outbox.
-    pub fn outbox_totals(&self) -> Result<OutboxTotals> {
-        self.read(outbox::totals)
+    /// Accepted results waiting for the sink.
+    pub fn outbox(&self) -> Outbox<'_> {
+        Outbox(self)
     }
 
     // ----- reads -----
@@ -692,27 +437,12 @@ impl Store {
 
     /// How many documents are being extracted (live or expired leases).
     pub fn counts_extracting(&self) -> Result<u64> {
-        self.read(|c| {
-            c.query_row("SELECT count(*) FROM jobs WHERE status = 'extracting'", [], |r| {
-                r.get::<_, i64>(0)
-            })
-        })
-        .map(|n| n.max(0) as u64)
+        self.read(read::count_extracting)
     }
 
     /// Run SQLite's `quick_check` (or the full `integrity_check`); the problems found.
     pub fn check_integrity(&self, full: bool) -> Result<Vec<String>> {
-        let sql = if full {
-            "PRAGMA integrity_check"
-        } else {
-            "PRAGMA quick_check"
-        };
-        let lines = self.read(|c| {
-            let mut stmt = c.prepare(sql)?;
-            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-            rows.collect::<rusqlite::Result<Vec<String>>>()
-        })?;
-        Ok(lines.into_iter().filter(|l| l != "ok").collect())
+        self.read(|c| check::integrity(c, full))
     }
 
     /// The journal mode in force (should be "wal").
@@ -756,202 +486,162 @@ impl Store {
         *s.generation.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         s.changed.notify_all();
     }
+}
 
-    // ----- transactions -----
+/// The auth gate's accounts in the store ([`Store::accounts`]). Every write is
+/// one transaction with the notice it causes (DESIGN §6).
+#[derive(Debug, Clone, Copy)]
+pub struct Accounts<'a>(&'a Store);
 
-    fn submit(&self, op: WriteOp) -> Result<WriteOut> {
-        self.inner.group.submit(op, |ops| self.commit_batch(ops))
+impl Accounts<'_> {
+    /// May `holder` (a process) call the upstream with `account` now? See
+    /// [`Admission`]. The holder is recorded with a granted probe slot.
+    pub fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
+        self.0
+            .write_tx(|tx, now| gate::admit(tx, now, policy, account, holder))
     }
 
-    /// Commit a group-commit batch: all in one transaction; if that fails for a
-    /// reason other than contention, each op alone, so one bad op fails alone.
-    fn commit_batch(&self, ops: &[&WriteOp]) -> Vec<Result<WriteOut>> {
-        let policy = &self.inner.policy;
-        let all: Result<Vec<WriteOut>> =
-            self.write_tx(|tx, now| ops.iter().map(|op| write::apply(tx, now, policy, op)).collect());
-        match all {
-            Ok(outs) => outs.into_iter().map(Ok).collect::<Vec<_>>(),
-            Err(e) if ops.len() == 1 => vec![Err(e)],
-            // Contention outlived the retries: replaying op by op would only
-            // multiply the wait (and starve every heartbeat in the batch).
-            Err(Error::Busy { path, attempts }) => ops
-                .iter()
-                .map(|_| {
-                    Err(Error::Busy {
-                        path: path.clone(),
-                        attempts,
-                    })
-                })
-                .collect(),
-            Err(_) => ops
-                .iter()
-                .map(|op| self.write_tx(|tx, now| write::apply(tx, now, policy, op)))
-                .collect(),
-        }
-    }
-
-    /// Run `f` in a `BEGIN IMMEDIATE` transaction with `now` read after the
-    /// write lock is held; retry the whole transaction a bounded number of
-    /// times, with jitter, when SQLite says BUSY/LOCKED past busy_timeout.
-    pub(crate) fn write_tx<T>(
+    /// Record what the upstream answered a request made with `account`
+    /// (`permit` set when it was the probe). Locks, unlocks and notices follow
+    /// the gate's rules; a recovery wakes the documents parked on the account.
+    pub fn report(
         &self,
-        mut f: impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
-    ) -> Result<T> {
-        let mut conn = self.conn()?;
-        let _turn = self.inner.turnstile.enter();
-        for attempt in 1..=BUSY_RETRIES {
-            match self.try_write_tx(&mut conn, &mut f) {
-                Ok(v) => return Ok(v),
-                Err(e) if is_retryable(&e) => backoff_sleep(attempt),
-                Err(e) => return Err(Error::from_sqlite(&self.inner.path, e)),
-            }
+        account: &str,
+        permit: Option<&ProbePermit>,
+        answer: &Answer,
+        policy: &GatePolicy,
+    ) -> Result<GateChange> {
+        let change = self
+            .0
+            .write_tx(|tx, now| gate::report(tx, now, policy, account, permit, answer))?;
+        if matches!(change, GateChange::Recovered { .. }) {
+            self.0.notify_work();
         }
-        Err(Error::Busy {
-            path: self.inner.path.clone(),
-            attempts: BUSY_RETRIES,
-        })
+        Ok(change)
     }
 
-    fn try_write_tx<T>(
+    /// Open a locked account by hand; recorded in the gate's history with `by`.
+    /// False if it was not locked.
+    pub fn unlock(&self, account: &str, by: &str) -> Result<bool> {
+        let done = self.0.write_tx(|tx, now| gate::unlock(tx, now, account, by))?;
+        self.0.notify_work();
+        Ok(done)
+    }
+
+    /// Until when nobody should call the upstream with `account`, if not now
+    /// (a read; see [`Admission`] for the write that decides).
+    pub fn blocked_until(&self, account: &str, recheck: Duration) -> Result<Option<Millis>> {
+        let (now, recheck) = (self.0.now(), duration_ms(recheck));
+        self.0.read(|c| gate::blocked_until(c, now, account, recheck))
+    }
+
+    /// Every account the database knows, with its state.
+    pub fn states(&self) -> Result<Vec<AccountState>> {
+        let now = self.0.now();
+        self.0.read(|c| gate::states(c, now))
+    }
+
+    /// The gate's history of `account`, oldest first.
+    pub fn history(&self, account: &str) -> Result<Vec<GateEvent>> {
+        self.0.read(|c| gate::history(c, account))
+    }
+
+    /// Expiry check for `account` expiring on day `expires_on` (days since
+    /// 1970-01-01): from `warn_days` before, one warning notice a day across
+    /// processes. Returns the days left.
+    pub fn expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64> {
+        self.0
+            .write_tx(|tx, now| gate::expiry(tx, now, account, expires_on, warn_days))
+    }
+
+    /// The pool account `holder` uses now (sticky while its hold is renewed
+    /// within `hold`), or `None` if `candidates` is empty.
+    pub fn hold(
         &self,
-        conn: &mut Connection,
-        f: &mut impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
-    ) -> rusqlite::Result<T> {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let now = self.now();
-        match f(&tx, now) {
-            // A failed COMMIT leaves the transaction open; dropping `tx` (inside
-            // commit) issues the ROLLBACK.
-            Ok(v) => tx.commit().map(|_| v),
-            Err(e) => {
-                let _ = tx.rollback();
-                Err(e)
-            }
-        }
+        holder: &str,
+        candidates: &[String],
+        hold: Duration,
+        policy: &GatePolicy,
+    ) -> Result<Option<String>> {
+        let ms = duration_ms(hold);
+        self.0
+            .write_tx(|tx, now| gate::hold(tx, now, policy, holder, candidates, ms))
     }
 
-    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
-        let conn = self.conn()?;
-        f(&conn).map_err(|e| Error::from_sqlite(&self.inner.path, e))
-    }
-
-    fn conn(&self) -> Result<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
-        self.inner.pool.get().map_err(|source| Error::Pool {
-            path: self.inner.path.clone(),
-            source,
-        })
+    /// Let go of `holder`'s pool account.
+    pub fn unhold(&self, holder: &str) -> Result<()> {
+        self.0.write_tx(|tx, _| gate::unhold(tx, holder))
     }
 }
 
-fn unreachable_out<T>() -> Result<T> {
-    Err(Error::InvalidInput {
-        what: "store operation",
-        reason: "internal: answer of the wrong kind".into(),
-    })
+/// Notices waiting to be sent ([`Store::notices`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Notices<'a>(&'a Store);
+
+impl Notices<'_> {
+    /// Take the oldest due notice for sending by `sender` (for `lease`).
+    pub fn claim(&self, sender: &str, lease: Duration) -> Result<Option<PendingNotice>> {
+        let ms = duration_ms(lease);
+        self.0
+            .write_tx(|tx, now| outbox::claim_notice(tx, now, sender, ms))
+    }
+
+    /// Record the outcome of sending `n`; a failure is tried again after `retry`.
+    pub fn done(&self, n: &PendingNotice, error: Option<&str>, retry: Duration) -> Result<()> {
+        let ms = duration_ms(retry);
+        self.0
+            .write_tx(|tx, now| outbox::notice_sent(tx, now, n, error, ms))
+    }
+
+    /// Every notice, oldest first.
+    pub fn all(&self) -> Result<Vec<NoticeRecord>> {
+        self.0.read(outbox::notices)
+    }
+}
+
+/// Accepted results waiting for the sink ([`Store::outbox`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Outbox<'a>(&'a Store);
+
+impl Outbox<'_> {
+    /// Claim the next batch of at most `n` results for the sink, for `lease`,
+    /// if the shared pace allows one now; the next batch may go `interval` later.
+    pub fn claim(&self, n: usize, lease: Duration, interval: Duration) -> Result<Drain> {
+        let cap = self.0.inner.policy.outbox;
+        let (lease, interval) = (duration_ms(lease), duration_ms(interval));
+        self.0
+            .write_tx(|tx, now| outbox::claim_batch(tx, now, &cap, n, lease, interval))
+    }
+
+    /// The batch got a 2xx: remove its rows. Returns how many were still ours.
+    pub fn delivered(&self, batch: &OutboxBatch) -> Result<usize> {
+        self.0.write_tx(|tx, _| outbox::delivered(tx, batch))
+    }
+
+    /// The batch was not delivered: its rows wait again; no batch before `not_before`.
+    pub fn undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()> {
+        self.0
+            .write_tx(|tx, _| outbox::undelivered(tx, batch, not_before))
+    }
+
+    /// Depth, bytes, dropped and delivered counts of the outbox.
+    pub fn totals(&self) -> Result<OutboxTotals> {
+        self.0.read(outbox::totals)
+    }
 }
 
 /// Keys are stored as given; they never reach a file-system path, but an empty
 /// key or one with NUL cannot be told apart reliably by users.
 fn check_key(key: &str) -> Result<()> {
-    if key.is_empty() {
-        return Err(invalid("document key", "it is empty"));
-    }
-    if key.contains('\0') {
-        return Err(Error::InvalidInput {
-            what: "document key",
-            reason: format!("{:?} contains a NUL byte", key),
-        });
-    }
-    Ok(())
-}
-
-/// Sleep a little, growing and jittered, so that retrying processes spread out.
-fn backoff_sleep(attempt: u32) {
-    let cap = 2u64.saturating_pow(attempt.min(8)).min(200);
-    std::thread::sleep(Duration::from_millis(1 + fastrand::u64(0..=cap)));
-}
-
-/// Checkpoints the WAL from a background thread so that no writer pays for it.
-///
-/// A passive checkpoint never blocks anyone, but under continuous writes from
-/// several processes (or with a long reader) it never catches up, and the WAL
-/// only restarts from its beginning after a checkpoint that did. So once the WAL
-/// passes [`WAL_RESTART_BYTES`], the checkpointer asks for a RESTART, which makes
-/// new writers wait (at most [`RESTART_WAIT`]) until the log is fully copied and
-/// can be reused: a short stall instead of an unbounded file.
-struct Checkpointer {
-    stop: Option<crossbeam_channel::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-/// WAL size past which a blocking RESTART checkpoint is used.
-const WAL_RESTART_BYTES: u64 = 64 * 1024 * 1024;
-/// The longest a RESTART checkpoint waits for readers and writers.
-const RESTART_WAIT: Duration = Duration::from_secs(1);
-
-fn wal_path(db: &Path) -> PathBuf {
-    let mut name = db.as_os_str().to_owned();
-    name.push("-wal");
-    PathBuf::from(name)
-}
-
-impl Checkpointer {
-    fn start(
-        pool: Pool,
-        turnstile: Arc<Turnstile>,
-        wal: PathBuf,
-        every: Duration,
-        busy: Duration,
-    ) -> Checkpointer {
-        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
-        let thread = std::thread::Builder::new()
-            .name("leasehold-checkpoint".into())
-            .spawn(move || loop {
-                match stopped.recv_timeout(every) {
-                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                        checkpoint_once(&pool, &turnstile, &wal, busy)
-                    }
-                    _ => {
-                        if let Ok(c) = pool.get() {
-                            let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-                        }
-                        return;
-                    }
-                }
-            })
-            .ok();
-        Checkpointer {
-            stop: Some(stop),
-            thread,
-        }
-    }
-}
-
-/// One checkpoint: passive while the WAL is small, RESTART once it is not.
-/// A RESTART holds the write lock while it waits, so it takes a turn like any
-/// writer: otherwise writers committing back to back could keep it out.
-fn checkpoint_once(pool: &Pool, turnstile: &Turnstile, wal: &Path, busy: Duration) {
-    let Ok(c) = pool.get() else { return };
-    let big = std::fs::metadata(wal)
-        .map(|m| m.len() > WAL_RESTART_BYTES)
-        .unwrap_or(false);
-    if !big {
-        let _ = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-        return;
-    }
-    let _turn = turnstile.enter();
-    if c.busy_timeout(RESTART_WAIT).is_ok() {
-        let _ = c.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
-        // Back to the pool's own timeout before the connection is reused.
-        let _ = c.busy_timeout(busy);
-    }
-}
-
-impl Drop for Checkpointer {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+    let reason = if key.is_empty() {
+        "it is empty".to_owned()
+    } else if key.contains('\0') {
+        format!("{key:?} contains a NUL byte")
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidInput {
+        what: "document key",
+        reason,
+    })
 }

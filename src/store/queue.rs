@@ -84,7 +84,8 @@ pub(crate) fn enqueue(
     tx.prepare_cached(
         "UPDATE jobs SET version = ?2, source_stat = ?5, status = 'discovered', attempts = 0,
                 owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
-                last_error = NULL, source_gone = 0, max_attempts = ?3, updated_at = ?4
+                last_error = NULL, parked_on = NULL, source_gone = 0, max_attempts = ?3,
+                updated_at = ?4
          WHERE id = ?1",
     )?
     .execute(params![id, doc.version, max_attempts, now, doc.stat])?;
@@ -98,7 +99,8 @@ pub(crate) fn enqueue(
 pub(crate) fn requeue(tx: &Connection, now: Millis, id: i64, why: &str) -> rusqlite::Result<bool> {
     let n = tx
         .prepare_cached(
-            "UPDATE jobs SET status = 'discovered', attempts = 0, retry_at = NULL, updated_at = ?2
+            "UPDATE jobs SET status = 'discovered', attempts = 0, retry_at = NULL, parked_on = NULL,
+                    updated_at = ?2
              WHERE id = ?1 AND status IN ('dead', 'retrying', 'indexed') AND source_gone = 0",
         )?
         .execute(params![id, now])?;
@@ -155,7 +157,8 @@ pub(crate) fn mark_unseen_gone(tx: &Connection, now: Millis, scan: i64) -> rusql
     let ids: Vec<i64> = tx
         .prepare_cached(
             "UPDATE jobs SET source_gone = 1, status = 'dead', owner_token = NULL, owner_worker = NULL,
-                    lease_expires_at = NULL, retry_at = NULL, result_path = NULL, checksum = NULL,
+                    lease_expires_at = NULL, retry_at = NULL, parked_on = NULL, result_path = NULL,
+                    checksum = NULL,
                     last_error = 'the source file was removed', updated_at = ?2
              WHERE source_gone = 0 AND seen_scan < ?1 RETURNING id",
         )?
@@ -165,4 +168,13 @@ pub(crate) fn mark_unseen_gone(tx: &Connection, now: Millis, scan: i64) -> rusql
         record(tx, *id, now, "source_gone", None, None, None)?;
     }
     Ok(ids.len())
+}
+
+/// Set `name` to `value` unless it is already set; returns the value in force.
+pub(crate) fn meta_set_once(tx: &Connection, name: &str, value: &str) -> rusqlite::Result<String> {
+    tx.execute(
+        "INSERT INTO meta (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
+        [name, value],
+    )?;
+    tx.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::clock::Millis;
-use crate::job::{Counts, HistoryEntry, Job, LiveLease, Status};
+use crate::job::{Counts, HistoryEntry, Job, LiveLease, Owner, Status};
 
 const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
     lease_expires_at, attempts, max_attempts, retry_at, last_error, result_path, checksum,
@@ -43,13 +43,12 @@ pub(crate) fn job_by_id(c: &Connection, id: i64) -> rusqlite::Result<Option<Job>
     c.prepare_cached(&sql)?.query_row([id], job_from_row).optional()
 }
 
-/// Whether a renewal of `token`'s claim on row `id` at `now` would change nothing: the
+/// Whether a renewal of `o`'s claim at `now` would change nothing: the
 /// token owns the extracting row, its lease runs to `now + lease_ms` or later, and the
 /// row was last updated at `now`.
 pub(crate) fn renewal_is_noop(
     c: &Connection,
-    id: i64,
-    token: &str,
+    o: &Owner,
     now: Millis,
     lease_ms: Millis,
 ) -> rusqlite::Result<bool> {
@@ -57,7 +56,12 @@ pub(crate) fn renewal_is_noop(
         "SELECT 1 FROM jobs WHERE id = ?1 AND owner_token = ?2 AND status = 'extracting'
                               AND lease_expires_at >= ?3 AND updated_at = ?4",
     )?
-    .exists(rusqlite::params![id, token, now.saturating_add(lease_ms), now])
+    .exists(rusqlite::params![
+        o.id.0,
+        o.token,
+        now.saturating_add(lease_ms),
+        now
+    ])
 }
 
 pub(crate) fn job_by_key(c: &Connection, key: &str) -> rusqlite::Result<Option<Job>> {
@@ -147,4 +151,18 @@ pub(crate) fn source_stats(c: &Connection, keys: &[String]) -> rusqlite::Result<
         }
     }
     Ok(out)
+}
+
+/// How many rows are extracting (live or expired leases).
+pub(crate) fn count_extracting(c: &Connection) -> rusqlite::Result<u64> {
+    c.prepare_cached("SELECT count(*) FROM jobs WHERE status = 'extracting'")?
+        .query_row([], |r| r.get::<_, i64>(0))
+        .map(|n| n.max(0) as u64)
+}
+
+/// A setting of the data directory.
+pub(crate) fn meta(c: &Connection, name: &str) -> rusqlite::Result<Option<String>> {
+    c.prepare_cached("SELECT value FROM meta WHERE name = ?1")?
+        .query_row([name], |r| r.get(0))
+        .optional()
 }

@@ -8,28 +8,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::Policy;
 use crate::clock::Millis;
-use crate::job::{Claim, Fenced, JobId, Rejection, Status};
-
-/// Who is writing: enough of a [`Claim`] to fence on, owned so that it can sit in
-/// the group-commit queue.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Owner {
-    pub id: i64,
-    pub token: String,
-    pub fence: i64,
-    pub attempts: i64,
-}
-
-impl From<&Claim> for Owner {
-    fn from(c: &Claim) -> Self {
-        Owner {
-            id: c.id.0,
-            token: c.token.clone(),
-            fence: c.fence,
-            attempts: c.attempts,
-        }
-    }
-}
+use crate::error::{Error, Result};
+use crate::job::{Claim, Fenced, JobId, Owner, Parked, Rejection, Status};
 
 /// One write that can share a group-commit transaction with others.
 #[derive(Debug)]
@@ -54,8 +34,8 @@ pub(crate) enum WriteOp {
     Release {
         owner: Owner,
         reason: String,
-        /// Not claimable again before this time (disk full, locked credential).
-        not_before: Option<Millis>,
+        /// What it waits for before it is claimable again (disk full, locked credential).
+        parked: Option<Parked>,
     },
 }
 
@@ -64,6 +44,16 @@ pub(crate) enum WriteOp {
 pub(crate) enum WriteOut {
     Claims(Vec<Claim>),
     Fenced(Fenced),
+}
+
+impl WriteOut {
+    /// The fenced outcome of a fenced operation.
+    pub(crate) fn fenced(self) -> Result<Fenced> {
+        match self {
+            WriteOut::Fenced(f) => Ok(f),
+            WriteOut::Claims(_) => Err(Error::Internal("a fenced write was answered with claims".into())),
+        }
+    }
 }
 
 /// Run one operation inside the caller's transaction.
@@ -84,7 +74,7 @@ pub(crate) fn apply(
         } => {
             let out = complete(tx, now, owner, path, checksum)?;
             if let (Fenced::Accepted, Some(text)) = (&out, delivery) {
-                super::outbox::push(tx, now, &policy.outbox, owner.id, checksum, text)?;
+                super::outbox::push(tx, now, &policy.outbox, owner.id.0, checksum, text)?;
             }
             WriteOut::Fenced(out)
         }
@@ -96,8 +86,8 @@ pub(crate) fn apply(
         WriteOp::Release {
             owner,
             reason,
-            not_before,
-        } => WriteOut::Fenced(release(tx, now, owner, reason, *not_before)?),
+            parked,
+        } => WriteOut::Fenced(release(tx, now, owner, reason, parked.as_ref())?),
     })
 }
 
@@ -200,7 +190,7 @@ fn take(
     let sql = format!(
         "UPDATE jobs SET status = 'extracting', owner_token = ?3, owner_worker = ?4,
                 fence = fence + 1, lease_expires_at = ?5, attempts = attempts + 1,
-                retry_at = NULL, updated_at = ?2
+                retry_at = NULL, parked_on = NULL, updated_at = ?2
          WHERE id = ?1 AND attempts < max_attempts AND {CLAIMABLE}
          RETURNING doc_key, version, fence, attempts"
     );
@@ -218,6 +208,7 @@ fn take(
     let Some((key, version, fence, attempts)) = row else {
         return Ok(None);
     };
+    guard(status_of(&c.status), Status::Extracting)?;
     let detail = match (c.status.as_str(), &c.token) {
         ("extracting", Some(old)) => format!(
             "worker {worker}; took over from fence {} ({old}) after lease expiry",
@@ -254,6 +245,7 @@ fn bury(tx: &Connection, now: Millis, c: &Candidate) -> rusqlite::Result<bool> {
     );
     let n = tx.prepare_cached(&sql)?.execute(params![c.id, now, why])?;
     if n == 1 {
+        guard(status_of(&c.status), Status::Dead)?;
         record(
             tx,
             c.id,
@@ -276,9 +268,12 @@ pub(crate) fn renew(tx: &Connection, now: Millis, policy: &Policy, o: &Owner) ->
     let sql = format!(
         "UPDATE jobs SET lease_expires_at = max(lease_expires_at, ?3), updated_at = ?4 WHERE {FENCE}"
     );
-    let n =
-        tx.prepare_cached(&sql)?
-            .execute(params![o.id, o.token, now.saturating_add(policy.lease_ms), now])?;
+    let n = tx.prepare_cached(&sql)?.execute(params![
+        o.id.0,
+        o.token,
+        now.saturating_add(policy.lease_ms),
+        now
+    ])?;
     settle(tx, now, o, n, "renew", None)
 }
 
@@ -292,12 +287,12 @@ pub(crate) fn complete(
     let sql = format!(
         "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, owner_token = NULL,
                 owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL, last_error = NULL,
-                updated_at = ?5
+                parked_on = NULL, updated_at = ?5
          WHERE {FENCE} RETURNING version"
     );
     let version: Option<String> = tx
         .prepare_cached(&sql)?
-        .query_row(params![o.id, o.token, path, checksum, now], |r| r.get(0))
+        .query_row(params![o.id.0, o.token, path, checksum, now], |r| r.get(0))
         .optional()?;
     let detail = version
         .as_ref()
@@ -326,15 +321,18 @@ pub(crate) fn fail(
             status = CASE WHEN ?3 OR attempts >= max_attempts THEN 'dead' ELSE 'retrying' END,
             retry_at = CASE WHEN ?3 OR attempts >= max_attempts THEN NULL ELSE ?4 END,
             last_error = ?5, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL,
-            updated_at = ?6
+            parked_on = NULL, updated_at = ?6
          WHERE {FENCE} RETURNING status, retry_at"
     );
     let row: Option<(String, Option<i64>)> = tx
         .prepare_cached(&sql)?
-        .query_row(params![o.id, o.token, permanent, retry_at, error, now], |r| {
+        .query_row(params![o.id.0, o.token, permanent, retry_at, error, now], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })
         .optional()?;
+    if let Some((status, _)) = &row {
+        guard(Status::Extracting, status_of(status))?;
+    }
     let detail = row.as_ref().map(|(status, at)| match at {
         Some(at) => format!("{status} at {at}: {error}"),
         None => format!("{status}: {error}"),
@@ -347,21 +345,22 @@ pub(crate) fn release(
     now: Millis,
     o: &Owner,
     reason: &str,
-    not_before: Option<Millis>,
+    parked: Option<&Parked>,
 ) -> rusqlite::Result<Fenced> {
-    // Handing back does not spend the attempt the claim took. With `not_before`
-    // the row waits in `retrying` (reason kept as its last error) so that a full
-    // disk or a locked credential is not hammered.
+    // Handing back does not spend the attempt the claim took. A parked row
+    // waits in `retrying` (reason kept as its last error, the account it waits
+    // for in `parked_on`) so that a full disk or a locked credential is not hammered.
     let sql = format!(
         "UPDATE jobs SET status = CASE WHEN ?4 IS NULL THEN 'discovered' ELSE 'retrying' END,
                 retry_at = ?4, last_error = CASE WHEN ?4 IS NULL THEN last_error ELSE ?5 END,
-                attempts = max(attempts - 1, 0), owner_token = NULL,
+                parked_on = ?6, attempts = max(attempts - 1, 0), owner_token = NULL,
                 owner_worker = NULL, lease_expires_at = NULL, updated_at = ?3
          WHERE {FENCE}"
     );
+    let (until, account) = (parked.map(Parked::until), parked.and_then(Parked::account));
     let n = tx
         .prepare_cached(&sql)?
-        .execute(params![o.id, o.token, now, not_before, reason])?;
+        .execute(params![o.id.0, o.token, now, until, reason, account])?;
     settle(tx, now, o, n, "release", Some(reason))
 }
 
@@ -383,7 +382,7 @@ fn settle(
                 "fail" => "failed",
                 _ => "released",
             };
-            record(tx, o.id, now, event, Some(&o.token), Some(o.fence), detail)?;
+            record(tx, o.id.0, now, event, Some(&o.token), Some(o.fence), detail)?;
         }
         return Ok(Fenced::Accepted);
     }
@@ -392,7 +391,7 @@ fn settle(
         let detail = format!("refused: {rejection}");
         record(
             tx,
-            o.id,
+            o.id.0,
             now,
             &format!("{what}_rejected"),
             Some(&o.token),
@@ -406,12 +405,12 @@ fn settle(
 fn why_rejected(tx: &Connection, o: &Owner) -> rusqlite::Result<Rejection> {
     let row: Option<(String, Option<String>, i64)> = tx
         .prepare_cached("SELECT status, owner_token, fence FROM jobs WHERE id = ?1")?
-        .query_row([o.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .query_row([o.id.0], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
     Ok(match row {
         None => Rejection::Missing,
         Some((status, token, fence)) => {
-            let status: Status = status.parse().unwrap_or(Status::Dead);
+            let status = status_of(&status);
             if status == Status::Extracting && token.as_deref() != Some(o.token.as_str()) {
                 Rejection::OtherOwner { fence }
             } else {
@@ -419,6 +418,24 @@ fn why_rejected(tx: &Connection, o: &Owner) -> rusqlite::Result<Rejection> {
             }
         }
     })
+}
+
+/// A status read back from SQL; the schema's CHECK allows only known names,
+/// so anything else is treated as the most final state.
+fn status_of(name: &str) -> Status {
+    name.parse().unwrap_or(Status::Dead)
+}
+
+/// The store never writes a transition DESIGN §3 does not allow: one that
+/// would be written fails its transaction instead (and rolls back).
+fn guard(from: Status, to: Status) -> rusqlite::Result<()> {
+    if from.can_transition_to(to) {
+        return Ok(());
+    }
+    Err(rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT),
+        Some(format!("refused transition {from} -> {to}")),
+    ))
 }
 
 /// Append one line to the history table.

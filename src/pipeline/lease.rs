@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
 use crate::clock::{duration_ms, Millis};
-use crate::job::{Claim, Fenced};
+use crate::job::{Claim, Fenced, Owner};
+use crate::service::{Service, StopSignal};
 use crate::store::Store;
 
 /// Where heartbeat ticks come from. On each tick the heartbeat renews if the
@@ -104,9 +105,8 @@ pub struct LeaseKeeper {
     one_stage: Mutex<()>,
     store: Store,
     shared: Arc<Shared>,
-    /// Dropped to stop the heartbeat thread.
-    shutdown: Option<Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// The heartbeat thread; stopped and joined with the keeper.
+    _heartbeat: Option<Service>,
 }
 
 /// The slot a stage fills and the heartbeat reads.
@@ -131,9 +131,9 @@ struct Slot {
 /// One running stage.
 #[derive(Debug)]
 struct Watch {
-    /// The heartbeat's own copy of the claim's identity, for renewing only;
-    /// shared so a renewal outside the lock needs no copy of its own.
-    claim: Arc<Claim>,
+    /// The heartbeat's handle on the claim: it can renew, never finish; shared
+    /// so a renewal outside the lock needs no copy of its own.
+    owner: Arc<Owner>,
     /// When the last accepted renewal was made (before the stage, at first):
     /// the next one is due an interval later.
     last_renewal: Millis,
@@ -162,17 +162,15 @@ impl LeaseKeeper {
             store: store.clone(),
             shared: Arc::clone(&shared),
         };
-        let (shutdown, stopped) = crossbeam_channel::bounded::<()>(0);
-        let thread = std::thread::Builder::new()
-            .name("leasehold-heartbeat".into())
-            .spawn(move || beat.run(ticks, cancel, stopped))
-            .ok();
+        // Without a heartbeat a stage is renewed once, before it starts; the
+        // fenced completion stays the guard.
+        let heartbeat =
+            Service::start("leasehold-heartbeat", move |stop| beat.run(ticks, cancel, &stop)).ok();
         LeaseKeeper {
             one_stage: Mutex::new(()),
             store,
             shared,
-            shutdown: Some(shutdown),
-            thread,
+            _heartbeat: heartbeat,
         }
     }
 
@@ -189,12 +187,13 @@ impl LeaseKeeper {
         // Read before renewing: the renewal extends the lease from at least this
         // time, so counting the interval from it never renews late.
         let renewed_at = self.store.now();
-        if let Some(why) = renew_reason(&self.store, claim) {
+        let owner = claim.owner();
+        if let Some(why) = renew_reason(&self.store, &owner) {
             return Err(lost(claim, why));
         }
         let flag = Arc::new(LeaseFlag::default());
         self.shared.watch(Watch {
-            claim: Arc::new(shadow(claim)),
+            owner: Arc::new(owner),
             last_renewal: renewed_at,
             flag: Arc::clone(&flag),
         });
@@ -204,15 +203,6 @@ impl LeaseKeeper {
         match flag.reason() {
             Some(why) => Err(lost(claim, why)),
             None => Ok(out),
-        }
-    }
-}
-
-impl Drop for LeaseKeeper {
-    fn drop(&mut self) {
-        drop(self.shutdown.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
         }
     }
 }
@@ -252,7 +242,7 @@ impl Shared {
 impl Heartbeat {
     /// Wait for ticks until the keeper is dropped. Exactly one tick source is
     /// live; the other never fires. A closed manual channel ticks no more.
-    fn run(&self, ticks: Ticks, mut cancel: Receiver<()>, stopped: Receiver<()>) {
+    fn run(&self, ticks: Ticks, mut cancel: Receiver<()>, stop: &StopSignal) {
         let (mut manual, timer) = match ticks {
             Ticks::Manual(rx) => (rx, crossbeam_channel::never()),
             Ticks::Timer => (
@@ -262,7 +252,7 @@ impl Heartbeat {
         };
         loop {
             crossbeam_channel::select! {
-                recv(stopped) -> _ => return,
+                recv(stop.receiver()) -> _ => return,
                 recv(cancel) -> _ => {
                     self.shared.cancel();
                     cancel = crossbeam_channel::never();
@@ -280,7 +270,7 @@ impl Heartbeat {
     /// lock (the stage goes on meanwhile); a stage that ends waits for it.
     fn tick(&self) {
         let now = self.store.now();
-        let (claim, flag) = {
+        let (owner, flag) = {
             let mut slot = self.shared.lock();
             let Some(w) = &slot.watch else { return };
             // Stopping covers both a lost lease and a hard stop (`cancelled`
@@ -288,11 +278,11 @@ impl Heartbeat {
             if w.flag.should_stop() || now.saturating_sub(w.last_renewal) < self.interval_ms {
                 return;
             }
-            let due = (Arc::clone(&w.claim), Arc::clone(&w.flag));
+            let due = (Arc::clone(&w.owner), Arc::clone(&w.flag));
             slot.renewing = true;
             due
         };
-        let refused = renew_reason(&self.store, &claim);
+        let refused = renew_reason(&self.store, &owner);
         let mut slot = self.shared.lock();
         match refused {
             Some(why) => flag.raise(why),
@@ -313,25 +303,11 @@ fn renew_interval(store: &Store) -> Duration {
 }
 
 /// `None` if the renewal was accepted, else why the lease is lost.
-fn renew_reason(store: &Store, claim: &Claim) -> Option<String> {
-    match store.renew(claim) {
+fn renew_reason(store: &Store, owner: &Owner) -> Option<String> {
+    match store.renew(owner) {
         Ok(Fenced::Accepted) => None,
         Ok(Fenced::Rejected(r)) => Some(format!("renewal refused: {r}")),
         Err(e) => Some(format!("renewal failed: {e}")),
-    }
-}
-
-/// A copy of the claim's identity, for renewing only. The stage keeps the real
-/// `Claim`; a copy never completes anything.
-fn shadow(c: &Claim) -> Claim {
-    Claim {
-        id: c.id,
-        key: c.key.clone(),
-        version: c.version.clone(),
-        token: c.token.clone(),
-        fence: c.fence,
-        attempts: c.attempts,
-        lease_expires_at: c.lease_expires_at,
     }
 }
 

@@ -1,5 +1,5 @@
-//! The auth gate at run time (DESIGN §6), and the parts that talk to the
-//! upstream through it: the HTTP source, the sink's outbox drain, and notices.
+//! The auth gate at run time (DESIGN §6): the one door every request with an
+//! account goes through.
 //!
 //! Every request with an account goes through [`Gate::call`]: ask the shared
 //! state first (open, locked, or this process holds the probe slot), make the
@@ -9,16 +9,14 @@
 //! SQL in `store/gate.rs`; this module decides what an HTTP answer means for
 //! them and what a caller does while it waits.
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use super::{Account, UpstreamError};
+use super::{Notice, Notifier};
 use crate::clock::{duration_ms, rfc3339, Millis};
-use crate::config::{Day, FileConfig, HttpSinkConfig, HttpSourceConfig};
+use crate::config::{Day, FileConfig};
 use crate::error::Error;
-use crate::notify::{Notice, Notifier};
-use crate::source::{Source, SourceError};
-use crate::store::{Admission, Answer, Drain, GateChange, GatePolicy, NewDoc, ProbePermit, Store};
-use crate::upstream::{Account, Delivery, HttpClient, UpstreamError};
+use crate::store::{Admission, Answer, GateChange, GatePolicy, ProbePermit, Store};
 
 /// Why a gated request did not return a result.
 #[derive(Debug, thiserror::Error)]
@@ -106,14 +104,17 @@ impl Gate {
             return self.account(one);
         }
         let hold = Duration::from_millis((2 * self.policy.probe_ttl).max(10_000) as u64);
-        let name = self.store.gate_hold(&self.holder, pool, hold, &self.policy)?;
+        let name = self
+            .store
+            .accounts()
+            .hold(&self.holder, pool, hold, &self.policy)?;
         *self.held.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
         self.account(name.as_deref().unwrap_or_default())
     }
 
     /// The account of `pool` this process uses, as of its last `hold`; `None`
     /// before the first. Reads nothing.
-    fn last_held(&self, pool: &[String]) -> Option<String> {
+    pub(super) fn last_held(&self, pool: &[String]) -> Option<String> {
         match pool {
             [one] => Some(one.clone()),
             _ => self.held.lock().unwrap_or_else(|e| e.into_inner()).clone(),
@@ -122,7 +123,7 @@ impl Gate {
 
     /// Give up this process's pool hold (it is stopping).
     pub fn unhold(&self) {
-        let _ = self.store.gate_unhold(&self.holder);
+        let _ = self.store.accounts().unhold(&self.holder);
     }
 
     /// Make one request with `account` if the gate allows it, and record the
@@ -134,7 +135,11 @@ impl Gate {
         request: impl FnOnce(&Account) -> Result<T, UpstreamError>,
     ) -> Result<T, GateError> {
         let permit: Option<ProbePermit> =
-            match self.store.gate_admit(&account.name, &self.holder, &self.policy)? {
+            match self
+                .store
+                .accounts()
+                .admit(&account.name, &self.holder, &self.policy)?
+            {
                 Admission::Go => None,
                 Admission::Probe(p) => Some(p),
                 Admission::Paced { until } => {
@@ -159,7 +164,8 @@ impl Gate {
             GateChange::Unchanged
         } else {
             self.store
-                .gate_report(&account.name, permit.as_ref(), &answer, &self.policy)?
+                .accounts()
+                .report(&account.name, permit.as_ref(), &answer, &self.policy)?
         };
         if !matches!(change, GateChange::Unchanged) {
             self.send_notices();
@@ -226,15 +232,19 @@ impl Gate {
     }
 
     /// Until when `account` may not be used, if not now (one row read).
-    fn blocked_until(&self, account: &str) -> Option<Millis> {
+    pub(super) fn blocked_until(&self, account: &str) -> Option<Millis> {
         let recheck = Duration::from_millis(PROBE_RECHECK_MS as u64);
-        self.store.gate_blocked_until(account, recheck).ok().flatten()
+        self.store
+            .accounts()
+            .blocked_until(account, recheck)
+            .ok()
+            .flatten()
     }
 
     /// Send every due notice this process can take. Returns how many went out.
     pub fn send_notices(&self) -> usize {
         let mut sent = 0;
-        while let Ok(Some(n)) = self.store.notice_claim(&self.holder, Duration::from_secs(30)) {
+        while let Ok(Some(n)) = self.store.notices().claim(&self.holder, Duration::from_secs(30)) {
             let notice = Notice {
                 id: n.id,
                 kind: n.kind.clone(),
@@ -246,7 +256,8 @@ impl Gate {
             let error = outcome.as_ref().err().map(|e| e.to_string());
             if self
                 .store
-                .notice_done(&n, error.as_deref(), Duration::from_secs(10))
+                .notices()
+                .done(&n, error.as_deref(), Duration::from_secs(10))
                 .is_err()
                 || error.is_some()
             {
@@ -262,7 +273,10 @@ impl Gate {
     pub fn check_expiry(&self) -> Result<Vec<(String, i64)>, GateError> {
         let mut left = Vec::new();
         for (name, day) in &self.expiries {
-            left.push((name.clone(), self.store.gate_expiry(name, day.0, self.warn_days)?));
+            left.push((
+                name.clone(),
+                self.store.accounts().expiry(name, day.0, self.warn_days)?,
+            ));
         }
         if !left.is_empty() {
             self.send_notices();
@@ -290,222 +304,4 @@ fn answer_for<T>(result: &Result<T, UpstreamError>, now: Millis) -> Answer {
 }
 
 /// How soon a document held back by someone else's probe is tried again.
-const PROBE_RECHECK_MS: Millis = 1000;
-
-/// Documents from an HTTP API (`[source.http]`). Keys are the upstream ids.
-pub struct HttpSource {
-    client: HttpClient,
-    base_url: String,
-    pool: Vec<String>,
-    gate: Arc<Gate>,
-}
-
-impl HttpSource {
-    pub fn new(cfg: &HttpSourceConfig, gate: Arc<Gate>, client: HttpClient) -> HttpSource {
-        HttpSource {
-            client,
-            base_url: cfg.base_url.clone(),
-            pool: cfg.accounts.clone(),
-            gate,
-        }
-    }
-
-    /// List every page and enqueue each id/version (a new version re-queues the
-    /// document). Waits out locks unless `wait` is false. Returns how many
-    /// documents the listing held and how many were new or changed.
-    pub fn discover(
-        &self,
-        wait: bool,
-        on_wait: &mut dyn FnMut(&GateError),
-    ) -> Result<(usize, usize), GateError> {
-        let (mut listed, mut queued) = (0, 0);
-        let mut cursor: Option<String> = None;
-        loop {
-            let account = self.gate.hold(&self.pool)?;
-            let page = self.gate.call_waiting(account, wait, on_wait, |a| {
-                self.client.list(&self.base_url, a, cursor.as_deref())
-            })?;
-            let docs: Vec<NewDoc> = page
-                .documents
-                .iter()
-                .map(|d| NewDoc::new(&d.id, &d.version))
-                .collect();
-            listed += docs.len();
-            let out = self.gate.store().enqueue_many(&docs)?;
-            queued += out.iter().filter(|e| e.queued()).count();
-            match page.next_cursor {
-                Some(next) if !docs.is_empty() || Some(&next) != cursor.as_ref() => cursor = Some(next),
-                _ => return Ok((listed, queued)),
-            }
-        }
-    }
-}
-
-impl Source for HttpSource {
-    fn ready_at(&self) -> Option<Millis> {
-        // The account this process last held: no hold renewal (a write) per claim.
-        let account = self.gate.last_held(&self.pool)?;
-        self.gate.blocked_until(&account)
-    }
-
-    fn fetch(&self, key: &str, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
-        let upstream = |detail: String, transient: bool| SourceError::Upstream {
-            key: key.to_owned(),
-            detail,
-            transient,
-        };
-        let account = self
-            .gate
-            .hold(&self.pool)
-            .map_err(|e| upstream(e.to_string(), true))?;
-        let now = self.gate.store().now();
-        match self.gate.call(account, |a| {
-            self.client.content(&self.base_url, a, key, max_bytes)
-        }) {
-            Ok(bytes) => Ok(bytes),
-            // Another process is probing: look again soon rather than at the
-            // end of its slot, since a successful probe opens the account at once.
-            Err(
-                e @ GateError::Locked {
-                    probing: true, until, ..
-                },
-            ) => Err(SourceError::Deferred {
-                key: key.to_owned(),
-                reason: e.to_string(),
-                until: until.min(now + PROBE_RECHECK_MS),
-            }),
-            Err(e @ GateError::Locked { until, .. })
-            | Err(e @ GateError::Paced { until, .. })
-            | Err(
-                e @ GateError::Upstream {
-                    locked_until: Some(until),
-                    ..
-                },
-            ) => Err(SourceError::Deferred {
-                key: key.to_owned(),
-                reason: e.to_string(),
-                until,
-            }),
-            Err(GateError::Upstream {
-                error: UpstreamError::TooLarge { size, limit },
-                ..
-            }) => Err(SourceError::TooLarge {
-                key: key.to_owned(),
-                size,
-                limit,
-            }),
-            Err(GateError::Upstream {
-                error: e @ UpstreamError::RateLimited { .. },
-                ..
-            }) => Err(SourceError::Deferred {
-                key: key.to_owned(),
-                until: now + duration_ms(e.retry_after().unwrap_or(Duration::from_secs(1))),
-                reason: e.to_string(),
-            }),
-            Err(GateError::Upstream { error, .. }) => {
-                let transient = error.is_transient() || matches!(error, UpstreamError::Protocol { .. });
-                Err(upstream(error.to_string(), transient))
-            }
-            Err(e) => Err(upstream(e.to_string(), true)),
-        }
-    }
-}
-
-/// What one drain step did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DrainStep {
-    /// A batch of this many results reached the sink.
-    Sent(usize),
-    /// Nothing waits in the outbox.
-    Empty,
-    /// Not before `until`: the shared pace, a 429, a lock, or a failed batch.
-    Wait { until: Millis, why: &'static str },
-}
-
-/// The sink (`[sink.http]`): drains the outbox in batches, under the gate and
-/// at most `max_per_second` batches per second across every process.
-pub struct Sink {
-    client: HttpClient,
-    url: String,
-    account: String,
-    batch_size: usize,
-    interval: Duration,
-    gate: Arc<Gate>,
-}
-
-impl Sink {
-    pub fn new(cfg: &HttpSinkConfig, gate: Arc<Gate>, client: HttpClient) -> Sink {
-        Sink {
-            client,
-            url: cfg.url.clone(),
-            account: cfg.account.clone(),
-            batch_size: cfg.batch_size,
-            interval: Duration::from_secs_f64(1.0 / cfg.max_per_second),
-            gate,
-        }
-    }
-
-    /// Until when the sink's account may not be used, if not now.
-    pub fn blocked_until(&self) -> Option<Millis> {
-        self.gate.blocked_until(&self.account)
-    }
-
-    /// Claim the next batch and send it. A batch's rows are removed only after
-    /// a 2xx; anything else puts them back, and the pace holds the next batch.
-    pub fn drain_once(&self) -> Result<DrainStep, GateError> {
-        let store = self.gate.store();
-        // A locked account is waited for here, before any batch is claimed, so
-        // the outbox's shared pace only ever holds the sink's own rate.
-        if let Some(until) = self.blocked_until() {
-            return Ok(DrainStep::Wait { until, why: "locked" });
-        }
-        let lease = self.client.timeout() * 2 + Duration::from_secs(5);
-        let mut batch = match store.outbox_claim(self.batch_size, lease, self.interval)? {
-            Drain::Empty => return Ok(DrainStep::Empty),
-            Drain::Paced { until } => return Ok(DrainStep::Wait { until, why: "pace" }),
-            Drain::Send(b) => b,
-        };
-        // The texts move into the request: reporting back needs only the ids.
-        let results: Vec<Delivery> = batch
-            .items
-            .iter_mut()
-            .map(|i| Delivery {
-                key: std::mem::take(&mut i.key),
-                version: std::mem::take(&mut i.version),
-                checksum: std::mem::take(&mut i.checksum),
-                text: std::mem::take(&mut i.text),
-            })
-            .collect();
-        let account = self.gate.account(&self.account)?;
-        let now = store.now();
-        let (until, why) = match self
-            .gate
-            .call(account, |a| self.client.deliver(&self.url, a, &results))
-        {
-            Ok(()) => {
-                crate::fault::crash_point(crate::fault::CrashPoint::AfterDelivery);
-                return Ok(DrainStep::Sent(store.outbox_delivered(&batch)?));
-            }
-            Err(GateError::Locked { until, .. })
-            | Err(GateError::Upstream {
-                locked_until: Some(until),
-                ..
-            }) => {
-                store.outbox_undelivered(&batch, now)?;
-                return Ok(DrainStep::Wait { until, why: "locked" });
-            }
-            Err(GateError::Paced { until, .. }) => (until, "rate limited"),
-            Err(GateError::Upstream { error, .. }) if matches!(error, UpstreamError::RateLimited { .. }) => {
-                let pause = error.retry_after().unwrap_or(self.interval * 2);
-                (now + duration_ms(pause), "rate limited")
-            }
-            Err(GateError::Upstream { .. }) => (now + 1000, "sink failed"),
-            Err(e) => {
-                store.outbox_undelivered(&batch, now)?;
-                return Err(e);
-            }
-        };
-        store.outbox_undelivered(&batch, until)?;
-        Ok(DrainStep::Wait { until, why })
-    }
-}
+pub(super) const PROBE_RECHECK_MS: Millis = 1000;

@@ -1,0 +1,165 @@
+//! What a command did, printed at the end (`--json` for machines), and the
+//! exit code it maps to.
+
+use std::process::ExitCode;
+
+use super::CliError;
+use crate::pipeline::{Event, Processed};
+use crate::source::Discovered;
+
+/// What a run did, printed at the end (`--json` for machines).
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Summary {
+    pub indexed: u64,
+    pub failed: u64,
+    pub retrying: u64,
+    pub dead: u64,
+    /// Our completion was refused: another worker owns or finished the document.
+    pub superseded: u64,
+    pub lease_lost: u64,
+    pub released: u64,
+    /// Handed back until an upstream account can be used again (not failures).
+    pub waiting: u64,
+    pub unchanged: usize,
+    pub new: usize,
+    pub changed: usize,
+    pub gone: usize,
+    /// Entries discovery skipped, with why (not a regular file, unreadable...).
+    pub skipped: Vec<String>,
+    pub seconds: f64,
+    pub docs_per_second: f64,
+    pub database: String,
+    pub mirror: String,
+    /// Documents that failed in this run, with why.
+    pub failures: Vec<Failure>,
+    /// Errors that were not about one document (e.g. the store).
+    pub errors: Vec<String>,
+    /// Results the sink acknowledged during this command.
+    pub delivered: u64,
+    /// Results still waiting in the outbox at the end.
+    pub outbox_waiting: u64,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct Failure {
+    pub key: String,
+    pub error: String,
+}
+
+impl Summary {
+    /// Add the counts of a later pass of the same command.
+    pub fn add(&mut self, more: Summary) {
+        self.indexed += more.indexed;
+        self.failed += more.failed;
+        self.retrying += more.retrying;
+        self.dead += more.dead;
+        self.superseded += more.superseded;
+        self.lease_lost += more.lease_lost;
+        self.released += more.released;
+        self.waiting += more.waiting;
+        self.failures.extend(more.failures);
+        self.errors.extend(more.errors);
+        // Every pass measures from the same start.
+        self.set_seconds(more.seconds);
+    }
+
+    /// The run took `seconds`; the rate counts every document processed in it.
+    pub fn set_seconds(&mut self, seconds: f64) {
+        self.seconds = seconds;
+        let processed = self.indexed + self.failed;
+        self.docs_per_second = processed as f64 / seconds.max(1e-9);
+    }
+
+    pub fn count(&mut self, e: &Event) {
+        match &e.outcome {
+            Ok(Processed::Indexed { .. }) => self.indexed += 1,
+            Ok(Processed::Retrying { key, error, .. }) => {
+                self.retrying += 1;
+                self.fail(key, error);
+            }
+            Ok(Processed::Dead { key, error }) => {
+                self.dead += 1;
+                self.fail(key, error);
+            }
+            Ok(Processed::Superseded { .. }) => self.superseded += 1,
+            Ok(Processed::LeaseLost { .. }) => self.lease_lost += 1,
+            Ok(Processed::Released { .. }) => self.released += 1,
+            Ok(Processed::Waiting { .. }) => self.waiting += 1,
+            Ok(Processed::Idle) => {}
+            Err(msg) => self.errors.push(msg.clone()),
+        }
+    }
+
+    fn fail(&mut self, key: &str, error: &str) {
+        self.failed += 1;
+        self.failures.push(Failure {
+            key: key.to_owned(),
+            error: error.to_owned(),
+        });
+    }
+
+    pub fn print(&self, json: bool) {
+        if json {
+            println!("{}", serde_json::to_string_pretty(self).unwrap_or_default());
+            return;
+        }
+        println!(
+            "indexed {}, failed {} ({} will retry, {} dead), unchanged {}, superseded {}, released {}",
+            self.indexed,
+            self.failed,
+            self.retrying,
+            self.dead,
+            self.unchanged,
+            self.superseded,
+            self.released
+        );
+        println!(
+            "{:.1} documents/s over {:.2}s; results in {} (database {})",
+            self.docs_per_second, self.seconds, self.mirror, self.database
+        );
+        if self.delivered > 0 || self.outbox_waiting > 0 || self.waiting > 0 {
+            println!(
+                "delivered {} to the sink, {} waiting in the outbox, {} document(s) handed back for a locked account",
+                self.delivered, self.outbox_waiting, self.waiting
+            );
+        }
+        for f in self.failures.iter().take(20) {
+            println!("  failed {:?}: {}", f.key, f.error);
+        }
+        if self.failures.len() > 20 {
+            println!(
+                "  ... and {} more (see `leasehold status`)",
+                self.failures.len() - 20
+            );
+        }
+        for e in &self.errors {
+            println!("  error: {e}");
+        }
+        for s in self.skipped.iter().take(20) {
+            println!("  skipped {s}");
+        }
+    }
+}
+
+pub fn finish(summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
+    summary.print(json);
+    if !summary.errors.is_empty() {
+        return Err(CliError::Runtime(format!(
+            "{} error(s); first: {}",
+            summary.errors.len(),
+            summary.errors[0]
+        )));
+    }
+    if fail_on_error && summary.failed > 0 {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn add_discovery(s: &mut Summary, d: &Discovered) {
+    s.unchanged = d.unchanged;
+    s.new = d.new;
+    s.changed = d.changed;
+    s.gone = d.gone;
+    s.skipped = d.skipped.clone();
+}

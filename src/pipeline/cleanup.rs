@@ -1,0 +1,33 @@
+//! Cleanup: the rule that joins the store and the mirror (DESIGN §5).
+//!
+//! A document's files are deleted only under its exclusive mirror lock, and the
+//! row is read only once that lock is held: the accepted `result_path` and the
+//! current owner's generation are kept, every other generation and temp file
+//! goes. The worker runs [`cleanup`] after every claim; `gc` and `doctor` run
+//! [`sweep`] over the whole mirror (a dry run for doctor).
+
+use crate::error::Result;
+use crate::job::{JobId, Status};
+use crate::mirror::{CleanupReport, Keep, Mirror};
+use crate::store::Store;
+
+/// What a cleanup must keep, read from the row while the mirror lock is held;
+/// `None` when the row does not exist (then nothing is deleted).
+pub fn keep_for(store: &Store, id: JobId) -> Result<Option<Keep>> {
+    Ok(store.job(id)?.map(|job| Keep {
+        accepted: job.result_path.clone(),
+        current_fence: (job.status == Status::Extracting).then_some(job.fence),
+    }))
+}
+
+/// Remove every generation of document `id` that is neither accepted nor the
+/// current owner's.
+pub fn cleanup(store: &Store, mirror: &Mirror, id: JobId) -> Result<CleanupReport> {
+    mirror.cleanup(id.0, || keep_for(store, id))
+}
+
+/// The fenced cleanup over every document directory of the mirror (`gc`); a
+/// dry run reports what would go and deletes nothing (`doctor`).
+pub fn sweep(store: &Store, mirror: &Mirror, dry_run: bool) -> Result<CleanupReport> {
+    mirror.sweep(dry_run, |id| keep_for(store, JobId(id)))
+}

@@ -1,0 +1,18 @@
+//! The pipeline (DESIGN §2 "worker", §4, §5): synchronous worker threads that
+//! each loop claim → fetch → extract → mirror write → complete → cleanup.
+//!
+//! # Layout
+//! - `worker.rs`: one claim taken as far as it goes, with one outcome per step.
+//! - `lease.rs`: running a stage under the claim's lease (heartbeat, loss flag).
+//! - `cleanup.rs`: the fenced cleanup rule joining the store and the mirror.
+//! - `pool.rs`: N worker threads and the handle that stops them.
+
+mod cleanup;
+mod lease;
+mod pool;
+mod worker;
+
+pub use cleanup::{cleanup, keep_for, sweep};
+pub use lease::{LeaseFlag, LeaseKeeper, LeaseLost, Ticks};
+pub use pool::{Event, PoolOptions, StopHandle, WorkerPool};
+pub use worker::{Pipeline, Processed, Worker};

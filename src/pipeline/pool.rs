@@ -1,0 +1,252 @@
+//! The worker pool: N threads, each looping claim → process → report, and the
+//! handle that stops them (drain first, then hard).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use super::worker::panic_message;
+use super::{LeaseKeeper, Pipeline, Processed, Ticks, Worker};
+use crate::error::Error;
+use crate::service::Service;
+use crate::store::Store;
+
+/// How a pool runs.
+#[derive(Debug, Clone)]
+pub struct PoolOptions {
+    /// Worker threads (at least one).
+    pub workers: usize,
+    /// Heartbeat ticks (a timer, or manual in tests).
+    pub ticks: Ticks,
+    /// Exit when nothing is claimable and no lease is held anywhere (for `run`
+    /// and `work --until-empty`); documents waiting for a later retry are left.
+    pub until_idle: bool,
+    /// The longest an idle worker sleeps before looking again.
+    pub idle_wait_cap: Duration,
+    /// When the source cannot be used (its account is locked), wait for it;
+    /// if false and `until_idle`, the worker exits instead.
+    pub wait_for_source: bool,
+    /// Prefix of worker names (the process id is added).
+    pub name_prefix: String,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions {
+            workers: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            ticks: Ticks::Timer,
+            until_idle: false,
+            idle_wait_cap: Duration::from_secs(1),
+            wait_for_source: true,
+            name_prefix: "worker".into(),
+        }
+    }
+}
+
+/// One report per claim, for progress and summaries.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// The worker's name.
+    pub worker: String,
+    /// What happened, or the error that stopped the step.
+    pub outcome: std::result::Result<Processed, String>,
+}
+
+/// Stops a pool from another thread (e.g. a Ctrl-C handler).
+#[derive(Clone)]
+pub struct StopHandle {
+    stop_claiming: Arc<AtomicBool>,
+    hard: Arc<AtomicBool>,
+    cancel: Arc<Mutex<Option<Sender<()>>>>,
+    store: Store,
+}
+
+impl StopHandle {
+    /// Stop claiming; documents in flight may finish.
+    pub fn stop_claiming(&self) {
+        self.stop_claiming.store(true, Ordering::SeqCst);
+        self.store.notify_work();
+    }
+
+    /// Stop claiming and ask running stages to stop; what is in flight is released.
+    pub fn stop_hard(&self) {
+        self.stop_claiming();
+        self.hard.store(true, Ordering::SeqCst);
+        self.cancel.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// N worker threads over one pipeline. Dropping the pool stops it hard and
+/// joins every thread.
+pub struct WorkerPool {
+    threads: Vec<Service>,
+    handle: StopHandle,
+    /// Disconnected once every worker thread has returned (each holds a sender).
+    alive: Receiver<()>,
+}
+
+impl WorkerPool {
+    /// Start `opts.workers` threads; each sends an [`Event`] per claim to `events`.
+    ///
+    /// # Failure
+    /// A thread that cannot be spawned stops the pool (what started is stopped
+    /// and joined) and is returned as [`Error::Internal`].
+    pub fn start(
+        pipeline: Pipeline,
+        opts: PoolOptions,
+        events: Option<Sender<Event>>,
+    ) -> crate::Result<WorkerPool> {
+        let pipeline = Arc::new(pipeline);
+        let (cancel_tx, cancel_rx) = crossbeam_channel::bounded::<()>(0);
+        let (alive_tx, alive) = crossbeam_channel::bounded::<()>(0);
+        let handle = StopHandle {
+            stop_claiming: Arc::new(AtomicBool::new(false)),
+            hard: Arc::new(AtomicBool::new(false)),
+            cancel: Arc::new(Mutex::new(Some(cancel_tx))),
+            store: pipeline.store.clone(),
+        };
+        let mut pool = WorkerPool {
+            threads: Vec::new(),
+            handle,
+            alive,
+        };
+        for i in 0..opts.workers.max(1) {
+            let keeper =
+                LeaseKeeper::with_cancel(pipeline.store.clone(), opts.ticks.clone(), cancel_rx.clone());
+            let name = format!("{}-{}-{i}", opts.name_prefix, std::process::id());
+            let worker = Worker::new(Arc::clone(&pipeline), keeper, name)
+                .with_hard_stop(Arc::clone(&pool.handle.hard));
+            let (handle, opts, events, alive) = (
+                pool.handle.clone(),
+                opts.clone(),
+                events.clone(),
+                alive_tx.clone(),
+            );
+            let thread = Service::start(&format!("leasehold-worker-{i}"), move |_| {
+                run_worker(&worker, &handle, &opts, events.as_ref());
+                drop(alive);
+            })
+            .map_err(|e| Error::Internal(format!("cannot start worker thread {i}: {e}")))?;
+            pool.threads.push(thread);
+        }
+        Ok(pool)
+    }
+
+    /// A handle that can stop this pool from another thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        self.handle.clone()
+    }
+
+    /// Stop claiming, give documents in flight `grace` to finish, then ask them
+    /// to stop and release what is left; returns when every thread has exited.
+    pub fn stop(self, grace: Duration) {
+        self.handle.stop_claiming();
+        let deadline = Instant::now() + grace;
+        // Waits for the last worker to return (every sender gone) or the grace to end.
+        while let Err(RecvTimeoutError::Timeout) | Ok(()) = self.alive.recv_deadline(deadline) {
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        // Dropping the pool stops hard and joins.
+    }
+
+    /// Wait for every worker to exit (with `until_idle`, when the work is done).
+    pub fn join(mut self) {
+        for t in std::mem::take(&mut self.threads) {
+            t.join();
+        }
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        self.handle.stop_hard();
+        // Each Service joins its thread as it is dropped.
+        self.threads.clear();
+    }
+}
+
+/// A worker thread's loop. A panic inside one step is caught and reported; the
+/// loop goes on, so the pool never hangs on one bad document.
+fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Option<&Sender<Event>>) {
+    let store = &worker.pipeline().store;
+    while !stop.stop_claiming.load(Ordering::SeqCst) {
+        let token = store.work_token();
+        if let Some(wait) = source_pause(worker, opts) {
+            if opts.until_idle && !opts.wait_for_source {
+                return;
+            }
+            store.wait_for_work(token, wait);
+            continue;
+        }
+        // A panic outside a document's own steps (which `process_one` contains
+        // itself) is a bug, not a configuration error: reported, and the loop goes on.
+        let outcome = catch_unwind(AssertUnwindSafe(|| worker.process_one())).unwrap_or_else(|p| {
+            Err(Error::Internal(format!(
+                "worker step panicked: {}",
+                panic_message(&*p)
+            )))
+        });
+        match outcome {
+            Ok(Processed::Idle) => {
+                if !idle_wait(store, opts, token) {
+                    return;
+                }
+            }
+            Ok(done) => send(events, worker, Ok(done)),
+            Err(e) => {
+                let fatal = e.is_corrupt() || e.is_config();
+                send(events, worker, Err(e.to_string()));
+                if fatal {
+                    stop.stop_claiming();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50 + fastrand::u64(0..100)));
+            }
+        }
+    }
+}
+
+/// How long to wait before claiming, if the source cannot be used now (its
+/// account is locked): pausing leaves the documents to workers that can.
+fn source_pause(worker: &Worker, opts: &PoolOptions) -> Option<Duration> {
+    let at = worker.pipeline().source.ready_at()?;
+    let now = worker.pipeline().store.now();
+    (at > now).then(|| Duration::from_millis((at - now) as u64).min(opts.idle_wait_cap))
+}
+
+/// Sleep until something may be claimable (or an in-process enqueue/release
+/// wakes us). Returns false when the pool should exit (`until_idle` and nothing
+/// left to wait for).
+fn idle_wait(store: &Store, opts: &PoolOptions, token: u64) -> bool {
+    let now = store.now();
+    let (next, leases) = match (store.next_claimable_at(), store.counts_extracting()) {
+        (Ok(n), Ok(l)) => (n, l),
+        _ => (Some(now), 1),
+    };
+    if opts.until_idle && leases == 0 && next.is_none_or(|t| t > now) {
+        return false;
+    }
+    let wait = match next {
+        Some(t) if t > now => Duration::from_millis((t - now) as u64).min(opts.idle_wait_cap),
+        Some(_) => Duration::ZERO,
+        None => opts.idle_wait_cap,
+    };
+    if !wait.is_zero() {
+        store.wait_for_work(token, wait);
+    }
+    true
+}
+
+fn send(events: Option<&Sender<Event>>, worker: &Worker, outcome: std::result::Result<Processed, String>) {
+    if let Some(tx) = events {
+        let _ = tx.send(Event {
+            worker: worker.name().to_owned(),
+            outcome,
+        });
+    }
+}

@@ -1,0 +1,358 @@
+//! One worker: a claim taken as far as it goes, fetch → extract → mirror write
+//! → fenced complete → cleanup (DESIGN §2 "worker").
+//!
+//! Every step after the claim runs under the claim's lease ([`LeaseKeeper`]);
+//! the fenced `complete` is the final guard, and its refusal is reported as
+//! [`Processed::Superseded`], never as success. Cleanup of the document's mirror
+//! directory runs after every claim, whatever happened.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::clock::Millis;
+use crate::error::Result;
+use crate::extract::{ExtractError, Extractor};
+use crate::fault::{crash_point, stall_point, CrashPoint};
+use crate::job::{Claim, Fenced, JobId, Parked, Rejection, Status};
+use crate::mirror::{Mirror, Written};
+use crate::pipeline::{LeaseFlag, LeaseKeeper};
+use crate::source::{Source, SourceError};
+use crate::store::Store;
+
+/// What happened to one claim. Only `Indexed` means our result was accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Processed {
+    /// Nothing was claimable.
+    Idle,
+    /// Our result was accepted.
+    Indexed {
+        /// The document.
+        key: String,
+        /// Its accepted result, relative to the mirror root.
+        path: String,
+    },
+    /// Our completion was refused: someone else owns or finished the document.
+    Superseded {
+        /// The document.
+        key: String,
+        /// What the row holds now.
+        rejection: Rejection,
+    },
+    /// Failed; will be retried at `at`.
+    Retrying {
+        /// The document.
+        key: String,
+        /// When it is claimable again.
+        at: Millis,
+        /// Why it failed.
+        error: String,
+    },
+    /// Failed for good.
+    Dead {
+        /// The document.
+        key: String,
+        /// Why it failed.
+        error: String,
+    },
+    /// A renewal was refused or failed; the work was abandoned.
+    LeaseLost {
+        /// The document.
+        key: String,
+        /// Why the lease is gone.
+        reason: String,
+    },
+    /// Handed back without spending the attempt (the pool is stopping).
+    Released {
+        /// The document.
+        key: String,
+    },
+    /// Handed back without spending the attempt until `until`: the source
+    /// cannot be used now (a locked credential, a rate limit).
+    Waiting {
+        /// The document.
+        key: String,
+        /// When it is claimable again at the latest.
+        until: Millis,
+        /// What it waits for.
+        reason: String,
+    },
+}
+
+/// Everything a worker needs, shared by the pool's threads.
+pub struct Pipeline {
+    /// The queue.
+    pub store: Store,
+    /// Where results are written.
+    pub mirror: Mirror,
+    /// Where document bytes come from.
+    pub source: Arc<dyn Source>,
+    /// How text is extracted.
+    pub extractor: Arc<dyn Extractor>,
+    /// Larger inputs fail permanently.
+    pub max_input_bytes: u64,
+    /// Queue each accepted result's text for the sink (the outbox), in the
+    /// transaction that accepts it.
+    pub deliver_results: bool,
+}
+
+/// One worker: a name, a lease keeper and the pipeline. `process_one` is the
+/// step tests drive directly.
+pub struct Worker {
+    pipeline: Arc<Pipeline>,
+    keeper: LeaseKeeper,
+    name: String,
+    /// Set when the pool stops hard: finish the current stage, then release.
+    hard_stop: Arc<AtomicBool>,
+}
+
+/// Why a claim ended before its fenced completion; `settle` turns it into the
+/// one store write that ends the claim.
+enum Stop {
+    /// A renewal was refused or failed: nothing is written, the lease runs out.
+    Lost(String),
+    /// The document's fault (or the source's): `fail`, retried or dead.
+    Failed { error: String, permanent: bool },
+    /// The pool is stopping: hand back without spending the attempt.
+    Release,
+    /// Not the document's fault and not now (a full disk, a locked account):
+    /// hand back without spending the attempt, parked until what it waits for.
+    Park { reason: String, parked: Parked },
+}
+
+/// A result written to the mirror, waiting for its fenced completion.
+struct Ready {
+    written: Written,
+    text: String,
+}
+
+/// The released claim's history line.
+const RELEASED_STOPPING: &str = "released: the worker pool is stopping";
+
+impl Worker {
+    /// A worker named `name` (recorded with its claims) over `pipeline`.
+    pub fn new(pipeline: Arc<Pipeline>, keeper: LeaseKeeper, name: impl Into<String>) -> Self {
+        Worker {
+            pipeline,
+            keeper,
+            name: name.into(),
+            hard_stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    pub(super) fn with_hard_stop(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.hard_stop = flag;
+        self
+    }
+
+    /// The worker's name, as recorded with its claims.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The pipeline this worker runs.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// Claim one document and take it as far as it goes. Never reports success
+    /// for a refused completion; runs cleanup either way.
+    pub fn process_one(&self) -> Result<Processed> {
+        let Some(claim) = self.pipeline.store.claim(&self.name)? else {
+            return Ok(Processed::Idle);
+        };
+        let id = claim.id;
+        let step = catch_unwind(AssertUnwindSafe(|| self.work_on(&claim))).unwrap_or_else(|panic| {
+            Err(Stop::Failed {
+                error: format!("{:?}: worker panicked: {}", claim.key, panic_message(&*panic)),
+                permanent: true,
+            })
+        });
+        let outcome = match step {
+            Ok(ready) => self.complete(claim, ready),
+            Err(stop) => self.settle(claim, stop),
+        };
+        self.cleanup(id)?;
+        outcome
+    }
+
+    /// fetch → extract → mirror write, each under the lease.
+    fn work_on(&self, claim: &Claim) -> std::result::Result<Ready, Stop> {
+        let p = &self.pipeline;
+        let bytes = self
+            .stage(claim, |_| p.source.fetch(&claim.key, p.max_input_bytes))?
+            .map_err(|e| self.stop_for_fetch(e))?;
+        let text = self.extract(claim, &bytes)?;
+        let written = self
+            .stage(claim, |_| {
+                p.mirror.write(claim.id.0, claim.fence, text.as_bytes())
+            })?
+            .map_err(|e| self.stop_for_mirror(claim, e))?;
+        Ok(Ready { written, text })
+    }
+
+    /// The extract stage: a panic in a parser fails the document, a raised stop
+    /// flag hands it back.
+    fn extract(&self, claim: &Claim, bytes: &[u8]) -> std::result::Result<String, Stop> {
+        let extractor = &self.pipeline.extractor;
+        let run = |flag: &LeaseFlag| {
+            catch_unwind(AssertUnwindSafe(|| {
+                extractor.extract(&claim.key, bytes, flag.stop_signal())
+            }))
+        };
+        match self.stage(claim, run)? {
+            Ok(Ok(text)) => Ok(text),
+            Ok(Err(ExtractError::Stopped)) => Err(Stop::Release),
+            Ok(Err(e)) => Err(Stop::Failed {
+                permanent: e.is_permanent(),
+                error: format!("{:?}: {e}", claim.key),
+            }),
+            Err(panic) => Err(Stop::Failed {
+                error: format!("{:?}: extractor panicked: {}", claim.key, panic_message(&*panic)),
+                permanent: true,
+            }),
+        }
+    }
+
+    /// A fetch that failed: a deferral (a locked credential, a rate limit)
+    /// parks the document without spending the attempt; anything else fails it.
+    fn stop_for_fetch(&self, e: SourceError) -> Stop {
+        match e {
+            SourceError::Deferred {
+                until, ref account, ..
+            } => {
+                let parked = match account {
+                    Some(name) => Parked::Account {
+                        name: name.clone(),
+                        until,
+                    },
+                    None => Parked::Until(until),
+                };
+                Stop::Park {
+                    reason: e.to_string(),
+                    parked,
+                }
+            }
+            e => Stop::Failed {
+                permanent: e.is_permanent(),
+                error: e.to_string(),
+            },
+        }
+    }
+
+    /// A mirror write that failed: a full or unwritable disk is not the
+    /// document's fault (parked with backoff); anything else is retried.
+    fn stop_for_mirror(&self, claim: &Claim, e: crate::mirror::MirrorError) -> Stop {
+        let store = &self.pipeline.store;
+        if e.is_disk_full() || e.is_unwritable() {
+            let until = store.now() + store.options().backoff.delay_ms(claim.attempts);
+            return Stop::Park {
+                reason: format!("{:?}: mirror write failed, will retry: {e}", claim.key),
+                parked: Parked::Until(until),
+            };
+        }
+        Stop::Failed {
+            error: format!("{:?}: mirror write failed: {e}", claim.key),
+            permanent: false,
+        }
+    }
+
+    /// Run one stage under the lease, unless the pool is stopping hard.
+    fn stage<T>(&self, claim: &Claim, f: impl FnOnce(&LeaseFlag) -> T) -> std::result::Result<T, Stop> {
+        if self.hard_stop.load(Ordering::SeqCst) {
+            return Err(Stop::Release);
+        }
+        self.keeper.run(claim, f).map_err(|lost| Stop::Lost(lost.reason))
+    }
+
+    /// The fenced completion; the claim is spent whatever the answer.
+    fn complete(&self, claim: Claim, ready: Ready) -> Result<Processed> {
+        let store = &self.pipeline.store;
+        stall_point();
+        let key = claim.key.clone();
+        let Written { rel_path, sha256, .. } = ready.written;
+        let answer = if self.pipeline.deliver_results {
+            store.complete_and_deliver(claim, &rel_path, &sha256, &ready.text)?
+        } else {
+            store.complete(claim, &rel_path, &sha256)?
+        };
+        Ok(match answer {
+            Fenced::Accepted => {
+                crash_point(CrashPoint::AfterCommit);
+                Processed::Indexed { key, path: rel_path }
+            }
+            Fenced::Rejected(rejection) => Processed::Superseded { key, rejection },
+        })
+    }
+
+    /// Write what ended the claim early, and say what the row became.
+    fn settle(&self, claim: Claim, stop: Stop) -> Result<Processed> {
+        let store = &self.pipeline.store;
+        let (key, id) = (claim.key.clone(), claim.id);
+        let fenced = match &stop {
+            Stop::Lost(reason) => {
+                return Ok(Processed::LeaseLost {
+                    key,
+                    reason: reason.clone(),
+                })
+            }
+            Stop::Release => store.release(claim, RELEASED_STOPPING)?,
+            Stop::Park { reason, parked } => store.park(claim, reason, parked.clone())?,
+            Stop::Failed { error, permanent } => store.fail(claim, error, *permanent)?,
+        };
+        if let Fenced::Rejected(rejection) = fenced {
+            return Ok(Processed::Superseded { key, rejection });
+        }
+        Ok(match stop {
+            Stop::Lost(reason) => Processed::LeaseLost { key, reason },
+            Stop::Release => Processed::Released { key },
+            Stop::Park {
+                reason,
+                parked: parked @ Parked::Account { .. },
+            } => Processed::Waiting {
+                key,
+                until: parked.until(),
+                reason,
+            },
+            Stop::Park { reason, parked } => Processed::Retrying {
+                key,
+                at: parked.until(),
+                error: reason,
+            },
+            Stop::Failed { error, .. } => self.failed(key, id, error)?,
+        })
+    }
+
+    /// A failure was written: retrying (with when) or dead.
+    fn failed(&self, key: String, id: JobId, error: String) -> Result<Processed> {
+        Ok(match self.pipeline.store.job(id)? {
+            Some(job) if job.status == Status::Retrying => Processed::Retrying {
+                key,
+                at: job.retry_at.unwrap_or_default(),
+                error,
+            },
+            _ => Processed::Dead { key, error },
+        })
+    }
+
+    /// Remove every generation of the document that is neither accepted nor the
+    /// current owner's. A failure other than a damaged store is left to `gc`.
+    fn cleanup(&self, id: JobId) -> Result<()> {
+        match super::cleanup(&self.pipeline.store, &self.pipeline.mirror, id) {
+            Err(e) if e.is_corrupt() => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The text of a panic payload.
+pub(super) fn panic_message(p: &(dyn Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".into()
+    }
+}

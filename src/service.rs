@@ -1,0 +1,108 @@
+//! One start/stop shape for background components (the checkpointer, the lease
+//! keeper's heartbeat, the courier, the worker pool's threads), after River's
+//! services: `start` spawns the component's loop on a named thread and returns a
+//! handle; [`Service::stop`], or dropping the handle, asks the loop to end and
+//! joins its thread. A component's loop is a timer plus a step: it naps on its
+//! [`StopSignal`] between steps, so a stop is seen within one nap and no thread
+//! outlives its handle.
+
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+/// A running background component; stopped and joined on [`Service::stop`] or drop.
+#[derive(Debug)]
+pub(crate) struct Service<T: Send + 'static = ()> {
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<T>>,
+}
+
+/// What a component's loop watches: closed when its handle stops it.
+#[derive(Debug, Clone)]
+pub(crate) struct StopSignal(Receiver<()>);
+
+impl StopSignal {
+    /// Sleep up to `d`; false once a stop was asked (at once if it already was).
+    pub(crate) fn nap(&self, d: Duration) -> bool {
+        matches!(self.0.recv_timeout(d), Err(RecvTimeoutError::Timeout))
+    }
+
+    /// The channel itself, for loops that `select!` over several sources.
+    pub(crate) fn receiver(&self) -> &Receiver<()> {
+        &self.0
+    }
+}
+
+impl<T: Send + 'static> Service<T> {
+    /// Run `body` on a thread named `name`. A thread that cannot be spawned is
+    /// an error the caller decides about (the store runs without a checkpointer,
+    /// a pool refuses to start).
+    pub(crate) fn start(
+        name: &str,
+        body: impl FnOnce(StopSignal) -> T + Send + 'static,
+    ) -> std::io::Result<Service<T>> {
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+        let thread = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || body(StopSignal(stopped)))?;
+        Ok(Service {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Ask the loop to end and wait for it; its answer, or `None` if it panicked.
+    pub(crate) fn stop(mut self) -> Option<T> {
+        self.shutdown()
+    }
+
+    /// Wait for the loop to return on its own, without asking it to stop.
+    pub(crate) fn join(mut self) -> Option<T> {
+        let answer = self.thread.take()?.join().ok();
+        answer
+    }
+
+    fn shutdown(&mut self) -> Option<T> {
+        drop(self.stop.take());
+        self.thread.take()?.join().ok()
+    }
+}
+
+impl<T: Send + 'static> Drop for Service<T> {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_ends_the_loop_and_returns_its_answer() {
+        let svc = Service::start("test-service", |stop| {
+            let mut naps = 0;
+            while stop.nap(Duration::from_millis(1)) {
+                naps += 1;
+            }
+            naps
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(svc.stop().unwrap() > 0);
+    }
+
+    #[test]
+    fn dropping_the_handle_joins_the_thread() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        drop(
+            Service::start("test-service", move |stop| {
+                while stop.nap(Duration::from_secs(60)) {}
+                tx.send("ended").unwrap();
+            })
+            .unwrap(),
+        );
+        assert_eq!(rx.try_recv(), Ok("ended"), "the loop ended before drop returned");
+    }
+}

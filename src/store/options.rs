@@ -1,0 +1,164 @@
+//! How a store behaves: the options an embedding program sets, and the part of
+//! them the write SQL needs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::OutboxCap;
+use crate::clock::{duration_ms, Clock, Millis, SystemClock};
+use crate::error::{Error, Result};
+
+/// `synchronous` pragma: NORMAL (durable across process crashes; a power loss
+/// may lose the last commits) or FULL (every commit waits for an fsync).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    #[default]
+    Normal,
+    Full,
+}
+
+/// Retry delay after a failure: exponential from `base`, capped at `max`, with up
+/// to `jitter` (0..1) of it taken off at random so that a burst of failures does
+/// not come back as a burst.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    pub base: Duration,
+    pub max: Duration,
+    pub jitter: f64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            base: Duration::from_secs(2),
+            max: Duration::from_secs(600),
+            jitter: 0.25,
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before retry number `attempts` (1 = after the first failure).
+    pub fn delay_ms(&self, attempts: i64) -> Millis {
+        let exp = attempts.clamp(1, 40) - 1;
+        let raw = duration_ms(self.base).saturating_mul(1i64 << exp.min(40));
+        let capped = raw.min(duration_ms(self.max)).max(0);
+        let jitter = self.jitter.clamp(0.0, 1.0);
+        let off = (capped as f64 * jitter * fastrand::f64()) as i64;
+        (capped - off).max(0)
+    }
+}
+
+/// How a store behaves. Build with `StoreOptions::default()` and the setters.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// How long a claim owns a document without renewing.
+    pub lease: Duration,
+    /// Claims a document may take before it is declared dead.
+    pub max_attempts: u32,
+    pub backoff: Backoff,
+    pub synchronous: Synchronous,
+    /// Pooled connections (readers and the group-commit leader share them).
+    pub pool_size: u32,
+    /// How long one statement waits for the write lock before SQLite says BUSY.
+    pub busy_timeout: Duration,
+    /// How often the background thread checkpoints the WAL; `None` disables it.
+    pub checkpoint_every: Option<Duration>,
+    /// Where "now" comes from.
+    pub clock: Arc<dyn Clock>,
+    /// The cap of the outbox of results waiting for a sink.
+    pub outbox: OutboxCap,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            lease: Duration::from_secs(30),
+            max_attempts: 5,
+            backoff: Backoff::default(),
+            synchronous: Synchronous::Normal,
+            pool_size: 8,
+            busy_timeout: Duration::from_secs(5),
+            checkpoint_every: Some(Duration::from_millis(250)),
+            clock: Arc::new(SystemClock),
+            outbox: OutboxCap {
+                max_age_ms: 24 * 3600 * 1000,
+                max_bytes: 256 * 1024 * 1024,
+            },
+        }
+    }
+}
+
+impl StoreOptions {
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+    pub fn backoff(mut self, b: Backoff) -> Self {
+        self.backoff = b;
+        self
+    }
+    pub fn synchronous(mut self, s: Synchronous) -> Self {
+        self.synchronous = s;
+        self
+    }
+    pub fn pool_size(mut self, n: u32) -> Self {
+        self.pool_size = n;
+        self
+    }
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+    pub fn checkpoint_every(mut self, every: Option<Duration>) -> Self {
+        self.checkpoint_every = every;
+        self
+    }
+    /// The outbox's cap (age and bytes).
+    pub fn outbox(mut self, cap: OutboxCap) -> Self {
+        self.outbox = cap;
+        self
+    }
+
+    pub(super) fn validate(&self) -> Result<()> {
+        if self.lease.is_zero() {
+            return Err(invalid("lease", "must be longer than zero"));
+        }
+        if self.max_attempts == 0 {
+            return Err(invalid("max_attempts", "must be at least 1"));
+        }
+        if !(0.0..=1.0).contains(&self.backoff.jitter) {
+            return Err(invalid("backoff jitter", "must be between 0 and 1"));
+        }
+        Ok(())
+    }
+}
+
+fn invalid(what: &'static str, reason: &str) -> Error {
+    Error::InvalidInput {
+        what,
+        reason: reason.into(),
+    }
+}
+
+/// The parts of the options the write SQL needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Policy {
+    pub lease_ms: Millis,
+    pub backoff: Backoff,
+    pub outbox: OutboxCap,
+}
+
+impl Policy {
+    pub(super) fn of(opts: &StoreOptions) -> Policy {
+        Policy {
+            lease_ms: duration_ms(opts.lease),
+            backoff: opts.backoff,
+            outbox: opts.outbox,
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! The write transaction: group commit within a process, fair turns between
+//! processes, `BEGIN IMMEDIATE`, and bounded retries after BUSY (DESIGN §8).
+
+use std::time::Duration;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::write::{self, WriteOp, WriteOut};
+use super::Store;
+use crate::clock::Millis;
+use crate::error::{is_retryable, Error, Result};
+
+/// Bounded retries of a whole transaction after BUSY/LOCKED (beyond busy_timeout).
+const BUSY_RETRIES: u32 = 10;
+
+impl Store {
+    pub(super) fn submit(&self, op: WriteOp) -> Result<WriteOut> {
+        self.inner.group.submit(op, |ops| self.commit_batch(ops))
+    }
+
+    /// Commit a group-commit batch: all in one transaction; if that fails for a
+    /// reason other than contention, each op alone, so one bad op fails alone.
+    fn commit_batch(&self, ops: &[&WriteOp]) -> Vec<Result<WriteOut>> {
+        let policy = &self.inner.policy;
+        let all: Result<Vec<WriteOut>> =
+            self.write_tx(|tx, now| ops.iter().map(|op| write::apply(tx, now, policy, op)).collect());
+        match all {
+            Ok(outs) => outs.into_iter().map(Ok).collect::<Vec<_>>(),
+            Err(e) if ops.len() == 1 => vec![Err(e)],
+            // Contention outlived the retries: replaying op by op would only
+            // multiply the wait (and starve every heartbeat in the batch).
+            Err(Error::Busy { path, attempts }) => ops
+                .iter()
+                .map(|_| {
+                    Err(Error::Busy {
+                        path: path.clone(),
+                        attempts,
+                    })
+                })
+                .collect(),
+            Err(_) => ops
+                .iter()
+                .map(|op| self.write_tx(|tx, now| write::apply(tx, now, policy, op)))
+                .collect(),
+        }
+    }
+
+    /// Run `f` in a `BEGIN IMMEDIATE` transaction with `now` read after the
+    /// write lock is held; retry the whole transaction a bounded number of
+    /// times, with jitter, when SQLite says BUSY/LOCKED past busy_timeout.
+    pub(crate) fn write_tx<T>(
+        &self,
+        mut f: impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.conn()?;
+        let _turn = self.inner.turnstile.enter();
+        for attempt in 1..=BUSY_RETRIES {
+            match self.try_write_tx(&mut conn, &mut f) {
+                Ok(v) => return Ok(v),
+                Err(e) if is_retryable(&e) => backoff_sleep(attempt),
+                Err(e) => return Err(Error::from_sqlite(&self.inner.path, e)),
+            }
+        }
+        Err(Error::Busy {
+            path: self.inner.path.clone(),
+            attempts: BUSY_RETRIES,
+        })
+    }
+
+    fn try_write_tx<T>(
+        &self,
+        conn: &mut Connection,
+        f: &mut impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let now = self.now();
+        match f(&tx, now) {
+            // A failed COMMIT leaves the transaction open; dropping `tx` (inside
+            // commit) issues the ROLLBACK.
+            Ok(v) => tx.commit().map(|_| v),
+            Err(e) => {
+                let _ = tx.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        let conn = self.conn()?;
+        f(&conn).map_err(|e| Error::from_sqlite(&self.inner.path, e))
+    }
+
+    pub(super) fn conn(&self) -> Result<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
+        self.inner.pool.get().map_err(|source| Error::Pool {
+            path: self.inner.path.clone(),
+            source,
+        })
+    }
+}
+
+/// Sleep a little, growing and jittered, so that retrying processes spread out.
+fn backoff_sleep(attempt: u32) {
+    let cap = 2u64.saturating_pow(attempt.min(8)).min(200);
+    std::thread::sleep(Duration::from_millis(1 + fastrand::u64(0..=cap)));
+}
