@@ -165,6 +165,7 @@ pub struct FileConfig {
 pub struct AccountConfig {
     /// The name other sections and the gate's rows refer to; never secret.
     pub name: String,
+    /// The login sent to the upstream API with the password; not secret, so it may be logged.
     pub username: String,
     /// Resolved from `password_env` or `password_file`; never printed.
     pub password: Secret,
@@ -296,7 +297,9 @@ pub enum ConfigError {
     /// The file could not be read.
     #[error("{path}: cannot read: {source}")]
     Read {
+        /// The configuration file.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -304,19 +307,30 @@ pub enum ConfigError {
     /// carries the line and column; it quotes the offending line only when the
     /// file holds no inline `password` (see [`FileConfig::parse`]).
     #[error("{path}: {message}")]
-    Syntax { path: PathBuf, message: String },
+    Syntax {
+        /// The configuration file.
+        path: PathBuf,
+        /// The TOML parser's message, with line and column (redacted if the file has an inline password).
+        message: String,
+    },
     /// A value that parsed but is not acceptable.
     #[error("{path}: {key}: {reason}")]
     Invalid {
+        /// The configuration file.
         path: PathBuf,
+        /// The section and key at fault, e.g. `[sink.http] batch_size`.
         key: String,
+        /// What is wrong with the value and what would be accepted.
         reason: String,
     },
     /// A password could not be resolved, or was written inline.
     #[error("{path}: {key}: {reason}")]
     Password {
+        /// The configuration file.
         path: PathBuf,
+        /// The account and its password key at fault, e.g. `[[account]] "a" password_env`.
         key: String,
+        /// Why the password could not be used; never contains the password itself.
         reason: String,
     },
 }

@@ -17,65 +17,115 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// The database's directory does not exist; nothing was created.
     #[error("{path}: directory does not exist")]
-    MissingDirectory { path: PathBuf },
+    MissingDirectory {
+        /// The database path whose parent directory is missing.
+        path: PathBuf,
+    },
     /// The file exists but is not a SQLite database.
     #[error("{path}: not a SQLite database")]
-    NotADatabase { path: PathBuf },
+    NotADatabase {
+        /// The database file.
+        path: PathBuf,
+    },
     /// The database is damaged. No mirror sweeps run while the store is in this state.
     #[error("{path}: corrupt store: {detail}")]
-    Corrupt { path: PathBuf, detail: String },
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's message, or what the integrity check found.
+        detail: String,
+    },
     /// The database (or its directory) cannot be written.
     #[error("{path}: read-only: {detail}")]
-    ReadOnly { path: PathBuf, detail: String },
+    ReadOnly {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's message.
+        detail: String,
+    },
     /// The database cannot be opened at all.
     #[error("{path}: cannot open: {detail}")]
-    CannotOpen { path: PathBuf, detail: String },
+    CannotOpen {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's message.
+        detail: String,
+    },
     /// The file was written by a newer leasehold; refusing to downgrade it.
     #[error("{path}: schema version {found} is newer than this build supports ({supported})")]
     SchemaTooNew {
+        /// The database file.
         path: PathBuf,
+        /// The file's `user_version`.
         found: i64,
+        /// The newest schema version this build knows how to use.
         supported: i64,
     },
     /// The database is a SQLite file but not a leasehold store.
     #[error("{path}: not a leasehold store: {detail}")]
-    ForeignSchema { path: PathBuf, detail: String },
+    ForeignSchema {
+        /// The database file.
+        path: PathBuf,
+        /// What gave it away (e.g. tables without a leasehold schema version).
+        detail: String,
+    },
     /// `journal_mode=WAL` did not take (e.g. a file system without shared memory).
     #[error("{path}: journal_mode is {mode:?}, expected \"wal\"")]
-    WalNotEnabled { path: PathBuf, mode: String },
+    WalNotEnabled {
+        /// The database file.
+        path: PathBuf,
+        /// The journal mode SQLite reported back instead of `wal`.
+        mode: String,
+    },
     /// The disk is full: the operation failed, nothing was lost; retry later.
     #[error("{path}: disk full")]
-    DiskFull { path: PathBuf },
+    DiskFull {
+        /// The database file.
+        path: PathBuf,
+    },
     /// Still busy after the bounded retries.
     #[error("{path}: database stayed busy after {attempts} attempts")]
-    Busy { path: PathBuf, attempts: u32 },
+    Busy {
+        /// The database file.
+        path: PathBuf,
+        /// How many times the operation was tried before giving up.
+        attempts: u32,
+    },
     /// Any other SQLite failure.
     #[error("{path}: {source}")]
     Sqlite {
+        /// The database file.
         path: PathBuf,
+        /// The error as rusqlite reported it.
         #[source]
         source: rusqlite::Error,
     },
     /// The connection pool could not hand out a connection.
     #[error("{path}: connection pool: {source}")]
     Pool {
+        /// The database file.
         path: PathBuf,
+        /// The pool's error: a timeout waiting for a free connection, or one that failed to open.
         #[source]
         source: r2d2::Error,
     },
     /// A file-system operation failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory the operation was on.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
     /// A caller passed something the store cannot take.
     #[error("invalid {what}: {reason}")]
-    InvalidInput { what: &'static str, reason: String },
-    /// A mirror operation failed.
-    #[error(transparent)]
-    Mirror(#[from] crate::mirror::MirrorError),
+    InvalidInput {
+        /// Which input was refused (an option name, a parameter).
+        what: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
     /// Something that cannot happen did (a bug, or a panic caught on a worker
     /// thread): not the caller's input, not the configuration.
     #[error("internal error: {0}")]
@@ -107,11 +157,7 @@ impl Error {
 
     /// The disk is full: nothing was lost, retry later.
     pub fn is_disk_full(&self) -> bool {
-        match self {
-            Error::DiskFull { .. } => true,
-            Error::Mirror(m) => m.is_disk_full(),
-            _ => false,
-        }
+        matches!(self, Error::DiskFull { .. })
     }
 
     /// A configuration problem found at start (bad path, read-only, newer schema).

@@ -226,24 +226,45 @@ impl fmt::Display for Rejection {
 /// A snapshot of one row of the jobs table.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Job {
+    /// The row id ([`JobId`]); mirror paths derive from it.
     pub id: i64,
+    /// The document key (e.g. a path relative to the source root).
     pub key: String,
+    /// The source version last enqueued; a changed one re-queues the document.
     pub version: String,
+    /// Where the document is in its life.
     #[serde(serialize_with = "ser_status")]
     pub status: Status,
+    /// The token of the claim that holds the row now; `None` unless extracting.
     pub owner_token: Option<String>,
+    /// The name of the worker that made that claim, for people reading the table;
+    /// `None` unless extracting.
     pub owner_worker: Option<String>,
+    /// The fence of the latest claim (+1 per claim, never reused); names the
+    /// mirror generation.
     pub fence: i64,
+    /// When the current lease runs out (ms from the injected clock); `None`
+    /// unless extracting.
     pub lease_expires_at: Option<Millis>,
+    /// Attempts spent so far, including a claim in progress.
     pub attempts: i64,
+    /// Attempts allowed before the document is given up as [`Status::Dead`].
     pub max_attempts: i64,
+    /// When a retrying or parked document becomes claimable again (ms from the
+    /// injected clock).
     pub retry_at: Option<Millis>,
+    /// The latest failure's message; cleared when a result is accepted.
     pub last_error: Option<String>,
+    /// The accepted result, relative to the mirror root; stays until a new one
+    /// is accepted.
     pub result_path: Option<String>,
+    /// The SHA-256 of the accepted result.
     pub checksum: Option<String>,
     /// The source file has disappeared; `gc` removes its mirror files.
     pub source_gone: bool,
+    /// When the document was first enqueued (ms from the injected clock).
     pub created_at: Millis,
+    /// When the row last changed (ms from the injected clock).
     pub updated_at: Millis,
 }
 
@@ -254,7 +275,9 @@ fn ser_status<S: serde::Serializer>(s: &Status, ser: S) -> Result<S::Ok, S::Erro
 /// One line of a document's history: a transition, or a refused fenced write.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HistoryEntry {
+    /// The document's row id.
     pub job_id: i64,
+    /// When it happened (ms from the injected clock).
     pub at: Millis,
     /// e.g. `claimed`, `completed`, `complete_rejected`.
     pub event: String,
@@ -294,10 +317,15 @@ impl Enqueued {
 /// Number of documents in each status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
+    /// Documents waiting for their first (or next) claim.
     pub discovered: u64,
+    /// Documents under a claim, whether its lease is live or has run out.
     pub extracting: u64,
+    /// Documents with an accepted result.
     pub indexed: u64,
+    /// Documents that failed and wait for their `retry_at`.
     pub retrying: u64,
+    /// Documents given up on.
     pub dead: u64,
 }
 
@@ -332,11 +360,17 @@ impl Counts {
 /// A lease that has not run out yet.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LiveLease {
+    /// The document's row id.
     pub id: i64,
+    /// The document key.
     pub key: String,
+    /// The token of the claim that holds the row now.
     pub owner_token: String,
+    /// The worker that made the claim, if it gave a name.
     pub owner_worker: Option<String>,
+    /// The fence of the claim that holds the row now.
     pub fence: i64,
+    /// When the lease runs out unless renewed (ms from the injected clock).
     pub lease_expires_at: Millis,
 }
 

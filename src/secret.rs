@@ -8,6 +8,7 @@
 pub struct Secret(String);
 
 impl Secret {
+    /// Wraps a password; from here on it prints only as a placeholder.
     pub fn new(value: impl Into<String>) -> Secret {
         Secret(value.into())
     }

@@ -22,8 +22,8 @@ use crossbeam_channel::Sender;
 
 use leasehold::extract::{ExtractError, Extractor};
 use leasehold::mirror::{Mirror, Written};
-use leasehold::pipeline::{keep_for, Pipeline, Processed, Worker};
 use leasehold::pipeline::{LeaseKeeper, Ticks};
+use leasehold::pipeline::{Pipeline, Processed, Worker};
 use leasehold::source::{Source, SourceError};
 use leasehold::testing::Fault;
 use leasehold::{Error, JobId, ManualClock, NewDoc, Status, Store, StoreOptions};
@@ -487,7 +487,7 @@ fn trial_in_process(c: &Corpus) -> Verdict {
         Ok(_) => {}
     }
     let mirror = Mirror::open(c.mirror()).unwrap();
-    let _ = mirror.sweep::<Error>(false, |id| keep_for(&store, JobId(id)));
+    let _ = leasehold::pipeline::sweep(&store, &mirror, false);
     Verdict::Swept
 }
 

@@ -20,7 +20,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use common::TempStore;
 use leasehold::extract::{ExtractError, Extractor, ExtractorRegistry};
 use leasehold::mirror::{Mirror, Written};
-use leasehold::pipeline::{keep_for, Event, Pipeline, PoolOptions, Processed, Worker, WorkerPool};
+use leasehold::pipeline::{Event, Pipeline, PoolOptions, Processed, Worker, WorkerPool};
 use leasehold::pipeline::{LeaseKeeper, LeaseLost, Ticks};
 use leasehold::source::{key_for, DirSource, Source, SourceError};
 use leasehold::{Claim, Clock, Enqueued, Fenced, JobId, NewDoc, Rejection, Status, Store};
@@ -344,7 +344,7 @@ fn late_worker_is_fenced_out_and_its_cleanup_spares_the_accepted_and_current_gen
         .complete(c, &c_written.rel_path, &c_written.sha256)
         .unwrap()
         .is_accepted());
-    let report = mirror.cleanup(id.0, || keep_for(&store_c, id)).unwrap();
+    let report = leasehold::pipeline::cleanup(&store_c, &mirror, id).unwrap();
     assert_eq!(report.removed, vec![b_path]);
     assert_eq!(
         mirror.list_doc_files(id.0).unwrap(),
@@ -616,9 +616,7 @@ fn cleanups_racing_writers_of_successive_generations_never_delete_the_accepted_o
                     ready.send(()).unwrap();
                     let mut passes = 0;
                     loop {
-                        mirror
-                            .cleanup(id.0, || keep_for(store, id))
-                            .map_err(|e| e.to_string())?;
+                        leasehold::pipeline::cleanup(store, mirror, id).map_err(|e| e.to_string())?;
                         passes += 1;
                         if stop.load(Ordering::SeqCst) {
                             return Ok(passes);
@@ -730,7 +728,7 @@ fn cleanups_racing_writers_of_successive_generations_never_delete_the_accepted_o
         "temp files left: {files:?}"
     );
     assert!(files.contains(&accepted), "{files:?}");
-    mirror.cleanup(id.0, || keep_for(store, id)).unwrap();
+    leasehold::pipeline::cleanup(store, &mirror, id).unwrap();
     assert_eq!(mirror.list_doc_files(id.0).unwrap(), vec![accepted]);
 }
 

@@ -14,19 +14,17 @@
 //! including a store that cannot be opened at all, becomes a problem line (exit
 //! 1), so a damaged data directory gets a diagnosis rather than a refusal.
 //!
-//! The extra row checks read the database through a read-only connection of
-//! their own: the store offers no query for them, and the store stays the only
-//! module that writes SQL.
+//! The row checks' SQL lives in the store (`store/check.rs`), behind a
+//! read-only connection of its own; this room only decides what is a problem
+//! and how it reads.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
-
-use rusqlite::{Connection, OpenFlags};
 
 use crate::mirror::Mirror;
-use crate::pipeline::keep_for;
-use crate::{JobId, Store, StoreOptions};
+use crate::pipeline::sweep;
+use crate::store::{Checker, IndexedRow};
+use crate::{Store, StoreOptions};
 
 use super::args::Global;
 use super::CliError;
@@ -270,7 +268,7 @@ impl Doctor {
     /// without indexes, so that a damaged index cannot hide a duplicate.
     fn row_checks(&mut self, db: &Path) {
         let path = db.display().to_string();
-        let found = read_only(db).and_then(|c| lease_violations(&c));
+        let found = Checker::open(db).and_then(|c| c.lease_violations());
         match found {
             Ok(lines) => {
                 for (subject, message) in lines {
@@ -284,7 +282,7 @@ impl Doctor {
     /// Every accepted result exists and matches its checksum.
     fn results(&mut self, db: &Path, mirror: &Mirror) {
         let path = db.display().to_string();
-        let conn = match read_only(db) {
+        let checker = match Checker::open(db) {
             Ok(c) => c,
             Err(e) => {
                 return self.problem("result", &path, format!("{path}: cannot list results: {e}"));
@@ -292,7 +290,7 @@ impl Doctor {
         };
         let mut after = i64::MIN;
         loop {
-            let page = match indexed_page(&conn, after) {
+            let page = match checker.indexed_page(after, PAGE) {
                 Ok(p) => p,
                 Err(e) => {
                     return self.problem("result", &path, format!("{path}: cannot list results: {e}"));
@@ -338,7 +336,7 @@ impl Doctor {
     /// What `gc` would remove (a dry run of its sweep: nothing is deleted), and
     /// document directories of ids the database does not have.
     fn leftovers(&mut self, store: &Store, mirror: &Mirror) {
-        let swept = mirror.sweep::<crate::Error>(true, |id| keep_for(store, JobId(id)));
+        let swept = sweep(store, mirror, true);
         let report = match swept {
             Ok(r) => r,
             Err(e) => {
@@ -367,91 +365,6 @@ impl Doctor {
         }
         self.checked.unknown_entries = report.unknown;
     }
-}
-
-/// One indexed row, as the results check needs it.
-struct IndexedRow {
-    id: i64,
-    key: String,
-    result_path: Option<String>,
-    checksum: Option<String>,
-}
-
-fn read_only(db: &Path) -> rusqlite::Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(db, flags)?;
-    conn.busy_timeout(Duration::from_secs(5))?;
-    Ok(conn)
-}
-
-fn indexed_page(conn: &Connection, after: i64) -> rusqlite::Result<Vec<IndexedRow>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, doc_key, result_path, checksum FROM jobs
-         WHERE status = 'indexed' AND id > ?1 ORDER BY id LIMIT ?2",
-    )?;
-    let rows = stmt.query_map([after, PAGE], |r| {
-        Ok(IndexedRow {
-            id: r.get(0)?,
-            key: r.get(1)?,
-            result_path: r.get(2)?,
-            checksum: r.get(3)?,
-        })
-    })?;
-    rows.collect()
-}
-
-/// (subject, message) for every row that breaks "at most one live owner".
-fn lease_violations(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    let mut stmt =
-        conn.prepare("SELECT doc_key, count(*) FROM jobs NOT INDEXED GROUP BY doc_key HAVING count(*) > 1")?;
-    for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
-        let (key, n) = row?;
-        out.push((key.clone(), format!("{key:?}: {n} rows share this document key")));
-    }
-    let mut stmt = conn.prepare(
-        "SELECT doc_key, status, owner_token IS NULL OR owner_token = '', lease_expires_at IS NULL
-         FROM jobs NOT INDEXED
-         WHERE (status = 'extracting' AND (owner_token IS NULL OR owner_token = '' OR lease_expires_at IS NULL))
-            OR (status <> 'extracting' AND owner_token IS NOT NULL)",
-    )?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, bool>(2)?,
-            r.get::<_, bool>(3)?,
-        ))
-    })?;
-    for row in rows {
-        let (key, status, no_token, no_lease) = row?;
-        let what = match (status.as_str(), no_token, no_lease) {
-            ("extracting", true, _) => "is extracting without an owner token".to_string(),
-            ("extracting", _, _) => "is extracting without a lease expiry".to_string(),
-            _ => format!("is {status} but still holds an owner token"),
-        };
-        out.push((key.clone(), format!("{key:?}: {what}")));
-    }
-    let mut stmt = conn.prepare(
-        "SELECT owner_token, count(*), min(doc_key) FROM jobs NOT INDEXED
-         WHERE owner_token IS NOT NULL GROUP BY owner_token HAVING count(*) > 1",
-    )?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, i64>(1)?,
-            r.get::<_, String>(2)?,
-        ))
-    })?;
-    for row in rows {
-        let (_token, n, key) = row?;
-        // The token is a claim's capability: named by the document, never printed.
-        out.push((
-            key.clone(),
-            format!("{key:?}: its owner token is shared by {n} documents"),
-        ));
-    }
-    Ok(out)
 }
 
 /// An error as one line.

@@ -1,4 +1,4 @@
-//! The command-line tool: turn flags into a validated [`config::Config`], then
+//! The command-line tool: turn flags into a validated `config::Config`, then
 //! run one command.
 
 mod args;
@@ -51,6 +51,15 @@ impl From<crate::Error> for CliError {
             CliError::Config(line)
         } else {
             CliError::Runtime(line)
+        }
+    }
+}
+
+impl From<crate::pipeline::CleanupError> for CliError {
+    fn from(e: crate::pipeline::CleanupError) -> Self {
+        match e {
+            crate::pipeline::CleanupError::Store(e) => e.into(),
+            mirror => CliError::Runtime(mirror.to_string().replace('\n', " ")),
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::pipeline::keep_for;
+use crate::pipeline::sweep;
 use crate::{Job, JobId, Millis, Status, Store};
 
 use super::config::Config;
@@ -162,10 +162,7 @@ pub fn gc(cfg: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError>
             problems[0].replace('\n', " ")
         )));
     }
-    let store = &cfg.store;
-    let report = cfg
-        .mirror
-        .sweep::<crate::Error>(dry_run, |id| keep_for(store, JobId(id)))?;
+    let report = sweep(&cfg.store, &cfg.mirror, dry_run)?;
     if json {
         print_json(&serde_json::json!({
             "dry_run": dry_run,

@@ -20,10 +20,15 @@ mod text;
 /// Which extractor handles a document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// Text without markup (any encoding the decoder recognises).
     PlainText,
+    /// CommonMark: the markup is dropped, the text kept.
     Markdown,
+    /// HTML: visible text only (no script, style or head).
     Html,
+    /// PDF.
     Pdf,
+    /// Word's Office Open XML document.
     Docx,
 }
 
@@ -49,12 +54,30 @@ impl fmt::Display for Format {
 /// Why a document produced no text.
 #[derive(Debug, thiserror::Error)]
 pub enum ExtractError {
+    /// The input is over the configured limit.
     #[error("document is {size} bytes, over the limit of {limit} bytes")]
-    TooLarge { size: u64, limit: u64 },
+    TooLarge {
+        /// The input's size in bytes.
+        size: u64,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// No extractor handles this content.
     #[error("unsupported document: {reason}")]
-    Unsupported { reason: String },
+    Unsupported {
+        /// What the content was taken for.
+        reason: String,
+    },
+    /// The format was recognised but the document is broken.
     #[error("malformed {format} document: {reason}")]
-    Malformed { format: Format, reason: String },
+    Malformed {
+        /// The format it was parsed as.
+        format: Format,
+        /// What the parser said.
+        reason: String,
+    },
+    /// The stop flag was raised (the lease was lost or the pool stops hard):
+    /// not the document's fault.
     #[error("extraction stopped: the worker lost its lease")]
     Stopped,
 }
@@ -78,6 +101,8 @@ impl ExtractError {
 /// Pluggable extractor: the worker pool calls this on a worker thread. `stop` is raised when the
 /// worker lost its lease; long extractions may poll it and return [`ExtractError::Stopped`] early.
 pub trait Extractor: Send + Sync {
+    /// The text of the document `name` (a key or path, used for the extension)
+    /// whose content is `bytes`; may return early with `Stopped` once `stop` is raised.
     fn extract(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError>;
 }
 
@@ -94,12 +119,15 @@ pub struct ExtractorRegistry {
 const DOCX_INFLATE_FACTOR: u64 = 4;
 
 impl ExtractorRegistry {
+    /// The input limit when none is configured (64 MiB).
     pub const DEFAULT_MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 
+    /// A registry refusing inputs over `max_input_bytes`.
     pub fn new(max_input_bytes: u64) -> Self {
         Self { max_input_bytes }
     }
 
+    /// The input limit in bytes.
     pub fn max_input_bytes(&self) -> u64 {
         self.max_input_bytes
     }

@@ -47,25 +47,57 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 /// Errors of the mirror. Every variant that concerns a file names it.
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
+    /// A file-system operation failed; [`MirrorError::is_disk_full`] and
+    /// [`MirrorError::is_unwritable`] tell whether the document is to blame.
     #[error("I/O error on {}: {source}", .path.display())]
     Io {
+        /// The file or directory the operation was on.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: io::Error,
     },
+    /// The generation file is already there: generations are written once, so
+    /// a second write for the same fence is refused rather than replacing it.
     #[error("generation file already exists: {}", .path.display())]
-    GenerationExists { path: PathBuf },
+    GenerationExists {
+        /// The generation file that exists.
+        path: PathBuf,
+    },
+    /// The mirror root cannot be used: missing parent, a symlink, not a
+    /// directory, or not writable.
     #[error("unusable mirror root {}: {reason}", .path.display())]
-    BadRoot { path: PathBuf, reason: String },
+    BadRoot {
+        /// The root as given.
+        path: PathBuf,
+        /// Which of those it is.
+        reason: String,
+    },
+    /// A path that could lead outside the root: absolute, with `..` or a NUL,
+    /// resolving outside it, or a symlink where a directory belongs.
     #[error("unsafe mirror path {path:?}")]
-    UnsafePath { path: String },
+    UnsafePath {
+        /// The path as given (or as found on disk).
+        path: String,
+    },
+    /// A negative job id or fence, which cannot name a document directory or a generation.
     /// `fence` is 0 when only a job id was involved.
     #[error("invalid job id {job_id} or fence {fence}: must be >= 0")]
-    InvalidId { job_id: i64, fence: i64 },
+    InvalidId {
+        /// The job id given.
+        job_id: i64,
+        /// The fence given, or 0.
+        fence: i64,
+    },
     /// The row's accepted path is not a generation file of this job: the store may be corrupt,
     /// so cleanup deletes nothing.
     #[error("accepted path {accepted:?} is not a generation of job {job_id}; nothing deleted")]
-    ForeignAccepted { job_id: i64, accepted: String },
+    ForeignAccepted {
+        /// The document being cleaned up.
+        job_id: i64,
+        /// The row's accepted result path, which does not belong to it.
+        accepted: String,
+    },
 }
 
 impl MirrorError {
@@ -124,6 +156,7 @@ pub struct Written {
     pub rel_path: String,
     /// Lower-case hex SHA-256 of the bytes written.
     pub sha256: String,
+    /// Bytes written.
     pub len: u64,
 }
 
@@ -140,8 +173,12 @@ pub struct Keep {
 /// All entries are '/'-separated paths relative to the root.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CleanupReport {
+    /// Stale generations and temp files deleted (or, in a dry run, that would be).
     pub removed: Vec<String>,
+    /// Files left in place: the accepted result, the current claim's generation,
+    /// and everything of a document whose row is missing.
     pub kept: Vec<String>,
+    /// Entries that are not the mirror's own files; never deleted.
     pub unknown: Vec<String>,
     /// Jobs whose row did not exist: their files were all kept.
     pub missing_rows: Vec<i64>,

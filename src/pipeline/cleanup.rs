@@ -6,10 +6,29 @@
 //! goes. The worker runs [`cleanup`] after every claim; `gc` and `doctor` run
 //! [`sweep`] over the whole mirror (a dry run for doctor).
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::job::{JobId, Status};
-use crate::mirror::{CleanupReport, Keep, Mirror};
+use crate::mirror::{CleanupReport, Keep, Mirror, MirrorError};
 use crate::store::Store;
+
+/// Why a cleanup deleted nothing: the store could not say what to keep, or
+/// the mirror could not be read or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum CleanupError {
+    /// Reading the row failed (a damaged store among others: then no sweep runs).
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// The mirror failed.
+    #[error(transparent)]
+    Mirror(#[from] MirrorError),
+}
+
+impl CleanupError {
+    /// The store is damaged: its rows cannot be trusted to decide deletions.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, CleanupError::Store(e) if e.is_corrupt())
+    }
+}
 
 /// What a cleanup must keep, read from the row while the mirror lock is held;
 /// `None` when the row does not exist (then nothing is deleted).
@@ -22,12 +41,12 @@ pub fn keep_for(store: &Store, id: JobId) -> Result<Option<Keep>> {
 
 /// Remove every generation of document `id` that is neither accepted nor the
 /// current owner's.
-pub fn cleanup(store: &Store, mirror: &Mirror, id: JobId) -> Result<CleanupReport> {
-    mirror.cleanup(id.0, || keep_for(store, id))
+pub fn cleanup(store: &Store, mirror: &Mirror, id: JobId) -> Result<CleanupReport, CleanupError> {
+    mirror.cleanup(id.0, || Ok(keep_for(store, id)?))
 }
 
 /// The fenced cleanup over every document directory of the mirror (`gc`); a
 /// dry run reports what would go and deletes nothing (`doctor`).
-pub fn sweep(store: &Store, mirror: &Mirror, dry_run: bool) -> Result<CleanupReport> {
-    mirror.sweep(dry_run, |id| keep_for(store, JobId(id)))
+pub fn sweep(store: &Store, mirror: &Mirror, dry_run: bool) -> Result<CleanupReport, CleanupError> {
+    mirror.sweep(dry_run, |id| Ok(keep_for(store, JobId(id))?))
 }

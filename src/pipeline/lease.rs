@@ -88,8 +88,11 @@ impl LeaseFlag {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("lease on document {key:?} (fence {fence}) lost: {reason}")]
 pub struct LeaseLost {
+    /// The document key of the claim.
     pub key: String,
+    /// The fence of the claim that lost its lease; its writes are refused from now on.
     pub fence: i64,
+    /// Why the lease is gone: the renewal's rejection or error, as text.
     pub reason: String,
 }
 

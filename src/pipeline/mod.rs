@@ -12,7 +12,7 @@ mod lease;
 mod pool;
 mod worker;
 
-pub use cleanup::{cleanup, keep_for, sweep};
+pub use cleanup::{cleanup, keep_for, sweep, CleanupError};
 pub use lease::{LeaseFlag, LeaseKeeper, LeaseLost, Ticks};
 pub use pool::{Event, PoolOptions, StopHandle, WorkerPool};
 pub use worker::{Pipeline, Processed, Worker};

@@ -98,7 +98,7 @@ impl WorkerPool {
         pipeline: Pipeline,
         opts: PoolOptions,
         events: Option<Sender<Event>>,
-    ) -> crate::Result<WorkerPool> {
+    ) -> crate::error::Result<WorkerPool> {
         let pipeline = Arc::new(pipeline);
         let (cancel_tx, cancel_rx) = crossbeam_channel::bounded::<()>(0);
         let (alive_tx, alive) = crossbeam_channel::bounded::<()>(0);

@@ -340,7 +340,7 @@ impl Worker {
     /// current owner's. A failure other than a damaged store is left to `gc`.
     fn cleanup(&self, id: JobId) -> Result<()> {
         match super::cleanup(&self.pipeline.store, &self.pipeline.mirror, id) {
-            Err(e) if e.is_corrupt() => Err(e),
+            Err(super::CleanupError::Store(e)) if e.is_corrupt() => Err(e),
             _ => Ok(()),
         }
     }

@@ -30,9 +30,15 @@ pub struct DirSource {
 /// What a scan found, and what `discover` did with it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Discovered {
+    /// Files the store did not know: enqueued.
     pub new: usize,
+    /// Known files whose version changed: queued again.
     pub changed: usize,
+    /// Known files with the same version: left alone.
     pub unchanged: usize,
+    /// Documents the store knew that the scan no longer found: marked gone
+    /// (dead, result forgotten, so cleanup removes its files). Stays 0 when part
+    /// of the walk failed, since an unread directory is not a removed one.
     pub gone: usize,
     /// Entries skipped, with why (not a regular file, hidden, unreadable directory...).
     pub skipped: Vec<String>,
@@ -123,9 +129,9 @@ impl DirSource {
         report.unchanged += unchanged.len();
         for outcome in store.record_scan(scan, &unchanged, &changed)? {
             match outcome {
-                crate::Enqueued::Inserted(_) => report.new += 1,
-                crate::Enqueued::Requeued(_) => report.changed += 1,
-                crate::Enqueued::Unchanged(_) => report.unchanged += 1,
+                crate::job::Enqueued::Inserted(_) => report.new += 1,
+                crate::job::Enqueued::Requeued(_) => report.changed += 1,
+                crate::job::Enqueued::Unchanged(_) => report.unchanged += 1,
             }
         }
         Ok(())

@@ -27,40 +27,86 @@ pub trait Source: Send + Sync {
 /// Why a document could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// The document is not there (any more). Permanent.
     #[error("{key:?}: the source file does not exist (or is a broken link)")]
-    NotFound { key: String },
+    NotFound {
+        /// The document key.
+        key: String,
+    },
+    /// The document is bigger than the input limit. Permanent.
     #[error("{key:?}: {size} bytes is over the {limit}-byte input limit")]
-    TooLarge { key: String, size: u64, limit: u64 },
+    TooLarge {
+        /// The document key.
+        key: String,
+        /// Its size in bytes (as far as it was read, when the size was not known up front).
+        size: u64,
+        /// The limit it exceeds, in bytes.
+        limit: u64,
+    },
+    /// A symbolic link that leads out of the source directory; never followed. Permanent.
     #[error("{key:?}: symbolic link points outside the source directory")]
-    OutsideRoot { key: String },
+    OutsideRoot {
+        /// The document key.
+        key: String,
+    },
+    /// The key names a directory, a device or some other non-regular file. Permanent.
     #[error("{key:?}: not a regular file")]
-    NotAFile { key: String },
+    NotAFile {
+        /// The document key.
+        key: String,
+    },
+    /// The key cannot name a file under the root (absolute, `..`, bad `hex:`
+    /// encoding...). Permanent.
     #[error("{key:?}: not a valid document key ({reason})")]
-    BadKey { key: String, reason: &'static str },
+    BadKey {
+        /// The document key.
+        key: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The file is there but reading it failed; worth retrying.
     #[error("{key:?}: cannot read {path}: {source}")]
     Unreadable {
+        /// The document key.
         key: String,
+        /// The file the key maps to.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
+    /// The source directory itself cannot be opened or walked.
     #[error("{path}: cannot scan: {reason}")]
-    Scan { path: PathBuf, reason: String },
+    Scan {
+        /// The source root (or the part of it that failed).
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// Not now, and not the document's fault (a locked credential, a rate
     /// limit): hand it back without spending an attempt, not before `until`,
     /// or sooner when `account` (the locked account it waits for) recovers.
     #[error("{key:?}: {reason}")]
     Deferred {
+        /// The document key.
         key: String,
+        /// Why it must wait (the gate's or the upstream's message).
         reason: String,
+        /// The latest time to try again (ms from the injected clock).
         until: Millis,
+        /// The locked account the document waits for; `None` when only time
+        /// ends the wait (pacing, a rate limit).
         account: Option<String>,
     },
     /// The upstream failed (5xx, timeout, connection) or refused this document.
     #[error("{key:?}: {detail}")]
     Upstream {
+        /// The document key.
         key: String,
+        /// What the upstream (or the gate in front of it) said.
         detail: String,
+        /// Whether trying again later may help (5xx, timeout, connection);
+        /// `false` for a refusal of this document, which is permanent.
         transient: bool,
     },
 }

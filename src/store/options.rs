@@ -12,8 +12,11 @@ use crate::error::{Error, Result};
 /// may lose the last commits) or FULL (every commit waits for an fsync).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Synchronous {
+    /// Durable across process crashes, not power loss; one fsync per checkpoint
+    /// rather than per commit. The default.
     #[default]
     Normal,
+    /// Every commit is on disk before it returns.
     Full,
 }
 
@@ -22,8 +25,11 @@ pub enum Synchronous {
 /// not come back as a burst.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
+    /// The delay after the first failure; doubles with each further attempt.
     pub base: Duration,
+    /// The longest delay, however many attempts have failed.
     pub max: Duration,
+    /// The largest fraction of the delay taken off at random, from 0 (none) to 1.
     pub jitter: f64,
 }
 
@@ -56,7 +62,9 @@ pub struct StoreOptions {
     pub lease: Duration,
     /// Claims a document may take before it is declared dead.
     pub max_attempts: u32,
+    /// How long a failed document waits before it may be claimed again.
     pub backoff: Backoff,
+    /// How durable a commit is (the `synchronous` pragma).
     pub synchronous: Synchronous,
     /// Pooled connections (readers and the group-commit leader share them).
     pub pool_size: u32,
@@ -90,30 +98,39 @@ impl Default for StoreOptions {
 }
 
 impl StoreOptions {
+    /// Sets [`StoreOptions::lease`]; must be longer than zero.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
     }
+    /// Sets [`StoreOptions::max_attempts`]; must be at least 1.
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = n;
         self
     }
+    /// Sets [`StoreOptions::backoff`]; its jitter must be between 0 and 1.
     pub fn backoff(mut self, b: Backoff) -> Self {
         self.backoff = b;
         self
     }
+    /// Sets [`StoreOptions::synchronous`].
     pub fn synchronous(mut self, s: Synchronous) -> Self {
         self.synchronous = s;
         self
     }
+    /// Sets [`StoreOptions::pool_size`].
     pub fn pool_size(mut self, n: u32) -> Self {
         self.pool_size = n;
         self
     }
+    /// Sets [`StoreOptions::clock`]; tests pass a [`crate::ManualClock`] so no
+    /// test sleeps for a lease to expire.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
     }
+    /// Sets [`StoreOptions::checkpoint_every`]; `None` stops the background
+    /// checkpoints (SQLite's own autocheckpoint stays off).
     pub fn checkpoint_every(mut self, every: Option<Duration>) -> Self {
         self.checkpoint_every = every;
         self

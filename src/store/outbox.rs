@@ -15,24 +15,35 @@ use crate::clock::Millis;
 /// The outbox cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutboxCap {
+    /// Rows older than this many milliseconds are dropped (and counted).
     pub max_age_ms: Millis,
+    /// While the payload total is above this many bytes, the oldest rows are
+    /// dropped (never the newest one, never rows in flight).
     pub max_bytes: u64,
 }
 
 /// One result waiting for the sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxItem {
+    /// The outbox row's id (not the job's).
     pub id: i64,
+    /// The document key.
     pub key: String,
+    /// The source version the result was extracted from.
     pub version: String,
+    /// The SHA-256 of the accepted result.
     pub checksum: String,
+    /// The extracted text to deliver.
     pub text: String,
 }
 
 /// A batch claimed for sending: deliver it, then report with its token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxBatch {
+    /// Names this claim of the rows: reporting matches on it, so a batch whose
+    /// sending lease ran out and was claimed again changes nothing.
     pub token: String,
+    /// The rows, oldest first.
     pub items: Vec<OutboxItem>,
 }
 
@@ -43,19 +54,28 @@ pub enum Drain {
     Empty,
     /// The shared pace says not before `until`.
     Paced {
+        /// When the next batch may go (ms from the injected clock).
         until: Millis,
     },
+    /// Deliver this batch, then report it delivered or undelivered.
     Send(OutboxBatch),
 }
 
 /// The outbox's figures, for `auth status` and the recovery notice.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct OutboxTotals {
+    /// Results waiting now (including those in flight).
     pub rows: i64,
+    /// Their payload, in bytes.
     pub bytes: i64,
+    /// Results the cap has dropped, ever.
     pub dropped: i64,
+    /// The payload of those, in bytes.
     pub dropped_bytes: i64,
+    /// Results delivered, ever.
     pub delivered: i64,
+    /// When the oldest waiting result was queued (ms from the injected clock);
+    /// `None` when the outbox is empty.
     pub oldest_at: Option<Millis>,
 }
 
@@ -232,12 +252,17 @@ pub(crate) fn totals(c: &Connection) -> rusqlite::Result<OutboxTotals> {
 /// A notice to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingNotice {
+    /// The notice's row id.
     pub id: i64,
+    /// The account it is about.
     pub account: String,
+    /// `lock`, `recovery`, `shared_cause` or `expiry`.
     pub kind: String,
+    /// The human-readable line sent to the channels.
     pub message: String,
     /// JSON text.
     pub details: String,
+    /// Who claimed it for sending; the outcome is recorded only for this sender.
     pub sender: String,
 }
 
@@ -302,12 +327,19 @@ pub(crate) fn notice_sent(
 /// A sent or unsent notice, for tests and `auth status`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct NoticeRecord {
+    /// The notice's row id.
     pub id: i64,
+    /// The account it is about.
     pub account: String,
+    /// `lock`, `recovery`, `shared_cause` or `expiry`.
     pub kind: String,
+    /// The human-readable line sent to the channels.
     pub message: String,
+    /// When it was written (ms from the injected clock).
     pub created_at: Millis,
+    /// When a send succeeded; `None` while it is still due.
     pub sent_at: Option<Millis>,
+    /// Sends tried so far.
     pub attempts: i64,
 }
 

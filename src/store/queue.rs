@@ -20,6 +20,7 @@ pub struct NewDoc {
 }
 
 impl NewDoc {
+    /// A document `key` at source `version`, with no stat fingerprint.
     pub fn new(key: impl Into<String>, version: impl Into<String>) -> Self {
         NewDoc {
             key: key.into(),

@@ -65,6 +65,7 @@ pub struct Account {
 }
 
 impl Account {
+    /// An account named `name` in the configuration, logging in as `username`.
     pub fn new(name: impl Into<String>, username: impl Into<String>, password: Secret) -> Account {
         Account {
             name: name.into(),
@@ -100,15 +101,21 @@ impl Account {
 /// One listed document: what to fetch and which version it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DocumentRef {
+    /// The API's id for the document; it becomes the document key and is what
+    /// [`HttpClient::content`] fetches.
     pub id: String,
+    /// The API's version of the document; a new one re-queues it.
     pub version: String,
+    /// The document's display name, as the API gives it.
     pub name: String,
+    /// The MIME type the API declares for it.
     pub content_type: String,
 }
 
 /// One page of the listing. `next_cursor` is `None` on the last page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page {
+    /// The documents of this page, in the API's order.
     pub documents: Vec<DocumentRef>,
     /// Opaque; passed back verbatim. Absent, `null` and `""` all mean "no
     /// more pages" (an empty cursor would otherwise restart the listing).
@@ -119,9 +126,13 @@ pub struct Page {
 /// One extracted result posted to the sink.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delivery {
+    /// The document key (the API's document id).
     pub key: String,
+    /// The source version the text was extracted from.
     pub version: String,
+    /// The SHA-256 of the accepted result.
     pub checksum: String,
+    /// The extracted text.
     pub text: String,
 }
 
@@ -139,35 +150,60 @@ pub enum UpstreamError {
     /// lock the account.
     #[error("account {account}: credentials refused (HTTP {status}): {detail}")]
     Auth {
+        /// The account's configured name.
         account: String,
+        /// The HTTP status (401).
         status: u16,
+        /// The server's message or the transport's error, shortened and scrubbed of credentials.
         detail: String,
     },
     /// 423, or a 403 that says "locked": the account is locked upstream.
     #[error("account {account}: locked upstream{}: {detail}", retry_note(.retry_after))]
     Locked {
+        /// The account's configured name.
         account: String,
+        /// How long the upstream said the lock lasts, if it said.
         retry_after: Option<Duration>,
+        /// The server's message or the transport's error, shortened and scrubbed of credentials.
         detail: String,
     },
     /// 429: too many requests; wait `retry_after` if given.
     #[error("rate limited upstream{}", retry_note(.retry_after))]
-    RateLimited { retry_after: Option<Duration> },
+    RateLimited {
+        /// The `Retry-After` the upstream sent, if any.
+        retry_after: Option<Duration>,
+    },
     /// 5xx, timeouts, refused or reset connections: worth retrying.
     #[error("upstream unavailable: {detail}")]
-    Transient { detail: String },
+    Transient {
+        /// The server's message or the transport's error, shortened and scrubbed of credentials.
+        detail: String,
+    },
     /// Any other non-2xx answer (404, 400, 3xx, …): permanent for this request.
     #[error("upstream rejected the request (HTTP {status}): {detail}")]
-    Rejected { status: u16, detail: String },
+    Rejected {
+        /// The HTTP status.
+        status: u16,
+        /// The server's message or the transport's error, shortened and scrubbed of credentials.
+        detail: String,
+    },
     /// A 2xx whose body is unusable, or a URL that cannot be requested at
     /// all (bad syntax, https without TLS support, credentials in it).
     #[error("upstream protocol error: {detail}")]
-    Protocol { detail: String },
+    Protocol {
+        /// What was wrong with the answer or the URL.
+        detail: String,
+    },
     /// The content is larger than the caller's limit. `size` is the declared
     /// `Content-Length` when there was one, else the bytes read before
     /// stopping (`limit + 1`), i.e. a lower bound.
     #[error("document too large: {size} bytes, limit {limit}")]
-    TooLarge { size: u64, limit: u64 },
+    TooLarge {
+        /// The declared or lower-bound size, in bytes (see above).
+        size: u64,
+        /// The caller's limit, in bytes.
+        limit: u64,
+    },
 }
 
 impl UpstreamError {

@@ -24,23 +24,37 @@ pub enum GateError {
     /// The account is locked (or another process is probing it): no request made.
     #[error("account {account}: locked, nobody calls the upstream with it before {}", rfc3339(*until))]
     Locked {
+        /// The account's configured name.
         account: String,
+        /// When the lock (or the other process's probe slot) runs out, in ms
+        /// from the injected clock.
         until: Millis,
+        /// Another process holds the probe slot: its answer may open the account
+        /// before `until`, so callers look again sooner.
         probing: bool,
     },
     /// The upstream asked everyone to slow down (429): no request before `until`.
     #[error("account {account}: rate limited, no request before {}", rfc3339(*until))]
-    Paced { account: String, until: Millis },
+    Paced {
+        /// The account's configured name.
+        account: String,
+        /// When requests may resume (ms from the injected clock).
+        until: Millis,
+    },
     /// The request was made and failed; a credential failure has locked the account.
     #[error("account {account}: {error}")]
     Upstream {
+        /// The account the request was made with.
         account: String,
+        /// How the request failed.
         error: UpstreamError,
         /// Set when the account is locked now (this answer or an earlier one).
         locked_until: Option<Millis>,
     },
+    /// A caller named an account the configuration does not have (the name is given).
     #[error("no account named {0:?} in the configuration")]
     UnknownAccount(String),
+    /// The gate's shared state could not be read or written in the store.
     #[error(transparent)]
     Store(#[from] Error),
 }
@@ -86,6 +100,7 @@ impl Gate {
         }
     }
 
+    /// The store that holds the gate's shared state (and whose clock it reads).
     pub fn store(&self) -> &Store {
         &self.store
     }

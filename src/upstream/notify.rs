@@ -51,16 +51,29 @@ pub struct Notifier {
 /// Why a notice did not reach a channel.
 #[derive(Debug, thiserror::Error)]
 pub enum NotifyError {
+    /// The notify command could not be started, timed out, or exited with a failure.
     #[error("notify command {program}: {reason}")]
-    Command { program: String, reason: String },
+    Command {
+        /// The program run (the command's first word), without its arguments.
+        program: String,
+        /// What went wrong, e.g. `exited with status 3`.
+        reason: String,
+    },
     /// `url` is the webhook's origin only (`https://hooks.example.com/…`):
     /// webhook URLs often carry a token in their path, and DESIGN §7 says secrets
     /// are never shown.
     #[error("notify webhook {url}: {reason}")]
-    Webhook { url: String, reason: String },
+    Webhook {
+        /// The webhook's origin, never its path or query.
+        url: String,
+        /// The HTTP status it answered, or the transport's error.
+        reason: String,
+    },
 }
 
 impl Notifier {
+    /// A notifier for the channels in `[notify]`; with none configured,
+    /// [`Notifier::send`] only writes the log line.
     pub fn new(cfg: &NotifyConfig) -> Notifier {
         Notifier {
             command: cfg.command.clone(),
