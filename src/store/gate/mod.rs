@@ -1,0 +1,270 @@
+//! The SQL of the auth gate (DESIGN §6): one row per account, shared by every
+//! process through the database.
+//!
+//! Each function runs inside the caller's `BEGIN IMMEDIATE` transaction, so a
+//! state change and the notice announcing it commit together or not at all.
+//! The rules, in order of a life:
+//! - `open`: requests go;
+//! - a rejection (401, a lock answer) while open locks the account for everyone,
+//!   starts an incident (`epoch + 1`) and writes a lock notice, at most one per
+//!   `notify_every` (a recovery resets that);
+//! - while locked and before `locked_until`: nobody calls the upstream;
+//! - after `locked_until`: one process takes the probe slot (set-if-absent with
+//!   `probe_ttl`) and makes one request; the permit carries the epoch and a
+//!   token, so a probe answer that arrives after its slot was taken over
+//!   changes nothing;
+//! - probe success: open for everyone and a recovery notice (outage, probes,
+//!   results held and dropped); probe rejection: locked for another TTL;
+//!   a transient probe answer frees the slot without counting.
+
+use rusqlite::{params, Connection};
+
+use crate::clock::Millis;
+
+mod incident;
+mod pool;
+mod read;
+
+pub(crate) use incident::{admit, report, unlock};
+pub(crate) use pool::{expiry, hold, unhold};
+pub(crate) use read::{blocked_until, history, states};
+
+/// The gate's timings, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatePolicy {
+    /// How long a rejection locks the account for every process.
+    pub lock_ttl: Millis,
+    /// How long the prober holds the probe slot before another process may take it.
+    pub probe_ttl: Millis,
+    /// The least time between two lock notices for one account (a recovery resets it).
+    pub notify_every: Millis,
+}
+
+/// What a process may do with an account now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Open: make the request.
+    Go,
+    /// Locked (or someone else is probing): do not call the upstream before `until`.
+    Wait {
+        /// When the lock (or the other process's probe slot) runs out, in ms from the injected clock.
+        until: Millis,
+        /// Another process holds the probe slot: its answer may open the account sooner.
+        probing: bool,
+    },
+    /// The lock ran out and this process holds the probe slot: make exactly one
+    /// request and report its answer with this permit.
+    Probe(ProbePermit),
+    /// Open, but the upstream asked to slow down (429): not before `until`.
+    Paced {
+        /// The end of the pause the upstream asked for, in ms from the injected clock.
+        until: Millis,
+    },
+}
+
+/// The right to make the one probe request of an incident's round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbePermit {
+    /// The account being probed.
+    pub account: String,
+    /// The incident the probe belongs to; an answer for an older epoch changes nothing.
+    pub epoch: i64,
+    /// Names this holder of the probe slot, so an answer that arrives after the
+    /// slot was taken over is recognised as stale.
+    pub token: String,
+}
+
+/// What the upstream answered, as far as the gate cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The credential worked.
+    Accepted,
+    /// 401 or a lock answer; lock until `until` if the upstream said so.
+    Rejected {
+        /// What the upstream said, kept as the account's last error.
+        error: String,
+        /// The lock's end as the upstream gave it (ms from the injected clock);
+        /// otherwise the policy's `lock_ttl` applies.
+        until: Option<Millis>,
+    },
+    /// 5xx, timeout, connection error: says nothing about the credential.
+    Transient,
+    /// 429: nothing about the credential either, but every process holds off
+    /// until `until`.
+    RateLimited {
+        /// When requests may resume (ms from the injected clock).
+        until: Millis,
+    },
+}
+
+/// What a report changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateChange {
+    /// Nothing: the answer says nothing new (a success while open, a transient
+    /// error, a rejection while already locked).
+    Unchanged,
+    /// The account is locked (a new incident, or a failed probe).
+    Locked {
+        /// The incident's number; +1 for each new incident of the account.
+        epoch: i64,
+        /// When the lock runs out (ms from the injected clock).
+        until: Millis,
+    },
+    /// A probe succeeded: open for everyone.
+    Recovered {
+        /// The incident that ended.
+        epoch: i64,
+    },
+    /// A probe answer from an old permit: ignored.
+    Stale,
+    /// A transient probe answer: the slot is free again, nothing counted.
+    SlotFreed,
+    /// A 429: everyone holds off until `until`.
+    Paced {
+        /// When requests may resume (ms from the injected clock).
+        until: Millis,
+    },
+}
+
+/// One line of the gate's history (locks, probes, recoveries, manual unlocks).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GateEvent {
+    /// When it happened (ms from the injected clock).
+    pub at: Millis,
+    /// e.g. `locked`, `probe_granted`, `probe_failed`, `recovered`, `manual_unlock`.
+    pub event: String,
+    /// The incident it belongs to.
+    pub epoch: i64,
+    /// Free text: the upstream's error, the probe's holder, how it recovered...
+    pub detail: Option<String>,
+}
+
+/// Where an account is in the gate's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateState {
+    /// Requests go.
+    Open,
+    /// Nobody calls the upstream with it until the lock runs out.
+    Locked,
+    /// Locked, and one process holds the probe slot.
+    Probing,
+}
+
+impl GateState {
+    /// The name shown by `auth status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateState::Open => "open",
+            GateState::Locked => "locked",
+            GateState::Probing => "probing",
+        }
+    }
+}
+
+impl std::fmt::Display for GateState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One account's state, for `auth status`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AccountState {
+    /// The account's name from the configuration.
+    pub name: String,
+    /// Open, locked or probing.
+    pub state: GateState,
+    /// When the current lock runs out (ms from the injected clock); `None` while open.
+    pub locked_until: Option<Millis>,
+    /// When the current incident began; `None` while open.
+    pub locked_at: Option<Millis>,
+    /// The number of the latest incident (0 if the account was never locked).
+    pub epoch: i64,
+    /// Probes made in the current incident; reset on recovery.
+    pub probes: i64,
+    /// The latest rejection (the one that started or prolonged a lock); kept
+    /// after a recovery.
+    pub last_error: Option<String>,
+    /// Gates (one per process) whose hold on this account has not run out: the
+    /// load the account pool spreads.
+    pub holders: i64,
+}
+
+/// Make sure the account has a row (open).
+pub(super) fn ensure(tx: &Connection, now: Millis, account: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO accounts (name, updated_at) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
+        params![account, now],
+    )?;
+    Ok(())
+}
+
+pub(super) struct Row {
+    /// `state = 'locked'`: the account is in an incident.
+    locked: bool,
+    epoch: i64,
+    locked_until: Option<Millis>,
+    locked_at: Option<Millis>,
+    probe_token: Option<String>,
+    probe_until: Option<Millis>,
+    probes: i64,
+    lock_notice_at: Option<Millis>,
+    dropped_at_lock: i64,
+    paced_until: Option<Millis>,
+}
+
+pub(super) fn row(tx: &Connection, account: &str) -> rusqlite::Result<Row> {
+    tx.query_row(
+        "SELECT state = 'locked', epoch, locked_until, locked_at, probe_token, probe_until, probes,
+                lock_notice_at, dropped_at_lock, paced_until
+         FROM accounts WHERE name = ?1",
+        [account],
+        |r| {
+            Ok(Row {
+                locked: r.get(0)?,
+                epoch: r.get(1)?,
+                locked_until: r.get(2)?,
+                locked_at: r.get(3)?,
+                probe_token: r.get(4)?,
+                probe_until: r.get(5)?,
+                probes: r.get(6)?,
+                lock_notice_at: r.get(7)?,
+                dropped_at_lock: r.get(8)?,
+                paced_until: r.get(9)?,
+            })
+        },
+    )
+}
+
+pub(super) fn event(
+    tx: &Connection,
+    now: Millis,
+    account: &str,
+    event: &str,
+    epoch: i64,
+    detail: Option<&str>,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO auth_history (account, at, event, epoch, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![account, now, event, epoch, detail],
+    )?;
+    Ok(())
+}
+
+/// Queue a notice; it is sent after the commit by whoever gets there first.
+pub(super) fn notice(
+    tx: &Connection,
+    now: Millis,
+    account: &str,
+    kind: &str,
+    message: &str,
+    details: &serde_json::Value,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO notices (account, kind, message, details, created_at, next_try_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        params![account, kind, message, details.to_string(), now],
+    )?;
+    Ok(())
+}
