@@ -8,6 +8,7 @@
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -169,15 +170,14 @@ impl DirSource {
         }
         let is_link = ft.is_symlink();
         if !ft.is_file() && !is_link {
-            skipped.push(format!("{}: not a regular file", entry.path().display()));
+            skipped.push(format!("{}: not a regular file: skipped", entry.path().display()));
             return None;
         }
-        if is_link && entry.path().is_dir() {
-            skipped.push(format!(
-                "{}: link to a directory, not followed",
-                entry.path().display()
-            ));
-            return None;
+        if is_link {
+            if let Some(why) = unfollowed_link(entry.path()) {
+                skipped.push(format!("{}: {why}", entry.path().display()));
+                return None;
+            }
         }
         let rel = entry.path().strip_prefix(&self.root).ok()?;
         Some(Entry {
@@ -228,7 +228,14 @@ impl Source for DirSource {
             path: path.clone(),
             source,
         };
-        let file = std::fs::File::open(&real).map_err(unreadable)?;
+        // O_NONBLOCK: opening a FIFO that a link was swapped to (after the scan)
+        // returns at once instead of waiting for a writer; the fstat below then
+        // refuses it without a read. Reads of a regular file ignore the flag.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&real)
+            .map_err(unreadable)?;
         let meta = file.metadata().map_err(unreadable)?;
         if !meta.is_file() {
             return Err(SourceError::NotAFile { key: key.to_owned() });
@@ -254,6 +261,27 @@ impl Source for DirSource {
         }
         Ok(bytes)
     }
+}
+
+/// Why a symbolic link is not taken as a document: it points at a directory
+/// (not followed) or at something that is not a regular file (a FIFO, socket
+/// or device, which would block or never end when read). A broken link is
+/// taken, so that its error is recorded at fetch.
+fn unfollowed_link(path: &Path) -> Option<String> {
+    use std::os::unix::fs::FileTypeExt;
+    let target = std::fs::metadata(path).ok()?.file_type();
+    let what = if target.is_dir() {
+        return Some("link to a directory, not followed".into());
+    } else if target.is_fifo() {
+        "a FIFO"
+    } else if target.is_socket() {
+        "a socket"
+    } else if target.is_block_device() || target.is_char_device() {
+        "a device"
+    } else {
+        return None;
+    };
+    Some(format!("link to {what}, not a regular file: skipped"))
 }
 
 /// Prefix of a skipped entry that the walk could not read (so nothing is marked gone).
@@ -357,5 +385,49 @@ mod tests {
                 "{key}"
             );
         }
+    }
+
+    fn mkfifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo touches no memory of ours.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    }
+
+    /// A FIFO (also behind a link) is reported as skipped by a scan and never
+    /// opened for reading; a link swapped to a FIFO after the scan is refused
+    /// by fetch without blocking.
+    #[test]
+    fn fifos_are_skipped_and_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("src");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("ok.txt"), b"fine").unwrap();
+        mkfifo(&dir.path().join("pipe"));
+        std::os::unix::fs::symlink(dir.path().join("pipe"), root.join("link-to-pipe")).unwrap();
+        mkfifo(&root.join("pipe-inside"));
+        let store = Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap();
+        let src = DirSource::open(&root).unwrap();
+        let found = src.discover(&store, 1 << 20).unwrap();
+        assert_eq!(found.new, 1, "{found:?}");
+        assert!(
+            found
+                .skipped
+                .iter()
+                .any(|s| s.contains("link-to-pipe") && s.contains("FIFO")),
+            "{found:?}"
+        );
+        assert!(
+            found.skipped.iter().any(|s| s.contains("pipe-inside")),
+            "{found:?}"
+        );
+
+        std::fs::remove_file(root.join("ok.txt")).unwrap();
+        std::os::unix::fs::symlink(root.join("pipe-inside"), root.join("ok.txt")).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(src.fetch("ok.txt", 1 << 20)).unwrap());
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("fetch of a FIFO returned instead of blocking");
+        assert!(matches!(got, Err(SourceError::NotAFile { .. })), "{got:?}");
     }
 }
