@@ -183,6 +183,12 @@ impl IsolatedExtractor {
         &self.limits
     }
 
+    /// How many children are waiting for work (at most the number of callers that ran at
+    /// once). For tests and status displays.
+    pub fn idle_children(&self) -> usize {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
     /// An idle live child, or a new one.
     fn take_child(&self) -> Result<ChildHandle, ExtractError> {
         loop {
