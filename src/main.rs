@@ -8,11 +8,15 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
+use leasehold::extract;
 
 fn main() -> ExitCode {
     // The hidden extraction-child mode (DESIGN.md §9), before clap so it never shows in help.
-    if std::env::args_os().nth(1).is_some_and(|a| a == leasehold::extract::CHILD_ARG) {
-        return leasehold::extract::child_main();
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == extract::CHILD_ARG)
+    {
+        return extract::child_main();
     }
     let args = cli::args::Cli::parse();
     match cli::run(args) {

@@ -53,14 +53,14 @@ fn pdf(font: &str, content_dict: &str, content: &[u8], extra: &[Vec<u8>]) -> Vec
     let mut offsets = Vec::new();
     for (i, body) in objects.iter().enumerate() {
         offsets.push(out.len());
-        write!(out, "{} 0 obj\n", i + 1).unwrap();
+        writeln!(out, "{} 0 obj", i + 1).unwrap();
         out.extend_from_slice(body);
         out.extend_from_slice(b"\nendobj\n");
     }
     let xref = out.len();
     write!(out, "xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).unwrap();
     for offset in offsets {
-        write!(out, "{offset:010} 00000 n \n").unwrap();
+        writeln!(out, "{offset:010} 00000 n ").unwrap();
     }
     write!(
         out,
@@ -122,7 +122,6 @@ fn zeros_zlib_is_a_valid_stream() {
     assert!(inflated.iter().all(|&b| b == 0));
 }
 
-
 /// Runs this test binary again as a helper process doing `mode` (see `helper`).
 fn run_helper(mode: &str) -> std::process::Output {
     Command::new(std::env::current_exe().unwrap())
@@ -146,13 +145,16 @@ fn helper() {
             let deep = nested_pdf(HOSTILE_DEPTH);
             let result = thread::Builder::new()
                 .stack_size(stack)
-                .spawn(move || ExtractorRegistry::default().extract("deep.pdf", &deep, &AtomicBool::new(false)))
+                .spawn(move || {
+                    ExtractorRegistry::default().extract("deep.pdf", &deep, &AtomicBool::new(false))
+                })
                 .unwrap()
                 .join();
             println!("survived: {result:?}");
         }
         "junk-in-process" => {
-            let text = ExtractorRegistry::default().extract("a.pdf", &junk_font_pdf(), &AtomicBool::new(false));
+            let text =
+                ExtractorRegistry::default().extract("a.pdf", &junk_font_pdf(), &AtomicBool::new(false));
             println!("extracted: {text:?}");
         }
         "junk-isolated" => {
@@ -243,7 +245,10 @@ fn hostile_pdf_crashes_its_child_and_the_next_document_still_works() {
     assert_eq!(run(&extractor, "a.txt", b"before").unwrap(), "before");
     let err = run(&extractor, "deep.pdf", &nested_pdf(HOSTILE_DEPTH)).unwrap_err();
     assert!(matches!(err, ExtractError::Crashed { .. }), "{err:?}");
-    assert!(err.to_string().starts_with("extractor crashed: stack overflow"), "{err}");
+    assert!(
+        err.to_string().starts_with("extractor crashed: stack overflow"),
+        "{err}"
+    );
     assert!(err.is_permanent());
     assert_eq!(extractor.idle_children(), 0, "the crashed child is not kept");
     let text = run(&extractor, "report.pdf", &sample("report.pdf")).unwrap();
@@ -308,7 +313,12 @@ fn cpu_limit_ends_a_document_that_spins() {
     assert_eq!(run(&extractor, "a.txt", b"warm").unwrap(), "warm");
     let err = run(&extractor, "bomb.pdf", &bomb_pdf(1024)).unwrap_err();
     assert!(
-        matches!(err, ExtractError::Limit { what: LimitKind::CpuTime { secs: 1 } }),
+        matches!(
+            err,
+            ExtractError::Limit {
+                what: LimitKind::CpuTime { secs: 1 }
+            }
+        ),
         "{err:?}"
     );
     assert!(err.to_string().contains("CPU time limit"), "{err}");
@@ -334,7 +344,10 @@ fn raised_stop_kills_the_child_and_returns_stopped_promptly() {
     let late = raised.elapsed();
     assert!(matches!(err, ExtractError::Stopped), "{err:?}");
     assert!(!err.is_permanent());
-    assert!(late < Duration::from_millis(500), "returned {late:?} after the stop");
+    assert!(
+        late < Duration::from_millis(500),
+        "returned {late:?} after the stop"
+    );
     assert_eq!(extractor.idle_children(), 0);
     assert_eq!(run(&extractor, "a.txt", b"after").unwrap(), "after");
 }
@@ -346,7 +359,15 @@ fn text_over_the_output_cap_is_refused() {
         ..Limits::default()
     });
     let err = run(&extractor, "a.txt", &[b'x'; 100]).unwrap_err();
-    assert!(matches!(err, ExtractError::Limit { what: LimitKind::Output { cap: 10 } }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            ExtractError::Limit {
+                what: LimitKind::Output { cap: 10 }
+            }
+        ),
+        "{err:?}"
+    );
     assert_eq!(err.to_string(), "extracted text over the 10-byte cap");
     assert_eq!(run(&extractor, "a.txt", b"ten bytes!").unwrap(), "ten bytes!");
 }
@@ -374,7 +395,10 @@ fn concurrent_callers_use_one_child_each() {
 fn dropping_the_extractor_kills_and_reaps_its_children() {
     let output = run_helper("drop");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout.lines().find(|l| l.contains("children before=")).expect("helper reports");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("children before="))
+        .expect("helper reports");
     let count = |key: &str| -> usize {
         let field = line.split_whitespace().find_map(|w| w.strip_prefix(key)).unwrap();
         field.parse().unwrap()
@@ -402,7 +426,12 @@ fn parser_debug_output_never_reaches_stdout_or_stderr() {
 #[ignore = "a measurement, run on demand"]
 fn throughput_in_process_vs_isolated() {
     let docs: Vec<(String, Vec<u8>)> = (0..2000)
-        .map(|i| (format!("doc-{i}.txt"), format!("small document number {i}\n").repeat(20).into_bytes()))
+        .map(|i| {
+            (
+                format!("doc-{i}.txt"),
+                format!("small document number {i}\n").repeat(20).into_bytes(),
+            )
+        })
         .collect();
     let measure = |extractor: &dyn Extractor| {
         let started = Instant::now();
@@ -413,11 +442,75 @@ fn throughput_in_process_vs_isolated() {
         docs.len() as f64 / started.elapsed().as_secs_f64()
     };
     let isolated = extractor(Limits::default());
+    let registry = ExtractorRegistry::default();
     run(&isolated, "warm.txt", b"start the child").unwrap();
-    let inside = measure(&ExtractorRegistry::default());
-    let outside = measure(&isolated);
+    // Alternate, best of three each, so neither side pays alone for a cold cache or a
+    // neighbour's burst on a shared machine.
+    let (mut inside, mut outside) = (0f64, 0f64);
+    for _ in 0..3 {
+        inside = inside.max(measure(&registry));
+        outside = outside.max(measure(&isolated));
+    }
     println!(
-        "in-process {inside:.0} docs/s, isolated {outside:.0} docs/s, ratio {:.3}",
+        "in-process {inside:.0} docs/s, isolated {outside:.0} docs/s, ratio {:.3}, overhead {:.1} us/doc",
+        outside / inside,
+        (1.0 / outside - 1.0 / inside) * 1e6
+    );
+}
+
+/// The project's target, measured: the whole pipeline (claim → fetch → extract → mirror
+/// write → complete) over 3,000 small text files with one worker, with the in-process
+/// registry and with the isolated extractor. Prints the ratio; asserts only that every
+/// document was indexed. Run with
+/// `cargo test --test isolated -- --ignored --nocapture pipeline_throughput`.
+#[test]
+#[ignore = "a measurement, run on demand"]
+fn pipeline_throughput_in_process_vs_isolated() {
+    use leasehold::mirror::Mirror;
+    use leasehold::source::DirSource;
+    use leasehold::worker::{Pipeline, PoolOptions, WorkerPool};
+    use leasehold::{Store, StoreOptions};
+
+    const DOCS: usize = 3000;
+    let corpus = tempfile::tempdir().unwrap();
+    for i in 0..DOCS {
+        let text = format!("document {i}\n{}\n", "lorem ipsum dolor sit amet ".repeat(30));
+        std::fs::write(corpus.path().join(format!("f{i:05}.txt")), text).unwrap();
+    }
+    let pass = |extractor: Arc<dyn Extractor>| -> f64 {
+        let data = tempfile::tempdir().unwrap();
+        let options = StoreOptions::default().lease(Duration::from_secs(30));
+        let store = Store::open(data.path().join("p.db"), options).unwrap();
+        let source = DirSource::open(corpus.path()).unwrap();
+        source.discover(&store, 1 << 20).unwrap();
+        let pipeline = Pipeline {
+            store: store.clone(),
+            mirror: Mirror::open(data.path().join("mirror")).unwrap(),
+            source: Arc::new(source),
+            extractor,
+            max_input_bytes: 1 << 20,
+            deliver_results: false,
+        };
+        let opts = PoolOptions {
+            workers: 1,
+            until_idle: true,
+            ..PoolOptions::default()
+        };
+        let started = Instant::now();
+        WorkerPool::start(pipeline, opts, None).join();
+        let took = started.elapsed();
+        assert_eq!(store.counts().unwrap().indexed as usize, DOCS);
+        DOCS as f64 / took.as_secs_f64()
+    };
+    let isolated: Arc<dyn Extractor> = Arc::new(extractor(Limits::default()));
+    let registry: Arc<dyn Extractor> = Arc::new(ExtractorRegistry::default());
+    let (mut inside, mut outside) = (0f64, 0f64);
+    for _ in 0..2 {
+        inside = inside.max(pass(Arc::clone(&registry)));
+        outside = outside.max(pass(Arc::clone(&isolated)));
+    }
+    println!(
+        "pipeline, 1 worker, {DOCS} small text files: in-process {inside:.0} docs/s, isolated {outside:.0} docs/s, ratio {:.3}",
         outside / inside
     );
 }

@@ -80,7 +80,9 @@ pub fn child_main() -> ExitCode {
         Ok(Ok(Ok(()))) => ExitCode::SUCCESS,
         Ok(Ok(Err(e))) => fail(&format!("extraction child: {e}")),
         Ok(Err(_)) => fail("extraction child: the serving thread panicked"),
-        Err(e) => fail(&format!("extraction child: cannot start the extraction thread: {e}")),
+        Err(e) => fail(&format!(
+            "extraction child: cannot start the extraction thread: {e}"
+        )),
     }
 }
 
@@ -113,8 +115,9 @@ fn serve(config: ChildConfig, mut protocol: File) -> io::Result<()> {
     let never = AtomicBool::new(false);
     let mut input = BufReader::with_capacity(64 * 1024, io::stdin().lock());
     limit_memory(config.memory_bytes)?;
+    let cpu_hard = cpu_hard_limit();
     while let Some((request, body)) = read_frame::<Request>(&mut input, config.max_input_bytes)? {
-        limit_cpu(request.cpu_secs);
+        limit_cpu(request.cpu_secs, cpu_hard);
         // No stop flag reaches the child: the parent kills it instead.
         let result = registry.extract(&request.name, &body, &never);
         drop(body);
@@ -159,18 +162,22 @@ fn mapped_bytes() -> io::Result<u64> {
 /// `RLIMIT_CPU` counts the whole life of the process, and a child serves many documents, so
 /// each document gets `secs` on top of what the child has already used: the soft limit moves
 /// (SIGXCPU when crossed), the hard limit stays where it was (raising it needs privilege).
-fn limit_cpu(secs: u64) {
-    let used = cpu_used_secs();
-    // SAFETY: getrlimit writes into the struct we pass.
+fn limit_cpu(secs: u64, hard: u64) {
+    let soft = cpu_used_secs().saturating_add(secs).min(hard);
+    set_limit(libc::RLIMIT_CPU, soft, hard);
+}
+
+/// The hard CPU limit the child inherited (usually unlimited), read once.
+fn cpu_hard_limit() -> u64 {
     let mut current = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    // SAFETY: getrlimit writes into the struct we pass.
     if unsafe { libc::getrlimit(libc::RLIMIT_CPU, &mut current) } != 0 {
-        return;
+        return libc::RLIM_INFINITY;
     }
-    let soft = used.saturating_add(secs).min(current.rlim_max);
-    set_limit(libc::RLIMIT_CPU, soft, current.rlim_max);
+    current.rlim_max
 }
 
 /// User plus system CPU seconds used so far, rounded up.
@@ -189,8 +196,8 @@ fn cpu_used_secs() -> u64 {
 
 fn set_limit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> bool {
     let limit = libc::rlimit {
-        rlim_cur: soft as libc::rlim_t,
-        rlim_max: hard as libc::rlim_t,
+        rlim_cur: soft,
+        rlim_max: hard,
     };
     // SAFETY: setrlimit only reads the struct.
     unsafe { libc::setrlimit(resource, &limit) == 0 }

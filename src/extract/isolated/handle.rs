@@ -57,6 +57,9 @@ pub(super) struct ChildHandle {
     config: ChildConfig,
     /// The CPU budget of the document in flight, to name it if the child hits it.
     cpu_secs: u64,
+    /// Response buffer, kept between documents so a small answer costs no allocation but
+    /// its text.
+    buf: Vec<u8>,
     reaped: bool,
 }
 
@@ -88,6 +91,7 @@ impl ChildHandle {
             stderr: Arc::new(Capture::default()),
             config,
             cpu_secs: 0,
+            buf: vec![0; FIRST_READ],
             reaped: false,
         };
         // From here on a failure drops `handle`, which kills and reaps the child.
@@ -110,7 +114,13 @@ impl ChildHandle {
     }
 
     /// Sends one document and waits for its answer, all within `limits.deadline`.
-    pub(super) fn extract(&mut self, name: &str, bytes: &[u8], limits: &Limits, stop: &AtomicBool) -> Outcome {
+    pub(super) fn extract(
+        &mut self,
+        name: &str,
+        bytes: &[u8],
+        limits: &Limits,
+        stop: &AtomicBool,
+    ) -> Outcome {
         let deadline = Instant::now() + limits.deadline;
         let request = Request {
             name: name.to_owned(),
@@ -149,58 +159,19 @@ impl ChildHandle {
     /// Reads exactly one response frame, never more than the header limit plus the output
     /// cap, whatever the child claims or sends.
     fn receive(&mut self, limits: &Limits, wait: &Wait) -> Outcome {
-        let mut buf = vec![0u8; FIRST_READ];
-        let mut filled = 0;
-        let mut frame: Option<(usize, usize)> = None; // (header length, total length)
-        loop {
-            if let Some((_, total)) = frame {
-                if filled == total {
-                    break;
-                }
-            } else if filled >= PREFIX_LEN {
-                let prefix: [u8; PREFIX_LEN] = buf[..PREFIX_LEN].try_into().expect("prefix length");
-                let (header, body) = lengths(&prefix);
-                if body > limits.max_output_bytes {
-                    return self.kill_with(ExtractError::Limit {
-                        what: LimitKind::Output {
-                            cap: limits.max_output_bytes,
-                        },
-                    });
-                }
-                let total = PREFIX_LEN + header as usize + body as usize;
-                if header > MAX_HEADER_LEN || filled > total {
-                    return self.kill_with(protocol_error("a response frame that breaks the protocol"));
-                }
-                buf.resize(total.max(filled), 0);
-                frame = Some((header as usize, total));
-                continue;
-            }
-            let end = frame.map_or(buf.len(), |(_, total)| total);
-            match self.responses.read(&mut buf[filled..end]) {
-                Ok(0) => return Outcome::lost(self.died()),
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if let Err(error) = self.wait_ready(self.responses.as_raw_fd(), libc::POLLIN, wait) {
-                        return Outcome::lost(error);
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return Outcome::lost(self.died()),
-            }
-        }
-        let (header_len, _) = frame.expect("a complete frame");
-        let header = &buf[PREFIX_LEN..PREFIX_LEN + header_len];
-        match serde_json::from_slice::<Response>(header) {
-            Ok(Response::Ok) => {
-                buf.drain(..PREFIX_LEN + header_len);
-                match String::from_utf8(buf) {
-                    Ok(text) => Outcome {
-                        result: Ok(text),
-                        reusable: true,
-                    },
-                    Err(_) => self.kill_with(protocol_error("text that is not UTF-8")),
-                }
-            }
+        let (header_len, total) = match self.read_frame(limits, wait) {
+            Ok(lengths) => lengths,
+            Err(outcome) => return outcome,
+        };
+        let header = &self.buf[PREFIX_LEN..PREFIX_LEN + header_len];
+        let outcome = match serde_json::from_slice::<Response>(header) {
+            Ok(Response::Ok) => match std::str::from_utf8(&self.buf[PREFIX_LEN + header_len..total]) {
+                Ok(text) => Outcome {
+                    result: Ok(text.to_owned()),
+                    reusable: true,
+                },
+                Err(_) => self.kill_with(protocol_error("text that is not UTF-8")),
+            },
             Ok(Response::Err(error)) => {
                 let error = error.into_error();
                 // A child that hit the output cap held a huge text: start afresh.
@@ -211,6 +182,56 @@ impl ChildHandle {
                 }
             }
             Err(_) => self.kill_with(protocol_error("an unreadable response header")),
+        };
+        if self.buf.len() > FIRST_READ {
+            // One huge answer must not pin its buffer for the child's whole life.
+            self.buf.truncate(FIRST_READ);
+            self.buf.shrink_to_fit();
+        }
+        outcome
+    }
+
+    /// Fills `self.buf` with one frame and returns (header length, frame length). Waits for
+    /// the pipe before each read: the answer is almost never there yet, and a read that would
+    /// block is a wasted syscall per document.
+    fn read_frame(&mut self, limits: &Limits, wait: &Wait) -> Result<(usize, usize), Outcome> {
+        let mut filled = 0;
+        let mut frame: Option<(usize, usize)> = None; // (header length, total length)
+        loop {
+            if let Some((header, total)) = frame {
+                if filled == total {
+                    return Ok((header, total));
+                }
+            } else if filled >= PREFIX_LEN {
+                let prefix: [u8; PREFIX_LEN] = self.buf[..PREFIX_LEN].try_into().expect("prefix length");
+                let (header, body) = lengths(&prefix);
+                if body > limits.max_output_bytes {
+                    return Err(self.kill_with(ExtractError::Limit {
+                        what: LimitKind::Output {
+                            cap: limits.max_output_bytes,
+                        },
+                    }));
+                }
+                let total = PREFIX_LEN + header as usize + body as usize;
+                if header > MAX_HEADER_LEN || filled > total {
+                    return Err(self.kill_with(protocol_error("a response frame that breaks the protocol")));
+                }
+                if self.buf.len() < total {
+                    self.buf.resize(total, 0);
+                }
+                frame = Some((header as usize, total));
+                continue;
+            }
+            if let Err(error) = self.wait_ready(self.responses.as_raw_fd(), libc::POLLIN, wait) {
+                return Err(Outcome::lost(error));
+            }
+            let end = frame.map_or(self.buf.len(), |(_, total)| total);
+            match self.responses.read(&mut self.buf[filled..end]) {
+                Ok(0) => return Err(Outcome::lost(self.died())),
+                Ok(n) => filled += n,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+                Err(_) => return Err(Outcome::lost(self.died())),
+            }
         }
     }
 
@@ -229,7 +250,11 @@ impl ChildHandle {
                     what: LimitKind::Deadline(wait.limit),
                 });
             }
-            let mut pollfd = libc::pollfd { fd, events, revents: 0 };
+            let mut pollfd = libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            };
             let slice = left.min(SLICE).as_millis().max(1) as libc::c_int;
             // SAFETY: one valid pollfd, for the duration of the call.
             let ready = unsafe { libc::poll(&mut pollfd, 1, slice) };
@@ -384,7 +409,10 @@ mod tests {
     fn stack_overflow_is_named_from_stderr() {
         let stderr = "\nthread 'extract' has overflowed its stack\nfatal runtime error: stack overflow\n";
         let reason = classify(killed_by(libc::SIGABRT), stderr, &CONFIG, 7).to_string();
-        assert!(reason.starts_with("extractor crashed: stack overflow"), "{reason}");
+        assert!(
+            reason.starts_with("extractor crashed: stack overflow"),
+            "{reason}"
+        );
     }
 
     #[test]
@@ -398,9 +426,17 @@ mod tests {
     #[test]
     fn cpu_limit_and_other_signals() {
         let cpu = classify(killed_by(libc::SIGXCPU), "", &CONFIG, 7);
-        assert!(matches!(cpu, ExtractError::Limit { what: LimitKind::CpuTime { secs: 7 } }));
+        assert!(matches!(
+            cpu,
+            ExtractError::Limit {
+                what: LimitKind::CpuTime { secs: 7 }
+            }
+        ));
         let segv = classify(killed_by(libc::SIGSEGV), "junk\n", &CONFIG, 7).to_string();
-        assert_eq!(segv, "extractor crashed: killed by signal 11 (child stderr: junk)");
+        assert_eq!(
+            segv,
+            "extractor crashed: killed by signal 11 (child stderr: junk)"
+        );
         let exit = classify(Some(ExitStatus::from_raw(2 << 8)), "", &CONFIG, 7).to_string();
         assert_eq!(exit, "extractor crashed: exited with status 2");
     }

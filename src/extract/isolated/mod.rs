@@ -203,7 +203,10 @@ impl IsolatedExtractor {
             }
         }
         ChildHandle::spawn(&self.program, &self.limits).map_err(|e| ExtractError::Unavailable {
-            reason: format!("cannot start {} as an extraction child: {e}", self.program.display()),
+            reason: format!(
+                "cannot start {} as an extraction child: {e}",
+                self.program.display()
+            ),
         })
     }
 }
@@ -221,7 +224,10 @@ impl Extractor for IsolatedExtractor {
         let mut child = self.take_child()?;
         let outcome = child.extract(name, bytes, &self.limits, stop);
         if outcome.reusable {
-            self.idle.lock().unwrap_or_else(PoisonError::into_inner).push(child);
+            self.idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(child);
         }
         outcome.result
     }
@@ -267,16 +273,25 @@ mod tests {
             ..Limits::default()
         };
         let extractor = IsolatedExtractor::new("/nonexistent/leasehold", limits);
-        let err = extractor.extract("a.txt", b"12345", &AtomicBool::new(false)).unwrap_err();
-        assert!(matches!(err, ExtractError::TooLarge { size: 5, limit: 4 }), "{err:?}");
-        let err = extractor.extract("a.txt", b"1", &AtomicBool::new(true)).unwrap_err();
+        let err = extractor
+            .extract("a.txt", b"12345", &AtomicBool::new(false))
+            .unwrap_err();
+        assert!(
+            matches!(err, ExtractError::TooLarge { size: 5, limit: 4 }),
+            "{err:?}"
+        );
+        let err = extractor
+            .extract("a.txt", b"1", &AtomicBool::new(true))
+            .unwrap_err();
         assert!(matches!(err, ExtractError::Stopped), "{err:?}");
     }
 
     #[test]
     fn a_program_that_cannot_start_is_unavailable_not_the_documents_fault() {
         let extractor = IsolatedExtractor::new("/nonexistent/leasehold", Limits::default());
-        let err = extractor.extract("a.txt", b"1", &AtomicBool::new(false)).unwrap_err();
+        let err = extractor
+            .extract("a.txt", b"1", &AtomicBool::new(false))
+            .unwrap_err();
         assert!(matches!(err, ExtractError::Unavailable { .. }), "{err:?}");
         assert!(!err.is_permanent());
         assert!(err.to_string().contains("/nonexistent/leasehold"), "{err}");

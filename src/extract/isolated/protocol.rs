@@ -136,7 +136,8 @@ pub(super) fn read_frame<H: for<'de> Deserialize<'de>>(
     }
     let mut header = vec![0u8; header_len as usize];
     input.read_exact(&mut header)?;
-    let header = serde_json::from_slice(&header).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let header =
+        serde_json::from_slice(&header).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let mut body = vec![0u8; body_len as usize];
     input.read_exact(&mut body)?;
     Ok(Some((header, body)))
@@ -175,7 +176,9 @@ mod tests {
             reason: "bad xref".into(),
         };
         let back = WireError::from_error(&malformed).into_error();
-        assert!(matches!(back, ExtractError::Malformed { format: Format::Pdf, ref reason } if reason == "bad xref"));
+        assert!(
+            matches!(back, ExtractError::Malformed { format: Format::Pdf, ref reason } if reason == "bad xref")
+        );
         let back = WireError::from_error(&ExtractError::TooLarge { size: 9, limit: 8 }).into_error();
         assert!(matches!(back, ExtractError::TooLarge { size: 9, limit: 8 }));
         assert!(matches!(
