@@ -419,6 +419,95 @@ fn parser_debug_output_never_reaches_stdout_or_stderr() {
     assert!(!String::from_utf8_lossy(&isolated.stderr).contains(JUNK));
 }
 
+/// A fake child that greets like a real one (the greeting frame is spelled out here, from
+/// the protocol's documented layout) and then never reads: the request pipe fills up.
+fn silent_child(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let json = br#"{"Ready":{"protocol":1}}"#;
+    let mut hello = (json.len() as u32).to_le_bytes().to_vec();
+    hello.extend_from_slice(&0u64.to_le_bytes());
+    hello.extend_from_slice(json);
+    let hello_path = dir.join("hello.bin");
+    std::fs::write(&hello_path, hello).unwrap();
+    let script = dir.join("silent-child");
+    let body = format!("#!/bin/sh\ncat '{}'\nexec sleep 30\n", hello_path.display());
+    std::fs::write(&script, body).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+/// Extracts, retrying while the fresh script is "busy": another test thread may have forked
+/// while it was open for writing (ETXTBSY), which is about this test, not the extractor.
+fn extract_retrying_busy(extractor: &IsolatedExtractor, bytes: &[u8], stop: &AtomicBool) -> ExtractError {
+    for _ in 0..50 {
+        match extractor.extract("big.txt", bytes, stop) {
+            Err(ExtractError::Unavailable { reason }) if reason.contains("busy") => {
+                thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => return e,
+            Ok(text) => panic!("a silent child answered {} bytes", text.len()),
+        }
+    }
+    panic!("the script stayed busy");
+}
+
+#[test]
+fn a_child_that_never_reads_cannot_block_the_sender() {
+    let dir = tempfile::tempdir().unwrap();
+    let extractor = IsolatedExtractor::new(
+        silent_child(dir.path()),
+        Limits {
+            deadline: Duration::from_millis(300),
+            ..Limits::default()
+        },
+    );
+    let big = vec![b'x'; 8 << 20];
+    let started = Instant::now();
+    let err = extract_retrying_busy(&extractor, &big, &AtomicBool::new(false));
+    assert!(
+        matches!(
+            err,
+            ExtractError::Limit {
+                what: LimitKind::Deadline(_)
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // The same, ended by the stop flag instead of the deadline.
+    let extractor = IsolatedExtractor::new(silent_child(dir.path()), Limits::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let raiser = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(300));
+            stop.store(true, Ordering::Relaxed);
+            Instant::now()
+        })
+    };
+    let err = extract_retrying_busy(&extractor, &big, &stop);
+    let late = raiser.join().unwrap().elapsed();
+    assert!(matches!(err, ExtractError::Stopped), "{err:?}");
+    assert!(
+        late < Duration::from_millis(500),
+        "returned {late:?} after the stop"
+    );
+}
+
+#[test]
+fn a_program_that_is_not_a_leasehold_child_is_unavailable() {
+    let extractor = IsolatedExtractor::new("/bin/true", Limits::default());
+    let err = run(&extractor, "a.txt", b"words").unwrap_err();
+    assert!(matches!(err, ExtractError::Unavailable { .. }), "{err:?}");
+    assert!(!err.is_permanent(), "not the document's fault");
+    assert!(err.to_string().contains("/bin/true"), "{err}");
+}
+
 /// Per-document overhead of isolation on small text documents, one caller. Prints the
 /// ratio; asserts nothing about time. Run with
 /// `cargo test --test isolated -- --ignored --nocapture throughput`.

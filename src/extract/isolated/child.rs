@@ -20,7 +20,7 @@ use std::sync::atomic::AtomicBool;
 use std::thread;
 
 use super::super::{Extractor, ExtractorRegistry};
-use super::protocol::{encode, read_frame, Request, Response, WireError};
+use super::protocol::{encode, read_frame, Request, Response, WireError, PROTOCOL_VERSION};
 
 /// The hidden first argument that turns `leasehold` into an extraction child. `main.rs`
 /// checks for it before parsing flags, so it never shows in `--help`.
@@ -116,6 +116,10 @@ fn serve(config: ChildConfig, mut protocol: File) -> io::Result<()> {
     let mut input = BufReader::with_capacity(64 * 1024, io::stdin().lock());
     limit_memory(config.memory_bytes)?;
     let cpu_hard = cpu_hard_limit();
+    let ready = Response::Ready {
+        protocol: PROTOCOL_VERSION,
+    };
+    protocol.write_all(&encode(&ready, b""))?;
     while let Some((request, body)) = read_frame::<Request>(&mut input, config.max_input_bytes)? {
         limit_cpu(request.cpu_secs, cpu_hard);
         // No stop flag reaches the child: the parent kills it instead.

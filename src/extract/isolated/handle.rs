@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use super::super::ExtractError;
 use super::capture::{last_lines, Capture};
 use super::child::{ChildConfig, CHILD_ARG};
-use super::protocol::{encode, lengths, Request, Response, MAX_HEADER_LEN, PREFIX_LEN};
+use super::protocol::{encode, lengths, Request, Response, MAX_HEADER_LEN, PREFIX_LEN, PROTOCOL_VERSION};
 use super::{LimitKind, Limits};
 
 /// How long one poll(2) waits before the stop flag and the deadline are checked again.
@@ -29,6 +29,8 @@ const SLICE: Duration = Duration::from_millis(50);
 const REAP_BOUND: Duration = Duration::from_secs(2);
 /// How long to wait for the child's last stderr bytes after it was reaped.
 const TAIL_BOUND: Duration = Duration::from_millis(500);
+/// How long a new child may take to greet (exec, loading, setting its limits).
+const START_BOUND: Duration = Duration::from_secs(10);
 /// First read size for a response; small answers then take one read.
 const FIRST_READ: usize = 64 * 1024;
 
@@ -64,7 +66,31 @@ pub(super) struct ChildHandle {
 }
 
 impl ChildHandle {
-    pub(super) fn spawn(program: &Path, limits: &Limits) -> io::Result<Self> {
+    /// Starts a child and waits (bounded, stop-aware) for its greeting. Failing to start is
+    /// `Unavailable`: the machine's or the configuration's fault, never the document's.
+    pub(super) fn start(program: &Path, limits: &Limits, stop: &AtomicBool) -> Result<Self, ExtractError> {
+        let unavailable = |why: String| ExtractError::Unavailable {
+            reason: format!("cannot start {} as an extraction child: {why}", program.display()),
+        };
+        let mut handle = Self::spawn(program, limits).map_err(|e| unavailable(e.to_string()))?;
+        let wait = Wait {
+            deadline: Instant::now() + START_BOUND,
+            limit: START_BOUND,
+            stop,
+        };
+        let (header_len, _) = match handle.read_frame(0, &wait) {
+            Ok(lengths) => lengths,
+            Err(ExtractError::Stopped) => return Err(ExtractError::Stopped),
+            Err(e) => return Err(unavailable(e.to_string())),
+        };
+        let header = &handle.buf[PREFIX_LEN..PREFIX_LEN + header_len];
+        match serde_json::from_slice::<Response>(header) {
+            Ok(Response::Ready { protocol }) if protocol == PROTOCOL_VERSION => Ok(handle),
+            _ => Err(unavailable("it did not greet with protocol version 1".into())),
+        }
+    }
+
+    fn spawn(program: &Path, limits: &Limits) -> io::Result<Self> {
         let config = ChildConfig {
             memory_bytes: limits.memory_bytes,
             max_input_bytes: limits.max_input_bytes,
@@ -159,9 +185,9 @@ impl ChildHandle {
     /// Reads exactly one response frame, never more than the header limit plus the output
     /// cap, whatever the child claims or sends.
     fn receive(&mut self, limits: &Limits, wait: &Wait) -> Outcome {
-        let (header_len, total) = match self.read_frame(limits, wait) {
+        let (header_len, total) = match self.read_frame(limits.max_output_bytes, wait) {
             Ok(lengths) => lengths,
-            Err(outcome) => return outcome,
+            Err(error) => return Outcome::lost(error),
         };
         let header = &self.buf[PREFIX_LEN..PREFIX_LEN + header_len];
         let outcome = match serde_json::from_slice::<Response>(header) {
@@ -181,7 +207,9 @@ impl ChildHandle {
                     reusable,
                 }
             }
-            Err(_) => self.kill_with(protocol_error("an unreadable response header")),
+            Ok(Response::Ready { .. }) | Err(_) => {
+                self.kill_with(protocol_error("an unexpected or unreadable response header"))
+            }
         };
         if self.buf.len() > FIRST_READ {
             // One huge answer must not pin its buffer for the child's whole life.
@@ -191,10 +219,11 @@ impl ChildHandle {
         outcome
     }
 
-    /// Fills `self.buf` with one frame and returns (header length, frame length). Waits for
-    /// the pipe before each read: the answer is almost never there yet, and a read that would
-    /// block is a wasted syscall per document.
-    fn read_frame(&mut self, limits: &Limits, wait: &Wait) -> Result<(usize, usize), Outcome> {
+    /// Fills `self.buf` with one frame whose body is at most `max_body` bytes and returns
+    /// (header length, frame length). On any error the child is already killed and reaped.
+    /// Waits for the pipe before each read: the answer is almost never there yet, and a read
+    /// that would block is a wasted syscall per document.
+    fn read_frame(&mut self, max_body: u64, wait: &Wait) -> Result<(usize, usize), ExtractError> {
         let mut filled = 0;
         let mut frame: Option<(usize, usize)> = None; // (header length, total length)
         loop {
@@ -205,16 +234,16 @@ impl ChildHandle {
             } else if filled >= PREFIX_LEN {
                 let prefix: [u8; PREFIX_LEN] = self.buf[..PREFIX_LEN].try_into().expect("prefix length");
                 let (header, body) = lengths(&prefix);
-                if body > limits.max_output_bytes {
-                    return Err(self.kill_with(ExtractError::Limit {
-                        what: LimitKind::Output {
-                            cap: limits.max_output_bytes,
-                        },
-                    }));
+                if body > max_body {
+                    self.kill_and_reap();
+                    return Err(ExtractError::Limit {
+                        what: LimitKind::Output { cap: max_body },
+                    });
                 }
                 let total = PREFIX_LEN + header as usize + body as usize;
                 if header > MAX_HEADER_LEN || filled > total {
-                    return Err(self.kill_with(protocol_error("a response frame that breaks the protocol")));
+                    self.kill_and_reap();
+                    return Err(protocol_error("a frame that breaks the protocol"));
                 }
                 if self.buf.len() < total {
                     self.buf.resize(total, 0);
@@ -222,15 +251,13 @@ impl ChildHandle {
                 frame = Some((header as usize, total));
                 continue;
             }
-            if let Err(error) = self.wait_ready(self.responses.as_raw_fd(), libc::POLLIN, wait) {
-                return Err(Outcome::lost(error));
-            }
+            self.wait_ready(self.responses.as_raw_fd(), libc::POLLIN, wait)?;
             let end = frame.map_or(self.buf.len(), |(_, total)| total);
             match self.responses.read(&mut self.buf[filled..end]) {
-                Ok(0) => return Err(Outcome::lost(self.died())),
+                Ok(0) => return Err(self.died()),
                 Ok(n) => filled += n,
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
-                Err(_) => return Err(Outcome::lost(self.died())),
+                Err(_) => return Err(self.died()),
             }
         }
     }

@@ -190,7 +190,7 @@ impl IsolatedExtractor {
     }
 
     /// An idle live child, or a new one.
-    fn take_child(&self) -> Result<ChildHandle, ExtractError> {
+    fn take_child(&self, stop: &AtomicBool) -> Result<ChildHandle, ExtractError> {
         loop {
             let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
             match idle {
@@ -202,12 +202,7 @@ impl IsolatedExtractor {
                 None => break,
             }
         }
-        ChildHandle::spawn(&self.program, &self.limits).map_err(|e| ExtractError::Unavailable {
-            reason: format!(
-                "cannot start {} as an extraction child: {e}",
-                self.program.display()
-            ),
-        })
+        ChildHandle::start(&self.program, &self.limits, stop)
     }
 }
 
@@ -221,7 +216,7 @@ impl Extractor for IsolatedExtractor {
             });
         }
         check_stop(stop)?;
-        let mut child = self.take_child()?;
+        let mut child = self.take_child(stop)?;
         let outcome = child.extract(name, bytes, &self.limits, stop);
         if outcome.reusable {
             self.idle

@@ -19,6 +19,9 @@ pub(super) const PREFIX_LEN: usize = 12;
 /// error reason; anything bigger is a broken peer.
 pub(super) const MAX_HEADER_LEN: u32 = 64 * 1024;
 
+/// Sent by the child in its greeting; a parent refuses a child that speaks another.
+pub(super) const PROTOCOL_VERSION: u32 = 1;
+
 /// What the parent asks of the child for one document.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct Request {
@@ -29,9 +32,16 @@ pub(super) struct Request {
     pub cpu_secs: u64,
 }
 
-/// The child's answer for one document; the text itself travels as the body.
+/// The child's frames: one greeting when it is set up, then one answer per document (the
+/// text itself travels as the body).
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum Response {
+    /// Sent once, after the protocol pipe, panic hook and limits are in place. Without it the
+    /// program is not a leasehold child (a wrong path, an embedding program that does not
+    /// dispatch [`CHILD_ARG`](super::CHILD_ARG)), which is no document's fault.
+    Ready {
+        protocol: u32,
+    },
     Ok,
     Err(WireError),
 }
