@@ -221,6 +221,13 @@ fn text_and_samples_round_trip_with_typed_errors() {
         assert!(text.contains(phrase), "{name}: {phrase:?} not in {text:?}");
     }
     assert_eq!(run(&extractor, "empty.pdf", b"").unwrap(), "");
+    // Bigger than the pipe and the parent's first read, in both directions.
+    let big: String = (0..100_000).map(|i| format!("line {i}\n")).collect();
+    assert_eq!(run(&extractor, "big.txt", big.as_bytes()).unwrap(), big);
+    assert_eq!(
+        run(&extractor, "a.txt", b"small after big").unwrap(),
+        "small after big"
+    );
     let err = run(&extractor, "image.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap_err();
     assert!(matches!(err, ExtractError::Unsupported { .. }), "{err:?}");
     let report = sample("report.pdf");

@@ -86,7 +86,9 @@ impl ChildHandle {
         let header = &handle.buf[PREFIX_LEN..PREFIX_LEN + header_len];
         match serde_json::from_slice::<Response>(header) {
             Ok(Response::Ready { protocol }) if protocol == PROTOCOL_VERSION => Ok(handle),
-            _ => Err(unavailable("it did not greet with protocol version 1".into())),
+            _ => Err(unavailable(format!(
+                "it did not greet with protocol version {PROTOCOL_VERSION}"
+            ))),
         }
     }
 
@@ -125,13 +127,6 @@ impl ChildHandle {
         set_nonblocking(handle.requests.as_raw_fd())?;
         set_nonblocking(handle.responses.as_raw_fd())?;
         Ok(handle)
-    }
-
-    /// Whether this child was started with the same fixed limits (memory, input, stack).
-    pub(super) fn fits(&self, limits: &Limits) -> bool {
-        self.config.memory_bytes == limits.memory_bytes
-            && self.config.max_input_bytes == limits.max_input_bytes
-            && self.config.stack_bytes == limits.stack_bytes
     }
 
     /// Whether the child is still running; an idle child that died is not worth a document.
@@ -191,12 +186,12 @@ impl ChildHandle {
         };
         let header = &self.buf[PREFIX_LEN..PREFIX_LEN + header_len];
         let outcome = match serde_json::from_slice::<Response>(header) {
-            Ok(Response::Ok) => match std::str::from_utf8(&self.buf[PREFIX_LEN + header_len..total]) {
-                Ok(text) => Outcome {
-                    result: Ok(text.to_owned()),
+            Ok(Response::Ok) => match self.take_text(PREFIX_LEN + header_len, total) {
+                Some(text) => Outcome {
+                    result: Ok(text),
                     reusable: true,
                 },
-                Err(_) => self.kill_with(protocol_error("text that is not UTF-8")),
+                None => self.kill_with(protocol_error("text that is not UTF-8")),
             },
             Ok(Response::Err(error)) => {
                 let error = error.into_error();
@@ -211,12 +206,24 @@ impl ChildHandle {
                 self.kill_with(protocol_error("an unexpected or unreadable response header"))
             }
         };
-        if self.buf.len() > FIRST_READ {
-            // One huge answer must not pin its buffer for the child's whole life.
-            self.buf.truncate(FIRST_READ);
-            self.buf.shrink_to_fit();
+        if self.buf.len() != FIRST_READ {
+            // Grown for a huge answer, or moved out with its text: one huge answer must not
+            // pin its buffer for the child's whole life.
+            self.buf = vec![0; FIRST_READ];
         }
         outcome
+    }
+
+    /// The text in `buf[start..end]`: copied out when small (the buffer is kept for the next
+    /// answer), moved out when large (no second copy of a big text).
+    fn take_text(&mut self, start: usize, end: usize) -> Option<String> {
+        if end <= FIRST_READ {
+            return std::str::from_utf8(&self.buf[start..end]).ok().map(str::to_owned);
+        }
+        let mut text = std::mem::take(&mut self.buf);
+        text.truncate(end);
+        text.drain(..start);
+        String::from_utf8(text).ok()
     }
 
     /// Fills `self.buf` with one frame whose body is at most `max_body` bytes and returns
@@ -288,9 +295,14 @@ impl ChildHandle {
             if ready > 0 {
                 return Ok(());
             }
-            if ready < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                self.kill_and_reap();
-                return Err(protocol_error("poll failed on the child's pipe"));
+            if ready < 0 {
+                let error = io::Error::last_os_error();
+                if error.kind() != io::ErrorKind::Interrupted {
+                    self.kill_and_reap();
+                    return Err(ExtractError::Unavailable {
+                        reason: format!("poll on the extraction child's pipe failed: {error}"),
+                    });
+                }
             }
         }
     }

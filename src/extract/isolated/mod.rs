@@ -195,7 +195,7 @@ impl IsolatedExtractor {
             let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
             match idle {
                 Some(mut child) => {
-                    if child.is_alive() && child.fits(&self.limits) {
+                    if child.is_alive() {
                         return Ok(child);
                     }
                 }
