@@ -62,6 +62,18 @@ impl Capture {
         }
     }
 
+    /// Forgets what earlier documents made the child say, so a crash is explained by the
+    /// document that caused it (and a hostile document cannot plant words for the next one).
+    /// Bytes still in the pipe from the previous document may survive; that is rare and
+    /// only ever adds context.
+    pub(super) fn clear(&self) {
+        self.ring
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .bytes
+            .clear();
+    }
+
     /// Waits, at most `bound`, for the child's last words to be drained, then returns the
     /// captured tail as text. Called after the child has been reaped.
     pub(super) fn tail(&self, bound: Duration) -> String {

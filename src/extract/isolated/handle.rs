@@ -149,6 +149,7 @@ impl ChildHandle {
             cpu_secs: limits.cpu_time.as_secs_f64().ceil() as u64,
         };
         self.cpu_secs = request.cpu_secs;
+        self.stderr.clear();
         let frame = encode(&request, bytes);
         let wait = Wait {
             deadline,

@@ -43,7 +43,8 @@ use handle::ChildHandle;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Wall-clock time from sending the document to having its text, measured by the
-    /// parent, which kills the child when it passes. Default 60 s.
+    /// parent, which kills the child when it passes. Starting a fresh child is not counted
+    /// (it has its own bound of 10 s and fails as `Unavailable`). Default 60 s.
     pub deadline: Duration,
     /// Memory the parser may allocate, enforced with `RLIMIT_AS` in the child on top of the
     /// address space the child has mapped at start-up (binary, libraries, stacks). It also
