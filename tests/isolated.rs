@@ -600,13 +600,22 @@ fn pipeline_throughput_in_process_vs_isolated() {
     };
     let isolated: Arc<dyn Extractor> = Arc::new(extractor(Limits::default()));
     let registry: Arc<dyn Extractor> = Arc::new(ExtractorRegistry::default());
-    let (mut inside, mut outside) = (0f64, 0f64);
-    for _ in 0..2 {
-        inside = inside.max(pass(Arc::clone(&registry)));
-        outside = outside.max(pass(Arc::clone(&isolated)));
+    // Alternating passes, medians: this pipeline is bound by the disk's fsync rate, which
+    // wanders on a shared machine far more than the isolation overhead could.
+    let (mut inside, mut outside) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        inside.push(pass(Arc::clone(&registry)));
+        outside.push(pass(Arc::clone(&isolated)));
     }
+    let median = |rates: &mut Vec<f64>| {
+        rates.sort_by(f64::total_cmp);
+        rates[rates.len() / 2]
+    };
+    println!("passes in-process {inside:.0?} docs/s, isolated {outside:.0?} docs/s");
+    let (inside, outside) = (median(&mut inside), median(&mut outside));
     println!(
-        "pipeline, 1 worker, {DOCS} small text files: in-process {inside:.0} docs/s, isolated {outside:.0} docs/s, ratio {:.3}",
+        "pipeline, 1 worker, {DOCS} small text files: median in-process {inside:.0} docs/s, \
+         isolated {outside:.0} docs/s, ratio {:.3}",
         outside / inside
     );
 }
