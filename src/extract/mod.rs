@@ -13,9 +13,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 mod docx;
 mod html;
+mod isolated;
 mod markdown;
 mod pdf;
 mod text;
+
+pub use isolated::{child_main, IsolatedExtractor, LimitKind, Limits, CHILD_ARG};
 
 /// Which extractor handles a document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,13 +83,35 @@ pub enum ExtractError {
     /// not the document's fault.
     #[error("extraction stopped: the worker lost its lease")]
     Stopped,
+
+    // Raised by the isolated extractor (see `isolated`), whose child process runs the parser.
+    /// The child hit one of its [`Limits`] and was killed or gave up: the document's fault.
+    #[error("{what}")]
+    Limit {
+        /// Which limit, with its value.
+        what: LimitKind,
+    },
+    /// The child died while extracting (stack overflow, a signal, an unexpected exit, or
+    /// garbage on the protocol pipe): the document's fault.
+    #[error("extractor crashed: {reason}")]
+    Crashed {
+        /// How it died, with a few sanitised lines of its stderr.
+        reason: String,
+    },
+    /// No child could be started: the machine's fault, not the document's.
+    #[error("isolated extractor unavailable: {reason}")]
+    Unavailable {
+        /// Why no child could be started or greeted.
+        reason: String,
+    },
 }
 
 impl ExtractError {
-    /// Whether retrying the same bytes could ever succeed. Only `Stopped` depends on the
-    /// worker rather than the document, so only it is worth handing to another worker.
+    /// Whether retrying the same bytes could ever succeed. `Stopped` depends on the worker and
+    /// `Unavailable` on the machine rather than the document, so only they are worth handing
+    /// to another worker; every limit and crash of an isolated child is the document's fault.
     pub fn is_permanent(&self) -> bool {
-        !matches!(self, ExtractError::Stopped)
+        !matches!(self, ExtractError::Stopped | ExtractError::Unavailable { .. })
     }
 
     /// Shorthand used by the format modules, which all report parser failures the same way.

@@ -1,0 +1,199 @@
+//! The frames parent and child exchange over the child's stdin and (duplicated) stdout.
+//!
+//! Every frame is `[u32 LE header length][u64 LE body length][JSON header][raw body]`. The
+//! header is small and typed (serde); the body is the document's bytes (request) or the
+//! extracted UTF-8 text (response) and is never escaped or copied into JSON. Both lengths come
+//! first so a reader can refuse an oversized frame before reading any of it.
+
+use std::io::{self, Read};
+
+use serde::{Deserialize, Serialize};
+
+use super::super::{ExtractError, Format};
+use super::LimitKind;
+
+/// Bytes before the header: its length (u32) and the body's length (u64).
+pub(super) const PREFIX_LEN: usize = 12;
+
+/// Largest header either side accepts. Headers hold a document name and a few numbers, or an
+/// error reason; anything bigger is a broken peer.
+pub(super) const MAX_HEADER_LEN: u32 = 64 * 1024;
+
+/// Sent by the child in its greeting; a parent refuses a child that speaks another.
+pub(super) const PROTOCOL_VERSION: u32 = 1;
+
+/// What the parent asks of the child for one document.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct Request {
+    /// The document's name, used only for format detection by extension.
+    pub name: String,
+    /// The per-document limits the child enforces itself.
+    pub max_output_bytes: u64,
+    pub cpu_secs: u64,
+}
+
+/// The child's frames: one greeting when it is set up, then one answer per document (the
+/// text itself travels as the body).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum Response {
+    /// Sent once, after the protocol pipe, panic hook and limits are in place. Without it the
+    /// program is not a leasehold child (a wrong path, an embedding program that does not
+    /// dispatch [`CHILD_ARG`](super::CHILD_ARG)), which is no document's fault.
+    Ready {
+        protocol: u32,
+    },
+    Ok,
+    Err(WireError),
+}
+
+/// [`ExtractError`] as it crosses the pipe. Kept separate so the public error type needs no
+/// serde derive and so a child from another build cannot make the parent panic: an unknown
+/// format name simply becomes `Unsupported`.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum WireError {
+    TooLarge { size: u64, limit: u64 },
+    Unsupported { reason: String },
+    Malformed { format: String, reason: String },
+    Stopped,
+    OutputCap { cap: u64 },
+}
+
+impl WireError {
+    pub(super) fn from_error(error: &ExtractError) -> Self {
+        match error {
+            ExtractError::TooLarge { size, limit } => WireError::TooLarge {
+                size: *size,
+                limit: *limit,
+            },
+            ExtractError::Malformed { format, reason } => WireError::Malformed {
+                format: format.as_str().to_owned(),
+                reason: reason.clone(),
+            },
+            ExtractError::Stopped => WireError::Stopped,
+            ExtractError::Limit {
+                what: LimitKind::Output { cap },
+            } => WireError::OutputCap { cap: *cap },
+            other => WireError::Unsupported {
+                reason: other.to_string(),
+            },
+        }
+    }
+
+    pub(super) fn into_error(self) -> ExtractError {
+        match self {
+            WireError::TooLarge { size, limit } => ExtractError::TooLarge { size, limit },
+            WireError::Unsupported { reason } => ExtractError::Unsupported { reason },
+            WireError::Malformed { format, reason } => match format_named(&format) {
+                Some(format) => ExtractError::Malformed { format, reason },
+                None => ExtractError::Unsupported { reason },
+            },
+            WireError::Stopped => ExtractError::Stopped,
+            WireError::OutputCap { cap } => ExtractError::Limit {
+                what: LimitKind::Output { cap },
+            },
+        }
+    }
+}
+
+fn format_named(name: &str) -> Option<Format> {
+    [
+        Format::PlainText,
+        Format::Markdown,
+        Format::Html,
+        Format::Pdf,
+        Format::Docx,
+    ]
+    .into_iter()
+    .find(|f| f.as_str() == name)
+}
+
+/// Builds one whole frame in one buffer, so it goes out in as few writes as the pipe allows.
+pub(super) fn encode<H: Serialize>(header: &H, body: &[u8]) -> Vec<u8> {
+    let json = serde_json::to_vec(header).expect("protocol headers always serialise");
+    let mut frame = Vec::with_capacity(PREFIX_LEN + json.len() + body.len());
+    frame.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    frame.extend_from_slice(&json);
+    frame.extend_from_slice(body);
+    frame
+}
+
+/// Splits a frame prefix into (header length, body length).
+pub(super) fn lengths(prefix: &[u8; PREFIX_LEN]) -> (u32, u64) {
+    let header = u32::from_le_bytes(prefix[..4].try_into().expect("4 bytes"));
+    let body = u64::from_le_bytes(prefix[4..].try_into().expect("8 bytes"));
+    (header, body)
+}
+
+/// Reads one frame from a blocking reader (the child's side). `Ok(None)` is a clean end of
+/// input between frames: the parent closed the pipe, so the child exits.
+pub(super) fn read_frame<H: for<'de> Deserialize<'de>>(
+    input: &mut impl Read,
+    max_body: u64,
+) -> io::Result<Option<(H, Vec<u8>)>> {
+    let mut prefix = [0u8; PREFIX_LEN];
+    match input.read_exact(&mut prefix) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let (header_len, body_len) = lengths(&prefix);
+    if header_len > MAX_HEADER_LEN || body_len > max_body {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("frame of {header_len}+{body_len} bytes is over the limit"),
+        ));
+    }
+    let mut header = vec![0u8; header_len as usize];
+    input.read_exact(&mut header)?;
+    let header =
+        serde_json::from_slice(&header).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let mut body = vec![0u8; body_len as usize];
+    input.read_exact(&mut body)?;
+    Ok(Some((header, body)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_frame_round_trips_with_raw_body() {
+        let request = Request {
+            name: "a.txt".into(),
+            max_output_bytes: 10,
+            cpu_secs: 3,
+        };
+        let frame = encode(&request, b"\0raw\xff");
+        let (back, body): (Request, Vec<u8>) = read_frame(&mut &frame[..], 100).unwrap().unwrap();
+        assert_eq!(back.name, "a.txt");
+        assert_eq!((back.max_output_bytes, back.cpu_secs), (10, 3));
+        assert_eq!(body, b"\0raw\xff");
+        assert!(read_frame::<Request>(&mut &[][..], 100).unwrap().is_none());
+    }
+
+    #[test]
+    fn oversized_body_is_refused_before_reading_it() {
+        let frame = encode(&Response::Ok, &[b'x'; 64]);
+        let err = read_frame::<Response>(&mut &frame[..], 63).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn errors_keep_their_type_across_the_wire() {
+        let malformed = ExtractError::Malformed {
+            format: Format::Pdf,
+            reason: "bad xref".into(),
+        };
+        let back = WireError::from_error(&malformed).into_error();
+        assert!(
+            matches!(back, ExtractError::Malformed { format: Format::Pdf, ref reason } if reason == "bad xref")
+        );
+        let back = WireError::from_error(&ExtractError::TooLarge { size: 9, limit: 8 }).into_error();
+        assert!(matches!(back, ExtractError::TooLarge { size: 9, limit: 8 }));
+        assert!(matches!(
+            WireError::from_error(&ExtractError::Stopped).into_error(),
+            ExtractError::Stopped
+        ));
+    }
+}
