@@ -2,6 +2,7 @@
 //! validated, built objects before anything runs.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -46,6 +47,49 @@ pub struct Global {
     /// SQLite durability: normal (survives process crashes) or full (and power loss).
     #[arg(long, global = true, value_enum, default_value_t = Sync::Normal)]
     pub synchronous: Sync,
+    /// Wall-clock time one document's extraction may take, e.g. 60s
+    /// (default: [extract] timeout, else 60s).
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub extract_timeout: Option<Duration>,
+    /// Memory (address space) of an extraction process, e.g. 1GiB
+    /// (default: [extract] memory, else 1GiB).
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    pub extract_memory: Option<u64>,
+    /// CPU time one document's extraction may take, e.g. 60s
+    /// (default: [extract] cpu, else 60s).
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub extract_cpu: Option<Duration>,
+    /// Largest extracted text of one document, e.g. 64MiB
+    /// (default: [extract] max_text, else 64MiB).
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    pub max_text: Option<u64>,
+    /// Run parsers inside this process instead of supervised child processes:
+    /// faster to debug, but a hostile file can crash or hang the whole run.
+    #[arg(long, global = true)]
+    pub in_process: bool,
+}
+
+/// A duration such as `60s`, `2m` or `1h30m`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{e}; expected a duration such as 60s, 2m or 1h30m"))?;
+    if d.is_zero() {
+        return Err("must be longer than 0".into());
+    }
+    Ok(d)
+}
+
+/// A size such as `64MiB`, `1GiB`, `500kB` or a number of bytes.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let n = text
+        .trim()
+        .parse::<bytesize::ByteSize>()
+        .map_err(|e| format!("{e}; expected a size such as 64MiB, 1GiB or a number of bytes"))?
+        .as_u64();
+    if n == 0 {
+        return Err("must be more than 0 bytes".into());
+    }
+    Ok(n)
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

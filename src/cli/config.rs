@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::FileConfig;
-use crate::extract::ExtractorRegistry;
+use crate::extract::{Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
 use crate::mirror::Mirror;
 use crate::pipeline::Pipeline;
 use crate::source::DirSource;
@@ -31,8 +31,50 @@ pub struct Config {
     pub source: Option<DirSource>,
     pub workers: usize,
     pub max_input: u64,
+    /// How documents are extracted: in child processes under these limits,
+    /// or (`--in-process`) in this one.
+    pub extract: Extraction,
     /// The configuration file's parts, when there is one.
     pub upstream: Option<Upstream>,
+}
+
+/// Where parsers run and the limits of one document: the configuration
+/// file's `[extract]`, overridden by flags.
+#[derive(Debug, Clone)]
+pub struct Extraction {
+    pub isolated: bool,
+    pub limits: Limits,
+}
+
+impl Extraction {
+    fn build(g: &Global, file: Option<&FileConfig>) -> Extraction {
+        let f = file.map(|f| f.extract).unwrap_or_default();
+        Extraction {
+            isolated: f.isolation && !g.in_process,
+            limits: Limits {
+                deadline: g.extract_timeout.unwrap_or(f.timeout),
+                memory_bytes: g.extract_memory.unwrap_or(f.memory),
+                cpu_time: g.extract_cpu.unwrap_or(f.cpu),
+                max_output_bytes: g.max_text.unwrap_or(f.max_text),
+                max_input_bytes: g.max_input,
+                ..Limits::default()
+            },
+        }
+    }
+
+    /// The extractor: the built-in registry, in supervised children of this
+    /// very binary unless `--in-process`.
+    fn extractor(&self) -> Result<Arc<dyn Extractor>, CliError> {
+        if !self.isolated {
+            return Ok(Arc::new(ExtractorRegistry::new(self.limits.max_input_bytes)));
+        }
+        let program = std::env::current_exe().map_err(|e| {
+            CliError::Config(format!(
+                "cannot find this program to run extraction children: {e}"
+            ))
+        })?;
+        Ok(Arc::new(IsolatedExtractor::new(program, self.limits.clone())))
+    }
 }
 
 /// What the configuration file adds: the shared gate, and the HTTP source and
@@ -75,6 +117,7 @@ impl Config {
             };
         }
         let store = Store::open(&db, options)?;
+        let extract = Extraction::build(g, file.as_ref());
         let upstream = file.map(|f| Upstream::build(&store, f));
         let mirror = Mirror::open(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
         let source = match source {
@@ -89,6 +132,7 @@ impl Config {
                 .workers
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
             max_input: g.max_input,
+            extract,
             upstream,
         })
     }
@@ -116,9 +160,10 @@ impl Config {
             store: self.store.clone(),
             mirror: self.mirror.clone(),
             source,
-            extractor: super::testing::extractor()
-                .map_err(CliError::Config)?
-                .unwrap_or_else(|| Arc::new(ExtractorRegistry::new(self.max_input))),
+            extractor: match super::testing::extractor().map_err(CliError::Config)? {
+                Some(test_extractor) => test_extractor,
+                None => self.extract.extractor()?,
+            },
             max_input_bytes: self.max_input,
             deliver_results: self.upstream.as_ref().is_some_and(|u| u.sink.is_some()),
         })

@@ -53,6 +53,14 @@
 //! [outbox]
 //! max_age = "24h"
 //! max_bytes = "256MiB"
+//!
+//! # Where parsers run, and the limits of one document.
+//! [extract]
+//! isolation = true
+//! timeout = "60s"
+//! memory = "1GiB"
+//! cpu = "60s"
+//! max_text = "64MiB"
 //! ```
 //!
 //! # Keys
@@ -69,6 +77,10 @@
 //!   that is the program's path; it is never split on whitespace, so a path with
 //!   spaces works and no shell quoting rules apply. `webhook` is a URL.
 //! - `[outbox]`: `max_age` (a duration) and `max_bytes` (`"256MiB"` or a number of bytes).
+//! - `[extract]`: `isolation` (run parsers in child processes; default true), and the
+//!   limits of one document: `timeout` and `cpu` (durations), `memory` and `max_text`
+//!   (sizes). The flags `--extract-timeout`, `--extract-cpu`, `--extract-memory`,
+//!   `--max-text` and `--in-process` override them.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -121,6 +133,14 @@ webhook = "https://hooks.example.com/leasehold"
 [outbox]
 max_age = "24h"
 max_bytes = "256MiB"
+
+# Where parsers run, and the limits of one document.
+[extract]
+isolation = true
+timeout = "60s"
+memory = "1GiB"
+cpu = "60s"
+max_text = "64MiB"
 "#;
 
 /// The largest account pool a source may rotate through (DESIGN §6: "e.g. up to 5").
@@ -158,6 +178,38 @@ pub struct FileConfig {
     pub notify: NotifyConfig,
     /// `[outbox]`: how much undeliverable work is kept while locked.
     pub outbox: OutboxConfig,
+    /// `[extract]`: where parsers run and the limits each document runs under.
+    pub extract: ExtractConfig,
+}
+
+/// `[extract]`: parsers run in supervised child processes, each document under
+/// these limits (DESIGN §9). Command-line flags override each key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtractConfig {
+    /// Run parsers in child processes (the default); `false` runs them inside
+    /// the worker process, where a hostile file can crash it.
+    pub isolation: bool,
+    /// Wall-clock time one document may take.
+    pub timeout: Duration,
+    /// Address space of an extraction child, in bytes.
+    pub memory: u64,
+    /// CPU time one document may take.
+    pub cpu: Duration,
+    /// Extracted text of one document, in bytes.
+    pub max_text: u64,
+}
+
+impl Default for ExtractConfig {
+    fn default() -> Self {
+        use crate::extract::Limits;
+        ExtractConfig {
+            isolation: true,
+            timeout: Limits::DEFAULT_DEADLINE,
+            memory: Limits::DEFAULT_MEMORY_BYTES,
+            cpu: Limits::DEFAULT_CPU_TIME,
+            max_text: Limits::DEFAULT_MAX_OUTPUT_BYTES,
+        }
+    }
 }
 
 /// One upstream credential.
@@ -488,6 +540,7 @@ mod tests {
         assert_eq!((sink.batch_size, sink.max_per_second), (100, 10.0));
         assert_eq!(c.auth, AuthConfig::default());
         assert_eq!(c.outbox, OutboxConfig::default());
+        assert_eq!(c.extract, ExtractConfig::default());
         assert_eq!(c.notify.command.as_ref().unwrap().len(), 3);
 
         // The module docs show the same text, line for line.

@@ -27,6 +27,8 @@ pub(super) struct RawFile {
     notify: RawNotify,
     #[serde(default)]
     outbox: RawOutbox,
+    #[serde(default)]
+    extract: RawExtract,
 }
 
 #[derive(Deserialize, Default)]
@@ -94,6 +96,16 @@ pub(super) struct RawOutbox {
     max_bytes: Option<toml::Value>,
 }
 
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExtract {
+    isolation: Option<bool>,
+    timeout: Option<String>,
+    memory: Option<toml::Value>,
+    cpu: Option<String>,
+    max_text: Option<toml::Value>,
+}
+
 /// A TOML error as line, column and message; toml's own rendering would quote
 /// the source line.
 pub(super) fn toml_message(text: &str, err: &toml::de::Error) -> String {
@@ -148,6 +160,7 @@ impl Validator<'_> {
             auth: self.auth(raw.auth)?,
             notify: self.notify(raw.notify)?,
             outbox: self.outbox(raw.outbox)?,
+            extract: self.extract(raw.extract)?,
             accounts,
         })
     }
@@ -451,6 +464,21 @@ impl Validator<'_> {
                 Some(v) => self.size("[outbox] max_bytes", &v)?,
                 None => d.max_bytes,
             },
+        })
+    }
+
+    fn extract(&self, raw: RawExtract) -> Result<ExtractConfig, ConfigError> {
+        let d = ExtractConfig::default();
+        let size = |key: &str, v: Option<toml::Value>, default: u64| match v {
+            Some(v) => self.size(key, &v),
+            None => Ok(default),
+        };
+        Ok(ExtractConfig {
+            isolation: raw.isolation.unwrap_or(d.isolation),
+            timeout: self.duration("[extract] timeout", raw.timeout, d.timeout, false)?,
+            memory: size("[extract] memory", raw.memory, d.memory)?,
+            cpu: self.duration("[extract] cpu", raw.cpu, d.cpu, false)?,
+            max_text: size("[extract] max_text", raw.max_text, d.max_text)?,
         })
     }
 

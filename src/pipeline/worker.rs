@@ -204,6 +204,9 @@ impl Worker {
         match self.stage(claim, run)? {
             Ok(Ok(text)) => Ok(text),
             Ok(Err(ExtractError::Stopped)) => Err(Stop::Release),
+            // No extraction process could be started: the machine's fault, not
+            // the document's; it waits without spending the attempt.
+            Ok(Err(e @ ExtractError::Unavailable { .. })) => Err(self.park_for_backoff(claim, e.to_string())),
             Ok(Err(e)) => Err(Stop::Failed {
                 permanent: e.is_permanent(),
                 error: format!("{:?}: {e}", claim.key),
@@ -244,17 +247,22 @@ impl Worker {
     /// A mirror write that failed: a full or unwritable disk is not the
     /// document's fault (parked with backoff); anything else is retried.
     fn stop_for_mirror(&self, claim: &Claim, e: crate::mirror::MirrorError) -> Stop {
-        let store = &self.pipeline.store;
         if e.is_disk_full() || e.is_unwritable() {
-            let until = store.now() + store.options().backoff.delay_ms(claim.attempts);
-            return Stop::Park {
-                reason: format!("{:?}: mirror write failed, will retry: {e}", claim.key),
-                parked: Parked::Until(until),
-            };
+            return self.park_for_backoff(claim, format!("mirror write failed, will retry: {e}"));
         }
         Stop::Failed {
             error: format!("{:?}: mirror write failed: {e}", claim.key),
             permanent: false,
+        }
+    }
+
+    /// Hand the document back without spending the attempt, claimable again
+    /// after the backoff its attempts so far would earn.
+    fn park_for_backoff(&self, claim: &Claim, why: String) -> Stop {
+        let store = &self.pipeline.store;
+        Stop::Park {
+            reason: format!("{:?}: {why}", claim.key),
+            parked: Parked::Until(store.now() + store.options().backoff.delay_ms(claim.attempts)),
         }
     }
 
