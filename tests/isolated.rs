@@ -5,15 +5,17 @@
 //! to watch a whole process (an in-process stack overflow, what reaches stdout) re-run this
 //! test binary as a helper with `HELPER` set, the way a crash test re-runs itself.
 
-use std::io::Write;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use flate2::{Compress, Compression, FlushCompress};
 use leasehold::extract::{ExtractError, Extractor, ExtractorRegistry, IsolatedExtractor, LimitKind, Limits};
+
+mod common;
+
+use common::hostile::{bomb_pdf, nested_pdf, text_pdf, zeros_zlib};
 
 const PROGRAM: &str = env!("CARGO_BIN_EXE_leasehold");
 /// Set in a helper process: which in-process experiment to run.
@@ -33,83 +35,6 @@ fn sample(path: &str) -> Vec<u8> {
     std::fs::read(format!("{}/samples/{path}", env!("CARGO_MANIFEST_DIR"))).expect("sample is readable")
 }
 
-/// A one-page PDF with a correct xref. `content` is the page's content stream dictionary
-/// extras and data; `extra` objects follow the five fixed ones (catalog, pages, page, font,
-/// content), unreferenced but parsed at load like every object in the xref.
-fn pdf(font: &str, content_dict: &str, content: &[u8], extra: &[Vec<u8>]) -> Vec<u8> {
-    let mut objects: Vec<Vec<u8>> = vec![
-        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>".to_vec(),
-        format!("<< /Type /Font /Subtype /Type1 /BaseFont /{font} >>").into_bytes(),
-    ];
-    let mut stream = format!("<< /Length {} {content_dict} >>\nstream\n", content.len()).into_bytes();
-    stream.extend_from_slice(content);
-    stream.extend_from_slice(b"\nendstream");
-    objects.push(stream);
-    objects.extend(extra.iter().cloned());
-
-    let mut out = b"%PDF-1.4\n".to_vec();
-    let mut offsets = Vec::new();
-    for (i, body) in objects.iter().enumerate() {
-        offsets.push(out.len());
-        writeln!(out, "{} 0 obj", i + 1).unwrap();
-        out.extend_from_slice(body);
-        out.extend_from_slice(b"\nendobj\n");
-    }
-    let xref = out.len();
-    write!(out, "xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).unwrap();
-    for offset in offsets {
-        writeln!(out, "{offset:010} 00000 n ").unwrap();
-    }
-    write!(
-        out,
-        "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
-        objects.len() + 1
-    )
-    .unwrap();
-    out
-}
-
-fn text_pdf(font: &str, phrase: &str) -> Vec<u8> {
-    let content = format!("BT /F1 12 Tf 72 720 Td ({phrase}) Tj ET");
-    pdf(font, "", content.as_bytes(), &[])
-}
-
-/// Arrays nested `depth` deep in an extra object: lopdf's parser recurses once per level.
-fn nested_pdf(depth: usize) -> Vec<u8> {
-    let mut nested = vec![b'['; depth];
-    nested.extend(std::iter::repeat_n(b']', depth));
-    pdf("Helvetica", "", b"BT ET", &[nested])
-}
-
-/// A zlib stream that inflates to `mib` MiB of zeros, built by repeating one fully flushed
-/// deflate block (compressing a GiB in a debug build would take minutes).
-fn zeros_zlib(mib: usize) -> Vec<u8> {
-    let chunk = || {
-        let mut compress = Compress::new(Compression::best(), false);
-        let mut out = Vec::with_capacity(4096);
-        compress
-            .compress_vec(&vec![0u8; 1 << 20], &mut out, FlushCompress::Full)
-            .unwrap();
-        out
-    };
-    let block = chunk();
-    assert_eq!(block, chunk(), "a fully flushed block is reproducible");
-    let mut out = vec![0x78, 0xDA];
-    for _ in 0..mib {
-        out.extend_from_slice(&block);
-    }
-    out.extend_from_slice(&[0x03, 0x00]); // final, empty, fixed-Huffman block
-    let total = (mib as u64) << 20;
-    let adler = (((total % 65521) as u32) << 16) | 1; // Adler-32 of `total` zero bytes
-    out.extend_from_slice(&adler.to_be_bytes());
-    out
-}
-
-fn bomb_pdf(mib: usize) -> Vec<u8> {
-    pdf("Helvetica", "/Filter /FlateDecode", &zeros_zlib(mib), &[])
-}
 
 #[test]
 fn zeros_zlib_is_a_valid_stream() {

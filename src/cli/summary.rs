@@ -38,6 +38,9 @@ pub struct Summary {
     pub delivered: u64,
     /// Results still waiting in the outbox at the end.
     pub outbox_waiting: u64,
+    /// The most memory this process held at once (resident set), in bytes;
+    /// extraction children are not counted (each has its own cap).
+    pub peak_memory_bytes: u64,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -98,6 +101,16 @@ impl Summary {
         });
     }
 
+    /// Record this process's peak resident memory so far.
+    pub fn measure_memory(&mut self) {
+        // SAFETY: getrusage fills the plain struct we pass and keeps no pointer.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0 {
+            // ru_maxrss is in KiB on Linux.
+            self.peak_memory_bytes = (usage.ru_maxrss.max(0) as u64) * 1024;
+        }
+    }
+
     pub fn print(&self, json: bool) {
         if json {
             println!("{}", serde_json::to_string_pretty(self).unwrap_or_default());
@@ -141,7 +154,8 @@ impl Summary {
     }
 }
 
-pub fn finish(summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
+pub fn finish(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
+    summary.measure_memory();
     summary.print(json);
     if !summary.errors.is_empty() {
         return Err(CliError::Runtime(format!(

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod gate_env;
+pub mod hostile;
 pub mod upstream_server;
 
 use std::path::PathBuf;
