@@ -1,21 +1,34 @@
 //! Markdown: parsed by pulldown-cmark (CommonMark plus the common GitHub extensions) and
 //! flattened to the text a reader would see, so markup never reaches the search index.
 
+use std::sync::atomic::AtomicBool;
+
 use pulldown_cmark::{Event, Options, Parser, TagEnd};
 
-use super::{html, text, ExtractError};
+use super::{check_stop, html, text, Decoded, ExtractError};
 
-pub(super) fn extract(bytes: &[u8]) -> Result<String, ExtractError> {
-    to_text(&text::decode(bytes))
+/// Events between two polls of the stop flag: cheap enough to poll often, rare enough to
+/// cost nothing next to the parsing.
+const STOP_POLL_EVENTS: usize = 1024;
+
+pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, ExtractError> {
+    let decoded = text::decode(bytes);
+    Ok(Decoded {
+        text: to_text(&decoded.text, stop)?,
+        encoding: decoded.encoding,
+    })
 }
 
 /// Walks the event stream keeping text and code, replacing block boundaries with line
 /// breaks. Raw HTML blocks are collected and rendered by the HTML extractor so their text
 /// is kept but their tags (and any script/style) are not.
-fn to_text(source: &str) -> Result<String, ExtractError> {
+fn to_text(source: &str, stop: &AtomicBool) -> Result<String, ExtractError> {
     let mut out = String::new();
     let mut html_block = String::new();
-    for event in Parser::new_ext(source, options()) {
+    for (i, event) in Parser::new_ext(source, options()).enumerate() {
+        if i % STOP_POLL_EVENTS == 0 {
+            check_stop(stop)?;
+        }
         match event {
             Event::Text(t) | Event::Code(t) | Event::InlineMath(t) | Event::DisplayMath(t) => {
                 out.push_str(&t)
@@ -24,7 +37,7 @@ fn to_text(source: &str) -> Result<String, ExtractError> {
             Event::SoftBreak => out.push(' '),
             Event::HardBreak | Event::Rule => out.push('\n'),
             Event::End(TagEnd::HtmlBlock) => {
-                out.push_str(html::to_text(&html_block)?.trim_end());
+                out.push_str(html::to_text(&html_block, stop)?.trim_end());
                 html_block.clear();
                 end_block(&mut out);
             }
@@ -88,12 +101,16 @@ fn end_block(out: &mut String) {
 mod tests {
     use super::*;
 
+    fn run(md: &str) -> String {
+        to_text(md, &AtomicBool::new(false)).unwrap()
+    }
+
     #[test]
     fn blocks_become_lines_without_markup() {
         let md = "# The *copper* kettle\n\nSome **bold** and `code` text\nwrapped.\n\n\
                   - item [one](https://example.invalid)\n- item two\n\n> quoted\n";
         assert_eq!(
-            to_text(md).unwrap(),
+            run(md),
             "The copper kettle\n\nSome bold and code text wrapped.\n\n\
              item one\nitem two\n\nquoted"
         );
@@ -103,7 +120,7 @@ mod tests {
     fn code_blocks_keep_their_lines() {
         let md = "Intro\n\n```rust\nfn main() {\n    kettle();\n}\n```\nAfter\n";
         assert_eq!(
-            to_text(md).unwrap(),
+            run(md),
             "Intro\n\nfn main() {\n    kettle();\n}\n\nAfter"
         );
     }
@@ -111,14 +128,14 @@ mod tests {
     #[test]
     fn tables_and_hard_breaks_are_separated() {
         let md = "| a | b |\n|---|---|\n| copper | kettle |\n\nline one  \nline two\n";
-        assert_eq!(to_text(md).unwrap(), "a\tb\ncopper\tkettle\n\nline one\nline two");
+        assert_eq!(run(md), "a\tb\ncopper\tkettle\n\nline one\nline two");
     }
 
     #[test]
     fn raw_html_keeps_text_but_drops_tags_and_scripts() {
         let md = "before\n\n<div class=\"x\">\n<p>copper kettle</p>\n</div>\n\n\
                   <script>forbidden()</script>\n\nafter <b>inline</b>\n";
-        let text = to_text(md).unwrap();
+        let text = run(md);
         assert!(text.contains("copper kettle"), "{text:?}");
         assert!(text.contains("after inline"), "{text:?}");
         assert!(!text.contains('<') && !text.contains("forbidden"), "{text:?}");
@@ -126,7 +143,11 @@ mod tests {
 
     #[test]
     fn invalid_utf8_and_empty_input_are_fine() {
-        assert_eq!(extract(b"").unwrap(), "");
-        assert_eq!(extract(b"# caf\xE9").unwrap(), "caf\u{FFFD}");
+        let no_stop = AtomicBool::new(false);
+        assert_eq!(extract(b"", &no_stop).unwrap().text, "");
+        // Not UTF-8, so decoded as the likeliest legacy encoding (was U+FFFD before).
+        let decoded = extract(b"# caf\xE9 cr\xE8me br\xFBl\xE9e", &no_stop).unwrap();
+        assert_eq!(decoded.text, "caf\u{e9} cr\u{e8}me br\u{fb}l\u{e9}e");
+        assert_eq!(decoded.encoding, Some("windows-1252"));
     }
 }

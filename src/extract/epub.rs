@@ -1,0 +1,113 @@
+//! EPUB: a zip whose `META-INF/container.xml` names the package document (OPF); the OPF's
+//! spine lists the chapters in reading order, and each chapter is XHTML that the HTML
+//! extractor renders. Reading order matters for search snippets, so the spine, not the
+//! archive's order, decides.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+
+use quick_xml::events::Event;
+
+use super::odf::attr;
+use super::zipped::{check_output, Container};
+use super::{check_stop, html, ExtractError, Format};
+
+const CONTAINER_XML: &str = "META-INF/container.xml";
+
+/// Media types of spine items that hold text; images or SVG pages in the spine are skipped.
+const TEXT_TYPES: [&str; 2] = ["application/xhtml+xml", "text/html"];
+
+pub(super) fn extract(bytes: &[u8], max_inflated: u64, stop: &AtomicBool) -> Result<String, ExtractError> {
+    let mut container = Container::open(bytes, Format::Epub, max_inflated)?;
+    let opf = package_path(&mut container, stop)?;
+    let chapters = spine(&mut container, &opf, stop)?;
+    let mut out = String::new();
+    for chapter in chapters {
+        check_stop(stop)?;
+        let xhtml = container.read_string(&chapter)?;
+        let text = html::to_text(&xhtml, stop)?;
+        if !text.is_empty() {
+            out.push_str(&text);
+            out.push_str("\n\n");
+        }
+        check_output(&out, max_inflated, Format::Epub)?;
+    }
+    out.truncate(out.trim_end().len());
+    Ok(out)
+}
+
+/// The OPF's path inside the zip: the first `<rootfile full-path="...">`.
+fn package_path(container: &mut Container<'_>, stop: &AtomicBool) -> Result<String, ExtractError> {
+    let mut path = None;
+    container.each_xml_event(CONTAINER_XML, stop, |event| {
+        if let Event::Start(e) | Event::Empty(e) = &event {
+            if path.is_none() && e.local_name().as_ref() == b"rootfile" {
+                path = attr(e, b"full-path");
+            }
+        }
+        Ok(())
+    })?;
+    path.ok_or_else(|| container.malformed(format!("{CONTAINER_XML} names no package document")))
+}
+
+/// The zip paths of the spine's text chapters, in reading order.
+fn spine(container: &mut Container<'_>, opf: &str, stop: &AtomicBool) -> Result<Vec<String>, ExtractError> {
+    let mut manifest: HashMap<String, (String, String)> = HashMap::new();
+    let mut order = Vec::new();
+    container.each_xml_event(opf, stop, |event| {
+        if let Event::Start(e) | Event::Empty(e) = &event {
+            match e.local_name().as_ref() {
+                b"item" => {
+                    if let (Some(id), Some(href)) = (attr(e, b"id"), attr(e, b"href")) {
+                        manifest.insert(id, (href, attr(e, b"media-type").unwrap_or_default()));
+                    }
+                }
+                b"itemref" => order.extend(attr(e, b"idref")),
+                _ => {}
+            }
+        }
+        Ok(())
+    })?;
+    let base = opf.rsplit_once('/').map_or("", |(dir, _)| dir);
+    Ok(order
+        .iter()
+        .filter_map(|id| manifest.get(id))
+        .filter(|(_, media_type)| TEXT_TYPES.contains(&media_type.as_str()))
+        .filter_map(|(href, _)| resolve(base, href))
+        .collect())
+}
+
+/// Resolves a manifest `href` (a relative URL) against the OPF's directory. Only the parts
+/// EPUBs use: `..` segments, a `#fragment`, and percent-escapes (spaces are common).
+fn resolve(base: &str, href: &str) -> Option<String> {
+    let href = href.split('#').next()?;
+    let href = percent_decode(href)?;
+    let mut parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
+    for segment in href.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
