@@ -111,3 +111,66 @@ fn percent_decode(s: &str) -> Option<String> {
     }
     String::from_utf8(out).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::docx::tests::zip_with;
+    use super::*;
+
+    const CONTAINER: &[u8] = br#"<container xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="OEBPS/pkg/book.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#;
+
+    const OPF: &[u8] = br#"<package xmlns="http://www.idpf.org/2007/opf"><manifest>
+        <item id="c2" href="../text/two%20words.xhtml" media-type="application/xhtml+xml"/>
+        <item id="c1" href="one.xhtml#start" media-type="application/xhtml+xml"/>
+        <item id="img" href="cover.png" media-type="image/png"/>
+        </manifest><spine><itemref idref="c1"/><itemref idref="img"/><itemref idref="c2"/><itemref idref="missing"/></spine></package>"#;
+
+    fn run(bytes: &[u8]) -> Result<String, ExtractError> {
+        extract(bytes, u64::MAX, &AtomicBool::new(false))
+    }
+
+    #[test]
+    fn sample_has_its_phrase_without_script() {
+        let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/samples/book.epub")).unwrap();
+        let text = run(&bytes).unwrap();
+        assert!(text.contains("indigo compass") && !text.contains("forbidden"), "{text:?}");
+    }
+
+    #[test]
+    fn chapters_follow_the_spine_with_relative_paths() {
+        let bytes = zip_with(&[
+            ("mimetype", b"application/epub+zip".as_slice()),
+            (CONTAINER_XML, CONTAINER),
+            ("OEBPS/pkg/book.opf", OPF),
+            ("OEBPS/text/two words.xhtml", b"<html><body><p>second</p></body></html>".as_slice()),
+            ("OEBPS/pkg/one.xhtml", b"<html><body><h1>first</h1><style>x{}</style></body></html>".as_slice()),
+            ("OEBPS/pkg/cover.png", b"\x89PNG".as_slice()),
+        ]);
+        assert_eq!(run(&bytes).unwrap(), "first\n\nsecond");
+    }
+
+    #[test]
+    fn missing_parts_are_malformed() {
+        let no_container = zip_with(&[("mimetype", b"application/epub+zip".as_slice())]);
+        let no_rootfile = zip_with(&[(CONTAINER_XML, b"<container/>".as_slice())]);
+        let missing_chapter = zip_with(&[(CONTAINER_XML, CONTAINER), ("OEBPS/pkg/book.opf", OPF)]);
+        for (bytes, reason) in [
+            (no_container, "container.xml"),
+            (no_rootfile, "no package document"),
+            (missing_chapter, "one.xhtml"),
+        ] {
+            match run(&bytes) {
+                Err(ExtractError::Malformed { format: Format::Epub, reason: r }) => assert!(r.contains(reason), "{r}"),
+                other => panic!("expected Malformed epub, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn resolve_handles_dots_fragments_and_escapes() {
+        assert_eq!(resolve("OEBPS", "text/ch1.xhtml#p3").as_deref(), Some("OEBPS/text/ch1.xhtml"));
+        assert_eq!(resolve("a/b", "../c%20d.xhtml").as_deref(), Some("a/c d.xhtml"));
+        assert_eq!(resolve("", "../escape.xhtml"), None);
+        assert_eq!(resolve("", "bad%zz"), None);
+    }
+}

@@ -116,3 +116,78 @@ pub(super) fn attr(e: &BytesStart<'_>, local: &[u8]) -> Option<String> {
         .find(|a| a.key.local_name().as_ref() == local)
         .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::docx::tests::zip_with;
+    use super::*;
+
+    fn odt(body: &str) -> Vec<u8> {
+        let xml = format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?><office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"><office:body><office:text>{body}</office:text></office:body></office:document-content>"#
+        );
+        zip_with(&[
+            ("mimetype", b"application/vnd.oasis.opendocument.text".as_slice()),
+            (CONTENT_XML, xml.as_bytes()),
+        ])
+    }
+
+    fn run(bytes: &[u8]) -> Result<String, ExtractError> {
+        extract(bytes, Format::Odt, u64::MAX, &AtomicBool::new(false))
+    }
+
+    #[test]
+    fn samples_have_their_phrases() {
+        for (file, format, phrase) in [
+            ("notes.odt", Format::Odt, "cobalt heron"),
+            ("inventory.ods", Format::Ods, "juniper anvil\t3"),
+            ("slides.odp", Format::Odp, "marble falcon"),
+        ] {
+            let bytes = std::fs::read(format!("{}/samples/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+            let text = extract(&bytes, format, u64::MAX, &AtomicBool::new(false)).unwrap();
+            assert!(text.contains(phrase), "{file}: {text:?}");
+        }
+    }
+
+    #[test]
+    fn spaces_tabs_breaks_and_tables() {
+        let body = r#"<text:h>Title</text:h><text:p>cobalt<text:s/>heron<text:s text:c="3"/>x<text:tab/>y<text:line-break/>z &amp; w</text:p>
+            <table:table><table:table-row><table:table-cell><text:p>a</text:p><text:p>b</text:p></table:table-cell><table:table-cell/><table:table-cell><text:p>c</text:p></table:table-cell></table:table-row></table:table>"#;
+        assert_eq!(run(&odt(body)).unwrap(), "Title\ncobalt heron   x\ty\nz & w\na b\t\tc");
+    }
+
+    #[test]
+    fn deleted_text_in_tracked_changes_is_skipped() {
+        let body = r#"<text:tracked-changes><text:changed-region><text:deletion><text:p>removed words</text:p></text:deletion></text:changed-region></text:tracked-changes><text:p>kept</text:p>"#;
+        assert_eq!(run(&odt(body)).unwrap(), "kept");
+    }
+
+    #[test]
+    fn a_huge_space_count_is_clamped() {
+        let text = run(&odt(r#"<text:p>a<text:s text:c="4000000000"/>b</text:p>"#)).unwrap();
+        assert_eq!(text.len(), 2 + MAX_SPACES);
+    }
+
+    #[test]
+    fn missing_content_or_bad_xml_is_malformed() {
+        let no_content = zip_with(&[("mimetype", b"application/vnd.oasis.opendocument.text".as_slice())]);
+        let bad = zip_with(&[(CONTENT_XML, b"<text:p>a</text:h>".as_slice())]);
+        for (bytes, reason) in [(no_content, "content.xml"), (bad, "invalid XML")] {
+            match run(&bytes) {
+                Err(ExtractError::Malformed { format: Format::Odt, reason: r }) => assert!(r.contains(reason), "{r}"),
+                other => panic!("expected Malformed odt, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn zip_bomb_and_stop_flag() {
+        let padding = " ".repeat(1 << 20);
+        let bomb = odt(&padding);
+        assert!(bomb.len() < 8192);
+        let err = extract(&bomb, Format::Odt, 64 * 1024, &AtomicBool::new(false)).unwrap_err();
+        assert!(err.to_string().contains("limit"), "{err}");
+        let err = extract(&odt("<text:p>x</text:p>"), Format::Odt, u64::MAX, &AtomicBool::new(true)).unwrap_err();
+        assert!(matches!(err, ExtractError::Stopped), "{err:?}");
+    }
+}

@@ -180,3 +180,82 @@ fn end_section(out: &mut String) {
         out.push('\n');
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::docx::tests::zip_with;
+    use super::*;
+
+    const NO_LIMIT: u64 = u64::MAX;
+
+    fn sample(file: &str) -> Vec<u8> {
+        std::fs::read(format!("{}/samples/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    }
+
+    fn sheet(rows: &str) -> String {
+        format!(r#"<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>{rows}</sheetData></worksheet>"#)
+    }
+
+    fn xlsx(shared: &str, sheets: &[(&str, String)]) -> Vec<u8> {
+        let strings = format!(r#"<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">{shared}</sst>"#);
+        let mut files = vec![
+            ("xl/workbook.xml", b"<workbook/>".as_slice()),
+            (SHARED_STRINGS, strings.as_bytes()),
+        ];
+        files.extend(sheets.iter().map(|(name, xml)| (*name, xml.as_bytes())));
+        zip_with(&files)
+    }
+
+    #[test]
+    fn samples_have_their_phrases() {
+        let no_stop = AtomicBool::new(false);
+        let ledger = extract_xlsx(&sample("ledger.xlsx"), NO_LIMIT, &no_stop).unwrap();
+        assert_eq!(ledger, "name\tamount\nwalnut glacier\t42\n\nplain\t1.5");
+        let deck = extract_pptx(&sample("deck.pptx"), NO_LIMIT, &no_stop).unwrap();
+        assert!(deck.contains("ivory pelican"), "{deck:?}");
+    }
+
+    #[test]
+    fn shared_inline_and_literal_cells_in_sheet_number_order() {
+        let shared = "<si><t>walnut</t></si><si><r><t>gla</t></r><r><t>cier</t></r><rPh><t>reading</t></rPh></si><si/>";
+        let first = sheet(
+            r#"<row><c t="s"><v>0</v></c><c t="s"><v>1</v></c><c t="s"><v>2</v></c><c t="s"><v>99</v></c></row>
+            <row><c t="inlineStr"><is><t>inline</t></is></c><c><v>3.5</v></c><c t="b"><v>1</v></c><c t="str"><f>A1</f><v>calc</v></c></row>"#,
+        );
+        let tenth = sheet(r#"<row><c t="inlineStr"><is><t>last</t></is></c></row>"#);
+        let bytes = xlsx(shared, &[("xl/worksheets/sheet10.xml", tenth), ("xl/worksheets/sheet2.xml", first)]);
+        let text = extract_xlsx(&bytes, NO_LIMIT, &AtomicBool::new(false)).unwrap();
+        assert_eq!(text, "walnut\tglacier\ninline\t3.5\t1\tcalc\n\nlast");
+    }
+
+    #[test]
+    fn repeated_shared_strings_cannot_blow_up_the_output() {
+        let big = "w".repeat(64 * 1024);
+        let cells = r#"<c t="s"><v>0</v></c>"#.repeat(200);
+        let bytes = xlsx(&format!("<si><t>{big}</t></si>"), &[("xl/worksheets/sheet1.xml", sheet(&format!("<row>{cells}</row>")))]);
+        let err = extract_xlsx(&bytes, 1024 * 1024, &AtomicBool::new(false)).unwrap_err();
+        assert!(err.to_string().contains("extracted text passes the limit"), "{err}");
+    }
+
+    #[test]
+    fn slides_in_number_order_with_paragraphs_and_breaks() {
+        let slide = |body: &str| format!(r#"<p:sld xmlns:a="a" xmlns:p="p"><p:txBody>{body}</p:txBody></p:sld>"#);
+        let two = slide("<a:p><a:r><a:t>ivory</a:t></a:r><a:br/><a:r><a:t>pelican</a:t></a:r></a:p><a:p><a:r><a:t>x &amp; y</a:t></a:r></a:p>");
+        let ten = slide("<a:p><a:r><a:t>ten</a:t></a:r></a:p>");
+        let bytes = zip_with(&[
+            ("ppt/presentation.xml", b"<p:presentation/>".as_slice()),
+            ("ppt/slides/slide10.xml", ten.as_bytes()),
+            ("ppt/slides/slide2.xml", two.as_bytes()),
+            ("ppt/slides/_rels/slide2.xml.rels", b"<Relationships/>".as_slice()),
+        ]);
+        let text = extract_pptx(&bytes, NO_LIMIT, &AtomicBool::new(false)).unwrap();
+        assert_eq!(text, "ivory\npelican\nx & y\n\nten");
+    }
+
+    #[test]
+    fn raised_stop_flag_stops_both() {
+        let stop = AtomicBool::new(true);
+        assert!(matches!(extract_xlsx(&sample("ledger.xlsx"), NO_LIMIT, &stop), Err(ExtractError::Stopped)));
+        assert!(matches!(extract_pptx(&sample("deck.pptx"), NO_LIMIT, &stop), Err(ExtractError::Stopped)));
+    }
+}

@@ -308,3 +308,68 @@ fn code_page(number: i32) -> &'static Encoding {
     };
     Encoding::for_label(label.as_bytes()).unwrap_or(encoding_rs::WINDOWS_1252)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MEMO: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/samples/memo.rtf"));
+
+    fn run(rtf: &[u8]) -> String {
+        extract(rtf, &AtomicBool::new(false)).unwrap()
+    }
+
+    #[test]
+    fn sample_text_is_extracted_without_tables_or_styles() {
+        let text = run(MEMO);
+        assert!(text.contains("crimson tundra caf\u{e9}"), "{text:?}");
+        for table_junk in ["Times New Roman", "Heading", "LibreOffice", "red0"] {
+            assert!(!text.contains(table_junk), "{table_junk:?} leaked into {text:?}");
+        }
+    }
+
+    #[test]
+    fn control_words_escapes_and_paragraphs() {
+        let rtf = br"{\rtf1\ansi{\fonttbl{\f0 Arial;}}{\*\unknown hidden}\f0 crimson\~tundra\par
+two \{braces\} and \\ back\tab tab\line x\emdash y}trailing";
+        assert_eq!(run(rtf), "crimson\u{a0}tundra\ntwo {braces} and \\ back\ttab\nx\u{2014}y");
+    }
+
+    #[test]
+    fn code_page_escapes_follow_ansicpg() {
+        // Cyrillic in Windows-1251, and Shift_JIS double bytes as two escapes each.
+        assert_eq!(run(br"{\rtf1\ansi\ansicpg1251 \'cf\'f0\'e8\'e2\'e5\'f2}"), "\u{41f}\u{440}\u{438}\u{432}\u{435}\u{442}");
+        assert_eq!(run(br"{\rtf1\ansi\ansicpg932 \'93\'fa\'96\'7b}"), "\u{65e5}\u{672c}");
+        assert_eq!(run(br"{\rtf1\ansi caf\'e9}"), "caf\u{e9}");
+    }
+
+    #[test]
+    fn unicode_escapes_drop_their_fallbacks() {
+        assert_eq!(run(br"{\rtf1 caf\u233?, \uc2\u-3913\'3f\'3f!}"), "caf\u{e9}, \u{f0b7}!");
+        // A surrogate pair, each half with a one-character fallback.
+        assert_eq!(run(br"{\rtf1 \u-10179?\u-8704?}"), "\u{1F600}");
+        assert_eq!(run(br"{\rtf1 {\uc0\u233}x}"), "\u{e9}x");
+    }
+
+    #[test]
+    fn binary_data_is_skipped_even_with_braces() {
+        assert_eq!(run(b"{\\rtf1 a{\\pict\\bin4 }{}{b}c}"), "ac");
+        assert_eq!(run(b"{\\rtf1 a\\bin3 {}{b}"), "ab");
+    }
+
+    #[test]
+    fn broken_rtf_is_tolerated_or_malformed() {
+        assert_eq!(run(br"{\rtf1 unclosed {group \'zz \'"), "unclosed group");
+        assert_eq!(run(br"{\rtf1 deep".iter().chain(&[b'{'; 100_000]).copied().collect::<Vec<_>>().as_slice()), "deep");
+        assert!(matches!(
+            extract(b"plain text", &AtomicBool::new(false)),
+            Err(ExtractError::Malformed { format: Format::Rtf, .. })
+        ));
+    }
+
+    #[test]
+    fn raised_stop_flag_stops_parsing() {
+        let err = extract(MEMO, &AtomicBool::new(true)).unwrap_err();
+        assert!(matches!(err, ExtractError::Stopped), "{err:?}");
+    }
+}
