@@ -11,7 +11,11 @@ use leasehold::extract::{ExtractError, Extractor, ExtractorRegistry};
 
 /// Runs an extraction on a freshly spawned thread, whose stack is the default 2 MiB: a
 /// parser that recursed once per nesting level would overflow it long before 200k levels.
-fn extract_on_thread(name: &'static str, doc: String, stop: Arc<AtomicBool>) -> thread::JoinHandle<Result<String, ExtractError>> {
+fn extract_on_thread(
+    name: &'static str,
+    doc: String,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<Result<String, ExtractError>> {
     thread::spawn(move || ExtractorRegistry::default().extract(name, doc.as_bytes(), &stop))
 }
 
@@ -22,7 +26,10 @@ fn nested(open: &str, close: &str, depth: usize, inner: &str) -> String {
 #[test]
 fn html_200k_nested_divs_complete() {
     let doc = nested("<div>", "</div>", 200_000, "velvet harbor");
-    let text = extract_on_thread("deep.html", doc, Arc::default()).join().expect("no stack overflow").unwrap();
+    let text = extract_on_thread("deep.html", doc, Arc::default())
+        .join()
+        .expect("no stack overflow")
+        .unwrap();
     assert_eq!(text, "velvet harbor");
 }
 
@@ -33,7 +40,10 @@ fn html_200k_nested_mixed_and_hidden_elements_complete() {
         "<div><span><table><tr><td><template>".repeat(40_000),
         "</template></td></tr></table></span></div>".repeat(40_000)
     );
-    let text = extract_on_thread("deep.html", doc, Arc::default()).join().expect("no stack overflow").unwrap();
+    let text = extract_on_thread("deep.html", doc, Arc::default())
+        .join()
+        .expect("no stack overflow")
+        .unwrap();
     assert!(!text.contains("velvet harbor"), "template content is never shown");
 }
 
@@ -57,18 +67,38 @@ fn html_stops_midway() {
 
 #[test]
 fn markdown_50k_nested_quotes_and_lists_complete() {
-    for (open, name) in [(">", "quotes"), ("> ", "spaced quotes"), ("* ", "lists"), ("- ", "dashes")] {
+    for (open, name) in [
+        (">", "quotes"),
+        ("> ", "spaced quotes"),
+        ("* ", "lists"),
+        ("- ", "dashes"),
+    ] {
         let doc = format!("{} copper kettle\n\nafter\n", open.repeat(50_000));
-        let text = extract_on_thread("deep.md", doc, Arc::default()).join().expect("no stack overflow").unwrap();
-        assert!(text.contains("copper kettle") && text.contains("after"), "{name}: {text:?}");
+        let text = extract_on_thread("deep.md", doc, Arc::default())
+            .join()
+            .expect("no stack overflow")
+            .unwrap();
+        assert!(
+            text.contains("copper kettle") && text.contains("after"),
+            "{name}: {text:?}"
+        );
     }
 }
 
 #[test]
 fn markdown_deep_html_blocks_complete() {
-    let doc = format!("intro\n\n{}\n\nafter\n", nested("<div>", "</div>", 200_000, "copper kettle"));
-    let text = extract_on_thread("deep.md", doc, Arc::default()).join().expect("no stack overflow").unwrap();
-    assert!(text.contains("copper kettle") && text.contains("after"), "{text:?}");
+    let doc = format!(
+        "intro\n\n{}\n\nafter\n",
+        nested("<div>", "</div>", 200_000, "copper kettle")
+    );
+    let text = extract_on_thread("deep.md", doc, Arc::default())
+        .join()
+        .expect("no stack overflow")
+        .unwrap();
+    assert!(
+        text.contains("copper kettle") && text.contains("after"),
+        "{text:?}"
+    );
 }
 
 #[test]

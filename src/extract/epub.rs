@@ -133,7 +133,10 @@ mod tests {
     fn sample_has_its_phrase_without_script() {
         let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/samples/book.epub")).unwrap();
         let text = run(&bytes).unwrap();
-        assert!(text.contains("indigo compass") && !text.contains("forbidden"), "{text:?}");
+        assert!(
+            text.contains("indigo compass") && !text.contains("forbidden"),
+            "{text:?}"
+        );
     }
 
     #[test]
@@ -142,8 +145,14 @@ mod tests {
             ("mimetype", b"application/epub+zip".as_slice()),
             (CONTAINER_XML, CONTAINER),
             ("OEBPS/pkg/book.opf", OPF),
-            ("OEBPS/text/two words.xhtml", b"<html><body><p>second</p></body></html>".as_slice()),
-            ("OEBPS/pkg/one.xhtml", b"<html><body><h1>first</h1><style>x{}</style></body></html>".as_slice()),
+            (
+                "OEBPS/text/two words.xhtml",
+                b"<html><body><p>second</p></body></html>".as_slice(),
+            ),
+            (
+                "OEBPS/pkg/one.xhtml",
+                b"<html><body><h1>first</h1><style>x{}</style></body></html>".as_slice(),
+            ),
             ("OEBPS/pkg/cover.png", b"\x89PNG".as_slice()),
         ]);
         assert_eq!(run(&bytes).unwrap(), "first\n\nsecond");
@@ -160,7 +169,10 @@ mod tests {
             (missing_chapter, "one.xhtml"),
         ] {
             match run(&bytes) {
-                Err(ExtractError::Malformed { format: Format::Epub, reason: r }) => assert!(r.contains(reason), "{r}"),
+                Err(ExtractError::Malformed {
+                    format: Format::Epub,
+                    reason: r,
+                }) => assert!(r.contains(reason), "{r}"),
                 other => panic!("expected Malformed epub, got {other:?}"),
             }
         }
@@ -168,7 +180,10 @@ mod tests {
 
     #[test]
     fn resolve_handles_dots_fragments_and_escapes() {
-        assert_eq!(resolve("OEBPS", "text/ch1.xhtml#p3").as_deref(), Some("OEBPS/text/ch1.xhtml"));
+        assert_eq!(
+            resolve("OEBPS", "text/ch1.xhtml#p3").as_deref(),
+            Some("OEBPS/text/ch1.xhtml")
+        );
         assert_eq!(resolve("a/b", "../c%20d.xhtml").as_deref(), Some("a/c d.xhtml"));
         assert_eq!(resolve("", "../escape.xhtml"), None);
         assert_eq!(resolve("", "bad%zz"), None);

@@ -107,11 +107,46 @@ const TEMPLATE: &str = "template";
 fn is_block(name: &str) -> bool {
     matches!(
         name,
-        "address" | "article" | "aside" | "blockquote" | "br" | "dd" | "details" | "dialog"
-            | "div" | "dl" | "dt" | "fieldset" | "figcaption" | "figure" | "footer" | "form"
-            | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "header" | "hr" | "li" | "main"
-            | "nav" | "ol" | "p" | "pre" | "section" | "summary" | "table" | "tr" | "ul"
-            | "caption" | "body" | "html" | "textarea" | "option"
+        "address"
+            | "article"
+            | "aside"
+            | "blockquote"
+            | "br"
+            | "dd"
+            | "details"
+            | "dialog"
+            | "div"
+            | "dl"
+            | "dt"
+            | "fieldset"
+            | "figcaption"
+            | "figure"
+            | "footer"
+            | "form"
+            | "h1"
+            | "h2"
+            | "h3"
+            | "h4"
+            | "h5"
+            | "h6"
+            | "header"
+            | "hr"
+            | "li"
+            | "main"
+            | "nav"
+            | "ol"
+            | "p"
+            | "pre"
+            | "section"
+            | "summary"
+            | "table"
+            | "tr"
+            | "ul"
+            | "caption"
+            | "body"
+            | "html"
+            | "textarea"
+            | "option"
     )
 }
 
@@ -258,7 +293,10 @@ fn meta_charset(head: &[u8]) -> Option<&'static encoding_rs::Encoding> {
     let mut from = 0;
     while let Some(at) = find(&lower[from..], b"<meta") {
         let start = from + at;
-        let end = lower[start..].iter().position(|&b| b == b'>').map_or(lower.len(), |e| start + e);
+        let end = lower[start..]
+            .iter()
+            .position(|&b| b == b'>')
+            .map_or(lower.len(), |e| start + e);
         if let Some(found) = charset_in(&lower[start..end]) {
             return Some(found);
         }
@@ -270,8 +308,14 @@ fn meta_charset(head: &[u8]) -> Option<&'static encoding_rs::Encoding> {
 /// The `charset=` value in one meta tag's bytes, if it names an encoding.
 fn charset_in(tag: &[u8]) -> Option<&'static encoding_rs::Encoding> {
     let at = find(tag, b"charset")? + b"charset".len();
-    let rest = tag[at..].trim_ascii_start().strip_prefix(b"=")?.trim_ascii_start();
-    let rest = rest.strip_prefix(b"\"").or_else(|| rest.strip_prefix(b"'")).unwrap_or(rest);
+    let rest = tag[at..]
+        .trim_ascii_start()
+        .strip_prefix(b"=")?
+        .trim_ascii_start();
+    let rest = rest
+        .strip_prefix(b"\"")
+        .or_else(|| rest.strip_prefix(b"'"))
+        .unwrap_or(rest);
     let len = rest
         .iter()
         .position(|&b| matches!(b, b'"' | b'\'' | b';' | b'/' | b'>') || b.is_ascii_whitespace())
@@ -385,14 +429,18 @@ mod tests {
         let decoded = extract_text(b"<p>unclosed <b>velvet <i>harbor\xFF</p></div></table>");
         assert!(decoded.text.contains("velvet harbor\u{FF}"), "{decoded:?}");
         let soup = render("<p>a<<b>b</p><p x='<'>c</ p><!-- velvet --><");
-        assert!(soup.contains("a<b") && soup.contains('c') && !soup.contains("velvet"), "{soup:?}");
+        assert!(
+            soup.contains("a<b") && soup.contains('c') && !soup.contains("velvet"),
+            "{soup:?}"
+        );
     }
 
     #[test]
     fn meta_charset_decides_the_encoding() {
         let (body, _, _) = encoding_rs::WINDOWS_1251.encode("\u{41f}\u{440}\u{438}\u{432}\u{435}\u{442}");
         let page = [
-            b"<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; charset=windows-1251\">".as_slice(),
+            b"<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; charset=windows-1251\">"
+                .as_slice(),
             b"</head><body><p>",
             &body,
             b"</p></body></html>",
@@ -407,7 +455,10 @@ mod tests {
 
     #[test]
     fn meta_charset_is_honoured_only_in_the_first_1024_bytes() {
-        assert_eq!(meta_charset(b"<META CHARSET=\"Shift_JIS\">"), Some(encoding_rs::SHIFT_JIS));
+        assert_eq!(
+            meta_charset(b"<META CHARSET=\"Shift_JIS\">"),
+            Some(encoding_rs::SHIFT_JIS)
+        );
         assert_eq!(meta_charset(b"<meta charset=utf-16>"), Some(encoding_rs::UTF_8));
         assert_eq!(meta_charset(b"<meta name=x><p>charset=koi8-r</p>"), None);
         let late = format!("{}<meta charset=koi8-r>caf\u{e9}", " ".repeat(1024));

@@ -119,10 +119,7 @@ mod tests {
     #[test]
     fn code_blocks_keep_their_lines() {
         let md = "Intro\n\n```rust\nfn main() {\n    kettle();\n}\n```\nAfter\n";
-        assert_eq!(
-            run(md),
-            "Intro\n\nfn main() {\n    kettle();\n}\n\nAfter"
-        );
+        assert_eq!(run(md), "Intro\n\nfn main() {\n    kettle();\n}\n\nAfter");
     }
 
     #[test]

@@ -2,9 +2,21 @@
 //!
 //! The worker pool hands each leased document to an [`Extractor`]. The built-in
 //! [`ExtractorRegistry`] picks a [`Format`] from the content (magic bytes win, because file
-//! names lie) and the name's extension, then runs one submodule per format. Every parser here
-//! is a third-party crate; this module only adds the guards a long-running service needs:
-//! an input size limit, a decompression limit, a cooperative stop flag and panic containment.
+//! names lie; zips are told apart by their entries) and the name's extension, then runs one
+//! submodule per format. Text formats are decoded by BOM, declared charset, UTF-8 or
+//! chardetng's guess, and [`ExtractorRegistry::extract_detailed`] reports which.
+//!
+//! The parsing is third-party wherever a well-kept crate fits (html5ever's tokenizer,
+//! pulldown-cmark, quick-xml over zip, pdf-extract); the RTF reader is our own because no
+//! crate fits (see `rtf.rs`). This module adds the guards a long-running service needs: an
+//! input size limit, one decompression budget per zip container, an output bound, a
+//! cooperative stop flag polled inside every loop, and panic containment.
+//!
+//! # Layout
+//! - `text`: decoding and binary sniffing; `html`, `markdown`: the markup formats.
+//! - `zipped`: opening zip containers, naming them, the inflate budget; `docx`, `ooxml`
+//!   (XLSX, PPTX), `odf` (ODT, ODS, ODP) and `epub` read their parts.
+//! - `rtf`, `pdf`: the remaining binary formats.
 
 use std::any::Any;
 use std::fmt;
@@ -173,7 +185,12 @@ impl ExtractorRegistry {
     /// Extracts text and reports the format and encoding chosen for it. Cheap checks first
     /// (size, stop) so hostile or abandoned work costs nothing; empty input is a legitimate
     /// empty document in every format, so it never reaches a parser.
-    pub fn extract_detailed(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extraction, ExtractError> {
+    pub fn extract_detailed(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        stop: &AtomicBool,
+    ) -> Result<Extraction, ExtractError> {
         self.check_size(bytes)?;
         check_stop(stop)?;
         let format = self.detect(name, bytes)?;
@@ -238,7 +255,8 @@ impl Default for ExtractorRegistry {
 impl Extractor for ExtractorRegistry {
     /// The text of [`ExtractorRegistry::extract_detailed`], for callers that only want text.
     fn extract(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
-        self.extract_detailed(name, bytes, stop).map(|extraction| extraction.text)
+        self.extract_detailed(name, bytes, stop)
+            .map(|extraction| extraction.text)
     }
 }
 
@@ -419,7 +437,8 @@ mod tests {
     ];
 
     fn read_sample(file: &str) -> Vec<u8> {
-        std::fs::read(format!("{}/samples/{file}", env!("CARGO_MANIFEST_DIR"))).expect("sample file is readable")
+        std::fs::read(format!("{}/samples/{file}", env!("CARGO_MANIFEST_DIR")))
+            .expect("sample file is readable")
     }
 
     #[test]
@@ -434,7 +453,13 @@ mod tests {
         let registry = ExtractorRegistry::default();
         for (file, format, phrase) in CONTAINER_SAMPLES {
             let bytes = read_sample(file);
-            for name in ["upload", "upload.txt", "upload.docx", "upload.pdf", "dir.odt/blob"] {
+            for name in [
+                "upload",
+                "upload.txt",
+                "upload.docx",
+                "upload.pdf",
+                "dir.odt/blob",
+            ] {
                 let extraction = registry
                     .extract_detailed(name, &bytes, &AtomicBool::new(false))
                     .unwrap_or_else(|e| panic!("{file} as {name}: {e}"));
@@ -448,9 +473,16 @@ mod tests {
     #[test]
     fn extract_detailed_records_format_and_encoding() {
         let registry = ExtractorRegistry::default();
-        let run = |name: &str, bytes: &[u8]| registry.extract_detailed(name, bytes, &AtomicBool::new(false)).unwrap();
+        let run = |name: &str, bytes: &[u8]| {
+            registry
+                .extract_detailed(name, bytes, &AtomicBool::new(false))
+                .unwrap()
+        };
         let latin1 = run("notes.txt", b"amber lighthouse caf\xE9");
-        assert_eq!((latin1.format, latin1.encoding), (Format::PlainText, Some("windows-1252")));
+        assert_eq!(
+            (latin1.format, latin1.encoding),
+            (Format::PlainText, Some("windows-1252"))
+        );
         assert_eq!(latin1.text, "amber lighthouse caf\u{e9}");
         let utf8 = run("guide.md", "# caf\u{e9}".as_bytes());
         assert_eq!((utf8.format, utf8.encoding), (Format::Markdown, Some("UTF-8")));
@@ -477,8 +509,14 @@ mod tests {
         ]);
         let small = ExtractorRegistry::new(16 * 1024); // inflate budget 64 KiB
         match extract_with(&small, "deck.pptx", &bytes) {
-            Err(ExtractError::Malformed { format: Format::Pptx, reason }) => {
-                assert!(reason.contains("slide2.xml") && reason.contains("limit"), "{reason}")
+            Err(ExtractError::Malformed {
+                format: Format::Pptx,
+                reason,
+            }) => {
+                assert!(
+                    reason.contains("slide2.xml") && reason.contains("limit"),
+                    "{reason}"
+                )
             }
             other => panic!("expected the budget to run out on slide 2, got {other:?}"),
         }
@@ -489,17 +527,26 @@ mod tests {
     fn non_document_zips_and_rtf_magic() {
         let registry = ExtractorRegistry::default();
         let zip = docx::tests::zip_with(&[("mimetype", b"application/x-other".as_slice())]);
-        assert!(matches!(registry.detect("a.zip", &zip), Err(ExtractError::Unsupported { .. })));
+        assert!(matches!(
+            registry.detect("a.zip", &zip),
+            Err(ExtractError::Unsupported { .. })
+        ));
         assert_eq!(registry.detect("named.ods", &zip).unwrap(), Format::Ods);
         assert!(matches!(
             extract("named.ods", &zip),
-            Err(ExtractError::Malformed { format: Format::Ods, .. })
+            Err(ExtractError::Malformed {
+                format: Format::Ods,
+                ..
+            })
         ));
         assert_eq!(registry.detect("memo.txt", b"{\\rtf1 hi}").unwrap(), Format::Rtf);
         assert_eq!(registry.detect("memo.rtf", b"plain").unwrap(), Format::Rtf);
         assert!(matches!(
             extract("memo.rtf", b"plain"),
-            Err(ExtractError::Malformed { format: Format::Rtf, .. })
+            Err(ExtractError::Malformed {
+                format: Format::Rtf,
+                ..
+            })
         ));
     }
 

@@ -16,7 +16,12 @@ const CONTENT_XML: &str = "content.xml";
 const MAX_SPACES: usize = 64;
 
 /// Extracts the text of any ODF document; `format` only names it in errors.
-pub(super) fn extract(bytes: &[u8], format: Format, max_inflated: u64, stop: &AtomicBool) -> Result<String, ExtractError> {
+pub(super) fn extract(
+    bytes: &[u8],
+    format: Format,
+    max_inflated: u64,
+    stop: &AtomicBool,
+) -> Result<String, ExtractError> {
     let mut container = Container::open(bytes, format, max_inflated)?;
     let mut body = Body::default();
     container.each_xml_event(CONTENT_XML, stop, |event| {
@@ -88,7 +93,8 @@ impl Body {
         match e.local_name().as_ref() {
             b"s" => {
                 let count = attr(e, b"c").and_then(|c| c.parse().ok()).unwrap_or(1);
-                self.out.extend(std::iter::repeat_n(' ', usize::min(count, MAX_SPACES)));
+                self.out
+                    .extend(std::iter::repeat_n(' ', usize::min(count, MAX_SPACES)));
             }
             b"tab" => self.push('\t'),
             b"line-break" => self.push('\n'),
@@ -153,7 +159,10 @@ mod tests {
     fn spaces_tabs_breaks_and_tables() {
         let body = r#"<text:h>Title</text:h><text:p>cobalt<text:s/>heron<text:s text:c="3"/>x<text:tab/>y<text:line-break/>z &amp; w</text:p>
             <table:table><table:table-row><table:table-cell><text:p>a</text:p><text:p>b</text:p></table:table-cell><table:table-cell/><table:table-cell><text:p>c</text:p></table:table-cell></table:table-row></table:table>"#;
-        assert_eq!(run(&odt(body)).unwrap(), "Title\ncobalt heron   x\ty\nz & w\na b\t\tc");
+        assert_eq!(
+            run(&odt(body)).unwrap(),
+            "Title\ncobalt heron   x\ty\nz & w\na b\t\tc"
+        );
     }
 
     #[test]
@@ -174,7 +183,10 @@ mod tests {
         let bad = zip_with(&[(CONTENT_XML, b"<text:p>a</text:h>".as_slice())]);
         for (bytes, reason) in [(no_content, "content.xml"), (bad, "invalid XML")] {
             match run(&bytes) {
-                Err(ExtractError::Malformed { format: Format::Odt, reason: r }) => assert!(r.contains(reason), "{r}"),
+                Err(ExtractError::Malformed {
+                    format: Format::Odt,
+                    reason: r,
+                }) => assert!(r.contains(reason), "{r}"),
                 other => panic!("expected Malformed odt, got {other:?}"),
             }
         }
@@ -187,7 +199,13 @@ mod tests {
         assert!(bomb.len() < 8192);
         let err = extract(&bomb, Format::Odt, 64 * 1024, &AtomicBool::new(false)).unwrap_err();
         assert!(err.to_string().contains("limit"), "{err}");
-        let err = extract(&odt("<text:p>x</text:p>"), Format::Odt, u64::MAX, &AtomicBool::new(true)).unwrap_err();
+        let err = extract(
+            &odt("<text:p>x</text:p>"),
+            Format::Odt,
+            u64::MAX,
+            &AtomicBool::new(true),
+        )
+        .unwrap_err();
         assert!(matches!(err, ExtractError::Stopped), "{err:?}");
     }
 }

@@ -18,7 +18,11 @@ const SHARED_STRINGS: &str = "xl/sharedStrings.xml";
 
 /// Extracts every worksheet's cells, a row per line, cells separated by tabs and sheets by
 /// a blank line, in the order of the sheets' part numbers.
-pub(super) fn extract_xlsx(bytes: &[u8], max_inflated: u64, stop: &AtomicBool) -> Result<String, ExtractError> {
+pub(super) fn extract_xlsx(
+    bytes: &[u8],
+    max_inflated: u64,
+    stop: &AtomicBool,
+) -> Result<String, ExtractError> {
     let mut container = Container::open(bytes, Format::Xlsx, max_inflated)?;
     let shared = if container.has(SHARED_STRINGS) {
         shared_strings(&mut container, stop)?
@@ -138,7 +142,11 @@ impl<'s> Sheet<'s> {
 
 /// Extracts every slide's text, a paragraph per line and slides separated by a blank line,
 /// in slide-number order.
-pub(super) fn extract_pptx(bytes: &[u8], max_inflated: u64, stop: &AtomicBool) -> Result<String, ExtractError> {
+pub(super) fn extract_pptx(
+    bytes: &[u8],
+    max_inflated: u64,
+    stop: &AtomicBool,
+) -> Result<String, ExtractError> {
     let mut container = Container::open(bytes, Format::Pptx, max_inflated)?;
     let slides = numbered_parts(&container.names(), "ppt/slides/slide", ".xml");
     let mut out = String::new();
@@ -193,11 +201,15 @@ mod tests {
     }
 
     fn sheet(rows: &str) -> String {
-        format!(r#"<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>{rows}</sheetData></worksheet>"#)
+        format!(
+            r#"<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>{rows}</sheetData></worksheet>"#
+        )
     }
 
     fn xlsx(shared: &str, sheets: &[(&str, String)]) -> Vec<u8> {
-        let strings = format!(r#"<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">{shared}</sst>"#);
+        let strings = format!(
+            r#"<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">{shared}</sst>"#
+        );
         let mut files = vec![
             ("xl/workbook.xml", b"<workbook/>".as_slice()),
             (SHARED_STRINGS, strings.as_bytes()),
@@ -223,7 +235,13 @@ mod tests {
             <row><c t="inlineStr"><is><t>inline</t></is></c><c><v>3.5</v></c><c t="b"><v>1</v></c><c t="str"><f>A1</f><v>calc</v></c></row>"#,
         );
         let tenth = sheet(r#"<row><c t="inlineStr"><is><t>last</t></is></c></row>"#);
-        let bytes = xlsx(shared, &[("xl/worksheets/sheet10.xml", tenth), ("xl/worksheets/sheet2.xml", first)]);
+        let bytes = xlsx(
+            shared,
+            &[
+                ("xl/worksheets/sheet10.xml", tenth),
+                ("xl/worksheets/sheet2.xml", first),
+            ],
+        );
         let text = extract_xlsx(&bytes, NO_LIMIT, &AtomicBool::new(false)).unwrap();
         assert_eq!(text, "walnut\tglacier\ninline\t3.5\t1\tcalc\n\nlast");
     }
@@ -232,14 +250,21 @@ mod tests {
     fn repeated_shared_strings_cannot_blow_up_the_output() {
         let big = "w".repeat(64 * 1024);
         let cells = r#"<c t="s"><v>0</v></c>"#.repeat(200);
-        let bytes = xlsx(&format!("<si><t>{big}</t></si>"), &[("xl/worksheets/sheet1.xml", sheet(&format!("<row>{cells}</row>")))]);
+        let bytes = xlsx(
+            &format!("<si><t>{big}</t></si>"),
+            &[("xl/worksheets/sheet1.xml", sheet(&format!("<row>{cells}</row>")))],
+        );
         let err = extract_xlsx(&bytes, 1024 * 1024, &AtomicBool::new(false)).unwrap_err();
-        assert!(err.to_string().contains("extracted text passes the limit"), "{err}");
+        assert!(
+            err.to_string().contains("extracted text passes the limit"),
+            "{err}"
+        );
     }
 
     #[test]
     fn slides_in_number_order_with_paragraphs_and_breaks() {
-        let slide = |body: &str| format!(r#"<p:sld xmlns:a="a" xmlns:p="p"><p:txBody>{body}</p:txBody></p:sld>"#);
+        let slide =
+            |body: &str| format!(r#"<p:sld xmlns:a="a" xmlns:p="p"><p:txBody>{body}</p:txBody></p:sld>"#);
         let two = slide("<a:p><a:r><a:t>ivory</a:t></a:r><a:br/><a:r><a:t>pelican</a:t></a:r></a:p><a:p><a:r><a:t>x &amp; y</a:t></a:r></a:p>");
         let ten = slide("<a:p><a:r><a:t>ten</a:t></a:r></a:p>");
         let bytes = zip_with(&[
@@ -255,7 +280,13 @@ mod tests {
     #[test]
     fn raised_stop_flag_stops_both() {
         let stop = AtomicBool::new(true);
-        assert!(matches!(extract_xlsx(&sample("ledger.xlsx"), NO_LIMIT, &stop), Err(ExtractError::Stopped)));
-        assert!(matches!(extract_pptx(&sample("deck.pptx"), NO_LIMIT, &stop), Err(ExtractError::Stopped)));
+        assert!(matches!(
+            extract_xlsx(&sample("ledger.xlsx"), NO_LIMIT, &stop),
+            Err(ExtractError::Stopped)
+        ));
+        assert!(matches!(
+            extract_pptx(&sample("deck.pptx"), NO_LIMIT, &stop),
+            Err(ExtractError::Stopped)
+        ));
     }
 }

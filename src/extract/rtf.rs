@@ -20,10 +20,34 @@ const STOP_POLL_BYTES: usize = 64 * 1024;
 /// Destinations whose content is not document text. Any group starting with `\*` is also
 /// skipped (that is what `\*` means: "ignore if you do not know this destination").
 const SKIPPED_DESTINATIONS: &[&str] = &[
-    "fonttbl", "colortbl", "stylesheet", "info", "pict", "object", "objdata", "listtable",
-    "listoverridetable", "revtbl", "rsidtbl", "generator", "xmlnstbl", "themedata",
-    "colorschememapping", "datastore", "latentstyles", "pgdsctbl", "fldinst", "filetbl",
-    "header", "headerl", "headerr", "headerf", "footer", "footerl", "footerr", "footerf",
+    "fonttbl",
+    "colortbl",
+    "stylesheet",
+    "info",
+    "pict",
+    "object",
+    "objdata",
+    "listtable",
+    "listoverridetable",
+    "revtbl",
+    "rsidtbl",
+    "generator",
+    "xmlnstbl",
+    "themedata",
+    "colorschememapping",
+    "datastore",
+    "latentstyles",
+    "pgdsctbl",
+    "fldinst",
+    "filetbl",
+    "header",
+    "headerl",
+    "headerr",
+    "headerf",
+    "footer",
+    "footerl",
+    "footerr",
+    "footerf",
 ];
 
 /// Content sniffing: RTF opens with `{\rtf` (the version number follows).
@@ -133,7 +157,9 @@ impl<'a> RtfReader<'a> {
     /// After a backslash: a control word (letters, optional number, optional space) or a
     /// control symbol (one non-letter).
     fn control(&mut self) {
-        let Some(&first) = self.input.get(self.pos) else { return };
+        let Some(&first) = self.input.get(self.pos) else {
+            return;
+        };
         if !first.is_ascii_alphabetic() {
             self.pos += 1;
             self.symbol(first);
@@ -165,7 +191,10 @@ impl<'a> RtfReader<'a> {
         while self.input.get(self.pos).is_some_and(u8::is_ascii_digit) && self.pos - start < 11 {
             self.pos += 1;
         }
-        std::str::from_utf8(&self.input[start..self.pos]).ok()?.parse().ok()
+        std::str::from_utf8(&self.input[start..self.pos])
+            .ok()?
+            .parse()
+            .ok()
     }
 
     fn symbol(&mut self, symbol: u8) {
@@ -301,7 +330,10 @@ fn code_page(number: i32) -> &'static Encoding {
         950 => "big5",
         866 => "ibm866",
         874 => "windows-874",
-        1250..=1258 => return Encoding::for_label(format!("windows-{number}").as_bytes()).unwrap_or(encoding_rs::WINDOWS_1252),
+        1250..=1258 => {
+            return Encoding::for_label(format!("windows-{number}").as_bytes())
+                .unwrap_or(encoding_rs::WINDOWS_1252)
+        }
         10000 => "macintosh",
         65001 => "utf-8",
         _ => "windows-1252",
@@ -332,20 +364,32 @@ mod tests {
     fn control_words_escapes_and_paragraphs() {
         let rtf = br"{\rtf1\ansi{\fonttbl{\f0 Arial;}}{\*\unknown hidden}\f0 crimson\~tundra\par
 two \{braces\} and \\ back\tab tab\line x\emdash y}trailing";
-        assert_eq!(run(rtf), "crimson\u{a0}tundra\ntwo {braces} and \\ back\ttab\nx\u{2014}y");
+        assert_eq!(
+            run(rtf),
+            "crimson\u{a0}tundra\ntwo {braces} and \\ back\ttab\nx\u{2014}y"
+        );
     }
 
     #[test]
     fn code_page_escapes_follow_ansicpg() {
         // Cyrillic in Windows-1251, and Shift_JIS double bytes as two escapes each.
-        assert_eq!(run(br"{\rtf1\ansi\ansicpg1251 \'cf\'f0\'e8\'e2\'e5\'f2}"), "\u{41f}\u{440}\u{438}\u{432}\u{435}\u{442}");
-        assert_eq!(run(br"{\rtf1\ansi\ansicpg932 \'93\'fa\'96\'7b}"), "\u{65e5}\u{672c}");
+        assert_eq!(
+            run(br"{\rtf1\ansi\ansicpg1251 \'cf\'f0\'e8\'e2\'e5\'f2}"),
+            "\u{41f}\u{440}\u{438}\u{432}\u{435}\u{442}"
+        );
+        assert_eq!(
+            run(br"{\rtf1\ansi\ansicpg932 \'93\'fa\'96\'7b}"),
+            "\u{65e5}\u{672c}"
+        );
         assert_eq!(run(br"{\rtf1\ansi caf\'e9}"), "caf\u{e9}");
     }
 
     #[test]
     fn unicode_escapes_drop_their_fallbacks() {
-        assert_eq!(run(br"{\rtf1 caf\u233?, \uc2\u-3913\'3f\'3f!}"), "caf\u{e9}, \u{f0b7}!");
+        assert_eq!(
+            run(br"{\rtf1 caf\u233?, \uc2\u-3913\'3f\'3f!}"),
+            "caf\u{e9}, \u{f0b7}!"
+        );
         // A surrogate pair, each half with a one-character fallback.
         assert_eq!(run(br"{\rtf1 \u-10179?\u-8704?}"), "\u{1F600}");
         assert_eq!(run(br"{\rtf1 {\uc0\u233}x}"), "\u{e9}x");
@@ -360,10 +404,21 @@ two \{braces\} and \\ back\tab tab\line x\emdash y}trailing";
     #[test]
     fn broken_rtf_is_tolerated_or_malformed() {
         assert_eq!(run(br"{\rtf1 unclosed {group \'zz \'"), "unclosed group");
-        assert_eq!(run(br"{\rtf1 deep".iter().chain(&[b'{'; 100_000]).copied().collect::<Vec<_>>().as_slice()), "deep");
+        assert_eq!(
+            run(br"{\rtf1 deep"
+                .iter()
+                .chain(&[b'{'; 100_000])
+                .copied()
+                .collect::<Vec<_>>()
+                .as_slice()),
+            "deep"
+        );
         assert!(matches!(
             extract(b"plain text", &AtomicBool::new(false)),
-            Err(ExtractError::Malformed { format: Format::Rtf, .. })
+            Err(ExtractError::Malformed {
+                format: Format::Rtf,
+                ..
+            })
         ));
     }
 

@@ -97,7 +97,10 @@ mod tests {
     fn invalid_utf8_is_decoded_as_the_likeliest_legacy_encoding() {
         // Before encoding detection this became U+FFFD; now it reads as a person wrote it.
         let decoded = extract(b"caf\xE9 amber lighthouse, na\xEFve d\xE9j\xE0 vu");
-        assert_eq!(decoded.text, "caf\u{e9} amber lighthouse, na\u{ef}ve d\u{e9}j\u{e0} vu");
+        assert_eq!(
+            decoded.text,
+            "caf\u{e9} amber lighthouse, na\u{ef}ve d\u{e9}j\u{e0} vu"
+        );
         assert_eq!(decoded.encoding, Some("windows-1252"));
     }
 
@@ -126,8 +129,20 @@ mod tests {
             .copied()
             .chain("h\u{e9}llo".encode_utf16().flat_map(u16::to_be_bytes))
             .collect();
-        assert_eq!(extract(&le), Decoded { text: "h\u{e9}llo \u{1F600}".into(), encoding: Some("UTF-16LE") });
-        assert_eq!(extract(&be), Decoded { text: "h\u{e9}llo".into(), encoding: Some("UTF-16BE") });
+        assert_eq!(
+            extract(&le),
+            Decoded {
+                text: "h\u{e9}llo \u{1F600}".into(),
+                encoding: Some("UTF-16LE")
+            }
+        );
+        assert_eq!(
+            extract(&be),
+            Decoded {
+                text: "h\u{e9}llo".into(),
+                encoding: Some("UTF-16BE")
+            }
+        );
         assert!(!looks_binary(&le), "UTF-16 has NULs but is text");
     }
 
@@ -143,7 +158,10 @@ mod tests {
     fn declared_encoding_wins_over_detection_but_not_over_a_bom() {
         let koi8 = encoding_rs::KOI8_R;
         let (bytes, _, _) = koi8.encode("\u{41f}\u{440}\u{438}\u{432}\u{435}\u{442}");
-        assert_eq!(decode_with_hint(&bytes, Some(koi8)).text, "\u{41f}\u{440}\u{438}\u{432}\u{435}\u{442}");
+        assert_eq!(
+            decode_with_hint(&bytes, Some(koi8)).text,
+            "\u{41f}\u{440}\u{438}\u{432}\u{435}\u{442}"
+        );
         let with_bom = [b"\xEF\xBB\xBF".as_slice(), "\u{e9}".as_bytes()].concat();
         assert_eq!(decode_with_hint(&with_bom, Some(koi8)).text, "\u{e9}");
     }
