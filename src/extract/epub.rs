@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use quick_xml::events::Event;
 
 use super::odf::attr;
-use super::zipped::{check_output, Container};
+use super::zipped::{check_output, resolve, Container};
 use super::{check_stop, html, ExtractError, Format};
 
 const CONTAINER_XML: &str = "META-INF/container.xml";
@@ -75,41 +75,6 @@ fn spine(container: &mut Container<'_>, opf: &str, stop: &AtomicBool) -> Result<
         .filter(|(_, media_type)| TEXT_TYPES.contains(&media_type.as_str()))
         .filter_map(|(href, _)| resolve(base, href))
         .collect())
-}
-
-/// Resolves a manifest `href` (a relative URL) against the OPF's directory. Only the parts
-/// EPUBs use: `..` segments, a `#fragment`, and percent-escapes (spaces are common).
-fn resolve(base: &str, href: &str) -> Option<String> {
-    let href = href.split('#').next()?;
-    let href = percent_decode(href)?;
-    let mut parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
-    for segment in href.split('/') {
-        match segment {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            s => parts.push(s),
-        }
-    }
-    Some(parts.join("/"))
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

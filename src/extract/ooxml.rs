@@ -8,10 +8,12 @@
 
 use std::sync::atomic::AtomicBool;
 
-use quick_xml::events::Event;
+use std::collections::HashMap;
+
+use quick_xml::events::{BytesStart, Event};
 
 use super::odf::attr;
-use super::zipped::{check_output, event_text, numbered_parts, Container};
+use super::zipped::{check_output, event_text, numbered_parts, resolve, Container};
 use super::{ExtractError, Format};
 
 const SHARED_STRINGS: &str = "xl/sharedStrings.xml";
@@ -29,7 +31,13 @@ pub(super) fn extract_xlsx(
     } else {
         Vec::new()
     };
-    let sheets = numbered_parts(&container.names(), "xl/worksheets/sheet", ".xml");
+    let sheets = parts_in_order(
+        &mut container,
+        "xl/workbook.xml",
+        b"sheet",
+        "xl/worksheets/sheet",
+        stop,
+    )?;
     let mut out = String::new();
     for sheet in sheets {
         let mut cells = Sheet::new(&shared, &mut out);
@@ -148,7 +156,13 @@ pub(super) fn extract_pptx(
     stop: &AtomicBool,
 ) -> Result<String, ExtractError> {
     let mut container = Container::open(bytes, Format::Pptx, max_inflated)?;
-    let slides = numbered_parts(&container.names(), "ppt/slides/slide", ".xml");
+    let slides = parts_in_order(
+        &mut container,
+        "ppt/presentation.xml",
+        b"sldId",
+        "ppt/slides/slide",
+        stop,
+    )?;
     let mut out = String::new();
     for slide in slides {
         let mut in_text = false;
@@ -171,6 +185,68 @@ pub(super) fn extract_pptx(
     }
     out.truncate(out.trim_end().len());
     Ok(out)
+}
+
+/// The sheets or slides in the order the workbook or presentation lists them (`<sheet>`,
+/// `<p:sldId>`, each naming its part by relationship id), which is the order a reader sees:
+/// a moved slide keeps its part name. Falls back to the parts' numbers (`sheet2.xml`) when
+/// the listing or its relationships are missing, as in some generated files.
+fn parts_in_order(
+    container: &mut Container<'_>,
+    main: &str,
+    element: &[u8],
+    numbered_prefix: &str,
+    stop: &AtomicBool,
+) -> Result<Vec<String>, ExtractError> {
+    let (dir, file) = main.rsplit_once('/').unwrap_or(("", main));
+    let rels = format!("{dir}/_rels/{file}.rels");
+    if container.has(main) && container.has(&rels) {
+        let mut ids = Vec::new();
+        container.each_xml_event(main, stop, |event| {
+            if let Event::Start(e) | Event::Empty(e) = &event {
+                if e.local_name().as_ref() == element {
+                    ids.extend(relationship_id(e));
+                }
+            }
+            Ok(())
+        })?;
+        let targets = relationship_targets(container, &rels, dir, stop)?;
+        let listed: Vec<String> = ids.iter().filter_map(|id| targets.get(id).cloned()).collect();
+        if !listed.is_empty() {
+            return Ok(listed);
+        }
+    }
+    Ok(numbered_parts(&container.names(), numbered_prefix, ".xml"))
+}
+
+/// The `r:id` attribute: by local name `id` with a prefix, since `<p:sldId>` also has an
+/// unprefixed `id` that is not a relationship.
+fn relationship_id(e: &BytesStart<'_>) -> Option<String> {
+    e.attributes()
+        .flatten()
+        .find(|a| a.key.local_name().as_ref() == b"id" && a.key.prefix().is_some())
+        .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()))
+}
+
+/// Relationship id to part path, for the relationships of a part in `dir`.
+fn relationship_targets(
+    container: &mut Container<'_>,
+    rels: &str,
+    dir: &str,
+    stop: &AtomicBool,
+) -> Result<HashMap<String, String>, ExtractError> {
+    let mut targets = HashMap::new();
+    container.each_xml_event(rels, stop, |event| {
+        if let Event::Start(e) | Event::Empty(e) = &event {
+            if e.local_name().as_ref() == b"Relationship" && attr(e, b"TargetMode").is_none() {
+                if let (Some(id), Some(target)) = (attr(e, b"Id"), attr(e, b"Target")) {
+                    targets.extend(resolve(dir, &target).map(|path| (id, path)));
+                }
+            }
+        }
+        Ok(())
+    })?;
+    Ok(targets)
 }
 
 /// Ends a line, dropping the separator after its last cell; empty lines are not kept.
@@ -275,6 +351,24 @@ mod tests {
         ]);
         let text = extract_pptx(&bytes, NO_LIMIT, &AtomicBool::new(false)).unwrap();
         assert_eq!(text, "ivory\npelican\nx & y\n\nten");
+    }
+
+    #[test]
+    fn the_presentation_listing_decides_the_order_over_part_numbers() {
+        let slide = |word: &str| {
+            format!(r#"<p:sld xmlns:a="a" xmlns:p="p"><a:p><a:r><a:t>{word}</a:t></a:r></a:p></p:sld>"#)
+        };
+        let (one, two) = (slide("one"), slide("two"));
+        let presentation = br#"<p:presentation xmlns:p="p" xmlns:r="r"><p:sldIdLst><p:sldId id="257" r:id="rId9"/><p:sldId id="256" r:id="rId8"/></p:sldIdLst></p:presentation>"#;
+        let rels = br#"<Relationships><Relationship Id="rId8" Target="slides/slide1.xml"/><Relationship Id="rId9" Target="/ppt/slides/slide2.xml"/><Relationship Id="rId1" Target="https://example.invalid" TargetMode="External"/></Relationships>"#;
+        let bytes = zip_with(&[
+            ("ppt/presentation.xml", presentation.as_slice()),
+            ("ppt/_rels/presentation.xml.rels", rels.as_slice()),
+            ("ppt/slides/slide1.xml", one.as_bytes()),
+            ("ppt/slides/slide2.xml", two.as_bytes()),
+        ]);
+        let text = extract_pptx(&bytes, NO_LIMIT, &AtomicBool::new(false)).unwrap();
+        assert_eq!(text, "two\n\none");
     }
 
     #[test]

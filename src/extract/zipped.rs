@@ -196,6 +196,44 @@ pub(super) fn numbered_parts(names: &[String], prefix: &str, suffix: &str) -> Ve
     parts.into_iter().map(|(_, name)| name.clone()).collect()
 }
 
+/// Resolves a relative URL inside the zip (an EPUB manifest `href`, an OOXML relationship
+/// `Target`) against the directory of the part that holds it. Only the parts these formats
+/// use: `..` segments, a `#fragment`, percent-escapes (spaces are common), and a leading
+/// `/` for the zip's root. `None` for a path that climbs out of the zip.
+pub(super) fn resolve(base: &str, href: &str) -> Option<String> {
+    let href = href.split('#').next()?;
+    let href = percent_decode(href)?;
+    let base = if href.starts_with('/') { "" } else { base };
+    let mut parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
+    for segment in href.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// A reader that fails once more than `remaining` bytes come through, remembering that it
 /// did so the caller can tell a zip bomb from ordinary bad content.
 pub(super) struct Capped<R> {
