@@ -11,21 +11,43 @@
 //! html2text's only where html2text decorates (strike-through as combining characters,
 //! `O(n²)` for `O(n<sup>2</sup>)`).
 //!
-//! Timings, release build, 2-core machine, best of 3 (`cargo run --release` in a scratch
-//! crate that times `to_text` here against html2text 0.13.6 (the old code path, with its
-//! DOM pruning) and html2text 0.17.4 (latest), each rendering with its trivial decorator):
+//! Timings (release build, 2 shared cores, best of 3 runs, one run when over 60 s). A
+//! scratch crate outside this repository includes this file and `text.rs` with `#[path]`,
+//! depends on html2text 0.13.6 (what this module used before) and 0.17.4 (the latest) under
+//! renamed keys, and times `to_text` here against `config::with_decorator(TrivialDecorator)
+//! .allow_width_overflow().no_table_borders().no_link_wrapping()` of each, on
+//! `"<div>".repeat(n) + "velvet harbor" + "</div>".repeat(n)` and on real pages:
+//! `cargo run --release -- all /usr/share/doc/python3.11/html/library/stdtypes.html
+//! /usr/share/doc/python3.11/html/reference/datamodel.html
+//! /usr/share/doc/qemu-utils/qemu-storage-daemon-qmp-ref.html
+//! /usr/share/doc/libjs-underscore/index.html` (Debian `python3.11-doc`, `qemu-utils`,
+//! `libjs-underscore`).
 //!
-//! | input                         | html2text 0.13.6 | html2text 0.17.4 | this tokenizer pass |
-//! |-------------------------------|------------------|------------------|---------------------|
-//! TIMINGS
+//! | input                               | html2text 0.13.6 | html2text 0.17.4 | tokenizer pass |
+//! |-------------------------------------|------------------|------------------|----------------|
+//! | 10k nested `<div>`                  |         540.7 ms |         491.8 ms |         2.2 ms |
+//! | 20k nested `<div>`                  |           2.26 s |           2.25 s |         4.7 ms |
+//! | 40k nested `<div>`                  |          10.60 s |          11.21 s |        16.6 ms |
+//! | 200k nested `<div>`                 |  H13_200K |  H17_200K |        87.1 ms |
+//! | 400k / 800k nested `<div>`          |                - |                - | 162 / 352 ms   |
+//! | stdtypes.html (690 KB)              |          67.9 ms |          96.1 ms |        16.7 ms |
+//! | datamodel.html (370 KB)             |          36.1 ms |          38.1 ms |         5.0 ms |
+//! | qemu-storage-daemon-qmp-ref (1 MB)  |         103.2 ms |         177.0 ms |        25.0 ms |
+//! | underscore index.html (169 KB)      |          15.1 ms |          18.7 ms |         2.1 ms |
 //!
+//! html2text, old and new alike, grows 4x per doubling of the nesting (quadratic); this
+//! pass grows 2x (the step from 20k to 40k is the input leaving the CPU cache). A rerun
+//! under a load average of 10 gave every column 1.5-3x slower, with the same shape.
+
 //! # What counts as text
 //!
 //! Character data outside hidden elements (`script`, `style`, `noscript`, `template`,
 //! `title` and the other raw-text containers, in any namespace, so SVG's `<style>` too).
 //! Block elements become line breaks, table cells tabs, runs of white space one space
-//! (except inside `<pre>`), as a reader of the rendered page would see them.
+//! (except inside `<pre>`), as a reader of the rendered page would see them; an image's
+//! `alt` text stands in for the image.
 
+use std::cell::RefCell;
 use std::sync::atomic::AtomicBool;
 
 use html5ever::tendril::StrTendril;
@@ -33,7 +55,6 @@ use html5ever::tokenizer::states::RawKind;
 use html5ever::tokenizer::{
     BufferQueue, Tag, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts,
 };
-use std::cell::RefCell;
 
 use super::{check_stop, text, Decoded, ExtractError};
 
@@ -96,7 +117,7 @@ fn chunks(s: &str, size: usize) -> impl Iterator<Item = &str> {
 fn raw_kind(name: &str) -> Option<RawKind> {
     match name {
         "script" => Some(RawKind::ScriptData),
-        "style" | "noscript" | "iframe" | "noembed" | "noframes" | "xmp" => Some(RawKind::Rawtext),
+        "style" | "noscript" | "iframe" | "noembed" | "noframes" => Some(RawKind::Rawtext),
         "title" => Some(RawKind::Rcdata),
         _ => None,
     }
@@ -482,6 +503,21 @@ mod tests {
         let html = "<p>velvet harbor</p>".repeat(10_000);
         let err = to_text(&html, &AtomicBool::new(true)).unwrap_err();
         assert!(matches!(err, ExtractError::Stopped), "{err:?}");
+    }
+
+    #[test]
+    fn tags_and_references_split_across_chunks_are_whole() {
+        for cut in 1..12 {
+            let pad = "a".repeat(CHUNK_BYTES - cut);
+            let text = render(&format!(
+                "{pad} <script>hidden</script><p>velvet &amp; harbor</p>"
+            ));
+            assert!(
+                text.ends_with("\nvelvet & harbor"),
+                "cut {cut}: {:?}",
+                &text[pad.len()..]
+            );
+        }
     }
 
     #[test]
