@@ -28,7 +28,7 @@
 //! | 10k nested `<div>`                  |         540.7 ms |         491.8 ms |         2.2 ms |
 //! | 20k nested `<div>`                  |           2.26 s |           2.25 s |         4.7 ms |
 //! | 40k nested `<div>`                  |          10.60 s |          11.21 s |        16.6 ms |
-//! | 200k nested `<div>`                 |  H13_200K |  H17_200K |        87.1 ms |
+//! | 200k nested `<div>`                 |  > 420 s (killed)|    229 s (1 run) |        87.1 ms |
 //! | 400k / 800k nested `<div>`          |                - |                - | 162 / 352 ms   |
 //! | stdtypes.html (690 KB)              |          67.9 ms |          96.1 ms |        16.7 ms |
 //! | datamodel.html (370 KB)             |          36.1 ms |          38.1 ms |         5.0 ms |
@@ -36,8 +36,9 @@
 //! | underscore index.html (169 KB)      |          15.1 ms |          18.7 ms |         2.1 ms |
 //!
 //! html2text, old and new alike, grows 4x per doubling of the nesting (quadratic); this
-//! pass grows 2x (the step from 20k to 40k is the input leaving the CPU cache). A rerun
-//! under a load average of 10 gave every column 1.5-3x slower, with the same shape.
+//! pass grows 2x (the step from 20k to 40k is the input leaving the CPU cache). The 200k
+//! html2text runs, and a rerun of the rest, had other work beside them (load average near
+//! 10): that rerun made every column 1.5-3x slower, with the same shape.
 
 //! # What counts as text
 //!
