@@ -423,16 +423,17 @@ mod tests {
         assert_sample("letter.docx", &bytes, Format::Docx, "silver meadow");
     }
 
-    /// The office and e-book samples: file, format, phrase. Made by real producers (odfpy,
-    /// openpyxl, python-pptx, ebooklib, LibreOffice) with `samples/make_samples.py`.
+    /// The office and e-book samples: file under `samples/`, format, phrase. Made by real
+    /// producers (odfpy, openpyxl, python-pptx, ebooklib, LibreOffice) with
+    /// `samples/.formats/make_samples.py`; see that script for why the directory is hidden.
     const CONTAINER_SAMPLES: [(&str, Format, &str); 8] = [
-        ("notes.odt", Format::Odt, "cobalt heron"),
-        ("inventory.ods", Format::Ods, "juniper anvil"),
-        ("slides.odp", Format::Odp, "marble falcon"),
-        ("book.epub", Format::Epub, "indigo compass"),
-        ("memo.rtf", Format::Rtf, "crimson tundra"),
-        ("ledger.xlsx", Format::Xlsx, "walnut glacier"),
-        ("deck.pptx", Format::Pptx, "ivory pelican"),
+        (".formats/notes.odt", Format::Odt, "cobalt heron"),
+        (".formats/inventory.ods", Format::Ods, "juniper anvil"),
+        (".formats/slides.odp", Format::Odp, "marble falcon"),
+        (".formats/book.epub", Format::Epub, "indigo compass"),
+        (".formats/memo.rtf", Format::Rtf, "crimson tundra"),
+        (".formats/ledger.xlsx", Format::Xlsx, "walnut glacier"),
+        (".formats/deck.pptx", Format::Pptx, "ivory pelican"),
         ("letter.docx", Format::Docx, "silver meadow"),
     ];
 
