@@ -2,7 +2,7 @@
 //! `<w:t>` runs, streamed through quick-xml. Streaming plus a cap on inflated bytes means a
 //! zip bomb costs at most the cap in CPU and nothing like it in memory.
 
-use std::io::{self, BufReader, Cursor, Read};
+use std::io::{self, BufReader, Cursor};
 use std::sync::atomic::AtomicBool;
 
 use quick_xml::events::Event;
@@ -10,17 +10,11 @@ use quick_xml::Reader;
 use zip::result::ZipError;
 use zip::ZipArchive;
 
+use super::zipped::Capped;
 use super::{check_stop, ExtractError, Format};
 
-/// The main document part; headers, footers and notes live in other parts we skip.
+/// The main document part (also how `zipped::detect` knows a DOCX); headers, footers and notes live in other parts we skip.
 const DOCUMENT_XML: &str = "word/document.xml";
-
-/// Content sniffing: a zip that opens and has the main document part.
-pub(super) fn is_docx(bytes: &[u8]) -> bool {
-    ZipArchive::new(Cursor::new(bytes))
-        .map(|archive| archive.index_for_name(DOCUMENT_XML).is_some())
-        .unwrap_or(false)
-}
 
 /// Extracts the body text, reading at most `max_xml_bytes` of inflated XML.
 pub(super) fn extract(bytes: &[u8], max_xml_bytes: u64, stop: &AtomicBool) -> Result<String, ExtractError> {
@@ -32,7 +26,7 @@ pub(super) fn extract(bytes: &[u8], max_xml_bytes: u64, stop: &AtomicBool) -> Re
     })?;
     let mut reader = Reader::from_reader(BufReader::new(Capped::new(entry, max_xml_bytes)));
     let result = collect_text(&mut reader, stop);
-    if reader.get_ref().get_ref().exceeded {
+    if reader.get_ref().get_ref().exceeded() {
         return Err(malformed(format!(
             "{DOCUMENT_XML} inflates past the limit of {max_xml_bytes} bytes"
         )));
@@ -129,42 +123,6 @@ impl Body {
     }
 }
 
-/// A reader that fails once more than `remaining` bytes come through, remembering that it
-/// did so `extract` can tell a zip bomb from ordinary bad XML.
-struct Capped<R> {
-    inner: R,
-    remaining: u64,
-    exceeded: bool,
-}
-
-impl<R> Capped<R> {
-    fn new(inner: R, limit: u64) -> Self {
-        Self {
-            inner,
-            remaining: limit,
-            exceeded: false,
-        }
-    }
-}
-
-impl<R: Read> Read for Capped<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        // Ask for one byte past the limit: getting it proves the entry is too big.
-        let want = buf.len().min(
-            usize::try_from(self.remaining)
-                .unwrap_or(usize::MAX)
-                .saturating_add(1),
-        );
-        let n = self.inner.read(&mut buf[..want])?;
-        if n as u64 > self.remaining {
-            self.exceeded = true;
-            return Err(io::Error::other("decompressed size limit exceeded"));
-        }
-        self.remaining -= n as u64;
-        Ok(n)
-    }
-}
-
 #[cfg(test)]
 pub(super) mod tests {
     use std::io::Write;
@@ -217,7 +175,7 @@ pub(super) mod tests {
     fn sample_text_is_extracted() {
         let text = run(LETTER).unwrap();
         assert!(text.contains("silver meadow"), "{text:?}");
-        assert!(is_docx(LETTER));
+        assert_eq!(super::super::zipped::detect(LETTER), Some(Format::Docx));
     }
 
     #[test]
@@ -242,7 +200,7 @@ pub(super) mod tests {
     fn random_bytes_after_zip_header_are_malformed() {
         let mut bytes = b"PK\x03\x04".to_vec();
         bytes.extend((0u32..2000).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
-        assert!(!is_docx(&bytes));
+        assert_eq!(super::super::zipped::detect(&bytes), None);
         let result = ExtractorRegistry::default().extract("x.docx", &bytes, &AtomicBool::new(false));
         assert_malformed(result, "zip");
     }

@@ -2,9 +2,21 @@
 //!
 //! The worker pool hands each leased document to an [`Extractor`]. The built-in
 //! [`ExtractorRegistry`] picks a [`Format`] from the content (magic bytes win, because file
-//! names lie) and the name's extension, then runs one submodule per format. Every parser here
-//! is a third-party crate; this module only adds the guards a long-running service needs:
-//! an input size limit, a decompression limit, a cooperative stop flag and panic containment.
+//! names lie; zips are told apart by their entries) and the name's extension, then runs one
+//! submodule per format. Text formats are decoded by BOM, declared charset, UTF-8 or
+//! chardetng's guess, and [`ExtractorRegistry::extract_detailed`] reports which.
+//!
+//! The parsing is third-party wherever a well-kept crate fits (html5ever's tokenizer,
+//! pulldown-cmark, quick-xml over zip, pdf-extract); the RTF reader is our own because no
+//! crate fits (see `rtf.rs`). This module adds the guards a long-running service needs: an
+//! input size limit, one decompression budget per zip container, an output bound, a
+//! cooperative stop flag polled inside every loop, and panic containment.
+//!
+//! # Layout
+//! - `text`: decoding and binary sniffing; `html`, `markdown`: the markup formats.
+//! - `zipped`: opening zip containers, naming them, the inflate budget; `docx`, `ooxml`
+//!   (XLSX, PPTX), `odf` (ODT, ODS, ODP) and `epub` read their parts.
+//! - `rtf`, `pdf`: the remaining binary formats.
 
 use std::any::Any;
 use std::fmt;
@@ -12,11 +24,18 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 mod docx;
+mod epub;
 mod html;
 mod isolated;
 mod markdown;
+mod odf;
+mod ooxml;
 mod pdf;
+mod rtf;
 mod text;
+mod zipped;
+
+use text::Decoded;
 
 pub use isolated::{child_main, IsolatedExtractor, LimitKind, Limits, CHILD_ARG};
 
@@ -33,6 +52,20 @@ pub enum Format {
     Pdf,
     /// Word's Office Open XML document.
     Docx,
+    /// OpenDocument text (LibreOffice Writer).
+    Odt,
+    /// OpenDocument spreadsheet (LibreOffice Calc).
+    Ods,
+    /// OpenDocument presentation (LibreOffice Impress).
+    Odp,
+    /// EPUB e-book: its chapters in reading order.
+    Epub,
+    /// Rich Text Format.
+    Rtf,
+    /// Excel's Office Open XML workbook: cell text, sheet by sheet.
+    Xlsx,
+    /// PowerPoint's Office Open XML deck: slide text, slide by slide.
+    Pptx,
 }
 
 impl Format {
@@ -44,6 +77,13 @@ impl Format {
             Format::Html => "html",
             Format::Pdf => "pdf",
             Format::Docx => "docx",
+            Format::Odt => "odt",
+            Format::Ods => "ods",
+            Format::Odp => "odp",
+            Format::Epub => "epub",
+            Format::Rtf => "rtf",
+            Format::Xlsx => "xlsx",
+            Format::Pptx => "pptx",
         }
     }
 }
@@ -52,6 +92,20 @@ impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// A document's text together with the decisions that produced it, so a caller can record
+/// why the text looks the way it does (a wrong encoding guess shows as mojibake).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extraction {
+    /// The extracted text.
+    pub text: String,
+    /// The format the registry chose, by content first and name second.
+    pub format: Format,
+    /// The character encoding the text was decoded from (WHATWG name, e.g. `"UTF-8"`,
+    /// `"windows-1252"`, `"Shift_JIS"`), for the formats that are decoded from bytes
+    /// (plain text, Markdown, HTML); `None` where the format fixes the encoding itself.
+    pub encoding: Option<&'static str>,
 }
 
 /// Why a document produced no text.
@@ -138,10 +192,11 @@ pub struct ExtractorRegistry {
     max_input_bytes: u64,
 }
 
-/// How far a DOCX's `word/document.xml` may inflate relative to the input limit. Real
+/// How far a zip container's parts may inflate, in total, relative to the input limit. Real
 /// documents compress XML about 5-10x, so this admits any honest document near the input
-/// limit while still bounding a zip bomb to a small multiple of what we accepted.
-const DOCX_INFLATE_FACTOR: u64 = 4;
+/// limit while still bounding a zip bomb to a small multiple of what we accepted. The same
+/// figure bounds the text a container may produce (see `zipped::check_output`).
+const INFLATE_FACTOR: u64 = 4;
 
 impl ExtractorRegistry {
     /// The input limit when none is configured (64 MiB).
@@ -157,10 +212,10 @@ impl ExtractorRegistry {
         self.max_input_bytes
     }
 
-    /// Chooses the format. Magic bytes come first because they cannot be wrong by accident;
-    /// the extension decides between the text formats, which have no magic; content sniffing
-    /// is the last resort for unnamed text. Binary content we cannot name is `Unsupported`
-    /// rather than decoded into garbage.
+    /// Chooses the format. Magic bytes come first because they cannot be wrong by accident
+    /// (a zip is told apart by its entries); the extension decides between the text formats,
+    /// which have no magic; content sniffing is the last resort for unnamed text. Binary
+    /// content we cannot name is `Unsupported` rather than decoded into garbage.
     pub fn detect(&self, name: &str, bytes: &[u8]) -> Result<Format, ExtractError> {
         let ext = extension(name);
         if bytes.starts_with(b"%PDF-") {
@@ -169,12 +224,13 @@ impl ExtractorRegistry {
         if bytes.starts_with(b"PK\x03\x04") {
             return detect_zip(ext.as_deref(), bytes);
         }
-        match ext.as_deref() {
-            // Named as a binary format but without its magic: let that extractor say how
-            // it is broken instead of calling it unsupported.
-            Some("pdf") => return Ok(Format::Pdf),
-            Some("docx") => return Ok(Format::Docx),
-            _ => {}
+        if rtf::looks_like_rtf(bytes) {
+            return Ok(Format::Rtf);
+        }
+        // Named as a binary format but without its magic: let that extractor say how it is
+        // broken instead of calling it unsupported.
+        if let Some(format) = ext.as_deref().and_then(binary_format) {
+            return Ok(format);
         }
         if text::looks_binary(bytes) {
             return Err(ExtractError::Unsupported {
@@ -184,9 +240,37 @@ impl ExtractorRegistry {
         Ok(text_format(ext.as_deref()).unwrap_or_else(|| sniff_text(bytes)))
     }
 
-    /// The zip-bomb guard for DOCX, derived from the input limit so one knob sizes both.
+    /// Extracts text and reports the format and encoding chosen for it. Cheap checks first
+    /// (size, stop) so hostile or abandoned work costs nothing; empty input is a legitimate
+    /// empty document in every format, so it never reaches a parser.
+    pub fn extract_detailed(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        stop: &AtomicBool,
+    ) -> Result<Extraction, ExtractError> {
+        self.check_size(bytes)?;
+        check_stop(stop)?;
+        let format = self.detect(name, bytes)?;
+        if bytes.is_empty() {
+            return Ok(Extraction {
+                text: String::new(),
+                format,
+                encoding: None,
+            });
+        }
+        let decoded = guard_panics(format, || self.extract_as(format, bytes, stop))?;
+        Ok(Extraction {
+            text: decoded.text,
+            format,
+            encoding: decoded.encoding,
+        })
+    }
+
+    /// The zip-bomb guard for the containers, derived from the input limit so one knob
+    /// sizes both.
     fn max_inflated_bytes(&self) -> u64 {
-        self.max_input_bytes.saturating_mul(DOCX_INFLATE_FACTOR)
+        self.max_input_bytes.saturating_mul(INFLATE_FACTOR)
     }
 
     fn check_size(&self, bytes: &[u8]) -> Result<(), ExtractError> {
@@ -200,16 +284,23 @@ impl ExtractorRegistry {
         Ok(())
     }
 
-    /// Runs one format's extractor. Kept separate from `extract` so the panic guard wraps
-    /// exactly the third-party parsing and nothing else.
-    fn extract_as(&self, format: Format, bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
-        match format {
-            Format::PlainText => Ok(text::extract(bytes)),
-            Format::Markdown => markdown::extract(bytes),
-            Format::Html => html::extract(bytes),
+    /// Runs one format's extractor. Kept separate from `extract_detailed` so the panic guard
+    /// wraps exactly the parsing and nothing else.
+    fn extract_as(&self, format: Format, bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, ExtractError> {
+        let inflate = self.max_inflated_bytes();
+        let text = match format {
+            Format::PlainText => return Ok(text::extract(bytes)),
+            Format::Markdown => return markdown::extract(bytes, stop),
+            Format::Html => return html::extract(bytes, stop),
             Format::Pdf => pdf::extract(bytes, stop),
-            Format::Docx => docx::extract(bytes, self.max_inflated_bytes(), stop),
-        }
+            Format::Docx => docx::extract(bytes, inflate, stop),
+            Format::Odt | Format::Ods | Format::Odp => odf::extract(bytes, format, inflate, stop),
+            Format::Epub => epub::extract(bytes, inflate, stop),
+            Format::Rtf => rtf::extract(bytes, stop),
+            Format::Xlsx => ooxml::extract_xlsx(bytes, inflate, stop),
+            Format::Pptx => ooxml::extract_pptx(bytes, inflate, stop),
+        }?;
+        Ok(Decoded { text, encoding: None })
     }
 }
 
@@ -220,16 +311,10 @@ impl Default for ExtractorRegistry {
 }
 
 impl Extractor for ExtractorRegistry {
-    /// Cheap checks first (size, stop) so hostile or abandoned work costs nothing; empty
-    /// input is a legitimate empty document in every format, so it never reaches a parser.
+    /// The text of [`ExtractorRegistry::extract_detailed`], for callers that only want text.
     fn extract(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
-        self.check_size(bytes)?;
-        check_stop(stop)?;
-        if bytes.is_empty() {
-            return Ok(String::new());
-        }
-        let format = self.detect(name, bytes)?;
-        guard_panics(format, || self.extract_as(format, bytes, stop))
+        self.extract_detailed(name, bytes, stop)
+            .map(|extraction| extraction.text)
     }
 }
 
@@ -275,16 +360,37 @@ fn extension(name: &str) -> Option<String> {
     Some(ext.to_ascii_lowercase())
 }
 
-/// A zip is only a DOCX if it has the main document part, unless the name insists: then the
-/// DOCX extractor reports exactly what is missing or corrupt.
+/// A zip is named by its entries (see `zipped::detect`); a zip that is none of ours but is
+/// named as one of them goes to that extractor, which reports exactly what is missing.
 fn detect_zip(ext: Option<&str>, bytes: &[u8]) -> Result<Format, ExtractError> {
-    if ext == Some("docx") || docx::is_docx(bytes) {
-        Ok(Format::Docx)
-    } else {
-        Err(ExtractError::Unsupported {
-            reason: "zip archive that is not a DOCX document".into(),
+    zipped::detect(bytes)
+        .or_else(|| ext.and_then(binary_format).filter(|f| is_zip_format(*f)))
+        .ok_or_else(|| ExtractError::Unsupported {
+            reason: "zip archive that is not a document of a known format".into(),
         })
-    }
+}
+
+fn is_zip_format(format: Format) -> bool {
+    !matches!(
+        format,
+        Format::PlainText | Format::Markdown | Format::Html | Format::Pdf | Format::Rtf
+    )
+}
+
+/// The formats with magic bytes, by extension.
+fn binary_format(ext: &str) -> Option<Format> {
+    Some(match ext {
+        "pdf" => Format::Pdf,
+        "docx" => Format::Docx,
+        "odt" | "ott" => Format::Odt,
+        "ods" | "ots" => Format::Ods,
+        "odp" | "otp" => Format::Odp,
+        "epub" => Format::Epub,
+        "rtf" => Format::Rtf,
+        "xlsx" => Format::Xlsx,
+        "pptx" => Format::Pptx,
+        _ => return None,
+    })
 }
 
 fn text_format(ext: Option<&str>) -> Option<Format> {
@@ -373,6 +479,134 @@ mod tests {
     fn sample_docx_has_its_phrase() {
         let bytes = sample!("letter.docx");
         assert_sample("letter.docx", &bytes, Format::Docx, "silver meadow");
+    }
+
+    /// The office and e-book samples: file under `samples/`, format, phrase. Made by real
+    /// producers (odfpy, openpyxl, python-pptx, ebooklib, LibreOffice) with
+    /// `samples/.formats/make_samples.py`; see that script for why the directory is hidden.
+    const CONTAINER_SAMPLES: [(&str, Format, &str); 8] = [
+        (".formats/notes.odt", Format::Odt, "cobalt heron"),
+        (".formats/inventory.ods", Format::Ods, "juniper anvil"),
+        (".formats/slides.odp", Format::Odp, "marble falcon"),
+        (".formats/book.epub", Format::Epub, "indigo compass"),
+        (".formats/memo.rtf", Format::Rtf, "crimson tundra"),
+        (".formats/ledger.xlsx", Format::Xlsx, "walnut glacier"),
+        (".formats/deck.pptx", Format::Pptx, "ivory pelican"),
+        ("letter.docx", Format::Docx, "silver meadow"),
+    ];
+
+    fn read_sample(file: &str) -> Vec<u8> {
+        std::fs::read(format!("{}/samples/{file}", env!("CARGO_MANIFEST_DIR")))
+            .expect("sample file is readable")
+    }
+
+    #[test]
+    fn container_samples_have_their_phrases() {
+        for (file, format, phrase) in CONTAINER_SAMPLES {
+            assert_sample(file, &read_sample(file), format, phrase);
+        }
+    }
+
+    #[test]
+    fn container_samples_are_detected_without_or_with_a_wrong_extension() {
+        let registry = ExtractorRegistry::default();
+        for (file, format, phrase) in CONTAINER_SAMPLES {
+            let bytes = read_sample(file);
+            for name in [
+                "upload",
+                "upload.txt",
+                "upload.docx",
+                "upload.pdf",
+                "dir.odt/blob",
+            ] {
+                let extraction = registry
+                    .extract_detailed(name, &bytes, &AtomicBool::new(false))
+                    .unwrap_or_else(|e| panic!("{file} as {name}: {e}"));
+                assert_eq!(extraction.format, format, "{file} as {name}");
+                assert!(extraction.text.contains(phrase), "{file} as {name}");
+                assert_eq!(extraction.encoding, None, "{file}: the format fixes the encoding");
+            }
+        }
+    }
+
+    #[test]
+    fn extract_detailed_records_format_and_encoding() {
+        let registry = ExtractorRegistry::default();
+        let run = |name: &str, bytes: &[u8]| {
+            registry
+                .extract_detailed(name, bytes, &AtomicBool::new(false))
+                .unwrap()
+        };
+        let latin1 = run("notes.txt", b"amber lighthouse caf\xE9");
+        assert_eq!(
+            (latin1.format, latin1.encoding),
+            (Format::PlainText, Some("windows-1252"))
+        );
+        assert_eq!(latin1.text, "amber lighthouse caf\u{e9}");
+        let utf8 = run("guide.md", "# caf\u{e9}".as_bytes());
+        assert_eq!((utf8.format, utf8.encoding), (Format::Markdown, Some("UTF-8")));
+        let pdf = run("r.pdf", &sample!("report.pdf"));
+        assert_eq!((pdf.format, pdf.encoding), (Format::Pdf, None));
+        let empty = run("a.docx", b"");
+        assert_eq!((empty.format, empty.text.as_str()), (Format::Docx, ""));
+    }
+
+    #[test]
+    fn containers_share_one_inflate_budget_and_bound_their_output() {
+        // Two parts, each under the budget alone but over it together.
+        let padding = vec![b' '; 40 * 1024];
+        let slide = |text: &str| {
+            let mut xml = format!("<p:sld><a:p><a:r><a:t>{text}</a:t></a:r></a:p>").into_bytes();
+            xml.extend_from_slice(&padding);
+            xml
+        };
+        let (one, two) = (slide("ivory"), slide("pelican"));
+        let bytes = docx::tests::zip_with(&[
+            ("ppt/presentation.xml", b"<p:presentation/>".as_slice()),
+            ("ppt/slides/slide1.xml", &one),
+            ("ppt/slides/slide2.xml", &two),
+        ]);
+        let small = ExtractorRegistry::new(16 * 1024); // inflate budget 64 KiB
+        match extract_with(&small, "deck.pptx", &bytes) {
+            Err(ExtractError::Malformed {
+                format: Format::Pptx,
+                reason,
+            }) => {
+                assert!(
+                    reason.contains("slide2.xml") && reason.contains("limit"),
+                    "{reason}"
+                )
+            }
+            other => panic!("expected the budget to run out on slide 2, got {other:?}"),
+        }
+        assert_eq!(extract("deck.pptx", &bytes).unwrap(), "ivory\n\npelican");
+    }
+
+    #[test]
+    fn non_document_zips_and_rtf_magic() {
+        let registry = ExtractorRegistry::default();
+        let zip = docx::tests::zip_with(&[("mimetype", b"application/x-other".as_slice())]);
+        assert!(matches!(
+            registry.detect("a.zip", &zip),
+            Err(ExtractError::Unsupported { .. })
+        ));
+        assert_eq!(registry.detect("named.ods", &zip).unwrap(), Format::Ods);
+        assert!(matches!(
+            extract("named.ods", &zip),
+            Err(ExtractError::Malformed {
+                format: Format::Ods,
+                ..
+            })
+        ));
+        assert_eq!(registry.detect("memo.txt", b"{\\rtf1 hi}").unwrap(), Format::Rtf);
+        assert_eq!(registry.detect("memo.rtf", b"plain").unwrap(), Format::Rtf);
+        assert!(matches!(
+            extract("memo.rtf", b"plain"),
+            Err(ExtractError::Malformed {
+                format: Format::Rtf,
+                ..
+            })
+        ));
     }
 
     #[test]

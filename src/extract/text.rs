@@ -1,43 +1,66 @@
 //! Plain text: decoding only. Uploaded text comes in whatever encoding the author's editor
-//! used, so decoding is lossy instead of failing, and byte-order marks pick UTF-16.
+//! used. The order of evidence is the one browsers use: a byte-order mark, then what the
+//! document declares (HTML's `<meta charset>`, passed in as a hint), then "it is valid
+//! UTF-8", and only then chardetng's statistical guess among the legacy encodings. Decoding
+//! never fails: anything undecodable becomes U+FFFD so the rest is still searchable.
+
+use chardetng::{Iso2022JpDetection, Utf8Detection};
+use encoding_rs::Encoding;
 
 /// How much of the input the binary and HTML sniffers look at: enough to see a header,
 /// small enough that sniffing a large file stays cheap.
 const SNIFF_BYTES: usize = 8 * 1024;
 
-pub(super) fn extract(bytes: &[u8]) -> String {
+/// Decoded text and the encoding it was decoded from, by its WHATWG name
+/// (`"UTF-8"`, `"windows-1252"`, `"Shift_JIS"`, `"UTF-16LE"`...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decoded {
+    pub(crate) text: String,
+    pub(crate) encoding: Option<&'static str>,
+}
+
+pub(super) fn extract(bytes: &[u8]) -> Decoded {
     decode(bytes)
 }
 
-/// Decodes text, never failing: a UTF-8 BOM is dropped, a UTF-16 BOM selects UTF-16, and
-/// anything invalid becomes U+FFFD so the rest of the document is still searchable.
-pub(super) fn decode(bytes: &[u8]) -> String {
-    if let Some(rest) = bytes.strip_prefix(b"\xEF\xBB\xBF") {
-        String::from_utf8_lossy(rest).into_owned()
-    } else if let Some(rest) = bytes.strip_prefix(b"\xFF\xFE") {
-        decode_utf16(rest, u16::from_le_bytes)
-    } else if let Some(rest) = bytes.strip_prefix(b"\xFE\xFF") {
-        decode_utf16(rest, u16::from_be_bytes)
-    } else {
-        String::from_utf8_lossy(bytes).into_owned()
+/// Decodes text with no declared encoding: BOM, then UTF-8, then chardetng's guess.
+pub(super) fn decode(bytes: &[u8]) -> Decoded {
+    decode_with_hint(bytes, None)
+}
+
+/// Decodes text, preferring a BOM over `declared` (as browsers do) and `declared` over
+/// detection.
+pub(super) fn decode_with_hint(bytes: &[u8], declared: Option<&'static Encoding>) -> Decoded {
+    let (encoding, body) = match Encoding::for_bom(bytes) {
+        Some((encoding, bom_len)) => (encoding, &bytes[bom_len..]),
+        None => (declared.unwrap_or_else(|| detect(bytes)), bytes),
+    };
+    let (text, _had_errors) = encoding.decode_without_bom_handling(body);
+    let text = text.into_owned();
+    Decoded {
+        text,
+        encoding: Some(encoding.name()),
     }
+}
+
+/// Valid UTF-8 is taken as UTF-8: legacy text that happens to be valid UTF-8 is vanishingly
+/// rare past pure ASCII, and chardetng would otherwise call ASCII "windows-1252". Anything
+/// else goes to chardetng, which was trained on web content in the legacy encodings.
+fn detect(bytes: &[u8]) -> &'static Encoding {
+    if std::str::from_utf8(bytes).is_ok() {
+        return encoding_rs::UTF_8;
+    }
+    // ISO-2022-JP is 7-bit and so valid UTF-8: it never gets here, so it is not guessed.
+    let mut detector = chardetng::EncodingDetector::new(Iso2022JpDetection::Deny);
+    detector.feed(bytes, true);
+    // No top-level domain hint; allow UTF-8 in case the invalid bytes are a few stray ones
+    // in an otherwise UTF-8 document.
+    detector.guess(None, Utf8Detection::Allow)
 }
 
 /// The decoded start of the input, for content sniffing.
 pub(super) fn decode_prefix(bytes: &[u8]) -> String {
-    decode(&bytes[..bytes.len().min(SNIFF_BYTES)])
-}
-
-fn decode_utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> String {
-    let units = bytes.chunks_exact(2).map(|pair| unit([pair[0], pair[1]]));
-    let mut text: String = char::decode_utf16(units)
-        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
-        .collect();
-    if bytes.len() % 2 == 1 {
-        // A dangling half code unit: keep a marker rather than silently dropping data.
-        text.push(char::REPLACEMENT_CHARACTER);
-    }
-    text
+    decode(&bytes[..bytes.len().min(SNIFF_BYTES)]).text
 }
 
 /// Whether the input is binary rather than text in some 8-bit or UTF encoding. Text never
@@ -66,15 +89,32 @@ fn is_binary_control(byte: u8) -> bool {
 mod tests {
     use super::*;
 
+    fn text(bytes: &[u8]) -> String {
+        extract(bytes).text
+    }
+
     #[test]
-    fn invalid_utf8_decodes_lossily() {
-        let text = extract(b"caf\xE9 amber \xC3 lighthouse \xFF");
-        assert_eq!(text, "caf\u{FFFD} amber \u{FFFD} lighthouse \u{FFFD}");
+    fn invalid_utf8_is_decoded_as_the_likeliest_legacy_encoding() {
+        // Before encoding detection this became U+FFFD; now it reads as a person wrote it.
+        let decoded = extract(b"caf\xE9 amber lighthouse, na\xEFve d\xE9j\xE0 vu");
+        assert_eq!(
+            decoded.text,
+            "caf\u{e9} amber lighthouse, na\u{ef}ve d\u{e9}j\u{e0} vu"
+        );
+        assert_eq!(decoded.encoding, Some("windows-1252"));
+    }
+
+    #[test]
+    fn valid_utf8_and_ascii_are_utf8() {
+        assert_eq!(extract("caf\u{e9}".as_bytes()).encoding, Some("UTF-8"));
+        assert_eq!(extract(b"amber lighthouse").encoding, Some("UTF-8"));
     }
 
     #[test]
     fn utf8_bom_is_stripped() {
-        assert_eq!(extract(b"\xEF\xBB\xBFamber lighthouse"), "amber lighthouse");
+        let decoded = extract(b"\xEF\xBB\xBFamber lighthouse");
+        assert_eq!(decoded.text, "amber lighthouse");
+        assert_eq!(decoded.encoding, Some("UTF-8"));
     }
 
     #[test]
@@ -89,15 +129,41 @@ mod tests {
             .copied()
             .chain("h\u{e9}llo".encode_utf16().flat_map(u16::to_be_bytes))
             .collect();
-        assert_eq!(extract(&le), "h\u{e9}llo \u{1F600}");
-        assert_eq!(extract(&be), "h\u{e9}llo");
+        assert_eq!(
+            extract(&le),
+            Decoded {
+                text: "h\u{e9}llo \u{1F600}".into(),
+                encoding: Some("UTF-16LE")
+            }
+        );
+        assert_eq!(
+            extract(&be),
+            Decoded {
+                text: "h\u{e9}llo".into(),
+                encoding: Some("UTF-16BE")
+            }
+        );
         assert!(!looks_binary(&le), "UTF-16 has NULs but is text");
     }
 
     #[test]
     fn broken_utf16_is_replaced_not_fatal() {
         // A lone high surrogate, then an odd trailing byte.
-        assert_eq!(extract(b"\xFF\xFEa\x00\x00\xD8b"), "a\u{FFFD}\u{FFFD}");
+        let decoded = text(b"\xFF\xFEa\x00\x00\xD8b");
+        assert!(decoded.starts_with("a\u{FFFD}"), "{decoded:?}");
+        assert!(decoded.ends_with('\u{FFFD}'), "{decoded:?}");
+    }
+
+    #[test]
+    fn declared_encoding_wins_over_detection_but_not_over_a_bom() {
+        let koi8 = encoding_rs::KOI8_R;
+        let (bytes, _, _) = koi8.encode("\u{41f}\u{440}\u{438}\u{432}\u{435}\u{442}");
+        assert_eq!(
+            decode_with_hint(&bytes, Some(koi8)).text,
+            "\u{41f}\u{440}\u{438}\u{432}\u{435}\u{442}"
+        );
+        let with_bom = [b"\xEF\xBB\xBF".as_slice(), "\u{e9}".as_bytes()].concat();
+        assert_eq!(decode_with_hint(&with_bom, Some(koi8)).text, "\u{e9}");
     }
 
     #[test]

@@ -1,0 +1,123 @@
+"""Regenerates the office/e-book samples with their real producers.
+
+Each file carries one unique two-word phrase that the extractor tests look for.
+Needs: pip install odfpy openpyxl python-pptx ebooklib; LibreOffice (soffice) for RTF.
+Run from this directory: python3 make_samples.py
+
+Why a hidden directory: the CLI and pipeline tests run the whole `samples/` corpus
+and count its documents (6), and the directory walk skips hidden entries. Keeping
+these here leaves those counts alone until the tests that own them list the new
+formats; then move the files (not this script) up into `samples/`.
+"""
+
+import os
+import subprocess
+
+from ebooklib import epub
+from odf.opendocument import (
+    OpenDocumentPresentation,
+    OpenDocumentSpreadsheet,
+    OpenDocumentText,
+)
+from odf.draw import Frame, Page, TextBox
+from odf.style import MasterPage, PageLayout
+from odf.table import Table, TableCell, TableRow
+from odf.text import H, P
+from openpyxl import Workbook
+from pptx import Presentation
+from pptx.util import Inches
+
+
+def odt():
+    doc = OpenDocumentText()
+    doc.text.addElement(H(outlinelevel=1, text="Field notes"))
+    doc.text.addElement(P(text="We saw a cobalt heron by the weir."))
+    doc.text.addElement(P(text="Second paragraph."))
+    doc.save("notes.odt")
+
+
+def ods():
+    doc = OpenDocumentSpreadsheet()
+    table = Table(name="Inventory")
+    for left, right in [("item", "count"), ("juniper anvil", "3")]:
+        row = TableRow()
+        for value in (left, right):
+            cell = TableCell()
+            cell.addElement(P(text=value))
+            row.addElement(cell)
+        table.addElement(row)
+    doc.spreadsheet.addElement(table)
+    doc.save("inventory.ods")
+
+
+def odp():
+    doc = OpenDocumentPresentation()
+    layout = PageLayout(name="Layout")
+    doc.automaticstyles.addElement(layout)
+    master = MasterPage(name="Default", pagelayoutname=layout)
+    doc.masterstyles.addElement(master)
+    page = Page(masterpagename=master)
+    frame = Frame(width="20cm", height="3cm", x="1cm", y="1cm")
+    box = TextBox()
+    box.addElement(P(text="Slide about the marble falcon"))
+    frame.addElement(box)
+    page.addElement(frame)
+    doc.presentation.addElement(page)
+    doc.save("slides.odp")
+
+
+def epub_book():
+    book = epub.EpubBook()
+    book.set_identifier("leasehold-sample")
+    book.set_title("Sample book")
+    book.set_language("en")
+    chapter = epub.EpubHtml(title="One", file_name="one.xhtml", lang="en")
+    chapter.content = (
+        "<h1>Chapter one</h1><p>The indigo compass pointed north.</p>"
+        "<script>forbidden()</script>"
+    )
+    book.add_item(chapter)
+    book.toc = [chapter]
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", chapter]
+    epub.write_epub("book.epub", book)
+
+
+def xlsx():
+    wb = Workbook()
+    sheet = wb.active
+    sheet.title = "Ledger"
+    sheet.append(["name", "amount"])
+    sheet.append(["walnut glacier", 42])
+    wb.create_sheet("Second").append(["plain", 1.5])
+    wb.save("ledger.xlsx")
+
+
+def pptx():
+    prs = Presentation()
+    slide = prs.slides.add_slide(prs.slide_layouts[5])
+    slide.shapes.title.text = "Quarterly review"
+    box = slide.shapes.add_textbox(Inches(1), Inches(2), Inches(6), Inches(1))
+    box.text_frame.text = "The ivory pelican has landed"
+    prs.save("deck.pptx")
+
+
+def rtf():
+    # LibreOffice writes the RTF from the ODT above, so the RTF is a real producer's.
+    with open("memo.txt", "w", encoding="utf-8") as f:
+        f.write("Memo: the crimson tundra caf\u00e9 opens soon.\n")
+    subprocess.run(
+        ["soffice", "--headless", "--convert-to", "rtf", "memo.txt"], check=True
+    )
+    os.remove("memo.txt")
+
+
+if __name__ == "__main__":
+    odt()
+    ods()
+    odp()
+    epub_book()
+    xlsx()
+    pptx()
+    rtf()

@@ -1,0 +1,212 @@
+//! OpenDocument (ODT, ODS, ODP): all three keep their text in `content.xml` as `<text:p>`
+//! and `<text:h>` paragraphs, in the body of a text document, in spreadsheet cells or in
+//! presentation frames, so one streaming pass serves them all.
+
+use std::sync::atomic::AtomicBool;
+
+use quick_xml::events::{BytesStart, Event};
+
+use super::zipped::{check_output, event_text, Container};
+use super::{ExtractError, Format};
+
+const CONTENT_XML: &str = "content.xml";
+
+/// One `<text:s/>` may stand for many spaces; more than this is layout, not text, and
+/// clamping keeps a hostile count from turning a few bytes into gigabytes.
+const MAX_SPACES: usize = 64;
+
+/// Extracts the text of any ODF document; `format` only names it in errors.
+pub(super) fn extract(
+    bytes: &[u8],
+    format: Format,
+    max_inflated: u64,
+    stop: &AtomicBool,
+) -> Result<String, ExtractError> {
+    let mut container = Container::open(bytes, format, max_inflated)?;
+    let mut body = Body::default();
+    container.each_xml_event(CONTENT_XML, stop, |event| {
+        body.event(event, format)?;
+        check_output(&body.out, max_inflated, format)
+    })?;
+    body.out.truncate(body.out.trim_end().len());
+    Ok(body.out)
+}
+
+/// Where we are in the content. Elements are matched by local name, so any prefix works.
+#[derive(Default)]
+struct Body {
+    out: String,
+    /// Inside a paragraph or heading: only there is character data document text.
+    para_depth: usize,
+    /// Inside a table cell: paragraphs end the cell's line only at the end of the row.
+    cell_depth: usize,
+    /// Inside `<text:tracked-changes>`: deleted text kept for change tracking, not shown.
+    changes_depth: usize,
+}
+
+impl Body {
+    fn event(&mut self, event: Event<'_>, format: Format) -> Result<(), ExtractError> {
+        match &event {
+            Event::Start(e) => self.start(e.local_name().as_ref()),
+            Event::End(e) => self.end(e.local_name().as_ref()),
+            Event::Empty(e) => self.empty(e),
+            _ if self.para_depth > 0 && self.changes_depth == 0 => {
+                if let Some(text) = event_text(&event, format)? {
+                    self.out.push_str(&text);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, name: &[u8]) {
+        match name {
+            b"p" | b"h" => self.para_depth += 1,
+            b"table-cell" => self.cell_depth += 1,
+            b"tracked-changes" => self.changes_depth += 1,
+            _ => {}
+        }
+    }
+
+    fn end(&mut self, name: &[u8]) {
+        match name {
+            b"p" | b"h" => {
+                self.para_depth = self.para_depth.saturating_sub(1);
+                self.push(if self.cell_depth > 0 { ' ' } else { '\n' });
+            }
+            b"table-cell" => {
+                self.cell_depth = self.cell_depth.saturating_sub(1);
+                self.trim_spaces();
+                self.push('\t');
+            }
+            b"table-row" => {
+                self.out.truncate(self.out.trim_end_matches(['\t', ' ']).len());
+                self.push('\n');
+            }
+            b"tracked-changes" => self.changes_depth = self.changes_depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+
+    fn empty(&mut self, e: &BytesStart<'_>) {
+        match e.local_name().as_ref() {
+            b"s" => {
+                let count = attr(e, b"c").and_then(|c| c.parse().ok()).unwrap_or(1);
+                self.out
+                    .extend(std::iter::repeat_n(' ', usize::min(count, MAX_SPACES)));
+            }
+            b"tab" => self.push('\t'),
+            b"line-break" => self.push('\n'),
+            b"p" | b"h" if self.cell_depth == 0 => self.push('\n'),
+            b"table-cell" => self.push('\t'),
+            _ => {}
+        }
+    }
+
+    fn trim_spaces(&mut self) {
+        self.out.truncate(self.out.trim_end_matches(' ').len());
+    }
+
+    fn push(&mut self, c: char) {
+        if self.changes_depth == 0 {
+            self.out.push(c);
+        }
+    }
+}
+
+/// The value of the attribute with this local name, whatever its prefix.
+pub(super) fn attr(e: &BytesStart<'_>, local: &[u8]) -> Option<String> {
+    e.attributes()
+        .flatten()
+        .find(|a| a.key.local_name().as_ref() == local)
+        .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::docx::tests::zip_with;
+    use super::*;
+
+    fn odt(body: &str) -> Vec<u8> {
+        let xml = format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?><office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"><office:body><office:text>{body}</office:text></office:body></office:document-content>"#
+        );
+        zip_with(&[
+            ("mimetype", b"application/vnd.oasis.opendocument.text".as_slice()),
+            (CONTENT_XML, xml.as_bytes()),
+        ])
+    }
+
+    fn run(bytes: &[u8]) -> Result<String, ExtractError> {
+        extract(bytes, Format::Odt, u64::MAX, &AtomicBool::new(false))
+    }
+
+    #[test]
+    fn samples_have_their_phrases() {
+        for (file, format, phrase) in [
+            ("notes.odt", Format::Odt, "cobalt heron"),
+            ("inventory.ods", Format::Ods, "juniper anvil\t3"),
+            ("slides.odp", Format::Odp, "marble falcon"),
+        ] {
+            let bytes =
+                std::fs::read(format!("{}/samples/.formats/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+            let text = extract(&bytes, format, u64::MAX, &AtomicBool::new(false)).unwrap();
+            assert!(text.contains(phrase), "{file}: {text:?}");
+        }
+    }
+
+    #[test]
+    fn spaces_tabs_breaks_and_tables() {
+        let body = r#"<text:h>Title</text:h><text:p>cobalt<text:s/>heron<text:s text:c="3"/>x<text:tab/>y<text:line-break/>z &amp; w</text:p>
+            <table:table><table:table-row><table:table-cell><text:p>a</text:p><text:p>b</text:p></table:table-cell><table:table-cell/><table:table-cell><text:p>c</text:p></table:table-cell></table:table-row></table:table>"#;
+        assert_eq!(
+            run(&odt(body)).unwrap(),
+            "Title\ncobalt heron   x\ty\nz & w\na b\t\tc"
+        );
+    }
+
+    #[test]
+    fn deleted_text_in_tracked_changes_is_skipped() {
+        let body = r#"<text:tracked-changes><text:changed-region><text:deletion><text:p>removed words</text:p></text:deletion></text:changed-region></text:tracked-changes><text:p>kept</text:p>"#;
+        assert_eq!(run(&odt(body)).unwrap(), "kept");
+    }
+
+    #[test]
+    fn a_huge_space_count_is_clamped() {
+        let text = run(&odt(r#"<text:p>a<text:s text:c="4000000000"/>b</text:p>"#)).unwrap();
+        assert_eq!(text.len(), 2 + MAX_SPACES);
+    }
+
+    #[test]
+    fn missing_content_or_bad_xml_is_malformed() {
+        let no_content = zip_with(&[("mimetype", b"application/vnd.oasis.opendocument.text".as_slice())]);
+        let bad = zip_with(&[(CONTENT_XML, b"<text:p>a</text:h>".as_slice())]);
+        for (bytes, reason) in [(no_content, "content.xml"), (bad, "invalid XML")] {
+            match run(&bytes) {
+                Err(ExtractError::Malformed {
+                    format: Format::Odt,
+                    reason: r,
+                }) => assert!(r.contains(reason), "{r}"),
+                other => panic!("expected Malformed odt, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn zip_bomb_and_stop_flag() {
+        let padding = " ".repeat(1 << 20);
+        let bomb = odt(&padding);
+        assert!(bomb.len() < 8192);
+        let err = extract(&bomb, Format::Odt, 64 * 1024, &AtomicBool::new(false)).unwrap_err();
+        assert!(err.to_string().contains("limit"), "{err}");
+        let err = extract(
+            &odt("<text:p>x</text:p>"),
+            Format::Odt,
+            u64::MAX,
+            &AtomicBool::new(true),
+        )
+        .unwrap_err();
+        assert!(matches!(err, ExtractError::Stopped), "{err:?}");
+    }
+}

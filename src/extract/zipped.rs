@@ -1,0 +1,276 @@
+//! The zip containers (DOCX, XLSX, PPTX, ODF, EPUB): opening them, telling them apart by
+//! their entries, and reading their parts under one inflate budget.
+//!
+//! A zip's declared sizes are written by whoever made the file, so they prove nothing: the
+//! budget counts the bytes that actually come out of the decompressor, summed over every
+//! part a document reads, and stops at the first byte past it. A zip bomb therefore costs
+//! at most the budget in CPU, and the streaming XML readers keep memory far below it.
+
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Cursor, Read};
+use std::sync::atomic::AtomicBool;
+
+use quick_xml::events::Event;
+use quick_xml::Reader;
+use zip::result::ZipError;
+use zip::ZipArchive;
+
+use super::{check_stop, ExtractError, Format};
+
+/// Names the zip-based format from the entries, or `None` for any other zip. ODF and EPUB
+/// say what they are in a stored `mimetype` entry; the Office Open XML formats are known by
+/// their main part.
+pub(super) fn detect(bytes: &[u8]) -> Option<Format> {
+    let mut archive = ZipArchive::new(Cursor::new(bytes)).ok()?;
+    if let Some(format) = mimetype(&mut archive).as_deref().and_then(format_for_mimetype) {
+        return Some(format);
+    }
+    let has = |name: &str| archive.index_for_name(name).is_some();
+    if has("word/document.xml") {
+        Some(Format::Docx)
+    } else if has("xl/workbook.xml") {
+        Some(Format::Xlsx)
+    } else if has("ppt/presentation.xml") {
+        Some(Format::Pptx)
+    } else {
+        None
+    }
+}
+
+/// The `mimetype` entry's content: short by specification, so only its first bytes are read.
+fn mimetype(archive: &mut ZipArchive<Cursor<&[u8]>>) -> Option<String> {
+    let entry = archive.by_name("mimetype").ok()?;
+    let mut head = String::new();
+    entry.take(128).read_to_string(&mut head).ok()?;
+    Some(head.trim().to_owned())
+}
+
+/// ODF templates (`.ott`...) hold the same content as documents, so they share a format.
+fn format_for_mimetype(mimetype: &str) -> Option<Format> {
+    let kind = mimetype.strip_prefix("application/vnd.oasis.opendocument.");
+    match kind.map(|k| k.trim_end_matches("-template")) {
+        Some("text") => Some(Format::Odt),
+        Some("spreadsheet") => Some(Format::Ods),
+        Some("presentation") => Some(Format::Odp),
+        _ if mimetype == "application/epub+zip" => Some(Format::Epub),
+        _ => None,
+    }
+}
+
+/// An opened container with what is left of its inflate budget.
+pub(super) struct Container<'a> {
+    archive: ZipArchive<Cursor<&'a [u8]>>,
+    format: Format,
+    budget: u64,
+    limit: u64,
+}
+
+impl<'a> Container<'a> {
+    /// Opens `bytes` as a zip; `max_inflated` bounds the total of all parts read.
+    pub(super) fn open(bytes: &'a [u8], format: Format, max_inflated: u64) -> Result<Self, ExtractError> {
+        let archive = ZipArchive::new(Cursor::new(bytes))
+            .map_err(|e| ExtractError::malformed(format, format!("not a readable zip archive: {e}")))?;
+        Ok(Self {
+            archive,
+            format,
+            budget: max_inflated,
+            limit: max_inflated,
+        })
+    }
+
+    pub(super) fn malformed(&self, reason: impl fmt::Display) -> ExtractError {
+        ExtractError::malformed(self.format, reason)
+    }
+
+    /// Entry names, in the archive's order.
+    pub(super) fn names(&self) -> Vec<String> {
+        self.archive.file_names().map(str::to_owned).collect()
+    }
+
+    pub(super) fn has(&self, name: &str) -> bool {
+        self.archive.index_for_name(name).is_some()
+    }
+
+    /// Runs `read` on the inflated bytes of one part, charging them to the budget. A part
+    /// that runs past the budget is `Malformed` whatever `read` made of the truncated data.
+    pub(super) fn with_part<T>(
+        &mut self,
+        name: &str,
+        read: impl FnOnce(&mut dyn BufRead) -> Result<T, ExtractError>,
+    ) -> Result<T, ExtractError> {
+        let format = self.format;
+        let entry = self.archive.by_name(name).map_err(|e| match e {
+            ZipError::FileNotFound => ExtractError::malformed(format, format!("zip archive has no {name}")),
+            e => ExtractError::malformed(format, format!("cannot open {name}: {e}")),
+        })?;
+        let mut capped = BufReader::new(Capped::new(entry, self.budget));
+        let result = read(&mut capped);
+        let capped = capped.into_inner();
+        if capped.exceeded() {
+            let limit = self.limit;
+            return Err(ExtractError::malformed(
+                format,
+                format!("{name} inflates past the limit of {limit} bytes"),
+            ));
+        }
+        self.budget = capped.remaining;
+        result
+    }
+
+    /// Reads a whole part as text (UTF-8, as every XML part and EPUB chapter we read is
+    /// required to be; stray bad bytes become U+FFFD).
+    pub(super) fn read_string(&mut self, name: &str) -> Result<String, ExtractError> {
+        let format = self.format;
+        self.with_part(name, |reader| {
+            let mut bytes = Vec::new();
+            reader
+                .read_to_end(&mut bytes)
+                .map_err(|e| ExtractError::malformed(format, format!("cannot read {name}: {e}")))?;
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        })
+    }
+
+    /// Streams one XML part, calling `on_event` for each event and polling `stop` between
+    /// events, so a long part does not keep a worker busy after its lease is gone.
+    pub(super) fn each_xml_event(
+        &mut self,
+        name: &str,
+        stop: &AtomicBool,
+        mut on_event: impl FnMut(Event<'_>) -> Result<(), ExtractError>,
+    ) -> Result<(), ExtractError> {
+        let format = self.format;
+        self.with_part(name, |input| {
+            let mut reader = Reader::from_reader(input);
+            let mut buf = Vec::new();
+            loop {
+                check_stop(stop)?;
+                let event = reader
+                    .read_event_into(&mut buf)
+                    .map_err(|e| ExtractError::malformed(format, format!("invalid XML in {name}: {e}")))?;
+                if matches!(event, Event::Eof) {
+                    return Ok(());
+                }
+                on_event(event)?;
+                buf.clear();
+            }
+        })
+    }
+}
+
+/// Text of an XML text or CDATA event, with entities resolved.
+pub(super) fn event_text(event: &Event<'_>, format: Format) -> Result<Option<String>, ExtractError> {
+    match event {
+        Event::Text(t) => t
+            .unescape()
+            .map(|s| Some(s.into_owned()))
+            .map_err(|e| ExtractError::malformed(format, format!("bad XML text: {e}"))),
+        Event::CData(t) => Ok(Some(String::from_utf8_lossy(t).into_owned())),
+        _ => Ok(None),
+    }
+}
+
+/// Fails once extracted text passes `limit`. Most formats cannot produce more text than
+/// they inflate, but some can repeat it (an XLSX cell refers to a shared string; an ODF
+/// `<text:s text:c="N"/>` stands for N spaces), so output gets its own bound.
+pub(super) fn check_output(out: &str, limit: u64, format: Format) -> Result<(), ExtractError> {
+    if out.len() as u64 > limit {
+        return Err(ExtractError::malformed(
+            format,
+            format!("extracted text passes the limit of {limit} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Part names like `ppt/slides/slide12.xml` in the order of their number, not of the
+/// archive or of the alphabet (`slide10` would sort before `slide2`).
+pub(super) fn numbered_parts(names: &[String], prefix: &str, suffix: &str) -> Vec<String> {
+    let mut parts: Vec<(u64, &String)> = names
+        .iter()
+        .filter_map(|name| {
+            let number = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
+            Some((number.parse().ok()?, name))
+        })
+        .collect();
+    parts.sort();
+    parts.into_iter().map(|(_, name)| name.clone()).collect()
+}
+
+/// Resolves a relative URL inside the zip (an EPUB manifest `href`, an OOXML relationship
+/// `Target`) against the directory of the part that holds it. Only the parts these formats
+/// use: `..` segments, a `#fragment`, percent-escapes (spaces are common), and a leading
+/// `/` for the zip's root. `None` for a path that climbs out of the zip.
+pub(super) fn resolve(base: &str, href: &str) -> Option<String> {
+    let href = href.split('#').next()?;
+    let href = percent_decode(href)?;
+    let base = if href.starts_with('/') { "" } else { base };
+    let mut parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
+    for segment in href.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A reader that fails once more than `remaining` bytes come through, remembering that it
+/// did so the caller can tell a zip bomb from ordinary bad content.
+pub(super) struct Capped<R> {
+    inner: R,
+    remaining: u64,
+    exceeded: bool,
+}
+
+impl<R> Capped<R> {
+    pub(super) fn new(inner: R, limit: u64) -> Self {
+        Self {
+            inner,
+            remaining: limit,
+            exceeded: false,
+        }
+    }
+
+    /// Whether the limit was hit (then the last read failed).
+    pub(super) fn exceeded(&self) -> bool {
+        self.exceeded
+    }
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // Ask for one byte past the limit: getting it proves the entry is too big.
+        let want = buf.len().min(
+            usize::try_from(self.remaining)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1),
+        );
+        let n = self.inner.read(&mut buf[..want])?;
+        if n as u64 > self.remaining {
+            self.exceeded = true;
+            return Err(io::Error::other("decompressed size limit exceeded"));
+        }
+        self.remaining -= n as u64;
+        Ok(n)
+    }
+}
