@@ -41,7 +41,7 @@ fn run_on_the_sample_corpus_indexes_every_format_and_a_rerun_does_nothing() {
         data.path(),
         &["run", samples().to_str().unwrap(), "--json"],
     ));
-    assert_eq!(summary["indexed"], 6, "{summary}");
+    assert_eq!(summary["indexed"], SAMPLE_PHRASES.len(), "{summary}");
     assert_eq!(summary["failed"], 0, "{summary}");
 
     let rows = accepted(data.path());
@@ -67,7 +67,7 @@ fn run_on_the_sample_corpus_indexes_every_format_and_a_rerun_does_nothing() {
     ));
     assert_eq!(
         (again["indexed"].as_u64(), again["unchanged"].as_u64()),
-        (Some(0), Some(6)),
+        (Some(0), Some(SAMPLE_PHRASES.len() as u64)),
         "{again}"
     );
     assert_eq!(accepted(data.path()), rows, "a re-run changed accepted results");
@@ -133,7 +133,7 @@ fn status_inspect_and_gc_report_on_a_run() {
         &["run", samples().to_str().unwrap(), "--json"],
     ));
     let status = json(&leasehold(data.path(), &["status", "--json"]));
-    assert_eq!(status["counts"]["indexed"], 6);
+    assert_eq!(status["counts"]["indexed"], SAMPLE_PHRASES.len());
     let inspect = json(&leasehold(data.path(), &["inspect", "notes.txt", "--json"]));
     assert_eq!(inspect["job"]["status"], "indexed");
     let events: Vec<&str> = inspect["history"]

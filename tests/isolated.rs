@@ -35,7 +35,6 @@ fn sample(path: &str) -> Vec<u8> {
     std::fs::read(format!("{}/samples/{path}", env!("CARGO_MANIFEST_DIR"))).expect("sample is readable")
 }
 
-
 #[test]
 fn zeros_zlib_is_a_valid_stream() {
     use std::io::Read;

@@ -483,15 +483,15 @@ mod tests {
 
     /// The office and e-book samples: file under `samples/`, format, phrase. Made by real
     /// producers (odfpy, openpyxl, python-pptx, ebooklib, LibreOffice) with
-    /// `samples/.formats/make_samples.py`; see that script for why the directory is hidden.
+    /// `tests/make_samples.py`.
     const CONTAINER_SAMPLES: [(&str, Format, &str); 8] = [
-        (".formats/notes.odt", Format::Odt, "cobalt heron"),
-        (".formats/inventory.ods", Format::Ods, "juniper anvil"),
-        (".formats/slides.odp", Format::Odp, "marble falcon"),
-        (".formats/book.epub", Format::Epub, "indigo compass"),
-        (".formats/memo.rtf", Format::Rtf, "crimson tundra"),
-        (".formats/ledger.xlsx", Format::Xlsx, "walnut glacier"),
-        (".formats/deck.pptx", Format::Pptx, "ivory pelican"),
+        ("formats/notes.odt", Format::Odt, "cobalt heron"),
+        ("formats/inventory.ods", Format::Ods, "juniper anvil"),
+        ("formats/slides.odp", Format::Odp, "marble falcon"),
+        ("formats/book.epub", Format::Epub, "indigo compass"),
+        ("formats/memo.rtf", Format::Rtf, "crimson tundra"),
+        ("formats/ledger.xlsx", Format::Xlsx, "walnut glacier"),
+        ("formats/deck.pptx", Format::Pptx, "ivory pelican"),
         ("letter.docx", Format::Docx, "silver meadow"),
     ];
 

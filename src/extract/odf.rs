@@ -150,7 +150,7 @@ mod tests {
             ("slides.odp", Format::Odp, "marble falcon"),
         ] {
             let bytes =
-                std::fs::read(format!("{}/samples/.formats/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+                std::fs::read(format!("{}/samples/formats/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
             let text = extract(&bytes, format, u64::MAX, &AtomicBool::new(false)).unwrap();
             assert!(text.contains(phrase), "{file}: {text:?}");
         }

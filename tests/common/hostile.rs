@@ -121,5 +121,9 @@ pub fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
 
 /// HTML with `depth` nested `<div>`s around one phrase.
 pub fn nested_html(depth: usize) -> String {
-    format!("<html><body>{}velvet harbor{}</body></html>", "<div>".repeat(depth), "</div>".repeat(depth))
+    format!(
+        "<html><body>{}velvet harbor{}</body></html>",
+        "<div>".repeat(depth),
+        "</div>".repeat(depth)
+    )
 }

@@ -52,13 +52,20 @@ pub fn samples() -> PathBuf {
 }
 
 /// Each sample file and the phrase its extracted text must contain.
-pub const SAMPLE_PHRASES: [(&str, &str); 6] = [
+pub const SAMPLE_PHRASES: [(&str, &str); 13] = [
     ("notes.txt", "amber lighthouse"),
     ("guide.md", "copper kettle"),
     ("page.html", "velvet harbor"),
     ("report.pdf", "granite orchard"),
     ("letter.docx", "silver meadow"),
     ("nested/more.md", "quiet lantern"),
+    ("formats/notes.odt", "cobalt heron"),
+    ("formats/inventory.ods", "juniper anvil"),
+    ("formats/slides.odp", "marble falcon"),
+    ("formats/book.epub", "indigo compass"),
+    ("formats/memo.rtf", "crimson tundra"),
+    ("formats/ledger.xlsx", "walnut glacier"),
+    ("formats/deck.pptx", "ivory pelican"),
 ];
 
 /// Run the binary on the data directory `data`.

@@ -2,12 +2,7 @@
 
 Each file carries one unique two-word phrase that the extractor tests look for.
 Needs: pip install odfpy openpyxl python-pptx ebooklib; LibreOffice (soffice) for RTF.
-Run from this directory: python3 make_samples.py
-
-Why a hidden directory: the CLI and pipeline tests run the whole `samples/` corpus
-and count its documents (6), and the directory walk skips hidden entries. Keeping
-these here leaves those counts alone until the tests that own them list the new
-formats; then move the files (not this script) up into `samples/`.
+Run from the repository's top: python3 tests/make_samples.py (writes samples/formats/).
 """
 
 import os
@@ -114,6 +109,9 @@ def rtf():
 
 
 if __name__ == "__main__":
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "samples", "formats")
+    os.makedirs(out, exist_ok=True)
+    os.chdir(out)
     odt()
     ods()
     odp()

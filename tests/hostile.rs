@@ -1,0 +1,160 @@
+//! Hostile documents through the real binary (DESIGN §9): each one fails alone,
+//! with a reason that names what it hit, within its limit; the rest of the
+//! corpus is indexed; the process never aborts; standard output is one valid
+//! JSON document; and the process's own memory stays small, because the parsers
+//! run in supervised children.
+
+mod common;
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::hostile::{bomb_pdf, nested_html, nested_pdf, text_bomb_docx, text_pdf, zip_bomb_docx};
+use common::{samples, BIN, SAMPLE_PHRASES};
+
+/// Longest the whole run may take before the test calls it hung.
+const WATCHDOG: Duration = Duration::from_secs(300);
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo keeps no pointer.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// The samples, plus one file for each way a document has broken a parser.
+fn hostile_corpus(root: &Path) {
+    for (key, _) in SAMPLE_PHRASES {
+        let to = root.join(key);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(samples().join(key), to).unwrap();
+    }
+    let files: [(&str, Vec<u8>); 6] = [
+        // Deep enough to overflow even the child's large extraction stack.
+        ("hostile/nested.pdf", nested_pdf(5_000_000)),
+        ("hostile/bomb.pdf", bomb_pdf(1024)),
+        ("hostile/deep.html", nested_html(200_000).into_bytes()),
+        ("hostile/zip-bomb.docx", zip_bomb_docx(300)),
+        ("hostile/text-bomb.docx", text_bomb_docx(96)),
+        // pdf-extract prints debug lines about this font on stdout in-process.
+        ("hostile/junk-font.pdf", text_pdf("Junkfont", "hello junk")),
+    ];
+    std::fs::create_dir_all(root.join("hostile")).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(root.join(name), bytes).unwrap();
+    }
+    mkfifo(&root.join("hostile/pipe"));
+    std::os::unix::fs::symlink(root.join("hostile/pipe"), root.join("hostile/link-to-pipe")).unwrap();
+}
+
+/// Run the binary with a watchdog; the output, and how long it took.
+fn run_bounded(args: &[&str]) -> (std::process::Output, Duration) {
+    let started = Instant::now();
+    let child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(WATCHDOG);
+        // SAFETY: kill(2) with a pid we spawned; harmless if it has exited.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    });
+    let out = child.wait_with_output().unwrap();
+    drop(watchdog);
+    (out, started.elapsed())
+}
+
+#[test]
+fn each_hostile_file_fails_alone_with_its_reason_and_the_rest_is_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus");
+    hostile_corpus(&corpus);
+    let data = dir.path().join("data");
+    let (out, took) = run_bounded(&[
+        "--data",
+        data.to_str().unwrap(),
+        "--workers",
+        "2",
+        "--extract-memory",
+        "512MiB",
+        "--extract-timeout",
+        "30s",
+        "--max-text",
+        "16MiB",
+        "run",
+        corpus.to_str().unwrap(),
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(took < WATCHDOG, "the run hung (killed by the watchdog)");
+    assert_eq!(out.status.code(), Some(0), "the process ended badly: {stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}): {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    for junk in ["panicked", "extraction child", "Junkfont", "unknown glyph"] {
+        assert!(
+            !stderr.contains(junk),
+            "a child's output reached stderr: {stderr}"
+        );
+    }
+
+    let failures: Vec<(String, String)> = summary["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["key"].as_str().unwrap().to_owned(),
+                f["error"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let reason = |key: &str| {
+        failures
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, e)| e.clone())
+            .unwrap_or_else(|| panic!("{key} did not fail: {summary}"))
+    };
+    assert!(
+        reason("hostile/nested.pdf").contains("stack overflow"),
+        "{}",
+        reason("hostile/nested.pdf")
+    );
+    assert!(
+        reason("hostile/bomb.pdf").contains("memory limit"),
+        "{}",
+        reason("hostile/bomb.pdf")
+    );
+    let zip = reason("hostile/zip-bomb.docx");
+    assert!(zip.contains("inflate") || zip.contains("limit"), "{zip}");
+    let text = reason("hostile/text-bomb.docx");
+    assert!(text.contains("cap") || text.contains("limit"), "{text}");
+    assert_eq!(
+        summary["dead"],
+        failures.len(),
+        "every hostile file failed for good at once: {summary}"
+    );
+    assert!(
+        summary["skipped"].to_string().contains("link-to-pipe"),
+        "{summary}"
+    );
+
+    // Everything else was indexed: the samples, the deep HTML (linear now) and
+    // the PDF with a junk font.
+    let expected = SAMPLE_PHRASES.len() + 2;
+    assert_eq!(summary["indexed"], expected, "{summary}");
+    assert_eq!(failures.len(), 4, "{failures:?}");
+
+    // The parsers' memory was the children's; this process stayed small.
+    let peak = summary["peak_memory_bytes"].as_u64().unwrap();
+    assert!(peak > 0 && peak < 256 << 20, "peak memory {peak} bytes");
+}
