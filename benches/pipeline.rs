@@ -10,14 +10,17 @@
 //! - P(w): the pipeline's rate with a no-op extractor and w workers (1, 2, 4);
 //! - the ratios P(1) / (1 / (1/S + 1/M)) and P(4) / P(1);
 //! - peak RSS of a whole `run` (discover + work) over 10,000 vs 100,000 documents,
-//!   each measured in a child process.
+//!   each measured in a child process;
+//! - isolation (also alone with `--isolation`): P(1) over 3,000 small text files
+//!   with the built-in registry in this process vs in supervised child processes
+//!   (the `leasehold` binary), interleaved rounds, and their ratio.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leasehold::extract::{ExtractError, Extractor};
+use leasehold::extract::{ExtractError, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
 use leasehold::mirror::Mirror;
 use leasehold::pipeline::{Pipeline, PoolOptions, WorkerPool};
 use leasehold::source::DirSource;
@@ -96,6 +99,16 @@ fn mirror_rate_threads(dir: &tempfile::TempDir, n: usize, threads: usize) -> f64
 /// returns (documents indexed, time spent working, CPU time the process spent
 /// meanwhile as (user, system)).
 fn pipeline_run(corpus: &Path, data: &Path, workers: usize) -> (u64, Duration, (Duration, Duration)) {
+    pipeline_run_with(corpus, data, workers, Arc::new(NoopExtractor))
+}
+
+/// [`pipeline_run`] with another extractor.
+fn pipeline_run_with(
+    corpus: &Path,
+    data: &Path,
+    workers: usize,
+    extractor: Arc<dyn Extractor>,
+) -> (u64, Duration, (Duration, Duration)) {
     let store = Store::open(data.join("p.db"), store_options()).unwrap();
     let source = DirSource::open(corpus).unwrap();
     source.discover(&store, 1 << 20).unwrap();
@@ -103,7 +116,7 @@ fn pipeline_run(corpus: &Path, data: &Path, workers: usize) -> (u64, Duration, (
         store: store.clone(),
         mirror: Mirror::open(data.join("mirror")).unwrap(),
         source: Arc::new(source),
-        extractor: Arc::new(NoopExtractor),
+        extractor,
         max_input_bytes: 1 << 20,
         deliver_results: false,
     };
@@ -207,6 +220,10 @@ fn main() {
         report_memory();
         return;
     }
+    if std::env::args().any(|a| a == "--isolation") {
+        report_isolation(quick);
+        return;
+    }
     let (n, rounds) = if quick { (500, 1) } else { (2000, ROUNDS) };
     let corpus = tempfile::tempdir().unwrap();
     make_corpus(corpus.path(), n);
@@ -254,7 +271,51 @@ fn main() {
     println!("ratio P(4) / P(1)   = {:.2}  (target >= 2.00)", p[2] / p[0]);
     if !quick {
         report_memory();
+        report_isolation(quick);
     }
+}
+
+/// P(1) with the built-in registry in this process vs in supervised children,
+/// interleaved rounds over one corpus of small text files; medians and ratio.
+fn report_isolation(quick: bool) {
+    let (n, rounds) = if quick { (500, 1) } else { (3000, ROUNDS) };
+    let corpus = tempfile::tempdir().unwrap();
+    make_corpus(corpus.path(), n);
+    let mut keep = Vec::new();
+    let (mut inproc, mut isolated) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let mut order = [false, true];
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for isolate in order {
+            let extractor: Arc<dyn Extractor> = if isolate {
+                let limits = Limits {
+                    max_input_bytes: 1 << 20,
+                    ..Limits::default()
+                };
+                Arc::new(IsolatedExtractor::new(env!("CARGO_BIN_EXE_leasehold"), limits))
+            } else {
+                Arc::new(ExtractorRegistry::new(1 << 20))
+            };
+            let data = tempfile::tempdir().unwrap();
+            let (indexed, took, _) = pipeline_run_with(corpus.path(), data.path(), 1, extractor);
+            assert_eq!(indexed as usize, n, "every document indexed");
+            let r = rate(n, took);
+            if isolate { &mut isolated } else { &mut inproc }.push(r);
+            keep.push(data);
+        }
+        println!(
+            "isolation round {}: P(1) in process {:.0}  isolated {:.0} docs/s",
+            round + 1,
+            inproc[round],
+            isolated[round]
+        );
+    }
+    let (a, b) = (median(inproc), median(isolated));
+    println!("P(1) built-in registry, in process : {a:>9.0} docs/s  ({n} small text files)");
+    println!("P(1) built-in registry, isolated   : {b:>9.0} docs/s");
+    println!("ratio isolated / in process = {:.2}  (target >= 0.85)", b / a);
 }
 
 /// Rounds of the full bench. The rate of this machine's disk drifts over
