@@ -74,6 +74,14 @@ fn each_hostile_file_fails_alone_with_its_reason_and_the_rest_is_indexed() {
     let dir = tempfile::tempdir().unwrap();
     let corpus = dir.path().join("corpus");
     hostile_corpus(&corpus);
+    if let Some(keep) = std::env::var_os("KEEP_CORPUS") {
+        std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&corpus)
+            .arg(keep)
+            .status()
+            .unwrap();
+    }
     let data = dir.path().join("data");
     let (out, took) = run_bounded(&[
         "--data",

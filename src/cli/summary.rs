@@ -101,14 +101,16 @@ impl Summary {
         });
     }
 
-    /// Record this process's peak resident memory so far.
+    /// Record this process's peak resident memory so far: `VmHWM`, the high
+    /// water mark of this program's own memory. (`getrusage`'s `ru_maxrss`
+    /// would also count what the process that started us held when it forked.)
     pub fn measure_memory(&mut self) {
-        // SAFETY: getrusage fills the plain struct we pass and keeps no pointer.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0 {
-            // ru_maxrss is in KiB on Linux.
-            self.peak_memory_bytes = (usage.ru_maxrss.max(0) as u64) * 1024;
-        }
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+        self.peak_memory_bytes = kib.unwrap_or(0) * 1024;
     }
 
     pub fn print(&self, json: bool) {

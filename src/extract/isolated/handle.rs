@@ -104,6 +104,11 @@ impl ChildHandle {
             // One malloc arena: glibc reserves 64 MiB of address space per extra arena,
             // which would eat the RLIMIT_AS budget without being used.
             .env("MALLOC_ARENA_MAX", "1")
+            // No backtraces: a crash's last stderr lines must be its reason (an
+            // allocation failure, a stack overflow), not frames that push it
+            // out of the captured tail.
+            .env("RUST_BACKTRACE", "0")
+            .env("RUST_LIB_BACKTRACE", "0")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
