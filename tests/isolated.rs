@@ -15,13 +15,14 @@ use leasehold::extract::{ExtractError, Extractor, ExtractorRegistry, IsolatedExt
 
 mod common;
 
-use common::hostile::{bomb_pdf, nested_pdf, text_pdf, zeros_zlib};
+use common::hostile::{bomb_pdf, busy_pdf, nested_pdf, text_pdf, zeros_zlib};
 
 const PROGRAM: &str = env!("CARGO_BIN_EXE_leasehold");
 /// Set in a helper process: which in-process experiment to run.
 const HELPER: &str = "LEASEHOLD_ISOLATED_TEST_HELPER";
 /// Deep enough to overflow even the child's 256 MiB extraction stack.
-const HOSTILE_DEPTH: usize = 50_000;
+/// Deep enough to overflow the child's 256 MiB extraction stack in a release build too.
+const HOSTILE_DEPTH: usize = 5_000_000;
 
 fn extractor(limits: Limits) -> IsolatedExtractor {
     IsolatedExtractor::new(PROGRAM, limits)
@@ -218,11 +219,11 @@ fn deflate_bomb_hits_the_memory_limit_and_the_parent_stays_small() {
 fn deadline_kills_a_slow_document() {
     let extractor = extractor(Limits {
         deadline: Duration::from_millis(200),
-        memory_bytes: 4 << 30,
         ..Limits::default()
     });
+    let busy = busy_pdf(800_000);
     let started = Instant::now();
-    let err = run(&extractor, "bomb.pdf", &bomb_pdf(1024)).unwrap_err();
+    let err = run(&extractor, "busy.pdf", &busy).unwrap_err();
     let took = started.elapsed();
     assert!(
         matches!(err, ExtractError::Limit { what: LimitKind::Deadline(d) } if d == Duration::from_millis(200)),
@@ -242,7 +243,7 @@ fn cpu_limit_ends_a_document_that_spins() {
     });
     // First a cheap document, so the limit is shown to be per document, not per child.
     assert_eq!(run(&extractor, "a.txt", b"warm").unwrap(), "warm");
-    let err = run(&extractor, "bomb.pdf", &bomb_pdf(1024)).unwrap_err();
+    let err = run(&extractor, "busy.pdf", &busy_pdf(800_000)).unwrap_err();
     assert!(
         matches!(
             err,

@@ -127,3 +127,10 @@ pub fn nested_html(depth: usize) -> String {
         "</div>".repeat(depth)
     )
 }
+
+/// A valid PDF whose one content stream repeats a text operation `lines` times:
+/// honest, but it keeps a parser busy (about 6 s of CPU for 800,000 lines).
+pub fn busy_pdf(lines: usize) -> Vec<u8> {
+    let content = "BT /F1 12 Tf 72 720 Td (hello world again) Tj ET\n".repeat(lines);
+    pdf("Helvetica", "", content.as_bytes(), &[])
+}
