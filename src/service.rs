@@ -59,8 +59,7 @@ impl<T: Send + 'static> Service<T> {
 
     /// Wait for the loop to return on its own, without asking it to stop.
     pub(crate) fn join(mut self) -> Option<T> {
-        let answer = self.thread.take()?.join().ok();
-        answer
+        self.thread.take()?.join().ok()
     }
 
     fn shutdown(&mut self) -> Option<T> {

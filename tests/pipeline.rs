@@ -728,7 +728,7 @@ fn cleanups_racing_writers_of_successive_generations_never_delete_the_accepted_o
         "temp files left: {files:?}"
     );
     assert!(files.contains(&accepted), "{files:?}");
-    leasehold::pipeline::cleanup(store, &mirror, id).unwrap();
+    leasehold::pipeline::cleanup(store, mirror, id).unwrap();
     assert_eq!(mirror.list_doc_files(id.0).unwrap(), vec![accepted]);
 }
 
