@@ -293,3 +293,41 @@ fn ctrl_c_stops_a_worker_cleanly_with_no_lease_left_held() {
         "a document was lost"
     );
 }
+
+/// `[extract.commands]`: a configured converter extracts its extension, the
+/// built-in registry the rest; a converter that fails names itself.
+#[test]
+fn configured_converters_extract_their_extensions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, data) = (dir.path().join("src"), dir.path().join("data"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("shout.up"), "amber lighthouse").unwrap();
+    std::fs::write(src.join("broken.bad"), "x").unwrap();
+    std::fs::write(src.join("plain.txt"), "copper kettle").unwrap();
+    let config = dir.path().join("leasehold.toml");
+    std::fs::write(
+        &config,
+        "[extract.commands]\nup = [\"tr\", \"a-z\", \"A-Z\"]\nbad = [\"sh\", \"-c\", \"echo no good >&2; exit 4\"]\n",
+    )
+    .unwrap();
+    let summary = json(&leasehold(
+        &data,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "run",
+            src.to_str().unwrap(),
+            "--json",
+        ],
+    ));
+    assert_eq!(summary["indexed"], 2, "{summary}");
+    let rows = accepted(&data);
+    let text = |key: &str| std::fs::read_to_string(data.join("mirror").join(&rows[key].0)).unwrap();
+    assert_eq!(text("shout.up"), "AMBER LIGHTHOUSE");
+    assert_eq!(text("plain.txt"), "copper kettle");
+    let failure = summary["failures"][0]["error"].as_str().unwrap();
+    assert!(
+        failure.contains("converter sh failed") && failure.contains("no good"),
+        "{failure}"
+    );
+}

@@ -2,12 +2,13 @@
 //! source root pinned, before any work starts. Every failure here is a
 //! configuration error (exit 2) naming the thing.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::FileConfig;
-use crate::extract::{Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
+use crate::extract::{CommandExtractor, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
 use crate::mirror::Mirror;
 use crate::pipeline::Pipeline;
 use crate::source::DirSource;
@@ -44,13 +45,16 @@ pub struct Config {
 pub struct Extraction {
     pub isolated: bool,
     pub limits: Limits,
+    /// External converters by extension (`[extract.commands]`).
+    pub commands: BTreeMap<String, Vec<String>>,
 }
 
 impl Extraction {
     fn build(g: &Global, file: Option<&FileConfig>) -> Extraction {
-        let f = file.map(|f| f.extract).unwrap_or_default();
+        let f = file.map(|f| f.extract.clone()).unwrap_or_default();
         Extraction {
             isolated: f.isolation && !g.in_process,
+            commands: f.commands,
             limits: Limits {
                 deadline: g.extract_timeout.unwrap_or(f.timeout),
                 memory_bytes: g.extract_memory.unwrap_or(f.memory),
@@ -62,9 +66,23 @@ impl Extraction {
         }
     }
 
-    /// The extractor: the built-in registry, in supervised children of this
-    /// very binary unless `--in-process`.
+    /// The extractor: the configured converters for their extensions, and the
+    /// built-in registry for the rest, in supervised children of this very
+    /// binary unless `--in-process`.
     fn extractor(&self) -> Result<Arc<dyn Extractor>, CliError> {
+        let built_in = self.built_in()?;
+        if self.commands.is_empty() {
+            return Ok(built_in);
+        }
+        let commands = self.commands.clone();
+        Ok(Arc::new(CommandExtractor::new(
+            commands,
+            self.limits.clone(),
+            built_in,
+        )))
+    }
+
+    fn built_in(&self) -> Result<Arc<dyn Extractor>, CliError> {
         if !self.isolated {
             return Ok(Arc::new(ExtractorRegistry::new(self.limits.max_input_bytes)));
         }

@@ -80,7 +80,10 @@
 //! - `[extract]`: `isolation` (run parsers in child processes; default true), and the
 //!   limits of one document: `timeout` and `cpu` (durations), `memory` and `max_text`
 //!   (sizes). The flags `--extract-timeout`, `--extract-cpu`, `--extract-memory`,
-//!   `--max-text` and `--in-process` override them.
+//!   `--max-text` and `--in-process` override them. `[extract.commands]` maps
+//!   extensions to external converters, e.g. `pdf = ["pdftotext", "-enc", "UTF-8", "{}", "-"]`
+//!   (`{}` is the document's temporary file; without it the document is on standard input);
+//!   they run under the same limits.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -184,8 +187,12 @@ pub struct FileConfig {
 
 /// `[extract]`: parsers run in supervised child processes, each document under
 /// these limits (DESIGN §9). Command-line flags override each key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExtractConfig {
+    /// `[extract.commands]`: external converters by extension (lower case, no
+    /// dot): the program and its arguments; an argument `{}` is the document's
+    /// temporary file, else the document arrives on standard input.
+    pub commands: std::collections::BTreeMap<String, Vec<String>>,
     /// Run parsers in child processes (the default); `false` runs them inside
     /// the worker process, where a hostile file can crash it.
     pub isolation: bool,
@@ -203,6 +210,7 @@ impl Default for ExtractConfig {
     fn default() -> Self {
         use crate::extract::Limits;
         ExtractConfig {
+            commands: Default::default(),
             isolation: true,
             timeout: Limits::DEFAULT_DEADLINE,
             memory: Limits::DEFAULT_MEMORY_BYTES,
@@ -884,5 +892,19 @@ mod tests {
         let text =
             "[[account]]\nname = \"a\"\nusername = \"u\"\npassword_env = \"PW\"\nexpires_on = 1970-01-02\n";
         assert_eq!(parse(text).unwrap().accounts[0].expires_on, Some(Day(1)));
+    }
+
+    #[test]
+    fn extract_commands_are_read_by_extension_and_checked() {
+        let c = parse("[extract.commands]\npdf = [\"pdftotext\", \"{}\", \"-\"]\nmd = \"pandoc\"\n").unwrap();
+        assert_eq!(c.extract.commands["pdf"], ["pdftotext", "{}", "-"]);
+        assert_eq!(c.extract.commands["md"], ["pandoc"]);
+        assert!(c.extract.isolation);
+        assert!(err_key(
+            "[extract.commands]\n\".PDF\" = \"x\"\n",
+            "[extract.commands] .PDF"
+        )
+        .contains("lower case"));
+        assert!(err_key("[extract.commands]\npdf = [\"\"]\n", "[extract.commands] pdf").contains("empty"));
     }
 }

@@ -1,6 +1,7 @@
 //! Turning the file's raw TOML tables into validated configuration: every key
 //! checked and named in its error, passwords resolved from their variable or file.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
@@ -104,6 +105,8 @@ pub(super) struct RawExtract {
     memory: Option<toml::Value>,
     cpu: Option<String>,
     max_text: Option<toml::Value>,
+    #[serde(default)]
+    commands: toml::Table,
 }
 
 /// A TOML error as line, column and message; toml's own rendering would quote
@@ -428,7 +431,10 @@ impl Validator<'_> {
     }
 
     fn notify(&self, raw: RawNotify) -> Result<NotifyConfig, ConfigError> {
-        let command = raw.command.map(|v| self.command(&v)).transpose()?;
+        let command = raw
+            .command
+            .map(|v| self.command("[notify] command", &v))
+            .transpose()?;
         let webhook = raw
             .webhook
             .map(|w| self.http_url("[notify] webhook", Some(w)))
@@ -438,8 +444,8 @@ impl Validator<'_> {
 
     /// A string is the program's path, whole: splitting it on whitespace would
     /// break paths with spaces and invite shell-quoting expectations it cannot meet.
-    fn command(&self, value: &toml::Value) -> Result<Vec<String>, ConfigError> {
-        const KEY: &str = "[notify] command";
+    /// A command line: a program path, or an array of program and arguments.
+    fn command(&self, key: &str, value: &toml::Value) -> Result<Vec<String>, ConfigError> {
         let expected = "expected a program path or an array [program, args...]";
         let argv = match value {
             toml::Value::String(program) => vec![program.clone()],
@@ -447,12 +453,12 @@ impl Validator<'_> {
                 .iter()
                 .map(|item| item.as_str().map(str::to_string))
                 .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| self.invalid(KEY, "every element must be a string"))?,
-            _ => return Err(self.invalid(KEY, expected)),
+                .ok_or_else(|| self.invalid(key, "every element must be a string"))?,
+            _ => return Err(self.invalid(key, expected)),
         };
         match argv.first() {
             Some(program) if !program.is_empty() => Ok(argv),
-            _ => Err(self.invalid(KEY, "the program must not be empty")),
+            _ => Err(self.invalid(key, "the program must not be empty")),
         }
     }
 
@@ -474,12 +480,26 @@ impl Validator<'_> {
             None => Ok(default),
         };
         Ok(ExtractConfig {
+            commands: self.converters(raw.commands)?,
             isolation: raw.isolation.unwrap_or(d.isolation),
             timeout: self.duration("[extract] timeout", raw.timeout, d.timeout, false)?,
             memory: size("[extract] memory", raw.memory, d.memory)?,
             cpu: self.duration("[extract] cpu", raw.cpu, d.cpu, false)?,
             max_text: size("[extract] max_text", raw.max_text, d.max_text)?,
         })
+    }
+
+    /// `[extract.commands]`: each key an extension, each value a command line.
+    fn converters(&self, raw: toml::Table) -> Result<BTreeMap<String, Vec<String>>, ConfigError> {
+        let mut out = BTreeMap::new();
+        for (ext, value) in raw {
+            let key = format!("[extract.commands] {ext}");
+            if ext.is_empty() || !ext.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
+                return Err(self.invalid(key, "must be a file extension in lower case, without the dot"));
+            }
+            out.insert(ext, self.command(&key, &value)?);
+        }
+        Ok(out)
     }
 
     fn size(&self, key: &str, value: &toml::Value) -> Result<u64, ConfigError> {

@@ -23,6 +23,7 @@ use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod command;
 mod docx;
 mod epub;
 mod html;
@@ -37,6 +38,7 @@ mod zipped;
 
 use text::Decoded;
 
+pub use command::CommandExtractor;
 pub use isolated::{child_main, IsolatedExtractor, LimitKind, Limits, CHILD_ARG};
 
 /// Which extractor handles a document.
@@ -152,8 +154,17 @@ pub enum ExtractError {
         /// How it died, with a few sanitised lines of its stderr.
         reason: String,
     },
-    /// No child could be started: the machine's fault, not the document's.
-    #[error("isolated extractor unavailable: {reason}")]
+    /// A configured external converter failed on the document.
+    #[error("converter {program} failed: {reason}")]
+    Converter {
+        /// The command's program.
+        program: String,
+        /// How it ended, with its last lines of error output.
+        reason: String,
+    },
+    /// No extraction process could be started (a child, or a converter):
+    /// the machine's fault, not the document's.
+    #[error("extractor unavailable: {reason}")]
     Unavailable {
         /// Why no child could be started or greeted.
         reason: String,

@@ -1,0 +1,419 @@
+//! External converters: a command the user trusts (`pdftotext`, `pandoc`,
+//! `tesseract`...) extracts the documents of chosen extensions, under the same
+//! per-document limits as the built-in parsers; every other document goes to
+//! the built-in extractor.
+//!
+//! The command gets the document on standard input, or, when an argument is
+//! `{}`, as a private temporary file named there; its standard output is the
+//! text. It runs in a process group of its own with `RLIMIT_AS` and
+//! `RLIMIT_CPU` set before it starts; the deadline and the stop flag kill the
+//! whole group. Its output is read up to the text cap and its error output only
+//! for a few sanitised lines of a failure's reason: nothing it prints reaches
+//! the user's terminal.
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::{extension, ExtractError, Extractor, LimitKind, Limits};
+
+/// How often a running converter is looked at (exit, deadline, stop flag).
+const POLL: Duration = Duration::from_millis(10);
+/// How much of a converter's error output is kept for a failure's reason.
+const STDERR_TAIL: usize = 4096;
+/// The placeholder an argument uses for the document's temporary file.
+const FILE_PLACEHOLDER: &str = "{}";
+
+/// Extensions mapped to commands; the rest goes to `fallback`.
+pub struct CommandExtractor {
+    commands: BTreeMap<String, Vec<String>>,
+    limits: Limits,
+    fallback: Arc<dyn Extractor>,
+}
+
+impl CommandExtractor {
+    /// Route documents whose extension (lower case, no dot) is a key of
+    /// `commands` to that command (program then arguments), the others to
+    /// `fallback`; every command runs under `limits`.
+    pub fn new(
+        commands: BTreeMap<String, Vec<String>>,
+        limits: Limits,
+        fallback: Arc<dyn Extractor>,
+    ) -> Self {
+        CommandExtractor {
+            commands,
+            limits,
+            fallback,
+        }
+    }
+}
+
+impl Extractor for CommandExtractor {
+    fn extract(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
+        let argv = extension(name).and_then(|ext| self.commands.get(&ext));
+        match argv {
+            Some(argv) => run_converter(argv, bytes, &self.limits, stop),
+            None => self.fallback.extract(name, bytes, stop),
+        }
+    }
+}
+
+/// Per-process counter for unique temporary file names.
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A private temporary copy of the document, removed on drop.
+struct TempDoc(PathBuf);
+
+impl TempDoc {
+    fn write(bytes: &[u8]) -> io::Result<TempDoc> {
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("leasehold-doc-{}-{seq}", std::process::id()));
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        let doc = TempDoc(path);
+        f.write_all(bytes)?;
+        Ok(doc)
+    }
+}
+
+impl Drop for TempDoc {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Run `argv` on the document under `limits`; its standard output is the text.
+fn run_converter(
+    argv: &[String],
+    bytes: &[u8],
+    limits: &Limits,
+    stop: &AtomicBool,
+) -> Result<String, ExtractError> {
+    let program = argv.first().cloned().unwrap_or_default();
+    let failed = |reason: String| ExtractError::Converter {
+        program: program.clone(),
+        reason,
+    };
+    let uses_file = argv.iter().any(|a| a.contains(FILE_PLACEHOLDER));
+    let temp = if uses_file {
+        Some(TempDoc::write(bytes).map_err(|e| unavailable(&program, &e))?)
+    } else {
+        None
+    };
+    let mut child = spawn(argv, temp.as_ref(), limits).map_err(|e| unavailable(&program, &e))?;
+    let feeder = (!uses_file).then(|| feed_stdin(&mut child, bytes.to_vec()));
+    let stdout = read_capped(child.stdout.take(), limits.max_output_bytes.saturating_add(1));
+    let stderr = read_capped(child.stderr.take(), STDERR_TAIL as u64);
+    let status = wait_bounded(&mut child, limits, stop);
+    let text = join_reader(stdout);
+    let err_text = join_reader(stderr);
+    if let Some(f) = feeder {
+        let _ = f.join();
+    }
+    let status = status?;
+    if !status.success() {
+        return Err(classify(status, limits).unwrap_or_else(|| failed(describe(status, &err_text))));
+    }
+    if text.len() as u64 > limits.max_output_bytes {
+        return Err(ExtractError::Limit {
+            what: LimitKind::Output {
+                cap: limits.max_output_bytes,
+            },
+        });
+    }
+    Ok(String::from_utf8_lossy(&text).into_owned())
+}
+
+fn unavailable(program: &str, e: &io::Error) -> ExtractError {
+    ExtractError::Unavailable {
+        reason: format!("converter {program}: cannot start: {e}"),
+    }
+}
+
+/// Start the command in its own process group, limits set before it runs.
+fn spawn(argv: &[String], temp: Option<&TempDoc>, limits: &Limits) -> io::Result<Child> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| io::Error::other("the command is empty"))?;
+    let path = temp.map(|t| t.0.display().to_string()).unwrap_or_default();
+    let args: Vec<String> = args.iter().map(|a| a.replace(FILE_PLACEHOLDER, &path)).collect();
+    let (memory, cpu) = (limits.memory_bytes, limits.cpu_time.as_secs().max(1));
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(if temp.is_some() {
+            Stdio::null()
+        } else {
+            Stdio::piped()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // setrlimit, which is async-signal-safe, on plain values copied in.
+    unsafe {
+        cmd.pre_exec(move || {
+            set_limit(libc::RLIMIT_AS, memory)?;
+            set_limit(libc::RLIMIT_CPU, cpu)
+        });
+    }
+    cmd.spawn()
+}
+
+fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: a plain struct passed by reference to a syscall that copies it.
+    if unsafe { libc::setrlimit(resource, &limit) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Write the document to the command's standard input from a thread of its
+/// own, so a command that never reads cannot block us (the deadline ends it).
+fn feed_stdin(child: &mut Child, bytes: Vec<u8>) -> JoinHandle<()> {
+    let stdin = child.stdin.take();
+    std::thread::spawn(move || {
+        if let Some(mut stdin) = stdin {
+            let _ = stdin.write_all(&bytes);
+        }
+    })
+}
+
+/// Read at most `cap` bytes of a pipe on a thread; the rest is drained and dropped.
+fn read_capped(pipe: Option<impl Read + Send + 'static>, cap: u64) -> Option<JoinHandle<Vec<u8>>> {
+    let pipe = pipe?;
+    Some(std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut pipe = pipe;
+        let _ = (&mut pipe).take(cap).read_to_end(&mut kept);
+        let _ = io::copy(&mut pipe, &mut io::sink());
+        kept
+    }))
+}
+
+fn join_reader(reader: Option<JoinHandle<Vec<u8>>>) -> Vec<u8> {
+    reader.and_then(|r| r.join().ok()).unwrap_or_default()
+}
+
+/// Wait for the command, killing its group at the deadline or when `stop` is raised.
+fn wait_bounded(child: &mut Child, limits: &Limits, stop: &AtomicBool) -> Result<ExitStatus, ExtractError> {
+    let deadline = Instant::now() + limits.deadline;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) => {}
+            Err(e) => {
+                kill_group(child);
+                return Err(ExtractError::Unavailable {
+                    reason: format!("cannot wait for the converter: {e}"),
+                });
+            }
+        }
+        if stop.load(Ordering::Relaxed) {
+            kill_group(child);
+            return Err(ExtractError::Stopped);
+        }
+        if Instant::now() >= deadline {
+            kill_group(child);
+            return Err(ExtractError::Limit {
+                what: LimitKind::Deadline(limits.deadline),
+            });
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Kill the command and everything it started, and reap it.
+fn kill_group(child: &mut Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) on the process group we created for the command.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A death by one of our limits, named as such.
+fn classify(status: ExitStatus, limits: &Limits) -> Option<ExtractError> {
+    match status.signal()? {
+        libc::SIGXCPU => Some(ExtractError::Limit {
+            what: LimitKind::CpuTime {
+                secs: limits.cpu_time.as_secs().max(1),
+            },
+        }),
+        _ => None,
+    }
+}
+
+/// How the command ended, with the last few lines it wrote to its error output.
+fn describe(status: ExitStatus, stderr: &[u8]) -> String {
+    let how = match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => format!("ended with {status}"),
+    };
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .rev()
+        .take(3)
+        .map(|l| l.chars().filter(|c| !c.is_control()).take(200).collect())
+        .collect();
+    if lines.is_empty() {
+        return how;
+    }
+    let tail: Vec<String> = lines.into_iter().rev().collect();
+    format!("{how} ({})", tail.join(" | "))
+}
+
+impl std::fmt::Debug for CommandExtractor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandExtractor")
+            .field("commands", &self.commands)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ExtractorRegistry;
+    use super::*;
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["sh".into(), "-c".into(), script.into(), "sh".into()]
+    }
+
+    fn with(ext: &str, argv: Vec<String>, limits: Limits) -> CommandExtractor {
+        let commands = BTreeMap::from([(ext.to_owned(), argv)]);
+        CommandExtractor::new(commands, limits, Arc::new(ExtractorRegistry::default()))
+    }
+
+    fn run(x: &CommandExtractor, name: &str, bytes: &[u8]) -> Result<String, ExtractError> {
+        x.extract(name, bytes, &AtomicBool::new(false))
+    }
+
+    #[test]
+    fn stdin_and_file_commands_give_their_output_and_others_fall_back() {
+        let upper = with("up", sh("tr a-z A-Z"), Limits::default());
+        assert_eq!(
+            run(&upper, "a.UP", b"amber lighthouse").unwrap(),
+            "AMBER LIGHTHOUSE"
+        );
+        assert_eq!(
+            run(&upper, "a.txt", b"plain").unwrap(),
+            "plain",
+            "not mapped: built-in"
+        );
+        let by_file = with("doc", vec!["cat".into(), "{}".into()], Limits::default());
+        assert_eq!(
+            run(&by_file, "x/y.doc", b"copper kettle").unwrap(),
+            "copper kettle"
+        );
+    }
+
+    #[test]
+    fn a_failing_command_is_an_error_naming_it_with_its_last_words() {
+        let x = with(
+            "bad",
+            sh("echo 'cannot parse page 1' >&2; exit 3"),
+            Limits::default(),
+        );
+        let err = run(&x, "f.bad", b"x").unwrap_err();
+        let shown = err.to_string();
+        assert!(
+            shown.contains("converter sh") && shown.contains("status 3"),
+            "{shown}"
+        );
+        assert!(shown.contains("cannot parse page 1"), "{shown}");
+        assert!(err.is_permanent());
+        let missing = with("gone", vec!["/nonexistent/converter".into()], Limits::default());
+        let err = run(&missing, "f.gone", b"x").unwrap_err();
+        assert!(matches!(err, ExtractError::Unavailable { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn the_deadline_kills_the_whole_group_and_stop_ends_it_early() {
+        let limits = Limits {
+            deadline: Duration::from_millis(300),
+            ..Limits::default()
+        };
+        // The shell starts a grandchild that would keep the pipe open.
+        let x = with("slow", sh("sleep 30 & sleep 30"), limits);
+        let started = Instant::now();
+        let err = run(&x, "f.slow", b"").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ExtractError::Limit {
+                    what: LimitKind::Deadline(_)
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+
+        let x = with("slow", sh("sleep 30"), Limits::default());
+        let stop = AtomicBool::new(true);
+        let err = x.extract("f.slow", b"", &stop).unwrap_err();
+        assert!(matches!(err, ExtractError::Stopped), "{err:?}");
+    }
+
+    #[test]
+    fn output_over_the_cap_is_refused() {
+        let limits = Limits {
+            max_output_bytes: 1000,
+            ..Limits::default()
+        };
+        let x = with("big", sh("head -c 100000 /dev/zero"), limits);
+        let err = run(&x, "f.big", b"").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ExtractError::Limit {
+                    what: LimitKind::Output { cap: 1000 }
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn the_temporary_copy_is_private_and_removed() {
+        let mut argv = sh("stat -c %a \"$1\"");
+        argv.push("{}".into());
+        let x = with("doc", argv, Limits::default());
+        assert_eq!(run(&x, "a.doc", b"secret").unwrap().trim(), "600");
+        let left = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("leasehold-doc-{}-", std::process::id()))
+            })
+            .count();
+        assert_eq!(left, 0, "temporary copies left behind");
+    }
+}
