@@ -498,14 +498,32 @@ mod tests {
                             [[account]]\nname = \"b\"\nusername = \"u\"\npassword_env = \"PW\"\n";
 
     #[test]
-    fn the_readme_example_is_a_valid_file() {
+    fn the_readme_examples_are_valid_files() {
         let readme = include_str!("../../README.md");
-        let start = readme.find("```toml\n").expect("a toml block in the README") + 8;
-        let text = &readme[start..start + readme[start..].find("```").unwrap()];
-        let c = FileConfig::parse_with_env(text, Path::new(ORIGIN), &env_with("LEASEHOLD_PASSWORD", "x"))
-            .unwrap_or_else(|e| panic!("README example: {e}"));
-        assert_eq!(c.sink_http.map(|s| s.batch_size), Some(100));
-        assert_eq!(c.notify.command.map(|v| v.len()), Some(1));
+        let blocks: Vec<&str> = readme
+            .split("```toml\n")
+            .skip(1)
+            .map(|b| &b[..b.find("```").unwrap()])
+            .collect();
+        let env = env_with("LEASEHOLD_PASSWORD", "x");
+        let parsed: Vec<FileConfig> = blocks
+            .iter()
+            .map(|text| {
+                FileConfig::parse_with_env(text, Path::new(ORIGIN), &env)
+                    .unwrap_or_else(|e| panic!("README example: {e}\n{text}"))
+            })
+            .collect();
+        let upstream = parsed
+            .iter()
+            .find(|c| c.sink_http.is_some())
+            .expect("the upstream example");
+        assert_eq!(upstream.sink_http.as_ref().map(|s| s.batch_size), Some(100));
+        assert_eq!(upstream.notify.command.as_ref().map(|v| v.len()), Some(1));
+        let converters = parsed
+            .iter()
+            .find(|c| !c.extract.commands.is_empty())
+            .expect("the converters example");
+        assert_eq!(converters.extract.commands["md"], ["pandoc", "-t", "plain"]);
     }
 
     #[test]
