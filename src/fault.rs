@@ -148,6 +148,58 @@ pub fn stall_point() {
     }
 }
 
+/// Set (to anything) in the environment of a process whose extraction children
+/// should act out the fault a document names in its first bytes, written
+/// `LEASEHOLD-FAULT:` then `overflow`, `alloc`, `spin`, `abort` or `print`. Tests of the
+/// supervisor use it to make a child overflow its stack, exhaust its memory,
+/// spin, abort, or print junk on demand, whatever today's parsers survive. The
+/// variable is inherited by the children; unset, the check is one lookup.
+pub const CHILD_FAULT_ENV: &str = "LEASEHOLD_TEST_CHILD_FAULT";
+
+/// The marker a fault document starts with.
+pub const CHILD_FAULT_MARKER: &[u8] = b"LEASEHOLD-FAULT:";
+
+static CHILD_FAULTS: OnceLock<bool> = OnceLock::new();
+
+/// In an extraction child: act out the fault `bytes` names, if a test armed it.
+/// `print` writes junk on both output streams and returns; the others never return.
+pub fn child_fault(bytes: &[u8]) {
+    if !*CHILD_FAULTS.get_or_init(|| std::env::var_os(CHILD_FAULT_ENV).is_some()) {
+        return;
+    }
+    let Some(rest) = bytes.strip_prefix(CHILD_FAULT_MARKER) else {
+        return;
+    };
+    let name = rest.split(|b| b.is_ascii_whitespace()).next().unwrap_or_default();
+    match name {
+        b"overflow" => {
+            std::hint::black_box(recurse(0));
+        }
+        b"alloc" => {
+            // Far over any memory limit a test sets: fails under RLIMIT_AS.
+            let v = vec![1u8; 1 << 40];
+            std::hint::black_box(v);
+        }
+        b"spin" => loop {
+            std::hint::black_box(fastrand::u64(..));
+        },
+        b"abort" => std::process::abort(),
+        b"print" => {
+            println!("junk a parser printed on stdout");
+            eprintln!("junk a parser printed on stderr");
+        }
+        _ => {}
+    }
+}
+
+/// Recursion that no optimiser can turn into a loop: every frame keeps a buffer
+/// alive across the call. It ends only by overflowing the stack, on purpose.
+#[allow(unconditional_recursion)]
+fn recurse(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth; 32]);
+    recurse(depth + 1).wrapping_add(frame[depth as usize % 32])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

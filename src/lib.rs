@@ -58,7 +58,9 @@ pub use store::{Backoff, NewDoc, Store, StoreOptions, Synchronous};
 /// a test arms them.
 #[doc(hidden)]
 pub mod testing {
-    pub use crate::fault::{CrashPoint, CRASH_AFTER_N_ENV, CRASH_AT_ENV, CRASH_EXIT_CODE};
+    pub use crate::fault::{
+        CrashPoint, CHILD_FAULT_ENV, CHILD_FAULT_MARKER, CRASH_AFTER_N_ENV, CRASH_AT_ENV, CRASH_EXIT_CODE,
+    };
     pub use crate::mirror::Fault;
     pub use crate::store::claim_candidate_queries;
 

@@ -122,6 +122,7 @@ fn serve(config: ChildConfig, mut protocol: File) -> io::Result<()> {
     protocol.write_all(&encode(&ready, b""))?;
     while let Some((request, body)) = read_frame::<Request>(&mut input, config.max_input_bytes)? {
         limit_cpu(request.cpu_secs, cpu_hard);
+        crate::fault::child_fault(&body);
         // No stop flag reaches the child: the parent kills it instead.
         let result = registry.extract(&request.name, &body, &never);
         drop(body);
