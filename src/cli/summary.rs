@@ -41,6 +41,9 @@ pub struct Summary {
     /// The most memory this process held at once (resident set), in bytes;
     /// extraction children are not counted (each has its own cap).
     pub peak_memory_bytes: u64,
+    /// The most memory any extraction child (or converter) held, in bytes, as
+    /// the kernel reports for children that have ended.
+    pub children_peak_memory_bytes: u64,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -111,6 +114,12 @@ impl Summary {
             .find_map(|l| l.strip_prefix("VmHWM:"))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
         self.peak_memory_bytes = kib.unwrap_or(0) * 1024;
+        // SAFETY: getrusage fills the plain struct we pass and keeps no pointer.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } == 0 {
+            // ru_maxrss is in KiB on Linux.
+            self.children_peak_memory_bytes = usage.ru_maxrss.max(0) as u64 * 1024;
+        }
     }
 
     pub fn print(&self, json: bool) {
