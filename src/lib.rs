@@ -20,6 +20,7 @@
 //! | [`config`] | the configuration file: accounts, HTTP source and sink, auth, notify, outbox |
 //! | [`error`] | the one error type, with SQLite's codes mapped to what they mean |
 //! | [`secret`] | passwords that never print |
+//! | `service`, `process` | one start/stop shape for background threads; commands run on a leash (own process group, bounded wait) |
 //! | `cli` | the command-line tool: flags → validated parts → one call per command |
 //!
 //! # Embedding
@@ -44,6 +45,7 @@ pub mod upstream;
 #[doc(hidden)]
 pub mod cli;
 pub(crate) mod fault;
+pub(crate) mod process;
 pub(crate) mod service;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};

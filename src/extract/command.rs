@@ -21,12 +21,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{extension, ExtractError, Extractor, LimitKind, Limits};
+use crate::process::{describe_exit, own_group, wait_bounded, Waited};
 
-/// How often a running converter is looked at (exit, deadline, stop flag).
-const POLL: Duration = Duration::from_millis(10);
 /// How much of a converter's error output is kept for a failure's reason.
 const STDERR_TAIL: usize = 4096;
 /// The placeholder an argument uses for the document's temporary file.
@@ -115,7 +114,16 @@ fn run_converter(
     let feeder = (!uses_file).then(|| feed_stdin(&mut child, bytes.to_vec()));
     let stdout = read_capped(child.stdout.take(), limits.max_output_bytes.saturating_add(1));
     let stderr = read_capped(child.stderr.take(), STDERR_TAIL as u64);
-    let status = wait_bounded(&mut child, limits, stop);
+    let status = match wait_bounded(&mut child, Instant::now() + limits.deadline, Some(stop)) {
+        Waited::Exited(status) => Ok(status),
+        Waited::Stopped => Err(ExtractError::Stopped),
+        Waited::TimedOut => Err(ExtractError::Limit {
+            what: LimitKind::Deadline(limits.deadline),
+        }),
+        Waited::Failed(e) => Err(ExtractError::Unavailable {
+            reason: format!("cannot wait for the converter: {e}"),
+        }),
+    };
     let text = join_reader(stdout);
     let err_text = join_reader(stderr);
     if let Some(f) = feeder {
@@ -123,7 +131,7 @@ fn run_converter(
     }
     let status = status?;
     if !status.success() {
-        return Err(classify(status, limits).unwrap_or_else(|| failed(describe(status, &err_text))));
+        return Err(classify(status, limits).unwrap_or_else(|| failed(with_last_words(status, &err_text))));
     }
     if text.len() as u64 > limits.max_output_bytes {
         return Err(ExtractError::Limit {
@@ -157,8 +165,8 @@ fn spawn(argv: &[String], temp: Option<&TempDoc>, limits: &Limits) -> io::Result
             Stdio::piped()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    own_group(&mut cmd);
     // SAFETY: the closure runs in the forked child before exec and calls only
     // setrlimit, which is async-signal-safe, on plain values copied in.
     unsafe {
@@ -210,46 +218,6 @@ fn join_reader(reader: Option<JoinHandle<Vec<u8>>>) -> Vec<u8> {
     reader.and_then(|r| r.join().ok()).unwrap_or_default()
 }
 
-/// Wait for the command, killing its group at the deadline or when `stop` is raised.
-fn wait_bounded(child: &mut Child, limits: &Limits, stop: &AtomicBool) -> Result<ExitStatus, ExtractError> {
-    let deadline = Instant::now() + limits.deadline;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Ok(status),
-            Ok(None) => {}
-            Err(e) => {
-                kill_group(child);
-                return Err(ExtractError::Unavailable {
-                    reason: format!("cannot wait for the converter: {e}"),
-                });
-            }
-        }
-        if stop.load(Ordering::Relaxed) {
-            kill_group(child);
-            return Err(ExtractError::Stopped);
-        }
-        if Instant::now() >= deadline {
-            kill_group(child);
-            return Err(ExtractError::Limit {
-                what: LimitKind::Deadline(limits.deadline),
-            });
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-/// Kill the command and everything it started, and reap it.
-fn kill_group(child: &mut Child) {
-    if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: kill(2) on the process group we created for the command.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
 /// A death by one of our limits, named as such.
 fn classify(status: ExitStatus, limits: &Limits) -> Option<ExtractError> {
     match status.signal()? {
@@ -263,12 +231,8 @@ fn classify(status: ExitStatus, limits: &Limits) -> Option<ExtractError> {
 }
 
 /// How the command ended, with the last few lines it wrote to its error output.
-fn describe(status: ExitStatus, stderr: &[u8]) -> String {
-    let how = match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        _ => format!("ended with {status}"),
-    };
+fn with_last_words(status: ExitStatus, stderr: &[u8]) -> String {
+    let how = describe_exit(status);
     let text = String::from_utf8_lossy(stderr);
     let lines: Vec<String> = text
         .lines()
@@ -296,6 +260,7 @@ impl std::fmt::Debug for CommandExtractor {
 mod tests {
     use super::super::ExtractorRegistry;
     use super::*;
+    use std::time::Duration;
 
     fn sh(script: &str) -> Vec<String> {
         vec!["sh".into(), "-c".into(), script.into(), "sh".into()]

@@ -9,10 +9,11 @@
 //!
 //! Nothing here handles the credential; a notice names the account, never its password.
 
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::config::NotifyConfig;
+use crate::process::{describe_exit, own_group, wait_bounded, Waited};
 use crate::upstream::one_line;
 
 /// How long a command or webhook may take before the attempt counts as failed.
@@ -151,19 +152,16 @@ impl Notifier {
             .env("LEASEHOLD_NOTICE_JSON", json)
             .stdin(Stdio::null())
             .stdout(Stdio::null());
-        own_process_group(&mut cmd);
-        let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start: {e}")))?;
-        match wait_with_timeout(&mut child, self.timeout) {
-            Ok(Some(status)) if status.success() => Ok(()),
-            Ok(Some(status)) => Err(fail(describe_exit(status))),
-            Ok(None) => {
-                kill_group(&mut child);
+        let mut child = own_group(&mut cmd)
+            .spawn()
+            .map_err(|e| fail(format!("cannot start: {e}")))?;
+        match wait_bounded(&mut child, Instant::now() + self.timeout, None) {
+            Waited::Exited(status) if status.success() => Ok(()),
+            Waited::Exited(status) => Err(fail(describe_exit(status))),
+            Waited::TimedOut | Waited::Stopped => {
                 Err(fail(format!("did not finish within {:?}; killed", self.timeout)))
             }
-            Err(e) => {
-                kill_group(&mut child);
-                Err(fail(format!("cannot wait for it: {e}")))
-            }
+            Waited::Failed(e) => Err(fail(format!("cannot wait for it: {e}"))),
         }
     }
 
@@ -188,64 +186,6 @@ fn command_error(program: &str, reason: String) -> NotifyError {
         program: program.to_string(),
         reason,
     }
-}
-
-/// Polls rather than blocking in `wait`, so a hung command cannot outlive the timeout.
-/// `Ok(None)` means the timeout passed.
-fn wait_with_timeout(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
-    let deadline = Instant::now() + timeout;
-    let mut pause = Duration::from_millis(5);
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Ok(None);
-        }
-        std::thread::sleep(pause.min(deadline - now));
-        pause = (pause * 2).min(Duration::from_millis(100));
-    }
-}
-
-/// The command gets a process group of its own, so a timeout can kill what it
-/// started too (`sh -c 'curl ...'` leaves `curl` behind if only `sh` dies).
-#[cfg(unix)]
-fn own_process_group(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    cmd.process_group(0);
-}
-
-#[cfg(not(unix))]
-fn own_process_group(_cmd: &mut Command) {}
-
-/// Kills the command's process group (or just the command where there are no
-/// groups) and reaps it, so no zombie is left.
-fn kill_group(child: &mut Child) {
-    #[cfg(unix)]
-    if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: kill(2) with a negative pid signals the process group we created
-        // in `own_process_group`; it touches no memory of ours.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-fn describe_exit(status: ExitStatus) -> String {
-    if let Some(code) = status.code() {
-        return format!("exited with status {code}");
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(signal) = status.signal() {
-            return format!("killed by signal {signal}");
-        }
-    }
-    format!("ended with {status}")
 }
 
 /// ureq's own `Display` starts with the full URL, which may hold a token; this

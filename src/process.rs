@@ -1,0 +1,113 @@
+//! Commands leasehold runs on the user's behalf (a notify command, an external
+//! converter), kept on a leash: each gets a process group of its own, so that
+//! killing it kills what it started too (`sh -c 'curl ...'` leaves `curl`
+//! behind if only `sh` dies); waiting for it is bounded by a deadline (and, for
+//! extraction, by a stop flag); and however it ends, it is reaped.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How a bounded wait ended. Except for `Exited`, the command has been killed
+/// with its group and reaped.
+#[derive(Debug)]
+pub(crate) enum Waited {
+    /// It ended on its own.
+    Exited(ExitStatus),
+    /// The deadline passed first.
+    TimedOut,
+    /// The stop flag was raised first.
+    Stopped,
+    /// Waiting itself failed.
+    Failed(std::io::Error),
+}
+
+/// Give the command a process group of its own.
+pub(crate) fn own_group(cmd: &mut Command) -> &mut Command {
+    cmd.process_group(0)
+}
+
+/// Wait for `child` until `deadline` or until `stop` is raised, polling with
+/// pauses that grow from 1 ms to 50 ms: quick commands cost little latency,
+/// long ones little CPU, and a hung one cannot outlive the deadline.
+pub(crate) fn wait_bounded(child: &mut Child, deadline: Instant, stop: Option<&AtomicBool>) -> Waited {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Waited::Exited(status),
+            Ok(None) => {}
+            Err(e) => {
+                kill_group(child);
+                return Waited::Failed(e);
+            }
+        }
+        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            kill_group(child);
+            return Waited::Stopped;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            kill_group(child);
+            return Waited::TimedOut;
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// Kill the command's process group (made by [`own_group`]) and reap it, so no
+/// zombie is left.
+pub(crate) fn kill_group(child: &mut Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) with a negative pid signals the process group we
+        // created; it touches no memory of ours.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// How a command ended, for a person: its exit status or its signal.
+pub(crate) fn describe_exit(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        _ => format!("ended with {status}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Stdio;
+
+    fn sh(script: &str) -> Child {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script]).stdout(Stdio::null());
+        own_group(&mut cmd).spawn().unwrap()
+    }
+
+    #[test]
+    fn a_quick_command_exits_and_a_hung_one_is_killed_with_its_group() {
+        let mut quick = sh("exit 3");
+        let far = Instant::now() + Duration::from_secs(30);
+        match wait_bounded(&mut quick, far, None) {
+            Waited::Exited(status) => assert_eq!(describe_exit(status), "exited with status 3"),
+            other => panic!("{other:?}"),
+        }
+        let started = Instant::now();
+        let mut hung = sh("sleep 30 & sleep 30");
+        let soon = Instant::now() + Duration::from_millis(200);
+        assert!(matches!(wait_bounded(&mut hung, soon, None), Waited::TimedOut));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let mut stopped = sh("sleep 30");
+        let stop = AtomicBool::new(true);
+        assert!(matches!(
+            wait_bounded(&mut stopped, far, Some(&stop)),
+            Waited::Stopped
+        ));
+    }
+}
