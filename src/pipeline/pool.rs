@@ -4,9 +4,9 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender};
 
 use super::worker::panic_message;
 use super::{LeaseKeeper, Pipeline, Processed, Ticks, Worker};
@@ -144,13 +144,9 @@ impl WorkerPool {
     /// to stop and release what is left; returns when every thread has exited.
     pub fn stop(self, grace: Duration) {
         self.handle.stop_claiming();
-        let deadline = Instant::now() + grace;
-        // Waits for the last worker to return (every sender gone) or the grace to end.
-        while let Err(RecvTimeoutError::Timeout) | Ok(()) = self.alive.recv_deadline(deadline) {
-            if Instant::now() >= deadline {
-                break;
-            }
-        }
+        // Nobody sends on `alive`: this returns when the last worker has
+        // returned (every sender dropped) or when the grace has run out.
+        let _ = self.alive.recv_timeout(grace);
         // Dropping the pool stops hard and joins.
     }
 
