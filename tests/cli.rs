@@ -331,3 +331,28 @@ fn configured_converters_extract_their_extensions() {
         "{failure}"
     );
 }
+
+/// A parser that panics fails its document with the panic's message, and no
+/// panic text reaches the terminal.
+#[test]
+fn a_panicking_parser_fails_its_document_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("a.txt"), "amber lighthouse").unwrap();
+    let out = std::process::Command::new(BIN)
+        .env("LEASEHOLD_TEST_EXTRACTOR", "panic")
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .args(["run", src.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let summary = json(&out);
+    let error = summary["failures"][0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("extractor panicked: test parser bug on a.txt"),
+        "{error}"
+    );
+}

@@ -69,6 +69,7 @@ impl From<crate::pipeline::CleanupError> for CliError {
 /// or configuration error.
 pub fn main() -> ExitCode {
     use clap::Parser;
+    quiet_panics();
     let args = Cli::parse();
     match run(args) {
         Ok(code) => code,
@@ -77,6 +78,29 @@ pub fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// Panic text never reaches the user as it is. A panic on a worker thread is
+/// caught and reported as that document's failure (or the step's error), so it
+/// prints nothing; anywhere else it is a bug, said in one line of our own.
+fn quiet_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current();
+        if thread.name().is_some_and(|n| n.starts_with("leasehold-worker")) {
+            return;
+        }
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("leasehold: internal error: {}{at}", message.replace('\n', " "));
+    }));
 }
 
 /// Run the parsed command.

@@ -14,7 +14,7 @@ use crate::extract::{ExtractError, Extractor};
 use crate::Clock;
 
 /// `sleep:MIN_MS:MAX_MS`: extract by sleeping a random time in that range, then
-/// passing the text through.
+/// passing the text through; `panic`: panic in every extraction (a parser bug).
 pub const EXTRACTOR_ENV: &str = "LEASEHOLD_TEST_EXTRACTOR";
 /// A file holding a millisecond offset added to the system clock.
 pub const CLOCK_FILE_ENV: &str = "LEASEHOLD_TEST_CLOCK_FILE";
@@ -31,7 +31,10 @@ pub fn extractor() -> Result<Option<Arc<dyn Extractor>>, String> {
     let Ok(spec) = std::env::var(EXTRACTOR_ENV) else {
         return Ok(None);
     };
-    let bad = || format!("{EXTRACTOR_ENV}={spec:?}: expected sleep:MIN_MS:MAX_MS");
+    if spec == "panic" {
+        return Ok(Some(Arc::new(PanicExtractor)));
+    }
+    let bad = || format!("{EXTRACTOR_ENV}={spec:?}: expected sleep:MIN_MS:MAX_MS or panic");
     let mut parts = spec.split(':');
     if parts.next() != Some("sleep") {
         return Err(bad());
@@ -60,5 +63,14 @@ impl Extractor for SleepExtractor {
             std::thread::sleep(Duration::from_millis(5));
         }
         Ok(String::from_utf8_lossy(bytes).into_owned())
+    }
+}
+
+/// Panics like a parser with a bug.
+struct PanicExtractor;
+
+impl Extractor for PanicExtractor {
+    fn extract(&self, name: &str, _bytes: &[u8], _stop: &AtomicBool) -> Result<String, ExtractError> {
+        panic!("test parser bug on {name}")
     }
 }
