@@ -14,7 +14,7 @@
 //! | [`store`] | the jobs table and everything else in SQLite; the only code that writes SQL: claims, fencing, history, the gate's state, the outbox |
 //! | [`mirror`] | the results directory: generation paths, atomic writes, locked cleanup |
 //! | [`source`] | where bytes come from: the [`source::Source`] trait and a local directory |
-//! | [`extract`] | how text is extracted, by format |
+//! | [`extract`] | how text is extracted, by format, in supervised child processes under limits; external converters |
 //! | [`pipeline`] | the worker pool: claim → fetch → extract → mirror → complete → cleanup, under the lease |
 //! | [`upstream`] | the HTTP API and its shared credential: client, gate, HTTP source, sink, courier, notices |
 //! | [`config`] | the configuration file: accounts, HTTP source and sink, auth, notify, outbox |
