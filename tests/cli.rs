@@ -356,3 +356,34 @@ fn a_panicking_parser_fails_its_document_quietly() {
         "{error}"
     );
 }
+
+/// What extraction decided (format, encoding) is recorded with the accepted
+/// result, so odd text can be explained: here Latin-1 bytes, decoded as such.
+#[test]
+fn the_encoding_decision_is_recorded_in_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, data) = (dir.path().join("src"), dir.path().join("data"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("latin1.txt"),
+        b"caf\xe9 cr\xe8me br\xfbl\xe9e, na\xefve fa\xe7ade",
+    )
+    .unwrap();
+    let summary = json(&leasehold(&data, &["run", src.to_str().unwrap(), "--json"]));
+    assert_eq!(summary["indexed"], 1, "{summary}");
+    let inspect = json(&leasehold(&data, &["inspect", "latin1.txt", "--json"]));
+    let completed = inspect["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["event"] == "completed")
+        .expect("a completed event");
+    let detail = completed["detail"].as_str().unwrap();
+    assert!(
+        detail.ends_with("extracted as plain_text, encoding windows-1252"),
+        "{detail}"
+    );
+    let rows = accepted(&data);
+    let text = std::fs::read_to_string(data.join("mirror").join(&rows["latin1.txt"].0)).unwrap();
+    assert_eq!(text, "café crème brûlée, naïve façade");
+}

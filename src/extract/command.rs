@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::{extension, ExtractError, Extractor, LimitKind, Limits};
+use super::{extension, ExtractError, Extracted, Extractor, LimitKind, Limits};
 use crate::process::{describe_exit, own_group, wait_bounded, Waited};
 
 /// How much of a converter's error output is kept for a failure's reason.
@@ -57,10 +57,17 @@ impl CommandExtractor {
 
 impl Extractor for CommandExtractor {
     fn extract(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
+        self.extract_noted(name, bytes, stop).map(|done| done.text)
+    }
+
+    fn extract_noted(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extracted, ExtractError> {
         let argv = extension(name).and_then(|ext| self.commands.get(&ext));
         match argv {
-            Some(argv) => run_converter(argv, bytes, &self.limits, stop),
-            None => self.fallback.extract(name, bytes, stop),
+            Some(argv) => Ok(Extracted {
+                text: run_converter(argv, bytes, &self.limits, stop)?,
+                note: Some(format!("converter {}", argv[0])),
+            }),
+            None => self.fallback.extract_noted(name, bytes, stop),
         }
     }
 }

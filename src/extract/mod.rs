@@ -110,6 +110,27 @@ pub struct Extraction {
     pub encoding: Option<&'static str>,
 }
 
+/// A document's text and a one-line note of what was decided on the way (the
+/// format, the encoding, the converter), which the pipeline records in the
+/// document's history so that odd text can be explained later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extracted {
+    /// The extracted text.
+    pub text: String,
+    /// e.g. `"html, encoding windows-1252"`; `None` when nothing worth saying was decided.
+    pub note: Option<String>,
+}
+
+impl Extraction {
+    /// The decisions as one line: the format, and the encoding when the text was decoded.
+    pub fn note(&self) -> String {
+        match self.encoding {
+            Some(encoding) => format!("{}, encoding {encoding}", self.format),
+            None => self.format.to_string(),
+        }
+    }
+}
+
 /// Why a document produced no text.
 #[derive(Debug, thiserror::Error)]
 pub enum ExtractError {
@@ -194,6 +215,14 @@ pub trait Extractor: Send + Sync {
     /// The text of the document `name` (a key or path, used for the extension)
     /// whose content is `bytes`; may return early with `Stopped` once `stop` is raised.
     fn extract(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError>;
+
+    /// [`Extractor::extract`], with a note of the decisions taken for the
+    /// document's history. Extractors that decide nothing worth recording keep
+    /// this default.
+    fn extract_noted(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extracted, ExtractError> {
+        self.extract(name, bytes, stop)
+            .map(|text| Extracted { text, note: None })
+    }
 }
 
 /// The built-in registry: chooses a format by content and by the extension of the name,
@@ -326,6 +355,15 @@ impl Extractor for ExtractorRegistry {
     fn extract(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
         self.extract_detailed(name, bytes, stop)
             .map(|extraction| extraction.text)
+    }
+
+    fn extract_noted(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extracted, ExtractError> {
+        let extraction = self.extract_detailed(name, bytes, stop)?;
+        let note = Some(extraction.note());
+        Ok(Extracted {
+            text: extraction.text,
+            note,
+        })
     }
 }
 

@@ -13,13 +13,13 @@ use std::sync::Arc;
 
 use crate::clock::Millis;
 use crate::error::Result;
-use crate::extract::{ExtractError, Extractor};
+use crate::extract::{ExtractError, Extracted, Extractor};
 use crate::fault::{crash_point, stall_point, CrashPoint};
 use crate::job::{Claim, Fenced, JobId, Parked, Rejection, Status};
 use crate::mirror::{Mirror, Written};
 use crate::pipeline::{LeaseFlag, LeaseKeeper};
 use crate::source::{Source, SourceError};
-use crate::store::Store;
+use crate::store::{Completion, Store};
 
 /// What happened to one claim. Only `Indexed` means our result was accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +125,8 @@ enum Stop {
 struct Ready {
     written: Written,
     text: String,
+    /// What extraction decided (format, encoding, converter), for the history.
+    note: Option<String>,
 }
 
 /// The released claim's history line.
@@ -183,26 +185,26 @@ impl Worker {
         let bytes = self
             .stage(claim, |_| p.source.fetch(&claim.key, p.max_input_bytes))?
             .map_err(|e| self.stop_for_fetch(e))?;
-        let text = self.extract(claim, &bytes)?;
+        let Extracted { text, note } = self.extract(claim, &bytes)?;
         let written = self
             .stage(claim, |_| {
                 p.mirror.write(claim.id.0, claim.fence, text.as_bytes())
             })?
             .map_err(|e| self.stop_for_mirror(claim, e))?;
-        Ok(Ready { written, text })
+        Ok(Ready { written, text, note })
     }
 
     /// The extract stage: a panic in a parser fails the document, a raised stop
     /// flag hands it back.
-    fn extract(&self, claim: &Claim, bytes: &[u8]) -> std::result::Result<String, Stop> {
+    fn extract(&self, claim: &Claim, bytes: &[u8]) -> std::result::Result<Extracted, Stop> {
         let extractor = &self.pipeline.extractor;
         let run = |flag: &LeaseFlag| {
             catch_unwind(AssertUnwindSafe(|| {
-                extractor.extract(&claim.key, bytes, flag.stop_signal())
+                extractor.extract_noted(&claim.key, bytes, flag.stop_signal())
             }))
         };
         match self.stage(claim, run)? {
-            Ok(Ok(text)) => Ok(text),
+            Ok(Ok(done)) => Ok(done),
             Ok(Err(ExtractError::Stopped)) => Err(Stop::Release),
             // No extraction process could be started: the machine's fault, not
             // the document's; it waits without spending the attempt.
@@ -280,11 +282,12 @@ impl Worker {
         stall_point();
         let key = claim.key.clone();
         let Written { rel_path, sha256, .. } = ready.written;
-        let answer = if self.pipeline.deliver_results {
-            store.complete_and_deliver(claim, &rel_path, &sha256, &ready.text)?
-        } else {
-            store.complete(claim, &rel_path, &sha256)?
+        let completion = Completion {
+            note: ready.note.as_deref(),
+            deliver: self.pipeline.deliver_results.then_some(ready.text.as_str()),
+            ..Completion::new(&rel_path, &sha256)
         };
+        let answer = store.finish(claim, completion)?;
         Ok(match answer {
             Fenced::Accepted => {
                 crash_point(CrashPoint::AfterCommit);

@@ -287,7 +287,7 @@ impl Store {
     /// document's result. Fenced; a rejection means someone else owns it now.
     /// The claim is spent either way.
     pub fn complete(&self, claim: Claim, result_path: &str, checksum: &str) -> Result<Fenced> {
-        self.complete_op(claim, result_path, checksum, None)
+        self.finish(claim, Completion::new(result_path, checksum))
     }
 
     /// [`Store::complete`], and when accepted, queue `text` for the sink in the
@@ -300,21 +300,22 @@ impl Store {
         checksum: &str,
         text: &str,
     ) -> Result<Fenced> {
-        self.complete_op(claim, result_path, checksum, Some(text))
+        let completion = Completion {
+            deliver: Some(text),
+            ..Completion::new(result_path, checksum)
+        };
+        self.finish(claim, completion)
     }
 
-    fn complete_op(
-        &self,
-        claim: Claim,
-        path: &str,
-        checksum: &str,
-        delivery: Option<&str>,
-    ) -> Result<Fenced> {
+    /// [`Store::complete`] with everything a completion can record: a note for
+    /// the history (what extraction decided) and the text for the sink.
+    pub fn finish(&self, claim: Claim, c: Completion<'_>) -> Result<Fenced> {
         let out = self.fenced(WriteOp::Complete {
             owner: claim.owner(),
-            path: path.to_owned(),
-            checksum: checksum.to_owned(),
-            delivery: delivery.map(str::to_owned),
+            path: c.result_path.to_owned(),
+            checksum: c.checksum.to_owned(),
+            note: c.note.map(str::to_owned),
+            delivery: c.deliver.map(str::to_owned),
         })?;
         // Idle workers waiting to see whether the run is over look again.
         self.notify_work();
@@ -330,6 +331,7 @@ impl Store {
                 owner: c.owner(),
                 path: path.to_owned(),
                 checksum: sum.to_owned(),
+                note: None,
                 delivery: None,
             })
             .collect();
@@ -485,6 +487,32 @@ impl Store {
         let s = &self.inner.signal;
         *s.generation.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         s.changed.notify_all();
+    }
+}
+
+/// What a completion records besides the claim ([`Store::finish`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion<'a> {
+    /// The accepted result, relative to the mirror root.
+    pub result_path: &'a str,
+    /// Its SHA-256.
+    pub checksum: &'a str,
+    /// A note for the document's history: what extraction decided (format,
+    /// encoding, converter).
+    pub note: Option<&'a str>,
+    /// Text to queue for the sink, in the transaction that accepts the result.
+    pub deliver: Option<&'a str>,
+}
+
+impl<'a> Completion<'a> {
+    /// A completion of `result_path` with `checksum`, nothing else.
+    pub fn new(result_path: &'a str, checksum: &'a str) -> Self {
+        Completion {
+            result_path,
+            checksum,
+            note: None,
+            deliver: None,
+        }
     }
 }
 

@@ -23,6 +23,8 @@ pub(crate) enum WriteOp {
         owner: Owner,
         path: String,
         checksum: String,
+        /// What extraction decided, for the history.
+        note: Option<String>,
         /// The text to queue for the sink if the result is accepted.
         delivery: Option<String>,
     },
@@ -70,9 +72,10 @@ pub(crate) fn apply(
             owner,
             path,
             checksum,
+            note,
             delivery,
         } => {
-            let out = complete(tx, now, owner, path, checksum)?;
+            let out = complete(tx, now, owner, (path, checksum), note.as_deref())?;
             if let (Fenced::Accepted, Some(text)) = (&out, delivery) {
                 super::outbox::push(tx, now, &policy.outbox, owner.id.0, checksum, text)?;
             }
@@ -281,8 +284,8 @@ pub(crate) fn complete(
     tx: &Connection,
     now: Millis,
     o: &Owner,
-    path: &str,
-    checksum: &str,
+    (path, checksum): (&str, &str),
+    note: Option<&str>,
 ) -> rusqlite::Result<Fenced> {
     let sql = format!(
         "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, owner_token = NULL,
@@ -294,9 +297,10 @@ pub(crate) fn complete(
         .prepare_cached(&sql)?
         .query_row(params![o.id.0, o.token, path, checksum, now], |r| r.get(0))
         .optional()?;
-    let detail = version
-        .as_ref()
-        .map(|v| format!("version {v}; {path}; sha256 {checksum}"));
+    let detail = version.as_ref().map(|v| match note {
+        Some(note) => format!("version {v}; {path}; sha256 {checksum}; extracted as {note}"),
+        None => format!("version {v}; {path}; sha256 {checksum}"),
+    });
     settle(
         tx,
         now,

@@ -124,16 +124,16 @@ fn serve(config: ChildConfig, mut protocol: File) -> io::Result<()> {
         limit_cpu(request.cpu_secs, cpu_hard);
         crate::fault::child_fault(&body);
         // No stop flag reaches the child: the parent kills it instead.
-        let result = registry.extract(&request.name, &body, &never);
+        let result = registry.extract_noted(&request.name, &body, &never);
         drop(body);
         let frame = match result {
-            Ok(text) if text.len() as u64 > request.max_output_bytes => encode(
+            Ok(done) if done.text.len() as u64 > request.max_output_bytes => encode(
                 &Response::Err(WireError::OutputCap {
                     cap: request.max_output_bytes,
                 }),
                 b"",
             ),
-            Ok(text) => encode(&Response::Ok, text.as_bytes()),
+            Ok(done) => encode(&Response::Ok { note: done.note }, done.text.as_bytes()),
             Err(e) => encode(&Response::Err(WireError::from_error(&e)), b""),
         };
         protocol.write_all(&frame)?;

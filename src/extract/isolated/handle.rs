@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::super::ExtractError;
+use super::super::{ExtractError, Extracted};
 use super::capture::{last_lines, Capture};
 use super::child::{ChildConfig, CHILD_ARG};
 use super::protocol::{encode, lengths, Request, Response, MAX_HEADER_LEN, PREFIX_LEN, PROTOCOL_VERSION};
@@ -36,7 +36,7 @@ const FIRST_READ: usize = 64 * 1024;
 
 /// What one document did to its child.
 pub(super) struct Outcome {
-    pub result: Result<String, ExtractError>,
+    pub result: Result<Extracted, ExtractError>,
     /// The child answered cleanly and may serve the next document.
     pub reusable: bool,
 }
@@ -192,9 +192,9 @@ impl ChildHandle {
         };
         let header = &self.buf[PREFIX_LEN..PREFIX_LEN + header_len];
         let outcome = match serde_json::from_slice::<Response>(header) {
-            Ok(Response::Ok) => match self.take_text(PREFIX_LEN + header_len, total) {
+            Ok(Response::Ok { note }) => match self.take_text(PREFIX_LEN + header_len, total) {
                 Some(text) => Outcome {
-                    result: Ok(text),
+                    result: Ok(Extracted { text, note }),
                     reusable: true,
                 },
                 None => self.kill_with(protocol_error("text that is not UTF-8")),

@@ -27,7 +27,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use super::{check_stop, ExtractError, Extractor, ExtractorRegistry};
+use super::{check_stop, ExtractError, Extracted, Extractor, ExtractorRegistry};
 
 mod capture;
 mod child;
@@ -225,6 +225,10 @@ impl IsolatedExtractor {
 
 impl Extractor for IsolatedExtractor {
     fn extract(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
+        self.extract_noted(name, bytes, stop).map(|done| done.text)
+    }
+
+    fn extract_noted(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extracted, ExtractError> {
         let size = bytes.len() as u64;
         if size > self.limits.max_input_bytes {
             return Err(ExtractError::TooLarge {

@@ -20,7 +20,7 @@ pub(super) const PREFIX_LEN: usize = 12;
 pub(super) const MAX_HEADER_LEN: u32 = 64 * 1024;
 
 /// Sent by the child in its greeting; a parent refuses a child that speaks another.
-pub(super) const PROTOCOL_VERSION: u32 = 1;
+pub(super) const PROTOCOL_VERSION: u32 = 2;
 
 /// What the parent asks of the child for one document.
 #[derive(Debug, Serialize, Deserialize)]
@@ -42,7 +42,10 @@ pub(super) enum Response {
     Ready {
         protocol: u32,
     },
-    Ok,
+    /// The text follows the header; `note` is the registry's note of its decisions.
+    Ok {
+        note: Option<String>,
+    },
     Err(WireError),
 }
 
@@ -174,7 +177,7 @@ mod tests {
 
     #[test]
     fn oversized_body_is_refused_before_reading_it() {
-        let frame = encode(&Response::Ok, &[b'x'; 64]);
+        let frame = encode(&Response::Ok { note: None }, &[b'x'; 64]);
         let err = read_frame::<Response>(&mut &frame[..], 63).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
     }
