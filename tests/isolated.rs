@@ -340,7 +340,7 @@ fn a_parsers_prints_never_reach_stdout_or_stderr() {
 /// the protocol's documented layout) and then never reads: the request pipe fills up.
 fn silent_child(dir: &std::path::Path) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let json = br#"{"Ready":{"protocol":1}}"#;
+    let json = br#"{"Ready":{"protocol":2}}"#;
     let mut hello = (json.len() as u32).to_le_bytes().to_vec();
     hello.extend_from_slice(&0u64.to_le_bytes());
     hello.extend_from_slice(json);
