@@ -20,8 +20,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
 
 use super::{extension, ExtractError, Extracted, Extractor, LimitKind, Limits};
 use crate::process::{describe_exit, own_group, wait_bounded, Waited};
@@ -118,7 +119,9 @@ fn run_converter(
         None
     };
     let mut child = spawn(argv, temp.as_ref(), limits).map_err(|e| unavailable(&program, &e))?;
-    let feeder = (!uses_file).then(|| feed_stdin(&mut child, bytes.to_vec()));
+    if !uses_file {
+        feed_stdin(&mut child, bytes.to_vec());
+    }
     let stdout = read_capped(child.stdout.take(), limits.max_output_bytes.saturating_add(1));
     let stderr = read_capped(child.stderr.take(), STDERR_TAIL as u64);
     let status = match wait_bounded(&mut child, Instant::now() + limits.deadline, Some(stop)) {
@@ -131,15 +134,19 @@ fn run_converter(
             reason: format!("cannot wait for the converter: {e}"),
         }),
     };
-    let text = join_reader(stdout);
-    let err_text = join_reader(stderr);
-    if let Some(f) = feeder {
-        let _ = f.join();
-    }
+    let text = collect(stdout);
+    let err_text = collect(stderr).unwrap_or_default();
     let status = status?;
     if !status.success() {
         return Err(classify(status, limits).unwrap_or_else(|| failed(with_last_words(status, &err_text))));
     }
+    let Some(text) = text else {
+        return Err(failed(format!(
+            "it ended but left a process that kept its output open for more than {} s",
+            PIPE_GRACE.as_secs()
+        )));
+    };
+
     if text.len() as u64 > limits.max_output_bytes {
         return Err(ExtractError::Limit {
             what: LimitKind::Output {
@@ -198,31 +205,42 @@ fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> 
     }
 }
 
-/// Write the document to the command's standard input from a thread of its
-/// own, so a command that never reads cannot block us (the deadline ends it).
-fn feed_stdin(child: &mut Child, bytes: Vec<u8>) -> JoinHandle<()> {
-    let stdin = child.stdin.take();
-    std::thread::spawn(move || {
-        if let Some(mut stdin) = stdin {
+/// Write the document to the command's standard input from a detached thread,
+/// so a command that never reads cannot block us (the deadline ends it; the
+/// thread ends when the pipe breaks).
+fn feed_stdin(child: &mut Child, bytes: Vec<u8>) {
+    if let Some(mut stdin) = child.stdin.take() {
+        std::thread::spawn(move || {
             let _ = stdin.write_all(&bytes);
-        }
-    })
+        });
+    }
 }
 
-/// Read at most `cap` bytes of a pipe on a thread; the rest is drained and dropped.
-fn read_capped(pipe: Option<impl Read + Send + 'static>, cap: u64) -> Option<JoinHandle<Vec<u8>>> {
-    let pipe = pipe?;
-    Some(std::thread::spawn(move || {
+/// Read at most `cap` bytes of a pipe on a detached thread; the rest is
+/// drained and dropped. The bytes arrive on the returned channel at end of file.
+fn read_capped(pipe: Option<impl Read + Send + 'static>, cap: u64) -> Option<Receiver<Vec<u8>>> {
+    let mut pipe = pipe?;
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
         let mut kept = Vec::new();
-        let mut pipe = pipe;
         let _ = (&mut pipe).take(cap).read_to_end(&mut kept);
         let _ = io::copy(&mut pipe, &mut io::sink());
-        kept
-    }))
+        let _ = tx.send(kept);
+    });
+    Some(rx)
 }
 
-fn join_reader(reader: Option<JoinHandle<Vec<u8>>>) -> Vec<u8> {
-    reader.and_then(|r| r.join().ok()).unwrap_or_default()
+/// How long a pipe may stay open after the command ended: only a process that
+/// left its group (and kept the pipe) holds it longer, and is not waited for.
+const PIPE_GRACE: Duration = Duration::from_secs(2);
+
+/// What a reader collected, waiting at most [`PIPE_GRACE`] for the end of
+/// file; `None` when the pipe stayed open (its text cannot be trusted whole).
+fn collect(reader: Option<Receiver<Vec<u8>>>) -> Option<Vec<u8>> {
+    match reader {
+        Some(r) => r.recv_timeout(PIPE_GRACE).ok(),
+        None => Some(Vec::new()),
+    }
 }
 
 /// A death by one of our limits, named as such.
@@ -387,5 +405,20 @@ mod tests {
             })
             .count();
         assert_eq!(left, 0, "temporary copies left behind");
+    }
+
+    #[test]
+    fn a_process_that_escapes_the_group_with_the_pipe_open_is_not_waited_for() {
+        // `setsid` leaves our process group, so killing the group misses it, and
+        // it keeps the output pipe open for 30 s.
+        let x = with("esc", sh("setsid sleep 30 & echo done"), Limits::default());
+        let started = Instant::now();
+        let err = run(&x, "f.esc", b"").unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(err.to_string().contains("kept its output open"), "{err}");
     }
 }
