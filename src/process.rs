@@ -70,6 +70,32 @@ pub(crate) fn kill_group(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// Set a resource limit of this process (`soft` and `hard`). Async-signal-safe,
+/// so a command may call it between fork and exec.
+pub(crate) fn set_limit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit only reads the plain struct passed by reference.
+    if unsafe { libc::setrlimit(resource, &limit) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// A `kB` figure of this process from `/proc/self/status` (e.g. `VmHWM`,
+/// `VmSize`), in bytes.
+pub(crate) fn status_bytes(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+}
+
 /// How a command ended, for a person: its exit status or its signal.
 pub(crate) fn describe_exit(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {

@@ -108,12 +108,7 @@ impl Summary {
     /// water mark of this program's own memory. (`getrusage`'s `ru_maxrss`
     /// would also count what the process that started us held when it forked.)
     pub fn measure_memory(&mut self) {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        let kib = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
-        self.peak_memory_bytes = kib.unwrap_or(0) * 1024;
+        self.peak_memory_bytes = crate::process::status_bytes("VmHWM").unwrap_or(0);
         // SAFETY: getrusage fills the plain struct we pass and keeps no pointer.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } == 0 {

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use super::{extension, ExtractError, Extracted, Extractor, LimitKind, Limits};
-use crate::process::{describe_exit, own_group, wait_bounded, Waited};
+use crate::process::{describe_exit, own_group, set_limit, wait_bounded, Waited};
 
 /// How much of a converter's error output is kept for a failure's reason.
 const STDERR_TAIL: usize = 4096;
@@ -185,24 +185,11 @@ fn spawn(argv: &[String], temp: Option<&TempDoc>, limits: &Limits) -> io::Result
     // setrlimit, which is async-signal-safe, on plain values copied in.
     unsafe {
         cmd.pre_exec(move || {
-            set_limit(libc::RLIMIT_AS, memory)?;
-            set_limit(libc::RLIMIT_CPU, cpu)
+            set_limit(libc::RLIMIT_AS, memory, memory)?;
+            set_limit(libc::RLIMIT_CPU, cpu, cpu)
         });
     }
     cmd.spawn()
-}
-
-fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
-    let limit = libc::rlimit {
-        rlim_cur: value,
-        rlim_max: value,
-    };
-    // SAFETY: a plain struct passed by reference to a syscall that copies it.
-    if unsafe { libc::setrlimit(resource, &limit) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 /// Write the document to the command's standard input from a detached thread,

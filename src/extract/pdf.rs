@@ -26,9 +26,9 @@
 //! Both engines are third-party parsers: the registry runs this module under
 //! `catch_unwind`, and the isolated extractor runs it in a child process.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
-use super::{ExtractError, Format};
+use super::{check_stop, ExtractError, Format};
 
 /// The text of the PDF: pdf_oxide's, or lopdf's when pdf_oxide fails or finds
 /// no words. The stop flag is checked between pages.
@@ -50,14 +50,6 @@ pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<String, Extract
 
 fn has_words(text: &str) -> bool {
     text.split_whitespace().next().is_some()
-}
-
-fn check_stop(stop: &AtomicBool) -> Result<(), ExtractError> {
-    if stop.load(Ordering::Relaxed) {
-        Err(ExtractError::Stopped)
-    } else {
-        Ok(())
-    }
 }
 
 /// The page texts, joined by form feeds; a page that fails is skipped, and

@@ -21,6 +21,7 @@ use std::thread;
 
 use super::super::{Extractor, ExtractorRegistry};
 use super::protocol::{encode, read_frame, Request, Response, WireError, PROTOCOL_VERSION};
+use crate::process::{set_limit, status_bytes};
 
 /// The hidden first argument that turns `leasehold` into an extraction child. `main.rs`
 /// checks for it before parsing flags, so it never shows in `--help`.
@@ -71,7 +72,7 @@ pub fn child_main() -> ExitCode {
     panic::set_hook(Box::new(|info| {
         let _ = writeln!(io::stderr(), "extraction child: {info}");
     }));
-    set_limit(libc::RLIMIT_CORE, 0, 0);
+    let _ = set_limit(libc::RLIMIT_CORE, 0, 0);
     let worker = thread::Builder::new()
         .name("extract".into())
         .stack_size(usize::try_from(config.stack_bytes).unwrap_or(usize::MAX))
@@ -146,22 +147,12 @@ fn serve(config: ChildConfig, mut protocol: File) -> io::Result<()> {
 fn limit_memory(budget: u64) -> io::Result<()> {
     let mapped = mapped_bytes()?;
     let limit = mapped.saturating_add(budget);
-    if set_limit(libc::RLIMIT_AS, limit, limit) {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    set_limit(libc::RLIMIT_AS, limit, limit)
 }
 
-/// `VmSize` from `/proc/self/status`, in bytes.
+/// The address space mapped now (`VmSize`), in bytes.
 fn mapped_bytes() -> io::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmSize:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kib| kib * 1024)
-        .ok_or_else(|| io::Error::other("no VmSize in /proc/self/status"))
+    status_bytes("VmSize").ok_or_else(|| io::Error::other("no VmSize in /proc/self/status"))
 }
 
 /// `RLIMIT_CPU` counts the whole life of the process, and a child serves many documents, so
@@ -169,7 +160,7 @@ fn mapped_bytes() -> io::Result<u64> {
 /// (SIGXCPU when crossed), the hard limit stays where it was (raising it needs privilege).
 fn limit_cpu(secs: u64, hard: u64) {
     let soft = cpu_used_secs().saturating_add(secs).min(hard);
-    set_limit(libc::RLIMIT_CPU, soft, hard);
+    let _ = set_limit(libc::RLIMIT_CPU, soft, hard);
 }
 
 /// The hard CPU limit the child inherited (usually unlimited), read once.
@@ -197,15 +188,6 @@ fn cpu_used_secs() -> u64 {
     };
     let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
     (micros(usage.ru_utime) + micros(usage.ru_stime)).div_ceil(1_000_000)
-}
-
-fn set_limit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> bool {
-    let limit = libc::rlimit {
-        rlim_cur: soft,
-        rlim_max: hard,
-    };
-    // SAFETY: setrlimit only reads the struct.
-    unsafe { libc::setrlimit(resource, &limit) == 0 }
 }
 
 #[cfg(test)]
