@@ -195,6 +195,7 @@ fn pool_options(workers: usize, ticks: Receiver<()>, until_idle: bool) -> PoolOp
         idle_wait_cap: Duration::from_millis(50),
         wait_for_source: true,
         name_prefix: "test".into(),
+        ..PoolOptions::default()
     }
 }
 

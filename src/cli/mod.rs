@@ -70,6 +70,7 @@ impl From<crate::pipeline::CleanupError> for CliError {
 pub fn main() -> ExitCode {
     use clap::Parser;
     quiet_panics();
+    ignore_file_size_signal();
     let args = Cli::parse();
     match run(args) {
         Ok(code) => code,
@@ -77,6 +78,16 @@ pub fn main() -> ExitCode {
             eprintln!("leasehold: {e}");
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+/// A file-size limit (`ulimit -f`) reached by a store or mirror write makes
+/// that write fail with EFBIG, reported like a full disk, instead of killing
+/// the process without a word (SIGXFSZ's default action).
+fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 

@@ -32,15 +32,20 @@ pub fn work_pool(
     };
     let (tx, rx) = crossbeam_channel::unbounded();
     let pool = WorkerPool::start(cfg.pipeline()?, opts, Some(tx))?;
-    install_ctrl_c(pool.stop_handle());
+    let handle = pool.stop_handle();
+    install_ctrl_c(handle.clone());
     let mut summary = Summary::default();
     let mut progress = Progress::new(total);
     for event in rx.iter() {
+        if let Err(error) = &event.outcome {
+            progress.warn(error);
+        }
         summary.count(&event);
         progress.tick(&summary);
     }
     pool.join();
     progress.done();
+    summary.halted = handle.halted();
     summary.set_seconds(started.elapsed().as_secs_f64());
     summary.database = cfg.store.path().display().to_string();
     summary.mirror = cfg.mirror.root().display().to_string();
@@ -90,7 +95,13 @@ struct Progress {
     bar: Option<indicatif::ProgressBar>,
     last_line: Instant,
     total: u64,
+    /// The last error shown, how many times it came again since, and when it
+    /// was last shown: a failure repeated by every worker is one line, not a flood.
+    last_warning: Option<(String, u64, Instant)>,
 }
+
+/// A repeated error is shown again at most this often (with its count).
+const REPEAT_EVERY: Duration = Duration::from_secs(5);
 
 impl Progress {
     fn new(total: u64) -> Progress {
@@ -106,6 +117,31 @@ impl Progress {
             bar,
             last_line: Instant::now(),
             total,
+            last_warning: None,
+        }
+    }
+
+    /// Show an error that is not one document's (e.g. a store write that
+    /// failed) as it happens, on stderr above the bar.
+    fn warn(&mut self, error: &str) {
+        let line = match &mut self.last_warning {
+            Some((last, again, shown)) if last == error => {
+                *again += 1;
+                if shown.elapsed() < REPEAT_EVERY {
+                    return;
+                }
+                let line = format!("leasehold: {error} (again, {again} times)");
+                (*again, *shown) = (0, Instant::now());
+                line
+            }
+            _ => {
+                self.last_warning = Some((error.to_owned(), 0, Instant::now()));
+                format!("leasehold: {error}")
+            }
+        };
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
         }
     }
 
@@ -151,7 +187,9 @@ pub fn settle_courier(
     let Some(courier) = courier else { return Ok(()) };
     let done = courier.stop();
     summary.delivered = done.results;
-    summary.errors.extend(done.errors);
+    for e in done.errors {
+        summary.add_error(e);
+    }
     summary.outbox_waiting = cfg.store.outbox().totals()?.rows as u64;
     if let Some(up) = &cfg.upstream {
         up.gate.send_notices();

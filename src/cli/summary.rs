@@ -32,8 +32,13 @@ pub struct Summary {
     pub mirror: String,
     /// Documents that failed in this run, with why.
     pub failures: Vec<Failure>,
-    /// Errors that were not about one document (e.g. the store).
+    /// Errors that were not about one document (e.g. the store): each
+    /// distinct message once, at most [`MAX_ERRORS`] of them.
     pub errors: Vec<String>,
+    /// How many such errors there were in all, repeats included.
+    pub error_count: u64,
+    /// Why the pool stopped by itself (e.g. store failures in a row), if it did.
+    pub halted: Option<String>,
     /// Results the sink acknowledged during this command.
     pub delivered: u64,
     /// Results still waiting in the outbox at the end.
@@ -45,6 +50,10 @@ pub struct Summary {
     /// the kernel reports for children that have ended.
     pub children_peak_memory_bytes: u64,
 }
+
+/// Distinct errors kept for the summary: a store failing for hours must not
+/// grow the summary without bound.
+pub const MAX_ERRORS: usize = 20;
 
 #[derive(Debug, serde::Serialize)]
 pub struct Failure {
@@ -64,7 +73,11 @@ impl Summary {
         self.released += more.released;
         self.waiting += more.waiting;
         self.failures.extend(more.failures);
-        self.errors.extend(more.errors);
+        for e in more.errors {
+            self.keep_error(e);
+        }
+        self.error_count += more.error_count;
+        self.halted = self.halted.take().or(more.halted);
         // Every pass measures from the same start.
         self.set_seconds(more.seconds);
     }
@@ -92,7 +105,20 @@ impl Summary {
             Ok(Processed::Released { .. }) => self.released += 1,
             Ok(Processed::Waiting { .. }) => self.waiting += 1,
             Ok(Processed::Idle) => {}
-            Err(msg) => self.errors.push(msg.clone()),
+            Err(msg) => self.add_error(msg.clone()),
+        }
+    }
+
+    /// Count an error that was not about one document.
+    pub fn add_error(&mut self, msg: String) {
+        self.error_count += 1;
+        self.keep_error(msg);
+    }
+
+    /// Keep `msg` unless it is already kept or enough are.
+    fn keep_error(&mut self, msg: String) {
+        if self.errors.len() < MAX_ERRORS && !self.errors.contains(&msg) {
+            self.errors.push(msg);
         }
     }
 
@@ -163,10 +189,13 @@ impl Summary {
 pub fn finish(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
     summary.measure_memory();
     summary.print(json);
+    if let Some(why) = summary.halted {
+        return Err(CliError::Runtime(why));
+    }
     if !summary.errors.is_empty() {
         return Err(CliError::Runtime(format!(
             "{} error(s); first: {}",
-            summary.errors.len(),
+            summary.error_count.max(summary.errors.len() as u64),
             summary.errors[0]
         )));
     }

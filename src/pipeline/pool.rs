@@ -2,7 +2,7 @@
 //! handle that stops them (drain first, then hard).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,6 +31,11 @@ pub struct PoolOptions {
     pub wait_for_source: bool,
     /// Prefix of worker names (the process id is added).
     pub name_prefix: String,
+    /// Store failures in a row (across all workers, e.g. a full disk or a
+    /// read-only file system) after which the pool stops claiming and reports
+    /// the cause through [`StopHandle::halted`]. Between failures each worker
+    /// backs off, so the bound is reached in seconds, not in a spin.
+    pub max_store_failures: u32,
 }
 
 impl Default for PoolOptions {
@@ -42,6 +47,7 @@ impl Default for PoolOptions {
             idle_wait_cap: Duration::from_secs(1),
             wait_for_source: true,
             name_prefix: "worker".into(),
+            max_store_failures: 10,
         }
     }
 }
@@ -62,6 +68,14 @@ pub struct StopHandle {
     hard: Arc<AtomicBool>,
     cancel: Arc<Mutex<Option<Sender<()>>>>,
     store: Store,
+    failures: Arc<Failures>,
+}
+
+/// Store failures in a row across the pool, and why the pool halted if it did.
+#[derive(Default)]
+struct Failures {
+    in_row: AtomicU32,
+    halted: Mutex<Option<String>>,
 }
 
 impl StopHandle {
@@ -77,6 +91,52 @@ impl StopHandle {
         self.hard.store(true, Ordering::SeqCst);
         self.cancel.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
+
+    /// Why the pool stopped by itself, if it did: a damaged or unusable store,
+    /// or `max_store_failures` store failures in a row. One line naming the cause.
+    pub fn halted(&self) -> Option<String> {
+        self.failures
+            .halted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A step succeeded: the store works again.
+    fn store_worked(&self) {
+        self.failures.in_row.store(0, Ordering::SeqCst);
+    }
+
+    /// A step failed with `e`. Returns the failures in a row so far, or `None`
+    /// if the pool halted (a fatal error, or the bound reached).
+    fn store_failed(&self, e: &Error, limit: u32) -> Option<u32> {
+        let in_row = self
+            .failures
+            .in_row
+            .fetch_add(1, Ordering::SeqCst)
+            .saturating_add(1);
+        let fatal = e.is_corrupt() || e.is_config();
+        if !fatal && in_row < limit.max(1) {
+            return Some(in_row);
+        }
+        let why = if fatal {
+            e.to_string()
+        } else {
+            format!("stopped after {in_row} store failures in a row: {e}")
+        };
+        let mut halted = self.failures.halted.lock().unwrap_or_else(|e| e.into_inner());
+        halted.get_or_insert(why.replace('\n', " "));
+        drop(halted);
+        self.stop_claiming();
+        None
+    }
+}
+
+/// The pause after the `in_row`-th store failure in a row: doubling from 50 ms
+/// to 2 s, with jitter so workers do not retry in step.
+fn failure_backoff(in_row: u32) -> Duration {
+    let base = 50u64 << in_row.saturating_sub(1).min(5);
+    Duration::from_millis(base.min(2_000) + fastrand::u64(0..50))
 }
 
 /// N worker threads over one pipeline. Dropping the pool stops it hard and
@@ -107,6 +167,7 @@ impl WorkerPool {
             hard: Arc::new(AtomicBool::new(false)),
             cancel: Arc::new(Mutex::new(Some(cancel_tx))),
             store: pipeline.store.clone(),
+            failures: Arc::default(),
         };
         let mut pool = WorkerPool {
             threads: Vec::new(),
@@ -189,19 +250,22 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
         });
         match outcome {
             Ok(Processed::Idle) => {
+                stop.store_worked();
                 if !idle_wait(store, opts, token) {
                     return;
                 }
             }
-            Ok(done) => send(events, worker, Ok(done)),
+            Ok(done) => {
+                stop.store_worked();
+                send(events, worker, Ok(done));
+            }
             Err(e) => {
-                let fatal = e.is_corrupt() || e.is_config();
+                // Sent first, so a watcher shows each failure as it happens.
                 send(events, worker, Err(e.to_string()));
-                if fatal {
-                    stop.stop_claiming();
-                    return;
+                match stop.store_failed(&e, opts.max_store_failures) {
+                    Some(in_row) => std::thread::sleep(failure_backoff(in_row)),
+                    None => return,
                 }
-                std::thread::sleep(Duration::from_millis(50 + fastrand::u64(0..100)));
             }
         }
     }
