@@ -11,6 +11,9 @@
 //!   one `Store` (group commit).
 //! - `store_batch32/{normal,full}`: `claim_batch(32)` + `complete_many`.
 //! - `claim_latency/*`: one claim with 10k vs 1M queued, 1M indexed, 10k live leases ahead.
+//! - `outbox_secure_delete/{on,off}`: claim + complete with a 16 KiB result for
+//!   the sink + its delivery (the delete that `secure_delete` zeroes), one
+//!   document at a time: the cost of not leaving delivered text in free pages.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,7 +21,8 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
-use leasehold::{NewDoc, Store, StoreOptions, Synchronous};
+use leasehold::store::Drain;
+use leasehold::{Completion, NewDoc, Store, StoreOptions, Synchronous};
 use rusqlite::{params, Connection, TransactionBehavior};
 
 const THREADS: [usize; 3] = [1, 4, 16];
@@ -224,6 +228,43 @@ fn bench_claim_latency(c: &mut Criterion) {
     g.finish();
 }
 
+/// One document through the outbox: claim, complete with text for the sink,
+/// claim the batch, delivered. With and without `secure_delete`.
+fn bench_outbox_secure_delete(c: &mut Criterion) {
+    let mut g = c.benchmark_group("outbox_secure_delete");
+    g.throughput(Throughput::Elements(1));
+    let text = "private words of an extracted document ".repeat(420);
+    for on in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("outbox.db");
+        let store = Store::open(&path, opts(Synchronous::Normal).secure_delete(on)).unwrap();
+        g.bench_function(if on { "on" } else { "off" }, |b| {
+            b.iter_custom(|iters| {
+                bulk_enqueue(&path, iters, "discovered", 0);
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let claim = store.claim("w").unwrap().expect("queued");
+                    let done = Completion {
+                        deliver: Some(&text),
+                        ..Completion::new("r", "s")
+                    };
+                    assert!(store.finish(claim, done).unwrap().is_accepted());
+                    let Drain::Send(batch) = store
+                        .outbox()
+                        .claim(1, Duration::from_secs(60), Duration::ZERO)
+                        .unwrap()
+                    else {
+                        panic!("the result was not in the outbox");
+                    };
+                    assert_eq!(store.outbox().delivered(&batch).unwrap(), 1);
+                }
+                start.elapsed()
+            })
+        });
+    }
+    g.finish();
+}
+
 /// Of 16 threads hammering claim + complete on one store, how much does the
 /// least-served get, relative to the mean? Printed, not asserted.
 fn fairness() {
@@ -271,7 +312,7 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_raw_vs_store, bench_claim_latency
+    targets = bench_raw_vs_store, bench_claim_latency, bench_outbox_secure_delete
 }
 
 fn main() {

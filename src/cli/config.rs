@@ -235,13 +235,25 @@ fn load_file_config(g: &Global) -> Result<Option<FileConfig>, CliError> {
 /// defaults are used.
 fn paths(g: &Global) -> Result<(PathBuf, PathBuf), CliError> {
     if (g.db.is_none() || g.mirror.is_none()) && !g.data.exists() {
-        std::fs::create_dir_all(&g.data).map_err(|e| {
+        create_private_dir(&g.data).map_err(|e| {
             CliError::Config(format!("{}: cannot create data directory: {e}", g.data.display()))
         })?;
     }
     let db = g.db.clone().unwrap_or_else(|| g.data.join("leasehold.db"));
     let mirror = g.mirror.clone().unwrap_or_else(|| g.data.join("mirror"));
     Ok((db, mirror))
+}
+
+/// Create the data directory owner-only (0700 whatever the umask): it holds
+/// the queue, the outbox and the mirror, all private text. Parents it creates
+/// get the same mode; an existing directory is left as its owner made it.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 fn store_options(g: &Global, lease: Duration) -> StoreOptions {

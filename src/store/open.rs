@@ -47,6 +47,9 @@ pub(crate) type Pool = r2d2::Pool<SqliteConnectionManager>;
 pub(crate) fn open_pool(path: &Path, opts: &StoreOptions) -> Result<Pool> {
     check_location(path)?;
     let exists = path.exists();
+    if !exists {
+        create_private(path)?;
+    }
     let mut conn = open_connection(path, exists)?;
     configure(&conn, opts, path)?;
     let version = read_user_version(&conn, path)?;
@@ -102,6 +105,39 @@ fn check_location(path: &Path) -> Result<()> {
     }
 }
 
+/// Owner-only access for the database: the queue names every document, and
+/// the outbox holds extracted text.
+const FILE_MODE: u32 = 0o600;
+
+/// Create the database file owner-only before SQLite would (SQLite creates it
+/// 0644 less the umask, and gives its `-wal` and `-shm` the database's own
+/// mode, so this one file decides all three). The mode is set explicitly after
+/// creating, since `open`'s mode is masked by the umask. A file another process
+/// created first is left as it is: that process made it the same way.
+fn create_private(path: &Path) -> Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .open(path);
+    let file = match created {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => {
+            return Err(Error::CannotOpen {
+                path: path.to_path_buf(),
+                detail: format!("cannot create the database file: {e}"),
+            })
+        }
+    };
+    file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
+        .map_err(|e| Error::CannotOpen {
+            path: path.to_path_buf(),
+            detail: format!("cannot make the database file private: {e}"),
+        })
+}
+
 fn open_connection(path: &Path, exists: bool) -> Result<Connection> {
     let mut flags =
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
@@ -140,6 +176,9 @@ fn configure_raw(conn: &Connection, opts: &StoreOptions) -> rusqlite::Result<()>
     // times the pool is most of a run's memory on a large store. 512 KiB still
     // holds every interior page a claim or a fenced write touches.
     conn.pragma_update(None, "cache_size", -512)?;
+    // Deleted rows (a delivered outbox row holds a document's whole text) are
+    // overwritten with zeros rather than left readable in free pages.
+    conn.pragma_update(None, "secure_delete", opts.secure_delete)?;
     Ok(())
 }
 

@@ -76,6 +76,10 @@ pub struct StoreOptions {
     pub clock: Arc<dyn Clock>,
     /// The cap of the outbox of results waiting for a sink.
     pub outbox: OutboxCap,
+    /// Overwrite deleted rows with zeros (SQLite's `secure_delete`), so that a
+    /// delivered outbox row's text does not stay readable in free pages. On
+    /// by default; turn it off only for a store that holds nothing private.
+    pub secure_delete: bool,
 }
 
 impl Default for StoreOptions {
@@ -93,6 +97,7 @@ impl Default for StoreOptions {
                 max_age_ms: 24 * 3600 * 1000,
                 max_bytes: 256 * 1024 * 1024,
             },
+            secure_delete: true,
         }
     }
 }
@@ -138,6 +143,12 @@ impl StoreOptions {
     /// The outbox's cap (age and bytes).
     pub fn outbox(mut self, cap: OutboxCap) -> Self {
         self.outbox = cap;
+        self
+    }
+
+    /// Sets [`StoreOptions::secure_delete`].
+    pub fn secure_delete(mut self, on: bool) -> Self {
+        self.secure_delete = on;
         self
     }
 
