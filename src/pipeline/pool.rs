@@ -310,3 +310,68 @@ fn send(events: Option<&Sender<Event>>, worker: &Worker, outcome: std::result::R
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle(dir: &tempfile::TempDir) -> StopHandle {
+        let store = Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap();
+        StopHandle {
+            stop_claiming: Arc::new(AtomicBool::new(false)),
+            hard: Arc::new(AtomicBool::new(false)),
+            cancel: Arc::new(Mutex::new(None)),
+            store,
+            failures: Arc::default(),
+        }
+    }
+
+    fn disk_full() -> Error {
+        Error::DiskFull { path: "q.db".into() }
+    }
+
+    #[test]
+    fn failures_in_a_row_halt_the_pool_at_the_bound_and_a_success_resets_the_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = handle(&dir);
+        for n in 1..3 {
+            assert_eq!(h.store_failed(&disk_full(), 3), Some(n));
+        }
+        h.store_worked();
+        assert_eq!(h.store_failed(&disk_full(), 3), Some(1));
+        assert_eq!(h.store_failed(&disk_full(), 3), Some(2));
+        assert_eq!(h.halted(), None);
+        assert_eq!(h.store_failed(&disk_full(), 3), None);
+        assert!(h.stop_claiming.load(Ordering::SeqCst));
+        let why = h.halted().unwrap();
+        assert!(
+            why.starts_with("stopped after 3 store failures in a row: "),
+            "{why}"
+        );
+    }
+
+    /// A panic caught around a worker step is a bug report, not a configuration
+    /// error: the pool goes on (issue 11, point 9).
+    #[test]
+    fn a_caught_panic_does_not_stop_the_pool_but_a_corrupt_store_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = handle(&dir);
+        let panic = Error::Internal("worker step panicked: boom".into());
+        assert_eq!(h.store_failed(&panic, 10), Some(1));
+        assert!(!h.stop_claiming.load(Ordering::SeqCst));
+        let corrupt = Error::Corrupt {
+            path: "q.db".into(),
+            detail: "malformed".into(),
+        };
+        assert_eq!(h.store_failed(&corrupt, 10), None);
+        assert!(h.halted().unwrap().contains("corrupt store"));
+    }
+
+    #[test]
+    fn the_pause_between_failures_grows_to_two_seconds() {
+        assert!(failure_backoff(1) < Duration::from_millis(100));
+        assert!(failure_backoff(3) >= Duration::from_millis(200));
+        assert!(failure_backoff(30) >= Duration::from_millis(1_600));
+        assert!(failure_backoff(30) <= Duration::from_millis(2_050));
+    }
+}
