@@ -199,6 +199,26 @@ impl Gate {
         })
     }
 
+    /// If `account`'s lock has run out and nobody holds its probe slot, take
+    /// the slot and make `request` as the probe: its answer opens or re-locks
+    /// the account for everyone, and the notice goes out. Makes no request
+    /// otherwise (open, still locked, or another process is probing): this
+    /// is how a lock that nobody is waiting on still ends on time.
+    pub fn probe_if_due(
+        &self,
+        account: &Account,
+        request: impl FnOnce(&Account) -> Result<(), UpstreamError>,
+    ) -> Result<Option<GateChange>, GateError> {
+        let store = self.store.accounts();
+        let Admission::Probe(permit) = store.admit(&account.name, &self.holder, &self.policy)? else {
+            return Ok(None);
+        };
+        let answer = answer_for(&request(account), self.store.now());
+        let change = store.report(&account.name, Some(&permit), &answer, &self.policy)?;
+        self.send_notices();
+        Ok(Some(change))
+    }
+
     /// [`Gate::call`], waiting out locks (unless `wait` is false) and rate
     /// limits; `on_wait` is told each time the caller starts waiting.
     pub fn call_waiting<T>(
