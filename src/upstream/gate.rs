@@ -6,7 +6,7 @@
 //! request only if allowed, and report the answer, all in short transactions in
 //! the jobs database, so that every process sharing the file acts as one body.
 //! The rules themselves (locks, epochs, probes, notices) live next to their
-//! SQL in `store/gate.rs`; this module decides what an HTTP answer means for
+//! SQL in `store/gate/`; this module decides what an HTTP answer means for
 //! them and what a caller does while it waits.
 
 use std::time::Duration;

@@ -16,6 +16,12 @@
 //! - probe success: open for everyone and a recovery notice (outage, probes,
 //!   results held and dropped); probe rejection: locked for another TTL;
 //!   a transient probe answer frees the slot without counting.
+//!
+//! Every lock is told (a lock notice, or the shared-cause notice of a pool
+//! whose accounts lock together; an account that locks after that notice gets
+//! its own), and every recovery is told, by a probe or by `auth unlock`.
+//! `probe_due` lists the locks that ran out with the slot free, so a
+//! background courier can probe an account nobody is about to use.
 
 use rusqlite::{params, Connection};
 
