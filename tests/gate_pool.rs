@@ -5,7 +5,8 @@
 //!
 //! Three in-process gates (one per account, as three `work` processes would
 //! spread) and the real `leasehold auth unlock` share one database file and one
-//! clock: the clock-offset file every `leasehold` process reads.
+//! clock: the clock-offset file every `leasehold` process reads. A second test
+//! checks the same with a real `leasehold work` process that has nothing to do.
 
 mod common;
 
@@ -183,4 +184,27 @@ fn content_requests(env: &Env) -> usize {
         .iter()
         .filter(|r| r.path.ends_with("/content"))
         .count()
+}
+
+/// The wiring in `leasehold work`: an account locked with nothing queued (no
+/// worker will ever fetch with it) is probed by the process's courier when
+/// its lock runs out, and the recovery notice goes out.
+#[test]
+fn a_work_process_with_nothing_to_do_still_ends_a_lock_on_time() {
+    let mut env = Env::new(0);
+    env.up.set_mode(USER, Mode::Reject401);
+    let out = env.run(&["discover", "--no-wait"]);
+    assert!(!out.status.success(), "the listing is refused");
+    assert_eq!(env.account_state("main"), "locked");
+    let workers = env.workers(1);
+    env.up.set_mode(USER, Mode::Accept);
+    let before = env.up.requests(USER);
+    env.quiet_for(USER, 1, "nobody calls while the lock holds");
+    env.jump(common::gate_env::HOUR_MS + 1_000);
+    common::gate_env::wait_for(30, "the recovery notice", || env.received("recovery") == 1);
+    assert_eq!(env.account_state("main"), "open");
+    assert_eq!(env.up.requests(USER), before + 1, "one probe");
+    env.stop(workers);
+    assert_eq!(env.received("recovery"), 1);
+    env.assert_no_secret();
 }
