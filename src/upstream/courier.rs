@@ -4,7 +4,7 @@
 //!
 //! That last duty is why a lock ends on time even on an account no process
 //! holds (a pool's spare, a sink with an empty outbox): every courier looks
-//! (one read) at most once a [`PROBE_SWEEP_EVERY`]; the probe slot, taken
+//! (one read) at most once a second; the probe slot, taken
 //! set-if-absent in a write transaction, lets exactly one process across all
 //! of them make the probe request, and its answer writes the recovery or
 //! reminder notice like any other probe.
