@@ -248,6 +248,51 @@ fn two_accounts_locked_within_a_ttl_make_one_shared_cause_notice() {
 }
 
 #[test]
+fn a_third_account_locked_after_the_shared_cause_notice_is_told_and_so_is_its_recovery() {
+    let t = TempStore::new();
+    let s = t.handle(30_000);
+    for a in ["a", "b", "c"] {
+        s.accounts().report(a, None, &rejected(), &POLICY).unwrap();
+        t.clock.advance(Duration::from_millis(1_000));
+    }
+    assert_eq!(notices_of(&s, "shared_cause"), 1, "a and b");
+    let locks: Vec<String> = s
+        .notices()
+        .all()
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.kind == "lock")
+        .map(|n| n.account)
+        .collect();
+    assert_eq!(
+        locks,
+        ["a", "c"],
+        "c locked while the shared-cause notice was recent"
+    );
+    for a in ["a", "b", "c"] {
+        assert!(s.accounts().unlock(a, "test").unwrap());
+    }
+    assert_eq!(notices_of(&s, "recovery"), 3, "every recovery is told");
+}
+
+#[test]
+fn probe_due_lists_locks_that_ran_out_with_the_slot_free() {
+    let t = TempStore::new();
+    let s = t.handle(30_000);
+    s.accounts().report("a", None, &rejected(), &POLICY).unwrap();
+    t.clock.advance(Duration::from_millis(2_000));
+    s.accounts().report("b", None, &rejected(), &POLICY).unwrap();
+    assert!(s.accounts().probe_due().unwrap().is_empty(), "both still locked");
+    t.clock.advance(Duration::from_millis(8_000));
+    assert_eq!(s.accounts().probe_due().unwrap(), ["a"]);
+    // Someone takes a's slot: not due again until the slot runs out.
+    permit(s.accounts().admit("a", "p", &POLICY).unwrap());
+    assert!(s.accounts().probe_due().unwrap().is_empty());
+    t.clock.advance(Duration::from_millis(2_000));
+    assert_eq!(s.accounts().probe_due().unwrap(), ["a", "b"]);
+}
+
+#[test]
 fn pool_holds_are_sticky_and_spread_over_open_accounts() {
     let t = TempStore::new();
     let s = t.handle(30_000);

@@ -199,10 +199,13 @@ pub fn settle_courier(
 }
 
 /// Start the courier beside a pool when a configuration file is in use (its
-/// notices and expiry always; the outbox when a sink is configured).
+/// notices, expiry and probes of locks that ran out always; the outbox when a
+/// sink is configured).
 pub fn start_courier(cfg: &Config) -> Option<CourierHandle> {
     let up = cfg.upstream.as_ref()?;
-    match Courier::new(std::sync::Arc::clone(&up.gate), up.sink.clone()).start() {
+    let courier =
+        Courier::new(std::sync::Arc::clone(&up.gate), up.sink.clone()).probing_accounts_of(&up.file);
+    match courier.start() {
         Ok(handle) => Some(handle),
         Err(e) => {
             eprintln!("leasehold: notices and the outbox wait: cannot start the courier: {e}");

@@ -6,7 +6,7 @@
 //! request only if allowed, and report the answer, all in short transactions in
 //! the jobs database, so that every process sharing the file acts as one body.
 //! The rules themselves (locks, epochs, probes, notices) live next to their
-//! SQL in `store/gate.rs`; this module decides what an HTTP answer means for
+//! SQL in `store/gate/`; this module decides what an HTTP answer means for
 //! them and what a caller does while it waits.
 
 use std::time::Duration;
@@ -197,6 +197,26 @@ impl Gate {
                 locked_until,
             }
         })
+    }
+
+    /// If `account`'s lock has run out and nobody holds its probe slot, take
+    /// the slot and make `request` as the probe: its answer opens or re-locks
+    /// the account for everyone, and the notice goes out. Makes no request
+    /// otherwise (open, still locked, or another process is probing): this
+    /// is how a lock that nobody is waiting on still ends on time.
+    pub fn probe_if_due(
+        &self,
+        account: &Account,
+        request: impl FnOnce(&Account) -> Result<(), UpstreamError>,
+    ) -> Result<Option<GateChange>, GateError> {
+        let store = self.store.accounts();
+        let Admission::Probe(permit) = store.admit(&account.name, &self.holder, &self.policy)? else {
+            return Ok(None);
+        };
+        let answer = answer_for(&request(account), self.store.now());
+        let change = store.report(&account.name, Some(&permit), &answer, &self.policy)?;
+        self.send_notices();
+        Ok(Some(change))
     }
 
     /// [`Gate::call`], waiting out locks (unless `wait` is false) and rate

@@ -193,10 +193,20 @@ fn lock(
     )?;
     event(tx, now, account, "locked", epoch, Some(error))?;
     // Another account locked within one `lock_ttl`, and still locked: the
-    // cause is likely shared (an upstream outage, a changed policy).
+    // cause is likely shared (an upstream outage, a changed policy). One
+    // shared-cause notice tells every account locked so far; an account that
+    // locks after it still gets a lock notice of its own, naming the others,
+    // so that no lock (and so no recovery) goes untold.
     let locked = recently_locked(tx, now, p)?;
-    if locked.iter().any(|name| name != account) {
+    let shared = locked.iter().any(|name| name != account);
+    if shared && !shared_cause_recent(tx, now, p)? {
         shared_cause_notice(tx, now, p, account, &locked)?;
+    } else if shared {
+        let what = format!(
+            "locked too (likely the shared cause already reported; locked now: {})",
+            locked.join(", ")
+        );
+        lock_notice(tx, now, account, incident, &what)?;
     } else if notice_due(r, now, p) {
         lock_notice(tx, now, account, incident, "locked")?;
     }
@@ -236,6 +246,8 @@ pub(super) fn shared_cause_active(tx: &Connection, now: Millis, p: &GatePolicy) 
     Ok(recently_locked(tx, now, p)?.len() >= 2 && shared_cause_recent(tx, now, p)?)
 }
 
+/// The one notice for accounts locked together; the caller checked that no
+/// other shared-cause notice is recent.
 fn shared_cause_notice(
     tx: &Connection,
     now: Millis,
@@ -243,9 +255,6 @@ fn shared_cause_notice(
     account: &str,
     locked: &[String],
 ) -> rusqlite::Result<()> {
-    if shared_cause_recent(tx, now, p)? {
-        return Ok(());
-    }
     tx.execute(
         "INSERT INTO meta (name, value) VALUES (?1, ?2)
          ON CONFLICT (name) DO UPDATE SET value = excluded.value",
@@ -297,8 +306,6 @@ fn lock_notice(
     )
 }
 
-/// Locked -> open, with the recovery notice. Only after a lock notice went out
-/// for this incident (or an earlier one of the same `notify_every` window).
 /// How a lock ended.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Recovery {
@@ -317,6 +324,8 @@ impl Recovery {
     }
 }
 
+/// Locked -> open, with the recovery notice. Every lock is told (a lock
+/// notice or a shared-cause notice), so every recovery is told too.
 fn recover(
     tx: &Connection,
     now: Millis,
@@ -344,26 +353,24 @@ fn recover(
          WHERE parked_on = ?2 AND status = 'retrying'",
     )?
     .execute(params![now, account])?;
-    if r.lock_notice_at.is_some() {
-        let outage = now - r.locked_at.unwrap_or(now);
-        let dropped = dropped - r.dropped_at_lock;
-        let message = format!(
-            "account {account} works again ({how}) after {} s; {probes} probe(s); \
-             {held} result(s) held in the outbox, {dropped} dropped",
-            outage / 1000
-        );
-        notice(
-            tx,
-            now,
-            account,
-            "recovery",
-            &message,
-            &serde_json::json!({
-                "epoch": r.epoch, "outage_ms": outage, "probes": probes,
-                "held": held, "dropped": dropped,
-            }),
-        )?;
-    }
+    let outage = now - r.locked_at.unwrap_or(now);
+    let dropped = dropped - r.dropped_at_lock;
+    let message = format!(
+        "account {account} works again ({how}) after {} s; {probes} probe(s); \
+         {held} result(s) held in the outbox, {dropped} dropped",
+        outage / 1000
+    );
+    notice(
+        tx,
+        now,
+        account,
+        "recovery",
+        &message,
+        &serde_json::json!({
+            "epoch": r.epoch, "outage_ms": outage, "probes": probes,
+            "held": held, "dropped": dropped,
+        }),
+    )?;
     Ok(GateChange::Recovered { epoch: r.epoch })
 }
 

@@ -16,6 +16,12 @@
 //! - probe success: open for everyone and a recovery notice (outage, probes,
 //!   results held and dropped); probe rejection: locked for another TTL;
 //!   a transient probe answer frees the slot without counting.
+//!
+//! Every lock is told (a lock notice, or the shared-cause notice of a pool
+//! whose accounts lock together; an account that locks after that notice gets
+//! its own), and every recovery is told, by a probe or by `auth unlock`.
+//! `probe_due` lists the locks that ran out with the slot free, so a
+//! background courier can probe an account nobody is about to use.
 
 use rusqlite::{params, Connection};
 
@@ -28,6 +34,15 @@ mod read;
 pub(crate) use incident::{admit, report, unlock};
 pub(crate) use pool::{expiry, hold, unhold};
 pub(crate) use read::{blocked_until, history, states};
+
+impl super::Accounts<'_> {
+    /// The accounts whose lock has run out and whose probe slot is free (a
+    /// read): whoever asks `admit` for one of them next makes the probe.
+    pub fn probe_due(&self) -> crate::error::Result<Vec<String>> {
+        let now = self.0.now();
+        self.0.read(|c| read::probe_due(c, now))
+    }
+}
 
 /// The gate's timings, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -32,6 +32,20 @@ pub(crate) fn blocked_until(
     })
 }
 
+/// Accounts whose lock has run out with its probe slot free: the next
+/// `admit` of any of them grants the probe. Nobody may be about to use them
+/// (no holder, or holders with nothing to do), so a background sweep probes
+/// them rather than leaving them locked until someone does.
+pub(crate) fn probe_due(c: &Connection, now: Millis) -> rusqlite::Result<Vec<String>> {
+    let mut s = c.prepare_cached(
+        "SELECT name FROM accounts
+         WHERE state = 'locked' AND locked_until <= ?1 AND (probe_until IS NULL OR probe_until <= ?1)
+         ORDER BY name",
+    )?;
+    let names = s.query_map([now], |r| r.get(0))?;
+    names.collect()
+}
+
 /// The gate's history of `account`, oldest first.
 pub(crate) fn history(c: &Connection, account: &str) -> rusqlite::Result<Vec<GateEvent>> {
     let mut s =
