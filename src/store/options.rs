@@ -92,7 +92,7 @@ impl Default for StoreOptions {
         StoreOptions {
             lease: Duration::from_secs(30),
             max_attempts: 5,
-            max_lost_leases: 10,
+            max_lost_leases: 20,
             backoff: Backoff::default(),
             synchronous: Synchronous::Normal,
             pool_size: 8,
