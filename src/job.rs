@@ -24,8 +24,9 @@ impl fmt::Display for JobId {
 pub enum Status {
     /// Enqueued, never claimed (or re-queued after a change/release). Left by a claim.
     Discovered,
-    /// Owned by a claim until its lease runs out. Left by complete/fail/release,
-    /// or by a re-claim once the lease has expired.
+    /// Owned by a claim until its lease is over (expired, or granted after now
+    /// because the clock went back). Left by complete/fail/release, or by a
+    /// re-claim once the lease is over (a lost lease, counted apart from attempts).
     Extracting,
     /// Accepted result. Left only when the source changes (re-enqueue) or by `retry`.
     Indexed,
