@@ -179,3 +179,21 @@ INSERT INTO outbox_totals (id) VALUES (1);
 -- exactly the rows parked on it (a coincidence of timestamps never decides).
 ALTER TABLE jobs ADD COLUMN parked_on TEXT;
 CREATE INDEX jobs_parked_on ON jobs (parked_on) WHERE parked_on IS NOT NULL;
+
+-- version: 4
+
+-- The lease length (ms) of the latest claim or renewal of the row. Processes
+-- may run with different leases, so the row says which one its expiry was
+-- counted from: a lease whose expiry lies further ahead than now plus its
+-- length was granted "in the future" (the clock went back) and counts as
+-- expired. NULL for leases granted before this version (they expire as before).
+ALTER TABLE jobs ADD COLUMN lease_ms INTEGER CHECK (lease_ms IS NULL OR lease_ms > 0);
+-- Claims of the current version whose lease expired and was taken over: the
+-- worker died or stalled. A takeover refunds the lost claim's attempt and counts
+-- here instead, so that crashed workers do not make a healthy document dead;
+-- a document that keeps losing its worker dies at a separate, larger cap.
+ALTER TABLE jobs ADD COLUMN lost_leases INTEGER NOT NULL DEFAULT 0 CHECK (lost_leases >= 0);
+-- When the lease of an extracting row was granted (expiry minus length): an
+-- index seek finds leases granted after now (the clock went back) without
+-- walking the live ones. Queries must repeat the expression and the WHERE term.
+CREATE INDEX jobs_lease_granted ON jobs (lease_expires_at - lease_ms) WHERE status = 'extracting';

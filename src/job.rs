@@ -24,8 +24,9 @@ impl fmt::Display for JobId {
 pub enum Status {
     /// Enqueued, never claimed (or re-queued after a change/release). Left by a claim.
     Discovered,
-    /// Owned by a claim until its lease runs out. Left by complete/fail/release,
-    /// or by a re-claim once the lease has expired.
+    /// Owned by a claim until its lease is over (expired, or granted after now
+    /// because the clock went back). Left by complete/fail/release, or by a
+    /// re-claim once the lease is over (a lost lease, counted apart from attempts).
     Extracting,
     /// Accepted result. Left only when the source changes (re-enqueue) or by `retry`.
     Indexed,
@@ -107,7 +108,8 @@ pub struct Claim {
     pub token: String,
     /// +1 on every claim of this document, never reused: names the mirror generation.
     pub fence: i64,
-    /// Attempts spent, including this one.
+    /// Attempts spent, including this one. A takeover of a lost lease does not
+    /// spend one (the lost claim's is refunded).
     pub attempts: i64,
     /// When the lease runs out unless renewed.
     pub lease_expires_at: Millis,
@@ -250,6 +252,10 @@ pub struct Job {
     pub attempts: i64,
     /// Attempts allowed before the document is given up as [`Status::Dead`].
     pub max_attempts: i64,
+    /// Claims of this version whose lease was over (the worker died or stalled,
+    /// or the clock went back) and that another claim took over. Each refunded
+    /// its attempt; past the store's `max_lost_leases` the document is dead.
+    pub lost_leases: i64,
     /// When a retrying or parked document becomes claimable again (ms from the
     /// injected clock).
     pub retry_at: Option<Millis>,

@@ -275,3 +275,134 @@ fn an_unknown_crash_point_is_reported_and_inert() {
     );
     assert!(rows(data.path()).values().all(|r| r.status == "indexed"));
 }
+
+/// Poll the database until a row is being extracted; bounded.
+fn wait_for_extracting(data: &Path) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        if data.join("leasehold.db").exists() {
+            if let Some((key, _)) = rows(data).into_iter().find(|(_, r)| r.status == "extracting") {
+                return key;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "no document was claimed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Run `cmd` to its end, or kill it after `limit` and say so.
+fn output_within(mut cmd: Command, limit: std::time::Duration) -> (Output, bool) {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        let fired = done_rx.recv_timeout(limit).is_err();
+        if fired {
+            // SAFETY: kill(2) on a child we spawned and have not reaped yet.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        fired
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = done_tx.send(());
+    (out, watchdog.join().unwrap())
+}
+
+/// Issue 11, point 7: a worker killed holding a 2 s lease, then the clock set
+/// back an hour (for every process, through the test clock file). The next
+/// `work --until-empty` takes the dead worker's document over at once instead
+/// of waiting out the hour, and the takeover spends no attempt.
+#[test]
+fn a_dead_workers_lease_does_not_outlive_a_clock_set_back_an_hour() {
+    let corpus = corpus();
+    let data = tempfile::tempdir().unwrap();
+    let clock = data.path().join("clock-offset");
+    let base = |args: &[&str]| {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--data")
+            .arg(data.path())
+            .args(["--lease", "2s", "--workers", "1"])
+            .args(args)
+            .env("LEASEHOLD_TEST_CLOCK_FILE", &clock)
+            .env_remove(CRASH_AT_ENV)
+            .env_remove(CRASH_AFTER_N_ENV);
+        cmd
+    };
+    let discovered = base(&["discover", corpus.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(discovered.status.success(), "{}", describe(&discovered));
+    // A worker whose extraction takes a minute: it holds its lease, renewing.
+    let mut holder = base(&["work", "--until-empty"])
+        .env("LEASEHOLD_TEST_EXTRACTOR", "sleep:60000:60000")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let held = wait_for_extracting(data.path());
+    holder.kill().unwrap(); // SIGKILL
+    holder.wait().unwrap();
+    std::fs::write(&clock, (-3_600_000i64).to_string()).unwrap();
+
+    // Without the rule it would wait out the hour; the watchdog calls that hung.
+    let (out, hung) = output_within(
+        base(&["work", "--until-empty"]),
+        std::time::Duration::from_secs(300),
+    );
+    assert!(!hung, "work --until-empty waited for the far-future expiry");
+    assert!(out.status.success(), "{}", describe(&out));
+    let rows = rows(data.path());
+    assert!(rows.values().all(|r| r.status == "indexed"), "{rows:?}");
+    assert_eq!(rows[&held].claimed, 2, "{rows:?}");
+    let c = rusqlite::Connection::open(data.path().join("leasehold.db")).unwrap();
+    let (attempts, lost): (i64, i64) = c
+        .query_row(
+            "SELECT attempts, lost_leases FROM jobs WHERE doc_key = ?1",
+            [&held],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((attempts, lost), (1, 1), "the takeover spent no attempt");
+    // `inspect` shows the lost lease.
+    let inspect = base(&["inspect", &held]).output().unwrap();
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    assert!(text.contains("lost leases 1"), "{}", describe(&inspect));
+}
+
+/// Issue 11, point 8: a document that crashes its extraction child (isolated
+/// mode) is the document's fault: dead within two attempts, with the crash as
+/// its reason, while the healthy documents beside it are indexed.
+#[test]
+fn a_document_that_crashes_its_extractor_is_dead_within_two_attempts() {
+    let corpus = corpus();
+    let mut crash = leasehold::testing::CHILD_FAULT_MARKER.to_vec();
+    crash.extend_from_slice(b"abort");
+    std::fs::write(corpus.path().join("crash.txt"), crash).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let env = [(leasehold::testing::CHILD_FAULT_ENV, "1".to_owned())];
+    let out = leasehold(
+        data.path(),
+        &["run", corpus.path().to_str().unwrap(), "--json"],
+        &env,
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let rows = rows(data.path());
+    let crashed = &rows["crash.txt"];
+    assert_eq!(crashed.status, "dead", "{crashed:?}");
+    assert!((1..=2).contains(&crashed.claimed), "{crashed:?}");
+    let c = rusqlite::Connection::open(data.path().join("leasehold.db")).unwrap();
+    let why: String = c
+        .query_row(
+            "SELECT last_error FROM jobs WHERE doc_key = 'crash.txt'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(why.contains("extractor crashed"), "{why}");
+    let healthy = rows.iter().filter(|(k, _)| k.as_str() != "crash.txt");
+    assert!(healthy.clone().count() == DOCS && healthy.into_iter().all(|(_, r)| r.status == "indexed"));
+}

@@ -18,19 +18,24 @@
 //!   owner's result; no other step ever changes a result;
 //! - attempts never exceed max_attempts, and no claim hands out an exhausted
 //!   document: it is moved to `dead` on the claim that meets it;
+//! - a takeover of a lease that is over (expired, or granted after now because
+//!   the clock went back) refunds the lost claim's attempt and counts a lost
+//!   lease; a document dies at `MAX_LOST_LEASES` lost leases;
 //! - a claim that returns nothing leaves nothing claimable behind;
 //! - a failure's `retry_at` lies inside the backoff window (the jitter is random,
 //!   so the model reads the value the store chose after checking its bounds).
 //!
 //! The model follows the store's claim order: expired leases by
-//! `lease_expires_at`, then due retries by `retry_at`, then discovered rows by id.
+//! `lease_expires_at`, then leases granted after now by their grant time
+//! (expiry minus length), then due retries by `retry_at`, then discovered rows by id.
 //! Ties are broken by id, which is what the partial indexes on those columns yield;
 //! DESIGN §3 itself only says "picks a claimable row".
 //!
 //! Actors keep every claim they ever received, stale ones included, so that late
 //! writes from workers who lost their lease are tried all the time. The clock is
 //! a shared [`leasehold::ManualClock`] that moves forward by up to two leases and
-//! sometimes a little backwards.
+//! sometimes backwards (a little, or by several leases). Actors run with
+//! different lease lengths, as processes started with different `--lease` do.
 //!
 //! `LEASEHOLD_MODEL_CASES` sets the number of cases (default 64, of up to 60 steps
 //! each: about two seconds in release mode). The long mode:
@@ -61,6 +66,7 @@ const DOCS: usize = 5;
 const MAX_STEPS: usize = 60;
 const LEASE_MS: Millis = 10;
 const MAX_ATTEMPTS: i64 = 3;
+const MAX_LOST_LEASES: i64 = 3;
 const START_MS: Millis = 1_000;
 /// Small enough that retries come due within the clock moves; `max` caps the
 /// second retry (5 << 1 = 10 > 8), so the cap is exercised too.
@@ -70,6 +76,11 @@ const BACKOFF: Backoff = Backoff {
     jitter: 0.5,
 };
 const DEFAULT_CASES: u32 = 64;
+
+/// The lease length of `actor`'s store: odd actors hold twice the base lease.
+fn lease_of(actor: usize) -> Millis {
+    LEASE_MS * (1 + (actor % 2) as Millis)
+}
 
 // ----- operations -----
 
@@ -151,6 +162,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (actor, pick()).prop_map(|(actor, pick)| Op::Release { actor, pick }),
         4 => (0..=2 * LEASE_MS).prop_map(|ms| Op::Advance { ms }),
         1 => (1..=LEASE_MS / 2).prop_map(|ms| Op::Rewind { ms }),
+        1 => (LEASE_MS..=4 * LEASE_MS).prop_map(|ms| Op::Rewind { ms }),
     ]
 }
 
@@ -202,8 +214,11 @@ struct Row {
     owner: Option<usize>,
     fence: i64,
     lease_expires_at: Option<Millis>,
+    /// The length of the lease that runs to `lease_expires_at`.
+    lease_ms: Millis,
     attempts: i64,
     max_attempts: i64,
+    lost_leases: i64,
     retry_at: Option<Millis>,
     last_error: Option<String>,
     /// `(result_path, checksum)`.
@@ -264,13 +279,13 @@ impl Model {
         self.claims[c].claim.token.clone()
     }
 
-    /// DESIGN §3: discovered; retrying with retry_at <= now; extracting with
-    /// lease_expires_at <= now.
+    /// DESIGN §2: discovered; retrying with retry_at <= now; extracting with a
+    /// lease that is over.
     fn claimable(&self, r: &Row) -> bool {
         match r.status {
             Status::Discovered => true,
             Status::Retrying => r.retry_at.is_some_and(|t| t <= self.now),
-            Status::Extracting => r.lease_expires_at.is_some_and(|t| t <= self.now),
+            Status::Extracting => lease_over(r.lease_expires_at, r.lease_ms, self.now),
             Status::Indexed | Status::Dead => false,
         }
     }
@@ -279,20 +294,21 @@ impl Model {
     /// exhausted ones met on the way, take the first that has attempts left.
     /// Returns `(buried ids, taken id)`.
     fn claim_plan(&self) -> (Vec<i64>, Option<i64>) {
-        let mut tiers: [Vec<(Millis, i64)>; 3] = Default::default();
+        let mut tiers: [Vec<(Millis, i64)>; 4] = Default::default();
         for r in self.rows.values().filter(|r| self.claimable(r)) {
+            let expiry = r.lease_expires_at.unwrap_or_default();
             match r.status {
-                Status::Extracting => tiers[0].push((r.lease_expires_at.unwrap_or_default(), r.id)),
-                Status::Retrying => tiers[1].push((r.retry_at.unwrap_or_default(), r.id)),
-                _ => tiers[2].push((r.id, r.id)),
+                Status::Extracting if expiry <= self.now => tiers[0].push((expiry, r.id)),
+                Status::Extracting => tiers[1].push((expiry - r.lease_ms, r.id)),
+                Status::Retrying => tiers[2].push((r.retry_at.unwrap_or_default(), r.id)),
+                _ => tiers[3].push((r.id, r.id)),
             }
         }
         let mut buried = Vec::new();
         for mut tier in tiers {
             tier.sort_unstable();
             for (_, id) in tier {
-                let r = &self.rows[&id];
-                if r.attempts < r.max_attempts {
+                if !exhausted(&self.rows[&id]) {
                     return (buried, Some(id));
                 }
                 buried.push(id);
@@ -328,6 +344,7 @@ impl Model {
             lease_expires_at: r.lease_expires_at,
             attempts: r.attempts,
             max_attempts: r.max_attempts,
+            lost_leases: r.lost_leases,
             retry_at: r.retry_at,
             last_error: r.last_error.clone(),
             result_path: r.result.as_ref().map(|(p, _)| p.clone()),
@@ -350,13 +367,30 @@ fn backoff_window(attempts: i64) -> (Millis, Millis) {
     (lo, capped)
 }
 
-/// Claimability of a stored row, for the "an empty claim leaves nothing
-/// claimable" check.
-fn job_claimable(j: &Job, now: Millis) -> bool {
+/// A lease is over when it expired, or when it was granted after now (its
+/// expiry lies further ahead than now plus its length: the clock went back).
+fn lease_over(expiry: Option<Millis>, lease_ms: Millis, now: Millis) -> bool {
+    expiry.is_some_and(|t| t <= now || t - lease_ms > now)
+}
+
+/// Whether a claimable row has used up what it may spend: an extracting row
+/// (its lease is over) its lost leases, counting this one; any other row its
+/// attempts.
+fn exhausted(r: &Row) -> bool {
+    if r.status == Status::Extracting {
+        r.lost_leases + 1 >= MAX_LOST_LEASES
+    } else {
+        r.attempts >= r.max_attempts
+    }
+}
+
+/// Claimability of a stored row (its lease length from the model, which the
+/// row does not show), for the "an empty claim leaves nothing claimable" check.
+fn job_claimable(j: &Job, lease_ms: Millis, now: Millis) -> bool {
     match j.status {
         Status::Discovered => true,
         Status::Retrying => j.retry_at.is_some_and(|t| t <= now),
-        Status::Extracting => j.lease_expires_at.is_some_and(|t| t <= now),
+        Status::Extracting => lease_over(j.lease_expires_at, lease_ms, now),
         Status::Indexed | Status::Dead => false,
     }
 }
@@ -428,14 +462,16 @@ impl World {
     fn new() -> Result<World, TestCaseError> {
         let t = TempStore::new();
         t.clock.set(START_MS);
-        let opts = t
-            .options(LEASE_MS as u64)
-            .max_attempts(MAX_ATTEMPTS as u32)
-            .backoff(BACKOFF)
-            .pool_size(2)
-            .checkpoint_every(None);
+        let opts = |actor| {
+            t.options(lease_of(actor) as u64)
+                .max_attempts(MAX_ATTEMPTS as u32)
+                .max_lost_leases(MAX_LOST_LEASES as u32)
+                .backoff(BACKOFF)
+                .pool_size(2)
+                .checkpoint_every(None)
+        };
         let stores = (0..ACTORS)
-            .map(|_| Store::open(&t.path, opts.clone()))
+            .map(|actor| Store::open(&t.path, opts(actor)))
             .collect::<leasehold::Result<Vec<_>>>()
             .map_err(|e| store_err("open", e))?;
         Ok(World {
@@ -617,10 +653,13 @@ impl World {
                     "{}",
                     ctx
                 );
+                let lease = lease_of(self.model.claims[c].actor);
                 let r = self.model.rows.get_mut(&id).unwrap();
                 let event = match write {
                     Write::Renew => {
-                        r.lease_expires_at = r.lease_expires_at.map(|t| t.max(now + LEASE_MS));
+                        // Re-anchored from now, even if that is earlier.
+                        r.lease_expires_at = Some(now + lease);
+                        r.lease_ms = lease;
                         r.updated_at = now;
                         None
                     }
@@ -709,8 +748,10 @@ impl World {
                     owner: None,
                     fence: 0,
                     lease_expires_at: None,
+                    lease_ms: 0,
                     attempts: 0,
                     max_attempts: MAX_ATTEMPTS,
+                    lost_leases: 0,
                     retry_at: None,
                     last_error: None,
                     result: None,
@@ -737,6 +778,7 @@ impl World {
         r.version = version;
         r.status = Status::Discovered;
         r.attempts = 0;
+        r.lost_leases = 0;
         r.max_attempts = MAX_ATTEMPTS;
         r.retry_at = None;
         r.last_error = None;
@@ -778,14 +820,20 @@ impl World {
             );
             let old_token = self.model.rows[id].owner.map(|c| self.model.token(c));
             let r = self.model.rows.get_mut(id).unwrap();
-            prop_assert!(r.attempts >= r.max_attempts, "{}", ctx);
+            prop_assert!(exhausted(r), "{}", ctx);
+            let lease_lost = r.status == Status::Extracting;
             let why = stored.last_error.clone().unwrap_or_default();
-            prop_assert!(
-                why.starts_with("attempts exhausted"),
-                "{}: last_error {:?}",
-                ctx,
-                why
-            );
+            let reason = if lease_lost {
+                "lost leases exhausted"
+            } else {
+                "attempts exhausted"
+            };
+            prop_assert!(why.starts_with(reason), "{}: last_error {:?}", ctx, why);
+            if lease_lost {
+                // The lost claim's attempt is refunded, its lost lease counted.
+                r.attempts = (r.attempts - 1).max(0);
+                r.lost_leases += 1;
+            }
             if let Some(prev) = &r.last_error {
                 prop_assert!(why.contains(prev.as_str()), "{}: {:?} lost {:?}", ctx, why, prev);
             }
@@ -803,29 +851,37 @@ impl World {
         let Some(claim) = got else {
             // Nothing handed out: nothing claimable may be left.
             for j in after.values() {
-                prop_assert!(!job_claimable(j, now), "{}: empty claim left {:?}", ctx, j);
+                let lease_ms = self.model.rows[&j.id].lease_ms;
+                prop_assert!(
+                    !job_claimable(j, lease_ms, now),
+                    "{}: empty claim left {:?}",
+                    ctx,
+                    j
+                );
             }
             return Ok(None);
         };
         let id = claim.id.0;
         let c = self.model.claims.len();
+        let lease = lease_of(actor);
         let r = self.model.rows.get_mut(&id).unwrap();
-        prop_assert!(
-            r.attempts < r.max_attempts,
-            "{}: an exhausted doc was handed out",
-            ctx
-        );
+        prop_assert!(!exhausted(r), "{}: an exhausted doc was handed out", ctx);
+        // A takeover refunds the lost claim's attempt and counts a lost lease.
+        let takeover = r.status == Status::Extracting;
+        let attempts = r.attempts + i64::from(!takeover);
         prop_assert_eq!(&claim.key, &r.key, "{}", ctx);
         prop_assert_eq!(&claim.version, &version_name(r.version), "{}", ctx);
         prop_assert_eq!(claim.fence, r.fence + 1, "{}: claim fence", ctx);
-        prop_assert_eq!(claim.attempts, r.attempts + 1, "{}: claim attempts", ctx);
-        prop_assert_eq!(claim.lease_expires_at, now + LEASE_MS, "{}: claim lease", ctx);
+        prop_assert_eq!(claim.attempts, attempts, "{}: claim attempts", ctx);
+        prop_assert_eq!(claim.lease_expires_at, now + lease, "{}: claim lease", ctx);
         prop_assert!(self.tokens.insert(claim.token.clone()), "{}: token reused", ctx);
         r.status = Status::Extracting;
         r.owner = Some(c);
         r.fence += 1;
-        r.lease_expires_at = Some(now + LEASE_MS);
-        r.attempts += 1;
+        r.lease_expires_at = Some(now + lease);
+        r.lease_ms = lease;
+        r.attempts = attempts;
+        r.lost_leases += i64::from(takeover);
         r.retry_at = None;
         r.updated_at = now;
         r.history.push(Event {

@@ -171,7 +171,16 @@ fn every_claim_statement_uses_its_partial_index() {
     populated_store(&t, 100);
     let c = rusqlite::Connection::open(&t.path).unwrap();
     c.execute_batch("ANALYZE").unwrap();
-    let expected = ["jobs_lease_expiry", "jobs_retry_due", "jobs_discovered"];
+    let expected = [
+        "jobs_lease_expiry",
+        "jobs_lease_granted",
+        "jobs_retry_due",
+        "jobs_discovered",
+    ];
+    assert_eq!(
+        leasehold::testing::claim_candidate_queries().len(),
+        expected.len()
+    );
     for (sql, index) in leasehold::testing::claim_candidate_queries().iter().zip(expected) {
         let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
         let plan: Vec<String> = stmt
@@ -209,4 +218,40 @@ fn several_openers_of_a_fresh_file_all_succeed() {
             }
         }
     }
+}
+
+/// A version 3 file (before per-claim lease lengths and lost leases) with a
+/// lease in flight is migrated in place: the row keeps its lease, which expires
+/// as before (its length is unknown, so it is never judged granted ahead), and a
+/// renewal records the length.
+#[test]
+fn a_version_3_file_with_a_lease_in_flight_migrates_to_version_4() {
+    let t = TempStore::new();
+    let schema = include_str!("../schema.sql");
+    let v3 = &schema[..schema.find("-- version: 4").expect("a version 4 section")];
+    {
+        let c = rusqlite::Connection::open(&t.path).unwrap();
+        c.execute_batch(v3).unwrap();
+        c.execute_batch(
+            "INSERT INTO jobs (doc_key, status, owner_token, fence, lease_expires_at, attempts,
+                               max_attempts, created_at, updated_at)
+             VALUES ('old', 'extracting', 'tok', 1, 5000, 1, 5, 0, 0);
+             PRAGMA user_version = 3;",
+        )
+        .unwrap();
+    }
+    t.clock.set(0);
+    let store = t.handle(1_000);
+    let v: i64 = rusqlite::Connection::open(&t.path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, leasehold::store::schema_version());
+    let row = store.job_by_key("old").unwrap().unwrap();
+    assert_eq!((row.lost_leases, row.lease_expires_at), (0, Some(5_000)));
+    assert!(store.claim("w").unwrap().is_none(), "its lease still runs");
+    t.clock.set(5_000);
+    let c = store.claim("w").unwrap().expect("expired as before");
+    assert_eq!((c.attempts, c.fence), (1, 2));
+    assert_eq!(store.job(c.id).unwrap().unwrap().lost_leases, 1);
 }

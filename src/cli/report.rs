@@ -113,8 +113,8 @@ pub fn inspect(cfg: &Config, doc: &str, json: bool) -> Result<ExitCode, CliError
     }
     println!("{:?} (id {})", job.key, job.id);
     println!(
-        "  status {}  fence {}  attempts {}/{}",
-        job.status, job.fence, job.attempts, job.max_attempts
+        "  status {}  fence {}  attempts {}/{}  lost leases {}",
+        job.status, job.fence, job.attempts, job.max_attempts, job.lost_leases
     );
     println!("  version {}", job.version);
     if let (Some(path), Some(sum)) = (&job.result_path, &job.checksum) {

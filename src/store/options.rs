@@ -60,8 +60,17 @@ impl Backoff {
 pub struct StoreOptions {
     /// How long a claim owns a document without renewing.
     pub lease: Duration,
-    /// Claims a document may take before it is declared dead.
+    /// Attempts a document may spend before it is declared dead. A claim spends
+    /// one; handing it back or losing its lease (see
+    /// [`StoreOptions::max_lost_leases`]) refunds it, so in effect this counts
+    /// failures.
     pub max_attempts: u32,
+    /// Leases of one document that may expire and be taken over (its worker died
+    /// or stalled) before it is declared dead. Kept apart from, and larger than,
+    /// [`StoreOptions::max_attempts`]: killed workers must not make a healthy
+    /// document dead, yet a document that kills every worker that takes it (an
+    /// in-process extractor crash) must end.
+    pub max_lost_leases: u32,
     /// How long a failed document waits before it may be claimed again.
     pub backoff: Backoff,
     /// How durable a commit is (the `synchronous` pragma).
@@ -87,6 +96,7 @@ impl Default for StoreOptions {
         StoreOptions {
             lease: Duration::from_secs(30),
             max_attempts: 5,
+            max_lost_leases: 20,
             backoff: Backoff::default(),
             synchronous: Synchronous::Normal,
             pool_size: 8,
@@ -111,6 +121,11 @@ impl StoreOptions {
     /// Sets [`StoreOptions::max_attempts`]; must be at least 1.
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = n;
+        self
+    }
+    /// Sets [`StoreOptions::max_lost_leases`]; must be at least 1.
+    pub fn max_lost_leases(mut self, n: u32) -> Self {
+        self.max_lost_leases = n;
         self
     }
     /// Sets [`StoreOptions::backoff`]; its jitter must be between 0 and 1.
@@ -159,6 +174,9 @@ impl StoreOptions {
         if self.max_attempts == 0 {
             return Err(invalid("max_attempts", "must be at least 1"));
         }
+        if self.max_lost_leases == 0 {
+            return Err(invalid("max_lost_leases", "must be at least 1"));
+        }
         if !(0.0..=1.0).contains(&self.backoff.jitter) {
             return Err(invalid("backoff jitter", "must be between 0 and 1"));
         }
@@ -177,6 +195,7 @@ fn invalid(what: &'static str, reason: &str) -> Error {
 #[derive(Debug, Clone)]
 pub(crate) struct Policy {
     pub lease_ms: Millis,
+    pub max_lost_leases: i64,
     pub backoff: Backoff,
     pub outbox: OutboxCap,
 }
@@ -184,7 +203,8 @@ pub(crate) struct Policy {
 impl Policy {
     pub(super) fn of(opts: &StoreOptions) -> Policy {
         Policy {
-            lease_ms: duration_ms(opts.lease),
+            lease_ms: duration_ms(opts.lease).max(1),
+            max_lost_leases: i64::from(opts.max_lost_leases),
             backoff: opts.backoff,
             outbox: opts.outbox,
         }

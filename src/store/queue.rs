@@ -38,10 +38,10 @@ impl NewDoc {
 
 /// Insert a new document, or re-queue a known one whose version changed.
 ///
-/// A changed version moves any state back to `discovered` with fresh attempts:
-/// a changed file deserves a new extraction, and a worker still extracting the
-/// old version is fenced out (its completion is refused). The previously accepted
-/// `result_path` stays until a new one is accepted.
+/// A changed version moves any state back to `discovered` with fresh attempts
+/// and no lost leases: a changed file deserves a new extraction, and a worker
+/// still extracting the old version is fenced out (its completion is refused).
+/// The previously accepted `result_path` stays until a new one is accepted.
 pub(crate) fn enqueue(
     tx: &Connection,
     now: Millis,
@@ -83,7 +83,7 @@ pub(crate) fn enqueue(
         return Ok(Enqueued::Unchanged(JobId(id)));
     }
     tx.prepare_cached(
-        "UPDATE jobs SET version = ?2, source_stat = ?5, status = 'discovered', attempts = 0,
+        "UPDATE jobs SET version = ?2, source_stat = ?5, status = 'discovered', attempts = 0, lost_leases = 0,
                 owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, source_gone = 0, max_attempts = ?3,
                 updated_at = ?4
@@ -95,12 +95,14 @@ pub(crate) fn enqueue(
     Ok(Enqueued::Requeued(JobId(id)))
 }
 
-/// Put a settled document back in the queue with fresh attempts (`leasehold retry`).
+/// Put a settled document back in the queue with fresh attempts and lost leases
+/// (`leasehold retry`).
 /// A document being extracted is left alone: its owner may still finish.
 pub(crate) fn requeue(tx: &Connection, now: Millis, id: i64, why: &str) -> rusqlite::Result<bool> {
     let n = tx
         .prepare_cached(
-            "UPDATE jobs SET status = 'discovered', attempts = 0, retry_at = NULL, parked_on = NULL,
+            "UPDATE jobs SET status = 'discovered', attempts = 0, lost_leases = 0, retry_at = NULL,
+                    parked_on = NULL,
                     updated_at = ?2
              WHERE id = ?1 AND status IN ('dead', 'retrying', 'indexed') AND source_gone = 0",
         )?

@@ -10,7 +10,7 @@ use crate::job::{Counts, HistoryEntry, Job, LiveLease, Owner, Status};
 
 const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
     lease_expires_at, attempts, max_attempts, retry_at, last_error, result_path, checksum,
-    source_gone, created_at, updated_at";
+    source_gone, created_at, updated_at, lost_leases";
 
 fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
     let status: String = r.get(3)?;
@@ -35,6 +35,7 @@ fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
         source_gone: r.get(14)?,
         created_at: r.get(15)?,
         updated_at: r.get(16)?,
+        lost_leases: r.get(17)?,
     })
 }
 
@@ -99,10 +100,14 @@ pub(crate) fn counts(c: &Connection) -> rusqlite::Result<Counts> {
     Ok(counts)
 }
 
+/// Leases that are not over: not expired, and not granted after now (the clock
+/// went back; see `write.rs`).
 pub(crate) fn live_leases(c: &Connection, now: Millis) -> rusqlite::Result<Vec<LiveLease>> {
     let mut stmt = c.prepare_cached(
         "SELECT id, doc_key, owner_token, owner_worker, fence, lease_expires_at FROM jobs
-         WHERE status = 'extracting' AND lease_expires_at > ?1 ORDER BY lease_expires_at",
+         WHERE status = 'extracting' AND lease_expires_at > ?1
+           AND NOT coalesce(lease_expires_at - lease_ms > ?1, 0)
+         ORDER BY lease_expires_at",
     )?;
     let rows = stmt.query_map([now], |r| {
         Ok(LiveLease {
@@ -119,13 +124,22 @@ pub(crate) fn live_leases(c: &Connection, now: Millis) -> rusqlite::Result<Vec<L
 
 /// What a claim could take and when: `Some(t <= now)` means something is
 /// claimable now; `Some(t)` the earliest time something becomes claimable;
-/// `None` that nothing will without a new enqueue. Three index seeks.
+/// `None` that nothing will without a new enqueue. Four index seeks.
 pub(crate) fn next_claimable_at(c: &Connection, now: Millis) -> rusqlite::Result<Option<Millis>> {
     let discovered: Option<i64> = c
         .prepare_cached("SELECT id FROM jobs WHERE status = 'discovered' LIMIT 1")?
         .query_row([], |r| r.get(0))
         .optional()?;
     if discovered.is_some() {
+        return Ok(Some(now));
+    }
+    // A lease granted after now (the clock went back) is over already.
+    let granted_ahead = c
+        .prepare_cached(
+            "SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at - lease_ms > ?1 LIMIT 1",
+        )?
+        .exists([now])?;
+    if granted_ahead {
         return Ok(Some(now));
     }
     let retry: Option<i64> = c

@@ -100,24 +100,49 @@ struct Candidate {
     status: String,
     token: Option<String>,
     fence: i64,
+    lease_expires_at: Option<Millis>,
+    lost_leases: i64,
 }
 
-/// The three claimable sets, each an index seek on its own partial index.
-/// Expired leases and due retries go first: they are older work.
-const CANDIDATE_QUERIES: [&str; 3] = [
-    "SELECT id, status, owner_token, fence FROM jobs
+impl Candidate {
+    /// An extracting row is claimable only because its lease is over: taking it
+    /// means its last owner lost the lease.
+    fn lease_lost(&self) -> bool {
+        self.status == "extracting"
+    }
+
+    /// Why its lease counts as over, for the history.
+    fn lease_over(&self, now: Millis) -> &'static str {
+        if self.lease_expires_at.is_some_and(|t| t <= now) {
+            "after lease expiry"
+        } else {
+            "whose expiry lay further ahead than its lease length (the clock went back)"
+        }
+    }
+}
+
+/// The four claimable sets, each an index seek on its own partial index.
+/// Leases that are over and due retries go first: they are older work. A lease
+/// is over when it expired, or when it was granted after now (expiry minus its
+/// length lies ahead: the clock went back, and waiting for that expiry could
+/// take as long as the jump).
+const CANDIDATE_QUERIES: [&str; 4] = [
+    "SELECT id, status, owner_token, fence, lease_expires_at, lost_leases FROM jobs
      WHERE status = 'extracting' AND lease_expires_at <= ?1
      ORDER BY lease_expires_at LIMIT ?2",
-    "SELECT id, status, owner_token, fence FROM jobs
+    "SELECT id, status, owner_token, fence, lease_expires_at, lost_leases FROM jobs
+     WHERE status = 'extracting' AND lease_expires_at - lease_ms > ?1
+     ORDER BY lease_expires_at - lease_ms LIMIT ?2",
+    "SELECT id, status, owner_token, fence, lease_expires_at, lost_leases FROM jobs
      WHERE status = 'retrying' AND retry_at <= ?1
      ORDER BY retry_at LIMIT ?2",
-    "SELECT id, status, owner_token, fence FROM jobs
+    "SELECT id, status, owner_token, fence, lease_expires_at, lost_leases FROM jobs
      WHERE status = 'discovered'
      ORDER BY id LIMIT ?2",
 ];
 
 /// The claim statements, exposed so the plan test can EXPLAIN exactly these.
-pub fn claim_candidate_queries() -> [&'static str; 3] {
+pub fn claim_candidate_queries() -> [&'static str; 4] {
     CANDIDATE_QUERIES
 }
 
@@ -125,10 +150,20 @@ pub fn claim_candidate_queries() -> [&'static str; 3] {
 /// row changed since it was selected is not taken.
 const CLAIMABLE: &str = "(status = 'discovered'
      OR (status = 'retrying' AND retry_at <= ?2)
-     OR (status = 'extracting' AND lease_expires_at <= ?2))";
+     OR (status = 'extracting' AND (lease_expires_at <= ?2 OR lease_expires_at - lease_ms > ?2)))";
 
-/// Claim up to `max` documents (DESIGN §3). Rows whose attempts are exhausted are
-/// moved to `dead` on the way and not counted.
+/// Whether the row has used up what it may spend: for a lost lease, the lost
+/// leases (this one included) against the cap in parameter `max_lost`;
+/// otherwise the attempts (in effect, failures).
+fn exhausted(max_lost: &str) -> String {
+    format!(
+        "(CASE WHEN status = 'extracting' THEN lost_leases + 1 >= {max_lost}
+          ELSE attempts >= max_attempts END)"
+    )
+}
+
+/// Claim up to `max` documents (DESIGN §2). Rows that have used up their
+/// attempts or their lost leases are moved to `dead` on the way and not counted.
 pub(crate) fn claim(
     tx: &Connection,
     now: Millis,
@@ -155,7 +190,7 @@ pub(crate) fn claim(
                     claims.push(claim);
                     progressed = true;
                 } else {
-                    progressed |= bury(tx, now, &c)?;
+                    progressed |= bury(tx, now, policy, &c)?;
                 }
             }
             if !progressed {
@@ -174,13 +209,19 @@ fn candidates(tx: &Connection, sql: &str, now: Millis, limit: usize) -> rusqlite
             status: r.get(1)?,
             token: r.get(2)?,
             fence: r.get(3)?,
+            lease_expires_at: r.get(4)?,
+            lost_leases: r.get(5)?,
         })
     })?;
     rows.collect()
 }
 
 /// The conditional UPDATE that makes a claim; `None` if the row was not taken
-/// (its attempts are exhausted).
+/// (it has used up its attempts or its lost leases).
+///
+/// Taking over a lease that is over refunds the lost claim's attempt (the
+/// worker died or stalled: not the document's fault) and counts a lost lease
+/// instead; any other claim spends an attempt.
 fn take(
     tx: &Connection,
     now: Millis,
@@ -192,32 +233,50 @@ fn take(
     let lease_until = now.saturating_add(policy.lease_ms);
     let sql = format!(
         "UPDATE jobs SET status = 'extracting', owner_token = ?3, owner_worker = ?4,
-                fence = fence + 1, lease_expires_at = ?5, attempts = attempts + 1,
+                fence = fence + 1, lease_expires_at = ?5, lease_ms = ?6,
+                attempts = CASE WHEN status = 'extracting' THEN attempts ELSE attempts + 1 END,
+                lost_leases = lost_leases + (status = 'extracting'),
                 retry_at = NULL, parked_on = NULL, updated_at = ?2
-         WHERE id = ?1 AND attempts < max_attempts AND {CLAIMABLE}
-         RETURNING doc_key, version, fence, attempts"
+         WHERE id = ?1 AND {CLAIMABLE} AND NOT {}
+         RETURNING doc_key, version, fence, attempts, lost_leases",
+        exhausted("?7")
     );
     let mut stmt = tx.prepare_cached(&sql)?;
     let row = stmt
-        .query_row(params![c.id, now, token, worker, lease_until], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, i64>(3)?,
-            ))
-        })
+        .query_row(
+            params![
+                c.id,
+                now,
+                token,
+                worker,
+                lease_until,
+                policy.lease_ms,
+                policy.max_lost_leases
+            ],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                ))
+            },
+        )
         .optional()?;
-    let Some((key, version, fence, attempts)) = row else {
+    let Some((key, version, fence, attempts, lost)) = row else {
         return Ok(None);
     };
     guard(status_of(&c.status), Status::Extracting)?;
-    let detail = match (c.status.as_str(), &c.token) {
-        ("extracting", Some(old)) => format!(
-            "worker {worker}; took over from fence {} ({old}) after lease expiry",
-            c.fence
+    let detail = match (c.lease_lost(), &c.token) {
+        (true, Some(old)) => format!(
+            "worker {worker}; took over from fence {} ({old}) {}; attempt {attempts} refunded and kept; \
+             lost leases {lost}/{}",
+            c.fence,
+            c.lease_over(now),
+            policy.max_lost_leases
         ),
-        (from, _) => format!("worker {worker}; from {from}; attempt {attempts}"),
+        _ => format!("worker {worker}; from {}; attempt {attempts}", c.status),
     };
     record(tx, c.id, now, "claimed", Some(&token), Some(fence), Some(&detail))?;
     Ok(Some(Claim {
@@ -231,22 +290,33 @@ fn take(
     }))
 }
 
-/// Move a claimable row with no attempts left to `dead`, so that a document that
-/// kills its worker every time stops being handed out.
-fn bury(tx: &Connection, now: Millis, c: &Candidate) -> rusqlite::Result<bool> {
-    let why = if c.status == "extracting" {
-        "attempts exhausted: the last lease expired without a completion"
+/// Move a claimable row that has used up what it may spend to `dead`, so that
+/// a document that fails every time, or kills every worker that takes it,
+/// stops being handed out. A lost lease found here is counted (and its
+/// attempt refunded) like a takeover's.
+fn bury(tx: &Connection, now: Millis, policy: &Policy, c: &Candidate) -> rusqlite::Result<bool> {
+    let why = if c.lease_lost() {
+        format!(
+            "lost leases exhausted: {} leases expired without a completion (its worker died or \
+             stalled each time)",
+            c.lost_leases + 1
+        )
     } else {
-        "attempts exhausted"
+        "attempts exhausted".to_owned()
     };
     let sql = format!(
         "UPDATE jobs SET status = 'dead', owner_token = NULL, owner_worker = NULL,
                 lease_expires_at = NULL, retry_at = NULL,
+                attempts = CASE WHEN status = 'extracting' THEN max(attempts - 1, 0) ELSE attempts END,
+                lost_leases = lost_leases + (status = 'extracting'),
                 last_error = CASE WHEN last_error IS NULL THEN ?3 ELSE ?3 || '; last error: ' || last_error END,
                 updated_at = ?2
-         WHERE id = ?1 AND attempts >= max_attempts AND {CLAIMABLE}"
+         WHERE id = ?1 AND {CLAIMABLE} AND {}",
+        exhausted("?4")
     );
-    let n = tx.prepare_cached(&sql)?.execute(params![c.id, now, why])?;
+    let n = tx
+        .prepare_cached(&sql)?
+        .execute(params![c.id, now, why, policy.max_lost_leases])?;
     if n == 1 {
         guard(status_of(&c.status), Status::Dead)?;
         record(
@@ -256,7 +326,7 @@ fn bury(tx: &Connection, now: Millis, c: &Candidate) -> rusqlite::Result<bool> {
             "dead",
             c.token.as_deref(),
             Some(c.fence),
-            Some(why),
+            Some(&why),
         )?;
     }
     Ok(n == 1)
@@ -266,16 +336,19 @@ fn bury(tx: &Connection, now: Millis, c: &Candidate) -> rusqlite::Result<bool> {
 /// expiry: expiry decides who may re-claim, token and status decide who may write.
 const FENCE: &str = "id = ?1 AND owner_token = ?2 AND status = 'extracting'";
 
+/// Extend the owner's lease to now plus its length, from now whatever the row
+/// held: after the clock went back, the old expiry lies further ahead than a
+/// lease can reach and already counts as over, so keeping it (max()) would leave
+/// the lease lost; re-anchoring makes it live again. Shortening a lease is safe:
+/// only the fence (token and status) decides who may write, never the clock.
 pub(crate) fn renew(tx: &Connection, now: Millis, policy: &Policy, o: &Owner) -> rusqlite::Result<Fenced> {
-    // max(): a clock that jumped back must not shorten a lease already granted.
-    let sql = format!(
-        "UPDATE jobs SET lease_expires_at = max(lease_expires_at, ?3), updated_at = ?4 WHERE {FENCE}"
-    );
+    let sql = format!("UPDATE jobs SET lease_expires_at = ?3, lease_ms = ?5, updated_at = ?4 WHERE {FENCE}");
     let n = tx.prepare_cached(&sql)?.execute(params![
         o.id.0,
         o.token,
         now.saturating_add(policy.lease_ms),
-        now
+        now,
+        policy.lease_ms
     ])?;
     settle(tx, now, o, n, "renew", None)
 }

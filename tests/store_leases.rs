@@ -1,0 +1,191 @@
+//! Leases against a moving clock and dying workers (DESIGN §2, §4), on a real
+//! database file with the injected clock:
+//! - a lease whose expiry lies further ahead than now plus its own length (the
+//!   clock went back) counts as expired, judged by the length of the claim that
+//!   holds it, not by the claimer's;
+//! - a renewal re-anchors the lease from now;
+//! - a takeover of a lost lease refunds the attempt and counts a lost lease; a
+//!   document that loses every worker dies at the lost-lease cap, named so.
+
+mod common;
+
+use std::time::Duration;
+
+use common::TempStore;
+use leasehold::{NewDoc, Status, Store};
+
+const HOUR_MS: i64 = 3_600_000;
+const START_MS: i64 = 10 * HOUR_MS;
+
+fn store(t: &TempStore, lease_ms: u64) -> Store {
+    Store::open(&t.path, t.options(lease_ms).checkpoint_every(None)).unwrap()
+}
+
+#[test]
+fn a_dead_workers_lease_is_over_when_the_clock_goes_back_an_hour() {
+    let t = TempStore::new();
+    t.clock.set(START_MS);
+    let (a, b) = (store(&t, 2_000), store(&t, 2_000));
+    let id = a.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
+    let dead = a.claim("A").unwrap().expect("A claims");
+    // A is killed; the clock is set back an hour.
+    t.clock.set(START_MS - HOUR_MS);
+    assert_eq!(b.next_claimable_at().unwrap(), Some(START_MS - HOUR_MS));
+    assert!(b.live_leases().unwrap().is_empty(), "not shown as live");
+    let taken = b
+        .claim("B")
+        .unwrap()
+        .expect("B takes over at once, not in an hour");
+    assert_eq!(taken.id, id);
+    assert_eq!(taken.fence, dead.fence + 1);
+    assert_eq!(taken.lease_expires_at, START_MS - HOUR_MS + 2_000);
+    let row = b.job(id).unwrap().unwrap();
+    assert_eq!((row.attempts, row.lost_leases), (1, 1));
+    let claimed = b.history(id).unwrap().pop().unwrap();
+    assert_eq!(claimed.event, "claimed");
+    assert!(
+        claimed
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("the clock went back"),
+        "{claimed:?}"
+    );
+    // The dead worker's late write is still fenced out; the new owner's is not.
+    assert!(!a.complete(dead, "old", "old").unwrap().is_accepted());
+    assert!(b.complete(taken, "new", "new").unwrap().is_accepted());
+}
+
+#[test]
+fn a_lease_is_judged_by_its_own_length_not_the_claimers() {
+    let t = TempStore::new();
+    t.clock.set(START_MS);
+    let (long, short) = (store(&t, 60_000), store(&t, 1_000));
+    long.enqueue(&NewDoc::new("doc", "v1")).unwrap();
+    let held = long.claim("long").unwrap().expect("claims with a 60 s lease");
+    // Time goes on normally: a 1 s claimer must not call the 60 s lease over.
+    for at in [START_MS + 1, START_MS + 30_000, START_MS + 59_999] {
+        t.clock.set(at);
+        assert!(short.claim("short").unwrap().is_none(), "at {at}");
+    }
+    t.clock.set(START_MS + 60_000);
+    let taken = short.claim("short").unwrap().expect("expired");
+    assert_eq!(taken.id, held.id);
+}
+
+#[test]
+fn a_small_step_back_within_the_lease_keeps_it() {
+    // Granted at START, clock back 1 ms: the expiry lies 1 ms further ahead
+    // than a lease can reach: over. Granted at START, clock forward then back
+    // to START: exactly one lease ahead: still held.
+    let t = TempStore::new();
+    t.clock.set(START_MS);
+    let (a, b) = (store(&t, 5_000), store(&t, 5_000));
+    a.enqueue(&NewDoc::new("doc", "v1")).unwrap();
+    let _held = a.claim("A").unwrap().unwrap();
+    t.clock.set(START_MS + 3_000);
+    t.clock.set(START_MS);
+    assert!(b.claim("B").unwrap().is_none(), "granted at now: held");
+    t.clock.set(START_MS - 1);
+    assert!(b.claim("B").unwrap().is_some(), "granted after now: over");
+}
+
+#[test]
+fn a_renewal_after_the_clock_went_back_re_anchors_the_lease() {
+    let t = TempStore::new();
+    t.clock.set(START_MS);
+    let (a, b) = (store(&t, 2_000), store(&t, 2_000));
+    let id = a.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
+    let claim = a.claim("A").unwrap().unwrap();
+    let back = START_MS - HOUR_MS;
+    t.clock.set(back);
+    // The owner is alive and renews before anyone takes the lease over.
+    assert!(a.renew(&claim.owner()).unwrap().is_accepted());
+    let row = a.job(id).unwrap().unwrap();
+    assert_eq!(row.lease_expires_at, Some(back + 2_000), "re-anchored from now");
+    assert!(b.claim("B").unwrap().is_none(), "live again");
+    t.clock.set(back + 1_999);
+    assert!(b.claim("B").unwrap().is_none());
+    t.clock.set(back + 2_000);
+    assert!(
+        b.claim("B").unwrap().is_some(),
+        "expires one lease after the renewal"
+    );
+}
+
+#[test]
+fn a_takeover_after_expiry_does_not_spend_an_attempt() {
+    let t = TempStore::new();
+    t.clock.set(START_MS);
+    let opts = t.options(1_000).max_attempts(2).checkpoint_every(None);
+    let store = Store::open(&t.path, opts).unwrap();
+    let id = store.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
+    // Three workers die holding it; each takeover keeps attempt 1.
+    let mut last = store.claim("w0").unwrap().unwrap();
+    for lost in 1..=3 {
+        t.clock.advance(Duration::from_millis(1_000));
+        last = store.claim(&format!("w{lost}")).unwrap().expect("taken over");
+        assert_eq!(last.attempts, 1, "takeover {lost}");
+        let row = store.job(id).unwrap().unwrap();
+        assert_eq!(
+            (row.status, row.attempts, row.lost_leases),
+            (Status::Extracting, 1, lost)
+        );
+    }
+    // Failures still count: two failures make it dead, not one.
+    assert!(store.fail(last, "bad bytes", false).unwrap().is_accepted());
+    assert_eq!(store.job(id).unwrap().unwrap().status, Status::Retrying);
+    t.clock.advance(Duration::from_secs(3_600));
+    let second = store.claim("w").unwrap().expect("a second attempt");
+    assert_eq!(second.attempts, 2);
+    assert!(store.fail(second, "bad bytes", false).unwrap().is_accepted());
+    let row = store.job(id).unwrap().unwrap();
+    assert_eq!((row.status, row.attempts, row.lost_leases), (Status::Dead, 2, 3));
+}
+
+#[test]
+fn a_document_that_kills_every_worker_dies_at_its_lost_lease_cap() {
+    let t = TempStore::new();
+    t.clock.set(START_MS);
+    let opts = t
+        .options(1_000)
+        .max_attempts(5)
+        .max_lost_leases(3)
+        .checkpoint_every(None);
+    let store = Store::open(&t.path, opts).unwrap();
+    let id = store.enqueue(&NewDoc::new("poison", "v1")).unwrap().id();
+    store.enqueue(&NewDoc::new("healthy", "v1")).unwrap();
+    let _first = store.claim("w").unwrap().unwrap();
+    for _ in 0..2 {
+        t.clock.advance(Duration::from_millis(1_000)); // the worker died
+        let c = store.claim("w").unwrap().expect("taken over");
+        assert_eq!(c.id, id);
+    }
+    t.clock.advance(Duration::from_millis(1_000));
+    // The third lost lease buries it; the claim goes on to the next document.
+    let next = store.claim("w").unwrap().expect("the healthy document");
+    assert_ne!(next.id, id);
+    let row = store.job(id).unwrap().unwrap();
+    assert_eq!(row.status, Status::Dead);
+    assert_eq!((row.lost_leases, row.attempts), (3, 0));
+    let why = row.last_error.unwrap();
+    assert!(
+        why.starts_with("lost leases exhausted: 3 leases expired"),
+        "{why}"
+    );
+    assert_eq!(store.history(id).unwrap().last().unwrap().event, "dead");
+    // `retry` gives it fresh attempts and lost leases.
+    assert!(store.requeue(id, "retry").unwrap());
+    let row = store.job(id).unwrap().unwrap();
+    assert_eq!(
+        (row.status, row.attempts, row.lost_leases),
+        (Status::Discovered, 0, 0)
+    );
+}
+
+#[test]
+fn max_lost_leases_must_be_at_least_one() {
+    let t = TempStore::new();
+    let err = Store::open(&t.path, t.options(1_000).max_lost_leases(0)).unwrap_err();
+    assert!(err.to_string().contains("max_lost_leases"), "{err}");
+}
