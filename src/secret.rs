@@ -316,22 +316,30 @@ mod tests {
             .replace('+', "%2B")
             .replace(' ', "+")
             .replace('/', "%2F");
-        let ascii_json: String = PW
-            .encode_utf16()
-            .map(|u| format!("\\u{u:04x}"))
-            .collect();
+        let ascii_json: String = PW.encode_utf16().map(|u| format!("\\u{u:04x}")).collect();
         vec![
             ("raw", PW.to_string()),
             ("upper", PW.to_uppercase()),
             ("lower", PW.to_lowercase()),
             ("json", serde_json::to_string(PW).unwrap()),
             ("json ascii", ascii_json),
-            ("json slash", serde_json::to_string(PW).unwrap().replace('/', "\\/")),
+            (
+                "json slash",
+                serde_json::to_string(PW).unwrap().replace('/', "\\/"),
+            ),
             ("url upper hex", url_upper),
             ("url lower hex", url_lower),
             ("form", form),
-            ("url of upper", PW.to_uppercase().bytes().map(|b| format!("%{b:02X}")).collect()),
-            ("html", PW.replace('&', "&amp;").replace('"', "&quot;").replace('ä', "&#228;")),
+            (
+                "url of upper",
+                PW.to_uppercase().bytes().map(|b| format!("%{b:02X}")).collect(),
+            ),
+            (
+                "html",
+                PW.replace('&', "&amp;")
+                    .replace('"', "&quot;")
+                    .replace('ä', "&#228;"),
+            ),
             ("hex", hex::encode(PW)),
             ("HEX", hex::encode_upper(PW)),
             ("base64", b64(PW.as_bytes())),

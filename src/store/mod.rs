@@ -189,7 +189,8 @@ impl Store {
         Ok(n)
     }
 
-    /// Start a directory scan; its number stamps every document it sees.
+    /// Start a scan of a source (a directory walk, an HTTP listing); its number
+    /// stamps every document it sees.
     pub fn begin_scan(&self) -> Result<i64> {
         self.write_tx(|tx, _| queue::begin_scan(tx))
     }
@@ -230,6 +231,12 @@ impl Store {
     /// A setting of this data directory (e.g. `source_root`).
     pub fn meta(&self, name: &str) -> Result<Option<String>> {
         self.read(|c| read::meta(c, name))
+    }
+
+    /// Set `name` to `value`, replacing any value it had (e.g. the last
+    /// listing's figures, which `status` shows).
+    pub fn set_meta(&self, name: &str, value: &str) -> Result<()> {
+        self.write_tx(|tx, _| queue::meta_set(tx, name, value))
     }
 
     /// Set `name` to `value` unless it is already set; returns the value in force.

@@ -179,3 +179,13 @@ pub(crate) fn meta_set_once(tx: &Connection, name: &str, value: &str) -> rusqlit
     )?;
     tx.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
 }
+
+/// Set `name` to `value`, replacing any value it had.
+pub(crate) fn meta_set(tx: &Connection, name: &str, value: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO meta (name, value) VALUES (?1, ?2)
+         ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        [name, value],
+    )?;
+    Ok(())
+}
