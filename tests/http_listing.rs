@@ -100,12 +100,21 @@ fn password_forms() -> Vec<(&'static str, String)> {
         ("raw", PASSWORD.to_string()),
         ("upper", PASSWORD.to_uppercase()),
         ("lower", PASSWORD.to_lowercase()),
-        ("json", serde_json::to_string(PASSWORD).unwrap().trim_matches('"').to_string()),
+        (
+            "json",
+            serde_json::to_string(PASSWORD)
+                .unwrap()
+                .trim_matches('"')
+                .to_string(),
+        ),
         ("url upper", pct_upper),
         ("url lower", pct_lower),
         ("form", form),
         ("base64", std64(PASSWORD.as_bytes())),
-        ("base64 unpadded", std64(PASSWORD.as_bytes()).trim_end_matches('=').to_string()),
+        (
+            "base64 unpadded",
+            std64(PASSWORD.as_bytes()).trim_end_matches('=').to_string(),
+        ),
         ("base64url", url64(PASSWORD.as_bytes())),
         ("basic", std64(format!("{USER}:{PASSWORD}").as_bytes())),
         ("basic 1", std64(format!("x{USER}:{PASSWORD}").as_bytes())),
@@ -124,7 +133,10 @@ fn leak_markers() -> Vec<(String, String)> {
         if what.starts_with("base64") || what.starts_with("basic") {
             let skip = if what.starts_with("basic") { 8 } else { 2 };
             let core: String = form.trim_end_matches('=').chars().skip(skip).collect();
-            let core: String = core.chars().take(core.chars().count().saturating_sub(2)).collect();
+            let core: String = core
+                .chars()
+                .take(core.chars().count().saturating_sub(2))
+                .collect();
             out.push((format!("{what} core"), core));
         }
     }
@@ -136,8 +148,14 @@ fn answer(state: &Mutex<State>, request: &tiny_http::Request) -> (u16, Vec<u8>) 
     let target = request.url().to_string();
     st.seen.push(format!("{} {target}", request.method()));
     if st.echo_401 {
-        let forms: Vec<String> = password_forms().into_iter().map(|(w, f)| format!("{w}={f}")).collect();
-        return (401, format!("{{\"error\":\"bad password\",\"echo\":\"{}\"}}", forms.join(" ")).into_bytes());
+        let forms: Vec<String> = password_forms()
+            .into_iter()
+            .map(|(w, f)| format!("{w}={f}"))
+            .collect();
+        return (
+            401,
+            format!("{{\"error\":\"bad password\",\"echo\":\"{}\"}}", forms.join(" ")).into_bytes(),
+        );
     }
     let basic = request
         .headers()
@@ -154,7 +172,10 @@ fn answer(state: &Mutex<State>, request: &tiny_http::Request) -> (u16, Vec<u8>) 
     }
     let (path, query) = target.split_once('?').unwrap_or((&target, ""));
     if path == "/documents" {
-        let page: usize = query.strip_prefix("cursor=").and_then(|c| c.parse().ok()).unwrap_or(0);
+        let page: usize = query
+            .strip_prefix("cursor=")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
         if st.failing_pages.contains(&page) {
             return (500, b"{\"error\":\"listing broke\"}".to_vec());
         }
@@ -164,7 +185,10 @@ fn answer(state: &Mutex<State>, request: &tiny_http::Request) -> (u16, Vec<u8>) 
         let body = json!({ "documents": &st.records[start..end], "next_cursor": next });
         return (200, body.to_string().into_bytes());
     }
-    if let Some(id) = path.strip_prefix("/documents/").and_then(|p| p.strip_suffix("/content")) {
+    if let Some(id) = path
+        .strip_prefix("/documents/")
+        .and_then(|p| p.strip_suffix("/content"))
+    {
         return (200, format!("the text of the document {id}\n").into_bytes());
     }
     (404, b"{\"error\":\"no such path\"}".to_vec())
@@ -232,8 +256,10 @@ command = ["sh", "-c", {script:?}, {:?}]
             .env("LH_TEST_PASSWORD", PASSWORD)
             .output()
             .unwrap();
-        self.outputs.push(String::from_utf8_lossy(&out.stdout).into_owned());
-        self.outputs.push(String::from_utf8_lossy(&out.stderr).into_owned());
+        self.outputs
+            .push(String::from_utf8_lossy(&out.stdout).into_owned());
+        self.outputs
+            .push(String::from_utf8_lossy(&out.stderr).into_owned());
         out
     }
 
@@ -300,10 +326,16 @@ fn bad_records_are_skipped_counted_and_shown_and_the_good_ones_indexed() {
     assert_eq!(listing["listed"], 3, "{status}");
     assert_eq!(listing["complete"], true, "{status}");
     let last = listing["last_skip"].as_str().unwrap();
-    assert!(last.contains("no-version") && last.contains("missing field"), "{last}");
+    assert!(
+        last.contains("no-version") && last.contains("missing field"),
+        "{last}"
+    );
     let text = String::from_utf8_lossy(&env.ok(&["status"]).stdout).into_owned();
     assert!(text.contains("skipped 4"), "{text}");
-    assert!(text.contains("last skipped: record 3 of its page (id \"no-version\")"), "{text}");
+    assert!(
+        text.contains("last skipped: record 3 of its page (id \"no-version\")"),
+        "{text}"
+    );
 
     // Each id went out as one escaped segment; `..` never reached a parent path.
     let gets = up.gets();
@@ -339,7 +371,11 @@ fn a_document_removed_upstream_is_gone_after_a_complete_listing_only() {
     }
     let out = env.run(&["discover", "--no-wait"]);
     assert!(!out.status.success(), "the listing failed");
-    assert_eq!(env.doc("doc-1"), ("indexed".to_string(), 0), "incomplete: nothing gone");
+    assert_eq!(
+        env.doc("doc-1"),
+        ("indexed".to_string(), 0),
+        "incomplete: nothing gone"
+    );
     let listing = env.status_json()["listing"].clone();
     assert_eq!(listing["complete"], false, "{listing}");
     assert_eq!(listing["gone"], 0, "{listing}");
@@ -391,7 +427,10 @@ fn an_upstream_echoing_the_password_leaks_it_nowhere() {
     for (place, bytes) in &places {
         let text = String::from_utf8_lossy(bytes);
         for (what, marker) in leak_markers() {
-            assert!(!text.contains(&marker), "{place} holds the password as {what} ({marker})");
+            assert!(
+                !text.contains(&marker),
+                "{place} holds the password as {what} ({marker})"
+            );
         }
     }
 }

@@ -62,12 +62,9 @@ fn redact_json(value: &serde_json::Value) -> serde_json::Value {
     match value {
         Value::String(s) => Value::String(redact(s)),
         Value::Array(items) => Value::Array(items.iter().map(redact_json).collect()),
-        Value::Object(fields) => Value::Object(
-            fields
-                .iter()
-                .map(|(k, v)| (redact(k), redact_json(v)))
-                .collect(),
-        ),
+        Value::Object(fields) => {
+            Value::Object(fields.iter().map(|(k, v)| (redact(k), redact_json(v))).collect())
+        }
         other => other.clone(),
     }
 }
@@ -339,7 +336,10 @@ mod tests {
         let written = std::fs::read_to_string(&out).unwrap();
         let (before, stdin) = written.split_once("STDIN:").unwrap();
         assert_eq!(before.matches("credential rejected").count(), 0, "{written}");
-        assert!(before.starts_with(&format!("ARGS:{}|", out.display())), "{written}");
+        assert!(
+            before.starts_with(&format!("ARGS:{}|", out.display())),
+            "{written}"
+        );
         assert!(before.contains("LEASEHOLD_NOTICE_KIND=lock\n"), "{written}");
         assert!(before.contains("LEASEHOLD_NOTICE_ID=42\n"), "{written}");
         assert!(before.contains("LEASEHOLD_NOTICE_ACCOUNT=primary\n"), "{written}");
@@ -378,9 +378,12 @@ mod tests {
         leaky.details = serde_json::json!({ "error": "bad bjB0aWNlLVNlY3JldA==", "n0tice-Secret": [1] });
         let (url, rx) = webhook(200);
         let script = r#"{ env; cat; } > "$1""#;
-        notifier(Some(vec!["sh", "-c", script, "sh", out.to_str().unwrap()]), Some(url))
-            .send(&leaky)
-            .unwrap();
+        notifier(
+            Some(vec!["sh", "-c", script, "sh", out.to_str().unwrap()]),
+            Some(url),
+        )
+        .send(&leaky)
+        .unwrap();
         let (body, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
         let seen = std::fs::read_to_string(&out).unwrap();
         for text in [&body, &seen] {
