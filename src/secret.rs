@@ -20,15 +20,20 @@
 //!   string such as `base64("user:password")`, at each of the three byte
 //!   alignments. Only the characters that depend on the secret's bytes alone
 //!   can be recognised there; the one or two at each end that mix in
-//!   neighbouring bytes stay, and an alignment whose recognisable run would be
-//!   shorter than [`MIN_BASE64_RUN`] characters (secrets under five bytes) is
-//!   not looked for, since such a short run is found in ordinary text.
+//!   neighbouring bytes stay.
+//!
+//! Hex and base64 forms shorter than [`MIN_ENCODED_LEN`] characters are not
+//! looked for (secrets of 2 bytes or less for hex, under 5 bytes at some base64
+//! alignments): runs that short are found in ordinary text. The value itself,
+//! however short, is always redacted, even if that leaves little to read.
 //!
 //! The upstream client redacts at the boundary, before any upstream text is
 //! kept (src/upstream/client.rs), and the notifier redacts again before a
 //! notice leaves the process (src/upstream/notify.rs).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+#[cfg(not(test))]
+use std::sync::Mutex;
 
 use base64::Engine as _;
 
@@ -66,9 +71,10 @@ impl std::fmt::Display for Secret {
 /// What a redacted secret is replaced by.
 pub const REDACTED: &str = "***";
 
-/// Shortest run of base64 characters looked for inside a longer base64
-/// string; shorter runs are common in ordinary words.
-pub const MIN_BASE64_RUN: usize = 4;
+/// Shortest hex or base64 form looked for: shorter runs of letters and digits
+/// are everywhere in ordinary text (the hex of a one-letter password is two
+/// digits), and a secret that short is guessed faster than it is leaked.
+pub const MIN_ENCODED_LEN: usize = 6;
 
 /// The forms of one secret, each a sequence of characters matched with
 /// [`match_len`] (ignoring case, any character possibly escaped).
@@ -78,10 +84,30 @@ struct Forms {
 }
 
 /// Every secret made in this process, once each.
+#[cfg(not(test))]
 static KNOWN: Mutex<Vec<Arc<Forms>>> = Mutex::new(Vec::new());
 
+#[cfg(not(test))]
+fn with_known<R>(f: impl FnOnce(&mut Vec<Arc<Forms>>) -> R) -> R {
+    f(&mut KNOWN.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+// Unit tests run in parallel threads of one process, and some make short
+// secrets (`"x"`) that would redact the others' texts: there, each test
+// thread knows only the secrets it made. The binary (and the integration
+// tests) use the one process-wide list above.
+#[cfg(test)]
+thread_local! {
+    static KNOWN_HERE: std::cell::RefCell<Vec<Arc<Forms>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+#[cfg(test)]
+fn with_known<R>(f: impl FnOnce(&mut Vec<Arc<Forms>>) -> R) -> R {
+    KNOWN_HERE.with(|k| f(&mut k.borrow_mut()))
+}
+
 fn known() -> Vec<Arc<Forms>> {
-    KNOWN.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    with_known(|all| all.clone())
 }
 
 /// Remember `value` so that [`redact`] removes it. Empty values are not
@@ -90,14 +116,14 @@ fn remember(value: &str) {
     if value.is_empty() {
         return;
     }
-    let mut all = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
-    if all.iter().any(|f| f.value == value) {
-        return;
-    }
-    all.push(Arc::new(Forms {
-        value: value.to_string(),
-        patterns: patterns(value),
-    }));
+    with_known(|all| {
+        if !all.iter().any(|f| f.value == value) {
+            all.push(Arc::new(Forms {
+                value: value.to_string(),
+                patterns: patterns(value),
+            }));
+        }
+    });
 }
 
 /// Whether `text` holds any form of any secret made in this process.
@@ -145,20 +171,19 @@ fn longest_match(forms: &Forms, text: &str, at: usize) -> Option<usize> {
 /// module's doc).
 fn patterns(value: &str) -> Vec<Vec<char>> {
     let bytes = value.as_bytes();
-    let mut out: Vec<String> = vec![value.to_string(), hex::encode(bytes)];
+    let mut encoded: Vec<String> = vec![hex::encode(bytes)];
     for engine in [
         &base64::engine::general_purpose::STANDARD,
         &base64::engine::general_purpose::URL_SAFE,
     ] {
         // The secret alone (the padding, if any, is left as is).
-        out.push(engine.encode(bytes).trim_end_matches('=').to_string());
+        encoded.push(engine.encode(bytes).trim_end_matches('=').to_string());
         for lead in 0..3 {
-            let run = base64_run(engine, bytes, lead);
-            if run.len() >= MIN_BASE64_RUN {
-                out.push(run);
-            }
+            encoded.push(base64_run(engine, bytes, lead));
         }
     }
+    let mut out = vec![value.to_string()];
+    out.extend(encoded.into_iter().filter(|e| e.len() >= MIN_ENCODED_LEN));
     out.sort();
     out.dedup();
     out.into_iter().map(|p| p.chars().collect()).collect()
@@ -375,6 +400,13 @@ mod tests {
                 assert!(left <= 4, "{what}: {form} left {left} characters: {out}");
             }
         }
+    }
+
+    #[test]
+    fn short_encoded_forms_are_not_looked_for_but_the_value_is() {
+        let _s = Secret::new("z");
+        // hex "7a", base64 "eg": ordinary text keeps them.
+        assert_eq!(redact("7a eg Z z"), "7a eg *** ***");
     }
 
     #[test]

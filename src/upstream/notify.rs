@@ -356,7 +356,7 @@ mod tests {
         // A notice bigger than any pipe buffer: a blocking write would wait
         // for the command forever.
         let mut big = notice();
-        big.message = "x".repeat(4 << 20);
+        big.message = "x".repeat(1 << 20);
         let n = notifier(Some(vec!["sh", "-c", "sleep 600 & sleep 600"]), None)
             .with_timeout(Duration::from_millis(300));
         let (tx, rx) = mpsc::channel();
