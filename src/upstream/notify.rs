@@ -222,9 +222,11 @@ impl Notifier {
     }
 
     fn post_webhook(&self, url: &str, n: &Notice) -> Result<(), NotifyError> {
+        // The reason quotes the receiver's status line or transport error:
+        // text from outside, redacted like an upstream's.
         let fail = |reason: String| NotifyError::Webhook {
             url: url_origin(url),
-            reason,
+            reason: one_line(&redact(&reason)),
         };
         match self.agent.post(url).send_json(n) {
             Ok(resp) if (200..300).contains(&resp.status()) => Ok(()),
