@@ -34,6 +34,8 @@ struct State {
     seen: Vec<String>,
     /// Answer every request 401 with a body echoing the password.
     echo_401: bool,
+    /// The last page's `next_cursor` points back to this page instead of null.
+    cycle_to: Option<usize>,
 }
 
 /// A tiny_http server on 127.0.0.1 serving `State`; stops when dropped.
@@ -181,7 +183,10 @@ fn answer(state: &Mutex<State>, request: &tiny_http::Request) -> (u16, Vec<u8>) 
         }
         let start = (page * PAGE).min(st.records.len());
         let end = (start + PAGE).min(st.records.len());
-        let next = (end < st.records.len()).then(|| (page + 1).to_string());
+        let next = match (end < st.records.len(), st.cycle_to) {
+            (true, _) => Some((page + 1).to_string()),
+            (false, back) => back.map(|p| p.to_string()),
+        };
         let body = json!({ "documents": &st.records[start..end], "next_cursor": next });
         return (200, body.to_string().into_bytes());
     }
@@ -385,10 +390,60 @@ fn a_document_removed_upstream_is_gone_after_a_complete_listing_only() {
     let listed: Value = serde_json::from_slice(&env.ok(&["discover", "--json"]).stdout).unwrap();
     assert_eq!(listed["gone"], 1, "{listed}");
     assert_eq!(env.doc("doc-1"), ("dead".to_string(), 1));
+    let why: String = env
+        .db()
+        .query_row("SELECT last_error FROM jobs WHERE doc_key = 'doc-1'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(why, "the upstream listing no longer holds it");
     for i in 2..=5 {
         assert_eq!(env.doc(&format!("doc-{i}")), ("indexed".to_string(), 0));
     }
     assert_eq!(env.status_json()["listing"]["complete"], true);
+}
+
+#[test]
+fn a_listing_whose_cursors_go_round_in_a_circle_stops_and_marks_nothing_gone() {
+    let up = Upstream::start();
+    up.state().records = (1..=5).map(|i| record(&format!("doc-{i}"), "v1")).collect();
+    let mut env = Env::new(&up);
+    env.ok(&["discover"]);
+    {
+        let mut st = up.state();
+        st.records.remove(0);
+        st.cycle_to = Some(0);
+    }
+    let err_path = env.data.with_file_name("discover.err");
+    let mut child = Command::new(BIN)
+        .arg("--data")
+        .arg(&env.data)
+        .arg("--config")
+        .arg(&env.config)
+        .args(["discover", "--no-wait"])
+        .env("LH_TEST_PASSWORD", PASSWORD)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    // A bound on a hang, not a speed target: the listing would never end.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("discover still listing after 60 s: the cursors go round");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("came back to a cursor"), "{stderr}");
+    assert_eq!(env.doc("doc-1").1, 0, "an incomplete listing marks nothing gone");
+    assert_eq!(env.status_json()["listing"]["complete"], false);
 }
 
 #[test]

@@ -220,7 +220,15 @@ impl Store {
     /// Finish scan `scan`: every present document it did not see is marked gone
     /// (dead, result forgotten, so cleanup removes its files). Returns how many.
     pub fn finish_scan(&self, scan: i64) -> Result<usize> {
-        self.write_tx(|tx, now| queue::mark_unseen_gone(tx, now, scan))
+        self.write_tx(|tx, now| queue::mark_unseen_gone(tx, now, scan, "the source file was removed"))
+    }
+
+    /// [`Store::finish_scan`] for a complete HTTP listing: the documents it
+    /// did not list are gone upstream.
+    pub fn finish_listing(&self, scan: i64) -> Result<usize> {
+        self.write_tx(|tx, now| {
+            queue::mark_unseen_gone(tx, now, scan, "the upstream listing no longer holds it")
+        })
     }
 
     /// The source fingerprint stored for each of `keys` (absent keys are left out).

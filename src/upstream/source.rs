@@ -7,6 +7,8 @@
 //! is skipped and counted, never the end of the listing; the figures of the
 //! last listing are kept in the `meta` table ([`ListingReport`]) for `status`.
 
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,6 +56,12 @@ impl ListingReport {
     }
 }
 
+fn cursor_hash(cursor: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    cursor.hash(&mut h);
+    h.finish()
+}
+
 /// Documents from an HTTP API (`[source.http]`). Keys are the upstream ids.
 pub struct HttpSource {
     client: HttpClient,
@@ -89,7 +97,7 @@ impl HttpSource {
         let mut report = ListingReport::default();
         let listed = self.list_pages(scan, wait, on_wait, &mut report);
         if listed.is_ok() {
-            report.gone = store.finish_scan(scan)?;
+            report.gone = store.finish_listing(scan)?;
             report.complete = true;
         }
         report.at = store.now();
@@ -108,6 +116,9 @@ impl HttpSource {
         report: &mut ListingReport,
     ) -> Result<(), GateError> {
         let mut cursor: Option<String> = None;
+        // Hashes of the cursors followed: a listing that comes back to one
+        // would go round for ever. Eight bytes a page.
+        let mut followed: HashSet<u64> = HashSet::new();
         loop {
             let account = self.gate.hold(&self.pool)?;
             let page = self.gate.call_waiting(account, wait, on_wait, |a| {
@@ -128,10 +139,21 @@ impl HttpSource {
             if let Some(last) = page.skipped.last() {
                 report.last_skip = Some(last.to_string());
             }
-            match page.next_cursor {
-                Some(next) if page.records() > 0 || Some(&next) != cursor.as_ref() => cursor = Some(next),
+            let next = match page.next_cursor {
+                // An empty page that repeats its own cursor ends the listing.
+                Some(next) if page.records() > 0 || Some(&next) != cursor.as_ref() => next,
                 _ => return Ok(()),
+            };
+            if !followed.insert(cursor_hash(&next)) {
+                return Err(GateError::Upstream {
+                    account: account.name.clone(),
+                    error: UpstreamError::Protocol {
+                        detail: "the listing came back to a cursor it had already given; stopped".into(),
+                    },
+                    locked_until: None,
+                });
             }
+            cursor = Some(next);
         }
     }
 }
