@@ -4,8 +4,10 @@
 //! behind if only `sh` dies); waiting for it is bounded by a deadline (and, for
 //! extraction, by a stop flag); and however it ends, it is reaped.
 
+use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, ChildStdin, Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -54,6 +56,61 @@ pub(crate) fn wait_bounded(child: &mut Child, deadline: Instant, stop: Option<&A
         std::thread::sleep(pause.min(deadline - now));
         pause = (pause * 2).min(Duration::from_millis(50));
     }
+}
+
+/// How feeding a command's standard input ended.
+#[derive(Debug)]
+pub(crate) enum Fed {
+    /// Everything was written (or the command closed its input early, which
+    /// is its own business: its exit status tells whether it was content).
+    Done,
+    /// The command did not take it all before the deadline.
+    TimedOut,
+    /// Writing failed.
+    Failed(std::io::Error),
+}
+
+/// Write `data` to a command's standard input and close it, never blocking
+/// past `deadline`: a command that never reads its input cannot hold the
+/// caller (a blocking write would wait for it forever once the pipe is full).
+pub(crate) fn feed_stdin(mut stdin: ChildStdin, data: &[u8], deadline: Instant) -> Fed {
+    if let Err(e) = set_nonblocking(&stdin) {
+        return Fed::Failed(e);
+    }
+    let mut rest = data;
+    let mut pause = Duration::from_millis(1);
+    while !rest.is_empty() {
+        match stdin.write(rest) {
+            Ok(0) => return Fed::Done,
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Fed::Done,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Fed::TimedOut;
+                }
+                std::thread::sleep(pause.min(deadline - now));
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Fed::Failed(e),
+        }
+    }
+    Fed::Done
+}
+
+fn set_nonblocking(stdin: &ChildStdin) -> std::io::Result<()> {
+    let fd = stdin.as_raw_fd();
+    // SAFETY: fcntl on a pipe descriptor we own; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Kill the command's process group (made by [`own_group`]) and reap it, so no

@@ -425,11 +425,16 @@ fn unreadable_listing_is_protocol() {
 }
 
 #[test]
-fn listing_missing_fields_is_protocol() {
+fn a_record_missing_fields_is_skipped_not_the_page() {
     let acct = account("alice", PASSWORD);
-    let base = one_shot("200 OK", "", r#"{"documents":[{"id":"1"}],"next_cursor":null}"#);
-    let err = client().list(&base, &acct, None).expect_err("missing fields");
-    assert!(matches!(err, UpstreamError::Protocol { .. }), "{err:?}");
+    let body = r#"{"documents":[{"id":"1"},{"id":"2","version":"v","name":"n","content_type":"t"}],"next_cursor":null}"#;
+    let base = one_shot("200 OK", "", body);
+    let page = client().list(&base, &acct, None).expect("a page");
+    assert_eq!(page.documents.len(), 1, "{page:?}");
+    assert_eq!(page.documents[0].id, "2");
+    assert_eq!(page.skipped.len(), 1);
+    assert_eq!(page.skipped[0].listed_id.as_deref(), Some("1"));
+    assert!(page.skipped[0].to_string().contains("missing field"), "{page:?}");
 }
 
 #[test]

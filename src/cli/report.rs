@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::pipeline::sweep;
+use crate::upstream::ListingReport;
 use crate::{Job, JobId, Millis, Status, Store};
 
 use super::config::Config;
@@ -51,6 +52,10 @@ struct StatusReport {
     source: Option<String>,
     counts: crate::Counts,
     leases: Vec<crate::LiveLease>,
+    /// The last HTTP listing's figures; absent if this data directory was
+    /// never listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listing: Option<ListingReport>,
 }
 
 /// `leasehold status`.
@@ -61,6 +66,7 @@ pub fn status(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
         source: cfg.source.as_ref().map(|s| s.root().display().to_string()),
         counts: cfg.store.counts()?,
         leases: cfg.store.live_leases()?,
+        listing: ListingReport::load(&cfg.store)?,
     };
     if json {
         print_json(&report);
@@ -74,6 +80,9 @@ pub fn status(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
     for s in Status::ALL {
         println!("{:>11} {}", s.as_str(), report.counts.get(s));
     }
+    if let Some(l) = &report.listing {
+        print_listing(l);
+    }
     println!("live leases: {}", report.leases.len());
     for l in &report.leases {
         let owner = l.owner_worker.as_deref().unwrap_or("?");
@@ -86,6 +95,26 @@ pub fn status(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The last listing, in two lines at most.
+fn print_listing(l: &ListingReport) {
+    let state = if l.complete {
+        "complete"
+    } else {
+        "incomplete, nothing marked gone"
+    };
+    println!(
+        "last listing {} ({state}): listed {}, new or changed {}, skipped {}, gone {}",
+        when(l.at),
+        l.listed,
+        l.queued,
+        l.skipped,
+        l.gone
+    );
+    if let Some(reason) = &l.last_skip {
+        println!("  last skipped: {reason}");
+    }
 }
 
 /// A key, or a numeric id when no document has that key.

@@ -9,7 +9,7 @@ use super::pool::{settle_courier, start_courier, stop_requested, work_pool};
 use super::summary::{finish, Summary};
 use super::CliError;
 use crate::clock::Millis;
-use crate::upstream::{nap_until, DrainStep, GateError, Sink, WaitReason};
+use crate::upstream::{nap_until, DrainStep, GateError, ListingReport, Sink, WaitReason};
 
 /// Says once per distinct lock that the command is waiting for it.
 fn waiting_line() -> impl FnMut(&GateError) {
@@ -24,10 +24,15 @@ fn waiting_line() -> impl FnMut(&GateError) {
     }
 }
 
-#[derive(serde::Serialize)]
-struct Listed {
-    listed: usize,
-    queued: usize,
+/// Says on stderr what a listing skipped (the details stay in `status`).
+fn say_skipped(listing: &ListingReport) {
+    if listing.skipped > 0 {
+        eprintln!(
+            "leasehold: listing: skipped {} bad record(s); last: {}",
+            listing.skipped,
+            listing.last_skip.as_deref().unwrap_or("?")
+        );
+    }
 }
 
 /// `leasehold discover` without a directory: list the HTTP source.
@@ -39,20 +44,21 @@ pub fn discover(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, Cli
         .ok_or_else(|| {
             CliError::Config("discover needs a DIR, or [source.http] in the configuration file".into())
         })?;
-    let (listed, queued) = http
+    let listing = http
         .discover(!no_wait, &mut waiting_line())
         .map_err(|e| CliError::Runtime(e.to_string()))?;
     if let Some(up) = &cfg.upstream {
         up.gate.send_notices();
         up.gate.unhold();
     }
+    say_skipped(&listing);
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&Listed { listed, queued }).unwrap_or_default()
-        );
+        println!("{}", serde_json::to_string_pretty(&listing).unwrap_or_default());
     } else {
-        println!("listed {listed}, new or changed {queued}");
+        println!(
+            "listed {}, new or changed {}, skipped {}, gone {}",
+            listing.listed, listing.queued, listing.skipped, listing.gone
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -70,9 +76,10 @@ pub fn sync(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliErro
         .ok_or_else(|| CliError::Config("sync needs [source.http] in the configuration file".into()))?;
     let started = Instant::now();
     let mut on_wait = waiting_line();
-    let (listed, queued) = http
+    let listing = http
         .discover(!no_wait, &mut on_wait)
         .map_err(|e| CliError::Runtime(e.to_string()))?;
+    say_skipped(&listing);
     let courier = start_courier(cfg);
     let mut summary = work_until_settled(cfg, no_wait, started)?;
     settle_courier(cfg, courier, &mut summary)?;
@@ -80,8 +87,8 @@ pub fn sync(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliErro
         summary.delivered += drain(sink, cfg, no_wait, &mut on_wait)?;
         summary.outbox_waiting = cfg.store.outbox().totals()?.rows as u64;
     }
-    summary.new = queued;
-    summary.unchanged = listed - queued;
+    summary.new = listing.queued;
+    summary.unchanged = listing.listed - listing.queued;
     summary.set_seconds(started.elapsed().as_secs_f64());
     let waiting = summary.waiting;
     let code = finish(summary, json, false)?;

@@ -75,7 +75,8 @@
 //! - `[auth]`: durations in `humantime` form (`"90s"`, `"30m"`, `"14d"`).
 //! - `[notify]`: `command` is an array (program, then its arguments) or a string
 //!   that is the program's path; it is never split on whitespace, so a path with
-//!   spaces works and no shell quoting rules apply. `webhook` is a URL.
+//!   spaces works and no shell quoting rules apply. The command reads each notice
+//!   as one JSON line on its standard input. `webhook` is a URL.
 //! - `[outbox]`: `max_age` (a duration) and `max_bytes` (`"256MiB"` or a number of bytes).
 //! - `[extract]`: `isolation` (run parsers in child processes; default true), and the
 //!   limits of one document: `timeout` and `cpu` (durations), `memory` and `max_text`
@@ -278,7 +279,8 @@ pub struct AuthConfig {
 /// `[notify]`: the channels a notice goes to (besides the log line, which is always written).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NotifyConfig {
-    /// Program, then its arguments; the notice's message is appended as the last argument.
+    /// Program, then its arguments, run as they are; the notice comes as one
+    /// JSON line on its standard input (see `upstream/notify.rs`).
     pub command: Option<Vec<String>>,
     /// A URL that receives each notice as a JSON `POST`.
     pub webhook: Option<String>,

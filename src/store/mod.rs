@@ -189,7 +189,8 @@ impl Store {
         Ok(n)
     }
 
-    /// Start a directory scan; its number stamps every document it sees.
+    /// Start a scan of a source (a directory walk, an HTTP listing); its number
+    /// stamps every document it sees.
     pub fn begin_scan(&self) -> Result<i64> {
         self.write_tx(|tx, _| queue::begin_scan(tx))
     }
@@ -219,7 +220,15 @@ impl Store {
     /// Finish scan `scan`: every present document it did not see is marked gone
     /// (dead, result forgotten, so cleanup removes its files). Returns how many.
     pub fn finish_scan(&self, scan: i64) -> Result<usize> {
-        self.write_tx(|tx, now| queue::mark_unseen_gone(tx, now, scan))
+        self.write_tx(|tx, now| queue::mark_unseen_gone(tx, now, scan, "the source file was removed"))
+    }
+
+    /// [`Store::finish_scan`] for a complete HTTP listing: the documents it
+    /// did not list are gone upstream.
+    pub fn finish_listing(&self, scan: i64) -> Result<usize> {
+        self.write_tx(|tx, now| {
+            queue::mark_unseen_gone(tx, now, scan, "the upstream listing no longer holds it")
+        })
     }
 
     /// The source fingerprint stored for each of `keys` (absent keys are left out).
@@ -230,6 +239,12 @@ impl Store {
     /// A setting of this data directory (e.g. `source_root`).
     pub fn meta(&self, name: &str) -> Result<Option<String>> {
         self.read(|c| read::meta(c, name))
+    }
+
+    /// Set `name` to `value`, replacing any value it had (e.g. the last
+    /// listing's figures, which `status` shows).
+    pub fn set_meta(&self, name: &str, value: &str) -> Result<()> {
+        self.write_tx(|tx, _| queue::meta_set(tx, name, value))
     }
 
     /// Set `name` to `value` unless it is already set; returns the value in force.

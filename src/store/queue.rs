@@ -146,7 +146,12 @@ pub(crate) fn mark_seen(tx: &Connection, scan: i64, key: &str) -> rusqlite::Resu
 /// Sources a finished scan did not see have disappeared: stop extracting them
 /// and forget their results, so that cleanup removes their mirror files. The
 /// rows and their history stay.
-pub(crate) fn mark_unseen_gone(tx: &Connection, now: Millis, scan: i64) -> rusqlite::Result<usize> {
+pub(crate) fn mark_unseen_gone(
+    tx: &Connection,
+    now: Millis,
+    scan: i64,
+    why: &str,
+) -> rusqlite::Result<usize> {
     // Only the newest scan begun may judge: an older one finishing late has not
     // seen what the newer one saw.
     let latest: i64 = tx.query_row(
@@ -162,10 +167,10 @@ pub(crate) fn mark_unseen_gone(tx: &Connection, now: Millis, scan: i64) -> rusql
             "UPDATE jobs SET source_gone = 1, status = 'dead', owner_token = NULL, owner_worker = NULL,
                     lease_expires_at = NULL, retry_at = NULL, parked_on = NULL, result_path = NULL,
                     checksum = NULL,
-                    last_error = 'the source file was removed', updated_at = ?2
+                    last_error = ?3, updated_at = ?2
              WHERE source_gone = 0 AND seen_scan < ?1 RETURNING id",
         )?
-        .query_map(params![scan, now], |r| r.get(0))?
+        .query_map(params![scan, now, why], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     for id in &ids {
         record(tx, *id, now, "source_gone", None, None, None)?;
@@ -180,4 +185,14 @@ pub(crate) fn meta_set_once(tx: &Connection, name: &str, value: &str) -> rusqlit
         [name, value],
     )?;
     tx.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
+}
+
+/// Set `name` to `value`, replacing any value it had.
+pub(crate) fn meta_set(tx: &Connection, name: &str, value: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO meta (name, value) VALUES (?1, ?2)
+         ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        [name, value],
+    )?;
+    Ok(())
 }

@@ -10,9 +10,25 @@
 //! proxies' access logs and ureq's own error text, and a password there would
 //! break DESIGN §7 (secrets are never logged or shown). A base URL that carries
 //! `user:pass@` is refused for the same reason. The password is read through
-//! [`Secret::expose`] in one place (`Account::authorization`), and every
-//! `detail` string is scrubbed of it (and of the encoded header value) in case
-//! a server echoes it back.
+//! [`Secret::expose`] in one place (`Account::authorization`).
+//!
+//! # Redaction at the boundary
+//! Everything an upstream says that leasehold keeps (an error body, a status
+//! line, a transport error, a parser's complaint about a listing, the reason a
+//! listing record was skipped) passes through [`crate::secret::redact`] here,
+//! before it is cut short and before it becomes an [`UpstreamError`]: so the
+//! gate, the store, notices and logs only ever see redacted text, whatever
+//! form of whichever configured password the server echoed.
+//!
+//! # The listing
+//! A page is read record by record: a record that is unusable (not an object,
+//! a missing or mistyped field, an empty id, control characters, an id of `.`
+//! or `..`, an id or version too long, a configured secret in it) is skipped
+//! with its reason in [`Page::skipped`], and the rest of the page is used. Only
+//! a page that is not a listing at all fails the request. Ids are sent as one
+//! percent-encoded path segment; `.` and `..` are refused rather than sent,
+//! because the URL parser of the HTTP library (WHATWG rules) reads `%2E%2E` as
+//! `..` too, so no spelling of them would reach the server as a document id.
 //!
 //! # Why these error classes
 //! The worker reacts to the class, not to the status code:
@@ -38,7 +54,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use crate::secret::Secret;
+use crate::secret::{contains_secret, redact, Secret, REDACTED};
 
 /// Longest `detail` string, in characters: enough to recognise a server's
 /// message, short enough for a log line.
@@ -47,6 +63,11 @@ const DETAIL_CHARS: usize = 200;
 /// How much of an error response's body is read (for `detail` and for
 /// spotting "locked"); the rest is left unread.
 const ERROR_BODY_LIMIT: u64 = 4096;
+
+/// Longest document id or version accepted from a listing, in bytes. Ids
+/// become keys, paths in URLs and names in logs; a longer one is a broken or
+/// hostile record.
+pub const MAX_ID_BYTES: usize = 1024;
 
 /// Largest listing page accepted. A page is 50-odd small records; anything
 /// near this size is a broken or hostile server, not a listing.
@@ -85,16 +106,13 @@ impl Account {
         base64::engine::general_purpose::STANDARD.encode(pair)
     }
 
-    /// `text` with the password and the encoded credentials replaced by
-    /// `***`, for strings that came from the server or the transport.
-    fn scrub(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for secret in [self.password.expose().to_string(), self.basic_token()] {
-            if !secret.is_empty() {
-                out = out.replace(&secret, "***");
-            }
-        }
-        out
+    /// `text` from the server or the transport, with every form of every
+    /// configured secret and this account's `Authorization` token replaced by
+    /// `***`, cut short to one line: the only way upstream text becomes a
+    /// `detail`.
+    fn detail(&self, text: &str) -> String {
+        let token = self.basic_token();
+        short(&redact(&text.replace(&token, REDACTED)))
     }
 }
 
@@ -113,14 +131,102 @@ pub struct DocumentRef {
 }
 
 /// One page of the listing. `next_cursor` is `None` on the last page.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
-    /// The documents of this page, in the API's order.
+    /// The usable documents of this page, in the API's order.
     pub documents: Vec<DocumentRef>,
+    /// The records of this page that were skipped, and why.
+    pub skipped: Vec<SkippedRecord>,
     /// Opaque; passed back verbatim. Absent, `null` and `""` all mean "no
     /// more pages" (an empty cursor would otherwise restart the listing).
-    #[serde(default)]
     pub next_cursor: Option<String>,
+}
+
+impl Page {
+    /// How many records the page held, usable or not.
+    pub fn records(&self) -> usize {
+        self.documents.len() + self.skipped.len()
+    }
+}
+
+/// The page as the API sends it; records are read one by one afterwards.
+#[derive(Deserialize)]
+struct RawPage {
+    documents: Vec<serde_json::Value>,
+    #[serde(default)]
+    next_cursor: Option<String>,
+}
+
+/// A listing record that was not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedRecord {
+    /// Its position on its page, from 0.
+    pub index: usize,
+    /// Its id, when the id itself is fine (another field is not): the
+    /// document is still listed, so it is not taken for gone.
+    pub listed_id: Option<String>,
+    /// Why it was skipped.
+    pub reason: BadRecord,
+}
+
+impl std::fmt::Display for SkippedRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "record {} of its page", self.index + 1)?;
+        if let Some(id) = &self.listed_id {
+            write!(f, " (id {:?})", short_id(id))?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+/// Why a listing record was skipped. The text never holds the bad value
+/// itself when the value is the problem (it may hold control characters or a
+/// secret).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadRecord {
+    /// Not a JSON object, or a field missing or of the wrong type; `detail`
+    /// is the parser's message, redacted and shortened.
+    #[error("not a document record: {detail}")]
+    Unreadable {
+        /// What the parser said.
+        detail: String,
+    },
+    /// `id` is `""`.
+    #[error("empty id")]
+    EmptyId,
+    /// `field` holds a control character (NUL, newline, escape, ...).
+    #[error("{field} contains a control character (U+{code:04X})")]
+    ControlCharacter {
+        /// `id` or `version`.
+        field: &'static str,
+        /// The first control character's code point.
+        code: u32,
+    },
+    /// `field` is longer than [`MAX_ID_BYTES`].
+    #[error("{field} is {bytes} bytes long (at most {MAX_ID_BYTES})")]
+    TooLong {
+        /// `id` or `version`.
+        field: &'static str,
+        /// Its length.
+        bytes: usize,
+    },
+    /// `id` is `.` or `..`: see the module's doc.
+    #[error("id is a dot segment ({0:?}), which cannot be requested as a document")]
+    DotSegment(&'static str),
+    /// A field holds a form of a configured secret.
+    #[error("{field} contains a configured secret")]
+    Secret {
+        /// The field.
+        field: &'static str,
+    },
+}
+
+/// At most 60 characters of an id that passed the checks, for messages.
+fn short_id(id: &str) -> String {
+    match id.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}…", &id[..cut]),
+        None => id.to_string(),
+    }
 }
 
 /// One extracted result posted to the sink.
@@ -321,7 +427,7 @@ impl HttpClient {
     pub fn deliver(&self, url: &str, account: &Account, results: &[Delivery]) -> Result<(), UpstreamError> {
         refuse_userinfo(url)?;
         let body = serde_json::to_vec(&Batch { results }).map_err(|e| UpstreamError::Protocol {
-            detail: short(&format!("cannot encode results: {e}")),
+            detail: short(&redact(&format!("cannot encode results: {e}"))),
         })?;
         let request = self
             .request("POST", url, account)
@@ -371,7 +477,7 @@ fn status_error(response: ureq::Response, account: &Account) -> UpstreamError {
         status,
         retry_after,
         locked: headers_locked || says_locked(&body),
-        detail: short(&account.scrub(text)),
+        detail: account.detail(text),
     };
     classify(answer, account)
 }
@@ -422,7 +528,7 @@ fn classify(answer: Answer, account: &Account) -> UpstreamError {
 /// Connection problems are transient; a URL that can never be requested is
 /// not.
 fn transport_error(transport: &ureq::Transport, account: &Account) -> UpstreamError {
-    let detail = short(&account.scrub(&transport.to_string()));
+    let detail = account.detail(&transport.to_string());
     match transport.kind() {
         ureq::ErrorKind::InvalidUrl
         | ureq::ErrorKind::UnknownScheme
@@ -434,7 +540,7 @@ fn transport_error(transport: &ureq::Transport, account: &Account) -> UpstreamEr
 /// A body that broke off mid-read (timeout, reset) is worth retrying.
 fn read_failed(error: &std::io::Error, account: &Account) -> UpstreamError {
     UpstreamError::Transient {
-        detail: short(&account.scrub(&format!("reading the answer: {error}"))),
+        detail: account.detail(&format!("reading the answer: {error}")),
     }
 }
 
@@ -450,15 +556,80 @@ fn declared_length(response: &ureq::Response) -> Option<u64> {
     response.header("Content-Length")?.trim().parse().ok()
 }
 
-/// A listing page, or `Protocol` naming what is wrong with it.
+/// A listing page, or `Protocol` naming what is wrong with it. A page whose
+/// records are bad is still a page: they are skipped (see [`read_record`]).
 fn parse_page(body: &[u8]) -> Result<Page, UpstreamError> {
-    let mut page: Page = serde_json::from_slice(body).map_err(|e| UpstreamError::Protocol {
-        detail: short(&format!("unreadable listing: {e}")),
+    let raw: RawPage = serde_json::from_slice(body).map_err(|e| UpstreamError::Protocol {
+        detail: short(&redact(&format!("unreadable listing: {e}"))),
     })?;
-    if page.next_cursor.as_deref() == Some("") {
-        page.next_cursor = None;
+    let mut page = Page {
+        documents: Vec::with_capacity(raw.documents.len()),
+        skipped: Vec::new(),
+        next_cursor: raw.next_cursor.filter(|c| !c.is_empty()),
+    };
+    for (index, record) in raw.documents.into_iter().enumerate() {
+        match read_record(record) {
+            Ok(doc) => page.documents.push(doc),
+            Err((listed_id, reason)) => page.skipped.push(SkippedRecord {
+                index,
+                listed_id,
+                reason,
+            }),
+        }
     }
     Ok(page)
+}
+
+/// One listing record as a document, or why it cannot be one (with its id
+/// when the id alone is fine).
+fn read_record(record: serde_json::Value) -> Result<DocumentRef, (Option<String>, BadRecord)> {
+    let id_ok = record
+        .get("id")
+        .and_then(|v| v.as_str())
+        .filter(|id| check_id(id).is_ok())
+        .map(str::to_owned);
+    let fail = |reason: BadRecord| (id_ok.clone(), reason);
+    let doc: DocumentRef = serde_json::from_value(record).map_err(|e| {
+        let reason = BadRecord::Unreadable {
+            detail: short(&redact(&e.to_string())),
+        };
+        fail(reason)
+    })?;
+    check_id(&doc.id).map_err(|reason| (None, reason))?;
+    // `name` and `content_type` are not kept anywhere, so not checked.
+    check_field("version", &doc.version).map_err(fail)?;
+    Ok(doc)
+}
+
+/// An id becomes a key, a URL path segment and a name in logs: not empty, not
+/// a dot segment, and [`check_field`].
+fn check_id(id: &str) -> Result<(), BadRecord> {
+    match id {
+        "" => Err(BadRecord::EmptyId),
+        "." => Err(BadRecord::DotSegment(".")),
+        ".." => Err(BadRecord::DotSegment("..")),
+        _ => check_field("id", id),
+    }
+}
+
+/// No control characters, at most [`MAX_ID_BYTES`], no configured secret.
+fn check_field(field: &'static str, value: &str) -> Result<(), BadRecord> {
+    if value.len() > MAX_ID_BYTES {
+        return Err(BadRecord::TooLong {
+            field,
+            bytes: value.len(),
+        });
+    }
+    if let Some(c) = value.chars().find(|c| c.is_control()) {
+        return Err(BadRecord::ControlCharacter {
+            field,
+            code: u32::from(c),
+        });
+    }
+    if contains_secret(value) {
+        return Err(BadRecord::Secret { field });
+    }
+    Ok(())
 }
 
 /// The HTTP agent of every leasehold request: `timeout` for the whole request,
@@ -706,10 +877,13 @@ mod tests {
     }
 
     #[test]
-    fn scrub_removes_password_and_token() {
+    fn detail_removes_password_token_and_encoded_forms() {
         let a = account();
-        let text = format!("echo s3cret-pw and {}", a.basic_token());
-        assert_eq!(a.scrub(&text), "echo *** and ***");
+        let text = format!(
+            "echo s3cret-pw, S3CRET-PW, s3cret%2Dpw and {}; 401\nagain",
+            a.basic_token()
+        );
+        assert_eq!(a.detail(&text), "echo ***, ***, *** and ***; 401 again");
     }
 
     #[test]
@@ -739,13 +913,80 @@ mod tests {
             None
         );
         assert!(matches!(
-            parse_page(br#"{"documents":[{"id":"1"}]}"#),
-            Err(UpstreamError::Protocol { .. })
-        ));
-        assert!(matches!(
             parse_page(b"<html>"),
             Err(UpstreamError::Protocol { .. })
         ));
+        assert!(matches!(
+            parse_page(br#"{"documents":{"id":"1"}}"#),
+            Err(UpstreamError::Protocol { .. })
+        ));
+    }
+
+    fn record(id: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({"id": id, "version": "v", "name": "n", "content_type": "text/plain"})
+    }
+
+    #[test]
+    fn bad_records_are_skipped_with_their_reason_and_the_rest_is_kept() {
+        let _pw = Secret::new("rec0rd-Secret");
+        let long = "x".repeat(MAX_ID_BYTES + 1);
+        let records = vec![
+            record("good-1".into()),
+            record("".into()),
+            record(r"a\0b".into()),
+            record("nul\u{0}".into()),
+            record("..".into()),
+            record(".".into()),
+            record(long.into()),
+            record(5.into()),
+            serde_json::json!({"id": "no-version", "name": "n", "content_type": "t"}),
+            serde_json::json!("not an object"),
+            record("REC0RD-SECRET".into()),
+            record("good-2".into()),
+        ];
+        let body = serde_json::json!({"documents": records, "next_cursor": "2"}).to_string();
+        let page = parse_page(body.as_bytes()).unwrap();
+        let ids: Vec<&str> = page.documents.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(ids, ["good-1", r"a\0b", "good-2"]);
+        let reasons: Vec<String> = page.skipped.iter().map(|s| s.reason.to_string()).collect();
+        assert_eq!(page.records(), 12, "{reasons:?}");
+        assert_eq!(page.skipped[0].reason, BadRecord::EmptyId);
+        assert_eq!(
+            page.skipped[1].reason,
+            BadRecord::ControlCharacter { field: "id", code: 0 }
+        );
+        assert_eq!(page.skipped[2].reason, BadRecord::DotSegment(".."));
+        assert_eq!(page.skipped[3].reason, BadRecord::DotSegment("."));
+        assert!(matches!(
+            page.skipped[4].reason,
+            BadRecord::TooLong { field: "id", .. }
+        ));
+        assert!(matches!(page.skipped[5].reason, BadRecord::Unreadable { .. }));
+        // The id is fine, the version is missing: still listed.
+        assert_eq!(page.skipped[6].listed_id.as_deref(), Some("no-version"));
+        assert!(matches!(page.skipped[7].reason, BadRecord::Unreadable { .. }));
+        assert_eq!(page.skipped[8].reason, BadRecord::Secret { field: "id" });
+        assert!(page.skipped.iter().all(|s| !s.to_string().contains("rec0rd")));
+        assert_eq!(page.next_cursor.as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn dot_segments_cannot_be_spelled_so_that_the_url_keeps_them() {
+        // Why `.` and `..` are refused: the URL parser reads %2E%2E as `..`.
+        assert_eq!(url_path("http://x/documents/%2E%2E/content"), "/content");
+        assert_eq!(url_path("http://x/documents/%2e./content"), "/content");
+        // An id that merely looks like one is sent as it is, encoded.
+        let url = endpoint("http://x", &["documents", "%2E%2E", "content"]).unwrap();
+        assert_eq!(url_path(&url), "/documents/%252E%252E/content");
+        let url = endpoint("http://x", &["documents", "...", "content"]).unwrap();
+        assert_eq!(url_path(&url), "/documents/.../content");
+    }
+
+    /// The path the HTTP library would send for `url`.
+    fn url_path(url: &str) -> String {
+        let request = ureq::get(url);
+        let parsed = request.request_url().unwrap();
+        parsed.path().to_string()
     }
 
     #[test]

@@ -19,12 +19,14 @@ mod notify;
 mod sink;
 mod source;
 
-pub use client::{Account, Delivery, DocumentRef, HttpClient, Page, UpstreamError};
+pub use client::{
+    Account, BadRecord, Delivery, DocumentRef, HttpClient, Page, SkippedRecord, UpstreamError, MAX_ID_BYTES,
+};
 pub use courier::{Courier, CourierHandle, Delivered};
 pub use gate::{Gate, GateError};
 pub use notify::{Notice, Notifier, NotifyError};
 pub use sink::{DrainStep, Sink, WaitReason};
-pub use source::HttpSource;
+pub use source::{HttpSource, ListingReport};
 
 pub(crate) use client::{agent, one_line};
 pub(crate) use courier::nap_until;

@@ -7,13 +7,21 @@
 //! the whole of it later, so a channel that succeeded the first time sees it again:
 //! delivery is at least once, and receivers can use [`Notice::id`] to drop repeats.
 //!
-//! Nothing here handles the credential; a notice names the account, never its password.
+//! Nothing here handles the credential; a notice names the account, never its
+//! password. As a last defence (the upstream client already redacts what a
+//! server says), every text of a notice is passed through
+//! [`crate::secret::redact`] before it goes anywhere.
+//!
+//! The notify command gets the notice on its standard input, never in its
+//! arguments or environment: those are visible to every local user (`ps`,
+//! `/proc/PID/environ` to the same user), and a notice quotes upstream text.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::config::NotifyConfig;
-use crate::process::{describe_exit, own_group, wait_bounded, Waited};
+use crate::process::{describe_exit, feed_stdin, kill_group, own_group, wait_bounded, Fed, Waited};
+use crate::secret::redact;
 use crate::upstream::one_line;
 
 /// How long a command or webhook may take before the attempt counts as failed.
@@ -35,12 +43,38 @@ pub struct Notice {
     pub details: serde_json::Value,
 }
 
+impl Notice {
+    /// The same notice with every form of every configured secret removed
+    /// from each of its texts (the `details` strings and keys included).
+    fn redacted(&self) -> Notice {
+        Notice {
+            id: self.id,
+            kind: redact(&self.kind),
+            account: redact(&self.account),
+            message: redact(&self.message),
+            details: redact_json(&self.details),
+        }
+    }
+}
+
+fn redact_json(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(redact(s)),
+        Value::Array(items) => Value::Array(items.iter().map(redact_json).collect()),
+        Value::Object(fields) => {
+            Value::Object(fields.iter().map(|(k, v)| (redact(k), redact_json(v))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
 /// What a notify command inherits of leasehold's environment.
 const KEPT_ENV: [&str; 7] = ["PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 
 /// Delivers notices to the configured channels.
 pub struct Notifier {
-    /// Program and arguments; the message is appended as the last argument.
+    /// Program and arguments, run as configured; the notice goes to its stdin.
     command: Option<Vec<String>>,
     webhook: Option<String>,
     /// Kept so webhook connections are reused between notices.
@@ -92,13 +126,18 @@ impl Notifier {
         self
     }
 
+    /// Every text of the notice is redacted first (see the module's doc).
     /// Always writes one log line to stderr: `leasehold: notice {kind} [{account}]: {message}`.
-    /// Then runs the command, if configured: program and its arguments, then the
-    /// message as the last argument, with `LEASEHOLD_NOTICE_KIND`, `_ACCOUNT`,
-    /// `_MESSAGE`, `_ID` and `_JSON` (the serialized notice) in its environment.
-    /// Its stdout is discarded (ours may be a `--json` report) and its stderr is
-    /// ours; it is killed, with its process group, after the timeout; a non-zero
-    /// exit is a failure. Then POSTs the notice as JSON to the webhook, if
+    /// Then runs the command, if configured, exactly as configured (nothing is
+    /// added to its arguments): the notice, serialized as one line of JSON
+    /// (`{"id", "kind", "account", "message", "details"}`) and a newline, is
+    /// written to its standard input, which is then closed; its environment is
+    /// a few of ours (`PATH`, `HOME`, ...) plus `LEASEHOLD_NOTICE_KIND`,
+    /// `LEASEHOLD_NOTICE_ACCOUNT` (the configured name) and `LEASEHOLD_NOTICE_ID`,
+    /// never the message. Its stdout is discarded (ours may be a `--json`
+    /// report) and its stderr is ours; if it has not taken its input and ended
+    /// within the timeout, it is killed with its process group; a non-zero exit
+    /// is a failure. Then POSTs the notice as JSON to the webhook, if
     /// configured; anything but 2xx (redirects are not followed) is a failure.
     ///
     /// # Failure
@@ -107,6 +146,7 @@ impl Notifier {
     /// others; the first failure is returned and later ones are logged to stderr.
     /// The caller retries the whole notice, so a channel may see a notice twice.
     pub fn send(&self, n: &Notice) -> Result<(), NotifyError> {
+        let n = &n.redacted();
         eprintln!(
             "leasehold: notice {} [{}]: {}",
             one_line(&n.kind),
@@ -133,7 +173,9 @@ impl Notifier {
             return Err(command_error("", "the command is empty".into()));
         };
         let fail = |reason: String| command_error(program, reason);
-        let json = serde_json::to_string(n).map_err(|e| fail(format!("cannot serialize the notice: {e}")))?;
+        let mut json =
+            serde_json::to_string(n).map_err(|e| fail(format!("cannot serialize the notice: {e}")))?;
+        json.push('\n');
         let mut cmd = Command::new(program);
         // A clean environment: the process's own may hold account passwords
         // (`password_env`), which a notify script must never see or log.
@@ -144,18 +186,32 @@ impl Notifier {
             }
         }
         cmd.args(args)
-            .arg(&n.message)
             .env("LEASEHOLD_NOTICE_KIND", &n.kind)
             .env("LEASEHOLD_NOTICE_ACCOUNT", &n.account)
-            .env("LEASEHOLD_NOTICE_MESSAGE", &n.message)
             .env("LEASEHOLD_NOTICE_ID", n.id.to_string())
-            .env("LEASEHOLD_NOTICE_JSON", json)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::null());
         let mut child = own_group(&mut cmd)
             .spawn()
             .map_err(|e| fail(format!("cannot start: {e}")))?;
-        match wait_bounded(&mut child, Instant::now() + self.timeout, None) {
+        let deadline = Instant::now() + self.timeout;
+        if let Some(stdin) = child.stdin.take() {
+            match feed_stdin(stdin, json.as_bytes(), deadline) {
+                Fed::Done => {}
+                Fed::TimedOut => {
+                    kill_group(&mut child);
+                    return Err(fail(format!(
+                        "did not read the notice within {:?}; killed",
+                        self.timeout
+                    )));
+                }
+                Fed::Failed(e) => {
+                    kill_group(&mut child);
+                    return Err(fail(format!("cannot write the notice to it: {e}")));
+                }
+            }
+        }
+        match wait_bounded(&mut child, deadline, None) {
             Waited::Exited(status) if status.success() => Ok(()),
             Waited::Exited(status) => Err(fail(describe_exit(status))),
             Waited::TimedOut | Waited::Stopped => {
@@ -166,9 +222,11 @@ impl Notifier {
     }
 
     fn post_webhook(&self, url: &str, n: &Notice) -> Result<(), NotifyError> {
+        // The reason quotes the receiver's status line or transport error:
+        // text from outside, redacted like an upstream's.
         let fail = |reason: String| NotifyError::Webhook {
             url: url_origin(url),
-            reason,
+            reason: one_line(&redact(&reason)),
         };
         match self.agent.post(url).send_json(n) {
             Ok(resp) if (200..300).contains(&resp.status()) => Ok(()),
@@ -270,29 +328,71 @@ mod tests {
     }
 
     #[test]
-    fn command_gets_the_message_as_last_argument_and_the_notice_in_its_environment() {
+    fn command_gets_the_notice_on_stdin_and_nothing_of_it_in_arguments_or_environment() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
-        let script = r#"printf '%s|%s|%s|%s|%s' "$LEASEHOLD_NOTICE_KIND $2" "$LEASEHOLD_NOTICE_ACCOUNT" \
-            "$LEASEHOLD_NOTICE_ID" "$LEASEHOLD_NOTICE_MESSAGE" "$LEASEHOLD_NOTICE_JSON" > "$1""#;
+        let script = r#"{ printf 'ARGS:%s|' "$*"; env; printf 'STDIN:'; cat; } > "$1""#;
         let n = notifier(Some(vec!["sh", "-c", script, "sh", out.to_str().unwrap()]), None);
         n.send(&notice()).unwrap();
 
         let written = std::fs::read_to_string(&out).unwrap();
-        let parts: Vec<&str> = written.splitn(5, '|').collect();
-        assert_eq!(
-            parts[..4],
-            [
-                "lock credential rejected; locked for 30m",
-                "primary",
-                "42",
-                "credential rejected; locked for 30m"
-            ]
+        let (before, stdin) = written.split_once("STDIN:").unwrap();
+        assert_eq!(before.matches("credential rejected").count(), 0, "{written}");
+        assert!(
+            before.starts_with(&format!("ARGS:{}|", out.display())),
+            "{written}"
         );
-        let json: serde_json::Value = serde_json::from_str(parts[4]).unwrap();
+        assert!(before.contains("LEASEHOLD_NOTICE_KIND=lock\n"), "{written}");
+        assert!(before.contains("LEASEHOLD_NOTICE_ID=42\n"), "{written}");
+        assert!(before.contains("LEASEHOLD_NOTICE_ACCOUNT=primary\n"), "{written}");
+        assert!(stdin.ends_with('\n') && stdin.lines().count() == 1, "{stdin:?}");
+        let json: serde_json::Value = serde_json::from_str(stdin).unwrap();
         assert_eq!(json["id"], 42);
         assert_eq!(json["kind"], "lock");
+        assert_eq!(json["message"], "credential rejected; locked for 30m");
         assert_eq!(json["details"]["until_ms"], 1_800_000);
+    }
+
+    #[test]
+    fn a_command_that_never_reads_its_input_is_killed_at_the_timeout() {
+        // A notice bigger than any pipe buffer: a blocking write would wait
+        // for the command forever.
+        let mut big = notice();
+        big.message = "x".repeat(1 << 20);
+        let n = notifier(Some(vec!["sh", "-c", "sleep 600 & sleep 600"]), None)
+            .with_timeout(Duration::from_millis(300));
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || tx.send(n.send(&big)).unwrap());
+        let e = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("send returned")
+            .unwrap_err();
+        assert!(e.to_string().contains("did not read the notice"), "{e}");
+    }
+
+    #[test]
+    fn secrets_are_redacted_from_every_channel() {
+        let _pw = crate::secret::Secret::new("n0tice-Secret");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let mut leaky = notice();
+        leaky.message = "upstream said N0TICE-SECRET and n0tice%2DSecret".into();
+        leaky.details = serde_json::json!({ "error": "bad bjB0aWNlLVNlY3JldA==", "n0tice-Secret": [1] });
+        let (url, rx) = webhook(200);
+        let script = r#"{ env; cat; } > "$1""#;
+        notifier(
+            Some(vec!["sh", "-c", script, "sh", out.to_str().unwrap()]),
+            Some(url),
+        )
+        .send(&leaky)
+        .unwrap();
+        let (body, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let seen = std::fs::read_to_string(&out).unwrap();
+        for text in [&body, &seen] {
+            assert!(!text.to_lowercase().contains("n0tice"), "{text}");
+            assert!(!text.contains("bjB0aWNlLVNlY3JldA"), "{text}");
+            assert!(text.contains("upstream said *** and ***"), "{text}");
+        }
     }
 
     #[test]
