@@ -1,5 +1,7 @@
-//! Fair turns at the SQLite write lock across processes.
+//! Fair turns at the SQLite write lock across processes, that no stopped or
+//! hostile process can hold up for more than a short, bounded delay.
 //!
+//! # Why turns
 //! SQLite's busy handler polls with growing sleeps (up to 100 ms), so a process
 //! that has waited a while sleeps longest, while a process whose threads commit
 //! back to back takes the lock again within microseconds of releasing it. Under
@@ -13,32 +15,146 @@
 //! To write, a process takes `next`, then `write`, then lets `next` go. A
 //! process that has just written must take `next` again before it writes again,
 //! and the writer already holding `next` gets `write` first: no process can take
-//! two turns while another waits at the head of the line.
+//! two turns while another waits at the head of the line. Threads of one process
+//! take turns through a mutex first, since `flock` is per open file and would
+//! not exclude them.
 //!
-//! Locks are fs2 (`flock`) locks, released by the kernel if a process dies. They
-//! are only polled, never waited on without a bound: a process stopped while
-//! holding one (SIGSTOP) delays the others at most `wait`, after which they go
-//! to SQLite's own locking, which stays the single source of exclusion. Threads
-//! of one process take turns through a mutex first, since `flock` is per open
-//! file and would not exclude them.
+//! # Why nobody can hold it up
+//! The turnstile only orders writers; SQLite's own lock stays the single source
+//! of exclusion, so skipping the turnstile is always safe, only less fair. A
+//! process stopped (SIGSTOP) while holding `next` or `write`, or any process of
+//! the same user that takes one of the locks and keeps it, would otherwise make
+//! every other writer wait on every write (it did: 422 → 0.17 documents/s with
+//! a 5 s bound per wait). So:
+//!
+//! - Locks are `flock` locks, released by the kernel if a process dies, and
+//!   only polled, never waited on without a bound.
+//! - A wait that goes on past [`Timing::ask_after`] (a turn normally lasts one
+//!   short transaction) asks the kernel who holds the lock (`/proc/locks`, see
+//!   [`super::holder`]). A holder that is stopped will not let go: the waiter
+//!   leaves at once instead of waiting out a bound.
+//! - Any wait ends after [`Timing::give_up`] whoever holds the lock: a holder
+//!   that is running but never lets go (hostile, or stuck) costs that long.
+//! - A process that left lane 0 does not come back to it on its next write: it
+//!   takes a *detour* for a while ([`Timing::detour`], doubling up to
+//!   [`Timing::max_detour`] while lane 0 keeps failing) onto a second pair of
+//!   lock files, `<db>-next.1` and `<db>-write.1` (created on first use). Every
+//!   healthy process that meets the stopped one moves to lane 1 within one
+//!   short wait, so they go on taking *fair* turns there instead of falling back
+//!   to SQLite's unfair busy handler. If lane 1 is held up as well, the process
+//!   writes with SQLite's locking alone until its detour ends.
+//!
+//! A stopped holder thus costs each other process about `ask_after` per detour
+//! (a few milliseconds a second at most), a hostile one `give_up` per detour
+//! (250 ms per 1, 2, 4, then every 8 s), never a busy timeout per write. Only a
+//! process stopped *inside* a SQLite write transaction stops every writer; that
+//! is SQLite's design, and the write path then names it (see `tx.rs`).
+//!
+//! The alternative of skipping the turnstile entirely on a timeout was measured
+//! against this: it bounds the delay as well, but the three healthy processes
+//! then meet at SQLite's busy handler, and one of them can starve for the whole
+//! pause.
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-/// The two lock files, or none if they could not be opened (then SQLite alone
-/// decides who writes, as it always does).
+use super::holder;
+use crate::fault::{stop_point, StopPoint};
+
+/// Lane 0 and one detour lane.
+const LANES: usize = 2;
+
+/// The bounds of every wait in the turnstile.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    /// How long a wait goes on before the waiter asks who holds the lock.
+    pub ask_after: Duration,
+    /// How often it asks again while it keeps waiting.
+    pub ask_every: Duration,
+    /// The longest wait for a turn in one lane, whoever holds it.
+    pub give_up: Duration,
+    /// The first detour away from lane 0.
+    pub detour: Duration,
+    /// The longest detour, after lane 0 failed several times in a row.
+    pub max_detour: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            ask_after: Duration::from_millis(2),
+            ask_every: Duration::from_millis(10),
+            give_up: Duration::from_millis(250),
+            detour: Duration::from_secs(1),
+            max_detour: Duration::from_secs(8),
+        }
+    }
+}
+
+/// One pair of lock files.
+struct Lane {
+    next: File,
+    write: File,
+}
+
+/// Where this process takes its turns at the moment.
+#[derive(Debug, Default)]
+struct Route {
+    /// The lane to start from (`LANES`: none, SQLite alone) until `until`.
+    lane: usize,
+    until: Option<Instant>,
+    /// Failures of lane 0 in a row: the next detour is this many times longer.
+    strikes: u32,
+}
+
+impl Route {
+    fn first_lane(&mut self, now: Instant) -> usize {
+        match self.until {
+            Some(until) if now < until => self.lane,
+            _ => {
+                self.until = None;
+                0
+            }
+        }
+    }
+
+    fn detour(&mut self, to: usize, now: Instant, timing: &Timing) {
+        if self.until.is_none() {
+            // A new detour (not a further step of the current one).
+            self.strikes = self.strikes.saturating_add(1);
+        }
+        let factor = 1u32 << (self.strikes.saturating_sub(1)).min(16);
+        let length = timing.detour.saturating_mul(factor).min(timing.max_detour);
+        self.lane = to;
+        self.until = Some(now + length);
+    }
+}
+
+/// The lock files next to a database, or none if they could not be opened
+/// (then SQLite alone decides who writes, as it always does).
 pub(crate) struct Turnstile {
-    files: Option<(File, File)>,
-    local: Mutex<()>,
-    wait: Duration,
+    db: PathBuf,
+    lanes: [OnceLock<Option<Lane>>; LANES],
+    route: Mutex<Route>,
+    timing: Timing,
 }
 
 /// One turn at writing; the `write` lock is released when it is dropped.
 pub(crate) struct Turn<'a> {
-    _local: MutexGuard<'a, ()>,
+    _route: MutexGuard<'a, Route>,
     write: Option<&'a File>,
+    lane: Option<usize>,
+}
+
+impl Turn<'_> {
+    /// The lane this turn was taken in; `None` if SQLite alone orders it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn lane(&self) -> Option<usize> {
+        self.lane
+    }
 }
 
 impl Drop for Turn<'_> {
@@ -55,78 +171,150 @@ fn sidecar(db: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Open (creating) a lock file readable by its owner only, whatever the umask:
+/// anyone who can open it can take the lock.
 fn open_lock_file(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(path)
+        .mode(0o600)
+        .open(path)?;
+    // A file made by an older build (or under another rule) is narrowed too;
+    // failing that (not ours), it still works as a lock.
+    if let Ok(meta) = file.metadata() {
+        if meta.permissions().mode() & 0o777 != 0o600 {
+            let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+        }
+    }
+    Ok(file)
+}
+
+fn open_lane(db: &Path, lane: usize) -> Option<Lane> {
+    let tag = if lane == 0 {
+        String::new()
+    } else {
+        format!(".{lane}")
+    };
+    let next = open_lock_file(&sidecar(db, &format!("-next{tag}"))).ok()?;
+    let write = open_lock_file(&sidecar(db, &format!("-write{tag}"))).ok()?;
+    Some(Lane { next, write })
+}
+
+/// Why a lane gave no turn.
+#[derive(Debug)]
+enum Blocked {
+    /// The holder is stopped and will not let go.
+    Stopped,
+    /// The bound passed.
+    TimedOut,
+    /// Locking failed for another reason (not supported here).
+    Unsupported,
 }
 
 impl Turnstile {
-    /// Open (creating) the lock files next to `db`. `wait` bounds every wait.
-    pub(crate) fn open(db: &Path, wait: Duration) -> Turnstile {
-        let files = open_lock_file(&sidecar(db, "-next"))
-            .and_then(|next| Ok((next, open_lock_file(&sidecar(db, "-write"))?)))
-            .ok();
-        Turnstile {
-            files,
-            local: Mutex::new(()),
-            wait,
-        }
+    /// Open (creating) lane 0's lock files next to `db`. No wait is longer
+    /// than `busy` (SQLite's own bound) nor than the default [`Timing`].
+    pub(crate) fn open(db: &Path, busy: Duration) -> Turnstile {
+        let mut timing = Timing::default();
+        timing.give_up = timing.give_up.min(busy);
+        Turnstile::with_timing(db, timing)
     }
 
-    /// Wait for this process's turn to write.
+    pub(crate) fn with_timing(db: &Path, timing: Timing) -> Turnstile {
+        let t = Turnstile {
+            db: db.to_path_buf(),
+            lanes: Default::default(),
+            route: Mutex::new(Route::default()),
+            timing,
+        };
+        // Lane 0 now, so that its files exist from the first open on.
+        t.lane(0);
+        t
+    }
+
+    fn lane(&self, i: usize) -> Option<&Lane> {
+        self.lanes[i].get_or_init(|| open_lane(&self.db, i)).as_ref()
+    }
+
+    /// Wait (a bounded time) for this process's turn to write.
     pub(crate) fn enter(&self) -> Turn<'_> {
         // Nothing the guard protects can be left half-done by a panic.
-        let local = self.local.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((next, write)) = &self.files else {
-            return Turn {
-                _local: local,
-                write: None,
-            };
-        };
-        let deadline = Instant::now() + self.wait;
-        if !poll_lock(next, deadline) {
-            return Turn {
-                _local: local,
-                write: None,
-            };
+        let mut route = self.route.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        for i in route.first_lane(now)..LANES {
+            let Some(lane) = self.lane(i) else { break };
+            match take_turn(lane, &self.timing) {
+                Ok(()) => {
+                    if i == 0 {
+                        route.strikes = 0;
+                    }
+                    return Turn {
+                        _route: route,
+                        write: Some(&lane.write),
+                        lane: Some(i),
+                    };
+                }
+                Err(Blocked::Unsupported) => break,
+                Err(Blocked::Stopped | Blocked::TimedOut) => {
+                    route.detour(i + 1, Instant::now(), &self.timing)
+                }
+            }
         }
-        let got = poll_lock(write, deadline);
-        let _ = fs2::FileExt::unlock(next);
         Turn {
-            _local: local,
-            write: got.then_some(write),
+            _route: route,
+            write: None,
+            lane: None,
         }
     }
 }
 
+/// Take `next`, then `write`, then let `next` go; on failure hold nothing.
+fn take_turn(lane: &Lane, timing: &Timing) -> Result<(), Blocked> {
+    let deadline = Instant::now() + timing.give_up;
+    poll_lock(&lane.next, deadline, timing)?;
+    stop_point(StopPoint::HoldingTurnstileNext);
+    let got = poll_lock(&lane.write, deadline, timing);
+    let _ = fs2::FileExt::unlock(&lane.next);
+    got
+}
+
 /// Take an exclusive lock on `file`, polling with short growing sleeps until
-/// `deadline`. False if the deadline passed or locking is not supported here.
-fn poll_lock(file: &File, deadline: Instant) -> bool {
+/// `deadline`, and giving up early if the holder turns out to be stopped.
+fn poll_lock(file: &File, deadline: Instant, timing: &Timing) -> Result<(), Blocked> {
     let start = Instant::now();
     let mut pause = Duration::from_micros(10);
+    let mut ask_at = start + timing.ask_after;
     loop {
         // fs2 called explicitly: std::fs::File has inherent lock methods.
         match fs2::FileExt::try_lock_exclusive(file) {
-            Ok(()) => return true,
+            Ok(()) => return Ok(()),
             Err(e) if e.kind() == fs2::lock_contended_error().kind() => {}
-            Err(_) => return false,
+            Err(_) => return Err(Blocked::Unsupported),
         }
         let now = Instant::now();
-        if now >= deadline {
-            return false;
+        if now >= ask_at {
+            if holder::flock_holder(file).is_some_and(|h| h.state.is_stopped()) {
+                return Err(Blocked::Stopped);
+            }
+            ask_at = now + timing.ask_every;
         }
-        std::thread::sleep(pause.min(deadline - now));
+        if now >= deadline {
+            return Err(Blocked::TimedOut);
+        }
+        std::thread::sleep(
+            pause
+                .min(deadline - now)
+                .min(ask_at.saturating_duration_since(now)),
+        );
         pause = (pause * 2).min(pause_cap(now - start));
     }
 }
 
 /// Turns last one transaction (tens to hundreds of µs), so the first waits
 /// poll finely; a wait that has gone on is behind something slow (a checkpoint,
-/// a stopped process) and polls at a gentler pace.
+/// a busy disk) and polls at a gentler pace.
 fn pause_cap(waited: Duration) -> Duration {
     if waited < Duration::from_millis(20) {
         Duration::from_micros(100)
@@ -139,18 +327,27 @@ fn pause_cap(waited: Duration) -> Duration {
 mod tests {
     use super::*;
 
+    fn quick() -> Timing {
+        Timing {
+            give_up: Duration::from_millis(50),
+            ..Timing::default()
+        }
+    }
+
     #[test]
     fn a_turn_excludes_another_handle_until_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("q.db");
         let a = Turnstile::open(&db, Duration::from_secs(5));
-        let b = Turnstile::open(&db, Duration::from_millis(50));
+        let b = Turnstile::with_timing(&db, quick());
         let turn = a.enter();
-        assert!(turn.write.is_some());
-        // b cannot get the write lock while a holds it, and gives up at its bound.
-        assert!(b.enter().write.is_none());
+        assert_eq!(turn.lane(), Some(0));
+        // b cannot get lane 0 while a holds it, gives up at its bound and
+        // takes the detour lane instead.
+        assert_eq!(b.enter().lane(), Some(1));
         drop(turn);
-        assert!(b.enter().write.is_some());
+        // b stays on its detour until it ends.
+        assert_eq!(b.enter().lane(), Some(1));
     }
 
     #[test]
@@ -164,21 +361,93 @@ mod tests {
         let waiter = {
             let b = std::sync::Arc::clone(&b);
             std::thread::spawn(move || {
-                let _t = b.enter();
-                tx.send("b").unwrap();
+                let t = b.enter();
+                tx.send(t.lane()).unwrap();
             })
         };
         // Wait until b is at the head of the line (holds `next`).
-        let (next, _) = a.files.as_ref().unwrap();
+        let next = &a.lane(0).unwrap().next;
         while fs2::FileExt::try_lock_exclusive(next).is_ok() {
             fs2::FileExt::unlock(next).unwrap();
             std::thread::yield_now();
         }
         drop(first);
         let second = a.enter();
-        // a's second turn could only start after b's turn.
-        assert_eq!(rx.try_recv(), Ok("b"));
+        // a's second turn could only start after b's turn (in lane 0: the
+        // holder was live and let go well within the bound).
+        assert_eq!(rx.try_recv(), Ok(Some(0)));
         drop(second);
         waiter.join().unwrap();
+    }
+
+    /// A hostile handle keeps `next` of both lanes forever: the first write
+    /// waits its bound once per lane, every later one during the detour waits
+    /// not at all (before the fix each waited the full busy timeout).
+    #[test]
+    fn a_lock_held_forever_costs_one_bounded_wait_per_detour() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("q.db");
+        let timing = Timing {
+            give_up: Duration::from_millis(50),
+            detour: Duration::from_secs(3600),
+            max_detour: Duration::from_secs(3600),
+            ..Timing::default()
+        };
+        let t = Turnstile::with_timing(&db, timing);
+        let hostile = Turnstile::open(&db, Duration::from_secs(5));
+        let held: Vec<&File> = (0..LANES).map(|i| &hostile.lane(i).unwrap().next).collect();
+        for f in &held {
+            fs2::FileExt::try_lock_exclusive(*f).unwrap();
+        }
+        let first = t.enter();
+        assert_eq!(first.lane(), None, "every lane is held: SQLite alone");
+        drop(first);
+        for _ in 0..100 {
+            let turn = t.enter();
+            assert_eq!(turn.lane(), None);
+        }
+        let route = t.route.lock().unwrap();
+        assert_eq!(route.lane, LANES);
+        assert_eq!(route.strikes, 1, "one detour, not one wait per write");
+    }
+
+    #[test]
+    fn a_detour_ends_and_grows_while_lane_zero_keeps_failing() {
+        let timing = Timing::default();
+        let mut r = Route::default();
+        let t0 = Instant::now();
+        assert_eq!(r.first_lane(t0), 0);
+        r.detour(1, t0, &timing);
+        assert_eq!(r.first_lane(t0 + Duration::from_millis(999)), 1);
+        assert_eq!(r.first_lane(t0 + timing.detour), 0);
+        r.detour(1, t0, &timing);
+        r.detour(2, t0, &timing); // a further step of the same detour
+        assert_eq!(r.until, Some(t0 + 2 * timing.detour));
+        for _ in 0..10 {
+            r.until = None;
+            r.detour(1, t0, &timing);
+        }
+        assert_eq!(r.until, Some(t0 + timing.max_detour));
+    }
+
+    #[test]
+    fn lock_files_are_created_or_narrowed_to_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("q.db");
+        // An existing file left world-readable by an older build is narrowed.
+        std::fs::write(sidecar(&db, "-write"), b"").unwrap();
+        std::fs::set_permissions(sidecar(&db, "-write"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        // (The umask is not changed here: other tests run in this process at
+        // the same time. Under the usual 022 a plain open gives 0644.)
+        let t = Turnstile::open(&db, Duration::from_secs(5));
+        t.lane(1).unwrap();
+        for suffix in ["-next", "-write", "-next.1", "-write.1"] {
+            let mode = std::fs::metadata(sidecar(&db, suffix))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{suffix}");
+        }
     }
 }
