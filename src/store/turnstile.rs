@@ -33,22 +33,35 @@
 //!   short transaction) asks the kernel who holds the lock (`/proc/locks`, see
 //!   [`super::holder`]). A holder that is stopped will not let go: the waiter
 //!   leaves at once instead of waiting out a bound.
-//! - Any wait ends after [`Timing::give_up`] whoever holds the lock: a holder
-//!   that is running but never lets go (hostile, or stuck) costs that long.
+//! - A wait ends after [`Timing::give_up`] with one and the same live holder:
+//!   a holder that never lets go (hostile, or stuck) costs that long. The wait
+//!   goes on, up to [`Timing::sqlite_cap`] (the busy timeout, SQLite's own
+//!   bound), while the line moves (the holder changes: flock is not FIFO, and
+//!   on a loaded machine a waiter can lose the race for a few hundred
+//!   milliseconds; measured in `tests/contention.rs`), or while SQLite's own
+//!   write lock is held (the holder is in a transaction that waits, or a
+//!   RESTART checkpoint waits for a reader). Then the turnstile is not what
+//!   holds anyone up, a detour would only meet the same lock, and leaving the
+//!   line would make turns unfair afterwards.
 //! - A process that left lane 0 does not come back to it on its next write: it
-//!   takes a *detour* for a while ([`Timing::detour`], doubling up to
-//!   [`Timing::max_detour`] while lane 0 keeps failing) onto a second pair of
-//!   lock files, `<db>-next.1` and `<db>-write.1` (created on first use). Every
-//!   healthy process that meets the stopped one moves to lane 1 within one
-//!   short wait, so they go on taking *fair* turns there instead of falling back
-//!   to SQLite's unfair busy handler. If lane 1 is held up as well, the process
-//!   writes with SQLite's locking alone until its detour ends.
+//!   takes a *detour* for a while onto a second pair of lock files,
+//!   `<db>-next.1` and `<db>-write.1` (created on first use). Every healthy
+//!   process that meets the stopped one moves to lane 1 within one short wait,
+//!   so they go on taking *fair* turns there instead of meeting at SQLite's
+//!   unfair busy handler. If lane 1 is held up as well, the process writes with
+//!   SQLite's locking alone until its detour ends.
+//! - A detour around a stopped holder is short ([`Timing::stopped_detour`],
+//!   250 ms): finding the holder still stopped costs only `ask_after`, and once
+//!   it is continued everyone is back in one line within that time (two lanes
+//!   meet at SQLite's busy handler, which is unfair again). A detour after a
+//!   timeout starts at [`Timing::detour`] (1 s) and doubles, up to
+//!   [`Timing::max_detour`] (8 s), while lane 0 keeps timing out.
 //!
-//! A stopped holder thus costs each other process about `ask_after` per detour
-//! (a few milliseconds a second at most), a hostile one `give_up` per detour
-//! (250 ms per 1, 2, 4, then every 8 s), never a busy timeout per write. Only a
-//! process stopped *inside* a SQLite write transaction stops every writer; that
-//! is SQLite's design, and the write path then names it (see `tx.rs`).
+//! A stopped holder thus costs each other process about 2 ms per 250 ms (under
+//! 1 %), a hostile one at most `give_up` per detour (1 s per 1, 2, 4, then
+//! every 8 s), never a busy timeout per write. Only a process stopped *inside*
+//! a SQLite write transaction stops every writer; that is SQLite's design, and
+//! the write path then names it (see `tx.rs`).
 //!
 //! The alternative of skipping the turnstile entirely on a timeout was measured
 //! against this: it bounds the delay as well, but the three healthy processes
@@ -76,9 +89,15 @@ pub(crate) struct Timing {
     pub ask_every: Duration,
     /// The longest wait for a turn in one lane, whoever holds it.
     pub give_up: Duration,
-    /// The first detour away from lane 0.
+    /// The longest wait while the line moves or SQLite's write lock is held.
+    pub sqlite_cap: Duration,
+    /// The detour away from lane 0 after its holder was found stopped: short,
+    /// since finding that out again costs only `ask_after`, and once the
+    /// holder is continued everyone should be back in one line soon.
+    pub stopped_detour: Duration,
+    /// The first detour after a wait timed out.
     pub detour: Duration,
-    /// The longest detour, after lane 0 failed several times in a row.
+    /// The longest detour, after lane 0's waits timed out several times in a row.
     pub max_detour: Duration,
 }
 
@@ -87,7 +106,9 @@ impl Default for Timing {
         Timing {
             ask_after: Duration::from_millis(2),
             ask_every: Duration::from_millis(10),
-            give_up: Duration::from_millis(250),
+            give_up: Duration::from_secs(1),
+            sqlite_cap: Duration::from_secs(5),
+            stopped_detour: Duration::from_millis(250),
             detour: Duration::from_secs(1),
             max_detour: Duration::from_secs(8),
         }
@@ -106,7 +127,7 @@ struct Route {
     /// The lane to start from (`LANES`: none, SQLite alone) until `until`.
     lane: usize,
     until: Option<Instant>,
-    /// Failures of lane 0 in a row: the next detour is this many times longer.
+    /// Timed-out waits for lane 0 in a row: each doubles the next detour.
     strikes: u32,
 }
 
@@ -121,15 +142,17 @@ impl Route {
         }
     }
 
-    fn detour(&mut self, to: usize, now: Instant, timing: &Timing) {
-        if self.until.is_none() {
-            // A new detour (not a further step of the current one).
-            self.strikes = self.strikes.saturating_add(1);
-        }
-        let factor = 1u32 << (self.strikes.saturating_sub(1)).min(16);
-        let length = timing.detour.saturating_mul(factor).min(timing.max_detour);
+    /// Start from lane `to` until `length` from `now`.
+    fn detour(&mut self, to: usize, now: Instant, length: Duration) {
         self.lane = to;
         self.until = Some(now + length);
+    }
+
+    /// How long to stay away after lane 0's wait timed out once more.
+    fn timed_out(&mut self, timing: &Timing) -> Duration {
+        self.strikes = self.strikes.saturating_add(1);
+        let factor = 1u32 << (self.strikes - 1).min(16);
+        timing.detour.saturating_mul(factor).min(timing.max_detour)
     }
 }
 
@@ -219,6 +242,7 @@ impl Turnstile {
     pub(crate) fn open(db: &Path, busy: Duration) -> Turnstile {
         let mut timing = Timing::default();
         timing.give_up = timing.give_up.min(busy);
+        timing.sqlite_cap = busy;
         Turnstile::with_timing(db, timing)
     }
 
@@ -245,7 +269,7 @@ impl Turnstile {
         let now = Instant::now();
         for i in route.first_lane(now)..LANES {
             let Some(lane) = self.lane(i) else { break };
-            match take_turn(lane, &self.timing) {
+            match take_turn(lane, &self.timing, &self.db) {
                 Ok(()) => {
                     if i == 0 {
                         route.strikes = 0;
@@ -257,8 +281,16 @@ impl Turnstile {
                     };
                 }
                 Err(Blocked::Unsupported) => break,
-                Err(Blocked::Stopped | Blocked::TimedOut) => {
-                    route.detour(i + 1, Instant::now(), &self.timing)
+                Err(Blocked::Stopped) => route.detour(i + 1, Instant::now(), self.timing.stopped_detour),
+                Err(Blocked::TimedOut) => {
+                    // Only lane 0's waits lengthen detours; lane 1 is only
+                    // ever a step of a detour that began there.
+                    let length = if i == 0 {
+                        route.timed_out(&self.timing)
+                    } else {
+                        self.timing.detour
+                    };
+                    route.detour(i + 1, Instant::now(), length)
                 }
             }
         }
@@ -271,21 +303,25 @@ impl Turnstile {
 }
 
 /// Take `next`, then `write`, then let `next` go; on failure hold nothing.
-fn take_turn(lane: &Lane, timing: &Timing) -> Result<(), Blocked> {
-    let deadline = Instant::now() + timing.give_up;
-    poll_lock(&lane.next, deadline, timing)?;
+fn take_turn(lane: &Lane, timing: &Timing, db: &Path) -> Result<(), Blocked> {
+    let cap = Instant::now() + timing.sqlite_cap.max(timing.give_up);
+    poll_lock(&lane.next, cap, timing, db)?;
     stop_point(StopPoint::HoldingTurnstileNext);
-    let got = poll_lock(&lane.write, deadline, timing);
+    let got = poll_lock(&lane.write, cap, timing, db);
     let _ = fs2::FileExt::unlock(&lane.next);
     got
 }
 
-/// Take an exclusive lock on `file`, polling with short growing sleeps until
-/// `deadline`, and giving up early if the holder turns out to be stopped.
-fn poll_lock(file: &File, deadline: Instant, timing: &Timing) -> Result<(), Blocked> {
+/// Take an exclusive lock on `file`, polling with short growing sleeps, for
+/// `give_up` with one live holder, up to `cap` while the line moves or SQLite's
+/// write lock is held; at once if the holder turns out to be stopped.
+fn poll_lock(file: &File, cap: Instant, timing: &Timing, db: &Path) -> Result<(), Blocked> {
     let start = Instant::now();
     let mut pause = Duration::from_micros(10);
     let mut ask_at = start + timing.ask_after;
+    let mut deadline = (start + timing.give_up).min(cap);
+    // The holder seen at the last look; `None` before the first.
+    let mut last_holder: Option<Option<i32>> = None;
     loop {
         // fs2 called explicitly: std::fs::File has inherent lock methods.
         match fs2::FileExt::try_lock_exclusive(file) {
@@ -295,13 +331,25 @@ fn poll_lock(file: &File, deadline: Instant, timing: &Timing) -> Result<(), Bloc
         }
         let now = Instant::now();
         if now >= ask_at {
-            if holder::flock_holder(file).is_some_and(|h| h.state.is_stopped()) {
+            let holder = holder::flock_holder(file);
+            if holder.is_some_and(|h| h.state.is_stopped()) {
                 return Err(Blocked::Stopped);
             }
+            let pid = holder.map(|h| h.pid);
+            if last_holder.is_some_and(|last| last != pid) {
+                // The line moves (turns pass from process to process), this
+                // waiter has just been unlucky so far: not a reason to leave.
+                deadline = deadline.max(now + timing.give_up).min(cap);
+            }
+            last_holder = Some(pid);
             ask_at = now + timing.ask_every;
         }
         if now >= deadline {
-            return Err(Blocked::TimedOut);
+            if now >= cap || holder::sqlite_write_lock_holder(db).is_none() {
+                return Err(Blocked::TimedOut);
+            }
+            // SQLite is what everyone waits for; look again a bit later.
+            deadline = (now + timing.ask_every).min(cap);
         }
         std::thread::sleep(
             pause
@@ -412,22 +460,20 @@ mod tests {
     }
 
     #[test]
-    fn a_detour_ends_and_grows_while_lane_zero_keeps_failing() {
+    fn a_detour_ends_and_grows_while_lane_zero_keeps_timing_out() {
         let timing = Timing::default();
         let mut r = Route::default();
         let t0 = Instant::now();
         assert_eq!(r.first_lane(t0), 0);
-        r.detour(1, t0, &timing);
-        assert_eq!(r.first_lane(t0 + Duration::from_millis(999)), 1);
-        assert_eq!(r.first_lane(t0 + timing.detour), 0);
-        r.detour(1, t0, &timing);
-        r.detour(2, t0, &timing); // a further step of the same detour
-        assert_eq!(r.until, Some(t0 + 2 * timing.detour));
-        for _ in 0..10 {
-            r.until = None;
-            r.detour(1, t0, &timing);
+        let first = r.timed_out(&timing);
+        r.detour(1, t0, first);
+        assert_eq!(r.first_lane(t0 + first - Duration::from_millis(1)), 1);
+        assert_eq!(r.first_lane(t0 + first), 0);
+        assert_eq!(r.timed_out(&timing), 2 * first);
+        for _ in 0..20 {
+            r.timed_out(&timing);
         }
-        assert_eq!(r.until, Some(t0 + timing.max_detour));
+        assert_eq!(r.timed_out(&timing), timing.max_detour);
     }
 
     #[test]
