@@ -196,3 +196,98 @@ fn three_processes_finish_while_the_fourth_is_stopped_holding_the_turnstile() {
         outputs[3]
     );
 }
+
+// ----- a hostile holder of the turnstile -----
+
+/// Another process of the same user opens `<db>-next` read-only and keeps an
+/// exclusive lock on it forever. Before the fix every write waited the full
+/// busy timeout (5 s) for it: 200 writes took over 16 minutes. Now the first
+/// write waits a bounded while, and the rest go on a detour.
+#[test]
+fn a_turnstile_lock_held_forever_does_not_cost_a_busy_timeout_per_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("hostile.db");
+    let store = Store::open(&db, StoreOptions::default()).unwrap();
+    let mut next_path = db.as_os_str().to_owned();
+    next_path.push("-next");
+    let hostile = std::fs::File::open(&next_path).unwrap();
+    fs2::FileExt::try_lock_exclusive(&hostile).unwrap();
+
+    let (done, finished) = crossbeam_channel::bounded(1);
+    let writer = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            for i in 0..200 {
+                store.enqueue(&NewDoc::new(format!("doc-{i}"), "v1")).unwrap();
+            }
+            let _ = done.send(());
+        })
+    };
+    assert!(
+        finished.recv_timeout(OVERALL).is_ok(),
+        "200 writes did not finish within {OVERALL:?} while `next` was held"
+    );
+    writer.join().unwrap();
+    assert_eq!(store.counts().unwrap().discovered, 200);
+    drop(hostile);
+}
+
+// ----- naming the holder of SQLite's write lock -----
+
+const HOLDER_ENV: &str = "LEASEHOLD_WRITE_LOCK_HOLDER_DB";
+
+/// Holds `BEGIN IMMEDIATE` on the database until its standard input closes.
+#[test]
+#[ignore = "child process of a_stall_names_the_stopped_process_holding_the_write_lock"]
+fn write_lock_holder_child() {
+    use std::io::Write;
+    let path = std::env::var(HOLDER_ENV).expect("run by the parent test");
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+    println!("HOLDING");
+    std::io::stdout().flush().unwrap();
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    c.execute_batch("COMMIT").unwrap();
+}
+
+/// A process stopped inside a write transaction stops every writer (SQLite's
+/// design); the error a writer gets after its retries names that process and
+/// says it is stopped. Before the fix it said only "stayed busy".
+#[test]
+fn a_stall_names_the_stopped_process_holding_the_write_lock() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("held.db");
+    let mut opts = StoreOptions::default();
+    opts.busy_timeout = Duration::from_millis(50);
+    let store = Store::open(&db, opts).unwrap();
+    store.enqueue(&NewDoc::new("before", "v1")).unwrap();
+
+    let mut holder = Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "write_lock_holder_child", "--nocapture"])
+        .env(HOLDER_ENV, &db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(holder.stdout.take().unwrap()).lines();
+    assert!(
+        lines.any(|l| l.unwrap().contains("HOLDING")),
+        "the child never took the write lock"
+    );
+    signal(&holder, libc::SIGSTOP);
+
+    let err = store.enqueue(&NewDoc::new("during", "v1")).unwrap_err();
+    let message = err.to_string();
+    let expected = format!("held by pid {} (stopped)", holder.id());
+    signal(&holder, libc::SIGCONT);
+    drop(holder.stdin.take());
+    assert!(holder.wait().unwrap().success());
+    assert!(
+        matches!(err, leasehold::Error::Busy { .. }) && message.contains(&expected),
+        "{message:?} does not say {expected:?}"
+    );
+    // Once it let go, writes go through again.
+    store.enqueue(&NewDoc::new("after", "v1")).unwrap();
+}

@@ -38,11 +38,11 @@
 //!   goes on, up to [`Timing::sqlite_cap`] (the busy timeout, SQLite's own
 //!   bound), while the line moves (the holder changes: flock is not FIFO, and
 //!   on a loaded machine a waiter can lose the race for a few hundred
-//!   milliseconds; measured in `tests/contention.rs`), or while SQLite's own
-//!   write lock is held (the holder is in a transaction that waits, or a
-//!   RESTART checkpoint waits for a reader). Then the turnstile is not what
-//!   holds anyone up, a detour would only meet the same lock, and leaving the
-//!   line would make turns unfair afterwards.
+//!   milliseconds; measured in `tests/contention.rs`), or while the process
+//!   whose turn it is holds SQLite's own write lock (a transaction that waits,
+//!   or a RESTART checkpoint waiting for a reader). Then the turnstile is not
+//!   what holds anyone up, a detour would only meet the same lock, and leaving
+//!   the line would make turns unfair afterwards.
 //! - A process that left lane 0 does not come back to it on its next write: it
 //!   takes a *detour* for a while onto a second pair of lock files,
 //!   `<db>-next.1` and `<db>-write.1` (created on first use). Every healthy
@@ -304,59 +304,88 @@ impl Turnstile {
 
 /// Take `next`, then `write`, then let `next` go; on failure hold nothing.
 fn take_turn(lane: &Lane, timing: &Timing, db: &Path) -> Result<(), Blocked> {
-    let cap = Instant::now() + timing.sqlite_cap.max(timing.give_up);
-    poll_lock(&lane.next, cap, timing, db)?;
+    let line = Line {
+        lane,
+        db,
+        timing,
+        cap: Instant::now() + timing.sqlite_cap.max(timing.give_up),
+    };
+    line.wait_for(&lane.next)?;
     stop_point(StopPoint::HoldingTurnstileNext);
-    let got = poll_lock(&lane.write, cap, timing, db);
+    let got = line.wait_for(&lane.write);
     let _ = fs2::FileExt::unlock(&lane.next);
     got
 }
 
-/// Take an exclusive lock on `file`, polling with short growing sleeps, for
-/// `give_up` with one live holder, up to `cap` while the line moves or SQLite's
-/// write lock is held; at once if the holder turns out to be stopped.
-fn poll_lock(file: &File, cap: Instant, timing: &Timing, db: &Path) -> Result<(), Blocked> {
-    let start = Instant::now();
-    let mut pause = Duration::from_micros(10);
-    let mut ask_at = start + timing.ask_after;
-    let mut deadline = (start + timing.give_up).min(cap);
-    // The holder seen at the last look; `None` before the first.
-    let mut last_holder: Option<Option<i32>> = None;
-    loop {
-        // fs2 called explicitly: std::fs::File has inherent lock methods.
-        match fs2::FileExt::try_lock_exclusive(file) {
-            Ok(()) => return Ok(()),
-            Err(e) if e.kind() == fs2::lock_contended_error().kind() => {}
-            Err(_) => return Err(Blocked::Unsupported),
-        }
-        let now = Instant::now();
-        if now >= ask_at {
-            let holder = holder::flock_holder(file);
-            if holder.is_some_and(|h| h.state.is_stopped()) {
-                return Err(Blocked::Stopped);
+/// One turn's wait in one lane.
+struct Line<'a> {
+    lane: &'a Lane,
+    db: &'a Path,
+    timing: &'a Timing,
+    /// No wait for this turn goes past this.
+    cap: Instant,
+}
+
+impl Line<'_> {
+    /// Take an exclusive lock on `file`, polling with short growing sleeps:
+    /// for `give_up` with one live holder; up to `cap` while the line moves
+    /// or the turn in progress waits inside SQLite; not at all once the
+    /// holder is found stopped.
+    fn wait_for(&self, file: &File) -> Result<(), Blocked> {
+        let start = Instant::now();
+        let mut pause = Duration::from_micros(10);
+        let mut ask_at = start + self.timing.ask_after;
+        let mut deadline = (start + self.timing.give_up).min(self.cap);
+        // The holder seen at the last look; `None` before the first.
+        let mut last_holder: Option<Option<i32>> = None;
+        loop {
+            // fs2 called explicitly: std::fs::File has inherent lock methods.
+            match fs2::FileExt::try_lock_exclusive(file) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == fs2::lock_contended_error().kind() => {}
+                Err(_) => return Err(Blocked::Unsupported),
             }
-            let pid = holder.map(|h| h.pid);
-            if last_holder.is_some_and(|last| last != pid) {
-                // The line moves (turns pass from process to process), this
-                // waiter has just been unlucky so far: not a reason to leave.
-                deadline = deadline.max(now + timing.give_up).min(cap);
+            let now = Instant::now();
+            if now >= ask_at {
+                let holder = holder::flock_holder(file);
+                if holder.is_some_and(|h| h.state.is_stopped()) {
+                    return Err(Blocked::Stopped);
+                }
+                let pid = holder.map(|h| h.pid);
+                if last_holder.is_some_and(|last| last != pid) {
+                    // Turns pass from process to process; this waiter has
+                    // only been unlucky so far: no reason to leave the line.
+                    deadline = deadline.max(now + self.timing.give_up).min(self.cap);
+                }
+                last_holder = Some(pid);
+                ask_at = now + self.timing.ask_every;
             }
-            last_holder = Some(pid);
-            ask_at = now + timing.ask_every;
-        }
-        if now >= deadline {
-            if now >= cap || holder::sqlite_write_lock_holder(db).is_none() {
-                return Err(Blocked::TimedOut);
+            if now >= deadline {
+                if now >= self.cap || !self.turn_waits_in_sqlite() {
+                    return Err(Blocked::TimedOut);
+                }
+                deadline = (now + self.timing.ask_every).min(self.cap);
             }
-            // SQLite is what everyone waits for; look again a bit later.
-            deadline = (now + timing.ask_every).min(cap);
+            std::thread::sleep(
+                pause
+                    .min(deadline - now)
+                    .min(ask_at.saturating_duration_since(now)),
+            );
+            pause = (pause * 2).min(pause_cap(now - start));
         }
-        std::thread::sleep(
-            pause
-                .min(deadline - now)
-                .min(ask_at.saturating_duration_since(now)),
-        );
-        pause = (pause * 2).min(pause_cap(now - start));
+    }
+
+    /// True if the process whose turn it is holds SQLite's write lock: a long
+    /// transaction or a RESTART checkpoint waiting for a reader. A detour
+    /// would only meet the same lock.
+    fn turn_waits_in_sqlite(&self) -> bool {
+        match (
+            holder::sqlite_write_lock_holder(self.db),
+            holder::flock_holder(&self.lane.write),
+        ) {
+            (Some(sqlite), Some(turn)) => sqlite.pid == turn.pid,
+            _ => false,
+        }
     }
 }
 
