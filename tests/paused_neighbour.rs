@@ -258,8 +258,10 @@ fn a_stall_names_the_stopped_process_holding_the_write_lock() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("held.db");
-    let mut opts = StoreOptions::default();
-    opts.busy_timeout = Duration::from_millis(50);
+    let opts = StoreOptions {
+        busy_timeout: Duration::from_millis(50),
+        ..StoreOptions::default()
+    };
     let store = Store::open(&db, opts).unwrap();
     store.enqueue(&NewDoc::new("before", "v1")).unwrap();
 
