@@ -63,10 +63,15 @@
 //! a SQLite write transaction stops every writer; that is SQLite's design, and
 //! the write path then names it (see `tx.rs`).
 //!
-//! The alternative of skipping the turnstile entirely on a timeout was measured
-//! against this: it bounds the delay as well, but the three healthy processes
-//! then meet at SQLite's busy handler, and one of them can starve for the whole
-//! pause.
+//! Alternatives weighed: skipping the turnstile on a timeout, with no second
+//! lane, bounds the delay as well, but the healthy processes then meet at
+//! SQLite's busy handler for the whole pause, which is what starved one to 0.06
+//! of the mean share (while processes were split between lanes for seconds
+//! after a continue, a debug run of `benches/paused_neighbour.rs` saw min/mean
+//! 0.34; with short detours around a stopped holder, 0.98). Recording the
+//! holder's pid in the lock file would cost a write per turn and could be
+//! forged; `/proc/locks` costs nothing until a wait is long, and names the
+//! process the kernel says holds the lock.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
