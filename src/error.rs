@@ -178,7 +178,7 @@ impl Error {
     }
 }
 
-/// SQLite said BUSY or LOCKED: the transaction may be retried after a ROLLBACK.
+/// The end of [`Error::Busy`]'s message: who holds the write lock, if known.
 fn held_by(holder: &Option<String>) -> String {
     holder
         .as_ref()
@@ -186,6 +186,7 @@ fn held_by(holder: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
+/// SQLite said BUSY or LOCKED: the transaction may be retried after a ROLLBACK.
 pub(crate) fn is_retryable(e: &rusqlite::Error) -> bool {
     matches!(
         e.sqlite_error_code(),

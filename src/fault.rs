@@ -1,4 +1,6 @@
-//! Crash points on the result path, for crash tests of the whole binary.
+//! Crash points on the result path, for crash tests of the whole binary, and
+//! stop points ([`StopPoint`]) where a process stops itself for tests of a
+//! paused neighbour.
 //!
 //! A test sets `LEASEHOLD_CRASH_AT` to one of [`CrashPoint::ALL`]'s names (and
 //! optionally `LEASEHOLD_CRASH_AFTER_N=k`, default 1) in a child process's
