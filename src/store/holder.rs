@@ -80,31 +80,84 @@ enum Kind {
 }
 
 /// The holder of the exclusive `flock` on the file `file` is open on, if any.
-pub(crate) fn flock_holder(file: &std::fs::File) -> Option<Holder> {
-    let meta = file.metadata().ok()?;
-    write_lock_holder(Kind::Flock, meta.dev(), meta.ino(), 0)
+#[cfg(test)]
+fn flock_holder(file: &std::fs::File) -> Option<Holder> {
+    let pid = Locks::read()?.flock_holder(FileId::of_file(file)?)?;
+    Some(Holder::of(pid))
 }
 
 /// The holder of SQLite's write lock on the WAL database `db`, if any.
 pub(crate) fn sqlite_write_lock_holder(db: &Path) -> Option<Holder> {
-    let mut shm = db.as_os_str().to_owned();
-    shm.push("-shm");
-    // metadata() is stat(2): no descriptor is opened, so no lock is dropped.
-    let meta = std::fs::metadata(shm).ok()?;
-    write_lock_holder(Kind::Posix, meta.dev(), meta.ino(), WAL_WRITE_LOCK_BYTE)
+    let pid = Locks::read()?.sqlite_write_lock_holder(db)?;
+    Some(Holder::of(pid))
 }
 
-fn write_lock_holder(kind: Kind, dev: u64, ino: u64, byte: u64) -> Option<Holder> {
-    let table = std::fs::read_to_string("/proc/locks").ok()?;
-    let pid = table
-        .lines()
-        .filter_map(parse_line)
-        .find(|l| l.kind == kind && l.write && l.dev == split_dev(dev) && l.ino == ino && l.covers(byte))?
-        .pid;
-    (pid > 0).then(|| Holder {
-        pid,
-        state: proc_state(pid),
-    })
+impl Holder {
+    fn of(pid: i32) -> Holder {
+        Holder {
+            pid,
+            state: proc_state(pid),
+        }
+    }
+}
+
+/// A file as `/proc/locks` names it: device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileId {
+    dev: (u32, u32),
+    ino: u64,
+}
+
+impl FileId {
+    /// The file `file` is open on.
+    pub(crate) fn of_file(file: &std::fs::File) -> Option<FileId> {
+        file.metadata().ok().map(|m| FileId::of(&m))
+    }
+
+    fn of(meta: &std::fs::Metadata) -> FileId {
+        FileId {
+            dev: split_dev(meta.dev()),
+            ino: meta.ino(),
+        }
+    }
+}
+
+/// One reading of `/proc/locks`, so that several questions about one moment
+/// cost one read.
+pub(crate) struct Locks {
+    lines: Vec<LockLine>,
+}
+
+impl Locks {
+    /// The kernel's lock table now; `None` where there is none to read.
+    pub(crate) fn read() -> Option<Locks> {
+        let table = std::fs::read_to_string("/proc/locks").ok()?;
+        Some(Locks {
+            lines: table.lines().filter_map(parse_line).collect(),
+        })
+    }
+
+    /// The pid holding the exclusive `flock` on `file`.
+    pub(crate) fn flock_holder(&self, file: FileId) -> Option<i32> {
+        self.write_lock_holder(Kind::Flock, file, 0)
+    }
+
+    /// The pid holding SQLite's write lock on the WAL database `db`.
+    pub(crate) fn sqlite_write_lock_holder(&self, db: &Path) -> Option<i32> {
+        let mut shm = db.as_os_str().to_owned();
+        shm.push("-shm");
+        // metadata() is stat(2): no descriptor is opened, so no lock is dropped.
+        let meta = std::fs::metadata(shm).ok()?;
+        self.write_lock_holder(Kind::Posix, FileId::of(&meta), WAL_WRITE_LOCK_BYTE)
+    }
+
+    fn write_lock_holder(&self, kind: Kind, file: FileId, byte: u64) -> Option<i32> {
+        self.lines
+            .iter()
+            .find(|l| l.kind == kind && l.write && l.dev == file.dev && l.ino == file.ino && l.covers(byte))
+            .map(|l| l.pid)
+            .filter(|&pid| pid > 0)
+    }
 }
 
 /// The state of process `pid`.

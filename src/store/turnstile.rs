@@ -33,16 +33,17 @@
 //!   short transaction) asks the kernel who holds the lock (`/proc/locks`, see
 //!   [`super::holder`]). A holder that is stopped will not let go: the waiter
 //!   leaves at once instead of waiting out a bound.
-//! - A wait ends after [`Timing::give_up`] with one and the same live holder:
-//!   a holder that never lets go (hostile, or stuck) costs that long. The wait
-//!   goes on, up to [`Timing::sqlite_cap`] (the busy timeout, SQLite's own
-//!   bound), while the line moves (the holder changes: flock is not FIFO, and
-//!   on a loaded machine a waiter can lose the race for a few hundred
-//!   milliseconds; measured in `tests/contention.rs`), or while the process
-//!   whose turn it is holds SQLite's own write lock (a transaction that waits,
-//!   or a RESTART checkpoint waiting for a reader). Then the turnstile is not
-//!   what holds anyone up, a detour would only meet the same lock, and leaving
-//!   the line would make turns unfair afterwards.
+//! - A wait ends once [`Timing::give_up`] (1 s) passes without the line seen
+//!   moving, i.e. without the process whose turn it is (the holder of `write`)
+//!   holding SQLite's own write lock at one of the looks. A holder that keeps
+//!   `next` or `write` without a transaction (hostile, or stuck) thus costs
+//!   that long. While the line moves the wait goes on, up to
+//!   [`Timing::sqlite_cap`] (the busy timeout, SQLite's own bound): flock is
+//!   not FIFO, and on a loaded machine a waiter can lose the race for a second
+//!   while others take turns (measured in `tests/contention.rs`); a turn may
+//!   also wait inside SQLite (a RESTART checkpoint waiting for a reader). Then
+//!   the turnstile is not what holds anyone up, a detour would only meet the
+//!   same lock, and leaving the line would make turns unfair afterwards.
 //! - A process that left lane 0 does not come back to it on its next write: it
 //!   takes a *detour* for a while onto a second pair of lock files,
 //!   `<db>-next.1` and `<db>-write.1` (created on first use). Every healthy
@@ -94,7 +95,7 @@ pub(crate) struct Timing {
     pub ask_every: Duration,
     /// The longest wait for a turn in one lane, whoever holds it.
     pub give_up: Duration,
-    /// The longest wait while the line moves or SQLite's write lock is held.
+    /// The longest wait while the line moves.
     pub sqlite_cap: Duration,
     /// The detour away from lane 0 after its holder was found stopped: short,
     /// since finding that out again costs only `ask_after`, and once the
@@ -331,18 +332,29 @@ struct Line<'a> {
     cap: Instant,
 }
 
+/// What a look at the kernel's lock table says about a wait.
+enum Look {
+    /// The holder of the awaited lock is stopped: it will not let go.
+    Stopped,
+    /// The turn in progress is inside SQLite: the line moves, or waits for
+    /// SQLite's own lock, which a detour would meet as well.
+    Moving,
+    /// Neither: the holder may be stuck (or caught between two steps).
+    Unclear,
+}
+
 impl Line<'_> {
-    /// Take an exclusive lock on `file`, polling with short growing sleeps:
-    /// for `give_up` with one live holder; up to `cap` while the line moves
-    /// or the turn in progress waits inside SQLite; not at all once the
-    /// holder is found stopped.
+    /// Take an exclusive lock on `file`, polling with short growing sleeps.
+    /// Every [`Timing::ask_every`] after the first [`Timing::ask_after`], look
+    /// at the lock table: leave at once if the holder is stopped; wait
+    /// [`Timing::give_up`] more whenever the line is seen moving, never past
+    /// `cap`. A holder that keeps the lock without a turn inside SQLite (a
+    /// hostile or stuck one) thus costs `give_up`.
     fn wait_for(&self, file: &File) -> Result<(), Blocked> {
         let start = Instant::now();
         let mut pause = Duration::from_micros(10);
         let mut ask_at = start + self.timing.ask_after;
         let mut deadline = (start + self.timing.give_up).min(self.cap);
-        // The holder seen at the last look; `None` before the first.
-        let mut last_holder: Option<Option<i32>> = None;
         loop {
             // fs2 called explicitly: std::fs::File has inherent lock methods.
             match fs2::FileExt::try_lock_exclusive(file) {
@@ -352,24 +364,15 @@ impl Line<'_> {
             }
             let now = Instant::now();
             if now >= ask_at {
-                let holder = holder::flock_holder(file);
-                if holder.is_some_and(|h| h.state.is_stopped()) {
-                    return Err(Blocked::Stopped);
+                match self.look(file) {
+                    Look::Stopped => return Err(Blocked::Stopped),
+                    Look::Moving => deadline = (now + self.timing.give_up).min(self.cap),
+                    Look::Unclear => {}
                 }
-                let pid = holder.map(|h| h.pid);
-                if last_holder.is_some_and(|last| last != pid) {
-                    // Turns pass from process to process; this waiter has
-                    // only been unlucky so far: no reason to leave the line.
-                    deadline = deadline.max(now + self.timing.give_up).min(self.cap);
-                }
-                last_holder = Some(pid);
                 ask_at = now + self.timing.ask_every;
             }
             if now >= deadline {
-                if now >= self.cap || !self.turn_waits_in_sqlite() {
-                    return Err(Blocked::TimedOut);
-                }
-                deadline = (now + self.timing.ask_every).min(self.cap);
+                return Err(Blocked::TimedOut);
             }
             std::thread::sleep(
                 pause
@@ -380,16 +383,22 @@ impl Line<'_> {
         }
     }
 
-    /// True if the process whose turn it is holds SQLite's write lock: a long
-    /// transaction or a RESTART checkpoint waiting for a reader. A detour
-    /// would only meet the same lock.
-    fn turn_waits_in_sqlite(&self) -> bool {
+    /// Who holds `file`, and is the turn in progress (the holder of `write`)
+    /// the process holding SQLite's write lock?
+    fn look(&self, file: &File) -> Look {
+        let Some(locks) = holder::Locks::read() else {
+            return Look::Unclear;
+        };
+        let holder_of = |f: &File| holder::FileId::of_file(f).and_then(|id| locks.flock_holder(id));
+        if holder_of(file).is_some_and(|pid| holder::proc_state(pid).is_stopped()) {
+            return Look::Stopped;
+        }
         match (
-            holder::sqlite_write_lock_holder(self.db),
-            holder::flock_holder(&self.lane.write),
+            holder_of(&self.lane.write),
+            locks.sqlite_write_lock_holder(self.db),
         ) {
-            (Some(sqlite), Some(turn)) => sqlite.pid == turn.pid,
-            _ => false,
+            (Some(turn), Some(sqlite)) if turn == sqlite => Look::Moving,
+            _ => Look::Unclear,
         }
     }
 }
