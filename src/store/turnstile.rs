@@ -390,13 +390,14 @@ impl Line<'_> {
             return Look::Unclear;
         };
         let holder_of = |f: &File| holder::FileId::of_file(f).and_then(|id| locks.flock_holder(id));
-        if holder_of(file).is_some_and(|pid| holder::proc_state(pid).is_stopped()) {
+        let stopped = |pid: Option<i32>| pid.is_some_and(|pid| holder::proc_state(pid).is_stopped());
+        let turn = holder_of(&self.lane.write);
+        // The holder of `next` waits for the turn in progress: if that one is
+        // stopped, the whole line is.
+        if stopped(holder_of(file)) || (!std::ptr::eq(file, &self.lane.write) && stopped(turn)) {
             return Look::Stopped;
         }
-        match (
-            holder_of(&self.lane.write),
-            locks.sqlite_write_lock_holder(self.db),
-        ) {
+        match (turn, locks.sqlite_write_lock_holder(self.db)) {
             (Some(turn), Some(sqlite)) if turn == sqlite => Look::Moving,
             _ => Look::Unclear,
         }
