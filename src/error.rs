@@ -84,12 +84,15 @@ pub enum Error {
         path: PathBuf,
     },
     /// Still busy after the bounded retries.
-    #[error("{path}: database stayed busy after {attempts} attempts")]
+    #[error("{path}: database stayed busy after {attempts} attempts{}", held_by(.holder))]
     Busy {
         /// The database file.
         path: PathBuf,
         /// How many times the operation was tried before giving up.
         attempts: u32,
+        /// The process holding SQLite's write lock when the last attempt
+        /// failed, e.g. `pid 4242 (stopped)`, if it could be found.
+        holder: Option<String>,
     },
     /// Any other SQLite failure.
     #[error("{path}: {source}")]
@@ -173,6 +176,14 @@ impl Error {
                 | Error::InvalidInput { .. }
         )
     }
+}
+
+/// The end of [`Error::Busy`]'s message: who holds the write lock, if known.
+fn held_by(holder: &Option<String>) -> String {
+    holder
+        .as_ref()
+        .map(|h| format!("; database write lock held by {h}"))
+        .unwrap_or_default()
 }
 
 /// SQLite said BUSY or LOCKED: the transaction may be retried after a ROLLBACK.

@@ -1,4 +1,6 @@
-//! Crash points on the result path, for crash tests of the whole binary.
+//! Crash points on the result path, for crash tests of the whole binary, and
+//! stop points ([`StopPoint`]) where a process stops itself for tests of a
+//! paused neighbour.
 //!
 //! A test sets `LEASEHOLD_CRASH_AT` to one of [`CrashPoint::ALL`]'s names (and
 //! optionally `LEASEHOLD_CRASH_AFTER_N=k`, default 1) in a child process's
@@ -122,6 +124,85 @@ pub fn crash_point(point: CrashPoint) {
     // SAFETY: _exit(2) takes no pointers and never returns; skipping destructors
     // and atexit handlers is the point.
     unsafe { libc::_exit(CRASH_EXIT_CODE) }
+}
+
+/// The variable naming a stop point: the process stops itself (SIGSTOP) there,
+/// holding whatever it holds, until someone sends it SIGCONT. Tests of a paused
+/// neighbour use it to stop a process at exactly its worst moment.
+pub const STOP_AT_ENV: &str = "LEASEHOLD_STOP_AT";
+/// The variable saying at which arrival (1-based) to stop; default 1.
+pub const STOP_AFTER_N_ENV: &str = "LEASEHOLD_STOP_AFTER_N";
+
+/// A place where a stopped process costs its neighbours the most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StopPoint {
+    /// Just after taking the turnstile's `next` lock, outside any SQLite
+    /// transaction: every other writer waits for this process's turn.
+    HoldingTurnstileNext,
+}
+
+impl StopPoint {
+    /// Every stop point.
+    pub const ALL: [StopPoint; 1] = [StopPoint::HoldingTurnstileNext];
+
+    /// The name `LEASEHOLD_STOP_AT` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopPoint::HoldingTurnstileNext => "holding_turnstile_next",
+        }
+    }
+}
+
+struct ArmedStop {
+    point: StopPoint,
+    at: u64,
+    reached: AtomicU64,
+}
+
+static ARMED_STOP: OnceLock<Option<ArmedStop>> = OnceLock::new();
+
+fn read_stop_env() -> Option<ArmedStop> {
+    let name = std::env::var(STOP_AT_ENV).ok()?;
+    let Some(point) = StopPoint::ALL.into_iter().find(|p| p.as_str() == name.trim()) else {
+        eprintln!("leasehold: ignoring {STOP_AT_ENV}={name:?}: not a stop point");
+        return None;
+    };
+    let at = match std::env::var(STOP_AFTER_N_ENV) {
+        Err(_) => 1,
+        Ok(n) => match n.trim().parse::<u64>() {
+            Ok(k) if k >= 1 => k,
+            _ => {
+                eprintln!("leasehold: ignoring {STOP_AT_ENV}: {STOP_AFTER_N_ENV}={n:?} is not a count >= 1");
+                return None;
+            }
+        },
+    };
+    Some(ArmedStop {
+        point,
+        at,
+        reached: AtomicU64::new(0),
+    })
+}
+
+/// Mark that `point` was reached; stop the whole process here (SIGSTOP) if a
+/// test armed it. It goes on from here when continued.
+#[inline]
+pub fn stop_point(point: StopPoint) {
+    let Some(armed) = ARMED_STOP.get_or_init(read_stop_env).as_ref() else {
+        return;
+    };
+    if armed.point != point || armed.reached.fetch_add(1, Ordering::SeqCst) + 1 != armed.at {
+        return;
+    }
+    eprintln!(
+        "leasehold: stop point {} reached ({STOP_AT_ENV}), stopping",
+        point.as_str()
+    );
+    // SAFETY: raise(3) takes no pointers; SIGSTOP cannot be caught, so this
+    // stops every thread of the process until SIGCONT.
+    unsafe {
+        libc::raise(libc::SIGSTOP);
+    }
 }
 
 /// `PERCENT:MS`: before a fenced completion, stall MS milliseconds (heartbeat

@@ -61,7 +61,8 @@ pub use store::{Backoff, Completion, NewDoc, Store, StoreOptions, Synchronous};
 #[doc(hidden)]
 pub mod testing {
     pub use crate::fault::{
-        CrashPoint, CHILD_FAULT_ENV, CHILD_FAULT_MARKER, CRASH_AFTER_N_ENV, CRASH_AT_ENV, CRASH_EXIT_CODE,
+        CrashPoint, StopPoint, CHILD_FAULT_ENV, CHILD_FAULT_MARKER, CRASH_AFTER_N_ENV, CRASH_AT_ENV,
+        CRASH_EXIT_CODE, STOP_AFTER_N_ENV, STOP_AT_ENV,
     };
     pub use crate::mirror::Fault;
     pub use crate::store::claim_candidate_queries;

@@ -186,7 +186,8 @@ fn four_processes_at_full_speed_never_see_busy() {
         held.load(Ordering::SeqCst) > 0,
         "the long reader never held a transaction"
     );
-    assert!(min >= 0.25 * mean, "a process was starved: {pairs:?}");
+    // Fair turns (the turnstile): every process gets at least half the mean.
+    assert!(min >= 0.5 * mean, "a process was starved: {pairs:?}");
     // Bounded: the store switches to RESTART checkpoints past 64 MiB of WAL, so the
     // file can outgrow that only by what is written while a RESTART waits for the
     // long reader (1 s here) and between two checkpoint ticks: a few hundred MiB

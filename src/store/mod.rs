@@ -8,7 +8,9 @@
 //! - `open.rs`: validate the file, set WAL, migrate from `schema.sql`, build the pool.
 //! - `tx.rs`: the write transaction (group commit, turnstile, bounded BUSY retries).
 //! - `group.rs`: group commit of concurrent writes from one process.
-//! - `turnstile.rs`: fair turns at the write lock between processes.
+//! - `turnstile.rs`: fair turns at the write lock between processes, that no
+//!   stopped or hostile process can hold up.
+//! - `holder.rs`: which process holds a lock (`/proc/locks`), and is it stopped.
 //! - `checkpoint.rs`: the background WAL checkpointer.
 //! - `write.rs`: claim and the fenced writes, each a function of (transaction, now).
 //! - `queue.rs`: enqueue, requeue, marking vanished sources.
@@ -26,6 +28,7 @@ mod check;
 mod checkpoint;
 mod gate;
 mod group;
+mod holder;
 mod open;
 mod options;
 mod outbox;

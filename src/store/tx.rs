@@ -1,10 +1,13 @@
 //! The write transaction: group commit within a process, fair turns between
 //! processes, `BEGIN IMMEDIATE`, and bounded retries after BUSY (DESIGN §8).
 
-use std::time::Duration;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, TransactionBehavior};
 
+use super::holder;
 use super::write::{self, WriteOp, WriteOut};
 use super::Store;
 use crate::clock::Millis;
@@ -29,12 +32,17 @@ impl Store {
             Err(e) if ops.len() == 1 => vec![Err(e)],
             // Contention outlived the retries: replaying op by op would only
             // multiply the wait (and starve every heartbeat in the batch).
-            Err(Error::Busy { path, attempts }) => ops
+            Err(Error::Busy {
+                path,
+                attempts,
+                holder,
+            }) => ops
                 .iter()
                 .map(|_| {
                     Err(Error::Busy {
                         path: path.clone(),
                         attempts,
+                        holder: holder.clone(),
                     })
                 })
                 .collect(),
@@ -48,22 +56,33 @@ impl Store {
     /// Run `f` in a `BEGIN IMMEDIATE` transaction with `now` read after the
     /// write lock is held; retry the whole transaction a bounded number of
     /// times, with jitter, when SQLite says BUSY/LOCKED past busy_timeout.
+    ///
+    /// A stall of seconds is nearly always one process holding SQLite's write
+    /// lock (stopped inside a transaction, say): the wait is then warned about
+    /// on stderr, and the error after the last retry names that process.
     pub(crate) fn write_tx<T>(
         &self,
         mut f: impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
     ) -> Result<T> {
         let mut conn = self.conn()?;
         let _turn = self.inner.turnstile.enter();
+        let started = Instant::now();
         for attempt in 1..=BUSY_RETRIES {
             match self.try_write_tx(&mut conn, &mut f) {
                 Ok(v) => return Ok(v),
-                Err(e) if is_retryable(&e) => backoff_sleep(attempt),
+                Err(e) if is_retryable(&e) => {
+                    if started.elapsed() >= STALL_WARN_AFTER {
+                        warn_stall(&self.inner.path, started.elapsed());
+                    }
+                    backoff_sleep(attempt)
+                }
                 Err(e) => return Err(Error::from_sqlite(&self.inner.path, e)),
             }
         }
         Err(Error::Busy {
             path: self.inner.path.clone(),
             attempts: BUSY_RETRIES,
+            holder: holder::sqlite_write_lock_holder(&self.inner.path).map(|h| h.to_string()),
         })
     }
 
@@ -96,6 +115,32 @@ impl Store {
             source,
         })
     }
+}
+
+/// How long writers wait on SQLite's lock before the wait is worth a warning.
+const STALL_WARN_AFTER: Duration = Duration::from_secs(2);
+/// At most one stall warning per this long, per process.
+const STALL_WARN_EVERY: Duration = Duration::from_secs(10);
+
+static LAST_STALL_WARNING: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// Say on stderr that writes to `db` stall, and who holds the write lock;
+/// at most once per [`STALL_WARN_EVERY`], however many threads stall.
+fn warn_stall(db: &Path, waited: Duration) {
+    let mut last = LAST_STALL_WARNING.lock().unwrap_or_else(|e| e.into_inner());
+    let now = Instant::now();
+    if last.is_some_and(|t| now.duration_since(t) < STALL_WARN_EVERY) {
+        return;
+    }
+    *last = Some(now);
+    let who = holder::sqlite_write_lock_holder(db)
+        .map(|h| format!("held by {h}"))
+        .unwrap_or_else(|| "holder not found".into());
+    eprintln!(
+        "leasehold: warning: {}: writes have waited {:.1} s for the database write lock ({who})",
+        db.display(),
+        waited.as_secs_f64()
+    );
 }
 
 /// Sleep a little, growing and jittered, so that retrying processes spread out.
