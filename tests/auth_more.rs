@@ -412,13 +412,15 @@ fn outbox_drops_the_oldest_past_the_cap_then_delivers_each_kept_result_once_batc
     let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
     assert!(sizes.iter().all(|&n| (1..=BATCH).contains(&n)), "{sizes:?}");
     assert_eq!(sizes.len(), kept.len().div_ceil(BATCH), "{sizes:?}");
+    // The pace spaces the claims of batches; the server sees each one a send
+    // later, and a late first arrival shortens one gap, never the whole span.
     let at = sink_posts(&env);
-    let gaps: Vec<Duration> = at.windows(2).map(|w| w[1].duration_since(w[0])).collect();
-    let min_gap = gaps.iter().min().copied().unwrap();
-    let floor = Duration::from_millis(1_000 / PER_SECOND - 50);
+    let span = at.last().unwrap().duration_since(at[0]);
+    let paced = Duration::from_millis(1_000 / PER_SECOND) * (at.len() as u32 - 1);
     assert!(
-        min_gap >= floor,
-        "batches {gaps:?} apart, faster than {PER_SECOND}/s"
+        span + Duration::from_millis(150) >= paced,
+        "{} batches in {span:?}, faster than {PER_SECOND}/s",
+        at.len()
     );
 
     let o = &json(&env.run(&["auth", "status", "--json"]))["outbox"];
@@ -439,9 +441,7 @@ fn outbox_drops_the_oldest_past_the_cap_then_delivers_each_kept_result_once_batc
         "{recovery}"
     );
     let (k, n, max) = (kept.len(), sizes.len(), sizes.iter().max().unwrap());
-    println!(
-        "outbox: {k} kept, {dropped} dropped, {k} delivered in {n} batches (max {max}), gap {min_gap:?}"
-    );
+    println!("outbox: {k} kept, {dropped} dropped, {k} delivered in {n} batches (max {max}) over {span:?}");
     env.assert_no_secret();
 }
 

@@ -672,7 +672,7 @@ fn escaped(
     allowed: &Path,
     db: &Path,
 ) -> Vec<PathBuf> {
-    let db_files: BTreeSet<PathBuf> = ["", "-wal", "-shm", "-next", "-write"]
+    let db_files: BTreeSet<PathBuf> = ["", "-wal", "-shm", "-next", "-write", "-next.1", "-write.1"]
         .iter()
         .map(|s| PathBuf::from(format!("{}{s}", db.display())))
         .collect();
