@@ -124,6 +124,59 @@ pub fn crash_point(point: CrashPoint) {
     unsafe { libc::_exit(CRASH_EXIT_CODE) }
 }
 
+/// The variable naming a stop point (see [`StopPoint`]): the first time the
+/// process reaches it, it stops itself with SIGSTOP, exactly as if someone had
+/// run `kill -STOP` on it at that instruction; it goes on when sent SIGCONT.
+/// Read once per process; an unknown name is reported once on stderr and
+/// leaves the hook inert.
+pub const STOP_AT_ENV: &str = "LEASEHOLD_STOP_AT";
+
+/// A moment at which a stopped process hurts its neighbours most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopPoint {
+    /// A mirror write holds its document's lock (shared), before the temp file exists.
+    WriteLockHeld,
+}
+
+impl StopPoint {
+    /// The name `LEASEHOLD_STOP_AT` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopPoint::WriteLockHeld => "write_lock_held",
+        }
+    }
+}
+
+/// The armed stop point of this process, and whether it fired already.
+static STOP_ARMED: OnceLock<Option<(StopPoint, std::sync::atomic::AtomicBool)>> = OnceLock::new();
+
+/// Stop this process (SIGSTOP) here, once, if a test armed `point`.
+#[inline]
+pub fn stop_point(point: StopPoint) {
+    let armed = STOP_ARMED.get_or_init(|| {
+        let name = std::env::var(STOP_AT_ENV).ok()?;
+        match name.trim() {
+            n if n == StopPoint::WriteLockHeld.as_str() => Some((
+                StopPoint::WriteLockHeld,
+                std::sync::atomic::AtomicBool::new(false),
+            )),
+            _ => {
+                eprintln!("leasehold: ignoring {STOP_AT_ENV}={name:?}: not a stop point");
+                None
+            }
+        }
+    });
+    let Some((armed, fired)) = armed else { return };
+    if *armed != point || fired.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    // SAFETY: raise(2) takes no pointers; SIGSTOP cannot be caught, so the
+    // process simply stops until SIGCONT.
+    unsafe {
+        libc::raise(libc::SIGSTOP);
+    }
+}
+
 /// `PERCENT:MS`: before a fenced completion, stall MS milliseconds (heartbeat
 /// and all, like a process frozen by the OS) in PERCENT of the calls. The soak
 /// uses it to put workers to sleep in the one window the lease keeper cannot

@@ -63,6 +63,7 @@ pub mod testing {
     pub use crate::fault::{
         CrashPoint, CHILD_FAULT_ENV, CHILD_FAULT_MARKER, CRASH_AFTER_N_ENV, CRASH_AT_ENV, CRASH_EXIT_CODE,
     };
+    pub use crate::fault::{StopPoint, STOP_AT_ENV};
     pub use crate::mirror::Fault;
     pub use crate::store::claim_candidate_queries;
 
