@@ -571,9 +571,11 @@ mod tests {
         assert_eq!(claims.len(), 2);
         for claim in claims {
             if claim.key == "link.txt" {
-                store.fail(claim, &err.to_string(), err.is_permanent()).unwrap();
+                let fenced = store.fail(claim, &err.to_string(), err.is_permanent()).unwrap();
+                assert_eq!(fenced, crate::job::Fenced::Accepted);
             } else {
-                store.release(claim, "not this one").unwrap();
+                let fenced = store.release(claim, "not this one").unwrap();
+                assert_eq!(fenced, crate::job::Fenced::Accepted);
             }
         }
         let dead = store.job_by_key("link.txt").unwrap().unwrap();
