@@ -139,16 +139,20 @@ pub enum StopPoint {
     /// Just after taking the turnstile's `next` lock, outside any SQLite
     /// transaction: every other writer waits for this process's turn.
     HoldingTurnstileNext,
+    /// A mirror write holds its document's lock (shared), before the temp
+    /// file exists: a cleanup or `gc` of that document waits for it.
+    WriteLockHeld,
 }
 
 impl StopPoint {
     /// Every stop point.
-    pub const ALL: [StopPoint; 1] = [StopPoint::HoldingTurnstileNext];
+    pub const ALL: [StopPoint; 2] = [StopPoint::HoldingTurnstileNext, StopPoint::WriteLockHeld];
 
     /// The name `LEASEHOLD_STOP_AT` takes.
     pub fn as_str(self) -> &'static str {
         match self {
             StopPoint::HoldingTurnstileNext => "holding_turnstile_next",
+            StopPoint::WriteLockHeld => "write_lock_held",
         }
     }
 }

@@ -196,3 +196,46 @@ fn a_missing_data_directory_is_reported_and_not_created() {
     assert!(lines.iter().any(|l| l.contains("no database")), "{lines:?}");
     assert!(!data.exists(), "doctor created the data directory");
 }
+
+#[test]
+fn a_probe_file_left_by_a_kill_is_reported_until_gc_removes_it() {
+    let data = after_run();
+    let probe = data.path().join("mirror/.probe-4242-0-1700000000000000000");
+    std::fs::write(&probe, b"probe").unwrap();
+    assert_one_problem(
+        data.path(),
+        "probe_leftover",
+        &[&probe.display().to_string(), "gc"],
+    );
+    let out = leasehold(data.path(), &["gc"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(!probe.exists(), "gc left the probe file");
+    let (code, lines, _) = doctor(data.path());
+    assert_eq!(code, 0, "{lines:?}");
+}
+
+/// Every entry under `dir` with its modification time: a file created and
+/// removed again still changes its directory's.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, std::time::SystemTime)> {
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.path().to_path_buf(), e.metadata().unwrap().modified().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn doctor_creates_nothing_in_the_mirror_not_even_a_probe() {
+    let data = after_run();
+    let mirror = data.path().join("mirror");
+    let before = snapshot(&mirror);
+    let (code, lines, _) = doctor(data.path());
+    assert_eq!(code, 0, "{lines:?}");
+    let after = snapshot(&mirror);
+    let changed: Vec<_> = after.iter().filter(|e| !before.contains(e)).collect();
+    assert!(changed.is_empty(), "doctor changed the mirror: {changed:?}");
+    assert_eq!(after.len(), before.len(), "doctor removed something");
+}

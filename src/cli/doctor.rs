@@ -6,11 +6,14 @@
 //! - leases: no two rows share a key or an owner token, every `extracting` row
 //!   has a token and a lease, no other row has a token;
 //! - every `indexed` row's result file exists and its SHA-256 matches;
-//! - the mirror holds no generation or temp file that `gc` would remove, and no
-//!   document directory the database does not know.
+//! - the mirror holds no generation, temp or probe file that `gc` would remove,
+//!   and no document directory the database does not know (a document whose
+//!   lock another process holds is skipped, with a note).
 //!
 //! Unlike the other commands, doctor never creates anything: a missing database
-//! or mirror is a problem to report, not something to set up. Every failure,
+//! or mirror is a problem to report, not something to set up, and the mirror's
+//! writability is asked of the kernel (`access(2)`) instead of tried with a
+//! probe file. Every failure,
 //! including a store that cannot be opened at all, becomes a problem line (exit
 //! 1), so a damaged data directory gets a diagnosis rather than a refusal.
 //!
@@ -207,7 +210,9 @@ impl Doctor {
             );
             return None;
         }
-        match Mirror::open(root) {
+        // `inspect`, not `open`: doctor creates nothing, not even a probe file;
+        // writability is asked of the kernel instead of tried.
+        match Mirror::inspect(root) {
             Ok(m) => Some(m),
             Err(e) => {
                 self.problem("mirror", root.display().to_string(), one_line(&e));
@@ -349,8 +354,24 @@ impl Doctor {
         self.checked.leftovers = report.removed.len() as u64;
         for rel in &report.removed {
             let file = mirror.root().join(rel).display().to_string();
+            if Mirror::is_probe_name(rel) {
+                let message = format!(
+                    "{file}: leftover writability probe of a killed process (`leasehold gc` removes it)"
+                );
+                self.problem("probe_leftover", file, message);
+                continue;
+            }
             let message = format!("{file}: leftover generation or temp file (`leasehold gc` removes it)");
             self.problem("leftover", file, message);
+        }
+        for id in &report.busy {
+            let dir = mirror
+                .doc_dir(*id)
+                .map(|d| d.display().to_string())
+                .unwrap_or_default();
+            self.notes.push(format!(
+                "{dir}: not checked for leftovers: another process holds the document's mirror lock"
+            ));
         }
         for id in &report.missing_rows {
             let dir = mirror

@@ -49,6 +49,7 @@ pub fn work_pool(
     summary.set_seconds(started.elapsed().as_secs_f64());
     summary.database = cfg.store.path().display().to_string();
     summary.mirror = cfg.mirror.root().display().to_string();
+    summary.cleanups_skipped = cfg.mirror.cleanups_skipped();
     Ok(summary)
 }
 

@@ -198,6 +198,7 @@ pub fn gc(cfg: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError>
             "removed": report.removed,
             "unknown": report.unknown,
             "missing_rows": report.missing_rows,
+            "busy": report.busy,
         }));
         return Ok(ExitCode::SUCCESS);
     }
@@ -212,6 +213,15 @@ pub fn gc(cfg: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError>
     }
     for f in &report.unknown {
         println!("  left alone (not ours) {f}");
+    }
+    if !report.busy.is_empty() {
+        println!(
+            "skipped {} document(s) whose mirror lock another process holds (run gc again later)",
+            report.busy.len()
+        );
+        for id in &report.busy {
+            println!("  skipped (locked) document id {id}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

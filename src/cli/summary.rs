@@ -43,6 +43,9 @@ pub struct Summary {
     pub delivered: u64,
     /// Results still waiting in the outbox at the end.
     pub outbox_waiting: u64,
+    /// Cleanups skipped because another process held the document's mirror
+    /// lock (a slow or stopped writer); `gc` removes what they left.
+    pub cleanups_skipped: u64,
     /// The most memory this process held at once (resident set), in bytes;
     /// extraction children are not counted (each has its own cap).
     pub peak_memory_bytes: u64,
@@ -72,6 +75,8 @@ impl Summary {
         self.lease_lost += more.lease_lost;
         self.released += more.released;
         self.waiting += more.waiting;
+        // A running total of the same mirror handle, not a per-pass count.
+        self.cleanups_skipped = self.cleanups_skipped.max(more.cleanups_skipped);
         self.failures.extend(more.failures);
         for e in more.errors {
             self.keep_error(e);
@@ -166,6 +171,12 @@ impl Summary {
             println!(
                 "delivered {} to the sink, {} waiting in the outbox, {} document(s) handed back for a locked account",
                 self.delivered, self.outbox_waiting, self.waiting
+            );
+        }
+        if self.cleanups_skipped > 0 {
+            println!(
+                "{} cleanup(s) skipped: another process held the document's mirror lock (`leasehold gc` finishes them)",
+                self.cleanups_skipped
             );
         }
         for f in self.failures.iter().take(20) {

@@ -1,14 +1,19 @@
 //! Fenced cleanup of one document and the sweep over the whole mirror (`gc`):
 //! lock the document exclusively, then ask the store what to keep, then delete.
 
+use std::fs;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use super::layout::{
     check_ids, doc_rel, is_real_dir, is_shard_name, list_dir, parse_doc_dir, parse_generation,
     remove_dir_if_empty, remove_if_present, scan_doc, Kind,
 };
 use super::lock::{lock_doc, LockMode};
-use super::{CleanupReport, Keep, Mirror, MirrorError, LOCK_NAME};
+use super::{CleanupReport, Keep, Mirror, MirrorError, CLEANUP_LOCK_WAIT, LOCK_NAME, PROBE_PREFIX};
+
+/// What a walk of the root found: document ids, probe leftovers, entries not ours.
+type Found = (Vec<i64>, Vec<String>, Vec<String>);
 
 /// How a document cleanup behaves; sweep differs from a single cleanup only here.
 #[derive(Debug, Clone, Copy)]
@@ -105,17 +110,25 @@ impl Mirror {
     /// Runs cleanup for every document directory under the root (used by `gc`); stops at the
     /// first error. A dry run reports in `removed` what would be deleted and deletes nothing.
     /// Unrecognised entries are left alone and reported. A real sweep also removes document
-    /// directories left empty (and then-empty shard directories).
+    /// directories left empty (and then-empty shard directories), and `.probe-*` files that a
+    /// killed [`Mirror::open`] left in the root. A document whose lock another process holds
+    /// is skipped and listed in [`CleanupReport::busy`]; the sweep goes on.
     pub fn sweep<E: From<MirrorError>>(
         &self,
         dry_run: bool,
         mut keep: impl FnMut(i64) -> Result<Option<Keep>, E>,
     ) -> Result<CleanupReport, E> {
-        let (docs, unknown) = self.find_docs()?;
+        let (docs, probes, unknown) = self.find_docs()?;
         let mut report = CleanupReport {
             unknown,
             ..CleanupReport::default()
         };
+        for probe in probes {
+            if !dry_run {
+                remove_if_present(&self.root.join(&probe))?;
+            }
+            report.removed.push(probe);
+        }
         let opts = CleanOpts {
             dry_run,
             prune: !dry_run,
@@ -137,7 +150,16 @@ impl Mirror {
             return Ok(CleanupReport::default());
         }
         // Lock first, then read the row: see the module docs. A dry run does not create `.lock`.
-        let lock = lock_doc(&dir, LockMode::Exclusive, !opts.dry_run)?;
+        let lock = match lock_doc(&dir, LockMode::Exclusive, !opts.dry_run, CLEANUP_LOCK_WAIT) {
+            Err(e) if e.is_busy() => {
+                self.skipped.fetch_add(1, Ordering::Relaxed);
+                return Ok(CleanupReport {
+                    busy: vec![job_id],
+                    ..CleanupReport::default()
+                });
+            }
+            locked => locked?,
+        };
         let keep = keep()?;
         let rel_dir = doc_rel(job_id)?;
         let entries = scan_doc(&dir)?;
@@ -159,11 +181,15 @@ impl Mirror {
         Ok(report)
     }
 
-    /// Job ids of all well-formed document directories, plus every entry that does not fit the
-    /// layout (reported, never descended into or deleted).
-    fn find_docs(&self) -> Result<(Vec<i64>, Vec<String>), MirrorError> {
-        let (mut docs, mut unknown) = (Vec::new(), Vec::new());
+    /// Job ids of all well-formed document directories, the probe files left in the root, plus
+    /// every entry that does not fit the layout (reported, never descended into or deleted).
+    fn find_docs(&self) -> Result<Found, MirrorError> {
+        let (mut docs, mut probes, mut unknown) = (Vec::new(), Vec::new(), Vec::new());
         for (top, top_is_dir) in list_dir(&self.root)? {
+            if !top_is_dir && self.is_probe(&top)? {
+                probes.push(top);
+                continue;
+            }
             if !top_is_dir || !is_shard_name(&top, false) {
                 unknown.push(top);
                 continue;
@@ -183,6 +209,20 @@ impl Mirror {
                 }
             }
         }
-        Ok((docs, unknown))
+        Ok((docs, probes, unknown))
+    }
+
+    /// A regular file named like [`Mirror::open`]'s probe: ours, and never needed after the
+    /// probing process returned (a live probe removed early costs that process nothing).
+    fn is_probe(&self, name: &str) -> Result<bool, MirrorError> {
+        if !name.starts_with(PROBE_PREFIX) {
+            return Ok(false);
+        }
+        let path = self.root.join(name);
+        match fs::symlink_metadata(&path) {
+            Ok(m) => Ok(m.file_type().is_file()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(super::layout::io_err(&path)(e)),
+        }
     }
 }

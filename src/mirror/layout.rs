@@ -2,14 +2,14 @@
 //! write, lock and sweep paths share. Nothing here comes from a document's name:
 //! every path derives from the numeric id and the claim's fence.
 
-use std::fs::{self, File, OpenOptions, Permissions};
+use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
 use std::io;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{MirrorError, FILE_MODE, LOCK_NAME, SEQ, TEMP_PREFIX};
+use super::{MirrorError, DIR_MODE, FILE_MODE, LOCK_NAME, SEQ, TEMP_PREFIX};
 
 pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> MirrorError + '_ {
     move |source| MirrorError::Io {
@@ -97,6 +97,24 @@ pub(super) fn new_file(path: &Path) -> io::Result<File> {
         .open(path)?;
     file.set_permissions(Permissions::from_mode(FILE_MODE))?;
     Ok(file)
+}
+
+/// Creates `dir` and its missing parents, each exactly 0700 whatever the umask (chmod after
+/// mkdir, only on directories made here). A parent that vanished meanwhile (a pruning sweep)
+/// is `NotFound`, for the caller to retry.
+pub(super) fn create_private_dirs(dir: &Path) -> io::Result<()> {
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|p| fs::symlink_metadata(p).is_err())
+        .collect();
+    for path in missing.into_iter().rev() {
+        match DirBuilder::new().mode(DIR_MODE).create(path) {
+            Ok(()) => fs::set_permissions(path, Permissions::from_mode(DIR_MODE))?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Removal that tolerates the file being gone already (another cleanup or a human got there first).

@@ -1,12 +1,20 @@
 //! The per-document `.lock`: writers hold it shared, cleanup exclusive (DESIGN §5).
+//!
+//! No wait on it is unbounded: a process stopped (SIGSTOP, a debugger) while it
+//! holds the lock would otherwise stall every other process that touches the
+//! same document. Locks are taken without blocking, retried with a short sleep
+//! until a deadline, and then given up with [`MirrorError::LockBusy`]; each
+//! caller decides what giving up means (a cleanup is skipped and counted, a
+//! write is handed back).
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File, OpenOptions, Permissions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
-use super::layout::io_err;
-use super::{MirrorError, DIR_MODE, FILE_MODE, LOCK_ATTEMPTS, LOCK_NAME};
+use super::layout::{create_private_dirs, io_err};
+use super::{MirrorError, FILE_MODE, LOCK_ATTEMPTS, LOCK_NAME};
 
 #[derive(Debug, Clone, Copy)]
 pub(super) enum LockMode {
@@ -31,15 +39,54 @@ pub(super) fn open_lock_file(lock_path: &Path, create: bool) -> io::Result<File>
     if create {
         opts.write(true).create(true).mode(FILE_MODE);
     }
-    opts.open(lock_path)
+    let file = opts.open(lock_path)?;
+    if create {
+        // The umask may have stripped bits from a new file (or an older one was made
+        // under a laxer rule): the lock file is exactly 0600 whoever made it.
+        let mode = file.metadata()?.mode() & 0o7777;
+        if mode != FILE_MODE {
+            file.set_permissions(Permissions::from_mode(FILE_MODE))?;
+        }
+    }
+    Ok(file)
 }
 
-pub(super) fn apply_lock(file: &File, mode: LockMode) -> io::Result<()> {
-    // fs2 called explicitly: std::fs::File has inherent lock methods that would win otherwise.
-    match mode {
-        LockMode::Shared => fs2::FileExt::lock_shared(file),
-        LockMode::Exclusive => fs2::FileExt::lock_exclusive(file),
+/// First sleep between two tries of a busy lock; it doubles up to [`MAX_POLL`].
+const FIRST_POLL: Duration = Duration::from_millis(1);
+/// Longest sleep between two tries: a lock freed is seen within this.
+const MAX_POLL: Duration = Duration::from_millis(20);
+
+/// Takes the lock without ever blocking in the kernel: tries, sleeps a little,
+/// tries again until `deadline`. `Ok(false)` means still held by someone else at
+/// the deadline.
+pub(super) fn apply_lock(file: &File, mode: LockMode, deadline: Instant) -> io::Result<bool> {
+    let mut pause = FIRST_POLL;
+    loop {
+        // fs2 called explicitly: std::fs::File has inherent lock methods that would win otherwise.
+        let tried = match mode {
+            LockMode::Shared => fs2::FileExt::try_lock_shared(file),
+            LockMode::Exclusive => fs2::FileExt::try_lock_exclusive(file),
+        };
+        match tried {
+            Ok(()) => return Ok(true),
+            Err(e) if is_contended(&e) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(MAX_POLL);
     }
+}
+
+/// The answer of a non-blocking flock on a lock someone else holds.
+fn is_contended(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+        || e.raw_os_error() == Some(libc::EWOULDBLOCK)
+        || e.raw_os_error() == fs2::lock_contended_error().raw_os_error()
 }
 
 /// Creates the document directory (retry-safe against concurrent pruning) and refuses a symlink.
@@ -50,7 +97,7 @@ pub(super) fn create_doc_dir(dir: &Path) -> Result<bool, MirrorError> {
     if dir_exists(dir)? {
         return Ok(true);
     }
-    match DirBuilder::new().recursive(true).mode(DIR_MODE).create(dir) {
+    match create_private_dirs(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(io_err(dir)(e)),
@@ -71,10 +118,18 @@ pub(super) fn dir_exists(dir: &Path) -> Result<bool, MirrorError> {
     }
 }
 
-/// Locks the document's `.lock`. Returns `None` only when `create` is false and there is no
-/// `.lock` (dry runs must not create files). The returned file holds the lock until dropped.
-pub(super) fn lock_doc(dir: &Path, mode: LockMode, create: bool) -> Result<Option<File>, MirrorError> {
+/// Locks the document's `.lock`, waiting at most `wait` in all. Returns `None` only when
+/// `create` is false and there is no `.lock` (dry runs must not create files); a lock still
+/// held by another process after `wait` is [`MirrorError::LockBusy`]. The returned file holds
+/// the lock until dropped.
+pub(super) fn lock_doc(
+    dir: &Path,
+    mode: LockMode,
+    create: bool,
+    wait: Duration,
+) -> Result<Option<File>, MirrorError> {
     let lock_path = dir.join(LOCK_NAME);
+    let deadline = Instant::now() + wait;
     for _ in 0..LOCK_ATTEMPTS {
         if create && !create_doc_dir(dir)? {
             continue;
@@ -85,9 +140,14 @@ pub(super) fn lock_doc(dir: &Path, mode: LockMode, create: bool) -> Result<Optio
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io_err(&lock_path)(e)),
         };
-        match apply_lock(&file, mode) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+        match apply_lock(&file, mode, deadline) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(MirrorError::LockBusy {
+                    path: lock_path,
+                    waited: wait,
+                })
+            }
             Err(e) => return Err(io_err(&lock_path)(e)),
         }
         if still_current(&file, &lock_path)? {

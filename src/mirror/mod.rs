@@ -13,6 +13,10 @@
 //! (temp creation through rename and directory fsync); cleanup holds it *exclusive* and reads the
 //! database row only while holding it. So cleanup never sees a temp file that is still in use, and
 //! the row it reads is at least as new as every file already renamed into place.
+//! No lock wait is unbounded (see `lock.rs`): a writer gives up after [`WRITE_LOCK_WAIT`], a
+//! cleanup after [`CLEANUP_LOCK_WAIT`], and a cleanup that gave up is reported in
+//! [`CleanupReport::busy`] and counted ([`Mirror::cleanups_skipped`]), its files left for a later
+//! cleanup or `gc`.
 
 mod gc;
 mod layout;
@@ -21,11 +25,13 @@ mod lock;
 mod tests;
 mod write;
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
@@ -40,6 +46,14 @@ const LOCK_ATTEMPTS: usize = 64;
 const TEMP_ATTEMPTS: usize = 16;
 const FILE_MODE: u32 = 0o600;
 const DIR_MODE: u32 = 0o700;
+/// Longest a write waits for its document's lock. Only a cleanup holds it exclusive, for a
+/// few file deletions; a holder slower than this is stopped or stuck, and the write is handed
+/// back ([`MirrorError::LockBusy`]) rather than stalling its worker.
+pub const WRITE_LOCK_WAIT: Duration = Duration::from_secs(2);
+/// Longest a cleanup (or `gc`, or doctor's dry run) waits for a document's lock. Writers hold
+/// it shared for a whole write, which may be long; a cleanup that cannot get it is skipped,
+/// and its leftovers go at the next cleanup of that document or the next `gc`.
+pub const CLEANUP_LOCK_WAIT: Duration = Duration::from_millis(100);
 
 /// Per-process counter so temp/probe names from threads of one process never collide.
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -89,6 +103,15 @@ pub enum MirrorError {
         /// The fence given, or 0.
         fence: i64,
     },
+    /// The document's `.lock` was still held by another process after `waited`: that process
+    /// is slow, stopped or stuck, and nobody waits for it longer. Not the document's fault.
+    #[error("mirror lock {} still held by another process after {waited:?}; not waiting longer", .path.display())]
+    LockBusy {
+        /// The `.lock` file.
+        path: PathBuf,
+        /// How long this caller waited.
+        waited: Duration,
+    },
     /// The row's accepted path is not a generation file of this job: the store may be corrupt,
     /// so cleanup deletes nothing.
     #[error("accepted path {accepted:?} is not a generation of job {job_id}; nothing deleted")]
@@ -125,6 +148,12 @@ impl MirrorError {
         }
     }
 
+    /// True when another process held the document's lock for longer than we wait: the
+    /// document is not to blame; try it again later.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, MirrorError::LockBusy { .. })
+    }
+
     /// True when the error is a missing file (e.g. `verify` of a path that was never written).
     pub fn is_not_found(&self) -> bool {
         matches!(self, MirrorError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
@@ -147,6 +176,8 @@ pub enum Fault {
 pub struct Mirror {
     root: PathBuf,
     fault: Option<Fault>,
+    /// Cleanups given up because the document's lock was held (shared by clones).
+    skipped: Arc<AtomicU64>,
 }
 
 /// Result of a successful write.
@@ -182,6 +213,9 @@ pub struct CleanupReport {
     pub unknown: Vec<String>,
     /// Jobs whose row did not exist: their files were all kept.
     pub missing_rows: Vec<i64>,
+    /// Jobs whose lock another process held past [`CLEANUP_LOCK_WAIT`]: not looked at, nothing
+    /// deleted; a later cleanup or `gc` does it.
+    pub busy: Vec<i64>,
 }
 
 impl CleanupReport {
@@ -190,12 +224,14 @@ impl CleanupReport {
         self.kept.extend(other.kept);
         self.unknown.extend(other.unknown);
         self.missing_rows.extend(other.missing_rows);
+        self.busy.extend(other.busy);
     }
 }
 
 fn create_root(root: &Path) -> Result<(), MirrorError> {
     match DirBuilder::new().mode(DIR_MODE).create(root) {
-        Ok(()) => Ok(()),
+        // Exactly 0700 whatever the umask.
+        Ok(()) => fs::set_permissions(root, Permissions::from_mode(DIR_MODE)).map_err(io_err(root)),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => check_existing_root(root),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Err(MirrorError::BadRoot {
             path: root.to_path_buf(),
@@ -222,17 +258,74 @@ fn check_existing_root(root: &Path) -> Result<(), MirrorError> {
 }
 
 /// Proves writability by doing it: permission bits prove nothing for root, and read-only mounts
-/// or immutable attributes only show up when a write is attempted.
+/// or immutable attributes only show up when a write is attempted. The probe is an unnamed
+/// `O_TMPFILE` inode where the file system has them, so a process killed mid-probe leaves
+/// nothing behind; elsewhere a named `.probe-*` file, which `gc` removes if a kill left it.
 fn probe_writable(root: &Path) -> Result<(), MirrorError> {
+    let not_writable = |what: String, e: io::Error| MirrorError::BadRoot {
+        path: root.to_path_buf(),
+        reason: format!("not writable ({what}): {e}"),
+    };
+    match unnamed_probe(root) {
+        Ok(()) => return Ok(()),
+        Err(e) if !unnamed_unsupported(&e) => {
+            return Err(not_writable("unnamed probe file".into(), e));
+        }
+        Err(_) => {}
+    }
     let probe = root.join(format!("{PROBE_PREFIX}{}", unique_suffix()));
     let result = new_file(&probe).and_then(|mut f| {
         let written = f.write_all(b"probe").and_then(|()| f.sync_all());
-        let removed = fs::remove_file(&probe);
+        // Gone already is fine: a concurrent `gc` may take it for a leftover.
+        let removed = match fs::remove_file(&probe) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        };
         written.and(removed)
     });
-    result.map_err(|e| MirrorError::BadRoot {
+    result.map_err(|e| not_writable(format!("probe {}", probe.display()), e))
+}
+
+/// Writes and syncs an `O_TMPFILE` file in `root`: it has no name, so it vanishes when closed,
+/// however the process ends.
+fn unnamed_probe(root: &Path) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(root)?;
+    file.write_all(b"probe")?;
+    file.sync_all()
+}
+
+/// The answers of a kernel or file system without `O_TMPFILE`.
+fn unnamed_unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL | libc::ENOSYS)
+    )
+}
+
+/// Whether this process may create files in `root`, asked of the kernel with `access(2)`
+/// rather than by writing: it sees permissions and a read-only mount (`EROFS`), not every
+/// obstacle a real write could meet (a full disk, a quota).
+fn access_writable(root: &Path) -> Result<(), MirrorError> {
+    let c = write::cstring(root)?;
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    let rc = unsafe {
+        libc::faccessat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::W_OK | libc::X_OK,
+            libc::AT_EACCESS,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    Err(MirrorError::BadRoot {
         path: root.to_path_buf(),
-        reason: format!("not writable (probe {}): {e}", probe.display()),
+        reason: format!("not writable: {}", io::Error::last_os_error()),
     })
 }
 
@@ -247,10 +340,37 @@ impl Mirror {
         }
         let canonical = fs::canonicalize(root).map_err(io_err(root))?;
         probe_writable(&canonical)?;
-        Ok(Mirror {
-            root: canonical,
+        Ok(Mirror::at(canonical))
+    }
+
+    /// Opens an existing mirror root for inspection (`doctor`) and creates nothing: no root,
+    /// no probe file. Writability is asked of the kernel (`access(2)`), not tried.
+    pub fn inspect(root: impl AsRef<Path>) -> Result<Mirror, MirrorError> {
+        let root = root.as_ref();
+        check_existing_root(root)?;
+        let canonical = fs::canonicalize(root).map_err(io_err(root))?;
+        access_writable(&canonical)?;
+        Ok(Mirror::at(canonical))
+    }
+
+    fn at(root: PathBuf) -> Mirror {
+        Mirror {
+            root,
             fault: None,
-        })
+            skipped: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Whether a path relative to the root is a leftover writability probe, as a sweep
+    /// reports it in [`CleanupReport::removed`].
+    pub fn is_probe_name(rel_path: &str) -> bool {
+        !rel_path.contains('/') && rel_path.starts_with(PROBE_PREFIX)
+    }
+
+    /// How many cleanups through this handle (and its clones) were skipped because another
+    /// process held the document's lock past [`CLEANUP_LOCK_WAIT`].
+    pub fn cleanups_skipped(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
     }
 
     /// Sets (or clears) an injected fault; meant for tests of callers.

@@ -489,3 +489,136 @@ fn race_writer_vs_pruning_sweep() {
     done.store(true, Ordering::SeqCst);
     sweeper.join().unwrap();
 }
+
+/// Runs `f` on another thread and gives up after a minute, so that a lock wait
+/// that never ends fails the test instead of hanging the suite. Not a timing
+/// assertion: the bounded waits under test are a fraction of a second.
+fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("waited over a minute for a mirror lock")
+}
+
+/// Another open file description locking the document's `.lock`, as a writer in
+/// another process would hold it (flock conflicts between descriptions).
+fn hold_lock(m: &Mirror, job_id: i64, exclusive: bool) -> File {
+    let f = File::open(m.doc_dir(job_id).unwrap().join(LOCK_NAME)).unwrap();
+    if exclusive {
+        fs2::FileExt::lock_exclusive(&f).unwrap();
+    } else {
+        fs2::FileExt::lock_shared(&f).unwrap();
+    }
+    f
+}
+
+#[test]
+fn cleanup_skips_a_document_whose_lock_is_held_and_counts_it() {
+    let (_t, m) = setup();
+    m.write(40, 1, b"stale").unwrap();
+    m.write(40, 2, b"accepted").unwrap();
+    let writer = hold_lock(&m, 40, false);
+    let before = tree(m.root());
+    let m2 = m.clone();
+    let report = within_a_minute(move || {
+        m2.cleanup(40, || -> Result<Option<Keep>, TestErr> {
+            panic!("row read without the lock")
+        })
+    })
+    .unwrap();
+    assert_eq!(report.busy, vec![40], "{report:?}");
+    assert!(report.removed.is_empty(), "{report:?}");
+    assert_eq!(tree(m.root()), before, "nothing deleted");
+    assert_eq!(m.cleanups_skipped(), 1);
+    drop(writer);
+    let report = m
+        .cleanup(40, || Ok::<_, TestErr>(Some(keep(Some(rel(40, 2)), None))))
+        .unwrap();
+    assert_eq!(report.removed, vec![rel(40, 1)], "the next cleanup does it");
+    assert_eq!(m.cleanups_skipped(), 1);
+}
+
+#[test]
+fn sweep_skips_locked_documents_reports_them_and_goes_on() {
+    let (_t, m) = setup();
+    for id in [41, 42, 43] {
+        m.write(id, 1, b"stale").unwrap();
+    }
+    let writer = hold_lock(&m, 42, false);
+    let m2 = m.clone();
+    let lookup = |_id: i64| -> Result<Option<Keep>, TestErr> { Ok(Some(Keep::default())) };
+    let (dry, real) = within_a_minute(move || (m2.sweep(true, lookup), m2.sweep(false, lookup)));
+    let (dry, real) = (dry.unwrap(), real.unwrap());
+    assert_eq!(dry.busy, vec![42]);
+    assert_eq!(real.busy, vec![42]);
+    assert_eq!(real.removed, vec![rel(41, 1), rel(43, 1)]);
+    assert!(exists(&m, &rel(42, 1)), "the locked document is left alone");
+    drop(writer);
+    let again = m.sweep(false, lookup).unwrap();
+    assert_eq!(again.removed, vec![rel(42, 1)]);
+    assert!(again.busy.is_empty());
+}
+
+#[test]
+fn write_gives_up_on_a_lock_held_exclusive_and_leaves_nothing() {
+    let (_t, m) = setup();
+    m.write(44, 1, b"first").unwrap();
+    let cleaner = hold_lock(&m, 44, true);
+    let m2 = m.clone();
+    let err = within_a_minute(move || m2.write(44, 2, b"second")).unwrap_err();
+    assert!(err.is_busy(), "{err}");
+    assert!(!err.is_disk_full() && !err.is_unwritable(), "{err}");
+    assert!(err.to_string().contains(".lock"), "{err}");
+    assert_eq!(m.list_doc_files(44).unwrap(), vec![rel(44, 1)]);
+    drop(cleaner);
+    m.write(44, 2, b"second").unwrap();
+}
+
+#[test]
+fn sweep_removes_probe_leftovers_in_the_root_only() {
+    let (_t, m) = setup();
+    m.write(45, 1, b"kept").unwrap();
+    let leftover = ".probe-4242-0-1700000000000000000";
+    fs::write(m.root().join(leftover), b"probe").unwrap();
+    fs::create_dir(m.root().join(".probe-dir")).unwrap();
+    symlink(m.root().join(leftover), m.root().join(".probe-link")).unwrap();
+    let lookup = |_id: i64| -> Result<Option<Keep>, TestErr> { Ok(Some(keep(Some(rel(45, 1)), None))) };
+    let dry = m.sweep(true, lookup).unwrap();
+    assert_eq!(dry.removed, vec![leftover.to_string()]);
+    assert!(Mirror::is_probe_name(&dry.removed[0]));
+    assert!(m.root().join(leftover).exists(), "a dry run deletes nothing");
+    let real = m.sweep(false, lookup).unwrap();
+    assert_eq!(real.removed, vec![leftover.to_string()]);
+    assert!(!m.root().join(leftover).exists());
+    for other in [".probe-dir", ".probe-link"] {
+        assert!(real.unknown.contains(&other.to_string()), "{real:?}");
+        assert!(
+            fs::symlink_metadata(m.root().join(other)).is_ok(),
+            "{other} left alone"
+        );
+    }
+}
+
+#[test]
+fn open_leaves_no_probe_file_and_inspect_creates_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("mirror");
+    let m = Mirror::open(&root).unwrap();
+    assert_eq!(tree(m.root()), Vec::<String>::new());
+    let before = fs::metadata(&root).unwrap();
+    let inspected = Mirror::inspect(&root).unwrap();
+    assert_eq!(inspected.root(), m.root());
+    let after = fs::metadata(&root).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        (before.mtime(), before.mtime_nsec(), before.nlink()),
+        (after.mtime(), after.mtime_nsec(), after.nlink()),
+        "inspect changed the root directory"
+    );
+    assert_eq!(tree(m.root()), Vec::<String>::new());
+    let missing = tmp.path().join("none");
+    assert!(Mirror::inspect(&missing).is_err());
+    assert!(!missing.exists(), "inspect created the root");
+}

@@ -11,8 +11,8 @@ use sha2::{Digest, Sha256};
 
 use super::layout::{io_err, new_file, unique_suffix};
 use super::lock::{lock_doc, LockMode};
-use super::{Fault, Mirror, MirrorError, Written, TEMP_ATTEMPTS, TEMP_PREFIX};
-use crate::fault::{crash_point, CrashPoint};
+use super::{Fault, Mirror, MirrorError, Written, TEMP_ATTEMPTS, TEMP_PREFIX, WRITE_LOCK_WAIT};
+use crate::fault::{crash_point, stop_point, CrashPoint, StopPoint};
 
 pub(super) fn cstring(path: &Path) -> Result<CString, MirrorError> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| MirrorError::UnsafePath {
@@ -84,7 +84,8 @@ impl Mirror {
         let dir = self.doc_dir(job_id)?;
         // Held (shared) until return: cleanup, which takes it exclusive, can then never delete
         // our temp file nor observe the directory between our rename and its fsync.
-        let _lock = lock_doc(&dir, LockMode::Shared, true)?;
+        let _lock = lock_doc(&dir, LockMode::Shared, true, WRITE_LOCK_WAIT)?;
+        stop_point(StopPoint::WriteLockHeld);
         let final_path = self.root.join(&rel_path);
         let (tmp_path, file) = create_temp(&dir, fence)?;
         let staged = self

@@ -5,6 +5,12 @@
 //! current owner's generation are kept, every other generation and temp file
 //! goes. The worker runs [`cleanup`] after every claim; `gc` and `doctor` run
 //! [`sweep`] over the whole mirror (a dry run for doctor).
+//!
+//! None of them waits long for a lock: a document whose lock another process
+//! holds (a slow or stopped writer) is skipped, listed in
+//! [`CleanupReport::busy`] and counted by the mirror
+//! ([`Mirror::cleanups_skipped`]); its leftovers go at its next cleanup or the
+//! next `gc`.
 
 use crate::error::{Error, Result};
 use crate::job::{JobId, Status};
@@ -40,13 +46,14 @@ pub fn keep_for(store: &Store, id: JobId) -> Result<Option<Keep>> {
 }
 
 /// Remove every generation of document `id` that is neither accepted nor the
-/// current owner's.
+/// current owner's; skipped (`busy`) when its lock is held elsewhere.
 pub fn cleanup(store: &Store, mirror: &Mirror, id: JobId) -> Result<CleanupReport, CleanupError> {
     mirror.cleanup(id.0, || Ok(keep_for(store, id)?))
 }
 
 /// The fenced cleanup over every document directory of the mirror (`gc`); a
-/// dry run reports what would go and deletes nothing (`doctor`).
+/// dry run reports what would go and deletes nothing (`doctor`). Locked
+/// documents are skipped and listed in `busy`; the sweep goes on.
 pub fn sweep(store: &Store, mirror: &Mirror, dry_run: bool) -> Result<CleanupReport, CleanupError> {
     mirror.sweep(dry_run, |id| Ok(keep_for(store, JobId(id))?))
 }

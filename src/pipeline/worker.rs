@@ -246,10 +246,11 @@ impl Worker {
         }
     }
 
-    /// A mirror write that failed: a full or unwritable disk is not the
-    /// document's fault (parked with backoff); anything else is retried.
+    /// A mirror write that failed: a full or unwritable disk, or a document
+    /// lock held by a stopped process, is not the document's fault (parked
+    /// with backoff); anything else is retried.
     fn stop_for_mirror(&self, claim: &Claim, e: crate::mirror::MirrorError) -> Stop {
-        if e.is_disk_full() || e.is_unwritable() {
+        if e.is_disk_full() || e.is_unwritable() || e.is_busy() {
             return self.park_for_backoff(claim, format!("mirror write failed, will retry: {e}"));
         }
         Stop::Failed {

@@ -4,17 +4,29 @@
 //! to the root, and versions it by a content hash that is only recomputed when
 //! the file's size or modification time changed, so a re-scan of an unchanged
 //! tree reads no file contents. The source is never written to.
+//!
+//! A symbolic link that leads outside the root is never followed, neither by
+//! the scan (no stat, no hash of its target) nor by `fetch`, which opens only
+//! what resolves inside the root and then asks the kernel where the opened file
+//! really is, so a link or directory swapped between the check and the open is
+//! caught. A link that pointed outside when its document was fetched fails that
+//! attempt (and the document dies, the error being permanent); once it points
+//! inside again, the next scan queues the document again even if its
+//! fingerprint did not change.
 
 use std::ffi::OsString;
+use std::fs::File;
 use std::io::Read;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
 use std::path::{Component, Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
 use super::{Source, SourceError};
 use crate::error::Result;
+use crate::job::Status;
 use crate::store::{NewDoc, Store};
 
 /// Prefix of keys for paths that are not valid UTF-8: the raw bytes in hex, so
@@ -33,7 +45,9 @@ pub struct DirSource {
 pub struct Discovered {
     /// Files the store did not know: enqueued.
     pub new: usize,
-    /// Known files whose version changed: queued again.
+    /// Known files whose version changed: queued again. Also counts links
+    /// whose document died because the link pointed outside the root when it
+    /// was fetched, and which point inside again.
     pub changed: usize,
     /// Known files with the same version: left alone.
     pub unchanged: usize,
@@ -117,17 +131,22 @@ impl DirSource {
         }
         let keys: Vec<String> = batch.iter().map(|e| e.key.clone()).collect();
         let known = store.source_stats(&keys)?;
-        let (mut unchanged, mut changed) = (Vec::new(), Vec::new());
+        let (mut unchanged, mut changed, mut relinked) = (Vec::new(), Vec::new(), Vec::new());
         for e in batch.drain(..) {
-            let (stat, meta) = fingerprint(&e.path, e.is_link);
+            let (stat, meta) = self.fingerprint(&e);
             if known.get(&e.key) == Some(&stat) {
+                if e.link == Link::Inside {
+                    relinked.push(e.key.clone());
+                }
                 unchanged.push(e.key);
             } else {
-                let version = version_of(&e.path, &stat, meta.as_ref(), max_bytes);
+                let version = self.version_of(&e, &stat, meta.as_ref(), max_bytes);
                 changed.push(NewDoc::new(e.key, version).with_stat(stat));
             }
         }
-        report.unchanged += unchanged.len();
+        let requeued = requeue_relinked(store, &relinked)?;
+        report.changed += requeued;
+        report.unchanged += unchanged.len() - requeued;
         for outcome in store.record_scan(scan, &unchanged, &changed)? {
             match outcome {
                 crate::job::Enqueued::Inserted(_) => report.new += 1,
@@ -168,12 +187,16 @@ impl DirSource {
         if ft.is_dir() {
             return None;
         }
-        let is_link = ft.is_symlink();
-        if !ft.is_file() && !is_link {
+        if !ft.is_file() && !ft.is_symlink() {
             skipped.push(format!("{}: not a regular file: skipped", entry.path().display()));
             return None;
         }
-        if is_link {
+        let link = if ft.is_symlink() {
+            self.link_kind(entry.path())
+        } else {
+            Link::No
+        };
+        if link == Link::Inside {
             if let Some(why) = unfollowed_link(entry.path()) {
                 skipped.push(format!("{}: {why}", entry.path().display()));
                 return None;
@@ -183,8 +206,89 @@ impl DirSource {
         Some(Entry {
             key: key_for(rel),
             path: entry.path().to_path_buf(),
-            is_link,
+            link,
         })
+    }
+
+    /// Where a symbolic link leads, resolved without opening its target.
+    fn link_kind(&self, path: &Path) -> Link {
+        match path.canonicalize() {
+            Ok(real) if real.starts_with(&self.root) => Link::Inside,
+            Ok(_) => Link::Outside,
+            Err(_) => Link::Broken,
+        }
+    }
+
+    /// Opens the file at `path` for reading only if it really is inside the
+    /// root: `Ok(None)` when it resolves outside. The final component is
+    /// opened with `O_NOFOLLOW` (a link swapped in after the check is refused,
+    /// `ELOOP`), and the kernel's name for the opened file is checked again, so
+    /// that a directory swapped for a link in between is caught too.
+    /// `O_NONBLOCK`: a FIFO swapped in returns at once instead of waiting for a
+    /// writer (reads of a regular file ignore the flag).
+    fn open_inside(&self, path: &Path) -> std::io::Result<Option<File>> {
+        let real = path.canonicalize()?;
+        if !real.starts_with(&self.root) {
+            return Ok(None);
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&real)?;
+        match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+            Ok(opened) if !opened.starts_with(&self.root) => Ok(None),
+            // Without /proc the check before the open stands alone.
+            _ => Ok(Some(file)),
+        }
+    }
+
+    /// Size and modification time (of the link target, for a link inside the
+    /// root), or a marker when there is nothing to stat (a broken link, still
+    /// enqueued so that its error is recorded) or nothing to follow (a link
+    /// outside the root, whose target is never looked at).
+    fn fingerprint(&self, e: &Entry) -> (String, Option<std::fs::Metadata>) {
+        use std::os::unix::fs::MetadataExt;
+        let target = || {
+            std::fs::read_link(&e.path)
+                .map(|t| t.display().to_string())
+                .unwrap_or_default()
+        };
+        let link = match e.link {
+            Link::No => String::new(),
+            Link::Outside => return (format!("outside:{}", target()), None),
+            Link::Inside | Link::Broken => target(),
+        };
+        match std::fs::metadata(&e.path) {
+            Ok(m) => (
+                format!("{}:{}.{:09}:{link}", m.len(), m.mtime(), m.mtime_nsec()),
+                Some(m),
+            ),
+            Err(err) => (format!("unreadable:{}:{link}", err.kind()), None),
+        }
+    }
+
+    /// The content hash of the file, or the fingerprint when it is too large
+    /// to be worth reading (it will fail as too large), cannot be read (it will
+    /// fail with the read error, recorded at fetch) or leads outside the root
+    /// (never read; it will fail at fetch).
+    fn version_of(&self, e: &Entry, stat: &str, meta: Option<&std::fs::Metadata>, max_bytes: u64) -> String {
+        let Some(meta) = meta else {
+            return format!("stat:{stat}");
+        };
+        if meta.len() > max_bytes || !meta.is_file() {
+            return format!("stat:{stat}");
+        }
+        match self.open_inside(&e.path) {
+            Ok(Some(mut f)) => {
+                let mut h = Sha256::new();
+                match std::io::copy(&mut f, &mut h) {
+                    Ok(_) => format!("sha256:{:x}", h.finalize()),
+                    Err(_) => format!("stat:{stat}"),
+                }
+            }
+            Ok(None) => format!("stat:outside:{stat}"),
+            Err(_) => format!("stat:{stat}"),
+        }
     }
 
     /// The file behind `key`, refusing keys that would leave the root.
@@ -212,7 +316,7 @@ impl DirSource {
 impl Source for DirSource {
     fn fetch(&self, key: &str, max_bytes: u64) -> std::result::Result<Vec<u8>, SourceError> {
         let path = self.path_of(key)?;
-        let real = path.canonicalize().map_err(|e| match e.kind() {
+        let opened = self.open_inside(&path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => SourceError::NotFound { key: key.to_owned() },
             _ => SourceError::Unreadable {
                 key: key.to_owned(),
@@ -220,22 +324,16 @@ impl Source for DirSource {
                 source: e,
             },
         })?;
-        if !real.starts_with(&self.root) {
+        let Some(file) = opened else {
             return Err(SourceError::OutsideRoot { key: key.to_owned() });
-        }
+        };
         let unreadable = |source| SourceError::Unreadable {
             key: key.to_owned(),
             path: path.clone(),
             source,
         };
-        // O_NONBLOCK: opening a FIFO that a link was swapped to (after the scan)
-        // returns at once instead of waiting for a writer; the fstat below then
-        // refuses it without a read. Reads of a regular file ignore the flag.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&real)
-            .map_err(unreadable)?;
+        // A FIFO that a link was swapped to (after the scan) was opened without
+        // blocking; the fstat below refuses it without a read.
         let meta = file.metadata().map_err(unreadable)?;
         if !meta.is_file() {
             return Err(SourceError::NotAFile { key: key.to_owned() });
@@ -284,6 +382,44 @@ fn unfollowed_link(path: &Path) -> Option<String> {
     Some(format!("link to {what}, not a regular file: skipped"))
 }
 
+/// What [`SourceError::OutsideRoot`] says, as the document's recorded error.
+const OUTSIDE_ROOT: &str = "symbolic link points outside the source directory";
+
+/// Queue again the documents among `keys` (links that now point inside the
+/// root, with an unchanged fingerprint) that died because the link pointed
+/// outside when they were fetched: the link was swapped and put back. One
+/// read per link, and links are few. Returns how many were queued.
+fn requeue_relinked(store: &Store, keys: &[String]) -> Result<usize> {
+    let mut n = 0;
+    for key in keys {
+        let Some(job) = store.job_by_key(key)? else {
+            continue;
+        };
+        let refused = job
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains(OUTSIDE_ROOT));
+        if job.status == Status::Dead && refused {
+            let why = "the link points inside the source directory again";
+            n += usize::from(store.requeue(crate::job::JobId(job.id), why)?);
+        }
+    }
+    Ok(n)
+}
+
+/// Whether a scanned entry is a symbolic link, and where it leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    /// A regular file.
+    No,
+    /// A link that resolves inside the root.
+    Inside,
+    /// A link that resolves outside the root: never followed.
+    Outside,
+    /// A link that resolves to nothing: enqueued so that fetch records why.
+    Broken,
+}
+
 /// Prefix of a skipped entry that the walk could not read (so nothing is marked gone).
 const WALK_ERROR: &str = "unreadable, nothing marked removed: ";
 
@@ -294,7 +430,7 @@ const SCAN_BATCH: usize = 1000;
 struct Entry {
     key: String,
     path: PathBuf,
-    is_link: bool,
+    link: Link,
 }
 
 /// The document key of a path relative to the root: '/'-joined UTF-8, or the raw
@@ -303,47 +439,6 @@ pub fn key_for(rel: &Path) -> String {
     match rel.to_str() {
         Some(s) if !s.starts_with(HEX_KEY) => s.to_owned(),
         _ => format!("{HEX_KEY}{}", hex::encode(rel.as_os_str().as_bytes())),
-    }
-}
-
-/// Size and modification time (of the link target, for a link), or a marker
-/// when there is nothing to stat, so a broken link is still enqueued and its
-/// error recorded.
-fn fingerprint(path: &Path, is_link: bool) -> (String, Option<std::fs::Metadata>) {
-    use std::os::unix::fs::MetadataExt;
-    let link = if is_link {
-        std::fs::read_link(path)
-            .map(|t| t.display().to_string())
-            .unwrap_or_default()
-    } else {
-        String::new()
-    };
-    match std::fs::metadata(path) {
-        Ok(m) => (
-            format!("{}:{}.{:09}:{link}", m.len(), m.mtime(), m.mtime_nsec()),
-            Some(m),
-        ),
-        Err(e) => (format!("unreadable:{}:{link}", e.kind()), None),
-    }
-}
-
-/// The content hash of the file, or the fingerprint when it is too large to be
-/// worth reading (it will fail as too large) or cannot be read (it will fail
-/// with the read error, recorded at fetch).
-fn version_of(path: &Path, stat: &str, meta: Option<&std::fs::Metadata>, max_bytes: u64) -> String {
-    let Some(meta) = meta else {
-        return format!("stat:{stat}");
-    };
-    if meta.len() > max_bytes || !meta.is_file() {
-        return format!("stat:{stat}");
-    }
-    match std::fs::File::open(path).and_then(|mut f| {
-        let mut h = Sha256::new();
-        std::io::copy(&mut f, &mut h)?;
-        Ok(h.finalize())
-    }) {
-        Ok(digest) => format!("sha256:{digest:x}"),
-        Err(_) => format!("stat:{stat}"),
     }
 }
 
@@ -395,7 +490,8 @@ mod tests {
 
     /// A FIFO (also behind a link) is reported as skipped by a scan and never
     /// opened for reading; a link swapped to a FIFO after the scan is refused
-    /// by fetch without blocking.
+    /// by fetch without blocking. A link to a FIFO outside the root is not
+    /// looked at: it is enqueued and fails as leading outside.
     #[test]
     fn fifos_are_skipped_and_never_read() {
         let dir = tempfile::tempdir().unwrap();
@@ -403,12 +499,18 @@ mod tests {
         std::fs::create_dir(&root).unwrap();
         std::fs::write(root.join("ok.txt"), b"fine").unwrap();
         mkfifo(&dir.path().join("pipe"));
-        std::os::unix::fs::symlink(dir.path().join("pipe"), root.join("link-to-pipe")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("pipe"), root.join("link-outside")).unwrap();
         mkfifo(&root.join("pipe-inside"));
+        std::os::unix::fs::symlink(root.join("pipe-inside"), root.join("link-to-pipe")).unwrap();
         let store = Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap();
         let src = DirSource::open(&root).unwrap();
         let found = src.discover(&store, 1 << 20).unwrap();
-        assert_eq!(found.new, 1, "{found:?}");
+        assert_eq!(found.new, 2, "{found:?}");
+        let outside = src.fetch("link-outside", 1 << 20);
+        assert!(
+            matches!(outside, Err(SourceError::OutsideRoot { .. })),
+            "{outside:?}"
+        );
         assert!(
             found
                 .skipped
@@ -429,5 +531,92 @@ mod tests {
             .recv_timeout(std::time::Duration::from_secs(10))
             .expect("fetch of a FIFO returned instead of blocking");
         assert!(matches!(got, Err(SourceError::NotAFile { .. })), "{got:?}");
+    }
+    /// The error text the scan looks for is what `OutsideRoot` says.
+    #[test]
+    fn the_outside_root_marker_matches_the_error() {
+        let e = SourceError::OutsideRoot { key: "k".into() };
+        assert!(e.to_string().ends_with(OUTSIDE_ROOT), "{e}");
+    }
+
+    /// A link swapped to point outside the root between the scan and the
+    /// fetch fails that attempt with a clear reason (and the document dies);
+    /// put back, the next scan queues it again and it is read from inside. A
+    /// link that points outside during a scan is enqueued without its target
+    /// being read.
+    #[test]
+    fn a_link_swapped_outside_and_back_is_queued_again_and_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("src");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(root.join("real.txt"), b"inside text").unwrap();
+        std::fs::write(outside.join("secret.txt"), b"SECRET").unwrap();
+        let link = root.join("link.txt");
+        let point = |to: &Path| {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(to, &link).unwrap();
+        };
+        point(&root.join("real.txt"));
+        let store = Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap();
+        let src = DirSource::open(&root).unwrap();
+        assert_eq!(src.discover(&store, 1 << 20).unwrap().new, 2);
+
+        // Swapped after the scan: the fetch refuses it; the worker records that.
+        point(&outside.join("secret.txt"));
+        let err = src.fetch("link.txt", 1 << 20).unwrap_err();
+        assert!(matches!(err, SourceError::OutsideRoot { .. }), "{err}");
+        let claims: Vec<_> = std::iter::from_fn(|| store.claim("w").unwrap()).collect();
+        assert_eq!(claims.len(), 2);
+        for claim in claims {
+            if claim.key == "link.txt" {
+                let fenced = store.fail(claim, &err.to_string(), err.is_permanent()).unwrap();
+                assert_eq!(fenced, crate::job::Fenced::Accepted);
+            } else {
+                let fenced = store.release(claim, "not this one").unwrap();
+                assert_eq!(fenced, crate::job::Fenced::Accepted);
+            }
+        }
+        let dead = store.job_by_key("link.txt").unwrap().unwrap();
+        assert_eq!(dead.status, Status::Dead);
+
+        // Put back before the next scan, with the very fingerprint the store knows.
+        point(&root.join("real.txt"));
+        let found = src.discover(&store, 1 << 20).unwrap();
+        assert_eq!((found.changed, found.unchanged), (1, 1), "{found:?}");
+        let row = store.job_by_key("link.txt").unwrap().unwrap();
+        assert_eq!(row.status, Status::Discovered, "queued again");
+        assert_eq!(src.fetch("link.txt", 1 << 20).unwrap(), b"inside text");
+        // Not again and again: a scan that finds nothing dead changes nothing.
+        let found = src.discover(&store, 1 << 20).unwrap();
+        assert_eq!((found.changed, found.unchanged), (0, 2), "{found:?}");
+
+        // Outside during a scan: enqueued as changed, its target never read.
+        point(&outside.join("secret.txt"));
+        let found = src.discover(&store, 1 << 20).unwrap();
+        assert_eq!((found.changed, found.unchanged), (1, 1), "{found:?}");
+        let row = store.job_by_key("link.txt").unwrap().unwrap();
+        assert!(row.version.starts_with("stat:outside:"), "{}", row.version);
+        assert!(matches!(
+            src.fetch("link.txt", 1 << 20),
+            Err(SourceError::OutsideRoot { .. })
+        ));
+    }
+
+    /// The kernel's name for an opened file is checked: a file reached through
+    /// a directory that resolves outside the root is refused.
+    #[test]
+    fn a_directory_link_outside_is_never_followed_by_fetch() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("src");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("secret.txt"), b"SECRET").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("sub")).unwrap();
+        let src = DirSource::open(&root).unwrap();
+        let got = src.fetch("sub/secret.txt", 1 << 20);
+        assert!(matches!(got, Err(SourceError::OutsideRoot { .. })), "{got:?}");
     }
 }

@@ -1,0 +1,70 @@
+//! A worker whose mirror write finds the document's lock held by a stopped
+//! process (held exclusive, as a cleanup holds it) gives up after a bounded
+//! wait and hands the document back without spending an attempt; once the lock
+//! is free, the document is indexed.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::TempStore;
+use leasehold::extract::ExtractorRegistry;
+use leasehold::mirror::Mirror;
+use leasehold::pipeline::{LeaseKeeper, Pipeline, Processed, Ticks, Worker};
+use leasehold::source::DirSource;
+use leasehold::{JobId, Status};
+
+#[test]
+fn a_write_that_cannot_lock_parks_the_document_without_spending_an_attempt() {
+    let t = TempStore::new();
+    let store = t.handle(60_000);
+    let src_dir = t.dir.path().join("src");
+    std::fs::create_dir(&src_dir).unwrap();
+    std::fs::write(src_dir.join("a.txt"), b"the text of a").unwrap();
+    let source = DirSource::open(&src_dir).unwrap();
+    assert_eq!(source.discover(&store, 1 << 20).unwrap().new, 1);
+    let id = store.job_by_key("a.txt").unwrap().unwrap().id;
+
+    // Another process's cleanup, stopped while holding the document's lock.
+    let mirror = Mirror::open(t.dir.path().join("mirror")).unwrap();
+    let doc = mirror.doc_dir(id).unwrap();
+    std::fs::create_dir_all(&doc).unwrap();
+    let held = std::fs::File::create(doc.join(".lock")).unwrap();
+    fs2::FileExt::lock_exclusive(&held).unwrap();
+
+    let p = Pipeline {
+        store: store.clone(),
+        mirror: mirror.clone(),
+        source: Arc::new(source),
+        extractor: Arc::new(ExtractorRegistry::new(1 << 20)),
+        max_input_bytes: 1 << 20,
+        deliver_results: false,
+    };
+    let (_ticks, ticks_rx) = crossbeam_channel::bounded::<()>(0);
+    let keeper = LeaseKeeper::new(store.clone(), Ticks::Manual(ticks_rx));
+    let worker = Arc::new(Worker::new(Arc::new(p), keeper, "w"));
+
+    let w = worker.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(w.process_one()).unwrap());
+    // A generous bound against hanging, not a timing assertion.
+    let first = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the write waited for the lock without end")
+        .unwrap();
+    match &first {
+        Processed::Retrying { error, .. } => assert!(error.contains(".lock"), "{error}"),
+        other => panic!("expected the document handed back: {other:?}"),
+    }
+    let job = store.job(JobId(id)).unwrap().unwrap();
+    assert_eq!(job.status, Status::Retrying);
+    assert_eq!(job.attempts, 0, "a held lock is not the document's fault");
+
+    drop(held);
+    t.clock.advance(Duration::from_secs(3600));
+    match worker.process_one().unwrap() {
+        Processed::Indexed { .. } => {}
+        other => panic!("expected indexed once the lock is free: {other:?}"),
+    }
+}
