@@ -10,6 +10,12 @@
 //! lets them, feeding the queue themselves when it runs dry; each writes its
 //! own name as the result path, so the parent counts every process's accepted
 //! results from the database at the start and end of each window.
+//!
+//! Then the other worst moment, a process stopped holding a document's mirror
+//! lock in the middle of a write: real `leasehold work` processes index a
+//! corpus of small files, once four healthy ones, once three healthy ones while
+//! a fourth is stopped at `write_lock_held` (`--docs N`, default 3,000; 1,000
+//! with `--quick`). The ratio is documents per second of the three over the four.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +43,83 @@ fn main() {
         None => 30,
     };
     parent(Duration::from_secs(secs));
+    let docs = match args.iter().position(|a| a == "--docs") {
+        Some(i) => args.get(i + 1).and_then(|s| s.parse().ok()).expect("--docs N"),
+        None if args.iter().any(|a| a == "--quick") => 1_000,
+        None => 3_000,
+    };
+    mirror_lock(docs);
+}
+
+/// The built command-line tool, for the mirror-lock scenario.
+const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+
+/// Four `work` processes on a fresh corpus of `docs` files, the fourth stopped
+/// at its first mirror write if `stop_one`; documents per second of the ones
+/// left running, until they have indexed everything.
+fn index_corpus(docs: usize, stop_one: bool) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, data) = (dir.path().join("src"), dir.path().join("data"));
+    std::fs::create_dir(&src).unwrap();
+    for i in 0..docs {
+        std::fs::write(src.join(format!("d{i:05}.txt")), format!("document {i}\n")).unwrap();
+    }
+    let found = Command::new(BIN)
+        .arg("--data")
+        .arg(&data)
+        .arg("discover")
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        found.status.success(),
+        "{}",
+        String::from_utf8_lossy(&found.stderr)
+    );
+    let work = |stop: bool| {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--data")
+            .arg(&data)
+            .args(["work", "--until-empty", "--workers", "2", "--lease", "2s"])
+            .env_remove(STOP_AT_ENV)
+            .env_remove(STOP_AFTER_N_ENV)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if stop {
+            cmd.env(STOP_AT_ENV, StopPoint::WriteLockHeld.as_str());
+        }
+        cmd.spawn().unwrap()
+    };
+    let mut paused = work(stop_one);
+    if stop_one {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !is_stopped(paused.id()) {
+            assert!(Instant::now() < deadline, "the fourth process never stopped");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let start = Instant::now();
+    let healthy: Vec<Child> = (0..3).map(|_| work(false)).collect();
+    for mut c in healthy {
+        assert!(c.wait().unwrap().success(), "a healthy work process failed");
+    }
+    let secs = start.elapsed().as_secs_f64();
+    // SAFETY: kill(2) on our own, unreaped child.
+    unsafe { libc::kill(paused.id() as i32, libc::SIGCONT) };
+    let _ = paused.wait();
+    docs as f64 / secs
+}
+
+fn mirror_lock(docs: usize) {
+    let four = index_corpus(docs, false);
+    let three = index_corpus(docs, true);
+    println!("mirror lock, {docs} small files, `work --workers 2` processes");
+    println!("four healthy: {four:.0} documents/s");
+    println!("three healthy, the fourth stopped holding a document's mirror lock: {three:.0} documents/s");
+    println!(
+        "ratio (three while stopped / four healthy): {:.2}   (target >= 0.5)",
+        three / four.max(f64::MIN_POSITIVE)
+    );
 }
 
 /// A worker process: claim + complete at full speed until the stop file appears.
