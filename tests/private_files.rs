@@ -32,32 +32,28 @@ fn too_open(root: &Path) -> Vec<String> {
     bad
 }
 
+/// `leasehold --data DATA ARGS` under `umask 000`, which must succeed.
+fn run_with_open_umask(data: &Path, args: &[&std::ffi::OsStr]) {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("umask 000 && exec \"$0\" \"$@\"")
+        .arg(BIN)
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn the_data_directory_and_every_file_in_it_are_owner_only_whatever_the_umask() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg("umask 000 && exec \"$0\" \"$@\"")
-        .arg(BIN)
-        .arg("--data")
-        .arg(&data)
-        .arg("run")
-        .arg(samples())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let corpus = samples();
+    run_with_open_umask(&data, &["run".as_ref(), corpus.as_os_str()]);
     // A second process while the first's files exist, as in a shared data dir.
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg("umask 000 && exec \"$0\" \"$@\"")
-        .arg(BIN)
-        .arg("--data")
-        .arg(&data)
-        .args(["work", "--until-empty"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    run_with_open_umask(&data, &["work".as_ref(), "--until-empty".as_ref()]);
     let bad = too_open(&data);
     assert!(bad.is_empty(), "readable by others:\n{}", bad.join("\n"));
 }
