@@ -144,6 +144,7 @@ fn an_idle_worker_says_what_it_waits_for() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    kill_after_a_minute(&child);
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     assert!(stderr.read_line(&mut line).unwrap() > 0, "stderr ended");
@@ -159,4 +160,15 @@ fn an_idle_worker_says_what_it_waits_for() {
         text(&out.stdout).contains("interrupted by SIGINT, 0 left"),
         "{out:?}"
     );
+}
+
+/// Nothing waits forever: if the line awaited from the child never comes,
+/// the child is killed, its stderr ends, and the test fails instead of hanging.
+fn kill_after_a_minute(child: &std::process::Child) {
+    let pid = child.id() as libc::pid_t;
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        // SAFETY: kill(2) on our own child's pid (a no-op error if it has been reaped).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    });
 }

@@ -169,6 +169,7 @@ fn a_second_signal_ends_the_process_at_once() {
         assert!(Instant::now() < deadline, "nothing was ever claimed");
         std::thread::sleep(Duration::from_millis(20));
     }
+    kill_after_a_minute(&child);
     signal(&child, libc::SIGTERM);
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut said = String::new();
@@ -189,4 +190,15 @@ fn a_second_signal_ends_the_process_at_once() {
         out.stdout
     );
     assert_no_panic_text(&said);
+}
+
+/// Nothing waits forever: if the line awaited from the child never comes,
+/// the child is killed, its stderr ends, and the test fails instead of hanging.
+fn kill_after_a_minute(child: &std::process::Child) {
+    let pid = child.id() as libc::pid_t;
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        // SAFETY: kill(2) on our own child's pid (a no-op error if it has been reaped).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    });
 }
