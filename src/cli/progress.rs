@@ -52,8 +52,10 @@ const WAITING_AT_MOST_EVERY: Duration = Duration::from_secs(10);
 enum Display {
     /// A terminal: a bar redrawn in place, lines printed above it.
     Bar(indicatif::ProgressBar),
-    /// Not a terminal: plain lines, no control codes, one every [`PLAIN_LINE_EVERY`].
-    Lines { last: Instant },
+    /// Not a terminal: plain lines, no control codes, at most one every
+    /// [`PLAIN_LINE_EVERY`] and only when the count moved (an idle `work`
+    /// does not fill a log).
+    Lines { last: Instant, last_done: u64 },
     /// `--quiet`: nothing but errors.
     Silent,
 }
@@ -85,7 +87,10 @@ impl Progress {
             }
             Display::Bar(bar)
         } else {
-            Display::Lines { last: Instant::now() }
+            Display::Lines {
+                last: Instant::now(),
+                last_done: 0,
+            }
         };
         Progress {
             display,
@@ -194,9 +199,12 @@ impl Progress {
                 bar.set_position(s.indexed + s.failed);
                 bar.set_message(line);
             }
-            Display::Lines { last } if last.elapsed() >= PLAIN_LINE_EVERY => {
+            Display::Lines { last, last_done }
+                if last.elapsed() >= PLAIN_LINE_EVERY && *last_done != s.indexed + s.failed =>
+            {
                 say(&format!("leasehold: {line}"));
                 *last = Instant::now();
+                *last_done = s.indexed + s.failed;
             }
             Display::Lines { .. } | Display::Silent => {}
         }

@@ -8,6 +8,7 @@ use super::config::Config;
 use super::pool::{
     catch_interrupts, note_interruption, settle_courier, start_courier, stop_requested, work_pool,
 };
+use super::progress::{verbosity, Verbosity};
 use super::summary::{finish, Summary};
 use super::CliError;
 use crate::clock::Millis;
@@ -19,7 +20,9 @@ fn waiting_line() -> impl FnMut(&GateError) {
     move |e| {
         if let GateError::Locked { account, until, .. } = e {
             if last.as_ref() != Some(&(account.clone(), *until)) {
-                eprintln!("leasehold: waiting: {e}");
+                if verbosity() != Verbosity::Quiet {
+                    eprintln!("leasehold: waiting: {e}");
+                }
                 last = Some((account.clone(), *until));
             }
         }
@@ -124,7 +127,7 @@ fn work_until_settled(cfg: &Config, no_wait: bool, started: Instant) -> Result<S
         let now = cfg.store.now();
         if let Some(next) = cfg.store.next_claimable_at()? {
             if next > now {
-                if said != Some(next) {
+                if said != Some(next) && verbosity() != Verbosity::Quiet {
                     said = Some(next);
                     eprintln!(
                         "leasehold: waiting: {} document(s) not claimable for {} s",
