@@ -283,7 +283,10 @@ fn ctrl_c_stops_a_worker_cleanly_with_no_lease_left_held() {
     }
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let summary = json(&child.wait_with_output().unwrap());
+    let out = child.wait_with_output().unwrap();
+    // Stopped by Ctrl-C: exit 130, as a shell reports it, with the summary.
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     assert_eq!(count(data.path(), "extracting"), 0, "a lease was left held");
     let indexed = count(data.path(), "indexed");
     assert_eq!(summary["indexed"].as_i64(), Some(indexed), "{summary}");
@@ -348,7 +351,10 @@ fn a_panicking_parser_fails_its_document_quietly() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    // Rust's panic text ("thread '…' panicked at …") never; the failure line
+    // above the progress may name the panic as the document's reason.
+    assert!(!stderr.contains("panicked at"), "{stderr}");
+    assert!(!stderr.contains("thread '"), "{stderr}");
     let summary = json(&out);
     let error = summary["failures"][0]["error"].as_str().unwrap();
     assert!(

@@ -96,7 +96,11 @@ fn each_hostile_file_fails_alone_with_its_reason_and_the_rest_is_indexed() {
             .unwrap();
     }
     let data = dir.path().join("data");
+    // --quiet: stderr then carries only what the parent itself reports as an
+    // error, so a child's own output leaking there is not hidden among the
+    // failure lines (whose reasons may quote sanitised child lines).
     let (out, took) = run_bounded(&[
+        "--quiet",
         "--data",
         data.to_str().unwrap(),
         "--workers",

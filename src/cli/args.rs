@@ -67,6 +67,12 @@ pub struct Global {
     /// faster to debug, but a hostile file can crash or hang the whole run.
     #[arg(long, global = true)]
     pub in_process: bool,
+    /// Print only the summary (and errors): no progress, no failure lines.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Also print each document as it finishes.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
 }
 
 /// A duration such as `60s`, `2m` or `1h30m`.

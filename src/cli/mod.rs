@@ -6,14 +6,18 @@ mod auth;
 mod config;
 mod doctor;
 mod pool;
+mod progress;
 mod report;
 mod run;
+mod signals;
 mod summary;
 mod sync;
 mod testing;
 
 use std::fmt;
+use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use args::{AuthCommand, Cli, Command};
 
@@ -65,20 +69,54 @@ impl From<crate::pipeline::CleanupError> for CliError {
 }
 
 /// The `leasehold` command: parse, validate, run one command; errors are one
-/// readable line on stderr. Exit codes: 0 success, 1 runtime failure, 2 usage
-/// or configuration error.
+/// readable line on stderr. Exit codes: 0 success (and when the reader of our
+/// output went away, as ripgrep and fd do), 1 runtime failure, 2 usage or
+/// configuration error, 130/143 stopped by SIGINT/SIGTERM.
 pub fn main() -> ExitCode {
     use clap::Parser;
     quiet_panics();
     ignore_file_size_signal();
     let args = Cli::parse();
-    match run(args) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("leasehold: {e}");
+    progress::set_verbosity(args.global.quiet, args.global.verbose);
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(args))) {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
+            let _ = writeln!(std::io::stderr().lock(), "leasehold: {e}");
             ExitCode::from(e.exit_code())
         }
+        Err(_) if READER_GONE.load(Ordering::SeqCst) => ExitCode::SUCCESS,
+        Err(payload) => std::panic::resume_unwind(payload),
     }
+}
+
+/// Set when printing failed because whoever read our stdout or stderr closed
+/// it (`leasehold status | head -1`): the command then ends quietly.
+static READER_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Whether printing panicked because the reader of stdout or stderr is gone.
+///
+/// Rust ignores SIGPIPE, so a write to a closed pipe fails with EPIPE and
+/// `println!` panics. We keep SIGPIPE ignored (a child that dies before
+/// reading its input must not kill us) and recognise that one panic instead:
+/// its message names the stream, and `poll` confirms the stream's other end
+/// is closed (POLLERR on a pipe whose readers are gone), so no other panic
+/// is ever mistaken for it.
+fn is_closed_output(message: &str) -> bool {
+    let fd = if message.starts_with("failed printing to stdout") {
+        libc::STDOUT_FILENO
+    } else if message.starts_with("failed printing to stderr") {
+        libc::STDERR_FILENO
+    } else {
+        return false;
+    };
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one pollfd we own, without waiting.
+    let ready = unsafe { libc::poll(&mut p, 1, 0) };
+    ready == 1 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
 /// A file-size limit (`ulimit -f`) reached by a store or mirror write makes
@@ -106,11 +144,19 @@ fn quiet_panics() {
             .map(|s| (*s).to_owned())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "(no message)".into());
+        if is_closed_output(&message) {
+            READER_GONE.store(true, Ordering::SeqCst);
+            return;
+        }
         let at = info
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        eprintln!("leasehold: internal error: {}{at}", message.replace('\n', " "));
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "leasehold: internal error: {}{at}",
+            message.replace('\n', " ")
+        );
     }));
 }
 

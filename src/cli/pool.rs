@@ -1,27 +1,36 @@
-//! Running a worker pool from the command line: progress on the terminal,
-//! Ctrl-C handling, the courier beside the pool, and the summary's counts.
+//! Running a worker pool from the command line: progress on stderr, the
+//! graceful stop on SIGINT or SIGTERM, the courier beside the pool, and the
+//! summary's counts.
 
-use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::RecvTimeoutError;
+
 use super::config::Config;
+use super::progress::Progress;
+use super::signals::{self, Interrupt};
 use super::summary::Summary;
 use super::CliError;
 use crate::pipeline::{PoolOptions, StopHandle, WorkerPool};
 use crate::upstream::{Courier, CourierHandle};
 
-/// How long in-flight documents get to finish after the first Ctrl-C.
+/// How long in-flight documents get to finish after the first signal; what is
+/// still running then is released (handed back without spending an attempt).
+/// Well inside systemd's default stop timeout (90 s).
 const GRACE: Duration = Duration::from_secs(10);
+/// How often the progress is refreshed (and `work` looks at what it waits
+/// for) while no document finishes.
+const IDLE_TICK: Duration = Duration::from_secs(1);
 
-/// Run a pool until it exits (idle, or stopped by Ctrl-C) and count what it did.
+/// Run a pool until it exits (idle, or stopped by a signal) and count what it did.
 pub fn work_pool(
     cfg: &Config,
     until_idle: bool,
     no_wait: bool,
     started: Instant,
 ) -> Result<Summary, CliError> {
+    catch_interrupts();
     let todo = cfg.store.counts()?;
     let total = todo.discovered + todo.retrying + todo.extracting;
     let opts = PoolOptions {
@@ -33,54 +42,124 @@ pub fn work_pool(
     let (tx, rx) = crossbeam_channel::unbounded();
     let pool = WorkerPool::start(cfg.pipeline()?, opts, Some(tx))?;
     let handle = pool.stop_handle();
-    install_ctrl_c(handle.clone());
+    stop_on_interrupt(handle.clone());
     let mut summary = Summary::default();
-    let mut progress = Progress::new(total);
-    for event in rx.iter() {
-        if let Err(error) = &event.outcome {
-            progress.warn(error);
+    let mut progress = Progress::new(total, started);
+    let mut last_event = Instant::now();
+    loop {
+        match rx.recv_timeout(IDLE_TICK) {
+            Ok(event) => {
+                summary.count(&event);
+                progress.event(&event, &summary);
+                last_event = Instant::now();
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                // Only a pool that waits for new work says what it waits for.
+                let waiting_for = if until_idle || last_event.elapsed() < 5 * IDLE_TICK {
+                    None
+                } else {
+                    what_work_waits_for(cfg)
+                };
+                progress.idle(&summary, waiting_for);
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
         }
-        summary.count(&event);
-        progress.tick(&summary);
     }
     pool.join();
     progress.done();
+    summary.failures_shown_live = progress.shows_failures();
     summary.halted = handle.halted();
     summary.set_seconds(started.elapsed().as_secs_f64());
     summary.database = cfg.store.path().display().to_string();
     summary.mirror = cfg.mirror.root().display().to_string();
     summary.cleanups_skipped = cfg.mirror.cleanups_skipped();
+    note_interruption(cfg, &mut summary)?;
     Ok(summary)
 }
 
-/// The pool Ctrl-C stops: the one running now. `sync` runs one pool after
-/// another, and a process can have only one Ctrl-C handler.
-static CURRENT_POOL: Mutex<Option<StopHandle>> = Mutex::new(None);
-/// Set by the first Ctrl-C, for callers that start more than one pool.
-static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
-
-/// Whether Ctrl-C asked the process to stop.
-pub fn stop_requested() -> bool {
-    STOP_REQUESTED.load(Ordering::SeqCst)
-}
-
-/// First Ctrl-C: stop claiming, give in-flight documents `GRACE`, then release
-/// what is left. Second Ctrl-C: exit at once (leases then expire normally).
-/// The handler is installed once and acts on the pool started last.
-fn install_ctrl_c(handle: StopHandle) {
-    static INSTALL: std::sync::Once = std::sync::Once::new();
-    *CURRENT_POOL.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
-    INSTALL.call_once(|| {
-        let _ = ctrlc::set_handler(on_ctrl_c);
-    });
-}
-
-fn on_ctrl_c() {
-    if STOP_REQUESTED.swap(true, Ordering::SeqCst) {
-        eprintln!("leasehold: stopping now; held leases will expire");
-        std::process::exit(130);
+/// If a signal stopped the command, say so in the summary with how many
+/// documents are left to do (queued, retrying, or still leased by others).
+pub fn note_interruption(cfg: &Config, summary: &mut Summary) -> Result<(), CliError> {
+    if let Some(signal) = interrupted() {
+        let c = cfg.store.counts()?;
+        summary.interrupted = Some(signal);
+        summary.left = Some(c.discovered + c.retrying + c.extracting);
     }
-    eprintln!("leasehold: stopping; finishing documents in flight (Ctrl-C again to quit now)");
+    Ok(())
+}
+
+/// Why an idle `work` pool has nothing to do: e.g. "nothing claimable; next
+/// retry in 40s". `None` while something is claimable or leased.
+fn what_work_waits_for(cfg: &Config) -> Option<String> {
+    let counts = cfg.store.counts().ok()?;
+    if counts.extracting > 0 {
+        return None;
+    }
+    let now = cfg.store.now();
+    match cfg.store.next_claimable_at().ok()? {
+        None => Some("nothing queued; `leasehold discover` adds documents".into()),
+        Some(next) if next > now => Some(format!(
+            "nothing claimable; next retry in {}",
+            super::progress::format_duration(Duration::from_millis((next - now) as u64))
+        )),
+        Some(_) => None,
+    }
+}
+
+/// The pool a signal stops: the one running now. `sync` runs one pool after
+/// another, and a process has one handler per signal.
+static CURRENT_POOL: Mutex<Option<StopHandle>> = Mutex::new(None);
+/// The first signal received, if any.
+static INTERRUPTED: Mutex<Option<Interrupt>> = Mutex::new(None);
+
+/// The signal that asked the process to stop, if one did.
+pub fn interrupted() -> Option<Interrupt> {
+    *INTERRUPTED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether a signal asked the process to stop.
+pub fn stop_requested() -> bool {
+    interrupted().is_some()
+}
+
+/// From now on SIGINT and SIGTERM stop the command gracefully instead of
+/// ending the process. Called by the commands that run pools, before their
+/// first step; the others keep the default (a signal ends them at once).
+pub fn catch_interrupts() {
+    signals::catch(on_interrupt);
+}
+
+/// Make `handle`'s pool the one a signal stops; if a signal already came
+/// (e.g. during discovery, or between `sync`'s passes), stop it now.
+fn stop_on_interrupt(handle: StopHandle) {
+    *CURRENT_POOL.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle.clone());
+    if stop_requested() {
+        handle.stop_hard();
+    }
+}
+
+/// First signal: stop claiming, give in-flight documents [`GRACE`], then
+/// release what is left; the command then prints its summary and exits
+/// 130/143. Second signal: exit at once (held leases then expire normally).
+fn on_interrupt(signal: Interrupt) {
+    let first = {
+        let mut seen = INTERRUPTED.lock().unwrap_or_else(|e| e.into_inner());
+        let first = seen.is_none();
+        seen.get_or_insert(signal);
+        first
+    };
+    if !first {
+        say(&format!(
+            "leasehold: {}: stopping now; leases still held will expire",
+            signal.name()
+        ));
+        std::process::exit(i32::from(signal.exit_code()));
+    }
+    say(&format!(
+        "leasehold: {}: stopping; finishing documents in flight for up to {}s (a second signal quits now)",
+        signal.name(),
+        GRACE.as_secs()
+    ));
     let Some(handle) = CURRENT_POOL.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
         return;
     };
@@ -88,95 +167,14 @@ fn on_ctrl_c() {
     std::thread::spawn(move || {
         std::thread::sleep(GRACE);
         handle.stop_hard();
+        // A pool started later (sync's next pass) is stopped at its start.
     });
 }
 
-/// A progress bar on a terminal, a plain line every second otherwise.
-struct Progress {
-    bar: Option<indicatif::ProgressBar>,
-    last_line: Instant,
-    total: u64,
-    /// The last error shown, how many times it came again since, and when it
-    /// was last shown: a failure repeated by every worker is one line, not a flood.
-    last_warning: Option<(String, u64, Instant)>,
-}
-
-/// A repeated error is shown again at most this often (with its count).
-const REPEAT_EVERY: Duration = Duration::from_secs(5);
-
-impl Progress {
-    fn new(total: u64) -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new(total);
-            if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {per_sec} {msg}")
-            {
-                bar.set_style(style);
-            }
-            bar
-        });
-        Progress {
-            bar,
-            last_line: Instant::now(),
-            total,
-            last_warning: None,
-        }
-    }
-
-    /// Show an error that is not one document's (e.g. a store write that
-    /// failed) as it happens, on stderr above the bar.
-    fn warn(&mut self, error: &str) {
-        let line = match &mut self.last_warning {
-            Some((last, again, shown)) if last == error => {
-                *again += 1;
-                if shown.elapsed() < REPEAT_EVERY {
-                    return;
-                }
-                let line = format!("leasehold: {error} (again, {again} times)");
-                (*again, *shown) = (0, Instant::now());
-                line
-            }
-            _ => {
-                self.last_warning = Some((error.to_owned(), 0, Instant::now()));
-                format!("leasehold: {error}")
-            }
-        };
-        match &self.bar {
-            Some(bar) => bar.println(line),
-            None => eprintln!("{line}"),
-        }
-    }
-
-    fn tick(&mut self, s: &Summary) {
-        let done = s.indexed + s.failed;
-        match &self.bar {
-            Some(bar) => {
-                bar.set_position(done);
-                let waiting = match s.waiting {
-                    0 => String::new(),
-                    n => format!(", {n} waiting for a locked account"),
-                };
-                bar.set_message(format!("{} failed{waiting}", s.failed));
-            }
-            None if self.last_line.elapsed() >= Duration::from_secs(1) => {
-                let waiting = match s.waiting {
-                    0 => String::new(),
-                    n => format!(", {n} handed back until a locked account opens"),
-                };
-                eprintln!(
-                    "leasehold: {done}/{} processed, {} failed{waiting}",
-                    self.total, s.failed
-                );
-                self.last_line = Instant::now();
-            }
-            None => {}
-        }
-    }
-
-    fn done(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
+/// A line on stderr from the signal thread; a closed stderr must not stop it.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// Stop the courier and count what it delivered and what still waits.

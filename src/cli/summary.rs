@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use super::signals::Interrupt;
 use super::CliError;
 use crate::pipeline::{Event, Processed};
 use crate::source::Discovered;
@@ -39,6 +40,13 @@ pub struct Summary {
     pub error_count: u64,
     /// Why the pool stopped by itself (e.g. store failures in a row), if it did.
     pub halted: Option<String>,
+    /// The signal that stopped the command early, if one did.
+    pub interrupted: Option<Interrupt>,
+    /// Documents left to do when a signal stopped the command.
+    pub left: Option<u64>,
+    /// Failures were shown on stderr as they happened (not `--quiet`).
+    #[serde(skip)]
+    pub failures_shown_live: bool,
     /// Results the sink acknowledged during this command.
     pub delivered: u64,
     /// Results still waiting in the outbox at the end.
@@ -57,6 +65,13 @@ pub struct Summary {
 /// Distinct errors kept for the summary: a store failing for hours must not
 /// grow the summary without bound.
 pub const MAX_ERRORS: usize = 20;
+
+/// Failures listed in the text summary; the rest are counted.
+const MAX_LISTED_FAILURES: usize = 20;
+
+/// Where to look for the failures a summary or the live lines did not show.
+pub const MORE_FAILURES_HINT: &str =
+    "`leasehold status` counts them, `leasehold inspect KEY` shows why one failed, `--json` lists them all";
 
 #[derive(Debug, serde::Serialize)]
 pub struct Failure {
@@ -83,6 +98,9 @@ impl Summary {
         }
         self.error_count += more.error_count;
         self.halted = self.halted.take().or(more.halted);
+        self.interrupted = self.interrupted.or(more.interrupted);
+        self.left = more.left.or(self.left);
+        self.failures_shown_live |= more.failures_shown_live;
         // Every pass measures from the same start.
         self.set_seconds(more.seconds);
     }
@@ -179,20 +197,43 @@ impl Summary {
                 self.cleanups_skipped
             );
         }
-        for f in self.failures.iter().take(20) {
-            println!("  failed {:?}: {}", f.key, f.error);
-        }
-        if self.failures.len() > 20 {
-            println!(
-                "  ... and {} more (see `leasehold status`)",
-                self.failures.len() - 20
-            );
-        }
+        self.print_failures();
         for e in &self.errors {
             println!("  error: {e}");
         }
         for s in self.skipped.iter().take(20) {
             println!("  skipped {s}");
+        }
+        if let (Some(signal), Some(left)) = (self.interrupted, self.left) {
+            println!(
+                "interrupted by {}, {left} left (run the command again to go on)",
+                signal.name()
+            );
+        }
+    }
+
+    /// The first failures, then how many more; on a terminal that already
+    /// showed them as they happened, only the count.
+    fn print_failures(&self) {
+        use std::io::IsTerminal;
+        if self.failures.is_empty() {
+            return;
+        }
+        if self.failures_shown_live && std::io::stdout().is_terminal() && std::io::stderr().is_terminal() {
+            println!(
+                "  {} failure(s) shown above; {MORE_FAILURES_HINT}",
+                self.failures.len()
+            );
+            return;
+        }
+        for f in self.failures.iter().take(MAX_LISTED_FAILURES) {
+            println!("  failed {:?}: {}", f.key, f.error);
+        }
+        if self.failures.len() > MAX_LISTED_FAILURES {
+            println!(
+                "  ... {} more failures; {MORE_FAILURES_HINT}",
+                self.failures.len() - MAX_LISTED_FAILURES
+            );
         }
     }
 }
@@ -200,6 +241,19 @@ impl Summary {
 pub fn finish(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
     summary.measure_memory();
     summary.print(json);
+    if let Some(signal) = summary.interrupted {
+        // Asked to stop: the signal's exit code; an error met on the way is
+        // still said.
+        if let Err(e) = outcome_code(summary, fail_on_error) {
+            eprintln!("leasehold: {e}");
+        }
+        return Ok(ExitCode::from(signal.exit_code()));
+    }
+    outcome_code(summary, fail_on_error)
+}
+
+/// The exit code of a command that ran to its end.
+fn outcome_code(summary: Summary, fail_on_error: bool) -> Result<ExitCode, CliError> {
     if let Some(why) = summary.halted {
         return Err(CliError::Runtime(why));
     }

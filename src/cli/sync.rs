@@ -5,7 +5,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use super::config::Config;
-use super::pool::{settle_courier, start_courier, stop_requested, work_pool};
+use super::pool::{
+    catch_interrupts, note_interruption, settle_courier, start_courier, stop_requested, work_pool,
+};
+use super::progress::{verbosity, Verbosity};
 use super::summary::{finish, Summary};
 use super::CliError;
 use crate::clock::Millis;
@@ -17,7 +20,9 @@ fn waiting_line() -> impl FnMut(&GateError) {
     move |e| {
         if let GateError::Locked { account, until, .. } = e {
             if last.as_ref() != Some(&(account.clone(), *until)) {
-                eprintln!("leasehold: waiting: {e}");
+                if verbosity() != Verbosity::Quiet {
+                    eprintln!("leasehold: waiting: {e}");
+                }
                 last = Some((account.clone(), *until));
             }
         }
@@ -74,6 +79,7 @@ pub fn sync(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliErro
         .http_source
         .as_ref()
         .ok_or_else(|| CliError::Config("sync needs [source.http] in the configuration file".into()))?;
+    catch_interrupts();
     let started = Instant::now();
     let mut on_wait = waiting_line();
     let listing = http
@@ -90,6 +96,7 @@ pub fn sync(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliErro
     summary.new = listing.queued;
     summary.unchanged = listing.listed - listing.queued;
     summary.set_seconds(started.elapsed().as_secs_f64());
+    note_interruption(cfg, &mut summary)?;
     let waiting = summary.waiting;
     let code = finish(summary, json, false)?;
     if no_wait && waiting > 0 {
@@ -120,7 +127,7 @@ fn work_until_settled(cfg: &Config, no_wait: bool, started: Instant) -> Result<S
         let now = cfg.store.now();
         if let Some(next) = cfg.store.next_claimable_at()? {
             if next > now {
-                if said != Some(next) {
+                if said != Some(next) && verbosity() != Verbosity::Quiet {
                     said = Some(next);
                     eprintln!(
                         "leasehold: waiting: {} document(s) not claimable for {} s",
@@ -128,7 +135,7 @@ fn work_until_settled(cfg: &Config, no_wait: bool, started: Instant) -> Result<S
                         (next - now + 999) / 1000
                     );
                 }
-                // Short naps, so that a Ctrl-C while waiting ends the run soon.
+                // Short naps, so that a signal while waiting ends the run soon.
                 let nap = nap_until(now, next).clamp(Duration::from_millis(50), Duration::from_millis(250));
                 std::thread::sleep(nap);
                 continue;
@@ -148,6 +155,9 @@ fn drain(
 ) -> Result<u64, CliError> {
     let mut delivered = 0u64;
     loop {
+        if stop_requested() {
+            return Ok(delivered);
+        }
         match sink.drain_once() {
             Ok(DrainStep::Sent(n)) => delivered += n as u64,
             Ok(DrainStep::Empty) => return Ok(delivered),
@@ -163,7 +173,9 @@ fn drain(
                         probing: false,
                     });
                 }
-                std::thread::sleep(nap_until(cfg.store.now(), until));
+                // Short naps, so that a signal while waiting ends the drain soon.
+                let nap = nap_until(cfg.store.now(), until).min(Duration::from_millis(250));
+                std::thread::sleep(nap);
             }
             Err(e) => return Err(CliError::Runtime(e.to_string())),
         }
