@@ -313,6 +313,15 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// The account the error names in its own message (credential problems
+    /// do), so that a wrapper does not name it a second time.
+    pub fn account(&self) -> Option<&str> {
+        match self {
+            UpstreamError::Auth { account, .. } | UpstreamError::Locked { account, .. } => Some(account),
+            _ => None,
+        }
+    }
+
     /// The account's credentials are the problem (refused or locked): pause
     /// the account rather than retry.
     pub fn is_credential_problem(&self) -> bool {
