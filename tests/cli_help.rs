@@ -271,7 +271,7 @@ fn a_failure_names_its_document_once() {
     std::fs::write(corpus.path().join("x.pdf"), "%PDF-1.4 not really").unwrap();
     std::fs::write(corpus.path().join("huge.txt"), "word ".repeat(400)).unwrap();
     let dir = corpus.path().to_str().unwrap();
-    let out = leasehold(data.path(), &["run", dir, "--max-input", "1KiB"]);
+    let out = leasehold(data.path(), &["run", dir, "--max-input", "1024"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let said = format!("{}{}", stdout(&out), stderr(&out));
     for key in ["x.pdf", "huge.txt"] {

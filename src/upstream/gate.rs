@@ -335,8 +335,9 @@ fn with_account(account: &str, error: &UpstreamError) -> String {
 fn answer_for<T>(result: &Result<T, UpstreamError>, now: Millis) -> Answer {
     match result {
         Ok(_) => Answer::Accepted,
+        // The account's own record: its name is beside the reason already.
         Err(e) if e.is_credential_problem() => Answer::Rejected {
-            error: e.to_string(),
+            error: e.without_account(),
             until: e.retry_after().map(|d| now + duration_ms(d)),
         },
         Err(e @ UpstreamError::RateLimited { .. }) => Answer::RateLimited {
@@ -376,5 +377,18 @@ mod tests {
         };
         let shown = down.to_string();
         assert_eq!(shown.matches("account main").count(), 1, "{shown}");
+    }
+
+    #[test]
+    fn a_refusal_recorded_for_the_account_does_not_name_it_again() {
+        let refused: Result<(), UpstreamError> = Err(UpstreamError::Auth {
+            account: "main".into(),
+            status: 401,
+            detail: "bad password".into(),
+        });
+        let Answer::Rejected { error, .. } = answer_for(&refused, 0) else {
+            panic!("a 401 counts against the credential");
+        };
+        assert!(error.starts_with("credentials refused (HTTP 401)"), "{error}");
     }
 }
