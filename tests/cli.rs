@@ -171,7 +171,7 @@ fn bad_configuration_exits_2_with_one_line_naming_the_thing() {
     let data = tempfile::tempdir().unwrap();
     let cases: [(&[&str], &str); 4] = [
         (&["run", "/no/such/corpus"], "/no/such/corpus"),
-        (&["--lease", "soon", "status"], "--lease"),
+        (&["work", "--lease", "soon"], "--lease"),
         (&["--db", "/no/such/dir/x.db", "status"], "/no/such/dir"),
         (&["inspect-all"], "inspect-all"),
     ];
@@ -181,8 +181,11 @@ fn bad_configuration_exits_2_with_one_line_naming_the_thing() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(names), "{args:?}: {stderr}");
     }
-    let out = leasehold(data.path(), &["--lease", "soon", "status"]);
-    assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
+    let out = leasehold(data.path(), &["work", "--lease", "50ms"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--lease"), "{stderr}");
 }
 
 #[test]

@@ -1,10 +1,15 @@
 //! Command-line flags, as clap parses them. `config.rs` turns them into
 //! validated, built objects before anything runs.
+//!
+//! Two kinds of flags: [`Global`] ones say where the data lives and are taken
+//! by every command; [`WorkFlags`] say how work is done and belong to the
+//! commands that work the queue (`run`, `work`, `sync`; `discover` takes
+//! `--max-input`), so `status --help` does not list them.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum, ValueHint};
 
 /// Extract a directory of documents into a mirror, under fenced leases.
 #[derive(Debug, Parser)]
@@ -12,60 +17,82 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
+    /// Work flags written before the subcommand, as `leasehold --workers 2 work`.
+    #[command(flatten)]
+    pub early: EarlyWorkFlags,
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// Where the data lives and how work is done; shared by every command.
+/// Where the data lives; taken by every command.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct Global {
     /// Data directory holding leasehold.db and mirror/.
-    #[arg(long, global = true, default_value = "leasehold-data")]
+    #[arg(long, global = true, env = "LEASEHOLD_DATA", value_name = "DIR",
+          default_value = "leasehold-data", value_hint = ValueHint::DirPath)]
     pub data: PathBuf,
     /// Database file (default: DATA/leasehold.db).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub db: Option<PathBuf>,
     /// Mirror directory for results (default: DATA/mirror).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_name = "DIR", value_hint = ValueHint::DirPath)]
     pub mirror: Option<PathBuf>,
-    /// Worker threads (default: number of CPUs).
-    #[arg(long, global = true)]
-    pub workers: Option<usize>,
-    /// Lease length, e.g. 30s, 2m.
-    #[arg(long, global = true, default_value = "30s")]
-    pub lease: String,
-    /// Largest input file in bytes (larger files fail permanently).
-    #[arg(long, global = true, default_value_t = 64 * 1024 * 1024)]
-    pub max_input: u64,
-    /// Attempts per document before it is declared dead.
-    #[arg(long, global = true, default_value_t = 5)]
-    pub max_attempts: u32,
     /// Configuration file: accounts, HTTP source and sink, auth gate, notices,
-    /// outbox (default: DATA/leasehold.toml when it exists).
-    #[arg(long, global = true)]
+    /// outbox, extraction (default: DATA/leasehold.toml when it exists).
+    #[arg(long, global = true, env = "LEASEHOLD_CONFIG", value_name = "FILE",
+          value_hint = ValueHint::FilePath)]
     pub config: Option<PathBuf>,
-    /// SQLite durability: normal (survives process crashes) or full (and power loss).
-    #[arg(long, global = true, value_enum, default_value_t = Sync::Normal)]
-    pub synchronous: Sync,
+}
+
+/// The default lease length.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// The default largest input file.
+pub const DEFAULT_MAX_INPUT: u64 = 64 * 1024 * 1024;
+/// The default attempts per document.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+
+/// How work is done: the flags of the commands that claim and extract
+/// documents. Every value is optional so that flags given before the
+/// subcommand ([`EarlyWorkFlags`]) can fill in what is not given after it;
+/// the defaults are applied in `config.rs`.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Work options")]
+pub struct WorkFlags {
+    /// Worker threads (default: number of CPUs).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Lease length, e.g. 30s, 2m (default: 30s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub lease: Option<Duration>,
+    #[command(flatten)]
+    pub input: InputFlags,
+    /// Attempts per document before it is declared dead (default: 5).
+    #[arg(long, value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// SQLite durability: normal (survives process crashes) or full (and
+    /// power loss) (default: normal).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub synchronous: Option<Sync>,
     /// Wall-clock time one document's extraction may take, e.g. 60s
     /// (default: [extract] timeout, else 60s).
-    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub extract_timeout: Option<Duration>,
     /// Memory (address space) of an extraction process, e.g. 1GiB
     /// (default: [extract] memory, else 1GiB).
-    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub extract_memory: Option<u64>,
     /// CPU time one document's extraction may take, e.g. 60s
     /// (default: [extract] cpu, else 60s).
-    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub extract_cpu: Option<Duration>,
     /// Largest extracted text of one document, e.g. 64MiB
     /// (default: [extract] max_text, else 64MiB).
-    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_text: Option<u64>,
     /// Run parsers inside this process instead of supervised child processes:
     /// faster to debug, but a hostile file can crash or hang the whole run.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub in_process: bool,
     /// Print only the summary (and errors): no progress, no failure lines.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
@@ -75,18 +102,100 @@ pub struct Global {
     pub verbose: bool,
 }
 
-/// A duration such as `60s`, `2m` or `1h30m`.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text.trim())
-        .map_err(|e| format!("{e}; expected a duration such as 60s, 2m or 1h30m"))?;
+/// The input limit, which discovery applies too (a file over it is skipped).
+#[derive(Debug, Clone, Default, Args)]
+pub struct InputFlags {
+    /// Largest input file, e.g. 64MiB, 500kB or a number of bytes; larger
+    /// files fail permanently (default: 64MiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_input: Option<u64>,
+}
+
+impl WorkFlags {
+    /// These flags, with what is not given here taken from `earlier`.
+    pub fn or(self, earlier: WorkFlags) -> WorkFlags {
+        WorkFlags {
+            workers: self.workers.or(earlier.workers),
+            lease: self.lease.or(earlier.lease),
+            input: InputFlags {
+                max_input: self.input.max_input.or(earlier.input.max_input),
+            },
+            max_attempts: self.max_attempts.or(earlier.max_attempts),
+            synchronous: self.synchronous.or(earlier.synchronous),
+            extract_timeout: self.extract_timeout.or(earlier.extract_timeout),
+            extract_memory: self.extract_memory.or(earlier.extract_memory),
+            extract_cpu: self.extract_cpu.or(earlier.extract_cpu),
+            max_text: self.max_text.or(earlier.max_text),
+            in_process: self.in_process || earlier.in_process,
+        }
+    }
+}
+
+/// [`WorkFlags`] written before the subcommand (`leasehold --workers 2 work`),
+/// as when every flag was global: still accepted by every command, so scripts
+/// written that way keep working, but hidden from help, which shows each
+/// command only the flags it uses. Flags after the subcommand win.
+#[derive(Debug, Clone, Default)]
+pub struct EarlyWorkFlags(pub WorkFlags);
+
+impl FromArgMatches for EarlyWorkFlags {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        WorkFlags::from_arg_matches(matches).map(EarlyWorkFlags)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+}
+
+impl Args for EarlyWorkFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        hide_work_flags(WorkFlags::augment_args(cmd))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        hide_work_flags(WorkFlags::augment_args_for_update(cmd))
+    }
+}
+
+/// Hide the [`WorkFlags`] among `cmd`'s arguments (and only those).
+fn hide_work_flags(cmd: clap::Command) -> clap::Command {
+    let work = WorkFlags::augment_args(clap::Command::new("work-flags"));
+    let ids: Vec<clap::Id> = work.get_arguments().map(|a| a.get_id().clone()).collect();
+    cmd.mut_args(|arg| {
+        if ids.contains(arg.get_id()) {
+            arg.hide(true)
+        } else {
+            arg
+        }
+    })
+}
+
+/// How durations are written.
+const DURATION_FORM: &str = "expected a number with a unit, e.g. 30s, 2m or 1h30m";
+
+/// A duration such as `60s`, `2m` or `1h30m`. The error says what is
+/// expected; clap puts the flag and the value in front of it.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text.trim()).map_err(|e| {
+        let detail = match e {
+            // "expected number at 0" says where, not what: the form says it.
+            humantime::DurationError::NumberExpected(_)
+            | humantime::DurationError::InvalidCharacter(_)
+            | humantime::DurationError::Empty => String::new(),
+            other => format!(" ({other})"),
+        };
+        format!("{DURATION_FORM}{detail}")
+    })?;
     if d.is_zero() {
         return Err("must be longer than 0".into());
     }
     Ok(d)
 }
 
-/// A size such as `64MiB`, `1GiB`, `500kB` or a number of bytes.
-fn parse_size(text: &str) -> Result<u64, String> {
+/// A size such as `64MiB`, `1GiB`, `500kB` or a number of bytes: the same
+/// parser (`bytesize`) the configuration file's sizes go through.
+pub fn parse_size(text: &str) -> Result<u64, String> {
     let n = text
         .trim()
         .parse::<bytesize::ByteSize>()
@@ -98,9 +207,12 @@ fn parse_size(text: &str) -> Result<u64, String> {
     Ok(n)
 }
 
+/// SQLite's durability setting.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Sync {
+    /// Survives process crashes.
     Normal,
+    /// Survives power loss too.
     Full,
 }
 
@@ -108,6 +220,8 @@ pub enum Sync {
 pub enum Command {
     /// Discover DIR, extract everything claimable, print a summary.
     Run {
+        /// The source directory; keys are paths relative to it.
+        #[arg(value_name = "DIR", value_hint = ValueHint::DirPath)]
         dir: PathBuf,
         /// Print the summary as JSON.
         #[arg(long)]
@@ -118,47 +232,63 @@ pub enum Command {
         /// Also take files and directories whose names start with a dot.
         #[arg(long)]
         include_hidden: bool,
+        #[command(flatten)]
+        work: WorkFlags,
     },
     /// Enqueue new and changed files of DIR and mark vanished ones; without
     /// DIR, list the configured HTTP source (through the auth gate).
     Discover {
+        /// The source directory (default: the configured HTTP source).
+        #[arg(value_name = "DIR", value_hint = ValueHint::DirPath)]
         dir: Option<PathBuf>,
         /// Fail instead of waiting when the source's account is locked.
         #[arg(long)]
         no_wait: bool,
+        /// Print what was found as JSON.
         #[arg(long)]
         json: bool,
+        /// Also take files and directories whose names start with a dot.
         #[arg(long)]
         include_hidden: bool,
+        #[command(flatten)]
+        input: InputFlags,
     },
     /// Work the queue (several processes may do this at once).
     Work {
         /// Exit when nothing is claimable and no lease is held.
         #[arg(long)]
         until_empty: bool,
+        /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
         /// With --until-empty: exit instead of waiting when the source's
         /// account is locked.
         #[arg(long)]
         no_wait: bool,
+        #[command(flatten)]
+        work: WorkFlags,
     },
     /// Counts by status and live leases.
     Status {
+        /// Print the counts and leases as JSON.
         #[arg(long)]
         json: bool,
     },
     /// One document and its history, including refused stale writes.
     Inspect {
         /// Document key, or numeric id.
+        #[arg(value_name = "KEY|ID")]
         doc: String,
+        /// Print the document and its history as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Remove orphan generations and temp files from the whole mirror.
     Gc {
+        /// Only list what would be removed.
         #[arg(long)]
         dry_run: bool,
+        /// Print what was (or would be) removed as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -166,17 +296,21 @@ pub enum Command {
     /// result's file and checksum, leftovers for gc, local file systems.
     /// Exit 0 when healthy, 1 with one line per problem otherwise.
     Doctor {
+        /// Print the checks and problems as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Discover from the HTTP source, work until nothing is left to do, and
     /// deliver the results to the sink (all through the auth gate), then exit.
     Sync {
+        /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
         /// Fail instead of waiting when an account is locked.
         #[arg(long)]
         no_wait: bool,
+        #[command(flatten)]
+        work: WorkFlags,
     },
     /// The shared credentials: their state, and a manual unlock.
     Auth {
@@ -185,10 +319,29 @@ pub enum Command {
     },
     /// Requeue a document (by key or id), or every dead one.
     Retry {
-        #[arg(required_unless_present = "dead", conflicts_with = "dead")]
+        /// Document key, or numeric id.
+        #[arg(
+            value_name = "KEY|ID",
+            required_unless_present = "dead",
+            conflicts_with = "dead"
+        )]
         doc: Option<String>,
+        /// Requeue every dead document instead of one.
         #[arg(long)]
         dead: bool,
+    },
+    /// Print a shell completion script, e.g.
+    /// `leasehold completions bash > ~/.local/share/bash-completion/completions/leasehold`.
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `leasehold man | man -l -`.
+    Man {
+        /// The page of this subcommand (e.g. `run`) instead of the main page.
+        #[arg(value_name = "COMMAND")]
+        command: Option<String>,
     },
 }
 
@@ -197,10 +350,14 @@ pub enum AuthCommand {
     /// Per account: open/locked/probing, until when, epoch, last error, probes,
     /// days to expiry; and the outbox: depth, bytes, dropped.
     Status {
+        /// Print the accounts and the outbox as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Open a locked account now (recorded in the gate's history; a recovery
     /// notice is sent).
-    Unlock { account: String },
+    Unlock {
+        /// The account's name in the configuration file.
+        account: String,
+    },
 }

@@ -18,7 +18,7 @@ use crate::upstream::HttpClient;
 use crate::upstream::{Gate, HttpSource, Sink};
 use crate::{Store, StoreOptions, Synchronous};
 
-use super::args::{Global, Sync};
+use super::args::{Global, Sync, WorkFlags, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_INPUT};
 use super::CliError;
 
 /// The meta key holding the source root this data directory indexes.
@@ -50,17 +50,17 @@ pub struct Extraction {
 }
 
 impl Extraction {
-    fn build(g: &Global, file: Option<&FileConfig>) -> Extraction {
+    fn build(w: &WorkFlags, file: Option<&FileConfig>) -> Extraction {
         let f = file.map(|f| f.extract.clone()).unwrap_or_default();
         Extraction {
-            isolated: f.isolation && !g.in_process,
+            isolated: f.isolation && !w.in_process,
             commands: f.commands,
             limits: Limits {
-                deadline: g.extract_timeout.unwrap_or(f.timeout),
-                memory_bytes: g.extract_memory.unwrap_or(f.memory),
-                cpu_time: g.extract_cpu.unwrap_or(f.cpu),
-                max_output_bytes: g.max_text.unwrap_or(f.max_text),
-                max_input_bytes: g.max_input,
+                deadline: w.extract_timeout.unwrap_or(f.timeout),
+                memory_bytes: w.extract_memory.unwrap_or(f.memory),
+                cpu_time: w.extract_cpu.unwrap_or(f.cpu),
+                max_output_bytes: w.max_text.unwrap_or(f.max_text),
+                max_input_bytes: max_input(w),
                 ..Limits::default()
             },
         }
@@ -110,24 +110,25 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 impl Config {
     /// Open everything. `source` is the directory given on the command line (for
     /// `run`/`discover`); other commands use the one pinned in the database.
-    pub fn build(g: &Global, source: Option<(&PathBuf, bool)>) -> Result<Config, CliError> {
-        let lease = humantime::parse_duration(&g.lease)
-            .map_err(|e| CliError::Config(format!("--lease {:?}: {e}", g.lease)))?;
+    /// `work` holds the work flags of the commands that take them (empty,
+    /// i.e. the defaults, for the others).
+    pub fn build(g: &Global, work: &WorkFlags, source: Option<(&PathBuf, bool)>) -> Result<Config, CliError> {
+        let lease = work.lease.unwrap_or(DEFAULT_LEASE);
         if lease < Duration::from_millis(100) {
             return Err(CliError::Config(format!(
-                "--lease {:?}: must be at least 100ms",
-                g.lease
+                "--lease {}: must be at least 100ms",
+                humantime::format_duration(lease)
             )));
         }
-        if g.workers == Some(0) {
+        if work.workers == Some(0) {
             return Err(CliError::Config("--workers: must be at least 1".into()));
         }
-        if g.max_attempts == 0 {
+        if work.max_attempts == Some(0) {
             return Err(CliError::Config("--max-attempts: must be at least 1".into()));
         }
         let (db, mirror_root) = paths(g)?;
         let file = load_file_config(g)?;
-        let mut options = store_options(g, lease);
+        let mut options = store_options(work, lease);
         if let Some(f) = &file {
             options.outbox = OutboxCap {
                 max_age_ms: crate::clock::duration_ms(f.outbox.max_age),
@@ -135,7 +136,7 @@ impl Config {
             };
         }
         let store = Store::open(&db, options)?;
-        let extract = Extraction::build(g, file.as_ref());
+        let extract = Extraction::build(work, file.as_ref());
         let upstream = file.map(|f| Upstream::build(&store, f));
         let mirror = Mirror::open(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
         let source = match source {
@@ -146,10 +147,10 @@ impl Config {
             store,
             mirror,
             source,
-            workers: g
+            workers: work
                 .workers
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
-            max_input: g.max_input,
+            max_input: max_input(work),
             extract,
             upstream,
         })
@@ -256,15 +257,20 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
-fn store_options(g: &Global, lease: Duration) -> StoreOptions {
+/// `--max-input`, else its default.
+fn max_input(w: &WorkFlags) -> u64 {
+    w.input.max_input.unwrap_or(DEFAULT_MAX_INPUT)
+}
+
+fn store_options(w: &WorkFlags, lease: Duration) -> StoreOptions {
     let options = match super::testing::clock() {
         Some(clock) => StoreOptions::default().clock(clock),
         None => StoreOptions::default(),
     };
     options
         .lease(lease)
-        .max_attempts(g.max_attempts)
-        .synchronous(match g.synchronous {
+        .max_attempts(w.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS))
+        .synchronous(match w.synchronous.unwrap_or(Sync::Normal) {
             Sync::Normal => Synchronous::Normal,
             Sync::Full => Synchronous::Full,
         })

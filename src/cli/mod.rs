@@ -19,7 +19,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use args::{AuthCommand, Cli, Command};
+use args::{AuthCommand, Cli, Command, WorkFlags};
 
 /// A failure of the command, with the exit code it maps to.
 #[derive(Debug)]
@@ -163,43 +163,106 @@ fn quiet_panics() {
 /// Run the parsed command.
 fn run(cli: Cli) -> Result<ExitCode, CliError> {
     let g = &cli.global;
+    let early = cli.early.0;
+    let build = |work: &WorkFlags| config::Config::build(g, work, None);
     match cli.command {
         Command::Run {
             dir,
             json,
             fail_on_error,
             include_hidden,
+            work,
         } => run::run(
-            &config::Config::build(g, Some((&dir, include_hidden)))?,
+            &config::Config::build(g, &work.or(early), Some((&dir, include_hidden)))?,
             json,
             fail_on_error,
         ),
         Command::Discover {
-            dir: Some(dir),
+            dir,
             json,
             include_hidden,
-            ..
-        } => report::discover(&config::Config::build(g, Some((&dir, include_hidden)))?, json),
-        Command::Discover {
-            dir: None,
-            json,
             no_wait,
-            ..
-        } => sync::discover(&config::Config::build(g, None)?, json, no_wait),
+            input,
+        } => {
+            let work = WorkFlags {
+                input,
+                ..Default::default()
+            }
+            .or(early);
+            match dir {
+                Some(dir) => report::discover(
+                    &config::Config::build(g, &work, Some((&dir, include_hidden)))?,
+                    json,
+                ),
+                None => sync::discover(&build(&work)?, json, no_wait),
+            }
+        }
         Command::Work {
             until_empty,
             json,
             no_wait,
-        } => run::work(&config::Config::build(g, None)?, until_empty, json, no_wait),
-        Command::Status { json } => report::status(&config::Config::build(g, None)?, json),
-        Command::Inspect { doc, json } => report::inspect(&config::Config::build(g, None)?, &doc, json),
-        Command::Gc { dry_run, json } => report::gc(&config::Config::build(g, None)?, dry_run, json),
-        Command::Sync { json, no_wait } => sync::sync(&config::Config::build(g, None)?, json, no_wait),
+            work,
+        } => run::work(&build(&work.or(early))?, until_empty, json, no_wait),
+        Command::Sync { json, no_wait, work } => sync::sync(&build(&work.or(early))?, json, no_wait),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { command } => man_page(command.as_deref()),
+        // Work flags written before these commands are still taken (and
+        // mostly unused), as they were when every flag was global.
+        Command::Status { json } => report::status(&build(&early)?, json),
+        Command::Inspect { doc, json } => report::inspect(&build(&early)?, &doc, json),
+        Command::Gc { dry_run, json } => report::gc(&build(&early)?, dry_run, json),
         Command::Auth { command } => match command {
-            AuthCommand::Status { json } => auth::status(&config::Config::build(g, None)?, json),
-            AuthCommand::Unlock { account } => auth::unlock(&config::Config::build(g, None)?, &account),
+            AuthCommand::Status { json } => auth::status(&build(&early)?, json),
+            AuthCommand::Unlock { account } => auth::unlock(&build(&early)?, &account),
         },
         Command::Doctor { json } => doctor::doctor(g, json),
-        Command::Retry { doc, dead } => report::retry(&config::Config::build(g, None)?, doc.as_deref(), dead),
+        Command::Retry { doc, dead } => report::retry(&build(&early)?, doc.as_deref(), dead),
+    }
+}
+
+/// The clap definition of the whole command line, for completions, the
+/// manual page and tests that walk it.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command()
+}
+
+/// `leasehold completions SHELL`: the completion script, on stdout.
+fn completions(shell: clap_complete::Shell) -> Result<ExitCode, CliError> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command(), "leasehold", &mut script);
+    print_bytes(&script)
+}
+
+/// `leasehold man [COMMAND]`: the manual page in roff, on stdout; with a
+/// subcommand, that subcommand's page (`leasehold-run(1)`).
+fn man_page(subcommand: Option<&str>) -> Result<ExitCode, CliError> {
+    let mut top = command();
+    top.build();
+    let page = match subcommand {
+        None => top,
+        Some(name) => {
+            // Built, a subcommand knows its page name (`leasehold-run`) and
+            // how it is typed (`leasehold run`).
+            top.find_subcommand(name)
+                .cloned()
+                .ok_or_else(|| CliError::Config(format!("man: no subcommand named {name:?}")))?
+        }
+    };
+    let mut roff = Vec::new();
+    clap_mangen::Man::new(page)
+        .render(&mut roff)
+        .map_err(|e| CliError::Runtime(format!("cannot render the manual page: {e}")))?;
+    print_bytes(&roff)
+}
+
+/// Write generated text to stdout; a reader that went away (`| head`) is not an error.
+fn print_bytes(bytes: &[u8]) -> Result<ExitCode, CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(CliError::Runtime(format!("cannot write to standard output: {e}"))),
     }
 }

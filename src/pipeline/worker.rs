@@ -108,7 +108,8 @@ pub struct Worker {
 }
 
 /// Why a claim ended before its fenced completion; `settle` turns it into the
-/// one store write that ends the claim.
+/// one store write that ends the claim. Its reasons do not name the document:
+/// whatever shows them (summary, progress, `inspect`) names it beside them.
 enum Stop {
     /// A renewal was refused or failed: nothing is written, the lease runs out.
     Lost(String),
@@ -167,7 +168,7 @@ impl Worker {
         let id = claim.id;
         let step = catch_unwind(AssertUnwindSafe(|| self.work_on(&claim))).unwrap_or_else(|panic| {
             Err(Stop::Failed {
-                error: format!("{:?}: worker panicked: {}", claim.key, panic_message(&*panic)),
+                error: format!("worker panicked: {}", panic_message(&*panic)),
                 permanent: true,
             })
         });
@@ -184,7 +185,7 @@ impl Worker {
         let p = &self.pipeline;
         let bytes = self
             .stage(claim, |_| p.source.fetch(&claim.key, p.max_input_bytes))?
-            .map_err(|e| self.stop_for_fetch(e))?;
+            .map_err(|e| self.stop_for_fetch(claim, e))?;
         let Extracted { text, note } = self.extract(claim, &bytes)?;
         let written = self
             .stage(claim, |_| {
@@ -211,10 +212,10 @@ impl Worker {
             Ok(Err(e @ ExtractError::Unavailable { .. })) => Err(self.park_for_backoff(claim, e.to_string())),
             Ok(Err(e)) => Err(Stop::Failed {
                 permanent: e.is_permanent(),
-                error: format!("{:?}: {e}", claim.key),
+                error: e.to_string(),
             }),
             Err(panic) => Err(Stop::Failed {
-                error: format!("{:?}: extractor panicked: {}", claim.key, panic_message(&*panic)),
+                error: format!("extractor panicked: {}", panic_message(&*panic)),
                 permanent: true,
             }),
         }
@@ -222,7 +223,7 @@ impl Worker {
 
     /// A fetch that failed: a deferral (a locked credential, a rate limit)
     /// parks the document without spending the attempt; anything else fails it.
-    fn stop_for_fetch(&self, e: SourceError) -> Stop {
+    fn stop_for_fetch(&self, claim: &Claim, e: SourceError) -> Stop {
         match e {
             SourceError::Deferred {
                 until, ref account, ..
@@ -235,13 +236,13 @@ impl Worker {
                     None => Parked::Until(until),
                 };
                 Stop::Park {
-                    reason: e.to_string(),
+                    reason: without_key(&claim.key, &e),
                     parked,
                 }
             }
             e => Stop::Failed {
                 permanent: e.is_permanent(),
-                error: e.to_string(),
+                error: without_key(&claim.key, &e),
             },
         }
     }
@@ -254,7 +255,7 @@ impl Worker {
             return self.park_for_backoff(claim, format!("mirror write failed, will retry: {e}"));
         }
         Stop::Failed {
-            error: format!("{:?}: mirror write failed: {e}", claim.key),
+            error: format!("mirror write failed: {e}"),
             permanent: false,
         }
     }
@@ -264,7 +265,7 @@ impl Worker {
     fn park_for_backoff(&self, claim: &Claim, why: String) -> Stop {
         let store = &self.pipeline.store;
         Stop::Park {
-            reason: format!("{:?}: {why}", claim.key),
+            reason: why,
             parked: Parked::Until(store.now() + store.options().backoff.delay_ms(claim.attempts)),
         }
     }
@@ -355,6 +356,18 @@ impl Worker {
             Err(super::CleanupError::Store(e)) if e.is_corrupt() => Err(e),
             _ => Ok(()),
         }
+    }
+}
+
+/// A source error as the document's reason. The key is left out: every
+/// place that shows a document's error (the summary, `inspect`, the progress
+/// line) shows its key beside it, and `SourceError` starts with the key so
+/// that it reads alone elsewhere (a scan, the library's callers).
+fn without_key(key: &str, e: &SourceError) -> String {
+    let shown = e.to_string();
+    match shown.strip_prefix(&format!("{key:?}: ")) {
+        Some(reason) => reason.to_owned(),
+        None => shown,
     }
 }
 

@@ -313,6 +313,28 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// The account the error names in its own message (credential problems
+    /// do), so that a wrapper does not name it a second time.
+    pub fn account(&self) -> Option<&str> {
+        match self {
+            UpstreamError::Auth { account, .. } | UpstreamError::Locked { account, .. } => Some(account),
+            _ => None,
+        }
+    }
+
+    /// The message without the account's name, for what is shown beside the
+    /// account already (its row in `auth status`, its lock notice).
+    pub fn without_account(&self) -> String {
+        let shown = self.to_string();
+        match self.account() {
+            Some(account) => match shown.strip_prefix(&format!("account {account}: ")) {
+                Some(reason) => reason.to_owned(),
+                None => shown,
+            },
+            None => shown,
+        }
+    }
+
     /// The account's credentials are the problem (refused or locked): pause
     /// the account rather than retry.
     pub fn is_credential_problem(&self) -> bool {

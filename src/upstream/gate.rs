@@ -42,7 +42,7 @@ pub enum GateError {
         until: Millis,
     },
     /// The request was made and failed; a credential failure has locked the account.
-    #[error("account {account}: {error}")]
+    #[error("{}", with_account(account, error))]
     Upstream {
         /// The account the request was made with.
         account: String,
@@ -320,14 +320,24 @@ impl Gate {
     }
 }
 
+/// The upstream's error, with the account named once: credential errors
+/// name it themselves.
+fn with_account(account: &str, error: &UpstreamError) -> String {
+    match error.account() {
+        Some(_) => error.to_string(),
+        None => format!("account {account}: {error}"),
+    }
+}
+
 /// What an answer means for the credential. Only 401 and lock answers count
 /// against it; a 5xx, a timeout or a 429 says nothing either way; any other
 /// answer (even a 404) proves the credential works.
 fn answer_for<T>(result: &Result<T, UpstreamError>, now: Millis) -> Answer {
     match result {
         Ok(_) => Answer::Accepted,
+        // The account's own record: its name is beside the reason already.
         Err(e) if e.is_credential_problem() => Answer::Rejected {
-            error: e.to_string(),
+            error: e.without_account(),
             until: e.retry_after().map(|d| now + duration_ms(d)),
         },
         Err(e @ UpstreamError::RateLimited { .. }) => Answer::RateLimited {
@@ -340,3 +350,45 @@ fn answer_for<T>(result: &Result<T, UpstreamError>, now: Millis) -> Answer {
 
 /// How soon a document held back by someone else's probe is tried again.
 pub(super) const PROBE_RECHECK_MS: Millis = 1000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upstream_error_names_its_account_once() {
+        let refused = GateError::Upstream {
+            account: "main".into(),
+            error: UpstreamError::Auth {
+                account: "main".into(),
+                status: 401,
+                detail: "bad password".into(),
+            },
+            locked_until: None,
+        };
+        let shown = refused.to_string();
+        assert_eq!(shown.matches("account main").count(), 1, "{shown}");
+        let down = GateError::Upstream {
+            account: "main".into(),
+            error: UpstreamError::Transient {
+                detail: "connection refused".into(),
+            },
+            locked_until: None,
+        };
+        let shown = down.to_string();
+        assert_eq!(shown.matches("account main").count(), 1, "{shown}");
+    }
+
+    #[test]
+    fn a_refusal_recorded_for_the_account_does_not_name_it_again() {
+        let refused: Result<(), UpstreamError> = Err(UpstreamError::Auth {
+            account: "main".into(),
+            status: 401,
+            detail: "bad password".into(),
+        });
+        let Answer::Rejected { error, .. } = answer_for(&refused, 0) else {
+            panic!("a 401 counts against the credential");
+        };
+        assert!(error.starts_with("credentials refused (HTTP 401)"), "{error}");
+    }
+}
