@@ -292,3 +292,41 @@ fn pinned_source(store: &Store) -> Result<Option<DirSource>, CliError> {
             .map_err(|e| CliError::Config(format!("recorded source directory: {e}"))),
     }
 }
+
+impl Config {
+    /// Open an existing data directory for a command that only reads (`status`,
+    /// `list`, `inspect`, `show`, `auth status`) or works on what is already
+    /// there (`gc`, `retry`, `auth unlock`). Unlike [`Config::build`] it
+    /// creates nothing: a missing data directory, database or mirror is a
+    /// configuration error (exit 2) naming it, so a typo in `--data` is not
+    /// answered with empty counts and a new, empty data directory.
+    pub fn build_existing(g: &Global) -> Result<Config, CliError> {
+        missing_data(g).map_or_else(|| Config::build(g, None), |line| Err(CliError::Config(line)))
+    }
+}
+
+/// What of the data directory is missing, as one line, if anything.
+fn missing_data(g: &Global) -> Option<String> {
+    let uses_data_dir = g.db.is_none() || g.mirror.is_none();
+    if uses_data_dir && !g.data.is_dir() {
+        return Some(format!(
+            "{}: no such data directory (wrong --data? `leasehold run DIR` creates one)",
+            g.data.display()
+        ));
+    }
+    let db = g.db.clone().unwrap_or_else(|| g.data.join("leasehold.db"));
+    if !db.is_file() {
+        return Some(format!(
+            "{}: no database here (wrong --data or --db?)",
+            db.display()
+        ));
+    }
+    let mirror = g.mirror.clone().unwrap_or_else(|| g.data.join("mirror"));
+    if !mirror.is_dir() {
+        return Some(format!(
+            "{}: no mirror here (wrong --data or --mirror?)",
+            mirror.display()
+        ));
+    }
+    None
+}

@@ -145,15 +145,32 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             json,
             no_wait,
         } => run::work(&config::Config::build(g, None)?, until_empty, json, no_wait),
-        Command::Status { json } => report::status(&config::Config::build(g, None)?, json),
-        Command::Inspect { doc, json } => report::inspect(&config::Config::build(g, None)?, &doc, json),
-        Command::Gc { dry_run, json } => report::gc(&config::Config::build(g, None)?, dry_run, json),
+        Command::Status { json } => report::status(&config::Config::build_existing(g)?, json),
+        Command::Inspect { doc, id, json } => {
+            let cfg = config::Config::build_existing(g)?;
+            report::inspect(&cfg, &report::DocRef::of(doc, id), json)
+        }
+        Command::List {
+            status,
+            failed,
+            limit,
+            json,
+        } => {
+            let filter = report::ListFilter::of(status.as_deref(), failed);
+            report::list(&config::Config::build_existing(g)?, &filter, limit, json)
+        }
+        Command::Show { doc, id } => {
+            report::show(&config::Config::build_existing(g)?, &report::DocRef::of(doc, id))
+        }
+        Command::Gc { dry_run, json } => report::gc(&config::Config::build_existing(g)?, dry_run, json),
         Command::Sync { json, no_wait } => sync::sync(&config::Config::build(g, None)?, json, no_wait),
         Command::Auth { command } => match command {
-            AuthCommand::Status { json } => auth::status(&config::Config::build(g, None)?, json),
-            AuthCommand::Unlock { account } => auth::unlock(&config::Config::build(g, None)?, &account),
+            AuthCommand::Status { json } => auth::status(&config::Config::build_existing(g)?, json),
+            AuthCommand::Unlock { account } => auth::unlock(&config::Config::build_existing(g)?, &account),
         },
         Command::Doctor { json } => doctor::doctor(g, json),
-        Command::Retry { doc, dead } => report::retry(&config::Config::build(g, None)?, doc.as_deref(), dead),
+        Command::Retry { doc, dead } => {
+            report::retry(&config::Config::build_existing(g)?, doc.as_deref(), dead)
+        }
     }
 }
