@@ -142,6 +142,7 @@ impl Config {
             Some((dir, hidden)) => Some(pin_source(&store, dir, hidden)?),
             None => pinned_source(&store)?,
         };
+        let source = source.map(|s| without_own_files(s, g, &db, &mirror));
         Ok(Config {
             store,
             mirror,
@@ -329,4 +330,17 @@ fn missing_data(g: &Global) -> Option<String> {
         ));
     }
     None
+}
+
+/// The source without leasehold's own files, for when the data directory, the
+/// database, the mirror or the configuration file lie inside it.
+fn without_own_files(source: DirSource, g: &Global, db: &Path, mirror: &Mirror) -> DirSource {
+    let mut source = source.exclude_dir(mirror.root()).exclude_file_family(db);
+    if g.db.is_none() || g.mirror.is_none() {
+        source = source.exclude_dir(&g.data);
+    }
+    if let Some(config) = &g.config {
+        source = source.exclude_file_family(config);
+    }
+    source
 }
