@@ -294,20 +294,35 @@ fn pinned_source(store: &Store) -> Result<Option<DirSource>, CliError> {
     }
 }
 
+/// What of an existing data directory a command reads: the database always,
+/// the mirror for the commands that show or sweep results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// The database only (`auth`, `retry`): a database whose mirror is
+    /// elsewhere or not made yet (a library user's) is enough.
+    Store,
+    /// The database and the mirror (`status`, `list`, `inspect`, `show`, `gc`).
+    StoreAndMirror,
+}
+
 impl Config {
     /// Open an existing data directory for a command that only reads (`status`,
     /// `list`, `inspect`, `show`, `auth status`) or works on what is already
     /// there (`gc`, `retry`, `auth unlock`). Unlike [`Config::build`] it
-    /// creates nothing: a missing data directory, database or mirror is a
-    /// configuration error (exit 2) naming it, so a typo in `--data` is not
-    /// answered with empty counts and a new, empty data directory.
-    pub fn build_existing(g: &Global) -> Result<Config, CliError> {
-        missing_data(g).map_or_else(|| Config::build(g, None), |line| Err(CliError::Config(line)))
+    /// creates no data directory and no database: a missing one (or a missing
+    /// mirror, for [`Existing::StoreAndMirror`]) is a configuration error
+    /// (exit 2) naming it, so a typo in `--data` is not answered with empty
+    /// counts and a new, empty data directory.
+    pub fn build_existing(g: &Global, needs: Existing) -> Result<Config, CliError> {
+        match missing_data(g, needs) {
+            Some(line) => Err(CliError::Config(line)),
+            None => Config::build(g, None),
+        }
     }
 }
 
 /// What of the data directory is missing, as one line, if anything.
-fn missing_data(g: &Global) -> Option<String> {
+fn missing_data(g: &Global, needs: Existing) -> Option<String> {
     let uses_data_dir = g.db.is_none() || g.mirror.is_none();
     if uses_data_dir && !g.data.is_dir() {
         return Some(format!(
@@ -323,7 +338,7 @@ fn missing_data(g: &Global) -> Option<String> {
         ));
     }
     let mirror = g.mirror.clone().unwrap_or_else(|| g.data.join("mirror"));
-    if !mirror.is_dir() {
+    if needs == Existing::StoreAndMirror && !mirror.is_dir() {
         return Some(format!(
             "{}: no mirror here (wrong --data or --mirror?)",
             mirror.display()

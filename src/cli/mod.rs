@@ -16,6 +16,7 @@ use std::fmt;
 use std::process::ExitCode;
 
 use args::{AuthCommand, Cli, Command};
+use config::Existing;
 
 /// A failure of the command, with the exit code it maps to.
 #[derive(Debug)]
@@ -145,9 +146,12 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             json,
             no_wait,
         } => run::work(&config::Config::build(g, None)?, until_empty, json, no_wait),
-        Command::Status { json } => report::status(&config::Config::build_existing(g)?, json),
+        Command::Status { json } => report::status(
+            &config::Config::build_existing(g, Existing::StoreAndMirror)?,
+            json,
+        ),
         Command::Inspect { doc, id, json } => {
-            let cfg = config::Config::build_existing(g)?;
+            let cfg = config::Config::build_existing(g, Existing::StoreAndMirror)?;
             report::inspect(&cfg, &report::DocRef::of(doc, id), json)
         }
         Command::List {
@@ -157,20 +161,36 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             json,
         } => {
             let filter = report::ListFilter::of(status.as_deref(), failed);
-            report::list(&config::Config::build_existing(g)?, &filter, limit, json)
+            report::list(
+                &config::Config::build_existing(g, Existing::StoreAndMirror)?,
+                &filter,
+                limit,
+                json,
+            )
         }
-        Command::Show { doc, id } => {
-            report::show(&config::Config::build_existing(g)?, &report::DocRef::of(doc, id))
-        }
-        Command::Gc { dry_run, json } => report::gc(&config::Config::build_existing(g)?, dry_run, json),
+        Command::Show { doc, id } => report::show(
+            &config::Config::build_existing(g, Existing::StoreAndMirror)?,
+            &report::DocRef::of(doc, id),
+        ),
+        Command::Gc { dry_run, json } => report::gc(
+            &config::Config::build_existing(g, Existing::StoreAndMirror)?,
+            dry_run,
+            json,
+        ),
         Command::Sync { json, no_wait } => sync::sync(&config::Config::build(g, None)?, json, no_wait),
         Command::Auth { command } => match command {
-            AuthCommand::Status { json } => auth::status(&config::Config::build_existing(g)?, json),
-            AuthCommand::Unlock { account } => auth::unlock(&config::Config::build_existing(g)?, &account),
+            AuthCommand::Status { json } => {
+                auth::status(&config::Config::build_existing(g, Existing::Store)?, json)
+            }
+            AuthCommand::Unlock { account } => {
+                auth::unlock(&config::Config::build_existing(g, Existing::Store)?, &account)
+            }
         },
         Command::Doctor { json } => doctor::doctor(g, json),
-        Command::Retry { doc, dead } => {
-            report::retry(&config::Config::build_existing(g)?, doc.as_deref(), dead)
-        }
+        Command::Retry { doc, dead } => report::retry(
+            &config::Config::build_existing(g, Existing::Store)?,
+            doc.as_deref(),
+            dead,
+        ),
     }
 }
