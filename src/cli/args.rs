@@ -43,6 +43,12 @@ pub struct Global {
     #[arg(long, global = true, env = "LEASEHOLD_CONFIG", value_name = "FILE",
           value_hint = ValueHint::FilePath)]
     pub config: Option<PathBuf>,
+    /// Print only the summary (and errors): no progress, no failure lines.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Also print each document as it finishes.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
 }
 
 /// The default lease length.
@@ -94,12 +100,6 @@ pub struct WorkFlags {
     /// faster to debug, but a hostile file can crash or hang the whole run.
     #[arg(long)]
     pub in_process: bool,
-    /// Print only the summary (and errors): no progress, no failure lines.
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
-    pub quiet: bool,
-    /// Also print each document as it finishes.
-    #[arg(short, long, global = true)]
-    pub verbose: bool,
 }
 
 /// The input limit, which discovery applies too (a file over it is skipped).
@@ -276,12 +276,45 @@ pub enum Command {
     },
     /// One document and its history, including refused stale writes.
     Inspect {
-        /// Document key, or numeric id.
-        #[arg(value_name = "KEY|ID")]
-        doc: String,
-        /// Print the document and its history as JSON.
+        /// Document key (its path relative to the source directory); also
+        /// `./key`, or a path to the file inside the source directory.
+        #[arg(required_unless_present = "id", conflicts_with = "id")]
+        doc: Option<String>,
+        /// The document with this numeric id instead of a key.
+        #[arg(long, value_name = "N")]
+        id: Option<i64>,
+        /// Print the document and its history as JSON (times as epoch
+        /// milliseconds and as ISO 8601).
         #[arg(long)]
         json: bool,
+    },
+    /// Documents, one line each: key, status, attempts, result file, last
+    /// error; in id order.
+    List {
+        /// Only documents in this status.
+        #[arg(long, value_name = "S",
+              value_parser = ["discovered", "extracting", "indexed", "retrying", "dead"])]
+        status: Option<String>,
+        /// Only documents that failed: dead and retrying.
+        #[arg(long, conflicts_with = "status")]
+        failed: bool,
+        /// Show at most N documents (then say how many more there are).
+        #[arg(long, value_name = "N", default_value_t = 100,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        limit: u64,
+        /// Print a JSON array of documents.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the accepted text of a document (checked against its checksum).
+    Show {
+        /// Document key (its path relative to the source directory); also
+        /// `./key`, or a path to the file inside the source directory.
+        #[arg(required_unless_present = "id", conflicts_with = "id")]
+        doc: Option<String>,
+        /// The document with this numeric id instead of a key.
+        #[arg(long, value_name = "N")]
+        id: Option<i64>,
     },
     /// Remove orphan generations and temp files from the whole mirror.
     Gc {

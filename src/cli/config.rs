@@ -143,6 +143,7 @@ impl Config {
             Some((dir, hidden)) => Some(pin_source(&store, dir, hidden)?),
             None => pinned_source(&store)?,
         };
+        let source = source.map(|s| without_own_files(s, g, &db, &mirror));
         Ok(Config {
             store,
             mirror,
@@ -297,4 +298,70 @@ fn pinned_source(store: &Store) -> Result<Option<DirSource>, CliError> {
             .map(Some)
             .map_err(|e| CliError::Config(format!("recorded source directory: {e}"))),
     }
+}
+
+/// What of an existing data directory a command reads: the database always,
+/// the mirror for the commands that show or sweep results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// The database only (`auth`, `retry`): a database whose mirror is
+    /// elsewhere or not made yet (a library user's) is enough.
+    Store,
+    /// The database and the mirror (`status`, `list`, `inspect`, `show`, `gc`).
+    StoreAndMirror,
+}
+
+impl Config {
+    /// Open an existing data directory for a command that only reads (`status`,
+    /// `list`, `inspect`, `show`, `auth status`) or works on what is already
+    /// there (`gc`, `retry`, `auth unlock`). Unlike [`Config::build`] it
+    /// creates no data directory and no database: a missing one (or a missing
+    /// mirror, for [`Existing::StoreAndMirror`]) is a configuration error
+    /// (exit 2) naming it, so a typo in `--data` is not answered with empty
+    /// counts and a new, empty data directory.
+    pub fn build_existing(g: &Global, work: &WorkFlags, needs: Existing) -> Result<Config, CliError> {
+        match missing_data(g, needs) {
+            Some(line) => Err(CliError::Config(line)),
+            None => Config::build(g, work, None),
+        }
+    }
+}
+
+/// What of the data directory is missing, as one line, if anything.
+fn missing_data(g: &Global, needs: Existing) -> Option<String> {
+    let uses_data_dir = g.db.is_none() || g.mirror.is_none();
+    if uses_data_dir && !g.data.is_dir() {
+        return Some(format!(
+            "{}: no such data directory (wrong --data? `leasehold run DIR` creates one)",
+            g.data.display()
+        ));
+    }
+    let db = g.db.clone().unwrap_or_else(|| g.data.join("leasehold.db"));
+    if !db.is_file() {
+        return Some(format!(
+            "{}: no database here (wrong --data or --db?)",
+            db.display()
+        ));
+    }
+    let mirror = g.mirror.clone().unwrap_or_else(|| g.data.join("mirror"));
+    if needs == Existing::StoreAndMirror && !mirror.is_dir() {
+        return Some(format!(
+            "{}: no mirror here (wrong --data or --mirror?)",
+            mirror.display()
+        ));
+    }
+    None
+}
+
+/// The source without leasehold's own files, for when the data directory, the
+/// database, the mirror or the configuration file lie inside it.
+fn without_own_files(source: DirSource, g: &Global, db: &Path, mirror: &Mirror) -> DirSource {
+    let mut source = source.exclude_dir(mirror.root()).exclude_file_family(db);
+    if g.db.is_none() || g.mirror.is_none() {
+        source = source.exclude_dir(&g.data);
+    }
+    if let Some(config) = &g.config {
+        source = source.exclude_file_family(config);
+    }
+    source
 }

@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use args::{AuthCommand, Cli, Command, WorkFlags};
+use config::Existing;
 
 /// A failure of the command, with the exit code it maps to.
 #[derive(Debug)]
@@ -165,6 +166,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
     let g = &cli.global;
     let early = cli.early.0;
     let build = |work: &WorkFlags| config::Config::build(g, work, None);
+    let existing = |needs: Existing| config::Config::build_existing(g, &early, needs);
     match cli.command {
         Command::Run {
             dir,
@@ -207,16 +209,33 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Completions { shell } => completions(shell),
         Command::Man { command } => man_page(command.as_deref()),
         // Work flags written before these commands are still taken (and
-        // mostly unused), as they were when every flag was global.
-        Command::Status { json } => report::status(&build(&early)?, json),
-        Command::Inspect { doc, json } => report::inspect(&build(&early)?, &doc, json),
-        Command::Gc { dry_run, json } => report::gc(&build(&early)?, dry_run, json),
+        // mostly unused), as they were when every flag was global. Commands
+        // that only read never create a data directory, database or mirror.
+        Command::Status { json } => report::status(&existing(Existing::StoreAndMirror)?, json),
+        Command::Inspect { doc, id, json } => report::inspect(
+            &existing(Existing::StoreAndMirror)?,
+            &report::DocRef::of(doc, id),
+            json,
+        ),
+        Command::List {
+            status,
+            failed,
+            limit,
+            json,
+        } => {
+            let filter = report::ListFilter::of(status.as_deref(), failed);
+            report::list(&existing(Existing::StoreAndMirror)?, &filter, limit, json)
+        }
+        Command::Show { doc, id } => {
+            report::show(&existing(Existing::StoreAndMirror)?, &report::DocRef::of(doc, id))
+        }
+        Command::Gc { dry_run, json } => report::gc(&existing(Existing::StoreAndMirror)?, dry_run, json),
         Command::Auth { command } => match command {
-            AuthCommand::Status { json } => auth::status(&build(&early)?, json),
-            AuthCommand::Unlock { account } => auth::unlock(&build(&early)?, &account),
+            AuthCommand::Status { json } => auth::status(&existing(Existing::Store)?, json),
+            AuthCommand::Unlock { account } => auth::unlock(&existing(Existing::Store)?, &account),
         },
         Command::Doctor { json } => doctor::doctor(g, json),
-        Command::Retry { doc, dead } => report::retry(&build(&early)?, doc.as_deref(), dead),
+        Command::Retry { doc, dead } => report::retry(&existing(Existing::Store)?, doc.as_deref(), dead),
     }
 }
 

@@ -71,7 +71,7 @@ const MAX_LISTED_FAILURES: usize = 20;
 
 /// Where to look for the failures a summary or the live lines did not show.
 pub const MORE_FAILURES_HINT: &str =
-    "`leasehold status` counts them, `leasehold inspect KEY` shows why one failed, `--json` lists them all";
+    "`leasehold list --failed` lists them, `leasehold inspect KEY` shows one's history";
 
 #[derive(Debug, serde::Serialize)]
 pub struct Failure {

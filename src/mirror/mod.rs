@@ -443,6 +443,13 @@ impl Mirror {
         Ok(out)
     }
 
+    /// A file under the root, opened for reading, so that a caller can check
+    /// and then stream one result (`leasehold show`) without holding it all in
+    /// memory. The same path checks as [`Mirror::read`].
+    pub fn open_file(&self, rel_path: &str) -> Result<File, MirrorError> {
+        Ok(self.open_rel(rel_path)?.1)
+    }
+
     /// Relative paths of every entry in the document directory except `.lock` (generations,
     /// temps and unknown entries), sorted by name; empty if the directory does not exist.
     pub fn list_doc_files(&self, job_id: i64) -> Result<Vec<String>, MirrorError> {

@@ -38,6 +38,39 @@ const HEX_KEY: &str = "hex:";
 pub struct DirSource {
     root: PathBuf,
     include_hidden: bool,
+    excluded: Excluded,
+}
+
+/// leasehold's own files, never taken as documents when they lie inside the
+/// source (`cd docs && leasehold run .` keeps its data directory in `docs`):
+/// indexing the database and the mirror would add documents on every run.
+/// Paths are canonical, as the walk's are (it starts at the canonical root and
+/// enters no symlinked directory).
+#[derive(Debug, Clone, Default)]
+struct Excluded {
+    /// Directories not entered: the data directory, the mirror root.
+    dirs: Vec<PathBuf>,
+    /// Files not taken, each with its sidecars: the database and its
+    /// `-wal`, `-shm` and lock files, the configuration file.
+    families: Vec<(PathBuf, OsString)>,
+}
+
+impl Excluded {
+    /// Whether the walk must leave `path` out.
+    fn covers(&self, path: &Path) -> bool {
+        if self.dirs.iter().any(|d| d == path) {
+            return true;
+        }
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        self.families.iter().any(|(d, base)| {
+            d == dir && {
+                let (name, base) = (name.as_bytes(), base.as_bytes());
+                name == base || name.strip_prefix(base).is_some_and(|rest| rest.starts_with(b"-"))
+            }
+        })
+    }
 }
 
 /// What a scan found, and what `discover` did with it.
@@ -76,7 +109,31 @@ impl DirSource {
         Ok(DirSource {
             root: canonical,
             include_hidden: false,
+            excluded: Excluded::default(),
         })
+    }
+
+    /// Never take the directory `dir` (the data directory, the mirror) nor
+    /// anything under it. A path that does not exist is ignored.
+    pub fn exclude_dir(mut self, dir: &Path) -> Self {
+        if let Ok(real) = dir.canonicalize() {
+            self.excluded.dirs.push(real);
+        }
+        self
+    }
+
+    /// Never take the file `file` (the database, the configuration file),
+    /// nor its sidecars named `<file>-...` (`-wal`, `-shm`, lock files), which
+    /// may not exist yet. Ignored when its directory does not exist.
+    pub fn exclude_file_family(mut self, file: &Path) -> Self {
+        let dir = match file.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if let (Ok(real), Some(name)) = (dir.canonicalize(), file.file_name()) {
+            self.excluded.families.push((real, name.to_os_string()));
+        }
+        self
     }
 
     /// Also take files and directories whose name starts with a dot.
@@ -162,11 +219,15 @@ impl DirSource {
     /// pointing outside the root with a recorded error.
     fn walk<'a>(&'a self, skipped: &'a mut Vec<String>) -> impl Iterator<Item = Entry> + 'a {
         let hidden = self.include_hidden;
+        let excluded = &self.excluded;
         walkdir::WalkDir::new(&self.root)
             .follow_links(false)
             .sort_by_file_name()
             .into_iter()
-            .filter_entry(move |e| hidden || e.depth() == 0 || !e.file_name().as_bytes().starts_with(b"."))
+            .filter_entry(move |e| {
+                let shown = hidden || e.depth() == 0 || !e.file_name().as_bytes().starts_with(b".");
+                shown && (e.depth() == 0 || !excluded.covers(e.path()))
+            })
             .filter_map(move |entry| self.candidate(entry, skipped))
     }
 

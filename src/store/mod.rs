@@ -432,6 +432,14 @@ impl Store {
         self.read(|c| read::job_by_key(c, key))
     }
 
+    /// A page of at most `n` documents after id `after` (exclusive), in id
+    /// order, only those in `statuses` (all when empty). Page on with the last
+    /// id returned; an empty page is the end.
+    pub fn jobs_after(&self, statuses: &[crate::job::Status], after: JobId, n: usize) -> Result<Vec<Job>> {
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        self.read(|c| read::jobs_after(c, statuses, after.0, n))
+    }
+
     /// Everything that happened to a document, oldest first.
     pub fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>> {
         self.read(|c| read::history(c, id.0))

@@ -180,3 +180,26 @@ pub(crate) fn meta(c: &Connection, name: &str) -> rusqlite::Result<Option<String
         .query_row([name], |r| r.get(0))
         .optional()
 }
+
+/// Up to `n` documents with an id above `after`, in id order, only those in
+/// `statuses` (every document when it is empty). A range over the rowid that
+/// stops after `n` matches, so a listing pages through a store of any size
+/// with bounded memory and without holding a read snapshot between pages.
+pub(crate) fn jobs_after(
+    c: &Connection,
+    statuses: &[Status],
+    after: i64,
+    n: i64,
+) -> rusqlite::Result<Vec<Job>> {
+    // The status names are the enum's own constants, never user text.
+    let filter = if statuses.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
+        format!(" AND status IN ({})", names.join(", "))
+    };
+    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id > ?1{filter} ORDER BY id LIMIT ?2");
+    let mut stmt = c.prepare_cached(&sql)?;
+    let rows = stmt.query_map(rusqlite::params![after, n], job_from_row)?;
+    rows.collect()
+}
