@@ -170,15 +170,16 @@ fn environment_variables_name_the_data_directory_and_the_configuration() {
         "the default was used"
     );
 
-    // --data wins over the variable.
+    // --data wins over the variable: `status` looks in the flagged directory
+    // (which does not exist) although the variable's one does.
     let flagged = home.path().join("flagged");
     let out = Command::new(BIN)
         .args(["--data", flagged.to_str().unwrap(), "status"])
         .env("LEASEHOLD_DATA", &from_env)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(!stdout(&out).is_empty());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("flagged"), "{}", stderr(&out));
 
     let config = home.path().join("odd.toml");
     std::fs::write(&config, "this is = = not toml").unwrap();
