@@ -21,8 +21,14 @@ use crate::{Store, StoreOptions, Synchronous};
 use super::args::{Global, Sync, WorkFlags, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_INPUT};
 use super::CliError;
 
-/// The meta key holding the source root this data directory indexes.
+/// The meta key holding the source directory this data directory indexes.
+/// A data directory records exactly one source: this or [`SOURCE_URL`].
 const SOURCE_ROOT: &str = "source_root";
+/// The meta key holding the HTTP source's base URL this data directory
+/// indexes (`sync`, `discover` without DIR). Keys of one source mean nothing
+/// to another: a local file under an HTTP document's key would replace its
+/// text in the sink, and the HTTP documents would go dead.
+const SOURCE_URL: &str = "source_url";
 
 /// Everything a command needs, opened and validated.
 pub struct Config {
@@ -37,6 +43,9 @@ pub struct Config {
     pub extract: Extraction,
     /// The configuration file's parts, when there is one.
     pub upstream: Option<Upstream>,
+    /// The data directory as the user named it (`--data`, or `--db` when
+    /// given), for messages.
+    data_name: String,
 }
 
 /// Where parsers run and the limits of one document: the configuration
@@ -139,8 +148,12 @@ impl Config {
         let extract = Extraction::build(work, file.as_ref());
         let upstream = file.map(|f| Upstream::build(&store, f));
         let mirror = Mirror::open(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
+        let data_name = match &g.db {
+            Some(db) => db.display().to_string(),
+            None => g.data.display().to_string(),
+        };
         let source = match source {
-            Some((dir, hidden)) => Some(pin_source(&store, dir, hidden)?),
+            Some((dir, hidden)) => Some(pin_source(&store, &data_name, dir, hidden)?),
             None => pinned_source(&store)?,
         };
         let source = source.map(|s| without_own_files(s, g, &db, &mirror));
@@ -154,7 +167,37 @@ impl Config {
             max_input: max_input(work),
             extract,
             upstream,
+            data_name,
         })
+    }
+
+    /// The configured HTTP source, recorded as this data directory's source;
+    /// refused when the data directory belongs to a source directory or to
+    /// another base URL. `None` without `[source.http]`.
+    pub fn http_source(&self) -> Result<Option<Arc<HttpSource>>, CliError> {
+        let Some(up) = &self.upstream else {
+            return Ok(None);
+        };
+        let (Some(http), Some(configured)) = (&up.http_source, &up.file.source_http) else {
+            return Ok(None);
+        };
+        let url = recorded_url(&configured.base_url);
+        let (kind, held) = self.store.meta_set_once_among(SOURCE_URL, &url, &[SOURCE_ROOT])?;
+        let data = &self.data_name;
+        if kind == SOURCE_ROOT {
+            return Err(CliError::Config(format!(
+                "{data} belongs to the source directory {held}, not the HTTP source {url}; \
+                 use another --data for {url}"
+            )));
+        }
+        if held != url {
+            return Err(CliError::Config(format!(
+                "{data} belongs to the HTTP source {held}, not {url}; its keys mean nothing \
+                 to another source: index {url} into a new data directory (--data), \
+                 or put base_url back"
+            )));
+        }
+        Ok(Some(Arc::clone(http)))
     }
 
     /// Where documents come from: the directory given or pinned, else the HTTP
@@ -163,8 +206,15 @@ impl Config {
         if let Some(dir) = &self.source {
             return Ok(Arc::new(dir.clone()));
         }
-        if let Some(http) = self.upstream.as_ref().and_then(|u| u.http_source.clone()) {
+        if let Some(http) = self.http_source()? {
             return Ok(http);
+        }
+        if let Some(url) = self.store.meta(SOURCE_URL)? {
+            return Err(CliError::Config(format!(
+                "{} belongs to the HTTP source {url}; give the configuration file \
+                 that names it (--config)",
+                self.data_name
+            )));
         }
         Err(CliError::Config(format!(
             "{}: no source directory recorded yet and no [source.http] configured; \
@@ -277,18 +327,31 @@ fn store_options(w: &WorkFlags, lease: Duration) -> StoreOptions {
         })
 }
 
-/// Keys are relative to one root: a data directory indexes one source.
-fn pin_source(store: &Store, dir: &Path, hidden: bool) -> Result<DirSource, CliError> {
+/// Keys are relative to one root: a data directory indexes one source. The
+/// directory is recorded on first use, in the same transaction that checks no
+/// HTTP source holds the data directory; another source is refused before
+/// anything is enqueued.
+fn pin_source(store: &Store, data: &str, dir: &Path, hidden: bool) -> Result<DirSource, CliError> {
     let source = DirSource::open(dir).map_err(|e| CliError::Config(e.to_string()))?;
     let root = source.root().display().to_string();
-    let pinned = store.meta_set_once(SOURCE_ROOT, &root)?;
-    if pinned != root {
+    let (kind, held) = store.meta_set_once_among(SOURCE_ROOT, &root, &[SOURCE_URL])?;
+    if kind == SOURCE_URL {
         return Err(CliError::Config(format!(
-            "{}: this data directory indexes {pinned}, not {root}; use --data for another source",
-            store.path().display()
+            "{data} belongs to the HTTP source {held}; use another --data for {root}"
+        )));
+    }
+    if held != root {
+        return Err(CliError::Config(format!(
+            "{data} belongs to the source directory {held}, not {root}; use another --data for {root}"
         )));
     }
     Ok(source.include_hidden(hidden))
+}
+
+/// A base URL as recorded and compared: `https://x/api/` and `https://x/api`
+/// name the same endpoints (requests trim the trailing slash).
+fn recorded_url(base_url: &str) -> String {
+    base_url.trim_end_matches('/').to_owned()
 }
 
 fn pinned_source(store: &Store) -> Result<Option<DirSource>, CliError> {

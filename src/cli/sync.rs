@@ -42,13 +42,9 @@ fn say_skipped(listing: &ListingReport) {
 
 /// `leasehold discover` without a directory: list the HTTP source.
 pub fn discover(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliError> {
-    let http = cfg
-        .upstream
-        .as_ref()
-        .and_then(|u| u.http_source.as_ref())
-        .ok_or_else(|| {
-            CliError::Config("discover needs a DIR, or [source.http] in the configuration file".into())
-        })?;
+    let http = cfg.http_source()?.ok_or_else(|| {
+        CliError::Config("discover needs a DIR, or [source.http] in the configuration file".into())
+    })?;
     let listing = http
         .discover(!no_wait, &mut waiting_line())
         .map_err(|e| CliError::Runtime(e.to_string()))?;
@@ -75,9 +71,8 @@ pub fn sync(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliErro
         .upstream
         .as_ref()
         .ok_or_else(|| CliError::Config("sync needs a configuration file (--config FILE)".into()))?;
-    let http = up
-        .http_source
-        .as_ref()
+    let http = cfg
+        .http_source()?
         .ok_or_else(|| CliError::Config("sync needs [source.http] in the configuration file".into()))?;
     catch_interrupts();
     let started = Instant::now();

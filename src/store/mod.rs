@@ -255,6 +255,22 @@ impl Store {
         self.write_tx(|tx, _| queue::meta_set_once(tx, name, value))
     }
 
+    /// Set `name` to `value` unless `name` or one of `rivals` is already set,
+    /// in one transaction; returns the setting in force as `(name, value)`.
+    /// A data directory records its one source this way: whichever kind of
+    /// source (a directory, an HTTP base URL) came first holds, even when two
+    /// processes start at once.
+    pub fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)> {
+        self.write_tx(|tx, _| {
+            for rival in rivals {
+                if let Some(held) = read::meta(tx, rival)? {
+                    return Ok(((*rival).to_owned(), held));
+                }
+            }
+            queue::meta_set_once(tx, name, value).map(|held| (name.to_owned(), held))
+        })
+    }
+
     fn notify_if_queued(&self, out: &[Enqueued]) {
         if out.iter().any(|e| e.queued()) {
             self.notify_work();
