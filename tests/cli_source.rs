@@ -193,3 +193,27 @@ fn the_same_source_again_is_accepted() {
     assert_ok(&common::leasehold(data.path(), &["run", dir]));
     assert_ok(&common::leasehold(data.path(), &["discover", dir]));
 }
+
+/// A data directory synced by a leasehold that did not yet record the base
+/// URL (simulated: the record removed) still refuses a directory: its
+/// listing's figures show that an HTTP source filled it.
+#[test]
+fn a_data_directory_synced_before_sources_were_recorded_refuses_a_directory() {
+    let mut env = env_with_sink(2);
+    assert_ok(&env.run(&["sync"]));
+    let removed = env
+        .db()
+        .execute("DELETE FROM meta WHERE name = 'source_url'", [])
+        .unwrap();
+    assert_eq!(removed, 1, "the base URL was recorded under source_url");
+    let before = rows(&env);
+
+    let local = tempfile::tempdir().unwrap();
+    std::fs::write(local.path().join("doc-0000"), "local text\n").unwrap();
+    let out = env.run(&["run", local.path().to_str().unwrap()]);
+    assert_refused(&out, &["belongs to an HTTP source", "--data"]);
+    assert_eq!(rows(&env), before);
+
+    assert_ok(&env.run(&["sync"]));
+    assert_eq!(rows(&env), before, "sync records the base URL and goes on");
+}

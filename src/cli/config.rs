@@ -15,7 +15,7 @@ use crate::source::DirSource;
 use crate::source::Source;
 use crate::store::OutboxCap;
 use crate::upstream::HttpClient;
-use crate::upstream::{Gate, HttpSource, Sink};
+use crate::upstream::{Gate, HttpSource, ListingReport, Sink};
 use crate::{Store, StoreOptions, Synchronous};
 
 use super::args::{Global, Sync, WorkFlags, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_INPUT};
@@ -334,6 +334,12 @@ fn store_options(w: &WorkFlags, lease: Duration) -> StoreOptions {
 fn pin_source(store: &Store, data: &str, dir: &Path, hidden: bool) -> Result<DirSource, CliError> {
     let source = DirSource::open(dir).map_err(|e| CliError::Config(e.to_string()))?;
     let root = source.root().display().to_string();
+    if listed_before_sources_were_recorded(store)? {
+        return Err(CliError::Config(format!(
+            "{data} belongs to an HTTP source (listed before data directories recorded \
+             which); use another --data for {root}"
+        )));
+    }
     let (kind, held) = store.meta_set_once_among(SOURCE_ROOT, &root, &[SOURCE_URL])?;
     if kind == SOURCE_URL {
         return Err(CliError::Config(format!(
@@ -346,6 +352,16 @@ fn pin_source(store: &Store, data: &str, dir: &Path, hidden: bool) -> Result<Dir
         )));
     }
     Ok(source.include_hidden(hidden))
+}
+
+/// Whether this data directory was listed from an HTTP source by a leasehold
+/// that did not yet record its source: a listing's figures are there, and no
+/// source is recorded. Today `source_url` is recorded before the first
+/// listing, so this holds only for such older data directories.
+fn listed_before_sources_were_recorded(store: &Store) -> Result<bool, CliError> {
+    Ok(store.meta(SOURCE_ROOT)?.is_none()
+        && store.meta(SOURCE_URL)?.is_none()
+        && ListingReport::load(store)?.is_some())
 }
 
 /// A base URL as recorded and compared: `https://x/api/` and `https://x/api`
