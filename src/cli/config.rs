@@ -336,8 +336,8 @@ fn pin_source(store: &Store, data: &str, dir: &Path, hidden: bool) -> Result<Dir
     let root = source.root().display().to_string();
     if listed_before_sources_were_recorded(store)? {
         return Err(CliError::Config(format!(
-            "{data} belongs to an HTTP source (listed before data directories recorded \
-             which); use another --data for {root}"
+            "{data} belongs to an HTTP source (listed by an older leasehold, which did \
+             not record its base URL); use another --data for {root}"
         )));
     }
     let (kind, held) = store.meta_set_once_among(SOURCE_ROOT, &root, &[SOURCE_URL])?;
