@@ -49,6 +49,7 @@ pub use open::schema_version;
 pub use options::{Backoff, StoreOptions, Synchronous};
 pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxTotals, PendingNotice};
 pub use queue::NewDoc;
+pub use read::Totals;
 #[doc(hidden)]
 pub use write::claim_candidate_queries;
 
@@ -448,6 +449,12 @@ impl Store {
     /// Documents per status.
     pub fn counts(&self) -> Result<Counts> {
         self.read(read::counts)
+    }
+
+    /// The per-status counts with the dead and retrying split by why (source
+    /// gone, parked on an account), for a command's summary.
+    pub fn totals(&self) -> Result<Totals> {
+        self.read(read::totals)
     }
 
     /// Leases that have not run out, soonest expiry first.
