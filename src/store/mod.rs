@@ -49,7 +49,7 @@ pub use open::schema_version;
 pub use options::{Backoff, StoreOptions, Synchronous};
 pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxTotals, PendingNotice};
 pub use queue::NewDoc;
-pub use read::Totals;
+pub use read::{KnownSource, Totals};
 #[doc(hidden)]
 pub use write::claim_candidate_queries;
 
@@ -236,7 +236,7 @@ impl Store {
     }
 
     /// The source fingerprint stored for each of `keys` (absent keys are left out).
-    pub fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, String>> {
+    pub fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
         self.read(|c| read::source_stats(c, keys))
     }
 

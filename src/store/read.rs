@@ -154,14 +154,38 @@ pub(crate) fn next_claimable_at(c: &Connection, now: Millis) -> rusqlite::Result
     })
 }
 
+/// What the store knows of a source file from the last scan that saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownSource {
+    /// The fingerprint (size, modification time, link target).
+    pub stat: String,
+    /// Whether its version is a content hash; when not, the file was too
+    /// large (or unreadable) then, and a scan whose limit it now fits hashes
+    /// it, which queues it again.
+    pub hashed: bool,
+}
+
 /// The stored fingerprint of each key, so a re-scan can skip reading files
 /// whose fingerprint did not change. One short read for a whole batch.
-pub(crate) fn source_stats(c: &Connection, keys: &[String]) -> rusqlite::Result<HashMap<String, String>> {
-    let mut stmt = c.prepare_cached("SELECT source_stat FROM jobs WHERE doc_key = ?1 AND source_gone = 0")?;
+pub(crate) fn source_stats(
+    c: &Connection,
+    keys: &[String],
+) -> rusqlite::Result<HashMap<String, KnownSource>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT source_stat, version LIKE 'sha256:%' FROM jobs WHERE doc_key = ?1 AND source_gone = 0",
+    )?;
     let mut out = HashMap::with_capacity(keys.len());
     for k in keys {
-        if let Some(stat) = stmt.query_row([k], |r| r.get::<_, String>(0)).optional()? {
-            out.insert(k.clone(), stat);
+        let known = stmt
+            .query_row([k], |r| {
+                Ok(KnownSource {
+                    stat: r.get(0)?,
+                    hashed: r.get(1)?,
+                })
+            })
+            .optional()?;
+        if let Some(known) = known {
+            out.insert(k.clone(), known);
         }
     }
     Ok(out)
