@@ -353,10 +353,12 @@ pub enum Command {
         #[command(subcommand)]
         command: AuthCommand,
     },
-    /// Requeue a document (by key or id), or every dead one, with fresh
-    /// attempts: e.g. after raising a limit it failed (`--max-input`, the
-    /// extraction timeout, memory or text cap). A document whose source was
-    /// removed is not requeued; it comes back when its file does.
+    /// Requeue a document (by key or id), or every dead one.
+    ///
+    /// With fresh attempts: e.g. after raising a limit it failed (the input
+    /// size, the extraction timeout, memory or text cap), the next run tries
+    /// it under the new limit. A document whose source was removed is not
+    /// requeued; it comes back when its file does.
     Retry {
         /// Document key, or numeric id.
         #[arg(
