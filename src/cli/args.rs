@@ -226,7 +226,10 @@ pub enum Command {
         /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
-        /// Exit 1 if any document failed.
+        /// Exit 1 if a document failed in this run (even one that will be
+        /// retried) or the store holds dead documents from any run (those whose
+        /// source was removed excepted); the failed documents are listed on
+        /// stderr (the first 20).
         #[arg(long)]
         fail_on_error: bool,
         /// Also take files and directories whose names start with a dot.
@@ -351,6 +354,11 @@ pub enum Command {
         command: AuthCommand,
     },
     /// Requeue a document (by key or id), or every dead one.
+    ///
+    /// With fresh attempts: e.g. after raising a limit it failed (the input
+    /// size, the extraction timeout, memory or text cap), the next run tries
+    /// it under the new limit. A document whose source was removed is not
+    /// requeued; it comes back when its file does.
     Retry {
         /// Document key, or numeric id.
         #[arg(

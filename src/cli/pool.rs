@@ -10,10 +10,11 @@ use crossbeam_channel::RecvTimeoutError;
 use super::config::Config;
 use super::progress::Progress;
 use super::signals::{self, Interrupt};
-use super::summary::Summary;
+use super::summary::{Failure, Summary, MAX_LISTED_FAILURES};
 use super::CliError;
 use crate::pipeline::{PoolOptions, StopHandle, WorkerPool};
 use crate::upstream::{Courier, CourierHandle};
+use crate::{JobId, Status};
 
 /// How long in-flight documents get to finish after the first signal; what is
 /// still running then is released (handed back without spending an attempt).
@@ -73,8 +74,36 @@ pub fn work_pool(
     summary.database = cfg.store.path().display().to_string();
     summary.mirror = cfg.mirror.root().display().to_string();
     summary.cleanups_skipped = cfg.mirror.cleanups_skipped();
+    note_store(cfg, &mut summary);
     note_interruption(cfg, &mut summary)?;
     Ok(summary)
+}
+
+/// Dead documents read for `--fail-on-error`'s list: enough to find
+/// [`MAX_LISTED_FAILURES`] whose source exists in most stores.
+const DEAD_SAMPLE: usize = 200;
+
+/// The store's totals after the pool, and its first dead documents; a store
+/// that cannot be read is an error of the summary, not the end of it.
+fn note_store(cfg: &Config, summary: &mut Summary) {
+    match cfg.store.totals() {
+        Ok(t) => summary.store = Some(t),
+        Err(e) => summary.add_error(format!("reading the store's totals: {e}")),
+    }
+    match cfg.store.jobs_after(&[Status::Dead], JobId(0), DEAD_SAMPLE) {
+        Ok(jobs) => {
+            summary.store_dead = jobs
+                .into_iter()
+                .filter(|j| !j.source_gone)
+                .take(MAX_LISTED_FAILURES)
+                .map(|j| Failure {
+                    error: j.last_error.unwrap_or_default(),
+                    key: j.key,
+                })
+                .collect();
+        }
+        Err(e) => summary.add_error(format!("reading the store's dead documents: {e}")),
+    }
 }
 
 /// If a signal stopped the command, say so in the summary with how many

@@ -321,6 +321,9 @@ pub fn inspect(cfg: &Config, doc: &DocRef, json: bool) -> Result<ExitCode, CliEr
     if let Some(e) = &job.last_error {
         println!("  last error: {}", one_line(e));
     }
+    if job.source_gone {
+        println!("  source gone: {GONE_WHY}");
+    }
     println!(
         "  created {}  updated {}",
         when(job.created_at),
@@ -574,14 +577,29 @@ pub fn gc(cfg: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError>
     Ok(ExitCode::SUCCESS)
 }
 
-/// `leasehold retry KEY|--dead`.
+/// What a document whose source is gone is, in `inspect` and `retry`.
+const GONE_WHY: &str = "it was removed from the source; its results were forgotten \
+    (`leasehold gc` removes their files); it is queued again if it comes back";
+
+/// `leasehold retry KEY|--dead`: fresh attempts, under the limits of the next
+/// run (a document that failed a limit succeeds once the limit is raised).
 pub fn retry(cfg: &Config, doc: Option<&str>, dead: bool) -> Result<ExitCode, CliError> {
     if dead {
         let n = cfg.store.requeue_dead("requeued by `leasehold retry --dead`")?;
         println!("requeued {n} dead document(s)");
+        let gone = cfg.store.totals()?.gone;
+        if gone > 0 {
+            println!("not requeued: {gone} dead document(s) whose source is gone (removed from the source)");
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let job = find_ref(cfg, &DocRef::Key(doc.unwrap_or_default().to_owned()))?;
+    if job.source_gone {
+        return Err(CliError::Runtime(format!(
+            "{:?}: not requeued: its source is gone (removed from the source; it is queued again if it comes back)",
+            job.key
+        )));
+    }
     if cfg
         .store
         .requeue(JobId(job.id), "requeued by `leasehold retry`")?
@@ -590,7 +608,7 @@ pub fn retry(cfg: &Config, doc: Option<&str>, dead: bool) -> Result<ExitCode, Cl
         Ok(ExitCode::SUCCESS)
     } else {
         Err(CliError::Runtime(format!(
-            "{:?}: not requeued: it is {} (only settled documents whose source exists can be)",
+            "{:?}: not requeued: it is {} (only indexed, retrying and dead documents can be)",
             job.key, job.status
         )))
     }

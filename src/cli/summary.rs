@@ -7,6 +7,7 @@ use super::signals::Interrupt;
 use super::CliError;
 use crate::pipeline::{Event, Processed};
 use crate::source::Discovered;
+use crate::store::Totals;
 
 /// What a run did, printed at the end (`--json` for machines).
 #[derive(Debug, Default, serde::Serialize)]
@@ -60,6 +61,14 @@ pub struct Summary {
     /// The most memory any extraction child (or converter) held, in bytes, as
     /// the kernel reports for children that have ended.
     pub children_peak_memory_bytes: u64,
+    /// The whole store after the command (not only what this run touched):
+    /// a rerun that failed nothing still says how many documents are dead.
+    /// Absent if the store could not be read at the end.
+    pub store: Option<Totals>,
+    /// The first dead documents of the store whose source exists (from any
+    /// run), for `--fail-on-error`'s list.
+    #[serde(skip)]
+    pub store_dead: Vec<Failure>,
 }
 
 /// Distinct errors kept for the summary: a store failing for hours must not
@@ -67,7 +76,11 @@ pub struct Summary {
 pub const MAX_ERRORS: usize = 20;
 
 /// Failures listed in the text summary; the rest are counted.
-const MAX_LISTED_FAILURES: usize = 20;
+pub const MAX_LISTED_FAILURES: usize = 20;
+
+/// Skipped entries listed in the text summary; the rest are counted (JSON
+/// keeps them all).
+const MAX_LISTED_SKIPPED: usize = 20;
 
 /// Where to look for the failures a summary or the live lines did not show.
 pub const MORE_FAILURES_HINT: &str =
@@ -101,6 +114,11 @@ impl Summary {
         self.interrupted = self.interrupted.or(more.interrupted);
         self.left = more.left.or(self.left);
         self.failures_shown_live |= more.failures_shown_live;
+        // The store as the later pass left it.
+        if more.store.is_some() {
+            self.store = more.store;
+            self.store_dead = more.store_dead;
+        }
         // Every pass measures from the same start.
         self.set_seconds(more.seconds);
     }
@@ -197,12 +215,21 @@ impl Summary {
                 self.cleanups_skipped
             );
         }
+        if let Some(store) = &self.store {
+            println!("{}", store_line(store));
+        }
         self.print_failures();
         for e in &self.errors {
             println!("  error: {e}");
         }
-        for s in self.skipped.iter().take(20) {
+        for s in self.skipped.iter().take(MAX_LISTED_SKIPPED) {
             println!("  skipped {s}");
+        }
+        if self.skipped.len() > MAX_LISTED_SKIPPED {
+            println!(
+                "  ... and {} more skipped (`leasehold discover DIR` lists them all)",
+                self.skipped.len() - MAX_LISTED_SKIPPED
+            );
         }
         if let (Some(signal), Some(left)) = (self.interrupted, self.left) {
             println!(
@@ -264,10 +291,72 @@ fn outcome_code(summary: Summary, fail_on_error: bool) -> Result<ExitCode, CliEr
             summary.errors[0]
         )));
     }
-    if fail_on_error && summary.failed > 0 {
+    if fail_on_error && has_failures(&summary) {
+        say_failures(&summary);
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The rule of `--fail-on-error`: a document failed in this run (even one
+/// that will be retried), or the store holds dead documents whose source
+/// exists, whichever run killed them. A document whose source was removed is
+/// not a failure.
+fn has_failures(summary: &Summary) -> bool {
+    let dead = summary.store.map_or(0, |s| s.failed_dead());
+    summary.failed > 0 || dead > 0
+}
+
+/// `--fail-on-error`'s account on stderr: how many, then which (this run's
+/// failures first, then the store's other dead documents), capped.
+fn say_failures(summary: &Summary) {
+    let dead = summary.store.map_or(0, |s| s.failed_dead());
+    eprintln!(
+        "leasehold: --fail-on-error: {} failed in this run; {dead} dead in the store",
+        summary.failed
+    );
+    let mut listed: Vec<&Failure> = Vec::new();
+    for f in summary.failures.iter().chain(&summary.store_dead) {
+        if listed.len() == MAX_LISTED_FAILURES {
+            break;
+        }
+        if !listed.iter().any(|l| l.key == f.key) {
+            listed.push(f);
+        }
+    }
+    for f in &listed {
+        eprintln!("  failed {:?}: {}", f.key, f.error.replace(['\n', '\r'], " "));
+    }
+    // This run's dead are also the store's: the sum may count some twice,
+    // so only whether there are more is said, not how many.
+    let total = (summary.failed + dead) as usize;
+    if total > listed.len() {
+        eprintln!(
+            "  ... only the first {} listed; {MORE_FAILURES_HINT}",
+            listed.len()
+        );
+    }
+}
+
+/// The store after the command in one line, e.g. `store: 3091 indexed, 2024
+/// dead (3 with their source gone), 0 retrying, 0 queued; ...`.
+fn store_line(t: &Totals) -> String {
+    let mut line = format!("store: {} indexed, {} dead", t.indexed, t.dead);
+    if t.gone > 0 {
+        line.push_str(&format!(" ({} with their source gone)", t.gone));
+    }
+    line.push_str(&format!(", {} retrying", t.retrying));
+    if t.parked > 0 {
+        line.push_str(&format!(" ({} waiting for a locked account)", t.parked));
+    }
+    line.push_str(&format!(", {} queued", t.queued));
+    if t.extracting > 0 {
+        line.push_str(&format!(", {} being extracted", t.extracting));
+    }
+    if t.failed_dead() + t.retrying > 0 {
+        line.push_str("; `leasehold list --failed` lists the failed ones");
+    }
+    line
 }
 
 pub fn add_discovery(s: &mut Summary, d: &Discovered) {

@@ -191,7 +191,10 @@ impl DirSource {
         let (mut unchanged, mut changed, mut relinked) = (Vec::new(), Vec::new(), Vec::new());
         for e in batch.drain(..) {
             let (stat, meta) = self.fingerprint(&e);
-            if known.get(&e.key) == Some(&stat) {
+            let same = known
+                .get(&e.key)
+                .is_some_and(|k| k.stat == stat && (k.hashed || !fits(meta.as_ref(), max_bytes)));
+            if same {
                 if e.link == Link::Inside {
                     relinked.push(e.key.clone());
                 }
@@ -372,6 +375,14 @@ impl DirSource {
         }
         Ok(self.root.join(rel))
     }
+}
+
+/// Whether a file of `meta` is hashed under the input limit `max_bytes`. A
+/// known file that was not hashed (over the limit of an earlier scan) and now
+/// fits is hashed again even with the same fingerprint: raising `--max-input`
+/// queues the documents that failed the old limit.
+fn fits(meta: Option<&std::fs::Metadata>, max_bytes: u64) -> bool {
+    meta.is_some_and(|m| m.is_file() && m.len() <= max_bytes)
 }
 
 impl Source for DirSource {

@@ -49,6 +49,7 @@ pub use open::schema_version;
 pub use options::{Backoff, StoreOptions, Synchronous};
 pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxTotals, PendingNotice};
 pub use queue::NewDoc;
+pub use read::{KnownSource, Totals};
 #[doc(hidden)]
 pub use write::claim_candidate_queries;
 
@@ -235,7 +236,7 @@ impl Store {
     }
 
     /// The source fingerprint stored for each of `keys` (absent keys are left out).
-    pub fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, String>> {
+    pub fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
         self.read(|c| read::source_stats(c, keys))
     }
 
@@ -464,6 +465,12 @@ impl Store {
     /// Documents per status.
     pub fn counts(&self) -> Result<Counts> {
         self.read(read::counts)
+    }
+
+    /// The per-status counts with the dead and retrying split by why (source
+    /// gone, parked on an account), for a command's summary.
+    pub fn totals(&self) -> Result<Totals> {
+        self.read(read::totals)
     }
 
     /// Leases that have not run out, soonest expiry first.

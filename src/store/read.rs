@@ -154,14 +154,38 @@ pub(crate) fn next_claimable_at(c: &Connection, now: Millis) -> rusqlite::Result
     })
 }
 
+/// What the store knows of a source file from the last scan that saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownSource {
+    /// The fingerprint (size, modification time, link target).
+    pub stat: String,
+    /// Whether its version is a content hash; when not, the file was too
+    /// large (or unreadable) then, and a scan whose limit it now fits hashes
+    /// it, which queues it again.
+    pub hashed: bool,
+}
+
 /// The stored fingerprint of each key, so a re-scan can skip reading files
 /// whose fingerprint did not change. One short read for a whole batch.
-pub(crate) fn source_stats(c: &Connection, keys: &[String]) -> rusqlite::Result<HashMap<String, String>> {
-    let mut stmt = c.prepare_cached("SELECT source_stat FROM jobs WHERE doc_key = ?1 AND source_gone = 0")?;
+pub(crate) fn source_stats(
+    c: &Connection,
+    keys: &[String],
+) -> rusqlite::Result<HashMap<String, KnownSource>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT source_stat, version LIKE 'sha256:%' FROM jobs WHERE doc_key = ?1 AND source_gone = 0",
+    )?;
     let mut out = HashMap::with_capacity(keys.len());
     for k in keys {
-        if let Some(stat) = stmt.query_row([k], |r| r.get::<_, String>(0)).optional()? {
-            out.insert(k.clone(), stat);
+        let known = stmt
+            .query_row([k], |r| {
+                Ok(KnownSource {
+                    stat: r.get(0)?,
+                    hashed: r.get(1)?,
+                })
+            })
+            .optional()?;
+        if let Some(known) = known {
+            out.insert(k.clone(), known);
         }
     }
     Ok(out)
@@ -202,4 +226,67 @@ pub(crate) fn jobs_after(
     let mut stmt = c.prepare_cached(&sql)?;
     let rows = stmt.query_map(rusqlite::params![after, n], job_from_row)?;
     rows.collect()
+}
+
+/// The store's documents after a command, as its summary reports them: the
+/// per-status counts with the dead and the retrying split by why, so that a
+/// rerun that did nothing still says what is dead.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Totals {
+    /// Waiting for their first (or next) claim.
+    pub queued: u64,
+    /// Under a claim (live or expired lease).
+    pub extracting: u64,
+    /// With an accepted result.
+    pub indexed: u64,
+    /// Failed, waiting for their next attempt; includes `parked`.
+    pub retrying: u64,
+    /// Of the retrying: handed back until an upstream account can be used again.
+    pub parked: u64,
+    /// Given up on; includes `gone`.
+    pub dead: u64,
+    /// Of the dead: their source was removed (not a failure; `retry` cannot help).
+    pub gone: u64,
+}
+
+impl Totals {
+    /// Dead documents that failed (their source still exists): what
+    /// `--fail-on-error` and `retry --dead` are about.
+    pub fn failed_dead(&self) -> u64 {
+        self.dead - self.gone
+    }
+}
+
+/// The store's [`Totals`], in one grouped scan.
+pub(crate) fn totals(c: &Connection) -> rusqlite::Result<Totals> {
+    let mut stmt = c.prepare_cached(
+        "SELECT status, source_gone, parked_on IS NOT NULL, count(*) FROM jobs GROUP BY 1, 2, 3",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, bool>(1)?,
+            r.get::<_, bool>(2)?,
+            r.get::<_, i64>(3)?.max(0) as u64,
+        ))
+    })?;
+    let mut t = Totals::default();
+    for row in rows {
+        let (status, gone, parked, n) = row?;
+        match status.parse::<Status>() {
+            Ok(Status::Discovered) => t.queued += n,
+            Ok(Status::Extracting) => t.extracting += n,
+            Ok(Status::Indexed) => t.indexed += n,
+            Ok(Status::Retrying) => {
+                t.retrying += n;
+                t.parked += if parked { n } else { 0 };
+            }
+            Ok(Status::Dead) => {
+                t.dead += n;
+                t.gone += if gone { n } else { 0 };
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(t)
 }
