@@ -44,7 +44,7 @@ fn hostile_corpus(root: &Path) {
         ("hostile/bomb.pdf", bomb_pdf(1024)),
         ("hostile/deep.html", nested_html(200_000).into_bytes()),
         ("hostile/zip-bomb.docx", zip_bomb_docx(300)),
-        ("hostile/text-bomb.docx", text_bomb_docx(96)),
+        ("hostile/text-bomb.docx", text_bomb_docx(24)),
         // pdf-extract prints debug lines about this font on stdout in-process.
         ("hostile/junk-font.pdf", text_pdf("Junkfont", "hello junk")),
     ];
