@@ -188,13 +188,27 @@ fn a_corrupt_database_is_a_clear_problem_and_is_left_as_it_was() {
 }
 
 #[test]
-fn a_missing_data_directory_is_reported_and_not_created() {
+fn a_missing_data_directory_is_a_usage_error_and_not_created() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("nowhere");
-    let (code, lines, _) = doctor(&data);
+    let out = leasehold(&data, &["doctor"]);
+    assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("nowhere: no such data directory"), "{stderr}");
+    assert!(!data.exists(), "doctor created the data directory");
+}
+
+#[test]
+fn a_data_directory_without_a_database_is_a_finding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, lines, _) = doctor(tmp.path());
     assert_eq!(code, 1);
     assert!(lines.iter().any(|l| l.contains("no database")), "{lines:?}");
-    assert!(!data.exists(), "doctor created the data directory");
+    assert!(
+        !tmp.path().join("leasehold.db").exists(),
+        "doctor created a database"
+    );
 }
 
 #[test]

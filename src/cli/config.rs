@@ -406,14 +406,22 @@ impl Config {
     }
 }
 
-/// What of the data directory is missing, as one line, if anything.
-fn missing_data(g: &Global, needs: Existing) -> Option<String> {
+/// The data directory, as one line, if the command would use it and it does
+/// not exist (a typo in `--data` must not look like an empty store).
+pub(super) fn missing_data_directory(g: &Global) -> Option<String> {
     let uses_data_dir = g.db.is_none() || g.mirror.is_none();
-    if uses_data_dir && !g.data.is_dir() {
-        return Some(format!(
+    (uses_data_dir && !g.data.is_dir()).then(|| {
+        format!(
             "{}: no such data directory (wrong --data? `leasehold run DIR` creates one)",
             g.data.display()
-        ));
+        )
+    })
+}
+
+/// What of the data directory is missing, as one line, if anything.
+fn missing_data(g: &Global, needs: Existing) -> Option<String> {
+    if let Some(line) = missing_data_directory(g) {
+        return Some(line);
     }
     let db = g.db.clone().unwrap_or_else(|| g.data.join("leasehold.db"));
     if !db.is_file() {

@@ -88,6 +88,10 @@ impl Doctor {
 
 /// `leasehold doctor`.
 pub fn doctor(g: &Global, json: bool) -> Result<ExitCode, CliError> {
+    // Nothing to examine is a usage error, not a finding (exit 2).
+    if let Some(line) = super::config::missing_data_directory(g) {
+        return Err(CliError::Config(line));
+    }
     let (db, mirror_root) = paths(g);
     let mut d = Doctor::default();
     d.checked.database = db.display().to_string();
