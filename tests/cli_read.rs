@@ -19,28 +19,7 @@ fn leasehold_in(cwd: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
         .expect("run leasehold")
 }
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        stdout(&out),
-        stderr(&out)
-    );
-    out
-}
-
-fn json(out: Output) -> serde_json::Value {
-    serde_json::from_slice(&ok(out).stdout).expect("JSON on stdout")
-}
+use common::output::{json, ok, stderr, stdout};
 
 /// A copy of `from` (files and directories) at `to`.
 fn copy_tree(from: &Path, to: &Path) {

@@ -10,28 +10,7 @@ mod common;
 
 use common::leasehold;
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        stdout(&out),
-        stderr(&out)
-    );
-    out
-}
-
-fn json(out: Output) -> serde_json::Value {
-    serde_json::from_slice(&ok(out).stdout).expect("JSON on stdout")
-}
+use common::output::{json, ok, stderr, stdout};
 
 /// Two small text files and one of 5000 bytes, which dies under the 1000-byte
 /// input limit the corpus is first run with.

@@ -4,6 +4,7 @@
 
 pub mod gate_env;
 pub mod hostile;
+pub mod output;
 pub mod upstream_server;
 
 use std::path::PathBuf;
