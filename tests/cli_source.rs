@@ -184,6 +184,15 @@ fn the_same_source_again_is_accepted() {
     assert_ok(&env.run(&["sync"]));
     assert_ok(&env.run(&["discover"]));
     assert_eq!(rows(&env).len(), 2);
+    // `status` names the source the data directory belongs to.
+    let status = env.run(&["status", "--json"]);
+    assert_ok(&status);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        status["source"],
+        env.up.base_url().trim_end_matches('/'),
+        "{status}"
+    );
 
     let data = tempfile::tempdir().unwrap();
     let local = tempfile::tempdir().unwrap();

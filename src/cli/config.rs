@@ -117,6 +117,15 @@ pub struct Upstream {
 const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Config {
+    /// The source this data directory indexes, as `status` shows it: the
+    /// directory's root, or the recorded HTTP base URL.
+    pub fn recorded_source(&self) -> Result<Option<String>, CliError> {
+        if let Some(dir) = &self.source {
+            return Ok(Some(dir.root().display().to_string()));
+        }
+        Ok(self.store.meta(SOURCE_URL)?)
+    }
+
     /// Open everything. `source` is the directory given on the command line (for
     /// `run`/`discover`); other commands use the one pinned in the database.
     /// `work` holds the work flags of the commands that take them (empty,

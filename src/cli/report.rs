@@ -123,7 +123,7 @@ pub fn status(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
     let report = StatusReport {
         database: cfg.store.path().display().to_string(),
         mirror: cfg.mirror.root().display().to_string(),
-        source: cfg.source.as_ref().map(|s| s.root().display().to_string()),
+        source: cfg.recorded_source()?,
         counts: cfg.store.counts()?,
         leases: cfg.store.live_leases()?,
         listing: ListingReport::load(&cfg.store)?,
