@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Output;
 
-use common::gate_env::{Env, USER};
+use common::gate_env::{source_account, Env, USER};
 
 /// An upstream of `docs` text documents read through the account `main`,
 /// whose results go to the upstream's sink through the same account.
@@ -17,23 +17,15 @@ fn env_with_sink(docs: usize) -> Env {
 
 fn config_text(base: &str, hook: &str, sink: &str) -> String {
     format!(
-        r#"
-[[account]]
-name = "main"
-username = "{USER}"
-password_env = "LH_TEST_PASSWORD"
-
-[source.http]
-base_url = "{base}"
-account = "main"
-
+        r#"{}
 [sink.http]
 url = "{sink}"
 account = "main"
 
 [notify]
 webhook = "{hook}"
-"#
+"#,
+        source_account(base)
     )
 }
 

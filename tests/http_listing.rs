@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use base64::Engine as _;
 use serde_json::{json, Value};
 
+use common::gate_env::{source_account, USER};
 use common::BIN;
 
-const USER: &str = "svc";
 /// A password whose encodings all differ from it: a quote, a slash, a space,
 /// a plus, an ampersand, a non-ASCII letter.
 const PASSWORD: &str = "Pw\"sl/ash é+&Q7-kZ93";
@@ -220,16 +220,7 @@ impl Env {
         std::fs::write(
             &config,
             format!(
-                r#"
-[[account]]
-name = "main"
-username = "{USER}"
-password_env = "LH_TEST_PASSWORD"
-
-[source.http]
-base_url = "{}"
-account = "main"
-
+                r#"{}
 [auth]
 lock_ttl = "1h"
 probe_ttl = "30s"
@@ -237,7 +228,7 @@ probe_ttl = "30s"
 [notify]
 command = ["sh", "-c", {script:?}, {:?}]
 "#,
-                up.url,
+                source_account(&up.url),
                 notify_out.display().to_string()
             ),
         )

@@ -28,13 +28,11 @@ pub struct Env {
     pub outputs: Vec<String>,
 }
 
-impl Env {
-    /// An upstream with `docs` text documents and one account, read as the
-    /// source through the `main` account; notices go to the upstream's webhook.
-    pub fn new(docs: usize) -> Env {
-        Env::with_config(docs, |base, hook, _sink| {
-            format!(
-                r#"
+/// The `main` account (user [`USER`], password from `LH_TEST_PASSWORD`) and an
+/// HTTP source at `base` read through it: the start of every test config.
+pub fn source_account(base: &str) -> String {
+    format!(
+        r#"
 [[account]]
 name = "main"
 username = "{USER}"
@@ -43,7 +41,17 @@ password_env = "LH_TEST_PASSWORD"
 [source.http]
 base_url = "{base}"
 account = "main"
+"#
+    )
+}
 
+impl Env {
+    /// An upstream with `docs` text documents and one account, read as the
+    /// source through the `main` account; notices go to the upstream's webhook.
+    pub fn new(docs: usize) -> Env {
+        Env::with_config(docs, |base, hook, _sink| {
+            format!(
+                r#"{}
 [auth]
 lock_ttl = "1h"
 probe_ttl = "30s"
@@ -51,7 +59,8 @@ notify_every = "24h"
 
 [notify]
 webhook = "{hook}"
-"#
+"#,
+                source_account(base)
             )
         })
     }
