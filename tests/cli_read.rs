@@ -110,6 +110,32 @@ fn read_commands_on_a_missing_data_directory_exit_2_create_nothing_and_name_it()
     );
 }
 
+/// Commands that need only the database (`auth`, `retry`) create no mirror, and
+/// the read commands leave an existing one exactly as it was.
+#[test]
+fn read_commands_create_no_mirror_and_touch_none() {
+    let c = corpus();
+    let mirror = c.data.join("mirror");
+    let moved = c.data.join("mirror-elsewhere");
+    std::fs::rename(&mirror, &moved).unwrap();
+    for args in [&["auth", "status"][..], &["retry", "--dead"]] {
+        let out = leasehold(&c.data, args);
+        assert!(!mirror.exists(), "{args:?} created the mirror: {}", stderr(&out));
+    }
+    std::fs::rename(&moved, &mirror).unwrap();
+    let before = std::fs::metadata(&mirror).unwrap().modified().unwrap();
+    for args in [
+        &["status"][..],
+        &["list"],
+        &["show", "guide.md"],
+        &["inspect", "guide.md"],
+    ] {
+        ok(leasehold(&c.data, args));
+    }
+    let after = std::fs::metadata(&mirror).unwrap().modified().unwrap();
+    assert_eq!(before, after, "a read command wrote in the mirror root");
+}
+
 #[test]
 fn list_shows_documents_by_status_failed_ones_json_and_says_how_many_more() {
     let c = corpus();

@@ -131,6 +131,18 @@ impl Config {
     /// `work` holds the work flags of the commands that take them (empty,
     /// i.e. the defaults, for the others).
     pub fn build(g: &Global, work: &WorkFlags, source: Option<(&PathBuf, bool)>) -> Result<Config, CliError> {
+        Config::build_opening(g, work, source, |root| Mirror::open(root))
+    }
+
+    /// [`Config::build`] with the mirror opened by `open_mirror`: created and
+    /// proved writable for the commands that write results, only located for
+    /// the ones that read them.
+    fn build_opening(
+        g: &Global,
+        work: &WorkFlags,
+        source: Option<(&PathBuf, bool)>,
+        open_mirror: fn(&Path) -> Result<Mirror, crate::mirror::MirrorError>,
+    ) -> Result<Config, CliError> {
         let lease = work.lease.unwrap_or(DEFAULT_LEASE);
         if lease < Duration::from_millis(100) {
             return Err(CliError::Config(format!(
@@ -156,7 +168,7 @@ impl Config {
         let store = Store::open(&db, options)?;
         let extract = Extraction::build(work, file.as_ref());
         let upstream = file.map(|f| Upstream::build(&store, f));
-        let mirror = Mirror::open(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
+        let mirror = open_mirror(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
         let data_name = match &g.db {
             Some(db) => db.display().to_string(),
             None => g.data.display().to_string(),
@@ -295,14 +307,27 @@ fn load_file_config(g: &Global) -> Result<Option<FileConfig>, CliError> {
 /// The database and mirror paths; creates the data directory (only) when the
 /// defaults are used.
 fn paths(g: &Global) -> Result<(PathBuf, PathBuf), CliError> {
-    if (g.db.is_none() || g.mirror.is_none()) && !g.data.exists() {
+    if uses_data_dir(g) && !g.data.exists() {
         create_private_dir(&g.data).map_err(|e| {
             CliError::Config(format!("{}: cannot create data directory: {e}", g.data.display()))
         })?;
     }
-    let db = g.db.clone().unwrap_or_else(|| g.data.join("leasehold.db"));
-    let mirror = g.mirror.clone().unwrap_or_else(|| g.data.join("mirror"));
-    Ok((db, mirror))
+    Ok(default_paths(g))
+}
+
+/// Whether the data directory holds the database or the mirror (either is
+/// not given by its own flag).
+fn uses_data_dir(g: &Global) -> bool {
+    g.db.is_none() || g.mirror.is_none()
+}
+
+/// The database file and the mirror root: `--db` and `--mirror`, else
+/// `DATA/leasehold.db` and `DATA/mirror`. Creates nothing.
+pub(super) fn default_paths(g: &Global) -> (PathBuf, PathBuf) {
+    (
+        g.db.clone().unwrap_or_else(|| g.data.join("leasehold.db")),
+        g.mirror.clone().unwrap_or_else(|| g.data.join("mirror")),
+    )
 }
 
 /// Create the data directory owner-only (0700 whatever the umask): it holds
@@ -395,8 +420,10 @@ pub enum Existing {
     /// The database only (`auth`, `retry`): a database whose mirror is
     /// elsewhere or not made yet (a library user's) is enough.
     Store,
-    /// The database and the mirror (`status`, `list`, `inspect`, `show`, `gc`).
+    /// The database and the mirror, read (`status`, `list`, `inspect`, `show`).
     StoreAndMirror,
+    /// The database and the mirror, which the command sweeps (`gc`).
+    MirrorToSweep,
 }
 
 impl Config {
@@ -408,18 +435,22 @@ impl Config {
     /// (exit 2) naming it, so a typo in `--data` is not answered with empty
     /// counts and a new, empty data directory.
     pub fn build_existing(g: &Global, work: &WorkFlags, needs: Existing) -> Result<Config, CliError> {
-        match missing_data(g, needs) {
-            Some(line) => Err(CliError::Config(line)),
-            None => Config::build(g, work, None),
+        if let Some(line) = missing_data(g, needs) {
+            return Err(CliError::Config(line));
         }
+        // Only `gc` writes the mirror; the others must not create or probe it.
+        let open_mirror = match needs {
+            Existing::MirrorToSweep => |root: &Path| Mirror::open(root),
+            Existing::Store | Existing::StoreAndMirror => |root: &Path| Mirror::locate(root),
+        };
+        Config::build_opening(g, work, None, open_mirror)
     }
 }
 
 /// The data directory, as one line, if the command would use it and it does
 /// not exist (a typo in `--data` must not look like an empty store).
 pub(super) fn missing_data_directory(g: &Global) -> Option<String> {
-    let uses_data_dir = g.db.is_none() || g.mirror.is_none();
-    (uses_data_dir && !g.data.is_dir()).then(|| {
+    (uses_data_dir(g) && !g.data.is_dir()).then(|| {
         format!(
             "{}: no such data directory (wrong --data? `leasehold run DIR` creates one)",
             g.data.display()
@@ -432,15 +463,14 @@ fn missing_data(g: &Global, needs: Existing) -> Option<String> {
     if let Some(line) = missing_data_directory(g) {
         return Some(line);
     }
-    let db = g.db.clone().unwrap_or_else(|| g.data.join("leasehold.db"));
+    let (db, mirror) = default_paths(g);
     if !db.is_file() {
         return Some(format!(
             "{}: no database here (wrong --data or --db?)",
             db.display()
         ));
     }
-    let mirror = g.mirror.clone().unwrap_or_else(|| g.data.join("mirror"));
-    if needs == Existing::StoreAndMirror && !mirror.is_dir() {
+    if needs != Existing::Store && !mirror.is_dir() {
         return Some(format!(
             "{}: no mirror here (wrong --data or --mirror?)",
             mirror.display()
@@ -453,7 +483,7 @@ fn missing_data(g: &Global, needs: Existing) -> Option<String> {
 /// database, the mirror or the configuration file lie inside it.
 fn without_own_files(source: DirSource, g: &Global, db: &Path, mirror: &Mirror) -> DirSource {
     let mut source = source.exclude_dir(mirror.root()).exclude_file_family(db);
-    if g.db.is_none() || g.mirror.is_none() {
+    if uses_data_dir(g) {
         source = source.exclude_dir(&g.data);
     }
     if let Some(config) = &g.config {

@@ -21,7 +21,7 @@
 //! read-only connection of its own; this room only decides what is a problem
 //! and how it reads.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use crate::mirror::Mirror;
@@ -92,7 +92,7 @@ pub fn doctor(g: &Global, json: bool) -> Result<ExitCode, CliError> {
     if let Some(line) = super::config::missing_data_directory(g) {
         return Err(CliError::Config(line));
     }
-    let (db, mirror_root) = paths(g);
+    let (db, mirror_root) = super::config::default_paths(g);
     let mut d = Doctor::default();
     d.checked.database = db.display().to_string();
     d.checked.mirror = mirror_root.display().to_string();
@@ -394,7 +394,7 @@ impl Doctor {
 
 /// An error as one line.
 fn one_line(e: &dyn std::fmt::Display) -> String {
-    e.to_string().replace('\n', " ")
+    crate::upstream::one_line(&e.to_string())
 }
 
 #[cfg(target_os = "linux")]
@@ -453,15 +453,6 @@ fn fs_name(magic: u64) -> &'static str {
         0xF2F5_2010 => "f2fs",
         _ => "local",
     }
-}
-
-/// The database and mirror paths, as the other commands derive them, without
-/// creating the data directory.
-fn paths(g: &Global) -> (PathBuf, PathBuf) {
-    (
-        g.db.clone().unwrap_or_else(|| g.data.join("leasehold.db")),
-        g.mirror.clone().unwrap_or_else(|| g.data.join("mirror")),
-    )
 }
 
 #[cfg(test)]

@@ -229,7 +229,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Show { doc, id } => {
             report::show(&existing(Existing::StoreAndMirror)?, &report::DocRef::of(doc, id))
         }
-        Command::Gc { dry_run, json } => report::gc(&existing(Existing::StoreAndMirror)?, dry_run, json),
+        Command::Gc { dry_run, json } => report::gc(&existing(Existing::MirrorToSweep)?, dry_run, json),
         Command::Auth { command } => match command {
             AuthCommand::Status { json } => auth::status(&existing(Existing::Store)?, json),
             AuthCommand::Unlock { account } => auth::unlock(&existing(Existing::Store)?, &account),

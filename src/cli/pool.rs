@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::RecvTimeoutError;
 
 use super::config::Config;
-use super::progress::Progress;
+use super::progress::{say, Progress};
 use super::signals::{self, Interrupt};
 use super::summary::{Failure, Summary, MAX_LISTED_FAILURES};
 use super::CliError;
@@ -31,7 +31,7 @@ pub fn work_pool(
     no_wait: bool,
     started: Instant,
 ) -> Result<Summary, CliError> {
-    catch_interrupts();
+    // Signals are caught by the callers (`catch_interrupts`), before discovery.
     let todo = cfg.store.counts()?;
     let total = todo.discovered + todo.retrying + todo.extracting;
     let opts = PoolOptions {
@@ -198,12 +198,6 @@ fn on_interrupt(signal: Interrupt) {
         handle.stop_hard();
         // A pool started later (sync's next pass) is stopped at its start.
     });
-}
-
-/// A line on stderr from the signal thread; a closed stderr must not stop it.
-fn say(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// Stop the courier and count what it delivered and what still waits.

@@ -223,7 +223,7 @@ impl Progress {
 }
 
 /// A line on stderr; a closed stderr is not worth failing the run for.
-fn say(line: &str) {
+pub(super) fn say(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 

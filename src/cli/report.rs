@@ -5,8 +5,6 @@ use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
-use sha2::Digest;
-
 use crate::pipeline::sweep;
 use crate::source::key_for;
 use crate::upstream::ListingReport;
@@ -14,6 +12,7 @@ use crate::{Job, JobId, Millis, Status, Store};
 
 use super::config::Config;
 use super::CliError;
+use crate::upstream::one_line;
 
 fn print_json<T: serde::Serialize>(v: &T) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
@@ -347,11 +346,6 @@ pub fn inspect(cfg: &Config, doc: &DocRef, json: bool) -> Result<ExitCode, CliEr
     Ok(ExitCode::SUCCESS)
 }
 
-/// Text from the store or a parser on one line.
-fn one_line(text: &str) -> String {
-    text.replace(['\n', '\r'], " ")
-}
-
 /// Which documents `list` shows.
 #[derive(Debug, Clone)]
 pub struct ListFilter {
@@ -493,7 +487,7 @@ impl Out {
 /// `leasehold show KEY|--id N`: the accepted text, verified against its
 /// checksum before a byte is printed, then streamed (never held whole).
 pub fn show(cfg: &Config, doc: &DocRef) -> Result<ExitCode, CliError> {
-    use std::io::{Seek, Write};
+    use std::io::Write;
     let job = find_ref(cfg, doc)?;
     let (Status::Indexed, Some(path), Some(sum)) = (job.status, &job.result_path, &job.checksum) else {
         let why = job
@@ -513,16 +507,12 @@ pub fn show(cfg: &Config, doc: &DocRef) -> Result<ExitCode, CliError> {
             one_line(&e.to_string())
         ))
     };
-    let mut file = cfg.mirror.open_file(path).map_err(|e| unreadable(&e))?;
-    let mut hasher = sha2::Sha256::new();
-    std::io::copy(&mut file, &mut hasher).map_err(|e| unreadable(&e))?;
-    if !format!("{:x}", hasher.finalize()).eq_ignore_ascii_case(sum) {
+    let Some(mut file) = cfg.mirror.open_verified(path, sum).map_err(|e| unreadable(&e))? else {
         return Err(CliError::Runtime(format!(
             "{:?}: result {path} does not match its checksum (run `leasehold doctor`)",
             job.key
         )));
-    }
-    file.rewind().map_err(|e| unreadable(&e))?;
+    };
     let mut stdout = std::io::stdout().lock();
     match std::io::copy(&mut file, &mut stdout).and_then(|_| stdout.flush()) {
         Ok(()) => Ok(ExitCode::SUCCESS),

@@ -325,7 +325,7 @@ fn say_failures(summary: &Summary) {
         }
     }
     for f in &listed {
-        eprintln!("  failed {:?}: {}", f.key, f.error.replace(['\n', '\r'], " "));
+        eprintln!("  failed {:?}: {}", f.key, crate::upstream::one_line(&f.error));
     }
     // This run's dead are also the store's: the sum may count some twice,
     // so only whether there are more is said, not how many.

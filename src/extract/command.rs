@@ -120,7 +120,7 @@ fn run_converter(
     };
     let mut child = spawn(argv, temp.as_ref(), limits).map_err(|e| unavailable(&program, &e))?;
     if !uses_file {
-        feed_stdin(&mut child, bytes.to_vec());
+        feed_stdin(&mut child, bytes.to_vec(), Instant::now() + limits.deadline);
     }
     let stdout = read_capped(child.stdout.take(), limits.max_output_bytes.saturating_add(1));
     let stderr = read_capped(child.stderr.take(), STDERR_TAIL as u64);
@@ -134,12 +134,13 @@ fn run_converter(
             reason: format!("cannot wait for the converter: {e}"),
         }),
     };
-    let text = collect(stdout);
-    let err_text = collect(stderr).unwrap_or_default();
+    // A result that is thrown away (stopped, timed out) is not waited for.
     let status = status?;
     if !status.success() {
+        let err_text = collect(stderr).unwrap_or_default();
         return Err(classify(status, limits).unwrap_or_else(|| failed(with_last_words(status, &err_text))));
     }
+    let text = collect(stdout);
     let Some(text) = text else {
         return Err(failed(format!(
             "it ended but left a process that kept its output open for more than {} s",
@@ -192,14 +193,13 @@ fn spawn(argv: &[String], temp: Option<&TempDoc>, limits: &Limits) -> io::Result
     cmd.spawn()
 }
 
-/// Write the document to the command's standard input from a detached thread,
-/// so a command that never reads cannot block us (the deadline ends it; the
-/// thread ends when the pipe breaks).
-fn feed_stdin(child: &mut Child, bytes: Vec<u8>) {
-    if let Some(mut stdin) = child.stdin.take() {
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(&bytes);
-        });
+/// Write the document to the command's standard input from a detached thread
+/// (its output is read at the same time), never past `deadline`: a command
+/// that never reads cannot block us, nor keep the thread and its copy of the
+/// document alive.
+fn feed_stdin(child: &mut Child, bytes: Vec<u8>, deadline: Instant) {
+    if let Some(stdin) = child.stdin.take() {
+        std::thread::spawn(move || crate::process::feed_stdin(stdin, &bytes, deadline));
     }
 }
 

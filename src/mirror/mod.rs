@@ -353,6 +353,16 @@ impl Mirror {
         Ok(Mirror::at(canonical))
     }
 
+    /// A handle on the mirror at `root` for commands that only read results
+    /// (`status`, `list`, `show`): creates, probes and writes nothing; a root
+    /// that does not exist yet is taken as given (there is nothing to read).
+    pub fn locate(root: impl AsRef<Path>) -> Result<Mirror, MirrorError> {
+        let root = root.as_ref();
+        Ok(Mirror::at(
+            fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf()),
+        ))
+    }
+
     fn at(root: PathBuf) -> Mirror {
         Mirror {
             root,
@@ -429,10 +439,7 @@ impl Mirror {
     /// Whether the file's SHA-256 equals `sha256_hex` (case-insensitive). A malformed digest
     /// simply does not match; a missing file is an error (see [`MirrorError::is_not_found`]).
     pub fn verify(&self, rel_path: &str, sha256_hex: &str) -> Result<bool, MirrorError> {
-        let (path, mut file) = self.open_rel(rel_path)?;
-        let mut hasher = Sha256::new();
-        io::copy(&mut file, &mut hasher).map_err(io_err(&path))?;
-        Ok(format!("{:x}", hasher.finalize()).eq_ignore_ascii_case(sha256_hex))
+        Ok(self.open_verified(rel_path, sha256_hex)?.is_some())
     }
 
     /// Contents of a file under the root.
@@ -443,11 +450,20 @@ impl Mirror {
         Ok(out)
     }
 
-    /// A file under the root, opened for reading, so that a caller can check
-    /// and then stream one result (`leasehold show`) without holding it all in
-    /// memory. The same path checks as [`Mirror::read`].
-    pub fn open_file(&self, rel_path: &str) -> Result<File, MirrorError> {
-        Ok(self.open_rel(rel_path)?.1)
+    /// A file under the root, checked against its SHA-256 and rewound, so that
+    /// a caller can stream one result (`leasehold show`) without holding it
+    /// all in memory; `None` if it does not match. The same path checks as
+    /// [`Mirror::read`].
+    pub fn open_verified(&self, rel_path: &str, sha256_hex: &str) -> Result<Option<File>, MirrorError> {
+        use std::io::Seek;
+        let (path, mut file) = self.open_rel(rel_path)?;
+        let mut hasher = Sha256::new();
+        io::copy(&mut file, &mut hasher).map_err(io_err(&path))?;
+        if !format!("{:x}", hasher.finalize()).eq_ignore_ascii_case(sha256_hex) {
+            return Ok(None);
+        }
+        file.rewind().map_err(io_err(&path))?;
+        Ok(Some(file))
     }
 
     /// Relative paths of every entry in the document directory except `.lock` (generations,

@@ -263,7 +263,8 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
                 // Sent first, so a watcher shows each failure as it happens.
                 send(events, worker, Err(e.to_string()));
                 match stop.store_failed(&e, opts.max_store_failures) {
-                    Some(in_row) => std::thread::sleep(failure_backoff(in_row)),
+                    // A nap that a stop (which notifies the store) ends early.
+                    Some(in_row) => store.wait_for_work(store.work_token(), failure_backoff(in_row)),
                     None => return,
                 }
             }

@@ -336,10 +336,7 @@ impl DirSource {
     /// fail with the read error, recorded at fetch) or leads outside the root
     /// (never read; it will fail at fetch).
     fn version_of(&self, e: &Entry, stat: &str, meta: Option<&std::fs::Metadata>, max_bytes: u64) -> String {
-        let Some(meta) = meta else {
-            return format!("stat:{stat}");
-        };
-        if meta.len() > max_bytes || !meta.is_file() {
+        if !fits(meta, max_bytes) {
             return format!("stat:{stat}");
         }
         match self.open_inside(&e.path) {

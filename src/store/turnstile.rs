@@ -392,9 +392,12 @@ impl Line<'_> {
         let holder_of = |f: &File| holder::FileId::of_file(f).and_then(|id| locks.flock_holder(id));
         let stopped = |pid: Option<i32>| pid.is_some_and(|pid| holder::proc_state(pid).is_stopped());
         let turn = holder_of(&self.lane.write);
-        // The holder of `next` waits for the turn in progress: if that one is
-        // stopped, the whole line is.
-        if stopped(holder_of(file)) || (!std::ptr::eq(file, &self.lane.write) && stopped(turn)) {
+        // Waiting for `write` is waiting for the turn: one lookup. The holder
+        // of `next` waits for the turn in progress: if that one is stopped,
+        // the whole line is.
+        let awaits_turn = std::ptr::eq(file, &self.lane.write);
+        let awaited = if awaits_turn { turn } else { holder_of(file) };
+        if stopped(awaited) || (!awaits_turn && stopped(turn)) {
             return Look::Stopped;
         }
         match (turn, locks.sqlite_write_lock_holder(self.db)) {
@@ -440,6 +443,9 @@ mod tests {
         drop(turn);
         // b stays on its detour until it ends.
         assert_eq!(b.enter().lane(), Some(1));
+        // A handle with no detour gets lane 0 again: dropping the turn freed it.
+        let c = Turnstile::with_timing(&db, quick());
+        assert_eq!(c.enter().lane(), Some(0));
     }
 
     #[test]

@@ -136,7 +136,10 @@ fn warn_stall(db: &Path, waited: Duration) {
     let who = holder::sqlite_write_lock_holder(db)
         .map(|h| format!("held by {h}"))
         .unwrap_or_else(|| "holder not found".into());
-    eprintln!(
+    // Never a panic for a closed stderr: a stalled write is not a failure.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr().lock(),
         "leasehold: warning: {}: writes have waited {:.1} s for the database write lock ({who})",
         db.display(),
         waited.as_secs_f64()

@@ -255,11 +255,7 @@ fn shared_cause_notice(
     account: &str,
     locked: &[String],
 ) -> rusqlite::Result<()> {
-    tx.execute(
-        "INSERT INTO meta (name, value) VALUES (?1, ?2)
-         ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-        params![SHARED_CAUSE_AT, now.to_string()],
-    )?;
+    crate::store::queue::meta_set(tx, SHARED_CAUSE_AT, &now.to_string())?;
     // Every account in it counts as told: no separate lock notices follow.
     tx.execute(
         &format!("UPDATE accounts SET lock_notice_at = ?2 WHERE {RECENTLY_LOCKED}"),
