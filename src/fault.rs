@@ -28,11 +28,12 @@ pub const CRASH_EXIT_CODE: i32 = 86;
 /// A step on the result path after which a crash leaves a distinct on-disk state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CrashPoint {
-    /// The temp file holds the bytes, not yet fsynced.
+    /// The temp file holds the bytes, not yet fsynced nor renamed.
     AfterTempWrite,
-    /// The temp file is durable, not yet renamed.
+    /// The generation file has its final name and its bytes are durable (its
+    /// sync round waited for them); the directory is not yet fsynced.
     AfterFsync,
-    /// The generation file has its final name; the directory is not yet fsynced.
+    /// The generation file has its final name, nothing of it durable yet.
     AfterRename,
     /// The generation file is durable; the store knows nothing of it yet.
     AfterDirFsync,

@@ -21,6 +21,7 @@
 //! | [`error`] | the one error type, with SQLite's codes mapped to what they mean |
 //! | [`secret`] | passwords that never print |
 //! | `service`, `process` | one start/stop shape for background threads; commands run on a leash (own process group, bounded wait) |
+//! | `group` | leader–follower group commit: concurrent callers share one transaction (store) or one round of fsyncs (mirror) |
 //! | `cli` | the command-line tool: flags → validated parts → one call per command |
 //!
 //! # Embedding
@@ -45,6 +46,7 @@ pub mod upstream;
 #[doc(hidden)]
 pub mod cli;
 pub(crate) mod fault;
+pub(crate) mod group;
 pub(crate) mod process;
 pub(crate) mod service;
 

@@ -28,12 +28,14 @@ fn corpus() -> tempfile::TempDir {
     dir
 }
 
-/// `leasehold --data DATA --lease 200ms --workers 1 ARGS`, with `env` added.
+/// `leasehold --data DATA --lease 200ms --workers 1 --claim-ahead 1 ARGS`, with
+/// `env` added: one claim at a time, so that the crash state is exactly one
+/// document's (flags in ARGS win: `crash_mid_batch` claims ahead).
 fn leasehold(data: &Path, args: &[&str], env: &[(&str, String)]) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.arg("--data")
         .arg(data)
-        .args(["--lease", "200ms", "--workers", "1"])
+        .args(["--lease", "200ms", "--workers", "1", "--claim-ahead", "1"])
         .args(args)
         .env_remove(CRASH_AT_ENV)
         .env_remove(CRASH_AFTER_N_ENV);
@@ -130,7 +132,7 @@ fn check_crash_state(point: CrashPoint, n: usize, data: &Path) {
     let own = Mirror::generation_rel_path(crashed.id, crashed.fence).unwrap();
     let own_generation = files.contains(&own);
     match point {
-        CrashPoint::AfterTempWrite | CrashPoint::AfterFsync => {
+        CrashPoint::AfterTempWrite => {
             assert_eq!((temps, own_generation), (1, false), "{point:?}: {files:?}")
         }
         _ => assert_eq!((temps, own_generation), (0, true), "{point:?}: {files:?}"),
@@ -138,8 +140,15 @@ fn check_crash_state(point: CrashPoint, n: usize, data: &Path) {
 }
 
 /// After the restart: every document indexed exactly once, every accepted file
-/// whole, no temp file, nothing for gc, doctor clean.
+/// whole, no temp file, nothing for gc, doctor clean; exactly one document taken
+/// over (none after a crash past the commit).
 fn check_recovered(point: CrashPoint, n: usize, data: &Path) {
+    let expected = usize::from(point != CrashPoint::AfterCommit);
+    check_recovered_taking_over(point, n, expected, data);
+}
+
+/// [`check_recovered`] with `taken_over` documents claimed a second time.
+fn check_recovered_taking_over(point: CrashPoint, n: usize, taken_over: usize, data: &Path) {
     let rows = rows(data);
     assert_eq!(rows.len(), DOCS);
     let root = data.join("mirror");
@@ -163,8 +172,10 @@ fn check_recovered(point: CrashPoint, n: usize, data: &Path) {
         assert!(text.contains(&format!("marker-{i:02}-end")), "{key}: {text:?}");
     }
     let reclaimed = rows.values().filter(|r| r.claimed == 2).count();
-    let expected = usize::from(point != CrashPoint::AfterCommit);
-    assert_eq!(reclaimed, expected, "{point:?} (crash at arrival {n}): {rows:?}");
+    assert_eq!(
+        reclaimed, taken_over,
+        "{point:?} (crash at arrival {n}): {rows:?}"
+    );
     let temps: Vec<String> = mirror_files(data).into_iter().filter(|f| is_temp(f)).collect();
     assert!(temps.is_empty(), "{point:?}: temp files left: {temps:?}");
 
@@ -255,6 +266,58 @@ fn crash_after_dir_fsync() {
 fn crash_after_commit() {
     crash_and_recover(CrashPoint::AfterCommit, 1);
     crash_and_recover(CrashPoint::AfterCommit, 7);
+}
+
+/// Claims ahead: a crash in the middle of a batch leaves several documents
+/// under lease, some staged in the mirror and none accepted; the restart takes
+/// each of them over once, and nothing is lost or accepted twice.
+#[test]
+fn crash_mid_batch() {
+    for point in [
+        CrashPoint::AfterRename,
+        CrashPoint::AfterFsync,
+        CrashPoint::AfterDirFsync,
+        CrashPoint::AfterCommit,
+    ] {
+        let corpus = corpus();
+        let data = tempfile::tempdir().unwrap();
+        let dir = corpus.path().to_str().unwrap();
+        let env = [
+            (CRASH_AT_ENV, point.as_str().to_owned()),
+            (CRASH_AFTER_N_ENV, "4".to_owned()),
+        ];
+        let run = ["run", dir, "--json", "--claim-ahead", "8"];
+        let crashed = leasehold(data.path(), &run, &env);
+        assert_eq!(
+            crashed.status.code(),
+            Some(CRASH_EXIT_CODE),
+            "{point:?}: {}",
+            describe(&crashed)
+        );
+        let rows = rows(data.path());
+        let held = rows.values().filter(|r| r.status == "extracting").count();
+        let indexed = rows.values().filter(|r| r.status == "indexed").count();
+        if point != CrashPoint::AfterCommit {
+            assert!(
+                held > 1,
+                "{point:?}: no batch was under lease at the crash: {rows:?}"
+            );
+        }
+        let restarted = leasehold(data.path(), &run[..3], &[]);
+        assert_eq!(
+            restarted.status.code(),
+            Some(0),
+            "{point:?}: {}",
+            describe(&restarted)
+        );
+        let summary: serde_json::Value = serde_json::from_slice(&restarted.stdout).unwrap();
+        assert_eq!(
+            summary["indexed"].as_u64(),
+            Some((DOCS - indexed) as u64),
+            "{summary}"
+        );
+        check_recovered_taking_over(point, 4, held, data.path());
+    }
 }
 
 #[test]

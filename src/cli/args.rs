@@ -68,6 +68,11 @@ pub struct WorkFlags {
     /// Worker threads (default: number of CPUs).
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// Most documents a worker claims at once when documents are small and
+    /// fast (one transaction, one shared fsync round); 1 claims one at a time
+    /// (default: 8).
+    #[arg(long, value_name = "N")]
+    pub claim_ahead: Option<usize>,
     /// Lease length, e.g. 30s, 2m (default: 30s).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub lease: Option<Duration>,
@@ -116,6 +121,7 @@ impl WorkFlags {
     pub fn or(self, earlier: WorkFlags) -> WorkFlags {
         WorkFlags {
             workers: self.workers.or(earlier.workers),
+            claim_ahead: self.claim_ahead.or(earlier.claim_ahead),
             lease: self.lease.or(earlier.lease),
             input: InputFlags {
                 max_input: self.input.max_input.or(earlier.input.max_input),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::config::FileConfig;
 use crate::extract::{CommandExtractor, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
 use crate::mirror::Mirror;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Pipeline, PoolOptions};
 use crate::source::DirSource;
 use crate::source::Source;
 use crate::store::OutboxCap;
@@ -37,6 +37,8 @@ pub struct Config {
     /// The directory documents are read from (pinned in the database).
     pub source: Option<DirSource>,
     pub workers: usize,
+    /// Most documents a worker claims at once ([`PoolOptions::claim_ahead`]).
+    pub claim_ahead: usize,
     pub max_input: u64,
     /// How documents are extracted: in child processes under these limits,
     /// or (`--in-process`) in this one.
@@ -153,6 +155,9 @@ impl Config {
         if work.workers == Some(0) {
             return Err(CliError::Config("--workers: must be at least 1".into()));
         }
+        if work.claim_ahead == Some(0) {
+            return Err(CliError::Config("--claim-ahead: must be at least 1".into()));
+        }
         if work.max_attempts == Some(0) {
             return Err(CliError::Config("--max-attempts: must be at least 1".into()));
         }
@@ -185,6 +190,7 @@ impl Config {
             workers: work
                 .workers
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+            claim_ahead: work.claim_ahead.unwrap_or(PoolOptions::default().claim_ahead),
             max_input: max_input(work),
             extract,
             upstream,

@@ -36,6 +36,7 @@ pub fn work_pool(
     let total = todo.discovered + todo.retrying + todo.extracting;
     let opts = PoolOptions {
         workers: cfg.workers,
+        claim_ahead: cfg.claim_ahead,
         until_idle,
         wait_for_source: !no_wait,
         ..PoolOptions::default()

@@ -35,6 +35,9 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+pub use write::Staged;
+use write::SyncGroup;
+
 use layout::{check_ids, doc_rel, gen_name, io_err, new_file, scan_doc, unique_suffix, Kind};
 
 const LOCK_NAME: &str = ".lock";
@@ -178,6 +181,8 @@ pub struct Mirror {
     fault: Option<Fault>,
     /// Cleanups given up because the document's lock was held (shared by clones).
     skipped: Arc<AtomicU64>,
+    /// Sync rounds shared by this process's writers (and by clones).
+    syncs: Arc<SyncGroup>,
 }
 
 /// Result of a successful write.
@@ -368,6 +373,7 @@ impl Mirror {
             root,
             fault: None,
             skipped: Arc::new(AtomicU64::new(0)),
+            syncs: Arc::new(SyncGroup::new()),
         }
     }
 

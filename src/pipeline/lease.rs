@@ -15,7 +15,7 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 use crate::clock::{duration_ms, Millis};
-use crate::job::{Claim, Fenced, Owner};
+use crate::job::{Claim, Fenced, JobId, Owner};
 use crate::service::{Service, StopSignal};
 use crate::store::Store;
 
@@ -108,6 +108,9 @@ pub struct LeaseKeeper {
     one_stage: Mutex<()>,
     store: Store,
     shared: Arc<Shared>,
+    /// The claim whose stage ran last and when its lease was last renewed: the
+    /// next stage of the same claim need not renew a lease renewed just now.
+    recent: Mutex<Option<(JobId, i64, Millis)>>,
     /// The heartbeat thread; stopped and joined with the keeper.
     _heartbeat: Option<Service>,
 }
@@ -173,6 +176,7 @@ impl LeaseKeeper {
             one_stage: Mutex::new(()),
             store,
             shared,
+            recent: Mutex::new(None),
             _heartbeat: heartbeat,
         }
     }
@@ -182,18 +186,46 @@ impl LeaseKeeper {
         renew_interval(&self.store)
     }
 
+    /// When `claim`'s lease was granted or last renewed, if that was less than
+    /// half a renewal interval before `now` (by the claim's own expiry, or by
+    /// this keeper's last stage of the same claim).
+    fn fresh_since(&self, claim: &Claim, now: Millis) -> Option<Millis> {
+        let lease = duration_ms(self.store.options().lease);
+        let mut granted = claim.lease_expires_at.saturating_sub(lease);
+        if let Some((id, fence, at)) = *self.recent.lock().unwrap_or_else(|e| e.into_inner()) {
+            if (id, fence) == (claim.id, claim.fence) {
+                granted = granted.max(at);
+            }
+        }
+        let half = duration_ms(self.interval()) / 2;
+        (granted <= now && now - granted < half).then_some(granted)
+    }
+
     /// Run `stage` under `claim`'s lease: renew first (a refused renewal means the
     /// stage does not run), renew on the heartbeat while it runs, and report
     /// [`LeaseLost`] if any renewal was refused or failed.
+    ///
+    /// The first renewal is skipped when the lease was granted or renewed less
+    /// than half an interval ago (the claim itself, or the previous stage of the
+    /// same claim): the heartbeat would not renew it either, nobody can re-claim
+    /// a lease with most of its time left, and the fenced completion stays the
+    /// final guard. Small documents run three stages in a few milliseconds, and
+    /// a write transaction per stage cost more than the document.
     pub fn run<T>(&self, claim: &Claim, stage: impl FnOnce(&LeaseFlag) -> T) -> Result<T, LeaseLost> {
         let _one = self.one_stage.lock().unwrap_or_else(|e| e.into_inner());
         // Read before renewing: the renewal extends the lease from at least this
         // time, so counting the interval from it never renews late.
-        let renewed_at = self.store.now();
+        let now = self.store.now();
         let owner = claim.owner();
-        if let Some(why) = renew_reason(&self.store, &owner) {
-            return Err(lost(claim, why));
-        }
+        let renewed_at = match self.fresh_since(claim, now) {
+            Some(granted) => granted,
+            None => {
+                if let Some(why) = renew_reason(&self.store, &owner) {
+                    return Err(lost(claim, why));
+                }
+                now
+            }
+        };
         let flag = Arc::new(LeaseFlag::default());
         self.shared.watch(Watch {
             owner: Arc::new(owner),
@@ -202,7 +234,8 @@ impl LeaseKeeper {
         });
         let out = stage(&flag);
         // Waits for a renewal in flight: none is left running once we report.
-        self.shared.unwatch();
+        let last = self.shared.unwatch().unwrap_or(renewed_at);
+        *self.recent.lock().unwrap_or_else(|e| e.into_inner()) = Some((claim.id, claim.fence, last));
         match flag.reason() {
             Some(why) => Err(lost(claim, why)),
             None => Ok(out),
@@ -223,12 +256,13 @@ impl Shared {
         slot.watch = Some(w);
     }
 
-    fn unwatch(&self) {
+    /// Stop watching; returns when the watched claim was last renewed.
+    fn unwatch(&self) -> Option<Millis> {
         let mut slot = self.lock();
-        slot.watch = None;
         while slot.renewing {
             slot = self.renewal_done.wait(slot).unwrap_or_else(|e| e.into_inner());
         }
+        slot.watch.take().map(|w| w.last_renewal)
     }
 
     /// The pool stops hard: raise the running stage's stop signal and every

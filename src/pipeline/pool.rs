@@ -4,7 +4,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -36,6 +36,9 @@ pub struct PoolOptions {
     /// the cause through [`StopHandle::halted`]. Between failures each worker
     /// backs off, so the bound is reached in seconds, not in a spin.
     pub max_store_failures: u32,
+    /// The most documents a worker claims at once (in one transaction) when
+    /// documents are small and fast; 1 claims one at a time. See [`Pace`].
+    pub claim_ahead: usize,
 }
 
 impl Default for PoolOptions {
@@ -48,6 +51,7 @@ impl Default for PoolOptions {
             wait_for_source: true,
             name_prefix: "worker".into(),
             max_store_failures: 10,
+            claim_ahead: 8,
         }
     }
 }
@@ -231,6 +235,7 @@ impl Drop for WorkerPool {
 /// loop goes on, so the pool never hangs on one bad document.
 fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Option<&Sender<Event>>) {
     let store = &worker.pipeline().store;
+    let mut pace = Pace::new(opts.claim_ahead);
     while !stop.stop_claiming.load(Ordering::SeqCst) {
         let token = store.work_token();
         if let Some(wait) = source_pause(worker, opts) {
@@ -240,35 +245,90 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
             store.wait_for_work(token, wait);
             continue;
         }
-        // A panic outside a document's own steps (which `process_one` contains
+        // A panic outside a document's own steps (which `process_batch` contains
         // itself) is a bug, not a configuration error: reported, and the loop goes on.
-        let outcome = catch_unwind(AssertUnwindSafe(|| worker.process_one())).unwrap_or_else(|p| {
-            Err(Error::Internal(format!(
-                "worker step panicked: {}",
-                panic_message(&*p)
-            )))
-        });
-        match outcome {
-            Ok(Processed::Idle) => {
-                stop.store_worked();
-                if !idle_wait(store, opts, token) {
-                    return;
+        let started = Instant::now();
+        let outcomes =
+            catch_unwind(AssertUnwindSafe(|| worker.process_batch(pace.batch()))).unwrap_or_else(|p| {
+                vec![Err(Error::Internal(format!(
+                    "worker step panicked: {}",
+                    panic_message(&*p)
+                )))]
+            });
+        if let [Ok(Processed::Idle)] = outcomes.as_slice() {
+            stop.store_worked();
+            if !idle_wait(store, opts, token) {
+                return;
+            }
+            continue;
+        }
+        pace.record(outcomes.len(), started.elapsed());
+        for outcome in outcomes {
+            match outcome {
+                Ok(done) => {
+                    stop.store_worked();
+                    send(events, worker, Ok(done));
                 }
-            }
-            Ok(done) => {
-                stop.store_worked();
-                send(events, worker, Ok(done));
-            }
-            Err(e) => {
-                // Sent first, so a watcher shows each failure as it happens.
-                send(events, worker, Err(e.to_string()));
-                match stop.store_failed(&e, opts.max_store_failures) {
-                    // A nap that a stop (which notifies the store) ends early.
-                    Some(in_row) => store.wait_for_work(store.work_token(), failure_backoff(in_row)),
-                    None => return,
+                Err(e) => {
+                    // Sent first, so a watcher shows each failure as it happens.
+                    send(events, worker, Err(e.to_string()));
+                    match stop.store_failed(&e, opts.max_store_failures) {
+                        // A nap that a stop (which notifies the store) ends early.
+                        Some(in_row) => store.wait_for_work(store.work_token(), failure_backoff(in_row)),
+                        None => return,
+                    }
                 }
             }
         }
+    }
+}
+
+/// How many documents a worker claims at once. Claiming ahead saves a claim
+/// transaction per document and lets a batch's mirror writes share one sync
+/// round and its completions one transaction; it pays off only for documents
+/// that take little time, and a claim held ahead is a document no other worker
+/// can take meanwhile. So a worker starts with one, and claims as many as fit
+/// in [`Pace::BUDGET`] at the pace of its recent documents (at most the pool's
+/// `claim_ahead`). Every claimed document is under lease from its claim; a
+/// batch ends well inside the lease, and a stage whose lease is no longer fresh
+/// renews it first, as always.
+#[derive(Debug)]
+pub(super) struct Pace {
+    max: usize,
+    /// Moving average of the time one document took, if any was seen.
+    per_doc: Option<Duration>,
+}
+
+impl Pace {
+    /// How long a batch should take at the recent pace.
+    const BUDGET: Duration = Duration::from_millis(25);
+
+    pub(super) fn new(max: usize) -> Self {
+        Pace {
+            max: max.max(1),
+            per_doc: None,
+        }
+    }
+
+    /// How many to claim next.
+    pub(super) fn batch(&self) -> usize {
+        match self.per_doc {
+            None => 1,
+            Some(d) if d.is_zero() => self.max,
+            Some(d) => ((Self::BUDGET.as_secs_f64() / d.as_secs_f64()) as usize).clamp(1, self.max),
+        }
+    }
+
+    /// `docs` documents took `took` in all.
+    pub(super) fn record(&mut self, docs: usize, took: Duration) {
+        let one = took / docs.max(1) as u32;
+        // A quarter of the new figure: one slow document slows the pace at once
+        // (a batch of slow documents is what must not happen), a fast one only
+        // slowly lets batches grow again.
+        self.per_doc = Some(match self.per_doc {
+            Some(avg) if one < avg => (avg * 3 + one) / 4,
+            _ => one,
+        });
     }
 }
 

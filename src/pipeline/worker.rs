@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::clock::Millis;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::extract::{ExtractError, Extracted, Extractor};
 use crate::fault::{crash_point, stall_point, CrashPoint};
 use crate::job::{Claim, Fenced, JobId, Parked, Rejection, Status};
-use crate::mirror::{Mirror, Written};
+use crate::mirror::{Mirror, Staged, Written};
 use crate::pipeline::{LeaseFlag, LeaseKeeper};
 use crate::source::{Source, SourceError};
 use crate::store::{Completion, Store};
@@ -122,13 +122,25 @@ enum Stop {
     Park { reason: String, parked: Parked },
 }
 
-/// A result written to the mirror, waiting for its fenced completion.
-struct Ready {
-    written: Written,
+/// A result staged in the mirror, waiting for its sync round.
+struct Staging {
+    staged: Staged,
     text: String,
     /// What extraction decided (format, encoding, converter), for the history.
     note: Option<String>,
 }
+
+/// A result durable in the mirror, waiting for its fenced completion.
+struct Ready {
+    written: Written,
+    text: String,
+    note: Option<String>,
+}
+
+/// How far one claim got before the sync round.
+type Step = std::result::Result<Staging, Stop>;
+/// How far one claim got before its completion.
+type Synced = std::result::Result<Ready, Stop>;
 
 /// The released claim's history line.
 const RELEASED_STOPPING: &str = "released: the worker pool is stopping";
@@ -162,37 +174,119 @@ impl Worker {
     /// Claim one document and take it as far as it goes. Never reports success
     /// for a refused completion; runs cleanup either way.
     pub fn process_one(&self) -> Result<Processed> {
-        let Some(claim) = self.pipeline.store.claim(&self.name)? else {
-            return Ok(Processed::Idle);
+        let mut done = self.process_batch(1);
+        done.pop().unwrap_or(Ok(Processed::Idle))
+    }
+
+    /// Claim up to `n` documents in one transaction and take each as far as it
+    /// goes: their stages run one after the other, each under its own lease;
+    /// their mirror writes become durable in one sync round and their
+    /// completions are accepted (or refused) in one transaction. One answer per
+    /// claim, in order ([`Processed::Idle`] alone when nothing was claimable);
+    /// an `Err` is a store failure for that document, whose claim is left to
+    /// expire. Cleanup runs for every claim, whatever happened.
+    pub fn process_batch(&self, n: usize) -> Vec<Result<Processed>> {
+        let claims = match self.pipeline.store.claim_batch(&self.name, n.max(1)) {
+            Ok(claims) if claims.is_empty() => return vec![Ok(Processed::Idle)],
+            Ok(claims) => claims,
+            Err(e) => return vec![Err(e)],
         };
-        let id = claim.id;
-        let step = catch_unwind(AssertUnwindSafe(|| self.work_on(&claim))).unwrap_or_else(|panic| {
+        let ids: Vec<JobId> = claims.iter().map(|c| c.id).collect();
+        let steps: Vec<(Claim, Step)> = claims
+            .into_iter()
+            .map(|claim| {
+                let step = self.staged_step(&claim);
+                (claim, step)
+            })
+            .collect();
+        let steps = self.sync_all(steps);
+        let mut answers = self.finish_all(steps);
+        for (id, answer) in ids.into_iter().zip(answers.iter_mut()) {
+            if let Err(e) = self.cleanup(id) {
+                if answer.is_ok() {
+                    *answer = Err(e);
+                }
+            }
+        }
+        answers
+    }
+
+    /// fetch → extract → staged mirror write of one claim; a panic fails it.
+    fn staged_step(&self, claim: &Claim) -> Step {
+        catch_unwind(AssertUnwindSafe(|| self.work_on(claim))).unwrap_or_else(|panic| {
             Err(Stop::Failed {
                 error: format!("worker panicked: {}", panic_message(&*panic)),
                 permanent: true,
             })
-        });
-        let outcome = match step {
-            Ok(ready) => self.complete(claim, ready),
-            Err(stop) => self.settle(claim, stop),
-        };
-        self.cleanup(id)?;
-        outcome
+        })
     }
 
-    /// fetch → extract → mirror write, each under the lease.
-    fn work_on(&self, claim: &Claim) -> std::result::Result<Ready, Stop> {
+    /// Make every staged write of the batch durable in one round; a write that
+    /// could not be synced stops its document as a failed write would.
+    fn sync_all(&self, steps: Vec<(Claim, Step)>) -> Vec<(Claim, Synced)> {
+        let mut staged = Vec::new();
+        let mut rest = Vec::new();
+        for (claim, step) in steps {
+            match step {
+                Ok(ready) => {
+                    staged.push(ready.staged);
+                    rest.push((claim, Ok((ready.text, ready.note))));
+                }
+                Err(stop) => rest.push((claim, Err(stop))),
+            }
+        }
+        let mut synced = self.pipeline.mirror.sync(staged).into_iter();
+        rest.into_iter()
+            .map(|(claim, step)| {
+                let done = step.and_then(|(text, note)| match synced.next() {
+                    Some(Ok(written)) => Ok(Ready { written, text, note }),
+                    Some(Err(e)) => Err(self.stop_for_mirror(&claim, e)),
+                    None => Err(Stop::Failed {
+                        error: "mirror write failed: its sync round gave no answer".into(),
+                        permanent: false,
+                    }),
+                });
+                (claim, done)
+            })
+            .collect()
+    }
+
+    /// The fenced completions of the ready documents in one transaction, and
+    /// the early ends of the others, one answer per claim in order.
+    fn finish_all(&self, steps: Vec<(Claim, Synced)>) -> Vec<Result<Processed>> {
+        let mut ready = Vec::new();
+        let mut answers: Vec<Option<Result<Processed>>> = Vec::with_capacity(steps.len());
+        for (claim, step) in steps {
+            match step {
+                Ok(done) => {
+                    ready.push((answers.len(), claim, done));
+                    answers.push(None);
+                }
+                Err(stop) => answers.push(Some(self.settle(claim, stop))),
+            }
+        }
+        for (slot, answer) in self.complete(ready) {
+            answers[slot] = Some(answer);
+        }
+        answers
+            .into_iter()
+            .map(|a| a.unwrap_or_else(|| Err(Error::Internal("a claim was left without an answer".into()))))
+            .collect()
+    }
+
+    /// fetch → extract → mirror write (staged, not yet durable), each under the lease.
+    fn work_on(&self, claim: &Claim) -> std::result::Result<Staging, Stop> {
         let p = &self.pipeline;
         let bytes = self
             .stage(claim, |_| p.source.fetch(&claim.key, p.max_input_bytes))?
             .map_err(|e| self.stop_for_fetch(claim, e))?;
         let Extracted { text, note } = self.extract(claim, &bytes)?;
-        let written = self
+        let staged = self
             .stage(claim, |_| {
-                p.mirror.write(claim.id.0, claim.fence, text.as_bytes())
+                p.mirror.stage(claim.id.0, claim.fence, text.as_bytes())
             })?
             .map_err(|e| self.stop_for_mirror(claim, e))?;
-        Ok(Ready { written, text, note })
+        Ok(Staging { staged, text, note })
     }
 
     /// The extract stage: a panic in a parser fails the document, a raised stop
@@ -278,25 +372,56 @@ impl Worker {
         self.keeper.run(claim, f).map_err(|lost| Stop::Lost(lost.reason))
     }
 
-    /// The fenced completion; the claim is spent whatever the answer.
-    fn complete(&self, claim: Claim, ready: Ready) -> Result<Processed> {
-        let store = &self.pipeline.store;
+    /// The fenced completions of `ready` (each with its answer's slot), in one
+    /// transaction; every claim is spent whatever the answer.
+    fn complete(&self, ready: Vec<(usize, Claim, Ready)>) -> Vec<(usize, Result<Processed>)> {
+        if ready.is_empty() {
+            return Vec::new();
+        }
         stall_point();
-        let key = claim.key.clone();
-        let Written { rel_path, sha256, .. } = ready.written;
-        let completion = Completion {
-            note: ready.note.as_deref(),
-            deliver: self.pipeline.deliver_results.then_some(ready.text.as_str()),
-            ..Completion::new(&rel_path, &sha256)
+        let deliver = self.pipeline.deliver_results;
+        let mut slots = Vec::with_capacity(ready.len());
+        let mut claims = Vec::with_capacity(ready.len());
+        let mut results = Vec::with_capacity(ready.len());
+        for (slot, claim, r) in ready {
+            slots.push((slot, claim.key.clone()));
+            claims.push(claim);
+            results.push(r);
+        }
+        let done: Vec<(Claim, Completion<'_>)> = claims
+            .into_iter()
+            .zip(&results)
+            .map(|(claim, r)| {
+                let completion = Completion {
+                    note: r.note.as_deref(),
+                    deliver: deliver.then_some(r.text.as_str()),
+                    ..Completion::new(&r.written.rel_path, &r.written.sha256)
+                };
+                (claim, completion)
+            })
+            .collect();
+        let answers = match self.pipeline.store.finish_many(done) {
+            Ok(answers) => answers,
+            Err(e) => return store_failed(slots, e),
         };
-        let answer = store.finish(claim, completion)?;
-        Ok(match answer {
-            Fenced::Accepted => {
-                crash_point(CrashPoint::AfterCommit);
-                Processed::Indexed { key, path: rel_path }
-            }
-            Fenced::Rejected(rejection) => Processed::Superseded { key, rejection },
-        })
+        slots
+            .into_iter()
+            .zip(results)
+            .zip(answers)
+            .map(|(((slot, key), r), answer)| {
+                let processed = match answer {
+                    Fenced::Accepted => {
+                        crash_point(CrashPoint::AfterCommit);
+                        Processed::Indexed {
+                            key,
+                            path: r.written.rel_path,
+                        }
+                    }
+                    Fenced::Rejected(rejection) => Processed::Superseded { key, rejection },
+                };
+                (slot, Ok(processed))
+            })
+            .collect()
     }
 
     /// Write what ended the claim early, and say what the row became.
@@ -369,6 +494,20 @@ fn without_key(key: &str, e: &SourceError) -> String {
         Some(reason) => reason.to_owned(),
         None => shown,
     }
+}
+
+/// One store failure answering every completion of a batch: the first slot
+/// gets the error itself, the others its text.
+fn store_failed(slots: Vec<(usize, String)>, e: Error) -> Vec<(usize, Result<Processed>)> {
+    let shown = e.to_string();
+    let mut first = Some(e);
+    slots
+        .into_iter()
+        .map(|(slot, _)| {
+            let e = first.take().unwrap_or_else(|| Error::Internal(shown.clone()));
+            (slot, Err(e))
+        })
+        .collect()
 }
 
 /// The text of a panic payload.

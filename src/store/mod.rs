@@ -6,8 +6,8 @@
 //!   are its views on the gate's and the sink's tables.
 //! - `options.rs`: [`StoreOptions`] and the part of them the SQL needs.
 //! - `open.rs`: validate the file, set WAL, migrate from `schema.sql`, build the pool.
-//! - `tx.rs`: the write transaction (group commit, turnstile, bounded BUSY retries).
-//! - `group.rs`: group commit of concurrent writes from one process.
+//! - `tx.rs`: the write transaction (group commit through `crate::group`, turnstile,
+//!   bounded BUSY retries).
 //! - `turnstile.rs`: fair turns at the write lock between processes, that no
 //!   stopped or hostile process can hold up.
 //! - `holder.rs`: which process holds a lock (`/proc/locks`), and is it stopped.
@@ -27,7 +27,6 @@
 mod check;
 mod checkpoint;
 mod gate;
-mod group;
 mod holder;
 mod open;
 mod options;
@@ -55,9 +54,9 @@ pub use write::claim_candidate_queries;
 
 use crate::clock::{duration_ms, Millis};
 use crate::error::{Error, Result};
+use crate::group::GroupCommit;
 use crate::job::{Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked};
 use checkpoint::Checkpointer;
-use group::GroupCommit;
 use open::Pool;
 use options::Policy;
 use turnstile::Turnstile;
@@ -81,7 +80,7 @@ struct Inner {
     pool: Pool,
     opts: StoreOptions,
     policy: Policy,
-    group: GroupCommit<WriteOp, WriteOut>,
+    group: GroupCommit<WriteOp, Result<WriteOut>>,
     turnstile: Arc<Turnstile>,
     signal: WorkSignal,
     // Held for its Drop: stops and joins the checkpoint thread with the last handle.
@@ -126,7 +125,12 @@ impl Store {
                 pool,
                 opts,
                 policy,
-                group: GroupCommit::new(),
+                group: GroupCommit::new(|reason| {
+                    Err(Error::InvalidInput {
+                        what: "group commit",
+                        reason: reason.into(),
+                    })
+                }),
                 turnstile,
                 signal: WorkSignal::default(),
                 _checkpointer: checkpointer,
@@ -345,13 +349,7 @@ impl Store {
     /// [`Store::complete`] with everything a completion can record: a note for
     /// the history (what extraction decided) and the text for the sink.
     pub fn finish(&self, claim: Claim, c: Completion<'_>) -> Result<Fenced> {
-        let out = self.fenced(WriteOp::Complete {
-            owner: claim.owner(),
-            path: c.result_path.to_owned(),
-            checksum: c.checksum.to_owned(),
-            note: c.note.map(str::to_owned),
-            delivery: c.deliver.map(str::to_owned),
-        })?;
+        let out = self.fenced(complete_op(&claim, &c))?;
         // Idle workers waiting to see whether the run is over look again.
         self.notify_work();
         Ok(out)
@@ -360,16 +358,17 @@ impl Store {
     /// Settle many claims in one transaction; one outcome per claim, each fenced
     /// on its own token.
     pub fn complete_many(&self, done: Vec<(Claim, &str, &str)>) -> Result<Vec<Fenced>> {
-        let ops: Vec<WriteOp> = done
-            .into_iter()
-            .map(|(c, path, sum)| WriteOp::Complete {
-                owner: c.owner(),
-                path: path.to_owned(),
-                checksum: sum.to_owned(),
-                note: None,
-                delivery: None,
-            })
-            .collect();
+        self.finish_many(
+            done.into_iter()
+                .map(|(c, path, sum)| (c, Completion::new(path, sum)))
+                .collect(),
+        )
+    }
+
+    /// [`Store::finish`] for many claims in one transaction (a worker's batch of
+    /// small documents); one outcome per claim, each fenced on its own token.
+    pub fn finish_many(&self, done: Vec<(Claim, Completion<'_>)>) -> Result<Vec<Fenced>> {
+        let ops: Vec<WriteOp> = done.iter().map(|(claim, c)| complete_op(claim, c)).collect();
         let policy = self.inner.policy.clone();
         let out: Vec<Result<Fenced>> = self.write_tx(|tx, now| {
             ops.iter()
@@ -721,4 +720,15 @@ fn check_key(key: &str) -> Result<()> {
         what: "document key",
         reason,
     })
+}
+
+/// The fenced completion of `claim` as recorded by `c`.
+fn complete_op(claim: &Claim, c: &Completion<'_>) -> WriteOp {
+    WriteOp::Complete {
+        owner: claim.owner(),
+        path: c.result_path.to_owned(),
+        checksum: c.checksum.to_owned(),
+        note: c.note.map(str::to_owned),
+        delivery: c.deliver.map(str::to_owned),
+    }
 }

@@ -1,23 +1,23 @@
-//! Group commit: concurrent writes from the threads of one process share one
-//! `BEGIN IMMEDIATE` transaction.
+//! Group commit: concurrent callers from the threads of one process share one
+//! piece of durability work.
 //!
-//! SQLite pays one fsync per commit and has no group commit of its own, so this
-//! is the one lever that moves throughput under `synchronous=FULL`. The scheme is
-//! LevelDB's leader–follower write path: a caller queues its operation; if no
-//! leader is running, it becomes the leader, takes *everything* queued, commits it
-//! in one transaction and hands each caller its own answer. A lone caller pays no
-//! thread hop, and no caller waits longer than the batch in flight plus its own.
+//! The store uses it so that concurrent writes share one `BEGIN IMMEDIATE`
+//! transaction (SQLite pays one fsync per commit and has no group commit of its
+//! own); the mirror uses it so that results finished at about the same moment
+//! share their fsyncs. The scheme is LevelDB's leader–follower write path: a
+//! caller queues its operation; if no leader is running, it becomes the leader,
+//! takes *everything* queued, commits it as one batch and hands each caller its
+//! own answer. A lone caller pays no thread hop, and no caller waits longer than
+//! the batch in flight plus its own.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::error::{Error, Result};
-
 /// What a waiting caller is told: its own answer, or that it leads next.
 enum Wake<Out> {
-    Done(Result<Out>),
+    Done(Out),
     Lead,
 }
 
@@ -34,9 +34,13 @@ struct Queue<Op, Out> {
     leader_running: bool,
 }
 
-/// The leader–follower queue. `Op` is what callers submit, `Out` what each gets back.
+/// The leader–follower queue. `Op` is what callers submit, `Out` what each gets
+/// back (typically a `Result`).
 pub(crate) struct GroupCommit<Op, Out> {
     queue: Mutex<Queue<Op, Out>>,
+    /// The answer for a caller whose batch could not answer it (the batch
+    /// panicked, or answered the wrong number of operations).
+    unanswered: fn(&str) -> Out,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -46,20 +50,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl<Op, Out> GroupCommit<Op, Out> {
-    pub(crate) fn new() -> Self {
+    /// A queue whose callers get `unanswered(reason)` when their batch fails
+    /// without answering them.
+    pub(crate) fn new(unanswered: fn(&str) -> Out) -> Self {
         GroupCommit {
             queue: Mutex::new(Queue {
                 pending: VecDeque::new(),
                 leader_running: false,
             }),
+            unanswered,
         }
     }
 
-    /// Queue `op` and return its own answer. `commit` runs a whole batch in one
-    /// transaction and returns one answer per operation, in order.
-    pub(crate) fn submit<F>(&self, op: Op, commit: F) -> Result<Out>
+    /// Queue `op` and return its own answer. `commit` runs a whole batch as one
+    /// unit and returns one answer per operation, in order.
+    pub(crate) fn submit<F>(&self, op: Op, commit: F) -> Out
     where
-        F: Fn(&[&Op]) -> Vec<Result<Out>>,
+        F: Fn(&[&Op]) -> Vec<Out>,
     {
         let (wake, woken) = crossbeam_channel::bounded(1);
         let lead_now = {
@@ -71,40 +78,35 @@ impl<Op, Out> GroupCommit<Op, Out> {
             match woken.recv() {
                 Ok(Wake::Done(answer)) => return answer,
                 Ok(Wake::Lead) => {}
-                Err(_) => return Err(abandoned()),
+                Err(_) => return (self.unanswered)(ABANDONED),
             }
         }
         self.lead(&commit, &woken)
     }
 
     /// Commit everything queued (our own op is among it), answer each caller,
-    /// then hand the lead to the oldest waiting caller, if any.
-    fn lead<F>(&self, commit: &F, mine: &Receiver<Wake<Out>>) -> Result<Out>
+    /// then hand the lead to the oldest waiting caller, if any. Each operation
+    /// is dropped before its caller is woken: whatever it holds (a file lock)
+    /// is free by the time its caller goes on.
+    fn lead<F>(&self, commit: &F, mine: &Receiver<Wake<Out>>) -> Out
     where
-        F: Fn(&[&Op]) -> Vec<Result<Out>>,
+        F: Fn(&[&Op]) -> Vec<Out>,
     {
         let batch: Vec<Slot<Op, Out>> = lock(&self.queue).pending.drain(..).collect();
         let ops: Vec<&Op> = batch.iter().map(|s| &s.op).collect();
         let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&ops)));
-        match answers {
-            Ok(answers) if answers.len() == batch.len() => {
-                for (slot, a) in batch.iter().zip(answers) {
-                    let _ = slot.wake.send(Wake::Done(a));
-                }
-            }
-            _ => {
-                for slot in &batch {
-                    let _ = slot.wake.send(Wake::Done(Err(Error::InvalidInput {
-                        what: "group commit",
-                        reason: "the batch commit panicked; the transaction was rolled back".into(),
-                    })));
-                }
-            }
+        let answers: Vec<Out> = match answers {
+            Ok(answers) if answers.len() == batch.len() => answers,
+            _ => batch.iter().map(|_| (self.unanswered)(PANICKED)).collect(),
+        };
+        for (Slot { op, wake }, answer) in batch.into_iter().zip(answers) {
+            drop(op);
+            let _ = wake.send(Wake::Done(answer));
         }
         self.hand_over();
         match mine.try_recv() {
             Ok(Wake::Done(answer)) => answer,
-            _ => Err(abandoned()),
+            _ => (self.unanswered)(ABANDONED),
         }
     }
 
@@ -120,12 +122,9 @@ impl<Op, Out> GroupCommit<Op, Out> {
     }
 }
 
-fn abandoned() -> Error {
-    Error::InvalidInput {
-        what: "group commit",
-        reason: "internal: an operation was left without an answer".into(),
-    }
-}
+/// Why a caller got no answer of its batch's own.
+const PANICKED: &str = "the batch panicked before answering; its transaction was rolled back";
+const ABANDONED: &str = "internal: an operation was left without an answer";
 
 #[cfg(test)]
 mod tests {
@@ -135,7 +134,7 @@ mod tests {
 
     #[test]
     fn each_caller_gets_its_own_answer_under_contention() {
-        let g = Arc::new(GroupCommit::<u32, u32>::new());
+        let g = Arc::new(GroupCommit::<u32, Result<u32, String>>::new(|r| Err(r.into())));
         let committed = Arc::new(AtomicUsize::new(0));
         let handles: Vec<_> = (0..8u32)
             .map(|t| {
@@ -165,7 +164,7 @@ mod tests {
 
     #[test]
     fn a_panicking_commit_answers_everyone_with_an_error() {
-        let g = GroupCommit::<u32, u32>::new();
+        let g = GroupCommit::<u32, Result<u32, String>>::new(|r| Err(r.into()));
         let r = g.submit(1, |_| panic!("boom"));
         assert!(r.is_err());
         // The queue is usable afterwards.
