@@ -623,3 +623,48 @@ fn open_leaves_no_probe_file_and_inspect_creates_nothing() {
     assert!(Mirror::inspect(&missing).is_err());
     assert!(!missing.exists(), "inspect created the root");
 }
+
+#[test]
+fn a_round_of_many_writes_makes_each_durable_with_its_own_answer() {
+    let (_t, m) = setup();
+    let staged: Vec<Staged> = (1..=3)
+        .map(|id| m.stage(id, 2, format!("text {id}").as_bytes()).unwrap())
+        .collect();
+    let expected: Vec<Written> = staged.iter().map(|s| s.written().clone()).collect();
+    let out: Vec<Written> = m.sync(staged).into_iter().map(Result::unwrap).collect();
+    assert_eq!(out, expected);
+    for (id, w) in (1..=3).zip(&out) {
+        assert_eq!(m.read(&w.rel_path).unwrap(), format!("text {id}").as_bytes());
+        assert!(m.verify(&w.rel_path, &w.sha256).unwrap());
+        assert!(temps(&m, id).is_empty());
+    }
+}
+
+#[test]
+fn a_failed_round_withdraws_every_write_in_it() {
+    for fault in [Fault::FailFsync, Fault::FailDirFsync] {
+        let (_t, m) = setup();
+        let m = m.with_fault(Some(fault));
+        let staged = vec![m.stage(11, 1, b"a").unwrap(), m.stage(12, 1, b"b").unwrap()];
+        let out = m.sync(staged);
+        assert_eq!(out.len(), 2);
+        assert!(out.iter().all(Result::is_err), "{fault:?}: {out:?}");
+        for id in [11, 12] {
+            assert!(m.list_doc_files(id).unwrap().is_empty(), "{fault:?}");
+            assert!(temps(&m, id).is_empty(), "{fault:?}");
+        }
+        // Nothing stops the next round.
+        let m = m.with_fault(None);
+        m.write(11, 1, b"a").unwrap();
+    }
+}
+
+#[test]
+fn a_staged_write_dropped_unsynced_is_withdrawn() {
+    let (_t, m) = setup();
+    let staged = m.stage(21, 1, b"never accepted").unwrap();
+    assert_eq!(m.list_doc_files(21).unwrap(), vec![rel(21, 1)]);
+    drop(staged);
+    assert!(m.list_doc_files(21).unwrap().is_empty());
+    assert!(temps(&m, 21).is_empty());
+}

@@ -205,8 +205,8 @@ impl Mirror {
         if n == 0 {
             return Vec::new();
         }
-        let fault = self.fault;
-        match self.syncs.0.submit(staged, |ops| sync_round(ops, fault)) {
+        let (fault, root) = (self.fault, self.root.as_path());
+        match self.syncs.0.submit(staged, |ops| sync_round(ops, root, fault)) {
             Ok(answers) => answers,
             Err(e) => (0..n)
                 .map(|_| {
@@ -229,42 +229,36 @@ impl Mirror {
     }
 }
 
-/// One sync round over every caller's staged writes: start writeback of all files, wait for
-/// each file's data, then fsync each distinct directory once. Answers one list per caller.
-fn sync_round(ops: &[&Vec<Staged>], fault: Option<Fault>) -> Vec<Result<Vec<SyncResult>, MirrorError>> {
+/// One sync round over every caller's staged writes; answers one list per caller.
+///
+/// A round of one write fsyncs its file and its directory. A larger round writes every file's
+/// data and waits for it (each file's own write errors are reported on its own descriptor),
+/// then makes all of it durable with one `syncfs` of the mirror's file system: the files'
+/// inodes, the renames in their directories and one flush of the device's cache, where one
+/// fsync per file and per directory would cost a cache flush each. `syncfs` reports a
+/// write-back error of the file system (Linux ≥ 5.8), which then fails the whole round.
+fn sync_round(
+    ops: &[&Vec<Staged>],
+    root: &Path,
+    fault: Option<Fault>,
+) -> Vec<Result<Vec<SyncResult>, MirrorError>> {
     let all: Vec<&Staged> = ops.iter().flat_map(|op| op.iter()).collect();
-    for s in &all {
-        start_writeback(&s.file);
-    }
-    let mut results: Vec<Result<(), MirrorError>> = all
-        .iter()
-        .map(|s| {
-            if fault == Some(Fault::FailFsync) {
-                return Err(io_err(&s.final_path)(io::Error::from_raw_os_error(libc::EIO)));
-            }
-            s.file.sync_all().map_err(io_err(&s.final_path))
-        })
-        .collect();
-    crash_point(CrashPoint::AfterFsync);
-    let mut dirs: Vec<&Path> = all.iter().map(|s| s.dir.as_path()).collect();
-    dirs.sort();
-    dirs.dedup();
-    let dir_results: Vec<(&Path, Result<(), MirrorError>)> =
-        dirs.into_iter().map(|d| (d, sync_dir(d, fault))).collect();
-    for (s, result) in all.iter().zip(results.iter_mut()) {
-        let dir_failed = dir_results.iter().find(|(d, r)| *d == s.dir && r.is_err());
-        if let (Ok(()), Some((_, Err(e)))) = (&result, dir_failed) {
-            *result = Err(io_err(&s.dir)(copy_io_error(e)));
-        }
-    }
-    crash_point(CrashPoint::AfterDirFsync);
+    let results = if all.len() == 1 {
+        sync_one(all[0], fault)
+    } else {
+        sync_many(&all, root, fault)
+    };
     let mut results = results.into_iter();
     ops.iter()
         .map(|op| {
             Ok(op
                 .iter()
                 .map(|s| {
-                    let result = results.next().expect("one result per staged write");
+                    let result = results.next().unwrap_or_else(|| {
+                        Err(io_err(&s.final_path)(io::Error::other(
+                            "no answer in its sync round",
+                        )))
+                    });
                     result.map(|()| {
                         s.durable.store(true, Ordering::SeqCst);
                         s.written.clone()
@@ -275,6 +269,78 @@ fn sync_round(ops: &[&Vec<Staged>], fault: Option<Fault>) -> Vec<Result<Vec<Sync
         .collect()
 }
 
+/// A round of one: fsync the file, then its directory.
+fn sync_one(s: &Staged, fault: Option<Fault>) -> Vec<Result<(), MirrorError>> {
+    let file = sync_file(s, fault);
+    crash_point(CrashPoint::AfterFsync);
+    let done = file.and_then(|()| sync_dir(&s.dir, fault));
+    crash_point(CrashPoint::AfterDirFsync);
+    vec![done]
+}
+
+/// A larger round: every file's data written and waited for, then one `syncfs`.
+fn sync_many(all: &[&Staged], root: &Path, fault: Option<Fault>) -> Vec<Result<(), MirrorError>> {
+    for s in all {
+        let _ = range_sync(&s.file, libc::SYNC_FILE_RANGE_WRITE);
+    }
+    let wait =
+        libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    let mut results: Vec<Result<(), MirrorError>> = all
+        .iter()
+        .map(|s| {
+            if fault == Some(Fault::FailFsync) {
+                return Err(io_err(&s.final_path)(io::Error::from_raw_os_error(libc::EIO)));
+            }
+            range_sync(&s.file, wait).map_err(io_err(&s.final_path))
+        })
+        .collect();
+    crash_point(CrashPoint::AfterFsync);
+    let synced = if fault == Some(Fault::FailDirFsync) {
+        Err(io_err(root)(io::Error::from_raw_os_error(libc::EIO)))
+    } else {
+        sync_file_system(root)
+    };
+    if let Err(e) = synced {
+        for result in results.iter_mut().filter(|r| r.is_ok()) {
+            *result = Err(io_err(root)(copy_io_error(&e)));
+        }
+    }
+    crash_point(CrashPoint::AfterDirFsync);
+    results
+}
+
+fn sync_file(s: &Staged, fault: Option<Fault>) -> Result<(), MirrorError> {
+    if fault == Some(Fault::FailFsync) {
+        return Err(io_err(&s.final_path)(io::Error::from_raw_os_error(libc::EIO)));
+    }
+    s.file.sync_all().map_err(io_err(&s.final_path))
+}
+
+/// `sync_file_range` over the whole file with `flags`.
+fn range_sync(file: &File, flags: libc::c_uint) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid open descriptor; the call reads no memory of ours.
+    let rc = unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, flags) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `syncfs` of the file system holding `root`.
+fn sync_file_system(root: &Path) -> Result<(), MirrorError> {
+    use std::os::fd::AsRawFd;
+    let dir = File::open(root).map_err(io_err(root))?;
+    // SAFETY: a valid open descriptor.
+    let rc = unsafe { libc::syncfs(dir.as_raw_fd()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io_err(root)(io::Error::last_os_error()))
+    }
+}
+
 /// The same operating-system error again, for every write of a directory whose fsync failed.
 fn copy_io_error(e: &MirrorError) -> io::Error {
     match e {
@@ -283,17 +349,6 @@ fn copy_io_error(e: &MirrorError) -> io::Error {
             None => io::Error::new(source.kind(), source.to_string()),
         },
         other => io::Error::other(other.to_string()),
-    }
-}
-
-/// Asks the kernel to start writing the file's dirty pages without waiting, so that the
-/// round's waits overlap (and, on a journalling file system, its block allocations land
-/// in one journal transaction). Only a hint: the fsync that follows is the guarantee.
-fn start_writeback(file: &File) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a valid open descriptor; the call reads no memory of ours.
-    unsafe {
-        libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
     }
 }
 

@@ -2,7 +2,8 @@
 //! each loop claim → fetch → extract → mirror write → complete → cleanup.
 //!
 //! # Layout
-//! - `worker.rs`: one claim taken as far as it goes, with one outcome per step.
+//! - `worker.rs`: a batch of claims (one, or a few small documents claimed
+//!   ahead) taken as far as they go, with one outcome per claim.
 //! - `lease.rs`: running a stage under the claim's lease (heartbeat, loss flag).
 //! - `cleanup.rs`: the fenced cleanup rule joining the store and the mirror.
 //! - `pool.rs`: N worker threads and the handle that stops them.
@@ -15,4 +16,4 @@ mod worker;
 pub use cleanup::{cleanup, keep_for, sweep, CleanupError};
 pub use lease::{LeaseFlag, LeaseKeeper, LeaseLost, Ticks};
 pub use pool::{Event, PoolOptions, StopHandle, WorkerPool};
-pub use worker::{Pipeline, Processed, Worker};
+pub use worker::{Batch, Pipeline, Processed, Worker};

@@ -4,12 +4,12 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 
 use super::worker::panic_message;
-use super::{LeaseKeeper, Pipeline, Processed, Ticks, Worker};
+use super::{Batch, LeaseKeeper, Pipeline, Processed, Ticks, Worker};
 use crate::error::Error;
 use crate::service::Service;
 use crate::store::Store;
@@ -247,23 +247,23 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
         }
         // A panic outside a document's own steps (which `process_batch` contains
         // itself) is a bug, not a configuration error: reported, and the loop goes on.
-        let started = Instant::now();
-        let outcomes =
-            catch_unwind(AssertUnwindSafe(|| worker.process_batch(pace.batch()))).unwrap_or_else(|p| {
-                vec![Err(Error::Internal(format!(
+        let batch =
+            catch_unwind(AssertUnwindSafe(|| worker.process_batch(pace.batch()))).unwrap_or_else(|p| Batch {
+                answers: vec![Err(Error::Internal(format!(
                     "worker step panicked: {}",
                     panic_message(&*p)
-                )))]
+                )))],
+                staging: Duration::ZERO,
             });
-        if let [Ok(Processed::Idle)] = outcomes.as_slice() {
+        if let [Ok(Processed::Idle)] = batch.answers.as_slice() {
             stop.store_worked();
             if !idle_wait(store, opts, token) {
                 return;
             }
             continue;
         }
-        pace.record(outcomes.len(), started.elapsed());
-        for outcome in outcomes {
+        pace.record(batch.answers.len(), batch.staging);
+        for outcome in batch.answers {
             match outcome {
                 Ok(done) => {
                     stop.store_worked();
@@ -288,8 +288,9 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
 /// round and its completions one transaction; it pays off only for documents
 /// that take little time, and a claim held ahead is a document no other worker
 /// can take meanwhile. So a worker starts with one, and claims as many as fit
-/// in [`Pace::BUDGET`] at the pace of its recent documents (at most the pool's
-/// `claim_ahead`). Every claimed document is under lease from its claim; a
+/// in [`Pace::BUDGET`] at the pace of its recent documents' own steps (fetch,
+/// extract, staged write: the shared sync round is what a batch amortises, so
+/// it does not count) (at most the pool's `claim_ahead`). Every claimed document is under lease from its claim; a
 /// batch ends well inside the lease, and a stage whose lease is no longer fresh
 /// renews it first, as always.
 #[derive(Debug)]

@@ -10,6 +10,7 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::clock::Millis;
 use crate::error::{Error, Result};
@@ -122,6 +123,17 @@ enum Stop {
     Park { reason: String, parked: Parked },
 }
 
+/// What [`Worker::process_batch`] did.
+#[derive(Debug)]
+pub struct Batch {
+    /// One answer per claim, in order; [`Processed::Idle`] alone when nothing
+    /// was claimable.
+    pub answers: Vec<Result<Processed>>,
+    /// Time the documents' own steps took (fetch, extract, staged write),
+    /// without the shared sync round and completion: what sizes the next batch.
+    pub staging: Duration,
+}
+
 /// A result staged in the mirror, waiting for its sync round.
 struct Staging {
     staged: Staged,
@@ -174,7 +186,7 @@ impl Worker {
     /// Claim one document and take it as far as it goes. Never reports success
     /// for a refused completion; runs cleanup either way.
     pub fn process_one(&self) -> Result<Processed> {
-        let mut done = self.process_batch(1);
+        let mut done = self.process_batch(1).answers;
         done.pop().unwrap_or(Ok(Processed::Idle))
     }
 
@@ -185,13 +197,18 @@ impl Worker {
     /// claim, in order ([`Processed::Idle`] alone when nothing was claimable);
     /// an `Err` is a store failure for that document, whose claim is left to
     /// expire. Cleanup runs for every claim, whatever happened.
-    pub fn process_batch(&self, n: usize) -> Vec<Result<Processed>> {
+    pub fn process_batch(&self, n: usize) -> Batch {
+        let alone = |answer| Batch {
+            answers: vec![answer],
+            staging: Duration::ZERO,
+        };
         let claims = match self.pipeline.store.claim_batch(&self.name, n.max(1)) {
-            Ok(claims) if claims.is_empty() => return vec![Ok(Processed::Idle)],
+            Ok(claims) if claims.is_empty() => return alone(Ok(Processed::Idle)),
             Ok(claims) => claims,
-            Err(e) => return vec![Err(e)],
+            Err(e) => return alone(Err(e)),
         };
         let ids: Vec<JobId> = claims.iter().map(|c| c.id).collect();
+        let started = Instant::now();
         let steps: Vec<(Claim, Step)> = claims
             .into_iter()
             .map(|claim| {
@@ -199,6 +216,7 @@ impl Worker {
                 (claim, step)
             })
             .collect();
+        let staging = started.elapsed();
         let steps = self.sync_all(steps);
         let mut answers = self.finish_all(steps);
         for (id, answer) in ids.into_iter().zip(answers.iter_mut()) {
@@ -208,7 +226,7 @@ impl Worker {
                 }
             }
         }
-        answers
+        Batch { answers, staging }
     }
 
     /// fetch → extract → staged mirror write of one claim; a panic fails it.
