@@ -2,13 +2,16 @@
 //!
 //! Run: `cargo bench --bench pipeline`. Flags after `--`: `--quick` (a smaller
 //! corpus, one round, no memory runs), `--memory-only`, `--only-workers N` (just
-//! P(N), for a profiler), `--mirror-threads N` (the mirror alone, written from N
-//! threads: how far this disk lets fsyncs overlap). Prints, for one generated
+//! P(N), for a profiler; `--claim-ahead N` sets its claims ahead),
+//! `--mirror-threads N` (the mirror alone, written from N threads: how far this
+//! disk lets fsyncs overlap). Prints, for one generated
 //! corpus of small text files, per round and as medians over the rounds:
 //! - S: the store's claim + complete rate (1 thread, no work);
 //! - M: the mirror's write + fsync rate for the same texts (1 thread);
 //! - P(w): the pipeline's rate with a no-op extractor and w workers (1, 2, 4);
-//! - the ratios P(1) / (1 / (1/S + 1/M)) and P(4) / P(1);
+//! - P1(1): P(1) claiming one document at a time (`claim_ahead` 1), the effect
+//!   of claims ahead;
+//! - the ratios P(1) / (1 / (1/S + 1/M)), P(4) / P(1), P(4) / M and P(1) / P1(1);
 //! - peak RSS of a whole `run` (discover + work) over 10,000 vs 100,000 documents,
 //!   each measured in a child process;
 //! - isolation (also alone with `--isolation`): P(1) over 3,000 small text files
@@ -99,8 +102,11 @@ fn mirror_rate_threads(dir: &tempfile::TempDir, n: usize, threads: usize) -> f64
 /// returns (documents indexed, time spent working, CPU time the process spent
 /// meanwhile as (user, system)).
 fn pipeline_run(corpus: &Path, data: &Path, workers: usize) -> (u64, Duration, (Duration, Duration)) {
-    pipeline_run_with(corpus, data, workers, Arc::new(NoopExtractor))
+    pipeline_run_with(corpus, data, workers, Arc::new(NoopExtractor), AHEAD)
 }
+
+/// The pool's default claims ahead.
+const AHEAD: usize = 8;
 
 /// [`pipeline_run`] with another extractor.
 fn pipeline_run_with(
@@ -108,6 +114,7 @@ fn pipeline_run_with(
     data: &Path,
     workers: usize,
     extractor: Arc<dyn Extractor>,
+    claim_ahead: usize,
 ) -> (u64, Duration, (Duration, Duration)) {
     let store = Store::open(data.join("p.db"), store_options()).unwrap();
     let source = DirSource::open(corpus).unwrap();
@@ -122,6 +129,7 @@ fn pipeline_run_with(
     };
     let opts = PoolOptions {
         workers,
+        claim_ahead,
         until_idle: true,
         ..PoolOptions::default()
     };
@@ -151,7 +159,19 @@ fn cpu_time() -> (Duration, Duration) {
 
 /// The pipeline's rate, and its CPU time per document as (user, system) µs.
 fn pipeline_rate(data: &tempfile::TempDir, corpus: &Path, n: usize, workers: usize) -> (f64, (f64, f64)) {
-    let (indexed, took, (user, sys)) = pipeline_run(corpus, data.path(), workers);
+    pipeline_rate_ahead(data, corpus, n, workers, AHEAD)
+}
+
+/// [`pipeline_rate`] with `claim_ahead` claims at most per batch.
+fn pipeline_rate_ahead(
+    data: &tempfile::TempDir,
+    corpus: &Path,
+    n: usize,
+    workers: usize,
+    claim_ahead: usize,
+) -> (f64, (f64, f64)) {
+    let (indexed, took, (user, sys)) =
+        pipeline_run_with(corpus, data.path(), workers, Arc::new(NoopExtractor), claim_ahead);
     assert_eq!(indexed as usize, n, "every document indexed");
     let per_doc = |t: Duration| t.as_secs_f64() * 1e6 / n as f64;
     (rate(n, took), (per_doc(user), per_doc(sys)))
@@ -207,11 +227,13 @@ fn main() {
         let n = if quick { 500 } else { 2000 };
         let (corpus, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         make_corpus(corpus.path(), n);
-        let (r, (user, sys)) = pipeline_rate(
+        let ahead = arg_after("--claim-ahead").map_or(AHEAD, |a| a.parse().expect("--claim-ahead N"));
+        let (r, (user, sys)) = pipeline_rate_ahead(
             &data,
             corpus.path(),
             n,
             workers.parse().expect("--only-workers N"),
+            ahead,
         );
         println!("P({workers}) pipeline, no-op extractor   : {r:>9.0} docs/s, CPU per doc: user {user:.0} µs, system {sys:.0} µs");
         return;
@@ -239,7 +261,7 @@ fn main() {
     for round in 0..rounds {
         let r = measure_round(corpus.path(), n, round % 2 == 1, &mut keep);
         println!(
-            "round {}: S {:.0}  M {:.0}  floor {:.0}  P(1) {:.0}  P(2) {:.0}  P(4) {:.0}  P(1)/floor {:.2}  P(4)/P(1) {:.2}",
+            "round {}: S {:.0}  M {:.0}  floor {:.0}  P(1) {:.0}  P(2) {:.0}  P(4) {:.0}  P1(1) {:.0}  P(1)/floor {:.2}  P(4)/P(1) {:.2}  P(4)/M {:.2}  P(1)/P1(1) {:.2}",
             round + 1,
             r.s,
             r.m,
@@ -247,8 +269,11 @@ fn main() {
             r.p[0],
             r.p[1],
             r.p[2],
+            r.p1,
             r.p[0] / r.floor(),
-            r.p[2] / r.p[0]
+            r.p[2] / r.p[0],
+            r.p[2] / r.m,
+            r.p[0] / r.p1,
         );
         rates.push(r);
     }
@@ -267,8 +292,30 @@ fn main() {
             p[i]
         );
     }
-    println!("ratio P(1) / floor  = {:.2}  (target >= 0.70)", p[0] / floor);
-    println!("ratio P(4) / P(1)   = {:.2}  (target >= 2.00)", p[2] / p[0]);
+    let p1 = med(&|r| r.p1);
+    let (user, sys) = (med(&|r| r.cpu1.0), med(&|r| r.cpu1.1));
+    println!(
+        "P1(1) one claim at a time         : {p1:>9.0} docs/s  (CPU per doc: user {user:.0} µs, system {sys:.0} µs)"
+    );
+    // Ratios are medians of each round's own ratio: the disk's rate drifts
+    // between rounds, a round measures everything side by side.
+    let ratio = |f: &dyn Fn(&Rates) -> f64| med(f);
+    println!(
+        "ratio P(1) / floor  = {:.2}  (target >= 0.70)",
+        ratio(&|r| r.p[0] / r.floor())
+    );
+    println!(
+        "ratio P(4) / P(1)   = {:.2}  (target >= 2.00)",
+        ratio(&|r| r.p[2] / r.p[0])
+    );
+    println!(
+        "ratio P(4) / M      = {:.2}  (target >= 2.50)",
+        ratio(&|r| r.p[2] / r.m)
+    );
+    println!(
+        "ratio P(1) / P1(1)  = {:.2}  (claims ahead)",
+        ratio(&|r| r.p[0] / r.p1)
+    );
     if !quick {
         report_memory();
         report_isolation(quick);
@@ -299,7 +346,7 @@ fn report_isolation(quick: bool) {
                 Arc::new(ExtractorRegistry::new(1 << 20))
             };
             let data = tempfile::tempdir().unwrap();
-            let (indexed, took, _) = pipeline_run_with(corpus.path(), data.path(), 1, extractor);
+            let (indexed, took, _) = pipeline_run_with(corpus.path(), data.path(), 1, extractor, AHEAD);
             assert_eq!(indexed as usize, n, "every document indexed");
             let r = rate(n, took);
             if isolate { &mut isolated } else { &mut inproc }.push(r);
@@ -329,6 +376,9 @@ struct Rates {
     m: f64,
     /// P(1), P(2), P(4).
     p: [f64; 3],
+    /// P(1) claiming one document at a time, and its CPU per document.
+    p1: f64,
+    cpu1: (f64, f64),
     /// CPU time per document of P(1), P(2), P(4), as (user, system) µs: on a
     /// machine with few cores it, not the disk, bounds P(4).
     cpu: [(f64, f64); 3],
@@ -340,14 +390,14 @@ impl Rates {
     }
 }
 
-/// S, M, P(1), P(2), P(4) in that order, or the reverse; every directory is
-/// pushed to `keep` so nothing is deleted before the end.
+/// S, M, P(1), P(2), P(4), P1(1) in that order, or the reverse; every
+/// directory is pushed to `keep` so nothing is deleted before the end.
 fn measure_round(corpus: &Path, n: usize, reverse: bool, keep: &mut Vec<tempfile::TempDir>) -> Rates {
-    let mut steps: Vec<usize> = (0..5).collect();
+    let mut steps: Vec<usize> = (0..6).collect();
     if reverse {
         steps.reverse();
     }
-    let mut got = [(0.0, (0.0, 0.0)); 5];
+    let mut got = [(0.0, (0.0, 0.0)); 6];
     for step in steps {
         let dir = tempfile::tempdir().unwrap();
         got[step] = match step {
@@ -355,7 +405,8 @@ fn measure_round(corpus: &Path, n: usize, reverse: bool, keep: &mut Vec<tempfile
             1 => (mirror_rate(&dir, n), (0.0, 0.0)),
             2 => pipeline_rate(&dir, corpus, n, 1),
             3 => pipeline_rate(&dir, corpus, n, 2),
-            _ => pipeline_rate(&dir, corpus, n, 4),
+            4 => pipeline_rate(&dir, corpus, n, 4),
+            _ => pipeline_rate_ahead(&dir, corpus, n, 1, 1),
         };
         keep.push(dir);
     }
@@ -364,6 +415,8 @@ fn measure_round(corpus: &Path, n: usize, reverse: bool, keep: &mut Vec<tempfile
         m: got[1].0,
         p: [got[2].0, got[3].0, got[4].0],
         cpu: [got[2].1, got[3].1, got[4].1],
+        p1: got[5].0,
+        cpu1: got[5].1,
     }
 }
 

@@ -286,7 +286,9 @@ fn crash_mid_batch() {
             (CRASH_AT_ENV, point.as_str().to_owned()),
             (CRASH_AFTER_N_ENV, "4".to_owned()),
         ];
-        let run = ["run", dir, "--json", "--claim-ahead", "8"];
+        // In process: documents of a few hundred microseconds, so that batches
+        // form however loaded the machine is (a batch is sized by time).
+        let run = ["run", dir, "--json", "--claim-ahead", "8", "--in-process"];
         let crashed = leasehold(data.path(), &run, &env);
         assert_eq!(
             crashed.status.code(),
