@@ -9,15 +9,23 @@
 //!   fenced `UPDATE` in its own transaction. No history, no pool.
 //! - `store/{normal,full}/T`: the same work through the public API; threads share
 //!   one `Store` (group commit).
+//! - `raw_batch32/{normal,full}`: the bare protocol 32 jobs per transaction:
+//!   one `BEGIN IMMEDIATE; UPDATE … RETURNING` claims 32, one transaction holds
+//!   their 32 fenced `UPDATE`s.
 //! - `store_batch32/{normal,full}`: `claim_batch(32)` + `complete_many`.
 //! - `claim_latency/*`: one claim with 10k vs 1M queued, 1M indexed, 10k live leases ahead.
 //! - `outbox_secure_delete/{on,off}`: claim + complete with a 16 KiB result for
 //!   the sink + its delivery (the delete that `secure_delete` zeroes), one
 //!   document at a time: the cost of not leaving delivered text in free pages.
+//!
+//! At the end a table gives the rates the pair benchmarks measured in this run
+//! (all their timed pairs over all their timed time) and the ratios store/raw,
+//! so that one run gives one set of figures.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Barrier;
+use std::collections::BTreeMap;
+use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
@@ -26,6 +34,53 @@ use leasehold::{Completion, NewDoc, Store, StoreOptions, Synchronous};
 use rusqlite::{params, Connection, TransactionBehavior};
 
 const THREADS: [usize; 3] = [1, 4, 16];
+
+/// Pairs done and time spent, per benchmark id, over the whole run.
+static MEASURED: Mutex<BTreeMap<String, (u64, Duration)>> = Mutex::new(BTreeMap::new());
+
+/// Count `pairs` done in `spent` towards `id`'s rate; returns `spent` for criterion.
+fn measured(id: &str, pairs: u64, spent: Duration) -> Duration {
+    let mut m = MEASURED.lock().unwrap();
+    let e = m.entry(id.to_owned()).or_default();
+    e.0 += pairs;
+    e.1 += spent;
+    spent
+}
+
+/// Pairs per second measured for `id` in this run, if it ran.
+fn rate(id: &str) -> Option<f64> {
+    let m = MEASURED.lock().unwrap();
+    m.get(id).map(|(n, t)| *n as f64 / t.as_secs_f64())
+}
+
+/// The store/raw table of this run.
+fn print_ratios() {
+    let k = |r: f64| format!("{:.2}k", r / 1000.0);
+    println!("\nstore vs raw, pairs/s in this run (criterion's timed pairs / timed time):");
+    println!("{:<22} {:>10} {:>10} {:>7}", "case", "raw", "store", "ratio");
+    for sync in ["normal", "full"] {
+        let mut cases: Vec<(String, String, String)> = THREADS
+            .iter()
+            .map(|t| {
+                (
+                    format!("{sync} {t} thread(s)"),
+                    format!("pairs/{sync}/raw/{t}"),
+                    format!("pairs/{sync}/store/{t}"),
+                )
+            })
+            .collect();
+        cases.push((
+            format!("{sync} batch32"),
+            format!("pairs/{sync}/raw_batch32/1"),
+            format!("pairs/{sync}/store_batch32/1"),
+        ));
+        for (name, raw, store) in cases {
+            if let (Some(raw), Some(store)) = (rate(&raw), rate(&store)) {
+                println!("{name:<22} {:>10} {:>10} {:>7.2}", k(raw), k(store), store / raw);
+            }
+        }
+    }
+}
 
 fn opts(sync: Synchronous) -> StoreOptions {
     StoreOptions::default()
@@ -107,6 +162,44 @@ fn raw_pair(c: &mut Connection, token: &str) {
     tx.commit().unwrap();
 }
 
+/// The bare protocol 32 at a time: claim up to `n` in one transaction, then
+/// their fenced completions in another. Returns how many it did.
+fn raw_batch(c: &mut Connection, token: &str, n: usize) -> usize {
+    let tx = c
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .unwrap();
+    let ids: Vec<i64> = tx
+        .prepare_cached(
+            "UPDATE jobs SET status = 'extracting', owner_token = ?1, fence = fence + 1,
+                    lease_expires_at = 9999999999999, attempts = attempts + 1, updated_at = 1
+             WHERE id IN (SELECT id FROM jobs WHERE status = 'discovered' ORDER BY id LIMIT ?2)
+             RETURNING id",
+        )
+        .unwrap()
+        .query_map(params![token, n as i64], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    tx.commit().unwrap();
+    let tx = c
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .unwrap();
+    {
+        let mut stmt = tx
+            .prepare_cached(
+                "UPDATE jobs SET status = 'indexed', result_path = 'r', checksum = 's', owner_token = NULL,
+                        lease_expires_at = NULL, updated_at = 2
+                 WHERE id = ?1 AND owner_token = ?2 AND status = 'extracting'",
+            )
+            .unwrap();
+        for id in &ids {
+            assert_eq!(stmt.execute(params![id, token]).unwrap(), 1);
+        }
+    }
+    tx.commit().unwrap();
+    ids.len()
+}
+
 /// Run `iters` pairs split over `threads`, timing only the work.
 fn timed_threads(threads: usize, iters: u64, work: impl Fn(usize, u64) + Sync) -> Duration {
     let barrier = Barrier::new(threads + 1);
@@ -129,7 +222,8 @@ fn timed_threads(threads: usize, iters: u64, work: impl Fn(usize, u64) + Sync) -
 
 fn bench_raw_vs_store(c: &mut Criterion) {
     for sync in [Synchronous::Normal, Synchronous::Full] {
-        let mut g = c.benchmark_group(format!("pairs/{}", sync_name(sync)));
+        let group = format!("pairs/{}", sync_name(sync));
+        let mut g = c.benchmark_group(&group);
         g.throughput(Throughput::Elements(1));
         for threads in THREADS {
             let dir = tempfile::tempdir().unwrap();
@@ -139,15 +233,16 @@ fn bench_raw_vs_store(c: &mut Criterion) {
                 b.iter_custom(|iters| {
                     bulk_enqueue(&path, iters, "discovered", 0);
                     let conns: Vec<_> = (0..threads)
-                        .map(|_| std::sync::Mutex::new(raw_connection(&path, sync)))
+                        .map(|_| Mutex::new(raw_connection(&path, sync)))
                         .collect();
-                    timed_threads(threads, iters, |t, quota| {
+                    let spent = timed_threads(threads, iters, |t, quota| {
                         let mut c = conns[t].lock().unwrap();
                         let token = format!("tok-{t}");
                         for _ in 0..quota {
                             raw_pair(&mut c, &token);
                         }
-                    })
+                    });
+                    measured(&format!("{group}/raw/{threads}"), iters, spent)
                 })
             });
             let path = dir.path().join("store.db");
@@ -155,17 +250,32 @@ fn bench_raw_vs_store(c: &mut Criterion) {
             g.bench_function(BenchmarkId::new("store", threads), |b| {
                 b.iter_custom(|iters| {
                     bulk_enqueue(&path, iters, "discovered", 0);
-                    timed_threads(threads, iters, |t, quota| {
+                    let spent = timed_threads(threads, iters, |t, quota| {
                         let worker = format!("w{t}");
                         for _ in 0..quota {
                             let claim = store.claim(&worker).unwrap().expect("queued");
                             assert!(store.complete(claim, "r", "s").unwrap().is_accepted());
                         }
-                    })
+                    });
+                    measured(&format!("{group}/store/{threads}"), iters, spent)
                 })
             });
         }
         let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("raw_batch.db");
+        drop(Store::open(&path, opts(sync)).unwrap());
+        g.bench_function(BenchmarkId::new("raw_batch32", 1), |b| {
+            b.iter_custom(|iters| {
+                bulk_enqueue(&path, iters, "discovered", 0);
+                let mut c = raw_connection(&path, sync);
+                let start = Instant::now();
+                let mut left = iters as usize;
+                while left > 0 {
+                    left -= raw_batch(&mut c, "tok", left.min(32));
+                }
+                measured(&format!("{group}/raw_batch32/1"), iters, start.elapsed())
+            })
+        });
         let path = dir.path().join("batch.db");
         let store = Store::open(&path, opts(sync)).unwrap();
         g.bench_function(BenchmarkId::new("store_batch32", 1), |b| {
@@ -181,7 +291,7 @@ fn bench_raw_vs_store(c: &mut Criterion) {
                     assert!(out.iter().all(|o| o.is_accepted()));
                     left -= n;
                 }
-                start.elapsed()
+                measured(&format!("{group}/store_batch32/1"), iters, start.elapsed())
             })
         });
         g.finish();
@@ -319,6 +429,7 @@ fn main() {
     benches();
     if !std::env::args().any(|a| a == "--list") {
         fairness();
+        print_ratios();
     }
     Criterion::default().configure_from_args().final_summary();
 }
