@@ -22,9 +22,9 @@
 //! (all their timed pairs over all their timed time) and the ratios store/raw,
 //! so that one run gives one set of figures.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::collections::BTreeMap;
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 

@@ -65,8 +65,17 @@ use write::{WriteOp, WriteOut};
 /// Wakes in-process workers when new work may be claimable.
 #[derive(Default)]
 struct WorkSignal {
-    generation: Mutex<u64>,
+    generation: Mutex<Generation>,
     changed: Condvar,
+}
+
+/// The count [`Store::work_token`] hands out, and how many threads wait on
+/// it: a notify with nobody waiting skips the wake-up (a system call per
+/// completion). Both change under the one mutex, so no wake-up is lost.
+#[derive(Default)]
+struct Generation {
+    count: u64,
+    waiters: usize,
 }
 
 /// A handle on one SQLite file. Cheap to clone.
@@ -510,12 +519,12 @@ impl Store {
     /// A token for [`Store::wait_for_work`]: take it *before* looking for work,
     /// so that a wake-up between the look and the wait is not lost.
     pub fn work_token(&self) -> u64 {
-        *self
-            .inner
+        self.inner
             .signal
             .generation
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .count
     }
 
     /// Wait until another thread of this process enqueues, completes or hands
@@ -523,18 +532,23 @@ impl Store {
     /// variable, no polling.
     pub fn wait_for_work(&self, token: u64, timeout: Duration) {
         let s = &self.inner.signal;
-        let g = s.generation.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = s
+        let mut g = s.generation.lock().unwrap_or_else(|e| e.into_inner());
+        g.waiters += 1;
+        let (mut g, _) = s
             .changed
-            .wait_timeout_while(g, timeout, |g| *g == token)
-            .map_err(|e| e.into_inner());
+            .wait_timeout_while(g, timeout, |g| g.count == token)
+            .unwrap_or_else(|e| e.into_inner());
+        g.waiters -= 1;
     }
 
     /// Wake every thread in [`Store::wait_for_work`].
     pub fn notify_work(&self) {
         let s = &self.inner.signal;
-        *s.generation.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        s.changed.notify_all();
+        let mut g = s.generation.lock().unwrap_or_else(|e| e.into_inner());
+        g.count += 1;
+        if g.waiters > 0 {
+            s.changed.notify_all();
+        }
     }
 }
 

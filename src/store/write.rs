@@ -146,21 +146,111 @@ pub fn claim_candidate_queries() -> [&'static str; 4] {
     CANDIDATE_QUERIES
 }
 
+/// Whether any row of the first three claimable sets (leases that are over,
+/// due retries) exists: one statement instead of three index seeks that find
+/// nothing, the usual case. Each EXISTS repeats its set's query terms, so it is
+/// a seek on that set's partial index.
+const OLDER_WORK: &str = "SELECT
+        EXISTS (SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at <= ?1)
+     OR EXISTS (SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at - lease_ms > ?1)
+     OR EXISTS (SELECT 1 FROM jobs WHERE status = 'retrying' AND retry_at <= ?1)";
+
+// The SQL fragments below are macros, not consts, so that every statement is
+// one `concat!`-ed literal: no formatting per call, and a short key for the
+// statement cache.
+
 /// The claimability condition, repeated in every conditional UPDATE so that a
 /// row changed since it was selected is not taken.
-const CLAIMABLE: &str = "(status = 'discovered'
+macro_rules! claimable {
+    () => {
+        "(status = 'discovered'
      OR (status = 'retrying' AND retry_at <= ?2)
-     OR (status = 'extracting' AND (lease_expires_at <= ?2 OR lease_expires_at - lease_ms > ?2)))";
+     OR (status = 'extracting' AND (lease_expires_at <= ?2 OR lease_expires_at - lease_ms > ?2)))"
+    };
+}
 
 /// Whether the row has used up what it may spend: for a lost lease, the lost
-/// leases (this one included) against the cap in parameter `max_lost`;
+/// leases (this one included) against the cap in parameter `$max_lost`;
 /// otherwise the attempts (in effect, failures).
-fn exhausted(max_lost: &str) -> String {
-    format!(
-        "(CASE WHEN status = 'extracting' THEN lost_leases + 1 >= {max_lost}
+macro_rules! exhausted {
+    ($max_lost:literal) => {
+        concat!(
+            "(CASE WHEN status = 'extracting' THEN lost_leases + 1 >= ",
+            $max_lost,
+            "
           ELSE attempts >= max_attempts END)"
-    )
+        )
+    };
 }
+
+/// The fence condition every fenced write repeats. It does not look at the lease
+/// expiry: expiry decides who may re-claim, token and status decide who may write.
+macro_rules! fence {
+    () => {
+        "id = ?1 AND owner_token = ?2 AND status = 'extracting'"
+    };
+}
+
+const TAKE: &str = concat!(
+    "UPDATE jobs SET status = 'extracting', owner_token = ?3, owner_worker = ?4,
+                fence = fence + 1, lease_expires_at = ?5, lease_ms = ?6,
+                attempts = CASE WHEN status = 'extracting' THEN attempts ELSE attempts + 1 END,
+                lost_leases = lost_leases + (status = 'extracting'),
+                retry_at = NULL, parked_on = NULL, updated_at = ?2
+         WHERE id = ?1 AND ",
+    claimable!(),
+    " AND NOT ",
+    exhausted!("?7"),
+    "
+         RETURNING doc_key, version, fence, attempts, lost_leases"
+);
+
+const BURY: &str = concat!(
+    "UPDATE jobs SET status = 'dead', owner_token = NULL, owner_worker = NULL,
+                lease_expires_at = NULL, retry_at = NULL,
+                attempts = CASE WHEN status = 'extracting' THEN max(attempts - 1, 0) ELSE attempts END,
+                lost_leases = lost_leases + (status = 'extracting'),
+                last_error = CASE WHEN last_error IS NULL THEN ?3 ELSE ?3 || '; last error: ' || last_error END,
+                updated_at = ?2
+         WHERE id = ?1 AND ",
+    claimable!(),
+    " AND ",
+    exhausted!("?4")
+);
+
+const RENEW: &str = concat!(
+    "UPDATE jobs SET lease_expires_at = ?3, lease_ms = ?5, updated_at = ?4 WHERE ",
+    fence!()
+);
+
+const COMPLETE: &str = concat!(
+    "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, owner_token = NULL,
+                owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL, last_error = NULL,
+                parked_on = NULL, updated_at = ?5
+         WHERE ",
+    fence!(),
+    " RETURNING version"
+);
+
+const FAIL: &str = concat!(
+    "UPDATE jobs SET
+            status = CASE WHEN ?3 OR attempts >= max_attempts THEN 'dead' ELSE 'retrying' END,
+            retry_at = CASE WHEN ?3 OR attempts >= max_attempts THEN NULL ELSE ?4 END,
+            last_error = ?5, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL,
+            parked_on = NULL, updated_at = ?6
+         WHERE ",
+    fence!(),
+    " RETURNING status, retry_at"
+);
+
+const RELEASE: &str = concat!(
+    "UPDATE jobs SET status = CASE WHEN ?4 IS NULL THEN 'discovered' ELSE 'retrying' END,
+                retry_at = ?4, last_error = CASE WHEN ?4 IS NULL THEN last_error ELSE ?5 END,
+                parked_on = ?6, attempts = max(attempts - 1, 0), owner_token = NULL,
+                owner_worker = NULL, lease_expires_at = NULL, updated_at = ?3
+         WHERE ",
+    fence!()
+);
 
 /// Claim up to `max` documents (DESIGN §2). Rows that have used up their
 /// attempts or their lost leases are moved to `dead` on the way and not counted.
@@ -172,7 +262,16 @@ pub(crate) fn claim(
     max: usize,
 ) -> rusqlite::Result<Vec<Claim>> {
     let mut claims = Vec::new();
-    for sql in CANDIDATE_QUERIES {
+    let older = tx
+        .prepare_cached(OLDER_WORK)?
+        .query_row([now], |r| r.get::<_, bool>(0))?;
+    // Without older work only the last set (discovered) can hold candidates.
+    let sets = if older {
+        &CANDIDATE_QUERIES[..]
+    } else {
+        &CANDIDATE_QUERIES[3..]
+    };
+    for &sql in sets {
         // Dead rows found on the way do not count, so look again until the set is
         // empty or we have enough.
         loop {
@@ -231,17 +330,7 @@ fn take(
 ) -> rusqlite::Result<Option<Claim>> {
     let token = uuid::Uuid::new_v4().to_string();
     let lease_until = now.saturating_add(policy.lease_ms);
-    let sql = format!(
-        "UPDATE jobs SET status = 'extracting', owner_token = ?3, owner_worker = ?4,
-                fence = fence + 1, lease_expires_at = ?5, lease_ms = ?6,
-                attempts = CASE WHEN status = 'extracting' THEN attempts ELSE attempts + 1 END,
-                lost_leases = lost_leases + (status = 'extracting'),
-                retry_at = NULL, parked_on = NULL, updated_at = ?2
-         WHERE id = ?1 AND {CLAIMABLE} AND NOT {}
-         RETURNING doc_key, version, fence, attempts, lost_leases",
-        exhausted("?7")
-    );
-    let mut stmt = tx.prepare_cached(&sql)?;
+    let mut stmt = tx.prepare_cached(TAKE)?;
     let row = stmt
         .query_row(
             params![
@@ -304,18 +393,8 @@ fn bury(tx: &Connection, now: Millis, policy: &Policy, c: &Candidate) -> rusqlit
     } else {
         "attempts exhausted".to_owned()
     };
-    let sql = format!(
-        "UPDATE jobs SET status = 'dead', owner_token = NULL, owner_worker = NULL,
-                lease_expires_at = NULL, retry_at = NULL,
-                attempts = CASE WHEN status = 'extracting' THEN max(attempts - 1, 0) ELSE attempts END,
-                lost_leases = lost_leases + (status = 'extracting'),
-                last_error = CASE WHEN last_error IS NULL THEN ?3 ELSE ?3 || '; last error: ' || last_error END,
-                updated_at = ?2
-         WHERE id = ?1 AND {CLAIMABLE} AND {}",
-        exhausted("?4")
-    );
     let n = tx
-        .prepare_cached(&sql)?
+        .prepare_cached(BURY)?
         .execute(params![c.id, now, why, policy.max_lost_leases])?;
     if n == 1 {
         guard(status_of(&c.status), Status::Dead)?;
@@ -332,18 +411,13 @@ fn bury(tx: &Connection, now: Millis, policy: &Policy, c: &Candidate) -> rusqlit
     Ok(n == 1)
 }
 
-/// The fence condition every fenced write repeats. It does not look at the lease
-/// expiry: expiry decides who may re-claim, token and status decide who may write.
-const FENCE: &str = "id = ?1 AND owner_token = ?2 AND status = 'extracting'";
-
 /// Extend the owner's lease to now plus its length, from now whatever the row
 /// held: after the clock went back, the old expiry lies further ahead than a
 /// lease can reach and already counts as over, so keeping it (max()) would leave
 /// the lease lost; re-anchoring makes it live again. Shortening a lease is safe:
 /// only the fence (token and status) decides who may write, never the clock.
 pub(crate) fn renew(tx: &Connection, now: Millis, policy: &Policy, o: &Owner) -> rusqlite::Result<Fenced> {
-    let sql = format!("UPDATE jobs SET lease_expires_at = ?3, lease_ms = ?5, updated_at = ?4 WHERE {FENCE}");
-    let n = tx.prepare_cached(&sql)?.execute(params![
+    let n = tx.prepare_cached(RENEW)?.execute(params![
         o.id.0,
         o.token,
         now.saturating_add(policy.lease_ms),
@@ -360,14 +434,8 @@ pub(crate) fn complete(
     (path, checksum): (&str, &str),
     note: Option<&str>,
 ) -> rusqlite::Result<Fenced> {
-    let sql = format!(
-        "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, owner_token = NULL,
-                owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL, last_error = NULL,
-                parked_on = NULL, updated_at = ?5
-         WHERE {FENCE} RETURNING version"
-    );
     let version: Option<String> = tx
-        .prepare_cached(&sql)?
+        .prepare_cached(COMPLETE)?
         .query_row(params![o.id.0, o.token, path, checksum, now], |r| r.get(0))
         .optional()?;
     let detail = version.as_ref().map(|v| match note {
@@ -393,16 +461,8 @@ pub(crate) fn fail(
     permanent: bool,
 ) -> rusqlite::Result<Fenced> {
     let retry_at = now.saturating_add(policy.backoff.delay_ms(o.attempts));
-    let sql = format!(
-        "UPDATE jobs SET
-            status = CASE WHEN ?3 OR attempts >= max_attempts THEN 'dead' ELSE 'retrying' END,
-            retry_at = CASE WHEN ?3 OR attempts >= max_attempts THEN NULL ELSE ?4 END,
-            last_error = ?5, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL,
-            parked_on = NULL, updated_at = ?6
-         WHERE {FENCE} RETURNING status, retry_at"
-    );
     let row: Option<(String, Option<i64>)> = tx
-        .prepare_cached(&sql)?
+        .prepare_cached(FAIL)?
         .query_row(params![o.id.0, o.token, permanent, retry_at, error, now], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })
@@ -427,16 +487,9 @@ pub(crate) fn release(
     // Handing back does not spend the attempt the claim took. A parked row
     // waits in `retrying` (reason kept as its last error, the account it waits
     // for in `parked_on`) so that a full disk or a locked credential is not hammered.
-    let sql = format!(
-        "UPDATE jobs SET status = CASE WHEN ?4 IS NULL THEN 'discovered' ELSE 'retrying' END,
-                retry_at = ?4, last_error = CASE WHEN ?4 IS NULL THEN last_error ELSE ?5 END,
-                parked_on = ?6, attempts = max(attempts - 1, 0), owner_token = NULL,
-                owner_worker = NULL, lease_expires_at = NULL, updated_at = ?3
-         WHERE {FENCE}"
-    );
     let (until, account) = (parked.map(Parked::until), parked.and_then(Parked::account));
     let n = tx
-        .prepare_cached(&sql)?
+        .prepare_cached(RELEASE)?
         .execute(params![o.id.0, o.token, now, until, reason, account])?;
     settle(tx, now, o, n, "release", Some(reason))
 }
@@ -531,4 +584,32 @@ pub(crate) fn record(
     )?
     .execute(params![job_id, now, event, token, fence, detail])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The precheck must be three seeks on the partial indexes of the sets it
+    /// stands for: a scan of `jobs` would step over every indexed row.
+    #[test]
+    fn the_older_work_precheck_seeks_the_partial_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        drop(crate::Store::open(&path, crate::StoreOptions::default()).unwrap());
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch("ANALYZE").unwrap();
+        let plan: Vec<String> = c
+            .prepare(&format!("EXPLAIN QUERY PLAN {OLDER_WORK}"))
+            .unwrap()
+            .query_map([1_000i64], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let joined = plan.join(" | ");
+        for index in ["jobs_lease_expiry", "jobs_lease_granted", "jobs_retry_due"] {
+            assert!(joined.contains(index), "{index} not used: {joined}");
+        }
+        assert!(!plan.iter().any(|l| l.trim() == "SCAN jobs"), "scan: {joined}");
+    }
 }
