@@ -72,6 +72,9 @@ impl WireError {
                 format: format.as_str().to_owned(),
                 reason: reason.clone(),
             },
+            ExtractError::Unsupported { reason } => WireError::Unsupported {
+                reason: reason.clone(),
+            },
             ExtractError::Stopped => WireError::Stopped,
             ExtractError::Limit {
                 what: LimitKind::Output { cap },
@@ -198,5 +201,16 @@ mod tests {
             WireError::from_error(&ExtractError::Stopped).into_error(),
             ExtractError::Stopped
         ));
+    }
+
+    /// An unsupported document's message reads the same after the pipe: the
+    /// reason crosses alone, not already prefixed with "unsupported document:".
+    #[test]
+    fn unsupported_reads_the_same_across_the_wire() {
+        let unsupported = ExtractError::Unsupported {
+            reason: "encrypted PDF that needs a password".into(),
+        };
+        let back = WireError::from_error(&unsupported).into_error();
+        assert_eq!(back.to_string(), unsupported.to_string());
     }
 }
