@@ -127,17 +127,16 @@ impl Drop for Staged {
 /// the same moment share one round of fsyncs. An op is a caller's staged
 /// writes; the answer, one result per write in order (or one error for all if
 /// the round itself failed to answer).
-pub(super) struct SyncGroup(GroupCommit<Vec<Staged>, Result<Vec<SyncResult>, MirrorError>>);
+/// The group's answer to one caller: its results, or why its round answered
+/// nobody (only after a panic in the round), turned into errors by [`Mirror::sync`].
+pub(super) struct SyncGroup(GroupCommit<Vec<Staged>, Result<Vec<SyncResult>, String>>);
 
 type SyncResult = Result<Written, MirrorError>;
 
 impl SyncGroup {
     pub(super) fn new() -> Self {
         SyncGroup(GroupCommit::new(|reason| {
-            Err(MirrorError::Io {
-                path: PathBuf::new(),
-                source: io::Error::other(format!("mirror sync round: {reason}")),
-            })
+            Err(format!("mirror sync round: {reason}"))
         }))
     }
 }
@@ -208,13 +207,8 @@ impl Mirror {
         let (fault, root) = (self.fault, self.root.as_path());
         match self.syncs.0.submit(staged, |ops| sync_round(ops, root, fault)) {
             Ok(answers) => answers,
-            Err(e) => (0..n)
-                .map(|_| {
-                    Err(MirrorError::Io {
-                        path: self.root.clone(),
-                        source: io::Error::other(e.to_string()),
-                    })
-                })
+            Err(reason) => (0..n)
+                .map(|_| Err(io_err(&self.root)(io::Error::other(reason.clone()))))
                 .collect(),
         }
     }
@@ -241,7 +235,7 @@ fn sync_round(
     ops: &[&Vec<Staged>],
     root: &Path,
     fault: Option<Fault>,
-) -> Vec<Result<Vec<SyncResult>, MirrorError>> {
+) -> Vec<Result<Vec<SyncResult>, String>> {
     let all: Vec<&Staged> = ops.iter().flat_map(|op| op.iter()).collect();
     let results = if all.len() == 1 {
         sync_one(all[0], fault)

@@ -263,6 +263,7 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
             continue;
         }
         pace.record(batch.answers.len(), batch.staging);
+        let mut failure: Option<Error> = None;
         for outcome in batch.answers {
             match outcome {
                 Ok(done) => {
@@ -272,12 +273,15 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
                 Err(e) => {
                     // Sent first, so a watcher shows each failure as it happens.
                     send(events, worker, Err(e.to_string()));
-                    match stop.store_failed(&e, opts.max_store_failures) {
-                        // A nap that a stop (which notifies the store) ends early.
-                        Some(in_row) => store.wait_for_work(store.work_token(), failure_backoff(in_row)),
-                        None => return,
-                    }
+                    failure = Some(batch_failure(failure, e));
                 }
+            }
+        }
+        if let Some(e) = failure {
+            match stop.store_failed(&e, opts.max_store_failures) {
+                // A nap that a stop (which notifies the store) ends early.
+                Some(in_row) => store.wait_for_work(store.work_token(), failure_backoff(in_row)),
+                None => return,
             }
         }
     }
@@ -364,6 +368,26 @@ fn idle_wait(store: &Store, opts: &PoolOptions, token: u64) -> bool {
     true
 }
 
+/// The failure a batch counts as: one, whatever the number of its documents
+/// the store could not answer, since they failed together (one transaction, one
+/// cause), and counting each would reach the bound and nap once per document.
+/// A fatal error (a corrupt store, a configuration error) wins, then any real
+/// store error over an `Internal` one (the batch's other documents get that
+/// error's text, its kind lost).
+fn batch_failure(kept: Option<Error>, next: Error) -> Error {
+    fn rank(e: &Error) -> u8 {
+        match e {
+            e if e.is_corrupt() || e.is_config() => 2,
+            Error::Internal(_) => 0,
+            _ => 1,
+        }
+    }
+    match kept {
+        Some(kept) if rank(&kept) >= rank(&next) => kept,
+        _ => next,
+    }
+}
+
 fn send(events: Option<&Sender<Event>>, worker: &Worker, outcome: std::result::Result<Processed, String>) {
     if let Some(tx) = events {
         let _ = tx.send(Event {
@@ -427,6 +451,27 @@ mod tests {
         };
         assert_eq!(h.store_failed(&corrupt, 10), None);
         assert!(h.halted().unwrap().contains("corrupt store"));
+    }
+
+    /// A batch whose completions all failed counts once, as its real cause.
+    #[test]
+    fn a_failed_batch_counts_once_as_its_worst_error() {
+        let internal = || Error::Internal("q.db: disk full".into());
+        let corrupt = || Error::Corrupt {
+            path: "q.db".into(),
+            detail: "malformed".into(),
+        };
+        let worst = |errors: Vec<Error>| {
+            errors
+                .into_iter()
+                .fold(None, |k, e| Some(batch_failure(k, e)))
+                .unwrap()
+        };
+        assert!(worst(vec![internal(), disk_full(), internal()]).is_disk_full());
+        assert!(worst(vec![disk_full(), internal()]).is_disk_full());
+        assert!(worst(vec![internal(), disk_full(), corrupt()]).is_corrupt());
+        assert!(worst(vec![corrupt(), disk_full()]).is_corrupt());
+        assert!(matches!(worst(vec![internal()]), Error::Internal(_)));
     }
 
     #[test]
