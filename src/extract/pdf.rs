@@ -97,7 +97,17 @@ fn with_pdf_oxide(bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractErro
     let pages = doc
         .page_count()
         .map_err(|e| ExtractError::malformed(Format::Pdf, e))?;
-    join_pages(pages, stop, |i| doc.extract_text(i))
+    // Plain text for indexing: no table detection (pdf_oxide's `extract_text`
+    // default, which lays tables out as padded rows) and no heading detection.
+    // Same words: on the bench corpus's 70 PDFs (`cargo bench --bench pdf`)
+    // recall against pdftotext stayed 0.994 median / 0.957 mean, and the median
+    // time per file fell from 86 to 60 ms (pdftotext: 52 ms).
+    let options = pdf_oxide::converters::ConversionOptions {
+        extract_tables: false,
+        detect_headings: false,
+        ..Default::default()
+    };
+    join_pages(pages, stop, |i| doc.extract_text_with_options(i, &options))
 }
 
 fn with_lopdf(bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
