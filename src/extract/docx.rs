@@ -1,37 +1,71 @@
 //! DOCX: a zip (read by the zip crate) whose `word/document.xml` holds the body text in
-//! `<w:t>` runs, streamed through quick-xml. Streaming plus a cap on inflated bytes means a
-//! zip bomb costs at most the cap in CPU and nothing like it in memory.
+//! `<w:t>` runs, streamed through quick-xml; then the headers, footers, footnotes and
+//! endnotes, which live in parts of their own and are searched for as much as the body
+//! (Recoll reads them too). Streaming plus one cap on the inflated bytes of all parts
+//! together means a zip bomb costs at most the cap in CPU and nothing like it in memory.
 
-use std::io::{self, BufReader, Cursor};
+use std::io;
 use std::sync::atomic::AtomicBool;
 
 use quick_xml::events::Event;
 use quick_xml::Reader;
-use zip::result::ZipError;
-use zip::ZipArchive;
 
-use super::zipped::Capped;
+use super::zipped::Container;
 use super::{check_stop, ExtractError, Format};
 
-/// The main document part (also how `zipped::detect` knows a DOCX); headers, footers and notes live in other parts we skip.
+/// The main document part (also how `zipped::detect` knows a DOCX).
 const DOCUMENT_XML: &str = "word/document.xml";
 
-/// Extracts the body text, reading at most `max_xml_bytes` of inflated XML.
+/// Extracts the body text, then the text of the side parts ([`side_parts`]), each after a
+/// line break; reads at most `max_xml_bytes` of inflated XML in all.
 pub(super) fn extract(bytes: &[u8], max_xml_bytes: u64, stop: &AtomicBool) -> Result<String, ExtractError> {
-    let mut archive = ZipArchive::new(Cursor::new(bytes))
-        .map_err(|e| malformed(format!("not a readable zip archive: {e}")))?;
-    let entry = archive.by_name(DOCUMENT_XML).map_err(|e| match e {
-        ZipError::FileNotFound => malformed(format!("zip archive has no {DOCUMENT_XML}")),
-        e => malformed(format!("cannot open {DOCUMENT_XML}: {e}")),
-    })?;
-    let mut reader = Reader::from_reader(BufReader::new(Capped::new(entry, max_xml_bytes)));
-    let result = collect_text(&mut reader, stop);
-    if reader.get_ref().get_ref().exceeded() {
-        return Err(malformed(format!(
-            "{DOCUMENT_XML} inflates past the limit of {max_xml_bytes} bytes"
-        )));
+    let mut container = Container::open(bytes, Format::Docx, max_xml_bytes)?;
+    let mut out = read_part(&mut container, DOCUMENT_XML, stop)?;
+    for name in side_parts(&container.names()) {
+        let text = read_part(&mut container, &name, stop)?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&text);
     }
-    result
+    Ok(out)
+}
+
+/// The parts besides the body that hold text a reader sees: headers and footers (in name
+/// order), then footnotes and endnotes.
+fn side_parts(names: &[String]) -> Vec<String> {
+    let numbered = |kind: &str| {
+        let mut parts: Vec<String> = names
+            .iter()
+            .filter(|n| {
+                n.strip_prefix("word/")
+                    .and_then(|n| n.strip_prefix(kind))
+                    .and_then(|n| n.strip_suffix(".xml"))
+                    .is_some_and(|digits| digits.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .cloned()
+            .collect();
+        parts.sort();
+        parts
+    };
+    let mut parts = numbered("header");
+    parts.extend(numbered("footer"));
+    for notes in ["word/footnotes.xml", "word/endnotes.xml"] {
+        if names.iter().any(|n| n == notes) {
+            parts.push(notes.to_owned());
+        }
+    }
+    parts
+}
+
+/// The text of one part, its inflated bytes charged to the container's budget.
+fn read_part(container: &mut Container<'_>, name: &str, stop: &AtomicBool) -> Result<String, ExtractError> {
+    container.with_part(name, |reader| {
+        collect_text(&mut Reader::from_reader(reader), name, stop)
+    })
 }
 
 fn malformed(reason: impl std::fmt::Display) -> ExtractError {
@@ -40,14 +74,18 @@ fn malformed(reason: impl std::fmt::Display) -> ExtractError {
 
 /// Pulls XML events until the end, polling `stop` on each: large documents are many
 /// thousands of events, so this bounds how long a worker keeps going without its lease.
-fn collect_text<R: io::BufRead>(reader: &mut Reader<R>, stop: &AtomicBool) -> Result<String, ExtractError> {
+fn collect_text<R: io::BufRead>(
+    reader: &mut Reader<R>,
+    part: &str,
+    stop: &AtomicBool,
+) -> Result<String, ExtractError> {
     let mut body = Body::default();
     let mut buf = Vec::new();
     loop {
         check_stop(stop)?;
         let event = reader
             .read_event_into(&mut buf)
-            .map_err(|e| malformed(format!("invalid XML in {DOCUMENT_XML}: {e}")))?;
+            .map_err(|e| malformed(format!("invalid XML in {part}: {e}")))?;
         match event {
             Event::Start(e) => body.start(e.local_name().as_ref()),
             Event::Empty(e) => body.empty(e.local_name().as_ref()),
@@ -55,7 +93,7 @@ fn collect_text<R: io::BufRead>(reader: &mut Reader<R>, stop: &AtomicBool) -> Re
             Event::Text(t) if body.in_text() => {
                 let text = t
                     .unescape()
-                    .map_err(|e| malformed(format!("bad text in {DOCUMENT_XML}: {e}")))?;
+                    .map_err(|e| malformed(format!("bad text in {part}: {e}")))?;
                 body.out.push_str(&text);
             }
             Event::CData(t) if body.in_text() => {
@@ -125,7 +163,7 @@ impl Body {
 
 #[cfg(test)]
 pub(super) mod tests {
-    use std::io::Write;
+    use std::io::{Cursor, Write};
 
     use zip::write::SimpleFileOptions;
     use zip::{CompressionMethod, ZipWriter};
@@ -220,6 +258,64 @@ pub(super) mod tests {
     fn broken_xml_is_malformed() {
         let bytes = zip_with(&[(DOCUMENT_XML, b"<w:p><w:t>a</w:x></w:p>".as_slice())]);
         assert_malformed(run(&bytes), "invalid XML");
+    }
+
+    fn part(root: &str, inner: &str) -> Vec<u8> {
+        format!(
+            r#"<w:{root} xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">{inner}</w:{root}>"#
+        )
+        .into_bytes()
+    }
+
+    /// Headers, footers and notes are read after the body, in that order; parts
+    /// with no text (a separator footnote) add nothing.
+    #[test]
+    fn headers_footers_and_notes_follow_the_body() {
+        let body = part(
+            "document",
+            "<w:body><w:p><w:r><w:t>body words</w:t></w:r></w:p></w:body>",
+        );
+        let header = part("hdr", "<w:p><w:r><w:t>ACME GROUP</w:t></w:r></w:p>");
+        let footer = part("ftr", "<w:p><w:r><w:t>page footer</w:t></w:r></w:p>");
+        let notes = part(
+            "footnotes",
+            r#"<w:footnote w:type="separator"><w:p><w:r><w:separator/></w:r></w:p></w:footnote>
+               <w:footnote w:id="1"><w:p><w:r><w:t>a footnote</w:t></w:r></w:p></w:footnote>"#,
+        );
+        let bytes = zip_with(&[
+            ("word/footnotes.xml", notes.as_slice()),
+            ("word/footer1.xml", footer.as_slice()),
+            (DOCUMENT_XML, body.as_slice()),
+            ("word/header1.xml", header.as_slice()),
+            ("word/headerstyle.xml", header.as_slice()),
+        ]);
+        assert_eq!(
+            run(&bytes).unwrap(),
+            "body words\nACME GROUP\npage footer\n\na footnote\n"
+        );
+    }
+
+    #[test]
+    fn a_broken_or_inflating_header_fails_like_the_body() {
+        let body = part(
+            "document",
+            "<w:body><w:p><w:r><w:t>body</w:t></w:r></w:p></w:body>",
+        );
+        let broken = zip_with(&[
+            (DOCUMENT_XML, body.as_slice()),
+            ("word/header2.xml", b"<w:hdr><w:t>a</w:x></w:hdr>".as_slice()),
+        ]);
+        assert_malformed(run(&broken), "invalid XML in word/header2.xml");
+        // The body and the header share one inflate budget.
+        let huge = vec![b' '; 1 << 20];
+        let bomb = zip_with(&[
+            (DOCUMENT_XML, body.as_slice()),
+            ("word/header1.xml", huge.as_slice()),
+        ]);
+        assert_malformed(
+            extract(&bomb, 64 * 1024, &AtomicBool::new(false)),
+            "word/header1.xml inflates past the limit",
+        );
     }
 
     #[test]
