@@ -75,11 +75,14 @@ pub(crate) fn apply(
             note,
             delivery,
         } => {
-            let out = complete(tx, now, owner, (path, checksum), note.as_deref())?;
-            if let (Fenced::Accepted, Some(text)) = (&out, delivery) {
-                super::outbox::push(tx, now, &policy.outbox, owner.id.0, checksum, text)?;
-            }
-            WriteOut::Fenced(out)
+            let done = Completing {
+                owner,
+                path,
+                checksum,
+                note: note.as_deref(),
+                delivery: delivery.as_deref(),
+            };
+            WriteOut::Fenced(complete_one(tx, now, policy, &done)?)
         }
         WriteOp::Fail {
             owner,
@@ -205,6 +208,51 @@ const TAKE: &str = concat!(
          RETURNING doc_key, version, fence, attempts, lost_leases"
 );
 
+/// [`TAKE`] for every `[id, token]` pair of the JSON array `?1`, the other
+/// parameters shifted by one: ?2 now, ?3 worker, ?4 lease expiry, ?5 lease
+/// length, ?6 lost-lease cap. `json_each` has an `id` column too: the row's is `jobs.id`.
+const TAKE_EACH: &str = concat!(
+    "UPDATE jobs SET status = 'extracting', owner_token = c.value ->> 1, owner_worker = ?3,
+                fence = fence + 1, lease_expires_at = ?4, lease_ms = ?5,
+                attempts = CASE WHEN status = 'extracting' THEN attempts ELSE attempts + 1 END,
+                lost_leases = lost_leases + (status = 'extracting'),
+                retry_at = NULL, parked_on = NULL, updated_at = ?2
+         FROM json_each(?1) AS c
+         WHERE jobs.id = c.value ->> 0 AND ",
+    claimable!(),
+    " AND NOT ",
+    exhausted!("?6"),
+    "
+         RETURNING jobs.id, doc_key, version, fence, attempts, lost_leases"
+);
+
+/// [`fence!`] for the row of a batch: `[id, token, ...]` from `json_each`.
+macro_rules! fence_each {
+    () => {
+        "jobs.id = c.value ->> 0 AND owner_token = c.value ->> 1 AND status = 'extracting'"
+    };
+}
+
+/// [`COMPLETE`] for every `[id, token, result path, checksum]` of the JSON
+/// array `?1`; ?2 now.
+const COMPLETE_EACH: &str = concat!(
+    "UPDATE jobs SET status = 'indexed', result_path = c.value ->> 2, checksum = c.value ->> 3,
+                owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                last_error = NULL, parked_on = NULL, updated_at = ?2
+         FROM json_each(?1) AS c
+         WHERE ",
+    fence_each!(),
+    " RETURNING jobs.id, version"
+);
+
+/// The history INSERT of [`record`] for every `[job id, token, fence, detail]`
+/// of the JSON array `?1`; ?2 now, ?3 the event.
+const RECORD_EACH: &str = "INSERT INTO history (job_id, seq, at, event, token, fence, detail)
+     SELECT r.value ->> 0,
+            (SELECT coalesce(max(seq), 0) + 1 FROM history WHERE job_id = r.value ->> 0),
+            ?2, ?3, r.value ->> 1, r.value ->> 2, r.value ->> 3
+     FROM json_each(?1) AS r";
+
 const BURY: &str = concat!(
     "UPDATE jobs SET status = 'dead', owner_token = NULL, owner_worker = NULL,
                 lease_expires_at = NULL, retry_at = NULL,
@@ -283,13 +331,20 @@ pub(crate) fn claim(
             if found.is_empty() {
                 break;
             }
+            // One candidate goes through the single-row statements; more share
+            // one UPDATE and one history INSERT.
+            let taken = if let [c] = &found[..] {
+                vec![take(tx, now, policy, worker, c)?]
+            } else {
+                take_each(tx, now, policy, worker, &found)?
+            };
             let mut progressed = false;
-            for c in found {
-                if let Some(claim) = take(tx, now, policy, worker, &c)? {
+            for (c, taken) in found.iter().zip(taken) {
+                if let Some(claim) = taken {
                     claims.push(claim);
                     progressed = true;
                 } else {
-                    progressed |= bury(tx, now, policy, &c)?;
+                    progressed |= bury(tx, now, policy, c)?;
                 }
             }
             if !progressed {
@@ -357,16 +412,7 @@ fn take(
         return Ok(None);
     };
     guard(status_of(&c.status), Status::Extracting)?;
-    let detail = match (c.lease_lost(), &c.token) {
-        (true, Some(old)) => format!(
-            "worker {worker}; took over from fence {} ({old}) {}; attempt {attempts} refunded and kept; \
-             lost leases {lost}/{}",
-            c.fence,
-            c.lease_over(now),
-            policy.max_lost_leases
-        ),
-        _ => format!("worker {worker}; from {}; attempt {attempts}", c.status),
-    };
+    let detail = claim_detail(now, policy, worker, c, (attempts, lost));
     record(tx, c.id, now, "claimed", Some(&token), Some(fence), Some(&detail))?;
     Ok(Some(Claim {
         id: JobId(c.id),
@@ -377,6 +423,96 @@ fn take(
         attempts,
         lease_expires_at: lease_until,
     }))
+}
+
+/// [`take`] for several candidates at once: one conditional UPDATE over the
+/// `[id, token]` pairs (a fresh token each), one history INSERT for the rows
+/// it took. One answer per candidate, in their order; `None` where the row
+/// was not taken (the caller buries it, as after [`take`]).
+fn take_each(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    worker: &str,
+    found: &[Candidate],
+) -> rusqlite::Result<Vec<Option<Claim>>> {
+    let tokens: Vec<String> = found.iter().map(|_| uuid::Uuid::new_v4().to_string()).collect();
+    let pairs: Vec<(i64, &str)> = found
+        .iter()
+        .zip(&tokens)
+        .map(|(c, t)| (c.id, t.as_str()))
+        .collect();
+    let lease_until = now.saturating_add(policy.lease_ms);
+    let mut taken: Vec<Option<(Claim, i64)>> = found.iter().map(|_| None).collect();
+    {
+        let mut stmt = tx.prepare_cached(TAKE_EACH)?;
+        let mut rows = stmt.query(params![
+            json(&pairs)?,
+            now,
+            worker,
+            lease_until,
+            policy.lease_ms,
+            policy.max_lost_leases
+        ])?;
+        while let Some(r) = rows.next()? {
+            let id: i64 = r.get(0)?;
+            let Some(i) = found.iter().position(|c| c.id == id) else {
+                continue;
+            };
+            let claim = Claim {
+                id: JobId(id),
+                key: r.get(1)?,
+                version: r.get(2)?,
+                token: tokens[i].clone(),
+                fence: r.get(3)?,
+                attempts: r.get(4)?,
+                lease_expires_at: lease_until,
+            };
+            taken[i] = Some((claim, r.get(5)?));
+        }
+    }
+    let mut details = Vec::new();
+    for (c, t) in found.iter().zip(&taken) {
+        if let Some((claim, lost)) = t {
+            guard(status_of(&c.status), Status::Extracting)?;
+            details.push(claim_detail(now, policy, worker, c, (claim.attempts, *lost)));
+        }
+    }
+    let lines: Vec<Line<'_>> = taken
+        .iter()
+        .flatten()
+        .zip(&details)
+        .map(|((claim, _), detail)| {
+            (
+                claim.id.0,
+                Some(claim.token.as_str()),
+                Some(claim.fence),
+                Some(detail.as_str()),
+            )
+        })
+        .collect();
+    record_each(tx, now, "claimed", &lines)?;
+    Ok(taken.into_iter().map(|t| t.map(|(claim, _)| claim)).collect())
+}
+
+/// The history detail of a claim of `c` that left it with `attempts` and `lost` leases.
+fn claim_detail(
+    now: Millis,
+    policy: &Policy,
+    worker: &str,
+    c: &Candidate,
+    (attempts, lost): (i64, i64),
+) -> String {
+    match (c.lease_lost(), &c.token) {
+        (true, Some(old)) => format!(
+            "worker {worker}; took over from fence {} ({old}) {}; attempt {attempts} refunded and kept; \
+             lost leases {lost}/{}",
+            c.fence,
+            c.lease_over(now),
+            policy.max_lost_leases
+        ),
+        _ => format!("worker {worker}; from {}; attempt {attempts}", c.status),
+    }
 }
 
 /// Move a claimable row that has used up what it may spend to `dead`, so that
@@ -438,10 +574,9 @@ pub(crate) fn complete(
         .prepare_cached(COMPLETE)?
         .query_row(params![o.id.0, o.token, path, checksum, now], |r| r.get(0))
         .optional()?;
-    let detail = version.as_ref().map(|v| match note {
-        Some(note) => format!("version {v}; {path}; sha256 {checksum}; extracted as {note}"),
-        None => format!("version {v}; {path}; sha256 {checksum}"),
-    });
+    let detail = version
+        .as_deref()
+        .map(|v| complete_detail(v, path, checksum, note));
     settle(
         tx,
         now,
@@ -450,6 +585,105 @@ pub(crate) fn complete(
         "complete",
         detail.as_deref(),
     )
+}
+
+/// One completion of a batch ([`complete_each`]).
+#[derive(Debug)]
+pub(crate) struct Completing<'a> {
+    pub owner: &'a Owner,
+    pub path: &'a str,
+    pub checksum: &'a str,
+    /// What extraction decided, for the history.
+    pub note: Option<&'a str>,
+    /// The text to queue for the sink if the result is accepted.
+    pub delivery: Option<&'a str>,
+}
+
+/// Complete many claims in the caller's transaction, each fenced on its own
+/// token: what [`complete`] (and the sink's push) does for each, with one
+/// UPDATE for all of them and one history INSERT for the accepted ones.
+/// Refusals are settled one by one, as after [`complete`]. A single claim, or
+/// two claims of the same document, go through [`complete`] one at a time.
+pub(crate) fn complete_each(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    done: &[Completing<'_>],
+) -> rusqlite::Result<Vec<Fenced>> {
+    let mut ids: Vec<i64> = done.iter().map(|d| d.owner.id.0).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if done.len() < 2 || ids.len() < done.len() {
+        return done.iter().map(|d| complete_one(tx, now, policy, d)).collect();
+    }
+    let rows: Vec<(i64, &str, &str, &str)> = done
+        .iter()
+        .map(|d| (d.owner.id.0, d.owner.token.as_str(), d.path, d.checksum))
+        .collect();
+    let mut versions: Vec<Option<String>> = done.iter().map(|_| None).collect();
+    {
+        let mut stmt = tx.prepare_cached(COMPLETE_EACH)?;
+        let mut out = stmt.query(params![json(&rows)?, now])?;
+        while let Some(r) = out.next()? {
+            let id: i64 = r.get(0)?;
+            if let Some(i) = done.iter().position(|d| d.owner.id.0 == id) {
+                versions[i] = Some(r.get(1)?);
+            }
+        }
+    }
+    let details: Vec<Option<String>> = done
+        .iter()
+        .zip(&versions)
+        .map(|(d, v)| {
+            v.as_deref()
+                .map(|v| complete_detail(v, d.path, d.checksum, d.note))
+        })
+        .collect();
+    let lines: Vec<Line<'_>> = done
+        .iter()
+        .zip(&details)
+        .filter_map(|(d, detail)| {
+            let o = d.owner;
+            detail
+                .as_deref()
+                .map(|t| (o.id.0, Some(o.token.as_str()), Some(o.fence), Some(t)))
+        })
+        .collect();
+    record_each(tx, now, "completed", &lines)?;
+    done.iter()
+        .zip(&versions)
+        .map(|(d, v)| {
+            if v.is_none() {
+                return settle(tx, now, d.owner, 0, "complete", None);
+            }
+            if let Some(text) = d.delivery {
+                super::outbox::push(tx, now, &policy.outbox, d.owner.id.0, d.checksum, text)?;
+            }
+            Ok(Fenced::Accepted)
+        })
+        .collect()
+}
+
+/// One completion alone: what [`apply`] does for a [`WriteOp::Complete`].
+fn complete_one(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    d: &Completing<'_>,
+) -> rusqlite::Result<Fenced> {
+    let out = complete(tx, now, d.owner, (d.path, d.checksum), d.note)?;
+    if let (Fenced::Accepted, Some(text)) = (&out, d.delivery) {
+        super::outbox::push(tx, now, &policy.outbox, d.owner.id.0, d.checksum, text)?;
+    }
+    Ok(out)
+}
+
+/// The history detail of an accepted completion.
+fn complete_detail(version: &str, path: &str, checksum: &str, note: Option<&str>) -> String {
+    match note {
+        Some(note) => format!("version {version}; {path}; sha256 {checksum}; extracted as {note}"),
+        None => format!("version {version}; {path}; sha256 {checksum}"),
+    }
 }
 
 pub(crate) fn fail(
@@ -584,6 +818,29 @@ pub(crate) fn record(
     )?
     .execute(params![job_id, now, event, token, fence, detail])?;
     Ok(())
+}
+
+/// One history line of a batch: job id, token, fence, detail.
+type Line<'a> = (i64, Option<&'a str>, Option<i64>, Option<&'a str>);
+
+/// [`record`] for several documents at once, all with `event`: one INSERT.
+/// Each document at most once (every seq is read before the first line is
+/// written).
+fn record_each(tx: &Connection, now: Millis, event: &str, lines: &[Line<'_>]) -> rusqlite::Result<()> {
+    match lines {
+        [] => Ok(()),
+        [(id, token, fence, detail)] => record(tx, *id, now, event, *token, *fence, *detail),
+        _ => {
+            tx.prepare_cached(RECORD_EACH)?
+                .execute(params![json(lines)?, now, event])?;
+            Ok(())
+        }
+    }
+}
+
+/// The JSON array a batch statement reads with `json_each`.
+fn json<T: serde::Serialize + ?Sized>(rows: &T) -> rusqlite::Result<String> {
+    serde_json::to_string(rows).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
 }
 
 #[cfg(test)]
