@@ -4,7 +4,8 @@
 //! injected clock; none of them opens, commits or retries (that is `tx.rs`), and
 //! none of them touches the file system.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::types::Null;
+use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 use super::Policy;
 use crate::clock::Millis;
@@ -208,50 +209,79 @@ const TAKE: &str = concat!(
          RETURNING doc_key, version, fence, attempts, lost_leases"
 );
 
-/// [`TAKE`] for every `[id, token]` pair of the JSON array `?1`, the other
-/// parameters shifted by one: ?2 now, ?3 worker, ?4 lease expiry, ?5 lease
-/// length, ?6 lost-lease cap. `json_each` has an `id` column too: the row's is `jobs.id`.
-const TAKE_EACH: &str = concat!(
-    "UPDATE jobs SET status = 'extracting', owner_token = c.value ->> 1, owner_worker = ?3,
-                fence = fence + 1, lease_expires_at = ?4, lease_ms = ?5,
+/// [`TAKE`] for the `(id, token)` rows of a `VALUES` list (see [`values`])
+/// between this head and [`TAKE_EACH_TAIL`]; ?1 worker, ?2 now, ?3 lease
+/// expiry, ?4 lease length, ?5 lost-lease cap, the rows from ?6.
+const TAKE_EACH_HEAD: &str =
+    "UPDATE jobs SET status = 'extracting', owner_token = c.column2, owner_worker = ?1,
+                fence = fence + 1, lease_expires_at = ?3, lease_ms = ?4,
                 attempts = CASE WHEN status = 'extracting' THEN attempts ELSE attempts + 1 END,
                 lost_leases = lost_leases + (status = 'extracting'),
                 retry_at = NULL, parked_on = NULL, updated_at = ?2
-         FROM json_each(?1) AS c
-         WHERE jobs.id = c.value ->> 0 AND ",
+         FROM (VALUES ";
+
+const TAKE_EACH_TAIL: &str = concat!(
+    ") AS c
+         WHERE id = c.column1 AND ",
     claimable!(),
     " AND NOT ",
-    exhausted!("?6"),
+    exhausted!("?5"),
     "
-         RETURNING jobs.id, doc_key, version, fence, attempts, lost_leases"
+         RETURNING id, doc_key, version, fence, attempts, lost_leases"
 );
 
-/// [`fence!`] for the row of a batch: `[id, token, ...]` from `json_each`.
+/// [`fence!`] for each row `c` of a batch: `(id, token, ...)`.
 macro_rules! fence_each {
     () => {
-        "jobs.id = c.value ->> 0 AND owner_token = c.value ->> 1 AND status = 'extracting'"
+        "id = c.column1 AND owner_token = c.column2 AND status = 'extracting'"
     };
 }
 
-/// [`COMPLETE`] for every `[id, token, result path, checksum]` of the JSON
-/// array `?1`; ?2 now.
-const COMPLETE_EACH: &str = concat!(
-    "UPDATE jobs SET status = 'indexed', result_path = c.value ->> 2, checksum = c.value ->> 3,
+/// [`COMPLETE`] for the `(id, token, result path, checksum)` rows of a
+/// `VALUES` list between this head and [`COMPLETE_EACH_TAIL`]; ?1 now, the
+/// rows from ?2.
+const COMPLETE_EACH_HEAD: &str =
+    "UPDATE jobs SET status = 'indexed', result_path = c.column3, checksum = c.column4,
                 owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
-                last_error = NULL, parked_on = NULL, updated_at = ?2
-         FROM json_each(?1) AS c
-         WHERE ",
-    fence_each!(),
-    " RETURNING jobs.id, version"
-);
+                last_error = NULL, parked_on = NULL, updated_at = ?1
+         FROM (VALUES ";
 
-/// The history INSERT of [`record`] for every `[job id, token, fence, detail]`
-/// of the JSON array `?1`; ?2 now, ?3 the event.
-const RECORD_EACH: &str = "INSERT INTO history (job_id, seq, at, event, token, fence, detail)
-     SELECT r.value ->> 0,
-            (SELECT coalesce(max(seq), 0) + 1 FROM history WHERE job_id = r.value ->> 0),
-            ?2, ?3, r.value ->> 1, r.value ->> 2, r.value ->> 3
-     FROM json_each(?1) AS r";
+const COMPLETE_EACH_TAIL: &str = concat!(") AS c WHERE ", fence_each!(), " RETURNING id, version");
+
+/// The history INSERT of [`record`] for the `(job id, token, fence, detail)`
+/// rows of a `VALUES` list between this head and [`RECORD_EACH_TAIL`]; ?1
+/// now, ?2 the event, the rows from ?3. Padding rows (all NULL) are skipped.
+const RECORD_EACH_HEAD: &str = "INSERT INTO history (job_id, seq, at, event, token, fence, detail)
+     SELECT r.column1, (SELECT coalesce(max(seq), 0) + 1 FROM history WHERE job_id = r.column1),
+            ?1, ?2, r.column2, r.column3, r.column4
+     FROM (VALUES ";
+
+const RECORD_EACH_TAIL: &str = ") AS r WHERE r.column1 IS NOT NULL";
+
+/// The rows of a batch statement: `n` padded with NULL rows up to a power of
+/// two, so that a handful of statement texts (the key of `prepare_cached`)
+/// serve every batch size.
+fn padded(n: usize) -> usize {
+    n.next_power_of_two().max(2)
+}
+
+/// `head (?first, ...), (...) tail`: a batch statement of `rows` rows of
+/// `cols` parameters each, numbered from `first`.
+fn values(head: &str, first: usize, rows: usize, cols: usize, tail: &str) -> String {
+    use std::fmt::Write;
+    let mut sql = String::with_capacity(head.len() + tail.len() + rows * cols * 6);
+    sql.push_str(head);
+    for r in 0..rows {
+        sql.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..cols {
+            let sep = if c == 0 { "" } else { ", " };
+            let _ = write!(sql, "{sep}?{}", first + r * cols + c);
+        }
+        sql.push(')');
+    }
+    sql.push_str(tail);
+    sql
+}
 
 const BURY: &str = concat!(
     "UPDATE jobs SET status = 'dead', owner_token = NULL, owner_worker = NULL,
@@ -437,24 +467,24 @@ fn take_each(
     found: &[Candidate],
 ) -> rusqlite::Result<Vec<Option<Claim>>> {
     let tokens: Vec<String> = found.iter().map(|_| uuid::Uuid::new_v4().to_string()).collect();
-    let pairs: Vec<(i64, &str)> = found
-        .iter()
-        .zip(&tokens)
-        .map(|(c, t)| (c.id, t.as_str()))
-        .collect();
     let lease_until = now.saturating_add(policy.lease_ms);
+    let rows = padded(found.len());
+    let mut p: Vec<&dyn ToSql> = vec![
+        &worker,
+        &now,
+        &lease_until,
+        &policy.lease_ms,
+        &policy.max_lost_leases,
+    ];
+    for (c, token) in found.iter().zip(&tokens) {
+        p.extend([&c.id as &dyn ToSql, token]);
+    }
+    p.resize(p.len() + (rows - found.len()) * 2, &Null);
     let mut taken: Vec<Option<(Claim, i64)>> = found.iter().map(|_| None).collect();
     {
-        let mut stmt = tx.prepare_cached(TAKE_EACH)?;
-        let mut rows = stmt.query(params![
-            json(&pairs)?,
-            now,
-            worker,
-            lease_until,
-            policy.lease_ms,
-            policy.max_lost_leases
-        ])?;
-        while let Some(r) = rows.next()? {
+        let mut stmt = tx.prepare_cached(&values(TAKE_EACH_HEAD, 6, rows, 2, TAKE_EACH_TAIL))?;
+        let mut out = stmt.query(&p[..])?;
+        while let Some(r) = out.next()? {
             let id: i64 = r.get(0)?;
             let Some(i) = found.iter().position(|c| c.id == id) else {
                 continue;
@@ -616,14 +646,16 @@ pub(crate) fn complete_each(
     if done.len() < 2 || ids.len() < done.len() {
         return done.iter().map(|d| complete_one(tx, now, policy, d)).collect();
     }
-    let rows: Vec<(i64, &str, &str, &str)> = done
-        .iter()
-        .map(|d| (d.owner.id.0, d.owner.token.as_str(), d.path, d.checksum))
-        .collect();
+    let rows = padded(done.len());
+    let mut p: Vec<&dyn ToSql> = vec![&now];
+    for d in done {
+        p.extend([&d.owner.id.0 as &dyn ToSql, &d.owner.token, &d.path, &d.checksum]);
+    }
+    p.resize(p.len() + (rows - done.len()) * 4, &Null);
     let mut versions: Vec<Option<String>> = done.iter().map(|_| None).collect();
     {
-        let mut stmt = tx.prepare_cached(COMPLETE_EACH)?;
-        let mut out = stmt.query(params![json(&rows)?, now])?;
+        let mut stmt = tx.prepare_cached(&values(COMPLETE_EACH_HEAD, 2, rows, 4, COMPLETE_EACH_TAIL))?;
+        let mut out = stmt.query(&p[..])?;
         while let Some(r) = out.next()? {
             let id: i64 = r.get(0)?;
             if let Some(i) = done.iter().position(|d| d.owner.id.0 == id) {
@@ -831,16 +863,17 @@ fn record_each(tx: &Connection, now: Millis, event: &str, lines: &[Line<'_>]) ->
         [] => Ok(()),
         [(id, token, fence, detail)] => record(tx, *id, now, event, *token, *fence, *detail),
         _ => {
-            tx.prepare_cached(RECORD_EACH)?
-                .execute(params![json(lines)?, now, event])?;
+            let rows = padded(lines.len());
+            let mut p: Vec<&dyn ToSql> = vec![&now, &event];
+            for (id, token, fence, detail) in lines {
+                p.extend([id as &dyn ToSql, token, fence, detail]);
+            }
+            p.resize(p.len() + (rows - lines.len()) * 4, &Null);
+            tx.prepare_cached(&values(RECORD_EACH_HEAD, 3, rows, 4, RECORD_EACH_TAIL))?
+                .execute(&p[..])?;
             Ok(())
         }
     }
-}
-
-/// The JSON array a batch statement reads with `json_each`.
-fn json<T: serde::Serialize + ?Sized>(rows: &T) -> rusqlite::Result<String> {
-    serde_json::to_string(rows).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
 }
 
 #[cfg(test)]
