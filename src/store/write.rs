@@ -258,6 +258,10 @@ const RECORD_EACH_HEAD: &str = "INSERT INTO history (job_id, seq, at, event, tok
 
 const RECORD_EACH_TAIL: &str = ") AS r WHERE r.column1 IS NOT NULL";
 
+/// The most rows one batch statement takes (its parameters stay far below
+/// SQLite's limit); a larger batch is taken in slices of this many.
+const MAX_ROWS: usize = 256;
+
 /// The rows of a batch statement: `n` padded with NULL rows up to a power of
 /// two, so that a handful of statement texts (the key of `prepare_cached`)
 /// serve every batch size.
@@ -357,7 +361,7 @@ pub(crate) fn claim(
             if want == 0 {
                 return Ok(claims);
             }
-            let found = candidates(tx, sql, now, want)?;
+            let found = candidates(tx, sql, now, want.min(MAX_ROWS))?;
             if found.is_empty() {
                 break;
             }
@@ -645,6 +649,23 @@ pub(crate) fn complete_each(
     ids.dedup();
     if done.len() < 2 || ids.len() < done.len() {
         return done.iter().map(|d| complete_one(tx, now, policy, d)).collect();
+    }
+    let mut out = Vec::with_capacity(done.len());
+    for slice in done.chunks(MAX_ROWS) {
+        out.extend(complete_slice(tx, now, policy, slice)?);
+    }
+    Ok(out)
+}
+
+/// [`complete_each`] for at most [`MAX_ROWS`] claims of distinct documents.
+fn complete_slice(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    done: &[Completing<'_>],
+) -> rusqlite::Result<Vec<Fenced>> {
+    if let [d] = done {
+        return Ok(vec![complete_one(tx, now, policy, d)?]);
     }
     let rows = padded(done.len());
     let mut p: Vec<&dyn ToSql> = vec![&now];
@@ -1029,6 +1050,21 @@ mod batch_tests {
         }
         drop(store);
         dump(&path)
+    }
+
+    /// A batch larger than one statement can bind is taken in slices.
+    #[test]
+    fn a_batch_of_thousands_is_claimed_and_completed_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("q.db"), StoreOptions::default()).unwrap();
+        let docs: Vec<NewDoc> = (0..9000).map(|i| NewDoc::new(format!("d{i}"), "v1")).collect();
+        store.enqueue_many(&docs).unwrap();
+        let claims = store.claim_batch("w", 9000).unwrap();
+        assert_eq!(claims.len(), 9000);
+        let done: Vec<_> = claims.into_iter().map(|c| (c, "r", "s")).collect();
+        let out = store.complete_many(done).unwrap();
+        assert!(out.iter().all(Fenced::is_accepted));
+        assert_eq!(store.counts().unwrap().get(crate::job::Status::Indexed), 9000);
     }
 
     #[test]
