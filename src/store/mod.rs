@@ -377,15 +377,22 @@ impl Store {
     /// [`Store::finish`] for many claims in one transaction (a worker's batch of
     /// small documents); one outcome per claim, each fenced on its own token.
     pub fn finish_many(&self, done: Vec<(Claim, Completion<'_>)>) -> Result<Vec<Fenced>> {
-        let ops: Vec<WriteOp> = done.iter().map(|(claim, c)| complete_op(claim, c)).collect();
-        let policy = self.inner.policy.clone();
-        let out: Vec<Result<Fenced>> = self.write_tx(|tx, now| {
-            ops.iter()
-                .map(|op| write::apply(tx, now, &policy, op).map(WriteOut::fenced))
-                .collect()
-        })?;
+        let owners: Vec<Owner> = done.iter().map(|(claim, _)| claim.owner()).collect();
+        let batch: Vec<write::Completing<'_>> = owners
+            .iter()
+            .zip(&done)
+            .map(|(owner, (_, c))| write::Completing {
+                owner,
+                path: c.result_path,
+                checksum: c.checksum,
+                note: c.note,
+                delivery: c.deliver,
+            })
+            .collect();
+        let policy = &self.inner.policy;
+        let out = self.write_tx(|tx, now| write::complete_each(tx, now, policy, &batch))?;
         self.notify_work();
-        out.into_iter().collect()
+        Ok(out)
     }
 
     /// Record a failure: `retrying` with backoff, or `dead` when attempts are

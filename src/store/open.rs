@@ -179,6 +179,10 @@ fn configure_raw(conn: &Connection, opts: &StoreOptions) -> rusqlite::Result<()>
     // Deleted rows (a delivered outbox row holds a document's whole text) are
     // overwritten with zeros rather than left readable in free pages.
     conn.pragma_update(None, "secure_delete", opts.secure_delete)?;
+    // The writes, reads and the batch statements of a few sizes (see
+    // `write::padded`) outnumber rusqlite's default of 16 cached statements;
+    // an evicted one is prepared again on its next use.
+    conn.set_prepared_statement_cache_capacity(64);
     Ok(())
 }
 

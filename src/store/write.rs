@@ -4,7 +4,8 @@
 //! injected clock; none of them opens, commits or retries (that is `tx.rs`), and
 //! none of them touches the file system.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::types::Null;
+use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 use super::Policy;
 use crate::clock::Millis;
@@ -75,11 +76,14 @@ pub(crate) fn apply(
             note,
             delivery,
         } => {
-            let out = complete(tx, now, owner, (path, checksum), note.as_deref())?;
-            if let (Fenced::Accepted, Some(text)) = (&out, delivery) {
-                super::outbox::push(tx, now, &policy.outbox, owner.id.0, checksum, text)?;
-            }
-            WriteOut::Fenced(out)
+            let done = Completing {
+                owner,
+                path,
+                checksum,
+                note: note.as_deref(),
+                delivery: delivery.as_deref(),
+            };
+            WriteOut::Fenced(complete_one(tx, now, policy, &done)?)
         }
         WriteOp::Fail {
             owner,
@@ -205,6 +209,84 @@ const TAKE: &str = concat!(
          RETURNING doc_key, version, fence, attempts, lost_leases"
 );
 
+/// [`TAKE`] for the `(id, token)` rows of a `VALUES` list (see [`values`])
+/// between this head and [`TAKE_EACH_TAIL`]; ?1 worker, ?2 now, ?3 lease
+/// expiry, ?4 lease length, ?5 lost-lease cap, the rows from ?6.
+const TAKE_EACH_HEAD: &str =
+    "UPDATE jobs SET status = 'extracting', owner_token = c.column2, owner_worker = ?1,
+                fence = fence + 1, lease_expires_at = ?3, lease_ms = ?4,
+                attempts = CASE WHEN status = 'extracting' THEN attempts ELSE attempts + 1 END,
+                lost_leases = lost_leases + (status = 'extracting'),
+                retry_at = NULL, parked_on = NULL, updated_at = ?2
+         FROM (VALUES ";
+
+const TAKE_EACH_TAIL: &str = concat!(
+    ") AS c
+         WHERE id = c.column1 AND ",
+    claimable!(),
+    " AND NOT ",
+    exhausted!("?5"),
+    "
+         RETURNING id, doc_key, version, fence, attempts, lost_leases"
+);
+
+/// [`fence!`] for each row `c` of a batch: `(id, token, ...)`.
+macro_rules! fence_each {
+    () => {
+        "id = c.column1 AND owner_token = c.column2 AND status = 'extracting'"
+    };
+}
+
+/// [`COMPLETE`] for the `(id, token, result path, checksum)` rows of a
+/// `VALUES` list between this head and [`COMPLETE_EACH_TAIL`]; ?1 now, the
+/// rows from ?2.
+const COMPLETE_EACH_HEAD: &str =
+    "UPDATE jobs SET status = 'indexed', result_path = c.column3, checksum = c.column4,
+                owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                last_error = NULL, parked_on = NULL, updated_at = ?1
+         FROM (VALUES ";
+
+const COMPLETE_EACH_TAIL: &str = concat!(") AS c WHERE ", fence_each!(), " RETURNING id, version");
+
+/// The history INSERT of [`record`] for the `(job id, token, fence, detail)`
+/// rows of a `VALUES` list between this head and [`RECORD_EACH_TAIL`]; ?1
+/// now, ?2 the event, the rows from ?3. Padding rows (all NULL) are skipped.
+const RECORD_EACH_HEAD: &str = "INSERT INTO history (job_id, seq, at, event, token, fence, detail)
+     SELECT r.column1, (SELECT coalesce(max(seq), 0) + 1 FROM history WHERE job_id = r.column1),
+            ?1, ?2, r.column2, r.column3, r.column4
+     FROM (VALUES ";
+
+const RECORD_EACH_TAIL: &str = ") AS r WHERE r.column1 IS NOT NULL";
+
+/// The most rows one batch statement takes (its parameters stay far below
+/// SQLite's limit); a larger batch is taken in slices of this many.
+const MAX_ROWS: usize = 256;
+
+/// The rows of a batch statement: `n` padded with NULL rows up to a power of
+/// two, so that a handful of statement texts (the key of `prepare_cached`)
+/// serve every batch size.
+fn padded(n: usize) -> usize {
+    n.next_power_of_two().max(2)
+}
+
+/// `head (?first, ...), (...) tail`: a batch statement of `rows` rows of
+/// `cols` parameters each, numbered from `first`.
+fn values(head: &str, first: usize, rows: usize, cols: usize, tail: &str) -> String {
+    use std::fmt::Write;
+    let mut sql = String::with_capacity(head.len() + tail.len() + rows * cols * 6);
+    sql.push_str(head);
+    for r in 0..rows {
+        sql.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..cols {
+            let sep = if c == 0 { "" } else { ", " };
+            let _ = write!(sql, "{sep}?{}", first + r * cols + c);
+        }
+        sql.push(')');
+    }
+    sql.push_str(tail);
+    sql
+}
+
 const BURY: &str = concat!(
     "UPDATE jobs SET status = 'dead', owner_token = NULL, owner_worker = NULL,
                 lease_expires_at = NULL, retry_at = NULL,
@@ -279,17 +361,24 @@ pub(crate) fn claim(
             if want == 0 {
                 return Ok(claims);
             }
-            let found = candidates(tx, sql, now, want)?;
+            let found = candidates(tx, sql, now, want.min(MAX_ROWS))?;
             if found.is_empty() {
                 break;
             }
+            // One candidate goes through the single-row statements; more share
+            // one UPDATE and one history INSERT.
+            let taken = if let [c] = &found[..] {
+                vec![take(tx, now, policy, worker, c)?]
+            } else {
+                take_each(tx, now, policy, worker, &found)?
+            };
             let mut progressed = false;
-            for c in found {
-                if let Some(claim) = take(tx, now, policy, worker, &c)? {
+            for (c, taken) in found.iter().zip(taken) {
+                if let Some(claim) = taken {
                     claims.push(claim);
                     progressed = true;
                 } else {
-                    progressed |= bury(tx, now, policy, &c)?;
+                    progressed |= bury(tx, now, policy, c)?;
                 }
             }
             if !progressed {
@@ -357,16 +446,7 @@ fn take(
         return Ok(None);
     };
     guard(status_of(&c.status), Status::Extracting)?;
-    let detail = match (c.lease_lost(), &c.token) {
-        (true, Some(old)) => format!(
-            "worker {worker}; took over from fence {} ({old}) {}; attempt {attempts} refunded and kept; \
-             lost leases {lost}/{}",
-            c.fence,
-            c.lease_over(now),
-            policy.max_lost_leases
-        ),
-        _ => format!("worker {worker}; from {}; attempt {attempts}", c.status),
-    };
+    let detail = claim_detail(now, policy, worker, c, (attempts, lost));
     record(tx, c.id, now, "claimed", Some(&token), Some(fence), Some(&detail))?;
     Ok(Some(Claim {
         id: JobId(c.id),
@@ -377,6 +457,96 @@ fn take(
         attempts,
         lease_expires_at: lease_until,
     }))
+}
+
+/// [`take`] for several candidates at once: one conditional UPDATE over the
+/// `[id, token]` pairs (a fresh token each), one history INSERT for the rows
+/// it took. One answer per candidate, in their order; `None` where the row
+/// was not taken (the caller buries it, as after [`take`]).
+fn take_each(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    worker: &str,
+    found: &[Candidate],
+) -> rusqlite::Result<Vec<Option<Claim>>> {
+    let tokens: Vec<String> = found.iter().map(|_| uuid::Uuid::new_v4().to_string()).collect();
+    let lease_until = now.saturating_add(policy.lease_ms);
+    let rows = padded(found.len());
+    let mut p: Vec<&dyn ToSql> = vec![
+        &worker,
+        &now,
+        &lease_until,
+        &policy.lease_ms,
+        &policy.max_lost_leases,
+    ];
+    for (c, token) in found.iter().zip(&tokens) {
+        p.extend([&c.id as &dyn ToSql, token]);
+    }
+    p.resize(p.len() + (rows - found.len()) * 2, &Null);
+    let mut taken: Vec<Option<(Claim, i64)>> = found.iter().map(|_| None).collect();
+    {
+        let mut stmt = tx.prepare_cached(&values(TAKE_EACH_HEAD, 6, rows, 2, TAKE_EACH_TAIL))?;
+        let mut out = stmt.query(&p[..])?;
+        while let Some(r) = out.next()? {
+            let id: i64 = r.get(0)?;
+            let Some(i) = found.iter().position(|c| c.id == id) else {
+                continue;
+            };
+            let claim = Claim {
+                id: JobId(id),
+                key: r.get(1)?,
+                version: r.get(2)?,
+                token: tokens[i].clone(),
+                fence: r.get(3)?,
+                attempts: r.get(4)?,
+                lease_expires_at: lease_until,
+            };
+            taken[i] = Some((claim, r.get(5)?));
+        }
+    }
+    let mut details = Vec::new();
+    for (c, t) in found.iter().zip(&taken) {
+        if let Some((claim, lost)) = t {
+            guard(status_of(&c.status), Status::Extracting)?;
+            details.push(claim_detail(now, policy, worker, c, (claim.attempts, *lost)));
+        }
+    }
+    let lines: Vec<Line<'_>> = taken
+        .iter()
+        .flatten()
+        .zip(&details)
+        .map(|((claim, _), detail)| {
+            (
+                claim.id.0,
+                Some(claim.token.as_str()),
+                Some(claim.fence),
+                Some(detail.as_str()),
+            )
+        })
+        .collect();
+    record_each(tx, now, "claimed", &lines)?;
+    Ok(taken.into_iter().map(|t| t.map(|(claim, _)| claim)).collect())
+}
+
+/// The history detail of a claim of `c` that left it with `attempts` and `lost` leases.
+fn claim_detail(
+    now: Millis,
+    policy: &Policy,
+    worker: &str,
+    c: &Candidate,
+    (attempts, lost): (i64, i64),
+) -> String {
+    match (c.lease_lost(), &c.token) {
+        (true, Some(old)) => format!(
+            "worker {worker}; took over from fence {} ({old}) {}; attempt {attempts} refunded and kept; \
+             lost leases {lost}/{}",
+            c.fence,
+            c.lease_over(now),
+            policy.max_lost_leases
+        ),
+        _ => format!("worker {worker}; from {}; attempt {attempts}", c.status),
+    }
 }
 
 /// Move a claimable row that has used up what it may spend to `dead`, so that
@@ -438,10 +608,9 @@ pub(crate) fn complete(
         .prepare_cached(COMPLETE)?
         .query_row(params![o.id.0, o.token, path, checksum, now], |r| r.get(0))
         .optional()?;
-    let detail = version.as_ref().map(|v| match note {
-        Some(note) => format!("version {v}; {path}; sha256 {checksum}; extracted as {note}"),
-        None => format!("version {v}; {path}; sha256 {checksum}"),
-    });
+    let detail = version
+        .as_deref()
+        .map(|v| complete_detail(v, path, checksum, note));
     settle(
         tx,
         now,
@@ -450,6 +619,124 @@ pub(crate) fn complete(
         "complete",
         detail.as_deref(),
     )
+}
+
+/// One completion of a batch ([`complete_each`]).
+#[derive(Debug)]
+pub(crate) struct Completing<'a> {
+    pub owner: &'a Owner,
+    pub path: &'a str,
+    pub checksum: &'a str,
+    /// What extraction decided, for the history.
+    pub note: Option<&'a str>,
+    /// The text to queue for the sink if the result is accepted.
+    pub delivery: Option<&'a str>,
+}
+
+/// Complete many claims in the caller's transaction, each fenced on its own
+/// token: what [`complete`] (and the sink's push) does for each, with one
+/// UPDATE for all of them and one history INSERT for the accepted ones.
+/// Refusals are settled one by one, as after [`complete`]. A single claim, or
+/// two claims of the same document, go through [`complete`] one at a time.
+pub(crate) fn complete_each(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    done: &[Completing<'_>],
+) -> rusqlite::Result<Vec<Fenced>> {
+    let mut ids: Vec<i64> = done.iter().map(|d| d.owner.id.0).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if done.len() < 2 || ids.len() < done.len() {
+        return done.iter().map(|d| complete_one(tx, now, policy, d)).collect();
+    }
+    let mut out = Vec::with_capacity(done.len());
+    for slice in done.chunks(MAX_ROWS) {
+        out.extend(complete_slice(tx, now, policy, slice)?);
+    }
+    Ok(out)
+}
+
+/// [`complete_each`] for at most [`MAX_ROWS`] claims of distinct documents.
+fn complete_slice(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    done: &[Completing<'_>],
+) -> rusqlite::Result<Vec<Fenced>> {
+    if let [d] = done {
+        return Ok(vec![complete_one(tx, now, policy, d)?]);
+    }
+    let rows = padded(done.len());
+    let mut p: Vec<&dyn ToSql> = vec![&now];
+    for d in done {
+        p.extend([&d.owner.id.0 as &dyn ToSql, &d.owner.token, &d.path, &d.checksum]);
+    }
+    p.resize(p.len() + (rows - done.len()) * 4, &Null);
+    let mut versions: Vec<Option<String>> = done.iter().map(|_| None).collect();
+    {
+        let mut stmt = tx.prepare_cached(&values(COMPLETE_EACH_HEAD, 2, rows, 4, COMPLETE_EACH_TAIL))?;
+        let mut out = stmt.query(&p[..])?;
+        while let Some(r) = out.next()? {
+            let id: i64 = r.get(0)?;
+            if let Some(i) = done.iter().position(|d| d.owner.id.0 == id) {
+                versions[i] = Some(r.get(1)?);
+            }
+        }
+    }
+    let details: Vec<Option<String>> = done
+        .iter()
+        .zip(&versions)
+        .map(|(d, v)| {
+            v.as_deref()
+                .map(|v| complete_detail(v, d.path, d.checksum, d.note))
+        })
+        .collect();
+    let lines: Vec<Line<'_>> = done
+        .iter()
+        .zip(&details)
+        .filter_map(|(d, detail)| {
+            let o = d.owner;
+            detail
+                .as_deref()
+                .map(|t| (o.id.0, Some(o.token.as_str()), Some(o.fence), Some(t)))
+        })
+        .collect();
+    record_each(tx, now, "completed", &lines)?;
+    done.iter()
+        .zip(&versions)
+        .map(|(d, v)| {
+            if v.is_none() {
+                return settle(tx, now, d.owner, 0, "complete", None);
+            }
+            if let Some(text) = d.delivery {
+                super::outbox::push(tx, now, &policy.outbox, d.owner.id.0, d.checksum, text)?;
+            }
+            Ok(Fenced::Accepted)
+        })
+        .collect()
+}
+
+/// One completion alone: what [`apply`] does for a [`WriteOp::Complete`].
+fn complete_one(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    d: &Completing<'_>,
+) -> rusqlite::Result<Fenced> {
+    let out = complete(tx, now, d.owner, (d.path, d.checksum), d.note)?;
+    if let (Fenced::Accepted, Some(text)) = (&out, d.delivery) {
+        super::outbox::push(tx, now, &policy.outbox, d.owner.id.0, d.checksum, text)?;
+    }
+    Ok(out)
+}
+
+/// The history detail of an accepted completion.
+fn complete_detail(version: &str, path: &str, checksum: &str, note: Option<&str>) -> String {
+    match note {
+        Some(note) => format!("version {version}; {path}; sha256 {checksum}; extracted as {note}"),
+        None => format!("version {version}; {path}; sha256 {checksum}"),
+    }
 }
 
 pub(crate) fn fail(
@@ -586,6 +873,30 @@ pub(crate) fn record(
     Ok(())
 }
 
+/// One history line of a batch: job id, token, fence, detail.
+type Line<'a> = (i64, Option<&'a str>, Option<i64>, Option<&'a str>);
+
+/// [`record`] for several documents at once, all with `event`: one INSERT.
+/// Each document at most once (every seq is read before the first line is
+/// written).
+fn record_each(tx: &Connection, now: Millis, event: &str, lines: &[Line<'_>]) -> rusqlite::Result<()> {
+    match lines {
+        [] => Ok(()),
+        [(id, token, fence, detail)] => record(tx, *id, now, event, *token, *fence, *detail),
+        _ => {
+            let rows = padded(lines.len());
+            let mut p: Vec<&dyn ToSql> = vec![&now, &event];
+            for (id, token, fence, detail) in lines {
+                p.extend([id as &dyn ToSql, token, fence, detail]);
+            }
+            p.resize(p.len() + (rows - lines.len()) * 4, &Null);
+            tx.prepare_cached(&values(RECORD_EACH_HEAD, 3, rows, 4, RECORD_EACH_TAIL))?
+                .execute(&p[..])?;
+            Ok(())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -611,5 +922,158 @@ mod tests {
             assert!(joined.contains(index), "{index} not used: {joined}");
         }
         assert!(!plan.iter().any(|l| l.trim() == "SCAN jobs"), "scan: {joined}");
+    }
+}
+
+/// A batch claim and a batch completion write exactly the rows and the history
+/// that the same claims and completions one at a time write.
+#[cfg(test)]
+mod batch_tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use rusqlite::Connection;
+
+    use crate::job::{Claim, Fenced};
+    use crate::store::{Backoff, Completion, NewDoc, Store, StoreOptions};
+    use crate::ManualClock;
+
+    /// Every table a claim or a completion writes, as text, with each owner
+    /// token replaced by its order of first appearance (tokens are random).
+    fn dump(path: &std::path::Path) -> String {
+        let c = Connection::open(path).unwrap();
+        let mut out = String::new();
+        for sql in [
+            "SELECT * FROM history ORDER BY job_id, seq",
+            "SELECT * FROM jobs ORDER BY id",
+            "SELECT * FROM outbox ORDER BY id",
+            "SELECT * FROM outbox_totals",
+        ] {
+            let mut stmt = c.prepare(sql).unwrap();
+            let n = stmt.column_count();
+            let mut rows = stmt.query([]).unwrap();
+            while let Some(r) = rows.next().unwrap() {
+                let line: Vec<String> = (0..n)
+                    .map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap()))
+                    .collect();
+                out.push_str(&line.join(" | "));
+                out.push('\n');
+            }
+            out.push_str("--\n");
+        }
+        let tokens: Vec<String> = c
+            .prepare("SELECT token FROM history WHERE token IS NOT NULL ORDER BY job_id, seq")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let mut seen: Vec<&String> = Vec::new();
+        for t in &tokens {
+            if !seen.contains(&t) {
+                seen.push(t);
+            }
+        }
+        for (i, t) in seen.iter().enumerate() {
+            out = out.replace(t.as_str(), &format!("<token {i}>"));
+        }
+        out
+    }
+
+    /// The same story twice; `batch` decides whether the last claims and
+    /// completions go one at a time or as batches. It covers fresh rows, a due
+    /// retry, a lease taken over, a row whose lost leases are used up (buried
+    /// on the way), a stale claim refused, a note and a delivery.
+    fn story(batch: bool) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let clock = ManualClock::new(1_000_000);
+        let opts = StoreOptions::default()
+            .clock(Arc::new(clock.clone()))
+            .lease(Duration::from_secs(10))
+            .max_attempts(3)
+            .max_lost_leases(2)
+            .backoff(Backoff {
+                jitter: 0.0,
+                ..Backoff::default()
+            });
+        let store = Store::open(&path, opts).unwrap();
+        let docs: Vec<NewDoc> = (0..8).map(|i| NewDoc::new(format!("d{i}"), "v1")).collect();
+        store.enqueue_many(&docs).unwrap();
+        // d0: its lease lost once already, and lost again below: buried.
+        drop(store.claim("setup").unwrap().unwrap());
+        clock.advance(Duration::from_secs(11));
+        drop(store.claim("setup").unwrap().unwrap());
+        // d1: a claim whose lease runs out; the batch below takes it over.
+        let stale = store.claim("setup").unwrap().unwrap();
+        // d2: failed once, its retry is due below.
+        let failing = store.claim("setup").unwrap().unwrap();
+        assert!(store.fail(failing, "boom", false).unwrap().is_accepted());
+        clock.advance(Duration::from_secs(3600));
+
+        let claims: Vec<Claim> = if batch {
+            store.claim_batch("w", 6).unwrap()
+        } else {
+            (0..6).map_while(|_| store.claim("w").unwrap()).collect()
+        };
+        assert_eq!(claims.len(), 6);
+        clock.advance(Duration::from_secs(1));
+        // The new claim of d1 is finished last, alone; the stale one is refused.
+        let (taken_over, claims): (Vec<Claim>, Vec<Claim>) =
+            claims.into_iter().partition(|c| c.id == stale.id);
+        let mut done: Vec<(Claim, Completion<'_>)> = vec![(stale, Completion::new("r/stale", "s0"))];
+        for (i, c) in claims.into_iter().enumerate() {
+            let completion = match i {
+                0 => Completion {
+                    note: Some("plain text"),
+                    ..Completion::new("r/a", "s1")
+                },
+                1 => Completion {
+                    deliver: Some("the text"),
+                    ..Completion::new("r/b", "s2")
+                },
+                _ => Completion::new("r/c", "s3"),
+            };
+            done.push((c, completion));
+        }
+        let outcomes: Vec<Fenced> = if batch {
+            store.finish_many(done).unwrap()
+        } else {
+            done.into_iter()
+                .map(|(c, d)| store.finish(c, d).unwrap())
+                .collect()
+        };
+        assert!(!outcomes[0].is_accepted());
+        assert!(outcomes[1..].iter().all(Fenced::is_accepted), "{outcomes:?}");
+        for c in taken_over {
+            assert!(store.complete(c, "r/d1", "s4").unwrap().is_accepted());
+        }
+        drop(store);
+        dump(&path)
+    }
+
+    /// A batch larger than one statement can bind is taken in slices.
+    #[test]
+    fn a_batch_of_thousands_is_claimed_and_completed_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("q.db"), StoreOptions::default()).unwrap();
+        let docs: Vec<NewDoc> = (0..9000).map(|i| NewDoc::new(format!("d{i}"), "v1")).collect();
+        store.enqueue_many(&docs).unwrap();
+        let claims = store.claim_batch("w", 9000).unwrap();
+        assert_eq!(claims.len(), 9000);
+        let done: Vec<_> = claims.into_iter().map(|c| (c, "r", "s")).collect();
+        let out = store.complete_many(done).unwrap();
+        assert!(out.iter().all(Fenced::is_accepted));
+        assert_eq!(store.counts().unwrap().get(crate::job::Status::Indexed), 9000);
+    }
+
+    #[test]
+    fn a_batch_writes_the_rows_and_history_of_one_at_a_time() {
+        let one_by_one = story(false);
+        assert!(one_by_one.contains("took over from fence"), "{one_by_one}");
+        assert!(one_by_one.contains("lost leases exhausted"), "{one_by_one}");
+        assert!(one_by_one.contains("complete_rejected"), "{one_by_one}");
+        assert!(one_by_one.contains("from retrying"), "{one_by_one}");
+        assert_eq!(story(true), one_by_one);
     }
 }
