@@ -99,9 +99,14 @@ fn sync_name(s: Synchronous) -> &'static str {
 /// Add `n` discovered rows quickly (setup, untimed).
 fn bulk_enqueue(path: &Path, n: u64, status: &str, lease_until: i64) {
     let mut c = Connection::open(path).unwrap();
-    // The store's background checkpointer may hold the file a moment.
+    // The store's background checkpointer may hold the file a moment. The
+    // transaction takes the write lock at BEGIN, where the busy timeout waits
+    // for it: a read transaction upgraded to a write later fails at once with
+    // "database is locked" when another connection wrote since its snapshot.
     c.busy_timeout(Duration::from_secs(30)).unwrap();
-    let tx = c.transaction().unwrap();
+    let tx = c
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .unwrap();
     let start: i64 = tx
         .query_row("SELECT coalesce(max(id), 0) FROM jobs", [], |r| r.get(0))
         .unwrap();
