@@ -20,11 +20,7 @@ set -euo pipefail
 # shellcheck source=fetch_lib.sh
 . "$(dirname "$0")/fetch_lib.sh"
 
-OUT=${1:?usage: fetch_docx.sh OUT_DIR}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-CACHE=$OUT/cache
-mkdir -p "$CACHE/pypi" "$CACHE/npm" "$CACHE/unpacked"
+out_dir fetch_docx.sh "${1:-}"
 
 PYPI_SDISTS=(
   "python-docx==1.1.2"

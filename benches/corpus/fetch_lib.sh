@@ -1,6 +1,19 @@
 # benches/corpus/fetch_lib.sh: the download, unpack and collect steps the corpus fetch scripts
 # share. Sourced, not run. Every step is cached under CACHE and skipped when already done.
 
+# out_dir SCRIPT [OUT_DIR]: sets OUT (created, made absolute) and CACHE (OUT/cache; each step
+# makes the folder it uses), or stops with SCRIPT's usage.
+out_dir() {
+  if [ -z "${2:-}" ]; then
+    echo "usage: $1 OUT_DIR" >&2
+    exit 2
+  fi
+  OUT=$2
+  mkdir -p "$OUT"
+  OUT=$(cd "$OUT" && pwd)
+  CACHE=$OUT/cache
+}
+
 # fetch_pypi CACHE SPEC...: source distributions ("name==version") into CACHE/pypi.
 fetch_pypi() {
   local cache=$1 spec name ver; shift

@@ -25,11 +25,7 @@ set -euo pipefail
 # shellcheck source=fetch_lib.sh
 . "$(dirname "$0")/fetch_lib.sh"
 
-OUT=${1:?usage: fetch_pdfs.sh OUT_DIR}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-CACHE=$OUT/cache
-mkdir -p "$CACHE/pypi" "$CACHE/npm" "$CACHE/deb" "$CACHE/unpacked"
+out_dir fetch_pdfs.sh "${1:-}"
 
 PYPI_SDISTS=(
   "pypdf==7.1.1"

@@ -282,18 +282,12 @@ fn sync_many(all: &[&Staged], root: &Path, fault: Option<Fault>) -> Vec<Result<(
     let mut results: Vec<Result<(), MirrorError>> = all
         .iter()
         .map(|s| {
-            if fault == Some(Fault::FailFsync) {
-                return Err(io_err(&s.final_path)(io::Error::from_raw_os_error(libc::EIO)));
-            }
+            injected(fault, Fault::FailFsync, &s.final_path)?;
             range_sync(&s.file, wait).map_err(io_err(&s.final_path))
         })
         .collect();
     crash_point(CrashPoint::AfterFsync);
-    let synced = if fault == Some(Fault::FailDirFsync) {
-        Err(io_err(root)(io::Error::from_raw_os_error(libc::EIO)))
-    } else {
-        sync_file_system(root)
-    };
+    let synced = injected(fault, Fault::FailDirFsync, root).and_then(|()| sync_file_system(root));
     if let Err(e) = synced {
         for result in results.iter_mut().filter(|r| r.is_ok()) {
             *result = Err(io_err(root)(copy_io_error(&e)));
@@ -304,10 +298,17 @@ fn sync_many(all: &[&Staged], root: &Path, fault: Option<Fault>) -> Vec<Result<(
 }
 
 fn sync_file(s: &Staged, fault: Option<Fault>) -> Result<(), MirrorError> {
-    if fault == Some(Fault::FailFsync) {
-        return Err(io_err(&s.final_path)(io::Error::from_raw_os_error(libc::EIO)));
-    }
+    injected(fault, Fault::FailFsync, &s.final_path)?;
     s.file.sync_all().map_err(io_err(&s.final_path))
+}
+
+/// The EIO a test injects with `failing` (a failed fsync of a file, or of what
+/// makes the names durable), if `fault` is it.
+fn injected(fault: Option<Fault>, failing: Fault, path: &Path) -> Result<(), MirrorError> {
+    if fault == Some(failing) {
+        return Err(io_err(path)(io::Error::from_raw_os_error(libc::EIO)));
+    }
+    Ok(())
 }
 
 /// `sync_file_range` over the whole file with `flags`.
@@ -335,7 +336,7 @@ fn sync_file_system(root: &Path) -> Result<(), MirrorError> {
     }
 }
 
-/// The same operating-system error again, for every write of a directory whose fsync failed.
+/// The same operating-system error again, for every write of a round whose `syncfs` failed.
 fn copy_io_error(e: &MirrorError) -> io::Error {
     match e {
         MirrorError::Io { source, .. } => match source.raw_os_error() {
@@ -348,8 +349,6 @@ fn copy_io_error(e: &MirrorError) -> io::Error {
 
 /// Makes a rename durable; without it a crash could lose an accepted generation.
 fn sync_dir(dir: &Path, fault: Option<Fault>) -> Result<(), MirrorError> {
-    if fault == Some(Fault::FailDirFsync) {
-        return Err(io_err(dir)(io::Error::from_raw_os_error(libc::EIO)));
-    }
+    injected(fault, Fault::FailDirFsync, dir)?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))
 }
