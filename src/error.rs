@@ -54,7 +54,8 @@ pub enum Error {
     /// The file was written by a newer leasehold; refusing to downgrade it.
     #[error("{path}: schema version {found} is newer than this build supports ({supported})")]
     SchemaTooNew {
-        /// The database file.
+        /// The database file, or for PostgreSQL the database's URL without
+        /// its password.
         path: PathBuf,
         /// The file's `user_version`.
         found: i64,
@@ -108,6 +109,33 @@ pub enum Error {
     Pool {
         /// The database file.
         path: PathBuf,
+        /// The pool's error: a timeout waiting for a free connection, or one that failed to open.
+        #[source]
+        source: r2d2::Error,
+    },
+    /// The PostgreSQL server could not be reached, or refused the login.
+    #[error("{url}: cannot connect: {source}")]
+    PostgresConnect {
+        /// The database's URL without its password.
+        url: String,
+        /// The client's error (it never holds the password either).
+        #[source]
+        source: postgres::Error,
+    },
+    /// A PostgreSQL statement or transaction failed.
+    #[error("{url}: {source}")]
+    Postgres {
+        /// The database's URL without its password.
+        url: String,
+        /// The client's error: the server's message and SQLSTATE, or a closed connection.
+        #[source]
+        source: postgres::Error,
+    },
+    /// The PostgreSQL connection pool could not hand out a connection.
+    #[error("{url}: connection pool: {source}")]
+    PostgresPool {
+        /// The database's URL without its password.
+        url: String,
         /// The pool's error: a timeout waiting for a free connection, or one that failed to open.
         #[source]
         source: r2d2::Error,
