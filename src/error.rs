@@ -114,7 +114,7 @@ pub enum Error {
         source: r2d2::Error,
     },
     /// The PostgreSQL server could not be reached, or refused the login.
-    #[error("{url}: cannot connect: {source}")]
+    #[error("{url}: cannot connect: {}", pg_detail(.source))]
     PostgresConnect {
         /// The database's URL without its password.
         url: String,
@@ -123,7 +123,7 @@ pub enum Error {
         source: postgres::Error,
     },
     /// A PostgreSQL statement or transaction failed.
-    #[error("{url}: {source}")]
+    #[error("{url}: {}", pg_detail(.source))]
     Postgres {
         /// The database's URL without its password.
         url: String,
@@ -212,6 +212,20 @@ fn held_by(holder: &Option<String>) -> String {
         .as_ref()
         .map(|h| format!("; database write lock held by {h}"))
         .unwrap_or_default()
+}
+
+/// A PostgreSQL client error with its cause: the client prints only its kind
+/// ("db error", "error connecting to server") and keeps the server's message
+/// or the OS error in its source, which a one-line message would lose.
+fn pg_detail(e: &postgres::Error) -> String {
+    let code = e
+        .code()
+        .map(|c| format!(" (SQLSTATE {})", c.code()))
+        .unwrap_or_default();
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}{code}"),
+        None => format!("{e}{code}"),
+    }
 }
 
 /// SQLite said BUSY or LOCKED: the transaction may be retried after a ROLLBACK.

@@ -133,6 +133,11 @@ impl PgServer {
         name
     }
 
+    /// The temporary directory of our cluster (`None` for [`SERVER_ENV`]'s server).
+    pub fn cluster_dir(&self) -> Option<&Path> {
+        self.cluster.as_ref().map(|c| c.root.as_path())
+    }
+
     /// The port our cluster listens on, from the URL.
     pub fn port(&self) -> u16 {
         let after_host = self
