@@ -26,7 +26,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 /// The environment variable naming a server to use instead of our own.
 pub const SERVER_ENV: &str = "LEASEHOLD_TEST_PG";
@@ -66,7 +66,7 @@ struct Cluster {
     run_as: Option<UnixUser>,
     /// Held open for the life of the process: the watchdog stops the server
     /// when it reads the end of this pipe.
-    _watchdog: Mutex<(Child, ChildStdin)>,
+    _watchdog: (Child, ChildStdin),
 }
 
 #[derive(Clone, Copy)]
@@ -181,7 +181,7 @@ impl Cluster {
         let data = root.join("data");
         let log = root.join("server.log");
         // The watchdog first, so a failure below still leaves nothing behind.
-        let watchdog = Mutex::new(spawn_watchdog(&bin, &data, &root, run_as));
+        let watchdog = spawn_watchdog(&bin, &data, &root, run_as);
         let cluster = Cluster {
             bin,
             root,

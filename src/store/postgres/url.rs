@@ -28,9 +28,6 @@ pub(crate) struct Target {
     pub(crate) config: Config,
     /// The URL without its password, for messages.
     pub(crate) label: String,
-    // Held so the password is known to `secret::redact` for as long as the
-    // store may meet text that could echo it.
-    _password: Option<Secret>,
 }
 
 impl Target {
@@ -50,15 +47,13 @@ impl Target {
         if config.get_application_name().is_none() {
             config.application_name(APPLICATION_NAME);
         }
-        let password = config
-            .get_password()
-            .map(|p| Secret::new(String::from_utf8_lossy(p).into_owned()));
+        if let Some(password) = config.get_password() {
+            // Known to `secret::redact` from here on, like every password of
+            // the process: text bound for a notice or a log loses it.
+            Secret::new(String::from_utf8_lossy(password).into_owned());
+        }
         let label = label(&config);
-        Ok(Target {
-            config,
-            label,
-            _password: password,
-        })
+        Ok(Target { config, label })
     }
 }
 
