@@ -54,7 +54,8 @@ pub enum Error {
     /// The file was written by a newer leasehold; refusing to downgrade it.
     #[error("{path}: schema version {found} is newer than this build supports ({supported})")]
     SchemaTooNew {
-        /// The database file.
+        /// The database file, or for PostgreSQL the database's URL without
+        /// its password.
         path: PathBuf,
         /// The file's `user_version`.
         found: i64,
@@ -108,6 +109,33 @@ pub enum Error {
     Pool {
         /// The database file.
         path: PathBuf,
+        /// The pool's error: a timeout waiting for a free connection, or one that failed to open.
+        #[source]
+        source: r2d2::Error,
+    },
+    /// The PostgreSQL server could not be reached, or refused the login.
+    #[error("{url}: cannot connect: {}", pg_detail(.source))]
+    PostgresConnect {
+        /// The database's URL without its password.
+        url: String,
+        /// The client's error (it never holds the password either).
+        #[source]
+        source: postgres::Error,
+    },
+    /// A PostgreSQL statement or transaction failed.
+    #[error("{url}: {}", pg_detail(.source))]
+    Postgres {
+        /// The database's URL without its password.
+        url: String,
+        /// The client's error: the server's message and SQLSTATE, or a closed connection.
+        #[source]
+        source: postgres::Error,
+    },
+    /// The PostgreSQL connection pool could not hand out a connection.
+    #[error("{url}: connection pool: {source}")]
+    PostgresPool {
+        /// The database's URL without its password.
+        url: String,
         /// The pool's error: a timeout waiting for a free connection, or one that failed to open.
         #[source]
         source: r2d2::Error,
@@ -184,6 +212,20 @@ fn held_by(holder: &Option<String>) -> String {
         .as_ref()
         .map(|h| format!("; database write lock held by {h}"))
         .unwrap_or_default()
+}
+
+/// A PostgreSQL client error with its cause: the client prints only its kind
+/// ("db error", "error connecting to server") and keeps the server's message
+/// or the OS error in its source, which a one-line message would lose.
+fn pg_detail(e: &postgres::Error) -> String {
+    let code = e
+        .code()
+        .map(|c| format!(" (SQLSTATE {})", c.code()))
+        .unwrap_or_default();
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}{code}"),
+        None => format!("{e}{code}"),
+    }
 }
 
 /// SQLite said BUSY or LOCKED: the transaction may be retried after a ROLLBACK.

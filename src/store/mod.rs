@@ -18,6 +18,8 @@
 //! - `gate.rs`: the auth gate's accounts, probes, pool holds and notices.
 //! - `outbox.rs`: results waiting for the sink, and sending notices.
 //! - `check.rs`: the read-only checks `doctor` runs.
+//! - `postgres/`: the PostgreSQL edition's ground: open by URL, migrate from
+//!   `schema.pg.sql`, pool (its operations come behind one seam with these).
 //!
 //! Every write is one short `BEGIN IMMEDIATE` transaction that never touches the
 //! file system. A `Store` is cheap to clone; clones share one pool and one
@@ -31,6 +33,7 @@ mod holder;
 mod open;
 mod options;
 mod outbox;
+pub mod postgres;
 mod queue;
 mod read;
 mod turnstile;

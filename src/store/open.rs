@@ -24,8 +24,15 @@ pub fn schema_version() -> i64 {
 
 /// `schema.sql` split into `(version, sql)` sections.
 fn migrations() -> Vec<(i64, String)> {
+    sections(SCHEMA_SQL)
+}
+
+/// A schema file split into `(version, sql)` sections at its `-- version: N`
+/// lines; what comes before the first is the file's header. Shared with the
+/// PostgreSQL edition, whose `schema.pg.sql` follows the same rule.
+pub(crate) fn sections(schema: &str) -> Vec<(i64, String)> {
     let mut out: Vec<(i64, String)> = Vec::new();
-    for line in SCHEMA_SQL.lines() {
+    for line in schema.lines() {
         if let Some(v) = line.strip_prefix("-- version:") {
             if let Ok(v) = v.trim().parse() {
                 out.push((v, String::new()));

@@ -5,6 +5,7 @@
 pub mod gate_env;
 pub mod hostile;
 pub mod output;
+pub mod pg;
 pub mod upstream_server;
 
 use std::path::PathBuf;

@@ -1,0 +1,125 @@
+//! The PostgreSQL edition's ground (DESIGN §11): opening a database by URL,
+//! migrating it from `schema.pg.sql`, and pooling connections.
+//!
+//! # Layout
+//! - `mod.rs`: [`PgStore`], a handle on one migrated database and its pool.
+//! - `url.rs`: parse the URL; the name it goes by in messages has no password.
+//! - `migrate.rs`: the versioned sections, applied once each under an
+//!   advisory lock.
+//!
+//! The store's operations (claim, the fenced writes, the gate, the outbox)
+//! are not here yet: they come behind one seam with the SQLite [`Store`]
+//! (`crate::Store`). The client is the synchronous `postgres` crate, which
+//! keeps the thread-pool design; connections are plain TCP or a Unix socket
+//! (no TLS connector yet).
+
+mod migrate;
+mod url;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::postgres::NoTls;
+use r2d2_postgres::PostgresConnectionManager;
+
+use crate::error::{Error, Result};
+use crate::store::StoreOptions;
+pub use migrate::{schema_version, MIGRATION_LOCK};
+use url::Target;
+
+/// Connection pool of a PostgreSQL store.
+type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+
+/// How long a caller waits for a free pooled connection, as on SQLite.
+const POOL_WAIT: Duration = Duration::from_secs(30);
+
+/// A handle on one PostgreSQL database with leasehold's schema. Cheap to clone.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The URL without its password: what every error names.
+    label: String,
+    pool: Pool,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("url", &self.inner.label).finish()
+    }
+}
+
+impl PgStore {
+    /// Open the database at `url` (`postgres://user:password@host:port/db`,
+    /// or a `key=value` connection string), apply the sections of
+    /// `schema.pg.sql` it lacks, and pool connections to it
+    /// ([`StoreOptions::pool_size`]; the other options are for the store's
+    /// operations, which come later).
+    ///
+    /// One connection is made first and migrates, so a wrong address or
+    /// password fails at once rather than after the pool's wait.
+    ///
+    /// # Failure
+    /// [`Error::InvalidInput`] for a URL that does not parse,
+    /// [`Error::PostgresConnect`] when the server cannot be reached or
+    /// refuses the login, [`Error::SchemaTooNew`] when a newer leasehold
+    /// migrated the database, [`Error::Postgres`] when a section fails.
+    /// No error's text holds the password.
+    pub fn open(url: &str, opts: StoreOptions) -> Result<PgStore> {
+        opts.validate()?;
+        let target = Target::parse(url)?;
+        let mut client = target
+            .config
+            .connect(NoTls)
+            .map_err(|source| Error::PostgresConnect {
+                url: target.label.clone(),
+                source,
+            })?;
+        migrate::migrate(&mut client, &target.label)?;
+        drop(client);
+        let pool = build_pool(&target, &opts)?;
+        Ok(PgStore {
+            inner: Arc::new(Inner {
+                label: target.label,
+                pool,
+            }),
+        })
+    }
+
+    /// The database's URL without its password.
+    pub fn url(&self) -> &str {
+        &self.inner.label
+    }
+
+    /// The schema version applied to the database, read back through the pool.
+    pub fn applied_version(&self) -> Result<i64> {
+        let mut client = self.connection()?;
+        migrate::applied_version(&mut client, &self.inner.label)
+    }
+
+    fn connection(&self) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>> {
+        self.inner.pool.get().map_err(|source| Error::PostgresPool {
+            url: self.inner.label.clone(),
+            source,
+        })
+    }
+}
+
+/// The pool. r2d2 checks each connection with an empty query as it is handed
+/// out (its default): a round trip per checkout, but a connection broken by a
+/// server restart is replaced instead of failing the caller's first statement.
+/// The reconnect work (issue 14) may trade that for retrying the operation.
+fn build_pool(target: &Target, opts: &StoreOptions) -> Result<Pool> {
+    let manager = PostgresConnectionManager::new(target.config.clone(), NoTls);
+    r2d2::Pool::builder()
+        .max_size(opts.pool_size.max(2))
+        .min_idle(Some(1))
+        .connection_timeout(POOL_WAIT)
+        .build(manager)
+        .map_err(|source| Error::PostgresPool {
+            url: target.label.clone(),
+            source,
+        })
+}
