@@ -18,6 +18,10 @@
 //!   the sink + its delivery (the delete that `secure_delete` zeroes), one
 //!   document at a time: the cost of not leaving delivered text in free pages.
 //!
+//! - `pairs/pg/raw/T`, `claim_latency/pg_raw/*`: the same bare protocol on a
+//!   real PostgreSQL server with `SKIP LOCKED` (`store/pg.rs`; skipped, with a
+//!   line saying so, where PostgreSQL is not installed).
+//!
 //! At the end a table gives the rates the pair benchmarks measured in this run
 //! (all their timed pairs over all their timed time) and the ratios store/raw,
 //! so that one run gives one set of figures.
@@ -27,6 +31,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
+
+#[path = "store/pg.rs"]
+mod pg;
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use leasehold::store::Drain;
@@ -74,7 +81,20 @@ fn print_ratios() {
             format!("pairs/{sync}/raw_batch32/1"),
             format!("pairs/{sync}/store_batch32/1"),
         ));
+        if sync == "full" {
+            cases.extend(THREADS.iter().map(|t| {
+                (
+                    format!("postgres {t} thread(s)"),
+                    format!("pairs/pg/raw/{t}"),
+                    format!("pairs/pg/store/{t}"),
+                )
+            }));
+        }
         for (name, raw, store) in cases {
+            if let (Some(raw), None) = (rate(&raw), rate(&store)) {
+                println!("{name:<22} {:>10} {:>10} {:>7}", k(raw), "-", "-");
+                continue;
+            }
             if let (Some(raw), Some(store)) = (rate(&raw), rate(&store)) {
                 println!("{name:<22} {:>10} {:>10} {:>7.2}", k(raw), k(store), store / raw);
             }
@@ -429,7 +449,8 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_raw_vs_store, bench_claim_latency, bench_outbox_secure_delete
+    targets = bench_raw_vs_store, bench_claim_latency, bench_outbox_secure_delete,
+        pg::bench_pairs, pg::bench_claim_latency
 }
 
 fn main() {

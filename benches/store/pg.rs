@@ -1,0 +1,137 @@
+//! The PostgreSQL rows of the store bench: the bare `SKIP LOCKED` protocol on
+//! a real server, the baseline the PostgreSQL edition is measured against.
+//!
+//! The server is the tests' throwaway cluster (`tests/common/pg.rs`), switched
+//! to `fsync = on` for the bench: the tests run it without fsync, which would
+//! make every commit free and the figures meaningless. Without PostgreSQL on
+//! the machine these rows are skipped with a line saying so.
+//!
+//! - `pairs/pg/raw/T`: T threads, one connection each; per pair one claim
+//!   statement (`UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED)`, its
+//!   own transaction) and the fenced complete in another.
+//! - `claim_latency/pg_raw/{10k,1M}_queued`: one such claim, then its release,
+//!   with 10,000 vs 1,000,000 rows queued.
+
+#[path = "../../tests/common/pg.rs"]
+#[allow(dead_code)]
+mod cluster;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use leasehold::store::postgres::PgStore;
+use postgres::{Client, NoTls};
+
+use super::{measured, opts, timed_threads, THREADS};
+use leasehold::Synchronous;
+
+/// The claim of the bare protocol: the lowest discovered id nobody has locked.
+const RAW_CLAIM: &str = "UPDATE jobs SET status = 'extracting', owner_token = $1, fence = fence + 1,
+            lease_expires_at = 9999999999999, attempts = attempts + 1, updated_at = 1
+     WHERE id = (SELECT id FROM jobs WHERE status = 'discovered' ORDER BY id LIMIT 1
+                 FOR UPDATE SKIP LOCKED)
+     RETURNING id";
+
+/// The fenced complete of the bare protocol.
+const RAW_COMPLETE: &str = "UPDATE jobs SET status = 'indexed', result_path = 'r', checksum = 's',
+            owner_token = NULL, lease_expires_at = NULL, updated_at = 2
+     WHERE id = $1 AND owner_token = $2 AND status = 'extracting'";
+
+/// A fresh database with leasehold's schema on the bench server (fsync on),
+/// or `None` when this machine has no PostgreSQL.
+fn database() -> Option<String> {
+    let server = std::panic::catch_unwind(cluster::server).ok()?;
+    let mut admin = server.admin();
+    admin
+        .batch_execute("ALTER SYSTEM SET fsync = on")
+        .and_then(|()| admin.batch_execute("SELECT pg_reload_conf()"))
+        .expect("turn fsync on for the bench");
+    let url = server.fresh_database();
+    drop(PgStore::open(&url, opts(Synchronous::Full)).expect("migrate the bench database"));
+    Some(url)
+}
+
+fn connect(url: &str) -> Client {
+    Client::connect(url, NoTls).expect("connect to the bench server")
+}
+
+/// Adds `n` rows of `status` in one statement (setup, untimed).
+fn bulk_enqueue(c: &mut Client, n: u64, status: &str) {
+    c.execute(
+        "INSERT INTO jobs (doc_key, version, status, max_attempts, created_at, updated_at)
+         SELECT 'k' || (coalesce((SELECT max(id) FROM jobs), 0) + g), 'v', $2, 5, 0, 0
+         FROM generate_series(1, $1::bigint) AS g",
+        &[&(n as i64), &status],
+    )
+    .expect("bulk enqueue");
+    c.batch_execute("ANALYZE jobs").expect("analyze");
+}
+
+/// One bare claim + fenced complete.
+fn raw_pair(c: &mut Client, token: &str) {
+    let row = c.query_one(RAW_CLAIM, &[&token]).expect("a queued row");
+    let id: i64 = row.get(0);
+    assert_eq!(c.execute(RAW_COMPLETE, &[&id, &token]).expect("complete"), 1);
+}
+
+/// The PostgreSQL pairs: the raw protocol at 1, 4 and 16 threads.
+pub fn bench_pairs(c: &mut Criterion) {
+    let Some(url) = database() else {
+        println!("pairs/pg: skipped, no PostgreSQL on this machine (apt-get install postgresql)");
+        return;
+    };
+    let mut g = c.benchmark_group("pairs/pg");
+    g.throughput(Throughput::Elements(1));
+    let mut setup = connect(&url);
+    for threads in THREADS {
+        g.bench_function(BenchmarkId::new("raw", threads), |b| {
+            b.iter_custom(|iters| {
+                bulk_enqueue(&mut setup, iters, "discovered");
+                let conns: Vec<_> = (0..threads).map(|_| Mutex::new(connect(&url))).collect();
+                let spent = timed_threads(threads, iters, |t, quota| {
+                    let mut c = conns[t].lock().unwrap();
+                    let token = format!("tok-{t}");
+                    for _ in 0..quota {
+                        raw_pair(&mut c, &token);
+                    }
+                });
+                measured(&format!("pairs/pg/raw/{threads}"), iters, spent)
+            })
+        });
+    }
+    g.finish();
+}
+
+/// One bare claim with 10k vs 1M queued (each released again, untimed).
+pub fn bench_claim_latency(c: &mut Criterion) {
+    let Some(url) = database() else {
+        return;
+    };
+    let mut g = c.benchmark_group("claim_latency");
+    let mut conn = connect(&url);
+    let mut queued = 0;
+    for (name, n) in [("pg_raw/10k_queued", 10_000u64), ("pg_raw/1M_queued", 1_000_000)] {
+        bulk_enqueue(&mut conn, n - queued, "discovered");
+        queued = n;
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    let row = conn.query_one(RAW_CLAIM, &[&"w"]).expect("a queued row");
+                    spent += start.elapsed();
+                    let id: i64 = row.get(0);
+                    conn.execute(
+                        "UPDATE jobs SET status = 'discovered', owner_token = NULL,
+                                lease_expires_at = NULL WHERE id = $1",
+                        &[&id],
+                    )
+                    .expect("release");
+                }
+                spent
+            })
+        });
+    }
+    g.finish();
+}
