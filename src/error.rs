@@ -140,6 +140,20 @@ pub enum Error {
         #[source]
         source: r2d2::Error,
     },
+    /// An operation the PostgreSQL edition does not have yet (issue 14): the
+    /// store refuses it by name rather than doing nothing.
+    #[error("{operation} is not built on PostgreSQL yet; use a SQLite database for it")]
+    NotOnPostgres {
+        /// The operation refused, e.g. "the auth gate (admit)".
+        operation: &'static str,
+    },
+    /// An operation that belongs to SQLite's file (integrity check, journal
+    /// mode, checkpoint) asked of a PostgreSQL store.
+    #[error("{operation} is a SQLite operation; this store is a PostgreSQL database")]
+    SqliteOnly {
+        /// The operation refused.
+        operation: &'static str,
+    },
     /// A file-system operation failed.
     #[error("{path}: {source}")]
     Io {
@@ -202,6 +216,8 @@ impl Error {
                 | Error::ForeignSchema { .. }
                 | Error::WalNotEnabled { .. }
                 | Error::InvalidInput { .. }
+                | Error::NotOnPostgres { .. }
+                | Error::SqliteOnly { .. }
         )
     }
 }

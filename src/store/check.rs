@@ -66,7 +66,7 @@ impl Checker {
     }
 }
 
-fn indexed_page(conn: &Connection, after: i64, limit: i64) -> rusqlite::Result<Vec<IndexedRow>> {
+pub(crate) fn indexed_page(conn: &Connection, after: i64, limit: i64) -> rusqlite::Result<Vec<IndexedRow>> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, doc_key, result_path, checksum FROM jobs
          WHERE status = 'indexed' AND id > ?1 ORDER BY id LIMIT ?2",
@@ -83,7 +83,7 @@ fn indexed_page(conn: &Connection, after: i64, limit: i64) -> rusqlite::Result<V
 }
 
 /// (subject, message) for every row that breaks "at most one live owner".
-fn lease_violations(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
+pub(crate) fn lease_violations(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     let mut stmt =
         conn.prepare("SELECT doc_key, count(*) FROM jobs NOT INDEXED GROUP BY doc_key HAVING count(*) > 1")?;

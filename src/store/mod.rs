@@ -1,52 +1,64 @@
-//! The jobs table and everything else the processes share in SQLite: the only
-//! code that writes SQL (DESIGN §3, §6, §8).
+//! The jobs table and everything else the processes share, in SQLite or in
+//! PostgreSQL: the only code that writes SQL (DESIGN §3, §6, §7, §12).
 //!
 //! # Layout
-//! - `mod.rs`: the [`Store`] facade; [`Accounts`], [`Notices`] and [`Outbox`]
-//!   are its views on the gate's and the sink's tables.
+//! - `mod.rs`: the [`Store`] facade, the one handle callers use whatever the
+//!   engine; [`Accounts`], [`Notices`] and [`Outbox`] are its views on the
+//!   gate's and the sink's tables. It checks keys and wakes this process's
+//!   idle workers; every operation goes to the engine.
+//! - `engine.rs`: the seam: the operations as one trait, and the engine a
+//!   store was opened on.
+//! - `location.rs`: [`DbLocation`], a path or a `postgres://` URL.
 //! - `options.rs`: [`StoreOptions`] and the part of them the SQL needs.
-//! - `open.rs`: validate the file, set WAL, migrate from `schema.sql`, build the pool.
-//! - `tx.rs`: the write transaction (group commit through `crate::group`, turnstile,
-//!   bounded BUSY retries).
-//! - `turnstile.rs`: fair turns at the write lock between processes, that no
-//!   stopped or hostile process can hold up.
-//! - `holder.rs`: which process holds a lock (`/proc/locks`), and is it stopped.
-//! - `checkpoint.rs`: the background WAL checkpointer.
-//! - `write.rs`: claim and the fenced writes, each a function of (transaction, now).
-//! - `queue.rs`: enqueue, requeue, marking vanished sources.
-//! - `read.rs`: the reads.
-//! - `gate.rs`: the auth gate's accounts, probes, pool holds and notices.
-//! - `outbox.rs`: results waiting for the sink, and sending notices.
-//! - `check.rs`: the read-only checks `doctor` runs.
-//! - `postgres/`: the PostgreSQL edition's ground: open by URL, migrate from
-//!   `schema.pg.sql`, pool (its operations come behind one seam with these).
+//! - `sqlite.rs`: the SQLite engine, over the rooms below:
+//!   - `open.rs`: validate the file, set WAL, migrate from `schema.sql`, build the pool.
+//!   - `tx.rs`: the write transaction (group commit through `crate::group`,
+//!     turnstile, bounded BUSY retries).
+//!   - `turnstile.rs`: fair turns at the write lock between processes, that no
+//!     stopped or hostile process can hold up.
+//!   - `holder.rs`: which process holds a lock (`/proc/locks`), and is it stopped.
+//!   - `checkpoint.rs`: the background WAL checkpointer.
+//!   - `write.rs`: claim and the fenced writes, each a function of (transaction, now).
+//!   - `queue.rs`: enqueue, requeue, marking vanished sources.
+//!   - `read.rs`: the reads.
+//!   - `gate/`: the auth gate's accounts, probes, pool holds and notices.
+//!   - `outbox.rs`: results waiting for the sink, and sending notices.
+//!   - `check.rs`: the read-only checks `doctor` runs.
+//! - `postgres/`: the PostgreSQL engine: open by URL, migrate from
+//!   `schema.pg.sql`, pool, and the same operations in PostgreSQL's SQL.
 //!
-//! Every write is one short `BEGIN IMMEDIATE` transaction that never touches the
-//! file system. A `Store` is cheap to clone; clones share one pool and one
-//! group-commit queue, so threads of a process should share clones, while separate
-//! processes (or separate `Store::open`s) coordinate through SQLite alone.
+//! On SQLite every write is one short `BEGIN IMMEDIATE` transaction that never
+//! touches the file system. A `Store` is cheap to clone; clones share one
+//! engine (pool, group-commit queue), so threads of a process should share
+//! clones, while separate processes (or separate `Store::open`s) coordinate
+//! through the database alone.
 
 mod check;
 mod checkpoint;
+mod engine;
 mod gate;
 mod holder;
+mod location;
 mod open;
 mod options;
 mod outbox;
 pub mod postgres;
 mod queue;
 mod read;
+mod sqlite;
 mod turnstile;
 mod tx;
 mod write;
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 pub use check::{Checker, IndexedRow};
 pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, GateState, ProbePermit};
+pub use location::DbLocation;
 pub use open::schema_version;
 pub use options::{Backoff, StoreOptions, Synchronous};
 pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxTotals, PendingNotice};
@@ -57,13 +69,11 @@ pub use write::claim_candidate_queries;
 
 use crate::clock::{duration_ms, Millis};
 use crate::error::{Error, Result};
-use crate::group::GroupCommit;
 use crate::job::{Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked};
-use checkpoint::Checkpointer;
-use open::Pool;
+use engine::{Backend, Engine};
 use options::Policy;
-use turnstile::Turnstile;
-use write::{WriteOp, WriteOut};
+use postgres::PgStore;
+use sqlite::Sqlite;
 
 /// Wakes in-process workers when new work may be claimable.
 #[derive(Default)]
@@ -81,37 +91,39 @@ struct Generation {
     waiters: usize,
 }
 
-/// A handle on one SQLite file. Cheap to clone.
+/// A handle on one store: a SQLite file, or a PostgreSQL database. Cheap to
+/// clone.
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    path: PathBuf,
-    pool: Pool,
+    /// The engine the operations go to.
+    backend: Backend,
+    /// What messages call the database: the file, or the URL without its password.
+    name: PathBuf,
     opts: StoreOptions,
-    policy: Policy,
-    group: GroupCommit<WriteOp, Result<WriteOut>>,
-    turnstile: Arc<Turnstile>,
+    /// Kept here for both engines: it wakes threads of this process only.
     signal: WorkSignal,
-    // Held for its Drop: stops and joins the checkpoint thread with the last handle.
-    _checkpointer: Option<Checkpointer>,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.inner.path).finish()
+        f.debug_struct("Store").field("path", &self.inner.name).finish()
     }
 }
 
 impl Store {
-    /// Open (creating if needed) the store at `path`.
+    /// Open (creating if needed) the store at `location`: a PostgreSQL
+    /// database when it begins with `postgres://` or `postgresql://`, else a
+    /// SQLite file (see [`DbLocation`]).
     ///
     /// # Failure
     /// A missing directory, a read-only file or directory, a file that is not a
     /// SQLite database or is damaged, or a schema newer than this build: each a
-    /// typed [`Error`] naming the path, and the file is left as it was.
+    /// typed [`Error`] naming the path, and the file is left as it was. For
+    /// PostgreSQL, see [`PgStore::open`].
     ///
     /// # Example
     /// ```
@@ -122,37 +134,35 @@ impl Store {
     /// let claim = store.claim("w1").unwrap().expect("one document is claimable");
     /// assert!(store.complete(claim, "r/a", "abc").unwrap().is_accepted());
     /// ```
-    pub fn open(path: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
+    pub fn open(location: impl AsRef<OsStr>, opts: StoreOptions) -> Result<Store> {
         opts.validate()?;
-        let path = path.as_ref().to_path_buf();
-        let pool = open::open_pool(&path, &opts)?;
-        let turnstile = Arc::new(Turnstile::open(&path, opts.busy_timeout));
-        let checkpointer = opts
-            .checkpoint_every
-            .and_then(|every| Checkpointer::start(&pool, &turnstile, &path, every, opts.busy_timeout));
-        let policy = Policy::of(&opts);
+        let (backend, name) = match DbLocation::of(location) {
+            DbLocation::Sqlite(path) => (Backend::Sqlite(Sqlite::open(&path, opts.clone())?), path),
+            DbLocation::Postgres(url) => {
+                let pg = PgStore::open(&url, opts.clone())?;
+                let name = PathBuf::from(pg.url());
+                (Backend::Postgres(pg), name)
+            }
+        };
         Ok(Store {
             inner: Arc::new(Inner {
-                path,
-                pool,
+                backend,
+                name,
                 opts,
-                policy,
-                group: GroupCommit::new(|reason| {
-                    Err(Error::InvalidInput {
-                        what: "group commit",
-                        reason: reason.into(),
-                    })
-                }),
-                turnstile,
                 signal: WorkSignal::default(),
-                _checkpointer: checkpointer,
             }),
         })
     }
 
-    /// The database file.
+    /// The database file. For a PostgreSQL store, its URL without the
+    /// password (what every message names it by); there is no file.
     pub fn path(&self) -> &Path {
-        &self.inner.path
+        &self.inner.name
+    }
+
+    /// Whether the store is a PostgreSQL database.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.inner.backend, Backend::Postgres(_))
     }
 
     /// The options the store was opened with.
@@ -163,6 +173,19 @@ impl Store {
     /// Now, from the injected clock.
     pub fn now(&self) -> Millis {
         self.inner.opts.clock.now_ms()
+    }
+
+    fn engine(&self) -> &dyn Engine {
+        self.inner.backend.engine()
+    }
+
+    /// The SQLite engine, for what only SQLite has; a typed error naming
+    /// `operation` on PostgreSQL.
+    fn sqlite(&self, operation: &'static str) -> Result<&Sqlite> {
+        match &self.inner.backend {
+            Backend::Sqlite(s) => Ok(s),
+            Backend::Postgres(_) => Err(Error::SqliteOnly { operation }),
+        }
     }
 
     // ----- queue -----
@@ -177,9 +200,7 @@ impl Store {
         for d in docs {
             check_key(&d.key)?;
         }
-        let max = i64::from(self.inner.opts.max_attempts);
-        let out: Vec<Enqueued> =
-            self.write_tx(|tx, now| docs.iter().map(|d| queue::enqueue(tx, now, max, d)).collect())?;
+        let out = self.engine().enqueue_many(docs)?;
         self.notify_if_queued(&out);
         Ok(out)
     }
@@ -187,7 +208,7 @@ impl Store {
     /// Requeue a settled document with fresh attempts; false if it was being
     /// extracted, was gone, or did not exist.
     pub fn requeue(&self, id: JobId, why: &str) -> Result<bool> {
-        let done = self.write_tx(|tx, now| queue::requeue(tx, now, id.0, why))?;
+        let done = self.engine().requeue(id, why)?;
         if done {
             self.notify_work();
         }
@@ -196,13 +217,7 @@ impl Store {
 
     /// Requeue every dead document; returns how many.
     pub fn requeue_dead(&self, why: &str) -> Result<usize> {
-        let n = self.write_tx(|tx, now| {
-            let mut n = 0;
-            for id in queue::dead_ids(tx)? {
-                n += usize::from(queue::requeue(tx, now, id, why)?);
-            }
-            Ok(n)
-        })?;
+        let n = self.engine().requeue_dead(why)?;
         if n > 0 {
             self.notify_work();
         }
@@ -212,7 +227,7 @@ impl Store {
     /// Start a scan of a source (a directory walk, an HTTP listing); its number
     /// stamps every document it sees.
     pub fn begin_scan(&self) -> Result<i64> {
-        self.write_tx(|tx, _| queue::begin_scan(tx))
+        self.engine().begin_scan()
     }
 
     /// Record one batch of a scan in one transaction: enqueue `changed` (new or
@@ -221,18 +236,7 @@ impl Store {
         for d in changed {
             check_key(&d.key)?;
         }
-        let max = i64::from(self.inner.opts.max_attempts);
-        let out: Vec<Enqueued> = self.write_tx(|tx, now| {
-            let mut out = Vec::with_capacity(changed.len());
-            for d in changed {
-                out.push(queue::enqueue(tx, now, max, d)?);
-                queue::mark_seen(tx, scan, &d.key)?;
-            }
-            for k in unchanged {
-                queue::mark_seen(tx, scan, k)?;
-            }
-            Ok(out)
-        })?;
+        let out = self.engine().record_scan(scan, unchanged, changed)?;
         self.notify_if_queued(&out);
         Ok(out)
     }
@@ -240,36 +244,35 @@ impl Store {
     /// Finish scan `scan`: every present document it did not see is marked gone
     /// (dead, result forgotten, so cleanup removes its files). Returns how many.
     pub fn finish_scan(&self, scan: i64) -> Result<usize> {
-        self.write_tx(|tx, now| queue::mark_unseen_gone(tx, now, scan, "the source file was removed"))
+        self.engine().finish_scan(scan, "the source file was removed")
     }
 
     /// [`Store::finish_scan`] for a complete HTTP listing: the documents it
     /// did not list are gone upstream.
     pub fn finish_listing(&self, scan: i64) -> Result<usize> {
-        self.write_tx(|tx, now| {
-            queue::mark_unseen_gone(tx, now, scan, "the upstream listing no longer holds it")
-        })
+        self.engine()
+            .finish_scan(scan, "the upstream listing no longer holds it")
     }
 
     /// The source fingerprint stored for each of `keys` (absent keys are left out).
     pub fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
-        self.read(|c| read::source_stats(c, keys))
+        self.engine().source_stats(keys)
     }
 
     /// A setting of this data directory (e.g. `source_root`).
     pub fn meta(&self, name: &str) -> Result<Option<String>> {
-        self.read(|c| read::meta(c, name))
+        self.engine().meta(name)
     }
 
     /// Set `name` to `value`, replacing any value it had (e.g. the last
     /// listing's figures, which `status` shows).
     pub fn set_meta(&self, name: &str, value: &str) -> Result<()> {
-        self.write_tx(|tx, _| queue::meta_set(tx, name, value))
+        self.engine().set_meta(name, value)
     }
 
     /// Set `name` to `value` unless it is already set; returns the value in force.
     pub fn meta_set_once(&self, name: &str, value: &str) -> Result<String> {
-        self.write_tx(|tx, _| queue::meta_set_once(tx, name, value))
+        Ok(self.engine().meta_set_once_among(name, value, &[])?.1)
     }
 
     /// Set `name` to `value` unless `name` or one of `rivals` is already set,
@@ -278,14 +281,7 @@ impl Store {
     /// source (a directory, an HTTP base URL) came first holds, even when two
     /// processes start at once.
     pub fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)> {
-        self.write_tx(|tx, _| {
-            for rival in rivals {
-                if let Some(held) = read::meta(tx, rival)? {
-                    return Ok(((*rival).to_owned(), held));
-                }
-            }
-            queue::meta_set_once(tx, name, value).map(|held| (name.to_owned(), held))
-        })
+        self.engine().meta_set_once_among(name, value, rivals)
     }
 
     fn notify_if_queued(&self, out: &[Enqueued]) {
@@ -306,32 +302,13 @@ impl Store {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let op = WriteOp::Claim {
-            worker: worker.to_owned(),
-            max: n,
-        };
-        match self.submit(op)? {
-            WriteOut::Claims(c) => Ok(c),
-            WriteOut::Fenced(_) => Err(Error::Internal(
-                "a claim was answered with a fenced outcome".into(),
-            )),
-        }
+        self.engine().claim_batch(worker, n)
     }
 
     /// Extend the lease of `owner`'s claim from now. Fenced on id + token +
     /// extracting; an expired lease that nobody re-claimed can still be renewed.
-    ///
-    /// A renewal that would change nothing (the row was set in this same
-    /// millisecond, typically by the claim or by the renewal before the previous
-    /// stage, so its lease already runs to now + lease) is answered from a read
-    /// that confirms the ownership, without a write transaction. Anything else,
-    /// including a refusal (which history records), goes through the write.
     pub fn renew(&self, owner: &Owner) -> Result<Fenced> {
-        let (now, lease_ms) = (self.now(), self.inner.policy.lease_ms);
-        if self.read(|c| read::renewal_is_noop(c, owner, now, lease_ms))? {
-            return Ok(Fenced::Accepted);
-        }
-        self.fenced(WriteOp::Renew(owner.clone()))
+        self.engine().renew(owner)
     }
 
     /// Accept `result_path` (relative to the mirror root) and its SHA-256 as the
@@ -361,7 +338,7 @@ impl Store {
     /// [`Store::complete`] with everything a completion can record: a note for
     /// the history (what extraction decided) and the text for the sink.
     pub fn finish(&self, claim: Claim, c: Completion<'_>) -> Result<Fenced> {
-        let out = self.fenced(complete_op(&claim, &c))?;
+        let out = self.engine().finish(&claim.owner(), &c)?;
         // Idle workers waiting to see whether the run is over look again.
         self.notify_work();
         Ok(out)
@@ -380,20 +357,9 @@ impl Store {
     /// [`Store::finish`] for many claims in one transaction (a worker's batch of
     /// small documents); one outcome per claim, each fenced on its own token.
     pub fn finish_many(&self, done: Vec<(Claim, Completion<'_>)>) -> Result<Vec<Fenced>> {
-        let owners: Vec<Owner> = done.iter().map(|(claim, _)| claim.owner()).collect();
-        let batch: Vec<write::Completing<'_>> = owners
-            .iter()
-            .zip(&done)
-            .map(|(owner, (_, c))| write::Completing {
-                owner,
-                path: c.result_path,
-                checksum: c.checksum,
-                note: c.note,
-                delivery: c.deliver,
-            })
-            .collect();
-        let policy = &self.inner.policy;
-        let out = self.write_tx(|tx, now| write::complete_each(tx, now, policy, &batch))?;
+        let done: Vec<(Owner, Completion<'_>)> =
+            done.into_iter().map(|(claim, c)| (claim.owner(), c)).collect();
+        let out = self.engine().finish_many(&done)?;
         self.notify_work();
         Ok(out)
     }
@@ -401,41 +367,25 @@ impl Store {
     /// Record a failure: `retrying` with backoff, or `dead` when attempts are
     /// exhausted or `permanent`. Fenced; the claim is spent either way.
     pub fn fail(&self, claim: Claim, error: &str, permanent: bool) -> Result<Fenced> {
-        self.settle(WriteOp::Fail {
-            owner: claim.owner(),
-            error: error.to_owned(),
-            permanent,
-        })
+        let out = self.engine().fail(&claim.owner(), error, permanent)?;
+        self.notify_work();
+        Ok(out)
     }
 
     /// Hand the document back without spending the attempt (shutdown). Fenced.
     pub fn release(&self, claim: Claim, reason: &str) -> Result<Fenced> {
-        self.settle(WriteOp::Release {
-            owner: claim.owner(),
-            reason: reason.to_owned(),
-            parked: None,
-        })
+        let out = self.engine().release(&claim.owner(), reason, None)?;
+        self.notify_work();
+        Ok(out)
     }
 
     /// Hand the document back without spending the attempt, and park it until
     /// what it waits for (see [`Parked`]): a full disk or a rate limit for a
     /// while, a locked account until that account recovers. Fenced.
     pub fn park(&self, claim: Claim, reason: &str, parked: Parked) -> Result<Fenced> {
-        self.settle(WriteOp::Release {
-            owner: claim.owner(),
-            reason: reason.to_owned(),
-            parked: Some(parked),
-        })
-    }
-
-    fn settle(&self, op: WriteOp) -> Result<Fenced> {
-        let out = self.fenced(op)?;
+        let out = self.engine().release(&claim.owner(), reason, Some(&parked))?;
         self.notify_work();
         Ok(out)
-    }
-
-    fn fenced(&self, op: WriteOp) -> Result<Fenced> {
-        self.submit(op)?.fenced()
     }
 
     // ----- views on the shared credential's tables -----
@@ -459,12 +409,12 @@ impl Store {
 
     /// One document by id.
     pub fn job(&self, id: JobId) -> Result<Option<Job>> {
-        self.read(|c| read::job_by_id(c, id.0))
+        self.engine().job(id)
     }
 
     /// One document by key.
     pub fn job_by_key(&self, key: &str) -> Result<Option<Job>> {
-        self.read(|c| read::job_by_key(c, key))
+        self.engine().job_by_key(key)
     }
 
     /// A page of at most `n` documents after id `after` (exclusive), in id
@@ -472,56 +422,73 @@ impl Store {
     /// id returned; an empty page is the end.
     pub fn jobs_after(&self, statuses: &[crate::job::Status], after: JobId, n: usize) -> Result<Vec<Job>> {
         let n = i64::try_from(n).unwrap_or(i64::MAX);
-        self.read(|c| read::jobs_after(c, statuses, after.0, n))
+        self.engine().jobs_after(statuses, after, n)
     }
 
     /// Everything that happened to a document, oldest first.
     pub fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>> {
-        self.read(|c| read::history(c, id.0))
+        self.engine().history(id)
     }
 
     /// Documents per status.
     pub fn counts(&self) -> Result<Counts> {
-        self.read(read::counts)
+        self.engine().counts()
     }
 
     /// The per-status counts with the dead and retrying split by why (source
     /// gone, parked on an account), for a command's summary.
     pub fn totals(&self) -> Result<Totals> {
-        self.read(read::totals)
+        self.engine().totals()
     }
 
     /// Leases that have not run out, soonest expiry first.
     pub fn live_leases(&self) -> Result<Vec<LiveLease>> {
-        let now = self.now();
-        self.read(|c| read::live_leases(c, now))
+        self.engine().live_leases(self.now())
     }
 
     /// When something is next claimable: `Some(t <= now)` now, `Some(t)` later,
     /// `None` not without a new enqueue.
     pub fn next_claimable_at(&self) -> Result<Option<Millis>> {
-        let now = self.now();
-        self.read(|c| read::next_claimable_at(c, now))
+        self.engine().next_claimable_at(self.now())
     }
 
     /// How many documents are being extracted (live or expired leases).
     pub fn counts_extracting(&self) -> Result<u64> {
-        self.read(read::count_extracting)
+        self.engine().count_extracting()
     }
 
-    /// Run SQLite's `quick_check` (or the full `integrity_check`); the problems found.
+    // ----- checks (doctor) -----
+
+    /// (subject, message) for every row that breaks "at most one live owner"
+    /// (a key on two rows, an extracting row without owner or lease, a
+    /// settled row with an owner, a token shared by two rows).
+    pub fn lease_violations(&self) -> Result<Vec<(String, String)>> {
+        self.engine().lease_violations()
+    }
+
+    /// Up to `limit` indexed rows with ids after `after`, in id order: the
+    /// accepted results a check of the mirror pages through.
+    pub fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>> {
+        self.engine().indexed_page(after, limit)
+    }
+
+    // ----- SQLite only -----
+
+    /// Run SQLite's `quick_check` (or the full `integrity_check`); the
+    /// problems found. SQLite only: [`Error::SqliteOnly`] on PostgreSQL.
     pub fn check_integrity(&self, full: bool) -> Result<Vec<String>> {
-        self.read(|c| check::integrity(c, full))
+        self.sqlite("integrity check")?.check_integrity(full)
     }
 
-    /// The journal mode in force (should be "wal").
+    /// The journal mode in force (should be "wal"). SQLite only.
     pub fn journal_mode(&self) -> Result<String> {
-        self.read(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
+        self.sqlite("journal mode")?.journal_mode()
     }
 
     /// Checkpoint the WAL now (also done periodically in the background).
+    /// SQLite only.
     pub fn checkpoint(&self) -> Result<()> {
-        self.read(|c| c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())))
+        self.sqlite("WAL checkpoint")?.checkpoint()
     }
 
     // ----- waking workers -----
@@ -597,8 +564,7 @@ impl Accounts<'_> {
     /// May `holder` (a process) call the upstream with `account` now? See
     /// [`Admission`]. The holder is recorded with a granted probe slot.
     pub fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
-        self.0
-            .write_tx(|tx, now| gate::admit(tx, now, policy, account, holder))
+        self.0.engine().admit(account, holder, policy)
     }
 
     /// Record what the upstream answered a request made with `account`
@@ -611,9 +577,7 @@ impl Accounts<'_> {
         answer: &Answer,
         policy: &GatePolicy,
     ) -> Result<GateChange> {
-        let change = self
-            .0
-            .write_tx(|tx, now| gate::report(tx, now, policy, account, permit, answer))?;
+        let change = self.0.engine().report(account, permit, answer, policy)?;
         if matches!(change, GateChange::Recovered { .. }) {
             self.0.notify_work();
         }
@@ -623,7 +587,7 @@ impl Accounts<'_> {
     /// Open a locked account by hand; recorded in the gate's history with `by`.
     /// False if it was not locked.
     pub fn unlock(&self, account: &str, by: &str) -> Result<bool> {
-        let done = self.0.write_tx(|tx, now| gate::unlock(tx, now, account, by))?;
+        let done = self.0.engine().unlock(account, by)?;
         self.0.notify_work();
         Ok(done)
     }
@@ -632,26 +596,31 @@ impl Accounts<'_> {
     /// (a read; see [`Admission`] for the write that decides).
     pub fn blocked_until(&self, account: &str, recheck: Duration) -> Result<Option<Millis>> {
         let (now, recheck) = (self.0.now(), duration_ms(recheck));
-        self.0.read(|c| gate::blocked_until(c, now, account, recheck))
+        self.0.engine().blocked_until(account, now, recheck)
+    }
+
+    /// The accounts whose lock has run out and whose probe slot is free (a
+    /// read): whoever asks `admit` for one of them next makes the probe.
+    pub fn probe_due(&self) -> Result<Vec<String>> {
+        self.0.engine().probe_due(self.0.now())
     }
 
     /// Every account the database knows, with its state.
     pub fn states(&self) -> Result<Vec<AccountState>> {
         let now = self.0.now();
-        self.0.read(|c| gate::states(c, now))
+        self.0.engine().account_states(now)
     }
 
     /// The gate's history of `account`, oldest first.
     pub fn history(&self, account: &str) -> Result<Vec<GateEvent>> {
-        self.0.read(|c| gate::history(c, account))
+        self.0.engine().gate_history(account)
     }
 
     /// Expiry check for `account` expiring on day `expires_on` (days since
     /// 1970-01-01): from `warn_days` before, one warning notice a day across
     /// processes. Returns the days left.
     pub fn expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64> {
-        self.0
-            .write_tx(|tx, now| gate::expiry(tx, now, account, expires_on, warn_days))
+        self.0.engine().expiry(account, expires_on, warn_days)
     }
 
     /// The pool account `holder` uses now (sticky while its hold is renewed
@@ -664,13 +633,12 @@ impl Accounts<'_> {
         policy: &GatePolicy,
     ) -> Result<Option<String>> {
         let ms = duration_ms(hold);
-        self.0
-            .write_tx(|tx, now| gate::hold(tx, now, policy, holder, candidates, ms))
+        self.0.engine().hold(holder, candidates, ms, policy)
     }
 
     /// Let go of `holder`'s pool account.
     pub fn unhold(&self, holder: &str) -> Result<()> {
-        self.0.write_tx(|tx, _| gate::unhold(tx, holder))
+        self.0.engine().unhold(holder)
     }
 }
 
@@ -682,20 +650,18 @@ impl Notices<'_> {
     /// Take the oldest due notice for sending by `sender` (for `lease`).
     pub fn claim(&self, sender: &str, lease: Duration) -> Result<Option<PendingNotice>> {
         let ms = duration_ms(lease);
-        self.0
-            .write_tx(|tx, now| outbox::claim_notice(tx, now, sender, ms))
+        self.0.engine().claim_notice(sender, ms)
     }
 
     /// Record the outcome of sending `n`; a failure is tried again after `retry`.
     pub fn done(&self, n: &PendingNotice, error: Option<&str>, retry: Duration) -> Result<()> {
         let ms = duration_ms(retry);
-        self.0
-            .write_tx(|tx, now| outbox::notice_sent(tx, now, n, error, ms))
+        self.0.engine().notice_done(n, error, ms)
     }
 
     /// Every notice, oldest first.
     pub fn all(&self) -> Result<Vec<NoticeRecord>> {
-        self.0.read(outbox::notices)
+        self.0.engine().notices()
     }
 }
 
@@ -707,26 +673,23 @@ impl Outbox<'_> {
     /// Claim the next batch of at most `n` results for the sink, for `lease`,
     /// if the shared pace allows one now; the next batch may go `interval` later.
     pub fn claim(&self, n: usize, lease: Duration, interval: Duration) -> Result<Drain> {
-        let cap = self.0.inner.policy.outbox;
         let (lease, interval) = (duration_ms(lease), duration_ms(interval));
-        self.0
-            .write_tx(|tx, now| outbox::claim_batch(tx, now, &cap, n, lease, interval))
+        self.0.engine().outbox_claim(n, lease, interval)
     }
 
     /// The batch got a 2xx: remove its rows. Returns how many were still ours.
     pub fn delivered(&self, batch: &OutboxBatch) -> Result<usize> {
-        self.0.write_tx(|tx, _| outbox::delivered(tx, batch))
+        self.0.engine().outbox_delivered(batch)
     }
 
     /// The batch was not delivered: its rows wait again; no batch before `not_before`.
     pub fn undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()> {
-        self.0
-            .write_tx(|tx, _| outbox::undelivered(tx, batch, not_before))
+        self.0.engine().outbox_undelivered(batch, not_before)
     }
 
     /// Depth, bytes, dropped and delivered counts of the outbox.
     pub fn totals(&self) -> Result<OutboxTotals> {
-        self.0.read(outbox::totals)
+        self.0.engine().outbox_totals()
     }
 }
 
@@ -744,15 +707,4 @@ fn check_key(key: &str) -> Result<()> {
         what: "document key",
         reason,
     })
-}
-
-/// The fenced completion of `claim` as recorded by `c`.
-fn complete_op(claim: &Claim, c: &Completion<'_>) -> WriteOp {
-    WriteOp::Complete {
-        owner: claim.owner(),
-        path: c.result_path.to_owned(),
-        checksum: c.checksum.to_owned(),
-        note: c.note.map(str::to_owned),
-        delivery: c.deliver.map(str::to_owned),
-    }
 }

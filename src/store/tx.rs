@@ -8,23 +8,23 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::holder;
+use super::sqlite::Sqlite;
 use super::write::{self, WriteOp, WriteOut};
-use super::Store;
 use crate::clock::Millis;
 use crate::error::{is_retryable, Error, Result};
 
 /// Bounded retries of a whole transaction after BUSY/LOCKED (beyond busy_timeout).
 const BUSY_RETRIES: u32 = 10;
 
-impl Store {
+impl Sqlite {
     pub(super) fn submit(&self, op: WriteOp) -> Result<WriteOut> {
-        self.inner.group.submit(op, |ops| self.commit_batch(ops))
+        self.group.submit(op, |ops| self.commit_batch(ops))
     }
 
     /// Commit a group-commit batch: all in one transaction; if that fails for a
     /// reason other than contention, each op alone, so one bad op fails alone.
     fn commit_batch(&self, ops: &[&WriteOp]) -> Vec<Result<WriteOut>> {
-        let policy = &self.inner.policy;
+        let policy = &self.policy;
         let all: Result<Vec<WriteOut>> =
             self.write_tx(|tx, now| ops.iter().map(|op| write::apply(tx, now, policy, op)).collect());
         match all {
@@ -65,24 +65,24 @@ impl Store {
         mut f: impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
     ) -> Result<T> {
         let mut conn = self.conn()?;
-        let _turn = self.inner.turnstile.enter();
+        let _turn = self.turnstile.enter();
         let started = Instant::now();
         for attempt in 1..=BUSY_RETRIES {
             match self.try_write_tx(&mut conn, &mut f) {
                 Ok(v) => return Ok(v),
                 Err(e) if is_retryable(&e) => {
                     if started.elapsed() >= STALL_WARN_AFTER {
-                        warn_stall(&self.inner.path, started.elapsed());
+                        warn_stall(&self.path, started.elapsed());
                     }
                     backoff_sleep(attempt)
                 }
-                Err(e) => return Err(Error::from_sqlite(&self.inner.path, e)),
+                Err(e) => return Err(Error::from_sqlite(&self.path, e)),
             }
         }
         Err(Error::Busy {
-            path: self.inner.path.clone(),
+            path: self.path.clone(),
             attempts: BUSY_RETRIES,
-            holder: holder::sqlite_write_lock_holder(&self.inner.path).map(|h| h.to_string()),
+            holder: holder::sqlite_write_lock_holder(&self.path).map(|h| h.to_string()),
         })
     }
 
@@ -106,12 +106,12 @@ impl Store {
 
     pub(super) fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
         let conn = self.conn()?;
-        f(&conn).map_err(|e| Error::from_sqlite(&self.inner.path, e))
+        f(&conn).map_err(|e| Error::from_sqlite(&self.path, e))
     }
 
     pub(super) fn conn(&self) -> Result<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
-        self.inner.pool.get().map_err(|source| Error::Pool {
-            path: self.inner.path.clone(),
+        self.pool.get().map_err(|source| Error::Pool {
+            path: self.path.clone(),
             source,
         })
     }

@@ -33,16 +33,7 @@ mod read;
 
 pub(crate) use incident::{admit, report, unlock};
 pub(crate) use pool::{expiry, hold, unhold};
-pub(crate) use read::{blocked_until, history, states};
-
-impl super::Accounts<'_> {
-    /// The accounts whose lock has run out and whose probe slot is free (a
-    /// read): whoever asks `admit` for one of them next makes the probe.
-    pub fn probe_due(&self) -> crate::error::Result<Vec<String>> {
-        let now = self.0.now();
-        self.0.read(|c| read::probe_due(c, now))
-    }
-}
+pub(crate) use read::{blocked_until, history, probe_due, states};
 
 /// The gate's timings, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,6 +14,7 @@
 //! (no TLS connector yet).
 
 mod migrate;
+mod ops;
 mod url;
 
 use std::sync::Arc;

@@ -1,0 +1,153 @@
+//! The seam: the store's operations as one interface, with one implementation
+//! per database engine (`sqlite.rs`, `postgres/`).
+//!
+//! [`crate::Store`] is the one facade callers see. It checks the input that
+//! does not depend on the engine (document keys), keeps the in-process work
+//! signal, and hands every operation to its engine through this trait. An
+//! implementation owns its connections, its transactions and its retries, and
+//! reads "now" from the injected clock of the options it was opened with,
+//! never from the database server.
+//!
+//! Both implementations keep the same rules (DESIGN §2, §3): the same
+//! claimable sets in the same order, fence + 1 per claim, a fresh token, the
+//! fenced writes guarded by id + token + `extracting` and never by the expiry,
+//! and one history row per transition or refusal with the same event names.
+//! What an engine has not built yet answers [`crate::Error::NotOnPostgres`],
+//! naming the operation.
+//!
+//! What belongs to one engine only (SQLite's file, journal mode, integrity
+//! check, checkpoint, write-lock holder) is not here: [`Backend`] lets the
+//! facade reach the SQLite engine for those and say so otherwise.
+
+use std::collections::HashMap;
+
+use super::check::IndexedRow;
+use super::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
+use super::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
+use super::postgres::PgStore;
+use super::queue::NewDoc;
+use super::read::{KnownSource, Totals};
+use super::sqlite::Sqlite;
+use super::Completion;
+use crate::clock::Millis;
+use crate::error::Result;
+use crate::job::{
+    Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
+};
+
+/// The store's operations on one database. Times passed in (`now`) come from
+/// the facade's injected clock; operations that take none read the same clock
+/// inside their transaction.
+pub(crate) trait Engine: Send + Sync {
+    // ----- queue -----
+
+    /// Insert new documents, re-queue changed ones; one outcome per document.
+    fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>>;
+    /// Requeue one settled document with fresh attempts.
+    fn requeue(&self, id: JobId, why: &str) -> Result<bool>;
+    /// Requeue every dead document whose source exists; how many.
+    fn requeue_dead(&self, why: &str) -> Result<usize>;
+    /// A new scan number.
+    fn begin_scan(&self) -> Result<i64>;
+    /// Enqueue `changed` and stamp them and `unchanged` as seen by `scan`.
+    fn record_scan(&self, scan: i64, unchanged: &[String], changed: &[NewDoc]) -> Result<Vec<Enqueued>>;
+    /// Mark what the newest scan `scan` did not see as gone, with reason `why`.
+    fn finish_scan(&self, scan: i64, why: &str) -> Result<usize>;
+    /// The stored fingerprint of each known key.
+    fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>>;
+    /// A setting of the data directory.
+    fn meta(&self, name: &str) -> Result<Option<String>>;
+    /// Set a setting, replacing its value.
+    fn set_meta(&self, name: &str, value: &str) -> Result<()>;
+    /// Set `name` unless it or a rival is set, in one transaction; the
+    /// setting in force.
+    fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)>;
+
+    // ----- claims and fenced writes -----
+
+    /// Claim up to `n` documents (n > 0) in one transaction.
+    fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>>;
+    /// Extend `owner`'s lease from now. Fenced.
+    fn renew(&self, owner: &Owner) -> Result<Fenced>;
+    /// Accept a result. Fenced.
+    fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced>;
+    /// Accept many results in one transaction, each fenced on its own token.
+    fn finish_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>>;
+    /// Record a failure. Fenced.
+    fn fail(&self, owner: &Owner, error: &str, permanent: bool) -> Result<Fenced>;
+    /// Hand back without spending the attempt, parked or not. Fenced.
+    fn release(&self, owner: &Owner, reason: &str, parked: Option<&Parked>) -> Result<Fenced>;
+
+    // ----- reads -----
+
+    fn job(&self, id: JobId) -> Result<Option<Job>>;
+    fn job_by_key(&self, key: &str) -> Result<Option<Job>>;
+    fn jobs_after(&self, statuses: &[Status], after: JobId, n: i64) -> Result<Vec<Job>>;
+    fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>>;
+    fn counts(&self) -> Result<Counts>;
+    fn totals(&self) -> Result<Totals>;
+    fn live_leases(&self, now: Millis) -> Result<Vec<LiveLease>>;
+    fn next_claimable_at(&self, now: Millis) -> Result<Option<Millis>>;
+    fn count_extracting(&self) -> Result<u64>;
+
+    // ----- the auth gate (DESIGN §6) -----
+
+    fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission>;
+    fn report(
+        &self,
+        account: &str,
+        permit: Option<&ProbePermit>,
+        answer: &Answer,
+        policy: &GatePolicy,
+    ) -> Result<GateChange>;
+    fn unlock(&self, account: &str, by: &str) -> Result<bool>;
+    fn blocked_until(&self, account: &str, now: Millis, recheck_ms: Millis) -> Result<Option<Millis>>;
+    fn account_states(&self, now: Millis) -> Result<Vec<AccountState>>;
+    fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>>;
+    fn expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64>;
+    fn hold(
+        &self,
+        holder: &str,
+        candidates: &[String],
+        hold_ms: Millis,
+        policy: &GatePolicy,
+    ) -> Result<Option<String>>;
+    fn unhold(&self, holder: &str) -> Result<()>;
+    fn probe_due(&self, now: Millis) -> Result<Vec<String>>;
+
+    // ----- notices and the outbox -----
+
+    fn claim_notice(&self, sender: &str, lease_ms: Millis) -> Result<Option<PendingNotice>>;
+    fn notice_done(&self, n: &PendingNotice, error: Option<&str>, retry_ms: Millis) -> Result<()>;
+    fn notices(&self) -> Result<Vec<NoticeRecord>>;
+    fn outbox_claim(&self, n: usize, lease_ms: Millis, interval_ms: Millis) -> Result<Drain>;
+    fn outbox_delivered(&self, batch: &OutboxBatch) -> Result<usize>;
+    fn outbox_undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()>;
+    fn outbox_totals(&self) -> Result<OutboxTotals>;
+
+    // ----- the checks `doctor` runs -----
+
+    /// (subject, message) for every row that breaks "at most one live owner".
+    fn lease_violations(&self) -> Result<Vec<(String, String)>>;
+    /// Up to `limit` indexed rows with ids after `after`, in id order.
+    fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>>;
+}
+
+/// The engine a store was opened on: the seam's two implementations, and the
+/// way to what only one of them has.
+// One per store, inside its Arc: the size of the larger variant costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Backend {
+    Sqlite(Sqlite),
+    Postgres(PgStore),
+}
+
+impl Backend {
+    /// The shared operations.
+    pub(crate) fn engine(&self) -> &dyn Engine {
+        match self {
+            Backend::Sqlite(s) => s,
+            Backend::Postgres(p) => p,
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! The SQLite engine: the default, one file on one machine (DESIGN §7).
+//!
+//! Its SQL lives in the rooms beside this one (`write.rs`, `queue.rs`,
+//! `read.rs`, `gate/`, `outbox.rs`, `check.rs`); its transactions in `tx.rs`
+//! (group commit, turnstile, `BEGIN IMMEDIATE`, bounded BUSY retries); here
+//! each operation of [`Engine`] is one of those functions inside one
+//! transaction or one read. What only SQLite has (the file's path, the
+//! journal mode, the integrity check, checkpoints, who holds the write lock)
+//! is on [`Sqlite`] itself, not on the interface.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::check::{self, IndexedRow};
+use super::checkpoint::Checkpointer;
+use super::engine::Engine;
+use super::gate::{self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
+use super::open::{self, Pool};
+use super::options::Policy;
+use super::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
+use super::queue::{self, NewDoc};
+use super::read::{self, KnownSource, Totals};
+use super::turnstile::Turnstile;
+use super::write::{self, WriteOp, WriteOut};
+use super::{Completion, StoreOptions};
+use crate::clock::Millis;
+use crate::error::{Error, Result};
+use crate::group::GroupCommit;
+use crate::job::{
+    Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
+};
+
+/// One SQLite file: its pool, its group-commit queue, its turnstile and its
+/// checkpointer.
+pub(crate) struct Sqlite {
+    pub(super) path: PathBuf,
+    pub(super) pool: Pool,
+    pub(super) opts: StoreOptions,
+    pub(super) policy: Policy,
+    pub(super) group: GroupCommit<WriteOp, Result<WriteOut>>,
+    pub(super) turnstile: Arc<Turnstile>,
+    // Held for its Drop: stops and joins the checkpoint thread with the last handle.
+    _checkpointer: Option<Checkpointer>,
+}
+
+impl Sqlite {
+    /// Validate, migrate and pool the file at `path` (see [`crate::Store::open`]).
+    pub(crate) fn open(path: &Path, opts: StoreOptions) -> Result<Sqlite> {
+        let path = path.to_path_buf();
+        let pool = open::open_pool(&path, &opts)?;
+        let turnstile = Arc::new(Turnstile::open(&path, opts.busy_timeout));
+        let checkpointer = opts
+            .checkpoint_every
+            .and_then(|every| Checkpointer::start(&pool, &turnstile, &path, every, opts.busy_timeout));
+        let policy = Policy::of(&opts);
+        Ok(Sqlite {
+            path,
+            pool,
+            opts,
+            policy,
+            group: GroupCommit::new(|reason| {
+                Err(Error::InvalidInput {
+                    what: "group commit",
+                    reason: reason.into(),
+                })
+            }),
+            turnstile,
+            _checkpointer: checkpointer,
+        })
+    }
+
+    /// Now, from the injected clock.
+    pub(super) fn now(&self) -> Millis {
+        self.opts.clock.now_ms()
+    }
+
+    /// SQLite's `quick_check` (or the full `integrity_check`); the problems found.
+    pub(crate) fn check_integrity(&self, full: bool) -> Result<Vec<String>> {
+        self.read(|c| check::integrity(c, full))
+    }
+
+    /// The journal mode in force (should be "wal").
+    pub(crate) fn journal_mode(&self) -> Result<String> {
+        self.read(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
+    }
+
+    /// Checkpoint the WAL now.
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        self.read(|c| c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())))
+    }
+
+    fn fenced(&self, op: WriteOp) -> Result<Fenced> {
+        self.submit(op)?.fenced()
+    }
+
+    fn max_attempts(&self) -> i64 {
+        i64::from(self.opts.max_attempts)
+    }
+}
+
+impl Engine for Sqlite {
+    fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>> {
+        let max = self.max_attempts();
+        self.write_tx(|tx, now| docs.iter().map(|d| queue::enqueue(tx, now, max, d)).collect())
+    }
+
+    fn requeue(&self, id: JobId, why: &str) -> Result<bool> {
+        self.write_tx(|tx, now| queue::requeue(tx, now, id.0, why))
+    }
+
+    fn requeue_dead(&self, why: &str) -> Result<usize> {
+        self.write_tx(|tx, now| {
+            let mut n = 0;
+            for id in queue::dead_ids(tx)? {
+                n += usize::from(queue::requeue(tx, now, id, why)?);
+            }
+            Ok(n)
+        })
+    }
+
+    fn begin_scan(&self) -> Result<i64> {
+        self.write_tx(|tx, _| queue::begin_scan(tx))
+    }
+
+    fn record_scan(&self, scan: i64, unchanged: &[String], changed: &[NewDoc]) -> Result<Vec<Enqueued>> {
+        let max = self.max_attempts();
+        self.write_tx(|tx, now| {
+            let mut out = Vec::with_capacity(changed.len());
+            for d in changed {
+                out.push(queue::enqueue(tx, now, max, d)?);
+                queue::mark_seen(tx, scan, &d.key)?;
+            }
+            for k in unchanged {
+                queue::mark_seen(tx, scan, k)?;
+            }
+            Ok(out)
+        })
+    }
+
+    fn finish_scan(&self, scan: i64, why: &str) -> Result<usize> {
+        self.write_tx(|tx, now| queue::mark_unseen_gone(tx, now, scan, why))
+    }
+
+    fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
+        self.read(|c| read::source_stats(c, keys))
+    }
+
+    fn meta(&self, name: &str) -> Result<Option<String>> {
+        self.read(|c| read::meta(c, name))
+    }
+
+    fn set_meta(&self, name: &str, value: &str) -> Result<()> {
+        self.write_tx(|tx, _| queue::meta_set(tx, name, value))
+    }
+
+    fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)> {
+        self.write_tx(|tx, _| {
+            for rival in rivals {
+                if let Some(held) = read::meta(tx, rival)? {
+                    return Ok(((*rival).to_owned(), held));
+                }
+            }
+            queue::meta_set_once(tx, name, value).map(|held| (name.to_owned(), held))
+        })
+    }
+
+    fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
+        let op = WriteOp::Claim {
+            worker: worker.to_owned(),
+            max: n,
+        };
+        match self.submit(op)? {
+            WriteOut::Claims(c) => Ok(c),
+            WriteOut::Fenced(_) => Err(Error::Internal(
+                "a claim was answered with a fenced outcome".into(),
+            )),
+        }
+    }
+
+    /// A renewal that would change nothing (the row was set in this same
+    /// millisecond, typically by the claim or by the renewal before the
+    /// previous stage, so its lease already runs to now + lease) is answered
+    /// from a read that confirms the ownership, without a write transaction.
+    /// Anything else, including a refusal (which history records), goes
+    /// through the write.
+    fn renew(&self, owner: &Owner) -> Result<Fenced> {
+        let (now, lease_ms) = (self.now(), self.policy.lease_ms);
+        if self.read(|c| read::renewal_is_noop(c, owner, now, lease_ms))? {
+            return Ok(Fenced::Accepted);
+        }
+        self.fenced(WriteOp::Renew(owner.clone()))
+    }
+
+    fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced> {
+        self.fenced(WriteOp::Complete {
+            owner: owner.clone(),
+            path: c.result_path.to_owned(),
+            checksum: c.checksum.to_owned(),
+            note: c.note.map(str::to_owned),
+            delivery: c.deliver.map(str::to_owned),
+        })
+    }
+
+    fn finish_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>> {
+        let batch: Vec<write::Completing<'_>> = done
+            .iter()
+            .map(|(owner, c)| write::Completing {
+                owner,
+                path: c.result_path,
+                checksum: c.checksum,
+                note: c.note,
+                delivery: c.deliver,
+            })
+            .collect();
+        let policy = &self.policy;
+        self.write_tx(|tx, now| write::complete_each(tx, now, policy, &batch))
+    }
+
+    fn fail(&self, owner: &Owner, error: &str, permanent: bool) -> Result<Fenced> {
+        self.fenced(WriteOp::Fail {
+            owner: owner.clone(),
+            error: error.to_owned(),
+            permanent,
+        })
+    }
+
+    fn release(&self, owner: &Owner, reason: &str, parked: Option<&Parked>) -> Result<Fenced> {
+        self.fenced(WriteOp::Release {
+            owner: owner.clone(),
+            reason: reason.to_owned(),
+            parked: parked.cloned(),
+        })
+    }
+
+    fn job(&self, id: JobId) -> Result<Option<Job>> {
+        self.read(|c| read::job_by_id(c, id.0))
+    }
+
+    fn job_by_key(&self, key: &str) -> Result<Option<Job>> {
+        self.read(|c| read::job_by_key(c, key))
+    }
+
+    fn jobs_after(&self, statuses: &[Status], after: JobId, n: i64) -> Result<Vec<Job>> {
+        self.read(|c| read::jobs_after(c, statuses, after.0, n))
+    }
+
+    fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>> {
+        self.read(|c| read::history(c, id.0))
+    }
+
+    fn counts(&self) -> Result<Counts> {
+        self.read(read::counts)
+    }
+
+    fn totals(&self) -> Result<Totals> {
+        self.read(read::totals)
+    }
+
+    fn live_leases(&self, now: Millis) -> Result<Vec<LiveLease>> {
+        self.read(|c| read::live_leases(c, now))
+    }
+
+    fn next_claimable_at(&self, now: Millis) -> Result<Option<Millis>> {
+        self.read(|c| read::next_claimable_at(c, now))
+    }
+
+    fn count_extracting(&self) -> Result<u64> {
+        self.read(read::count_extracting)
+    }
+
+    fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
+        self.write_tx(|tx, now| gate::admit(tx, now, policy, account, holder))
+    }
+
+    fn report(
+        &self,
+        account: &str,
+        permit: Option<&ProbePermit>,
+        answer: &Answer,
+        policy: &GatePolicy,
+    ) -> Result<GateChange> {
+        self.write_tx(|tx, now| gate::report(tx, now, policy, account, permit, answer))
+    }
+
+    fn unlock(&self, account: &str, by: &str) -> Result<bool> {
+        self.write_tx(|tx, now| gate::unlock(tx, now, account, by))
+    }
+
+    fn blocked_until(&self, account: &str, now: Millis, recheck_ms: Millis) -> Result<Option<Millis>> {
+        self.read(|c| gate::blocked_until(c, now, account, recheck_ms))
+    }
+
+    fn account_states(&self, now: Millis) -> Result<Vec<AccountState>> {
+        self.read(|c| gate::states(c, now))
+    }
+
+    fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>> {
+        self.read(|c| gate::history(c, account))
+    }
+
+    fn expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64> {
+        self.write_tx(|tx, now| gate::expiry(tx, now, account, expires_on, warn_days))
+    }
+
+    fn hold(
+        &self,
+        holder: &str,
+        candidates: &[String],
+        hold_ms: Millis,
+        policy: &GatePolicy,
+    ) -> Result<Option<String>> {
+        self.write_tx(|tx, now| gate::hold(tx, now, policy, holder, candidates, hold_ms))
+    }
+
+    fn unhold(&self, holder: &str) -> Result<()> {
+        self.write_tx(|tx, _| gate::unhold(tx, holder))
+    }
+
+    fn probe_due(&self, now: Millis) -> Result<Vec<String>> {
+        self.read(|c| gate::probe_due(c, now))
+    }
+
+    fn claim_notice(&self, sender: &str, lease_ms: Millis) -> Result<Option<PendingNotice>> {
+        self.write_tx(|tx, now| outbox::claim_notice(tx, now, sender, lease_ms))
+    }
+
+    fn notice_done(&self, n: &PendingNotice, error: Option<&str>, retry_ms: Millis) -> Result<()> {
+        self.write_tx(|tx, now| outbox::notice_sent(tx, now, n, error, retry_ms))
+    }
+
+    fn notices(&self) -> Result<Vec<NoticeRecord>> {
+        self.read(outbox::notices)
+    }
+
+    fn outbox_claim(&self, n: usize, lease_ms: Millis, interval_ms: Millis) -> Result<Drain> {
+        let cap = self.policy.outbox;
+        self.write_tx(|tx, now| outbox::claim_batch(tx, now, &cap, n, lease_ms, interval_ms))
+    }
+
+    fn outbox_delivered(&self, batch: &OutboxBatch) -> Result<usize> {
+        self.write_tx(|tx, _| outbox::delivered(tx, batch))
+    }
+
+    fn outbox_undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()> {
+        self.write_tx(|tx, _| outbox::undelivered(tx, batch, not_before))
+    }
+
+    fn outbox_totals(&self) -> Result<OutboxTotals> {
+        self.read(outbox::totals)
+    }
+
+    fn lease_violations(&self) -> Result<Vec<(String, String)>> {
+        self.read(check::lease_violations)
+    }
+
+    fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>> {
+        self.read(|c| check::indexed_page(c, after, limit))
+    }
+}
