@@ -32,8 +32,13 @@ pub struct Global {
     #[arg(long, global = true, env = "LEASEHOLD_DATA", value_name = "DIR",
           default_value = "leasehold-data", value_hint = ValueHint::DirPath)]
     pub data: PathBuf,
-    /// Database file (default: DATA/leasehold.db).
-    #[arg(long, global = true, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    /// Database: a SQLite file, or a PostgreSQL database as
+    /// postgres://USER[:PASSWORD]@HOST[:PORT]/NAME (default: [store] db in
+    /// the configuration, else DATA/leasehold.db). Give a password through
+    /// LEASEHOLD_DB or the configuration's password_env, not on the command
+    /// line, where other users can read it.
+    #[arg(long, global = true, env = "LEASEHOLD_DB", hide_env_values = true,
+          value_name = "FILE|URL", value_hint = ValueHint::FilePath)]
     pub db: Option<PathBuf>,
     /// Mirror directory for results (default: DATA/mirror).
     #[arg(long, global = true, value_name = "DIR", value_hint = ValueHint::DirPath)]

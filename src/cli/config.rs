@@ -13,7 +13,7 @@ use crate::mirror::Mirror;
 use crate::pipeline::{Pipeline, PoolOptions};
 use crate::source::DirSource;
 use crate::source::Source;
-use crate::store::OutboxCap;
+use crate::store::{DbLocation, OutboxCap};
 use crate::upstream::HttpClient;
 use crate::upstream::{Gate, HttpSource, ListingReport, Sink};
 use crate::{Store, StoreOptions, Synchronous};
@@ -133,7 +133,7 @@ impl Config {
     /// `work` holds the work flags of the commands that take them (empty,
     /// i.e. the defaults, for the others).
     pub fn build(g: &Global, work: &WorkFlags, source: Option<(&PathBuf, bool)>) -> Result<Config, CliError> {
-        Config::build_opening(g, work, source, |root| Mirror::open(root))
+        Config::build_opening(g, work, source, |root| Mirror::open(root), None)
     }
 
     /// [`Config::build`] with the mirror opened by `open_mirror`: created and
@@ -144,6 +144,7 @@ impl Config {
         work: &WorkFlags,
         source: Option<(&PathBuf, bool)>,
         open_mirror: fn(&Path) -> Result<Mirror, crate::mirror::MirrorError>,
+        existing: Option<Existing>,
     ) -> Result<Config, CliError> {
         let lease = work.lease.unwrap_or(DEFAULT_LEASE);
         if lease < Duration::from_millis(100) {
@@ -161,8 +162,15 @@ impl Config {
         if work.max_attempts == Some(0) {
             return Err(CliError::Config("--max-attempts: must be at least 1".into()));
         }
-        let (db, mirror_root) = paths(g)?;
         let file = load_file_config(g)?;
+        let db = database(g, file.as_ref());
+        if let Some(needs) = existing {
+            if let Some(line) = missing_data(g, &db, needs) {
+                return Err(CliError::Config(line));
+            }
+        }
+        let mirror_root = mirror_root(g);
+        create_data_dir(g)?;
         let mut options = store_options(work, lease);
         if let Some(f) = &file {
             options.outbox = OutboxCap {
@@ -174,9 +182,11 @@ impl Config {
         let extract = Extraction::build(work, file.as_ref());
         let upstream = file.map(|f| Upstream::build(&store, f));
         let mirror = open_mirror(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
-        let data_name = match &g.db {
-            Some(db) => db.display().to_string(),
-            None => g.data.display().to_string(),
+        // The store's own name for a PostgreSQL database has no password.
+        let data_name = match (&db, &g.db) {
+            (DbLocation::Postgres(_), _) => store.path().display().to_string(),
+            (DbLocation::Sqlite(path), Some(_)) => path.display().to_string(),
+            (DbLocation::Sqlite(_), None) => g.data.display().to_string(),
         };
         let source = match source {
             Some((dir, hidden)) => Some(pin_source(&store, &data_name, dir, hidden)?),
@@ -294,7 +304,7 @@ impl Upstream {
 }
 
 /// `--config PATH`, or `DATA/leasehold.toml` when it exists.
-fn load_file_config(g: &Global) -> Result<Option<FileConfig>, CliError> {
+pub(super) fn load_file_config(g: &Global) -> Result<Option<FileConfig>, CliError> {
     let path = match &g.config {
         Some(p) => p.clone(),
         None => {
@@ -310,30 +320,35 @@ fn load_file_config(g: &Global) -> Result<Option<FileConfig>, CliError> {
         .map_err(|e| CliError::Config(e.to_string().replace('\n', " ")))
 }
 
-/// The database and mirror paths; creates the data directory (only) when the
-/// defaults are used.
-fn paths(g: &Global) -> Result<(PathBuf, PathBuf), CliError> {
+/// Creates the data directory (only) when it holds the database or the mirror.
+fn create_data_dir(g: &Global) -> Result<(), CliError> {
     if uses_data_dir(g) && !g.data.exists() {
         create_private_dir(&g.data).map_err(|e| {
             CliError::Config(format!("{}: cannot create data directory: {e}", g.data.display()))
         })?;
     }
-    Ok(default_paths(g))
+    Ok(())
 }
 
-/// Whether the data directory holds the database or the mirror (either is
-/// not given by its own flag).
+/// The database: `--db` (or `LEASEHOLD_DB`), else the configuration file's
+/// `[store] db`, else `DATA/leasehold.db`. A `postgres://` URL is PostgreSQL.
+pub(super) fn database(g: &Global, file: Option<&FileConfig>) -> DbLocation {
+    if let Some(db) = &g.db {
+        return DbLocation::of(db);
+    }
+    file.and_then(|f| f.store.location())
+        .unwrap_or_else(|| DbLocation::Sqlite(g.data.join("leasehold.db")))
+}
+
+/// The mirror root: `--mirror`, else `DATA/mirror`. Creates nothing.
+pub(super) fn mirror_root(g: &Global) -> PathBuf {
+    g.mirror.clone().unwrap_or_else(|| g.data.join("mirror"))
+}
+
+/// Whether the data directory holds the database, the configuration or the
+/// mirror (one of them is not given by its own flag).
 fn uses_data_dir(g: &Global) -> bool {
     g.db.is_none() || g.mirror.is_none()
-}
-
-/// The database file and the mirror root: `--db` and `--mirror`, else
-/// `DATA/leasehold.db` and `DATA/mirror`. Creates nothing.
-pub(super) fn default_paths(g: &Global) -> (PathBuf, PathBuf) {
-    (
-        g.db.clone().unwrap_or_else(|| g.data.join("leasehold.db")),
-        g.mirror.clone().unwrap_or_else(|| g.data.join("mirror")),
-    )
 }
 
 /// Create the data directory owner-only (0700 whatever the umask): it holds
@@ -441,7 +456,7 @@ impl Config {
     /// (exit 2) naming it, so a typo in `--data` is not answered with empty
     /// counts and a new, empty data directory.
     pub fn build_existing(g: &Global, work: &WorkFlags, needs: Existing) -> Result<Config, CliError> {
-        if let Some(line) = missing_data(g, needs) {
+        if let Some(line) = missing_data_directory(g) {
             return Err(CliError::Config(line));
         }
         // Only `gc` writes the mirror; the others must not create or probe it.
@@ -449,7 +464,7 @@ impl Config {
             Existing::MirrorToSweep => |root: &Path| Mirror::open(root),
             Existing::Store | Existing::StoreAndMirror => |root: &Path| Mirror::locate(root),
         };
-        Config::build_opening(g, work, None, open_mirror)
+        Config::build_opening(g, work, None, open_mirror, Some(needs))
     }
 }
 
@@ -465,16 +480,20 @@ pub(super) fn missing_data_directory(g: &Global) -> Option<String> {
 }
 
 /// What of the data directory is missing, as one line, if anything.
-fn missing_data(g: &Global, needs: Existing) -> Option<String> {
+/// A PostgreSQL database is not looked for here: opening it says whether it
+/// is there.
+fn missing_data(g: &Global, db: &DbLocation, needs: Existing) -> Option<String> {
     if let Some(line) = missing_data_directory(g) {
         return Some(line);
     }
-    let (db, mirror) = default_paths(g);
-    if !db.is_file() {
-        return Some(format!(
-            "{}: no database here (wrong --data or --db?)",
-            db.display()
-        ));
+    let mirror = mirror_root(g);
+    if let DbLocation::Sqlite(db) = db {
+        if !db.is_file() {
+            return Some(format!(
+                "{}: no database here (wrong --data or --db?)",
+                db.display()
+            ));
+        }
     }
     if needs != Existing::Store && !mirror.is_dir() {
         return Some(format!(
@@ -487,8 +506,11 @@ fn missing_data(g: &Global, needs: Existing) -> Option<String> {
 
 /// The source without leasehold's own files, for when the data directory, the
 /// database, the mirror or the configuration file lie inside it.
-fn without_own_files(source: DirSource, g: &Global, db: &Path, mirror: &Mirror) -> DirSource {
-    let mut source = source.exclude_dir(mirror.root()).exclude_file_family(db);
+fn without_own_files(source: DirSource, g: &Global, db: &DbLocation, mirror: &Mirror) -> DirSource {
+    let mut source = source.exclude_dir(mirror.root());
+    if let DbLocation::Sqlite(db) = db {
+        source = source.exclude_file_family(db);
+    }
     if uses_data_dir(g) {
         source = source.exclude_dir(&g.data);
     }

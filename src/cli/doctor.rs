@@ -2,7 +2,9 @@
 //!
 //! Checks, each reported as one line naming the thing (a path, a document key):
 //! - the database and the mirror are on local file systems (statfs magic);
-//! - the store opens, passes SQLite's full `integrity_check`, and WAL is in force;
+//! - the store opens; a SQLite file passes the full `integrity_check` and has
+//!   WAL in force (a PostgreSQL database keeps its own files; its rows are
+//!   checked like SQLite's);
 //! - leases: no two rows share a key or an owner token, every `extracting` row
 //!   has a token and a lease, no other row has a token;
 //! - every `indexed` row's result file exists and its SHA-256 matches;
@@ -17,8 +19,8 @@
 //! including a store that cannot be opened at all, becomes a problem line (exit
 //! 1), so a damaged data directory gets a diagnosis rather than a refusal.
 //!
-//! The row checks' SQL lives in the store (`store/check.rs`), behind a
-//! read-only connection of its own; this room only decides what is a problem
+//! The row checks' SQL lives in the store (`store/check.rs` for SQLite, the
+//! PostgreSQL engine for PostgreSQL); this room only decides what is a problem
 //! and how it reads.
 
 use std::path::Path;
@@ -26,7 +28,7 @@ use std::process::ExitCode;
 
 use crate::mirror::Mirror;
 use crate::pipeline::sweep;
-use crate::store::{Checker, IndexedRow};
+use crate::store::{DbLocation, IndexedRow};
 use crate::{Store, StoreOptions};
 
 use super::args::Global;
@@ -92,19 +94,23 @@ pub fn doctor(g: &Global, json: bool) -> Result<ExitCode, CliError> {
     if let Some(line) = super::config::missing_data_directory(g) {
         return Err(CliError::Config(line));
     }
-    let (db, mirror_root) = super::config::default_paths(g);
+    let file = super::config::load_file_config(g)?;
+    let db = super::config::database(g, file.as_ref());
+    let mirror_root = super::config::mirror_root(g);
     let mut d = Doctor::default();
-    d.checked.database = db.display().to_string();
     d.checked.mirror = mirror_root.display().to_string();
-    d.filesystem("database", &db);
+    if let DbLocation::Sqlite(path) = &db {
+        d.checked.database = path.display().to_string();
+        d.filesystem("database", path);
+    }
     d.filesystem("mirror", &mirror_root);
     let store = d.open_store(&db);
     let mirror = d.open_mirror(&mirror_root);
     if let Some(store) = &store {
         let sound = d.store_checks(store);
-        d.row_checks(&db);
+        d.row_checks(store);
         if let Some(mirror) = &mirror {
-            d.results(&db, mirror);
+            d.results(store, mirror);
             if sound {
                 d.leftovers(store, mirror);
             } else {
@@ -183,23 +189,34 @@ impl Doctor {
         }
     }
 
-    fn open_store(&mut self, db: &Path) -> Option<Store> {
-        if !db.exists() {
-            self.problem(
-                "store",
-                db.display().to_string(),
-                format!(
-                    "{}: no database here (nothing to check; wrong --data or --db?)",
-                    db.display()
-                ),
-            );
-            return None;
+    /// A PostgreSQL database is named by the store once open (its URL
+    /// without the password); one that cannot be opened is named by the
+    /// error, which leaves the password out too.
+    fn open_store(&mut self, db: &DbLocation) -> Option<Store> {
+        if let DbLocation::Sqlite(path) = db {
+            if !path.exists() {
+                self.problem(
+                    "store",
+                    path.display().to_string(),
+                    format!(
+                        "{}: no database here (nothing to check; wrong --data or --db?)",
+                        path.display()
+                    ),
+                );
+                return None;
+            }
         }
         let opts = StoreOptions::default().checkpoint_every(None).pool_size(2);
         match Store::open(db, opts) {
-            Ok(store) => Some(store),
+            Ok(store) => {
+                self.checked.database = store.path().display().to_string();
+                Some(store)
+            }
             Err(e) => {
-                self.problem("store", db.display().to_string(), one_line(&e));
+                let subject = db
+                    .path()
+                    .map_or_else(|| "database".into(), |p| p.display().to_string());
+                self.problem("store", subject, one_line(&e));
                 None
             }
         }
@@ -229,40 +246,14 @@ impl Doctor {
     /// store's rows can be trusted for cleanup decisions.
     fn store_checks(&mut self, store: &Store) -> bool {
         let path = store.path().display().to_string();
-        let sound = match store.check_integrity(true) {
-            Ok(lines) if lines.is_empty() => {
-                self.checked.integrity_check = "ok".into();
-                true
-            }
-            Ok(lines) => {
-                self.checked.integrity_check = format!("{} problem(s)", lines.len());
-                for l in lines {
-                    self.problem("integrity", &path, format!("{path}: integrity_check: {l}"));
-                }
-                false
-            }
-            Err(e) => {
-                self.checked.integrity_check = "not run".into();
-                self.problem(
-                    "integrity",
-                    &path,
-                    format!("integrity_check failed: {}", one_line(&e)),
-                );
-                false
-            }
+        let sound = if store.is_postgres() {
+            // The server keeps its own files sound (and checks its pages
+            // where checksums are on); what follows checks the rows.
+            self.checked.integrity_check = "not applicable (PostgreSQL)".into();
+            true
+        } else {
+            self.sqlite_checks(store, &path)
         };
-        match store.journal_mode() {
-            Ok(mode) if mode.eq_ignore_ascii_case("wal") => self.checked.journal_mode = Some(mode),
-            Ok(mode) => {
-                self.problem(
-                    "journal_mode",
-                    &path,
-                    format!("{path}: journal_mode is {mode:?}, expected \"wal\""),
-                );
-                self.checked.journal_mode = Some(mode);
-            }
-            Err(e) => self.problem("journal_mode", &path, one_line(&e)),
-        }
         match (store.counts(), store.live_leases()) {
             (Ok(c), Ok(l)) => {
                 self.checked.documents = c.total();
@@ -273,11 +264,50 @@ impl Doctor {
         sound
     }
 
+    /// SQLite's full integrity check and journal mode; true when the file is sound.
+    fn sqlite_checks(&mut self, store: &Store, path: &str) -> bool {
+        let sound = match store.check_integrity(true) {
+            Ok(lines) if lines.is_empty() => {
+                self.checked.integrity_check = "ok".into();
+                true
+            }
+            Ok(lines) => {
+                self.checked.integrity_check = format!("{} problem(s)", lines.len());
+                for l in lines {
+                    self.problem("integrity", path, format!("{path}: integrity_check: {l}"));
+                }
+                false
+            }
+            Err(e) => {
+                self.checked.integrity_check = "not run".into();
+                self.problem(
+                    "integrity",
+                    path,
+                    format!("integrity_check failed: {}", one_line(&e)),
+                );
+                false
+            }
+        };
+        match store.journal_mode() {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => self.checked.journal_mode = Some(mode),
+            Ok(mode) => {
+                self.problem(
+                    "journal_mode",
+                    path,
+                    format!("{path}: journal_mode is {mode:?}, expected \"wal\""),
+                );
+                self.checked.journal_mode = Some(mode);
+            }
+            Err(e) => self.problem("journal_mode", path, one_line(&e)),
+        }
+        sound
+    }
+
     /// Lease invariants the schema's constraints should already guarantee; read
     /// without indexes, so that a damaged index cannot hide a duplicate.
-    fn row_checks(&mut self, db: &Path) {
-        let path = db.display().to_string();
-        let found = Checker::open(db).and_then(|c| c.lease_violations());
+    fn row_checks(&mut self, store: &Store) {
+        let path = store.path().display().to_string();
+        let found = store.lease_violations();
         match found {
             Ok(lines) => {
                 for (subject, message) in lines {
@@ -289,17 +319,11 @@ impl Doctor {
     }
 
     /// Every accepted result exists and matches its checksum.
-    fn results(&mut self, db: &Path, mirror: &Mirror) {
-        let path = db.display().to_string();
-        let checker = match Checker::open(db) {
-            Ok(c) => c,
-            Err(e) => {
-                return self.problem("result", &path, format!("{path}: cannot list results: {e}"));
-            }
-        };
+    fn results(&mut self, store: &Store, mirror: &Mirror) {
+        let path = store.path().display().to_string();
         let mut after = i64::MIN;
         loop {
-            let page = match checker.indexed_page(after, PAGE) {
+            let page = match store.indexed_page(after, PAGE) {
                 Ok(p) => p,
                 Err(e) => {
                     return self.problem("result", &path, format!("{path}: cannot list results: {e}"));

@@ -54,6 +54,12 @@
 //! max_age = "24h"
 //! max_bytes = "256MiB"
 //!
+//! # The database, when --db and LEASEHOLD_DB do not name one: a SQLite file
+//! # (relative to this file) or a PostgreSQL URL without its password.
+//! [store]
+//! db = "postgres://leasehold@db.example.com/leasehold"
+//! password_file = "secrets/db.password"
+//!
 //! # Where parsers run, and the limits of one document.
 //! [extract]
 //! isolation = true
@@ -85,6 +91,10 @@
 //!   extensions to external converters, e.g. `pdf = ["pdftotext", "-enc", "UTF-8", "{}", "-"]`
 //!   (`{}` is the document's temporary file; without it the document is on standard input);
 //!   they run under the same limits.
+//! - `[store]`: `db`, a SQLite path (relative to the directory of the configuration
+//!   file) or a `postgres://` URL, which must not hold a password; with a URL,
+//!   optionally one of `password_env` or `password_file` (as for an account). The
+//!   flag `--db` and the variable `LEASEHOLD_DB` override it.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -94,6 +104,7 @@ use std::time::Duration;
 
 use crate::clock::Millis;
 use crate::secret::Secret;
+use crate::store::DbLocation;
 
 mod validate;
 
@@ -137,6 +148,12 @@ webhook = "https://hooks.example.com/leasehold"
 [outbox]
 max_age = "24h"
 max_bytes = "256MiB"
+
+# The database, when --db and LEASEHOLD_DB do not name one: a SQLite file
+# (relative to this file) or a PostgreSQL URL without its password.
+[store]
+db = "postgres://leasehold@db.example.com/leasehold"
+password_file = "secrets/db.password"
 
 # Where parsers run, and the limits of one document.
 [extract]
@@ -184,6 +201,48 @@ pub struct FileConfig {
     pub outbox: OutboxConfig,
     /// `[extract]`: where parsers run and the limits each document runs under.
     pub extract: ExtractConfig,
+    /// `[store]`: where the database is, when `--db` and `LEASEHOLD_DB` do not say.
+    pub store: StoreConfig,
+}
+
+/// `[store]`: the database, a SQLite file or a PostgreSQL database, and the
+/// PostgreSQL password, which never lives in the file itself.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StoreConfig {
+    /// The database named by `db`: a SQLite path (resolved against the file's
+    /// directory) or a PostgreSQL URL without a password.
+    pub db: Option<DbLocation>,
+    /// The PostgreSQL password from `password_env` or `password_file`.
+    pub password: Option<Secret>,
+}
+
+impl StoreConfig {
+    /// The location to open: `db`, with the password (percent-encoded) put
+    /// into the URL's user information when there is one. `None` without `db`.
+    pub fn location(&self) -> Option<DbLocation> {
+        match (&self.db, &self.password) {
+            (Some(DbLocation::Postgres(url)), Some(password)) => {
+                Some(DbLocation::Postgres(with_password(url, password)))
+            }
+            (db, _) => db.clone(),
+        }
+    }
+}
+
+/// `url` with `password` after its user name (`scheme://user:password@host…`).
+/// A URL without a user name gets none: the server then refuses the login,
+/// and says so, rather than the password going to a user we guessed.
+fn with_password(url: &str, password: &Secret) -> String {
+    use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    let encoded = utf8_percent_encode(password.expose(), NON_ALPHANUMERIC);
+    format!("{scheme}://{}:{encoded}{}", &rest[..at], &rest[at..])
 }
 
 /// `[extract]`: parsers run in supervised child processes, each document under
@@ -553,6 +612,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("secrets")).unwrap();
         std::fs::write(dir.path().join("secrets/spare.password"), "spare-pw\n").unwrap();
+        std::fs::write(dir.path().join("secrets/db.password"), "db pw/@:%\n").unwrap();
         let origin = dir.path().join("leasehold.toml");
         let env = env_with("LEASEHOLD_PRIMARY_PASSWORD", "primary-pw");
         let c = FileConfig::parse_with_env(EXAMPLE, &origin, &env).unwrap();
@@ -570,6 +630,13 @@ mod tests {
         assert_eq!(c.outbox, OutboxConfig::default());
         assert_eq!(c.extract, ExtractConfig::default());
         assert_eq!(c.notify.command.as_ref().unwrap().len(), 3);
+        // The password goes into the URL's user information, percent-encoded.
+        assert_eq!(
+            c.store.location(),
+            Some(DbLocation::Postgres(
+                "postgres://leasehold:db%20pw%2F%40%3A%25@db.example.com/leasehold".into()
+            ))
+        );
 
         // The module docs show the same text, line for line.
         let source = include_str!("mod.rs");
@@ -581,6 +648,53 @@ mod tests {
             .map(|l| format!("{}\n", l.strip_prefix("//! ").unwrap_or("")))
             .collect();
         assert_eq!(documented, EXAMPLE);
+    }
+
+    #[test]
+    fn store_db_is_a_path_beside_the_file_or_a_url_without_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let origin = dir.path().join("leasehold.toml");
+        let at = |text: &str| FileConfig::parse_with_env(text, &origin, &env_with("PW", "p@ss word"));
+        let c = at("[store]\ndb = \"queue.db\"\n").unwrap();
+        assert_eq!(
+            c.store.location(),
+            Some(DbLocation::Sqlite(dir.path().join("queue.db")))
+        );
+        let c =
+            at("[store]\ndb = \"postgres://lh@h:5433/q?sslmode=disable\"\npassword_env = \"PW\"\n").unwrap();
+        assert_eq!(
+            c.store.location(),
+            Some(DbLocation::Postgres(
+                "postgres://lh:p%40ss%20word@h:5433/q?sslmode=disable".into()
+            ))
+        );
+        let c = at("[store]\ndb = \"postgresql://h/q\"\n").unwrap();
+        assert_eq!(
+            c.store.location(),
+            Some(DbLocation::Postgres("postgresql://h/q".into()))
+        );
+        assert_eq!(parse("").unwrap().store.location(), None);
+    }
+
+    #[test]
+    fn store_refuses_an_inline_password_and_a_password_without_a_url() {
+        for db in [
+            "postgres://lh:hunter2@h/q",
+            "postgres://h/q?password=hunter2",
+            "postgres://h/q?user=a&PASSWORD=hunter2",
+        ] {
+            let shown = err_key(&format!("[store]\ndb = \"{db}\"\n"), "[store] db");
+            assert!(shown.contains("inline passwords are not accepted"), "{shown}");
+            assert!(!shown.contains("hunter2"), "{shown}");
+        }
+        err_key(
+            "[store]\ndb = \"q.db\"\npassword_env = \"PW\"\n",
+            "[store] password_env",
+        );
+        err_key("[store]\npassword_env = \"PW\"\n", "[store] db");
+        err_key("[store]\ndb = \"\"\n", "[store] db");
+        let unknown = err("[store]\nsb = \"q.db\"\n").to_string();
+        assert!(unknown.contains("unknown field `sb`"), "{unknown}");
     }
 
     #[test]

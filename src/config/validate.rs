@@ -30,6 +30,16 @@ pub(super) struct RawFile {
     outbox: RawOutbox,
     #[serde(default)]
     extract: RawExtract,
+    #[serde(default)]
+    store: RawStore,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStore {
+    db: Option<String>,
+    password_env: Option<String>,
+    password_file: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -109,6 +119,25 @@ pub(super) struct RawExtract {
     commands: toml::Table,
 }
 
+/// Whether a PostgreSQL URL carries a password: in its user information
+/// (`user:password@`) or as a `password=` parameter.
+pub(super) fn url_has_password(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let (authority, query) = match rest.split_once('?') {
+        Some((before, query)) => (before.split('/').next().unwrap_or(""), query),
+        None => (rest.split('/').next().unwrap_or(""), ""),
+    };
+    let in_userinfo = authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'));
+    let in_query = query.split('&').any(|pair| {
+        pair.split('=')
+            .next()
+            .is_some_and(|k| k.eq_ignore_ascii_case("password"))
+    });
+    in_userinfo || in_query
+}
+
 /// A TOML error as line, column and message; toml's own rendering would quote
 /// the source line.
 pub(super) fn toml_message(text: &str, err: &toml::de::Error) -> String {
@@ -164,7 +193,56 @@ impl Validator<'_> {
             notify: self.notify(raw.notify)?,
             outbox: self.outbox(raw.outbox)?,
             extract: self.extract(raw.extract)?,
+            store: self.store(raw.store)?,
             accounts,
+        })
+    }
+
+    // ----- store -----
+
+    /// `[store]`: a SQLite path (relative to this file's directory) or a
+    /// PostgreSQL URL without its password, which comes from `password_env`
+    /// or `password_file` like an account's.
+    fn store(&self, raw: RawStore) -> Result<StoreConfig, ConfigError> {
+        let has_password = raw.password_env.is_some() || raw.password_file.is_some();
+        let Some(db) = raw.db else {
+            if has_password {
+                return Err(self.invalid("[store] db", "is required with a password"));
+            }
+            return Ok(StoreConfig::default());
+        };
+        if db.is_empty() {
+            return Err(self.invalid("[store] db", "must not be empty"));
+        }
+        let db = match DbLocation::of(&db) {
+            DbLocation::Postgres(url) => {
+                if url_has_password(&url) {
+                    return Err(self.invalid(
+                        "[store] db",
+                        "inline passwords are not accepted; use password_env (an environment \
+                         variable) or password_file (a file that holds it)",
+                    ));
+                }
+                DbLocation::Postgres(url)
+            }
+            DbLocation::Sqlite(path) => {
+                if has_password {
+                    return Err(self.invalid(
+                        "[store] password_env",
+                        "a password is for a postgres:// database, not a SQLite file",
+                    ));
+                }
+                DbLocation::Sqlite(self.path.parent().unwrap_or(Path::new("")).join(path))
+            }
+        };
+        let password = if has_password {
+            Some(self.resolve_password("[store]", raw.password_env, raw.password_file)?)
+        } else {
+            None
+        };
+        Ok(StoreConfig {
+            db: Some(db),
+            password,
         })
     }
 
