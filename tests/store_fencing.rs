@@ -1,11 +1,13 @@
-//! DESIGN §3 on a real database file: the stale worker is refused, fences only
-//! grow, poison documents die, backoff is honoured, refusals are recorded.
+//! DESIGN §3 on a real database, SQLite and PostgreSQL (each test body runs
+//! on both, `sqlite::NAME` and `postgres::NAME`): the stale worker is refused,
+//! fences only grow, poison documents die, backoff is honoured, refusals are
+//! recorded.
 
 mod common;
 
 use std::time::Duration;
 
-use common::TempStore;
+use common::{Backend, TempStore, TestDb};
 use leasehold::testing::dup;
 use leasehold::{Claim, Fenced, NewDoc, Rejection, Status, Store};
 
@@ -28,8 +30,8 @@ fn apply(store: &Store, claim: &Claim, op: Op, tag: &str) -> Fenced {
 
 /// A claims at 0; B cannot claim at 9 but can at 10; A's write is refused while
 /// B owns the row and after B completed; the stored result is B's.
-fn stale_worker_is_refused(op: Op) {
-    let t = TempStore::new();
+fn stale_worker_is_refused(b: Backend, op: Op) {
+    let t = TestDb::new(b);
     let (a, b) = (t.handle(10), t.handle(10));
     let id = a.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
 
@@ -71,8 +73,8 @@ fn stale_worker_is_refused(op: Op) {
 }
 
 /// A's lease runs out at 11 but nobody re-claims: A may still write.
-fn expired_but_unreplaced_owner_may_write(op: Op) {
-    let t = TempStore::new();
+fn expired_but_unreplaced_owner_may_write(b: Backend, op: Op) {
+    let t = TestDb::new(b);
     let (a, b) = (t.handle(10), t.handle(10));
     let id = a.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
     let claim_a = a.claim("A").unwrap().unwrap();
@@ -95,40 +97,33 @@ fn expired_but_unreplaced_owner_may_write(op: Op) {
     }
 }
 
-#[test]
-fn stale_complete_is_refused_and_the_result_is_the_new_owners() {
-    stale_worker_is_refused(Op::Complete);
+fn stale_complete_is_refused_and_the_result_is_the_new_owners(b: Backend) {
+    stale_worker_is_refused(b, Op::Complete);
 }
 
-#[test]
-fn stale_renew_is_refused() {
-    stale_worker_is_refused(Op::Renew);
+fn stale_renew_is_refused(b: Backend) {
+    stale_worker_is_refused(b, Op::Renew);
 }
 
-#[test]
-fn stale_fail_is_refused() {
-    stale_worker_is_refused(Op::Fail);
+fn stale_fail_is_refused(b: Backend) {
+    stale_worker_is_refused(b, Op::Fail);
 }
 
-#[test]
-fn expired_owner_nobody_replaced_may_complete() {
-    expired_but_unreplaced_owner_may_write(Op::Complete);
+fn expired_owner_nobody_replaced_may_complete(b: Backend) {
+    expired_but_unreplaced_owner_may_write(b, Op::Complete);
 }
 
-#[test]
-fn expired_owner_nobody_replaced_may_renew() {
-    expired_but_unreplaced_owner_may_write(Op::Renew);
+fn expired_owner_nobody_replaced_may_renew(b: Backend) {
+    expired_but_unreplaced_owner_may_write(b, Op::Renew);
 }
 
-#[test]
-fn expired_owner_nobody_replaced_may_fail() {
-    expired_but_unreplaced_owner_may_write(Op::Fail);
+fn expired_owner_nobody_replaced_may_fail(b: Backend) {
+    expired_but_unreplaced_owner_may_write(b, Op::Fail);
 }
 
-#[test]
-fn fences_only_grow_and_accepted_writes_carry_the_newest_fence() {
-    let t = TempStore::new();
-    let store = Store::open(&t.path, t.options(10).max_attempts(100)).unwrap();
+fn fences_only_grow_and_accepted_writes_carry_the_newest_fence(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.open(t.options(10).max_attempts(100));
     let id = store.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
     let mut claims = Vec::new();
     for k in 1..=7 {
@@ -154,10 +149,9 @@ fn fences_only_grow_and_accepted_writes_carry_the_newest_fence() {
     assert_eq!(store.job(id).unwrap().unwrap().fence, 7);
 }
 
-#[test]
-fn poison_document_dies_after_its_attempts_and_is_never_claimed_again() {
-    let t = TempStore::new();
-    let store = Store::open(&t.path, t.options(10).max_attempts(3)).unwrap();
+fn poison_document_dies_after_its_attempts_and_is_never_claimed_again(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.open(t.options(10).max_attempts(3));
     let id = store.enqueue(&NewDoc::new("poison", "v1")).unwrap().id();
     for attempt in 1..=3 {
         let c = store.claim("w").unwrap().expect("claimable");
@@ -174,9 +168,8 @@ fn poison_document_dies_after_its_attempts_and_is_never_claimed_again() {
     assert_eq!(store.history(id).unwrap().last().unwrap().event, "failed");
 }
 
-#[test]
-fn failed_document_waits_for_retry_at_exactly() {
-    let t = TempStore::new();
+fn failed_document_waits_for_retry_at_exactly(b: Backend) {
+    let t = TestDb::new(b);
     let store = t.handle(10_000);
     let id = store.enqueue(&NewDoc::new("flaky", "v1")).unwrap().id();
     let c = store.claim("w").unwrap().unwrap();
@@ -192,9 +185,8 @@ fn failed_document_waits_for_retry_at_exactly() {
     assert_eq!(again.attempts, 2);
 }
 
-#[test]
-fn permanent_failure_goes_straight_to_dead() {
-    let t = TempStore::new();
+fn permanent_failure_goes_straight_to_dead(b: Backend) {
+    let t = TestDb::new(b);
     let store = t.handle(10_000);
     let id = store.enqueue(&NewDoc::new("bad", "v1")).unwrap().id();
     let c = store.claim("w").unwrap().unwrap();
@@ -206,9 +198,8 @@ fn permanent_failure_goes_straight_to_dead() {
     );
 }
 
-#[test]
-fn release_hands_back_without_spending_an_attempt() {
-    let t = TempStore::new();
+fn release_hands_back_without_spending_an_attempt(b: Backend) {
+    let t = TestDb::new(b);
     let store = t.handle(10_000);
     let id = store.enqueue(&NewDoc::new("d", "v1")).unwrap().id();
     let c = store.claim("w").unwrap().unwrap();
@@ -222,9 +213,8 @@ fn release_hands_back_without_spending_an_attempt() {
     assert_eq!(store.claim("w").unwrap().unwrap().attempts, 1);
 }
 
-#[test]
-fn refused_stale_complete_is_in_the_history_with_both_fences() {
-    let t = TempStore::new();
+fn refused_stale_complete_is_in_the_history_with_both_fences(b: Backend) {
+    let t = TestDb::new(b);
     let (a, b) = (t.handle(10), t.handle(10));
     let id = a.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
     let stale = a.claim("A").unwrap().unwrap();
@@ -244,9 +234,8 @@ fn refused_stale_complete_is_in_the_history_with_both_fences() {
     assert_eq!(refused.at, 10);
 }
 
-#[test]
-fn enqueue_is_idempotent_and_a_new_version_requeues_an_indexed_document() {
-    let t = TempStore::new();
+fn enqueue_is_idempotent_and_a_new_version_requeues_an_indexed_document(b: Backend) {
+    let t = TestDb::new(b);
     let store = t.handle(10_000);
     let first = store.enqueue(&NewDoc::new("k", "v1")).unwrap();
     assert!(matches!(first, leasehold::Enqueued::Inserted(_)));
@@ -272,9 +261,8 @@ fn enqueue_is_idempotent_and_a_new_version_requeues_an_indexed_document() {
     assert_eq!((c2.version.as_str(), c2.fence, c2.attempts), ("v2", 2, 1));
 }
 
-#[test]
-fn a_new_version_fences_out_the_worker_extracting_the_old_one() {
-    let t = TempStore::new();
+fn a_new_version_fences_out_the_worker_extracting_the_old_one(b: Backend) {
+    let t = TestDb::new(b);
     let store = t.handle(10_000);
     store.enqueue(&NewDoc::new("k", "v1")).unwrap();
     let old = store.claim("w").unwrap().unwrap();
@@ -283,9 +271,8 @@ fn a_new_version_fences_out_the_worker_extracting_the_old_one() {
     assert_eq!(store.claim("w").unwrap().unwrap().version, "v2");
 }
 
-#[test]
-fn bad_keys_are_refused_with_a_clear_error() {
-    let t = TempStore::new();
+fn bad_keys_are_refused_with_a_clear_error(b: Backend) {
+    let t = TestDb::new(b);
     let store = t.handle(10);
     let err = store.enqueue(&NewDoc::new("a\0b", "v")).unwrap_err();
     assert!(err.to_string().contains("NUL"), "{err}");
@@ -293,9 +280,8 @@ fn bad_keys_are_refused_with_a_clear_error() {
     assert_eq!(store.counts().unwrap().total(), 0);
 }
 
-#[test]
-fn claim_batch_and_complete_many_settle_each_claim_on_its_own_fence() {
-    let t = TempStore::new();
+fn claim_batch_and_complete_many_settle_each_claim_on_its_own_fence(b: Backend) {
+    let t = TestDb::new(b);
     let store = t.handle(10);
     let docs: Vec<_> = (0..40).map(|i| NewDoc::new(format!("d{i}"), "v")).collect();
     store.enqueue_many(&docs).unwrap();
@@ -313,9 +299,8 @@ fn claim_batch_and_complete_many_settle_each_claim_on_its_own_fence() {
     assert_eq!(store.counts().unwrap().indexed, 31);
 }
 
-#[test]
-fn counts_and_live_leases_report_what_is_held() {
-    let t = TempStore::new();
+fn counts_and_live_leases_report_what_is_held(b: Backend) {
+    let t = TestDb::new(b);
     let store = t.handle(10);
     store
         .enqueue_many(&[NewDoc::new("a", "v"), NewDoc::new("b", "v")])
@@ -337,9 +322,8 @@ fn counts_and_live_leases_report_what_is_held() {
     assert_eq!(store.next_claimable_at().unwrap(), Some(10));
 }
 
-#[test]
-fn an_older_scan_finishing_late_marks_nothing_gone() {
-    let t = TempStore::new();
+fn an_older_scan_finishing_late_marks_nothing_gone(b: Backend) {
+    let t = TestDb::new(b);
     let store = t.handle(10_000);
     let keys: Vec<String> = (0..5).map(|i| format!("k{i}")).collect();
     let docs: Vec<_> = keys
@@ -371,12 +355,13 @@ fn an_older_scan_finishing_late_marks_nothing_gone() {
     assert_eq!(store.job_by_key("k4").unwrap().unwrap().status, Status::Dead);
 }
 
-/// A renewal in the millisecond its lease was set would change nothing: it is
+/// SQLite only (it reads the file's `data_version`): a renewal in the
+/// millisecond its lease was set would change nothing: it is
 /// accepted without a commit (another connection sees no new data version). A
 /// renewal one millisecond later commits and moves the expiry; a refused one in
 /// the thief's own millisecond still goes through the write and is recorded.
 #[test]
-fn a_renewal_that_would_change_nothing_commits_nothing_but_a_refusal_is_recorded() {
+fn sqlite_only_a_renewal_that_would_change_nothing_commits_nothing_but_a_refusal_is_recorded() {
     let t = TempStore::new();
     let (a, b) = (t.handle(10), t.handle(10));
     let id = a.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
@@ -408,3 +393,24 @@ fn a_renewal_that_would_change_nothing_commits_nothing_but_a_refusal_is_recorded
         "{events:?}"
     );
 }
+
+on_both_backends!(
+    stale_complete_is_refused_and_the_result_is_the_new_owners,
+    stale_renew_is_refused,
+    stale_fail_is_refused,
+    expired_owner_nobody_replaced_may_complete,
+    expired_owner_nobody_replaced_may_renew,
+    expired_owner_nobody_replaced_may_fail,
+    fences_only_grow_and_accepted_writes_carry_the_newest_fence,
+    poison_document_dies_after_its_attempts_and_is_never_claimed_again,
+    failed_document_waits_for_retry_at_exactly,
+    permanent_failure_goes_straight_to_dead,
+    release_hands_back_without_spending_an_attempt,
+    refused_stale_complete_is_in_the_history_with_both_fences,
+    enqueue_is_idempotent_and_a_new_version_requeues_an_indexed_document,
+    a_new_version_fences_out_the_worker_extracting_the_old_one,
+    bad_keys_are_refused_with_a_clear_error,
+    claim_batch_and_complete_many_settle_each_claim_on_its_own_fence,
+    counts_and_live_leases_report_what_is_held,
+    an_older_scan_finishing_late_marks_nothing_gone,
+);

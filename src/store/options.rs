@@ -201,7 +201,7 @@ pub(crate) struct Policy {
 }
 
 impl Policy {
-    pub(super) fn of(opts: &StoreOptions) -> Policy {
+    pub(crate) fn of(opts: &StoreOptions) -> Policy {
         Policy {
             lease_ms: duration_ms(opts.lease).max(1),
             max_lost_leases: i64::from(opts.max_lost_leases),

@@ -99,19 +99,20 @@ pub(crate) fn apply(
 }
 
 /// A row that a claim may take, as seen inside the claiming transaction.
-struct Candidate {
-    id: i64,
-    status: String,
-    token: Option<String>,
-    fence: i64,
-    lease_expires_at: Option<Millis>,
-    lost_leases: i64,
+/// Shared with the PostgreSQL engine, whose history must read the same.
+pub(crate) struct Candidate {
+    pub(crate) id: i64,
+    pub(crate) status: String,
+    pub(crate) token: Option<String>,
+    pub(crate) fence: i64,
+    pub(crate) lease_expires_at: Option<Millis>,
+    pub(crate) lost_leases: i64,
 }
 
 impl Candidate {
     /// An extracting row is claimable only because its lease is over: taking it
     /// means its last owner lost the lease.
-    fn lease_lost(&self) -> bool {
+    pub(crate) fn lease_lost(&self) -> bool {
         self.status == "extracting"
     }
 
@@ -530,7 +531,7 @@ fn take_each(
 }
 
 /// The history detail of a claim of `c` that left it with `attempts` and `lost` leases.
-fn claim_detail(
+pub(crate) fn claim_detail(
     now: Millis,
     policy: &Policy,
     worker: &str,
@@ -554,15 +555,7 @@ fn claim_detail(
 /// stops being handed out. A lost lease found here is counted (and its
 /// attempt refunded) like a takeover's.
 fn bury(tx: &Connection, now: Millis, policy: &Policy, c: &Candidate) -> rusqlite::Result<bool> {
-    let why = if c.lease_lost() {
-        format!(
-            "lost leases exhausted: {} leases expired without a completion (its worker died or \
-             stalled each time)",
-            c.lost_leases + 1
-        )
-    } else {
-        "attempts exhausted".to_owned()
-    };
+    let why = bury_reason(c);
     let n = tx
         .prepare_cached(BURY)?
         .execute(params![c.id, now, why, policy.max_lost_leases])?;
@@ -731,8 +724,22 @@ fn complete_one(
     Ok(out)
 }
 
+/// Why a claimable row that has used up what it may spend is buried: its
+/// `last_error` and its `dead` history line.
+pub(crate) fn bury_reason(c: &Candidate) -> String {
+    if c.lease_lost() {
+        format!(
+            "lost leases exhausted: {} leases expired without a completion (its worker died or \
+             stalled each time)",
+            c.lost_leases + 1
+        )
+    } else {
+        "attempts exhausted".to_owned()
+    }
+}
+
 /// The history detail of an accepted completion.
-fn complete_detail(version: &str, path: &str, checksum: &str, note: Option<&str>) -> String {
+pub(crate) fn complete_detail(version: &str, path: &str, checksum: &str, note: Option<&str>) -> String {
     match note {
         Some(note) => format!("version {version}; {path}; sha256 {checksum}; extracted as {note}"),
         None => format!("version {version}; {path}; sha256 {checksum}"),
@@ -793,19 +800,14 @@ fn settle(
     detail: Option<&str>,
 ) -> rusqlite::Result<Fenced> {
     if changed == 1 {
-        if what != "renew" {
-            let event = match what {
-                "complete" => "completed",
-                "fail" => "failed",
-                _ => "released",
-            };
+        if let Some(event) = accepted_event(what) {
             record(tx, o.id.0, now, event, Some(&o.token), Some(o.fence), detail)?;
         }
         return Ok(Fenced::Accepted);
     }
     let rejection = why_rejected(tx, o)?;
     if rejection != Rejection::Missing {
-        let detail = format!("refused: {rejection}");
+        let detail = refusal_detail(&rejection);
         record(
             tx,
             o.id.0,
@@ -819,12 +821,24 @@ fn settle(
     Ok(Fenced::Rejected(rejection))
 }
 
-fn why_rejected(tx: &Connection, o: &Owner) -> rusqlite::Result<Rejection> {
-    let row: Option<(String, Option<String>, i64)> = tx
-        .prepare_cached("SELECT status, owner_token, fence FROM jobs WHERE id = ?1")?
-        .query_row([o.id.0], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?;
-    Ok(match row {
+/// The history event of an accepted fenced write `what`; none for a renewal.
+pub(crate) fn accepted_event(what: &str) -> Option<&'static str> {
+    match what {
+        "renew" => None,
+        "complete" => Some("completed"),
+        "fail" => Some("failed"),
+        _ => Some("released"),
+    }
+}
+
+/// The history detail of a refused fenced write.
+pub(crate) fn refusal_detail(rejection: &Rejection) -> String {
+    format!("refused: {rejection}")
+}
+
+/// What a refused write's row holds, from its status, token and fence.
+pub(crate) fn rejection_of(o: &Owner, row: Option<(String, Option<String>, i64)>) -> Rejection {
+    match row {
         None => Rejection::Missing,
         Some((status, token, fence)) => {
             let status = status_of(&status);
@@ -834,12 +848,20 @@ fn why_rejected(tx: &Connection, o: &Owner) -> rusqlite::Result<Rejection> {
                 Rejection::NotExtracting { status, fence }
             }
         }
-    })
+    }
+}
+
+fn why_rejected(tx: &Connection, o: &Owner) -> rusqlite::Result<Rejection> {
+    let row: Option<(String, Option<String>, i64)> = tx
+        .prepare_cached("SELECT status, owner_token, fence FROM jobs WHERE id = ?1")?
+        .query_row([o.id.0], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    Ok(rejection_of(o, row))
 }
 
 /// A status read back from SQL; the schema's CHECK allows only known names,
 /// so anything else is treated as the most final state.
-fn status_of(name: &str) -> Status {
+pub(crate) fn status_of(name: &str) -> Status {
     name.parse().unwrap_or(Status::Dead)
 }
 

@@ -1,5 +1,6 @@
 //! Shared helpers for the integration tests: a temp directory with a store file
-//! in it, and a manual clock.
+//! in it, and a manual clock; [`TestDb`], a database of either engine, for the
+//! conformance tests that run the same body on SQLite and on PostgreSQL.
 #![allow(dead_code)]
 
 pub mod gate_env;
@@ -43,6 +44,79 @@ impl TempStore {
     pub fn handle(&self, lease_ms: u64) -> Store {
         Store::open(&self.path, self.options(lease_ms)).expect("open store")
     }
+}
+
+/// The engine a conformance test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A SQLite file in a temporary directory.
+    Sqlite,
+    /// A fresh database on the test binary's PostgreSQL server (`pg::server`).
+    Postgres,
+}
+
+/// A database of one engine for one test, with the test's manual clock. The
+/// same body runs on both: only the location differs.
+pub struct TestDb {
+    pub backend: Backend,
+    /// What `Store::open` is given: a file path, or a `postgres://` URL.
+    pub location: String,
+    pub clock: ManualClock,
+    /// Holds the SQLite file (and is empty for PostgreSQL); removed on drop.
+    pub dir: tempfile::TempDir,
+}
+
+impl TestDb {
+    pub fn new(backend: Backend) -> TestDb {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let location = match backend {
+            Backend::Sqlite => dir.path().join("leasehold.db").display().to_string(),
+            Backend::Postgres => pg::server().fresh_database(),
+        };
+        TestDb {
+            backend,
+            location,
+            clock: ManualClock::new(0),
+            dir,
+        }
+    }
+
+    /// Options with the test clock and a lease of `lease_ms`.
+    pub fn options(&self, lease_ms: u64) -> StoreOptions {
+        StoreOptions::default()
+            .lease(Duration::from_millis(lease_ms))
+            .clock(Arc::new(self.clock.clone()))
+    }
+
+    /// A fresh handle of its own (own pool) on the database.
+    pub fn handle(&self, lease_ms: u64) -> Store {
+        self.open(self.options(lease_ms))
+    }
+
+    /// A handle with `opts`.
+    pub fn open(&self, opts: StoreOptions) -> Store {
+        Store::open(&self.location, opts).expect("open store")
+    }
+}
+
+/// Run each named test body, a `fn(Backend)`, as two tests: `sqlite::NAME`
+/// and `postgres::NAME`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test]
+            fn $name() {
+                super::$name($crate::common::Backend::Sqlite)
+            })*
+        }
+        mod postgres {
+            $(#[test]
+            fn $name() {
+                super::$name($crate::common::Backend::Postgres)
+            })*
+        }
+    };
 }
 
 /// The built `leasehold` binary.

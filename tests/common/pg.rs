@@ -232,12 +232,14 @@ impl Cluster {
              host all all 127.0.0.1/32 scram-sha-256\n"
         );
         std::fs::write(self.data.join("pg_hba.conf"), hba).expect("write pg_hba.conf");
+        // max_connections: every Store handle pools its own connections,
+        // and the race tests open many handles at once.
         // fsync=off: the cluster lives for one test process and is removed
         // after it. It only matters if the machine itself crashes; a server
         // crash (restart_immediate) still finds every committed change in the
         // operating system's page cache, so crash-recovery tests stay honest.
         let conf = format!(
-            "\n# leasehold tests\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\nfsync = off\n",
+            "\n# leasehold tests\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\nfsync = off\nmax_connections = 300\n",
             self.root.display()
         );
         append(&self.data.join("postgresql.conf"), &conf);

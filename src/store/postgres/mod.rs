@@ -1,21 +1,32 @@
-//! The PostgreSQL edition's ground (DESIGN §11): opening a database by URL,
-//! migrating it from `schema.pg.sql`, and pooling connections.
+//! The PostgreSQL engine (DESIGN §12): opening a database by URL, migrating
+//! it from `schema.pg.sql`, pooling connections, and the store's operations
+//! in PostgreSQL's SQL with the same rules as SQLite's.
 //!
 //! # Layout
 //! - `mod.rs`: [`PgStore`], a handle on one migrated database and its pool.
 //! - `url.rs`: parse the URL; the name it goes by in messages has no password.
 //! - `migrate.rs`: the versioned sections, applied once each under an
 //!   advisory lock.
+//! - `tx.rs`: READ COMMITTED transactions with "now" from the injected clock,
+//!   bounded retries after a serialization failure or a deadlock.
+//! - `queue.rs`: enqueue, requeue, scans, settings.
+//! - `write.rs`: claim (`FOR UPDATE SKIP LOCKED`) and the fenced writes.
+//! - `read.rs`: the reads and the checks `doctor` runs.
+//! - `ops.rs`: the seam: [`crate::store`]'s `Engine` for [`PgStore`]; what is
+//!   not built here yet (the gate, notices, the outbox) is refused by name.
 //!
-//! The store's operations (claim, the fenced writes, the gate, the outbox)
-//! are not here yet: they come behind one seam with the SQLite [`Store`]
-//! (`crate::Store`). The client is the synchronous `postgres` crate, which
-//! keeps the thread-pool design; connections are plain TCP or a Unix socket
-//! (no TLS connector yet).
+//! Callers use [`crate::Store`], which opens a `PgStore` for a `postgres://`
+//! location. The client is the synchronous `postgres` crate, which keeps the
+//! thread-pool design; connections are plain TCP or a Unix socket (no TLS
+//! connector yet).
 
 mod migrate;
 mod ops;
+mod queue;
+mod read;
+mod tx;
 mod url;
+mod write;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +34,9 @@ use std::time::Duration;
 use ::postgres::NoTls;
 use r2d2_postgres::PostgresConnectionManager;
 
+use crate::clock::Millis;
 use crate::error::{Error, Result};
+use crate::store::options::Policy;
 use crate::store::StoreOptions;
 pub use migrate::{schema_version, MIGRATION_LOCK};
 use url::Target;
@@ -44,6 +57,10 @@ struct Inner {
     /// The URL without its password: what every error names.
     label: String,
     pool: Pool,
+    /// The options it was opened with: the clock every "now" comes from.
+    opts: StoreOptions,
+    /// The part of the options the SQL needs.
+    policy: Policy,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -56,8 +73,8 @@ impl PgStore {
     /// Open the database at `url` (`postgres://user:password@host:port/db`,
     /// or a `key=value` connection string), apply the sections of
     /// `schema.pg.sql` it lacks, and pool connections to it
-    /// ([`StoreOptions::pool_size`]; the other options are for the store's
-    /// operations, which come later).
+    /// ([`StoreOptions::pool_size`]; the clock, lease, attempts and backoff
+    /// are the operations', as on SQLite; the SQLite-file settings are not used).
     ///
     /// One connection is made first and migrates, so a wrong address or
     /// password fails at once rather than after the pool's wait.
@@ -81,10 +98,13 @@ impl PgStore {
         migrate::migrate(&mut client, &target.label)?;
         drop(client);
         let pool = build_pool(&target, &opts)?;
+        let policy = Policy::of(&opts);
         Ok(PgStore {
             inner: Arc::new(Inner {
                 label: target.label,
                 pool,
+                opts,
+                policy,
             }),
         })
     }
@@ -98,6 +118,19 @@ impl PgStore {
     pub fn applied_version(&self) -> Result<i64> {
         let mut client = self.connection()?;
         migrate::applied_version(&mut client, &self.inner.label)
+    }
+
+    /// Now, from the injected clock (never the server's `now()`).
+    pub(crate) fn now(&self) -> Millis {
+        self.inner.opts.clock.now_ms()
+    }
+
+    pub(crate) fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    pub(crate) fn max_attempts(&self) -> i64 {
+        i64::from(self.inner.opts.max_attempts)
     }
 
     fn connection(&self) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>> {

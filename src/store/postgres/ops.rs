@@ -1,11 +1,14 @@
-//! The seam's PostgreSQL side: [`Engine`] for [`PgStore`].
-//!
-//! What is not built on PostgreSQL yet answers [`Error::NotOnPostgres`],
-//! naming the operation: never a panic, never a silent no-op.
+//! The seam's PostgreSQL side: [`Engine`] for [`PgStore`]. The queue, the
+//! claims, the fenced writes, the reads and the checks are built; the auth
+//! gate, the notices and the outbox are not yet, and answer
+//! [`Error::NotOnPostgres`] naming the operation: never a panic, never a
+//! silent no-op. A completion that would queue text for the sink is refused
+//! the same way, before anything is written, since the outbox row must be
+//! written in the transaction that accepts the result.
 
 use std::collections::HashMap;
 
-use super::PgStore;
+use super::{queue, read, write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{
@@ -24,105 +27,146 @@ fn not_yet<T>(operation: &'static str) -> Result<T> {
     Err(Error::NotOnPostgres { operation })
 }
 
+/// Refuse completions that carry text for the sink while the outbox is not
+/// built here: accepting the result without its outbox row would break the
+/// rule that an accepted result is queued exactly once.
+fn refuse_delivery(done: &[Completion<'_>]) -> Result<()> {
+    if done.iter().any(|c| c.deliver.is_some()) {
+        return not_yet("the outbox (a completion with text for the sink)");
+    }
+    Ok(())
+}
+
 impl Engine for PgStore {
-    fn enqueue_many(&self, _docs: &[NewDoc]) -> Result<Vec<Enqueued>> {
-        not_yet("enqueue many")
+    fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>> {
+        let max = self.max_attempts();
+        self.write_tx(|tx, now| docs.iter().map(|d| queue::enqueue(tx, now, max, d)).collect())
     }
 
-    fn requeue(&self, _id: JobId, _why: &str) -> Result<bool> {
-        not_yet("requeue")
+    fn requeue(&self, id: JobId, why: &str) -> Result<bool> {
+        self.write_tx(|tx, now| queue::requeue(tx, now, id.0, why))
     }
 
-    fn requeue_dead(&self, _why: &str) -> Result<usize> {
-        not_yet("requeue dead")
+    fn requeue_dead(&self, why: &str) -> Result<usize> {
+        self.write_tx(|tx, now| {
+            let mut n = 0;
+            for id in queue::dead_ids(tx)? {
+                n += usize::from(queue::requeue(tx, now, id, why)?);
+            }
+            Ok(n)
+        })
     }
 
     fn begin_scan(&self) -> Result<i64> {
-        not_yet("begin scan")
+        self.write_tx(|tx, _| queue::begin_scan(tx))
     }
 
-    fn record_scan(&self, _scan: i64, _unchanged: &[String], _changed: &[NewDoc]) -> Result<Vec<Enqueued>> {
-        not_yet("record scan")
+    fn record_scan(&self, scan: i64, unchanged: &[String], changed: &[NewDoc]) -> Result<Vec<Enqueued>> {
+        let max = self.max_attempts();
+        self.write_tx(|tx, now| {
+            let mut out = Vec::with_capacity(changed.len());
+            for d in changed {
+                out.push(queue::enqueue(tx, now, max, d)?);
+                queue::mark_seen(tx, scan, &d.key)?;
+            }
+            for k in unchanged {
+                queue::mark_seen(tx, scan, k)?;
+            }
+            Ok(out)
+        })
     }
 
-    fn finish_scan(&self, _scan: i64, _why: &str) -> Result<usize> {
-        not_yet("finish scan")
+    fn finish_scan(&self, scan: i64, why: &str) -> Result<usize> {
+        self.write_tx(|tx, now| queue::mark_unseen_gone(tx, now, scan, why))
     }
 
-    fn source_stats(&self, _keys: &[String]) -> Result<HashMap<String, KnownSource>> {
-        not_yet("source stats")
+    fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
+        self.read(|c| read::source_stats(c, keys))
     }
 
-    fn meta(&self, _name: &str) -> Result<Option<String>> {
-        not_yet("meta")
+    fn meta(&self, name: &str) -> Result<Option<String>> {
+        self.read(|c| read::meta(c, name))
     }
 
-    fn set_meta(&self, _name: &str, _value: &str) -> Result<()> {
-        not_yet("set meta")
+    fn set_meta(&self, name: &str, value: &str) -> Result<()> {
+        self.write_tx(|tx, _| queue::meta_set(tx, name, value))
     }
 
-    fn meta_set_once_among(&self, _name: &str, _value: &str, _rivals: &[&str]) -> Result<(String, String)> {
-        not_yet("meta set once among")
+    fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)> {
+        self.write_tx(|tx, _| queue::meta_set_once_among(tx, name, value, rivals))
     }
 
-    fn claim_batch(&self, _worker: &str, _n: usize) -> Result<Vec<Claim>> {
-        not_yet("claim batch")
+    fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
+        let policy = self.policy();
+        self.write_tx(|tx, now| write::claim(tx, now, policy, worker, n))
     }
 
-    fn renew(&self, _owner: &Owner) -> Result<Fenced> {
-        not_yet("renew")
+    fn renew(&self, owner: &Owner) -> Result<Fenced> {
+        let policy = self.policy();
+        self.write_tx(|tx, now| write::renew(tx, now, policy, owner))
     }
 
-    fn finish(&self, _owner: &Owner, _c: &Completion<'_>) -> Result<Fenced> {
-        not_yet("finish")
+    fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced> {
+        refuse_delivery(std::slice::from_ref(c))?;
+        self.write_tx(|tx, now| write::complete(tx, now, owner, (c.result_path, c.checksum), c.note))
     }
 
-    fn finish_many(&self, _done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>> {
-        not_yet("finish many")
+    /// One completion after another in one transaction: the same rows and
+    /// history as one at a time (SQLite's batch statement is an optimisation
+    /// of exactly that).
+    fn finish_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>> {
+        let completions: Vec<Completion<'_>> = done.iter().map(|(_, c)| *c).collect();
+        refuse_delivery(&completions)?;
+        self.write_tx(|tx, now| {
+            done.iter()
+                .map(|(o, c)| write::complete(tx, now, o, (c.result_path, c.checksum), c.note))
+                .collect()
+        })
     }
 
-    fn fail(&self, _owner: &Owner, _error: &str, _permanent: bool) -> Result<Fenced> {
-        not_yet("fail")
+    fn fail(&self, owner: &Owner, error: &str, permanent: bool) -> Result<Fenced> {
+        let policy = self.policy();
+        self.write_tx(|tx, now| write::fail(tx, now, policy, owner, error, permanent))
     }
 
-    fn release(&self, _owner: &Owner, _reason: &str, _parked: Option<&Parked>) -> Result<Fenced> {
-        not_yet("release")
+    fn release(&self, owner: &Owner, reason: &str, parked: Option<&Parked>) -> Result<Fenced> {
+        self.write_tx(|tx, now| write::release(tx, now, owner, reason, parked))
     }
 
-    fn job(&self, _id: JobId) -> Result<Option<Job>> {
-        not_yet("job")
+    fn job(&self, id: JobId) -> Result<Option<Job>> {
+        self.read(|c| read::job_by_id(c, id.0))
     }
 
-    fn job_by_key(&self, _key: &str) -> Result<Option<Job>> {
-        not_yet("job by key")
+    fn job_by_key(&self, key: &str) -> Result<Option<Job>> {
+        self.read(|c| read::job_by_key(c, key))
     }
 
-    fn jobs_after(&self, _statuses: &[Status], _after: JobId, _n: i64) -> Result<Vec<Job>> {
-        not_yet("jobs after")
+    fn jobs_after(&self, statuses: &[Status], after: JobId, n: i64) -> Result<Vec<Job>> {
+        self.read(|c| read::jobs_after(c, statuses, after.0, n))
     }
 
-    fn history(&self, _id: JobId) -> Result<Vec<HistoryEntry>> {
-        not_yet("history")
+    fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>> {
+        self.read(|c| read::history(c, id.0))
     }
 
     fn counts(&self) -> Result<Counts> {
-        not_yet("counts")
+        self.read(read::counts)
     }
 
     fn totals(&self) -> Result<Totals> {
-        not_yet("totals")
+        self.read(read::totals)
     }
 
-    fn live_leases(&self, _now: Millis) -> Result<Vec<LiveLease>> {
-        not_yet("live leases")
+    fn live_leases(&self, now: Millis) -> Result<Vec<LiveLease>> {
+        self.read(|c| read::live_leases(c, now))
     }
 
-    fn next_claimable_at(&self, _now: Millis) -> Result<Option<Millis>> {
-        not_yet("next claimable at")
+    fn next_claimable_at(&self, now: Millis) -> Result<Option<Millis>> {
+        self.read(|c| read::next_claimable_at(c, now))
     }
 
     fn count_extracting(&self) -> Result<u64> {
-        not_yet("count extracting")
+        self.read(read::count_extracting)
     }
 
     fn admit(&self, _account: &str, _holder: &str, _policy: &GatePolicy) -> Result<Admission> {
@@ -206,10 +250,10 @@ impl Engine for PgStore {
     }
 
     fn lease_violations(&self) -> Result<Vec<(String, String)>> {
-        not_yet("lease violations")
+        self.read(read::lease_violations)
     }
 
-    fn indexed_page(&self, _after: i64, _limit: i64) -> Result<Vec<IndexedRow>> {
-        not_yet("indexed page")
+    fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>> {
+        self.read(|c| read::indexed_page(c, after, limit))
     }
 }
