@@ -1,0 +1,118 @@
+//! The command line on the PostgreSQL edition, through the built binary and a
+//! real server (tests/common/pg.rs): `--db`, `LEASEHOLD_DB` and the
+//! configuration's `[store] db` pick the database; `run`, `status`, `list`
+//! and `doctor` work on it; the password never reaches the output.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+mod common;
+
+use common::output::{json, ok, stderr, stdout};
+use common::{pg, samples, BIN, SAMPLE_PHRASES};
+
+/// A password no message may show.
+const PASSWORD: &str = "pw-7f3 q/@:%";
+
+/// The binary with `--data data` and extra environment variables.
+fn leasehold_env(data: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("--data")
+        .arg(data)
+        .env_remove("LEASEHOLD_DB")
+        .envs(env.iter().copied())
+        .args(args)
+        .output()
+        .expect("run leasehold")
+}
+
+/// Everything the process printed.
+fn printed(out: &Output) -> String {
+    format!("{}{}", stdout(out), stderr(out))
+}
+
+/// A fresh database owned by a login role that needs `PASSWORD`; its URL
+/// without the password, and with it.
+fn database_with_role() -> (String, String) {
+    let server = pg::server();
+    let role = server.create_role(PASSWORD);
+    let admin_url = server.fresh_database();
+    let name = admin_url.rsplit('/').next().unwrap().to_owned();
+    let mut admin = server.admin();
+    admin
+        .batch_execute(&format!("ALTER DATABASE {name} OWNER TO {role}"))
+        .unwrap();
+    let port = server.port();
+    let plain = format!("postgres://{role}@127.0.0.1:{port}/{name}");
+    let encoded =
+        percent_encoding::utf8_percent_encode(PASSWORD, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let with_password = format!("postgres://{role}:{encoded}@127.0.0.1:{port}/{name}");
+    (plain, with_password)
+}
+
+#[test]
+fn run_status_list_and_doctor_work_on_postgres_without_showing_the_password() {
+    let (plain, url) = database_with_role();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let env = [("LEASEHOLD_DB", url.as_str())];
+    let src = samples();
+    let run = ok(leasehold_env(
+        &data,
+        &env,
+        &["run", src.to_str().unwrap(), "--json"],
+    ));
+    let mut shown = printed(&run);
+    let summary = json(run);
+    assert_eq!(summary["indexed"], SAMPLE_PHRASES.len(), "{summary}");
+    assert_eq!(summary["store"]["indexed"], SAMPLE_PHRASES.len(), "{summary}");
+
+    let status = ok(leasehold_env(&data, &env, &["status", "--json"]));
+    shown += &printed(&status);
+    let status = json(status);
+    assert_eq!(status["database"], plain.as_str(), "{status}");
+    assert_eq!(status["counts"]["indexed"], SAMPLE_PHRASES.len(), "{status}");
+
+    let list = ok(leasehold_env(&data, &env, &["list"]));
+    shown += &printed(&list);
+    assert_eq!(
+        stdout(&list).lines().count(),
+        SAMPLE_PHRASES.len(),
+        "{}",
+        stdout(&list)
+    );
+
+    let doctor = ok(leasehold_env(&data, &env, &["doctor"]));
+    shown += &printed(&doctor);
+    assert!(
+        stdout(&doctor).starts_with(&format!("healthy: {plain} (13 documents, 13 results verified)")),
+        "{}",
+        stdout(&doctor)
+    );
+
+    // The queue is in PostgreSQL: nothing of SQLite's in the data directory.
+    assert!(!data.join("leasehold.db").exists());
+    assert!(!shown.contains(PASSWORD) && !shown.contains("pw-7f3"), "{shown}");
+}
+
+#[test]
+fn a_refused_login_names_the_database_but_never_the_password() {
+    let (plain, _) = database_with_role();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let wrong = plain.replacen('@', ":Wr0ng-s3cret@", 1);
+    let src = samples();
+    let src = src.to_str().unwrap();
+    for env in [vec![("LEASEHOLD_DB", wrong.as_str())], vec![]] {
+        let mut args = vec!["run", src];
+        if env.is_empty() {
+            args = vec!["--db", &wrong, "run", src];
+        }
+        let out = leasehold_env(&data, &env, &args);
+        let shown = printed(&out);
+        assert_eq!(out.status.code(), Some(1), "{shown}");
+        assert!(shown.contains(&plain), "names the database: {shown}");
+        assert!(shown.contains("password authentication failed"), "{shown}");
+        assert!(!shown.contains("Wr0ng-s3cret"), "{shown}");
+    }
+}
