@@ -154,6 +154,13 @@ pub enum Error {
         /// The operation refused.
         operation: &'static str,
     },
+    /// An operation of the PostgreSQL edition (the row-locked mirror cleanup)
+    /// asked of a SQLite store, whose cleanup is fenced by file locks.
+    #[error("{operation} is a PostgreSQL operation; this store is a SQLite file")]
+    PostgresOnly {
+        /// The operation refused.
+        operation: &'static str,
+    },
     /// A file-system operation failed.
     #[error("{path}: {source}")]
     Io {
@@ -218,6 +225,7 @@ impl Error {
                 | Error::InvalidInput { .. }
                 | Error::NotOnPostgres { .. }
                 | Error::SqliteOnly { .. }
+                | Error::PostgresOnly { .. }
         )
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::config::FileConfig;
 use crate::extract::{CommandExtractor, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
-use crate::mirror::Mirror;
+use crate::mirror::{Fencing, Mirror};
 use crate::pipeline::{Pipeline, PoolOptions};
 use crate::source::DirSource;
 use crate::source::Source;
@@ -181,7 +181,11 @@ impl Config {
         let store = Store::open(&db, options)?;
         let extract = Extraction::build(work, file.as_ref());
         let upstream = file.map(|f| Upstream::build(&store, f));
-        let mirror = open_mirror(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
+        let mut mirror = open_mirror(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
+        if store.is_postgres() {
+            // Machines share the mirror; its cleanup is fenced by row locks.
+            mirror = mirror.fenced_by(Fencing::RowLocks);
+        }
         // The store's own name for a PostgreSQL database has no password.
         let data_name = match (&db, &g.db) {
             (DbLocation::Postgres(_), _) => store.path().display().to_string(),

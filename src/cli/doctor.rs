@@ -101,9 +101,9 @@ pub fn doctor(g: &Global, json: bool) -> Result<ExitCode, CliError> {
     d.checked.mirror = mirror_root.display().to_string();
     if let DbLocation::Sqlite(path) = &db {
         d.checked.database = path.display().to_string();
-        d.filesystem("database", path);
+        d.filesystem("database", path, true);
     }
-    d.filesystem("mirror", &mirror_root);
+    d.filesystem("mirror", &mirror_root, !matches!(db, DbLocation::Postgres(_)));
     let store = d.open_store(&db);
     let mirror = d.open_mirror(&mirror_root);
     if let Some(store) = &store {
@@ -160,7 +160,9 @@ impl Doctor {
 
     /// WAL needs shared memory on one host and flock over a network file
     /// system is emulated (DESIGN §8): refuse anything that may be remote.
-    fn filesystem(&mut self, what: &'static str, path: &Path) {
+    /// `local_only` is false for the PostgreSQL edition's mirror, which the
+    /// machines share (its cleanup is fenced by row locks, not flock).
+    fn filesystem(&mut self, what: &'static str, path: &Path, local_only: bool) {
         let Some(existing) = path.ancestors().find(|p| p.exists()) else {
             return;
         };
@@ -170,7 +172,7 @@ impl Doctor {
                 self.checked
                     .filesystems
                     .insert(what, format!("{name} ({magic:#x})"));
-                if let Some(remote) = remote_fs(magic) {
+                if let Some(remote) = remote_fs(magic).filter(|_| local_only) {
                     self.problem(
                         "network_filesystem",
                         path.display().to_string(),

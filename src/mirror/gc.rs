@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 
 use super::layout::{
     check_ids, doc_rel, is_real_dir, is_shard_name, list_dir, parse_doc_dir, parse_generation,
-    remove_dir_if_empty, remove_if_present, scan_doc, Kind,
+    remove_dir_if_empty, remove_if_present, scan_doc, temp_fence, Kind,
 };
 use super::lock::{lock_doc, LockMode};
-use super::{CleanupReport, Keep, Mirror, MirrorError, CLEANUP_LOCK_WAIT, LOCK_NAME, PROBE_PREFIX};
+use super::{CleanupReport, Fencing, Keep, Mirror, MirrorError, CLEANUP_LOCK_WAIT, LOCK_NAME, PROBE_PREFIX};
 
 /// What a walk of the root found: document ids, probe leftovers, entries not ours.
 type Found = (Vec<i64>, Vec<String>, Vec<String>);
@@ -52,12 +52,14 @@ pub(super) fn report_untouched(job_id: i64, rel_dir: &str, entries: &[(String, K
     report
 }
 
-/// Deletes (unless dry run) every temp and every generation whose fence is not kept.
+/// Deletes (unless dry run) every temp and every generation whose fence is not kept,
+/// and keeps the temp files of `keep_temps_of` (a claim that may be writing them).
 pub(super) fn delete_stale(
     dir: &Path,
     rel_dir: &str,
     entries: &[(String, Kind)],
     keep_fences: [Option<i64>; 2],
+    keep_temps_of: Option<i64>,
     dry_run: bool,
 ) -> Result<CleanupReport, MirrorError> {
     let mut report = CleanupReport::default();
@@ -67,6 +69,9 @@ pub(super) fn delete_stale(
             Kind::Lock => continue,
             Kind::Unknown => report.unknown.push(rel),
             Kind::Generation(f) if keep_fences.contains(&Some(f)) => report.kept.push(rel),
+            Kind::Temp if keep_temps_of.is_some() && temp_fence(name) == keep_temps_of => {
+                report.kept.push(rel)
+            }
             Kind::Generation(_) | Kind::Temp => {
                 if !dry_run {
                     remove_if_present(&dir.join(name))?;
@@ -118,6 +123,21 @@ impl Mirror {
         dry_run: bool,
         mut keep: impl FnMut(i64) -> Result<Option<Keep>, E>,
     ) -> Result<CleanupReport, E> {
+        let opts = CleanOpts {
+            dry_run,
+            prune: !dry_run,
+        };
+        self.sweep_each(dry_run, |job_id| self.clean_doc(job_id, opts, || keep(job_id)))
+    }
+
+    /// The walk of [`Mirror::sweep`] with each document's cleanup done by `clean`
+    /// (the PostgreSQL edition's: under the row lock, then [`Mirror::cleanup_held`]).
+    /// Probe leftovers are removed (unless `dry_run`) and unknown entries reported.
+    pub fn sweep_each<E: From<MirrorError>>(
+        &self,
+        dry_run: bool,
+        mut clean: impl FnMut(i64) -> Result<CleanupReport, E>,
+    ) -> Result<CleanupReport, E> {
         let (docs, probes, unknown) = self.find_docs()?;
         let mut report = CleanupReport {
             unknown,
@@ -129,12 +149,48 @@ impl Mirror {
             }
             report.removed.push(probe);
         }
-        let opts = CleanOpts {
-            dry_run,
-            prune: !dry_run,
-        };
         for job_id in docs {
-            report.merge(self.clean_doc(job_id, opts, || keep(job_id))?);
+            report.merge(clean(job_id)?);
+        }
+        Ok(report)
+    }
+
+    /// Cleanup of one document whose database row lock the caller holds
+    /// ([`Fencing::RowLocks`]); `keep` was read under that lock (`None`: the
+    /// row does not exist, and nothing is deleted). Without a file lock a
+    /// writer of the current claim may be mid-write, so its temp files are
+    /// kept with its generation, and a document directory is pruned (by a
+    /// real sweep, `prune`) only when no claim is current: a current claim's
+    /// writer may have just made it. Everything else stale goes, as in
+    /// [`Mirror::cleanup`].
+    pub fn cleanup_held(
+        &self,
+        job_id: i64,
+        keep: Option<Keep>,
+        dry_run: bool,
+        prune: bool,
+    ) -> Result<CleanupReport, MirrorError> {
+        let dir = self.doc_dir(job_id)?;
+        if !is_real_dir(&dir)? {
+            return Ok(CleanupReport::default());
+        }
+        let rel_dir = doc_rel(job_id)?;
+        let entries = scan_doc(&dir)?;
+        let Some(keep) = keep else {
+            return Ok(report_untouched(job_id, &rel_dir, &entries));
+        };
+        let accepted = match &keep.accepted {
+            Some(path) => Some(accepted_fence(job_id, path)?),
+            None => None,
+        };
+        if let Some(fence) = keep.current_fence {
+            check_ids(job_id, fence)?;
+        }
+        let keep_fences = [accepted, keep.current_fence];
+        let report = delete_stale(&dir, &rel_dir, &entries, keep_fences, keep.current_fence, dry_run)?;
+        let idle = keep.current_fence.is_none();
+        if prune && !dry_run && idle && report.kept.is_empty() && report.unknown.is_empty() {
+            prune_doc_dir(&dir)?;
         }
         Ok(report)
     }
@@ -145,6 +201,12 @@ impl Mirror {
         opts: CleanOpts,
         keep: impl FnOnce() -> Result<Option<Keep>, E>,
     ) -> Result<CleanupReport, E> {
+        if self.fencing != Fencing::FileLocks {
+            return Err(MirrorError::NotFileLocked {
+                root: self.root.clone(),
+            }
+            .into());
+        }
         let dir = self.doc_dir(job_id)?;
         if !is_real_dir(&dir)? {
             return Ok(CleanupReport::default());
@@ -174,7 +236,8 @@ impl Mirror {
             check_ids(job_id, fence)?;
         }
         let keep_fences = [accepted, keep.current_fence];
-        let report = delete_stale(&dir, &rel_dir, &entries, keep_fences, opts.dry_run)?;
+        // Under the exclusive lock no writer is mid-write: every temp is stale.
+        let report = delete_stale(&dir, &rel_dir, &entries, keep_fences, None, opts.dry_run)?;
         if opts.prune && lock.is_some() && report.kept.is_empty() && report.unknown.is_empty() {
             prune_doc_dir(&dir)?;
         }

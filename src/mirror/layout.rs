@@ -52,6 +52,17 @@ pub(super) fn parse_generation(name: &str) -> Option<i64> {
     (gen_name(fence) == name).then_some(fence)
 }
 
+/// Fence of a temp file name (`.tmp-g{fence:06}-{unique}`), for the cleanup
+/// that must keep the current claim's temp files (row-lock fencing).
+pub(super) fn temp_fence(name: &str) -> Option<i64> {
+    let rest = name.strip_prefix(TEMP_PREFIX)?;
+    let (digits, _) = rest.split_once('-')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 /// Classification of one entry of a document directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {

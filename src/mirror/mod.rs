@@ -115,6 +115,13 @@ pub enum MirrorError {
         /// How long this caller waited.
         waited: Duration,
     },
+    /// A cleanup through file locks asked of a mirror whose writers take none
+    /// ([`Fencing::RowLocks`]): it could delete a temp file a writer still needs.
+    #[error("mirror {}: its cleanup is fenced by database row locks, not file locks", .root.display())]
+    NotFileLocked {
+        /// The mirror root.
+        root: PathBuf,
+    },
     /// The row's accepted path is not a generation file of this job: the store may be corrupt,
     /// so cleanup deletes nothing.
     #[error("accepted path {accepted:?} is not a generation of job {job_id}; nothing deleted")]
@@ -174,11 +181,25 @@ pub enum Fault {
     DiskFullOnWrite,
 }
 
+/// What keeps a cleanup from deleting a file a writer still needs (DESIGN §5, §12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fencing {
+    /// Each document's fs2 `.lock`: writers hold it shared, cleanup exclusive
+    /// ([`Mirror::cleanup`], [`Mirror::sweep`]). The SQLite edition: one machine.
+    #[default]
+    FileLocks,
+    /// The document's database row lock, which the caller of
+    /// [`Mirror::cleanup_held`] holds; writers take no file lock. The PostgreSQL
+    /// edition, whose machines share a mirror on a file system that may not lock.
+    RowLocks,
+}
+
 /// Handle on a mirror root. Cheap to clone; `Send + Sync`.
 #[derive(Debug, Clone)]
 pub struct Mirror {
     root: PathBuf,
     fault: Option<Fault>,
+    fencing: Fencing,
     /// Cleanups given up because the document's lock was held (shared by clones).
     skipped: Arc<AtomicU64>,
     /// Sync rounds shared by this process's writers (and by clones).
@@ -372,6 +393,7 @@ impl Mirror {
         Mirror {
             root,
             fault: None,
+            fencing: Fencing::FileLocks,
             skipped: Arc::new(AtomicU64::new(0)),
             syncs: Arc::new(SyncGroup::new()),
         }
@@ -383,10 +405,27 @@ impl Mirror {
         !rel_path.contains('/') && rel_path.starts_with(PROBE_PREFIX)
     }
 
+    /// Counts a cleanup given up because another process held the document's
+    /// row lock (the PostgreSQL edition's fence), like a busy `.lock`.
+    pub fn note_cleanup_skipped(&self) {
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// How many cleanups through this handle (and its clones) were skipped because another
     /// process held the document's lock past [`CLEANUP_LOCK_WAIT`].
     pub fn cleanups_skipped(&self) -> u64 {
         self.skipped.load(Ordering::Relaxed)
+    }
+
+    /// The same mirror with cleanup fenced by `fencing`.
+    #[must_use]
+    pub fn fenced_by(self, fencing: Fencing) -> Mirror {
+        Mirror { fencing, ..self }
+    }
+
+    /// How cleanup is fenced against writers.
+    pub fn fencing(&self) -> Fencing {
+        self.fencing
     }
 
     /// Sets (or clears) an injected fault; meant for tests of callers.

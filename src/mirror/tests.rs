@@ -668,3 +668,100 @@ fn a_staged_write_dropped_unsynced_is_withdrawn() {
     assert!(m.list_doc_files(21).unwrap().is_empty());
     assert!(temps(&m, 21).is_empty());
 }
+
+/// A mirror whose cleanup the database fences, with generations 1–5 of
+/// document 31 and temp files of claims 3 (current) and 9 (a crashed one).
+fn row_locked() -> (tempfile::TempDir, Mirror) {
+    let (t, m) = setup();
+    let m = m.fenced_by(Fencing::RowLocks);
+    for fence in 1..=5 {
+        m.write(31, fence, format!("gen {fence}").as_bytes()).unwrap();
+    }
+    let dir = m.doc_dir(31).unwrap();
+    fs::write(dir.join(".tmp-g000003-writing"), b"partial").unwrap();
+    fs::write(dir.join(".tmp-g000009-crashed"), b"partial").unwrap();
+    (t, m)
+}
+
+#[test]
+fn writers_of_a_row_locked_mirror_make_no_lock_file() {
+    let (_t, m) = row_locked();
+    let dir = m.doc_dir(31).unwrap();
+    assert!(!dir.join(LOCK_NAME).exists());
+    assert_eq!(m.read(&rel(31, 5)).unwrap(), b"gen 5");
+}
+
+#[test]
+fn cleanup_held_keeps_the_current_claims_temp_files_and_the_rest_goes() {
+    let (_t, m) = row_locked();
+    let d = "000/000/31";
+    let r = m
+        .cleanup_held(31, Some(keep(Some(rel(31, 2)), Some(3))), false, true)
+        .unwrap();
+    let names = |v: &[&str]| v.iter().map(|n| format!("{d}/{n}")).collect::<Vec<_>>();
+    assert_eq!(
+        r.removed,
+        names(&[
+            ".tmp-g000009-crashed",
+            "g000001.txt",
+            "g000004.txt",
+            "g000005.txt"
+        ])
+    );
+    assert_eq!(
+        r.kept,
+        names(&[".tmp-g000003-writing", "g000002.txt", "g000003.txt"])
+    );
+    // A claim is current: its writer may need the directory, which stays.
+    assert!(m.doc_dir(31).unwrap().is_dir());
+}
+
+#[test]
+fn cleanup_held_without_a_row_deletes_nothing_and_prunes_only_an_idle_document() {
+    let (_t, m) = row_locked();
+    let before = tree(m.root());
+    let r = m.cleanup_held(31, None, false, true).unwrap();
+    assert_eq!(r.missing_rows, vec![31]);
+    assert_eq!(tree(m.root()), before);
+    // Settled, nothing accepted (e.g. dead): everything goes, then the directory.
+    let r = m.cleanup_held(31, Some(keep(None, None)), false, true).unwrap();
+    assert_eq!(r.removed.len(), 7, "{r:?}");
+    assert!(!m.doc_dir(31).unwrap().exists());
+}
+
+#[test]
+fn a_row_locked_mirror_refuses_the_file_locked_cleanup() {
+    let (_t, m) = row_locked();
+    let before = tree(m.root());
+    let e = m
+        .cleanup(31, || Ok::<_, TestErr>(Some(keep(None, None))))
+        .unwrap_err();
+    assert!(
+        matches!(e, TestErr::Mirror(MirrorError::NotFileLocked { .. })),
+        "{e:?}"
+    );
+    let e = m
+        .sweep(false, |_| Ok::<_, TestErr>(Some(keep(None, None))))
+        .unwrap_err();
+    assert!(
+        matches!(e, TestErr::Mirror(MirrorError::NotFileLocked { .. })),
+        "{e:?}"
+    );
+    assert_eq!(tree(m.root()), before);
+}
+
+#[test]
+fn temp_names_give_their_fence_only_when_well_formed() {
+    use super::layout::temp_fence;
+    assert_eq!(temp_fence(".tmp-g000003-123-4-5"), Some(3));
+    assert_eq!(temp_fence(".tmp-g1234567-x"), Some(1_234_567));
+    for odd in [
+        ".tmp-g-x",
+        ".tmp-gabc-x",
+        ".tmp-g000003",
+        "g000003.txt",
+        ".tmp-g+3-x",
+    ] {
+        assert_eq!(temp_fence(odd), None, "{odd}");
+    }
+}

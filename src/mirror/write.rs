@@ -23,7 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use sha2::{Digest, Sha256};
 
 use super::layout::{io_err, new_file, unique_suffix};
-use super::lock::{lock_doc, LockMode};
+use super::lock::{create_doc_dir, lock_doc, LockMode};
+use super::Fencing;
 use super::{Fault, Mirror, MirrorError, Written, TEMP_ATTEMPTS, TEMP_PREFIX, WRITE_LOCK_WAIT};
 use crate::fault::{crash_point, stop_point, CrashPoint, StopPoint};
 use crate::group::GroupCommit;
@@ -102,7 +103,9 @@ pub struct Staged {
     file: File,
     dir: PathBuf,
     final_path: PathBuf,
-    _lock: File,
+    /// The document's shared fs2 lock; none when cleanup is fenced by the
+    /// database ([`super::Fencing::RowLocks`]).
+    _lock: Option<File>,
 }
 
 impl Staged {
@@ -167,10 +170,7 @@ impl Mirror {
     pub fn stage(&self, job_id: i64, fence: i64, bytes: &[u8]) -> Result<Staged, MirrorError> {
         let rel_path = Self::generation_rel_path(job_id, fence)?;
         let dir = self.doc_dir(job_id)?;
-        // Held (shared) until synced: cleanup, which takes it exclusive, can then never
-        // delete our temp file nor observe the directory before the name is durable.
-        let lock = lock_doc(&dir, LockMode::Shared, true, WRITE_LOCK_WAIT)?
-            .ok_or_else(|| io_err(&dir)(io::Error::other("the document's lock file could not be created")))?;
+        let lock = self.lock_for_write(&dir)?;
         stop_point(StopPoint::WriteLockHeld);
         let final_path = self.root.join(&rel_path);
         let (tmp_path, file) = create_temp(&dir, fence)?;
@@ -194,6 +194,34 @@ impl Mirror {
             final_path,
             _lock: lock,
         })
+    }
+
+    /// With file locks, the document's lock taken shared and held until synced:
+    /// cleanup, which takes it exclusive, can then never delete our temp file
+    /// nor observe the directory before the name is durable. With row locks,
+    /// only the document directory: cleanup keeps the current claim's temp
+    /// files and directory itself (see [`Mirror::cleanup_held`]).
+    fn lock_for_write(&self, dir: &Path) -> Result<Option<File>, MirrorError> {
+        match self.fencing {
+            Fencing::FileLocks => lock_doc(dir, LockMode::Shared, true, WRITE_LOCK_WAIT)?
+                .map(Some)
+                .ok_or_else(|| {
+                    io_err(dir)(io::Error::other("the document's lock file could not be created"))
+                }),
+            Fencing::RowLocks => {
+                // An earlier claim's cleanup may prune the directory between
+                // our look and our temp file; it never prunes while a claim is
+                // current, so one more try settles it.
+                for _ in 0..2 {
+                    if create_doc_dir(dir)? {
+                        return Ok(None);
+                    }
+                }
+                Err(io_err(dir)(io::Error::other(
+                    "the document directory kept disappearing",
+                )))
+            }
+        }
     }
 
     /// Second half of [`Mirror::write`]: makes staged writes durable, in one round shared with

@@ -1,9 +1,12 @@
 //! Cleanup: the rule that joins the store and the mirror (DESIGN §5).
 //!
-//! A document's files are deleted only under its exclusive mirror lock, and the
-//! row is read only once that lock is held: the accepted `result_path` and the
-//! current owner's generation are kept, every other generation and temp file
-//! goes. The worker runs [`cleanup`] after every claim; `gc` and `doctor` run
+//! A document's files are deleted only under its lock, and the row is read only
+//! once that lock is held: the accepted `result_path` and the current owner's
+//! generation are kept, every other generation and temp file goes. The lock is
+//! the document's exclusive fs2 lock on SQLite, and its row lock on PostgreSQL
+//! (DESIGN §12), where machines share the mirror and its file system may not
+//! lock; there the current owner's temp files are kept too, since its writer
+//! holds no file lock. The worker runs [`cleanup`] after every claim; `gc` and `doctor` run
 //! [`sweep`] over the whole mirror (a dry run for doctor).
 //!
 //! None of them waits long for a lock: a document whose lock another process
@@ -13,8 +16,9 @@
 //! next `gc`.
 
 use crate::error::{Error, Result};
-use crate::job::{JobId, Status};
+use crate::job::{Job, JobId, Status};
 use crate::mirror::{CleanupReport, Keep, Mirror, MirrorError};
+use crate::store::postgres::RowLock;
 use crate::store::Store;
 
 /// Why a cleanup deleted nothing: the store could not say what to keep, or
@@ -39,15 +43,24 @@ impl CleanupError {
 /// What a cleanup must keep, read from the row while the mirror lock is held;
 /// `None` when the row does not exist (then nothing is deleted).
 pub fn keep_for(store: &Store, id: JobId) -> Result<Option<Keep>> {
-    Ok(store.job(id)?.map(|job| Keep {
+    Ok(store.job(id)?.as_ref().map(keep_of))
+}
+
+/// What to keep of a document, from its row.
+fn keep_of(job: &Job) -> Keep {
+    Keep {
         accepted: job.result_path.clone(),
         current_fence: (job.status == Status::Extracting).then_some(job.fence),
-    }))
+    }
 }
 
 /// Remove every generation of document `id` that is neither accepted nor the
-/// current owner's; skipped (`busy`) when its lock is held elsewhere.
+/// current owner's; skipped (`busy`) when its lock is held elsewhere. On
+/// PostgreSQL the lock is the document's row lock, on SQLite its fs2 lock.
 pub fn cleanup(store: &Store, mirror: &Mirror, id: JobId) -> Result<CleanupReport, CleanupError> {
+    if store.is_postgres() {
+        return cleanup_under_row_lock(store, mirror, id, false, false);
+    }
     mirror.cleanup(id.0, || Ok(keep_for(store, id)?))
 }
 
@@ -55,5 +68,35 @@ pub fn cleanup(store: &Store, mirror: &Mirror, id: JobId) -> Result<CleanupRepor
 /// dry run reports what would go and deletes nothing (`doctor`). Locked
 /// documents are skipped and listed in `busy`; the sweep goes on.
 pub fn sweep(store: &Store, mirror: &Mirror, dry_run: bool) -> Result<CleanupReport, CleanupError> {
+    if store.is_postgres() {
+        return mirror.sweep_each(dry_run, |id| {
+            cleanup_under_row_lock(store, mirror, JobId(id), dry_run, !dry_run)
+        });
+    }
     mirror.sweep(dry_run, |id| Ok(keep_for(store, JobId(id))?))
+}
+
+/// The PostgreSQL edition's cleanup (DESIGN §12): the row is read and the
+/// files deleted while the row lock is held, so the mirror's file system
+/// need not lock. A row locked past the wait is skipped and counted.
+fn cleanup_under_row_lock(
+    store: &Store,
+    mirror: &Mirror,
+    id: JobId,
+    dry_run: bool,
+    prune: bool,
+) -> Result<CleanupReport, CleanupError> {
+    let held = store.with_job_locked(id, |job| {
+        mirror.cleanup_held(id.0, job.as_ref().map(keep_of), dry_run, prune)
+    })?;
+    match held {
+        RowLock::Held(report) => Ok(report?),
+        RowLock::Busy => {
+            mirror.note_cleanup_skipped();
+            Ok(CleanupReport {
+                busy: vec![id.0],
+                ..CleanupReport::default()
+            })
+        }
+    }
 }

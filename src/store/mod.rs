@@ -181,6 +181,24 @@ impl Store {
 
     /// The SQLite engine, for what only SQLite has; a typed error naming
     /// `operation` on PostgreSQL.
+    /// Run `f` on document `id`'s row while its row lock is held, waiting
+    /// for the lock at most [`postgres::ROW_LOCK_WAIT`]: the PostgreSQL
+    /// edition's fence for mirror cleanup, which holds on a mirror whose file
+    /// system cannot lock. PostgreSQL only ([`Error::PostgresOnly`] on SQLite,
+    /// whose cleanup takes the document's fs2 lock instead).
+    pub fn with_job_locked<T>(
+        &self,
+        id: JobId,
+        f: impl FnOnce(Option<Job>) -> T,
+    ) -> Result<postgres::RowLock<T>> {
+        match &self.inner.backend {
+            Backend::Postgres(pg) => pg.with_job_locked(id.0, f),
+            Backend::Sqlite(_) => Err(Error::PostgresOnly {
+                operation: "the row-locked mirror cleanup",
+            }),
+        }
+    }
+
     fn sqlite(&self, operation: &'static str) -> Result<&Sqlite> {
         match &self.inner.backend {
             Backend::Sqlite(s) => Ok(s),

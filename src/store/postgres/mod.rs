@@ -20,6 +20,7 @@
 //! thread-pool design; connections are plain TCP or a Unix socket (no TLS
 //! connector yet).
 
+mod fence;
 mod migrate;
 mod ops;
 mod queue;
@@ -38,6 +39,7 @@ use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::store::options::Policy;
 use crate::store::StoreOptions;
+pub use fence::{RowLock, ROW_LOCK_WAIT};
 pub use migrate::{schema_version, MIGRATION_LOCK};
 use url::Target;
 

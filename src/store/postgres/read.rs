@@ -48,6 +48,13 @@ pub(crate) fn job_by_id(c: &mut Client, id: i64) -> Sql<Option<Job>> {
     c.query_opt(&sql, &[&id])?.as_ref().map(job_from_row).transpose()
 }
 
+/// [`job_by_id`] with the row locked until the transaction ends (mirror
+/// cleanup, `fence.rs`).
+pub(crate) fn job_by_id_locked(tx: &mut ::postgres::Transaction<'_>, id: i64) -> Sql<Option<Job>> {
+    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1 FOR UPDATE");
+    tx.query_opt(&sql, &[&id])?.as_ref().map(job_from_row).transpose()
+}
+
 pub(crate) fn job_by_key(c: &mut Client, key: &str) -> Sql<Option<Job>> {
     let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE doc_key = $1");
     c.query_opt(&sql, &[&key])?.as_ref().map(job_from_row).transpose()
