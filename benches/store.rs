@@ -458,6 +458,7 @@ fn main() {
     if !std::env::args().any(|a| a == "--list") {
         fairness();
         print_ratios();
+        pg::print_latency();
     }
     Criterion::default().configure_from_args().final_summary();
 }

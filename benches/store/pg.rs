@@ -9,8 +9,11 @@
 //! - `pairs/pg/raw/T`: T threads, one connection each; per pair one claim
 //!   statement (`UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED)`, its
 //!   own transaction) and the fenced complete in another.
+//! - `pairs/pg/store/T`: the same work through the public API on a
+//!   PostgreSQL `Store` shared by T threads (claim + complete, with history).
 //! - `claim_latency/pg_raw/{10k,1M}_queued`: one such claim, then its release,
-//!   with 10,000 vs 1,000,000 rows queued.
+//!   with 10,000 vs 1,000,000 rows queued; `claim_latency/pg_store/*` the
+//!   store's claim the same way.
 
 #[path = "../../tests/common/pg.rs"]
 #[allow(dead_code)]
@@ -24,7 +27,7 @@ use leasehold::store::postgres::PgStore;
 use postgres::{Client, NoTls};
 
 use super::{measured, opts, timed_threads, THREADS};
-use leasehold::Synchronous;
+use leasehold::{Store, Synchronous};
 
 /// The claim of the bare protocol: the lowest discovered id nobody has locked.
 const RAW_CLAIM: &str = "UPDATE jobs SET status = 'extracting', owner_token = $1, fence = fence + 1,
@@ -99,6 +102,20 @@ pub fn bench_pairs(c: &mut Criterion) {
                 measured(&format!("pairs/pg/raw/{threads}"), iters, spent)
             })
         });
+        let store = Store::open(&url, opts(Synchronous::Full)).expect("open the PostgreSQL store");
+        g.bench_function(BenchmarkId::new("store", threads), |b| {
+            b.iter_custom(|iters| {
+                bulk_enqueue(&mut setup, iters, "discovered");
+                let spent = timed_threads(threads, iters, |t, quota| {
+                    let worker = format!("w{t}");
+                    for _ in 0..quota {
+                        let claim = store.claim(&worker).unwrap().expect("queued");
+                        assert!(store.complete(claim, "r", "s").unwrap().is_accepted());
+                    }
+                });
+                measured(&format!("pairs/pg/store/{threads}"), iters, spent)
+            })
+        });
     }
     g.finish();
 }
@@ -114,6 +131,20 @@ pub fn bench_claim_latency(c: &mut Criterion) {
     for (name, n) in [("pg_raw/10k_queued", 10_000u64), ("pg_raw/1M_queued", 1_000_000)] {
         bulk_enqueue(&mut conn, n - queued, "discovered");
         queued = n;
+        let store_case = name.replace("pg_raw", "pg_store");
+        let store = Store::open(&url, opts(Synchronous::Full)).expect("open the PostgreSQL store");
+        g.bench_function(store_case.as_str(), |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    let claim = store.claim("w").unwrap().expect("queued");
+                    spent += start.elapsed();
+                    assert!(store.release(claim, "bench").unwrap().is_accepted());
+                }
+                measured(&format!("claim_latency/{store_case}"), iters, spent)
+            })
+        });
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut spent = Duration::ZERO;
@@ -129,9 +160,23 @@ pub fn bench_claim_latency(c: &mut Criterion) {
                     )
                     .expect("release");
                 }
-                spent
+                measured(&format!("claim_latency/{name}"), iters, spent)
             })
         });
     }
     g.finish();
+}
+
+/// The claim latency rows of this run: mean per claim with 10k and 1M queued,
+/// and their ratio (the target: 1M within 1.5 × 10k).
+pub fn print_latency() {
+    for engine in ["pg_raw", "pg_store"] {
+        let mean = |n: &str| super::rate(&format!("claim_latency/{engine}/{n}_queued")).map(|r| 1000.0 / r);
+        if let (Some(small), Some(large)) = (mean("10k"), mean("1M")) {
+            println!(
+                "claim latency {engine:<9} 10k {small:.3} ms, 1M {large:.3} ms, 1M/10k {:.2}",
+                large / small
+            );
+        }
+    }
 }
