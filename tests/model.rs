@@ -1,7 +1,10 @@
 //! Model-based test of the jobs table (DESIGN §3): random interleavings of
 //! enqueue / claim / renew / complete / fail / release and clock moves, by several
-//! actors that each hold their own [`Store`] handle on one real SQLite file, run
+//! actors that each hold their own [`Store`] handle on one real database, run
 //! step by step against a small reference model written here in plain Rust.
+//! The same test runs on SQLite (`sqlite::store_agrees_with_the_model`, a file)
+//! and on PostgreSQL (`postgres::store_agrees_with_the_model`, a fresh database
+//! on the test binary's server per case).
 //!
 //! After every step the test asserts that store and model agree on
 //! - the outcome of the operation: which document a claim took (or none), and
@@ -37,11 +40,14 @@
 //! sometimes backwards (a little, or by several leases). Actors run with
 //! different lease lengths, as processes started with different `--lease` do.
 //!
-//! `LEASEHOLD_MODEL_CASES` sets the number of cases (default 64, of up to 60 steps
-//! each: about two seconds in release mode). The long mode:
+//! `LEASEHOLD_MODEL_CASES` sets the number of SQLite cases (default 64, of up to
+//! 60 steps each: about two seconds in release mode); `LEASEHOLD_MODEL_PG_CASES`
+//! the PostgreSQL cases (default 24: each case creates a database and every
+//! step makes a few dozen round trips to the server, so the default keeps the
+//! suite's time on two cores within a minute). The long mode:
 //!
 //! ```text
-//! LEASEHOLD_MODEL_CASES=10000 cargo test --release --test model
+//! LEASEHOLD_MODEL_CASES=10000 LEASEHOLD_MODEL_PG_CASES=2000 cargo test --release --test model
 //! ```
 //!
 //! Failures are not persisted (no regression files in the repository); proptest
@@ -53,7 +59,7 @@ mod common;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use common::TempStore;
+use common::{Backend, TestDb};
 use leasehold::{Backoff, Claim, Enqueued, Fenced, Job, JobId, Millis, NewDoc, Rejection, Status, Store};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -76,6 +82,8 @@ const BACKOFF: Backoff = Backoff {
     jitter: 0.5,
 };
 const DEFAULT_CASES: u32 = 64;
+/// PostgreSQL cases by default (see the module's docs).
+const DEFAULT_PG_CASES: u32 = 24;
 
 /// The lease length of `actor`'s store: odd actors hold twice the base lease.
 fn lease_of(actor: usize) -> Millis {
@@ -166,13 +174,14 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn config() -> ProptestConfig {
-    let cases = match std::env::var("LEASEHOLD_MODEL_CASES") {
+/// `default` cases unless the environment variable `var` says how many.
+fn config(var: &str, default: u32) -> ProptestConfig {
+    let cases = match std::env::var(var) {
         Ok(v) => v
             .trim()
             .parse()
-            .unwrap_or_else(|_| panic!("LEASEHOLD_MODEL_CASES={v:?} is not a number of cases")),
-        Err(_) => DEFAULT_CASES,
+            .unwrap_or_else(|_| panic!("{var}={v:?} is not a number of cases")),
+        Err(_) => default,
     };
     ProptestConfig {
         cases,
@@ -181,14 +190,37 @@ fn config() -> ProptestConfig {
     }
 }
 
-proptest! {
-    #![proptest_config(config())]
+/// One case: the operations on a fresh database of `backend`, beside the model.
+fn run_case(backend: Backend, ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut world = World::new(backend)?;
+    for (n, op) in ops.iter().enumerate() {
+        world.step(n, op)?;
+    }
+    Ok(())
+}
 
-    #[test]
-    fn store_agrees_with_the_model(ops in prop::collection::vec(op(), 1..=MAX_STEPS)) {
-        let mut world = World::new()?;
-        for (n, op) in ops.iter().enumerate() {
-            world.step(n, op)?;
+mod sqlite {
+    use super::*;
+
+    proptest! {
+        #![proptest_config(config("LEASEHOLD_MODEL_CASES", DEFAULT_CASES))]
+
+        #[test]
+        fn store_agrees_with_the_model(ops in prop::collection::vec(op(), 1..=MAX_STEPS)) {
+            run_case(Backend::Sqlite, &ops)?;
+        }
+    }
+}
+
+mod postgres {
+    use super::*;
+
+    proptest! {
+        #![proptest_config(config("LEASEHOLD_MODEL_PG_CASES", DEFAULT_PG_CASES))]
+
+        #[test]
+        fn store_agrees_with_the_model(ops in prop::collection::vec(op(), 1..=MAX_STEPS)) {
+            run_case(Backend::Postgres, &ops)?;
         }
     }
 }
@@ -453,14 +485,14 @@ fn store_err(what: &str, e: leasehold::Error) -> TestCaseError {
 struct World {
     // Dropped before the temp dir.
     stores: Vec<Store>,
-    t: TempStore,
+    t: TestDb,
     model: Model,
     tokens: HashSet<String>,
 }
 
 impl World {
-    fn new() -> Result<World, TestCaseError> {
-        let t = TempStore::new();
+    fn new(backend: Backend) -> Result<World, TestCaseError> {
+        let t = TestDb::new(backend);
         t.clock.set(START_MS);
         let opts = |actor| {
             t.options(lease_of(actor) as u64)
@@ -471,7 +503,7 @@ impl World {
                 .checkpoint_every(None)
         };
         let stores = (0..ACTORS)
-            .map(|actor| Store::open(&t.path, opts(actor)))
+            .map(|actor| Store::open(&t.location, opts(actor)))
             .collect::<leasehold::Result<Vec<_>>>()
             .map_err(|e| store_err("open", e))?;
         Ok(World {

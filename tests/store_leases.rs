@@ -1,5 +1,6 @@
 //! Leases against a moving clock and dying workers (DESIGN §2, §4), on a real
-//! database file with the injected clock:
+//! database with the injected clock, SQLite and PostgreSQL (each body runs on
+//! both: `sqlite::NAME`, `postgres::NAME`):
 //! - a lease whose expiry lies further ahead than now plus its own length (the
 //!   clock went back) counts as expired, judged by the length of the claim that
 //!   holds it, not by the claimer's;
@@ -11,19 +12,18 @@ mod common;
 
 use std::time::Duration;
 
-use common::TempStore;
+use common::{Backend, TestDb};
 use leasehold::{NewDoc, Status, Store};
 
 const HOUR_MS: i64 = 3_600_000;
 const START_MS: i64 = 10 * HOUR_MS;
 
-fn store(t: &TempStore, lease_ms: u64) -> Store {
-    Store::open(&t.path, t.options(lease_ms).checkpoint_every(None)).unwrap()
+fn store(t: &TestDb, lease_ms: u64) -> Store {
+    t.open(t.options(lease_ms).checkpoint_every(None))
 }
 
-#[test]
-fn a_dead_workers_lease_is_over_when_the_clock_goes_back_an_hour() {
-    let t = TempStore::new();
+fn a_dead_workers_lease_is_over_when_the_clock_goes_back_an_hour(b: Backend) {
+    let t = TestDb::new(b);
     t.clock.set(START_MS);
     let (a, b) = (store(&t, 2_000), store(&t, 2_000));
     let id = a.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
@@ -56,9 +56,8 @@ fn a_dead_workers_lease_is_over_when_the_clock_goes_back_an_hour() {
     assert!(b.complete(taken, "new", "new").unwrap().is_accepted());
 }
 
-#[test]
-fn a_lease_is_judged_by_its_own_length_not_the_claimers() {
-    let t = TempStore::new();
+fn a_lease_is_judged_by_its_own_length_not_the_claimers(b: Backend) {
+    let t = TestDb::new(b);
     t.clock.set(START_MS);
     let (long, short) = (store(&t, 60_000), store(&t, 1_000));
     long.enqueue(&NewDoc::new("doc", "v1")).unwrap();
@@ -73,12 +72,11 @@ fn a_lease_is_judged_by_its_own_length_not_the_claimers() {
     assert_eq!(taken.id, held.id);
 }
 
-#[test]
-fn a_small_step_back_within_the_lease_keeps_it() {
+fn a_small_step_back_within_the_lease_keeps_it(b: Backend) {
     // Granted at START, clock back 1 ms: the expiry lies 1 ms further ahead
     // than a lease can reach: over. Granted at START, clock forward then back
     // to START: exactly one lease ahead: still held.
-    let t = TempStore::new();
+    let t = TestDb::new(b);
     t.clock.set(START_MS);
     let (a, b) = (store(&t, 5_000), store(&t, 5_000));
     a.enqueue(&NewDoc::new("doc", "v1")).unwrap();
@@ -90,9 +88,8 @@ fn a_small_step_back_within_the_lease_keeps_it() {
     assert!(b.claim("B").unwrap().is_some(), "granted after now: over");
 }
 
-#[test]
-fn a_renewal_after_the_clock_went_back_re_anchors_the_lease() {
-    let t = TempStore::new();
+fn a_renewal_after_the_clock_went_back_re_anchors_the_lease(b: Backend) {
+    let t = TestDb::new(b);
     t.clock.set(START_MS);
     let (a, b) = (store(&t, 2_000), store(&t, 2_000));
     let id = a.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
@@ -113,12 +110,11 @@ fn a_renewal_after_the_clock_went_back_re_anchors_the_lease() {
     );
 }
 
-#[test]
-fn a_takeover_after_expiry_does_not_spend_an_attempt() {
-    let t = TempStore::new();
+fn a_takeover_after_expiry_does_not_spend_an_attempt(b: Backend) {
+    let t = TestDb::new(b);
     t.clock.set(START_MS);
     let opts = t.options(1_000).max_attempts(2).checkpoint_every(None);
-    let store = Store::open(&t.path, opts).unwrap();
+    let store = t.open(opts);
     let id = store.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
     // Three workers die holding it; each takeover keeps attempt 1.
     let mut last = store.claim("w0").unwrap().unwrap();
@@ -143,16 +139,15 @@ fn a_takeover_after_expiry_does_not_spend_an_attempt() {
     assert_eq!((row.status, row.attempts, row.lost_leases), (Status::Dead, 2, 3));
 }
 
-#[test]
-fn a_document_that_kills_every_worker_dies_at_its_lost_lease_cap() {
-    let t = TempStore::new();
+fn a_document_that_kills_every_worker_dies_at_its_lost_lease_cap(b: Backend) {
+    let t = TestDb::new(b);
     t.clock.set(START_MS);
     let opts = t
         .options(1_000)
         .max_attempts(5)
         .max_lost_leases(3)
         .checkpoint_every(None);
-    let store = Store::open(&t.path, opts).unwrap();
+    let store = t.open(opts);
     let id = store.enqueue(&NewDoc::new("poison", "v1")).unwrap().id();
     store.enqueue(&NewDoc::new("healthy", "v1")).unwrap();
     let _first = store.claim("w").unwrap().unwrap();
@@ -183,9 +178,18 @@ fn a_document_that_kills_every_worker_dies_at_its_lost_lease_cap() {
     );
 }
 
-#[test]
-fn max_lost_leases_must_be_at_least_one() {
-    let t = TempStore::new();
-    let err = Store::open(&t.path, t.options(1_000).max_lost_leases(0)).unwrap_err();
+fn max_lost_leases_must_be_at_least_one(b: Backend) {
+    let t = TestDb::new(b);
+    let err = Store::open(&t.location, t.options(1_000).max_lost_leases(0)).unwrap_err();
     assert!(err.to_string().contains("max_lost_leases"), "{err}");
 }
+
+on_both_backends!(
+    a_dead_workers_lease_is_over_when_the_clock_goes_back_an_hour,
+    a_lease_is_judged_by_its_own_length_not_the_claimers,
+    a_small_step_back_within_the_lease_keeps_it,
+    a_renewal_after_the_clock_went_back_re_anchors_the_lease,
+    a_takeover_after_expiry_does_not_spend_an_attempt,
+    a_document_that_kills_every_worker_dies_at_its_lost_lease_cap,
+    max_lost_leases_must_be_at_least_one,
+);

@@ -1,6 +1,8 @@
-//! Many claimers on one file: threads with their own handles, and real OS
+//! Many claimers on one database: threads with their own handles, and real OS
 //! processes. Every document is claimed and accepted exactly once and no
-//! SQLITE_BUSY reaches anyone.
+//! busy or locked error reaches anyone. Each body runs on SQLite and on
+//! PostgreSQL (`sqlite::NAME`, `postgres::NAME`); the child processes get the
+//! database's location (a path or a URL) in `LEASEHOLD_RACE_DB`.
 
 mod common;
 
@@ -9,7 +11,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::TempStore;
+use common::{Backend, TestDb};
 use leasehold::{NewDoc, Store, StoreOptions, SystemClock};
 
 fn enqueue(store: &Store, n: usize) {
@@ -31,9 +33,8 @@ fn drain(store: &Store, worker: &str) -> Vec<i64> {
     mine
 }
 
-#[test]
-fn eight_threads_with_their_own_handles_claim_each_document_once() {
-    let t = TempStore::new();
+fn eight_threads_with_their_own_handles_claim_each_document_once(b: Backend) {
+    let t = TestDb::new(b);
     enqueue(&t.handle(600_000), 2000);
     let handles: Vec<_> = (0..8)
         .map(|i| {
@@ -51,9 +52,8 @@ fn eight_threads_with_their_own_handles_claim_each_document_once() {
     assert_eq!(t.handle(600_000).counts().unwrap().indexed, 2000);
 }
 
-#[test]
-fn threads_sharing_one_handle_group_commit_and_claim_each_document_once() {
-    let t = TempStore::new();
+fn threads_sharing_one_handle_group_commit_and_claim_each_document_once(b: Backend) {
+    let t = TestDb::new(b);
     let store = t.handle(600_000);
     enqueue(&store, 2000);
     let handles: Vec<_> = (0..16)
@@ -74,9 +74,9 @@ const CHILD_ENV: &str = "LEASEHOLD_RACE_DB";
 #[test]
 #[ignore = "child process of three_processes_claim_each_document_once"]
 fn race_child_process() {
-    let path = std::env::var(CHILD_ENV).expect("run by the parent test");
+    let location = std::env::var(CHILD_ENV).expect("run by the parent test");
     let store = Store::open(
-        &path,
+        &location,
         StoreOptions::default()
             .lease(Duration::from_secs(600))
             .clock(Arc::new(SystemClock)),
@@ -93,9 +93,8 @@ fn race_child_process() {
     }
 }
 
-#[test]
-fn three_processes_claim_each_document_once() {
-    let t = TempStore::new();
+fn three_processes_claim_each_document_once(b: Backend) {
+    let t = TestDb::new(b);
     enqueue(&t.handle(600_000), 3000);
     let exe = std::env::current_exe().unwrap();
     let children: Vec<_> = (0..3)
@@ -108,7 +107,7 @@ fn three_processes_claim_each_document_once() {
                     "--nocapture",
                     "--test-threads=1",
                 ])
-                .env(CHILD_ENV, &t.path)
+                .env(CHILD_ENV, &t.location)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
@@ -136,3 +135,9 @@ fn three_processes_claim_each_document_once() {
     assert_eq!(unique.len(), 3000, "a document was claimed twice");
     assert_eq!(t.handle(600_000).counts().unwrap().indexed, 3000);
 }
+
+on_both_backends!(
+    eight_threads_with_their_own_handles_claim_each_document_once,
+    threads_sharing_one_handle_group_commit_and_claim_each_document_once,
+    three_processes_claim_each_document_once,
+);

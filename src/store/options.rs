@@ -85,6 +85,16 @@ pub struct StoreOptions {
     pub clock: Arc<dyn Clock>,
     /// The cap of the outbox of results waiting for a sink.
     pub outbox: OutboxCap,
+    /// PostgreSQL only: how far after this process's "now" a lease may have
+    /// been granted before it counts as granted after now (the clock went
+    /// back, so the lease is over). Processes, and machines, read their
+    /// clocks at different moments: a claim that read a later time can commit
+    /// while another transaction that read an earlier one runs, and clocks of
+    /// machines differ a little. Set it above the largest clock difference
+    /// between the processes plus a transaction's length; a clock that goes
+    /// back by more is still caught. SQLite needs none: it reads now under
+    /// its write lock, so grants are ordered. Default 1 s.
+    pub clock_skew: Duration,
     /// Overwrite deleted rows with zeros (SQLite's `secure_delete`), so that a
     /// delivered outbox row's text does not stay readable in free pages. On
     /// by default; turn it off only for a store that holds nothing private.
@@ -107,6 +117,7 @@ impl Default for StoreOptions {
                 max_age_ms: 24 * 3600 * 1000,
                 max_bytes: 256 * 1024 * 1024,
             },
+            clock_skew: Duration::from_secs(1),
             secure_delete: true,
         }
     }
@@ -161,6 +172,12 @@ impl StoreOptions {
         self
     }
 
+    /// Sets [`StoreOptions::clock_skew`] (PostgreSQL only).
+    pub fn clock_skew(mut self, skew: Duration) -> Self {
+        self.clock_skew = skew;
+        self
+    }
+
     /// Sets [`StoreOptions::secure_delete`].
     pub fn secure_delete(mut self, on: bool) -> Self {
         self.secure_delete = on;
@@ -198,6 +215,8 @@ pub(crate) struct Policy {
     pub max_lost_leases: i64,
     pub backoff: Backoff,
     pub outbox: OutboxCap,
+    /// [`StoreOptions::clock_skew`] in ms (PostgreSQL only).
+    pub clock_skew_ms: Millis,
 }
 
 impl Policy {
@@ -207,6 +226,7 @@ impl Policy {
             max_lost_leases: i64::from(opts.max_lost_leases),
             backoff: opts.backoff,
             outbox: opts.outbox,
+            clock_skew_ms: duration_ms(opts.clock_skew),
         }
     }
 }

@@ -81,11 +81,14 @@ impl TestDb {
         }
     }
 
-    /// Options with the test clock and a lease of `lease_ms`.
+    /// Options with the test clock and a lease of `lease_ms`. No clock skew
+    /// is allowed on PostgreSQL: the test's one manual clock is read in
+    /// order, so both engines must judge leases exactly alike.
     pub fn options(&self, lease_ms: u64) -> StoreOptions {
         StoreOptions::default()
             .lease(Duration::from_millis(lease_ms))
             .clock(Arc::new(self.clock.clone()))
+            .clock_skew(Duration::ZERO)
     }
 
     /// A fresh handle of its own (own pool) on the database.

@@ -158,11 +158,13 @@ impl Engine for PgStore {
     }
 
     fn live_leases(&self, now: Millis) -> Result<Vec<LiveLease>> {
-        self.read(|c| read::live_leases(c, now))
+        let skew = self.policy().clock_skew_ms;
+        self.read(|c| read::live_leases(c, now, skew))
     }
 
     fn next_claimable_at(&self, now: Millis) -> Result<Option<Millis>> {
-        self.read(|c| read::next_claimable_at(c, now))
+        let skew = self.policy().clock_skew_ms;
+        self.read(|c| read::next_claimable_at(c, now, skew))
     }
 
     fn count_extracting(&self) -> Result<u64> {

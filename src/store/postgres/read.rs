@@ -133,14 +133,15 @@ pub(crate) fn totals(c: &mut Client) -> Sql<Totals> {
     Ok(t)
 }
 
-/// Leases that are not over (see `store/read.rs: live_leases`).
-pub(crate) fn live_leases(c: &mut Client, now: Millis) -> Sql<Vec<LiveLease>> {
+/// Leases that are not over (see `store/read.rs: live_leases`); a lease
+/// granted up to `skew` ms after now is not over (see `StoreOptions::clock_skew`).
+pub(crate) fn live_leases(c: &mut Client, now: Millis, skew: Millis) -> Sql<Vec<LiveLease>> {
     let rows = c.query(
         "SELECT id, doc_key, owner_token, owner_worker, fence, lease_expires_at FROM jobs
          WHERE status = 'extracting' AND lease_expires_at > $1
-           AND NOT coalesce(lease_expires_at - lease_ms > $1, FALSE)
+           AND NOT coalesce(lease_expires_at - lease_ms > $2, FALSE)
          ORDER BY lease_expires_at, id",
-        &[&now],
+        &[&now, &now.saturating_add(skew)],
     )?;
     rows.iter()
         .map(|r| {
@@ -157,13 +158,13 @@ pub(crate) fn live_leases(c: &mut Client, now: Millis) -> Sql<Vec<LiveLease>> {
 }
 
 /// What a claim could take and when (see `store/read.rs: next_claimable_at`).
-pub(crate) fn next_claimable_at(c: &mut Client, now: Millis) -> Sql<Option<Millis>> {
+pub(crate) fn next_claimable_at(c: &mut Client, now: Millis, skew: Millis) -> Sql<Option<Millis>> {
     let row = c.query_one(
         "SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'discovered'),
                 EXISTS (SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at - lease_ms > $1),
                 (SELECT min(retry_at) FROM jobs WHERE status = 'retrying'),
                 (SELECT min(lease_expires_at) FROM jobs WHERE status = 'extracting')",
-        &[&now],
+        &[&now.saturating_add(skew)],
     )?;
     let (discovered, granted_ahead): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
     if discovered || granted_ahead {

@@ -30,7 +30,9 @@ use crate::store::write::{
 
 /// The four claimable sets in SQLite's order (older work first), each
 /// locking what it returns and skipping what another claim holds. Ties are
-/// broken by id, as SQLite's partial indexes yield them.
+/// broken by id, as SQLite's partial indexes yield them. $1 is now, except
+/// in the second set (leases granted after now), where it is now plus the
+/// clock skew allowed ([`Policy::clock_skew_ms`]); $2 the limit.
 const CANDIDATE_QUERIES: [&str; 4] = [
     "SELECT id, status, owner_token, fence, lease_expires_at, lost_leases FROM jobs
      WHERE status = 'extracting' AND lease_expires_at <= $1
@@ -46,18 +48,25 @@ const CANDIDATE_QUERIES: [&str; 4] = [
      ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
 ];
 
-/// Whether any row of the first three sets exists (see `store/write.rs`).
+/// Whether any row of the first three sets exists (see `store/write.rs`);
+/// $1 now, $2 now plus the clock skew allowed.
 const OLDER_WORK: &str = "SELECT
         EXISTS (SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at <= $1)
-     OR EXISTS (SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at - lease_ms > $1)
+     OR EXISTS (SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at - lease_ms > $2)
      OR EXISTS (SELECT 1 FROM jobs WHERE status = 'retrying' AND retry_at <= $1)";
 
-/// The claimability condition every conditional UPDATE repeats ($2 is now).
+/// The claimability condition every conditional UPDATE repeats: $2 is now,
+/// `$ahead` now plus the clock skew allowed (a lease granted later than that
+/// was granted after now: the clock went back).
 macro_rules! claimable {
-    () => {
-        "(status = 'discovered'
+    ($ahead:literal) => {
+        concat!(
+            "(status = 'discovered'
      OR (status = 'retrying' AND retry_at <= $2)
-     OR (status = 'extracting' AND (lease_expires_at <= $2 OR lease_expires_at - lease_ms > $2)))"
+     OR (status = 'extracting' AND (lease_expires_at <= $2 OR lease_expires_at - lease_ms > ",
+            $ahead,
+            ")))"
+        )
     };
 }
 
@@ -86,7 +95,7 @@ const TAKE: &str = concat!(
                 lost_leases = lost_leases + CASE WHEN status = 'extracting' THEN 1 ELSE 0 END,
                 retry_at = NULL, parked_on = NULL, updated_at = $2
          WHERE id = $1 AND ",
-    claimable!(),
+    claimable!("$8"),
     " AND NOT ",
     exhausted!("$7"),
     " RETURNING doc_key, version, fence, attempts, lost_leases"
@@ -101,7 +110,7 @@ const BURY: &str = concat!(
                                   ELSE $3::TEXT || '; last error: ' || last_error END,
                 updated_at = $2
          WHERE id = $1 AND ",
-    claimable!(),
+    claimable!("$5"),
     " AND ",
     exhausted!("$4")
 );
@@ -152,19 +161,17 @@ pub(crate) fn claim(
     max: usize,
 ) -> Sql<Vec<Claim>> {
     let mut claims = Vec::new();
-    let older: bool = tx.query_one(OLDER_WORK, &[&now])?.try_get(0)?;
-    let sets = if older {
-        &CANDIDATE_QUERIES[..]
-    } else {
-        &CANDIDATE_QUERIES[3..]
-    };
-    for &sql in sets {
+    let ahead = now.saturating_add(policy.clock_skew_ms);
+    let older: bool = tx.query_one(OLDER_WORK, &[&now, &ahead])?.try_get(0)?;
+    let first = if older { 0 } else { 3 };
+    for (set, &sql) in CANDIDATE_QUERIES.iter().enumerate().skip(first) {
+        let bound = if set == 1 { ahead } else { now };
         loop {
             let want = max - claims.len();
             if want == 0 {
                 return Ok(claims);
             }
-            let found = candidates(tx, sql, now, want)?;
+            let found = candidates(tx, sql, bound, want)?;
             if found.is_empty() {
                 break;
             }
@@ -185,9 +192,9 @@ pub(crate) fn claim(
     Ok(claims)
 }
 
-fn candidates(tx: &mut Transaction<'_>, sql: &str, now: Millis, limit: usize) -> Sql<Vec<Candidate>> {
+fn candidates(tx: &mut Transaction<'_>, sql: &str, bound: Millis, limit: usize) -> Sql<Vec<Candidate>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = tx.query(sql, &[&now, &limit])?;
+    let rows = tx.query(sql, &[&bound, &limit])?;
     rows.iter()
         .map(|r| {
             Ok(Candidate {
@@ -223,6 +230,7 @@ fn take(
             &lease_until,
             &policy.lease_ms,
             &policy.max_lost_leases,
+            &now.saturating_add(policy.clock_skew_ms),
         ],
     )?;
     let Some(row) = row else {
@@ -252,7 +260,8 @@ fn take(
 /// Move a claimable, exhausted row to `dead` (see `store/write.rs: bury`).
 fn bury(tx: &mut Transaction<'_>, now: Millis, policy: &Policy, c: &Candidate) -> Sql<bool> {
     let why = bury_reason(c);
-    let n = tx.execute(BURY, &[&c.id, &now, &why, &policy.max_lost_leases])?;
+    let ahead = now.saturating_add(policy.clock_skew_ms);
+    let n = tx.execute(BURY, &[&c.id, &now, &why, &policy.max_lost_leases, &ahead])?;
     if n == 1 {
         guard(status_of(&c.status), Status::Dead)?;
         record(
