@@ -8,6 +8,11 @@
 //! soak runs with only two attempts so that spending one per lost lease would
 //! kill documents at once.
 //!
+//! The same storm runs on the PostgreSQL edition (4 processes × 2 workers on
+//! the test server, `tests/common/pg.rs`), with one immediate restart of the
+//! server in the middle of it: the workers reconnect and carry on, and the
+//! same invariants hold.
+//!
 //! CI size by default (50 kills). The 1,000-kill run over 4 processes is an
 //! ignored test:
 //! `cargo test --test soak soak_thousand_kills -- --ignored --nocapture`
@@ -19,6 +24,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
+
+#[allow(dead_code)]
+mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
@@ -32,6 +40,9 @@ struct Params {
     max_attempts: u32,
     /// Pause between two faults, in ms (a random value in this range).
     fault_gap_ms: (u64, u64),
+    /// Run on a fresh PostgreSQL database, restarting the server once halfway
+    /// through the kills.
+    postgres: bool,
 }
 
 impl Params {
@@ -46,6 +57,18 @@ impl Params {
             kills: 50,
             max_attempts: 2,
             fault_gap_ms: (50, 350),
+            postgres: false,
+        }
+    }
+
+    /// The PostgreSQL run: 4 processes × 2 workers, 30 kills, one restart.
+    fn postgres() -> Params {
+        Params {
+            docs: 1000,
+            threads: 2,
+            kills: 30,
+            postgres: true,
+            ..Params::ci()
         }
     }
 
@@ -79,6 +102,8 @@ impl Params {
 struct Soak {
     p: Params,
     data: PathBuf,
+    /// The PostgreSQL database's URL, if the soak runs there.
+    db: Option<String>,
     clock_file: PathBuf,
     log: PathBuf,
     workers: Vec<Child>,
@@ -106,7 +131,11 @@ impl Soak {
             .env(
                 "LEASEHOLD_STALL_BEFORE_COMPLETE",
                 format!("2:{}", 2 * self.p.lease_ms),
-            );
+            )
+            .env_remove("LEASEHOLD_DB");
+        if let Some(url) = &self.db {
+            cmd.env("LEASEHOLD_DB", url);
+        }
         cmd
     }
 
@@ -210,6 +239,11 @@ fn soak_kill_pause_and_clock_jumps_lose_nothing_and_accept_once() {
 }
 
 #[test]
+fn soak_on_postgres_with_a_server_restart_loses_nothing_and_accepts_once() {
+    soak(Params::postgres());
+}
+
+#[test]
 #[ignore = "about ten minutes: the 1,000-kill soak"]
 fn soak_thousand_kills() {
     soak(Params::thousand_kills().with_env());
@@ -219,9 +253,11 @@ fn soak(p: Params) {
     let root = tempfile::tempdir().unwrap();
     let corpus = root.path().join("corpus");
     make_corpus(&corpus, p.docs);
+    let db = p.postgres.then(|| common::pg::server().fresh_database());
     let mut soak = Soak {
         p,
         data: root.path().join("data"),
+        db,
         clock_file: root.path().join("clock-offset"),
         log: root.path().join("workers.log"),
         workers: Vec::new(),
@@ -235,8 +271,14 @@ fn soak(p: Params) {
     soak.workers = (0..soak.p.processes).map(|_| soak.spawn_worker()).collect();
     let started = Instant::now();
 
-    // Fault phase: until enough kills, a fault every so often.
+    // Fault phase: until enough kills, a fault every so often; on PostgreSQL
+    // the server is crashed and restarted once, halfway.
+    let mut restarted = !soak.p.postgres;
     while soak.kills < soak.p.kills {
+        if !restarted && soak.kills >= soak.p.kills / 2 {
+            common::pg::server().restart_immediate();
+            restarted = true;
+        }
         std::thread::sleep(Duration::from_millis(fastrand::u64(
             soak.p.fault_gap_ms.0..=soak.p.fault_gap_ms.1,
         )));
@@ -284,7 +326,8 @@ fn soak(p: Params) {
         "only {} kills before the work ran out",
         soak.kills
     );
-    check_invariants(&soak.data, soak.p.docs, soak.p.max_attempts);
+    assert!(restarted, "the server was never restarted");
+    check_invariants(&soak, soak.p.docs, soak.p.max_attempts);
     // And the operator's own check agrees.
     let doctor = soak.command(&["doctor"]).output().unwrap();
     assert!(
@@ -308,32 +351,79 @@ struct Row {
     completed: i64,
 }
 
+const ROWS: &str = "SELECT id, doc_key, status, attempts, lost_leases, last_error, result_path, checksum,
+        (SELECT count(*) FROM history h WHERE h.job_id = j.id AND h.event = 'completed')
+     FROM jobs j";
+
+/// The soak's database, read the same way on either engine.
+enum Db {
+    Sqlite(rusqlite::Connection),
+    Postgres(Box<::postgres::Client>),
+}
+
+impl Db {
+    fn open(soak: &Soak) -> Db {
+        match &soak.db {
+            Some(url) => Db::Postgres(Box::new(
+                ::postgres::Client::connect(url, ::postgres::NoTls).unwrap(),
+            )),
+            None => Db::Sqlite(rusqlite::Connection::open(soak.data.join("leasehold.db")).unwrap()),
+        }
+    }
+
+    fn rows(&mut self) -> Vec<Row> {
+        match self {
+            Db::Sqlite(c) => c
+                .prepare(ROWS)
+                .unwrap()
+                .query_map([], |r| {
+                    Ok(Row {
+                        id: r.get(0)?,
+                        key: r.get(1)?,
+                        status: r.get(2)?,
+                        attempts: r.get(3)?,
+                        lost_leases: r.get(4)?,
+                        error: r.get(5)?,
+                        path: r.get(6)?,
+                        sum: r.get(7)?,
+                        completed: r.get(8)?,
+                    })
+                })
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap(),
+            Db::Postgres(c) => c
+                .query(ROWS, &[])
+                .unwrap()
+                .iter()
+                .map(|r| Row {
+                    id: r.get(0),
+                    key: r.get(1),
+                    status: r.get(2),
+                    attempts: r.get(3),
+                    lost_leases: r.get(4),
+                    error: r.get(5),
+                    path: r.get(6),
+                    sum: r.get(7),
+                    completed: r.get(8),
+                })
+                .collect(),
+        }
+    }
+
+    fn count(&mut self, sql: &str) -> i64 {
+        match self {
+            Db::Sqlite(c) => c.query_row(sql, [], |r| r.get(0)).unwrap(),
+            Db::Postgres(c) => c.query_one(sql, &[]).unwrap().get(0),
+        }
+    }
+}
+
 /// DESIGN §7 after the storm.
-fn check_invariants(data: &Path, docs: usize, max_attempts: u32) {
-    let c = rusqlite::Connection::open(data.join("leasehold.db")).unwrap();
-    let rows: Vec<Row> = c
-        .prepare(
-            "SELECT id, doc_key, status, attempts, lost_leases, last_error, result_path, checksum,
-                    (SELECT count(*) FROM history h WHERE h.job_id = j.id AND h.event = 'completed')
-             FROM jobs j",
-        )
-        .unwrap()
-        .query_map([], |r| {
-            Ok(Row {
-                id: r.get(0)?,
-                key: r.get(1)?,
-                status: r.get(2)?,
-                attempts: r.get(3)?,
-                lost_leases: r.get(4)?,
-                error: r.get(5)?,
-                path: r.get(6)?,
-                sum: r.get(7)?,
-                completed: r.get(8)?,
-            })
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+fn check_invariants(soak: &Soak, docs: usize, max_attempts: u32) {
+    let data = &soak.data;
+    let mut c = Db::open(soak);
+    let rows = c.rows();
     assert_eq!(rows.len(), docs, "every document has a row");
     let mut by_status: HashMap<String, usize> = HashMap::new();
     let mut kept = Vec::new();
@@ -377,20 +467,8 @@ fn check_invariants(data: &Path, docs: usize, max_attempts: u32) {
             other => panic!("{key}: left {other}"),
         }
     }
-    let refusals: i64 = c
-        .query_row(
-            "SELECT count(*) FROM history WHERE event LIKE '%_rejected'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    let stale_completes: i64 = c
-        .query_row(
-            "SELECT count(*) FROM history WHERE event = 'complete_rejected'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let refusals = c.count("SELECT count(*) FROM history WHERE event LIKE '%_rejected'");
+    let stale_completes = c.count("SELECT count(*) FROM history WHERE event = 'complete_rejected'");
     eprintln!(
         "soak: statuses {by_status:?}; dead {}; lost leases {lost_total} (at most {lost_max} on one \
          document); refused stale writes {refusals} (completions {stale_completes})",
