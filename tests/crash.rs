@@ -4,13 +4,21 @@
 //! The restart must finish every document exactly once, leave no accepted row
 //! pointing at a missing or partial file, and leave nothing for `gc`.
 //!
+//! The crash points and the mid-batch crash run on the PostgreSQL edition too
+//! (`LEASEHOLD_DB` naming a fresh database on the test server): the result
+//! path is the same, only the database differs.
+//!
 //! Both runs use a 200 ms lease: the crashed claim's lease is still held when the
 //! restart begins, so the restart waits for it to expire (by the system clock, as
 //! a separate process must) and re-claims the document.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
+
+#[allow(dead_code)]
+mod common;
 
 use leasehold::mirror::Mirror;
 use leasehold::testing::{CrashPoint, CRASH_AFTER_N_ENV, CRASH_AT_ENV, CRASH_EXIT_CODE};
@@ -28,6 +36,36 @@ fn corpus() -> tempfile::TempDir {
     dir
 }
 
+thread_local! {
+    /// The PostgreSQL database of the test running on this thread, if it runs
+    /// on PostgreSQL (each test has a thread of its own).
+    static POSTGRES: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Runs `test` with every `leasehold` it starts, and every row it reads, on a
+/// fresh PostgreSQL database.
+fn on_postgres(test: impl FnOnce()) {
+    let url = common::pg::server().fresh_database();
+    POSTGRES.with(|db| *db.borrow_mut() = Some(url));
+    test();
+    POSTGRES.with(|db| *db.borrow_mut() = None);
+}
+
+fn postgres_url() -> Option<String> {
+    POSTGRES.with(|db| db.borrow().clone())
+}
+
+/// A new empty store for the next scenario: on PostgreSQL a fresh database
+/// (on SQLite each scenario has a fresh data directory already).
+fn fresh_store() {
+    POSTGRES.with(|db| {
+        let mut db = db.borrow_mut();
+        if db.is_some() {
+            *db = Some(common::pg::server().fresh_database());
+        }
+    });
+}
+
 /// `leasehold --data DATA --lease 200ms --workers 1 --claim-ahead 1 ARGS`, with
 /// `env` added: one claim at a time, so that the crash state is exactly one
 /// document's (flags in ARGS win: `crash_mid_batch` claims ahead).
@@ -38,7 +76,11 @@ fn leasehold(data: &Path, args: &[&str], env: &[(&str, String)]) -> Output {
         .args(["--lease", "200ms", "--workers", "1", "--claim-ahead", "1"])
         .args(args)
         .env_remove(CRASH_AT_ENV)
-        .env_remove(CRASH_AFTER_N_ENV);
+        .env_remove(CRASH_AFTER_N_ENV)
+        .env_remove("LEASEHOLD_DB");
+    if let Some(url) = postgres_url() {
+        cmd.env("LEASEHOLD_DB", url);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -66,16 +108,38 @@ struct Row {
     claimed: i64,
 }
 
+const ROWS: &str = "SELECT doc_key, id, status, fence, result_path, checksum,
+        (SELECT count(*) FROM history h WHERE h.job_id = j.id AND h.event = 'completed'),
+        (SELECT count(*) FROM history h WHERE h.job_id = j.id AND h.event = 'claimed')
+     FROM jobs j";
+
+/// Every row, from the test's PostgreSQL database or the data directory's file.
 fn rows(data: &Path) -> HashMap<String, Row> {
+    let Some(url) = postgres_url() else {
+        return sqlite_rows(data);
+    };
+    let mut c = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    let found = c.query(ROWS, &[]).unwrap();
+    found
+        .iter()
+        .map(|r| {
+            let row = Row {
+                id: r.get(1),
+                status: r.get(2),
+                fence: r.get(3),
+                result_path: r.get(4),
+                checksum: r.get(5),
+                completed: r.get(6),
+                claimed: r.get(7),
+            };
+            (r.get(0), row)
+        })
+        .collect()
+}
+
+fn sqlite_rows(data: &Path) -> HashMap<String, Row> {
     let c = rusqlite::Connection::open(data.join("leasehold.db")).unwrap();
-    let mut stmt = c
-        .prepare(
-            "SELECT doc_key, id, status, fence, result_path, checksum,
-                (SELECT count(*) FROM history h WHERE h.job_id = j.id AND h.event = 'completed'),
-                (SELECT count(*) FROM history h WHERE h.job_id = j.id AND h.event = 'claimed')
-             FROM jobs j",
-        )
-        .unwrap();
+    let mut stmt = c.prepare(ROWS).unwrap();
     let rows = stmt
         .query_map([], |r| {
             Ok((
@@ -149,6 +213,12 @@ fn check_recovered(point: CrashPoint, n: usize, data: &Path) {
 
 /// [`check_recovered`] with `taken_over` documents claimed a second time.
 fn check_recovered_taking_over(point: CrashPoint, n: usize, taken_over: usize, data: &Path) {
+    let on_postgres = postgres_url().is_some();
+    assert_eq!(
+        !data.join("leasehold.db").exists(),
+        on_postgres,
+        "{point:?}: the wrong database"
+    );
     let rows = rows(data);
     assert_eq!(rows.len(), DOCS);
     let root = data.join("mirror");
@@ -207,6 +277,7 @@ fn restart(data: &Path, args: &[&str], point: CrashPoint) -> serde_json::Value {
 
 /// Crash at the `n`-th arrival at `point`, restart, check.
 fn crash_and_recover(point: CrashPoint, n: usize) {
+    fresh_store();
     let corpus = corpus();
     let data = tempfile::tempdir().unwrap();
     let dir = corpus.path().to_str().unwrap();
@@ -273,17 +344,43 @@ fn crash_after_commit() {
     crash_and_recover(CrashPoint::AfterCommit, 7);
 }
 
+/// Every crash point on the PostgreSQL edition, at the 4th arrival.
+#[test]
+fn crash_points_on_postgres() {
+    on_postgres(|| {
+        for point in [
+            CrashPoint::AfterTempWrite,
+            CrashPoint::AfterFsync,
+            CrashPoint::AfterRename,
+            CrashPoint::AfterDirFsync,
+            CrashPoint::AfterCommit,
+        ] {
+            crash_and_recover(point, 4);
+        }
+    });
+}
+
+#[test]
+fn crash_mid_batch_on_postgres() {
+    on_postgres(crash_mid_batch_points);
+}
+
 /// Claims ahead: a crash in the middle of a batch leaves several documents
 /// under lease, some staged in the mirror and none accepted; the restart takes
 /// each of them over once, and nothing is lost or accepted twice.
 #[test]
 fn crash_mid_batch() {
+    crash_mid_batch_points();
+}
+
+fn crash_mid_batch_points() {
     for point in [
         CrashPoint::AfterRename,
         CrashPoint::AfterFsync,
         CrashPoint::AfterDirFsync,
         CrashPoint::AfterCommit,
     ] {
+        fresh_store();
         let corpus = corpus();
         let data = tempfile::tempdir().unwrap();
         let dir = corpus.path().to_str().unwrap();
