@@ -301,4 +301,41 @@ fn a_wrong_password_is_refused_without_showing_it() {
     assert!(shown.contains(&plain), "names the database: {shown}");
     assert!(shown.contains("password authentication failed"), "{shown}");
     assert!(!shown.contains("Wr0ng-s3cret"), "{shown}");
+
+    // With the right password: the report names the database without it.
+    server
+        .admin()
+        .batch_execute(&format!("ALTER DATABASE {db} OWNER TO {role}"))
+        .unwrap();
+    let right = format!("postgres://{role}:right-pw@127.0.0.1:{port}/{db}");
+    let out = ok(leasehold(&c.data, None, &["migrate", "--to", &right]));
+    let shown = printed(&out);
+    assert!(shown.contains(&plain), "{shown}");
+    assert!(!shown.contains("right-pw"), "{shown}");
+}
+
+#[test]
+fn a_failure_mid_copy_leaves_the_target_as_it_was() {
+    let c = Corpus::new();
+    ok(leasehold(&c.data, None, &["run", samples().to_str().unwrap()]));
+    // A value SQLite accepts in an INTEGER column, in a table copied after jobs.
+    let db = rusqlite::Connection::open(c.data.join("leasehold.db")).unwrap();
+    db.execute("UPDATE history SET fence = 'seven' WHERE seq = 2", [])
+        .unwrap();
+    drop(db);
+
+    let url = pg::server().fresh_database();
+    let out = leasehold(&c.data, None, &["migrate", "--to", &url]);
+    let shown = printed(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("table history, column fence: unexpected value (Text)"),
+        "{shown}"
+    );
+    let target = Store::open(&url, StoreOptions::default()).unwrap();
+    assert_eq!(
+        target.counts().unwrap().total(),
+        0,
+        "the jobs copied first were rolled back"
+    );
 }

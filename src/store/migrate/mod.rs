@@ -154,7 +154,7 @@ pub fn migrate(source: &Store, target: &Store) -> Result<Migration> {
     let now = source.now();
     let tables = with_snapshot(source, &mut |reader| {
         refuse_live_leases(reader, source, now)?;
-        with_write(target, &mut |writer| copy_all(reader, writer, target))
+        with_write(target, &mut |writer| copy_all(reader, writer, &name(target)))
     })?;
     Ok(Migration {
         source: name(source),
@@ -181,12 +181,12 @@ fn refuse_live_leases(reader: &mut dyn Reader, source: &Store, now: Millis) -> R
     Ok(())
 }
 
-fn copy_all(reader: &mut dyn Reader, writer: &mut dyn Writer, target: &Store) -> Result<Vec<TableCopy>> {
+fn copy_all(reader: &mut dyn Reader, writer: &mut dyn Writer, target: &str) -> Result<Vec<TableCopy>> {
     for table in TABLES.iter().filter(|t| !t.seeded) {
         let rows = writer.count(table)?;
         if rows > 0 {
             return Err(MigrateError::TargetNotEmpty {
-                target: name(target),
+                target: target.to_owned(),
                 table: table.name,
                 rows,
             });
@@ -204,7 +204,7 @@ fn copy_table(
     reader: &mut dyn Reader,
     writer: &mut dyn Writer,
     table: &'static Table,
-    target: &Store,
+    target: &str,
 ) -> Result<TableCopy> {
     if table.seeded {
         writer.clear(table)?;
@@ -224,7 +224,7 @@ fn copy_table(
     let (source_sum, target_sum) = (from.hex(), back.hex());
     if source_rows != target_rows || source_sum != target_sum {
         return Err(MigrateError::Mismatch {
-            target: name(target),
+            target: target.to_owned(),
             table: table.name,
             source_rows,
             source_sum,
@@ -252,5 +252,112 @@ fn with_write<T>(store: &Store, f: &mut dyn FnMut(&mut dyn Writer) -> Result<T>)
     match &store.inner.backend {
         Backend::Sqlite(s) => sqlite::with_write(s, f),
         Backend::Postgres(p) => postgres::with_write(p, f),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::tables::Cell;
+    use super::*;
+
+    /// Tables in memory; a writer that loses the last row of each batch when
+    /// `lossy`, as a faulty type mapping or a silent insert failure would.
+    #[derive(Default)]
+    struct Memory {
+        tables: HashMap<&'static str, Vec<Row>>,
+        lossy: bool,
+    }
+
+    impl Reader for Memory {
+        fn live_leases(&mut self, _now: Millis) -> Result<(u64, Millis)> {
+            Ok((0, 0))
+        }
+        fn scan(&mut self, table: &'static Table, each: &mut dyn FnMut(&[Row]) -> Result<()>) -> Result<()> {
+            let rows = self.tables.get(table.name).cloned().unwrap_or_default();
+            rows.chunks(BATCH).try_for_each(each)
+        }
+    }
+
+    impl Writer for Memory {
+        fn count(&mut self, table: &Table) -> Result<u64> {
+            Ok(self.tables.get(table.name).map_or(0, |t| t.len() as u64))
+        }
+        fn clear(&mut self, table: &Table) -> Result<()> {
+            self.tables.remove(table.name);
+            Ok(())
+        }
+        fn insert(&mut self, table: &'static Table, rows: &[Row]) -> Result<()> {
+            let keep = if self.lossy { rows.len() - 1 } else { rows.len() };
+            self.tables
+                .entry(table.name)
+                .or_default()
+                .extend_from_slice(&rows[..keep]);
+            Ok(())
+        }
+        fn continue_ids(&mut self, _table: &Table) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    fn source() -> Memory {
+        let meta = (0..1200)
+            .map(|i| vec![Cell::Text(format!("k{i:05}")), Cell::Text(format!("v{i}"))])
+            .collect();
+        Memory {
+            tables: HashMap::from([("meta", meta)]),
+            lossy: false,
+        }
+    }
+
+    #[test]
+    fn a_faithful_copy_verifies_in_batches() {
+        let (mut from, mut to) = (source(), Memory::default());
+        let copied = copy_all(&mut from, &mut to, "target").unwrap();
+        let meta = copied.iter().find(|t| t.table == "meta").unwrap();
+        assert_eq!(meta.rows, 1200);
+        assert_eq!(to.tables["meta"], from.tables["meta"]);
+    }
+
+    #[test]
+    fn a_lost_row_fails_verification_naming_the_table() {
+        let (mut from, mut to) = (
+            source(),
+            Memory {
+                lossy: true,
+                ..Memory::default()
+            },
+        );
+        let err = copy_all(&mut from, &mut to, "target").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                MigrateError::Mismatch {
+                    table: "meta",
+                    source_rows: 1200,
+                    target_rows: 1197,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_target_with_rows_is_refused_naming_the_table() {
+        let (mut from, mut to) = (source(), source());
+        let err = copy_all(&mut from, &mut to, "target").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                MigrateError::TargetNotEmpty {
+                    table: "meta",
+                    rows: 1200,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 }
