@@ -244,6 +244,21 @@ fn refuses_while_a_worker_holds_a_live_lease() {
     );
     let target = Store::open(&url, StoreOptions::default()).unwrap();
     assert_eq!(target.counts().unwrap().total(), 0, "nothing was written");
+
+    // The same on a PostgreSQL source, by its own rule (the clock skew).
+    let pg = Store::open(&url, StoreOptions::default().lease(Duration::from_secs(3600))).unwrap();
+    pg.enqueue(&NewDoc::new("held.txt", "v1")).unwrap();
+    let _pg_claim = pg.claim("elsewhere").unwrap().unwrap();
+    let back = c.data.join("back.db");
+    let out = leasehold(&c.data, Some(&url), &["migrate", "--to", back.to_str().unwrap()]);
+    let shown = printed(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("1 document(s) are being extracted under live leases"),
+        "{shown}"
+    );
+    let back = Store::open(&back, StoreOptions::default()).unwrap();
+    assert_eq!(back.counts().unwrap().total(), 0, "nothing was written");
 }
 
 #[test]

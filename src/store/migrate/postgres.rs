@@ -16,6 +16,9 @@ struct Side<'c> {
     tx: Transaction<'c>,
     /// The URL without its password.
     url: &'c str,
+    /// How far ahead a lease may have been granted before it counts as
+    /// granted after now ([`crate::StoreOptions::clock_skew`]), as the claims judge it.
+    skew: Millis,
 }
 
 pub(super) fn with_snapshot<T>(db: &PgStore, f: &mut dyn FnMut(&mut dyn Reader) -> Result<T>) -> Result<T> {
@@ -26,14 +29,22 @@ pub(super) fn with_snapshot<T>(db: &PgStore, f: &mut dyn FnMut(&mut dyn Reader) 
         .read_only(true)
         .start()
         .map_err(|e| pg_error(db.url(), e))?;
-    let mut side = Side { tx, url: db.url() };
+    let mut side = Side {
+        tx,
+        url: db.url(),
+        skew: db.policy().clock_skew_ms,
+    };
     f(&mut side)
 }
 
 pub(super) fn with_write<T>(db: &PgStore, f: &mut dyn FnMut(&mut dyn Writer) -> Result<T>) -> Result<T> {
     let mut conn = db.bulk_connection()?;
     let tx = conn.transaction().map_err(|e| pg_error(db.url(), e))?;
-    let mut side = Side { tx, url: db.url() };
+    let mut side = Side {
+        tx,
+        url: db.url(),
+        skew: db.policy().clock_skew_ms,
+    };
     let out = f(&mut side)?;
     side.tx.commit().map_err(|e| pg_error(db.url(), e))?;
     Ok(out)
@@ -101,13 +112,14 @@ fn order_by(table: &Table) -> String {
 
 impl Reader for Side<'_> {
     fn live_leases(&mut self, now: Millis) -> Result<(u64, Millis)> {
+        // The claim's rule (store/postgres/read.rs: live_leases).
         let r = self
             .tx
             .query_one(
                 "SELECT count(*), coalesce(max(lease_expires_at), 0) FROM jobs
                  WHERE status = 'extracting' AND lease_expires_at > $1
-                   AND NOT coalesce(lease_expires_at - lease_ms > $1, false)",
-                &[&now],
+                   AND NOT coalesce(lease_expires_at - lease_ms > $2, false)",
+                &[&now, &now.saturating_add(self.skew)],
             )
             .map_err(|e| self.err(e))?;
         let count: i64 = r.try_get(0).map_err(|e| self.err(e))?;
