@@ -266,7 +266,16 @@ fn refuses_a_target_that_holds_rows() {
     let c = Corpus::new();
     ok(leasehold(&c.data, None, &["run", samples().to_str().unwrap()]));
     let url = pg::server().fresh_database();
-    ok(leasehold(&c.data, None, &["migrate", "--to", &url]));
+    let first = stdout(&ok(leasehold(&c.data, None, &["migrate", "--to", &url])));
+    let jobs_line = first.lines().find(|l| l.starts_with("jobs ")).unwrap_or_default();
+    assert!(
+        jobs_line.contains(&format!(" {} ", SAMPLE_PHRASES.len())),
+        "{first}"
+    );
+    assert!(
+        first.contains("verified: every table's row count and checksum agree"),
+        "{first}"
+    );
 
     let again = leasehold(&c.data, None, &["migrate", "--to", &url]);
     let shown = printed(&again);

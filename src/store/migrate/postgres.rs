@@ -5,7 +5,7 @@
 use ::postgres::types::ToSql;
 use ::postgres::{IsolationLevel, Transaction};
 
-use super::tables::{Cell, Kind, Row, Table};
+use super::tables::{Cell, Kind, Row, Table, TABLES};
 use super::{MigrateError, Reader, Result, Writer, BATCH};
 use crate::clock::Millis;
 use crate::error::Error;
@@ -39,7 +39,13 @@ pub(super) fn with_snapshot<T>(db: &PgStore, f: &mut dyn FnMut(&mut dyn Reader) 
 
 pub(super) fn with_write<T>(db: &PgStore, f: &mut dyn FnMut(&mut dyn Writer) -> Result<T>) -> Result<T> {
     let mut conn = db.bulk_connection()?;
-    let tx = conn.transaction().map_err(|e| pg_error(db.url(), e))?;
+    let mut tx = conn.transaction().map_err(|e| pg_error(db.url(), e))?;
+    // Other writers (a worker pointed at the new database too early) wait
+    // until the copy commits or rolls back: the emptiness checked first
+    // still holds when the rows go in. Readers are not held up.
+    let names: Vec<&str> = TABLES.iter().map(|t| t.name).collect();
+    tx.batch_execute(&format!("LOCK TABLE {} IN EXCLUSIVE MODE", names.join(", ")))
+        .map_err(|e| pg_error(db.url(), e))?;
     let mut side = Side {
         tx,
         url: db.url(),
