@@ -363,3 +363,37 @@ fn a_failure_mid_copy_leaves_the_target_as_it_was() {
         "the jobs copied first were rolled back"
     );
 }
+
+/// Text keys are hashed in byte order on both sides, whatever the
+/// PostgreSQL database's collation (an ICU one sorts "a" before "B";
+/// SQLite's BINARY sorts "B" first).
+#[test]
+fn text_keys_verify_under_a_linguistic_collation() {
+    let server = pg::server();
+    let name = format!("lh_icu_{}", std::process::id());
+    server
+        .admin()
+        .batch_execute(&format!(
+            "CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+        ))
+        .unwrap();
+    let url = pg::with_database(server.url(), &name);
+    let mut check = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let order: Vec<String> = check
+        .query("SELECT x FROM (VALUES ('B'), ('a')) v(x) ORDER BY x", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(order, ["a", "B"], "the database sorts linguistically");
+
+    let c = Corpus::new();
+    ok(leasehold(&c.data, None, &["run", samples().to_str().unwrap()]));
+    let store = Store::open(c.data.join("leasehold.db"), StoreOptions::default()).unwrap();
+    for key in ["B", "a", "Zed", "ähnlich"] {
+        store.set_meta(key, "x").unwrap();
+    }
+    drop(store);
+    let report = json(ok(leasehold(&c.data, None, &["migrate", "--to", &url, "--json"])));
+    assert_eq!(rows_of(&tables(&report), "meta"), 6, "{report}");
+}
