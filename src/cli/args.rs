@@ -382,6 +382,19 @@ pub enum Command {
         #[arg(long)]
         dead: bool,
     },
+    /// Copy the database (queue, history, gate state, notices, outbox) into
+    /// another one, a PostgreSQL database or a SQLite file, and verify it:
+    /// per table the row count and a SHA-256 over the rows, equal on both
+    /// sides or nothing is committed. The target must be empty, and no
+    /// worker may hold a live lease on the source (stop the workers first).
+    Migrate {
+        /// The target: a `postgres://` URL or a SQLite file path.
+        #[arg(long, value_name = "LOCATION", value_hint = ValueHint::Other)]
+        to: std::ffi::OsString,
+        /// Print the tables, counts and checksums as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a shell completion script, e.g.
     /// `leasehold completions bash > ~/.local/share/bash-completion/completions/leasehold`.
     Completions {

@@ -5,6 +5,7 @@ mod args;
 mod auth;
 mod config;
 mod doctor;
+mod migrate;
 mod pool;
 mod progress;
 mod report;
@@ -235,6 +236,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             AuthCommand::Unlock { account } => auth::unlock(&existing(Existing::Store)?, &account),
         },
         Command::Doctor { json } => doctor::doctor(g, json),
+        Command::Migrate { to, json } => migrate::migrate(&existing(Existing::Store)?, &to, json),
         Command::Retry { doc, dead } => report::retry(&existing(Existing::Store)?, doc.as_deref(), dead),
     }
 }

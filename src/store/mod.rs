@@ -39,6 +39,7 @@ mod engine;
 mod gate;
 mod holder;
 mod location;
+pub mod migrate;
 mod open;
 mod options;
 mod outbox;

@@ -20,6 +20,7 @@
 //! thread-pool design; connections are plain TCP or a Unix socket (no TLS
 //! connector yet).
 
+mod bulk;
 mod fence;
 mod migrate;
 mod ops;

@@ -1,0 +1,363 @@
+//! Moving a store to another database: SQLite to PostgreSQL and back
+//! (`leasehold migrate --to`, DESIGN §12).
+//!
+//! # Layout
+//! - `mod.rs`: [`migrate`], its refusals, and the copy of each table.
+//! - `tables.rs`: the tables and columns moved, and the checksum.
+//! - `sqlite.rs`, `postgres.rs`: each engine as a side to read a snapshot
+//!   from and to write in one transaction.
+//!
+//! The source is read in one consistent snapshot (SQLite: one read
+//! transaction; PostgreSQL: REPEATABLE READ, read-only), table by table in
+//! primary-key order, a batch at a time, and each batch is written to the
+//! target at once: memory holds a batch, never a table. The whole target is
+//! written in one transaction; before it commits, every table is read back
+//! from it and its row count and checksum compared with the source's, so a
+//! failure or a mismatch anywhere leaves the target as it was.
+
+mod postgres;
+mod sqlite;
+mod tables;
+
+use super::engine::Backend;
+use super::Store;
+use crate::clock::{rfc3339, Millis};
+use crate::error::Error;
+use tables::{Row, Table, Tally, TABLES};
+
+/// Rows read or written at a time: bounded memory, and few round trips.
+const BATCH: usize = 500;
+
+/// Why a migration did not happen. The target is left as it was in each case.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    /// Reading or writing either database failed.
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// Workers hold leases on the source: their results would be accepted
+    /// into a database that is no longer the one in use.
+    #[error(
+        "{source_db}: {count} document(s) are being extracted under live leases (the last expires at {}); \
+         stop the workers (or let their leases run out) and run migrate again",
+        rfc3339(*last_expires_at)
+    )]
+    LiveLeases {
+        /// The source database, without a password.
+        source_db: String,
+        /// Documents held by a live lease.
+        count: u64,
+        /// When the last of those leases runs out.
+        last_expires_at: Millis,
+    },
+    /// The target already holds leasehold rows; a migration never merges.
+    #[error("{target}: the target is not empty: table {table} holds {rows} row(s); migrate into an empty database")]
+    TargetNotEmpty {
+        /// The target database, without a password.
+        target: String,
+        /// The first table found holding rows.
+        table: &'static str,
+        /// How many.
+        rows: u64,
+    },
+    /// What was read back from the target is not what was read from the source.
+    #[error(
+        "{target}: verification failed for table {table}: source {source_rows} rows (sha256 {source_sum}), \
+         target {target_rows} rows (sha256 {target_sum}); nothing was committed"
+    )]
+    Mismatch {
+        /// The target database, without a password.
+        target: String,
+        /// The table that differs.
+        table: &'static str,
+        /// Rows read from the source.
+        source_rows: u64,
+        /// Their checksum.
+        source_sum: String,
+        /// Rows read back from the target.
+        target_rows: u64,
+        /// Their checksum.
+        target_sum: String,
+    },
+    /// A source value that does not fit its column (SQLite stores any type
+    /// in any column): moved as it is, it would change meaning or fail later.
+    #[error("{db}: table {table}, column {column}: unexpected value ({found})")]
+    UnexpectedValue {
+        /// The database that holds it.
+        db: String,
+        /// Its table.
+        table: &'static str,
+        /// Its column.
+        column: &'static str,
+        /// The type found.
+        found: String,
+    },
+}
+
+/// The result of one migration: what moved, and how it was verified.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Migration {
+    /// The source database (a file, or a URL without its password).
+    pub source: String,
+    /// The target database, named the same way.
+    pub target: String,
+    /// One line per table, in the order they were copied.
+    pub tables: Vec<TableCopy>,
+}
+
+/// One table's copy: equal on both sides, or the migration failed.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TableCopy {
+    /// The table.
+    pub table: &'static str,
+    /// Its rows, on each side.
+    pub rows: u64,
+    /// SHA-256 over the rows in primary-key order (see `tables::Tally`),
+    /// computed alike from the rows read from the source and read back from
+    /// the target.
+    pub sha256: String,
+}
+
+type Result<T> = std::result::Result<T, MigrateError>;
+
+/// One side of a migration, inside its transaction: the rows of a table,
+/// in key order, a batch at a time.
+trait Reader {
+    /// How many documents are held by a lease that has not run out at `now`
+    /// (judged as the store's claims judge it), and the latest expiry.
+    fn live_leases(&mut self, now: Millis) -> Result<(u64, Millis)>;
+    /// Hand every row of `table` to `each`, in key order, `BATCH` at a time.
+    fn scan(&mut self, table: &'static Table, each: &mut dyn FnMut(&[Row]) -> Result<()>) -> Result<()>;
+}
+
+/// The target, inside its one write transaction.
+trait Writer: Reader {
+    /// How many rows `table` holds.
+    fn count(&mut self, table: &Table) -> Result<u64>;
+    /// Remove the rows the schema seeded into `table`.
+    fn clear(&mut self, table: &Table) -> Result<()>;
+    /// Insert `rows` as they are, ids included.
+    fn insert(&mut self, table: &'static Table, rows: &[Row]) -> Result<()>;
+    /// Make new rows of `table` get ids above the copied ones.
+    fn continue_ids(&mut self, table: &Table) -> Result<()>;
+}
+
+/// Copy every table of `source` into `target`, verify, and commit.
+///
+/// # Failure
+/// [`MigrateError::LiveLeases`] when a document of the source is held by a
+/// live lease (by the source store's clock); [`MigrateError::TargetNotEmpty`]
+/// when a table of the target holds rows (bar the schema's own seed);
+/// [`MigrateError::Mismatch`] when a table read back from the target differs
+/// from the source; [`MigrateError::Store`] for a database error. In each case
+/// nothing of the target's transaction is committed.
+pub fn migrate(source: &Store, target: &Store) -> Result<Migration> {
+    let now = source.now();
+    let tables = with_snapshot(source, &mut |reader| {
+        refuse_live_leases(reader, source, now)?;
+        with_write(target, &mut |writer| copy_all(reader, writer, &name(target)))
+    })?;
+    Ok(Migration {
+        source: name(source),
+        target: name(target),
+        tables,
+    })
+}
+
+fn name(store: &Store) -> String {
+    store.path().display().to_string()
+}
+
+/// Inside the snapshot the copy reads, so no claim slips in between the
+/// check and the copy.
+fn refuse_live_leases(reader: &mut dyn Reader, source: &Store, now: Millis) -> Result<()> {
+    let (count, last_expires_at) = reader.live_leases(now)?;
+    if count > 0 {
+        return Err(MigrateError::LiveLeases {
+            source_db: name(source),
+            count,
+            last_expires_at,
+        });
+    }
+    Ok(())
+}
+
+fn copy_all(reader: &mut dyn Reader, writer: &mut dyn Writer, target: &str) -> Result<Vec<TableCopy>> {
+    for table in TABLES.iter().filter(|t| !t.seeded) {
+        let rows = writer.count(table)?;
+        if rows > 0 {
+            return Err(MigrateError::TargetNotEmpty {
+                target: target.to_owned(),
+                table: table.name,
+                rows,
+            });
+        }
+    }
+    TABLES
+        .iter()
+        .map(|table| copy_table(reader, writer, table, target))
+        .collect()
+}
+
+/// Copy one table a batch at a time, then read it back from the target (in
+/// the same, uncommitted transaction) and compare.
+fn copy_table(
+    reader: &mut dyn Reader,
+    writer: &mut dyn Writer,
+    table: &'static Table,
+    target: &str,
+) -> Result<TableCopy> {
+    if table.seeded {
+        writer.clear(table)?;
+    }
+    let mut from = Tally::default();
+    reader.scan(table, &mut |rows| {
+        from.add(rows);
+        writer.insert(table, rows)
+    })?;
+    writer.continue_ids(table)?;
+    let mut back = Tally::default();
+    writer.scan(table, &mut |rows| {
+        back.add(rows);
+        Ok(())
+    })?;
+    let (source_rows, target_rows) = (from.rows, back.rows);
+    let (source_sum, target_sum) = (from.hex(), back.hex());
+    if source_rows != target_rows || source_sum != target_sum {
+        return Err(MigrateError::Mismatch {
+            target: target.to_owned(),
+            table: table.name,
+            source_rows,
+            source_sum,
+            target_rows,
+            target_sum,
+        });
+    }
+    Ok(TableCopy {
+        table: table.name,
+        rows: source_rows,
+        sha256: source_sum,
+    })
+}
+
+/// Run `f` on a read-only snapshot of `store`.
+fn with_snapshot<T>(store: &Store, f: &mut dyn FnMut(&mut dyn Reader) -> Result<T>) -> Result<T> {
+    match &store.inner.backend {
+        Backend::Sqlite(s) => sqlite::with_snapshot(s, f),
+        Backend::Postgres(p) => postgres::with_snapshot(p, f),
+    }
+}
+
+/// Run `f` in one write transaction on `store`; commit when it succeeds.
+fn with_write<T>(store: &Store, f: &mut dyn FnMut(&mut dyn Writer) -> Result<T>) -> Result<T> {
+    match &store.inner.backend {
+        Backend::Sqlite(s) => sqlite::with_write(s, f),
+        Backend::Postgres(p) => postgres::with_write(p, f),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::tables::Cell;
+    use super::*;
+
+    /// Tables in memory; a writer that loses the last row of each batch when
+    /// `lossy`, as a faulty type mapping or a silent insert failure would.
+    #[derive(Default)]
+    struct Memory {
+        tables: HashMap<&'static str, Vec<Row>>,
+        lossy: bool,
+    }
+
+    impl Reader for Memory {
+        fn live_leases(&mut self, _now: Millis) -> Result<(u64, Millis)> {
+            Ok((0, 0))
+        }
+        fn scan(&mut self, table: &'static Table, each: &mut dyn FnMut(&[Row]) -> Result<()>) -> Result<()> {
+            let rows = self.tables.get(table.name).cloned().unwrap_or_default();
+            rows.chunks(BATCH).try_for_each(each)
+        }
+    }
+
+    impl Writer for Memory {
+        fn count(&mut self, table: &Table) -> Result<u64> {
+            Ok(self.tables.get(table.name).map_or(0, |t| t.len() as u64))
+        }
+        fn clear(&mut self, table: &Table) -> Result<()> {
+            self.tables.remove(table.name);
+            Ok(())
+        }
+        fn insert(&mut self, table: &'static Table, rows: &[Row]) -> Result<()> {
+            let keep = if self.lossy { rows.len() - 1 } else { rows.len() };
+            self.tables
+                .entry(table.name)
+                .or_default()
+                .extend_from_slice(&rows[..keep]);
+            Ok(())
+        }
+        fn continue_ids(&mut self, _table: &Table) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    fn source() -> Memory {
+        let meta = (0..1200)
+            .map(|i| vec![Cell::Text(format!("k{i:05}")), Cell::Text(format!("v{i}"))])
+            .collect();
+        Memory {
+            tables: HashMap::from([("meta", meta)]),
+            lossy: false,
+        }
+    }
+
+    #[test]
+    fn a_faithful_copy_verifies_in_batches() {
+        let (mut from, mut to) = (source(), Memory::default());
+        let copied = copy_all(&mut from, &mut to, "target").unwrap();
+        let meta = copied.iter().find(|t| t.table == "meta").unwrap();
+        assert_eq!(meta.rows, 1200);
+        assert_eq!(to.tables["meta"], from.tables["meta"]);
+    }
+
+    #[test]
+    fn a_lost_row_fails_verification_naming_the_table() {
+        let (mut from, mut to) = (
+            source(),
+            Memory {
+                lossy: true,
+                ..Memory::default()
+            },
+        );
+        let err = copy_all(&mut from, &mut to, "target").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                MigrateError::Mismatch {
+                    table: "meta",
+                    source_rows: 1200,
+                    target_rows: 1197,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_target_with_rows_is_refused_naming_the_table() {
+        let (mut from, mut to) = (source(), source());
+        let err = copy_all(&mut from, &mut to, "target").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                MigrateError::TargetNotEmpty {
+                    table: "meta",
+                    rows: 1200,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+}
