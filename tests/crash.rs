@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
-#[allow(dead_code)]
 mod common;
 
 use leasehold::mirror::Mirror;

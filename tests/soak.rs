@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-#[allow(dead_code)]
 mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
