@@ -1,6 +1,8 @@
-//! The shared credential end to end: real `leasehold` processes, one SQLite
-//! file, and a real HTTP upstream on 127.0.0.1 that counts every request per
-//! account and rejects, locks, rate-limits or hangs on command.
+//! The shared credential end to end: real `leasehold` processes, one
+//! database (each test runs on a SQLite file and on PostgreSQL,
+//! `sqlite::NAME` and `postgres::NAME`), and a real HTTP upstream on
+//! 127.0.0.1 that counts every request per account and rejects, locks,
+//! rate-limits or hangs on command.
 //!
 //! Lock TTLs are an hour and the test moves every process's clock past them
 //! through `LEASEHOLD_TEST_CLOCK_FILE`, so "nobody calls during the lock" and
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::gate_env::{wait_for, Env, HOUR_MS, USER};
 use common::upstream_server::Mode;
+use common::Backend;
 
 /// Watch for `secs`: the account's request count must not move.
 fn discover(env: &mut Env, expect: usize) {
@@ -23,9 +26,8 @@ fn discover(env: &mut Env, expect: usize) {
 }
 
 /// Tests 1 and 2 of the issue: four processes, one rejected account.
-#[test]
-fn four_processes_share_one_lockout_one_probe_per_ttl_and_one_recovery() {
-    let mut env = Env::new(40);
+fn four_processes_share_one_lockout_one_probe_per_ttl_and_one_recovery(b: Backend) {
+    let mut env = Env::on(b, 40);
     discover(&mut env, 40);
     env.up.set_mode(USER, Mode::Reject401);
     let workers = env.workers(4);
@@ -103,9 +105,8 @@ fn four_processes_share_one_lockout_one_probe_per_ttl_and_one_recovery() {
 }
 
 /// Test 3: the prober dies mid-probe; after probe_ttl another process probes.
-#[test]
-fn a_prober_killed_mid_probe_is_replaced_after_the_probe_ttl() {
-    let mut env = Env::new(12);
+fn a_prober_killed_mid_probe_is_replaced_after_the_probe_ttl(b: Backend) {
+    let mut env = Env::on(b, 12);
     discover(&mut env, 12);
     env.up.set_mode(USER, Mode::Reject401);
     let mut workers = env.workers(3);
@@ -118,16 +119,7 @@ fn a_prober_killed_mid_probe_is_replaced_after_the_probe_ttl() {
     env.up.set_mode(USER, Mode::Hang(Duration::from_secs(120)));
     env.jump(HOUR_MS + 1_000);
     let granted = |env: &Env| -> Vec<String> {
-        let db = env.db();
-        let mut s = db
-            .prepare("SELECT detail FROM auth_history WHERE event = 'probe_granted' ORDER BY id")
-            .unwrap();
-        let rows: Vec<String> = s
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect();
-        rows
+        env.texts("SELECT detail FROM auth_history WHERE event = 'probe_granted' ORDER BY id")
     };
     wait_for(30, "the probe slot taken", || granted(&env).len() == 1);
     let prober = granted(&env)[0].clone();
@@ -168,9 +160,8 @@ fn a_prober_killed_mid_probe_is_replaced_after_the_probe_ttl() {
 }
 
 /// Test 4a: a 429 with Retry-After slows everyone down and never locks.
-#[test]
-fn a_429_with_retry_after_slows_down_and_never_locks() {
-    let mut env = Env::new(20);
+fn a_429_with_retry_after_slows_down_and_never_locks(b: Backend) {
+    let mut env = Env::on(b, 20);
     env.up
         .set_next(USER, vec![Mode::RateLimit429 { retry_after: Some(2) }]);
     let started = Instant::now();
@@ -201,9 +192,8 @@ fn a_429_with_retry_after_slows_down_and_never_locks() {
 }
 
 /// Test 4b: a 503 answering the probe frees the slot without counting a probe.
-#[test]
-fn a_503_during_a_probe_frees_the_slot_without_counting() {
-    let mut env = Env::new(10);
+fn a_503_during_a_probe_frees_the_slot_without_counting(b: Backend) {
+    let mut env = Env::on(b, 10);
     env.up.set_mode(USER, Mode::Reject401);
     let out = env.run(&["discover", "--no-wait"]);
     assert!(!out.status.success(), "a locked account with --no-wait fails");
@@ -220,16 +210,7 @@ fn a_503_during_a_probe_frees_the_slot_without_counting() {
         env.scalar("SELECT count(*) FROM jobs WHERE status = 'indexed'"),
         10
     );
-    let events: Vec<String> = {
-        let db = env.db();
-        let mut s = db.prepare("SELECT event FROM auth_history ORDER BY id").unwrap();
-        let rows = s
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect();
-        rows
-    };
+    let events: Vec<String> = env.texts("SELECT event FROM auth_history ORDER BY id");
     let probes: Vec<&str> = events
         .iter()
         .map(String::as_str)
@@ -248,3 +229,10 @@ fn a_503_during_a_probe_frees_the_slot_without_counting() {
     );
     env.assert_no_secret();
 }
+
+on_both_backends!(
+    four_processes_share_one_lockout_one_probe_per_ttl_and_one_recovery,
+    a_prober_killed_mid_probe_is_replaced_after_the_probe_ttl,
+    a_429_with_retry_after_slows_down_and_never_locks,
+    a_503_during_a_probe_frees_the_slot_without_counting,
+);

@@ -1,6 +1,8 @@
 //! The shared credential end to end, part two (issue 5, tests 5 to 8): expiry
 //! warnings, the account pool, the outbox, and secrets. Real `leasehold`
-//! processes, one SQLite file, a real HTTP upstream on 127.0.0.1.
+//! processes, one database, a real HTTP upstream on 127.0.0.1. The store's
+//! rules (expiry, pool, outbox, unlock) run on SQLite and PostgreSQL
+//! (`sqlite::NAME`, `postgres::NAME`); the secrets tests on SQLite.
 //!
 //! Time moves through `LEASEHOLD_TEST_CLOCK_FILE` (days for expiry, lock TTLs
 //! of an hour); the only sleeps are windows in which nothing may happen.
@@ -13,6 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::gate_env::{wait_for, Env, HOUR_MS, PASSWORD, USER};
 use common::upstream_server::Mode;
+use common::Backend;
 use leasehold::config::Day;
 use serde_json::Value;
 
@@ -81,10 +84,9 @@ fn three_runs_on_one_day(env: &mut Env) {
     ok(&env.run(&["work", "--until-empty"]));
 }
 
-#[test]
-fn expiry_warnings_go_out_from_14_days_before_once_a_day_across_processes() {
+fn expiry_warnings_go_out_from_14_days_before_once_a_day_across_processes(b: Backend) {
     let expires = wall_ms() / DAY_MS + 40;
-    let mut env = Env::with_config(0, |base, hook, _| {
+    let mut env = Env::with_config_on(b, 0, |base, hook, _| {
         let more = format!("expires_on = \"{}\"", Day(expires));
         account("main", USER, &more) + &source_and_gate(base, hook, &["main"])
     });
@@ -133,8 +135,8 @@ fn expiry_warnings_go_out_from_14_days_before_once_a_day_across_processes() {
 const USER_B: &str = "svc-b";
 
 /// Two accounts, `a` (user `USER`) and `b` (user `USER_B`), in one pool.
-fn pool_env(docs: usize) -> Env {
-    let env = Env::with_config(docs, |base, hook, _| {
+fn pool_env(b: Backend, docs: usize) -> Env {
+    let env = Env::with_config_on(b, docs, |base, hook, _| {
         account("a", USER, "") + &account("b", USER_B, "") + &source_and_gate(base, hook, &["a", "b"])
     });
     env.up.add_account(USER_B, PASSWORD);
@@ -160,10 +162,9 @@ fn settled(env: &Env) -> bool {
 }
 
 /// Watch for `secs`: `user`'s request count must not move.
-#[test]
-fn pool_a_lock_pauses_only_its_holder_and_two_locks_make_one_shared_cause_notice() {
+fn pool_a_lock_pauses_only_its_holder_and_two_locks_make_one_shared_cause_notice(b: Backend) {
     const DOCS: i64 = 200;
-    let mut env = pool_env(DOCS as usize);
+    let mut env = pool_env(b, DOCS as usize);
     assert_eq!(json(&env.run(&["discover", "--json"]))["listed"], DOCS);
 
     // Account a is rejected; two processes, one on each account.
@@ -261,8 +262,8 @@ const PER_SECOND: u64 = 5;
 const MAX_BYTES: i64 = 600;
 
 /// Source account `main`, sink account `sink` (its own user), a small cap.
-fn outbox_env(docs: usize) -> Env {
-    let env = Env::with_config(docs, |base, hook, sink| {
+fn outbox_env(b: Backend, docs: usize) -> Env {
+    let env = Env::with_config_on(b, docs, |base, hook, sink| {
         account("main", USER, "")
             + &account("sink", USER_SINK, "")
             + &source_and_gate(base, hook, &["main"])
@@ -279,10 +280,16 @@ fn outbox_env(docs: usize) -> Env {
 type Row = (i64, String, String, String, String);
 
 fn outbox_rows(env: &Env) -> Vec<Row> {
+    const SQL: &str = "SELECT id, doc_key, version, checksum, body FROM outbox ORDER BY id";
+    if let Some(mut pg) = env.pg() {
+        let rows = pg.query(SQL, &[]).unwrap();
+        return rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+            .collect();
+    }
     let db = env.db();
-    let mut s = db
-        .prepare("SELECT id, doc_key, version, checksum, body FROM outbox ORDER BY id")
-        .unwrap();
+    let mut s = db.prepare(SQL).unwrap();
     let rows = s.query_map([], |r| {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
     });
@@ -391,9 +398,8 @@ fn delivered_keys(env: &Env, kept: &[Row]) -> BTreeMap<String, usize> {
     seen
 }
 
-#[test]
-fn outbox_drops_the_oldest_past_the_cap_then_delivers_each_kept_result_once_batched_and_paced() {
-    let mut env = outbox_env(5);
+fn outbox_drops_the_oldest_past_the_cap_then_delivers_each_kept_result_once_batched_and_paced(b: Backend) {
+    let mut env = outbox_env(b, 5);
     let kept = thirty_results_while_the_sink_is_locked(&mut env);
     let dropped = 30 - kept.len();
 
@@ -446,9 +452,8 @@ fn outbox_drops_the_oldest_past_the_cap_then_delivers_each_kept_result_once_batc
     env.assert_no_secret();
 }
 
-#[test]
-fn outbox_crash_mid_drain_loses_nothing_and_duplicates_only_the_batch_in_flight() {
-    let mut env = outbox_env(5);
+fn outbox_crash_mid_drain_loses_nothing_and_duplicates_only_the_batch_in_flight(b: Backend) {
+    let mut env = outbox_env(b, 5);
     let kept = thirty_results_while_the_sink_is_locked(&mut env);
     env.up.set_mode(USER_SINK, Mode::Accept);
     env.jump(HOUR_MS + 1_000);
@@ -509,9 +514,8 @@ fn outbox_crash_mid_drain_loses_nothing_and_duplicates_only_the_batch_in_flight(
     env.assert_no_secret();
 }
 
-#[test]
-fn sync_no_wait_returns_at_once_when_the_sink_is_already_locked() {
-    let mut env = outbox_env(5);
+fn sync_no_wait_returns_at_once_when_the_sink_is_already_locked(b: Backend) {
+    let mut env = outbox_env(b, 5);
     let worker = a_worker_that_locked_the_sink(&mut env);
     kill(&mut env, worker);
     let mut child = env.spawn(&["sync", "--no-wait"], &[]);
@@ -598,8 +602,8 @@ fn show_everything(env: &mut Env) {
 }
 
 #[test]
-fn secrets_never_appear_in_outputs_errors_notices_history_or_status() {
-    let mut env = outbox_env(6);
+fn sqlite_only_secrets_never_appear_in_outputs_errors_notices_history_or_status() {
+    let mut env = outbox_env(Backend::Sqlite, 6);
     // The sink's account reads the same password from a file.
     std::fs::write(env.dir().join("sink.pw"), format!("{PASSWORD}\n")).unwrap();
     let config = std::fs::read_to_string(&env.config).unwrap();
@@ -666,9 +670,8 @@ fn a_notify_command_never_receives_the_password() {
     env.assert_no_secret();
 }
 
-#[test]
-fn a_manual_unlock_lets_the_parked_documents_resume_at_once() {
-    let mut env = Env::new(6);
+fn a_manual_unlock_lets_the_parked_documents_resume_at_once(b: Backend) {
+    let mut env = Env::on(b, 6);
     assert_eq!(json(&env.run(&["discover", "--json"]))["listed"], 6);
     env.up.set_mode(USER, Mode::Reject401);
     // Without waiting: the workers that met the lock park their documents
@@ -682,3 +685,14 @@ fn a_manual_unlock_lets_the_parked_documents_resume_at_once() {
     ok(&env.run(&["--workers", "2", "work", "--until-empty"]));
     assert_eq!(count(&env, "indexed"), 6, "still parked after the unlock");
 }
+
+// The secrets test reads every table of the SQLite file (and the notify
+// command test is about the process, not the store): SQLite only.
+on_both_backends!(
+    expiry_warnings_go_out_from_14_days_before_once_a_day_across_processes,
+    pool_a_lock_pauses_only_its_holder_and_two_locks_make_one_shared_cause_notice,
+    outbox_drops_the_oldest_past_the_cap_then_delivers_each_kept_result_once_batched_and_paced,
+    outbox_crash_mid_drain_loses_nothing_and_duplicates_only_the_batch_in_flight,
+    sync_no_wait_returns_at_once_when_the_sink_is_already_locked,
+    a_manual_unlock_lets_the_parked_documents_resume_at_once,
+);

@@ -4,7 +4,8 @@
 //! lock that ran out with nobody holding the account.
 //!
 //! Three in-process gates (one per account, as three `work` processes would
-//! spread) and the real `leasehold auth unlock` share one database file and one
+//! spread) and the real `leasehold auth unlock` share one database (a SQLite file,
+//! or PostgreSQL: each test runs on both) and one
 //! clock: the clock-offset file every `leasehold` process reads. A second test
 //! checks the same with a real `leasehold work` process that has nothing to do.
 
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use common::gate_env::{Env, PASSWORD, USER};
 use common::upstream_server::Mode;
+use common::Backend;
 use leasehold::clock::OffsetFileClock;
 use leasehold::config::FileConfig;
 use leasehold::source::Source;
@@ -24,8 +26,8 @@ use leasehold::{Store, StoreOptions};
 
 const USERS: [(&str, &str); 3] = [("a", USER), ("b", "svc-b"), ("c", "svc-c")];
 
-fn pool_env() -> Env {
-    let env = Env::with_config(3, |base, hook, _| {
+fn pool_env(b: Backend) -> Env {
+    let env = Env::with_config_on(b, 3, |base, hook, _| {
         let mut text = String::new();
         for (name, user) in USERS {
             text += &format!(
@@ -56,7 +58,11 @@ fn process(env: &Env, holder: &str) -> Proc {
     let file = FileConfig::parse_with_env(&text, &env.config, &|_| Some(PASSWORD.into())).unwrap();
     let clock = OffsetFileClock::new(env.dir().join("clock-offset"));
     let options = StoreOptions::default().clock(Arc::new(clock));
-    let store = Store::open(env.data.join("leasehold.db"), options).unwrap();
+    let store = match &env.db_url {
+        Some(url) => Store::open(url, options),
+        None => Store::open(env.data.join("leasehold.db"), options),
+    }
+    .unwrap();
     let gate = Arc::new(Gate::new(&store, &file, holder));
     let source = HttpSource::new(
         file.source_http.as_ref().unwrap(),
@@ -89,9 +95,8 @@ fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| s.to_string()).collect()
 }
 
-#[test]
-fn a_pool_of_three_refused_tells_every_lock_and_every_recovery() {
-    let mut env = pool_env();
+fn a_pool_of_three_refused_tells_every_lock_and_every_recovery(b: Backend) {
+    let mut env = pool_env(b);
     for (_, user) in USERS {
         env.up.set_mode(user, Mode::Reject401);
     }
@@ -189,9 +194,8 @@ fn content_requests(env: &Env) -> usize {
 /// The wiring in `leasehold work`: an account locked with nothing queued (no
 /// worker will ever fetch with it) is probed by the process's courier when
 /// its lock runs out, and the recovery notice goes out.
-#[test]
-fn a_work_process_with_nothing_to_do_still_ends_a_lock_on_time() {
-    let mut env = Env::new(0);
+fn a_work_process_with_nothing_to_do_still_ends_a_lock_on_time(b: Backend) {
+    let mut env = Env::on(b, 0);
     env.up.set_mode(USER, Mode::Reject401);
     let out = env.run(&["discover", "--no-wait"]);
     assert!(!out.status.success(), "the listing is refused");
@@ -208,3 +212,8 @@ fn a_work_process_with_nothing_to_do_still_ends_a_lock_on_time() {
     assert_eq!(env.received("recovery"), 1);
     env.assert_no_secret();
 }
+
+on_both_backends!(
+    a_pool_of_three_refused_tells_every_lock_and_every_recovery,
+    a_work_process_with_nothing_to_do_still_ends_a_lock_on_time,
+);

@@ -1,12 +1,13 @@
-//! The auth gate's and the outbox's rules on a real database file, driven by
-//! the manual clock: locks, the single probe, stale permits, notices, expiry,
-//! pool holds, and the outbox cap and drain.
+//! The auth gate's and the outbox's rules on a real database, SQLite and
+//! PostgreSQL (each body runs on both, `sqlite::NAME` and `postgres::NAME`),
+//! driven by the manual clock: locks, the single probe, stale permits,
+//! notices, expiry, pool holds, and the outbox cap and drain.
 
 mod common;
 
 use std::time::Duration;
 
-use common::TempStore;
+use common::{Backend, TestDb};
 use leasehold::store::{Admission, Answer, Drain, GateChange, GatePolicy, OutboxCap};
 use leasehold::{NewDoc, Store};
 
@@ -33,7 +34,7 @@ fn notices_of(s: &Store, kind: &str) -> usize {
 }
 
 /// Lock `a` with a rejection, let the lock run out, and take the probe slot.
-fn locked_then_probing(t: &TempStore, s: &Store) -> leasehold::store::ProbePermit {
+fn locked_then_probing(t: &TestDb, s: &Store) -> leasehold::store::ProbePermit {
     s.accounts().report("a", None, &rejected(), &POLICY).unwrap();
     t.clock.advance(Duration::from_millis(10_000));
     permit(s.accounts().admit("a", "p", &POLICY).unwrap())
@@ -46,9 +47,8 @@ fn permit(a: Admission) -> leasehold::store::ProbePermit {
     }
 }
 
-#[test]
-fn a_rejection_locks_for_everyone_until_the_ttl_then_one_probe() {
-    let t = TempStore::new();
+fn a_rejection_locks_for_everyone_until_the_ttl_then_one_probe(b: Backend) {
+    let t = TestDb::new(b);
     let (p1, p2) = (t.handle(30_000), t.handle(30_000));
     assert_eq!(p1.accounts().admit("a", "p", &POLICY).unwrap(), Admission::Go);
     let change = p1.accounts().report("a", None, &rejected(), &POLICY).unwrap();
@@ -97,9 +97,8 @@ fn a_rejection_locks_for_everyone_until_the_ttl_then_one_probe() {
     assert_eq!(notices_of(&p1, "lock"), 1, "one lock notice per notify_every");
 }
 
-#[test]
-fn retry_after_sets_the_end_of_the_lock() {
-    let t = TempStore::new();
+fn retry_after_sets_the_end_of_the_lock(b: Backend) {
+    let t = TestDb::new(b);
     let s = t.handle(30_000);
     let answer = Answer::Rejected {
         error: "locked upstream".into(),
@@ -114,9 +113,8 @@ fn retry_after_sets_the_end_of_the_lock() {
     );
 }
 
-#[test]
-fn probe_success_opens_for_everyone_with_one_recovery_notice() {
-    let t = TempStore::new();
+fn probe_success_opens_for_everyone_with_one_recovery_notice(b: Backend) {
+    let t = TestDb::new(b);
     let s = t.handle(30_000);
     let probe = locked_then_probing(&t, &s);
     assert_eq!(
@@ -143,9 +141,8 @@ fn probe_success_opens_for_everyone_with_one_recovery_notice() {
     assert_eq!(s.accounts().states().unwrap()[0].epoch, 2);
 }
 
-#[test]
-fn a_late_probe_answer_from_an_expired_slot_changes_nothing() {
-    let t = TempStore::new();
+fn a_late_probe_answer_from_an_expired_slot_changes_nothing(b: Backend) {
+    let t = TestDb::new(b);
     let (dead, alive) = (t.handle(30_000), t.handle(30_000));
     let old = locked_then_probing(&t, &dead);
     // The prober goes silent past probe_ttl; another process takes the slot.
@@ -168,9 +165,8 @@ fn a_late_probe_answer_from_an_expired_slot_changes_nothing() {
     assert_eq!(notices_of(&alive, "recovery"), 0);
 }
 
-#[test]
-fn a_transient_probe_answer_frees_the_slot_without_counting() {
-    let t = TempStore::new();
+fn a_transient_probe_answer_frees_the_slot_without_counting(b: Backend) {
+    let t = TestDb::new(b);
     let s = t.handle(30_000);
     let probe = locked_then_probing(&t, &s);
     assert_eq!(
@@ -187,9 +183,8 @@ fn a_transient_probe_answer_frees_the_slot_without_counting() {
     ));
 }
 
-#[test]
-fn a_manual_unlock_opens_and_is_recorded() {
-    let t = TempStore::new();
+fn a_manual_unlock_opens_and_is_recorded(b: Backend) {
+    let t = TestDb::new(b);
     let s = t.handle(30_000);
     s.accounts().report("a", None, &rejected(), &POLICY).unwrap();
     assert!(s.accounts().unlock("a", "tester").unwrap());
@@ -202,9 +197,8 @@ fn a_manual_unlock_opens_and_is_recorded() {
     assert!(!s.accounts().unlock("a", "tester").unwrap(), "already open");
 }
 
-#[test]
-fn expiry_warnings_start_at_the_window_and_go_once_a_day() {
-    let t = TempStore::new();
+fn expiry_warnings_start_at_the_window_and_go_once_a_day(b: Backend) {
+    let t = TestDb::new(b);
     let (p1, p2) = (t.handle(30_000), t.handle(30_000));
     let day = 86_400_000i64;
     let expires_on = 100; // day 100 since 1970-01-01
@@ -223,9 +217,8 @@ fn expiry_warnings_start_at_the_window_and_go_once_a_day() {
     assert_eq!(warned_on(0), 1);
 }
 
-#[test]
-fn two_accounts_locked_within_a_ttl_make_one_shared_cause_notice() {
-    let t = TempStore::new();
+fn two_accounts_locked_within_a_ttl_make_one_shared_cause_notice(b: Backend) {
+    let t = TestDb::new(b);
     let s = t.handle(30_000);
     let pool = ["a".to_string(), "b".to_string(), "c".to_string()];
     let hold = Duration::from_secs(60);
@@ -247,9 +240,8 @@ fn two_accounts_locked_within_a_ttl_make_one_shared_cause_notice() {
     );
 }
 
-#[test]
-fn a_third_account_locked_after_the_shared_cause_notice_is_told_and_so_is_its_recovery() {
-    let t = TempStore::new();
+fn a_third_account_locked_after_the_shared_cause_notice_is_told_and_so_is_its_recovery(b: Backend) {
+    let t = TestDb::new(b);
     let s = t.handle(30_000);
     for a in ["a", "b", "c"] {
         s.accounts().report(a, None, &rejected(), &POLICY).unwrap();
@@ -275,9 +267,8 @@ fn a_third_account_locked_after_the_shared_cause_notice_is_told_and_so_is_its_re
     assert_eq!(notices_of(&s, "recovery"), 3, "every recovery is told");
 }
 
-#[test]
-fn probe_due_lists_locks_that_ran_out_with_the_slot_free() {
-    let t = TempStore::new();
+fn probe_due_lists_locks_that_ran_out_with_the_slot_free(b: Backend) {
+    let t = TestDb::new(b);
     let s = t.handle(30_000);
     s.accounts().report("a", None, &rejected(), &POLICY).unwrap();
     t.clock.advance(Duration::from_millis(2_000));
@@ -292,9 +283,8 @@ fn probe_due_lists_locks_that_ran_out_with_the_slot_free() {
     assert_eq!(s.accounts().probe_due().unwrap(), ["a", "b"]);
 }
 
-#[test]
-fn pool_holds_are_sticky_and_spread_over_open_accounts() {
-    let t = TempStore::new();
+fn pool_holds_are_sticky_and_spread_over_open_accounts(b: Backend) {
+    let t = TestDb::new(b);
     let s = t.handle(30_000);
     let pool = ["a".to_string(), "b".to_string()];
     let hold = Duration::from_secs(60);
@@ -328,13 +318,13 @@ fn pool_holds_are_sticky_and_spread_over_open_accounts() {
     assert_eq!(holders(), 0);
 }
 
-fn outbox_store(t: &TempStore, max_bytes: u64, max_age_ms: i64) -> Store {
+fn outbox_store(t: &TestDb, max_bytes: u64, max_age_ms: i64) -> Store {
     let mut o = t.options(30_000);
     o.outbox = OutboxCap {
         max_age_ms,
         max_bytes,
     };
-    Store::open(&t.path, o).unwrap()
+    t.open(o)
 }
 
 fn accept(s: &Store, key: &str, text: &str) {
@@ -343,9 +333,8 @@ fn accept(s: &Store, key: &str, text: &str) {
     assert!(s.complete_and_deliver(c, "r", "sum", text).unwrap().is_accepted());
 }
 
-#[test]
-fn only_accepted_results_enter_the_outbox_once() {
-    let t = TempStore::new();
+fn only_accepted_results_enter_the_outbox_once(b: Backend) {
+    let t = TestDb::new(b);
     let s = outbox_store(&t, 1 << 20, 86_400_000);
     s.enqueue(&NewDoc::new("k", "v1")).unwrap();
     let stale = s.claim("w1").unwrap().unwrap();
@@ -382,9 +371,8 @@ fn only_accepted_results_enter_the_outbox_once() {
     }
 }
 
-#[test]
-fn the_cap_drops_the_oldest_and_counts_them() {
-    let t = TempStore::new();
+fn the_cap_drops_the_oldest_and_counts_them(b: Backend) {
+    let t = TestDb::new(b);
     let s = outbox_store(&t, 250, 60_000);
     for i in 0..5 {
         accept(&s, &format!("k{i}"), &"x".repeat(100));
@@ -409,9 +397,8 @@ fn the_cap_drops_the_oldest_and_counts_them() {
     assert_eq!((totals.rows, totals.dropped), (1, 5), "{totals:?}");
 }
 
-#[test]
-fn a_batch_in_flight_is_not_sent_twice_and_comes_back_if_its_sender_dies() {
-    let t = TempStore::new();
+fn a_batch_in_flight_is_not_sent_twice_and_comes_back_if_its_sender_dies(b: Backend) {
+    let t = TestDb::new(b);
     let s = outbox_store(&t, 1 << 20, 86_400_000);
     for i in 0..5 {
         accept(&s, &format!("k{i}"), "text");
@@ -439,9 +426,8 @@ fn a_batch_in_flight_is_not_sent_twice_and_comes_back_if_its_sender_dies() {
     assert_eq!(s.outbox().totals().unwrap().delivered, 5);
 }
 
-#[test]
-fn the_shared_pace_spaces_batches() {
-    let t = TempStore::new();
+fn the_shared_pace_spaces_batches(b: Backend) {
+    let t = TestDb::new(b);
     let (p1, p2) = (outbox_store(&t, 1 << 20, 86_400_000), t.handle(30_000));
     for i in 0..4 {
         accept(&p1, &format!("k{i}"), "text");
@@ -464,9 +450,8 @@ fn the_shared_pace_spaces_batches() {
     ));
 }
 
-#[test]
-fn a_429_paces_everyone_and_never_locks() {
-    let t = TempStore::new();
+fn a_429_paces_everyone_and_never_locks(b: Backend) {
+    let t = TestDb::new(b);
     let (p1, p2) = (t.handle(30_000), t.handle(30_000));
     let paced = Answer::RateLimited { until: 5_000 };
     assert_eq!(
@@ -487,3 +472,161 @@ fn a_429_paces_everyone_and_never_locks() {
     t.clock.advance(Duration::from_millis(5_000));
     assert_eq!(p2.accounts().admit("a", "p2", &POLICY).unwrap(), Admission::Go);
 }
+
+/// Run `f(i, store)` on `n` threads at once, each with its own store handle
+/// (its own connections, as processes have), started together.
+fn at_once<T: Send>(t: &TestDb, n: usize, f: impl Fn(usize, &Store) -> T + Sync) -> Vec<T> {
+    let stores: Vec<Store> = (0..n).map(|_| t.handle(30_000)).collect();
+    let start = std::sync::Barrier::new(n);
+    std::thread::scope(|scope| {
+        let running: Vec<_> = stores
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let (start, f) = (&start, &f);
+                scope.spawn(move || {
+                    start.wait();
+                    f(i, s)
+                })
+            })
+            .collect();
+        running.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Processes that meet a rejection together make one incident and one lock
+/// notice; after the lock, processes asking together get one probe slot.
+fn racing_processes_make_one_incident_one_notice_and_one_prober(b: Backend) {
+    let t = TestDb::new(b);
+    for round in 0..5 {
+        let account = format!("acct{round}");
+        let changes = at_once(&t, 6, |_, s| {
+            s.accounts().report(&account, None, &rejected(), &POLICY).unwrap()
+        });
+        let locks = changes
+            .iter()
+            .filter(|c| matches!(c, GateChange::Locked { .. }))
+            .count();
+        assert_eq!(locks, 1, "round {round}: {changes:?}");
+        t.clock.advance(Duration::from_millis(10_000));
+        let admissions = at_once(&t, 6, |i, s| {
+            s.accounts().admit(&account, &format!("p{i}"), &POLICY).unwrap()
+        });
+        let probes = admissions
+            .iter()
+            .filter(|a| matches!(a, Admission::Probe(_)))
+            .count();
+        assert_eq!(probes, 1, "round {round}: {admissions:?}");
+        let s = t.handle(30_000);
+        let granted = s
+            .accounts()
+            .history(&account)
+            .unwrap()
+            .iter()
+            .filter(|e| e.event == "probe_granted")
+            .count();
+        assert_eq!(granted, 1, "round {round}");
+        let lock_notices = s
+            .notices()
+            .all()
+            .unwrap()
+            .iter()
+            .filter(|n| n.kind == "lock" && n.account == account)
+            .count();
+        assert_eq!(lock_notices, 1, "round {round}");
+        s.accounts().unlock(&account, "test").unwrap();
+    }
+}
+
+/// Two accounts rejected at the same moment are a shared cause: exactly one
+/// shared-cause notice names both, and no lock goes untold.
+fn two_accounts_rejected_together_make_one_shared_cause_notice(b: Backend) {
+    let t = TestDb::new(b);
+    for round in 0..5 {
+        let names = [format!("x{round}"), format!("y{round}")];
+        at_once(&t, 2, |i, s| {
+            s.accounts()
+                .report(&names[i], None, &rejected(), &POLICY)
+                .unwrap()
+        });
+        let s = t.handle(30_000);
+        let notices = s.notices().all().unwrap();
+        let shared: Vec<_> = notices
+            .iter()
+            .filter(|n| n.kind == "shared_cause" && names.iter().any(|a| n.message.contains(a.as_str())))
+            .collect();
+        assert_eq!(shared.len(), 1, "round {round}: {notices:?}");
+        for a in &names {
+            assert!(
+                shared[0].message.contains(a.as_str()),
+                "{a}: {}",
+                shared[0].message
+            );
+            s.accounts().unlock(a, "test").unwrap();
+        }
+        // The next round is a new shared cause.
+        t.clock.advance(Duration::from_millis(10_001));
+    }
+}
+
+/// Senders claiming together never take the same notice, nor the same
+/// outbox row, and between them take every one.
+fn racing_senders_take_each_notice_and_each_outbox_row_once(b: Backend) {
+    let t = TestDb::new(b);
+    let s = outbox_store(&t, 1 << 20, 86_400_000);
+    for i in 0..12 {
+        accept(&s, &format!("k{i}"), "text");
+        s.accounts()
+            .report(&format!("a{i}"), None, &rejected(), &POLICY)
+            .unwrap();
+    }
+    let lease = Duration::from_secs(60);
+    let taken = at_once(&t, 4, |i, s| {
+        let mut notices = Vec::new();
+        while let Some(n) = s.notices().claim(&format!("sender{i}"), lease).unwrap() {
+            notices.push(n.id);
+        }
+        let mut rows = Vec::new();
+        while let Drain::Send(batch) = s.outbox().claim(2, lease, Duration::ZERO).unwrap() {
+            rows.extend(batch.items.iter().map(|it| it.id));
+        }
+        (notices, rows)
+    });
+    let all_notices = s.notices().all().unwrap().len();
+    let mut notices: Vec<i64> = taken.iter().flat_map(|(n, _)| n.clone()).collect();
+    let mut rows: Vec<i64> = taken.iter().flat_map(|(_, r)| r.clone()).collect();
+    notices.sort_unstable();
+    rows.sort_unstable();
+    let claimed = notices.len();
+    notices.dedup();
+    rows.dedup();
+    assert_eq!(
+        (claimed, notices.len()),
+        (all_notices, all_notices),
+        "a notice taken twice or never"
+    );
+    assert_eq!(rows.len(), 12, "an outbox row taken twice or never: {taken:?}");
+    assert_eq!(taken.iter().map(|(_, r)| r.len()).sum::<usize>(), 12);
+}
+
+on_both_backends!(
+    racing_processes_make_one_incident_one_notice_and_one_prober,
+    two_accounts_rejected_together_make_one_shared_cause_notice,
+    racing_senders_take_each_notice_and_each_outbox_row_once,
+    a_rejection_locks_for_everyone_until_the_ttl_then_one_probe,
+    retry_after_sets_the_end_of_the_lock,
+    probe_success_opens_for_everyone_with_one_recovery_notice,
+    a_late_probe_answer_from_an_expired_slot_changes_nothing,
+    a_transient_probe_answer_frees_the_slot_without_counting,
+    a_manual_unlock_opens_and_is_recorded,
+    expiry_warnings_start_at_the_window_and_go_once_a_day,
+    two_accounts_locked_within_a_ttl_make_one_shared_cause_notice,
+    a_third_account_locked_after_the_shared_cause_notice_is_told_and_so_is_its_recovery,
+    probe_due_lists_locks_that_ran_out_with_the_slot_free,
+    pool_holds_are_sticky_and_spread_over_open_accounts,
+    only_accepted_results_enter_the_outbox_once,
+    the_cap_drops_the_oldest_and_counts_them,
+    a_batch_in_flight_is_not_sent_twice_and_comes_back_if_its_sender_dies,
+    the_shared_pace_spaces_batches,
+    a_429_paces_everyone_and_never_locks,
+);

@@ -12,7 +12,7 @@
 //! claimable sets in the same order, fence + 1 per claim, a fresh token, the
 //! fenced writes guarded by id + token + `extracting` and never by the expiry,
 //! and one history row per transition or refusal with the same event names.
-//! What an engine has not built yet answers [`crate::Error::NotOnPostgres`],
+//! What an engine has not built answers [`crate::Error::NotOnPostgres`],
 //! naming the operation.
 //!
 //! What belongs to one engine only (SQLite's file, journal mode, integrity

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::upstream_server::Upstream;
-use super::BIN;
+use super::{pg, Backend, BIN};
 
 /// The account's password: it must never appear in any output, notice or row.
 pub const PASSWORD: &str = "pw-Sekrit-7f3a9c41";
@@ -26,6 +26,9 @@ pub struct Env {
     pub up: Upstream,
     /// Every stdout/stderr seen, for the secrets check.
     pub outputs: Vec<String>,
+    /// The PostgreSQL database every process uses (`LEASEHOLD_DB`), or
+    /// `None` for the data directory's SQLite file.
+    pub db_url: Option<String>,
 }
 
 /// The `main` account (user [`USER`], password from `LH_TEST_PASSWORD`) and an
@@ -49,7 +52,12 @@ impl Env {
     /// An upstream with `docs` text documents and one account, read as the
     /// source through the `main` account; notices go to the upstream's webhook.
     pub fn new(docs: usize) -> Env {
-        Env::with_config(docs, |base, hook, _sink| {
+        Env::on(Backend::Sqlite, docs)
+    }
+
+    /// [`Env::new`] on the engine `backend`.
+    pub fn on(backend: Backend, docs: usize) -> Env {
+        Env::with_config_on(backend, docs, |base, hook, _sink| {
             format!(
                 r#"{}
 [auth]
@@ -68,6 +76,21 @@ webhook = "{hook}"
     /// An upstream with `docs` text documents and the one account `USER`; the
     /// whole config file is `config(base_url, webhook_url, sink_url)`.
     pub fn with_config(docs: usize, config: impl FnOnce(&str, &str, &str) -> String) -> Env {
+        Env::with_config_on(Backend::Sqlite, docs, config)
+    }
+
+    /// [`Env::with_config`] on the engine `backend`: for PostgreSQL a fresh
+    /// database on the test binary's server, given to every process as
+    /// `LEASEHOLD_DB`.
+    pub fn with_config_on(
+        backend: Backend,
+        docs: usize,
+        config: impl FnOnce(&str, &str, &str) -> String,
+    ) -> Env {
+        let db_url = match backend {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(pg::server().fresh_database()),
+        };
         let dir = tempfile::tempdir().unwrap();
         let up = Upstream::start();
         up.add_account(USER, PASSWORD);
@@ -87,6 +110,7 @@ webhook = "{hook}"
             offset_ms: 0,
             up,
             outputs: Vec::new(),
+            db_url,
         };
         env.add_docs(0..docs);
         env
@@ -154,6 +178,10 @@ webhook = "{hook}"
             .args(args)
             .env("LH_TEST_PASSWORD", PASSWORD)
             .env("LEASEHOLD_TEST_CLOCK_FILE", &self.clock_file);
+        match &self.db_url {
+            Some(url) => c.env("LEASEHOLD_DB", url),
+            None => c.env_remove("LEASEHOLD_DB"),
+        };
         c
     }
 
@@ -212,20 +240,52 @@ webhook = "{hook}"
         std::fs::write(&self.clock_file, self.offset_ms.to_string()).unwrap();
     }
 
+    /// The SQLite file (SQLite-only tests).
     pub fn db(&self) -> rusqlite::Connection {
+        assert!(
+            self.db_url.is_none(),
+            "db() is the SQLite file; use scalar or texts"
+        );
         let c = rusqlite::Connection::open(self.data.join("leasehold.db")).unwrap();
         c.busy_timeout(Duration::from_secs(5)).unwrap();
         c
     }
 
+    /// A client on the PostgreSQL database, `None` on SQLite.
+    pub fn pg(&self) -> Option<postgres::Client> {
+        self.db_url.as_deref().map(pg_client)
+    }
+
+    /// The first column of `sql`'s first row, an integer, on either engine
+    /// (`sql` in the SQL both speak).
     pub fn scalar(&self, sql: &str) -> i64 {
-        self.db().query_row(sql, [], |r| r.get(0)).unwrap()
+        match &self.db_url {
+            None => self.db().query_row(sql, [], |r| r.get(0)).unwrap(),
+            Some(url) => pg_client(url).query_one(sql, &[]).unwrap().get(0),
+        }
+    }
+
+    /// The first column of every row of `sql`, as text, on either engine.
+    pub fn texts(&self, sql: &str) -> Vec<String> {
+        match &self.db_url {
+            None => {
+                let db = self.db();
+                let mut s = db.prepare(sql).unwrap();
+                let rows = s.query_map([], |r| r.get(0)).unwrap();
+                rows.map(|r| r.unwrap()).collect()
+            }
+            Some(url) => pg_client(url)
+                .query(sql, &[])
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect(),
+        }
     }
 
     pub fn account_state(&self, name: &str) -> String {
-        self.db()
-            .query_row("SELECT state FROM accounts WHERE name = ?1", [name], |r| r.get(0))
-            .unwrap_or_else(|_| "none".into())
+        let sql = format!("SELECT state FROM accounts WHERE name = '{name}'");
+        self.texts(&sql).pop().unwrap_or_else(|| "none".into())
     }
 
     /// Notices the webhook received, of one kind.
@@ -254,6 +314,16 @@ webhook = "{hook}"
                 "a notice shows the password: {n}"
             );
         }
+        for text in self.texts(
+            "SELECT message || details FROM notices UNION ALL
+             SELECT coalesce(detail, '') FROM auth_history UNION ALL
+             SELECT coalesce(last_error, '') FROM accounts",
+        ) {
+            assert!(
+                !text.contains(PASSWORD),
+                "the database holds the password: {text}"
+            );
+        }
         for f in ["leasehold.db", "leasehold.db-wal"] {
             if let Ok(bytes) = std::fs::read(self.data.join(f)) {
                 assert!(
@@ -263,6 +333,11 @@ webhook = "{hook}"
             }
         }
     }
+}
+
+/// A client on the test's PostgreSQL database.
+fn pg_client(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).unwrap()
 }
 
 /// A name unique within the test process.

@@ -2,6 +2,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::text::{self, answer_name, lock_until, notice_due, Incident, NoticeText, Outage, Recovery};
 use super::{ensure, event, notice, row, Admission, Answer, GateChange, GatePolicy, ProbePermit, Row};
 use crate::clock::Millis;
 
@@ -90,26 +91,6 @@ pub(crate) fn report(
     }
 }
 
-/// Until when a rejection locks: what the upstream said, else one lock TTL;
-/// always in the future.
-fn lock_until(now: Millis, p: &GatePolicy, said: Option<Millis>) -> Millis {
-    said.unwrap_or(now + p.lock_ttl).max(now + 1)
-}
-
-/// A lock notice (or reminder) at most once per `notify_every` per incident.
-fn notice_due(r: &Row, now: Millis, p: &GatePolicy) -> bool {
-    r.lock_notice_at.is_none_or(|at| now - at >= p.notify_every)
-}
-
-fn answer_name(a: &Answer) -> &'static str {
-    match a {
-        Answer::Accepted => "accepted",
-        Answer::Rejected { .. } => "rejected",
-        Answer::Transient => "transient",
-        Answer::RateLimited { .. } => "rate limited",
-    }
-}
-
 /// Hold everyone off until `until` (a 429); never shortens an earlier pace.
 fn pace(tx: &Connection, account: &str, until: Millis) -> rusqlite::Result<GateChange> {
     tx.execute(
@@ -149,7 +130,7 @@ fn probe_answer(
             )?;
             event(tx, now, account, "probe_failed", r.epoch, Some(error))?;
             // A reminder at most once per notify_every while the incident lasts.
-            if notice_due(r, now, p) {
+            if notice_due(r.lock_notice_at, now, p) {
                 let incident = Incident {
                     epoch: r.epoch,
                     until,
@@ -164,13 +145,6 @@ fn probe_answer(
         }
         Answer::Accepted => recover(tx, now, account, r, Recovery::Probe),
     }
-}
-
-/// What a lock notice tells: the incident, until when, and why.
-struct Incident<'a> {
-    epoch: i64,
-    until: Millis,
-    error: &'a str,
 }
 
 /// Open -> locked: a new incident.
@@ -202,12 +176,8 @@ fn lock(
     if shared && !shared_cause_recent(tx, now, p)? {
         shared_cause_notice(tx, now, p, account, &locked)?;
     } else if shared {
-        let what = format!(
-            "locked too (likely the shared cause already reported; locked now: {})",
-            locked.join(", ")
-        );
-        lock_notice(tx, now, account, incident, &what)?;
-    } else if notice_due(r, now, p) {
+        lock_notice(tx, now, account, incident, &text::locked_too(&locked))?;
+    } else if notice_due(r.lock_notice_at, now, p) {
         lock_notice(tx, now, account, incident, "locked")?;
     }
     Ok(GateChange::Locked { epoch, until })
@@ -226,7 +196,7 @@ fn recently_locked(tx: &Connection, now: Millis, p: &GatePolicy) -> rusqlite::Re
 }
 
 /// The meta key holding when the last shared-cause notice was written.
-const SHARED_CAUSE_AT: &str = "shared_cause_notice_at";
+pub(crate) const SHARED_CAUSE_AT: &str = "shared_cause_notice_at";
 
 /// Whether the last shared-cause notice is less than one `lock_ttl` old.
 fn shared_cause_recent(tx: &Connection, now: Millis, p: &GatePolicy) -> rusqlite::Result<bool> {
@@ -261,19 +231,12 @@ fn shared_cause_notice(
         &format!("UPDATE accounts SET lock_notice_at = ?2 WHERE {RECENTLY_LOCKED}"),
         params![now - p.lock_ttl, now],
     )?;
-    let message = format!(
-        "accounts {} were all rejected within {} s: likely a shared cause; not failing over",
-        locked.join(", "),
-        p.lock_ttl / 1000
-    );
-    notice(
-        tx,
-        now,
-        account,
-        "shared_cause",
-        &message,
-        &serde_json::json!({ "accounts": locked }),
-    )
+    write_notice(tx, now, account, &text::shared_cause_notice(p, locked))
+}
+
+/// Write a notice built by `text`.
+fn write_notice(tx: &Connection, now: Millis, account: &str, n: &NoticeText) -> rusqlite::Result<()> {
+    notice(tx, now, account, n.kind, &n.message, &n.details)
 }
 
 fn lock_notice(
@@ -283,41 +246,11 @@ fn lock_notice(
     incident: &Incident<'_>,
     what: &str,
 ) -> rusqlite::Result<()> {
-    let Incident { epoch, until, error } = *incident;
     tx.execute(
         "UPDATE accounts SET lock_notice_at = ?2 WHERE name = ?1",
         params![account, now],
     )?;
-    let message = format!(
-        "account {account} {what}: {error}; nobody uses it for {} s",
-        (until - now).max(0) / 1000
-    );
-    notice(
-        tx,
-        now,
-        account,
-        "lock",
-        &message,
-        &serde_json::json!({ "epoch": epoch, "locked_until": until, "error": error }),
-    )
-}
-
-/// How a lock ended.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Recovery {
-    /// A probe was accepted (it counts among the incident's probes).
-    Probe,
-    /// `auth unlock`.
-    ByHand,
-}
-
-impl Recovery {
-    fn text(self) -> &'static str {
-        match self {
-            Recovery::Probe => "probe succeeded",
-            Recovery::ByHand => "unlocked by hand",
-        }
-    }
+    write_notice(tx, now, account, &text::lock_notice(now, account, incident, what))
 }
 
 /// Locked -> open, with the recovery notice. Every lock is told (a lock
@@ -333,8 +266,14 @@ fn recover(
         tx.query_row("SELECT rows, dropped FROM outbox_totals WHERE id = 1", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })?;
-    let probes = r.probes + i64::from(how == Recovery::Probe);
-    let how = how.text();
+    let outage = Outage {
+        epoch: r.epoch,
+        locked_at: r.locked_at,
+        probes: r.probes,
+        held,
+        dropped: (dropped, r.dropped_at_lock),
+    };
+    let told = text::recovery_notice(now, account, how, &outage);
     tx.execute(
         "UPDATE accounts SET state = 'open', locked_until = NULL, locked_at = NULL,
                 probe_token = NULL, probe_until = NULL, probes = 0, lock_notice_at = NULL,
@@ -342,31 +281,14 @@ fn recover(
          WHERE name = ?1",
         params![account, now],
     )?;
-    event(tx, now, account, "recovered", r.epoch, Some(how))?;
+    event(tx, now, account, "recovered", r.epoch, Some(how.text()))?;
     // Documents parked on this account may go at once.
     tx.prepare_cached(
         "UPDATE jobs SET retry_at = min(retry_at, ?1), parked_on = NULL
          WHERE parked_on = ?2 AND status = 'retrying'",
     )?
     .execute(params![now, account])?;
-    let outage = now - r.locked_at.unwrap_or(now);
-    let dropped = dropped - r.dropped_at_lock;
-    let message = format!(
-        "account {account} works again ({how}) after {} s; {probes} probe(s); \
-         {held} result(s) held in the outbox, {dropped} dropped",
-        outage / 1000
-    );
-    notice(
-        tx,
-        now,
-        account,
-        "recovery",
-        &message,
-        &serde_json::json!({
-            "epoch": r.epoch, "outage_ms": outage, "probes": probes,
-            "held": held, "dropped": dropped,
-        }),
-    )?;
+    write_notice(tx, now, account, &told)?;
     Ok(GateChange::Recovered { epoch: r.epoch })
 }
 

@@ -27,9 +27,10 @@ use rusqlite::{params, Connection};
 
 use crate::clock::Millis;
 
-mod incident;
+pub(crate) mod incident;
 mod pool;
 mod read;
+pub(crate) mod text;
 
 pub(crate) use incident::{admit, report, unlock};
 pub(crate) use pool::{expiry, hold, unhold};

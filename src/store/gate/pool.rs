@@ -3,6 +3,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::incident::shared_cause_active;
+use super::text::{best_of, day_of, expiry_notice};
 use super::{ensure, notice, GatePolicy};
 use crate::clock::Millis;
 
@@ -16,7 +17,7 @@ pub(crate) fn expiry(
     warn_days: i64,
 ) -> rusqlite::Result<i64> {
     ensure(tx, now, account)?;
-    let today = now.div_euclid(86_400_000);
+    let today = day_of(now);
     let left = expires_on - today;
     if left > warn_days {
         return Ok(left);
@@ -33,21 +34,8 @@ pub(crate) fn expiry(
         "UPDATE accounts SET expiry_warned = ?2 WHERE name = ?1",
         params![account, today],
     )?;
-    let message = if left > 0 {
-        format!("account {account} expires in {left} day(s)")
-    } else if left == 0 {
-        format!("account {account} expires today")
-    } else {
-        format!("account {account} expired {} day(s) ago", -left)
-    };
-    notice(
-        tx,
-        now,
-        account,
-        "expiry",
-        &message,
-        &serde_json::json!({ "days_left": left, "expires_on_day": expires_on }),
-    )?;
+    let n = expiry_notice(account, left, expires_on);
+    notice(tx, now, account, n.kind, &n.message, &n.details)?;
     Ok(left)
 }
 
@@ -94,7 +82,7 @@ fn choose(
     candidates: &[String],
 ) -> rusqlite::Result<Option<String>> {
     let shared = shared_cause_active(tx, now, p)?;
-    let mut best: Option<(bool, i64, usize)> = None;
+    let mut keys = Vec::with_capacity(candidates.len());
     for (i, a) in candidates.iter().enumerate() {
         let (locked, holders): (bool, i64) = tx.query_row(
             "SELECT state = 'locked',
@@ -104,12 +92,9 @@ fn choose(
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         let locked = locked && !shared;
-        let key = (locked, holders, i);
-        if best.is_none_or(|b| key < b) {
-            best = Some(key);
-        }
+        keys.push((locked, holders, i));
     }
-    Ok(best.map(|(_, _, i)| candidates[i].clone()))
+    Ok(best_of(keys).map(|i| candidates[i].clone()))
 }
 
 /// Let go of a holder's account (the process is stopping).

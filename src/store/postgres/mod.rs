@@ -12,8 +12,10 @@
 //! - `queue.rs`: enqueue, requeue, scans, settings.
 //! - `write.rs`: claim (`FOR UPDATE SKIP LOCKED`) and the fenced writes.
 //! - `read.rs`: the reads and the checks `doctor` runs.
-//! - `ops.rs`: the seam: [`crate::store`]'s `Engine` for [`PgStore`]; what is
-//!   not built here yet (the gate, notices, the outbox) is refused by name.
+//! - `gate.rs`: the auth gate (DESIGN §6) under row and advisory locks.
+//! - `outbox.rs`: results waiting for the sink, and sending notices.
+//! - `fence.rs`: the document's row lock that fences mirror cleanup.
+//! - `ops.rs`: the seam: [`crate::store`]'s `Engine` for [`PgStore`].
 //!
 //! Callers use [`crate::Store`], which opens a `PgStore` for a `postgres://`
 //! location. The client is the synchronous `postgres` crate, which keeps the
@@ -22,8 +24,10 @@
 
 mod bulk;
 mod fence;
+mod gate;
 mod migrate;
 mod ops;
+mod outbox;
 mod queue;
 mod read;
 mod tx;

@@ -1,16 +1,14 @@
-//! The seam's PostgreSQL side: [`Engine`] for [`PgStore`]. The queue, the
-//! claims, the fenced writes, the reads and the checks are built; the auth
-//! gate, the notices and the outbox are not yet, and answer
-//! [`Error::NotOnPostgres`] naming the operation: never a panic, never a
-//! silent no-op. A completion that would queue text for the sink is refused
-//! the same way, before anything is written, since the outbox row must be
-//! written in the transaction that accepts the result.
+//! The seam's PostgreSQL side: [`Engine`] for [`PgStore`]: the queue, the
+//! claims, the fenced writes, the reads, the auth gate, the notices, the
+//! outbox and the checks, each one transaction or one read. A completion that
+//! carries text for the sink writes its outbox row in the transaction that
+//! accepts the result.
 
 use std::collections::HashMap;
 
-use super::{queue, read, write, PgStore};
+use super::{gate, outbox, queue, read, write, PgStore};
 use crate::clock::Millis;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::job::{
     Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
 };
@@ -21,21 +19,6 @@ use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, Pendi
 use crate::store::queue::NewDoc;
 use crate::store::read::{KnownSource, Totals};
 use crate::store::Completion;
-
-/// The refusal of an operation the PostgreSQL edition does not have yet.
-fn not_yet<T>(operation: &'static str) -> Result<T> {
-    Err(Error::NotOnPostgres { operation })
-}
-
-/// Refuse completions that carry text for the sink while the outbox is not
-/// built here: accepting the result without its outbox row would break the
-/// rule that an accepted result is queued exactly once.
-fn refuse_delivery(done: &[Completion<'_>]) -> Result<()> {
-    if done.iter().any(|c| c.deliver.is_some()) {
-        return not_yet("the outbox (a completion with text for the sink)");
-    }
-    Ok(())
-}
 
 impl Engine for PgStore {
     fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>> {
@@ -107,19 +90,18 @@ impl Engine for PgStore {
     }
 
     fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced> {
-        refuse_delivery(std::slice::from_ref(c))?;
-        self.write_tx(|tx, now| write::complete(tx, now, owner, (c.result_path, c.checksum), c.note))
+        let cap = self.policy().outbox;
+        self.write_tx(|tx, now| write::complete_and_push(tx, now, &cap, owner, c))
     }
 
-    /// One completion after another in one transaction: the same rows and
-    /// history as one at a time (SQLite's batch statement is an optimisation
-    /// of exactly that).
+    /// One completion after another in one transaction: the same rows,
+    /// history and outbox rows as one at a time (SQLite's batch statement is
+    /// an optimisation of exactly that).
     fn finish_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>> {
-        let completions: Vec<Completion<'_>> = done.iter().map(|(_, c)| *c).collect();
-        refuse_delivery(&completions)?;
+        let cap = self.policy().outbox;
         self.write_tx(|tx, now| {
             done.iter()
-                .map(|(o, c)| write::complete(tx, now, o, (c.result_path, c.checksum), c.note))
+                .map(|(o, c)| write::complete_and_push(tx, now, &cap, o, c))
                 .collect()
         })
     }
@@ -171,84 +153,85 @@ impl Engine for PgStore {
         self.read(read::count_extracting)
     }
 
-    fn admit(&self, _account: &str, _holder: &str, _policy: &GatePolicy) -> Result<Admission> {
-        not_yet("the auth gate (admit)")
+    fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
+        self.write_tx(|tx, now| gate::admit(tx, now, policy, account, holder))
     }
 
     fn report(
         &self,
-        _account: &str,
-        _permit: Option<&ProbePermit>,
-        _answer: &Answer,
-        _policy: &GatePolicy,
+        account: &str,
+        permit: Option<&ProbePermit>,
+        answer: &Answer,
+        policy: &GatePolicy,
     ) -> Result<GateChange> {
-        not_yet("the auth gate (report)")
+        self.write_tx(|tx, now| gate::report(tx, now, policy, account, permit, answer))
     }
 
-    fn unlock(&self, _account: &str, _by: &str) -> Result<bool> {
-        not_yet("the auth gate (unlock)")
+    fn unlock(&self, account: &str, by: &str) -> Result<bool> {
+        self.write_tx(|tx, now| gate::unlock(tx, now, account, by))
     }
 
-    fn blocked_until(&self, _account: &str, _now: Millis, _recheck_ms: Millis) -> Result<Option<Millis>> {
-        not_yet("the auth gate (blocked_until)")
+    fn blocked_until(&self, account: &str, now: Millis, recheck_ms: Millis) -> Result<Option<Millis>> {
+        self.read(|c| gate::blocked_until(c, now, account, recheck_ms))
     }
 
-    fn account_states(&self, _now: Millis) -> Result<Vec<AccountState>> {
-        not_yet("the auth gate (account states)")
+    fn account_states(&self, now: Millis) -> Result<Vec<AccountState>> {
+        self.read(|c| gate::states(c, now))
     }
 
-    fn gate_history(&self, _account: &str) -> Result<Vec<GateEvent>> {
-        not_yet("the auth gate (history)")
+    fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>> {
+        self.read(|c| gate::history(c, account))
     }
 
-    fn expiry(&self, _account: &str, _expires_on: i64, _warn_days: i64) -> Result<i64> {
-        not_yet("the auth gate (expiry warnings)")
+    fn expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64> {
+        self.write_tx(|tx, now| gate::expiry(tx, now, account, expires_on, warn_days))
     }
 
     fn hold(
         &self,
-        _holder: &str,
-        _candidates: &[String],
-        _hold_ms: Millis,
-        _policy: &GatePolicy,
+        holder: &str,
+        candidates: &[String],
+        hold_ms: Millis,
+        policy: &GatePolicy,
     ) -> Result<Option<String>> {
-        not_yet("the account pool (hold)")
+        self.write_tx(|tx, now| gate::hold(tx, now, policy, holder, candidates, hold_ms))
     }
 
-    fn unhold(&self, _holder: &str) -> Result<()> {
-        not_yet("the account pool (unhold)")
+    fn unhold(&self, holder: &str) -> Result<()> {
+        self.write_tx(|tx, _| gate::unhold(tx, holder))
     }
 
-    fn probe_due(&self, _now: Millis) -> Result<Vec<String>> {
-        not_yet("the auth gate (probe_due)")
+    fn probe_due(&self, now: Millis) -> Result<Vec<String>> {
+        self.read(|c| gate::probe_due(c, now))
     }
 
-    fn claim_notice(&self, _sender: &str, _lease_ms: Millis) -> Result<Option<PendingNotice>> {
-        not_yet("notices (claim)")
+    fn claim_notice(&self, sender: &str, lease_ms: Millis) -> Result<Option<PendingNotice>> {
+        self.write_tx(|tx, now| outbox::claim_notice(tx, now, sender, lease_ms))
     }
 
-    fn notice_done(&self, _n: &PendingNotice, _error: Option<&str>, _retry_ms: Millis) -> Result<()> {
-        not_yet("notices (done)")
+    fn notice_done(&self, n: &PendingNotice, error: Option<&str>, retry_ms: Millis) -> Result<()> {
+        self.write_tx(|tx, now| outbox::notice_sent(tx, now, n, error, retry_ms))
     }
 
     fn notices(&self) -> Result<Vec<NoticeRecord>> {
-        not_yet("notices (list)")
+        self.read(outbox::notices)
     }
 
-    fn outbox_claim(&self, _n: usize, _lease_ms: Millis, _interval_ms: Millis) -> Result<Drain> {
-        not_yet("the outbox (claim)")
+    fn outbox_claim(&self, n: usize, lease_ms: Millis, interval_ms: Millis) -> Result<Drain> {
+        let cap = self.policy().outbox;
+        self.write_tx(|tx, now| outbox::claim_batch(tx, now, &cap, n, lease_ms, interval_ms))
     }
 
-    fn outbox_delivered(&self, _batch: &OutboxBatch) -> Result<usize> {
-        not_yet("the outbox (delivered)")
+    fn outbox_delivered(&self, batch: &OutboxBatch) -> Result<usize> {
+        self.write_tx(|tx, _| outbox::delivered(tx, batch))
     }
 
-    fn outbox_undelivered(&self, _batch: &OutboxBatch, _not_before: Millis) -> Result<()> {
-        not_yet("the outbox (undelivered)")
+    fn outbox_undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()> {
+        self.write_tx(|tx, _| outbox::undelivered(tx, batch, not_before))
     }
 
     fn outbox_totals(&self) -> Result<OutboxTotals> {
-        not_yet("the outbox (totals)")
+        self.read(outbox::totals)
     }
 
     fn lease_violations(&self) -> Result<Vec<(String, String)>> {

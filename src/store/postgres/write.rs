@@ -27,6 +27,8 @@ use crate::store::write::{
     accepted_event, bury_reason, claim_detail, complete_detail, refusal_detail, rejection_of, status_of,
     Candidate,
 };
+use crate::store::Completion;
+use crate::store::OutboxCap;
 
 /// The four claimable sets in SQLite's order (older work first), each
 /// locking what it returns and skipping what another claim holds. Ties are
@@ -413,4 +415,21 @@ pub(crate) fn record(
         &[&job_id, &now, &event, &token, &fence, &detail],
     )?;
     Ok(())
+}
+
+/// The fenced completion, and, when it is accepted and carries text for the
+/// sink, its outbox row, in the caller's transaction: an accepted result is
+/// queued exactly once, a refused one never.
+pub(crate) fn complete_and_push(
+    tx: &mut Transaction<'_>,
+    now: Millis,
+    cap: &OutboxCap,
+    o: &Owner,
+    c: &Completion<'_>,
+) -> Sql<Fenced> {
+    let out = complete(tx, now, o, (c.result_path, c.checksum), c.note)?;
+    if let (Fenced::Accepted, Some(text)) = (&out, c.deliver) {
+        super::outbox::push(tx, now, cap, o.id.0, c.checksum, text)?;
+    }
+    Ok(out)
 }
