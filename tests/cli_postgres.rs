@@ -26,6 +26,15 @@ fn leasehold_env(data: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
         .expect("run leasehold")
 }
 
+/// Neither the password nor any spelling of it a URL carries.
+fn assert_no_password(shown: &str) {
+    let encoded =
+        percent_encoding::utf8_percent_encode(PASSWORD, percent_encoding::NON_ALPHANUMERIC).to_string();
+    for spelling in [PASSWORD, encoded.as_str(), "7f3"] {
+        assert!(!shown.contains(spelling), "{spelling:?} in: {shown}");
+    }
+}
+
 /// Everything the process printed.
 fn printed(out: &Output) -> String {
     format!("{}{}", stdout(out), stderr(out))
@@ -92,7 +101,50 @@ fn run_status_list_and_doctor_work_on_postgres_without_showing_the_password() {
 
     // The queue is in PostgreSQL: nothing of SQLite's in the data directory.
     assert!(!data.join("leasehold.db").exists());
-    assert!(!shown.contains(PASSWORD) && !shown.contains("pw-7f3"), "{shown}");
+    assert_no_password(&shown);
+}
+
+#[test]
+fn the_configuration_names_the_database_and_its_password_file() {
+    let (plain, _) = database_with_role();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("db.password"), format!("{PASSWORD}\n")).unwrap();
+    std::fs::write(
+        data.join("leasehold.toml"),
+        format!("[store]\ndb = \"{plain}\"\npassword_file = \"db.password\"\n"),
+    )
+    .unwrap();
+    let src = samples();
+    let run = ok(leasehold_env(
+        &data,
+        &[],
+        &["run", src.to_str().unwrap(), "--json"],
+    ));
+    assert_eq!(json(run)["indexed"], SAMPLE_PHRASES.len());
+    let status = json(ok(leasehold_env(&data, &[], &["status", "--json"])));
+    assert_eq!(status["database"], plain.as_str(), "{status}");
+    assert!(!data.join("leasehold.db").exists());
+    // `--db` overrides the configuration: a SQLite file beside it (with a
+    // mirror of its own: its ids would name the same generation files).
+    let file = dir.path().join("other.db");
+    let other_mirror = dir.path().join("other-mirror");
+    let out = ok(leasehold_env(
+        &data,
+        &[],
+        &[
+            "--db",
+            file.to_str().unwrap(),
+            "--mirror",
+            other_mirror.to_str().unwrap(),
+            "run",
+            src.to_str().unwrap(),
+            "--json",
+        ],
+    ));
+    assert_eq!(json(out)["indexed"], SAMPLE_PHRASES.len());
+    assert!(file.is_file());
 }
 
 #[test]
