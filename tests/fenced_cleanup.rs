@@ -129,3 +129,48 @@ fn postgres_gives_up_on_a_row_held_elsewhere_and_counts_it() {
     assert!(report.busy.is_empty(), "{report:?}");
     assert!(files(&mirror, id.0).is_empty());
 }
+
+/// While a cleanup holds a document's row, no claim can take the document,
+/// even one that is claimable: what the cleanup decided to keep cannot change
+/// under it.
+#[test]
+fn postgres_no_claim_takes_a_document_while_its_cleanup_holds_it() {
+    let db = TestDb::new(Backend::Postgres);
+    let store = db.handle(LEASE_MS);
+    store.enqueue(&NewDoc::new("e.txt", "v1")).unwrap();
+    let id = leasehold::JobId(store.job_by_key("e.txt").unwrap().unwrap().id);
+    let other = db.handle(LEASE_MS);
+    let seen = store
+        .with_job_locked(id, |job, _deadline| {
+            assert!(job.is_some());
+            other.claim("w").unwrap()
+        })
+        .unwrap();
+    assert!(
+        matches!(seen, leasehold::store::postgres::RowLock::Held(None)),
+        "{seen:?}"
+    );
+    // Once the cleanup is over the document is claimable again.
+    assert!(other.claim("w").unwrap().is_some());
+}
+
+/// A fenced write behind a row that a stopped process holds gives up after
+/// the session's lock wait instead of waiting for ever.
+#[test]
+fn postgres_a_fenced_write_behind_a_held_row_gives_up() {
+    let db = TestDb::new(Backend::Postgres);
+    let store = db.handle(LEASE_MS);
+    store.enqueue(&NewDoc::new("f.txt", "v1")).unwrap();
+    let claim = store.claim("w").unwrap().unwrap();
+    let mut holder = ::postgres::Client::connect(&db.location, ::postgres::NoTls).unwrap();
+    let mut tx = holder.transaction().unwrap();
+    tx.query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", &[&claim.id.0])
+        .unwrap();
+    let start = Instant::now();
+    let answer = store.complete(claim, "r", "s");
+    let waited = start.elapsed();
+    let limit = leasehold::store::postgres::LOCK_WAIT;
+    assert!(answer.is_err(), "{answer:?}");
+    assert!(waited >= limit && waited < limit * 3, "{waited:?}");
+    tx.rollback().unwrap();
+}

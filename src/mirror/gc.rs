@@ -4,6 +4,7 @@
 use std::fs;
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use super::layout::{
     check_ids, doc_rel, is_real_dir, is_shard_name, list_dir, parse_doc_dir, parse_generation,
@@ -52,18 +53,38 @@ pub(super) fn report_untouched(job_id: i64, rel_dir: &str, entries: &[(String, K
     report
 }
 
+/// What a cleanup keeps of one document directory, and until when it may delete.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Stale {
+    /// Generations kept: the accepted one, the current claim's.
+    keep_fences: [Option<i64>; 2],
+    /// A claim whose temp files are kept (it may be writing them).
+    keep_temps_of: Option<i64>,
+    /// No deletion after this (the fence that allowed it may be gone).
+    deadline: Option<Instant>,
+    dry_run: bool,
+}
+
 /// Deletes (unless dry run) every temp and every generation whose fence is not kept,
-/// and keeps the temp files of `keep_temps_of` (a claim that may be writing them).
+/// and keeps the temp files of `keep_temps_of`. Past the deadline it stops and
+/// says so (`false`): the rest is left for a later cleanup.
 pub(super) fn delete_stale(
     dir: &Path,
     rel_dir: &str,
     entries: &[(String, Kind)],
-    keep_fences: [Option<i64>; 2],
-    keep_temps_of: Option<i64>,
-    dry_run: bool,
-) -> Result<CleanupReport, MirrorError> {
+    rule: Stale,
+) -> Result<(CleanupReport, bool), MirrorError> {
+    let Stale {
+        keep_fences,
+        keep_temps_of,
+        deadline,
+        dry_run,
+    } = rule;
     let mut report = CleanupReport::default();
     for (name, kind) in entries {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok((report, false));
+        }
         let rel = format!("{rel_dir}/{name}");
         match *kind {
             Kind::Lock => continue,
@@ -80,7 +101,7 @@ pub(super) fn delete_stale(
             }
         }
     }
-    Ok(report)
+    Ok((report, true))
 }
 
 /// Removes a document directory that holds nothing but `.lock`, while we hold its exclusive lock.
@@ -163,10 +184,15 @@ impl Mirror {
     /// real sweep, `prune`) only when no claim is current: a current claim's
     /// writer may have just made it. Everything else stale goes, as in
     /// [`Mirror::cleanup`].
+    ///
+    /// Nothing is deleted after `deadline` (the caller's row lock may be gone
+    /// by then): the document is then listed in `busy`, its rest left for a
+    /// later cleanup.
     pub fn cleanup_held(
         &self,
         job_id: i64,
         keep: Option<Keep>,
+        deadline: Instant,
         dry_run: bool,
         prune: bool,
     ) -> Result<CleanupReport, MirrorError> {
@@ -186,8 +212,18 @@ impl Mirror {
         if let Some(fence) = keep.current_fence {
             check_ids(job_id, fence)?;
         }
-        let keep_fences = [accepted, keep.current_fence];
-        let report = delete_stale(&dir, &rel_dir, &entries, keep_fences, keep.current_fence, dry_run)?;
+        let rule = Stale {
+            keep_fences: [accepted, keep.current_fence],
+            keep_temps_of: keep.current_fence,
+            deadline: Some(deadline),
+            dry_run,
+        };
+        let (mut report, finished) = delete_stale(&dir, &rel_dir, &entries, rule)?;
+        if !finished {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+            report.busy.push(job_id);
+            return Ok(report);
+        }
         let idle = keep.current_fence.is_none();
         if prune && !dry_run && idle && report.kept.is_empty() && report.unknown.is_empty() {
             prune_doc_dir(&dir)?;
@@ -235,9 +271,15 @@ impl Mirror {
         if let Some(fence) = keep.current_fence {
             check_ids(job_id, fence)?;
         }
-        let keep_fences = [accepted, keep.current_fence];
-        // Under the exclusive lock no writer is mid-write: every temp is stale.
-        let report = delete_stale(&dir, &rel_dir, &entries, keep_fences, None, opts.dry_run)?;
+        // Under the exclusive lock no writer is mid-write: every temp is
+        // stale, and the lock holds however long the deletions take.
+        let rule = Stale {
+            keep_fences: [accepted, keep.current_fence],
+            keep_temps_of: None,
+            deadline: None,
+            dry_run: opts.dry_run,
+        };
+        let (report, _) = delete_stale(&dir, &rel_dir, &entries, rule)?;
         if opts.prune && lock.is_some() && report.kept.is_empty() && report.unknown.is_empty() {
             prune_doc_dir(&dir)?;
         }

@@ -683,6 +683,25 @@ fn row_locked() -> (tempfile::TempDir, Mirror) {
     (t, m)
 }
 
+/// A deadline no test reaches.
+fn later() -> std::time::Instant {
+    std::time::Instant::now() + std::time::Duration::from_secs(3600)
+}
+
+#[test]
+fn cleanup_held_past_its_deadline_deletes_nothing_and_says_busy() {
+    let (_t, m) = row_locked();
+    let before = tree(m.root());
+    let past = std::time::Instant::now();
+    let r = m
+        .cleanup_held(31, Some(keep(None, None)), past, false, true)
+        .unwrap();
+    assert_eq!(r.busy, vec![31]);
+    assert!(r.removed.is_empty(), "{r:?}");
+    assert_eq!(tree(m.root()), before);
+    assert_eq!(m.cleanups_skipped(), 1);
+}
+
 #[test]
 fn writers_of_a_row_locked_mirror_make_no_lock_file() {
     let (_t, m) = row_locked();
@@ -696,7 +715,7 @@ fn cleanup_held_keeps_the_current_claims_temp_files_and_the_rest_goes() {
     let (_t, m) = row_locked();
     let d = "000/000/31";
     let r = m
-        .cleanup_held(31, Some(keep(Some(rel(31, 2)), Some(3))), false, true)
+        .cleanup_held(31, Some(keep(Some(rel(31, 2)), Some(3))), later(), false, true)
         .unwrap();
     let names = |v: &[&str]| v.iter().map(|n| format!("{d}/{n}")).collect::<Vec<_>>();
     assert_eq!(
@@ -720,11 +739,13 @@ fn cleanup_held_keeps_the_current_claims_temp_files_and_the_rest_goes() {
 fn cleanup_held_without_a_row_deletes_nothing_and_prunes_only_an_idle_document() {
     let (_t, m) = row_locked();
     let before = tree(m.root());
-    let r = m.cleanup_held(31, None, false, true).unwrap();
+    let r = m.cleanup_held(31, None, later(), false, true).unwrap();
     assert_eq!(r.missing_rows, vec![31]);
     assert_eq!(tree(m.root()), before);
     // Settled, nothing accepted (e.g. dead): everything goes, then the directory.
-    let r = m.cleanup_held(31, Some(keep(None, None)), false, true).unwrap();
+    let r = m
+        .cleanup_held(31, Some(keep(None, None)), later(), false, true)
+        .unwrap();
     assert_eq!(r.removed.len(), 7, "{r:?}");
     assert!(!m.doc_dir(31).unwrap().exists());
 }

@@ -86,8 +86,8 @@ fn cleanup_under_row_lock(
     dry_run: bool,
     prune: bool,
 ) -> Result<CleanupReport, CleanupError> {
-    let held = store.with_job_locked(id, |job| {
-        mirror.cleanup_held(id.0, job.as_ref().map(keep_of), dry_run, prune)
+    let held = store.with_job_locked(id, |job, deadline| {
+        mirror.cleanup_held(id.0, job.as_ref().map(keep_of), deadline, dry_run, prune)
     })?;
     match held {
         RowLock::Held(report) => Ok(report?),

@@ -55,7 +55,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use check::{Checker, IndexedRow};
 pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, GateState, ProbePermit};
@@ -180,17 +180,17 @@ impl Store {
         self.inner.backend.engine()
     }
 
-    /// The SQLite engine, for what only SQLite has; a typed error naming
-    /// `operation` on PostgreSQL.
     /// Run `f` on document `id`'s row while its row lock is held, waiting
     /// for the lock at most [`postgres::ROW_LOCK_WAIT`]: the PostgreSQL
     /// edition's fence for mirror cleanup, which holds on a mirror whose file
-    /// system cannot lock. PostgreSQL only ([`Error::PostgresOnly`] on SQLite,
-    /// whose cleanup takes the document's fs2 lock instead).
+    /// system cannot lock. `f` also gets the instant after which it must not
+    /// delete any more ([`postgres::CLEANUP_DEADLINE`]). PostgreSQL only
+    /// ([`Error::PostgresOnly`] on SQLite, whose cleanup takes the
+    /// document's fs2 lock instead).
     pub fn with_job_locked<T>(
         &self,
         id: JobId,
-        f: impl FnOnce(Option<Job>) -> T,
+        f: impl FnOnce(Option<Job>, Instant) -> T,
     ) -> Result<postgres::RowLock<T>> {
         match &self.inner.backend {
             Backend::Postgres(pg) => pg.with_job_locked(id.0, f),
@@ -200,6 +200,8 @@ impl Store {
         }
     }
 
+    /// The SQLite engine, for what only SQLite has; a typed error naming
+    /// `operation` on PostgreSQL.
     fn sqlite(&self, operation: &'static str) -> Result<&Sqlite> {
         match &self.inner.backend {
             Backend::Sqlite(s) => Ok(s),

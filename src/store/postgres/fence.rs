@@ -10,7 +10,7 @@
 //! [`ROW_LOCK_WAIT`] (a stopped process) makes the cleanup give up, like a
 //! busy fs2 lock: nothing waits forever.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ::postgres::error::SqlState;
 
@@ -23,6 +23,13 @@ use crate::job::Job;
 /// Longest a cleanup waits for a document's row lock; the same bound as the
 /// SQLite edition's wait for its `.lock` (`mirror::CLEANUP_LOCK_WAIT`).
 pub const ROW_LOCK_WAIT: Duration = Duration::from_millis(100);
+
+/// How long after the row lock was granted a cleanup may still delete: half
+/// the time after which the server ends a session idle in its transaction
+/// ([`super::IDLE_IN_TRANSACTION`]) and so releases the lock. A cleanup
+/// stopped past it (SIGSTOP) must not resume deleting on a decision a new
+/// claim may have overtaken.
+pub const CLEANUP_DEADLINE: Duration = Duration::from_secs(30);
 
 /// What a cleanup under the row lock got to see.
 #[derive(Debug)]
@@ -37,8 +44,14 @@ pub enum RowLock<T> {
 impl PgStore {
     /// Lock document `id`'s row (`SELECT … FOR UPDATE`, waiting at most
     /// [`ROW_LOCK_WAIT`]), run `f` on it while the lock is held, then end the
-    /// transaction. `f` writes nothing to the database; it deletes files.
-    pub(crate) fn with_job_locked<T>(&self, id: i64, f: impl FnOnce(Option<Job>) -> T) -> Result<RowLock<T>> {
+    /// transaction. `f` writes nothing to the database; it deletes files, and
+    /// only before the instant it is given ([`CLEANUP_DEADLINE`] after the
+    /// lock was granted), while the lock is surely still held.
+    pub(crate) fn with_job_locked<T>(
+        &self,
+        id: i64,
+        f: impl FnOnce(Option<Job>, Instant) -> T,
+    ) -> Result<RowLock<T>> {
         let mut client = self.connection()?;
         let locked = (|| -> std::result::Result<RowLock<T>, Fail> {
             let mut tx = client.transaction()?;
@@ -50,7 +63,7 @@ impl PgStore {
                 }
                 other => other?,
             };
-            let answer = f(job);
+            let answer = f(job, Instant::now() + CLEANUP_DEADLINE);
             tx.commit()?;
             Ok(RowLock::Held(answer))
         })();

@@ -44,12 +44,43 @@ use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::store::options::Policy;
 use crate::store::StoreOptions;
-pub use fence::{RowLock, ROW_LOCK_WAIT};
+pub use fence::{RowLock, CLEANUP_DEADLINE, ROW_LOCK_WAIT};
 pub use migrate::{schema_version, MIGRATION_LOCK};
 use url::Target;
 
 /// Connection pool of a PostgreSQL store.
 type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+
+/// Longest any statement waits for a row or advisory lock. Claims skip
+/// locked rows and cleanups wait [`ROW_LOCK_WAIT`]; what else waits (a fenced
+/// write behind a cleanup, a migration behind another) gives up here with
+/// SQLSTATE 55P03 rather than waiting for a stopped process forever.
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Longest a session may sit inside a transaction without a statement before
+/// the server ends it and releases its locks: a process stopped (SIGSTOP, a
+/// debugger) while holding a document's row cannot hold it longer. A cleanup
+/// stops deleting well before ([`fence::CLEANUP_DEADLINE`]).
+pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(60);
+
+/// The session settings above, as one statement run on every new connection.
+fn session_limits() -> String {
+    format!(
+        "SET lock_timeout = '{}ms'; SET idle_in_transaction_session_timeout = '{}ms'",
+        LOCK_WAIT.as_millis(),
+        IDLE_IN_TRANSACTION.as_millis()
+    )
+}
+
+/// Applies [`session_limits`] to each connection the pool makes.
+#[derive(Debug)]
+struct SessionLimits;
+
+impl r2d2::CustomizeConnection<::postgres::Client, ::postgres::Error> for SessionLimits {
+    fn on_acquire(&self, client: &mut ::postgres::Client) -> std::result::Result<(), ::postgres::Error> {
+        client.batch_execute(&session_limits())
+    }
+}
 
 /// How long a caller waits for a free pooled connection, as on SQLite.
 const POOL_WAIT: Duration = Duration::from_secs(30);
@@ -99,6 +130,12 @@ impl PgStore {
             .config
             .connect(NoTls)
             .map_err(|source| Error::PostgresConnect {
+                url: target.label.clone(),
+                source,
+            })?;
+        client
+            .batch_execute(&session_limits())
+            .map_err(|source| Error::Postgres {
                 url: target.label.clone(),
                 source,
             })?;
@@ -158,6 +195,7 @@ fn build_pool(target: &Target, opts: &StoreOptions) -> Result<Pool> {
         .max_size(opts.pool_size.max(2))
         .min_idle(Some(1))
         .connection_timeout(POOL_WAIT)
+        .connection_customizer(Box::new(SessionLimits))
         .build(manager)
         .map_err(|source| Error::PostgresPool {
             url: target.label.clone(),

@@ -21,6 +21,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// What the server's `pg_stat_activity` shows for our sessions when the URL
 /// does not name an application.
 const APPLICATION_NAME: &str = "leasehold";
+/// The client's own default for `keepalives_idle`, which we replace.
+const DEFAULT_KEEPALIVES_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
+/// Idle time before the first TCP keepalive probe.
+const KEEPALIVES_IDLE: Duration = Duration::from_secs(30);
+/// Longest unacknowledged data may wait before the connection is dropped.
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A database to connect to.
 pub(crate) struct Target {
@@ -46,6 +52,16 @@ impl Target {
         }
         if config.get_application_name().is_none() {
             config.application_name(APPLICATION_NAME);
+        }
+        // A server that vanished (a crash, a cut network) must not hold a
+        // caller for the operating system's two hours: probe an idle
+        // connection after 30 s, and give up on unacknowledged data after a
+        // minute. A URL's own settings win.
+        if config.get_keepalives_idle() == DEFAULT_KEEPALIVES_IDLE {
+            config.keepalives_idle(KEEPALIVES_IDLE);
+        }
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(TCP_USER_TIMEOUT);
         }
         if let Some(password) = config.get_password() {
             // Known to `secret::redact` from here on, like every password of
