@@ -168,3 +168,25 @@ fn a_refused_login_names_the_database_but_never_the_password() {
         assert!(!shown.contains("Wr0ng-s3cret"), "{shown}");
     }
 }
+
+#[test]
+fn a_mistyped_scheme_is_refused_by_its_name_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let src = samples();
+    let typo = format!("postgress://lh:{PASSWORD}@127.0.0.1:1/q");
+    // A data directory with a mirror, so `status` gets as far as the database.
+    ok(leasehold_env(&data, &[], &["run", src.to_str().unwrap()]));
+    for args in [
+        vec!["--db", typo.as_str(), "run", src.to_str().unwrap()],
+        vec!["--db", typo.as_str(), "status"],
+    ] {
+        let out = leasehold_env(&data, &[], &args);
+        let shown = printed(&out);
+        assert_eq!(out.status.code(), Some(2), "{shown}");
+        assert!(shown.contains("postgress:// is not a database"), "{shown}");
+        assert_no_password(&shown);
+    }
+    // Nothing was made of the URL as a path.
+    assert!(!Path::new("postgress").exists() && !data.join("postgress").exists());
+}

@@ -188,7 +188,7 @@ impl Config {
         }
         // The store's own name for a PostgreSQL database has no password.
         let data_name = match (&db, &g.db) {
-            (DbLocation::Postgres(_), _) => store.path().display().to_string(),
+            (DbLocation::Postgres(_) | DbLocation::Unsupported(_), _) => store.path().display().to_string(),
             (DbLocation::Sqlite(path), Some(_)) => path.display().to_string(),
             (DbLocation::Sqlite(_), None) => g.data.display().to_string(),
         };

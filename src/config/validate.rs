@@ -215,6 +215,12 @@ impl Validator<'_> {
             return Err(self.invalid("[store] db", "must not be empty"));
         }
         let db = match DbLocation::of(&db) {
+            DbLocation::Unsupported(scheme) => {
+                return Err(self.invalid(
+                    "[store] db",
+                    format!("{scheme} is not a database leasehold opens (a SQLite path or postgres://)"),
+                ));
+            }
             DbLocation::Postgres(url) => {
                 if url_has_password(&url) {
                     return Err(self.invalid(

@@ -17,8 +17,12 @@ pub enum DbLocation {
     /// A SQLite file.
     Sqlite(PathBuf),
     /// A PostgreSQL database: the URL as given (it may hold a password, so it
-    /// is never printed: `Display` and `Debug` show the scheme only).
+    /// is never printed: `Debug` shows the variant only).
     Postgres(String),
+    /// A URL of another scheme (`postgress://`, `mysql://`), kept as its
+    /// scheme and `://` alone: refused when opened, by that alone, since the
+    /// rest may hold a password that a path would print.
+    Unsupported(String),
 }
 
 impl DbLocation {
@@ -26,9 +30,13 @@ impl DbLocation {
     /// PostgreSQL schemes (in any case), else a path.
     pub fn of(text: impl AsRef<OsStr>) -> DbLocation {
         let text = text.as_ref();
-        match text.to_str() {
+        match text.to_str().map(str::trim) {
             Some(s) if is_postgres_url(s) => DbLocation::Postgres(s.to_owned()),
-            _ => DbLocation::Sqlite(PathBuf::from(text)),
+            Some(s) => match url_scheme(s) {
+                Some(scheme) => DbLocation::Unsupported(format!("{scheme}://")),
+                None => DbLocation::Sqlite(PathBuf::from(text)),
+            },
+            None => DbLocation::Sqlite(PathBuf::from(text)),
         }
     }
 
@@ -36,9 +44,20 @@ impl DbLocation {
     pub fn path(&self) -> Option<&Path> {
         match self {
             DbLocation::Sqlite(p) => Some(p),
-            DbLocation::Postgres(_) => None,
+            DbLocation::Postgres(_) | DbLocation::Unsupported(_) => None,
         }
     }
+}
+
+/// The scheme of text shaped like a URL (`scheme://…`, RFC 3986's scheme
+/// characters), which no file path of ours starts with.
+fn url_scheme(s: &str) -> Option<&str> {
+    let (scheme, _) = s.split_once("://")?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    let valid = first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    valid.then_some(scheme)
 }
 
 fn is_postgres_url(s: &str) -> bool {
@@ -53,6 +72,7 @@ impl AsRef<OsStr> for DbLocation {
         match self {
             DbLocation::Sqlite(p) => p.as_os_str(),
             DbLocation::Postgres(url) => OsStr::new(url),
+            DbLocation::Unsupported(scheme) => OsStr::new(scheme),
         }
     }
 }
@@ -64,6 +84,7 @@ impl fmt::Debug for DbLocation {
         match self {
             DbLocation::Sqlite(p) => f.debug_tuple("Sqlite").field(p).finish(),
             DbLocation::Postgres(_) => f.write_str("Postgres(<url>)"),
+            DbLocation::Unsupported(scheme) => write!(f, "Unsupported({scheme}…)"),
         }
     }
 }
@@ -77,6 +98,15 @@ mod tests {
         for url in ["postgres://a@h/q", "postgresql://h/q", "POSTGRES://h/q"] {
             assert!(matches!(DbLocation::of(url), DbLocation::Postgres(_)), "{url}");
         }
+        for bad in ["postgress://u:hunter2@h/q", " mysql://h/q", "pg+x://u:pw@h"] {
+            let found = DbLocation::of(bad);
+            assert!(matches!(found, DbLocation::Unsupported(_)), "{bad}: {found:?}");
+            assert!(!format!("{found:?}").contains("hunter2"));
+        }
+        assert_eq!(
+            DbLocation::of(" postgres://h/q\n"),
+            DbLocation::Postgres("postgres://h/q".into())
+        );
         for path in ["q.db", "/data/leasehold.db", "postgres:/x", "./postgres://x", ""] {
             assert_eq!(
                 DbLocation::of(path),

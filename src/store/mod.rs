@@ -144,6 +144,14 @@ impl Store {
                 let name = PathBuf::from(pg.url());
                 (Backend::Postgres(pg), name)
             }
+            DbLocation::Unsupported(scheme) => {
+                return Err(Error::InvalidInput {
+                    what: "database location",
+                    reason: format!(
+                        "{scheme} is not a database leasehold opens (a SQLite path, or postgres://)"
+                    ),
+                })
+            }
         };
         Ok(Store {
             inner: Arc::new(Inner {
