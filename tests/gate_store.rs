@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Backend, TestDb};
 use leasehold::store::{Admission, Answer, Drain, GateChange, GatePolicy, OutboxCap};
-use leasehold::{NewDoc, Store};
+use leasehold::{Completion, NewDoc, Store};
 
 const POLICY: GatePolicy = GatePolicy {
     lock_ttl: 10_000,
@@ -609,7 +609,94 @@ fn racing_senders_take_each_notice_and_each_outbox_row_once(b: Backend) {
     assert_eq!(taken.iter().map(|(_, r)| r.len()).sum::<usize>(), 12);
 }
 
+/// A batch of completions queues the text of exactly its accepted results,
+/// once each, in the batch's order; a refused one queues nothing.
+fn a_batch_of_completions_queues_exactly_its_accepted_results(b: Backend) {
+    let t = TestDb::new(b);
+    let s = outbox_store(&t, 1 << 20, 86_400_000);
+    for i in 0..4 {
+        s.enqueue(&NewDoc::new(format!("k{i}"), "v1")).unwrap();
+    }
+    let claims = s.claim_batch("w1", 4).unwrap();
+    assert_eq!(claims.len(), 4);
+    // k1's claim goes stale: another worker takes it over after the lease.
+    t.clock.advance(Duration::from_secs(31));
+    let mut claims = claims.into_iter();
+    let (c0, c1, c2, c3) = (
+        claims.next().unwrap(),
+        claims.next().unwrap(),
+        claims.next().unwrap(),
+        claims.next().unwrap(),
+    );
+    let texts = ["t0", "t1", "t2", "t3"];
+    let renewed: Vec<_> = [&c0, &c2, &c3]
+        .iter()
+        .map(|c| s.renew(&c.owner()).unwrap())
+        .collect();
+    assert!(renewed.iter().all(|r| r.is_accepted()));
+    assert_eq!(s.claim("w2").unwrap().map(|c| c.key), Some("k1".to_string()));
+    let done: Vec<_> = [c3, c1, c0, c2]
+        .into_iter()
+        .map(|c| {
+            let i: usize = c.key[1..].parse().unwrap();
+            let completion = Completion {
+                deliver: Some(texts[i]),
+                ..Completion::new("r", "sum")
+            };
+            (c, completion)
+        })
+        .collect();
+    let outcomes = s.finish_many(done).unwrap();
+    let accepted: Vec<bool> = outcomes.iter().map(|o| o.is_accepted()).collect();
+    assert_eq!(accepted, [true, false, true, true]);
+    let Drain::Send(batch) = s
+        .outbox()
+        .claim(10, Duration::from_secs(5), Duration::ZERO)
+        .unwrap()
+    else {
+        panic!("a batch")
+    };
+    let queued: Vec<(&str, &str)> = batch
+        .items
+        .iter()
+        .map(|it| (it.key.as_str(), it.text.as_str()))
+        .collect();
+    assert_eq!(queued, [("k3", "t3"), ("k0", "t0"), ("k2", "t2")]);
+    assert_eq!(s.outbox().totals().unwrap().rows, 3);
+}
+
+/// The threads of one process share its holder name: holding together, they
+/// all get one account (the process's), and the next process the other one.
+fn threads_of_one_holder_holding_together_get_one_account(b: Backend) {
+    let t = TestDb::new(b);
+    let pool = ["a".to_string(), "b".to_string()];
+    let hold = Duration::from_secs(60);
+    for round in 0..5 {
+        let (p1, p2) = (format!("p1-{round}"), format!("p2-{round}"));
+        let got = at_once(&t, 4, |i, s| {
+            let holder = if i % 2 == 0 { &p1 } else { &p2 };
+            (
+                i % 2,
+                s.accounts().hold(holder, &pool, hold, &POLICY).unwrap().unwrap(),
+            )
+        });
+        let of = |h: usize| -> Vec<&String> { got.iter().filter(|g| g.0 == h).map(|g| &g.1).collect() };
+        let (first, second) = (of(0), of(1));
+        assert!(first.iter().all(|a| *a == first[0]), "round {round}: {got:?}");
+        assert!(second.iter().all(|a| *a == second[0]), "round {round}: {got:?}");
+        assert_ne!(
+            first[0], second[0],
+            "round {round}: two processes spread: {got:?}"
+        );
+        let s = t.handle(30_000);
+        s.accounts().unhold(&p1).unwrap();
+        s.accounts().unhold(&p2).unwrap();
+    }
+}
+
 on_both_backends!(
+    threads_of_one_holder_holding_together_get_one_account,
+    a_batch_of_completions_queues_exactly_its_accepted_results,
     racing_processes_make_one_incident_one_notice_and_one_prober,
     two_accounts_rejected_together_make_one_shared_cause_notice,
     racing_senders_take_each_notice_and_each_outbox_row_once,

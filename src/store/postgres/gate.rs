@@ -418,7 +418,7 @@ pub(crate) fn expiry(
 
 /// The account this holder uses (`store/gate/pool.rs: hold`): its own while
 /// its hold is live, otherwise the open account with the fewest live
-/// holders, chosen under [`POOL_LOCK`].
+/// holders, chosen under [`POOL_LOCK`] (its own hold read again under it).
 pub(crate) fn hold(
     tx: &mut Transaction<'_>,
     now: Millis,
@@ -429,18 +429,17 @@ pub(crate) fn hold(
 ) -> Sql<Option<String>> {
     let names: Vec<&str> = candidates.iter().map(String::as_str).collect();
     ensure(tx, now, &names)?;
-    let current: Option<String> = tx
-        .query_opt(
-            "SELECT account FROM account_holders WHERE holder = $1 AND expires_at > $2",
-            &[&holder, &now],
-        )?
-        .map(|r| r.try_get(0))
-        .transpose()?;
-    let chosen = match current.filter(|a| candidates.contains(a)) {
+    let chosen = match current_hold(tx, now, holder, candidates)? {
         Some(a) => Some(a),
         None => {
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&POOL_LOCK])?;
-            choose(tx, now, p, candidates)?
+            // Another transaction of this same holder (a thread of the same
+            // process) may have chosen while we waited: its choice stands,
+            // or the process's threads would spread over the pool.
+            match current_hold(tx, now, holder, candidates)? {
+                Some(a) => Some(a),
+                None => choose(tx, now, p, candidates)?,
+            }
         }
     };
     if let Some(a) = &chosen {
@@ -451,6 +450,23 @@ pub(crate) fn hold(
         )?;
     }
     Ok(chosen)
+}
+
+/// The holder's live hold, if it is one of `candidates`.
+fn current_hold(
+    tx: &mut Transaction<'_>,
+    now: Millis,
+    holder: &str,
+    candidates: &[String],
+) -> Sql<Option<String>> {
+    let current: Option<String> = tx
+        .query_opt(
+            "SELECT account FROM account_holders WHERE holder = $1 AND expires_at > $2",
+            &[&holder, &now],
+        )?
+        .map(|r| r.try_get(0))
+        .transpose()?;
+    Ok(current.filter(|a| candidates.contains(a)))
 }
 
 /// The candidate to hold: the first of the open ones with the fewest live
