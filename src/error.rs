@@ -154,6 +154,13 @@ pub enum Error {
         /// The operation refused.
         operation: &'static str,
     },
+    /// No leasehold database at the location, and the store was opened
+    /// without [`crate::StoreOptions::create`].
+    #[error("{name}: no leasehold database here (wrong --data or --db?)")]
+    NoStore {
+        /// The location, without a password.
+        name: String,
+    },
     /// An operation of the PostgreSQL edition (the row-locked mirror cleanup)
     /// asked of a SQLite store, whose cleanup is fenced by file locks.
     #[error("{operation} is a PostgreSQL operation; this store is a SQLite file")]
@@ -226,6 +233,7 @@ impl Error {
                 | Error::NotOnPostgres { .. }
                 | Error::SqliteOnly { .. }
                 | Error::PostgresOnly { .. }
+                | Error::NoStore { .. }
         )
     }
 }

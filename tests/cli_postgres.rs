@@ -190,3 +190,25 @@ fn a_mistyped_scheme_is_refused_by_its_name_alone() {
     // Nothing was made of the URL as a path.
     assert!(!Path::new("postgress").exists() && !data.join("postgress").exists());
 }
+
+#[test]
+fn reading_commands_create_nothing_in_an_empty_database() {
+    let server = pg::server();
+    let url = server.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // A data directory with a mirror, from a SQLite run.
+    ok(leasehold_env(&data, &[], &["run", samples().to_str().unwrap()]));
+    for args in [vec!["status"], vec!["doctor"], vec!["list"]] {
+        let out = leasehold_env(&data, &[("LEASEHOLD_DB", url.as_str())], &args);
+        let shown = printed(&out);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {shown}");
+        assert!(shown.contains("no leasehold database here"), "{args:?}: {shown}");
+    }
+    let mut c = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    let tables: i64 = c
+        .query_one("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0, "a reading command made tables");
+}

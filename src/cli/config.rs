@@ -171,7 +171,8 @@ impl Config {
         }
         let mirror_root = mirror_root(g);
         create_data_dir(g)?;
-        let mut options = store_options(work, lease);
+        // Commands that read an existing store never create one.
+        let mut options = store_options(work, lease).create_if_missing(existing.is_none());
         if let Some(f) = &file {
             options.outbox = OutboxCap {
                 max_age_ms: crate::clock::duration_ms(f.outbox.max_age),
@@ -483,13 +484,10 @@ pub(super) fn missing_data_directory(g: &Global) -> Option<String> {
     })
 }
 
-/// What of the data directory is missing, as one line, if anything.
-/// A PostgreSQL database is not looked for here: opening it says whether it
-/// is there.
+/// What of an existing data directory (checked first, by `build_existing`)
+/// is missing, as one line, if anything. A PostgreSQL database is not looked
+/// for here: opening it without creating says whether it is there.
 fn missing_data(g: &Global, db: &DbLocation, needs: Existing) -> Option<String> {
-    if let Some(line) = missing_data_directory(g) {
-        return Some(line);
-    }
     let mirror = mirror_root(g);
     if let DbLocation::Sqlite(db) = db {
         if !db.is_file() {

@@ -208,7 +208,10 @@ impl Doctor {
                 return None;
             }
         }
-        let opts = StoreOptions::default().checkpoint_every(None).pool_size(2);
+        let opts = StoreOptions::default()
+            .checkpoint_every(None)
+            .pool_size(2)
+            .create_if_missing(false);
         match Store::open(db, opts) {
             Ok(store) => {
                 self.checked.database = store.path().display().to_string();

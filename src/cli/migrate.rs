@@ -13,7 +13,10 @@ use crate::store::{DbLocation, Store};
 pub fn migrate(cfg: &Config, to: &OsStr, json: bool) -> Result<ExitCode, CliError> {
     let target_location = DbLocation::of(to);
     refuse_the_source_itself(&cfg.store, &target_location)?;
-    let target = Store::open(&target_location, cfg.store.options().clone())?;
+    // The target is made (its schema applied) if it is new; the source was
+    // opened as an existing store.
+    let opts = cfg.store.options().clone().create_if_missing(true);
+    let target = Store::open(&target_location, opts)?;
     let moved = migrate::migrate(&cfg.store, &target).map_err(|e| match e {
         MigrateError::Store(e) => CliError::from(e),
         refused => CliError::Runtime(refused.to_string().replace('\n', " ")),

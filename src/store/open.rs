@@ -54,6 +54,11 @@ pub(crate) type Pool = r2d2::Pool<SqliteConnectionManager>;
 pub(crate) fn open_pool(path: &Path, opts: &StoreOptions) -> Result<Pool> {
     check_location(path)?;
     let exists = path.exists();
+    if !exists && !opts.create {
+        return Err(Error::NoStore {
+            name: path.display().to_string(),
+        });
+    }
     if !exists {
         create_private(path)?;
     }

@@ -95,6 +95,11 @@ pub struct StoreOptions {
     /// back by more is still caught. SQLite needs none: it reads now under
     /// its write lock, so grants are ordered. Default 1 s.
     pub clock_skew: Duration,
+    /// Create the database (a new SQLite file, leasehold's tables in an empty
+    /// PostgreSQL database) when there is none. Off for commands that only
+    /// look at a store (`status`, `doctor`): a mistyped location must not
+    /// leave an empty store behind. An older schema is migrated either way.
+    pub create: bool,
     /// Overwrite deleted rows with zeros (SQLite's `secure_delete`), so that a
     /// delivered outbox row's text does not stay readable in free pages. On
     /// by default; turn it off only for a store that holds nothing private.
@@ -118,6 +123,7 @@ impl Default for StoreOptions {
                 max_bytes: 256 * 1024 * 1024,
             },
             clock_skew: Duration::from_secs(1),
+            create: true,
             secure_delete: true,
         }
     }
@@ -175,6 +181,12 @@ impl StoreOptions {
     /// Sets [`StoreOptions::clock_skew`] (PostgreSQL only).
     pub fn clock_skew(mut self, skew: Duration) -> Self {
         self.clock_skew = skew;
+        self
+    }
+
+    /// Sets [`StoreOptions::create`].
+    pub fn create_if_missing(mut self, on: bool) -> Self {
+        self.create = on;
         self
     }
 

@@ -59,6 +59,14 @@ pub(crate) fn migrate(client: &mut Client, label: &str) -> Result<i64> {
     Ok(found)
 }
 
+/// Whether leasehold's tables were ever made here (the version table exists).
+pub(crate) fn has_schema(client: &mut Client, label: &str) -> Result<bool> {
+    client
+        .query_one("SELECT to_regclass('leasehold_schema') IS NOT NULL", &[])
+        .and_then(|row| row.try_get(0))
+        .map_err(|source| pg_error(label, source))
+}
+
 /// The applied version, read without taking the migration lock.
 pub(crate) fn applied_version(client: &mut Client, label: &str) -> Result<i64> {
     client

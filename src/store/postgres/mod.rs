@@ -139,6 +139,9 @@ impl PgStore {
                 url: target.label.clone(),
                 source,
             })?;
+        if !opts.create && !migrate::has_schema(&mut client, &target.label)? {
+            return Err(Error::NoStore { name: target.label });
+        }
         migrate::migrate(&mut client, &target.label)?;
         drop(client);
         let pool = build_pool(&target, &opts)?;
