@@ -92,9 +92,10 @@ pub(super) fn create_temp(dir: &Path, fence: i64) -> Result<(PathBuf, File), Mir
 }
 
 /// A generation renamed into place whose bytes and name are not yet durable.
-/// It holds the document's shared lock until it is synced or dropped, so no
-/// cleanup can look at the directory before the round that makes it durable.
-/// Dropping it unsynced withdraws the file.
+/// With file locks it holds the document's shared lock until it is synced or
+/// dropped, so no cleanup can look at the directory before the round that
+/// makes it durable; with row locks it holds none (cleanup keeps the current
+/// claim's files instead). Dropping it unsynced withdraws the file.
 #[derive(Debug)]
 pub struct Staged {
     written: Written,
@@ -209,9 +210,10 @@ impl Mirror {
                     io_err(dir)(io::Error::other("the document's lock file could not be created"))
                 }),
             Fencing::RowLocks => {
-                // An earlier claim's cleanup may prune the directory between
-                // our look and our temp file; it never prunes while a claim is
-                // current, so one more try settles it.
+                // A sweep may prune an emptied shard directory (another
+                // document's) between our look and our mkdir; it never prunes
+                // this document's while our claim is current, so one more try
+                // settles it.
                 for _ in 0..2 {
                     if create_doc_dir(dir)? {
                         return Ok(None);

@@ -1,13 +1,10 @@
-//! The read-only checks `leasehold doctor` runs on a store, beside SQLite's own
-//! `integrity_check`: lease invariants read without indexes (so that a damaged
-//! index cannot hide a duplicate), and the accepted results page by page.
+//! The read-only checks `leasehold doctor` runs on a SQLite store (through the
+//! store's read connections), beside SQLite's own `integrity_check`: lease
+//! invariants read without indexes (so that a damaged index cannot hide a
+//! duplicate), and the accepted results page by page. The PostgreSQL engine
+//! has its own (`postgres/read.rs`).
 
-use std::path::Path;
-use std::time::Duration;
-
-use rusqlite::{Connection, OpenFlags};
-
-use crate::error::{Error, Result};
+use rusqlite::Connection;
 
 /// Run SQLite's `quick_check` (or the full `integrity_check`); the problems found.
 pub(crate) fn integrity(c: &Connection, full: bool) -> rusqlite::Result<Vec<String>> {
@@ -33,37 +30,6 @@ pub struct IndexedRow {
     pub result_path: Option<String>,
     /// Its SHA-256.
     pub checksum: Option<String>,
-}
-
-/// A read-only connection of its own, so that checking never writes (not even
-/// a WAL switch) and never waits behind the pool.
-pub struct Checker {
-    path: std::path::PathBuf,
-    conn: Connection,
-}
-
-impl Checker {
-    /// Open the database at `db` read-only.
-    pub fn open(db: &Path) -> Result<Checker> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(db, flags)
-            .and_then(|c| c.busy_timeout(Duration::from_secs(5)).map(|()| c))
-            .map_err(|e| Error::from_sqlite(db, e))?;
-        Ok(Checker {
-            path: db.to_path_buf(),
-            conn,
-        })
-    }
-
-    /// (subject, message) for every row that breaks "at most one live owner".
-    pub fn lease_violations(&self) -> Result<Vec<(String, String)>> {
-        lease_violations(&self.conn).map_err(|e| Error::from_sqlite(&self.path, e))
-    }
-
-    /// Up to `limit` indexed rows with ids after `after`, in id order.
-    pub fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>> {
-        indexed_page(&self.conn, after, limit).map_err(|e| Error::from_sqlite(&self.path, e))
-    }
 }
 
 pub(crate) fn indexed_page(conn: &Connection, after: i64, limit: i64) -> rusqlite::Result<Vec<IndexedRow>> {

@@ -57,7 +57,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-pub use check::{Checker, IndexedRow};
+pub use check::IndexedRow;
 pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, GateState, ProbePermit};
 pub use location::DbLocation;
 pub use open::schema_version;
