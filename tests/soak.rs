@@ -326,6 +326,14 @@ fn soak(p: Params) {
         soak.kills
     );
     assert!(restarted, "the server was never restarted");
+    // Workers carried on through every fault, the server's restart included:
+    // none gave up on the store (the pool halts after failures in a row).
+    let log = std::fs::read_to_string(&soak.log).unwrap_or_default();
+    assert!(
+        !log.contains("store failures in a row"),
+        "a worker gave up on the store; see {}",
+        soak.log.display()
+    );
     check_invariants(&soak, soak.p.docs, soak.p.max_attempts);
     // And the operator's own check agrees.
     let doctor = soak.command(&["doctor"]).output().unwrap();
