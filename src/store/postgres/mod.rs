@@ -7,6 +7,7 @@
 //! - `url.rs`: parse the URL; the name it goes by in messages has no password.
 //! - `migrate.rs`: the versioned sections, applied once each under an
 //!   advisory lock.
+//! - `conn.rs`: pooled connections that keep their prepared statements.
 //! - `tx.rs`: READ COMMITTED transactions with "now" from the injected clock,
 //!   bounded retries after a serialization failure or a deadlock.
 //! - `queue.rs`: enqueue, requeue, scans, settings.
@@ -22,6 +23,7 @@
 //! thread-pool design; connections are plain TCP or a Unix socket (no TLS
 //! connector yet).
 
+mod conn;
 mod fence;
 mod gate;
 mod migrate;
@@ -48,7 +50,7 @@ pub use migrate::{schema_version, MIGRATION_LOCK};
 use url::Target;
 
 /// Connection pool of a PostgreSQL store.
-type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+type Pool = r2d2::Pool<conn::Manager>;
 
 /// How long a caller waits for a free pooled connection, as on SQLite.
 const POOL_WAIT: Duration = Duration::from_secs(30);
@@ -139,7 +141,7 @@ impl PgStore {
         i64::from(self.inner.opts.max_attempts)
     }
 
-    fn connection(&self) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>> {
+    fn connection(&self) -> Result<r2d2::PooledConnection<conn::Manager>> {
         self.inner.pool.get().map_err(|source| Error::PostgresPool {
             url: self.inner.label.clone(),
             source,
@@ -157,7 +159,7 @@ fn build_pool(target: &Target, opts: &StoreOptions) -> Result<Pool> {
         .max_size(opts.pool_size.max(2))
         .min_idle(Some(1))
         .connection_timeout(POOL_WAIT)
-        .build(manager)
+        .build(conn::Manager(manager))
         .map_err(|source| Error::PostgresPool {
             url: target.label.clone(),
             source,

@@ -19,6 +19,7 @@
 
 use ::postgres::Transaction;
 
+use super::conn::Tx;
 use super::tx::{Fail, Sql};
 use crate::clock::Millis;
 use crate::job::{Claim, Fenced, JobId, Owner, Parked, Rejection, Status};
@@ -199,7 +200,7 @@ const RELEASE: &str = concat!(
 /// more are wanted). Round trips of a claim, one document or many: BEGIN,
 /// the claim, the history, COMMIT (each statement prepared and run).
 pub(crate) fn claim(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     now: Millis,
     policy: &Policy,
     worker: &str,
@@ -238,18 +239,13 @@ pub(crate) fn claim(
 type Taken = (Candidate, Option<(Claim, i64)>);
 
 /// Run [`CLAIM`] for up to `want` rows.
-fn take_some(
-    tx: &mut Transaction<'_>,
-    now: Millis,
-    policy: &Policy,
-    worker: &str,
-    want: usize,
-) -> Sql<Vec<Taken>> {
+fn take_some(tx: &mut Tx<'_>, now: Millis, policy: &Policy, worker: &str, want: usize) -> Sql<Vec<Taken>> {
     let limit = i64::try_from(want).unwrap_or(i64::MAX);
     let ahead = now.saturating_add(policy.clock_skew_ms);
     let lease_until = now.saturating_add(policy.lease_ms);
+    let claim = tx.prepared(CLAIM)?;
     let rows = tx.query(
-        CLAIM,
+        &claim,
         &[
             &now,
             &ahead,
@@ -293,7 +289,7 @@ fn take_some(
 
 /// The `claimed` history lines of a claim, in one INSERT: (job, token,
 /// fence, detail) of distinct documents, each locked by this transaction.
-fn record_claims(tx: &mut Transaction<'_>, now: Millis, lines: &[(i64, String, i64, String)]) -> Sql<()> {
+fn record_claims(tx: &mut Tx<'_>, now: Millis, lines: &[(i64, String, i64, String)]) -> Sql<()> {
     if lines.is_empty() {
         return Ok(());
     }
@@ -334,27 +330,36 @@ pub(crate) fn renew(tx: &mut Transaction<'_>, now: Millis, policy: &Policy, o: &
 
 /// Accept `path` and `checksum` as the document's result.
 pub(crate) fn complete(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     now: Millis,
     o: &Owner,
     (path, checksum): (&str, &str),
     note: Option<&str>,
 ) -> Sql<Fenced> {
+    let update = tx.prepared(COMPLETE)?;
     let version: Option<String> = tx
-        .query_opt(COMPLETE, &[&o.id.0, &o.token, &path, &checksum, &now])?
+        .query_opt(&update, &[&o.id.0, &o.token, &path, &checksum, &now])?
         .map(|r| r.try_get(0))
         .transpose()?;
-    let detail = version
-        .as_deref()
-        .map(|v| complete_detail(v, path, checksum, note));
-    settle(
-        tx,
-        now,
-        o,
-        u64::from(version.is_some()),
-        "complete",
-        detail.as_deref(),
-    )
+    let Some(version) = version else {
+        return settle(tx, now, o, 0, "complete", None);
+    };
+    // What `settle` records for an accepted completion, prepared once.
+    let detail = complete_detail(&version, path, checksum, note);
+    let line = tx.prepared(RECORD)?;
+    let event = "completed";
+    tx.execute(
+        &line,
+        &[
+            &o.id.0,
+            &now,
+            &event,
+            &Some(o.token.as_str()),
+            &Some(o.fence),
+            &Some(detail.as_str()),
+        ],
+    )?;
+    Ok(Fenced::Accepted)
 }
 
 /// Record a failure: retrying with backoff, or dead.
@@ -443,6 +448,10 @@ fn guard(from: Status, to: Status) -> Sql<()> {
     Err(Fail::Refused(format!("refused transition {from} -> {to}")))
 }
 
+/// One history line; $1 the document, whose row lock the caller holds.
+const RECORD: &str = "INSERT INTO history (job_id, seq, at, event, token, fence, detail)
+     VALUES ($1, (SELECT coalesce(max(seq), 0) + 1 FROM history WHERE job_id = $1), $2, $3, $4, $5, $6)";
+
 /// Append one line to the history table. The caller holds the document's
 /// row lock (see the module's docs), so the seq read here is the next one.
 pub(crate) fn record(
@@ -454,13 +463,15 @@ pub(crate) fn record(
     fence: Option<i64>,
     detail: Option<&str>,
 ) -> Sql<()> {
-    tx.execute(
-        "INSERT INTO history (job_id, seq, at, event, token, fence, detail)
-         VALUES ($1, (SELECT coalesce(max(seq), 0) + 1 FROM history WHERE job_id = $1), $2, $3, $4, $5, $6)",
-        &[&job_id, &now, &event, &token, &fence, &detail],
-    )?;
+    tx.execute(RECORD, &[&job_id, &now, &event, &token, &fence, &detail])?;
     Ok(())
 }
+
+/// [`record`] for many documents: one line each, all of one event.
+const RECORD_EACH: &str = "INSERT INTO history (job_id, seq, at, event, token, fence, detail)
+     SELECT l.job_id, (SELECT coalesce(max(h.seq), 0) + 1 FROM history h WHERE h.job_id = l.job_id),
+            $1, $2, l.token, l.fence, l.detail
+     FROM unnest($3::BIGINT[], $4::TEXT[], $5::BIGINT[], $6::TEXT[]) AS l (job_id, token, fence, detail)";
 
 /// The columns of many history lines of one event: job ids (distinct), and
 /// for each its token, fence and detail.
@@ -475,18 +486,13 @@ type Lines<'a> = (
 /// one INSERT. The caller holds every document's row lock and the ids are
 /// distinct, so each line's seq is its document's next one (see [`record`]).
 fn record_each(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     now: Millis,
     event: &str,
     (ids, tokens, fences, details): Lines<'_>,
 ) -> Sql<()> {
-    tx.execute(
-        "INSERT INTO history (job_id, seq, at, event, token, fence, detail)
-         SELECT l.job_id, (SELECT coalesce(max(h.seq), 0) + 1 FROM history h WHERE h.job_id = l.job_id),
-                $1, $2, l.token, l.fence, l.detail
-         FROM unnest($3::BIGINT[], $4::TEXT[], $5::BIGINT[], $6::TEXT[]) AS l (job_id, token, fence, detail)",
-        &[&now, &event, &ids, &tokens, &fences, &details],
-    )?;
+    let insert = tx.prepared(RECORD_EACH)?;
+    tx.execute(&insert, &[&now, &event, &ids, &tokens, &fences, &details])?;
     Ok(())
 }
 
@@ -504,7 +510,7 @@ const COMPLETE_EACH: &str = "UPDATE jobs SET status = 'indexed', result_path = d
 /// UPDATE and one history INSERT (refusals are settled one by one, as after
 /// [`complete`]). Claims of one document twice go one at a time.
 pub(crate) fn complete_each(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     now: Millis,
     cap: &OutboxCap,
     done: &[(Owner, Completion<'_>)],
@@ -573,7 +579,7 @@ pub(crate) fn complete_each(
 /// sink, its outbox row, in the caller's transaction: an accepted result is
 /// queued exactly once, a refused one never.
 pub(crate) fn complete_and_push(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     now: Millis,
     cap: &OutboxCap,
     o: &Owner,
