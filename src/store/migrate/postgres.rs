@@ -22,7 +22,7 @@ struct Side<'c> {
 }
 
 pub(super) fn with_snapshot<T>(db: &PgStore, f: &mut dyn FnMut(&mut dyn Reader) -> Result<T>) -> Result<T> {
-    let mut conn = db.bulk_connection()?;
+    let mut conn = db.connection()?;
     let tx = conn
         .build_transaction()
         .isolation_level(IsolationLevel::RepeatableRead)
@@ -38,8 +38,9 @@ pub(super) fn with_snapshot<T>(db: &PgStore, f: &mut dyn FnMut(&mut dyn Reader) 
 }
 
 pub(super) fn with_write<T>(db: &PgStore, f: &mut dyn FnMut(&mut dyn Writer) -> Result<T>) -> Result<T> {
-    let mut conn = db.bulk_connection()?;
-    let mut tx = conn.transaction().map_err(|e| pg_error(db.url(), e))?;
+    let mut conn = db.connection()?;
+    // The client's own transaction, not the connection's statement-keeping one.
+    let mut tx = ::postgres::Client::transaction(&mut conn).map_err(|e| pg_error(db.url(), e))?;
     // Other writers (a worker pointed at the new database too early) wait
     // until the copy commits or rolls back: the emptiness checked first
     // still holds when the rows go in. Readers are not held up.

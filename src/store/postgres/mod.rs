@@ -7,6 +7,7 @@
 //! - `url.rs`: parse the URL; the name it goes by in messages has no password.
 //! - `migrate.rs`: the versioned sections, applied once each under an
 //!   advisory lock.
+//! - `conn.rs`: pooled connections that keep their prepared statements.
 //! - `tx.rs`: READ COMMITTED transactions with "now" from the injected clock,
 //!   bounded retries after a serialization failure or a deadlock.
 //! - `queue.rs`: enqueue, requeue, scans, settings.
@@ -22,7 +23,7 @@
 //! thread-pool design; connections are plain TCP or a Unix socket (no TLS
 //! connector yet).
 
-mod bulk;
+mod conn;
 mod fence;
 mod gate;
 mod migrate;
@@ -49,7 +50,7 @@ pub use migrate::{schema_version, MIGRATION_LOCK};
 use url::Target;
 
 /// Connection pool of a PostgreSQL store.
-type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+type Pool = r2d2::Pool<conn::Manager>;
 
 /// Longest any statement waits for a row or advisory lock. Claims skip
 /// locked rows and cleanups wait [`ROW_LOCK_WAIT`]; what else waits (a fenced
@@ -76,9 +77,9 @@ fn session_limits() -> String {
 #[derive(Debug)]
 struct SessionLimits;
 
-impl r2d2::CustomizeConnection<::postgres::Client, ::postgres::Error> for SessionLimits {
-    fn on_acquire(&self, client: &mut ::postgres::Client) -> std::result::Result<(), ::postgres::Error> {
-        client.batch_execute(&session_limits())
+impl r2d2::CustomizeConnection<conn::Conn, ::postgres::Error> for SessionLimits {
+    fn on_acquire(&self, conn: &mut conn::Conn) -> std::result::Result<(), ::postgres::Error> {
+        conn.batch_execute(&session_limits())
     }
 }
 
@@ -180,7 +181,9 @@ impl PgStore {
         i64::from(self.inner.opts.max_attempts)
     }
 
-    fn connection(&self) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>> {
+    /// A connection of the pool (with its prepared statements); also for
+    /// `store::migrate`, which runs whole-database transactions of its own.
+    pub(crate) fn connection(&self) -> Result<r2d2::PooledConnection<conn::Manager>> {
         self.inner.pool.get().map_err(|source| Error::PostgresPool {
             url: self.inner.label.clone(),
             source,
@@ -199,7 +202,7 @@ fn build_pool(target: &Target, opts: &StoreOptions) -> Result<Pool> {
         .min_idle(Some(1))
         .connection_timeout(POOL_WAIT)
         .connection_customizer(Box::new(SessionLimits))
-        .build(manager)
+        .build(conn::Manager(manager))
         .map_err(|source| Error::PostgresPool {
             url: target.label.clone(),
             source,

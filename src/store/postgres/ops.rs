@@ -94,16 +94,11 @@ impl Engine for PgStore {
         self.write_tx(|tx, now| write::complete_and_push(tx, now, &cap, owner, c))
     }
 
-    /// One completion after another in one transaction: the same rows,
-    /// history and outbox rows as one at a time (SQLite's batch statement is
-    /// an optimisation of exactly that).
+    /// Many completions in one transaction: one UPDATE and one history
+    /// INSERT for all (`write::complete_each`).
     fn finish_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>> {
         let cap = self.policy().outbox;
-        self.write_tx(|tx, now| {
-            done.iter()
-                .map(|(o, c)| write::complete_and_push(tx, now, &cap, o, c))
-                .collect()
-        })
+        self.write_tx(|tx, now| write::complete_each(tx, now, &cap, done))
     }
 
     fn fail(&self, owner: &Owner, error: &str, permanent: bool) -> Result<Fenced> {

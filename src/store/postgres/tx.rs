@@ -12,7 +12,9 @@
 use std::time::Duration;
 
 use ::postgres::error::SqlState;
-use ::postgres::{Client, Transaction};
+use ::postgres::Client;
+
+use super::conn::{Conn, Tx};
 
 use super::PgStore;
 use crate::clock::Millis;
@@ -45,7 +47,7 @@ impl PgStore {
     /// after it began; commit, or roll back on any error. A serialization
     /// failure or a deadlock runs the whole transaction again, at most
     /// [`RETRIES`] times, with a growing, jittered pause.
-    pub(crate) fn write_tx<T>(&self, mut f: impl FnMut(&mut Transaction<'_>, Millis) -> Sql<T>) -> Result<T> {
+    pub(crate) fn write_tx<T>(&self, mut f: impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>) -> Result<T> {
         let mut client = self.connection()?;
         let mut attempt = 0;
         loop {
@@ -58,11 +60,7 @@ impl PgStore {
         }
     }
 
-    fn try_tx<T>(
-        &self,
-        client: &mut Client,
-        f: &mut impl FnMut(&mut Transaction<'_>, Millis) -> Sql<T>,
-    ) -> Sql<T> {
+    fn try_tx<T>(&self, client: &mut Conn, f: &mut impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>) -> Sql<T> {
         let mut tx = client.transaction()?;
         let now = self.now();
         // Dropping `tx` on an error rolls it back.
