@@ -212,3 +212,30 @@ fn reading_commands_create_nothing_in_an_empty_database() {
         .get(0);
     assert_eq!(tables, 0, "a reading command made tables");
 }
+
+#[test]
+fn doctor_reports_a_clock_far_from_the_servers() {
+    let url = pg::server().fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let env = [("LEASEHOLD_DB", url.as_str())];
+    ok(leasehold_env(&data, &env, &["run", samples().to_str().unwrap()]));
+    let report = json(ok(leasehold_env(&data, &env, &["doctor", "--json"])));
+    let offset = report["checked"]["clock_offset_ms"].as_i64().expect("an offset");
+    assert!(offset.abs() < 500, "{report}");
+    // This machine's clock five seconds ahead (the test clock offset).
+    let clock = dir.path().join("clock-offset");
+    std::fs::write(&clock, "5000").unwrap();
+    let clock = clock.to_str().unwrap();
+    let ahead = [
+        ("LEASEHOLD_DB", url.as_str()),
+        ("LEASEHOLD_TEST_CLOCK_FILE", clock),
+    ];
+    let out = leasehold_env(&data, &ahead, &["doctor"]);
+    assert_eq!(out.status.code(), Some(1), "{}", printed(&out));
+    assert!(
+        stdout(&out).contains("ms from the database server's"),
+        "{}",
+        printed(&out)
+    );
+}

@@ -59,6 +59,9 @@ struct Checked {
     journal_mode: Option<String>,
     /// "ok", the number of problems, or "not run".
     integrity_check: String,
+    /// PostgreSQL: the server's clock minus this machine's, in ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clock_offset_ms: Option<i64>,
     documents: u64,
     live_leases: u64,
     indexed: u64,
@@ -208,10 +211,13 @@ impl Doctor {
                 return None;
             }
         }
-        let opts = StoreOptions::default()
-            .checkpoint_every(None)
-            .pool_size(2)
-            .create_if_missing(false);
+        // The clock every other command uses (a test's, when one is set):
+        // the clock check compares it with the server's.
+        let base = match super::testing::clock() {
+            Some(clock) => StoreOptions::default().clock(clock),
+            None => StoreOptions::default(),
+        };
+        let opts = base.checkpoint_every(None).pool_size(2).create_if_missing(false);
         match Store::open(db, opts) {
             Ok(store) => {
                 self.checked.database = store.path().display().to_string();
@@ -259,6 +265,7 @@ impl Doctor {
         } else {
             self.sqlite_checks(store, &path)
         };
+        self.clock_check(store, &path);
         match (store.counts(), store.live_leases()) {
             (Ok(c), Ok(l)) => {
                 self.checked.documents = c.total();
@@ -267,6 +274,29 @@ impl Doctor {
             (Err(e), _) | (_, Err(e)) => self.problem("store", &path, one_line(&e)),
         }
         sound
+    }
+
+    /// PostgreSQL: this machine's clock against the server's. Leases are
+    /// judged by each machine's clock; one that is off by more than half the
+    /// clock-skew allowance makes the others take its fresh leases over.
+    fn clock_check(&mut self, store: &Store, path: &str) {
+        let allowed = store.options().clock_skew.as_millis() as i64 / 2;
+        match store.clock_offset_ms() {
+            Ok(None) => {}
+            Ok(Some((offset, round_trip))) => {
+                self.checked.clock_offset_ms = Some(offset);
+                if offset.abs() > allowed + round_trip {
+                    self.problem(
+                        "clock",
+                        path,
+                        format!(
+                            "{path}: this machine's clock is {offset} ms from the database server's                              (allowed: {allowed} ms); keep the machines on NTP, or leases they grant                              are taken over"
+                        ),
+                    );
+                }
+            }
+            Err(e) => self.problem("clock", path, one_line(&e)),
+        }
     }
 
     /// SQLite's full integrity check and journal mode; true when the file is sound.

@@ -208,6 +208,16 @@ impl Store {
         }
     }
 
+    /// PostgreSQL only: the server's clock minus this process's, in ms, and
+    /// the round trip the reading took (its uncertainty); `None` on SQLite,
+    /// where every process reads one machine's clock.
+    pub fn clock_offset_ms(&self) -> Result<Option<(i64, i64)>> {
+        match &self.inner.backend {
+            Backend::Postgres(pg) => pg.clock_offset_ms().map(Some),
+            Backend::Sqlite(_) => Ok(None),
+        }
+    }
+
     /// The SQLite engine, for what only SQLite has; a typed error naming
     /// `operation` on PostgreSQL.
     fn sqlite(&self, operation: &'static str) -> Result<&Sqlite> {

@@ -23,6 +23,7 @@
 //! thread-pool design; connections are plain TCP or a Unix socket (no TLS
 //! connector yet).
 
+mod clock;
 mod conn;
 mod fence;
 mod gate;
