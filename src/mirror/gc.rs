@@ -36,6 +36,19 @@ pub(super) fn accepted_fence(job_id: i64, accepted: &str) -> Result<i64, MirrorE
     parse_generation(name).ok_or_else(foreign)
 }
 
+/// The generations a cleanup keeps: the accepted one (which must be exactly a
+/// generation path of this job) and the current claim's.
+fn kept_fences(job_id: i64, keep: &Keep) -> Result<[Option<i64>; 2], MirrorError> {
+    let accepted = match &keep.accepted {
+        Some(path) => Some(accepted_fence(job_id, path)?),
+        None => None,
+    };
+    if let Some(fence) = keep.current_fence {
+        check_ids(job_id, fence)?;
+    }
+    Ok([accepted, keep.current_fence])
+}
+
 /// Report for a document whose row is gone: everything is kept, nothing deleted.
 pub(super) fn report_untouched(job_id: i64, rel_dir: &str, entries: &[(String, Kind)]) -> CleanupReport {
     let mut report = CleanupReport {
@@ -205,15 +218,9 @@ impl Mirror {
         let Some(keep) = keep else {
             return Ok(report_untouched(job_id, &rel_dir, &entries));
         };
-        let accepted = match &keep.accepted {
-            Some(path) => Some(accepted_fence(job_id, path)?),
-            None => None,
-        };
-        if let Some(fence) = keep.current_fence {
-            check_ids(job_id, fence)?;
-        }
+        let keep_fences = kept_fences(job_id, &keep)?;
         let rule = Stale {
-            keep_fences: [accepted, keep.current_fence],
+            keep_fences,
             keep_temps_of: keep.current_fence,
             deadline: Some(deadline),
             dry_run,
@@ -264,17 +271,11 @@ impl Mirror {
         let Some(keep) = keep else {
             return Ok(report_untouched(job_id, &rel_dir, &entries));
         };
-        let accepted = match &keep.accepted {
-            Some(path) => Some(accepted_fence(job_id, path)?),
-            None => None,
-        };
-        if let Some(fence) = keep.current_fence {
-            check_ids(job_id, fence)?;
-        }
+        let keep_fences = kept_fences(job_id, &keep)?;
         // Under the exclusive lock no writer is mid-write: every temp is
         // stale, and the lock holds however long the deletions take.
         let rule = Stale {
-            keep_fences: [accepted, keep.current_fence],
+            keep_fences,
             keep_temps_of: None,
             deadline: None,
             dry_run: opts.dry_run,
