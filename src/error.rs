@@ -154,6 +154,14 @@ pub enum Error {
         /// The operation refused.
         operation: &'static str,
     },
+    /// `leasehold migrate` moved this store's contents to another database:
+    /// work here would be lost to the one in use (and could touch its files
+    /// in a shared mirror).
+    #[error("this store was moved to {to} by `leasehold migrate`; point --db (or LEASEHOLD_DB) there")]
+    Moved {
+        /// The database it was moved to, without a password.
+        to: String,
+    },
     /// No leasehold database at the location, and the store was opened
     /// without [`crate::StoreOptions::create`].
     #[error("{name}: no leasehold database here (wrong --data or --db?)")]
@@ -234,6 +242,7 @@ impl Error {
                 | Error::SqliteOnly { .. }
                 | Error::PostgresOnly { .. }
                 | Error::NoStore { .. }
+                | Error::Moved { .. }
         )
     }
 }

@@ -189,17 +189,13 @@ fn sqlite_to_postgres_and_back_keeps_every_row() {
     assert!(sqlite_doctor.0.is_empty(), "{sqlite_doctor:?}");
     assert_eq!(sqlite_doctor, doctor(&c.data, Some(&url)));
 
-    // And back, into a new SQLite file: the same rows, the same checksums.
-    let back = c.data.join("back.db");
-    let back_report = json(ok(leasehold(
-        &c.data,
-        Some(&url),
-        &["migrate", "--to", back.to_str().unwrap(), "--json"],
-    )));
-    assert_eq!(tables(&back_report), moved);
-    assert_eq!(
-        status(&c.data, Some(back.to_str().unwrap())),
-        status(&c.data, None)
+    // The store moved from refuses new work, naming where it went.
+    let stale = leasehold(&c.data, None, &["run", c.src(), "--json"]);
+    assert!(!stale.status.success(), "{}", printed(&stale));
+    assert!(
+        printed(&stale).contains("was moved to postgres://"),
+        "{}",
+        printed(&stale)
     );
 
     // Work goes on on PostgreSQL: a new document gets an id above the old ones.
@@ -220,6 +216,25 @@ fn sqlite_to_postgres_and_back_keeps_every_row() {
     let late = pg.job_by_key("late.txt").unwrap().unwrap();
     assert!(late.id > max_id, "{} <= {max_id}", late.id);
     assert_eq!(late.status, leasehold::Status::Indexed);
+
+    // And back, into a new SQLite file: the same rows, the same checksums.
+    let back = c.data.join("back.db");
+    let back_report = json(ok(leasehold(
+        &c.data,
+        Some(&url),
+        &["migrate", "--to", back.to_str().unwrap(), "--json"],
+    )));
+    assert_eq!(
+        rows_of(&tables(&back_report), "jobs"),
+        rows_of(&moved, "jobs") + 1
+    );
+    assert_eq!(
+        status(&c.data, Some(back.to_str().unwrap())),
+        status(&c.data, Some(&url))
+    );
+    // Now PostgreSQL is the store moved from.
+    let claim = pg.claim("w");
+    assert!(matches!(claim, Err(leasehold::Error::Moved { .. })), "{claim:?}");
 }
 
 #[test]
@@ -277,7 +292,18 @@ fn refuses_a_target_that_holds_rows() {
         "{first}"
     );
 
+    // The store moved from cannot be moved again (its copy would be stale).
     let again = leasehold(&c.data, None, &["migrate", "--to", &url]);
+    assert!(printed(&again).contains("was moved to"), "{}", printed(&again));
+
+    // Another store into the one that now holds rows.
+    let second = Corpus::new();
+    ok(leasehold(
+        &second.data,
+        None,
+        &["run", samples().to_str().unwrap()],
+    ));
+    let again = leasehold(&second.data, None, &["migrate", "--to", &url]);
     let shown = printed(&again);
     assert_eq!(again.status.code(), Some(1), "{shown}");
     let jobs = SAMPLE_PHRASES.len();
@@ -396,4 +422,38 @@ fn text_keys_verify_under_a_linguistic_collation() {
     drop(store);
     let report = json(ok(leasehold(&c.data, None, &["migrate", "--to", &url, "--json"])));
     assert_eq!(rows_of(&tables(&report), "meta"), 6, "{report}");
+}
+
+/// A worker that was running on the store during the move stops claiming
+/// within the marker's check interval (by the store's clock), with the error
+/// that names where the store went.
+#[test]
+fn a_running_handle_stops_claiming_once_its_store_was_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = leasehold::ManualClock::new(1_000_000);
+    let opts = StoreOptions::default().clock(std::sync::Arc::new(clock.clone()));
+    let running = Store::open(dir.path().join("q.db"), opts.clone()).unwrap();
+    for key in ["a.txt", "b.txt"] {
+        running.enqueue(&leasehold::NewDoc::new(key, "v1")).unwrap();
+    }
+    let first = running.claim("w").unwrap().expect("queued");
+    assert!(running.release(first, "handed back").unwrap().is_accepted());
+
+    let target = Store::open(pg::server().fresh_database(), StoreOptions::default()).unwrap();
+    leasehold::store::migrate::migrate(&running, &target).unwrap();
+    clock.advance(Duration::from_secs(1));
+    let refused = running.claim("w");
+    assert!(
+        matches!(refused, Err(leasehold::Error::Moved { .. })),
+        "{refused:?}"
+    );
+    assert!(refused
+        .unwrap_err()
+        .to_string()
+        .contains(target.path().to_str().unwrap()));
+    let enqueue = running.enqueue(&leasehold::NewDoc::new("c.txt", "v1"));
+    assert!(
+        matches!(enqueue, Err(leasehold::Error::Moved { .. })),
+        "{enqueue:?}"
+    );
 }

@@ -107,6 +107,23 @@ struct Inner {
     opts: StoreOptions,
     /// Kept here for both engines: it wakes threads of this process only.
     signal: WorkSignal,
+    /// What this handle last saw of the `migrate` marker.
+    moved: Mutex<Moved>,
+}
+
+/// The meta row `leasehold migrate` writes into a store it moved away from.
+const MOVED_TO: &str = "moved_to";
+
+/// How often a handle looks for [`MOVED_TO`].
+const MOVED_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// The `migrate` marker as a handle last read it.
+#[derive(Default)]
+struct Moved {
+    /// Where the store went, once seen (it is never taken back).
+    to: Option<String>,
+    /// When it was last looked up, by the store's clock.
+    checked: Option<Millis>,
 }
 
 impl std::fmt::Debug for Store {
@@ -159,6 +176,7 @@ impl Store {
                 name,
                 opts,
                 signal: WorkSignal::default(),
+                moved: Mutex::new(Moved::default()),
             }),
         })
     }
@@ -239,6 +257,7 @@ impl Store {
         for d in docs {
             check_key(&d.key)?;
         }
+        self.refuse_if_moved()?;
         let out = self.engine().enqueue_many(docs)?;
         self.notify_if_queued(&out);
         Ok(out)
@@ -266,6 +285,7 @@ impl Store {
     /// Start a scan of a source (a directory walk, an HTTP listing); its number
     /// stamps every document it sees.
     pub fn begin_scan(&self) -> Result<i64> {
+        self.refuse_if_moved()?;
         self.engine().begin_scan()
     }
 
@@ -336,12 +356,47 @@ impl Store {
         Ok(self.claim_batch(worker, 1)?.pop())
     }
 
-    /// Claim up to `n` documents in one transaction.
+    /// Claim up to `n` documents in one transaction. A store that
+    /// `leasehold migrate` moved away from answers [`Error::Moved`].
     pub fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
         if n == 0 {
             return Ok(Vec::new());
         }
+        self.refuse_if_moved()?;
         self.engine().claim_batch(worker, n)
+    }
+
+    /// [`Error::Moved`] if the store carries the marker `leasehold migrate`
+    /// leaves in a store it moved away from. Looked up at most once per
+    /// [`MOVED_CHECK_EVERY`] per handle (and its clones), so claims pay
+    /// nothing for it; a process that was running during the move stops
+    /// claiming within that time.
+    fn refuse_if_moved(&self) -> Result<()> {
+        let now = self.now();
+        let mut seen = self.inner.moved.lock().unwrap_or_else(|e| e.into_inner());
+        let every = duration_ms(MOVED_CHECK_EVERY);
+        let due = seen
+            .checked
+            .is_none_or(|at| now.saturating_sub(at) >= every || now < at);
+        if seen.to.is_none() && due {
+            seen.to = self.engine().meta(MOVED_TO)?;
+            seen.checked = Some(now);
+        }
+        match &seen.to {
+            Some(to) => Err(Error::Moved { to: to.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Leave the marker that makes every later claim here refuse: this
+    /// store's contents now live at `to` (`leasehold migrate`).
+    pub fn mark_moved(&self, to: &str) -> Result<()> {
+        self.engine().set_meta(MOVED_TO, to)
+    }
+
+    /// Where `leasehold migrate` moved this store, if it did.
+    pub fn moved_to(&self) -> Result<Option<String>> {
+        self.engine().meta(MOVED_TO)
     }
 
     /// Extend the lease of `owner`'s claim from now. Fenced on id + token +

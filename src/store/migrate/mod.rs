@@ -151,11 +151,18 @@ trait Writer: Reader {
 /// from the source; [`MigrateError::Store`] for a database error. In each case
 /// nothing of the target's transaction is committed.
 pub fn migrate(source: &Store, target: &Store) -> Result<Migration> {
+    if let Some(to) = source.moved_to()? {
+        return Err(Error::Moved { to }.into());
+    }
     let now = source.now();
     let tables = with_snapshot(source, &mut |reader| {
         refuse_live_leases(reader, source, now)?;
         with_write(target, &mut |writer| copy_all(reader, writer, &name(target)))
     })?;
+    // From here on the source refuses to claim or enqueue: work there would
+    // be lost to the database in use, and its cleanups could delete results
+    // of the target's in a mirror they share.
+    source.mark_moved(&name(target))?;
     Ok(Migration {
         source: name(source),
         target: name(target),
