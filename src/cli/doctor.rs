@@ -290,7 +290,7 @@ impl Doctor {
                         "clock",
                         path,
                         format!(
-                            "{path}: this machine's clock is {offset} ms from the database server's                              (allowed: {allowed} ms); keep the machines on NTP, or leases they grant                              are taken over"
+                            "{path}: this machine's clock is {offset} ms from the database server's (allowed: {allowed} ms); keep the machines on NTP, or leases they grant are taken over"
                         ),
                     );
                 }
