@@ -459,6 +459,7 @@ fn main() {
         fairness();
         print_ratios();
         pg::print_latency();
+        pg::print_interleaved();
     }
     Criterion::default().configure_from_args().final_summary();
 }

@@ -13,7 +13,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Backend, TestDb};
-use leasehold::{NewDoc, Status, Store};
+use leasehold::{Completion, NewDoc, Status, Store};
 
 const HOUR_MS: i64 = 3_600_000;
 const START_MS: i64 = 10 * HOUR_MS;
@@ -184,7 +184,48 @@ fn max_lost_leases_must_be_at_least_one(b: Backend) {
     assert!(err.to_string().contains("max_lost_leases"), "{err}");
 }
 
+/// The history lines of a claim, a takeover and a completion say the same,
+/// word for word, on both engines (PostgreSQL words them in SQL, in the
+/// statement that makes the change; SQLite in Rust).
+fn history_lines_read_the_same_on_both_engines(b: Backend) {
+    let t = TestDb::new(b);
+    t.clock.set(START_MS);
+    let s = t.open(t.options(1_000).checkpoint_every(None).max_lost_leases(7));
+    let id = s.enqueue(&NewDoc::new("doc", "v1")).unwrap().id();
+    let lost = s.claim("A").unwrap().expect("A claims");
+    t.clock.advance(Duration::from_millis(1_500));
+    let taken = s.claim("B").unwrap().expect("B takes over");
+    let mut done = Completion::new("doc/result.txt", "abc123");
+    done.note = Some("plain text");
+    assert!(s.finish(taken, done).unwrap().is_accepted());
+    let lines: Vec<(String, String)> = s
+        .history(id)
+        .unwrap()
+        .into_iter()
+        .filter(|h| h.event != "enqueued")
+        .map(|h| (h.event, h.detail.unwrap_or_default()))
+        .collect();
+    let expected = [
+        ("claimed", "worker A; from discovered; attempt 1".to_owned()),
+        (
+            "claimed",
+            format!(
+                "worker B; took over from fence 1 ({}) after lease expiry; attempt 1 refunded and \
+                 kept; lost leases 1/7",
+                lost.token
+            ),
+        ),
+        (
+            "completed",
+            "version v1; doc/result.txt; sha256 abc123; extracted as plain text".to_owned(),
+        ),
+    ];
+    let expected: Vec<(String, String)> = expected.into_iter().map(|(e, d)| (e.to_owned(), d)).collect();
+    assert_eq!(lines, expected);
+}
+
 on_both_backends!(
+    history_lines_read_the_same_on_both_engines,
     a_dead_workers_lease_is_over_when_the_clock_goes_back_an_hour,
     a_lease_is_judged_by_its_own_length_not_the_claimers,
     a_small_step_back_within_the_lease_keeps_it,

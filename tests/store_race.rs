@@ -52,6 +52,9 @@ fn eight_threads_with_their_own_handles_claim_each_document_once(b: Backend) {
     assert_eq!(t.handle(600_000).counts().unwrap().indexed, 2000);
 }
 
+/// Threads of one handle share group-commit batches (on PostgreSQL the
+/// claims of a batch are one statement): each claim is its caller's, by the
+/// row's owner and by its history line.
 fn threads_sharing_one_handle_group_commit_and_claim_each_document_once(b: Backend) {
     let t = TestDb::new(b);
     let store = t.handle(600_000);
@@ -59,12 +62,43 @@ fn threads_sharing_one_handle_group_commit_and_claim_each_document_once(b: Backe
     let handles: Vec<_> = (0..16)
         .map(|i| {
             let store = store.clone();
-            std::thread::spawn(move || drain(&store, &format!("thread-{i}")))
+            std::thread::spawn(move || {
+                let worker = format!("thread-{i}");
+                let mine = drain_checking_owner(&store, &worker);
+                for id in &mine {
+                    let claimed = store
+                        .history(leasehold::JobId(*id))
+                        .unwrap()
+                        .into_iter()
+                        .find(|h| h.event == "claimed")
+                        .expect("a claimed line");
+                    let detail = claimed.detail.unwrap_or_default();
+                    assert!(detail.starts_with(&format!("worker {worker};")), "{id}: {detail}");
+                }
+                mine
+            })
         })
         .collect();
     let all: Vec<i64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
     let unique: HashSet<_> = all.iter().copied().collect();
     assert_eq!((all.len(), unique.len()), (2000, 2000));
+}
+
+/// [`drain`], checking that each claimed row names `worker` as its owner.
+fn drain_checking_owner(store: &Store, worker: &str) -> Vec<i64> {
+    let mut mine = Vec::new();
+    while let Some(c) = store.claim(worker).expect("claim never errors") {
+        let row = store.job(c.id).unwrap().expect("the claimed row");
+        assert_eq!(row.owner_worker.as_deref(), Some(worker), "{:?}", c.id);
+        assert_eq!(row.owner_token.as_deref(), Some(c.token.as_str()));
+        let id = c.id;
+        assert!(store
+            .complete(c, &format!("r/{id}"), "sum")
+            .unwrap()
+            .is_accepted());
+        mine.push(id.0);
+    }
+    mine
 }
 
 const CHILD_ENV: &str = "LEASEHOLD_RACE_DB";

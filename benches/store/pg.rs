@@ -14,6 +14,10 @@
 //! - `claim_latency/pg_raw/{10k,1M}_queued`: one such claim, then its release,
 //!   with 10,000 vs 1,000,000 rows queued; `claim_latency/pg_store/*` the
 //!   store's claim the same way.
+//! - At the end, the same pairs in interleaved rounds: raw and store take
+//!   turns (the order alternating round by round) on one database, so that a
+//!   burst of load on this noisy machine (every commit waits for an fsync)
+//!   falls on both; the store/raw ratios the targets are read from.
 
 #[path = "../../tests/common/pg.rs"]
 #[allow(dead_code)]
@@ -69,6 +73,60 @@ fn bulk_enqueue(c: &mut Client, n: u64, status: &str) {
     )
     .expect("bulk enqueue");
     c.batch_execute("ANALYZE jobs").expect("analyze");
+}
+
+/// Rounds of the interleaved comparison, and pairs per round and side.
+const ROUNDS: u64 = 12;
+const ROUND_PAIRS: u64 = 320;
+
+/// The pairs of `bench_pairs` in interleaved rounds, for each thread count:
+/// raw and store alternate (who goes first alternating too), each timed
+/// over its own rounds only. Prints pairs/s and store/raw.
+pub fn print_interleaved() {
+    let Some(url) = database() else {
+        return;
+    };
+    let mut setup = connect(&url);
+    let store = Store::open(&url, opts(Synchronous::Full)).expect("open the PostgreSQL store");
+    println!("postgres, interleaved rounds ({ROUNDS} × {ROUND_PAIRS} pairs each side), pairs/s:");
+    for threads in THREADS {
+        let conns: Vec<_> = (0..threads).map(|_| Mutex::new(connect(&url))).collect();
+        let raw = || {
+            timed_threads(threads, ROUND_PAIRS, |t, quota| {
+                let mut c = conns[t].lock().unwrap();
+                let token = format!("tok-{t}");
+                for _ in 0..quota {
+                    raw_pair(&mut c, &token);
+                }
+            })
+        };
+        let through_store = || {
+            timed_threads(threads, ROUND_PAIRS, |t, quota| {
+                let worker = format!("w{t}");
+                for _ in 0..quota {
+                    let claim = store.claim(&worker).unwrap().expect("queued");
+                    assert!(store.complete(claim, "r", "s").unwrap().is_accepted());
+                }
+            })
+        };
+        let (mut raw_spent, mut store_spent) = (Duration::ZERO, Duration::ZERO);
+        for round in 0..ROUNDS {
+            bulk_enqueue(&mut setup, 2 * ROUND_PAIRS, "discovered");
+            if round % 2 == 0 {
+                raw_spent += raw();
+                store_spent += through_store();
+            } else {
+                store_spent += through_store();
+                raw_spent += raw();
+            }
+        }
+        let pairs = (ROUNDS * ROUND_PAIRS) as f64;
+        let (r, s) = (pairs / raw_spent.as_secs_f64(), pairs / store_spent.as_secs_f64());
+        println!(
+            "  {threads:>2} thread(s): raw {r:>7.0}  store {s:>7.0}  store/raw {:.2}",
+            s / r
+        );
+    }
 }
 
 /// One bare claim + fenced complete.

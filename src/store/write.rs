@@ -119,12 +119,18 @@ impl Candidate {
     /// Why its lease counts as over, for the history.
     fn lease_over(&self, now: Millis) -> &'static str {
         if self.lease_expires_at.is_some_and(|t| t <= now) {
-            "after lease expiry"
+            LEASE_EXPIRED
         } else {
-            "whose expiry lay further ahead than its lease length (the clock went back)"
+            LEASE_AHEAD
         }
     }
 }
+
+/// How a takeover's history says the lease was over: it expired, or...
+pub(crate) const LEASE_EXPIRED: &str = "after lease expiry";
+/// ...it was granted after now.
+pub(crate) const LEASE_AHEAD: &str =
+    "whose expiry lay further ahead than its lease length (the clock went back)";
 
 /// The four claimable sets, each an index seek on its own partial index.
 /// Leases that are over and due retries go first: they are older work. A lease
@@ -740,9 +746,15 @@ pub(crate) fn bury_reason(c: &Candidate) -> String {
 
 /// The history detail of an accepted completion.
 pub(crate) fn complete_detail(version: &str, path: &str, checksum: &str, note: Option<&str>) -> String {
+    format!("version {version}{}", complete_detail_after(path, checksum, note))
+}
+
+/// What [`complete_detail`] says after the version (PostgreSQL's completion
+/// reads the version and writes the line in one statement).
+pub(crate) fn complete_detail_after(path: &str, checksum: &str, note: Option<&str>) -> String {
     match note {
-        Some(note) => format!("version {version}; {path}; sha256 {checksum}; extracted as {note}"),
-        None => format!("version {version}; {path}; sha256 {checksum}"),
+        Some(note) => format!("; {path}; sha256 {checksum}; extracted as {note}"),
+        None => format!("; {path}; sha256 {checksum}"),
     }
 }
 

@@ -6,25 +6,84 @@
 //! instead and kept with it, so each costs one round trip. A connection
 //! the pool drops (broken, or closed by a server restart) takes its
 //! statements with it; a new one prepares them again.
+//!
+//! Every connection is checked (an empty query) as it is handed out, except
+//! to the callers that can tell a connection that died from a failure of
+//! their own and start again (`tx.rs`: a transaction whose BEGIN fails, a
+//! claim, a read): those get a connection that answered within the last
+//! [`TRUSTED_FOR`] unchecked, which saves a round trip per operation (a
+//! claim is one round trip). A connection that failed is checked before its
+//! next use, and one whose check fails is dropped.
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
 
 use ::postgres::{Client, NoTls, Statement, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
 use super::tx::Sql;
 
+/// How long after a connection last answered it is handed out unchecked.
+pub(crate) const TRUSTED_FOR: Duration = Duration::from_millis(500);
+
 /// One pooled connection and the statements prepared on it, by their text.
 pub(crate) struct Conn {
     client: Client,
     statements: HashMap<&'static str, Statement>,
+    /// When it last completed a transaction or a read; `None` when it never
+    /// did, or failed since (it is checked before its next use).
+    answered_at: Option<Instant>,
+    /// Its check failed: the pool drops it when it comes back.
+    broken: bool,
 }
 
 impl Conn {
+    /// The connection just answered: it may skip the check for a while.
+    pub(crate) fn answered(&mut self) {
+        self.answered_at = Some(Instant::now());
+    }
+
+    /// The connection failed: check it before it is used again.
+    pub(crate) fn failed(&mut self) {
+        self.answered_at = None;
+    }
+
+    /// `sql` prepared on this connection, for a statement that runs outside
+    /// any transaction: once, then kept.
+    pub(crate) fn prepared(&mut self, sql: &'static str) -> Result<Statement, ::postgres::Error> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(sql)?;
+        self.statements.insert(sql, s.clone());
+        Ok(s)
+    }
+
+    /// Whether it may be handed out without a round trip.
+    pub(crate) fn trusted(&self) -> bool {
+        !self.client.is_closed() && self.answered_at.is_some_and(|t| t.elapsed() < TRUSTED_FOR)
+    }
+
+    /// Check it with an empty query; one that fails is marked broken.
+    pub(crate) fn check(&mut self) -> Result<(), ::postgres::Error> {
+        match self.client.simple_query("") {
+            Ok(_) => {
+                self.answered();
+                Ok(())
+            }
+            Err(e) => {
+                self.broken = true;
+                Err(e)
+            }
+        }
+    }
+
     /// A transaction that can use (and add to) the connection's statements.
-    pub(crate) fn transaction(&mut self) -> Sql<Tx<'_>> {
-        let Conn { client, statements } = self;
+    pub(crate) fn transaction(&mut self) -> Result<Tx<'_>, ::postgres::Error> {
+        let Conn {
+            client, statements, ..
+        } = self;
         Ok(Tx {
             tx: client.transaction()?,
             statements,
@@ -57,15 +116,19 @@ impl r2d2::ManageConnection for Manager {
         Ok(Conn {
             client: self.0.connect()?,
             statements: HashMap::new(),
+            answered_at: None,
+            broken: false,
         })
     }
 
+    /// Not used on checkout (the pool's own check is off: `PgStore` checks,
+    /// see the module's docs); r2d2 asks it of nothing else.
     fn is_valid(&self, conn: &mut Conn) -> Result<(), ::postgres::Error> {
-        self.0.is_valid(&mut conn.client)
+        conn.check()
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
-        self.0.has_broken(&mut conn.client)
+        conn.broken || self.0.has_broken(&mut conn.client)
     }
 }
 

@@ -12,6 +12,8 @@
 //!   bounded retries after a serialization failure or a deadlock.
 //! - `queue.rs`: enqueue, requeue, scans, settings.
 //! - `write.rs`: claim (`FOR UPDATE SKIP LOCKED`) and the fenced writes.
+//! - `group.rs`: group commit: the claims and fenced writes of one moment in
+//!   one transaction, each kind in one statement.
 //! - `read.rs`: the reads and the checks `doctor` runs.
 //! - `gate.rs`: the auth gate (DESIGN §6) under row and advisory locks.
 //! - `outbox.rs`: results waiting for the sink, and sending notices.
@@ -27,6 +29,7 @@ mod clock;
 mod conn;
 mod fence;
 mod gate;
+mod group;
 mod migrate;
 mod ops;
 mod outbox;
@@ -44,7 +47,9 @@ use r2d2_postgres::PostgresConnectionManager;
 
 use crate::clock::Millis;
 use crate::error::{Error, Result};
+use crate::group::GroupCommit;
 use crate::store::options::Policy;
+use crate::store::write::{WriteOp, WriteOut};
 use crate::store::StoreOptions;
 pub use fence::{RowLock, CLEANUP_DEADLINE, ROW_LOCK_WAIT};
 pub use migrate::{schema_version, MIGRATION_LOCK};
@@ -52,6 +57,14 @@ use url::Target;
 
 /// Connection pool of a PostgreSQL store.
 type Pool = r2d2::Pool<conn::Manager>;
+
+/// A connection of the pool.
+pub(crate) type Pooled = r2d2::PooledConnection<conn::Manager>;
+
+/// Connections whose check may fail in a row before the caller is told: more
+/// than the pool holds, so that after a server restart every dead one is
+/// dropped and a new one made.
+const CHECKS: u32 = 64;
 
 /// Longest any statement waits for a row or advisory lock. Claims skip
 /// locked rows and cleanups wait [`ROW_LOCK_WAIT`]; what else waits (a fenced
@@ -101,6 +114,8 @@ struct Inner {
     opts: StoreOptions,
     /// The part of the options the SQL needs.
     policy: Policy,
+    /// Claims and fenced writes of this process waiting to share a transaction.
+    group: GroupCommit<WriteOp, Result<WriteOut>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -154,6 +169,7 @@ impl PgStore {
                 pool,
                 opts,
                 policy,
+                group: GroupCommit::new(|reason| Err(Error::Internal(format!("group commit: {reason}")))),
             }),
         })
     }
@@ -182,26 +198,56 @@ impl PgStore {
         i64::from(self.inner.opts.max_attempts)
     }
 
-    /// A connection of the pool (with its prepared statements); also for
-    /// `store::migrate`, which runs whole-database transactions of its own.
-    pub(crate) fn connection(&self) -> Result<r2d2::PooledConnection<conn::Manager>> {
-        self.inner.pool.get().map_err(|source| Error::PostgresPool {
-            url: self.inner.label.clone(),
-            source,
-        })
+    /// A connection of the pool (with its prepared statements), checked
+    /// with an empty query; also for `store::migrate`, which runs
+    /// whole-database transactions of its own.
+    pub(crate) fn connection(&self) -> Result<Pooled> {
+        self.checked(false)
+    }
+
+    /// A connection that answered moments ago, unchecked, or else a checked
+    /// one: only for callers that start again on another when it turns out
+    /// dead (`conn.rs`).
+    pub(crate) fn trusted_connection(&self) -> Result<Pooled> {
+        self.checked(true)
+    }
+
+    /// A connection that passed its check (or, when `trust`, was trusted);
+    /// one that fails is dropped and the next one tried.
+    fn checked(&self, trust: bool) -> Result<Pooled> {
+        let mut tries = 0;
+        loop {
+            let mut c = self.inner.pool.get().map_err(|source| Error::PostgresPool {
+                url: self.inner.label.clone(),
+                source,
+            })?;
+            if trust && c.trusted() {
+                return Ok(c);
+            }
+            match c.check() {
+                Ok(()) => return Ok(c),
+                Err(source) if tries >= CHECKS => {
+                    return Err(Error::Postgres {
+                        url: self.inner.label.clone(),
+                        source,
+                    })
+                }
+                Err(_) => tries += 1,
+            }
+        }
     }
 }
 
-/// The pool. r2d2 checks each connection with an empty query as it is handed
-/// out (its default): a round trip per checkout, but a connection broken by a
-/// server restart is replaced instead of failing the caller's first statement.
-/// The reconnect work (issue 14) may trade that for retrying the operation.
+/// The pool. Its own check on checkout is off: [`PgStore::connection`]
+/// checks, and skips the check for the callers that can start again
+/// (`conn.rs`).
 fn build_pool(target: &Target, opts: &StoreOptions) -> Result<Pool> {
     let manager = PostgresConnectionManager::new(target.config.clone(), NoTls);
     r2d2::Pool::builder()
         .max_size(opts.pool_size.max(2))
         .min_idle(Some(1))
         .connection_timeout(POOL_WAIT)
+        .test_on_check_out(false)
         .connection_customizer(Box::new(SessionLimits))
         .build(conn::Manager(manager))
         .map_err(|source| Error::PostgresPool {

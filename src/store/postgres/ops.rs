@@ -1,6 +1,7 @@
 //! The seam's PostgreSQL side: [`Engine`] for [`PgStore`]: the queue, the
 //! claims, the fenced writes, the reads, the auth gate, the notices, the
-//! outbox and the checks, each one transaction or one read. A completion that
+//! outbox and the checks, each one transaction or one read; the claims and
+//! fenced writes through group commit (`group.rs`). A completion that
 //! carries text for the sink writes its outbox row in the transaction that
 //! accepts the result.
 
@@ -8,7 +9,7 @@ use std::collections::HashMap;
 
 use super::{gate, outbox, queue, read, write, PgStore};
 use crate::clock::Millis;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::job::{
     Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
 };
@@ -18,6 +19,7 @@ use crate::store::gate::{AccountState, Admission, Answer, GateChange, GateEvent,
 use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use crate::store::queue::NewDoc;
 use crate::store::read::{KnownSource, Totals};
+use crate::store::write::{WriteOp, WriteOut};
 use crate::store::Completion;
 
 impl Engine for PgStore {
@@ -80,18 +82,31 @@ impl Engine for PgStore {
     }
 
     fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
-        let policy = self.policy();
-        self.write_tx(|tx, now| write::claim(tx, now, policy, worker, n))
+        let op = WriteOp::Claim {
+            worker: worker.to_owned(),
+            max: n,
+        };
+        match self.submit(op)? {
+            WriteOut::Claims(c) => Ok(c),
+            WriteOut::Fenced(_) => Err(Error::Internal(
+                "a claim was answered with a fenced outcome".into(),
+            )),
+        }
     }
 
     fn renew(&self, owner: &Owner) -> Result<Fenced> {
-        let policy = self.policy();
-        self.write_tx(|tx, now| write::renew(tx, now, policy, owner))
+        self.submit(WriteOp::Renew(owner.clone()))?.fenced()
     }
 
     fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced> {
-        let cap = self.policy().outbox;
-        self.write_tx(|tx, now| write::complete_and_push(tx, now, &cap, owner, c))
+        self.submit(WriteOp::Complete {
+            owner: owner.clone(),
+            path: c.result_path.to_owned(),
+            checksum: c.checksum.to_owned(),
+            note: c.note.map(str::to_owned),
+            delivery: c.deliver.map(str::to_owned),
+        })?
+        .fenced()
     }
 
     /// Many completions in one transaction: one UPDATE and one history
@@ -102,12 +117,21 @@ impl Engine for PgStore {
     }
 
     fn fail(&self, owner: &Owner, error: &str, permanent: bool) -> Result<Fenced> {
-        let policy = self.policy();
-        self.write_tx(|tx, now| write::fail(tx, now, policy, owner, error, permanent))
+        self.submit(WriteOp::Fail {
+            owner: owner.clone(),
+            error: error.to_owned(),
+            permanent,
+        })?
+        .fenced()
     }
 
     fn release(&self, owner: &Owner, reason: &str, parked: Option<&Parked>) -> Result<Fenced> {
-        self.write_tx(|tx, now| write::release(tx, now, owner, reason, parked))
+        self.submit(WriteOp::Release {
+            owner: owner.clone(),
+            reason: reason.to_owned(),
+            parked: parked.cloned(),
+        })?
+        .fenced()
     }
 
     fn job(&self, id: JobId) -> Result<Option<Job>> {

@@ -16,7 +16,7 @@ use ::postgres::Client;
 
 use super::conn::{Conn, Tx};
 
-use super::PgStore;
+use super::{PgStore, Pooled};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 
@@ -42,38 +42,136 @@ impl From<::postgres::Error> for Fail {
 /// The result of one statement or step inside a transaction.
 pub(crate) type Sql<T> = std::result::Result<T, Fail>;
 
+/// Connections tried for one transaction whose BEGIN fails (nothing of it
+/// ran), or one claim or read whose connection failed: after a server
+/// restart every pooled connection is dead, and the first use of each finds
+/// out and starts again on a checked one (see `conn.rs`).
+const FRESH_CONNECTIONS: u32 = 4;
+
+/// Where a transaction failed: at its BEGIN (nothing ran: safe to run again
+/// on another connection), or after.
+enum Step {
+    Begin(::postgres::Error),
+    Run(Fail),
+}
+
 impl PgStore {
     /// Run `f` in one transaction with `now` read from the injected clock
     /// after it began; commit, or roll back on any error. A serialization
     /// failure or a deadlock runs the whole transaction again, at most
-    /// [`RETRIES`] times, with a growing, jittered pause.
+    /// [`RETRIES`] times, with a growing, jittered pause; a BEGIN that fails
+    /// runs it on another connection.
     pub(crate) fn write_tx<T>(&self, mut f: impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>) -> Result<T> {
-        let mut client = self.connection()?;
-        let mut attempt = 0;
+        let (mut attempt, mut fresh) = (0, 0);
         loop {
-            attempt += 1;
+            let mut client = self.connection_after(fresh)?;
             match self.try_tx(&mut client, &mut f) {
-                Ok(v) => return Ok(v),
-                Err(Fail::Pg(e)) if is_retryable(&e) && attempt < RETRIES => pause(attempt),
-                Err(e) => return Err(self.error(e)),
+                Ok(v) => {
+                    client.answered();
+                    return Ok(v);
+                }
+                Err(Step::Begin(e)) => {
+                    client.failed();
+                    fresh += 1;
+                    if fresh >= FRESH_CONNECTIONS {
+                        return Err(self.error(Fail::Pg(e)));
+                    }
+                }
+                Err(Step::Run(Fail::Pg(e))) if is_retryable(&e) && attempt + 1 < RETRIES => {
+                    attempt += 1;
+                    pause(attempt)
+                }
+                Err(Step::Run(e)) => {
+                    client.failed();
+                    return Err(self.error(e));
+                }
             }
         }
     }
 
-    fn try_tx<T>(&self, client: &mut Conn, f: &mut impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>) -> Sql<T> {
-        let mut tx = client.transaction()?;
+    fn try_tx<T>(
+        &self,
+        client: &mut Conn,
+        f: &mut impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>,
+    ) -> std::result::Result<T, Step> {
+        let mut tx = client.transaction().map_err(Step::Begin)?;
         let now = self.now();
         // Dropping `tx` on an error rolls it back.
-        let v = f(&mut tx, now)?;
-        tx.commit()?;
+        let v = f(&mut tx, now).map_err(Step::Run)?;
+        tx.commit().map_err(Step::Run)?;
         Ok(v)
     }
 
+    /// Run `f` on a pooled connection outside any transaction (its
+    /// statements commit one by one: each must be a whole change with its
+    /// history, see `write.rs: claim_alone`), with `now` read from the
+    /// injected clock. Retried as [`PgStore::write_tx`] is after a
+    /// serialization failure or a deadlock. After a failure of the
+    /// connection, only when `again_if_lost`: `f`'s first statement may have
+    /// committed before the connection went, which the caller must be able
+    /// to afford (a claim: its lease runs out unused).
+    pub(crate) fn on_its_own<T>(
+        &self,
+        again_if_lost: bool,
+        mut f: impl FnMut(&mut Conn, Millis) -> Sql<T>,
+    ) -> Result<T> {
+        let (mut attempt, mut fresh) = (0, 0);
+        loop {
+            let mut client = self.connection_after(fresh)?;
+            let now = self.now();
+            match f(&mut client, now) {
+                Ok(v) => {
+                    client.answered();
+                    return Ok(v);
+                }
+                Err(Fail::Pg(e)) if is_retryable(&e) && attempt + 1 < RETRIES => {
+                    attempt += 1;
+                    pause(attempt)
+                }
+                Err(Fail::Pg(e)) if again_if_lost && is_lost(&e) && fresh + 1 < FRESH_CONNECTIONS => {
+                    client.failed();
+                    fresh += 1;
+                }
+                Err(e) => {
+                    client.failed();
+                    return Err(self.error(e));
+                }
+            }
+        }
+    }
+
     /// Run the reads of `f` on one pooled connection, each statement in its
-    /// own snapshot (no transaction is held between them).
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&mut Client) -> Sql<T>) -> Result<T> {
-        let mut client = self.connection()?;
-        f(&mut client).map_err(|e| self.error(e))
+    /// own snapshot (no transaction is held between them); again on a
+    /// checked connection if the first was lost (reads change nothing).
+    pub(crate) fn read<T>(&self, mut f: impl FnMut(&mut Client) -> Sql<T>) -> Result<T> {
+        let mut fresh = 0;
+        loop {
+            let mut client = self.connection_after(fresh)?;
+            match f(&mut client) {
+                Ok(v) => {
+                    client.answered();
+                    return Ok(v);
+                }
+                Err(Fail::Pg(e)) if is_lost(&e) && fresh + 1 < FRESH_CONNECTIONS => {
+                    client.failed();
+                    fresh += 1;
+                }
+                Err(e) => {
+                    client.failed();
+                    return Err(self.error(e));
+                }
+            }
+        }
+    }
+
+    /// The first try's connection may be a trusted one; a try after a
+    /// connection failed gets a checked one.
+    fn connection_after(&self, failures: u32) -> Result<Pooled> {
+        if failures == 0 {
+            self.trusted_connection()
+        } else {
+            self.connection()
+        }
     }
 
     /// The library error for a failure on this database.
@@ -89,10 +187,28 @@ impl PgStore {
 }
 
 /// The server rolled the transaction back because of another one: running it
-/// again is safe.
+/// again is safe. Besides serialization failures and deadlocks, a history
+/// line's seq taken twice: a statement that writes its own history line (a
+/// claim, a completion) reads the next seq in the snapshot it started with,
+/// and a line another transaction committed while this one waited for the
+/// row's lock is not in it; run again, it is.
 fn is_retryable(e: &::postgres::Error) -> bool {
-    e.code()
-        .is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
+    let Some(code) = e.code() else {
+        return false;
+    };
+    *code == SqlState::T_R_SERIALIZATION_FAILURE
+        || *code == SqlState::T_R_DEADLOCK_DETECTED
+        || (*code == SqlState::UNIQUE_VIOLATION
+            && e.as_db_error().and_then(|d| d.constraint()) == Some(HISTORY_KEY))
+}
+
+/// The primary key of `history` (job, seq), as PostgreSQL names it.
+const HISTORY_KEY: &str = "history_pkey";
+
+/// The connection failed or the server went away (no answer, or an answer
+/// of class 57: shut down, crashed, cannot connect now).
+fn is_lost(e: &::postgres::Error) -> bool {
+    e.is_closed() || e.code().is_none_or(|c| c.code().starts_with("57"))
 }
 
 /// A pause before try `attempt + 1`: 1 ms up to about 200 ms, jittered, so

@@ -16,17 +16,25 @@
 //!   holds the document's row lock (taken by the UPDATE, or by the refusal's
 //!   read), so the `max(seq) + 1` of the next line, read after the lock was
 //!   granted, sees every line before it: one row per transition, seq 1, 2, 3…
+//!   A claim and an accepted completion write their lines in the statement
+//!   that makes the change (one round trip, and outside a group-commit batch
+//!   no transaction around it). That statement reads `max(seq)` in the
+//!   snapshot it started with, which misses a line another transaction
+//!   committed while this one waited for the row's lock (a refused write of
+//!   a stale owner). The insert then collides on the key (job, seq), the
+//!   statement fails as a whole, and `tx.rs` runs it again: never a gap,
+//!   never a line lost.
 
-use ::postgres::Transaction;
+use ::postgres::{GenericClient, Statement, Transaction};
 
-use super::conn::Tx;
+use super::conn::{Conn, Tx};
 use super::tx::{Fail, Sql};
 use crate::clock::Millis;
 use crate::job::{Claim, Fenced, JobId, Owner, Parked, Rejection, Status};
 use crate::store::options::Policy;
 use crate::store::write::{
-    accepted_event, bury_reason, claim_detail, complete_detail, refusal_detail, rejection_of, status_of,
-    Candidate,
+    accepted_event, bury_reason, complete_detail, complete_detail_after, refusal_detail, rejection_of,
+    status_of, Candidate, LEASE_AHEAD, LEASE_EXPIRED,
 };
 use crate::store::Completion;
 use crate::store::OutboxCap;
@@ -74,6 +82,19 @@ macro_rules! fence {
     };
 }
 
+/// The next history seq of document `$job`, inside a statement that holds
+/// the document's row lock (see the module's docs for the one case where it
+/// is not the next, and what then happens).
+macro_rules! next_seq {
+    ($job:literal) => {
+        concat!(
+            "(SELECT coalesce(max(x.seq), 0) + 1 FROM history x WHERE x.job_id = ",
+            $job,
+            ")"
+        )
+    };
+}
+
 /// One claimable set's candidates as a CTE, its columns renamed so that the
 /// UPDATE that takes them can name the row's own columns unqualified. $1 is
 /// now, $2 now plus the clock skew allowed (for leases granted after now),
@@ -103,8 +124,12 @@ macro_rules! candidates_of {
 /// `LIMIT` asks: a set is read (and its rows locked) only when the sets
 /// before it had too few. Every candidate comes back, with the taken row's
 /// new values, or NULLs when it was not taken (it has used up what it may
-/// spend: the caller buries it). $4 is the worker, $5 the lease's end, $6
-/// its length, $7 the lost leases allowed.
+/// spend: the caller buries it). $4 is the workers, one per row asked for
+/// (the candidate in position i is taken for the i-th), $5 the lease's end, $6
+/// its length, $7 the lost leases allowed. The `claimed` history line of each
+/// taken row is written by the same statement, its detail as
+/// `store/write.rs: claim_detail` words it ($8 and $9 its two ways a lease
+/// is over).
 const CLAIM: &str = concat!(
     "WITH ",
     candidates_of!(
@@ -129,7 +154,8 @@ const CLAIM: &str = concat!(
             UNION ALL SELECT * FROM due UNION ALL SELECT * FROM fresh LIMIT $3) u
      ),
      t AS (
-        UPDATE jobs SET status = 'extracting', owner_token = gen_random_uuid()::TEXT, owner_worker = $4,
+        UPDATE jobs SET status = 'extracting', owner_token = gen_random_uuid()::TEXT,
+                owner_worker = ($4::TEXT[])[c.c_pos],
                 fence = fence + 1, lease_expires_at = $5, lease_ms = $6,
                 attempts = CASE WHEN status = 'extracting' THEN attempts ELSE attempts + 1 END,
                 lost_leases = lost_leases + CASE WHEN status = 'extracting' THEN 1 ELSE 0 END,
@@ -138,7 +164,22 @@ const CLAIM: &str = concat!(
     claimable_at!("$1", "$2"),
     " AND NOT ",
     exhausted!("$7"),
-    " RETURNING id, doc_key, version, owner_token, fence, attempts, lost_leases
+    " RETURNING id, doc_key, version, owner_token, owner_worker, fence, attempts, lost_leases
+     ),
+     h AS (
+        INSERT INTO history (job_id, seq, at, event, token, fence, detail)
+        SELECT t.id, ",
+    next_seq!("t.id"),
+    ", $1, 'claimed', t.owner_token, t.fence,
+               CASE WHEN c.c_status = 'extracting' AND c.c_token IS NOT NULL
+                    THEN 'worker ' || t.owner_worker || '; took over from fence ' || c.c_fence
+                         || ' (' || c.c_token || ') '
+                         || CASE WHEN c.c_expires <= $1 THEN $8::TEXT ELSE $9::TEXT END
+                         || '; attempt ' || t.attempts || ' refunded and kept; lost leases '
+                         || t.lost_leases || '/' || $7
+                    ELSE 'worker ' || t.owner_worker || '; from ' || c.c_status
+                         || '; attempt ' || t.attempts END
+        FROM t JOIN c ON c.c_id = t.id
      )
      SELECT c.c_id, c.c_status, c.c_token, c.c_fence, c.c_expires, c.c_lost,
             t.doc_key, t.version, t.owner_token, t.fence, t.attempts, t.lost_leases
@@ -164,13 +205,24 @@ const RENEW: &str = concat!(
     fence!()
 );
 
+/// The fenced completion and its `completed` history line in one statement:
+/// $6 the fence, $7 the detail after the version (`complete_detail_after`).
 const COMPLETE: &str = concat!(
-    "UPDATE jobs SET status = 'indexed', result_path = $3, checksum = $4, owner_token = NULL,
+    "WITH u AS (
+        UPDATE jobs SET status = 'indexed', result_path = $3, checksum = $4, owner_token = NULL,
                 owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL, last_error = NULL,
                 parked_on = NULL, updated_at = $5
          WHERE ",
     fence!(),
-    " RETURNING version"
+    " RETURNING id, version
+     ),
+     h AS (
+        INSERT INTO history (job_id, seq, at, event, token, fence, detail)
+        SELECT u.id, ",
+    next_seq!("u.id"),
+    ", $5, 'completed', $2, $6, 'version ' || u.version || $7 FROM u
+     )
+     SELECT version FROM u"
 );
 
 const FAIL: &str = concat!(
@@ -194,66 +246,197 @@ const RELEASE: &str = concat!(
     fence!()
 );
 
-/// Claim up to `max` documents (DESIGN §2), burying on the way the rows
-/// that have used up what they may spend: one [`CLAIM`] statement and one
-/// history INSERT for the claims (again only while rows were buried and
-/// more are wanted). Round trips of a claim, one document or many: BEGIN,
-/// the claim, the history, COMMIT (each statement prepared and run).
-pub(crate) fn claim(
+/// Most rows one [`CLAIM`] statement asks for; a caller that wants more
+/// gets them from the statements that follow in the same transaction.
+pub(crate) const CLAIM_ROWS: usize = 1024;
+
+/// Claim documents (DESIGN §2) for several callers (a group-commit batch:
+/// each a worker and how many it wants, one document or many) in the
+/// caller's transaction, burying on the way the rows that have used up what
+/// they may spend: one [`CLAIM`] statement for all the claims, with their
+/// history lines (again only while rows were buried and more are wanted).
+/// Every row wanted is a slot of [`CLAIM`]'s worker array, and the
+/// candidate in that position is the slot's (its `owner_worker` and its
+/// history say so). The claims come back per caller, in the callers' order;
+/// earlier callers' slots come first, so they get the older work.
+pub(crate) fn claim_for(
     tx: &mut Tx<'_>,
+    now: Millis,
+    policy: &Policy,
+    wants: &[(&str, usize)],
+) -> Sql<Vec<Vec<Claim>>> {
+    let claim = tx.prepared(CLAIM)?;
+    let mut rounds = InTransaction {
+        tx,
+        claim,
+        now,
+        policy,
+    };
+    claim_rounds(&mut rounds, wants, Rounds::All)
+}
+
+/// One caller's claim outside any transaction: each [`CLAIM`] statement
+/// commits on its own (it writes its history lines itself), so a claim that
+/// buries nothing costs one round trip. Rows to bury are buried in a
+/// transaction of their own before the next statement, which runs only
+/// while nothing was claimed: the claims of one call are one statement's,
+/// and a failure after them cannot leave them orphaned (fewer than `max`
+/// may come back when rows were buried on the way).
+pub(crate) fn claim_alone(
+    conn: &mut Conn,
     now: Millis,
     policy: &Policy,
     worker: &str,
     max: usize,
 ) -> Sql<Vec<Claim>> {
-    let mut claims = Vec::new();
-    let mut lines = Vec::new();
-    while claims.len() < max {
-        let found = take_some(tx, now, policy, worker, max - claims.len())?;
-        if found.is_empty() {
+    let claim = conn.prepared(CLAIM)?;
+    let mut rounds = OnItsOwn {
+        conn,
+        claim,
+        now,
+        policy,
+    };
+    Ok(claim_rounds(&mut rounds, &[(worker, max)], Rounds::UntilClaimed)?
+        .pop()
+        .unwrap_or_default())
+}
+
+/// How many rounds a claim runs: while rows were buried and more are
+/// wanted, or only until one round claimed something.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rounds {
+    All,
+    UntilClaimed,
+}
+
+/// Where the rounds of a claim run.
+trait Session {
+    /// Run [`CLAIM`] for one row per worker in `workers`.
+    fn take(&mut self, workers: &[&str]) -> Sql<Vec<Taken>>;
+    /// Bury the candidates that were not taken; whether any was buried.
+    fn bury(&mut self, dead: &[Candidate]) -> Sql<bool>;
+}
+
+/// Rounds inside the caller's transaction.
+struct InTransaction<'a, 't> {
+    tx: &'a mut Tx<'t>,
+    claim: Statement,
+    now: Millis,
+    policy: &'a Policy,
+}
+
+impl Session for InTransaction<'_, '_> {
+    fn take(&mut self, workers: &[&str]) -> Sql<Vec<Taken>> {
+        take_some(&mut **self.tx, &self.claim, self.now, self.policy, workers)
+    }
+
+    fn bury(&mut self, dead: &[Candidate]) -> Sql<bool> {
+        let mut any = false;
+        for c in dead {
+            any |= bury(self.tx, self.now, self.policy, c)?;
+        }
+        Ok(any)
+    }
+}
+
+/// Rounds whose statements commit on their own.
+struct OnItsOwn<'a> {
+    conn: &'a mut Conn,
+    claim: Statement,
+    now: Millis,
+    policy: &'a Policy,
+}
+
+impl Session for OnItsOwn<'_> {
+    fn take(&mut self, workers: &[&str]) -> Sql<Vec<Taken>> {
+        take_some(&mut **self.conn, &self.claim, self.now, self.policy, workers)
+    }
+
+    fn bury(&mut self, dead: &[Candidate]) -> Sql<bool> {
+        let mut tx = self.conn.transaction()?;
+        let mut any = false;
+        for c in dead {
+            any |= bury(&mut tx, self.now, self.policy, c)?;
+        }
+        tx.commit()?;
+        Ok(any)
+    }
+}
+
+/// The rounds of a claim: [`CLAIM`] for the open slots, the rows not taken
+/// buried, again while rows were buried and more are wanted.
+fn claim_rounds(session: &mut impl Session, wants: &[(&str, usize)], rounds: Rounds) -> Sql<Vec<Vec<Claim>>> {
+    let mut got: Vec<Vec<Claim>> = wants.iter().map(|_| Vec::new()).collect();
+    loop {
+        let slots = open_slots(wants, &got);
+        if slots.is_empty() {
             break;
         }
+        let workers: Vec<&str> = slots.iter().map(|&i| wants[i].0).collect();
+        let mut dead = Vec::new();
         let mut progressed = false;
-        for (c, taken) in found {
+        for ((c, taken), &i) in session.take(&workers)?.into_iter().zip(&slots) {
             match taken {
-                Some((claim, lost)) => {
+                Some(claim) => {
                     guard(status_of(&c.status), Status::Extracting)?;
-                    let detail = claim_detail(now, policy, worker, &c, (claim.attempts, lost));
-                    lines.push((claim.id.0, claim.token.clone(), claim.fence, detail));
-                    claims.push(claim);
+                    got[i].push(claim);
                     progressed = true;
                 }
-                None => progressed |= bury(tx, now, policy, &c)?,
+                None => dead.push(c),
             }
         }
-        if !progressed {
+        if !dead.is_empty() {
+            progressed |= session.bury(&dead)?;
+        }
+        let claimed = got.iter().any(|g| !g.is_empty());
+        if !progressed || (rounds == Rounds::UntilClaimed && claimed) {
             break;
         }
     }
-    record_claims(tx, now, &lines)?;
-    Ok(claims)
+    Ok(got)
 }
 
-/// A candidate of [`CLAIM`], and what taking it gave (the claim and the
-/// row's lost leases), or `None` when it was not taken.
-type Taken = (Candidate, Option<(Claim, i64)>);
+/// One slot per row still wanted (the index of the caller that wants it), in
+/// the callers' order, at most [`CLAIM_ROWS`].
+fn open_slots(wants: &[(&str, usize)], got: &[Vec<Claim>]) -> Vec<usize> {
+    wants
+        .iter()
+        .zip(got)
+        .enumerate()
+        .flat_map(|(i, ((_, max), have))| std::iter::repeat_n(i, max.saturating_sub(have.len())))
+        .take(CLAIM_ROWS)
+        .collect()
+}
 
-/// Run [`CLAIM`] for up to `want` rows.
-fn take_some(tx: &mut Tx<'_>, now: Millis, policy: &Policy, worker: &str, want: usize) -> Sql<Vec<Taken>> {
-    let limit = i64::try_from(want).unwrap_or(i64::MAX);
+/// A candidate of [`CLAIM`], and the claim when it was taken (`None`: it
+/// has used up what it may spend).
+type Taken = (Candidate, Option<Claim>);
+
+/// Run [`CLAIM`] for up to one row per worker in `workers`: the candidate
+/// in position i (the rows come back in the candidates' order) is taken, if
+/// it is, for `workers[i]`.
+fn take_some(
+    db: &mut impl GenericClient,
+    claim: &Statement,
+    now: Millis,
+    policy: &Policy,
+    workers: &[&str],
+) -> Sql<Vec<Taken>> {
+    let limit = i64::try_from(workers.len()).unwrap_or(i64::MAX);
     let ahead = now.saturating_add(policy.clock_skew_ms);
     let lease_until = now.saturating_add(policy.lease_ms);
-    let claim = tx.prepared(CLAIM)?;
-    let rows = tx.query(
-        &claim,
+    let rows = db.query(
+        claim,
         &[
             &now,
             &ahead,
             &limit,
-            &worker,
+            &workers,
             &lease_until,
             &policy.lease_ms,
             &policy.max_lost_leases,
+            &LEASE_EXPIRED,
+            &LEASE_AHEAD,
         ],
     )?;
     rows.iter()
@@ -269,35 +452,19 @@ fn take_some(tx: &mut Tx<'_>, now: Millis, policy: &Policy, worker: &str, want: 
             let key: Option<String> = r.try_get(6)?;
             let taken = match key {
                 None => None,
-                Some(key) => Some((
-                    Claim {
-                        id: JobId(c.id),
-                        key,
-                        version: r.try_get(7)?,
-                        token: r.try_get(8)?,
-                        fence: r.try_get(9)?,
-                        attempts: r.try_get(10)?,
-                        lease_expires_at: lease_until,
-                    },
-                    r.try_get(11)?,
-                )),
+                Some(key) => Some(Claim {
+                    id: JobId(c.id),
+                    key,
+                    version: r.try_get(7)?,
+                    token: r.try_get(8)?,
+                    fence: r.try_get(9)?,
+                    attempts: r.try_get(10)?,
+                    lease_expires_at: lease_until,
+                }),
             };
             Ok((c, taken))
         })
         .collect()
-}
-
-/// The `claimed` history lines of a claim, in one INSERT: (job, token,
-/// fence, detail) of distinct documents, each locked by this transaction.
-fn record_claims(tx: &mut Tx<'_>, now: Millis, lines: &[(i64, String, i64, String)]) -> Sql<()> {
-    if lines.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<i64> = lines.iter().map(|l| l.0).collect();
-    let tokens: Vec<Option<&str>> = lines.iter().map(|l| Some(l.1.as_str())).collect();
-    let fences: Vec<Option<i64>> = lines.iter().map(|l| Some(l.2)).collect();
-    let details: Vec<Option<&str>> = lines.iter().map(|l| Some(l.3.as_str())).collect();
-    record_each(tx, now, "claimed", (&ids, &tokens, &fences, &details))
 }
 
 /// Move a claimable, exhausted row to `dead` (see `store/write.rs: bury`).
@@ -337,29 +504,48 @@ pub(crate) fn complete(
     note: Option<&str>,
 ) -> Sql<Fenced> {
     let update = tx.prepared(COMPLETE)?;
-    let version: Option<String> = tx
-        .query_opt(&update, &[&o.id.0, &o.token, &path, &checksum, &now])?
-        .map(|r| r.try_get(0))
-        .transpose()?;
-    let Some(version) = version else {
-        return settle(tx, now, o, 0, "complete", None);
-    };
-    // What `settle` records for an accepted completion, prepared once.
-    let detail = complete_detail(&version, path, checksum, note);
-    let line = tx.prepared(RECORD)?;
-    let event = "completed";
-    tx.execute(
-        &line,
-        &[
-            &o.id.0,
-            &now,
-            &event,
-            &Some(o.token.as_str()),
-            &Some(o.fence),
-            &Some(detail.as_str()),
-        ],
+    if completed(&mut **tx, &update, now, o, (path, checksum), note)? {
+        return Ok(Fenced::Accepted);
+    }
+    settle(tx, now, o, 0, "complete", None)
+}
+
+/// [`complete`] outside any transaction: the statement commits on its own
+/// with its history line, one round trip; a refusal is settled (read and
+/// recorded) in a transaction of its own.
+pub(crate) fn complete_alone(
+    conn: &mut Conn,
+    now: Millis,
+    o: &Owner,
+    (path, checksum): (&str, &str),
+    note: Option<&str>,
+) -> Sql<Fenced> {
+    let update = conn.prepared(COMPLETE)?;
+    if completed(&mut **conn, &update, now, o, (path, checksum), note)? {
+        return Ok(Fenced::Accepted);
+    }
+    let mut tx = conn.transaction()?;
+    let out = settle(&mut tx, now, o, 0, "complete", None)?;
+    tx.commit()?;
+    Ok(out)
+}
+
+/// Run [`COMPLETE`]: whether the owner's result was accepted (and its
+/// history line written).
+fn completed(
+    db: &mut impl GenericClient,
+    update: &Statement,
+    now: Millis,
+    o: &Owner,
+    (path, checksum): (&str, &str),
+    note: Option<&str>,
+) -> Sql<bool> {
+    let after = complete_detail_after(path, checksum, note);
+    let row = db.query_opt(
+        update,
+        &[&o.id.0, &o.token, &path, &checksum, &now, &o.fence, &after],
     )?;
-    Ok(Fenced::Accepted)
+    Ok(row.is_some())
 }
 
 /// Record a failure: retrying with backoff, or dead.

@@ -1,0 +1,197 @@
+//! Group commit on PostgreSQL: the claims and fenced writes that the threads
+//! of one process make at about the same moment share one transaction, and
+//! in it one statement per kind where the kind allows.
+//!
+//! The queue is `crate::group`'s leader–follower one, as on SQLite. What
+//! differs is what a batch costs: the server does the work of each statement
+//! and a commit waits for its WAL flush, so a batch folds its claims into one
+//! [`write::claim_for`] (one `CLAIM` and one history INSERT for every caller)
+//! and its completions into one [`write::complete_each`], and commits once.
+//! A lone caller's batch is its own transaction, as before.
+//!
+//! Order inside a batch: renewals, then failures and releases, then
+//! completions, then claims. The operations of a batch were concurrent, so
+//! any order is one they could have run in; this one renews a lease before
+//! the completion that a worker's lease keeper raced, and lets a claim take
+//! what a release in the same batch handed back.
+
+use super::conn::Tx;
+use super::tx::{Fail, Sql};
+use super::{write, PgStore};
+use crate::clock::Millis;
+use crate::error::{Error, Result};
+use crate::job::{Claim, Owner};
+use crate::store::options::Policy;
+use crate::store::write::{WriteOp, WriteOut};
+use crate::store::Completion;
+
+impl PgStore {
+    /// Queue `op` with the others of this moment and return its own answer.
+    pub(super) fn submit(&self, op: WriteOp) -> Result<WriteOut> {
+        self.inner.group.submit(op, |ops| self.commit_batch(ops))
+    }
+
+    /// A batch in one transaction; if that fails, each operation alone, so
+    /// that one bad operation fails alone and every caller gets its own error.
+    /// A lone claim, or a lone completion with nothing for the sink, runs
+    /// outside any transaction: one statement that commits on its own.
+    fn commit_batch(&self, ops: &[&WriteOp]) -> Vec<Result<WriteOut>> {
+        let policy = self.policy();
+        if let [op] = ops {
+            if let Some(out) = self.alone(op) {
+                return vec![out];
+            }
+        }
+        match self.write_tx(|tx, now| apply_batch(tx, now, policy, ops)) {
+            Ok(outs) => outs.into_iter().map(Ok).collect(),
+            Err(e) if ops.len() == 1 => vec![Err(e)],
+            Err(_) => ops
+                .iter()
+                .map(|op| {
+                    self.write_tx(|tx, now| apply_batch(tx, now, policy, &[op]))
+                        .and_then(only_answer)
+                })
+                .collect(),
+        }
+    }
+}
+
+impl PgStore {
+    /// `op` outside any transaction, when it is a claim (of no more than one
+    /// statement's rows) or a completion with nothing for the sink (`None`
+    /// otherwise). A claim is run again on
+    /// another connection if its connection failed (an orphaned lease, if
+    /// the first had committed, runs out unused); a completion is not (it
+    /// would be refused as not the owner's if the first had committed).
+    fn alone(&self, op: &WriteOp) -> Option<Result<WriteOut>> {
+        let policy = self.policy();
+        match op {
+            WriteOp::Claim { worker, max } if *max <= write::CLAIM_ROWS => Some(
+                self.on_its_own(true, |conn, now| {
+                    write::claim_alone(conn, now, policy, worker, *max)
+                })
+                .map(WriteOut::Claims),
+            ),
+            WriteOp::Complete {
+                owner,
+                path,
+                checksum,
+                note,
+                delivery: None,
+            } => Some(
+                self.on_its_own(false, |conn, now| {
+                    write::complete_alone(conn, now, owner, (path, checksum), note.as_deref())
+                })
+                .map(WriteOut::Fenced),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// The one answer of a batch of one.
+fn only_answer(mut outs: Vec<WriteOut>) -> Result<WriteOut> {
+    match (outs.pop(), outs.is_empty()) {
+        (Some(out), true) => Ok(out),
+        _ => Err(Error::Internal(
+            "a batch of one gave other than one answer".into(),
+        )),
+    }
+}
+
+/// Run every operation of a batch in the caller's transaction; one answer
+/// per operation, in the batch's order.
+fn apply_batch(tx: &mut Tx<'_>, now: Millis, policy: &Policy, ops: &[&WriteOp]) -> Sql<Vec<WriteOut>> {
+    let mut outs: Vec<Option<WriteOut>> = ops.iter().map(|_| None).collect();
+    for (i, op) in ops.iter().enumerate() {
+        if let WriteOp::Renew(o) = op {
+            outs[i] = Some(WriteOut::Fenced(write::renew(tx, now, policy, o)?));
+        }
+    }
+    for (i, op) in ops.iter().enumerate() {
+        let fenced = match op {
+            WriteOp::Fail {
+                owner,
+                error,
+                permanent,
+            } => write::fail(tx, now, policy, owner, error, *permanent)?,
+            WriteOp::Release {
+                owner,
+                reason,
+                parked,
+            } => write::release(tx, now, owner, reason, parked.as_ref())?,
+            _ => continue,
+        };
+        outs[i] = Some(WriteOut::Fenced(fenced));
+    }
+    complete_all(tx, now, policy, ops, &mut outs)?;
+    claim_all(tx, now, policy, ops, &mut outs)?;
+    outs.into_iter()
+        .map(|o| o.ok_or_else(|| Fail::Refused("an operation of the batch was not run".into())))
+        .collect()
+}
+
+/// The batch's completions, in one [`write::complete_each`].
+fn complete_all(
+    tx: &mut Tx<'_>,
+    now: Millis,
+    policy: &Policy,
+    ops: &[&WriteOp],
+    outs: &mut [Option<WriteOut>],
+) -> Sql<()> {
+    let mut at = Vec::new();
+    let mut done: Vec<(Owner, Completion<'_>)> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        if let WriteOp::Complete {
+            owner,
+            path,
+            checksum,
+            note,
+            delivery,
+        } = op
+        {
+            at.push(i);
+            let c = Completion {
+                result_path: path,
+                checksum,
+                note: note.as_deref(),
+                deliver: delivery.as_deref(),
+            };
+            done.push((owner.clone(), c));
+        }
+    }
+    if done.is_empty() {
+        return Ok(());
+    }
+    let fenced = write::complete_each(tx, now, &policy.outbox, &done)?;
+    for (i, f) in at.into_iter().zip(fenced) {
+        outs[i] = Some(WriteOut::Fenced(f));
+    }
+    Ok(())
+}
+
+/// The batch's claims, in one [`write::claim_for`].
+fn claim_all(
+    tx: &mut Tx<'_>,
+    now: Millis,
+    policy: &Policy,
+    ops: &[&WriteOp],
+    outs: &mut [Option<WriteOut>],
+) -> Sql<()> {
+    let mut at = Vec::new();
+    let mut wants: Vec<(&str, usize)> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        if let WriteOp::Claim { worker, max } = op {
+            at.push(i);
+            wants.push((worker, *max));
+        }
+    }
+    if wants.is_empty() {
+        return Ok(());
+    }
+    let got: Vec<Vec<Claim>> = write::claim_for(tx, now, policy, &wants)?;
+    for (i, claims) in at.into_iter().zip(got) {
+        outs[i] = Some(WriteOut::Claims(claims));
+    }
+    Ok(())
+}
