@@ -178,6 +178,39 @@ pub(crate) fn mark_unseen_gone(
     Ok(ids.len())
 }
 
+/// Mark the documents of removed paths gone, as a finished scan marks the
+/// sources it did not see (`mark_unseen_gone`): dead, owner and result
+/// forgotten, so a worker still extracting is fenced out and cleanup removes
+/// the files. Each of `keys` names a file or a directory: the key itself and
+/// every key under `key/` (a directory moved out of the tree is one event).
+/// The caller has just seen that the path is not there; a file that comes
+/// back is queued again by its next event (`enqueue` requeues a gone row).
+pub(crate) fn mark_gone(tx: &Connection, now: Millis, keys: &[String], why: &str) -> rusqlite::Result<usize> {
+    // '/' + 1 is '0': `key/` <= k < `key0` is everything under the directory,
+    // a range the key's unique index answers.
+    let mut stmt = tx.prepare_cached(
+        "UPDATE jobs SET source_gone = 1, status = 'dead', owner_token = NULL, owner_worker = NULL,
+                lease_expires_at = NULL, retry_at = NULL, parked_on = NULL, result_path = NULL,
+                checksum = NULL,
+                last_error = ?3, updated_at = ?2
+         WHERE source_gone = 0
+           AND (doc_key = ?1 OR (doc_key >= ?1 || '/' AND doc_key < ?1 || '0'))
+         RETURNING id",
+    )?;
+    let mut ids = Vec::new();
+    for key in keys {
+        let gone = stmt.query_map(params![key, now, why], |r| r.get::<_, i64>(0))?;
+        for id in gone {
+            ids.push(id?);
+        }
+    }
+    drop(stmt);
+    for id in &ids {
+        record(tx, *id, now, "source_gone", None, None, None)?;
+    }
+    Ok(ids.len())
+}
+
 /// Set `name` to `value` unless it is already set; returns the value in force.
 pub(crate) fn meta_set_once(tx: &Connection, name: &str, value: &str) -> rusqlite::Result<String> {
     tx.execute(
