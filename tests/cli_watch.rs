@@ -282,7 +282,9 @@ fn without_notifications_it_rescans_and_says_so_once() {
 #[test]
 fn poll_finds_changes_by_rescanning() {
     let (_tmp, dir, data) = tree();
+    write(&dir.join("early.txt"), "found by the first scan");
     let watch = Watch::start(&data, &dir, &["--poll", "--rescan-every", "200ms"], &[]);
+    wait_indexed(&data, "early.txt", "found by the first scan");
     write(&dir.join("late.txt"), "written after the start");
     wait_indexed(&data, "late.txt", "written after the start");
     let (code, lines, stderr) = watch.stop();

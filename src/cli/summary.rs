@@ -251,9 +251,12 @@ impl Summary {
         }
         if let Some(w) = &self.watch {
             println!(
-                "watched: {} pass(es) of discovery, {} of them over the whole tree{}",
+                "watched: {} pass(es) of discovery, {} of them over the whole tree: {} new, {} changed, {} gone{}",
                 w.passes,
                 w.full_scans,
+                self.new,
+                self.changed,
+                self.gone,
                 match &w.rescanning {
                     Some(why) => format!("; rescanned on a timer ({why})"),
                     None => String::new(),

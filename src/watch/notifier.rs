@@ -156,6 +156,7 @@ pub(super) fn start(source: &DirSource, inbox: Arc<Inbox>, debounce: Duration) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn limits_mean_rescans_and_other_errors_do_not() {
@@ -167,6 +168,63 @@ mod tests {
         assert!(lost_reason(&emfile).unwrap().contains("max_user_instances"));
         let gone = notify::Error::new(notify::ErrorKind::PathNotFound);
         assert_eq!(lost_reason(&gone), None);
+    }
+
+    /// What the debouncer hands over becomes the right batch: the source's
+    /// paths (not hidden ones, not reads, not outside), an overflow a
+    /// rescan, a limit a reason to fall back, a vanished directory nothing.
+    #[test]
+    fn deliveries_become_paths_rescans_or_a_fallback() {
+        use notify::event::{CreateKind, Flag, ModifyKind};
+        use notify::Event;
+        use notify_debouncer_full::DebouncedEvent;
+        let dir = tempfile::tempdir().unwrap();
+        let source = DirSource::open(dir.path()).unwrap();
+        let root = source.root().to_path_buf();
+        let (wake, woken) = crossbeam_channel::bounded(1);
+        let inbox = Inbox::new(100, wake);
+        let event = |kind, path: PathBuf| {
+            DebouncedEvent::new(Event::new(kind).add_path(path), std::time::Instant::now())
+        };
+        inbox.receive(
+            &source,
+            Ok(vec![
+                event(EventKind::Create(CreateKind::File), root.join("a.txt")),
+                event(EventKind::Modify(ModifyKind::Any), root.join("a.txt")),
+                event(EventKind::Create(CreateKind::File), root.join(".hidden")),
+                event(
+                    EventKind::Access(AccessKind::Open(AccessMode::Read)),
+                    root.join("b.txt"),
+                ),
+                event(
+                    EventKind::Create(CreateKind::File),
+                    PathBuf::from("/elsewhere/c.txt"),
+                ),
+            ]),
+        );
+        assert!(woken.try_recv().is_ok(), "the loop is woken");
+        assert_eq!(inbox.take(), Some(Batch::Paths(vec![root.join("a.txt")])));
+
+        let overflow = Event::new(EventKind::Other).set_flag(Flag::Rescan);
+        inbox.receive(
+            &source,
+            Ok(vec![DebouncedEvent::new(overflow, std::time::Instant::now())]),
+        );
+        assert_eq!(inbox.take(), Some(Batch::Rescan));
+
+        inbox.receive(
+            &source,
+            Err(vec![notify::Error::new(notify::ErrorKind::PathNotFound)]),
+        );
+        assert_eq!(inbox.take(), None);
+        assert_eq!(inbox.take_lost(), None);
+
+        inbox.receive(
+            &source,
+            Err(vec![notify::Error::new(notify::ErrorKind::MaxFilesWatch)]),
+        );
+        assert!(inbox.take_lost().unwrap().contains("max_user_watches"));
+        assert_eq!(inbox.take_lost(), None, "said once");
     }
 
     #[test]

@@ -152,13 +152,35 @@ mod tests {
         std::fs::create_dir_all(sub.join("deep")).unwrap();
         std::fs::write(sub.join("x.txt"), b"x").unwrap();
         std::fs::write(sub.join("deep/y.txt"), b"y").unwrap();
-        let found = src.discover_paths(&store, std::slice::from_ref(&sub), 1 << 20).unwrap();
+        let found = src
+            .discover_paths(&store, std::slice::from_ref(&sub), 1 << 20)
+            .unwrap();
         assert_eq!(found.new, 2, "a directory is walked: {found:?}");
         std::fs::rename(&sub, _dir.path().join("moved-out")).unwrap();
         let found = src.discover_paths(&store, &[sub], 1 << 20).unwrap();
         assert_eq!(found.gone, 2, "everything under a removed directory: {found:?}");
         assert_eq!(status(&store, "sub/deep/y.txt"), Some((Status::Dead, true)));
         assert_eq!(status(&store, "c.txt"), Some((Status::Discovered, false)));
+    }
+
+    /// A file removed while a worker extracts it: the worker's completion is
+    /// refused (fenced out), and the row keeps no result.
+    #[test]
+    fn a_removal_fences_out_the_worker_on_it() {
+        let (_dir, root, store, src) = setup();
+        std::fs::write(root.join("a.txt"), b"one").unwrap();
+        src.discover_paths(&store, &[root.join("a.txt")], 1 << 20)
+            .unwrap();
+        let claim = store.claim("w").unwrap().expect("claimable");
+        std::fs::remove_file(root.join("a.txt")).unwrap();
+        let found = src
+            .discover_paths(&store, &[root.join("a.txt")], 1 << 20)
+            .unwrap();
+        assert_eq!(found.gone, 1);
+        let done = store.complete(claim, "late/path", "sum").unwrap();
+        assert!(matches!(done, crate::job::Fenced::Rejected(_)), "{done:?}");
+        let job = store.job_by_key("a.txt").unwrap().unwrap();
+        assert_eq!((job.status, job.result_path), (Status::Dead, None));
     }
 
     /// Hidden names, leasehold's own files and paths outside the root are
