@@ -33,8 +33,11 @@ impl Watch {
         let mut cmd = Command::new(BIN);
         cmd.arg("--data")
             .arg(data)
-            .args(["watch", "--json", "--workers", "2", "--debounce", "50ms"])
-            .args(extra)
+            .args(["watch", "--json", "--workers", "2"]);
+        if !extra.contains(&"--debounce") {
+            cmd.args(["--debounce", "50ms"]);
+        }
+        cmd.args(extra)
             .arg(dir)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -293,6 +296,39 @@ fn poll_finds_changes_by_rescanning() {
     assert!(
         values.iter().all(|v| v["kind"] != "pass" || v["full"] == true),
         "{lines:?}"
+    );
+}
+
+/// A burst of more changed paths than the watch keeps (here 20, by the
+/// hidden --max-pending) becomes one full rescan, which finds every file.
+#[test]
+fn a_burst_past_the_cap_becomes_a_full_rescan() {
+    let (_tmp, dir, data) = tree();
+    write(&dir.join("first.txt"), "first");
+    // A long debounce gathers the whole burst into one delivery.
+    let watch = Watch::start(&data, &dir, &["--max-pending", "20", "--debounce", "500ms"], &[]);
+    wait_indexed(&data, "first.txt", "first");
+    let n = 200;
+    for i in 0..n {
+        write(&dir.join(format!("b{i:03}.txt")), &format!("burst {i}"));
+    }
+    for i in 0..n {
+        wait_indexed(&data, &format!("b{i:03}.txt"), &format!("burst {i}"));
+    }
+    let (code, lines, stderr) = watch.stop();
+    assert_eq!(code, Some(0), "stderr: {stderr}");
+    let values = json_lines(&lines);
+    let passes: Vec<_> = values.iter().filter(|v| v["kind"] == "pass").collect();
+    assert!(
+        passes.iter().all(|v| v["paths"].as_u64().unwrap() <= 20),
+        "no pass holds more than the cap: {lines:?}"
+    );
+    assert!(
+        passes
+            .iter()
+            .skip(1)
+            .any(|v| v["full"] == true && v["new"].as_u64().unwrap() > 0),
+        "a full rescan found the burst: {lines:?}"
     );
 }
 

@@ -280,6 +280,11 @@ pub enum Command {
         /// Never use change notifications: rescan every --rescan-every.
         #[arg(long)]
         poll: bool,
+        /// The most changed paths kept waiting; past it one full rescan
+        /// stands for them all (default: 10000). Hidden: a bound on memory
+        /// that tests make small.
+        #[arg(long, value_name = "N", hide = true)]
+        max_pending: Option<usize>,
         #[command(flatten)]
         work: WorkFlags,
     },

@@ -189,6 +189,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             debounce,
             rescan_every,
             poll,
+            max_pending,
             work,
         } => watch::watch(
             &config::Config::build(g, &work.or(early), Some((&dir, include_hidden)))?,
@@ -196,6 +197,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 debounce,
                 rescan_every,
                 poll,
+                max_pending,
             },
             json,
             fail_on_error,

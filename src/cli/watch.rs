@@ -20,6 +20,7 @@ pub struct WatchFlags {
     pub debounce: Option<Duration>,
     pub rescan_every: Option<Duration>,
     pub poll: bool,
+    pub max_pending: Option<usize>,
 }
 
 /// `leasehold watch DIR`.
@@ -35,6 +36,7 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
         debounce: flags.debounce.unwrap_or(defaults.debounce),
         rescan_every: flags.rescan_every.unwrap_or(defaults.rescan_every),
         poll: flags.poll,
+        max_pending: flags.max_pending.unwrap_or(defaults.max_pending),
         max_input: cfg.max_input,
         ..defaults
     };

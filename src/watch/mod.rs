@@ -7,8 +7,8 @@
 //!
 //! The flow, on one thread of its own ([`Watcher`]):
 //! notify (inotify) → notify-debouncer-full (quiet for `debounce`) →
-//! [`Inbox`](notifier::Inbox): the paths the source concerns, in a capped
-//! set ([`pending`]) → one pass: [`DirSource::discover_paths`] for the paths,
+//! the inbox (`notifier.rs`): the paths the source concerns, in a capped
+//! set (`pending.rs`) → one pass: [`DirSource::discover_paths`] for the paths,
 //! or [`DirSource::discover`] for a rescan (the first pass, an overflowed
 //! queue, a set past its cap, a timer in fallback) → a [`WatchReport`].
 //! Discovery wakes the pool through the store, as `run`'s does.
