@@ -38,7 +38,6 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
         poll: flags.poll,
         max_pending: flags.max_pending.unwrap_or(defaults.max_pending),
         max_input: cfg.max_input,
-        ..defaults
     };
     let root = source.root().display().to_string();
     let (tx, rx) = crossbeam_channel::unbounded();
