@@ -234,6 +234,7 @@ fn watch_follows_creates_changes_removals_and_renames() {
         summary["watch"]["full_scans"], 1,
         "only the first pass: {summary}"
     );
+    assert_eq!(values[0]["why"], "start", "{lines:?}");
     assert!(
         values
             .iter()
@@ -275,6 +276,7 @@ fn without_notifications_it_rescans_and_says_so_once() {
     assert_eq!(fallbacks, 1, "{lines:?}");
     let summary = values.last().unwrap();
     assert!(summary["watch"]["full_scans"].as_u64().unwrap() >= 2, "{summary}");
+    assert!(values.iter().any(|v| v["why"] == "timer"), "{lines:?}");
     assert!(summary["watch"]["rescanning"]
         .as_str()
         .unwrap()
@@ -327,7 +329,7 @@ fn a_burst_past_the_cap_becomes_a_full_rescan() {
         passes
             .iter()
             .skip(1)
-            .any(|v| v["full"] == true && v["new"].as_u64().unwrap() > 0),
+            .any(|v| v["why"] == "cap" && v["new"].as_u64().unwrap() > 0),
         "a full rescan found the burst: {lines:?}"
     );
 }

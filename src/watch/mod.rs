@@ -24,6 +24,7 @@ use crossbeam_channel::Sender;
 pub use notifier::NOTIFY_FAILS_ENV;
 use notifier::{Inbox, Notifier};
 use pending::Batch;
+pub use pending::Why;
 
 use crate::error::{Error, Result};
 use crate::service::{Service, StopSignal};
@@ -68,6 +69,11 @@ pub enum WatchReport {
     Pass {
         /// A whole-tree scan (first pass, overflow, fallback), not named paths.
         full: bool,
+        /// Why the whole tree was scanned (absent for named paths; also
+        /// absent when named paths had to become a full scan because
+        /// PostgreSQL cannot mark removals by path yet).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        why: Option<Why>,
         /// Paths looked at (0 for a whole-tree scan).
         paths: usize,
         /// What discovery found.
@@ -164,7 +170,7 @@ impl Loop {
             Err(reason) => this.fall_back(reason),
         }
         // The initial run's scan, after notifications started.
-        this.inbox.rescan();
+        this.inbox.rescan(Why::Start);
         this
     }
 
@@ -226,28 +232,29 @@ impl Loop {
         if self.notifier.is_some() {
             if let Some(reason) = self.inbox.take_lost() {
                 self.fall_back(reason);
-                self.inbox.rescan();
+                self.inbox.rescan(Why::Lost);
             }
         }
         let now = Instant::now();
         if self.next_rescan.is_some_and(|t| now >= t) {
-            self.inbox.rescan();
+            self.inbox.rescan(Why::Timer);
         }
         if self.retry.is_some_and(|(t, _)| now < t) {
             return;
         }
         let Some(batch) = self.inbox.take() else { return };
-        let full = batch == Batch::Rescan;
+        let full = matches!(batch, Batch::Rescan(_));
         let started = Instant::now();
-        let paths = match &batch {
-            Batch::Paths(p) => p.len(),
-            Batch::Rescan => 0,
+        let (paths, why) = match &batch {
+            Batch::Paths(p) => (p.len(), None),
+            Batch::Rescan(why) => (0, Some(*why)),
         };
         let report = match self.apply(batch) {
             Ok((found, full)) => {
                 self.retry = None;
                 WatchReport::Pass {
                     full,
+                    why,
                     paths,
                     found,
                     seconds: started.elapsed().as_secs_f64(),
@@ -258,7 +265,7 @@ impl Loop {
                     .retry
                     .map_or(FIRST_RETRY_PAUSE, |(_, p)| (p * 2).min(MAX_RETRY_PAUSE));
                 self.retry = Some((Instant::now() + pause, pause));
-                self.inbox.rescan();
+                self.inbox.rescan(Why::Retry);
                 WatchReport::Failed {
                     error: e.to_string().replace('\n', " "),
                 }
@@ -276,7 +283,7 @@ impl Loop {
     fn apply(&self, batch: Batch) -> Result<(Discovered, bool)> {
         let max = self.opts.max_input;
         match batch {
-            Batch::Rescan => Ok((self.source.discover(&self.store, max)?, true)),
+            Batch::Rescan(_) => Ok((self.source.discover(&self.store, max)?, true)),
             Batch::Paths(paths) => match self.source.discover_paths(&self.store, &paths, max) {
                 // Removals by path are SQLite's alone for now.
                 Err(Error::NotOnPostgres { .. }) => Ok((self.source.discover(&self.store, max)?, true)),

@@ -13,7 +13,7 @@ use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{new_debouncer_opt, DebounceEventResult, Debouncer, NoCache};
 
-use super::pending::{Batch, Pending};
+use super::pending::{Batch, Pending, Why};
 use crate::source::DirSource;
 
 /// The running notifier; dropping it stops the notifications.
@@ -44,8 +44,8 @@ impl Inbox {
     }
 
     /// Ask for a full rescan and wake the loop.
-    pub(super) fn rescan(&self) {
-        self.pending().rescan();
+    pub(super) fn rescan(&self, why: Why) {
+        self.pending().rescan(why);
         let _ = self.wake.try_send(());
     }
 
@@ -71,7 +71,7 @@ impl Inbox {
                 for event in events {
                     if event.need_rescan() {
                         // The kernel's queue overflowed: events were lost.
-                        pending.rescan();
+                        pending.rescan(Why::Overflow);
                     } else if worth_a_look(&event.kind) {
                         for path in &event.paths {
                             if source.concerns(path) {
@@ -93,7 +93,7 @@ impl Inbox {
                         (None, notify::ErrorKind::PathNotFound | notify::ErrorKind::WatchNotFound) => {}
                         // Something else: an event may be missing, so look at
                         // everything again.
-                        (None, _) => self.pending().rescan(),
+                        (None, _) => self.pending().rescan(Why::NotifyError),
                     }
                 }
             }
@@ -210,7 +210,7 @@ mod tests {
             &source,
             Ok(vec![DebouncedEvent::new(overflow, std::time::Instant::now())]),
         );
-        assert_eq!(inbox.take(), Some(Batch::Rescan));
+        assert_eq!(inbox.take(), Some(Batch::Rescan(Why::Overflow)));
 
         inbox.receive(
             &source,

@@ -11,16 +11,35 @@ use std::path::PathBuf;
 pub enum Batch {
     /// Look at these paths (files or directories; gone or there).
     Paths(Vec<PathBuf>),
-    /// Scan the whole tree: the queue of events overflowed (in the kernel or
-    /// here), notifications stopped, or it is the first pass.
-    Rescan,
+    /// Scan the whole tree, for the reason given (the first that came).
+    Rescan(Why),
+}
+
+/// Why a whole-tree scan stands in for named paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Why {
+    /// The first pass: the initial run.
+    Start,
+    /// The kernel's event queue overflowed: events were lost.
+    Overflow,
+    /// More changed paths than the set keeps.
+    Cap,
+    /// notify reported an error that may have cost an event.
+    NotifyError,
+    /// Notifications stopped (a limit reached): from now on, the timer.
+    Lost,
+    /// The fallback's timer.
+    Timer,
+    /// The previous pass failed.
+    Retry,
 }
 
 /// Paths waiting to be applied, or a pending rescan.
 #[derive(Debug)]
 pub struct Pending {
     paths: HashSet<PathBuf>,
-    rescan: bool,
+    rescan: Option<Why>,
     cap: usize,
 }
 
@@ -29,7 +48,7 @@ impl Pending {
     pub fn new(cap: usize) -> Pending {
         Pending {
             paths: HashSet::new(),
-            rescan: false,
+            rescan: None,
             cap: cap.max(1),
         }
     }
@@ -37,32 +56,33 @@ impl Pending {
     /// Note a change at `path`. Past the cap, the set gives its memory back
     /// and asks for a rescan instead.
     pub fn add(&mut self, path: PathBuf) {
-        if self.rescan || self.paths.contains(&path) {
+        if self.rescan.is_some() || self.paths.contains(&path) {
             return;
         }
         if self.paths.len() >= self.cap {
-            self.rescan();
+            self.rescan(Why::Cap);
             return;
         }
         self.paths.insert(path);
     }
 
-    /// Ask for a full rescan: it covers every path noted so far.
-    pub fn rescan(&mut self) {
-        self.rescan = true;
+    /// Ask for a full rescan: it covers every path noted so far. A rescan
+    /// already asked for keeps its reason.
+    pub fn rescan(&mut self, why: Why) {
+        self.rescan.get_or_insert(why);
         self.paths = HashSet::new();
     }
 
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
-        !self.rescan && self.paths.is_empty()
+        self.rescan.is_none() && self.paths.is_empty()
     }
 
     /// Take what waits, leaving the set empty (and its memory freed).
     pub fn take(&mut self) -> Option<Batch> {
-        if std::mem::take(&mut self.rescan) {
+        if let Some(why) = self.rescan.take() {
             self.paths = HashSet::new();
-            return Some(Batch::Rescan);
+            return Some(Batch::Rescan(why));
         }
         if self.paths.is_empty() {
             return None;
@@ -108,7 +128,7 @@ mod tests {
             assert!(p.len() <= 1000);
         }
         assert_eq!(p.len(), 0, "the paths were dropped for the rescan");
-        assert_eq!(p.take(), Some(Batch::Rescan));
+        assert_eq!(p.take(), Some(Batch::Rescan(Why::Cap)));
         assert_eq!(p.take(), None);
         p.add("/r/later".into());
         assert_eq!(p.take(), Some(Batch::Paths(vec!["/r/later".into()])));
@@ -118,9 +138,10 @@ mod tests {
     fn a_rescan_covers_paths_noted_before_and_after() {
         let mut p = Pending::new(10);
         p.add("/r/a".into());
-        p.rescan();
+        p.rescan(Why::Overflow);
+        p.rescan(Why::Timer);
         p.add("/r/b".into());
-        assert_eq!(p.take(), Some(Batch::Rescan));
+        assert_eq!(p.take(), Some(Batch::Rescan(Why::Overflow)), "the first reason");
         assert!(p.is_empty());
     }
 }
