@@ -5,8 +5,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use super::config::Config;
-use super::pool::{catch_interrupts, settle_courier, start_courier, work_pool_beside, Beside};
-use super::progress::Progress;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+
+use super::pool::{
+    catch_interrupts, settle_courier, start_courier, stop_requested, work_pool_beside, Beside,
+};
+use super::progress::{say, Progress};
 use super::summary::{finish_watch, Summary, WatchTotals};
 use super::CliError;
 use crate::watch::{WatchOptions, WatchReport, Watcher};
@@ -45,8 +49,13 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
     let courier = start_courier(cfg);
     let mut totals = WatchTotals::default();
     let mut found = Summary::default();
+    first_pass(&rx, json, &mut totals, &mut found);
     let mut on_report = |report: WatchReport, _: &mut Summary, progress: &mut Progress| {
-        take_report(report, json, &mut totals, &mut found, progress);
+        let shown = take_report(report, json, &mut totals, &mut found);
+        if let Some(line) = shown.notice {
+            progress.notice(&line);
+        }
+        progress.add_total(shown.queued);
     };
     let beside = Beside {
         reports: &rx,
@@ -57,9 +66,10 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
     watcher.stop();
     let mut summary = pool?;
     // What the last pass sent while the pool was ending.
-    let mut quiet = Progress::new(0, started);
     for report in rx.try_iter() {
-        take_report(report, json, &mut totals, &mut found, &mut quiet);
+        if let Some(line) = take_report(report, json, &mut totals, &mut found).notice {
+            say(&line);
+        }
     }
     summary.new = found.new;
     summary.changed = found.changed;
@@ -71,19 +81,47 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
     finish_watch(summary, json, fail_on_error)
 }
 
+/// Wait for the watcher's first pass (the initial run's scan) before the
+/// pool starts, as `run` discovers before it works: the pool's progress then
+/// starts from the queue that scan found. A signal ends the wait (the pool
+/// then starts stopped and the summary follows).
+fn first_pass(rx: &Receiver<WatchReport>, json: bool, totals: &mut WatchTotals, found: &mut Summary) {
+    loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(report) => {
+                let done = matches!(report, WatchReport::Pass { .. } | WatchReport::Failed { .. });
+                if let Some(line) = take_report(report, json, totals, found).notice {
+                    say(&line);
+                }
+                if done {
+                    return;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) if !stop_requested() => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// What one report means for the live display.
+struct Shown {
+    /// A line for stderr, said whatever the verbosity.
+    notice: Option<String>,
+    /// Documents the pass queued (new or changed): the progress total grows.
+    queued: u64,
+}
+
 /// Count one report of the watcher; with `--json` print it as one line.
-fn take_report(
-    report: WatchReport,
-    json: bool,
-    totals: &mut WatchTotals,
-    found: &mut Summary,
-    progress: &mut Progress,
-) {
+fn take_report(report: WatchReport, json: bool, totals: &mut WatchTotals, found: &mut Summary) -> Shown {
     if json {
         if let Ok(line) = serde_json::to_string(&report) {
             println!("{line}");
         }
     }
+    let mut shown = Shown {
+        notice: None,
+        queued: 0,
+    };
     match report {
         WatchReport::Pass { full, found: d, .. } => {
             totals.passes += 1;
@@ -97,13 +135,13 @@ fn take_report(
             }
             let room = MAX_SKIPPED.saturating_sub(found.skipped.len());
             found.skipped.extend(d.skipped.into_iter().take(room));
-            progress.add_total((d.new + d.changed) as u64);
+            shown.queued = (d.new + d.changed) as u64;
         }
         WatchReport::Rescanning {
             reason,
             every_seconds,
         } => {
-            progress.notice(&format!(
+            shown.notice = Some(format!(
                 "leasehold: watch: no change notifications ({reason}); rescanning every {}",
                 super::progress::format_duration(Duration::from_secs_f64(every_seconds))
             ));
@@ -111,7 +149,8 @@ fn take_report(
         }
         WatchReport::Failed { error } => {
             totals.failed_passes += 1;
-            progress.notice(&format!("leasehold: watch: a pass failed, retrying: {error}"));
+            shown.notice = Some(format!("leasehold: watch: a pass failed, retrying: {error}"));
         }
     }
+    shown
 }
