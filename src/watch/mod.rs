@@ -96,8 +96,8 @@ pub enum WatchReport {
     },
 }
 
-/// The running watcher; [`Watcher::stop`] or dropping it ends it (a pass in
-/// progress finishes first).
+/// The running watcher; [`Watcher::stop`] ends it (waiting a bounded time
+/// for a pass in progress), and so does dropping it (waiting for the pass).
 #[derive(Debug)]
 pub struct Watcher {
     service: Service<()>,
@@ -124,12 +124,18 @@ impl Watcher {
         Ok(Watcher { service })
     }
 
-    /// Stop watching; waits for a pass in progress.
+    /// Stop watching. A pass in progress gets [`STOP_WAIT`] to finish; one
+    /// still running then (a full scan of a large tree) is left behind on
+    /// its thread, so a process that is about to exit never waits on it.
+    /// What it recorded stays: each batch of a scan is its own transaction,
+    /// and the next scan does the rest.
     pub fn stop(self) {
-        self.service.stop();
+        self.service.stop_within(STOP_WAIT);
     }
 }
 
+/// How long [`Watcher::stop`] waits for a pass in progress.
+pub const STOP_WAIT: Duration = Duration::from_secs(5);
 /// Pause after a failed pass, doubling up to [`MAX_RETRY_PAUSE`].
 const FIRST_RETRY_PAUSE: Duration = Duration::from_secs(1);
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(30);
