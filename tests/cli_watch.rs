@@ -66,17 +66,22 @@ impl Watch {
     fn stop(mut self) -> (Option<i32>, Vec<String>, String) {
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = Instant::now() + PATIENCE;
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "watch did not end after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = wait_exit(&mut self.child);
         let stderr = self.stderr.recv_timeout(PATIENCE).unwrap_or_default();
         let lines: Vec<String> = self.lines.try_iter().collect();
         (status.code(), lines, stderr)
+    }
+}
+
+/// The child's exit, waited for with a deadline.
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "the process did not end after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -356,16 +361,26 @@ fn sigterm_mid_work_stops_gracefully_with_a_summary() {
     assert_eq!(store(&data).live_leases().unwrap().len(), 0, "no lease left held");
 }
 
-/// Two watchers on one data directory see the same events and enqueue the
-/// same files: every document is accepted exactly once (fencing as always).
+/// Two watchers and a `work` process on one data directory: the watchers see
+/// the same events and enqueue the same files, three pools claim them, and
+/// every document is accepted exactly once (fencing as always).
 #[test]
-fn two_watchers_accept_every_document_once() {
+fn two_watchers_and_a_worker_accept_every_document_once() {
     let (_tmp, dir, data) = tree();
     let first = Watch::start(&data, &dir, &[], &[]);
     wait_until("the first watch has made its store", || {
         store_if_there(&data).is_some()
     });
     let second = Watch::start(&data, &dir, &[], &[]);
+    // And a plain worker on the same queue.
+    let mut worker = Command::new(BIN)
+        .arg("--data")
+        .arg(&data)
+        .args(["-q", "work", "--workers", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start leasehold work");
     let n = 40;
     for i in 0..n {
         write(&dir.join(format!("f{i:02}.txt")), &format!("file {i}"));
@@ -378,6 +393,10 @@ fn two_watchers_accept_every_document_once() {
         assert_eq!(code, Some(0), "stderr: {stderr}");
         json_lines(&lines);
     }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(worker.id() as libc::pid_t, libc::SIGTERM) };
+    let status = wait_exit(&mut worker);
+    assert_eq!(status.code(), Some(143), "work stops as it always does");
     let s = store(&data);
     for i in 0..n {
         let job = s.job_by_key(&format!("f{i:02}.txt")).unwrap().unwrap();
