@@ -368,8 +368,8 @@ fn sigterm_mid_work_stops_gracefully_with_a_summary() {
 fn two_watchers_and_a_worker_accept_every_document_once() {
     let (_tmp, dir, data) = tree();
     let first = Watch::start(&data, &dir, &[], &[]);
-    wait_until("the first watch has made its store", || {
-        store_if_there(&data).is_some()
+    wait_until("the first watch has recorded its source", || {
+        store_if_there(&data).is_some_and(|s| s.meta("source_root").is_ok_and(|v| v.is_some()))
     });
     let second = Watch::start(&data, &dir, &[], &[]);
     // And a plain worker on the same queue.
@@ -378,7 +378,7 @@ fn two_watchers_and_a_worker_accept_every_document_once() {
         .arg(&data)
         .args(["-q", "work", "--workers", "2"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start leasehold work");
     let n = 40;
@@ -396,7 +396,9 @@ fn two_watchers_and_a_worker_accept_every_document_once() {
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(worker.id() as libc::pid_t, libc::SIGTERM) };
     let status = wait_exit(&mut worker);
-    assert_eq!(status.code(), Some(143), "work stops as it always does");
+    let mut stderr = String::new();
+    let _ = worker.stderr.take().unwrap().read_to_string(&mut stderr);
+    assert_eq!(status.code(), Some(143), "work stops as it always does: {stderr}");
     let s = store(&data);
     for i in 0..n {
         let job = s.job_by_key(&format!("f{i:02}.txt")).unwrap().unwrap();
