@@ -6,7 +6,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::{key_for, DirSource, Discovered, SCAN_BATCH};
+use super::{key_for, DirSource, Discovered, HEX_KEY, SCAN_BATCH};
 use crate::error::Result;
 use crate::store::Store;
 
@@ -70,7 +70,7 @@ impl DirSource {
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     if let Ok(rel) = path.strip_prefix(&self.root) {
-                        removed.push(key_for(rel));
+                        removed.push(rel.to_path_buf());
                     }
                     continue;
                 }
@@ -89,10 +89,31 @@ impl DirSource {
         self.record_batch(store, scan, &mut batch, max_bytes, &mut report)?;
         report.skipped = skipped;
         if !removed.is_empty() {
-            report.gone = store.mark_gone(&removed)?;
+            let (keys, prefixes) = removed_keys(&removed);
+            report.gone = store.mark_gone(&keys, &prefixes)?;
         }
         Ok(report)
     }
+}
+
+/// The keys of removed paths, and the key prefixes of what was under them
+/// (they may have been directories). A file under a directory is keyed
+/// `dir/name`, or `hex:` and the bytes of `dir/name` in hex when the whole
+/// path is not UTF-8 (`key_for`), so both spellings of `dir/` are prefixes.
+fn removed_keys(removed: &[PathBuf]) -> (Vec<String>, Vec<String>) {
+    let mut keys = Vec::with_capacity(removed.len());
+    let mut prefixes = Vec::with_capacity(2 * removed.len());
+    for rel in removed {
+        let key = key_for(rel);
+        if !key.starts_with(HEX_KEY) {
+            prefixes.push(format!("{key}/"));
+        }
+        let mut bytes = rel.as_os_str().as_bytes().to_vec();
+        bytes.push(b'/');
+        prefixes.push(format!("{HEX_KEY}{}", hex::encode(bytes)));
+        keys.push(key);
+    }
+    (keys, prefixes)
 }
 
 /// The newest scan number begun (0 before the first scan).
@@ -161,6 +182,29 @@ mod tests {
         assert_eq!(found.gone, 2, "everything under a removed directory: {found:?}");
         assert_eq!(status(&store, "sub/deep/y.txt"), Some((Status::Dead, true)));
         assert_eq!(status(&store, "c.txt"), Some((Status::Discovered, false)));
+    }
+
+    /// A directory removed at once takes every document under it, whatever
+    /// its names' encoding (a non-UTF-8 name is keyed `hex:`), and nothing
+    /// beside it whose name merely starts the same.
+    #[test]
+    fn a_removed_directory_takes_its_hex_keyed_files_too() {
+        use std::ffi::OsStr;
+        let (dir, root, store, src) = setup();
+        let sub = root.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("plain.txt"), b"p").unwrap();
+        std::fs::write(sub.join(OsStr::from_bytes(b"bad\xff.txt")), b"b").unwrap();
+        std::fs::write(root.join("sub.txt"), b"beside").unwrap();
+        std::fs::write(root.join("subway"), b"beside too").unwrap();
+        let found = src.discover(&store, 1 << 20).unwrap();
+        assert_eq!(found.new, 4, "{found:?}");
+        std::fs::rename(&sub, dir.path().join("away")).unwrap();
+        let found = src.discover_paths(&store, &[sub], 1 << 20).unwrap();
+        assert_eq!(found.gone, 2, "{found:?}");
+        for key in ["sub.txt", "subway"] {
+            assert_eq!(status(&store, key), Some((Status::Discovered, false)), "{key}");
+        }
     }
 
     /// A file removed while a worker extracts it: the worker's completion is
