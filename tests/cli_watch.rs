@@ -31,7 +31,9 @@ struct Watch {
 impl Watch {
     fn start(data: &Path, dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Watch {
         let mut cmd = Command::new(BIN);
-        cmd.arg("--data")
+        cmd.env_remove("LEASEHOLD_DB")
+            .env_remove("LEASEHOLD_CONFIG")
+            .arg("--data")
             .arg(data)
             .args(["watch", "--json", "--workers", "2"]);
         if !extra.contains(&"--debounce") {
@@ -112,13 +114,28 @@ fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
 
 /// Wait until `key` is indexed at the version of `content`.
 fn wait_indexed(data: &Path, key: &str, content: &str) {
-    let want = version_of(content);
     wait_until(&format!("{key} is indexed with its new content"), || {
-        let Some(Some(job)) = store_if_there(data).map(|s| s.job_by_key(key).ok().flatten()) else {
-            return false;
-        };
-        job.status == Status::Indexed && job.version == want
+        store_if_there(data).is_some_and(|s| is_indexed(&s, key, content))
     });
+}
+
+/// Whether `key` is indexed at the version of `content`.
+fn is_indexed(store: &Store, key: &str, content: &str) -> bool {
+    let want = version_of(content);
+    store
+        .job_by_key(key)
+        .ok()
+        .flatten()
+        .is_some_and(|job| job.status == Status::Indexed && job.version == want)
+}
+
+/// Whether `key` is marked gone.
+fn is_gone(store: &Store, key: &str) -> bool {
+    store
+        .job_by_key(key)
+        .ok()
+        .flatten()
+        .is_some_and(|j| j.status == Status::Dead && j.source_gone)
 }
 
 /// The store, once the watch has created it.
@@ -127,13 +144,7 @@ fn store_if_there(data: &Path) -> Option<Store> {
 }
 
 fn wait_gone(data: &Path, key: &str) {
-    wait_until(&format!("{key} is marked gone"), || {
-        store(data)
-            .job_by_key(key)
-            .ok()
-            .flatten()
-            .is_some_and(|j| j.status == Status::Dead && j.source_gone)
-    });
+    wait_until(&format!("{key} is marked gone"), || is_gone(&store(data), key));
 }
 
 /// Every line is one JSON object with a kind; the last is the summary.
@@ -406,4 +417,36 @@ fn two_watchers_and_a_worker_accept_every_document_once() {
         let accepted = history.iter().filter(|h| h.event == "completed").count();
         assert_eq!(accepted, 1, "f{i:02}.txt: {history:?}");
     }
+}
+
+/// On PostgreSQL, where removals cannot be marked by path yet, a pass that
+/// names a removed file becomes a full scan, which marks it gone; new and
+/// changed files are taken by path as on SQLite.
+#[test]
+fn on_postgres_a_removal_is_learnt_by_a_full_scan() {
+    let url = common::pg::server().fresh_database();
+    let (_tmp, dir, data) = tree();
+    write(&dir.join("a.txt"), "first");
+    let watch = Watch::start(&data, &dir, &[], &[("LEASEHOLD_DB", url.as_str())]);
+    let s = Store::open(&url, StoreOptions::default()).unwrap();
+    wait_until("a.txt is indexed", || is_indexed(&s, "a.txt", "first"));
+    write(&dir.join("b.txt"), "second");
+    wait_until("b.txt is indexed", || is_indexed(&s, "b.txt", "second"));
+    std::fs::remove_file(dir.join("a.txt")).unwrap();
+    wait_until("a.txt is marked gone", || is_gone(&s, "a.txt"));
+    let (code, lines, stderr) = watch.stop();
+    assert_eq!(code, Some(0), "stderr: {stderr}");
+    let values = json_lines(&lines);
+    assert!(
+        values
+            .iter()
+            .any(|v| v["kind"] == "pass" && v["full"] == false && v["new"] == 1),
+        "b.txt by path: {lines:?}"
+    );
+    assert!(
+        values
+            .iter()
+            .any(|v| v["kind"] == "pass" && v["full"] == true && v["why"].is_null() && v["gone"] == 1),
+        "a.txt's removal by a full scan: {lines:?}"
+    );
 }
