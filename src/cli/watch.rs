@@ -4,9 +4,9 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use super::config::Config;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
+use super::config::Config;
 use super::pool::{
     catch_interrupts, settle_courier, start_courier, stop_requested, work_pool_beside, Beside,
 };
