@@ -4,7 +4,7 @@
 //!
 //! # Layout
 //! One room per part of the design (`docs/DESIGN.md`); arrows only point down:
-//! `cli` → `pipeline`, `upstream` → `source`, `extract`, `mirror` → `store` →
+//! `cli` → `pipeline`, `upstream`, `watch` → `source`, `extract`, `mirror` → `store` →
 //! `job`, `clock`, `error`.
 //!
 //! | room | holds the rule of |
@@ -16,6 +16,7 @@
 //! | [`source`] | where bytes come from: the [`source::Source`] trait and a local directory |
 //! | [`extract`] | how text is extracted, by format, in supervised child processes under limits; external converters |
 //! | [`pipeline`] | the worker pool: claim → fetch → extract → mirror → complete → cleanup, under the lease |
+//! | [`watch`] | keeping the store current with a directory: notifications → coalesced paths → discovery; rescans where there are none |
 //! | [`upstream`] | the HTTP API and its shared credential: client, gate, HTTP source, sink, courier, notices |
 //! | [`config`] | the configuration file: accounts, HTTP source and sink, auth, notify, outbox |
 //! | [`error`] | the one error type, with SQLite's codes mapped to what they mean |
@@ -42,10 +43,12 @@ pub mod secret;
 pub mod source;
 pub mod store;
 pub mod upstream;
+pub mod watch;
 
 #[doc(hidden)]
 pub mod cli;
 pub(crate) mod fault;
+pub(crate) mod fs_kind;
 pub(crate) mod group;
 pub(crate) mod process;
 pub(crate) mod service;

@@ -57,6 +57,24 @@ impl<T: Send + 'static> Service<T> {
         self.shutdown()
     }
 
+    /// Ask the loop to end and wait for it at most `within`: a loop still
+    /// busy then (a step that cannot be interrupted, such as a scan of a
+    /// large tree) is left to finish on its own thread, detached, and `None`
+    /// is returned. For components whose step is safe to abandon when the
+    /// process is about to exit.
+    pub(crate) fn stop_within(mut self, within: Duration) -> Option<T> {
+        drop(self.stop.take());
+        let deadline = std::time::Instant::now() + within;
+        let thread = self.thread.take()?;
+        while !thread.is_finished() {
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        thread.join().ok()
+    }
+
     /// Wait for the loop to return on its own, without asking it to stop.
     pub(crate) fn join(mut self) -> Option<T> {
         self.thread.take()?.join().ok()
@@ -90,6 +108,23 @@ mod tests {
         .unwrap();
         std::thread::sleep(Duration::from_millis(20));
         assert!(svc.stop().unwrap() > 0);
+    }
+
+    #[test]
+    fn stop_within_leaves_a_busy_loop_behind() {
+        let (release, busy) = crossbeam_channel::bounded::<()>(0);
+        let svc = Service::start("test-service", move |_stop| {
+            let _ = busy.recv();
+            "done"
+        })
+        .unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(svc.stop_within(Duration::from_millis(50)), None);
+        assert!(started.elapsed() < Duration::from_secs(5), "the wait was bounded");
+        drop(release);
+        let quick =
+            Service::start("test-service", |stop| while stop.nap(Duration::from_secs(60)) {}).unwrap();
+        assert_eq!(quick.stop_within(Duration::from_secs(5)), Some(()));
     }
 
     #[test]

@@ -249,6 +249,45 @@ pub enum Command {
         #[command(flatten)]
         work: WorkFlags,
     },
+    /// Run DIR, then keep it current until SIGINT or SIGTERM: files created
+    /// or changed are extracted, removed ones marked gone. Without change
+    /// notifications (a network file system, inotify limits) it rescans on
+    /// a timer and says so.
+    Watch {
+        /// The source directory; keys are paths relative to it.
+        #[arg(value_name = "DIR", value_hint = ValueHint::DirPath)]
+        dir: PathBuf,
+        /// One JSON object per line on stdout: each pass of discovery
+        /// (`"kind": "pass"`), a fallback to rescans (`"rescanning"`), a
+        /// failed pass (`"failed"`), and the summary at the end (`"summary"`).
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 at the end if a document failed while watching or the
+        /// store holds dead documents whose source exists (as `run`).
+        #[arg(long)]
+        fail_on_error: bool,
+        /// Also take files and directories whose names start with a dot.
+        #[arg(long)]
+        include_hidden: bool,
+        /// How long a file must be quiet before it is taken, e.g. 200ms
+        /// (default: 200ms).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        debounce: Option<Duration>,
+        /// How often to rescan the whole tree when there are no change
+        /// notifications (or with --poll), e.g. 30s (default: 30s).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        rescan_every: Option<Duration>,
+        /// Never use change notifications: rescan every --rescan-every.
+        #[arg(long)]
+        poll: bool,
+        /// The most changed paths kept waiting; past it one full rescan
+        /// stands for them all (default: 10000). Hidden: a bound on memory
+        /// that tests make small.
+        #[arg(long, value_name = "N", hide = true)]
+        max_pending: Option<usize>,
+        #[command(flatten)]
+        work: WorkFlags,
+    },
     /// Enqueue new and changed files of DIR and mark vanished ones; without
     /// DIR, list the configured HTTP source (through the auth gate).
     Discover {

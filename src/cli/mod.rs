@@ -14,6 +14,7 @@ mod signals;
 mod summary;
 mod sync;
 mod testing;
+mod watch;
 
 use std::fmt;
 use std::io::Write;
@@ -177,6 +178,27 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             work,
         } => run::run(
             &config::Config::build(g, &work.or(early), Some((&dir, include_hidden)))?,
+            json,
+            fail_on_error,
+        ),
+        Command::Watch {
+            dir,
+            json,
+            fail_on_error,
+            include_hidden,
+            debounce,
+            rescan_every,
+            poll,
+            max_pending,
+            work,
+        } => watch::watch(
+            &config::Config::build(g, &work.or(early), Some((&dir, include_hidden)))?,
+            watch::WatchFlags {
+                debounce,
+                rescan_every,
+                poll,
+                max_pending,
+            },
             json,
             fail_on_error,
         ),

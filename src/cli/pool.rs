@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::RecvTimeoutError;
+use crossbeam_channel::Receiver;
 
 use super::config::Config;
 use super::progress::{say, Progress};
@@ -14,6 +14,7 @@ use super::summary::{Failure, Summary, MAX_LISTED_FAILURES};
 use super::CliError;
 use crate::pipeline::{PoolOptions, StopHandle, WorkerPool};
 use crate::upstream::{Courier, CourierHandle};
+use crate::watch::WatchReport;
 use crate::{JobId, Status};
 
 /// How long in-flight documents get to finish after the first signal; what is
@@ -30,6 +31,29 @@ pub fn work_pool(
     until_idle: bool,
     no_wait: bool,
     started: Instant,
+) -> Result<Summary, CliError> {
+    work_pool_beside(cfg, until_idle, no_wait, started, None)
+}
+
+/// Reports of a component running beside the pool (`watch`'s watcher),
+/// taken on the pool's loop so that stdout and the progress line have one
+/// writer.
+pub struct Beside<'a> {
+    /// Where the component's reports arrive.
+    pub reports: &'a Receiver<WatchReport>,
+    /// What to do with each: count it, print it, grow the progress total.
+    pub on_report: &'a mut dyn FnMut(WatchReport, &mut Summary, &mut Progress),
+    /// What an idle pool waits for, said instead of the queue's state.
+    pub waiting_for: String,
+}
+
+/// [`work_pool`], taking the reports of `beside` as they come.
+pub fn work_pool_beside(
+    cfg: &Config,
+    until_idle: bool,
+    no_wait: bool,
+    started: Instant,
+    mut beside: Option<Beside<'_>>,
 ) -> Result<Summary, CliError> {
     // Signals are caught by the callers (`catch_interrupts`), before discovery.
     let todo = cfg.store.counts()?;
@@ -48,23 +72,34 @@ pub fn work_pool(
     let mut summary = Summary::default();
     let mut progress = Progress::new(total, started);
     let mut last_event = Instant::now();
+    let never = crossbeam_channel::never();
     loop {
-        match rx.recv_timeout(IDLE_TICK) {
-            Ok(event) => {
-                summary.count(&event);
-                progress.event(&event, &summary);
-                last_event = Instant::now();
-            }
-            Err(RecvTimeoutError::Timeout) => {
+        let reports = beside.as_ref().map_or(&never, |b| b.reports);
+        crossbeam_channel::select! {
+            recv(rx) -> event => match event {
+                Ok(event) => {
+                    summary.count(&event);
+                    progress.event(&event, &summary);
+                    last_event = Instant::now();
+                }
+                Err(_) => break,
+            },
+            recv(reports) -> report => match (report, beside.as_mut()) {
+                (Ok(report), Some(b)) => (b.on_report)(report, &mut summary, &mut progress),
+                // The component ended: nothing more to take from it.
+                _ => beside = None,
+            },
+            default(IDLE_TICK) => {
                 // Only a pool that waits for new work says what it waits for.
                 let waiting_for = if until_idle || last_event.elapsed() < 5 * IDLE_TICK {
                     None
+                } else if let Some(b) = &beside {
+                    Some(b.waiting_for.clone())
                 } else {
                     what_work_waits_for(cfg)
                 };
                 progress.idle(&summary, waiting_for);
             }
-            Err(RecvTimeoutError::Disconnected) => break,
         }
     }
     pool.join();

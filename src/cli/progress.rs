@@ -144,6 +144,21 @@ impl Progress {
         }
     }
 
+    /// More documents were queued after the pool started (`watch`'s passes):
+    /// the total grows with them.
+    pub fn add_total(&mut self, n: u64) {
+        self.total += n;
+    }
+
+    /// A line said once whatever the verbosity (`watch` falling back to
+    /// rescans): above the bar, or on its own.
+    pub fn notice(&self, line: &str) {
+        match &self.display {
+            Display::Bar(bar) => bar.println(line),
+            _ => say(line),
+        }
+    }
+
     /// An error that is not one document's (e.g. a store write that failed),
     /// shown as it happens even with `--quiet`.
     fn warn(&mut self, error: &str) {

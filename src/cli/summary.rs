@@ -65,10 +65,28 @@ pub struct Summary {
     /// a rerun that failed nothing still says how many documents are dead.
     /// Absent if the store could not be read at the end.
     pub store: Option<Totals>,
+    /// What `watch` did besides the pool's work (absent for other commands).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchTotals>,
     /// The first dead documents of the store whose source exists (from any
     /// run), for `--fail-on-error`'s list.
     #[serde(skip)]
     pub store_dead: Vec<Failure>,
+}
+
+/// `watch`'s passes of discovery, counted for its summary.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct WatchTotals {
+    /// Passes applied (each a set of changed paths, or the whole tree).
+    pub passes: u64,
+    /// Of those, whole-tree scans: the first, and any after an overflow,
+    /// a lost notification or on the fallback's timer.
+    pub full_scans: u64,
+    /// Passes that failed (and were retried as a rescan).
+    pub failed_passes: u64,
+    /// Why notifications were not used, if they were not: the tree was
+    /// rescanned on a timer instead.
+    pub rescanning: Option<String>,
 }
 
 /// Distinct errors kept for the summary: a store failing for hours must not
@@ -231,6 +249,24 @@ impl Summary {
                 self.skipped.len() - MAX_LISTED_SKIPPED
             );
         }
+        if let Some(w) = &self.watch {
+            println!(
+                "watched: {} pass(es) of discovery, {} of them over the whole tree: {} new, {} changed, {} gone{}",
+                w.passes,
+                w.full_scans,
+                self.new,
+                self.changed,
+                self.gone,
+                match &w.rescanning {
+                    Some(why) => format!("; rescanned on a timer ({why})"),
+                    None => String::new(),
+                }
+            );
+            if let (Some(signal), Some(left)) = (self.interrupted, self.left) {
+                println!("stopped by {}; {left} document(s) left to do", signal.name());
+            }
+            return;
+        }
         if let (Some(signal), Some(left)) = (self.interrupted, self.left) {
             println!(
                 "interrupted by {}, {left} left (run the command again to go on)",
@@ -275,6 +311,24 @@ pub fn finish(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<E
             eprintln!("leasehold: {e}");
         }
         return Ok(ExitCode::from(signal.exit_code()));
+    }
+    outcome_code(summary, fail_on_error)
+}
+
+/// `watch`'s end: a signal is how a watch ends, so it sets no exit code of
+/// its own: 0, or 1 for errors, a halted pool or `--fail-on-error`'s rule,
+/// as `run`. With `--json` the summary is one line (`"kind": "summary"`)
+/// after the passes' lines, so standard output stays JSON Lines.
+pub fn finish_watch(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
+    summary.measure_memory();
+    if json {
+        let mut value = serde_json::to_value(&summary).unwrap_or_default();
+        if let Some(map) = value.as_object_mut() {
+            map.insert("kind".into(), "summary".into());
+        }
+        println!("{value}");
+    } else {
+        summary.print(false);
     }
     outcome_code(summary, fail_on_error)
 }

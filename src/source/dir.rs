@@ -29,6 +29,8 @@ use crate::error::Result;
 use crate::job::Status;
 use crate::store::{NewDoc, Store};
 
+mod changed;
+
 /// Prefix of keys for paths that are not valid UTF-8: the raw bytes in hex, so
 /// the key maps back to exactly one file.
 const HEX_KEY: &str = "hex:";
@@ -221,10 +223,23 @@ impl DirSource {
     /// entered; symlinked files are kept so that `fetch` can refuse the ones
     /// pointing outside the root with a recorded error.
     fn walk<'a>(&'a self, skipped: &'a mut Vec<String>) -> impl Iterator<Item = Entry> + 'a {
+        self.walk_from(&self.root, skipped)
+    }
+
+    /// [`DirSource::walk`] from `start` (the root, or a path under it that
+    /// [`DirSource::concerns`] a watcher's event). `start` itself is not
+    /// judged by its name: the caller did. A link named as `start` is not
+    /// entered either.
+    fn walk_from<'a>(
+        &'a self,
+        start: &Path,
+        skipped: &'a mut Vec<String>,
+    ) -> impl Iterator<Item = Entry> + 'a {
         let hidden = self.include_hidden;
         let excluded = &self.excluded;
-        walkdir::WalkDir::new(&self.root)
+        walkdir::WalkDir::new(start)
             .follow_links(false)
+            .follow_root_links(false)
             .sort_by_file_name()
             .into_iter()
             .filter_entry(move |e| {

@@ -313,6 +313,18 @@ impl Store {
             .finish_scan(scan, "the upstream listing no longer holds it")
     }
 
+    /// Sources were removed: mark the documents `keys`, and every document
+    /// whose key starts with one of `prefixes` (what was under a removed
+    /// directory), gone, as a scan that no longer finds them would. Returns
+    /// how many. Used by `watch` for the paths a notification named; on
+    /// PostgreSQL it answers [`Error::NotOnPostgres`](crate::Error::NotOnPostgres)
+    /// for now.
+    pub fn mark_gone(&self, keys: &[String], prefixes: &[String]) -> Result<usize> {
+        self.refuse_if_moved()?;
+        self.engine()
+            .mark_gone(keys, prefixes, "the source file was removed")
+    }
+
     /// The source fingerprint stored for each of `keys` (absent keys are left out).
     pub fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
         self.engine().source_stats(keys)

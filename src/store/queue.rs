@@ -178,6 +178,60 @@ pub(crate) fn mark_unseen_gone(
     Ok(ids.len())
 }
 
+/// Mark the documents of removed paths gone, as a finished scan marks the
+/// sources it did not see (`mark_unseen_gone`): dead, owner and result
+/// forgotten, so a worker still extracting is fenced out and cleanup removes
+/// the files. `keys` are documents; `prefixes` stand for every document whose
+/// key starts with one (a directory moved out of the tree is one event). The
+/// caller has just seen that the paths are not there; a file that comes back
+/// is queued again by its next event (`enqueue` requeues a gone row).
+pub(crate) fn mark_gone(
+    tx: &Connection,
+    now: Millis,
+    keys: &[String],
+    prefixes: &[String],
+    why: &str,
+) -> rusqlite::Result<usize> {
+    const GONE: &str =
+        "UPDATE jobs SET source_gone = 1, status = 'dead', owner_token = NULL, owner_worker = NULL,
+                lease_expires_at = NULL, retry_at = NULL, parked_on = NULL, result_path = NULL,
+                checksum = NULL,
+                last_error = ?2, updated_at = ?1
+         WHERE source_gone = 0 AND ";
+    let mut ids = Vec::new();
+    let mut exact = tx.prepare_cached(&format!("{GONE} doc_key = ?3 RETURNING id"))?;
+    for key in keys {
+        for id in exact.query_map(params![now, why, key], |r| r.get::<_, i64>(0))? {
+            ids.push(id?);
+        }
+    }
+    // A range the key's unique index answers: prefix <= k < the prefix with
+    // its last character one higher.
+    let mut under = tx.prepare_cached(&format!("{GONE} doc_key >= ?3 AND doc_key < ?4 RETURNING id"))?;
+    for prefix in prefixes {
+        let Some(end) = prefix_end(prefix) else { continue };
+        for id in under.query_map(params![now, why, prefix, end], |r| r.get::<_, i64>(0))? {
+            ids.push(id?);
+        }
+    }
+    drop((exact, under));
+    for id in &ids {
+        record(tx, *id, now, "source_gone", None, None, None)?;
+    }
+    Ok(ids.len())
+}
+
+/// The least string above every string that starts with `prefix`: its last
+/// character one higher. `None` for an empty prefix or one whose last
+/// character has no successor.
+fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    let last = chars.pop()?;
+    let next = char::from_u32(u32::from(last) + 1)?;
+    chars.push(next);
+    Some(chars.into_iter().collect())
+}
+
 /// Set `name` to `value` unless it is already set; returns the value in force.
 pub(crate) fn meta_set_once(tx: &Connection, name: &str, value: &str) -> rusqlite::Result<String> {
     tx.execute(
@@ -195,4 +249,23 @@ pub(crate) fn meta_set(tx: &Connection, name: &str, value: &str) -> rusqlite::Re
         [name, value],
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn a_prefix_ends_just_above_everything_it_starts() {
+        assert_eq!(prefix_end("dir/").as_deref(), Some("dir0"));
+        assert_eq!(prefix_end("hex:6469722f").as_deref(), Some("hex:6469722g"));
+        assert_eq!(prefix_end(""), None);
+        let end = prefix_end("a/").unwrap();
+        for inside in ["a/", "a/b", "a/\u{10ffff}"] {
+            assert!(inside >= "a/" && inside < end.as_str(), "{inside}");
+        }
+        for outside in ["a", "a0", "a.txt", "b/"] {
+            assert!(!(outside >= "a/" && outside < end.as_str()), "{outside}");
+        }
+    }
 }
