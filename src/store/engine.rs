@@ -54,15 +54,8 @@ pub(crate) trait Engine: Send + Sync {
     /// Mark what the newest scan `scan` did not see as gone, with reason `why`.
     fn finish_scan(&self, scan: i64, why: &str) -> Result<usize>;
     /// Mark the documents `keys`, and every document whose key starts with
-    /// one of `prefixes`, gone with reason `why`; how many. Only SQLite has
-    /// it yet: PostgreSQL answers `NotOnPostgres`, and `watch` then learns
-    /// removals from a full scan instead.
-    fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize> {
-        let _ = (keys, prefixes, why);
-        Err(crate::Error::NotOnPostgres {
-            operation: "marking removed paths gone (watch)",
-        })
-    }
+    /// one of `prefixes`, gone with reason `why`; how many.
+    fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize>;
     /// The stored fingerprint of each known key.
     fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>>;
     /// A setting of the data directory.

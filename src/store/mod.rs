@@ -316,9 +316,7 @@ impl Store {
     /// Sources were removed: mark the documents `keys`, and every document
     /// whose key starts with one of `prefixes` (what was under a removed
     /// directory), gone, as a scan that no longer finds them would. Returns
-    /// how many. Used by `watch` for the paths a notification named; on
-    /// PostgreSQL it answers [`Error::NotOnPostgres`](crate::Error::NotOnPostgres)
-    /// for now.
+    /// how many. Used by `watch` for the paths a notification named.
     pub fn mark_gone(&self, keys: &[String], prefixes: &[String]) -> Result<usize> {
         self.refuse_if_moved()?;
         self.engine()

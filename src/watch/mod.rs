@@ -69,9 +69,7 @@ pub enum WatchReport {
     Pass {
         /// A whole-tree scan (first pass, overflow, fallback), not named paths.
         full: bool,
-        /// Why the whole tree was scanned (absent for named paths; also
-        /// absent when named paths had to become a full scan because
-        /// PostgreSQL cannot mark removals by path yet).
+        /// Why the whole tree was scanned (absent for named paths).
         #[serde(skip_serializing_if = "Option::is_none")]
         why: Option<Why>,
         /// Paths looked at (0 for a whole-tree scan).
@@ -290,11 +288,10 @@ impl Loop {
         let max = self.opts.max_input;
         match batch {
             Batch::Rescan(_) => Ok((self.source.discover(&self.store, max)?, true)),
-            Batch::Paths(paths) => match self.source.discover_paths(&self.store, &paths, max) {
-                // Removals by path are SQLite's alone for now.
-                Err(Error::NotOnPostgres { .. }) => Ok((self.source.discover(&self.store, max)?, true)),
-                other => other.map(|found| (found, false)),
-            },
+            Batch::Paths(paths) => self
+                .source
+                .discover_paths(&self.store, &paths, max)
+                .map(|found| (found, false)),
         }
     }
 }

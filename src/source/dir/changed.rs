@@ -54,8 +54,7 @@ impl DirSource {
     /// recorded here for vanished.
     ///
     /// # Failure
-    /// The store's errors; on PostgreSQL, marking removals answers
-    /// `Error::NotOnPostgres` (the caller then runs a full scan).
+    /// The store's errors.
     pub fn discover_paths(&self, store: &Store, paths: &[PathBuf], max_bytes: u64) -> Result<Discovered> {
         let scan = newest_scan(store)?;
         let mut report = Discovered::default();

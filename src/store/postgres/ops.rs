@@ -65,6 +65,10 @@ impl Engine for PgStore {
         self.write_tx(|tx, now| queue::mark_unseen_gone(tx, now, scan, why))
     }
 
+    fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize> {
+        self.write_tx(|tx, now| queue::mark_gone(tx, now, keys, prefixes, why))
+    }
+
     fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
         self.read(|c| read::source_stats(c, keys))
     }

@@ -150,6 +150,36 @@ pub(crate) fn mark_unseen_gone(tx: &mut Transaction<'_>, now: Millis, scan: i64,
     Ok(ids.len())
 }
 
+/// Mark the documents of removed paths gone (see `store/queue.rs:
+/// mark_gone`): `keys` exactly, and every key that starts with one of
+/// `prefixes`. `starts_with` rather than a key range: the range's bounds
+/// assume the code-point order, which the database's collation need not be.
+pub(crate) fn mark_gone(
+    tx: &mut Transaction<'_>,
+    now: Millis,
+    keys: &[String],
+    prefixes: &[String],
+    why: &str,
+) -> Sql<usize> {
+    let rows = tx.query(
+        "UPDATE jobs SET source_gone = TRUE, status = 'dead', owner_token = NULL, owner_worker = NULL,
+                lease_expires_at = NULL, retry_at = NULL, parked_on = NULL, result_path = NULL,
+                checksum = NULL, last_error = $2, updated_at = $1
+         WHERE NOT source_gone
+           AND (doc_key = ANY($3::TEXT[])
+                OR EXISTS (SELECT 1 FROM unnest($4::TEXT[]) AS p (prefix)
+                           WHERE p.prefix <> '' AND starts_with(doc_key, p.prefix)))
+         RETURNING id",
+        &[&now, &why, &keys, &prefixes],
+    )?;
+    let mut ids: Vec<i64> = rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+    ids.sort_unstable();
+    for id in &ids {
+        record(tx, *id, now, "source_gone", None, None, None)?;
+    }
+    Ok(ids.len())
+}
+
 /// A setting, read inside the transaction.
 pub(crate) fn meta(tx: &mut Transaction<'_>, name: &str) -> Sql<Option<String>> {
     Ok(tx
