@@ -197,3 +197,20 @@ ALTER TABLE jobs ADD COLUMN lost_leases INTEGER NOT NULL DEFAULT 0 CHECK (lost_l
 -- index seek finds leases granted after now (the clock went back) without
 -- walking the live ones. Queries must repeat the expression and the WHERE term.
 CREATE INDEX jobs_lease_granted ON jobs (lease_expires_at - lease_ms) WHERE status = 'extracting';
+
+-- version: 5
+
+-- The search index (DESIGN §12): the accepted text of every document that has
+-- one (`jobs.result_path` set), one row per document, rowid = jobs.id. It is
+-- written in the transaction of the fenced completion that accepts the text,
+-- replaced by the next accepted version, and deleted with the result when the
+-- source goes away; `leasehold reindex` rebuilds it from the mirror. `path`
+-- and `checksum` are the accepted result the text came from, so `doctor` can
+-- tell a stale row from a current one. The tokenizer is the data directory's
+-- choice, recorded in `meta` (search_tokenizer); this section makes the
+-- default; a store created with another choice remakes the empty table
+-- with it (src/store/search/sqlite.rs), as `reindex --tokenizer` does later.
+CREATE VIRTUAL TABLE search_text USING fts5 (
+    body, path UNINDEXED, checksum UNINDEXED,
+    tokenize = 'unicode61 remove_diacritics 2'
+);

@@ -174,6 +174,7 @@ pub(crate) fn mark_unseen_gone(
         .collect::<rusqlite::Result<_>>()?;
     for id in &ids {
         record(tx, *id, now, "source_gone", None, None, None)?;
+        super::search::sqlite::remove(tx, *id)?;
     }
     Ok(ids.len())
 }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use super::{gate, outbox, queue, read, write, PgStore};
 use crate::clock::Millis;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::job::{
     Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
 };
@@ -18,6 +18,7 @@ use crate::store::gate::{AccountState, Admission, Answer, GateChange, GateEvent,
 use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use crate::store::queue::NewDoc;
 use crate::store::read::{KnownSource, Totals};
+use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 use crate::store::Completion;
 
 impl Engine for PgStore {
@@ -235,5 +236,35 @@ impl Engine for PgStore {
 
     fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>> {
         self.read(|c| read::indexed_page(c, after, limit))
+    }
+
+    fn search(&self, _query: &str, _limit: usize) -> Result<Vec<Hit>> {
+        Err(not_yet())
+    }
+
+    fn search_tokenizer(&self) -> Result<Tokenizer> {
+        Ok(Tokenizer::PgSimple)
+    }
+
+    fn search_check(&self) -> Result<IndexCheck> {
+        Err(not_yet())
+    }
+
+    fn search_reset(&self, _tokenizer: Tokenizer) -> Result<()> {
+        Err(not_yet())
+    }
+
+    fn search_put(&self, _docs: &[IndexDoc<'_>]) -> Result<usize> {
+        Err(not_yet())
+    }
+
+    fn search_prune(&self) -> Result<usize> {
+        Err(not_yet())
+    }
+}
+
+fn not_yet() -> Error {
+    Error::NotOnPostgres {
+        operation: "the search index",
     }
 }
