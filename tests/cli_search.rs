@@ -5,10 +5,25 @@ mod common;
 
 use std::path::Path;
 
-use common::leasehold;
+use common::{leasehold, pg, BIN};
+
+/// The binary on `data` with `LEASEHOLD_DB` set to `db` (or unset).
+fn leasehold_on(db: Option<&str>, data: &Path, args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.arg("--data").arg(data).env_remove("LEASEHOLD_DB");
+    if let Some(db) = db {
+        cmd.env("LEASEHOLD_DB", db);
+    }
+    cmd.args(args).output().expect("run leasehold")
+}
 
 /// A source directory with English, Korean and Japanese text, run into `data`.
 fn indexed_data_dir(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+    indexed_on(None, extra)
+}
+
+/// [`indexed_data_dir`] with the database `db` (a `postgres://` URL) if given.
+fn indexed_on(db: Option<&str>, extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     std::fs::create_dir(&src).unwrap();
@@ -27,13 +42,17 @@ fn indexed_data_dir(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
     let data = dir.path().join("data");
     let mut args = vec!["run", src.to_str().unwrap(), "-q"];
     args.extend_from_slice(extra);
-    let out = leasehold(&data, &args);
+    let out = leasehold_on(db, &data, &args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     (dir, data)
 }
 
 fn search_json(data: &Path, query: &str) -> serde_json::Value {
-    let out = leasehold(data, &["search", query, "--json"]);
+    search_json_on(None, data, query)
+}
+
+fn search_json_on(db: Option<&str>, data: &Path, query: &str) -> serde_json::Value {
+    let out = leasehold_on(db, data, &["search", query, "--json"]);
     assert!(
         out.status.success(),
         "{query}: {}",
@@ -225,5 +244,48 @@ fn a_deleted_source_file_leaves_the_index_on_the_next_run() {
         doctor.status.success(),
         "{}",
         String::from_utf8_lossy(&doctor.stdout)
+    );
+}
+
+/// The same command on the PostgreSQL edition: its own full-text search,
+/// `계정` finding `계정이`, doctor's check, reindex, and no tokenizer choice.
+#[test]
+fn search_on_postgres() {
+    let url = pg::server().fresh_database();
+    let db = Some(url.as_str());
+    let (_dir, data) = indexed_on(db, &[]);
+    let v = search_json_on(db, &data, "계정");
+    assert_eq!(hit_keys(&v), ["ko.txt"]);
+    assert!(v[0]["snippet"].as_str().unwrap().contains("[계정이]"), "{v}");
+    assert!(v[0]["rank"].as_f64().unwrap() < 0.0);
+    assert_eq!(hit_keys(&search_json_on(db, &data, "\"brown fox\"")), ["fox.txt"]);
+    assert_eq!(hit_keys(&search_json_on(db, &data, "car*")), ["cards.md"]);
+    assert_eq!(
+        hit_keys(&search_json_on(db, &data, "quick NOT lazy")),
+        Vec::<String>::new()
+    );
+    let bad = leasehold_on(db, &data, &["search", "a AND ("]);
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    let doctor = leasehold_on(db, &data, &["doctor"]);
+    assert!(
+        doctor.status.success(),
+        "{}",
+        String::from_utf8_lossy(&doctor.stdout)
+    );
+    let before: Vec<serde_json::Value> = QUERIES.iter().map(|q| search_json_on(db, &data, q)).collect();
+    assert!(leasehold_on(db, &data, &["reindex"]).status.success());
+    let after: Vec<serde_json::Value> = QUERIES.iter().map(|q| search_json_on(db, &data, q)).collect();
+    assert_eq!(before, after);
+    let out = leasehold_on(db, &data, &["reindex", "--tokenizer", "trigram"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

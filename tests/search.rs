@@ -9,6 +9,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{Backend, TestDb};
+use leasehold::store::IndexDoc;
 use leasehold::testing::dup;
 use leasehold::{Claim, Completion, Error, Fenced, NewDoc, Store, StoreOptions, Tokenizer};
 
@@ -285,19 +286,51 @@ fn results_equal_a_brute_force_scan(b: Backend) {
     );
 }
 
-// SQLite first; the PostgreSQL edition's index comes next.
-macro_rules! on_sqlite {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[test]
-            fn $name() {
-                super::$name($crate::common::Backend::Sqlite)
-            })*
-        }
-    };
+/// The check finds texts missing from the index; a rebuild puts back only
+/// what is still the accepted result, and prunes what is not.
+fn the_check_and_a_rebuild_through_the_library(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.handle(1000);
+    index(&store, "one", "v1", "first text");
+    index(&store, "two", "v1", "second text");
+    store
+        .reset_search_index(store.search_tokenizer().unwrap())
+        .unwrap();
+    let check = store.check_search_index().unwrap();
+    assert_eq!(
+        (check.missing, check.rows, check.accepted),
+        (2, 0, 2),
+        "{check:?}"
+    );
+    assert_eq!(check.examples.len(), 2);
+    assert!(keys(&store, "text").is_empty());
+    let jobs: Vec<_> = ["one", "two"]
+        .iter()
+        .map(|k| store.job_by_key(k).unwrap().unwrap())
+        .collect();
+    let docs: Vec<IndexDoc<'_>> = jobs
+        .iter()
+        .zip(["first text", "second text"])
+        .map(|(j, text)| IndexDoc {
+            id: j.id,
+            result_path: j.result_path.as_deref().unwrap(),
+            // The second is not the accepted result any more: left out.
+            checksum: if j.key == "two" {
+                "another"
+            } else {
+                j.checksum.as_deref().unwrap()
+            },
+            text,
+        })
+        .collect();
+    assert_eq!(store.reindex_texts(&docs).unwrap(), 1);
+    assert_eq!(keys(&store, "text"), ["one"]);
+    assert_eq!(store.check_search_index().unwrap().missing, 1);
+    assert_eq!(store.prune_search_index().unwrap(), 0);
 }
 
-on_sqlite!(
+on_both_backends!(
+    the_check_and_a_rebuild_through_the_library,
     accepted_text_is_searchable,
     a_refused_completion_is_never_searchable,
     a_new_version_replaces_the_old_text,

@@ -159,6 +159,9 @@ impl Store {
         let (backend, name) = match DbLocation::of(location) {
             DbLocation::Sqlite(path) => (Backend::Sqlite(Sqlite::open(&path, opts.clone())?), path),
             DbLocation::Postgres(url) => {
+                if let Some(t) = opts.tokenizer {
+                    postgres::only_simple(t)?;
+                }
                 let pg = PgStore::open(&url, opts.clone())?;
                 let name = PathBuf::from(pg.url());
                 (Backend::Postgres(pg), name)

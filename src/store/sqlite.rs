@@ -21,7 +21,7 @@ use super::options::Policy;
 use super::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use super::queue::{self, NewDoc};
 use super::read::{self, KnownSource, Totals};
-use super::search::sqlite::{Chosen, Found};
+use super::search::sqlite::Chosen;
 use super::search::{self, Hit, IndexCheck, IndexDoc, Tokenizer};
 use super::turnstile::Turnstile;
 use super::write::{self, WriteOp, WriteOut};
@@ -367,13 +367,8 @@ impl Engine for Sqlite {
     }
 
     fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
-        match self.read(|c| search::sqlite::search(c, query, limit))? {
-            Found::Hits(hits) => Ok(hits),
-            Found::BadQuery(why) => Err(Error::InvalidInput {
-                what: "search query",
-                reason: format!("{query:?}: {why}"),
-            }),
-        }
+        self.read(|c| search::sqlite::search(c, query, limit))?
+            .into_hits(query)
     }
 
     fn search_tokenizer(&self) -> Result<Tokenizer> {

@@ -32,6 +32,7 @@ mod ops;
 mod outbox;
 mod queue;
 mod read;
+mod search;
 mod tx;
 mod url;
 mod write;
@@ -48,6 +49,7 @@ use crate::store::options::Policy;
 use crate::store::StoreOptions;
 pub use fence::{RowLock, CLEANUP_DEADLINE, ROW_LOCK_WAIT};
 pub use migrate::{schema_version, MIGRATION_LOCK};
+pub(crate) use ops::only_simple;
 use url::Target;
 
 /// Connection pool of a PostgreSQL store.

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::{gate, outbox, queue, read, write, PgStore};
+use super::{gate, outbox, queue, read, search, write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{
@@ -92,14 +92,20 @@ impl Engine for PgStore {
 
     fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced> {
         let cap = self.policy().outbox;
-        self.write_tx(|tx, now| write::complete_and_push(tx, now, &cap, owner, c))
+        let c = search::gated(c, self.policy().search_index);
+        self.write_tx(|tx, now| write::complete_and_push(tx, now, &cap, owner, &c))
     }
 
     /// Many completions in one transaction: one UPDATE and one history
     /// INSERT for all (`write::complete_each`).
     fn finish_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>> {
         let cap = self.policy().outbox;
-        self.write_tx(|tx, now| write::complete_each(tx, now, &cap, done))
+        let on = self.policy().search_index;
+        let done: Vec<(Owner, Completion<'_>)> = done
+            .iter()
+            .map(|(o, c)| (o.clone(), search::gated(c, on)))
+            .collect();
+        self.write_tx(|tx, now| write::complete_each(tx, now, &cap, &done))
     }
 
     fn fail(&self, owner: &Owner, error: &str, permanent: bool) -> Result<Fenced> {
@@ -238,8 +244,8 @@ impl Engine for PgStore {
         self.read(|c| read::indexed_page(c, after, limit))
     }
 
-    fn search(&self, _query: &str, _limit: usize) -> Result<Vec<Hit>> {
-        Err(not_yet())
+    fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
+        self.read(|c| search::search(c, query, limit))?.into_hits(query)
     }
 
     fn search_tokenizer(&self) -> Result<Tokenizer> {
@@ -247,24 +253,30 @@ impl Engine for PgStore {
     }
 
     fn search_check(&self) -> Result<IndexCheck> {
-        Err(not_yet())
+        self.read(search::check)
     }
 
-    fn search_reset(&self, _tokenizer: Tokenizer) -> Result<()> {
-        Err(not_yet())
+    fn search_reset(&self, tokenizer: Tokenizer) -> Result<()> {
+        only_simple(tokenizer)?;
+        self.write_tx(|tx, _| search::reset(tx))
     }
 
-    fn search_put(&self, _docs: &[IndexDoc<'_>]) -> Result<usize> {
-        Err(not_yet())
+    fn search_put(&self, docs: &[IndexDoc<'_>]) -> Result<usize> {
+        self.write_tx(|tx, _| search::put_if_accepted(tx, docs))
     }
 
     fn search_prune(&self) -> Result<usize> {
-        Err(not_yet())
+        self.write_tx(|tx, _| search::prune(tx))
     }
 }
 
-fn not_yet() -> Error {
-    Error::NotOnPostgres {
-        operation: "the search index",
+/// The PostgreSQL edition searches with PostgreSQL's `simple` configuration
+/// only (prefix terms make Korean particles findable, as on SQLite).
+pub(crate) fn only_simple(tokenizer: Tokenizer) -> Result<()> {
+    if tokenizer == Tokenizer::PgSimple {
+        return Ok(());
     }
+    Err(Error::NotOnPostgres {
+        operation: "a tokenizer choice (the PostgreSQL edition searches with its 'simple' configuration)",
+    })
 }

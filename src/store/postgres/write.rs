@@ -570,6 +570,7 @@ pub(crate) fn complete_each(
             if let Some(text) = c.deliver {
                 super::outbox::push(tx, now, cap, o.id.0, c.checksum, text)?;
             }
+            super::search::accepted(tx, o.id.0, c)?;
             Ok(Fenced::Accepted)
         })
         .collect()
@@ -588,6 +589,9 @@ pub(crate) fn complete_and_push(
     let out = complete(tx, now, o, (c.result_path, c.checksum), c.note)?;
     if let (Fenced::Accepted, Some(text)) = (&out, c.deliver) {
         super::outbox::push(tx, now, cap, o.id.0, c.checksum, text)?;
+    }
+    if out.is_accepted() {
+        super::search::accepted(tx, o.id.0, c)?;
     }
     Ok(out)
 }

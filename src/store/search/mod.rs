@@ -22,6 +22,27 @@ pub(crate) mod sqlite;
 
 use crate::error::{Error, Result};
 
+/// What a search found, or why the query could not run.
+#[derive(Debug)]
+pub(crate) enum Found {
+    Hits(Vec<Hit>),
+    /// The query is malformed; the message says how.
+    BadQuery(String),
+}
+
+impl Found {
+    /// The hits, or a malformed query as [`Error::InvalidInput`] naming it.
+    pub(crate) fn into_hits(self, query: &str) -> Result<Vec<Hit>> {
+        match self {
+            Found::Hits(hits) => Ok(hits),
+            Found::BadQuery(why) => Err(Error::InvalidInput {
+                what: "search query",
+                reason: format!("{query:?}: {why}"),
+            }),
+        }
+    }
+}
+
 /// The meta row that records the data directory's tokenizer. Absent, the
 /// engine's default is in force (the one its schema section creates).
 pub(crate) const TOKENIZER_META: &str = "search_tokenizer";

@@ -181,8 +181,6 @@ fn trigram_plan(query: &str, pieces: &[Piece]) -> Result<Plan, QueryError> {
 /// `query` as a PostgreSQL tsquery for `to_tsquery('simple', …)`: words and
 /// phrases quoted (a quoted phrase becomes `<->`), glued-script words and
 /// `word*` prefixes `:*`, AND `&`, OR `|`, NOT `& !`, adjacent terms ANDed.
-// Used by the PostgreSQL edition's search (next).
-#[allow(dead_code)]
 pub(crate) fn pg_tsquery(query: &str) -> Result<String, QueryError> {
     let pieces = pieces(query)?;
     let mut out = String::new();
@@ -242,7 +240,6 @@ pub(crate) fn pg_tsquery(query: &str) -> Result<String, QueryError> {
 
 /// A tsquery lexeme in quotes: `to_tsquery` runs the text inside through the
 /// configuration's parser, so a quoted phrase becomes its words joined by `<->`.
-#[allow(dead_code)]
 fn pg_quoted(text: &str) -> String {
     let inner = text.replace('\\', "\\\\").replace('\'', "''");
     format!("'{inner}'")

@@ -10,16 +10,8 @@
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::query::{self, Plan};
-use super::TOKENIZER_META;
+use super::{Found, TOKENIZER_META};
 use super::{Hit, IndexCheck, IndexDoc, Tokenizer, CHECK_EXAMPLES, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
-
-/// What a search found, or why the query could not run.
-#[derive(Debug)]
-pub(crate) enum Found {
-    Hits(Vec<Hit>),
-    /// The query is malformed; the message says how (FTS5's own words).
-    BadQuery(String),
-}
 
 /// What choosing a tokenizer at open did ([`choose`]).
 #[derive(Debug, PartialEq, Eq)]
