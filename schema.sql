@@ -210,7 +210,10 @@ CREATE INDEX jobs_lease_granted ON jobs (lease_expires_at - lease_ms) WHERE stat
 -- choice, recorded in `meta` (search_tokenizer); this section makes the
 -- default; a store created with another choice remakes the empty table
 -- with it (src/store/search/sqlite.rs), as `reindex --tokenizer` does later.
+-- `prefix`: indexes of each term's first 2 and 3 characters, so that a short
+-- prefix query (`ka*`, and `계정*` for a Korean noun) reads one list instead
+-- of merging every term it begins.
 CREATE VIRTUAL TABLE search_text USING fts5 (
     body, path UNINDEXED, checksum UNINDEXED,
-    tokenize = 'unicode61 remove_diacritics 2'
+    prefix = '2 3', tokenize = 'unicode61 remove_diacritics 2'
 );

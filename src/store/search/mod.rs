@@ -97,6 +97,18 @@ impl Tokenizer {
         }
     }
 
+    /// The FTS5 options of a table made with this tokenizer: the
+    /// tokenizer, and for words, prefix indexes of 2 and 3 characters (short
+    /// prefix queries, as the glued-script terms are, read one list instead
+    /// of merging every term they begin). A trigram index answers prefixes
+    /// as substrings already.
+    pub(crate) fn fts5_options(self) -> String {
+        match self {
+            Tokenizer::Unicode61 => format!("prefix = '2 3', tokenize = '{}'", self.spec()),
+            Tokenizer::Trigram | Tokenizer::PgSimple => format!("tokenize = '{}'", self.spec()),
+        }
+    }
+
     /// The tokenizer a meta row or a table definition names.
     pub(crate) fn from_spec(spec: &str) -> Option<Tokenizer> {
         [Tokenizer::Unicode61, Tokenizer::Trigram, Tokenizer::PgSimple]

@@ -97,14 +97,14 @@ fn is_empty(c: &Connection) -> rusqlite::Result<bool> {
 
 /// Drop the index and make it again, empty, with `tokenizer`, recorded in meta.
 pub(crate) fn reset(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
-    // The spec is one of the constants of `Tokenizer`, never user text.
+    // The options are constants of `Tokenizer`, never user text.
     tx.execute_batch(&format!(
         "DROP TABLE search_text;
          CREATE VIRTUAL TABLE search_text USING fts5 (
              body, path UNINDEXED, checksum UNINDEXED,
-             tokenize = '{}'
+             {}
          );",
-        tokenizer.spec()
+        tokenizer.fts5_options()
     ))?;
     crate::store::queue::meta_set(tx, TOKENIZER_META, tokenizer.spec())
 }
