@@ -140,7 +140,14 @@ fn queries(kind: &str, texts: &[String], n: usize, rng: &mut fastrand::Rng) -> V
             match kind {
                 "word" => words[at].to_owned(),
                 "phrase" => format!("\"{} {}\"", words[at], words[at + 1]),
-                _ => format!("{}*", words[at].chars().take(3).collect::<String>()),
+                // Three characters: the trigram tokenizer takes no shorter prefix.
+                _ => {
+                    let long = words[at..]
+                        .iter()
+                        .find(|w| w.chars().count() >= 3)
+                        .unwrap_or(&"kalo");
+                    format!("{}*", long.chars().take(3).collect::<String>())
+                }
             }
         })
         .collect()

@@ -24,6 +24,9 @@
 //!   - `gate/`: the auth gate's accounts, probes, pool holds and notices.
 //!   - `outbox.rs`: results waiting for the sink, and sending notices.
 //!   - `check.rs`: the read-only checks `doctor` runs.
+//! - `search/`: the search index over the accepted texts (DESIGN §13): its
+//!   vocabulary, the query reader, and SQLite's FTS5 statements, written in
+//!   the fenced completion's transaction.
 //! - `postgres/`: the PostgreSQL engine: open by URL, migrate from
 //!   `schema.pg.sql`, pool, and the same operations in PostgreSQL's SQL.
 //!
