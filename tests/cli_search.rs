@@ -289,3 +289,22 @@ fn search_on_postgres() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `[search] tokenizer` in the configuration file chooses it too; a bad
+/// value is a configuration error naming the key.
+#[test]
+fn the_configuration_file_chooses_the_tokenizer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, data) = (dir.path().join("src"), dir.path().join("data"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(src.join("fox.txt"), "The quick brown fox").unwrap();
+    std::fs::write(data.join("leasehold.toml"), "[search]\ntokenizer = \"trigram\"\n").unwrap();
+    let out = leasehold(&data, &["run", src.to_str().unwrap(), "-q"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(hit_keys(&search_json(&data, "uick")), ["fox.txt"]);
+    std::fs::write(data.join("leasehold.toml"), "[search]\ntokenizer = \"porter\"\n").unwrap();
+    let out = leasehold(&data, &["run", src.to_str().unwrap(), "-q"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[search] tokenizer"));
+}
