@@ -217,3 +217,7 @@ CREATE VIRTUAL TABLE search_text USING fts5 (
     body, path UNINDEXED, checksum UNINDEXED,
     prefix = '2 3', tokenize = 'unicode61 remove_diacritics 2'
 );
+-- A deleted or replaced text leaves no terms behind in the index's pages (as
+-- `secure_delete` does for rows): a gone document's words are not readable
+-- from the file until a merge happens to drop them.
+INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);

@@ -103,7 +103,8 @@ pub(crate) fn reset(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<(
          CREATE VIRTUAL TABLE search_text USING fts5 (
              body, path UNINDEXED, checksum UNINDEXED,
              {}
-         );",
+         );
+         INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);",
         tokenizer.fts5_options()
     ))?;
     crate::store::queue::meta_set(tx, TOKENIZER_META, tokenizer.spec())
