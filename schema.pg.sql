@@ -203,3 +203,21 @@ ALTER TABLE jobs ADD COLUMN lost_leases BIGINT NOT NULL DEFAULT 0 CHECK (lost_le
 -- finding leases granted after now (the clock went back). Queries must repeat
 -- the expression and the WHERE term.
 CREATE INDEX jobs_lease_granted ON jobs ((lease_expires_at - lease_ms)) WHERE status = 'extracting';
+
+-- version: 5
+
+-- The search index (DESIGN §12): the accepted text of every document that has
+-- one, written in the fenced completion's transaction (see schema.sql's
+-- version 5). PostgreSQL's own full-text search: the 'simple' configuration
+-- (no stemming, no stop words, so a Korean noun with its particle attached is
+-- one lexeme that a prefix query finds), over a stored tsvector with a GIN
+-- index; ts_headline reads the text itself for snippets. A tsvector holds at
+-- most 1 MB, so only a document's first 200,000 characters are searchable.
+CREATE TABLE search_text (
+    job_id   BIGINT PRIMARY KEY REFERENCES jobs (id),
+    body     TEXT   NOT NULL,
+    path     TEXT   NOT NULL,
+    checksum TEXT   NOT NULL,
+    tsv      tsvector GENERATED ALWAYS AS (to_tsvector('simple', left(body, 200000))) STORED
+);
+CREATE INDEX search_text_tsv ON search_text USING GIN (tsv);

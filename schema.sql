@@ -197,3 +197,27 @@ ALTER TABLE jobs ADD COLUMN lost_leases INTEGER NOT NULL DEFAULT 0 CHECK (lost_l
 -- index seek finds leases granted after now (the clock went back) without
 -- walking the live ones. Queries must repeat the expression and the WHERE term.
 CREATE INDEX jobs_lease_granted ON jobs (lease_expires_at - lease_ms) WHERE status = 'extracting';
+
+-- version: 5
+
+-- The search index (DESIGN §12): the accepted text of every document that has
+-- one (`jobs.result_path` set), one row per document, rowid = jobs.id. It is
+-- written in the transaction of the fenced completion that accepts the text,
+-- replaced by the next accepted version, and deleted with the result when the
+-- source goes away; `leasehold reindex` rebuilds it from the mirror. `path`
+-- and `checksum` are the accepted result the text came from, so `doctor` can
+-- tell a stale row from a current one. The tokenizer is the data directory's
+-- choice, recorded in `meta` (search_tokenizer); this section makes the
+-- default; a store created with another choice remakes the empty table
+-- with it (src/store/search/sqlite.rs), as `reindex --tokenizer` does later.
+-- `prefix`: indexes of each term's first 2 and 3 characters, so that a short
+-- prefix query (`ka*`, and `계정*` for a Korean noun) reads one list instead
+-- of merging every term it begins.
+CREATE VIRTUAL TABLE search_text USING fts5 (
+    body, path UNINDEXED, checksum UNINDEXED,
+    prefix = '2 3', tokenize = 'unicode61 remove_diacritics 2'
+);
+-- A deleted or replaced text leaves no terms behind in the index's pages (as
+-- `secure_delete` does for rows): a gone document's words are not readable
+-- from the file until a merge happens to drop them.
+INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);

@@ -110,6 +110,38 @@ pub struct WorkFlags {
     /// faster to debug, but a hostile file can crash or hang the whole run.
     #[arg(long)]
     pub in_process: bool,
+    #[command(flatten)]
+    pub search: SearchFlags,
+}
+
+/// The search index's tokenizer, chosen when the data directory is made.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SearchFlags {
+    /// The search index's tokenizer for a new data directory: unicode61
+    /// (words; the default) or trigram (any substring of 3 or more
+    /// characters). Recorded in the data directory; change it later with
+    /// `leasehold reindex --tokenizer`.
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub tokenizer: Option<TokenizerName>,
+}
+
+/// The tokenizers a data directory may choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TokenizerName {
+    /// Words, case and diacritics folded; Hangul, Han, Kana and Thai query
+    /// words are searched as prefixes.
+    Unicode61,
+    /// Substrings of three or more characters; shorter terms are scanned.
+    Trigram,
+}
+
+impl TokenizerName {
+    pub fn tokenizer(self) -> crate::Tokenizer {
+        match self {
+            TokenizerName::Unicode61 => crate::Tokenizer::Unicode61,
+            TokenizerName::Trigram => crate::Tokenizer::Trigram,
+        }
+    }
 }
 
 /// The input limit, which discovery applies too (a file over it is skipped).
@@ -138,6 +170,9 @@ impl WorkFlags {
             extract_cpu: self.extract_cpu.or(earlier.extract_cpu),
             max_text: self.max_text.or(earlier.max_text),
             in_process: self.in_process || earlier.in_process,
+            search: SearchFlags {
+                tokenizer: self.search.tokenizer.or(earlier.search.tokenizer),
+            },
         }
     }
 }
@@ -305,6 +340,8 @@ pub enum Command {
         include_hidden: bool,
         #[command(flatten)]
         input: InputFlags,
+        #[command(flatten)]
+        search: SearchFlags,
     },
     /// Work the queue (several processes may do this at once).
     Work {
@@ -356,6 +393,37 @@ pub enum Command {
               value_parser = clap::value_parser!(u64).range(1..))]
         limit: u64,
         /// Print a JSON array of documents.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search the accepted texts: per match the document, its rank (bm25,
+    /// lower is better), a snippet with the matched terms in [brackets],
+    /// and the result file.
+    ///
+    /// QUERY is in SQLite FTS5's syntax: words (all must occur), "a phrase",
+    /// prefix*, AND, OR, NOT, parentheses. Words in Hangul, Han, Kana and
+    /// Thai are searched as prefixes (계정 finds 계정이).
+    Search {
+        /// What to look for.
+        #[arg(value_name = "QUERY")]
+        query: String,
+        /// Show at most N matches, best first.
+        #[arg(long, value_name = "N", default_value_t = 20,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        limit: u64,
+        /// Print a JSON array of matches.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rebuild the search index from the mirror's accepted results (e.g.
+    /// with another tokenizer, after `migrate`, or when `doctor` finds the
+    /// index wrong). Workers may run meanwhile.
+    Reindex {
+        /// Make the index again with this tokenizer, recorded in the data
+        /// directory (nothing is searchable until the rebuild ends).
+        #[arg(long, value_enum, value_name = "NAME")]
+        tokenizer: Option<TokenizerName>,
+        /// Print what was done as JSON.
         #[arg(long)]
         json: bool,
     },

@@ -173,6 +173,7 @@ impl Config {
         create_data_dir(g)?;
         // Commands that read an existing store never create one.
         let mut options = store_options(work, lease).create_if_missing(existing.is_none());
+        options.tokenizer = tokenizer_at_creation(work, file.as_ref(), &db, existing.is_none());
         if let Some(f) = &file {
             options.outbox = OutboxCap {
                 max_age_ms: crate::clock::duration_ms(f.outbox.max_age),
@@ -371,6 +372,27 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 /// `--max-input`, else its default.
 fn max_input(w: &WorkFlags) -> u64 {
     w.input.max_input.unwrap_or(DEFAULT_MAX_INPUT)
+}
+
+/// The tokenizer the store is asked for: `--tokenizer` or the configuration's
+/// `[search] tokenizer` when given (a store with text made with another one
+/// refuses it), else for a SQLite file about to be made, the default, so that
+/// the data directory records it from the start. A PostgreSQL database has
+/// its one configuration. Commands that only read ask for nothing: they
+/// search with whatever the index was made with.
+fn tokenizer_at_creation(
+    w: &WorkFlags,
+    file: Option<&FileConfig>,
+    db: &DbLocation,
+    creating: bool,
+) -> Option<crate::Tokenizer> {
+    if !creating {
+        return None;
+    }
+    let configured = file.and_then(|f| f.search.tokenizer);
+    let given = w.search.tokenizer.map(|t| t.tokenizer()).or(configured);
+    let new_file = matches!(db, DbLocation::Sqlite(path) if !path.exists());
+    given.or(new_file.then_some(crate::Tokenizer::Unicode61))
 }
 
 fn store_options(w: &WorkFlags, lease: Duration) -> StoreOptions {

@@ -8,6 +8,9 @@
 //! - leases: no two rows share a key or an owner token, every `extracting` row
 //!   has a token and a lease, no other row has a token;
 //! - every `indexed` row's result file exists and its SHA-256 matches;
+//! - the search index holds exactly the accepted texts: every document with
+//!   an accepted result is in it (searchable) with that result's text, and
+//!   nothing else is (`leasehold reindex` mends it);
 //! - the mirror holds no generation, temp or probe file that `gc` would remove,
 //!   and no document directory the database does not know (a document whose
 //!   lock another process holds is skipped, with a note).
@@ -67,6 +70,9 @@ struct Checked {
     live_leases: u64,
     indexed: u64,
     results_verified: u64,
+    /// The search index: its tokenizer and rows.
+    search_tokenizer: Option<String>,
+    search_rows: u64,
     /// Generation and temp files of known documents (kept and leftovers).
     mirror_files: u64,
     leftovers: u64,
@@ -113,6 +119,7 @@ pub fn doctor(g: &Global, json: bool) -> Result<ExitCode, CliError> {
     if let Some(store) = &store {
         let sound = d.store_checks(store);
         d.row_checks(store);
+        d.search_index(store);
         if let Some(mirror) = &mirror {
             d.results(store, mirror);
             if sound {
@@ -275,6 +282,49 @@ impl Doctor {
             (Err(e), _) | (_, Err(e)) => self.problem("store", &path, one_line(&e)),
         }
         sound
+    }
+
+    /// The search index against the accepted results: one problem line per
+    /// document found wrong (the first 20), and a count of the rest.
+    fn search_index(&mut self, store: &Store) {
+        let path = store.path().display().to_string();
+        let check = match store.check_search_index() {
+            Ok(check) => check,
+            Err(e) => return self.problem("search_index", &path, one_line(&e)),
+        };
+        self.checked.search_tokenizer = check.tokenizer.map(|t| t.name().to_owned());
+        self.checked.search_rows = check.rows;
+        if check.is_healthy() {
+            return;
+        }
+        let named = check.examples.len() as u64;
+        for line in &check.examples {
+            let subject = line
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .trim_matches('"')
+                .to_owned();
+            self.problem(
+                "search_index",
+                subject,
+                format!("{line} (run `leasehold reindex`)"),
+            );
+        }
+        let all = check.missing + check.stale + check.extra;
+        if all > named {
+            self.problem(
+                "search_index",
+                &path,
+                format!(
+                    "{path}: {} more search index problem(s): {} missing, {} stale, {} extra in all (run `leasehold reindex`)",
+                    all - named,
+                    check.missing,
+                    check.stale,
+                    check.extra
+                ),
+            );
+        }
     }
 
     /// PostgreSQL: this machine's clock against the server's. Leases are

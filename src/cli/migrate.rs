@@ -1,4 +1,5 @@
-//! `leasehold migrate --to LOCATION`: move the store into another database.
+//! `leasehold migrate --to LOCATION`: move the store into another database,
+//! then build the target's search index from the mirror.
 
 use std::ffi::OsStr;
 use std::process::ExitCode;
@@ -21,6 +22,12 @@ pub fn migrate(cfg: &Config, to: &OsStr, json: bool) -> Result<ExitCode, CliErro
         MigrateError::Store(e) => CliError::from(e),
         refused => CliError::Runtime(refused.to_string().replace('\n', " ")),
     })?;
+    // The search index is not copied (each engine indexes its own way): the
+    // target's is built from the mirror's accepted results.
+    let rebuilt = crate::pipeline::reindex(&target, &cfg.mirror, None)?;
+    for p in &rebuilt.problems {
+        eprintln!("leasehold: search index: {p}");
+    }
     if json {
         let text = serde_json::to_string_pretty(&moved)
             .map_err(|e| CliError::Runtime(format!("cannot encode the report: {e}")))?;

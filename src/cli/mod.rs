@@ -10,6 +10,7 @@ mod pool;
 mod progress;
 mod report;
 mod run;
+mod search;
 mod signals;
 mod summary;
 mod sync;
@@ -208,9 +209,11 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             include_hidden,
             no_wait,
             input,
+            search,
         } => {
             let work = WorkFlags {
                 input,
+                search,
                 ..Default::default()
             }
             .or(early);
@@ -249,6 +252,14 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let filter = report::ListFilter::of(status.as_deref(), failed);
             report::list(&existing(Existing::StoreAndMirror)?, &filter, limit, json)
         }
+        Command::Search { query, limit, json } => {
+            search::search(&existing(Existing::StoreAndMirror)?, &query, limit, json)
+        }
+        Command::Reindex { tokenizer, json } => search::reindex(
+            &existing(Existing::StoreAndMirror)?,
+            tokenizer.map(|t| t.tokenizer()),
+            json,
+        ),
         Command::Show { doc, id } => {
             report::show(&existing(Existing::StoreAndMirror)?, &report::DocRef::of(doc, id))
         }

@@ -67,6 +67,11 @@
 //! memory = "1GiB"
 //! cpu = "60s"
 //! max_text = "64MiB"
+//!
+//! # The search index's tokenizer for a SQLite data directory made now:
+//! # "unicode61" (words; the default) or "trigram" (substrings).
+//! [search]
+//! # tokenizer = "trigram"
 //! ```
 //!
 //! # Keys
@@ -95,6 +100,10 @@
 //!   file) or a `postgres://` URL, which must not hold a password; with a URL,
 //!   optionally one of `password_env` or `password_file` (as for an account). The
 //!   flag `--db` and the variable `LEASEHOLD_DB` override it.
+//! - `[search]`: `tokenizer`, `"unicode61"` (the default) or `"trigram"`: the
+//!   search index's tokenizer when the data directory is made (the flag
+//!   `--tokenizer` overrides it). A data directory keeps the one it was made
+//!   with; asking for another is refused until `leasehold reindex --tokenizer`.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -162,6 +171,11 @@ timeout = "60s"
 memory = "1GiB"
 cpu = "60s"
 max_text = "64MiB"
+
+# The search index's tokenizer for a SQLite data directory made now:
+# "unicode61" (words; the default) or "trigram" (substrings).
+[search]
+# tokenizer = "trigram"
 "#;
 
 /// The largest account pool a source may rotate through (DESIGN §6: "e.g. up to 5").
@@ -203,6 +217,16 @@ pub struct FileConfig {
     pub extract: ExtractConfig,
     /// `[store]`: where the database is, when `--db` and `LEASEHOLD_DB` do not say.
     pub store: StoreConfig,
+    /// `[search]`: the search index's tokenizer for a new data directory.
+    pub search: SearchConfig,
+}
+
+/// `[search]`: how the search index cuts text into terms.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SearchConfig {
+    /// `tokenizer`: asked of the store when it is opened by a command that
+    /// works (`None`: the data directory's own, the default for a new one).
+    pub tokenizer: Option<crate::Tokenizer>,
 }
 
 /// `[store]`: the database, a SQLite file or a PostgreSQL database, and the
@@ -629,6 +653,7 @@ mod tests {
         assert_eq!(c.auth, AuthConfig::default());
         assert_eq!(c.outbox, OutboxConfig::default());
         assert_eq!(c.extract, ExtractConfig::default());
+        assert_eq!(c.search.tokenizer, None);
         assert_eq!(c.notify.command.as_ref().unwrap().len(), 3);
         // The password goes into the URL's user information, percent-encoded.
         assert_eq!(

@@ -32,6 +32,14 @@ pub(super) struct RawFile {
     extract: RawExtract,
     #[serde(default)]
     store: RawStore,
+    #[serde(default)]
+    search: RawSearch,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSearch {
+    tokenizer: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -194,8 +202,25 @@ impl Validator<'_> {
             outbox: self.outbox(raw.outbox)?,
             extract: self.extract(raw.extract)?,
             store: self.store(raw.store)?,
+            search: self.search(raw.search)?,
             accounts,
         })
+    }
+
+    /// `[search]`: `tokenizer` is `unicode61` or `trigram`.
+    fn search(&self, raw: RawSearch) -> Result<SearchConfig, ConfigError> {
+        let tokenizer = raw
+            .tokenizer
+            .map(|name| {
+                crate::Tokenizer::parse(&name).map_err(|_| {
+                    self.invalid(
+                        "[search] tokenizer",
+                        format!("{name:?}: use \"unicode61\" or \"trigram\""),
+                    )
+                })
+            })
+            .transpose()?;
+        Ok(SearchConfig { tokenizer })
     }
 
     // ----- store -----

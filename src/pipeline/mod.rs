@@ -7,13 +7,16 @@
 //! - `lease.rs`: running a stage under the claim's lease (heartbeat, loss flag).
 //! - `cleanup.rs`: the fenced cleanup rule joining the store and the mirror.
 //! - `pool.rs`: N worker threads and the handle that stops them.
+//! - `reindex.rs`: the search index rebuilt from the mirror's accepted results.
 
 mod cleanup;
 mod lease;
 mod pool;
+mod reindex;
 mod worker;
 
 pub use cleanup::{cleanup, keep_for, sweep, CleanupError};
 pub use lease::{LeaseFlag, LeaseKeeper, LeaseLost, Ticks};
 pub use pool::{Event, PoolOptions, StopHandle, WorkerPool};
+pub use reindex::{reindex, ReindexReport};
 pub use worker::{Batch, Pipeline, Processed, Worker};

@@ -413,6 +413,7 @@ impl Worker {
                 let completion = Completion {
                     note: r.note.as_deref(),
                     deliver: deliver.then_some(r.text.as_str()),
+                    index: Some(r.text.as_str()),
                     ..Completion::new(&r.written.rel_path, &r.written.sha256)
                 };
                 (claim, completion)

@@ -27,6 +27,7 @@ use super::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotic
 use super::postgres::PgStore;
 use super::queue::NewDoc;
 use super::read::{KnownSource, Totals};
+use super::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 use super::sqlite::Sqlite;
 use super::Completion;
 use crate::clock::Millis;
@@ -134,6 +135,23 @@ pub(crate) trait Engine: Send + Sync {
     fn lease_violations(&self) -> Result<Vec<(String, String)>>;
     /// Up to `limit` indexed rows with ids after `after`, in id order.
     fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>>;
+
+    // ----- the search index (DESIGN §12) -----
+
+    /// At most `limit` documents matching `query`, best first; a malformed
+    /// query is [`crate::Error::InvalidInput`].
+    fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>>;
+    /// The tokenizer the index is made with.
+    fn search_tokenizer(&self) -> Result<Tokenizer>;
+    /// The index compared with the accepted results.
+    fn search_check(&self) -> Result<IndexCheck>;
+    /// Empty the index, made again with `tokenizer` (recorded in meta).
+    fn search_reset(&self, tokenizer: Tokenizer) -> Result<()>;
+    /// Put texts read back from the mirror into the index, each only if it
+    /// is still its document's accepted result; how many went in.
+    fn search_put(&self, docs: &[IndexDoc<'_>]) -> Result<usize>;
+    /// Delete every index row that is not its document's accepted text.
+    fn search_prune(&self) -> Result<usize>;
 }
 
 /// The engine a store was opened on: the seam's two implementations, and the

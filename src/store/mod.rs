@@ -24,6 +24,9 @@
 //!   - `gate/`: the auth gate's accounts, probes, pool holds and notices.
 //!   - `outbox.rs`: results waiting for the sink, and sending notices.
 //!   - `check.rs`: the read-only checks `doctor` runs.
+//! - `search/`: the search index over the accepted texts (DESIGN §14): its
+//!   vocabulary, the query reader, and SQLite's FTS5 statements, written in
+//!   the fenced completion's transaction.
 //! - `postgres/`: the PostgreSQL engine: open by URL, migrate from
 //!   `schema.pg.sql`, pool, and the same operations in PostgreSQL's SQL.
 //!
@@ -46,6 +49,7 @@ mod outbox;
 pub mod postgres;
 mod queue;
 mod read;
+pub mod search;
 mod sqlite;
 mod turnstile;
 mod tx;
@@ -65,6 +69,7 @@ pub use options::{Backoff, StoreOptions, Synchronous};
 pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxTotals, PendingNotice};
 pub use queue::NewDoc;
 pub use read::{KnownSource, Totals};
+pub use search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 #[doc(hidden)]
 pub use write::claim_candidate_queries;
 
@@ -157,6 +162,9 @@ impl Store {
         let (backend, name) = match DbLocation::of(location) {
             DbLocation::Sqlite(path) => (Backend::Sqlite(Sqlite::open(&path, opts.clone())?), path),
             DbLocation::Postgres(url) => {
+                if let Some(t) = opts.tokenizer {
+                    postgres::only_simple(t)?;
+                }
                 let pg = PgStore::open(&url, opts.clone())?;
                 let name = PathBuf::from(pg.url());
                 (Backend::Postgres(pg), name)
@@ -422,9 +430,9 @@ impl Store {
         self.finish(claim, Completion::new(result_path, checksum))
     }
 
-    /// [`Store::complete`], and when accepted, queue `text` for the sink in the
-    /// same transaction: an accepted result is queued exactly once, a refused
-    /// one never. The outbox cap ([`StoreOptions::outbox`]) is applied there too.
+    /// [`Store::complete`], and when accepted, queue `text` for the sink and
+    /// make it searchable in the same transaction: an accepted result is
+    /// queued exactly once, a refused one never. The outbox cap ([`StoreOptions::outbox`]) is applied there too.
     pub fn complete_and_deliver(
         &self,
         claim: Claim,
@@ -434,6 +442,7 @@ impl Store {
     ) -> Result<Fenced> {
         let completion = Completion {
             deliver: Some(text),
+            index: Some(text),
             ..Completion::new(result_path, checksum)
         };
         self.finish(claim, completion)
@@ -576,6 +585,73 @@ impl Store {
         self.engine().indexed_page(after, limit)
     }
 
+    // ----- the search index (DESIGN §12) -----
+
+    /// At most `limit` documents whose accepted text matches `query`, best
+    /// first: key, rank (bm25), a snippet with the matched terms marked, and
+    /// the accepted result's path in the mirror. `query` is in FTS5's syntax:
+    /// words (all must occur), `"a phrase"`, `prefix*`, `AND`, `OR`, `NOT`,
+    /// parentheses. Words in Hangul, Han, Kana and Thai are searched as
+    /// prefixes, so `계정` finds `계정이`.
+    ///
+    /// # Failure
+    /// A malformed query is [`Error::InvalidInput`] naming the query and
+    /// what is wrong with it.
+    ///
+    /// # Example
+    /// ```
+    /// use leasehold::{Completion, NewDoc, Store, StoreOptions};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path().join("q.db"), StoreOptions::default()).unwrap();
+    /// store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
+    /// let claim = store.claim("w1").unwrap().unwrap();
+    /// let text = "계정이 잠겼습니다";
+    /// let done = Completion { index: Some(text), ..Completion::new("r/a", "abc") };
+    /// assert!(store.finish(claim, done).unwrap().is_accepted());
+    /// let hits = store.search("계정", 10).unwrap();
+    /// assert_eq!(hits[0].key, "a.txt");
+    /// assert_eq!(hits[0].snippet, "[계정이] 잠겼습니다");
+    /// ```
+    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.engine().search(query, limit)
+    }
+
+    /// The tokenizer the search index is made with.
+    pub fn search_tokenizer(&self) -> Result<Tokenizer> {
+        self.engine().search_tokenizer()
+    }
+
+    /// The search index compared with the accepted results (`doctor`).
+    pub fn check_search_index(&self) -> Result<IndexCheck> {
+        self.engine().search_check()
+    }
+
+    /// Empty the search index, made again with `tokenizer`, which the data
+    /// directory records (`leasehold reindex --tokenizer`). Nothing is
+    /// searchable until the texts are put back ([`Store::reindex_texts`]).
+    pub fn reset_search_index(&self, tokenizer: Tokenizer) -> Result<()> {
+        self.engine().search_reset(tokenizer)
+    }
+
+    /// Put accepted texts read back from the mirror into the search index,
+    /// in one transaction; a text goes in only if it is still its
+    /// document's accepted result. Returns how many went in.
+    pub fn reindex_texts(&self, docs: &[IndexDoc<'_>]) -> Result<usize> {
+        if docs.is_empty() {
+            return Ok(0);
+        }
+        self.engine().search_put(docs)
+    }
+
+    /// Delete every search index row that is not its document's accepted
+    /// text (the end of a reindex); how many.
+    pub fn prune_search_index(&self) -> Result<usize> {
+        self.engine().search_prune()
+    }
+
     // ----- SQLite only -----
 
     /// Run SQLite's `quick_check` (or the full `integrity_check`); the
@@ -645,6 +721,10 @@ pub struct Completion<'a> {
     pub note: Option<&'a str>,
     /// Text to queue for the sink, in the transaction that accepts the result.
     pub deliver: Option<&'a str>,
+    /// The result's text, made searchable in the transaction that accepts
+    /// it (replacing the previous version's). Without it an accepted result
+    /// takes the previous text out of the index and puts none in.
+    pub index: Option<&'a str>,
 }
 
 impl<'a> Completion<'a> {
@@ -655,6 +735,7 @@ impl<'a> Completion<'a> {
             checksum,
             note: None,
             deliver: None,
+            index: None,
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::search::Tokenizer;
 use super::OutboxCap;
 use crate::clock::{duration_ms, Clock, Millis, SystemClock};
 use crate::error::{Error, Result};
@@ -104,6 +105,18 @@ pub struct StoreOptions {
     /// delivered outbox row's text does not stay readable in free pages. On
     /// by default; turn it off only for a store that holds nothing private.
     pub secure_delete: bool,
+    /// The search index's tokenizer for a store created now (recorded in
+    /// the data directory). `None` keeps what the store has (the default,
+    /// [`Tokenizer::Unicode61`], for a new one). Asking an existing store
+    /// for another tokenizer than its index was made with is refused unless
+    /// the index is empty: changing it means rebuilding the index
+    /// (`leasehold reindex --tokenizer`).
+    pub tokenizer: Option<Tokenizer>,
+    /// Make each accepted text searchable in the completion's transaction.
+    /// On by default; off only to measure what indexing costs (an accepted
+    /// result then takes the previous text out and puts none in, so such
+    /// documents are not searchable until `leasehold reindex`).
+    pub search_index: bool,
 }
 
 impl Default for StoreOptions {
@@ -125,6 +138,8 @@ impl Default for StoreOptions {
             clock_skew: Duration::from_secs(1),
             create: true,
             secure_delete: true,
+            tokenizer: None,
+            search_index: true,
         }
     }
 }
@@ -196,6 +211,18 @@ impl StoreOptions {
         self
     }
 
+    /// Sets [`StoreOptions::tokenizer`].
+    pub fn tokenizer(mut self, tokenizer: Tokenizer) -> Self {
+        self.tokenizer = Some(tokenizer);
+        self
+    }
+
+    /// Sets [`StoreOptions::search_index`].
+    pub fn search_index(mut self, on: bool) -> Self {
+        self.search_index = on;
+        self
+    }
+
     pub(super) fn validate(&self) -> Result<()> {
         if self.lease.is_zero() {
             return Err(invalid("lease", "must be longer than zero"));
@@ -229,6 +256,8 @@ pub(crate) struct Policy {
     pub outbox: OutboxCap,
     /// [`StoreOptions::clock_skew`] in ms (PostgreSQL only).
     pub clock_skew_ms: Millis,
+    /// [`StoreOptions::search_index`].
+    pub search_index: bool,
 }
 
 impl Policy {
@@ -239,6 +268,7 @@ impl Policy {
             backoff: opts.backoff,
             outbox: opts.outbox,
             clock_skew_ms: duration_ms(opts.clock_skew),
+            search_index: opts.search_index,
         }
     }
 }

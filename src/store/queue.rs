@@ -174,6 +174,7 @@ pub(crate) fn mark_unseen_gone(
         .collect::<rusqlite::Result<_>>()?;
     for id in &ids {
         record(tx, *id, now, "source_gone", None, None, None)?;
+        super::search::sqlite::remove(tx, *id)?;
     }
     Ok(ids.len())
 }
@@ -217,6 +218,7 @@ pub(crate) fn mark_gone(
     drop((exact, under));
     for id in &ids {
         record(tx, *id, now, "source_gone", None, None, None)?;
+        super::search::sqlite::remove(tx, *id)?;
     }
     Ok(ids.len())
 }

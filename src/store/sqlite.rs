@@ -21,6 +21,8 @@ use super::options::Policy;
 use super::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use super::queue::{self, NewDoc};
 use super::read::{self, KnownSource, Totals};
+use super::search::sqlite::Chosen;
+use super::search::{self, Hit, IndexCheck, IndexDoc, Tokenizer};
 use super::turnstile::Turnstile;
 use super::write::{self, WriteOp, WriteOut};
 use super::{Completion, StoreOptions};
@@ -54,7 +56,7 @@ impl Sqlite {
             .checkpoint_every
             .and_then(|every| Checkpointer::start(&pool, &turnstile, &path, every, opts.busy_timeout));
         let policy = Policy::of(&opts);
-        Ok(Sqlite {
+        let sqlite = Sqlite {
             path,
             pool,
             opts,
@@ -67,7 +69,11 @@ impl Sqlite {
             }),
             turnstile,
             _checkpointer: checkpointer,
-        })
+        };
+        if sqlite.opts.create || sqlite.opts.tokenizer.is_some() {
+            sqlite.choose_tokenizer()?;
+        }
+        Ok(sqlite)
     }
 
     /// Now, from the injected clock.
@@ -203,6 +209,7 @@ impl Engine for Sqlite {
             checksum: c.checksum.to_owned(),
             note: c.note.map(str::to_owned),
             delivery: c.deliver.map(str::to_owned),
+            index: c.index.map(str::to_owned),
         })
     }
 
@@ -215,6 +222,7 @@ impl Engine for Sqlite {
                 checksum: c.checksum,
                 note: c.note,
                 delivery: c.deliver,
+                index: c.index,
             })
             .collect();
         let policy = &self.policy;
@@ -360,5 +368,74 @@ impl Engine for Sqlite {
 
     fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>> {
         self.read(|c| check::indexed_page(c, after, limit))
+    }
+
+    fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
+        self.read(|c| search::sqlite::search(c, query, limit))?
+            .into_hits(query)
+    }
+
+    fn search_tokenizer(&self) -> Result<Tokenizer> {
+        self.read(search::sqlite::table_tokenizer)
+    }
+
+    fn search_check(&self) -> Result<IndexCheck> {
+        self.read(search::sqlite::check)
+    }
+
+    fn search_reset(&self, tokenizer: Tokenizer) -> Result<()> {
+        refuse_pg_tokenizer(tokenizer)?;
+        self.write_tx(|tx, _| search::sqlite::reset(tx, tokenizer))
+    }
+
+    fn search_put(&self, docs: &[IndexDoc<'_>]) -> Result<usize> {
+        self.write_tx(|tx, _| search::sqlite::put_if_accepted(tx, docs))
+    }
+
+    fn search_prune(&self) -> Result<usize> {
+        self.write_tx(|tx, _| search::sqlite::prune(tx))
+    }
+}
+
+/// PostgreSQL's configuration is no FTS5 tokenizer.
+fn refuse_pg_tokenizer(tokenizer: Tokenizer) -> Result<()> {
+    if tokenizer == Tokenizer::PgSimple {
+        return Err(Error::InvalidInput {
+            what: "tokenizer",
+            reason: "simple is PostgreSQL's; SQLite's are unicode61 and trigram".into(),
+        });
+    }
+    Ok(())
+}
+
+impl Sqlite {
+    /// Make the index's tokenizer the one asked for (or recorded), while the
+    /// index is empty; refuse to change it under text made with another one.
+    /// A read first, so that an open that changes nothing takes no write lock.
+    fn choose_tokenizer(&self) -> Result<()> {
+        let requested = self.opts.tokenizer;
+        if let Some(t) = requested {
+            refuse_pg_tokenizer(t)?;
+        }
+        let (table, recorded) = self.read(|c| {
+            let recorded = read::meta(c, search::TOKENIZER_META)?;
+            Ok((search::sqlite::table_tokenizer(c)?, recorded))
+        })?;
+        let recorded = recorded.as_deref().and_then(Tokenizer::from_spec);
+        let wanted = requested.or(recorded).unwrap_or(table);
+        if wanted == table && (requested.is_none() || recorded == requested) {
+            return Ok(());
+        }
+        match self.write_tx(|tx, _| search::sqlite::choose(tx, requested))? {
+            Chosen::InForce(_) => Ok(()),
+            Chosen::Mismatch { table, wanted } => Err(Error::InvalidInput {
+                what: "tokenizer",
+                reason: format!(
+                    "{}: its search index is made with {table}, not {wanted}; to change it run \
+                     `leasehold reindex --tokenizer {wanted}`",
+                    self.path.display()
+                ),
+            }),
+        }
     }
 }

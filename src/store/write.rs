@@ -28,6 +28,8 @@ pub(crate) enum WriteOp {
         note: Option<String>,
         /// The text to queue for the sink if the result is accepted.
         delivery: Option<String>,
+        /// The text to make searchable if the result is accepted.
+        index: Option<String>,
     },
     Fail {
         owner: Owner,
@@ -75,6 +77,7 @@ pub(crate) fn apply(
             checksum,
             note,
             delivery,
+            index,
         } => {
             let done = Completing {
                 owner,
@@ -82,6 +85,7 @@ pub(crate) fn apply(
                 checksum,
                 note: note.as_deref(),
                 delivery: delivery.as_deref(),
+                index: index.as_deref(),
             };
             WriteOut::Fenced(complete_one(tx, now, policy, &done)?)
         }
@@ -630,6 +634,8 @@ pub(crate) struct Completing<'a> {
     pub note: Option<&'a str>,
     /// The text to queue for the sink if the result is accepted.
     pub delivery: Option<&'a str>,
+    /// The text to make searchable if the result is accepted.
+    pub index: Option<&'a str>,
 }
 
 /// Complete many claims in the caller's transaction, each fenced on its own
@@ -708,9 +714,7 @@ fn complete_slice(
             if v.is_none() {
                 return settle(tx, now, d.owner, 0, "complete", None);
             }
-            if let Some(text) = d.delivery {
-                super::outbox::push(tx, now, &policy.outbox, d.owner.id.0, d.checksum, text)?;
-            }
+            accepted_text(tx, now, policy, d)?;
             Ok(Fenced::Accepted)
         })
         .collect()
@@ -724,10 +728,22 @@ fn complete_one(
     d: &Completing<'_>,
 ) -> rusqlite::Result<Fenced> {
     let out = complete(tx, now, d.owner, (d.path, d.checksum), d.note)?;
-    if let (Fenced::Accepted, Some(text)) = (&out, d.delivery) {
-        super::outbox::push(tx, now, &policy.outbox, d.owner.id.0, d.checksum, text)?;
+    if out.is_accepted() {
+        accepted_text(tx, now, policy, d)?;
     }
     Ok(out)
+}
+
+/// What an accepted completion does with its text, in its transaction: queue
+/// it for the sink, and make it the document's searchable text (replacing the
+/// previous version's; without text, or with the index off, the previous
+/// text is taken out, since it no longer belongs to the accepted result).
+fn accepted_text(tx: &Connection, now: Millis, policy: &Policy, d: &Completing<'_>) -> rusqlite::Result<()> {
+    if let Some(text) = d.delivery {
+        super::outbox::push(tx, now, &policy.outbox, d.owner.id.0, d.checksum, text)?;
+    }
+    let text = d.index.filter(|_| policy.search_index);
+    super::search::sqlite::accepted(tx, d.owner.id.0, (d.path, d.checksum), text)
 }
 
 /// Why a claimable row that has used up what it may spend is buried: its

@@ -58,8 +58,8 @@ impl PgStore {
 
 impl PgStore {
     /// `op` outside any transaction, when it is a claim (of no more than one
-    /// statement's rows) or a completion with nothing for the sink (`None`
-    /// otherwise). A claim is run again on
+    /// statement's rows) or a completion with no text for the sink or the
+    /// search index (`None` otherwise). A claim is run again on
     /// another connection if its connection failed (an orphaned lease, if
     /// the first had committed, runs out unused); a completion is not (it
     /// would be refused as not the owner's if the first had committed).
@@ -78,6 +78,7 @@ impl PgStore {
                 checksum,
                 note,
                 delivery: None,
+                index: None,
             } => Some(
                 self.on_its_own(false, |conn, now| {
                     write::complete_alone(conn, now, owner, (path, checksum), note.as_deref())
@@ -148,6 +149,7 @@ fn complete_all(
             checksum,
             note,
             delivery,
+            index,
         } = op
         {
             at.push(i);
@@ -156,6 +158,7 @@ fn complete_all(
                 checksum,
                 note: note.as_deref(),
                 deliver: delivery.as_deref(),
+                index: index.as_deref(),
             };
             done.push((owner.clone(), c));
         }

@@ -152,7 +152,13 @@ mod tests {
                 .map(|(v, sql)| {
                     let names = sql
                         .lines()
-                        .filter_map(|l| l.trim_start().strip_prefix("CREATE TABLE "))
+                        .filter_map(|l| {
+                            let l = l.trim_start();
+                            // SQLite's search index is an FTS5 virtual table;
+                            // its twin is a plain table.
+                            l.strip_prefix("CREATE TABLE ")
+                                .or_else(|| l.strip_prefix("CREATE VIRTUAL TABLE "))
+                        })
                         .filter_map(|rest| rest.split_whitespace().next().map(str::to_string))
                         .collect();
                     (v, names)

@@ -35,6 +35,7 @@ mod ops;
 mod outbox;
 mod queue;
 mod read;
+mod search;
 mod tx;
 mod url;
 mod write;
@@ -53,6 +54,7 @@ use crate::store::write::{WriteOp, WriteOut};
 use crate::store::StoreOptions;
 pub use fence::{RowLock, CLEANUP_DEADLINE, ROW_LOCK_WAIT};
 pub use migrate::{schema_version, MIGRATION_LOCK};
+pub(crate) use ops::only_simple;
 use url::Target;
 
 /// Connection pool of a PostgreSQL store.

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::{gate, outbox, queue, read, write, PgStore};
+use super::{gate, outbox, queue, read, search, write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{
@@ -19,6 +19,7 @@ use crate::store::gate::{AccountState, Admission, Answer, GateChange, GateEvent,
 use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use crate::store::queue::NewDoc;
 use crate::store::read::{KnownSource, Totals};
+use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 use crate::store::write::{WriteOp, WriteOut};
 use crate::store::Completion;
 
@@ -103,12 +104,14 @@ impl Engine for PgStore {
     }
 
     fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced> {
+        let c = search::gated(c, self.policy().search_index);
         self.submit(WriteOp::Complete {
             owner: owner.clone(),
             path: c.result_path.to_owned(),
             checksum: c.checksum.to_owned(),
             note: c.note.map(str::to_owned),
             delivery: c.deliver.map(str::to_owned),
+            index: c.index.map(str::to_owned),
         })?
         .fenced()
     }
@@ -117,7 +120,12 @@ impl Engine for PgStore {
     /// INSERT for all (`write::complete_each`).
     fn finish_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>> {
         let cap = self.policy().outbox;
-        self.write_tx(|tx, now| write::complete_each(tx, now, &cap, done))
+        let on = self.policy().search_index;
+        let done: Vec<(Owner, Completion<'_>)> = done
+            .iter()
+            .map(|(o, c)| (o.clone(), search::gated(c, on)))
+            .collect();
+        self.write_tx(|tx, now| write::complete_each(tx, now, &cap, &done))
     }
 
     fn fail(&self, owner: &Owner, error: &str, permanent: bool) -> Result<Fenced> {
@@ -264,4 +272,40 @@ impl Engine for PgStore {
     fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>> {
         self.read(|c| read::indexed_page(c, after, limit))
     }
+
+    fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
+        self.read(|c| search::search(c, query, limit))?.into_hits(query)
+    }
+
+    fn search_tokenizer(&self) -> Result<Tokenizer> {
+        Ok(Tokenizer::PgSimple)
+    }
+
+    fn search_check(&self) -> Result<IndexCheck> {
+        self.read(search::check)
+    }
+
+    fn search_reset(&self, tokenizer: Tokenizer) -> Result<()> {
+        only_simple(tokenizer)?;
+        self.write_tx(|tx, _| search::reset(tx))
+    }
+
+    fn search_put(&self, docs: &[IndexDoc<'_>]) -> Result<usize> {
+        self.write_tx(|tx, _| search::put_if_accepted(tx, docs))
+    }
+
+    fn search_prune(&self) -> Result<usize> {
+        self.write_tx(|tx, _| search::prune(tx))
+    }
+}
+
+/// The PostgreSQL edition searches with PostgreSQL's `simple` configuration
+/// only (prefix terms make Korean particles findable, as on SQLite).
+pub(crate) fn only_simple(tokenizer: Tokenizer) -> Result<()> {
+    if tokenizer == Tokenizer::PgSimple {
+        return Ok(());
+    }
+    Err(Error::NotOnPostgres {
+        operation: "a tokenizer choice (the PostgreSQL edition searches with its 'simple' configuration)",
+    })
 }

@@ -147,6 +147,7 @@ pub(crate) fn mark_unseen_gone(tx: &mut Transaction<'_>, now: Millis, scan: i64,
     for id in &ids {
         record(tx, *id, now, "source_gone", None, None, None)?;
     }
+    super::search::remove(tx, &ids)?;
     Ok(ids.len())
 }
 
@@ -177,6 +178,7 @@ pub(crate) fn mark_gone(
     for id in &ids {
         record(tx, *id, now, "source_gone", None, None, None)?;
     }
+    super::search::remove(tx, &ids)?;
     Ok(ids.len())
 }
 

@@ -207,6 +207,9 @@ const RENEW: &str = concat!(
 
 /// The fenced completion and its `completed` history line in one statement:
 /// $6 the fence, $7 the detail after the version (`complete_detail_after`).
+/// It also takes the previous version's searchable text out (an accepted
+/// result without text has none); a completion with text puts its own in
+/// afterwards, in the same transaction (`search::accepted`).
 const COMPLETE: &str = concat!(
     "WITH u AS (
         UPDATE jobs SET status = 'indexed', result_path = $3, checksum = $4, owner_token = NULL,
@@ -221,7 +224,8 @@ const COMPLETE: &str = concat!(
         SELECT u.id, ",
     next_seq!("u.id"),
     ", $5, 'completed', $2, $6, 'version ' || u.version || $7 FROM u
-     )
+     ),
+     s AS (DELETE FROM search_text WHERE job_id IN (SELECT id FROM u))
      SELECT version FROM u"
 );
 
@@ -756,6 +760,7 @@ pub(crate) fn complete_each(
             if let Some(text) = c.deliver {
                 super::outbox::push(tx, now, cap, o.id.0, c.checksum, text)?;
             }
+            super::search::accepted(tx, o.id.0, c)?;
             Ok(Fenced::Accepted)
         })
         .collect()
@@ -774,6 +779,9 @@ pub(crate) fn complete_and_push(
     let out = complete(tx, now, o, (c.result_path, c.checksum), c.note)?;
     if let (Fenced::Accepted, Some(text)) = (&out, c.deliver) {
         super::outbox::push(tx, now, cap, o.id.0, c.checksum, text)?;
+    }
+    if out.is_accepted() {
+        super::search::accepted(tx, o.id.0, c)?;
     }
     Ok(out)
 }

@@ -1,0 +1,206 @@
+//! The search index on PostgreSQL (DESIGN §12): the table `search_text`
+//! (schema.pg.sql, version 5) with a stored tsvector in the `simple`
+//! configuration and a GIN index; `ts_rank` ranks and `ts_headline` marks.
+//!
+//! The writes take the caller's transaction (the fenced completion's, or the
+//! scan's that marks sources gone), as on SQLite, so a refused completion
+//! never reaches the index. They run under the document's row lock, which
+//! the completion's UPDATE (or the gone scan's) holds, so two writers of one
+//! document's text take turns.
+
+use std::borrow::Cow;
+
+use ::postgres::error::SqlState;
+use ::postgres::{Client, Transaction};
+
+use super::tx::{Fail, Sql};
+use crate::store::search::query::{self, pg_tsquery};
+use crate::store::search::{Found, Hit, IndexCheck, IndexDoc, CHECK_EXAMPLES, MARK_CLOSE, MARK_OPEN};
+use crate::store::Completion;
+
+/// How much of a text `ts_headline` reads for a snippet (the tsvector holds
+/// no more; see schema.pg.sql).
+const SEARCHABLE_CHARS: i32 = 200_000;
+
+/// `c` as the engine should write it: without its text for the index when
+/// indexing is off, so that the accepted result takes the previous text out.
+pub(crate) fn gated<'a>(c: &Completion<'a>, index_on: bool) -> Completion<'a> {
+    Completion {
+        index: c.index.filter(|_| index_on),
+        ..*c
+    }
+}
+
+/// Make `c`'s text document `id`'s searchable text (or, without text, take
+/// the previous one out). Called in the transaction that accepted `c`.
+pub(crate) fn accepted(tx: &mut Transaction<'_>, id: i64, c: &Completion<'_>) -> Sql<()> {
+    match c.index {
+        Some(text) => put(tx, id, c.result_path, c.checksum, text),
+        None => {
+            tx.execute("DELETE FROM search_text WHERE job_id = $1", &[&id])?;
+            Ok(())
+        }
+    }
+}
+
+fn put(tx: &mut Transaction<'_>, id: i64, path: &str, checksum: &str, text: &str) -> Sql<()> {
+    // PostgreSQL's text cannot hold NUL; the mirror's copy keeps them.
+    let body = if text.contains('\0') {
+        Cow::Owned(text.replace('\0', " "))
+    } else {
+        Cow::Borrowed(text)
+    };
+    tx.execute(
+        "INSERT INTO search_text (job_id, body, path, checksum) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (job_id) DO UPDATE
+         SET body = excluded.body, path = excluded.path, checksum = excluded.checksum",
+        &[&id, &body.as_ref(), &path, &checksum],
+    )?;
+    Ok(())
+}
+
+/// Take the documents `ids` out of the index (their sources went away).
+pub(crate) fn remove(tx: &mut Transaction<'_>, ids: &[i64]) -> Sql<()> {
+    if !ids.is_empty() {
+        tx.execute("DELETE FROM search_text WHERE job_id = ANY($1)", &[&ids])?;
+    }
+    Ok(())
+}
+
+/// Empty the index (`reindex`: the configuration never changes here).
+pub(crate) fn reset(tx: &mut Transaction<'_>) -> Sql<()> {
+    tx.execute("DELETE FROM search_text", &[])?;
+    Ok(())
+}
+
+/// [`crate::store::search::sqlite::put_if_accepted`] on PostgreSQL: each
+/// text goes in only if its document's row (locked first) still has that
+/// accepted result.
+pub(crate) fn put_if_accepted(tx: &mut Transaction<'_>, docs: &[IndexDoc<'_>]) -> Sql<usize> {
+    let mut n = 0;
+    for d in docs {
+        let current = tx.query_opt(
+            "SELECT 1 FROM jobs WHERE id = $1 AND result_path = $2 AND checksum = $3 FOR UPDATE",
+            &[&d.id, &d.result_path, &d.checksum],
+        )?;
+        if current.is_some() {
+            put(tx, d.id, d.result_path, d.checksum, d.text)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Rows that are not their document's accepted text (see the SQLite twin).
+const NOT_ACCEPTED: &str = "SELECT s.job_id, j.doc_key, j.result_path IS NULL
+     FROM search_text s LEFT JOIN jobs j ON j.id = s.job_id
+     WHERE j.result_path IS NULL OR s.path IS DISTINCT FROM j.result_path
+        OR s.checksum IS DISTINCT FROM j.checksum";
+
+/// Delete every row that is not its document's accepted text; how many.
+pub(crate) fn prune(tx: &mut Transaction<'_>) -> Sql<usize> {
+    let sql = format!("DELETE FROM search_text WHERE job_id IN (SELECT job_id FROM ({NOT_ACCEPTED}) w)");
+    Ok(tx.execute(sql.as_str(), &[])? as usize)
+}
+
+/// The index against the accepted results, with the lines of the SQLite check.
+pub(crate) fn check(c: &mut Client) -> Sql<IndexCheck> {
+    let count = |c: &mut Client, sql: &str| -> Sql<u64> {
+        let n: i64 = c.query_one(sql, &[])?.try_get(0)?;
+        Ok(n.max(0) as u64)
+    };
+    let mut out = IndexCheck {
+        tokenizer: Some(crate::store::search::Tokenizer::PgSimple),
+        accepted: count(c, "SELECT count(*) FROM jobs WHERE result_path IS NOT NULL")?,
+        rows: count(c, "SELECT count(*) FROM search_text")?,
+        ..IndexCheck::default()
+    };
+    let missing = c.query(
+        "SELECT doc_key FROM jobs j WHERE result_path IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM search_text s WHERE s.job_id = j.id) ORDER BY id",
+        &[],
+    )?;
+    for r in &missing {
+        out.missing += 1;
+        let key: String = r.try_get(0)?;
+        keep(&mut out.examples, || {
+            format!("{key:?}: its accepted text is not in the search index")
+        });
+    }
+    for r in &c.query(&format!("{NOT_ACCEPTED} ORDER BY s.job_id"), &[])? {
+        let (id, key, none): (i64, Option<String>, bool) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
+        if none {
+            out.extra += 1;
+            let who = key.map_or_else(|| format!("document id {id}"), |k| format!("{k:?}"));
+            keep(&mut out.examples, || {
+                format!("{who}: in the search index without an accepted result")
+            });
+        } else {
+            out.stale += 1;
+            let key = key.unwrap_or_default();
+            keep(&mut out.examples, || {
+                format!("{key:?}: the search index holds the text of another result than the accepted one")
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn keep(lines: &mut Vec<String>, line: impl FnOnce() -> String) {
+    if lines.len() < CHECK_EXAMPLES {
+        lines.push(line());
+    }
+}
+
+/// The best `limit` matches of `q` (FTS5's syntax, turned into a tsquery),
+/// then a headline for each: in a subquery, so that `ts_headline` (which
+/// reads the text) runs on the hits only, not on every match.
+pub(crate) fn search(c: &mut Client, q: &str, limit: usize) -> Sql<Found> {
+    let tsquery = match pg_tsquery(q) {
+        Ok(t) => t,
+        Err(why) => return Ok(Found::BadQuery(why)),
+    };
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let options = format!(
+        "StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, MaxWords=16, MinWords=6, ShortWord=0, MaxFragments=1, \
+         FragmentDelimiter=…"
+    );
+    let rows = c.query(
+        "SELECT j.doc_key, best.path, best.rank,
+                ts_headline('simple', left(best.body, $4), to_tsquery('simple', $1), $3)
+           FROM (SELECT s.job_id, s.path, s.body, ts_rank(s.tsv, q) AS rank
+                   FROM search_text s, to_tsquery('simple', $1) q
+                  WHERE s.tsv @@ q
+                  ORDER BY rank DESC, s.job_id LIMIT $2) best
+           JOIN jobs j ON j.id = best.job_id
+          ORDER BY best.rank DESC, best.job_id",
+        &[&tsquery, &limit, &options, &SEARCHABLE_CHARS],
+    );
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(e) if is_query_error(&e) => {
+            let why = e
+                .as_db_error()
+                .map_or_else(|| e.to_string(), |d| d.message().to_owned());
+            return Ok(Found::BadQuery(why));
+        }
+        Err(e) => return Err(Fail::Pg(e)),
+    };
+    let mut hits = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let rank: f32 = r.try_get(2)?;
+        let snippet: String = r.try_get(3)?;
+        hits.push(Hit {
+            key: r.try_get(0)?,
+            rank: -f64::from(rank),
+            snippet: query::clean(&snippet),
+            result_path: r.try_get(1)?,
+        });
+    }
+    Ok(Found::Hits(hits))
+}
+
+/// `to_tsquery` refuses what it cannot read as a syntax error.
+fn is_query_error(e: &::postgres::Error) -> bool {
+    e.code().is_some_and(|c| *c == SqlState::SYNTAX_ERROR)
+}

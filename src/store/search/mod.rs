@@ -1,0 +1,202 @@
+//! The search index over the accepted text (DESIGN §12): what a hit is, the
+//! tokenizer a data directory chose, what `doctor` finds wrong with the index,
+//! and how a query is read.
+//!
+//! # Layout
+//! - `mod.rs`: the public vocabulary ([`Hit`], [`Tokenizer`], [`IndexCheck`],
+//!   [`IndexDoc`]).
+//! - `query.rs`: a query in FTS5's syntax, read once into terms and operators,
+//!   and turned into what each engine runs (an FTS5 MATCH, a LIKE fallback, a
+//!   PostgreSQL tsquery). Pure: no SQL is run there.
+//! - `sqlite.rs`: the SQLite FTS5 statements (write inside the completion's
+//!   transaction, search, check, reset for another tokenizer).
+//!
+//! The one rule: the index holds, for every document with an accepted result
+//! (`jobs.result_path` set), that result's text, and nothing else. The writes
+//! that keep it so are made inside the transactions that change the accepted
+//! result (the fenced completion, the source going away), so a refused
+//! completion can never reach the index.
+
+pub(crate) mod query;
+pub(crate) mod sqlite;
+
+use crate::error::{Error, Result};
+
+/// What a search found, or why the query could not run.
+#[derive(Debug)]
+pub(crate) enum Found {
+    Hits(Vec<Hit>),
+    /// The query is malformed; the message says how.
+    BadQuery(String),
+}
+
+impl Found {
+    /// The hits, or a malformed query as [`Error::InvalidInput`] naming it.
+    pub(crate) fn into_hits(self, query: &str) -> Result<Vec<Hit>> {
+        match self {
+            Found::Hits(hits) => Ok(hits),
+            Found::BadQuery(why) => Err(Error::InvalidInput {
+                what: "search query",
+                reason: format!("{query:?}: {why}"),
+            }),
+        }
+    }
+}
+
+/// The meta row that records the data directory's tokenizer. Absent, the
+/// engine's default is in force (the one its schema section creates).
+pub(crate) const TOKENIZER_META: &str = "search_tokenizer";
+
+/// How text is cut into searchable terms; chosen per data directory when its
+/// store is created (`--tokenizer`), changed later only by `leasehold reindex
+/// --tokenizer`, since the index must be rebuilt with the new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tokenizer {
+    /// FTS5's `unicode61 remove_diacritics 2`: words split at spaces and
+    /// punctuation, case and diacritics folded. The default on SQLite. Query
+    /// terms in Hangul, Han, Kana, Thai, Lao, Khmer and Myanmar are searched
+    /// as prefixes, so `계정` finds `계정이`.
+    Unicode61,
+    /// FTS5's `trigram`: any substring of three or more characters matches;
+    /// shorter terms are matched with LIKE (a scan). A larger index.
+    Trigram,
+    /// PostgreSQL's `simple` configuration (the PostgreSQL edition's only
+    /// one): words lower-cased, no stemming, no stop words.
+    PgSimple,
+}
+
+impl Tokenizer {
+    /// The tokenizer named on the command line or in the configuration:
+    /// `unicode61` or `trigram`.
+    pub fn parse(name: &str) -> Result<Tokenizer> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "unicode61" => Ok(Tokenizer::Unicode61),
+            "trigram" => Ok(Tokenizer::Trigram),
+            other => Err(Error::InvalidInput {
+                what: "tokenizer",
+                reason: format!("{other:?} is not a tokenizer: use unicode61 (the default) or trigram"),
+            }),
+        }
+    }
+
+    /// The short name (`unicode61`, `trigram`, `simple`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Tokenizer::Unicode61 => "unicode61",
+            Tokenizer::Trigram => "trigram",
+            Tokenizer::PgSimple => "simple",
+        }
+    }
+
+    /// What the meta row holds, and for SQLite the FTS5 `tokenize` argument.
+    pub(crate) fn spec(self) -> &'static str {
+        match self {
+            Tokenizer::Unicode61 => "unicode61 remove_diacritics 2",
+            Tokenizer::Trigram => "trigram",
+            Tokenizer::PgSimple => "simple",
+        }
+    }
+
+    /// The FTS5 options of a table made with this tokenizer: the
+    /// tokenizer, and for words, prefix indexes of 2 and 3 characters (short
+    /// prefix queries, as the glued-script terms are, read one list instead
+    /// of merging every term they begin). A trigram index answers prefixes
+    /// as substrings already.
+    pub(crate) fn fts5_options(self) -> String {
+        match self {
+            Tokenizer::Unicode61 => format!("prefix = '2 3', tokenize = '{}'", self.spec()),
+            Tokenizer::Trigram | Tokenizer::PgSimple => format!("tokenize = '{}'", self.spec()),
+        }
+    }
+
+    /// The tokenizer a meta row or a table definition names.
+    pub(crate) fn from_spec(spec: &str) -> Option<Tokenizer> {
+        [Tokenizer::Unicode61, Tokenizer::Trigram, Tokenizer::PgSimple]
+            .into_iter()
+            .find(|t| t.spec() == spec.trim())
+    }
+}
+
+impl std::fmt::Display for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// The document's key.
+    pub key: String,
+    /// How well it matched: bm25 as FTS5 computes it, lower is better (on
+    /// PostgreSQL minus `ts_rank`, so both sort the same way). 0 for a match
+    /// found by the trigram tokenizer's LIKE fallback, which has no rank.
+    pub rank: f64,
+    /// A short piece of the text around the match, the matched terms between
+    /// [`MARK_OPEN`] and [`MARK_CLOSE`]; line breaks and control characters
+    /// are spaces.
+    pub snippet: String,
+    /// Where the text lives: the accepted result, relative to the mirror root.
+    pub result_path: String,
+}
+
+/// Put before a matched term in [`Hit::snippet`].
+pub const MARK_OPEN: &str = "[";
+/// Put after a matched term in [`Hit::snippet`].
+pub const MARK_CLOSE: &str = "]";
+/// Marks text left out of a snippet.
+pub(crate) const ELLIPSIS: &str = "…";
+/// About how many terms a snippet shows: words, or for the trigram
+/// tokenizer, characters (each a trigram; 64 is FTS5's most).
+pub(crate) fn snippet_tokens(tokenizer: Tokenizer) -> i64 {
+    match tokenizer {
+        Tokenizer::Trigram => 64,
+        Tokenizer::Unicode61 | Tokenizer::PgSimple => 16,
+    }
+}
+
+/// What `doctor` found comparing the index with the accepted results.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexCheck {
+    /// The tokenizer in force.
+    pub tokenizer: Option<Tokenizer>,
+    /// Documents with an accepted result.
+    pub accepted: u64,
+    /// Rows in the index.
+    pub rows: u64,
+    /// Accepted results that are not in the index (not searchable).
+    pub missing: u64,
+    /// Index rows whose text is from another result than the accepted one.
+    pub stale: u64,
+    /// Index rows of documents that have no accepted result.
+    pub extra: u64,
+    /// Up to [`CHECK_EXAMPLES`] of the above, one line each, naming the
+    /// document by key (or by id when it has no row).
+    pub examples: Vec<String>,
+}
+
+impl IndexCheck {
+    /// Whether the index holds exactly the accepted texts.
+    pub fn is_healthy(&self) -> bool {
+        self.missing == 0 && self.stale == 0 && self.extra == 0
+    }
+}
+
+/// How many problem lines an [`IndexCheck`] keeps.
+pub const CHECK_EXAMPLES: usize = 20;
+
+/// One accepted text to put back into the index (`leasehold reindex`). It
+/// goes in only if the document's accepted result is still `result_path`
+/// with `checksum`: a completion that accepted a newer one meanwhile has
+/// indexed its own text.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexDoc<'a> {
+    /// The document's id.
+    pub id: i64,
+    /// The accepted result the text was read from.
+    pub result_path: &'a str,
+    /// Its SHA-256.
+    pub checksum: &'a str,
+    /// The text.
+    pub text: &'a str,
+}

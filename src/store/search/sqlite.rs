@@ -1,0 +1,291 @@
+//! The search index in SQLite: the FTS5 table `search_text` (schema.sql,
+//! version 5), one row per document with an accepted result, rowid = the
+//! document's id.
+//!
+//! The writes ([`accepted`], [`remove`]) take the caller's transaction: the
+//! fenced completion's, or the one that marks a source gone. They never run
+//! in a transaction of their own, so a completion that is refused never
+//! reaches them, and an accepted one is searchable at its commit.
+
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
+
+use super::query::{self, Plan};
+use super::{Found, TOKENIZER_META};
+use super::{Hit, IndexCheck, IndexDoc, Tokenizer, CHECK_EXAMPLES, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
+
+/// What choosing a tokenizer at open did ([`choose`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Chosen {
+    /// The table is made with the tokenizer wanted (now, or already).
+    InForce(Tokenizer),
+    /// The table holds text made with `table`, and `wanted` differs: only a
+    /// reindex may change it.
+    Mismatch { table: Tokenizer, wanted: Tokenizer },
+}
+
+/// Put `text` into the index as document `id`'s accepted text, replacing
+/// what it had; with no text, take its old text out (it belongs to a result
+/// no longer accepted). Called inside the transaction that accepted the result.
+pub(crate) fn accepted(
+    tx: &Connection,
+    id: i64,
+    (path, checksum): (&str, &str),
+    text: Option<&str>,
+) -> rusqlite::Result<()> {
+    remove(tx, id)?;
+    if let Some(text) = text {
+        tx.prepare_cached("INSERT INTO search_text (rowid, body, path, checksum) VALUES (?1, ?2, ?3, ?4)")?
+            .execute(params![id, text, path, checksum])?;
+    }
+    Ok(())
+}
+
+/// Take document `id` out of the index (its source went away).
+pub(crate) fn remove(tx: &Connection, id: i64) -> rusqlite::Result<()> {
+    tx.prepare_cached("DELETE FROM search_text WHERE rowid = ?1")?
+        .execute([id])?;
+    Ok(())
+}
+
+/// The tokenizer the table was made with, read from its definition (the
+/// truth: the meta row is the record of the choice).
+pub(crate) fn table_tokenizer(c: &Connection) -> rusqlite::Result<Tokenizer> {
+    let sql: Option<String> = c
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'search_text'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let spec = sql.as_deref().and_then(|s| {
+        let start = s.find("tokenize = '")? + "tokenize = '".len();
+        let len = s[start..].find('\'')?;
+        Some(&s[start..start + len])
+    });
+    Ok(spec
+        .and_then(Tokenizer::from_spec)
+        .unwrap_or(Tokenizer::Unicode61))
+}
+
+/// Make the table's tokenizer the one wanted: `requested`, else the one the
+/// meta row records, else the table's. An empty index is remade with it and
+/// the choice recorded; a non-empty one is left alone ([`Chosen::Mismatch`]).
+pub(crate) fn choose(tx: &Connection, requested: Option<Tokenizer>) -> rusqlite::Result<Chosen> {
+    let table = table_tokenizer(tx)?;
+    let recorded = crate::store::read::meta(tx, TOKENIZER_META)?
+        .as_deref()
+        .and_then(Tokenizer::from_spec);
+    let wanted = requested.or(recorded).unwrap_or(table);
+    if wanted != table {
+        if !is_empty(tx)? {
+            return Ok(Chosen::Mismatch { table, wanted });
+        }
+        reset(tx, wanted)?;
+    }
+    if recorded != Some(wanted) {
+        crate::store::queue::meta_set(tx, TOKENIZER_META, wanted.spec())?;
+    }
+    Ok(Chosen::InForce(wanted))
+}
+
+fn is_empty(c: &Connection) -> rusqlite::Result<bool> {
+    let any: Option<i64> = c
+        .query_row("SELECT rowid FROM search_text LIMIT 1", [], |r| r.get(0))
+        .optional()?;
+    Ok(any.is_none())
+}
+
+/// Drop the index and make it again, empty, with `tokenizer`, recorded in meta.
+pub(crate) fn reset(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
+    // The options are constants of `Tokenizer`, never user text.
+    tx.execute_batch(&format!(
+        "DROP TABLE search_text;
+         CREATE VIRTUAL TABLE search_text USING fts5 (
+             body, path UNINDEXED, checksum UNINDEXED,
+             {}
+         );
+         INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);",
+        tokenizer.fts5_options()
+    ))?;
+    crate::store::queue::meta_set(tx, TOKENIZER_META, tokenizer.spec())
+}
+
+/// Put texts read back from the mirror into the index, each only if it is
+/// still its document's accepted result (a completion meanwhile indexed a
+/// newer one itself). Returns how many went in.
+pub(crate) fn put_if_accepted(tx: &Connection, docs: &[IndexDoc<'_>]) -> rusqlite::Result<usize> {
+    let mut n = 0;
+    for d in docs {
+        let current: Option<i64> = tx
+            .prepare_cached("SELECT 1 FROM jobs WHERE id = ?1 AND result_path = ?2 AND checksum = ?3")?
+            .query_row(params![d.id, d.result_path, d.checksum], |r| r.get(0))
+            .optional()?;
+        if current.is_some() {
+            accepted(tx, d.id, (d.result_path, d.checksum), Some(d.text))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Rows that are not the text of their document's accepted result: no
+/// accepted result, or another one. Shared by [`prune`] and [`check`].
+const NOT_ACCEPTED: &str = "SELECT s.rowid, j.doc_key, j.result_path IS NULL
+     FROM search_text s LEFT JOIN jobs j ON j.id = s.rowid
+     WHERE j.result_path IS NULL OR s.path IS NOT j.result_path OR s.checksum IS NOT j.checksum";
+
+/// Delete every row that is not its document's accepted text; how many.
+pub(crate) fn prune(tx: &Connection) -> rusqlite::Result<usize> {
+    tx.execute(
+        &format!("DELETE FROM search_text WHERE rowid IN (SELECT rowid FROM ({NOT_ACCEPTED}))"),
+        [],
+    )
+}
+
+/// Compare the index with the accepted results (`doctor`): read only, one
+/// pass over each; keeps at most [`CHECK_EXAMPLES`] lines.
+pub(crate) fn check(c: &Connection) -> rusqlite::Result<IndexCheck> {
+    let mut out = IndexCheck {
+        tokenizer: Some(table_tokenizer(c)?),
+        accepted: c.query_row(
+            "SELECT count(*) FROM jobs WHERE result_path IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )?,
+        rows: c.query_row("SELECT count(*) FROM search_text", [], |r| r.get(0))?,
+        ..IndexCheck::default()
+    };
+    let mut missing = c.prepare(
+        "SELECT doc_key FROM jobs j WHERE result_path IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM search_text s WHERE s.rowid = j.id)",
+    )?;
+    let mut rows = missing.query([])?;
+    while let Some(r) = rows.next()? {
+        out.missing += 1;
+        let key: String = r.get(0)?;
+        keep(&mut out.examples, || {
+            format!("{key:?}: its accepted text is not in the search index")
+        });
+    }
+    let mut wrong = c.prepare(NOT_ACCEPTED)?;
+    let mut rows = wrong.query([])?;
+    while let Some(r) = rows.next()? {
+        let (id, key, none): (i64, Option<String>, bool) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        if none {
+            out.extra += 1;
+            let who = key.map_or_else(|| format!("document id {id}"), |k| format!("{k:?}"));
+            keep(&mut out.examples, || {
+                format!("{who}: in the search index without an accepted result")
+            });
+        } else {
+            out.stale += 1;
+            let key = key.unwrap_or_default();
+            keep(&mut out.examples, || {
+                format!("{key:?}: the search index holds the text of another result than the accepted one")
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn keep(lines: &mut Vec<String>, line: impl FnOnce() -> String) {
+    if lines.len() < CHECK_EXAMPLES {
+        lines.push(line());
+    }
+}
+
+/// Run `query` (FTS5 syntax) under the table's tokenizer: at most `limit`
+/// hits, best first.
+pub(crate) fn search(c: &Connection, q: &str, limit: usize) -> rusqlite::Result<Found> {
+    let tokenizer = table_tokenizer(c)?;
+    let plan = match query::plan(q, tokenizer) {
+        Ok(plan) => plan,
+        Err(why) => return Ok(Found::BadQuery(why)),
+    };
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let found = match &plan {
+        Plan::Match(expr) => search_match(c, expr, limit, super::snippet_tokens(tokenizer)),
+        Plan::Like(terms) => search_like(c, terms, limit),
+    };
+    match found {
+        Ok(hits) => Ok(Found::Hits(hits)),
+        // FTS5 reports a malformed query (syntax, an unknown column) as a
+        // plain SQLITE_ERROR; nothing else in these reads does.
+        Err(rusqlite::Error::SqliteFailure(e, msg)) if e.code == ErrorCode::Unknown => {
+            Ok(Found::BadQuery(msg.unwrap_or_else(|| e.to_string())))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The best `limit` matches, then a snippet for each. In two steps because
+/// SQLite computes every selected column of every match before it sorts:
+/// `snippet()` in the ranking query would be run on all the matches.
+fn search_match(c: &Connection, expr: &str, limit: i64, tokens: i64) -> rusqlite::Result<Vec<Hit>> {
+    let ranked: Vec<(i64, f64)> = c
+        .prepare_cached(
+            "SELECT rowid, rank FROM search_text WHERE search_text MATCH ?1
+             ORDER BY rank, rowid LIMIT ?2",
+        )?
+        .query_map(params![expr, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut hits = Vec::with_capacity(ranked.len());
+    for (id, rank) in ranked {
+        let row: Option<(String, String)> = c
+            .prepare_cached(
+                "SELECT path, snippet(search_text, 0, ?3, ?4, ?5, ?6) FROM search_text
+                 WHERE search_text MATCH ?1 AND rowid = ?2",
+            )?
+            .query_row(params![expr, id, MARK_OPEN, MARK_CLOSE, ELLIPSIS, tokens], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        // A completion or a gone source between the two reads: skip it.
+        let (Some((path, snippet)), Some(key)) = (row, key_of(c, id)?) else {
+            continue;
+        };
+        hits.push(Hit {
+            key,
+            rank,
+            snippet: query::clean(&snippet),
+            result_path: path,
+        });
+    }
+    Ok(hits)
+}
+
+/// Every term a substring (LIKE, case folded for ASCII as LIKE does), in id
+/// order: the trigram tokenizer's fallback for short terms. No rank.
+fn search_like(c: &Connection, terms: &[String], limit: i64) -> rusqlite::Result<Vec<Hit>> {
+    let patterns = query::like_patterns(terms);
+    let clauses: Vec<String> = (0..patterns.len())
+        .map(|i| format!("body LIKE ?{} ESCAPE '\\'", i + 2))
+        .collect();
+    let sql = format!(
+        "SELECT rowid, path, body FROM search_text WHERE {} ORDER BY rowid LIMIT ?1",
+        clauses.join(" AND ")
+    );
+    let mut values: Vec<&dyn rusqlite::ToSql> = vec![&limit];
+    values.extend(patterns.iter().map(|p| p as &dyn rusqlite::ToSql));
+    let mut stmt = c.prepare(&sql)?;
+    let mut rows = stmt.query(&values[..])?;
+    let mut hits = Vec::new();
+    while let Some(r) = rows.next()? {
+        let (id, path, body): (i64, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        if let Some(key) = key_of(c, id)? {
+            hits.push(Hit {
+                key,
+                rank: 0.0,
+                snippet: query::excerpt(&body, terms),
+                result_path: path,
+            });
+        }
+    }
+    Ok(hits)
+}
+
+fn key_of(c: &Connection, id: i64) -> rusqlite::Result<Option<String>> {
+    c.prepare_cached("SELECT doc_key FROM jobs WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()
+}

@@ -1,0 +1,424 @@
+//! The search index (DESIGN §12) on a real store: an accepted text is
+//! searchable, a refused one never is, a new version replaces the old, a
+//! source that went away leaves the index; Korean particles, trigram
+//! substrings, and results equal to a brute-force scan of the texts. Each
+//! body runs on SQLite and on PostgreSQL (`sqlite::NAME`, `postgres::NAME`).
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{Backend, TestDb};
+use leasehold::store::IndexDoc;
+use leasehold::testing::dup;
+use leasehold::{Claim, Completion, Error, Fenced, NewDoc, Store, StoreOptions, Tokenizer};
+
+/// Complete `claim` with `text` as its accepted text (a result path and
+/// checksum of its own).
+fn finish(store: &Store, claim: Claim, text: &str) -> Fenced {
+    let path = format!("r/{}/{}", claim.id.0, claim.fence);
+    let c = Completion {
+        index: Some(text),
+        ..Completion::new(&path, "sum")
+    };
+    store.finish(claim, c).expect("no store error")
+}
+
+/// Enqueue `key` at `version`, claim it and complete it with `text`.
+fn index(store: &Store, key: &str, version: &str, text: &str) {
+    store.enqueue(&NewDoc::new(key, version)).unwrap();
+    let claim = store.claim("w").unwrap().expect("claimable");
+    assert_eq!(claim.key, key);
+    assert!(finish(store, claim, text).is_accepted());
+}
+
+/// The keys a query finds, in order.
+fn keys(store: &Store, query: &str) -> Vec<String> {
+    store
+        .search(query, 1000)
+        .unwrap_or_else(|e| panic!("{query:?}: {e}"))
+        .into_iter()
+        .map(|h| h.key)
+        .collect()
+}
+
+fn accepted_text_is_searchable(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.handle(1000);
+    index(
+        &store,
+        "fox.txt",
+        "v1",
+        "The quick brown fox jumps over the lazy dog.",
+    );
+    index(&store, "cat.txt", "v1", "A sleepy cat.");
+    // Two documents completed in one batch go in too.
+    store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
+    store.enqueue(&NewDoc::new("b.txt", "v1")).unwrap();
+    let claims = store.claim_batch("w", 2).unwrap();
+    assert_eq!(claims.len(), 2);
+    let done: Vec<(Claim, Completion<'_>)> = claims
+        .into_iter()
+        .zip(["batch alpha text", "batch beta text"])
+        .map(|(c, text)| {
+            (
+                c,
+                Completion {
+                    index: Some(text),
+                    ..Completion::new("r/x", "s")
+                },
+            )
+        })
+        .collect();
+    assert!(store.finish_many(done).unwrap().iter().all(|f| f.is_accepted()));
+
+    let hits = store.search("fox", 10).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].key, "fox.txt");
+    assert!(hits[0].snippet.contains("[fox]"), "{:?}", hits[0].snippet);
+    assert!(hits[0].result_path.starts_with("r/"), "{:?}", hits[0].result_path);
+    assert!(
+        hits[0].rank < 0.0,
+        "a better match has a lower rank: {}",
+        hits[0].rank
+    );
+    assert_eq!(keys(&store, "\"brown fox\""), ["fox.txt"]);
+    assert!(keys(&store, "\"fox brown\"").is_empty());
+    assert_eq!(keys(&store, "sle*"), ["cat.txt"]);
+    assert_eq!(keys(&store, "fox OR cat").len(), 2);
+    assert_eq!(keys(&store, "quick NOT dog"), Vec::<String>::new());
+    assert_eq!(keys(&store, "batch alpha"), ["a.txt"]);
+    assert_eq!(keys(&store, "batch").len(), 2);
+    assert_eq!(store.search("fox", 0).unwrap(), vec![]);
+}
+
+/// A claims, its lease runs out, B claims and completes; A's late completion
+/// is refused and its text is never searchable, before or after B's.
+fn a_refused_completion_is_never_searchable(b: Backend) {
+    let t = TestDb::new(b);
+    let (a, bb) = (t.handle(10), t.handle(10));
+    a.enqueue(&NewDoc::new("doc", "v1")).unwrap();
+    let claim_a = a.claim("A").unwrap().unwrap();
+    t.clock.set(10);
+    let claim_b = bb.claim("B").unwrap().expect("B takes the expired lease");
+    assert!(!finish(&a, dup(&claim_a), "stale alpha").is_accepted());
+    assert!(keys(&bb, "alpha").is_empty(), "a refused completion was indexed");
+    assert!(finish(&bb, claim_b, "fresh bravo").is_accepted());
+    // Late again, now in a batch with a document it does own.
+    a.enqueue(&NewDoc::new("other", "v1")).unwrap();
+    let other = a.claim("A").unwrap().unwrap();
+    let out = a
+        .finish_many(vec![
+            (
+                claim_a,
+                Completion {
+                    index: Some("stale alpha"),
+                    ..Completion::new("r/a", "s")
+                },
+            ),
+            (
+                other,
+                Completion {
+                    index: Some("charlie"),
+                    ..Completion::new("r/o", "s")
+                },
+            ),
+        ])
+        .unwrap();
+    assert!(!out[0].is_accepted() && out[1].is_accepted());
+    assert!(keys(&bb, "alpha").is_empty(), "a refused completion was indexed");
+    assert_eq!(keys(&bb, "bravo"), ["doc"]);
+    assert_eq!(keys(&bb, "charlie"), ["other"]);
+    assert!(bb.check_search_index().unwrap().is_healthy());
+}
+
+/// The old text stays searchable while the new version is extracted and
+/// leaves when the new one is accepted.
+fn a_new_version_replaces_the_old_text(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.handle(1000);
+    index(&store, "doc", "v1", "oldword here");
+    store.enqueue(&NewDoc::new("doc", "v2")).unwrap();
+    assert_eq!(
+        keys(&store, "oldword"),
+        ["doc"],
+        "the accepted text stays until a new one is"
+    );
+    let claim = store.claim("w").unwrap().unwrap();
+    assert!(finish(&store, claim, "newword here").is_accepted());
+    assert!(keys(&store, "oldword").is_empty());
+    assert_eq!(keys(&store, "newword"), ["doc"]);
+    assert_eq!(keys(&store, "here"), ["doc"], "one row per document");
+    let check = store.check_search_index().unwrap();
+    assert!(check.is_healthy(), "{check:?}");
+    assert_eq!((check.accepted, check.rows), (1, 1));
+}
+
+fn a_removed_source_leaves_the_index(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.handle(1000);
+    index(&store, "kept", "v1", "shared kept");
+    index(&store, "gone", "v1", "shared gone");
+    let scan = store.begin_scan().unwrap();
+    store.record_scan(scan, &["kept".to_owned()], &[]).unwrap();
+    assert_eq!(store.finish_scan(scan).unwrap(), 1);
+    assert!(keys(&store, "gone").is_empty());
+    assert_eq!(keys(&store, "shared"), ["kept"]);
+    assert!(store.check_search_index().unwrap().is_healthy());
+}
+
+/// A path `watch` saw removed (a file, or a directory and all under it)
+/// leaves the index in the transaction that marks it gone.
+fn a_path_marked_gone_leaves_the_index(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.handle(1000);
+    index(&store, "kept.txt", "v1", "shared kept");
+    index(&store, "gone.txt", "v1", "shared gone");
+    index(&store, "dir/under.txt", "v1", "shared under");
+    let gone = store
+        .mark_gone(&["gone.txt".to_owned()], &["dir/".to_owned()])
+        .unwrap();
+    assert_eq!(gone, 2);
+    assert_eq!(keys(&store, "shared"), ["kept.txt"]);
+    assert!(store.check_search_index().unwrap().is_healthy());
+}
+
+/// `계정` finds `계정이` with the default tokenizer (a noun with its
+/// particle attached is one word); a Japanese run is found from its start.
+fn korean_particles_and_unspaced_scripts(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.handle(1000);
+    index(&store, "ko", "v1", "계정이 잠겼습니다. 비밀번호를 확인하세요.");
+    index(&store, "ja", "v1", "東京都に住んでいます");
+    let hits = store.search("계정", 10).unwrap();
+    assert_eq!(hits.iter().map(|h| h.key.as_str()).collect::<Vec<_>>(), ["ko"]);
+    assert!(hits[0].snippet.contains("[계정이]"), "{:?}", hits[0].snippet);
+    assert_eq!(keys(&store, "비밀번호"), ["ko"]);
+    assert_eq!(keys(&store, "계정 비밀번호"), ["ko"]);
+    assert_eq!(keys(&store, "東京"), ["ja"]);
+}
+
+fn a_malformed_query_is_an_invalid_input(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.handle(1000);
+    index(&store, "doc", "v1", "some text");
+    for bad in ["\"open", "a AND (", "   "] {
+        match store.search(bad, 10) {
+            Err(Error::InvalidInput { what, .. }) => assert_eq!(what, "search query"),
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+}
+
+/// A smaller corpus, searched through the index and by a scan of the texts
+/// (unicode61's rule for ASCII: words are runs of letters and digits, case
+/// folded): the same documents for every single-word, phrase and prefix query.
+fn results_equal_a_brute_force_scan(b: Backend) {
+    const WORDS: [&str; 16] = [
+        "card", "cardinal", "cart", "carton", "amber", "anchor", "delta", "deltas", "echo", "ember", "fable",
+        "harbor", "harp", "orbit", "orchid", "zinc",
+    ];
+    let t = TestDb::new(b);
+    let store = t.handle(60_000);
+    let mut rng = fastrand::Rng::with_seed(15);
+    let mut texts = Vec::new();
+    for i in 0..200 {
+        let n = rng.usize(3..25);
+        let words: Vec<String> = (0..n)
+            .map(|_| {
+                let w = WORDS[rng.usize(..WORDS.len())];
+                if rng.u8(..10) == 0 {
+                    w.to_uppercase()
+                } else {
+                    w.to_owned()
+                }
+            })
+            .collect();
+        let seps = [" ", ", ", ". ", "\n", " - "];
+        let mut text = String::new();
+        for (j, w) in words.iter().enumerate() {
+            if j > 0 {
+                text.push_str(seps[rng.usize(..seps.len())]);
+            }
+            text.push_str(w);
+        }
+        let key = format!("doc{i:03}");
+        store.enqueue(&NewDoc::new(&key, "v1")).unwrap();
+        texts.push((key, text));
+    }
+    let claims = store.claim_batch("w", texts.len()).unwrap();
+    let done: Vec<(Claim, Completion<'_>)> = claims
+        .into_iter()
+        .map(|c| {
+            let text = &texts.iter().find(|(k, _)| *k == c.key).unwrap().1;
+            (
+                c,
+                Completion {
+                    index: Some(text.as_str()),
+                    ..Completion::new("r", "s")
+                },
+            )
+        })
+        .collect();
+    assert!(store.finish_many(done).unwrap().iter().all(|f| f.is_accepted()));
+    let tokens: Vec<(String, Vec<String>)> = texts
+        .iter()
+        .map(|(k, text)| {
+            let words = text
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .map(str::to_lowercase)
+                .collect();
+            (k.clone(), words)
+        })
+        .collect();
+    let scan = |pred: &dyn Fn(&[String]) -> bool| -> BTreeSet<String> {
+        tokens
+            .iter()
+            .filter(|(_, w)| pred(w))
+            .map(|(k, _)| k.clone())
+            .collect()
+    };
+    let found = |q: &str| -> BTreeSet<String> { keys(&store, q).into_iter().collect() };
+    let mut checked = 0;
+    for w in WORDS {
+        assert_eq!(found(w), scan(&|ws| ws.iter().any(|x| x == w)), "word {w}");
+        let prefix = &w[..3];
+        let q = format!("{prefix}*");
+        assert_eq!(
+            found(&q),
+            scan(&|ws| ws.iter().any(|x| x.starts_with(prefix))),
+            "prefix {q}"
+        );
+        let next = WORDS[(w.len() * 7) % WORDS.len()];
+        let q = format!("\"{w} {next}\"");
+        let expected = scan(&|ws| ws.windows(2).any(|p| p[0] == w && p[1] == next));
+        checked += expected.len();
+        assert_eq!(found(&q), expected, "phrase {q}");
+    }
+    assert!(
+        checked > 0,
+        "the phrases matched nothing: the corpus is too small to tell"
+    );
+}
+
+/// The check finds texts missing from the index; a rebuild puts back only
+/// what is still the accepted result, and prunes what is not.
+fn the_check_and_a_rebuild_through_the_library(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.handle(1000);
+    index(&store, "one", "v1", "first text");
+    index(&store, "two", "v1", "second text");
+    store
+        .reset_search_index(store.search_tokenizer().unwrap())
+        .unwrap();
+    let check = store.check_search_index().unwrap();
+    assert_eq!(
+        (check.missing, check.rows, check.accepted),
+        (2, 0, 2),
+        "{check:?}"
+    );
+    assert_eq!(check.examples.len(), 2);
+    assert!(keys(&store, "text").is_empty());
+    let jobs: Vec<_> = ["one", "two"]
+        .iter()
+        .map(|k| store.job_by_key(k).unwrap().unwrap())
+        .collect();
+    let docs: Vec<IndexDoc<'_>> = jobs
+        .iter()
+        .zip(["first text", "second text"])
+        .map(|(j, text)| IndexDoc {
+            id: j.id,
+            result_path: j.result_path.as_deref().unwrap(),
+            // The second is not the accepted result any more: left out.
+            checksum: if j.key == "two" {
+                "another"
+            } else {
+                j.checksum.as_deref().unwrap()
+            },
+            text,
+        })
+        .collect();
+    assert_eq!(store.reindex_texts(&docs).unwrap(), 1);
+    assert_eq!(keys(&store, "text"), ["one"]);
+    assert_eq!(store.check_search_index().unwrap().missing, 1);
+    assert_eq!(store.prune_search_index().unwrap(), 0);
+}
+
+on_both_backends!(
+    a_path_marked_gone_leaves_the_index,
+    the_check_and_a_rebuild_through_the_library,
+    accepted_text_is_searchable,
+    a_refused_completion_is_never_searchable,
+    a_new_version_replaces_the_old_text,
+    a_removed_source_leaves_the_index,
+    korean_particles_and_unspaced_scripts,
+    a_malformed_query_is_an_invalid_input,
+    results_equal_a_brute_force_scan,
+);
+
+/// The trigram tokenizer finds any substring of three or more characters,
+/// and shorter ones by LIKE; the default tokenizer finds neither.
+#[test]
+fn sqlite_only_trigram_finds_substrings() {
+    let t = TestDb::new(Backend::Sqlite);
+    let store = t.open(t.options(1000).tokenizer(Tokenizer::Trigram));
+    assert_eq!(store.search_tokenizer().unwrap(), Tokenizer::Trigram);
+    index(&store, "fox", "v1", "The quick brown fox");
+    index(&store, "ja", "v1", "東京都に住んでいます");
+    index(&store, "ko", "v1", "계정이 잠겼습니다");
+    assert_eq!(keys(&store, "ick bro"), ["fox"]);
+    assert_eq!(keys(&store, "\"k bro\""), ["fox"]);
+    assert_eq!(keys(&store, "住んで"), ["ja"]);
+    let short = store.search("住ん", 10).unwrap();
+    assert_eq!(short.iter().map(|h| h.key.as_str()).collect::<Vec<_>>(), ["ja"]);
+    assert!(short[0].snippet.contains("[住ん]"), "{:?}", short[0].snippet);
+    assert_eq!(keys(&store, "정이"), ["ko"]);
+    assert_eq!(keys(&store, "계정"), ["ko"]);
+    assert!(matches!(
+        store.search("ab OR abc", 10),
+        Err(Error::InvalidInput { .. })
+    ));
+
+    let plain = TestDb::new(Backend::Sqlite);
+    let store = plain.handle(1000);
+    index(&store, "fox", "v1", "The quick brown fox");
+    assert!(keys(&store, "ick").is_empty());
+}
+
+/// The tokenizer is recorded in the data directory; asking a store with
+/// text for another one is refused, and `reset_search_index` changes it.
+#[test]
+fn sqlite_only_the_tokenizer_is_recorded_and_changed_only_by_a_reset() {
+    let t = TestDb::new(Backend::Sqlite);
+    let store = t.open(t.options(1000).tokenizer(Tokenizer::Unicode61));
+    index(&store, "doc", "v1", "some text");
+    drop(store);
+    let meta = |path: &str| -> String {
+        rusqlite::Connection::open(path)
+            .unwrap()
+            .query_row(
+                "SELECT value FROM meta WHERE name = 'search_tokenizer'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    assert_eq!(meta(&t.location), "unicode61 remove_diacritics 2");
+    match Store::open(&t.location, t.options(1000).tokenizer(Tokenizer::Trigram)) {
+        Err(Error::InvalidInput {
+            what: "tokenizer",
+            reason,
+        }) => {
+            assert!(reason.contains("reindex --tokenizer trigram"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let store = t.handle(1000);
+    store.reset_search_index(Tokenizer::Trigram).unwrap();
+    assert_eq!(meta(&t.location), "trigram");
+    assert!(keys(&store, "some").is_empty(), "a reset empties the index");
+    assert_eq!(store.check_search_index().unwrap().missing, 1);
+    let again = Store::open(&t.location, StoreOptions::default().tokenizer(Tokenizer::Trigram)).unwrap();
+    assert_eq!(again.search_tokenizer().unwrap(), Tokenizer::Trigram);
+}
