@@ -24,6 +24,12 @@
 //! with W workers over `recollindex`, all measured within this run; the issue's
 //! target is leasehold(2) >= 2.5 x `recollindex` with at least its coverage.
 //!
+//! After the rounds, the last round's `leasehold run` with 2 workers (its
+//! search index built as it ran) and `recollindex` answer the same 20 fixed
+//! one-word queries (`leasehold search` and `recollq` with stem expansion
+//! off, both without a result limit): per query the documents each found,
+//! those both found, and leasehold's recall against Recoll's set.
+//!
 //! `--by-format` adds one run of each side per format folder (`html`, `pdf`, ...),
 //! leasehold with 1 worker, to show where the time goes.
 //!
@@ -102,6 +108,7 @@ fn main() {
         sides.push(Side::Recoll);
     }
     let mut runs: BTreeMap<Side, Vec<Run>> = BTreeMap::new();
+    let mut kept: BTreeMap<Side, PathBuf> = BTreeMap::new();
     for round in 0..rounds {
         let mut order = sides.clone();
         order.rotate_left(round % sides.len());
@@ -120,11 +127,18 @@ fn main() {
                 run.cost.peak_rss_kib / 1024,
                 total_with_text(&run.coverage),
             );
-            let _ = std::fs::remove_dir_all(&dir);
+            if round + 1 == rounds && matches!(side, Side::Leasehold(2) | Side::Recoll) {
+                kept.insert(side, dir);
+            } else {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
             runs.entry(side).or_default().push(run);
         }
     }
     report(files.len(), &runs);
+    if let (Some(ours), Some(theirs)) = (kept.get(&Side::Leasehold(2)), kept.get(&Side::Recoll)) {
+        print_recall(&docs, ours, theirs);
+    }
     if args.iter().any(|a| a == "--by-format") {
         by_format(&docs, recoll, scratch.path());
     }
@@ -322,6 +336,72 @@ fn run_leasehold(docs: &Path, workers: usize, dir: &Path) -> Run {
         }
     }
     Run { cost, coverage }
+}
+
+/// The fixed queries of the recall comparison: words common in the corpus's
+/// documentation, licences, papers and office files.
+const RECALL_QUERIES: [&str; 20] = [
+    "license", "copyright", "function", "example", "install", "version", "error", "table",
+    "figure", "server", "network", "python", "document", "software", "address", "password",
+    "chapter", "library", "warranty", "security",
+];
+
+/// Per query: what `leasehold search` (the run in `ours`) and `recollq` (the
+/// index in `theirs`) found, and leasehold's recall against Recoll's set.
+fn print_recall(docs: &Path, ours: &Path, theirs: &Path) {
+    println!("\nrecall, leasehold search vs recollq (stem expansion off), same corpus:");
+    println!("{:<10} {:>9} {:>8} {:>6} {:>7}", "query", "leasehold", "recoll", "both", "recall");
+    let (mut sum_both, mut sum_theirs) = (0usize, 0usize);
+    for q in RECALL_QUERIES {
+        let mine = leasehold_search(ours, q);
+        let recoll = recollq(docs, theirs, q);
+        let both = mine.intersection(&recoll).count();
+        let recall = if recoll.is_empty() { 1.0 } else { both as f64 / recoll.len() as f64 };
+        println!("{q:<10} {:>9} {:>8} {both:>6} {recall:>7.2}", mine.len(), recoll.len());
+        sum_both += both;
+        sum_theirs += recoll.len();
+    }
+    println!(
+        "all 20: leasehold found {sum_both} of the {sum_theirs} (query, document) pairs recollq found: recall {:.2}",
+        sum_both as f64 / sum_theirs.max(1) as f64
+    );
+}
+
+/// The keys `leasehold search QUERY` finds in the run's data directory.
+fn leasehold_search(run: &Path, query: &str) -> std::collections::BTreeSet<String> {
+    #[derive(Deserialize)]
+    struct Hit {
+        key: String,
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .arg("--data")
+        .arg(run.join("data"))
+        .args(["search", query, "--json", "--limit", "1000000"])
+        .stderr(Stdio::null())
+        .output()
+        .expect("leasehold search");
+    let hits: Vec<Hit> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    hits.into_iter().map(|h| h.key).collect()
+}
+
+/// The documents (as keys: paths relative to `docs`) `recollq` finds for
+/// `query` in the index of the run in `run`.
+fn recollq(docs: &Path, run: &Path, query: &str) -> std::collections::BTreeSet<String> {
+    let conf = run.join("recoll");
+    let out = Command::new("recollq")
+        .arg("-c")
+        .arg(&conf)
+        .args(["-b", "-n", "0", "-s", "", query])
+        .env("RECOLL_CONFDIR", &conf)
+        .env("PATH", recoll_path())
+        .stderr(Stdio::null())
+        .output()
+        .expect("recollq");
+    let prefix = format!("file://{}/", docs.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(&prefix).map(str::to_owned))
+        .collect()
 }
 
 /// At least one alphanumeric character: the same test for both sides.
