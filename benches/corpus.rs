@@ -341,23 +341,51 @@ fn run_leasehold(docs: &Path, workers: usize, dir: &Path) -> Run {
 /// The fixed queries of the recall comparison: words common in the corpus's
 /// documentation, licences, papers and office files.
 const RECALL_QUERIES: [&str; 20] = [
-    "license", "copyright", "function", "example", "install", "version", "error", "table",
-    "figure", "server", "network", "python", "document", "software", "address", "password",
-    "chapter", "library", "warranty", "security",
+    "license",
+    "copyright",
+    "function",
+    "example",
+    "install",
+    "version",
+    "error",
+    "table",
+    "figure",
+    "server",
+    "network",
+    "python",
+    "document",
+    "software",
+    "address",
+    "password",
+    "chapter",
+    "library",
+    "warranty",
+    "security",
 ];
 
 /// Per query: what `leasehold search` (the run in `ours`) and `recollq` (the
 /// index in `theirs`) found, and leasehold's recall against Recoll's set.
 fn print_recall(docs: &Path, ours: &Path, theirs: &Path) {
     println!("\nrecall, leasehold search vs recollq (stem expansion off), same corpus:");
-    println!("{:<10} {:>9} {:>8} {:>6} {:>7}", "query", "leasehold", "recoll", "both", "recall");
+    println!(
+        "{:<10} {:>9} {:>8} {:>6} {:>7}",
+        "query", "leasehold", "recoll", "both", "recall"
+    );
     let (mut sum_both, mut sum_theirs) = (0usize, 0usize);
     for q in RECALL_QUERIES {
         let mine = leasehold_search(ours, q);
         let recoll = recollq(docs, theirs, q);
         let both = mine.intersection(&recoll).count();
-        let recall = if recoll.is_empty() { 1.0 } else { both as f64 / recoll.len() as f64 };
-        println!("{q:<10} {:>9} {:>8} {both:>6} {recall:>7.2}", mine.len(), recoll.len());
+        let recall = if recoll.is_empty() {
+            1.0
+        } else {
+            both as f64 / recoll.len() as f64
+        };
+        println!(
+            "{q:<10} {:>9} {:>8} {both:>6} {recall:>7.2}",
+            mine.len(),
+            recoll.len()
+        );
         sum_both += both;
         sum_theirs += recoll.len();
     }

@@ -135,13 +135,22 @@ pub(crate) fn mark_unseen_gone(tx: &mut Transaction<'_>, now: Millis, scan: i64,
     if latest != Some(scan) {
         return Ok(0);
     }
-    let rows = tx.query(
-        "UPDATE jobs SET source_gone = TRUE, status = 'dead', owner_token = NULL, owner_worker = NULL,
-                lease_expires_at = NULL, retry_at = NULL, parked_on = NULL, result_path = NULL,
-                checksum = NULL, last_error = $3, updated_at = $2
-         WHERE NOT source_gone AND seen_scan < $1 RETURNING id",
-        &[&scan, &now, &why],
-    )?;
+    let sql = format!("{GONE} seen_scan < $1 RETURNING id");
+    let rows = tx.query(sql.as_str(), &[&scan, &now, &why])?;
+    record_gone(tx, now, &rows)
+}
+
+/// What a source that went away does to its document: dead, owner and
+/// result forgotten; `$2` is now, `$3` the reason; the caller adds which.
+const GONE: &str =
+    "UPDATE jobs SET source_gone = TRUE, status = 'dead', owner_token = NULL, owner_worker = NULL,
+            lease_expires_at = NULL, retry_at = NULL, parked_on = NULL, result_path = NULL,
+            checksum = NULL, last_error = $3, updated_at = $2
+     WHERE NOT source_gone AND ";
+
+/// The `source_gone` history line of each document of `rows` (ids), and
+/// its text out of the search index; how many.
+fn record_gone(tx: &mut Transaction<'_>, now: Millis, rows: &[::postgres::Row]) -> Sql<usize> {
     let mut ids: Vec<i64> = rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
     ids.sort_unstable();
     for id in &ids {
@@ -162,24 +171,14 @@ pub(crate) fn mark_gone(
     prefixes: &[String],
     why: &str,
 ) -> Sql<usize> {
-    let rows = tx.query(
-        "UPDATE jobs SET source_gone = TRUE, status = 'dead', owner_token = NULL, owner_worker = NULL,
-                lease_expires_at = NULL, retry_at = NULL, parked_on = NULL, result_path = NULL,
-                checksum = NULL, last_error = $2, updated_at = $1
-         WHERE NOT source_gone
-           AND (doc_key = ANY($3::TEXT[])
-                OR EXISTS (SELECT 1 FROM unnest($4::TEXT[]) AS p (prefix)
-                           WHERE p.prefix <> '' AND starts_with(doc_key, p.prefix)))
-         RETURNING id",
-        &[&now, &why, &keys, &prefixes],
-    )?;
-    let mut ids: Vec<i64> = rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
-    ids.sort_unstable();
-    for id in &ids {
-        record(tx, *id, now, "source_gone", None, None, None)?;
-    }
-    super::search::remove(tx, &ids)?;
-    Ok(ids.len())
+    let sql = format!(
+        "{GONE} (doc_key = ANY($1::TEXT[])
+                 OR EXISTS (SELECT 1 FROM unnest($4::TEXT[]) AS p (prefix)
+                            WHERE p.prefix <> '' AND starts_with(doc_key, p.prefix)))
+         RETURNING id"
+    );
+    let rows = tx.query(sql.as_str(), &[&keys, &now, &why, &prefixes])?;
+    record_gone(tx, now, &rows)
 }
 
 /// A setting, read inside the transaction.

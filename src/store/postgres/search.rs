@@ -15,7 +15,7 @@ use ::postgres::{Client, Transaction};
 
 use super::tx::{Fail, Sql};
 use crate::store::search::query::{self, pg_tsquery};
-use crate::store::search::{Found, Hit, IndexCheck, IndexDoc, CHECK_EXAMPLES, MARK_CLOSE, MARK_OPEN};
+use crate::store::search::{Found, Hit, IndexCheck, IndexDoc, MARK_CLOSE, MARK_OPEN};
 use crate::store::Completion;
 
 /// How much of a text `ts_headline` reads for a snippet (the tsvector holds
@@ -121,35 +121,12 @@ pub(crate) fn check(c: &mut Client) -> Sql<IndexCheck> {
         &[],
     )?;
     for r in &missing {
-        out.missing += 1;
-        let key: String = r.try_get(0)?;
-        keep(&mut out.examples, || {
-            format!("{key:?}: its accepted text is not in the search index")
-        });
+        out.add_missing(&r.try_get::<_, String>(0)?);
     }
     for r in &c.query(&format!("{NOT_ACCEPTED} ORDER BY s.job_id"), &[])? {
-        let (id, key, none): (i64, Option<String>, bool) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
-        if none {
-            out.extra += 1;
-            let who = key.map_or_else(|| format!("document id {id}"), |k| format!("{k:?}"));
-            keep(&mut out.examples, || {
-                format!("{who}: in the search index without an accepted result")
-            });
-        } else {
-            out.stale += 1;
-            let key = key.unwrap_or_default();
-            keep(&mut out.examples, || {
-                format!("{key:?}: the search index holds the text of another result than the accepted one")
-            });
-        }
+        out.add_wrong(r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
     }
     Ok(out)
-}
-
-fn keep(lines: &mut Vec<String>, line: impl FnOnce() -> String) {
-    if lines.len() < CHECK_EXAMPLES {
-        lines.push(line());
-    }
 }
 
 /// The best `limit` matches of `q` (FTS5's syntax, turned into a tsquery),

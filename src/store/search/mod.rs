@@ -176,6 +176,37 @@ pub struct IndexCheck {
 }
 
 impl IndexCheck {
+    /// An accepted result whose text is not in the index (document `key`).
+    pub(crate) fn add_missing(&mut self, key: &str) {
+        self.missing += 1;
+        self.example(|| format!("{key:?}: its accepted text is not in the search index"));
+    }
+
+    /// An index row that is not its document's accepted text: row `id`, the
+    /// document's `key` (none when the row has no document), `no_result`
+    /// when the document has no accepted result (else the row is another
+    /// result's text).
+    pub(crate) fn add_wrong(&mut self, id: i64, key: Option<String>, no_result: bool) {
+        if no_result {
+            self.extra += 1;
+            let who = key.map_or_else(|| format!("document id {id}"), |k| format!("{k:?}"));
+            self.example(|| format!("{who}: in the search index without an accepted result"));
+        } else {
+            self.stale += 1;
+            let key = key.unwrap_or_default();
+            self.example(|| {
+                format!("{key:?}: the search index holds the text of another result than the accepted one")
+            });
+        }
+    }
+
+    /// Keep `line` while there are fewer than [`CHECK_EXAMPLES`].
+    fn example(&mut self, line: impl FnOnce() -> String) {
+        if self.examples.len() < CHECK_EXAMPLES {
+            self.examples.push(line());
+        }
+    }
+
     /// Whether the index holds exactly the accepted texts.
     pub fn is_healthy(&self) -> bool {
         self.missing == 0 && self.stale == 0 && self.extra == 0

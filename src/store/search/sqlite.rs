@@ -11,7 +11,7 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::query::{self, Plan};
 use super::{Found, TOKENIZER_META};
-use super::{Hit, IndexCheck, IndexDoc, Tokenizer, CHECK_EXAMPLES, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
+use super::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 
 /// What choosing a tokenizer at open did ([`choose`]).
 #[derive(Debug, PartialEq, Eq)]
@@ -161,37 +161,15 @@ pub(crate) fn check(c: &Connection) -> rusqlite::Result<IndexCheck> {
     )?;
     let mut rows = missing.query([])?;
     while let Some(r) = rows.next()? {
-        out.missing += 1;
-        let key: String = r.get(0)?;
-        keep(&mut out.examples, || {
-            format!("{key:?}: its accepted text is not in the search index")
-        });
+        out.add_missing(&r.get::<_, String>(0)?);
     }
+    drop(rows);
     let mut wrong = c.prepare(NOT_ACCEPTED)?;
     let mut rows = wrong.query([])?;
     while let Some(r) = rows.next()? {
-        let (id, key, none): (i64, Option<String>, bool) = (r.get(0)?, r.get(1)?, r.get(2)?);
-        if none {
-            out.extra += 1;
-            let who = key.map_or_else(|| format!("document id {id}"), |k| format!("{k:?}"));
-            keep(&mut out.examples, || {
-                format!("{who}: in the search index without an accepted result")
-            });
-        } else {
-            out.stale += 1;
-            let key = key.unwrap_or_default();
-            keep(&mut out.examples, || {
-                format!("{key:?}: the search index holds the text of another result than the accepted one")
-            });
-        }
+        out.add_wrong(r.get(0)?, r.get(1)?, r.get(2)?);
     }
     Ok(out)
-}
-
-fn keep(lines: &mut Vec<String>, line: impl FnOnce() -> String) {
-    if lines.len() < CHECK_EXAMPLES {
-        lines.push(line());
-    }
 }
 
 /// Run `query` (FTS5 syntax) under the table's tokenizer: at most `limit`
