@@ -330,7 +330,9 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         id: Option<i64>,
     },
-    /// Remove orphan generations and temp files from the whole mirror.
+    /// Remove orphan generations and temp files from the whole mirror, and
+    /// history lines older than `[store] history_keep` (default 30 days;
+    /// each document's last line stays).
     Gc {
         /// Only list what would be removed.
         #[arg(long)]

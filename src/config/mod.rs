@@ -59,6 +59,8 @@
 //! [store]
 //! db = "postgres://leasehold@db.example.com/leasehold"
 //! password_file = "secrets/db.password"
+//! # How long `gc` keeps history lines (each document's last line stays).
+//! history_keep = "30d"
 //!
 //! # Where parsers run, and the limits of one document.
 //! [extract]
@@ -94,7 +96,9 @@
 //! - `[store]`: `db`, a SQLite path (relative to the directory of the configuration
 //!   file) or a `postgres://` URL, which must not hold a password; with a URL,
 //!   optionally one of `password_env` or `password_file` (as for an account). The
-//!   flag `--db` and the variable `LEASEHOLD_DB` override it.
+//!   flag `--db` and the variable `LEASEHOLD_DB` override it. `history_keep` (a
+//!   duration, default `"30d"`): `gc` removes history lines older than this,
+//!   except each document's last.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -154,6 +158,8 @@ max_bytes = "256MiB"
 [store]
 db = "postgres://leasehold@db.example.com/leasehold"
 password_file = "secrets/db.password"
+# How long `gc` keeps history lines (each document's last line stays).
+history_keep = "30d"
 
 # Where parsers run, and the limits of one document.
 [extract]
@@ -214,6 +220,9 @@ pub struct StoreConfig {
     pub db: Option<DbLocation>,
     /// The PostgreSQL password from `password_env` or `password_file`.
     pub password: Option<Secret>,
+    /// `history_keep`: how long `gc` keeps history lines; `None` keeps the
+    /// store's default ([`crate::StoreOptions::history_keep`], 30 days).
+    pub history_keep: Option<Duration>,
 }
 
 impl StoreConfig {

@@ -24,6 +24,7 @@
 //!   - `gate/`: the auth gate's accounts, probes, pool holds and notices.
 //!   - `outbox.rs`: results waiting for the sink, and sending notices.
 //!   - `check.rs`: the read-only checks `doctor` runs.
+//! - `retention.rs`: `gc`'s history retention (`history_keep`), both engines.
 //! - `postgres/`: the PostgreSQL engine: open by URL, migrate from
 //!   `schema.pg.sql`, pool, and the same operations in PostgreSQL's SQL.
 //!
@@ -46,6 +47,7 @@ mod outbox;
 pub mod postgres;
 mod queue;
 mod read;
+mod retention;
 mod sqlite;
 mod turnstile;
 mod tx;
@@ -65,6 +67,7 @@ pub use options::{Backoff, StoreOptions, Synchronous};
 pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxTotals, PendingNotice};
 pub use queue::NewDoc;
 pub use read::{KnownSource, Totals};
+pub use retention::HistoryPrune;
 #[doc(hidden)]
 pub use write::claim_candidate_queries;
 

@@ -104,6 +104,11 @@ pub struct StoreOptions {
     /// delivered outbox row's text does not stay readable in free pages. On
     /// by default; turn it off only for a store that holds nothing private.
     pub secure_delete: bool,
+    /// How long `gc` keeps history lines ([`crate::Store::prune_history`]).
+    /// Older lines are removed, except each document's last one: `inspect`
+    /// still says how a document came to be where it is, and the next line's
+    /// number, which follows the last, is never reused. Default 30 days.
+    pub history_keep: Duration,
 }
 
 impl Default for StoreOptions {
@@ -125,6 +130,7 @@ impl Default for StoreOptions {
             clock_skew: Duration::from_secs(1),
             create: true,
             secure_delete: true,
+            history_keep: Duration::from_secs(30 * 24 * 60 * 60),
         }
     }
 }
@@ -196,6 +202,12 @@ impl StoreOptions {
         self
     }
 
+    /// Sets [`StoreOptions::history_keep`]; must be longer than zero.
+    pub fn history_keep(mut self, keep: Duration) -> Self {
+        self.history_keep = keep;
+        self
+    }
+
     pub(super) fn validate(&self) -> Result<()> {
         if self.lease.is_zero() {
             return Err(invalid("lease", "must be longer than zero"));
@@ -205,6 +217,9 @@ impl StoreOptions {
         }
         if self.max_lost_leases == 0 {
             return Err(invalid("max_lost_leases", "must be at least 1"));
+        }
+        if self.history_keep.is_zero() {
+            return Err(invalid("history_keep", "must be longer than zero"));
         }
         if !(0.0..=1.0).contains(&self.backoff.jitter) {
             return Err(invalid("backoff jitter", "must be between 0 and 1"));

@@ -16,6 +16,7 @@
 //! - `gate.rs`: the auth gate (DESIGN §6) under row and advisory locks.
 //! - `outbox.rs`: results waiting for the sink, and sending notices.
 //! - `fence.rs`: the document's row lock that fences mirror cleanup.
+//! - `retention.rs`: `gc`'s history retention.
 //! - `ops.rs`: the seam: [`crate::store`]'s `Engine` for [`PgStore`].
 //!
 //! Callers use [`crate::Store`], which opens a `PgStore` for a `postgres://`
@@ -32,6 +33,7 @@ mod ops;
 mod outbox;
 mod queue;
 mod read;
+pub(crate) mod retention;
 mod tx;
 mod url;
 mod write;
