@@ -110,6 +110,11 @@ pub struct WorkFlags {
     /// faster to debug, but a hostile file can crash or hang the whole run.
     #[arg(long)]
     pub in_process: bool,
+    /// Keep this file up to date with `leasehold metrics`'s text (rewritten
+    /// atomically every few seconds and at exit), for node_exporter's
+    /// textfile collector.
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub metrics_file: Option<PathBuf>,
 }
 
 /// The input limit, which discovery applies too (a file over it is skipped).
@@ -138,6 +143,7 @@ impl WorkFlags {
             extract_cpu: self.extract_cpu.or(earlier.extract_cpu),
             max_text: self.max_text.or(earlier.max_text),
             in_process: self.in_process || earlier.in_process,
+            metrics_file: self.metrics_file.or(earlier.metrics_file),
         }
     }
 }
@@ -341,6 +347,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The store's figures, once, in the Prometheus text format (documents
+    /// by status, claims, completions, takeovers, failures, outbox, accounts,
+    /// extraction times).
+    Metrics,
     /// Check a data directory: store integrity, WAL, leases, every accepted
     /// result's file and checksum, leftovers for gc, local file systems.
     /// Exit 0 when healthy, 1 with one line per problem otherwise.

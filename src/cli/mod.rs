@@ -5,6 +5,7 @@ mod args;
 mod auth;
 mod config;
 mod doctor;
+mod metrics;
 mod migrate;
 mod pool;
 mod progress;
@@ -175,11 +176,12 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             fail_on_error,
             include_hidden,
             work,
-        } => run::run(
-            &config::Config::build(g, &work.or(early), Some((&dir, include_hidden)))?,
-            json,
-            fail_on_error,
-        ),
+        } => {
+            let work = work.or(early);
+            let cfg = config::Config::build(g, &work, Some((&dir, include_hidden)))?;
+            let _metrics = metrics::keep_file(&cfg, &work)?;
+            run::run(&cfg, json, fail_on_error)
+        }
         Command::Discover {
             dir,
             json,
@@ -205,8 +207,18 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             json,
             no_wait,
             work,
-        } => run::work(&build(&work.or(early))?, until_empty, json, no_wait),
-        Command::Sync { json, no_wait, work } => sync::sync(&build(&work.or(early))?, json, no_wait),
+        } => {
+            let work = work.or(early);
+            let cfg = build(&work)?;
+            let _metrics = metrics::keep_file(&cfg, &work)?;
+            run::work(&cfg, until_empty, json, no_wait)
+        }
+        Command::Sync { json, no_wait, work } => {
+            let work = work.or(early);
+            let cfg = build(&work)?;
+            let _metrics = metrics::keep_file(&cfg, &work)?;
+            sync::sync(&cfg, json, no_wait)
+        }
         Command::Completions { shell } => completions(shell),
         Command::Man { command } => man_page(command.as_deref()),
         // Work flags written before these commands are still taken (and
@@ -235,6 +247,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             AuthCommand::Status { json } => auth::status(&existing(Existing::Store)?, json),
             AuthCommand::Unlock { account } => auth::unlock(&existing(Existing::Store)?, &account),
         },
+        Command::Metrics => metrics::metrics(&existing(Existing::Store)?),
         Command::Doctor { json } => doctor::doctor(g, json),
         Command::Migrate { to, json } => migrate::migrate(&existing(Existing::Store)?, &to, json),
         Command::Retry { doc, dead } => report::retry(&existing(Existing::Store)?, doc.as_deref(), dead),

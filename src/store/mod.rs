@@ -25,6 +25,7 @@
 //!   - `outbox.rs`: results waiting for the sink, and sending notices.
 //!   - `check.rs`: the read-only checks `doctor` runs.
 //! - `retention.rs`: `gc`'s history retention (`history_keep`), both engines.
+//! - `figures.rs`: the history's figures for `leasehold metrics`, both engines.
 //! - `postgres/`: the PostgreSQL engine: open by URL, migrate from
 //!   `schema.pg.sql`, pool, and the same operations in PostgreSQL's SQL.
 //!
@@ -37,6 +38,7 @@
 mod check;
 mod checkpoint;
 mod engine;
+mod figures;
 mod gate;
 mod holder;
 mod location;
@@ -60,6 +62,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 pub use check::IndexedRow;
+pub use figures::HistoryFigures;
 pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, GateState, ProbePermit};
 pub use location::DbLocation;
 pub use open::schema_version;

@@ -17,6 +17,7 @@
 //! - `outbox.rs`: results waiting for the sink, and sending notices.
 //! - `fence.rs`: the document's row lock that fences mirror cleanup.
 //! - `retention.rs`: `gc`'s history retention.
+//! - `figures.rs`: the history's figures for `leasehold metrics`.
 //! - `ops.rs`: the seam: [`crate::store`]'s `Engine` for [`PgStore`].
 //!
 //! Callers use [`crate::Store`], which opens a `PgStore` for a `postgres://`
@@ -27,6 +28,7 @@
 mod clock;
 mod conn;
 mod fence;
+pub(crate) mod figures;
 mod gate;
 mod migrate;
 mod ops;
