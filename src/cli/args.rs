@@ -54,6 +54,33 @@ pub struct Global {
     /// Also print each document as it finishes.
     #[arg(short, long, global = true)]
     pub verbose: bool,
+    /// Log level on stderr: error, warn, info, debug, trace, or directives
+    /// as RUST_LOG takes them (default: RUST_LOG, else warn; info for work
+    /// and sync).
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// How log lines look: text, or one JSON object per line.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}
+
+/// The form of the log lines on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum LogFormat {
+    // Plain comments, not doc comments: a documented value makes clap print
+    // every command's help in its long, two-line layout.
+    // One readable line per event.
+    #[default]
+    Text,
+    // One JSON object per line (`timestamp`, `level`, `target`, `message`
+    // and the event's fields).
+    Json,
 }
 
 /// The default lease length.

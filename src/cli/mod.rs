@@ -5,6 +5,7 @@ mod args;
 mod auth;
 mod config;
 mod doctor;
+mod logs;
 mod metrics;
 mod migrate;
 mod pool;
@@ -81,6 +82,14 @@ pub fn main() -> ExitCode {
     ignore_file_size_signal();
     let args = Cli::parse();
     progress::set_verbosity(args.global.quiet, args.global.verbose);
+    if let Err(e) = logs::init(
+        args.global.log_level.as_deref(),
+        args.global.log_format,
+        default_log_level(&args.command),
+    ) {
+        let _ = writeln!(std::io::stderr().lock(), "leasehold: {e}");
+        return ExitCode::from(e.exit_code());
+    }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(args))) {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
@@ -89,6 +98,16 @@ pub fn main() -> ExitCode {
         }
         Err(_) if READER_GONE.load(Ordering::SeqCst) => ExitCode::SUCCESS,
         Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
+/// The log level when neither `--log-level` nor `RUST_LOG` says: the
+/// long-running commands tell what happens; the others (a person watching
+/// `run`'s progress) only warn.
+fn default_log_level(command: &Command) -> &'static str {
+    match command {
+        Command::Work { .. } | Command::Sync { .. } => "info",
+        _ => "warn",
     }
 }
 
