@@ -374,6 +374,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A self-contained HTML page of charts drawn from the history:
+    /// throughput, failures by reason and format, queue depth, takeovers and
+    /// refused writes, the gate's incidents, the slowest documents.
+    Report {
+        /// Write the page to FILE (inline SVG; it fetches nothing).
+        #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+        html: PathBuf,
+    },
     /// The store's figures, once, in the Prometheus text format (documents
     /// by status, claims, completions, takeovers, failures, outbox, accounts,
     /// extraction times).

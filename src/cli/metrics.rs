@@ -147,7 +147,7 @@ pub fn reason_class(event: &str, reason: &str) -> &'static str {
 
 /// A document's format for the histograms: its key's extension, lower case
 /// (`none` without one).
-fn format_of(key: &str) -> String {
+pub fn format_of(key: &str) -> String {
     let name = key.rsplit('/').next().unwrap_or(key);
     match name.rsplit_once('.') {
         Some((stem, ext)) if !stem.is_empty() && !ext.is_empty() => ext.to_ascii_lowercase(),

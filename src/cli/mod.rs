@@ -3,11 +3,13 @@
 
 mod args;
 mod auth;
+mod charts;
 mod config;
 mod doctor;
 mod logs;
 mod metrics;
 mod migrate;
+mod page;
 mod pool;
 mod progress;
 mod report;
@@ -267,6 +269,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             AuthCommand::Unlock { account } => auth::unlock(&existing(Existing::Store)?, &account),
         },
         Command::Metrics => metrics::metrics(&existing(Existing::Store)?),
+        Command::Report { html } => page::report(&existing(Existing::Store)?, &html),
         Command::Doctor { json } => doctor::doctor(g, json),
         Command::Migrate { to, json } => migrate::migrate(&existing(Existing::Store)?, &to, json),
         Command::Retry { doc, dead } => report::retry(&existing(Existing::Store)?, doc.as_deref(), dead),

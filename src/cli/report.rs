@@ -21,7 +21,7 @@ fn print_json<T: serde::Serialize>(v: &T) {
 /// A time in the injected clock's milliseconds, as a local ISO 8601 time
 /// with its offset (e.g. `2026-03-01T14:05:09.120+01:00`): what people read
 /// their clocks in. UTC when the local offset cannot be found.
-fn when(ms: Millis) -> String {
+pub(super) fn when(ms: Millis) -> String {
     let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
     match local_tm(secs) {
         Some(tm) => format!(

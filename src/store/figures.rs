@@ -38,6 +38,29 @@ pub(crate) const EXTRACTIONS: &str = "SELECT j.doc_key, d.at - c.at
        JOIN jobs j ON j.id = d.job_id
       WHERE d.event = 'completed'";
 
+/// Every history line with its document's key and status, oldest first: the
+/// raw material of `leasehold report --html`.
+pub(crate) const LINES: &str = "SELECT h.job_id, h.at, h.event, coalesce(h.detail, ''), j.doc_key, j.status
+       FROM history h JOIN jobs j ON j.id = h.job_id
+      ORDER BY h.at, h.job_id, h.seq";
+
+/// One history line as the report draws it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryLine {
+    /// The document's row id.
+    pub job_id: i64,
+    /// When (ms from the injected clock).
+    pub at: Millis,
+    /// `claimed`, `completed`, `failed`, `complete_rejected`, ...
+    pub event: String,
+    /// The line's detail (a failure's reason, a takeover's wording).
+    pub detail: String,
+    /// The document's key.
+    pub key: String,
+    /// The document's status now.
+    pub status: String,
+}
+
 /// What the history says about the work done, as `leasehold metrics` needs it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HistoryFigures {
@@ -74,7 +97,32 @@ fn sqlite_figures(c: &Connection) -> rusqlite::Result<HistoryFigures> {
     Ok(f)
 }
 
+fn sqlite_lines(c: &Connection) -> rusqlite::Result<Vec<HistoryLine>> {
+    let mut stmt = c.prepare(LINES)?;
+    let rows = stmt.query_map([], |r| {
+        Ok(HistoryLine {
+            job_id: r.get(0)?,
+            at: r.get(1)?,
+            event: r.get(2)?,
+            detail: r.get(3)?,
+            key: r.get(4)?,
+            status: r.get(5)?,
+        })
+    })?;
+    rows.collect()
+}
+
 impl Store {
+    /// Every history line, oldest first, with its document's key and status
+    /// (see [`HistoryLine`]). Reads the whole table: what `gc`'s retention
+    /// keeps bounds it.
+    pub fn history_lines(&self) -> Result<Vec<HistoryLine>> {
+        match &self.inner.backend {
+            Backend::Sqlite(s) => s.read(sqlite_lines),
+            Backend::Postgres(p) => super::postgres::figures::history_lines(p),
+        }
+    }
+
     /// The history's figures for `leasehold metrics` (see [`HistoryFigures`]).
     pub fn history_figures(&self) -> Result<HistoryFigures> {
         match &self.inner.backend {

@@ -4,7 +4,7 @@
 
 use super::PgStore;
 use crate::error::Result;
-use crate::store::figures::{HistoryFigures, EVENTS, EXTRACTIONS, FAILURES, TAKEOVERS};
+use crate::store::figures::{HistoryFigures, HistoryLine, EVENTS, EXTRACTIONS, FAILURES, LINES, TAKEOVERS};
 
 fn count(n: i64) -> u64 {
     n.max(0) as u64
@@ -24,5 +24,21 @@ pub(crate) fn history_figures(pg: &PgStore) -> Result<HistoryFigures> {
             f.extractions.push((row.get(0), row.get(1)));
         }
         Ok(f)
+    })
+}
+
+pub(crate) fn history_lines(pg: &PgStore) -> Result<Vec<HistoryLine>> {
+    pg.read(|c| {
+        Ok(c.query(LINES, &[])?
+            .iter()
+            .map(|row| HistoryLine {
+                job_id: row.get(0),
+                at: row.get(1),
+                event: row.get(2),
+                detail: row.get(3),
+                key: row.get(4),
+                status: row.get(5),
+            })
+            .collect())
     })
 }
