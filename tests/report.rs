@@ -6,9 +6,10 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Backend, TestDb, BIN};
+use common::{browser, Backend, TestDb, BIN};
 use leasehold::store::{Admission, Answer, GatePolicy};
 use leasehold::testing::dup;
 use leasehold::NewDoc;
@@ -89,9 +90,8 @@ fn chart<'a>(page: &'a str, id: &str) -> &'a str {
     &section[svg..]
 }
 
-fn report_draws_every_chart_and_fetches_nothing(backend: Backend) {
-    let t = TestDb::new(backend);
-    a_day_of_work(&t);
+/// `leasehold report --html` on `t`'s database: the file and the page.
+fn write_report(t: &TestDb) -> (PathBuf, String) {
     let data = t.dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
     let file = t.dir.path().join("report.html");
@@ -106,6 +106,13 @@ fn report_draws_every_chart_and_fetches_nothing(backend: Backend) {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let page = std::fs::read_to_string(&file).unwrap();
+    (file, page)
+}
+
+fn report_draws_every_chart_and_fetches_nothing(backend: Backend) {
+    let t = TestDb::new(backend);
+    a_day_of_work(&t);
+    let (_, page) = write_report(&t);
 
     assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
     assert!(page.trim_end().ends_with("</html>"));
@@ -153,3 +160,49 @@ fn report_draws_every_chart_and_fetches_nothing(backend: Backend) {
 }
 
 on_both_backends!(report_draws_every_chart_and_fetches_nothing);
+
+/// The page in a real browser (Chromium's headless shell, installed by the
+/// test's setup when missing): it parses into every section with its chart,
+/// and a screenshot shows the charts drawn in their colours (the bars of the
+/// throughput, the red of the refused writes and the incident).
+#[test]
+fn the_report_renders_in_a_headless_browser() {
+    let t = TestDb::new(Backend::Sqlite);
+    a_day_of_work(&t);
+    let (file, _) = write_report(&t);
+    let dom = browser::run(&file, &["--dump-dom"]);
+    assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert_eq!(dom.matches("<svg").count(), SECTIONS.len(), "{dom}");
+    for id in SECTIONS {
+        assert!(
+            dom.contains(&format!("<section id=\"{id}\">")),
+            "{id} missing from the DOM"
+        );
+    }
+    let shot = t.dir.path().join("report.png");
+    let out = browser::run(
+        &file,
+        &[
+            "--window-size=800,2600",
+            &format!("--screenshot={}", shot.display()),
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (width, height, pixels) = browser::decode_png(&std::fs::read(&shot).unwrap());
+    assert_eq!((width, height), (800, 2600));
+    let count = |rgb: [u8; 3]| pixels.iter().filter(|p| **p == rgb).count();
+    let blue = count([0x3a, 0x6e, 0xa5]);
+    let red = count([0xc0, 0x50, 0x4d]);
+    let ink = pixels.iter().filter(|p| **p != [255, 255, 255]).count();
+    assert!(blue > 2_000, "the charts' bars are not drawn: {blue} blue pixels");
+    assert!(
+        red > 300,
+        "refused writes and incidents are not drawn: {red} red pixels"
+    );
+    assert!(
+        ink * 50 > pixels.len(),
+        "the page is nearly blank: {ink} of {} pixels",
+        pixels.len()
+    );
+}

@@ -70,7 +70,8 @@ fn trim(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{}", v as i64)
     } else {
-        format!("{v:.2}")
+        let text = format!("{v:.3}");
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
     }
 }
 
@@ -309,5 +310,9 @@ mod tests {
         assert!(columns("c", &[], &[("x", vec![])]).contains("no data"));
         assert!(line("l", &["a".into()], &[3.0]).contains("<polyline"));
         assert_eq!(shorten("abcdef", 4), "abc…");
+        assert_eq!(
+            (trim(2.0), trim(0.0125), trim(1.5)),
+            ("2".into(), "0.013".into(), "1.5".into())
+        );
     }
 }
