@@ -173,6 +173,51 @@ fn a_lockout_logs_the_lock_probe_recovery_and_notices(b: Backend) {
     env.assert_no_secret();
 }
 
+/// A document over the input limit is logged at `run`'s default level
+/// (warn) with its key and the limit, not its text.
+#[test]
+fn a_limit_hit_is_logged_with_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (docs, data) = (dir.path().join("docs"), dir.path().join("data"));
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("big.txt"), "words ".repeat(500)).unwrap();
+    let out = Command::new(BIN)
+        .arg("--data")
+        .arg(&data)
+        .args([
+            "--log-format",
+            "json",
+            "run",
+            docs.to_str().unwrap(),
+            "--max-input",
+            "1KiB",
+        ])
+        .env_remove("RUST_LOG")
+        .env_remove("LEASEHOLD_DB")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let log = json_lines(&out.stderr);
+    let hit = events(&log, "limit_hit");
+    assert_eq!(hit.len(), 1, "{log:?}");
+    assert_eq!(hit[0]["level"], "WARN");
+    assert_eq!(hit[0]["key"], "big.txt");
+    assert!(
+        hit[0]["limit"]
+            .as_str()
+            .unwrap()
+            .contains("1024-byte input limit"),
+        "{}",
+        hit[0]
+    );
+    assert!(
+        log.iter().all(|l| l["level"] != "INFO"),
+        "run is quiet below warn: {log:?}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("words words"));
+    assert_no_logs_on(&out.stdout);
+}
+
 /// `RUST_LOG` sets the level when `--log-level` does not; a bad one is a
 /// configuration error (exit 2) naming it.
 #[test]

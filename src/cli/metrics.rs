@@ -405,11 +405,11 @@ impl MetricsFile {
                     stopped.recv_timeout(METRICS_FILE_EVERY)
                 {
                     if let Err(e) = refresh(&store, &path) {
-                        eprintln!("leasehold: --metrics-file {}: {e}", path.display());
+                        log_failure(&path, &e);
                     }
                 }
                 if let Err(e) = refresh(&store, &path) {
-                    eprintln!("leasehold: --metrics-file {}: {e}", path.display());
+                    log_failure(&path, &e);
                 }
             })
             .map_err(|e| CliError::Runtime(format!("starting the metrics file's thread: {e}")))?;
@@ -426,6 +426,18 @@ pub fn keep_file(cfg: &Config, work: &WorkFlags) -> Result<Option<MetricsFile>, 
         .as_deref()
         .map(|path| MetricsFile::start(&cfg.store, path))
         .transpose()
+}
+
+/// A rewrite that failed (a full disk, a removed directory): said in the log,
+/// and tried again at the next tick; the command goes on.
+fn log_failure(path: &Path, error: &str) {
+    tracing::warn!(
+        target: "leasehold::metrics",
+        event = "metrics_file_failed",
+        path = %path.display(),
+        error,
+        "could not rewrite the metrics file"
+    );
 }
 
 fn refresh(store: &Store, path: &Path) -> Result<(), String> {
