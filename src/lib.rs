@@ -23,7 +23,7 @@
 //! | [`secret`] | passwords that never print |
 //! | `service`, `process` | one start/stop shape for background threads; commands run on a leash (own process group, bounded wait) |
 //! | `group` | leader–follower group commit: concurrent callers share one transaction (store) or one round of fsyncs (mirror) |
-//! | `cli` | the command-line tool: flags → validated parts → one call per command |
+//! | `cli` | the command-line tool: flags → validated parts → one call per command; the log subscriber, `metrics` and the HTML report (the library emits `tracing` events, the CLI decides where they go) |
 //!
 //! # Embedding
 //! [`Store`] is the queue; [`pipeline::WorkerPool`] runs the whole pipeline over

@@ -54,6 +54,33 @@ pub struct Global {
     /// Also print each document as it finishes.
     #[arg(short, long, global = true)]
     pub verbose: bool,
+    /// Log level on stderr: error, warn, info, debug, trace, or directives
+    /// as RUST_LOG takes them (default: RUST_LOG, else warn; info for work
+    /// and sync).
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// How log lines look: text, or one JSON object per line.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}
+
+/// The form of the log lines on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum LogFormat {
+    // Plain comments, not doc comments: a documented value makes clap print
+    // every command's help in its long, two-line layout.
+    // One readable line per event.
+    #[default]
+    Text,
+    // One JSON object per line (`timestamp`, `level`, `target`, `message`
+    // and the event's fields).
+    Json,
 }
 
 /// The default lease length.
@@ -110,6 +137,11 @@ pub struct WorkFlags {
     /// faster to debug, but a hostile file can crash or hang the whole run.
     #[arg(long)]
     pub in_process: bool,
+    /// Keep this file up to date with `leasehold metrics`'s text (rewritten
+    /// atomically every few seconds and at exit), for node_exporter's
+    /// textfile collector.
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub metrics_file: Option<PathBuf>,
     #[command(flatten)]
     pub search: SearchFlags,
 }
@@ -173,6 +205,7 @@ impl WorkFlags {
             search: SearchFlags {
                 tokenizer: self.search.tokenizer.or(earlier.search.tokenizer),
             },
+            metrics_file: self.metrics_file.or(earlier.metrics_file),
         }
     }
 }
@@ -437,7 +470,9 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         id: Option<i64>,
     },
-    /// Remove orphan generations and temp files from the whole mirror.
+    /// Remove orphan generations and temp files from the whole mirror, and
+    /// history lines older than `[store] history_keep` (default 30 days;
+    /// each document's last line stays).
     Gc {
         /// Only list what would be removed.
         #[arg(long)]
@@ -446,6 +481,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A self-contained HTML page of charts drawn from the history:
+    /// throughput, failures by reason and format, queue depth, takeovers and
+    /// refused writes, the gate's incidents, the slowest documents.
+    Report {
+        /// Write the page to FILE (inline SVG; it fetches nothing).
+        #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+        html: PathBuf,
+    },
+    /// The store's figures, once, in the Prometheus text format (documents
+    /// by status, claims, completions, takeovers, failures, outbox, accounts,
+    /// extraction times).
+    Metrics,
     /// Check a data directory: store integrity, WAL, leases, every accepted
     /// result's file and checksum, leftovers for gc, local file systems.
     /// Exit 0 when healthy, 1 with one line per problem otherwise.

@@ -179,6 +179,9 @@ impl Config {
                 max_age_ms: crate::clock::duration_ms(f.outbox.max_age),
                 max_bytes: f.outbox.max_bytes,
             };
+            if let Some(keep) = f.store.history_keep {
+                options = options.history_keep(keep);
+            }
         }
         let store = Store::open(&db, options)?;
         let extract = Extraction::build(work, file.as_ref());

@@ -3,9 +3,13 @@
 
 mod args;
 mod auth;
+mod charts;
 mod config;
 mod doctor;
+mod logs;
+mod metrics;
 mod migrate;
+mod page;
 mod pool;
 mod progress;
 mod report;
@@ -82,6 +86,14 @@ pub fn main() -> ExitCode {
     ignore_file_size_signal();
     let args = Cli::parse();
     progress::set_verbosity(args.global.quiet, args.global.verbose);
+    if let Err(e) = logs::init(
+        args.global.log_level.as_deref(),
+        args.global.log_format,
+        default_log_level(&args.command),
+    ) {
+        let _ = writeln!(std::io::stderr().lock(), "leasehold: {e}");
+        return ExitCode::from(e.exit_code());
+    }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(args))) {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
@@ -90,6 +102,16 @@ pub fn main() -> ExitCode {
         }
         Err(_) if READER_GONE.load(Ordering::SeqCst) => ExitCode::SUCCESS,
         Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
+/// The log level when neither `--log-level` nor `RUST_LOG` says: the
+/// long-running commands tell what happens; the others (a person watching
+/// `run`'s progress) only warn.
+fn default_log_level(command: &Command) -> &'static str {
+    match command {
+        Command::Work { .. } | Command::Sync { .. } => "info",
+        _ => "warn",
     }
 }
 
@@ -177,11 +199,12 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             fail_on_error,
             include_hidden,
             work,
-        } => run::run(
-            &config::Config::build(g, &work.or(early), Some((&dir, include_hidden)))?,
-            json,
-            fail_on_error,
-        ),
+        } => {
+            let work = work.or(early);
+            let cfg = config::Config::build(g, &work, Some((&dir, include_hidden)))?;
+            let _metrics = metrics::keep_file(&cfg, &work)?;
+            run::run(&cfg, json, fail_on_error)
+        }
         Command::Watch {
             dir,
             json,
@@ -192,17 +215,18 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             poll,
             max_pending,
             work,
-        } => watch::watch(
-            &config::Config::build(g, &work.or(early), Some((&dir, include_hidden)))?,
-            watch::WatchFlags {
+        } => {
+            let work = work.or(early);
+            let cfg = config::Config::build(g, &work, Some((&dir, include_hidden)))?;
+            let _metrics = metrics::keep_file(&cfg, &work)?;
+            let flags = watch::WatchFlags {
                 debounce,
                 rescan_every,
                 poll,
                 max_pending,
-            },
-            json,
-            fail_on_error,
-        ),
+            };
+            watch::watch(&cfg, flags, json, fail_on_error)
+        }
         Command::Discover {
             dir,
             json,
@@ -230,8 +254,18 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             json,
             no_wait,
             work,
-        } => run::work(&build(&work.or(early))?, until_empty, json, no_wait),
-        Command::Sync { json, no_wait, work } => sync::sync(&build(&work.or(early))?, json, no_wait),
+        } => {
+            let work = work.or(early);
+            let cfg = build(&work)?;
+            let _metrics = metrics::keep_file(&cfg, &work)?;
+            run::work(&cfg, until_empty, json, no_wait)
+        }
+        Command::Sync { json, no_wait, work } => {
+            let work = work.or(early);
+            let cfg = build(&work)?;
+            let _metrics = metrics::keep_file(&cfg, &work)?;
+            sync::sync(&cfg, json, no_wait)
+        }
         Command::Completions { shell } => completions(shell),
         Command::Man { command } => man_page(command.as_deref()),
         // Work flags written before these commands are still taken (and
@@ -268,6 +302,8 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             AuthCommand::Status { json } => auth::status(&existing(Existing::Store)?, json),
             AuthCommand::Unlock { account } => auth::unlock(&existing(Existing::Store)?, &account),
         },
+        Command::Metrics => metrics::metrics(&existing(Existing::Store)?),
+        Command::Report { html } => page::report(&existing(Existing::Store)?, &html),
         Command::Doctor { json } => doctor::doctor(g, json),
         Command::Migrate { to, json } => migrate::migrate(&existing(Existing::Store)?, &to, json),
         Command::Retry { doc, dead } => report::retry(&existing(Existing::Store)?, doc.as_deref(), dead),

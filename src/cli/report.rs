@@ -21,7 +21,7 @@ fn print_json<T: serde::Serialize>(v: &T) {
 /// A time in the injected clock's milliseconds, as a local ISO 8601 time
 /// with its offset (e.g. `2026-03-01T14:05:09.120+01:00`): what people read
 /// their clocks in. UTC when the local offset cannot be found.
-fn when(ms: Millis) -> String {
+pub(super) fn when(ms: Millis) -> String {
     let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
     match local_tm(secs) {
         Some(tm) => format!(
@@ -521,7 +521,8 @@ pub fn show(cfg: &Config, doc: &DocRef) -> Result<ExitCode, CliError> {
     }
 }
 
-/// `leasehold gc`: the fenced cleanup over every document directory. Refuses to
+/// `leasehold gc`: the fenced cleanup over every document directory, then the
+/// history retention (`[store] history_keep`). Refuses to
 /// sweep a SQLite store that fails its quick check (a PostgreSQL server keeps
 /// its own files sound).
 pub fn gc(cfg: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError> {
@@ -538,6 +539,7 @@ pub fn gc(cfg: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError>
         )));
     }
     let report = sweep(&cfg.store, &cfg.mirror, dry_run)?;
+    let history = cfg.store.prune_history(dry_run)?;
     if json {
         print_json(&serde_json::json!({
             "dry_run": dry_run,
@@ -545,10 +547,19 @@ pub fn gc(cfg: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError>
             "unknown": report.unknown,
             "missing_rows": report.missing_rows,
             "busy": report.busy,
+            "history": history,
         }));
         return Ok(ExitCode::SUCCESS);
     }
     let verb = if dry_run { "would remove" } else { "removed" };
+    println!(
+        "{verb} {} history line(s) from before {} ({} of them refused writes); \
+         kept {} older line(s), each its document's last",
+        history.removed,
+        when(history.cutoff),
+        history.removed_rejected,
+        history.kept_last
+    );
     println!(
         "{verb} {} file(s); kept {}",
         report.removed.len(),

@@ -59,6 +59,8 @@
 //! [store]
 //! db = "postgres://leasehold@db.example.com/leasehold"
 //! password_file = "secrets/db.password"
+//! # How long `gc` keeps history lines (each document's last line stays).
+//! history_keep = "30d"
 //!
 //! # Where parsers run, and the limits of one document.
 //! [extract]
@@ -104,6 +106,9 @@
 //!   search index's tokenizer when the data directory is made (the flag
 //!   `--tokenizer` overrides it). A data directory keeps the one it was made
 //!   with; asking for another is refused until `leasehold reindex --tokenizer`.
+//!   flag `--db` and the variable `LEASEHOLD_DB` override it. `history_keep` (a
+//!   duration, default `"30d"`): `gc` removes history lines older than this,
+//!   except each document's last.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -163,6 +168,8 @@ max_bytes = "256MiB"
 [store]
 db = "postgres://leasehold@db.example.com/leasehold"
 password_file = "secrets/db.password"
+# How long `gc` keeps history lines (each document's last line stays).
+history_keep = "30d"
 
 # Where parsers run, and the limits of one document.
 [extract]
@@ -238,6 +245,9 @@ pub struct StoreConfig {
     pub db: Option<DbLocation>,
     /// The PostgreSQL password from `password_env` or `password_file`.
     pub password: Option<Secret>,
+    /// `history_keep`: how long `gc` keeps history lines; `None` keeps the
+    /// store's default ([`crate::StoreOptions::history_keep`], 30 days).
+    pub history_keep: Option<Duration>,
 }
 
 impl StoreConfig {

@@ -48,6 +48,7 @@ pub(super) struct RawStore {
     db: Option<String>,
     password_env: Option<String>,
     password_file: Option<String>,
+    history_keep: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -230,11 +231,18 @@ impl Validator<'_> {
     /// or `password_file` like an account's.
     fn store(&self, raw: RawStore) -> Result<StoreConfig, ConfigError> {
         let has_password = raw.password_env.is_some() || raw.password_file.is_some();
+        let history_keep = raw
+            .history_keep
+            .map(|text| self.duration("[store] history_keep", Some(text), Duration::ZERO, false))
+            .transpose()?;
         let Some(db) = raw.db else {
             if has_password {
                 return Err(self.invalid("[store] db", "is required with a password"));
             }
-            return Ok(StoreConfig::default());
+            return Ok(StoreConfig {
+                history_keep,
+                ..StoreConfig::default()
+            });
         };
         if db.is_empty() {
             return Err(self.invalid("[store] db", "must not be empty"));
@@ -274,6 +282,7 @@ impl Validator<'_> {
         Ok(StoreConfig {
             db: Some(db),
             password,
+            history_keep,
         })
     }
 

@@ -322,10 +322,15 @@ impl Worker {
             // No extraction process could be started: the machine's fault, not
             // the document's; it waits without spending the attempt.
             Ok(Err(e @ ExtractError::Unavailable { .. })) => Err(self.park_for_backoff(claim, e.to_string())),
-            Ok(Err(e)) => Err(Stop::Failed {
-                permanent: e.is_permanent(),
-                error: e.to_string(),
-            }),
+            Ok(Err(e)) => {
+                if matches!(e, ExtractError::Limit { .. } | ExtractError::TooLarge { .. }) {
+                    log_limit(&claim.key, &e.to_string());
+                }
+                Err(Stop::Failed {
+                    permanent: e.is_permanent(),
+                    error: e.to_string(),
+                })
+            }
             Err(panic) => Err(Stop::Failed {
                 error: format!("extractor panicked: {}", panic_message(&*panic)),
                 permanent: true,
@@ -352,10 +357,15 @@ impl Worker {
                     parked,
                 }
             }
-            e => Stop::Failed {
-                permanent: e.is_permanent(),
-                error: without_key(&claim.key, &e),
-            },
+            e => {
+                if matches!(e, SourceError::TooLarge { .. }) {
+                    log_limit(&claim.key, &without_key(&claim.key, &e));
+                }
+                Stop::Failed {
+                    permanent: e.is_permanent(),
+                    error: without_key(&claim.key, &e),
+                }
+            }
         }
     }
 
@@ -507,6 +517,18 @@ impl Worker {
 /// place that shows a document's error (the summary, `inspect`, the progress
 /// line) shows its key beside it, and `SourceError` starts with the key so
 /// that it reads alone elsewhere (a scan, the library's callers).
+/// Log a document that hit a limit (input size, extraction time, memory,
+/// CPU, text size): the operator may want to raise it.
+fn log_limit(key: &str, limit: &str) {
+    tracing::warn!(
+        target: "leasehold::extract",
+        event = "limit_hit",
+        key,
+        limit,
+        "a document hit a limit"
+    );
+}
+
 fn without_key(key: &str, e: &SourceError) -> String {
     let shown = e.to_string();
     match shown.strip_prefix(&format!("{key:?}: ")) {

@@ -27,6 +27,9 @@
 //! - `search/`: the search index over the accepted texts (DESIGN §14): its
 //!   vocabulary, the query reader, and SQLite's FTS5 statements, written in
 //!   the fenced completion's transaction.
+//! - `events.rs`: log events of the facade (a refused fenced write).
+//! - `retention.rs`: `gc`'s history retention (`history_keep`), both engines.
+//! - `figures.rs`: the history's figures for `leasehold metrics`, both engines.
 //! - `postgres/`: the PostgreSQL engine: open by URL, migrate from
 //!   `schema.pg.sql`, pool, and the same operations in PostgreSQL's SQL.
 //!
@@ -39,6 +42,8 @@
 mod check;
 mod checkpoint;
 mod engine;
+mod events;
+mod figures;
 mod gate;
 mod holder;
 mod location;
@@ -49,6 +54,7 @@ mod outbox;
 pub mod postgres;
 mod queue;
 mod read;
+mod retention;
 pub mod search;
 mod sqlite;
 mod turnstile;
@@ -62,6 +68,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 pub use check::IndexedRow;
+pub use figures::{HistoryFigures, HistoryLine};
 pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, GateState, ProbePermit};
 pub use location::DbLocation;
 pub use open::schema_version;
@@ -69,6 +76,7 @@ pub use options::{Backoff, StoreOptions, Synchronous};
 pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxTotals, PendingNotice};
 pub use queue::NewDoc;
 pub use read::{KnownSource, Totals};
+pub use retention::HistoryPrune;
 pub use search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 #[doc(hidden)]
 pub use write::claim_candidate_queries;
@@ -420,7 +428,9 @@ impl Store {
     /// Extend the lease of `owner`'s claim from now. Fenced on id + token +
     /// extracting; an expired lease that nobody re-claimed can still be renewed.
     pub fn renew(&self, owner: &Owner) -> Result<Fenced> {
-        self.engine().renew(owner)
+        let out = self.engine().renew(owner)?;
+        events::refused("renew", owner, &out);
+        Ok(out)
     }
 
     /// Accept `result_path` (relative to the mirror root) and its SHA-256 as the
@@ -451,7 +461,9 @@ impl Store {
     /// [`Store::complete`] with everything a completion can record: a note for
     /// the history (what extraction decided) and the text for the sink.
     pub fn finish(&self, claim: Claim, c: Completion<'_>) -> Result<Fenced> {
-        let out = self.engine().finish(&claim.owner(), &c)?;
+        let owner = claim.owner();
+        let out = self.engine().finish(&owner, &c)?;
+        events::refused("complete", &owner, &out);
         // Idle workers waiting to see whether the run is over look again.
         self.notify_work();
         Ok(out)
@@ -473,6 +485,9 @@ impl Store {
         let done: Vec<(Owner, Completion<'_>)> =
             done.into_iter().map(|(claim, c)| (claim.owner(), c)).collect();
         let out = self.engine().finish_many(&done)?;
+        for ((owner, _), out) in done.iter().zip(&out) {
+            events::refused("complete", owner, out);
+        }
         self.notify_work();
         Ok(out)
     }
@@ -480,14 +495,18 @@ impl Store {
     /// Record a failure: `retrying` with backoff, or `dead` when attempts are
     /// exhausted or `permanent`. Fenced; the claim is spent either way.
     pub fn fail(&self, claim: Claim, error: &str, permanent: bool) -> Result<Fenced> {
-        let out = self.engine().fail(&claim.owner(), error, permanent)?;
+        let owner = claim.owner();
+        let out = self.engine().fail(&owner, error, permanent)?;
+        events::refused("fail", &owner, &out);
         self.notify_work();
         Ok(out)
     }
 
     /// Hand the document back without spending the attempt (shutdown). Fenced.
     pub fn release(&self, claim: Claim, reason: &str) -> Result<Fenced> {
-        let out = self.engine().release(&claim.owner(), reason, None)?;
+        let owner = claim.owner();
+        let out = self.engine().release(&owner, reason, None)?;
+        events::refused("release", &owner, &out);
         self.notify_work();
         Ok(out)
     }
@@ -496,7 +515,9 @@ impl Store {
     /// what it waits for (see [`Parked`]): a full disk or a rate limit for a
     /// while, a locked account until that account recovers. Fenced.
     pub fn park(&self, claim: Claim, reason: &str, parked: Parked) -> Result<Fenced> {
-        let out = self.engine().release(&claim.owner(), reason, Some(&parked))?;
+        let owner = claim.owner();
+        let out = self.engine().release(&owner, reason, Some(&parked))?;
+        events::refused("release", &owner, &out);
         self.notify_work();
         Ok(out)
     }

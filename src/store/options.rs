@@ -117,6 +117,11 @@ pub struct StoreOptions {
     /// result then takes the previous text out and puts none in, so such
     /// documents are not searchable until `leasehold reindex`).
     pub search_index: bool,
+    /// How long `gc` keeps history lines ([`crate::Store::prune_history`]).
+    /// Older lines are removed, except each document's last one: `inspect`
+    /// still says how a document came to be where it is, and the next line's
+    /// number, which follows the last, is never reused. Default 30 days.
+    pub history_keep: Duration,
 }
 
 impl Default for StoreOptions {
@@ -140,6 +145,7 @@ impl Default for StoreOptions {
             secure_delete: true,
             tokenizer: None,
             search_index: true,
+            history_keep: Duration::from_secs(30 * 24 * 60 * 60),
         }
     }
 }
@@ -223,6 +229,12 @@ impl StoreOptions {
         self
     }
 
+    /// Sets [`StoreOptions::history_keep`]; must be longer than zero.
+    pub fn history_keep(mut self, keep: Duration) -> Self {
+        self.history_keep = keep;
+        self
+    }
+
     pub(super) fn validate(&self) -> Result<()> {
         if self.lease.is_zero() {
             return Err(invalid("lease", "must be longer than zero"));
@@ -232,6 +244,9 @@ impl StoreOptions {
         }
         if self.max_lost_leases == 0 {
             return Err(invalid("max_lost_leases", "must be at least 1"));
+        }
+        if self.history_keep.is_zero() {
+            return Err(invalid("history_keep", "must be longer than zero"));
         }
         if !(0.0..=1.0).contains(&self.backoff.jitter) {
             return Err(invalid("backoff jitter", "must be between 0 and 1"));

@@ -34,6 +34,9 @@ const EXPIRY_EVERY: Duration = Duration::from_secs(60);
 /// The courier's longest nap when there is nothing to do.
 pub(crate) const NAP: Duration = Duration::from_millis(200);
 
+/// How often the courier looks for results the outbox's cap dropped.
+const DROPS_EVERY: Duration = Duration::from_secs(5);
+
 /// What the courier did, reported when it stops.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Delivered {
@@ -52,6 +55,9 @@ pub struct Courier {
     probes: Vec<(String, ProbeRequest)>,
     /// When the courier next looks for locks that ran out.
     next_sweep: Millis,
+    /// The outbox's dropped count when last looked at, and when that was:
+    /// the log says when the cap drops results (`log_drops`).
+    drops_seen: Option<(i64, Instant)>,
     done: Delivered,
 }
 
@@ -69,6 +75,7 @@ impl Courier {
             expiry_checked: None,
             probes: Vec::new(),
             next_sweep: Millis::MIN,
+            drops_seen: None,
             done: Delivered::default(),
         }
     }
@@ -150,6 +157,7 @@ impl Courier {
             }
             self.expiry_checked = Some(Instant::now());
         }
+        self.log_drops();
         match self.sink.as_deref().map(Sink::drain_once) {
             Some(Ok(DrainStep::Sent(n))) => {
                 self.done.results += n as u64;
@@ -162,6 +170,30 @@ impl Courier {
             }
             Some(Ok(DrainStep::Empty)) | None => NAP,
         }
+    }
+
+    /// Every [`DROPS_EVERY`], with a sink: log the results the outbox's cap
+    /// dropped since the last look (by any process: the count is the store's).
+    fn log_drops(&mut self) {
+        if self.sink.is_none() || self.drops_seen.is_some_and(|(_, at)| at.elapsed() < DROPS_EVERY) {
+            return;
+        }
+        let Ok(totals) = self.gate.store().outbox().totals() else {
+            return;
+        };
+        if let Some((before, _)) = self.drops_seen {
+            if totals.dropped > before {
+                tracing::warn!(
+                    target: "leasehold::outbox",
+                    event = "outbox_dropped",
+                    dropped = totals.dropped - before,
+                    dropped_total = totals.dropped,
+                    waiting = totals.rows,
+                    "the outbox's cap dropped results that could not be delivered"
+                );
+            }
+        }
+        self.drops_seen = Some((totals.dropped, Instant::now()));
     }
 
     /// Run on a thread of its own until stopped.

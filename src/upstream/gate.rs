@@ -156,7 +156,10 @@ impl Gate {
                 .admit(&account.name, &self.holder, &self.policy)?
             {
                 Admission::Go => None,
-                Admission::Probe(p) => Some(p),
+                Admission::Probe(p) => {
+                    log_probe(&account.name);
+                    Some(p)
+                }
                 Admission::Paced { until } => {
                     return Err(GateError::Paced {
                         account: account.name.clone(),
@@ -182,6 +185,7 @@ impl Gate {
                 .accounts()
                 .report(&account.name, permit.as_ref(), &answer, &self.policy)?
         };
+        log_change(&account.name, &change);
         if !matches!(change, GateChange::Unchanged) {
             self.send_notices();
         }
@@ -213,8 +217,10 @@ impl Gate {
         let Admission::Probe(permit) = store.admit(&account.name, &self.holder, &self.policy)? else {
             return Ok(None);
         };
+        log_probe(&account.name);
         let answer = answer_for(&request(account), self.store.now());
         let change = store.report(&account.name, Some(&permit), &answer, &self.policy)?;
+        log_change(&account.name, &change);
         self.send_notices();
         Ok(Some(change))
     }
@@ -350,6 +356,46 @@ fn answer_for<T>(result: &Result<T, UpstreamError>, now: Millis) -> Answer {
 
 /// How soon a document held back by someone else's probe is tried again.
 pub(super) const PROBE_RECHECK_MS: Millis = 1000;
+
+/// Log that this process took `account`'s probe slot.
+fn log_probe(account: &str) {
+    tracing::info!(
+        target: "leasehold::gate",
+        event = "gate_probe",
+        account,
+        "probing a locked account once for everyone"
+    );
+}
+
+/// Log what an answer did to `account`'s gate: a lock for everyone, a
+/// recovery, a pace. Nothing for an unchanged gate.
+fn log_change(account: &str, change: &GateChange) {
+    match change {
+        GateChange::Locked { epoch, until } => tracing::warn!(
+            target: "leasehold::gate",
+            event = "gate_locked",
+            account,
+            incident = epoch,
+            until_ms = until,
+            "the account is locked for every process"
+        ),
+        GateChange::Recovered { epoch } => tracing::info!(
+            target: "leasehold::gate",
+            event = "gate_recovered",
+            account,
+            incident = epoch,
+            "the probe succeeded: the account is open again"
+        ),
+        GateChange::Paced { until } => tracing::info!(
+            target: "leasehold::gate",
+            event = "gate_paced",
+            account,
+            until_ms = until,
+            "the upstream asked everyone to slow down"
+        ),
+        GateChange::Unchanged | GateChange::Stale | GateChange::SlotFreed => {}
+    }
+}
 
 #[cfg(test)]
 mod tests {

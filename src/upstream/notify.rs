@@ -147,6 +147,15 @@ impl Notifier {
     /// The caller retries the whole notice, so a channel may see a notice twice.
     pub fn send(&self, n: &Notice) -> Result<(), NotifyError> {
         let n = &n.redacted();
+        tracing::info!(
+            target: "leasehold::notice",
+            event = "notice",
+            id = n.id,
+            kind = %one_line(&n.kind),
+            account = %one_line(&n.account),
+            message = %one_line(&n.message),
+            "notice sent"
+        );
         eprintln!(
             "leasehold: notice {} [{}]: {}",
             one_line(&n.kind),

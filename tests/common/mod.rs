@@ -3,6 +3,7 @@
 //! conformance tests that run the same body on SQLite and on PostgreSQL.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod gate_env;
 pub mod hostile;
 pub mod output;

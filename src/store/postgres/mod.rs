@@ -18,6 +18,8 @@
 //! - `gate.rs`: the auth gate (DESIGN §6) under row and advisory locks.
 //! - `outbox.rs`: results waiting for the sink, and sending notices.
 //! - `fence.rs`: the document's row lock that fences mirror cleanup.
+//! - `retention.rs`: `gc`'s history retention.
+//! - `figures.rs`: the history's figures for `leasehold metrics`.
 //! - `ops.rs`: the seam: [`crate::store`]'s `Engine` for [`PgStore`].
 //!
 //! Callers use [`crate::Store`], which opens a `PgStore` for a `postgres://`
@@ -28,6 +30,7 @@
 mod clock;
 mod conn;
 mod fence;
+pub(crate) mod figures;
 mod gate;
 mod group;
 mod migrate;
@@ -35,6 +38,7 @@ mod ops;
 mod outbox;
 mod queue;
 mod read;
+pub(crate) mod retention;
 mod search;
 mod tx;
 mod url;
