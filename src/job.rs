@@ -113,6 +113,9 @@ pub struct Claim {
     pub attempts: i64,
     /// When the lease runs out unless renewed.
     pub lease_expires_at: Millis,
+    /// This claim took over a lease that was over (its worker died or
+    /// stalled, or the clock went back): the previous claim is fence - 1.
+    pub took_over: bool,
 }
 
 impl Claim {

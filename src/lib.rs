@@ -84,6 +84,7 @@ pub mod testing {
             fence: c.fence,
             attempts: c.attempts,
             lease_expires_at: c.lease_expires_at,
+            took_over: c.took_over,
         }
     }
 }

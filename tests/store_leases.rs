@@ -224,7 +224,58 @@ fn history_lines_read_the_same_on_both_engines(b: Backend) {
     assert_eq!(lines, expected);
 }
 
+/// A takeover is logged once, by the claim that made it, after its
+/// transaction committed, on both engines; a fresh claim is not.
+fn a_takeover_is_logged_once(b: Backend) {
+    let t = TestDb::new(b);
+    t.clock.set(START_MS);
+    let s = store(&t, 1_000);
+    s.enqueue(&NewDoc::new("doc", "v1")).unwrap();
+    let lines = captured_logs(|| {
+        let first = s.claim("A").unwrap().expect("A claims");
+        assert!(!first.took_over);
+        t.clock.advance(Duration::from_millis(1_500));
+        let second = s.claim("B").unwrap().expect("B takes over");
+        assert!(second.took_over);
+    });
+    let taken: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["fields"]["event"] == "claim_taken_over")
+        .collect();
+    assert_eq!(taken.len(), 1, "{lines:?}");
+    assert_eq!(taken[0]["fields"]["from_fence"], 1);
+    assert_eq!(taken[0]["fields"]["worker"], "B");
+}
+
+/// The JSON log lines `f` emits on this thread.
+fn captured_logs(f: impl FnOnce()) -> Vec<serde_json::Value> {
+    #[derive(Clone, Default)]
+    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let bytes = buf.0.lock().unwrap().clone();
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON log line"))
+        .collect()
+}
+
 on_both_backends!(
+    a_takeover_is_logged_once,
     history_lines_read_the_same_on_both_engines,
     a_dead_workers_lease_is_over_when_the_clock_goes_back_an_hour,
     a_lease_is_judged_by_its_own_length_not_the_claimers,

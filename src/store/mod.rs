@@ -389,7 +389,9 @@ impl Store {
             return Ok(Vec::new());
         }
         self.refuse_if_moved()?;
-        self.engine().claim_batch(worker, n)
+        let claims = self.engine().claim_batch(worker, n)?;
+        events::took_over(worker, &claims);
+        Ok(claims)
     }
 
     /// [`Error::Moved`] if the store carries the marker `leasehold migrate`

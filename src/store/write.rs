@@ -467,6 +467,7 @@ fn take(
         fence,
         attempts,
         lease_expires_at: lease_until,
+        took_over: c.lease_lost(),
     }))
 }
 
@@ -512,6 +513,7 @@ fn take_each(
                 fence: r.get(3)?,
                 attempts: r.get(4)?,
                 lease_expires_at: lease_until,
+                took_over: found[i].lease_lost(),
             };
             taken[i] = Some((claim, r.get(5)?));
         }
@@ -549,26 +551,13 @@ pub(crate) fn claim_detail(
     (attempts, lost): (i64, i64),
 ) -> String {
     match (c.lease_lost(), &c.token) {
-        (true, Some(old)) => {
-            // Logged here, where both engines word the takeover; a claim
-            // transaction that is retried logs it again.
-            tracing::warn!(
-                target: "leasehold::lease",
-                event = "claim_taken_over",
-                doc_id = c.id,
-                from_fence = c.fence,
-                worker,
-                why = c.lease_over(now),
-                "took over a lease that was over"
-            );
-            format!(
-                "worker {worker}; took over from fence {} ({old}) {}; attempt {attempts} refunded and kept; \
-                 lost leases {lost}/{}",
-                c.fence,
-                c.lease_over(now),
-                policy.max_lost_leases
-            )
-        }
+        (true, Some(old)) => format!(
+            "worker {worker}; took over from fence {} ({old}) {}; attempt {attempts} refunded and kept; \
+             lost leases {lost}/{}",
+            c.fence,
+            c.lease_over(now),
+            policy.max_lost_leases
+        ),
         _ => format!("worker {worker}; from {}; attempt {attempts}", c.status),
     }
 }

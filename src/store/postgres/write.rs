@@ -454,6 +454,7 @@ fn take_some(
                 lost_leases: r.try_get(5)?,
             };
             let key: Option<String> = r.try_get(6)?;
+            let took_over = c.lease_lost();
             let taken = match key {
                 None => None,
                 Some(key) => Some(Claim {
@@ -464,6 +465,7 @@ fn take_some(
                     fence: r.try_get(9)?,
                     attempts: r.try_get(10)?,
                     lease_expires_at: lease_until,
+                    took_over,
                 }),
             };
             Ok((c, taken))
