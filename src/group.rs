@@ -62,6 +62,11 @@ impl<Op, Out> GroupCommit<Op, Out> {
         }
     }
 
+    /// Whether no batch is being committed (a caller now would lead at once).
+    pub(crate) fn is_idle(&self) -> bool {
+        !lock(&self.queue).leader_running
+    }
+
     /// Queue `op` and return its own answer. `commit` runs a whole batch as one
     /// unit and returns one answer per operation, in order.
     pub(crate) fn submit<F>(&self, op: Op, commit: F) -> Out

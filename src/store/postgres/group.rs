@@ -7,7 +7,8 @@
 //! and a commit waits for its WAL flush, so a batch folds its claims into one
 //! [`write::claim_for`] (one `CLAIM` and one history INSERT for every caller)
 //! and its completions into one [`write::complete_each`], and commits once.
-//! A lone caller's batch is its own transaction, as before.
+//! A lone caller's batch is its own transaction, as before. A handle has
+//! [`LANES`] queues, so that as many batches can be in flight at once.
 //!
 //! Order inside a batch: renewals, then failures and releases, then
 //! completions, then claims. The operations of a batch were concurrent, so
@@ -20,6 +21,7 @@ use super::tx::{Fail, Sql};
 use super::{write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
+use crate::group::GroupCommit;
 use crate::job::{Claim, Owner};
 use crate::store::options::Policy;
 use crate::store::write::{WriteOp, WriteOut};
@@ -28,7 +30,12 @@ use crate::store::Completion;
 impl PgStore {
     /// Queue `op` with the others of this moment and return its own answer.
     pub(super) fn submit(&self, op: WriteOp) -> Result<WriteOut> {
-        self.inner.group.submit(op, |ops| self.commit_batch(ops))
+        let lanes = &self.inner.group;
+        let lane = lanes
+            .iter()
+            .position(GroupCommit::is_idle)
+            .unwrap_or_else(|| lane_of_this_thread() % lanes.len());
+        lanes[lane].submit(op, |ops| self.commit_batch(ops))
     }
 
     /// A batch in one transaction; if that fails, each operation alone, so
@@ -197,4 +204,29 @@ fn claim_all(
         outs[i] = Some(WriteOut::Claims(claims));
     }
     Ok(())
+}
+
+/// Group-commit queues of one handle, each with at most one transaction in
+/// flight. A caller takes the first idle lane, else its thread's own. One
+/// lane keeps a single transaction in flight, so a few threads wait on each
+/// other's commits where the bare protocol has one per thread in flight;
+/// more lanes make smaller batches. Measured with the store bench's
+/// interleaved rounds (store/raw, same run): 1 lane 0.48–0.57 at 4 threads
+/// and 0.82–0.93 at 16; 2 lanes 0.74–0.77 and 0.90–0.92; 4 lanes 1.11 and
+/// 0.76; 8 lanes 1.13 and 0.63.
+pub(super) const LANES: usize = 2;
+
+/// [`LANES`] empty queues.
+pub(super) fn lanes() -> Vec<GroupCommit<WriteOp, Result<WriteOut>>> {
+    (0..LANES)
+        .map(|_| GroupCommit::new(|reason| Err(Error::Internal(format!("group commit: {reason}")))))
+        .collect()
+}
+
+/// A lane for this thread when none is idle: the same one every time.
+fn lane_of_this_thread() -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::thread::current().id().hash(&mut h);
+    h.finish() as usize
 }

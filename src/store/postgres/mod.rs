@@ -120,8 +120,9 @@ struct Inner {
     opts: StoreOptions,
     /// The part of the options the SQL needs.
     policy: Policy,
-    /// Claims and fenced writes of this process waiting to share a transaction.
-    group: GroupCommit<WriteOp, Result<WriteOut>>,
+    /// Claims and fenced writes of this process waiting to share a
+    /// transaction, in [`group::LANES`] lanes.
+    group: Vec<GroupCommit<WriteOp, Result<WriteOut>>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -175,7 +176,7 @@ impl PgStore {
                 pool,
                 opts,
                 policy,
-                group: GroupCommit::new(|reason| Err(Error::Internal(format!("group commit: {reason}")))),
+                group: group::lanes(),
             }),
         })
     }
