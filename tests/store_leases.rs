@@ -247,27 +247,36 @@ fn a_takeover_is_logged_once(b: Backend) {
     assert_eq!(taken[0]["fields"]["worker"], "B");
 }
 
-/// The JSON log lines `f` emits on this thread.
+/// The JSON log lines `f` emits on this thread. One global subscriber (set
+/// once for this test binary) writes each thread's lines to that thread's
+/// own buffer: a subscriber scoped to one thread would race with the tests
+/// running beside it over tracing's per-callsite interest cache.
 fn captured_logs(f: impl FnOnce()) -> Vec<serde_json::Value> {
-    #[derive(Clone, Default)]
-    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Buf {
+    thread_local! {
+        static LINES: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    struct ThisThread;
+    impl std::io::Write for ThisThread {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
+            LINES.with(|l| l.borrow_mut().extend_from_slice(b));
             Ok(b.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }
-    let buf = Buf::default();
-    let writer = buf.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_writer(move || writer.clone())
-        .finish();
-    tracing::subscriber::with_default(subscriber, f);
-    let bytes = buf.0.lock().unwrap().clone();
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(|| ThisThread)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+    });
+    LINES.with(|l| l.borrow_mut().clear());
+    f();
+    let bytes = LINES.with(|l| std::mem::take(&mut *l.borrow_mut()));
     String::from_utf8_lossy(&bytes)
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON log line"))
