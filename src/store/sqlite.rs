@@ -176,16 +176,7 @@ impl Engine for Sqlite {
     }
 
     fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
-        let op = WriteOp::Claim {
-            worker: worker.to_owned(),
-            max: n,
-        };
-        match self.submit(op)? {
-            WriteOut::Claims(c) => Ok(c),
-            WriteOut::Fenced(_) => Err(Error::Internal(
-                "a claim was answered with a fenced outcome".into(),
-            )),
-        }
+        self.submit(WriteOp::claim(worker, n))?.claims()
     }
 
     /// A renewal that would change nothing (the row was set in this same

@@ -51,7 +51,27 @@ pub(crate) enum WriteOut {
     Fenced(Fenced),
 }
 
+impl WriteOp {
+    /// A claim of up to `max` documents for `worker`.
+    pub(crate) fn claim(worker: &str, max: usize) -> WriteOp {
+        WriteOp::Claim {
+            worker: worker.to_owned(),
+            max,
+        }
+    }
+}
+
 impl WriteOut {
+    /// The claims of a claim.
+    pub(crate) fn claims(self) -> Result<Vec<Claim>> {
+        match self {
+            WriteOut::Claims(c) => Ok(c),
+            WriteOut::Fenced(_) => Err(Error::Internal(
+                "a claim was answered with a fenced outcome".into(),
+            )),
+        }
+    }
+
     /// The fenced outcome of a fenced operation.
     pub(crate) fn fenced(self) -> Result<Fenced> {
         match self {

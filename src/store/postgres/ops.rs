@@ -20,7 +20,7 @@ use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, Pendi
 use crate::store::queue::NewDoc;
 use crate::store::read::{KnownSource, Totals};
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
-use crate::store::write::{WriteOp, WriteOut};
+use crate::store::write::WriteOp;
 use crate::store::Completion;
 
 impl Engine for PgStore {
@@ -87,16 +87,7 @@ impl Engine for PgStore {
     }
 
     fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
-        let op = WriteOp::Claim {
-            worker: worker.to_owned(),
-            max: n,
-        };
-        match self.submit(op)? {
-            WriteOut::Claims(c) => Ok(c),
-            WriteOut::Fenced(_) => Err(Error::Internal(
-                "a claim was answered with a fenced outcome".into(),
-            )),
-        }
+        self.submit(WriteOp::claim(worker, n))?.claims()
     }
 
     fn renew(&self, owner: &Owner) -> Result<Fenced> {
