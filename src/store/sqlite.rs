@@ -194,14 +194,7 @@ impl Engine for Sqlite {
     }
 
     fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced> {
-        self.fenced(WriteOp::Complete {
-            owner: owner.clone(),
-            path: c.result_path.to_owned(),
-            checksum: c.checksum.to_owned(),
-            note: c.note.map(str::to_owned),
-            delivery: c.deliver.map(str::to_owned),
-            index: c.index.map(str::to_owned),
-        })
+        self.fenced(WriteOp::complete(owner, c))
     }
 
     fn finish_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>> {

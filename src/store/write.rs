@@ -52,6 +52,18 @@ pub(crate) enum WriteOut {
 }
 
 impl WriteOp {
+    /// The completion `c` of `owner`'s claim, owned for the group-commit queue.
+    pub(crate) fn complete(owner: &Owner, c: &crate::store::Completion<'_>) -> WriteOp {
+        WriteOp::Complete {
+            owner: owner.clone(),
+            path: c.result_path.to_owned(),
+            checksum: c.checksum.to_owned(),
+            note: c.note.map(str::to_owned),
+            delivery: c.deliver.map(str::to_owned),
+            index: c.index.map(str::to_owned),
+        }
+    }
+
     /// A claim of up to `max` documents for `worker`.
     pub(crate) fn claim(worker: &str, max: usize) -> WriteOp {
         WriteOp::Claim {

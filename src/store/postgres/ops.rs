@@ -96,15 +96,7 @@ impl Engine for PgStore {
 
     fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced> {
         let c = search::gated(c, self.policy().search_index);
-        self.submit(WriteOp::Complete {
-            owner: owner.clone(),
-            path: c.result_path.to_owned(),
-            checksum: c.checksum.to_owned(),
-            note: c.note.map(str::to_owned),
-            delivery: c.deliver.map(str::to_owned),
-            index: c.index.map(str::to_owned),
-        })?
-        .fenced()
+        self.submit(WriteOp::complete(owner, &c))?.fenced()
     }
 
     /// Many completions in one transaction: one UPDATE and one history
