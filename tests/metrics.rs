@@ -264,6 +264,36 @@ fn metrics_match_status_and_the_run() {
         ),
         Some(1.0)
     );
+    // The accepted texts' sizes, read from the mirror: four notes of 6 bytes.
+    assert_eq!(
+        value(&samples, "leasehold_extracted_bytes_count", &[("format", "txt")]),
+        Some(4.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(&samples, "leasehold_extracted_bytes_sum", &[("format", "txt")]),
+        Some(24.0)
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "leasehold_extracted_bytes_bucket",
+            &[("format", "txt"), ("le", "1024")]
+        ),
+        Some(4.0)
+    );
+    // The run's waits for the write lock, folded into the store by the run
+    // and read back by another process.
+    let waits = value(&samples, "leasehold_write_lock_wait_seconds_count", &[]).unwrap_or(0.0);
+    assert!(waits >= 6.0, "at least one wait per claim: {waits}\n{text}");
+    assert_eq!(
+        value(
+            &samples,
+            "leasehold_write_lock_wait_seconds_bucket",
+            &[("le", "+Inf")]
+        ),
+        Some(waits)
+    );
     assert_eq!(value(&samples, "leasehold_outbox_depth", &[]), Some(0.0));
     // The file the run kept was written at its exit, from the same store.
     assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
@@ -296,3 +326,56 @@ fn history_figures_on_both(backend: Backend) {
 }
 
 on_both_backends!(history_figures_on_both);
+
+/// A write held off by another connection's transaction counts its wait, and
+/// the wait is folded into the store where another handle reads it.
+#[test]
+fn a_write_held_off_by_another_transaction_counts_its_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("q.db");
+    let store = leasehold::Store::open(&db, leasehold::StoreOptions::default()).unwrap();
+    let before = store.write_waits().unwrap().expect("SQLite measures");
+    let mut other = rusqlite::Connection::open(&db).unwrap();
+    let held = other
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    let (asking, asked) = std::sync::mpsc::channel();
+    let writer = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            asking.send(()).unwrap();
+            store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
+            store.fold_write_waits().unwrap();
+        })
+    };
+    asked.recv().unwrap();
+    // The writer cannot take the lock until this transaction ends.
+    std::thread::sleep(Duration::from_millis(300));
+    held.commit().unwrap();
+    writer.join().unwrap();
+
+    let reader = leasehold::Store::open(&db, leasehold::StoreOptions::default()).unwrap();
+    let after = reader.write_waits().unwrap().unwrap();
+    assert!(after.count > before.count, "{after:?}");
+    let slow: u64 = after.buckets[5..].iter().sum();
+    assert_eq!(slow, 1, "one wait longer than 0.1 s: {after:?}");
+    assert!(after.sum_us >= 100_000, "{after:?}");
+}
+
+/// A command folds its last waits into the store as it ends, with or
+/// without a metrics file.
+#[test]
+fn a_run_leaves_its_write_lock_waits_in_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (docs, data) = (dir.path().join("docs"), dir.path().join("data"));
+    std::fs::create_dir_all(&docs).unwrap();
+    for i in 0..3 {
+        std::fs::write(docs.join(format!("n{i}.txt")), format!("note {i}")).unwrap();
+    }
+    leasehold(&data, &["run", docs.to_str().unwrap()]);
+    let text = String::from_utf8(leasehold(&data, &["metrics"]).stdout).unwrap();
+    let (_, samples) = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    // At least the scan, a claim and a completion: each a write transaction.
+    let waits = value(&samples, "leasehold_write_lock_wait_seconds_count", &[]).unwrap_or(0.0);
+    assert!(waits >= 3.0, "{text}");
+}

@@ -3,8 +3,10 @@
 //! format up to date for node_exporter's textfile collector.
 //!
 //! Every figure is read from the store (counts, leases, the history table,
-//! the outbox's totals, the accounts), never from one process's memory, so
-//! `metrics` run anywhere, and every process's file, say the same. Counters
+//! the outbox's totals, the accounts, the write-lock waits every process
+//! folds into it) and the mirror (the size of each accepted text), never
+//! from one process's memory, so `metrics` run anywhere, and every process's
+//! file, say the same. Counters
 //! drawn from the history count the lines it still holds: `gc`'s retention
 //! removes old ones, which Prometheus reads as a counter reset.
 
@@ -18,7 +20,8 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, Sender};
 
-use crate::store::GateState;
+use crate::mirror::Mirror;
+use crate::store::{GateState, WriteWaits, WAIT_BUCKETS};
 use crate::{Status, Store};
 
 use super::args::WorkFlags;
@@ -30,6 +33,14 @@ pub const METRICS_FILE_EVERY: Duration = Duration::from_secs(5);
 
 /// Upper bounds (seconds) of the extraction-time histogram's buckets.
 const SECONDS_BUCKETS: [f64; 10] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0];
+
+/// Upper bounds (bytes) of the extracted-size histogram's buckets: 1 KiB to 64 MiB.
+const BYTES_BUCKETS: [f64; 9] = [
+    1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0, 67108864.0,
+];
+
+/// Indexed documents read per page when sizing their accepted texts.
+const SIZES_PAGE: i64 = 1000;
 
 /// A text in the exposition format, written one family at a time.
 #[derive(Default)]
@@ -155,14 +166,125 @@ pub fn format_of(key: &str) -> String {
     }
 }
 
-/// The whole exposition, read from `store` now.
-pub fn gather(store: &Store) -> crate::Result<String> {
+/// The whole exposition, read from `store` and `mirror` now; `sizes` keeps
+/// the accepted texts' sizes between calls.
+pub fn gather(store: &Store, mirror: &Mirror, sizes: &mut TextSizes) -> crate::Result<String> {
     let mut x = Exposition::default();
     documents(&mut x, store)?;
     history(&mut x, store)?;
+    sizes.refresh(store, mirror)?;
+    sizes.histogram(&mut x);
+    write_waits(&mut x, store)?;
     outbox(&mut x, store)?;
     accounts(&mut x, store)?;
     Ok(x.finish())
+}
+
+/// A histogram family by format from (format, value) samples, `bounds` its
+/// buckets' upper bounds.
+fn histogram_by_format(
+    x: &mut Exposition,
+    name: &str,
+    help: &str,
+    bounds: &[f64],
+    values: &BTreeMap<String, Vec<f64>>,
+) {
+    x.family(name, "histogram", help);
+    for (format, vs) in values {
+        for le in bounds {
+            let n = vs.iter().filter(|v| **v <= *le).count();
+            x.sample(
+                &format!("{name}_bucket"),
+                &[("format", format), ("le", &number(*le))],
+                n as f64,
+            );
+        }
+        x.sample(
+            &format!("{name}_bucket"),
+            &[("format", format), ("le", "+Inf")],
+            vs.len() as f64,
+        );
+        x.sample(&format!("{name}_sum"), &[("format", format)], vs.iter().sum());
+        x.sample(&format!("{name}_count"), &[("format", format)], vs.len() as f64);
+    }
+}
+
+/// The size of each indexed document's accepted text in the mirror. A
+/// result's path names its generation and never changes content, so a size
+/// is read once per path and kept (`--metrics-file` rewrites every few
+/// seconds); documents no longer indexed are dropped at each refresh.
+#[derive(Debug, Default)]
+pub struct TextSizes {
+    /// Document id → (key, result path, size in bytes).
+    known: std::collections::HashMap<i64, (String, String, u64)>,
+}
+
+impl TextSizes {
+    /// Page through the indexed documents; stat only the results not seen
+    /// before. A result the mirror no longer has (its source went away and
+    /// `gc` ran meanwhile) is left out.
+    fn refresh(&mut self, store: &Store, mirror: &Mirror) -> crate::Result<()> {
+        let mut fresh = std::collections::HashMap::with_capacity(self.known.len());
+        let mut after = 0;
+        loop {
+            let page = store.indexed_page(after, SIZES_PAGE)?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            for row in page {
+                let Some(path) = row.result_path else { continue };
+                let size = match self.known.remove(&row.id) {
+                    Some((_, p, size)) if p == path => Some(size),
+                    _ => mirror.file_len(&path).ok(),
+                };
+                if let Some(size) = size {
+                    fresh.insert(row.id, (row.key, path, size));
+                }
+            }
+        }
+        self.known = fresh;
+        Ok(())
+    }
+
+    fn histogram(&self, x: &mut Exposition) {
+        let mut by_format: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for (key, _, size) in self.known.values() {
+            by_format.entry(format_of(key)).or_default().push(*size as f64);
+        }
+        histogram_by_format(
+            x,
+            "leasehold_extracted_bytes",
+            "Size of each indexed document's accepted text, by document format.",
+            &BYTES_BUCKETS,
+            &by_format,
+        );
+    }
+}
+
+/// Waits for SQLite's write lock, of every process (nothing on PostgreSQL,
+/// which has none).
+fn write_waits(x: &mut Exposition, store: &Store) -> crate::Result<()> {
+    let Some(w) = store.write_waits()? else {
+        return Ok(());
+    };
+    write_waits_histogram(x, &w);
+    Ok(())
+}
+
+fn write_waits_histogram(x: &mut Exposition, w: &WriteWaits) {
+    let name = "leasehold_write_lock_wait_seconds";
+    x.family(
+        name,
+        "histogram",
+        "Time write transactions of every process waited for the database's write lock.",
+    );
+    let mut below = 0;
+    for (le, n) in WAIT_BUCKETS.iter().zip(w.buckets) {
+        below += n;
+        x.sample(&format!("{name}_bucket"), &[("le", &number(*le))], below as f64);
+    }
+    x.sample(&format!("{name}_bucket"), &[("le", "+Inf")], w.count as f64);
+    x.sample(&format!("{name}_sum"), &[], w.sum_us as f64 / 1e6);
+    x.sample(&format!("{name}_count"), &[], w.count as f64);
 }
 
 fn documents(x: &mut Exposition, store: &Store) -> crate::Result<()> {
@@ -273,29 +395,13 @@ fn extraction_histogram(x: &mut Exposition, extractions: &[(String, i64)]) {
             .or_default()
             .push(*ms.max(&0) as f64 / 1000.0);
     }
-    let name = "leasehold_extraction_seconds";
-    x.family(
-        name,
-        "histogram",
+    histogram_by_format(
+        x,
+        "leasehold_extraction_seconds",
         "Time from claim to accepted completion, by document format.",
+        &SECONDS_BUCKETS,
+        &by_format,
     );
-    for (format, secs) in &by_format {
-        for le in SECONDS_BUCKETS {
-            let n = secs.iter().filter(|s| **s <= le).count();
-            x.sample(
-                &format!("{name}_bucket"),
-                &[("format", format), ("le", &number(le))],
-                n as f64,
-            );
-        }
-        x.sample(
-            &format!("{name}_bucket"),
-            &[("format", format), ("le", "+Inf")],
-            secs.len() as f64,
-        );
-        x.sample(&format!("{name}_sum"), &[("format", format)], secs.iter().sum());
-        x.sample(&format!("{name}_count"), &[("format", format)], secs.len() as f64);
-    }
 }
 
 fn outbox(x: &mut Exposition, store: &Store) -> crate::Result<()> {
@@ -358,7 +464,7 @@ fn accounts(x: &mut Exposition, store: &Store) -> crate::Result<()> {
 
 /// `leasehold metrics`: print the exposition once.
 pub fn metrics(cfg: &Config) -> Result<ExitCode, CliError> {
-    let text = gather(&cfg.store)?;
+    let text = gather(&cfg.store, &cfg.mirror, &mut TextSizes::default())?;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(ExitCode::SUCCESS),
@@ -393,22 +499,24 @@ pub struct MetricsFile {
 impl MetricsFile {
     /// Write the file now (an error here is the command's: the path is bad)
     /// and start the thread.
-    pub fn start(store: &Store, path: &Path) -> Result<MetricsFile, CliError> {
-        refresh(store, path)
+    pub fn start(store: &Store, mirror: &Mirror, path: &Path) -> Result<MetricsFile, CliError> {
+        let mut sizes = TextSizes::default();
+        refresh(store, mirror, &mut sizes, path)
             .map_err(|e| CliError::Config(format!("--metrics-file {}: {e}", path.display())))?;
         let (stop, stopped) = bounded::<()>(0);
-        let (store, path): (Store, PathBuf) = (store.clone(), path.to_path_buf());
+        let (store, mirror, path): (Store, Mirror, PathBuf) =
+            (store.clone(), mirror.clone(), path.to_path_buf());
         let thread = std::thread::Builder::new()
             .name("metrics-file".into())
             .spawn(move || {
                 while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(METRICS_FILE_EVERY)
                 {
-                    if let Err(e) = refresh(&store, &path) {
+                    if let Err(e) = refresh(&store, &mirror, &mut sizes, &path) {
                         log_failure(&path, &e);
                     }
                 }
-                if let Err(e) = refresh(&store, &path) {
+                if let Err(e) = refresh(&store, &mirror, &mut sizes, &path) {
                     log_failure(&path, &e);
                 }
             })
@@ -420,12 +528,39 @@ impl MetricsFile {
     }
 }
 
-/// The `--metrics-file` of a long-running command, if it was given.
-pub fn keep_file(cfg: &Config, work: &WorkFlags) -> Result<Option<MetricsFile>, CliError> {
-    work.metrics_file
+/// What a long-running command keeps up while it runs: its `--metrics-file`,
+/// if it was given. Dropped at the command's end, it folds the command's
+/// last write-lock waits into the store (they are otherwise folded every few
+/// seconds while it writes), then writes the file a last time.
+pub struct Figures {
+    store: Store,
+    file: Option<MetricsFile>,
+}
+
+/// Start [`Figures`] for a long-running command.
+pub fn keep_file(cfg: &Config, work: &WorkFlags) -> Result<Figures, CliError> {
+    let file = work
+        .metrics_file
         .as_deref()
-        .map(|path| MetricsFile::start(&cfg.store, path))
-        .transpose()
+        .map(|path| MetricsFile::start(&cfg.store, &cfg.mirror, path))
+        .transpose()?;
+    Ok(Figures {
+        store: cfg.store.clone(),
+        file,
+    })
+}
+
+impl Drop for Figures {
+    fn drop(&mut self) {
+        if let Err(e) = self.store.fold_write_waits() {
+            tracing::debug!(
+                target: "leasehold::metrics",
+                error = %e,
+                "could not fold the write-lock waits into the store"
+            );
+        }
+        drop(self.file.take());
+    }
 }
 
 /// A rewrite that failed (a full disk, a removed directory): said in the log,
@@ -440,8 +575,8 @@ fn log_failure(path: &Path, error: &str) {
     );
 }
 
-fn refresh(store: &Store, path: &Path) -> Result<(), String> {
-    let text = gather(store).map_err(|e| e.to_string())?;
+fn refresh(store: &Store, mirror: &Mirror, sizes: &mut TextSizes, path: &Path) -> Result<(), String> {
+    let text = gather(store, mirror, sizes).map_err(|e| e.to_string())?;
     write_atomically(path, &text).map_err(|e| e.to_string())
 }
 

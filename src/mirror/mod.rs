@@ -487,6 +487,14 @@ impl Mirror {
         Ok(self.open_verified(rel_path, sha256_hex)?.is_some())
     }
 
+    /// Size in bytes of a file under the root (not following a symlink), with
+    /// the same path checks as [`Mirror::read`].
+    pub fn file_len(&self, rel_path: &str) -> Result<u64, MirrorError> {
+        let path = self.safe_path(rel_path)?;
+        let meta = std::fs::symlink_metadata(&path).map_err(io_err(&path))?;
+        Ok(meta.len())
+    }
+
     /// Contents of a file under the root.
     pub fn read(&self, rel_path: &str) -> Result<Vec<u8>, MirrorError> {
         let (path, mut file) = self.open_rel(rel_path)?;

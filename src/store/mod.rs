@@ -60,6 +60,7 @@ mod sqlite;
 mod turnstile;
 mod tx;
 mod write;
+mod write_waits;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -80,6 +81,7 @@ pub use retention::HistoryPrune;
 pub use search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 #[doc(hidden)]
 pub use write::claim_candidate_queries;
+pub use write_waits::{WriteWaits, WAIT_BUCKETS};
 
 use crate::clock::{duration_ms, Millis};
 use crate::error::{Error, Result};
@@ -692,6 +694,30 @@ impl Store {
     /// SQLite only.
     pub fn checkpoint(&self) -> Result<()> {
         self.sqlite("WAL checkpoint")?.checkpoint()
+    }
+
+    /// How long writers of every process waited for SQLite's write lock, as
+    /// folded into the store so far (see [`WriteWaits`]); this handle's own
+    /// pending waits are folded first. `None` on PostgreSQL, which has no
+    /// database-wide write lock.
+    pub fn write_waits(&self) -> Result<Option<WriteWaits>> {
+        match &self.inner.backend {
+            Backend::Sqlite(s) => {
+                s.fold_write_waits()?;
+                s.read(write_waits::stored).map(Some)
+            }
+            Backend::Postgres(_) => Ok(None),
+        }
+    }
+
+    /// Fold this handle's write-lock waits into the store now (a command's
+    /// end); they are otherwise folded during writes, at most every few
+    /// seconds. Nothing to do on PostgreSQL.
+    pub fn fold_write_waits(&self) -> Result<()> {
+        match &self.inner.backend {
+            Backend::Sqlite(s) => s.fold_write_waits(),
+            Backend::Postgres(_) => Ok(()),
+        }
     }
 
     // ----- waking workers -----

@@ -25,6 +25,7 @@ use super::search::sqlite::Chosen;
 use super::search::{self, Hit, IndexCheck, IndexDoc, Tokenizer};
 use super::turnstile::Turnstile;
 use super::write::{self, WriteOp, WriteOut};
+use super::write_waits;
 use super::{Completion, StoreOptions};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
@@ -42,6 +43,8 @@ pub(crate) struct Sqlite {
     pub(super) policy: Policy,
     pub(super) group: GroupCommit<WriteOp, Result<WriteOut>>,
     pub(super) turnstile: Arc<Turnstile>,
+    /// This handle's write-lock waits not yet folded into the store.
+    pub(super) waits: write_waits::Pending,
     // Held for its Drop: stops and joins the checkpoint thread with the last handle.
     _checkpointer: Option<Checkpointer>,
 }
@@ -68,6 +71,7 @@ impl Sqlite {
                 })
             }),
             turnstile,
+            waits: write_waits::Pending::default(),
             _checkpointer: checkpointer,
         };
         if sqlite.opts.create || sqlite.opts.tokenizer.is_some() {

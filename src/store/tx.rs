@@ -10,6 +10,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::holder;
 use super::sqlite::Sqlite;
 use super::write::{self, WriteOp, WriteOut};
+use super::write_waits;
 use crate::clock::Millis;
 use crate::error::{is_retryable, Error, Result};
 
@@ -60,15 +61,33 @@ impl Sqlite {
     /// A stall of seconds is nearly always one process holding SQLite's write
     /// lock (stopped inside a transaction, say): the wait is then warned about
     /// on stderr, and the error after the last retry names that process.
-    pub(crate) fn write_tx<T>(
+    pub(crate) fn write_tx<T>(&self, f: impl FnMut(&Connection, Millis) -> rusqlite::Result<T>) -> Result<T> {
+        self.write_tx_folding(false, f)
+    }
+
+    /// Fold this handle's write-lock waits into the store now, if it has any
+    /// (see `write_waits.rs`); a write transaction of its own.
+    pub(crate) fn fold_write_waits(&self) -> Result<()> {
+        if self.waits.due(true).is_none() {
+            return Ok(());
+        }
+        self.write_tx_folding(true, |_, _| Ok(()))
+    }
+
+    /// [`Sqlite::write_tx`], folding the pending write-lock waits into the
+    /// store in the same transaction when they are due (`always`: whatever
+    /// is pending).
+    fn write_tx_folding<T>(
         &self,
+        always: bool,
         mut f: impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
     ) -> Result<T> {
+        let asked = Instant::now();
         let mut conn = self.conn()?;
         let _turn = self.turnstile.enter();
         let started = Instant::now();
         for attempt in 1..=BUSY_RETRIES {
-            match self.try_write_tx(&mut conn, &mut f) {
+            match self.try_write_tx(&mut conn, (asked, always), &mut f) {
                 Ok(v) => return Ok(v),
                 Err(e) if is_retryable(&e) => {
                     if started.elapsed() >= STALL_WARN_AFTER {
@@ -86,17 +105,32 @@ impl Sqlite {
         })
     }
 
+    /// One try: `BEGIN IMMEDIATE` (the wait since `asked` is counted once it
+    /// holds the lock), the due waits folded, `f`, COMMIT.
     fn try_write_tx<T>(
         &self,
         conn: &mut Connection,
+        (asked, always): (Instant, bool),
         f: &mut impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
     ) -> rusqlite::Result<T> {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        self.waits.add(asked.elapsed());
         let now = self.now();
-        match f(&tx, now) {
+        let folding = self.waits.due(always);
+        let done = match &folding {
+            Some(waits) => write_waits::fold(&tx, waits).and_then(|_| f(&tx, now)),
+            None => f(&tx, now),
+        };
+        match done {
             // A failed COMMIT leaves the transaction open; dropping `tx` (inside
             // commit) issues the ROLLBACK.
-            Ok(v) => tx.commit().map(|_| v),
+            Ok(v) => {
+                tx.commit()?;
+                if let Some(waits) = &folding {
+                    self.waits.folded(waits);
+                }
+                Ok(v)
+            }
             Err(e) => {
                 let _ = tx.rollback();
                 Err(e)
