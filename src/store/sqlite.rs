@@ -43,6 +43,9 @@ pub(crate) struct Sqlite {
     pub(super) policy: Policy,
     pub(super) group: GroupCommit<WriteOp, Result<WriteOut>>,
     pub(super) turnstile: Arc<Turnstile>,
+    /// The connection write transactions run on (see `tx.rs`: `writer_conn`),
+    /// taken at the first write.
+    pub(super) writer: std::sync::Mutex<Option<super::tx::Writer>>,
     /// This handle's write-lock waits not yet folded into the store.
     pub(super) waits: write_waits::Pending,
     // Held for its Drop: stops and joins the checkpoint thread with the last handle.
@@ -71,6 +74,7 @@ impl Sqlite {
                 })
             }),
             turnstile,
+            writer: std::sync::Mutex::new(None),
             waits: write_waits::Pending::default(),
             _checkpointer: checkpointer,
         };

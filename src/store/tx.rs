@@ -83,11 +83,19 @@ impl Sqlite {
         mut f: impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
     ) -> Result<T> {
         let asked = Instant::now();
-        let mut conn = self.conn()?;
         let _turn = self.turnstile.enter();
+        // The turn already makes this handle's writers take turns; the lock
+        // only lends the connection out.
+        let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if writer.is_none() {
+            *writer = Some(self.writer_conn()?);
+        }
+        let Some(conn) = writer.as_mut() else {
+            return Err(Error::Internal("the writer connection vanished".into()));
+        };
         let started = Instant::now();
         for attempt in 1..=BUSY_RETRIES {
-            match self.try_write_tx(&mut conn, (asked, always), &mut f) {
+            match self.try_write_tx(conn, (asked, always), &mut f) {
                 Ok(v) => return Ok(v),
                 Err(e) if is_retryable(&e) => {
                     if started.elapsed() >= STALL_WARN_AFTER {
@@ -143,6 +151,23 @@ impl Sqlite {
         f(&conn).map_err(|e| Error::from_sqlite(&self.path, e))
     }
 
+    /// The connection this handle's write transactions run on, taken from
+    /// the pool once and kept, with a page cache of [`WRITER_CACHE_KIB`].
+    ///
+    /// Why one: SQLite drops a connection's whole page cache when it finds
+    /// that the database changed since its last transaction. Writes that
+    /// took turns on any pooled connection therefore found a cold cache each
+    /// time, and read back from the WAL every page the last write had just
+    /// written; FTS5's merges made that dozens of `pread`s per document. On
+    /// one connection, a write finds the pages of the writes before it
+    /// (unless another process wrote in between).
+    fn writer_conn(&self) -> Result<Writer> {
+        let conn = self.conn()?;
+        conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)
+            .map_err(|e| Error::from_sqlite(&self.path, e))?;
+        Ok(conn)
+    }
+
     pub(super) fn conn(&self) -> Result<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
         self.pool.get().map_err(|source| Error::Pool {
             path: self.path.clone(),
@@ -150,6 +175,15 @@ impl Sqlite {
         })
     }
 }
+
+/// A pooled connection.
+pub(super) type Writer = r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>;
+
+/// Page cache of the writer connection, in KiB: room for the pages a run of
+/// writes keeps touching (the b-trees' upper levels, the search index's
+/// newest segments as FTS5 merges them). The other pooled connections keep
+/// `open.rs`'s small cache.
+const WRITER_CACHE_KIB: i64 = 16 * 1024;
 
 /// How long writers wait on SQLite's lock before the wait is worth a warning.
 const STALL_WARN_AFTER: Duration = Duration::from_secs(2);
