@@ -238,4 +238,10 @@ fn doctor_reports_a_clock_far_from_the_servers() {
         "{}",
         printed(&out)
     );
+    // Machines allowed 20 s apart (`[store] clock_skew`, half of it each
+    // way): five seconds is within it.
+    let config = dir.path().join("leasehold.toml");
+    std::fs::write(&config, "[store]\nclock_skew = \"20s\"\n").unwrap();
+    let out = leasehold_env(&data, &ahead, &["--config", config.to_str().unwrap(), "doctor"]);
+    assert_eq!(out.status.code(), Some(0), "{}", printed(&out));
 }

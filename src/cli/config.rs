@@ -182,6 +182,9 @@ impl Config {
             if let Some(keep) = f.store.history_keep {
                 options = options.history_keep(keep);
             }
+            if let Some(skew) = f.store.clock_skew {
+                options = options.clock_skew(skew);
+            }
         }
         let store = Store::open(&db, options)?;
         let extract = Extraction::build(work, file.as_ref());

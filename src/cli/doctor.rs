@@ -114,7 +114,8 @@ pub fn doctor(g: &Global, json: bool) -> Result<ExitCode, CliError> {
         d.filesystem("database", path, true);
     }
     d.filesystem("mirror", &mirror_root, !matches!(db, DbLocation::Postgres(_)));
-    let store = d.open_store(&db);
+    let clock_skew = file.as_ref().and_then(|f| f.store.clock_skew);
+    let store = d.open_store(&db, clock_skew);
     let mirror = d.open_mirror(&mirror_root);
     if let Some(store) = &store {
         let sound = d.store_checks(store);
@@ -204,8 +205,9 @@ impl Doctor {
 
     /// A PostgreSQL database is named by the store once open (its URL
     /// without the password); one that cannot be opened is named by the
-    /// error, which leaves the password out too.
-    fn open_store(&mut self, db: &DbLocation) -> Option<Store> {
+    /// error, which leaves the password out too. `clock_skew` is the
+    /// configuration's, which the clock check judges by.
+    fn open_store(&mut self, db: &DbLocation, clock_skew: Option<std::time::Duration>) -> Option<Store> {
         if let DbLocation::Sqlite(path) = db {
             if !path.exists() {
                 self.problem(
@@ -225,7 +227,10 @@ impl Doctor {
             Some(clock) => StoreOptions::default().clock(clock),
             None => StoreOptions::default(),
         };
-        let opts = base.checkpoint_every(None).pool_size(2).create_if_missing(false);
+        let mut opts = base.checkpoint_every(None).pool_size(2).create_if_missing(false);
+        if let Some(skew) = clock_skew {
+            opts = opts.clock_skew(skew);
+        }
         match Store::open(db, opts) {
             Ok(store) => {
                 self.checked.database = store.path().display().to_string();

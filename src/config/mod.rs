@@ -61,6 +61,9 @@
 //! password_file = "secrets/db.password"
 //! # How long `gc` keeps history lines (each document's last line stays).
 //! history_keep = "30d"
+//! # PostgreSQL: how far apart the machines' clocks may be; a lease granted
+//! # less than this far ahead of a machine's now is not taken over.
+//! clock_skew = "1s"
 //!
 //! # Where parsers run, and the limits of one document.
 //! [extract]
@@ -108,7 +111,9 @@
 //!   with; asking for another is refused until `leasehold reindex --tokenizer`.
 //!   flag `--db` and the variable `LEASEHOLD_DB` override it. `history_keep` (a
 //!   duration, default `"30d"`): `gc` removes history lines older than this,
-//!   except each document's last.
+//!   except each document's last. `clock_skew` (a duration, default `"1s"`,
+//!   PostgreSQL only): how far apart the clocks of the machines sharing the
+//!   database may be (see [`crate::StoreOptions::clock_skew`]).
 
 use std::ffi::OsString;
 use std::fmt;
@@ -170,6 +175,9 @@ db = "postgres://leasehold@db.example.com/leasehold"
 password_file = "secrets/db.password"
 # How long `gc` keeps history lines (each document's last line stays).
 history_keep = "30d"
+# PostgreSQL: how far apart the machines' clocks may be; a lease granted
+# less than this far ahead of a machine's now is not taken over.
+clock_skew = "1s"
 
 # Where parsers run, and the limits of one document.
 [extract]
@@ -248,6 +256,9 @@ pub struct StoreConfig {
     /// `history_keep`: how long `gc` keeps history lines; `None` keeps the
     /// store's default ([`crate::StoreOptions::history_keep`], 30 days).
     pub history_keep: Option<Duration>,
+    /// `clock_skew` (PostgreSQL): how far apart the machines' clocks may be;
+    /// `None` keeps the store's default ([`crate::StoreOptions::clock_skew`], 1 s).
+    pub clock_skew: Option<Duration>,
 }
 
 impl StoreConfig {

@@ -49,6 +49,7 @@ pub(super) struct RawStore {
     password_env: Option<String>,
     password_file: Option<String>,
     history_keep: Option<String>,
+    clock_skew: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -235,12 +236,17 @@ impl Validator<'_> {
             .history_keep
             .map(|text| self.duration("[store] history_keep", Some(text), Duration::ZERO, false))
             .transpose()?;
+        let clock_skew = raw
+            .clock_skew
+            .map(|text| self.duration("[store] clock_skew", Some(text), Duration::ZERO, false))
+            .transpose()?;
         let Some(db) = raw.db else {
             if has_password {
                 return Err(self.invalid("[store] db", "is required with a password"));
             }
             return Ok(StoreConfig {
                 history_keep,
+                clock_skew,
                 ..StoreConfig::default()
             });
         };
@@ -283,6 +289,7 @@ impl Validator<'_> {
             db: Some(db),
             password,
             history_keep,
+            clock_skew,
         })
     }
 
