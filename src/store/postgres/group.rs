@@ -3,12 +3,17 @@
 //! in it one statement per kind where the kind allows.
 //!
 //! The queue is `crate::group`'s leader–follower one, as on SQLite. What
-//! differs is what a batch costs: the server does the work of each statement
-//! and a commit waits for its WAL flush, so a batch folds its claims into one
-//! [`write::claim_for`] (one `CLAIM` and one history INSERT for every caller)
-//! and its completions into one [`write::complete_each`], and commits once.
-//! A lone caller's batch is its own transaction, as before. A handle has
-//! [`LANES`] queues, so that as many batches can be in flight at once.
+//! differs is what a batch costs: the server does the work of each statement,
+//! each statement waits for its answer, and a commit waits for its WAL
+//! flush. The common batch of a busy pool, claims and completions with no
+//! text for the sink or the index, is one statement that commits on its own
+//! (`batch.rs`): one round trip and one flush whatever its size. Any other
+//! batch is one transaction that folds its claims into one
+//! [`write::claim_for`] (one `CLAIM` and one history INSERT for every
+//! caller) and its completions into one [`write::complete_each`], and
+//! commits once. A lone caller's claim or plain completion is one statement
+//! of its own. A handle has [`LANES`] queues, so that as many batches can be in
+//! flight at once.
 //!
 //! Order inside a batch: renewals, then failures and releases, then
 //! completions, then claims. The operations of a batch were concurrent, so
@@ -41,13 +46,17 @@ impl PgStore {
     /// A batch in one transaction; if that fails, each operation alone, so
     /// that one bad operation fails alone and every caller gets its own error.
     /// A lone claim, or a lone completion with nothing for the sink, runs
-    /// outside any transaction: one statement that commits on its own.
+    /// outside any transaction: one statement that commits on its own; so
+    /// does a batch of only such claims and completions (`batch.rs`).
     fn commit_batch(&self, ops: &[&WriteOp]) -> Vec<Result<WriteOut>> {
         let policy = self.policy();
         if let [op] = ops {
             if let Some(out) = self.alone(op) {
                 return vec![out];
             }
+        }
+        if let Some(outs) = self.in_one_statement(ops) {
+            return outs;
         }
         match self.write_tx(|tx, now| apply_batch(tx, now, policy, ops)) {
             Ok(outs) => outs.into_iter().map(Ok).collect(),
