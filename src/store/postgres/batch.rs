@@ -207,7 +207,10 @@ impl PgStore {
     /// docs), then what it could not settle; `None` when they do not fit one
     /// statement ([`Plan::of`]) or the statement failed: the caller then runs
     /// them in a transaction, as it would have (one that fails there fails
-    /// alone). One answer per operation, in order.
+    /// alone). A statement whose connection was lost may have committed; run
+    /// again, its completions are refused as not the owner's and its first
+    /// claims' leases run out unused, as after a transaction whose COMMIT
+    /// was lost. One answer per operation, in order.
     pub(super) fn in_one_statement(&self, ops: &[&WriteOp]) -> Option<Vec<Result<WriteOut>>> {
         let plan = Plan::of(ops)?;
         let policy = self.policy();
