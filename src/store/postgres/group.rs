@@ -3,12 +3,16 @@
 //! in it one statement per kind where the kind allows.
 //!
 //! The queue is `crate::group`'s leader–follower one, as on SQLite. What
-//! differs is what a batch costs: the server does the work of each statement
-//! and a commit waits for its WAL flush, so a batch folds its claims into one
-//! [`write::claim_for`] (one `CLAIM` and one history INSERT for every caller)
-//! and its completions into one [`write::complete_each`], and commits once.
-//! A lone caller's batch is its own transaction, as before. A handle has
-//! [`LANES`] queues, so that as many batches can be in flight at once.
+//! differs is what a batch costs: the server does the work of each statement,
+//! each statement waits for its answer, and a commit waits for its WAL
+//! flush. The common batch of a busy pool, claims and completions with no
+//! text for the sink or the index, is one statement that commits on its own
+//! (`batch.rs`): one round trip and one flush whatever its size. Any other
+//! batch is one transaction that folds its claims into one
+//! [`write::claim_for`] (one `CLAIM` and one history INSERT for every
+//! caller) and its completions into one [`write::complete_each`], and
+//! commits once. A lone caller's claim or plain completion is one statement
+//! of its own. A handle has [`LANES`] queues (see there why one).
 //!
 //! Order inside a batch: renewals, then failures and releases, then
 //! completions, then claims. The operations of a batch were concurrent, so
@@ -41,13 +45,17 @@ impl PgStore {
     /// A batch in one transaction; if that fails, each operation alone, so
     /// that one bad operation fails alone and every caller gets its own error.
     /// A lone claim, or a lone completion with nothing for the sink, runs
-    /// outside any transaction: one statement that commits on its own.
+    /// outside any transaction: one statement that commits on its own; so
+    /// does a batch of only such claims and completions (`batch.rs`).
     fn commit_batch(&self, ops: &[&WriteOp]) -> Vec<Result<WriteOut>> {
         let policy = self.policy();
         if let [op] = ops {
             if let Some(out) = self.alone(op) {
                 return vec![out];
             }
+        }
+        if let Some(outs) = self.in_one_statement(ops) {
+            return outs;
         }
         match self.write_tx(|tx, now| apply_batch(tx, now, policy, ops)) {
             Ok(outs) => outs.into_iter().map(Ok).collect(),
@@ -206,15 +214,20 @@ fn claim_all(
     Ok(())
 }
 
-/// Group-commit queues of one handle, each with at most one transaction in
+/// Group-commit queues of one handle, each with at most one batch in
 /// flight. A caller takes the first idle lane, else its thread's own. One
-/// lane keeps a single transaction in flight, so a few threads wait on each
-/// other's commits where the bare protocol has one per thread in flight;
-/// more lanes make smaller batches. Measured with the store bench's
-/// interleaved rounds (store/raw, same run): 1 lane 0.48–0.57 at 4 threads
-/// and 0.82–0.93 at 16; 2 lanes 0.74–0.77 and 0.90–0.92; 4 lanes 1.11 and
-/// 0.76; 8 lanes 1.13 and 0.63.
-pub(super) const LANES: usize = 2;
+/// lane keeps a single batch in flight, so the threads wait on each other's
+/// commits where the bare protocol has one per thread in flight; more lanes
+/// make smaller batches. Measured with the store bench's interleaved rounds
+/// (store/raw, same run), 4 and 16 threads. While a batch was a transaction
+/// of several round trips: 1 lane 0.48–0.57 and 0.82–0.93; 2 lanes
+/// 0.74–0.77 and 0.90–0.92; 4 lanes 1.11 and 0.76; 8 lanes 1.13 and 0.63.
+/// Since a batch of claims and completions is one statement, whose cost
+/// hardly grows with its size, the biggest batches win: lanes compared in
+/// the same run, 1 lane against 2 at 16 threads 3.25 against 1.94 (and 2.50
+/// against 1.69 in another run), at 4 threads 1.12 against 0.83 (1.17
+/// against 0.82); 3, 4 and 16 lanes did worse than 2.
+pub(super) const LANES: usize = 1;
 
 /// [`LANES`] empty queues.
 pub(super) fn lanes() -> Vec<GroupCommit<WriteOp, Result<WriteOut>>> {

@@ -14,6 +14,7 @@
 //! - `write.rs`: claim (`FOR UPDATE SKIP LOCKED`) and the fenced writes.
 //! - `group.rs`: group commit: the claims and fenced writes of one moment in
 //!   one transaction, each kind in one statement.
+//! - `batch.rs`: a batch of claims and plain completions in one statement.
 //! - `read.rs`: the reads and the checks `doctor` runs.
 //! - `gate.rs`: the auth gate (DESIGN §6) under row and advisory locks.
 //! - `outbox.rs`: results waiting for the sink, and sending notices.
@@ -27,6 +28,7 @@
 //! thread-pool design; connections are plain TCP or a Unix socket (no TLS
 //! connector yet).
 
+mod batch;
 mod clock;
 mod conn;
 mod fence;

@@ -25,7 +25,7 @@
 //!   statement fails as a whole, and `tx.rs` runs it again: never a gap,
 //!   never a line lost.
 
-use ::postgres::{GenericClient, Statement, Transaction};
+use ::postgres::{GenericClient, Row, Statement, Transaction};
 
 use super::conn::{Conn, Tx};
 use super::tx::{Fail, Sql};
@@ -57,6 +57,7 @@ macro_rules! claimable_at {
         )
     };
 }
+pub(super) use claimable_at;
 
 macro_rules! claimable {
     ($ahead:literal) => {
@@ -74,6 +75,7 @@ macro_rules! exhausted {
         )
     };
 }
+pub(super) use exhausted;
 
 /// The fence: id, token, extracting. Never the expiry.
 macro_rules! fence {
@@ -94,60 +96,74 @@ macro_rules! next_seq {
         )
     };
 }
+pub(super) use next_seq;
 
 /// One claimable set's candidates as a CTE, its columns renamed so that the
 /// UPDATE that takes them can name the row's own columns unqualified. $1 is
 /// now, $2 now plus the clock skew allowed (for leases granted after now),
 /// $3 the limit.
 macro_rules! candidates_of {
-    ($name:literal, $where:literal, $order:literal) => {
+    ($name:literal, $where:literal, $also:literal, $order:literal) => {
         concat!(
             $name,
             " AS (SELECT id AS c_id, status AS c_status, owner_token AS c_token, fence AS c_fence,
                      lease_expires_at AS c_expires, lost_leases AS c_lost
               FROM jobs WHERE ",
             $where,
+            $also,
             " ORDER BY ",
             $order,
             " LIMIT $3 FOR UPDATE SKIP LOCKED)"
         )
     };
 }
+pub(super) use candidates_of;
 
-/// A claim in one statement (DESIGN §2): the candidates of the four
-/// claimable sets in SQLite's order (older work first: expired leases,
-/// leases granted ahead, due retries, discovered; ties by id), each locking
-/// what it returns and skipping what another claim holds, and the
+/// The CTEs of a claim (DESIGN §2), `$also` a further condition on every
+/// candidate (empty for [`CLAIM`]): the candidates of the four claimable
+/// sets in SQLite's order (older work first: expired leases, leases granted
+/// ahead, due retries, discovered; ties by id), each locking what it returns
+/// and skipping what another claim holds, as `c` in the order taken; `t` the
 /// conditional UPDATE that takes them (claimability and exhaustion repeated,
-/// fence + 1, a fresh token). The sets are CTEs (a locking clause is not
-/// allowed inside `UNION`), read only as far as the `UNION ALL` under its
-/// `LIMIT` asks: a set is read (and its rows locked) only when the sets
-/// before it had too few. Every candidate comes back, with the taken row's
-/// new values, or NULLs when it was not taken (it has used up what it may
-/// spend: the caller buries it). $4 is the workers, one per row asked for
-/// (the candidate in position i is taken for the i-th), $5 the lease's end, $6
-/// its length, $7 the lost leases allowed. The `claimed` history line of each
-/// taken row is written by the same statement, its detail as
-/// `store/write.rs: claim_detail` words it ($8 and $9 its two ways a lease
-/// is over).
-const CLAIM: &str = concat!(
-    "WITH ",
-    candidates_of!(
-        "expired",
-        "status = 'extracting' AND lease_expires_at <= $1",
-        "lease_expires_at, id"
-    ),
-    ", ",
-    candidates_of!(
-        "ahead",
-        "status = 'extracting' AND lease_expires_at - lease_ms > $2",
-        "lease_expires_at - lease_ms, id"
-    ),
-    ", ",
-    candidates_of!("due", "status = 'retrying' AND retry_at <= $1", "retry_at, id"),
-    ", ",
-    candidates_of!("fresh", "status = 'discovered' AND $1::BIGINT IS NOT NULL", "id"),
-    ",
+/// fence + 1, a fresh token); `h` their history lines. The sets are CTEs (a
+/// locking clause is not allowed inside `UNION`), read only as far as the
+/// `UNION ALL` under its `LIMIT` asks: a set is read (and its rows locked)
+/// only when the sets before it had too few. $4 is the workers, one per row
+/// asked for (the candidate in position i is taken for the i-th), $5 the
+/// lease's end, $6 its length, $7 the lost leases allowed. The `claimed`
+/// history line's detail is worded as `store/write.rs: claim_detail` words
+/// it ($8 and $9 its two ways a lease is over).
+macro_rules! claim_ctes {
+    ($also:literal) => {
+        concat!(
+            candidates_of!(
+                "expired",
+                "status = 'extracting' AND lease_expires_at <= $1",
+                $also,
+                "lease_expires_at, id"
+            ),
+            ", ",
+            candidates_of!(
+                "ahead",
+                "status = 'extracting' AND lease_expires_at - lease_ms > $2",
+                $also,
+                "lease_expires_at - lease_ms, id"
+            ),
+            ", ",
+            candidates_of!(
+                "due",
+                "status = 'retrying' AND retry_at <= $1",
+                $also,
+                "retry_at, id"
+            ),
+            ", ",
+            candidates_of!(
+                "fresh",
+                "status = 'discovered' AND $1::BIGINT IS NOT NULL",
+                $also,
+                "id"
+            ),
+            ",
      c AS (
         SELECT u.*, row_number() OVER () AS c_pos FROM (
             SELECT * FROM expired UNION ALL SELECT * FROM ahead
@@ -161,16 +177,16 @@ const CLAIM: &str = concat!(
                 lost_leases = lost_leases + CASE WHEN status = 'extracting' THEN 1 ELSE 0 END,
                 retry_at = NULL, parked_on = NULL, updated_at = $1
         FROM c WHERE id = c.c_id AND ",
-    claimable_at!("$1", "$2"),
-    " AND NOT ",
-    exhausted!("$7"),
-    " RETURNING id, doc_key, version, owner_token, owner_worker, fence, attempts, lost_leases
+            claimable_at!("$1", "$2"),
+            " AND NOT ",
+            exhausted!("$7"),
+            " RETURNING id, doc_key, version, owner_token, owner_worker, fence, attempts, lost_leases
      ),
      h AS (
         INSERT INTO history (job_id, seq, at, event, token, fence, detail)
         SELECT t.id, ",
-    next_seq!("t.id"),
-    ", $1, 'claimed', t.owner_token, t.fence,
+            next_seq!("t.id"),
+            ", $1, 'claimed', t.owner_token, t.fence,
                CASE WHEN c.c_status = 'extracting' AND c.c_token IS NOT NULL
                     THEN 'worker ' || t.owner_worker || '; took over from fence ' || c.c_fence
                          || ' (' || c.c_token || ') '
@@ -180,10 +196,32 @@ const CLAIM: &str = concat!(
                     ELSE 'worker ' || t.owner_worker || '; from ' || c.c_status
                          || '; attempt ' || t.attempts END
         FROM t JOIN c ON c.c_id = t.id
-     )
-     SELECT c.c_id, c.c_status, c.c_token, c.c_fence, c.c_expires, c.c_lost,
-            t.doc_key, t.version, t.owner_token, t.fence, t.attempts, t.lost_leases
-     FROM c LEFT JOIN t ON t.id = c.c_id ORDER BY c.c_pos"
+     )"
+        )
+    };
+}
+pub(super) use claim_ctes;
+
+/// What a claim answers per candidate, in [`take_some`]'s order: the
+/// candidate as it was, and the taken row's new values (NULLs when it was
+/// not taken).
+macro_rules! claim_columns {
+    () => {
+        "c.c_id, c.c_status, c.c_token, c.c_fence, c.c_expires, c.c_lost,
+            t.doc_key, t.version, t.owner_token, t.fence, t.attempts, t.lost_leases"
+    };
+}
+pub(super) use claim_columns;
+
+/// A claim in one statement ([`claim_ctes`]). Every candidate comes back,
+/// with the taken row's new values, or NULLs when it was not taken (it has
+/// used up what it may spend: the caller buries it).
+const CLAIM: &str = concat!(
+    "WITH ",
+    claim_ctes!(""),
+    " SELECT ",
+    claim_columns!(),
+    " FROM c LEFT JOIN t ON t.id = c.c_id ORDER BY c.c_pos"
 );
 
 const BURY: &str = concat!(
@@ -414,7 +452,7 @@ fn open_slots(wants: &[(&str, usize)], got: &[Vec<Claim>]) -> Vec<usize> {
 
 /// A candidate of [`CLAIM`], and the claim when it was taken (`None`: it
 /// has used up what it may spend).
-type Taken = (Candidate, Option<Claim>);
+pub(super) type Taken = (Candidate, Option<Claim>);
 
 /// Run [`CLAIM`] for up to one row per worker in `workers`: the candidate
 /// in position i (the rows come back in the candidates' order) is taken, if
@@ -443,38 +481,40 @@ fn take_some(
             &LEASE_AHEAD,
         ],
     )?;
-    rows.iter()
-        .map(|r| {
-            let c = Candidate {
-                id: r.try_get(0)?,
-                status: r.try_get(1)?,
-                token: r.try_get(2)?,
-                fence: r.try_get(3)?,
-                lease_expires_at: r.try_get(4)?,
-                lost_leases: r.try_get(5)?,
-            };
-            let key: Option<String> = r.try_get(6)?;
-            let took_over = c.lease_lost();
-            let taken = match key {
-                None => None,
-                Some(key) => Some(Claim {
-                    id: JobId(c.id),
-                    key,
-                    version: r.try_get(7)?,
-                    token: r.try_get(8)?,
-                    fence: r.try_get(9)?,
-                    attempts: r.try_get(10)?,
-                    lease_expires_at: lease_until,
-                    took_over,
-                }),
-            };
-            Ok((c, taken))
-        })
-        .collect()
+    rows.iter().map(|r| taken_of(r, lease_until)).collect()
+}
+
+/// One row of [`claim_columns`]: the candidate, and its claim if it was
+/// taken (with a lease until `lease_until`).
+pub(super) fn taken_of(r: &Row, lease_until: Millis) -> Sql<Taken> {
+    let c = Candidate {
+        id: r.try_get(0)?,
+        status: r.try_get(1)?,
+        token: r.try_get(2)?,
+        fence: r.try_get(3)?,
+        lease_expires_at: r.try_get(4)?,
+        lost_leases: r.try_get(5)?,
+    };
+    let key: Option<String> = r.try_get(6)?;
+    let took_over = c.lease_lost();
+    let taken = match key {
+        None => None,
+        Some(key) => Some(Claim {
+            id: JobId(c.id),
+            key,
+            version: r.try_get(7)?,
+            token: r.try_get(8)?,
+            fence: r.try_get(9)?,
+            attempts: r.try_get(10)?,
+            lease_expires_at: lease_until,
+            took_over,
+        }),
+    };
+    Ok((c, taken))
 }
 
 /// Move a claimable, exhausted row to `dead` (see `store/write.rs: bury`).
-fn bury(tx: &mut Transaction<'_>, now: Millis, policy: &Policy, c: &Candidate) -> Sql<bool> {
+pub(super) fn bury(tx: &mut Transaction<'_>, now: Millis, policy: &Policy, c: &Candidate) -> Sql<bool> {
     let why = bury_reason(c);
     let ahead = now.saturating_add(policy.clock_skew_ms);
     let n = tx.execute(BURY, &[&c.id, &now, &why, &policy.max_lost_leases, &ahead])?;
@@ -593,7 +633,7 @@ pub(crate) fn release(
 
 /// Rows changed into an outcome; on zero, lock and read the row to say why
 /// and record the refusal (see `store/write.rs: settle`).
-fn settle(
+pub(super) fn settle(
     tx: &mut Transaction<'_>,
     now: Millis,
     o: &Owner,
@@ -633,7 +673,7 @@ fn settle(
 
 /// The store never writes a transition DESIGN §3 does not allow: the
 /// transaction fails (and rolls back) instead.
-fn guard(from: Status, to: Status) -> Sql<()> {
+pub(super) fn guard(from: Status, to: Status) -> Sql<()> {
     if from.can_transition_to(to) {
         return Ok(());
     }

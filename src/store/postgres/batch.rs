@@ -1,0 +1,455 @@
+//! A group-commit batch of claims and plain completions in one statement
+//! that commits on its own: one round trip for the batch, where a
+//! transaction costs its BEGIN, a statement per kind (and per completion
+//! the search index's delete) and its COMMIT, each waiting on the server.
+//!
+//! That is the common batch of a busy pool (each worker completes one
+//! document and claims the next), so it is worth its own statement:
+//! [`CLAIM_AND_COMPLETE`], the claim's CTEs (`write.rs: claim_ctes`) beside
+//! the completions' UPDATE and their history lines. Every CTE of a
+//! statement reads one snapshot and the order in which its sub-statements
+//! change rows is not defined, so the claim never takes a document that a
+//! completion of the same statement names: whether that completion is
+//! accepted or refused, the batch ran as if the claim came after it (or
+//! found the row locked). The completions' ids are distinct (a batch with a
+//! document twice goes the transaction's way), so no row is changed twice,
+//! and every history line of the statement is of another document.
+//!
+//! Fencing is the completion's own: id + token + `extracting`, the UPDATE
+//! re-checked against the newest row version. History seq: as for every
+//! statement that writes its own line (`write.rs`' docs), a line committed
+//! while the statement waited for a row lock collides on (job, seq) and the
+//! whole statement, which then changed nothing, runs again (`tx.rs`).
+//!
+//! What the statement cannot settle is done after it, each in its own
+//! transaction, as after a lone claim or completion: a refused completion
+//! is read and recorded (`complete_rejected`); candidates that have used up
+//! what they may spend are buried, and a caller that got no document then
+//! claims again on its own.
+
+use super::conn::Conn;
+use super::tx::Sql;
+use super::write::{
+    self, candidates_of, claim_columns, claim_ctes, claimable_at, exhausted, next_seq, Taken,
+};
+use super::PgStore;
+use crate::clock::Millis;
+use crate::error::{Error, Result};
+use crate::job::{Claim, Fenced, Owner, Status};
+use crate::store::options::Policy;
+use crate::store::write::{
+    complete_detail_after, status_of, Candidate, WriteOp, WriteOut, LEASE_AHEAD, LEASE_EXPIRED,
+};
+
+/// Claims and completions in one statement. $1–$9 are [`write::claim_ctes`]'
+/// (now, now plus the skew allowed, rows wanted, their workers, the lease's
+/// end and length, the lost leases allowed, the two ways a lease is over);
+/// $10–$15 the completions, one element each: document, token, result
+/// path, checksum, fence, and the history detail after the version
+/// (`complete_detail_after`). No candidate is one of $10. Each row is a
+/// candidate as [`write::claim_columns`] gives it (NULLs when there was
+/// none) and the ids of the accepted completions (NULL when none was).
+const CLAIM_AND_COMPLETE: &str = concat!(
+    "WITH ",
+    claim_ctes!(" AND id <> ALL($10::BIGINT[])"),
+    ",
+     given AS (
+        SELECT * FROM unnest($10::BIGINT[], $11::TEXT[], $12::TEXT[], $13::TEXT[],
+                             $14::BIGINT[], $15::TEXT[]) AS g (id, token, path, sum, fence, after)
+     ),
+     accepted AS (
+        UPDATE jobs SET status = 'indexed', result_path = given.path, checksum = given.sum,
+                owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                last_error = NULL, parked_on = NULL, updated_at = $1
+        FROM given
+        WHERE jobs.id = given.id AND jobs.owner_token = given.token AND jobs.status = 'extracting'
+        RETURNING jobs.id, jobs.version, given.token, given.fence, given.after
+     ),
+     accepted_lines AS (
+        INSERT INTO history (job_id, seq, at, event, token, fence, detail)
+        SELECT accepted.id, ",
+    next_seq!("accepted.id"),
+    ", $1, 'completed', accepted.token, accepted.fence,
+               'version ' || accepted.version || accepted.after
+        FROM accepted
+     ),
+     unindexed AS (DELETE FROM search_text WHERE job_id IN (SELECT id FROM accepted))
+     SELECT ",
+    claim_columns!(),
+    ", a.ids
+     FROM (SELECT array_agg(id) AS ids FROM accepted) a
+          LEFT JOIN (c LEFT JOIN t ON t.id = c.c_id) ON true
+     ORDER BY c.c_pos"
+);
+
+/// A batch that fits [`CLAIM_AND_COMPLETE`]: its claims as slots (one per
+/// document wanted, the caller's index in the batch) and its completions.
+struct Plan<'a> {
+    /// The batch index of the caller each row wanted is for.
+    slots: Vec<usize>,
+    /// The worker of each slot.
+    workers: Vec<&'a str>,
+    /// The completions: batch index, owner, result path, checksum, note.
+    done: Vec<Done<'a>>,
+}
+
+/// One plain completion of a batch.
+struct Done<'a> {
+    at: usize,
+    owner: &'a Owner,
+    path: &'a str,
+    checksum: &'a str,
+    note: Option<&'a str>,
+}
+
+/// What [`CLAIM_AND_COMPLETE`] answered: per slot, its candidate (if there
+/// was one) and the claim; per completion, whether it was accepted.
+struct Answer {
+    now: Millis,
+    taken: Vec<Taken>,
+    accepted: Vec<bool>,
+}
+
+impl<'a> Plan<'a> {
+    /// `ops` as one statement's work, or `None` when an operation is neither
+    /// a claim nor a completion without text for the sink or the index, a
+    /// document is completed twice, or more rows are wanted than one claim
+    /// statement asks for.
+    fn of(ops: &'a [&'a WriteOp]) -> Option<Plan<'a>> {
+        let mut plan = Plan {
+            slots: Vec::new(),
+            workers: Vec::new(),
+            done: Vec::new(),
+        };
+        for (at, op) in ops.iter().enumerate() {
+            match op {
+                WriteOp::Claim { worker, max } => {
+                    plan.slots.extend(std::iter::repeat_n(at, *max));
+                    plan.workers.extend(std::iter::repeat_n(worker.as_str(), *max));
+                }
+                WriteOp::Complete {
+                    owner,
+                    path,
+                    checksum,
+                    note,
+                    delivery: None,
+                    index: None,
+                } => plan.done.push(Done {
+                    at,
+                    owner,
+                    path,
+                    checksum,
+                    note: note.as_deref(),
+                }),
+                _ => return None,
+            }
+        }
+        let mut ids: Vec<i64> = plan.done.iter().map(|d| d.owner.id.0).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let distinct = ids.len() == plan.done.len();
+        (distinct && plan.slots.len() <= write::CLAIM_ROWS).then_some(plan)
+    }
+
+    /// Run the statement; it commits on its own.
+    fn run(&self, conn: &mut Conn, now: Millis, policy: &Policy) -> Sql<Answer> {
+        let statement = conn.prepared(CLAIM_AND_COMPLETE)?;
+        let limit = i64::try_from(self.workers.len()).unwrap_or(i64::MAX);
+        let ahead = now.saturating_add(policy.clock_skew_ms);
+        let lease_until = now.saturating_add(policy.lease_ms);
+        let ids: Vec<i64> = self.done.iter().map(|d| d.owner.id.0).collect();
+        let tokens: Vec<&str> = self.done.iter().map(|d| d.owner.token.as_str()).collect();
+        let paths: Vec<&str> = self.done.iter().map(|d| d.path).collect();
+        let sums: Vec<&str> = self.done.iter().map(|d| d.checksum).collect();
+        let fences: Vec<i64> = self.done.iter().map(|d| d.owner.fence).collect();
+        let afters: Vec<String> = self
+            .done
+            .iter()
+            .map(|d| complete_detail_after(d.path, d.checksum, d.note))
+            .collect();
+        let rows = conn.query(
+            &statement,
+            &[
+                &now,
+                &ahead,
+                &limit,
+                &self.workers,
+                &lease_until,
+                &policy.lease_ms,
+                &policy.max_lost_leases,
+                &LEASE_EXPIRED,
+                &LEASE_AHEAD,
+                &ids,
+                &tokens,
+                &paths,
+                &sums,
+                &fences,
+                &afters,
+            ],
+        )?;
+        let mut taken = Vec::new();
+        let mut accepted_ids: Vec<i64> = Vec::new();
+        for r in &rows {
+            if let Some(ids) = r.try_get::<_, Option<Vec<i64>>>(12)? {
+                accepted_ids = ids;
+            }
+            if r.try_get::<_, Option<i64>>(0)?.is_some() {
+                taken.push(write::taken_of(r, lease_until)?);
+            }
+        }
+        let accepted = ids.iter().map(|id| accepted_ids.contains(id)).collect();
+        Ok(Answer { now, taken, accepted })
+    }
+}
+
+impl PgStore {
+    /// `ops` in one statement that commits on its own (see the module's
+    /// docs), then what it could not settle; `None` when they do not fit one
+    /// statement ([`Plan::of`]) or the statement failed: the caller then runs
+    /// them in a transaction, as it would have (one that fails there fails
+    /// alone). A statement whose connection was lost may have committed; run
+    /// again, its completions are refused as not the owner's and its first
+    /// claims' leases run out unused, as after a transaction whose COMMIT
+    /// was lost. One answer per operation, in order.
+    pub(super) fn in_one_statement(&self, ops: &[&WriteOp]) -> Option<Vec<Result<WriteOut>>> {
+        let plan = Plan::of(ops)?;
+        let policy = self.policy();
+        let answer = self
+            .on_its_own(false, |conn, now| plan.run(conn, now, policy))
+            .ok()?;
+        let mut outs: Vec<Option<Result<WriteOut>>> = ops.iter().map(|_| None).collect();
+        for (d, accepted) in plan.done.iter().zip(&answer.accepted) {
+            outs[d.at] = Some(if *accepted {
+                Ok(WriteOut::Fenced(Fenced::Accepted))
+            } else {
+                self.refused_completion(answer.now, d.owner).map(WriteOut::Fenced)
+            });
+        }
+        for (at, claims) in self.claims_of(&plan, ops, answer.taken) {
+            outs[at] = Some(claims.map(WriteOut::Claims));
+        }
+        Some(
+            outs.into_iter()
+                .map(|o| {
+                    o.unwrap_or_else(|| Err(Error::Internal("an operation of the batch was not run".into())))
+                })
+                .collect(),
+        )
+    }
+
+    /// A completion the statement did not accept: read the row to say why
+    /// and record the refusal, in a transaction of its own.
+    fn refused_completion(&self, now: Millis, owner: &Owner) -> Result<Fenced> {
+        self.write_tx(|tx, _| write::settle(tx, now, owner, 0, "complete", None))
+    }
+
+    /// Each claiming caller's claims, by batch index: what the statement
+    /// took for its slots. Candidates that were not taken are buried, and a
+    /// caller that got nothing then claims again on its own (as
+    /// `write.rs: claim_alone` does after burying), unless nothing was
+    /// buried (the rows changed meanwhile: as `claim_alone`, it stops there).
+    fn claims_of(
+        &self,
+        plan: &Plan<'_>,
+        ops: &[&WriteOp],
+        taken: Vec<Taken>,
+    ) -> Vec<(usize, Result<Vec<Claim>>)> {
+        let mut got: Vec<Option<Result<Vec<Claim>>>> = ops
+            .iter()
+            .map(|op| matches!(op, WriteOp::Claim { .. }).then(|| Ok(Vec::new())))
+            .collect();
+        let mut dead = Vec::new();
+        for (&at, (candidate, claim)) in plan.slots.iter().zip(taken) {
+            let Some(claim) = claim else {
+                dead.push(candidate);
+                continue;
+            };
+            let checked = write::guard(status_of(&candidate.status), Status::Extracting);
+            match (checked, &mut got[at]) {
+                (Ok(()), Some(Ok(claims))) => claims.push(claim),
+                (Err(e), entry) => *entry = Some(Err(self.error(e))),
+                (Ok(()), _) => {}
+            }
+        }
+        if !dead.is_empty() && !self.buried_none(&dead) {
+            for (at, entry) in got.iter_mut().enumerate() {
+                if let (WriteOp::Claim { worker, max }, Some(Ok(claims))) = (ops[at], &entry) {
+                    if claims.is_empty() {
+                        *entry = Some(self.on_its_own(true, |conn, now| {
+                            write::claim_alone(conn, now, self.policy(), worker, *max)
+                        }));
+                    }
+                }
+            }
+        }
+        got.into_iter()
+            .enumerate()
+            .filter_map(|(at, g)| g.map(|g| (at, g)))
+            .collect()
+    }
+
+    /// Bury the candidates a claim did not take, in one transaction: whether
+    /// none was (a failure counts as some: the claims that follow bury them
+    /// again, or say why not).
+    fn buried_none(&self, dead: &[Candidate]) -> bool {
+        let buried = self.write_tx(|tx, now| {
+            let mut any = false;
+            for c in dead {
+                any |= write::bury(tx, now, self.policy(), c)?;
+            }
+            Ok(any)
+        });
+        matches!(buried, Ok(false))
+    }
+}
+
+/// The tests' throwaway PostgreSQL cluster.
+#[cfg(test)]
+#[path = "../../../tests/common/pg.rs"]
+#[allow(dead_code)]
+mod cluster;
+
+#[cfg(test)]
+mod tests {
+    //! The batch statement on a real server (the tests' throwaway cluster),
+    //! called directly: a black-box test cannot choose which operations the
+    //! group-commit queue puts in one batch.
+
+    use super::cluster;
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::job::{JobId, Rejection};
+    use crate::store::engine::Engine;
+    use crate::store::write::complete_detail;
+    use crate::store::{NewDoc, StoreOptions};
+
+    const LEASE: Duration = Duration::from_secs(60);
+
+    /// A store on a fresh database, its clock, and one document per key.
+    fn store_with(keys: &[&str], opts: StoreOptions) -> (PgStore, ManualClock) {
+        let clock = ManualClock::new(1_000);
+        let opts = opts
+            .lease(LEASE)
+            .clock(Arc::new(clock.clone()))
+            .clock_skew(Duration::ZERO);
+        let pg = PgStore::open(&cluster::server().fresh_database(), opts).unwrap();
+        let docs: Vec<NewDoc> = keys.iter().map(|k| NewDoc::new(*k, "v1")).collect();
+        pg.enqueue_many(&docs).unwrap();
+        (pg, clock)
+    }
+
+    fn claim_op(worker: &str) -> WriteOp {
+        WriteOp::claim(worker, 1)
+    }
+
+    fn complete_op(owner: &Owner, note: Option<&str>) -> WriteOp {
+        WriteOp::Complete {
+            owner: owner.clone(),
+            path: "r".into(),
+            checksum: "s".into(),
+            note: note.map(str::to_owned),
+            delivery: None,
+            index: None,
+        }
+    }
+
+    fn run(pg: &PgStore, ops: &[WriteOp]) -> Vec<WriteOut> {
+        let ops: Vec<&WriteOp> = ops.iter().collect();
+        pg.in_one_statement(&ops)
+            .expect("the batch fits one statement and it ran")
+            .into_iter()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    fn events(pg: &PgStore, id: JobId) -> Vec<String> {
+        pg.history(id).unwrap().into_iter().map(|h| h.event).collect()
+    }
+
+    /// The completed document's lease ran out, so a claim on its own would
+    /// take it first; in the completion's statement it must not.
+    #[test]
+    fn a_claim_never_takes_the_document_its_statement_completes() {
+        let (pg, clock) = store_with(&["a", "b"], StoreOptions::default());
+        let a = pg.claim_batch("w1", 1).unwrap().pop().unwrap();
+        clock.advance(LEASE * 2);
+        let outs = run(&pg, &[complete_op(&a.owner(), Some("text")), claim_op("w2")]);
+        assert!(matches!(outs[0], WriteOut::Fenced(Fenced::Accepted)), "{outs:?}");
+        let WriteOut::Claims(claims) = &outs[1] else {
+            panic!("{outs:?}")
+        };
+        assert_eq!(claims.iter().map(|c| c.key.as_str()).collect::<Vec<_>>(), ["b"]);
+        let lines = pg.history(a.id).unwrap();
+        let said: Vec<&str> = lines.iter().map(|h| h.event.as_str()).collect();
+        assert_eq!(said, ["enqueued", "claimed", "completed"]);
+        let expected = complete_detail("v1", "r", "s", Some("text"));
+        assert_eq!(lines[2].detail.as_deref(), Some(expected.as_str()));
+        assert_eq!(
+            (lines[2].token.as_deref(), lines[2].fence),
+            (Some(a.token.as_str()), Some(a.fence))
+        );
+    }
+
+    /// A stale owner's completion in a batch statement is refused and the
+    /// refusal recorded, as a lone one's is.
+    #[test]
+    fn a_refused_completion_of_a_batch_statement_is_recorded() {
+        let (pg, clock) = store_with(&["a", "b"], StoreOptions::default());
+        let stale = pg.claim_batch("w1", 1).unwrap().pop().unwrap();
+        clock.advance(LEASE * 2);
+        let now_owner = pg.claim_batch("w2", 1).unwrap().pop().unwrap();
+        assert_eq!(now_owner.id, stale.id);
+        let outs = run(&pg, &[complete_op(&stale.owner(), None), claim_op("w3")]);
+        let WriteOut::Fenced(Fenced::Rejected(why)) = &outs[0] else {
+            panic!("{outs:?}")
+        };
+        assert_eq!(
+            *why,
+            Rejection::OtherOwner {
+                fence: now_owner.fence
+            }
+        );
+        assert_eq!(
+            events(&pg, stale.id),
+            ["enqueued", "claimed", "claimed", "complete_rejected"]
+        );
+        assert!(matches!(&outs[1], WriteOut::Claims(c) if c.len() == 1 && c[0].key == "b"));
+    }
+
+    /// A candidate that has used up its lost leases is buried, and the
+    /// caller whose slot it was claims again on its own.
+    #[test]
+    fn a_used_up_candidate_is_buried_and_its_caller_claims_the_next() {
+        let (pg, clock) = store_with(&["a", "b", "c"], StoreOptions::default().max_lost_leases(1));
+        let lost = pg.claim_batch("w1", 1).unwrap().pop().unwrap();
+        clock.advance(LEASE * 2);
+        let outs = run(&pg, &[claim_op("w2"), claim_op("w3")]);
+        let keys: Vec<Vec<&str>> = outs
+            .iter()
+            .map(|o| match o {
+                WriteOut::Claims(c) => c.iter().map(|c| c.key.as_str()).collect(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(keys, [vec!["c"], vec!["b"]]);
+        assert_eq!(events(&pg, lost.id), ["enqueued", "claimed", "dead"]);
+    }
+
+    /// Operations that do not fit one statement are left to the transaction.
+    #[test]
+    fn a_document_completed_twice_or_a_renewal_is_left_to_the_transaction() {
+        let (pg, _) = store_with(&["a"], StoreOptions::default());
+        let a = pg.claim_batch("w1", 1).unwrap().pop().unwrap();
+        let twice = [complete_op(&a.owner(), None), complete_op(&a.owner(), None)];
+        let renewal = [complete_op(&a.owner(), None), WriteOp::Renew(a.owner())];
+        for ops in [&twice, &renewal] {
+            let ops: Vec<&WriteOp> = ops.iter().collect();
+            assert!(pg.in_one_statement(&ops).is_none());
+        }
+        assert_eq!(events(&pg, a.id), ["enqueued", "claimed"]);
+    }
+}
