@@ -71,6 +71,37 @@ impl WriteOp {
             max,
         }
     }
+
+    /// This operation as a completion with nothing for the sink or the search
+    /// index, if it is one: what PostgreSQL accepts in a statement that
+    /// commits on its own (alone, or in a batch's one statement).
+    pub(crate) fn plain_completion(&self) -> Option<PlainCompletion<'_>> {
+        match self {
+            WriteOp::Complete {
+                owner,
+                path,
+                checksum,
+                note,
+                delivery: None,
+                index: None,
+            } => Some(PlainCompletion {
+                owner,
+                path,
+                checksum,
+                note: note.as_deref(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A completion with no text for the sink or the search index
+/// ([`WriteOp::plain_completion`]).
+pub(crate) struct PlainCompletion<'a> {
+    pub(crate) owner: &'a Owner,
+    pub(crate) path: &'a str,
+    pub(crate) checksum: &'a str,
+    pub(crate) note: Option<&'a str>,
 }
 
 impl WriteOut {

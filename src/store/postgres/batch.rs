@@ -38,7 +38,8 @@ use crate::error::{Error, Result};
 use crate::job::{Claim, Fenced, Owner, Status};
 use crate::store::options::Policy;
 use crate::store::write::{
-    complete_detail_after, status_of, Candidate, WriteOp, WriteOut, LEASE_AHEAD, LEASE_EXPIRED,
+    complete_detail_after, status_of, Candidate, PlainCompletion, WriteOp, WriteOut, LEASE_AHEAD,
+    LEASE_EXPIRED,
 };
 
 /// Claims and completions in one statement. $1–$9 are [`write::claim_ctes`]'
@@ -95,11 +96,9 @@ struct Plan<'a> {
 
 /// One plain completion of a batch.
 struct Done<'a> {
+    /// Its place in the batch.
     at: usize,
-    owner: &'a Owner,
-    path: &'a str,
-    checksum: &'a str,
-    note: Option<&'a str>,
+    completion: PlainCompletion<'a>,
 }
 
 /// What [`CLAIM_AND_COMPLETE`] answered: per slot, its candidate (if there
@@ -127,24 +126,13 @@ impl<'a> Plan<'a> {
                     plan.slots.extend(std::iter::repeat_n(at, *max));
                     plan.workers.extend(std::iter::repeat_n(worker.as_str(), *max));
                 }
-                WriteOp::Complete {
-                    owner,
-                    path,
-                    checksum,
-                    note,
-                    delivery: None,
-                    index: None,
-                } => plan.done.push(Done {
+                _ => plan.done.push(Done {
                     at,
-                    owner,
-                    path,
-                    checksum,
-                    note: note.as_deref(),
+                    completion: op.plain_completion()?,
                 }),
-                _ => return None,
             }
         }
-        let mut ids: Vec<i64> = plan.done.iter().map(|d| d.owner.id.0).collect();
+        let mut ids: Vec<i64> = plan.done.iter().map(|d| d.completion.owner.id.0).collect();
         ids.sort_unstable();
         ids.dedup();
         let distinct = ids.len() == plan.done.len();
@@ -157,15 +145,19 @@ impl<'a> Plan<'a> {
         let limit = i64::try_from(self.workers.len()).unwrap_or(i64::MAX);
         let ahead = now.saturating_add(policy.clock_skew_ms);
         let lease_until = now.saturating_add(policy.lease_ms);
-        let ids: Vec<i64> = self.done.iter().map(|d| d.owner.id.0).collect();
-        let tokens: Vec<&str> = self.done.iter().map(|d| d.owner.token.as_str()).collect();
-        let paths: Vec<&str> = self.done.iter().map(|d| d.path).collect();
-        let sums: Vec<&str> = self.done.iter().map(|d| d.checksum).collect();
-        let fences: Vec<i64> = self.done.iter().map(|d| d.owner.fence).collect();
+        let ids: Vec<i64> = self.done.iter().map(|d| d.completion.owner.id.0).collect();
+        let tokens: Vec<&str> = self
+            .done
+            .iter()
+            .map(|d| d.completion.owner.token.as_str())
+            .collect();
+        let paths: Vec<&str> = self.done.iter().map(|d| d.completion.path).collect();
+        let sums: Vec<&str> = self.done.iter().map(|d| d.completion.checksum).collect();
+        let fences: Vec<i64> = self.done.iter().map(|d| d.completion.owner.fence).collect();
         let afters: Vec<String> = self
             .done
             .iter()
-            .map(|d| complete_detail_after(d.path, d.checksum, d.note))
+            .map(|d| complete_detail_after(d.completion.path, d.completion.checksum, d.completion.note))
             .collect();
         let rows = conn.query(
             &statement,
@@ -222,7 +214,8 @@ impl PgStore {
             outs[d.at] = Some(if *accepted {
                 Ok(WriteOut::Fenced(Fenced::Accepted))
             } else {
-                self.refused_completion(answer.now, d.owner).map(WriteOut::Fenced)
+                self.refused_completion(answer.now, d.completion.owner)
+                    .map(WriteOut::Fenced)
             });
         }
         for (at, claims) in self.claims_of(&plan, ops, answer.taken) {

@@ -80,28 +80,21 @@ impl PgStore {
     /// would be refused as not the owner's if the first had committed).
     fn alone(&self, op: &WriteOp) -> Option<Result<WriteOut>> {
         let policy = self.policy();
-        match op {
-            WriteOp::Claim { worker, max } if *max <= write::CLAIM_ROWS => Some(
+        if let WriteOp::Claim { worker, max } = op {
+            return (*max <= write::CLAIM_ROWS).then(|| {
                 self.on_its_own(true, |conn, now| {
                     write::claim_alone(conn, now, policy, worker, *max)
                 })
-                .map(WriteOut::Claims),
-            ),
-            WriteOp::Complete {
-                owner,
-                path,
-                checksum,
-                note,
-                delivery: None,
-                index: None,
-            } => Some(
-                self.on_its_own(false, |conn, now| {
-                    write::complete_alone(conn, now, owner, (path, checksum), note.as_deref())
-                })
-                .map(WriteOut::Fenced),
-            ),
-            _ => None,
+                .map(WriteOut::Claims)
+            });
         }
+        let c = op.plain_completion()?;
+        Some(
+            self.on_its_own(false, |conn, now| {
+                write::complete_alone(conn, now, c.owner, (c.path, c.checksum), c.note)
+            })
+            .map(WriteOut::Fenced),
+        )
     }
 }
 
