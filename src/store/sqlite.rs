@@ -100,8 +100,19 @@ impl Sqlite {
     }
 
     /// Checkpoint the WAL now.
+    ///
+    /// A checkpoint that finds another one running (the background thread's)
+    /// does nothing and says so (`busy`): it is tried again until it runs,
+    /// for at most the busy timeout, so that "now" means now.
     pub(crate) fn checkpoint(&self) -> Result<()> {
-        self.read(|c| c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())))
+        let give_up = std::time::Instant::now() + self.opts.busy_timeout;
+        loop {
+            let busy: i64 = self.read(|c| c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(0)))?;
+            if busy == 0 || std::time::Instant::now() >= give_up {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 
     fn fenced(&self, op: WriteOp) -> Result<Fenced> {
