@@ -122,6 +122,34 @@ impl FileId {
     }
 }
 
+/// `/proc/locks` in as few reads as possible. The kernel fills one read from
+/// one walk of its lock list, but a later read starts again by position: a
+/// lock let go between two reads shifts the list, and the entry after it is
+/// never seen. `read_to_string` starts with small reads, so with a few
+/// hundred locks in the table (SQLite holds several per connection) a held
+/// lock could go unlisted; one read of a large buffer takes the table whole.
+fn read_table() -> Option<String> {
+    use std::io::Read;
+    /// Room for about 16,000 lines in the first read.
+    const FIRST_READ: usize = 1 << 20;
+    let mut file = std::fs::File::open("/proc/locks").ok()?;
+    let mut buf = vec![0u8; FIRST_READ];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).ok()
+}
+
 /// One reading of `/proc/locks`, so that several questions about one moment
 /// cost one read.
 pub(crate) struct Locks {
@@ -131,7 +159,7 @@ pub(crate) struct Locks {
 impl Locks {
     /// The kernel's lock table now; `None` where there is none to read.
     pub(crate) fn read() -> Option<Locks> {
-        let table = std::fs::read_to_string("/proc/locks").ok()?;
+        let table = read_table()?;
         Some(Locks {
             lines: table.lines().filter_map(parse_line).collect(),
         })
