@@ -70,7 +70,17 @@ impl Watch {
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
         let status = wait_exit(&mut self.child);
         let stderr = self.stderr.recv_timeout(PATIENCE).unwrap_or_default();
-        let lines: Vec<String> = self.lines.try_iter().collect();
+        // Every line up to the reader's end of file (it closes the channel),
+        // not only those it had passed on when the process ended: the last
+        // one is the summary.
+        let deadline = Instant::now() + PATIENCE;
+        let mut lines = Vec::new();
+        while let Ok(line) = self
+            .lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            lines.push(line);
+        }
         (status.code(), lines, stderr)
     }
 }

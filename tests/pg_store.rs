@@ -92,6 +92,6 @@ fn wait_for_a_lock_waiter(url: &str) {
             std::time::Instant::now() < give_up,
             "the completion never waited for the row"
         );
-        std::thread::yield_now();
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }

@@ -301,7 +301,9 @@ fn build_pool(path: &Path, opts: &StoreOptions) -> Result<Pool> {
         .with_flags(OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
         .with_init(move |c| configure_raw(c, &init_opts));
     r2d2::Pool::builder()
-        .max_size(opts.pool_size.max(2))
+        // One connection is the writer's for the handle's life (`tx.rs`); at
+        // least two stay for reads and the checkpointer.
+        .max_size(opts.pool_size.max(3))
         .min_idle(Some(1))
         // A pooled SQLite connection does not go stale; checking it costs a statement per use.
         .test_on_check_out(false)

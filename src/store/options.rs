@@ -76,7 +76,8 @@ pub struct StoreOptions {
     pub backoff: Backoff,
     /// How durable a commit is (the `synchronous` pragma).
     pub synchronous: Synchronous,
-    /// Pooled connections (readers and the group-commit leader share them).
+    /// Pooled connections: SQLite keeps one for its writes, the rest serve
+    /// reads and the checkpointer (at least 3 in all).
     pub pool_size: u32,
     /// How long one statement waits for the write lock before SQLite says BUSY.
     pub busy_timeout: Duration,

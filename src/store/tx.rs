@@ -94,8 +94,9 @@ impl Sqlite {
             return Err(Error::Internal("the writer connection vanished".into()));
         };
         let started = Instant::now();
+        let mut waited = Some(asked);
         for attempt in 1..=BUSY_RETRIES {
-            match self.try_write_tx(conn, (asked, always), &mut f) {
+            match self.try_write_tx(conn, (&mut waited, always), &mut f) {
                 Ok(v) => return Ok(v),
                 Err(e) if is_retryable(&e) => {
                     if started.elapsed() >= STALL_WARN_AFTER {
@@ -113,16 +114,19 @@ impl Sqlite {
         })
     }
 
-    /// One try: `BEGIN IMMEDIATE` (the wait since `asked` is counted once it
-    /// holds the lock), the due waits folded, `f`, COMMIT.
+    /// One try: `BEGIN IMMEDIATE` (the wait since the write was asked for is
+    /// counted the first time a try holds the lock, once per write however
+    /// many tries it takes), the due waits folded, `f`, COMMIT.
     fn try_write_tx<T>(
         &self,
         conn: &mut Connection,
-        (asked, always): (Instant, bool),
+        (asked, always): (&mut Option<Instant>, bool),
         f: &mut impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
     ) -> rusqlite::Result<T> {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        self.waits.add(asked.elapsed());
+        if let Some(asked) = asked.take() {
+            self.waits.add(asked.elapsed());
+        }
         let now = self.now();
         let folding = self.waits.due(always);
         let done = match &folding {

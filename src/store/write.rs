@@ -72,36 +72,35 @@ impl WriteOp {
         }
     }
 
-    /// This operation as a completion with nothing for the sink or the search
-    /// index, if it is one: what PostgreSQL accepts in a statement that
-    /// commits on its own (alone, or in a batch's one statement).
-    pub(crate) fn plain_completion(&self) -> Option<PlainCompletion<'_>> {
+    /// This operation as a completion, if it is one, borrowed.
+    pub(crate) fn completing(&self) -> Option<Completing<'_>> {
         match self {
             WriteOp::Complete {
                 owner,
                 path,
                 checksum,
                 note,
-                delivery: None,
-                index: None,
-            } => Some(PlainCompletion {
+                delivery,
+                index,
+            } => Some(Completing {
                 owner,
                 path,
                 checksum,
                 note: note.as_deref(),
+                delivery: delivery.as_deref(),
+                index: index.as_deref(),
             }),
             _ => None,
         }
     }
-}
 
-/// A completion with no text for the sink or the search index
-/// ([`WriteOp::plain_completion`]).
-pub(crate) struct PlainCompletion<'a> {
-    pub(crate) owner: &'a Owner,
-    pub(crate) path: &'a str,
-    pub(crate) checksum: &'a str,
-    pub(crate) note: Option<&'a str>,
+    /// This operation as a completion with nothing for the sink or the search
+    /// index, if it is one: what PostgreSQL accepts in a statement that
+    /// commits on its own (alone, or in a batch's one statement).
+    pub(crate) fn plain_completion(&self) -> Option<Completing<'_>> {
+        self.completing()
+            .filter(|c| c.delivery.is_none() && c.index.is_none())
+    }
 }
 
 impl WriteOut {
@@ -701,6 +700,19 @@ pub(crate) struct Completing<'a> {
     pub delivery: Option<&'a str>,
     /// The text to make searchable if the result is accepted.
     pub index: Option<&'a str>,
+}
+
+impl<'a> Completing<'a> {
+    /// The same completion as the store's public [`Completion`] reads it.
+    pub(crate) fn as_completion(&self) -> crate::store::Completion<'a> {
+        crate::store::Completion {
+            result_path: self.path,
+            checksum: self.checksum,
+            note: self.note,
+            deliver: self.delivery,
+            index: self.index,
+        }
+    }
 }
 
 /// Complete many claims in the caller's transaction, each fenced on its own

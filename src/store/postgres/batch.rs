@@ -38,8 +38,7 @@ use crate::error::{Error, Result};
 use crate::job::{Claim, Fenced, Owner, Status};
 use crate::store::options::Policy;
 use crate::store::write::{
-    complete_detail_after, status_of, Candidate, PlainCompletion, WriteOp, WriteOut, LEASE_AHEAD,
-    LEASE_EXPIRED,
+    complete_detail_after, status_of, Candidate, Completing, WriteOp, WriteOut, LEASE_AHEAD, LEASE_EXPIRED,
 };
 
 /// Claims and completions in one statement. $1–$9 are [`write::claim_ctes`]'
@@ -98,7 +97,7 @@ struct Plan<'a> {
 struct Done<'a> {
     /// Its place in the batch.
     at: usize,
-    completion: PlainCompletion<'a>,
+    completion: Completing<'a>,
 }
 
 /// What [`CLAIM_AND_COMPLETE`] answered: per slot, its candidate (if there

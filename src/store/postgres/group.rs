@@ -151,24 +151,9 @@ fn complete_all(
     let mut at = Vec::new();
     let mut done: Vec<(Owner, Completion<'_>)> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
-        if let WriteOp::Complete {
-            owner,
-            path,
-            checksum,
-            note,
-            delivery,
-            index,
-        } = op
-        {
+        if let Some(c) = op.completing() {
             at.push(i);
-            let c = Completion {
-                result_path: path,
-                checksum,
-                note: note.as_deref(),
-                deliver: delivery.as_deref(),
-                index: index.as_deref(),
-            };
-            done.push((owner.clone(), c));
+            done.push((c.owner.clone(), c.as_completion()));
         }
     }
     if done.is_empty() {

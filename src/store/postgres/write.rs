@@ -822,7 +822,8 @@ pub(crate) fn complete_and_push(
     if let (Fenced::Accepted, Some(text)) = (&out, c.deliver) {
         super::outbox::push(tx, now, cap, o.id.0, c.checksum, text)?;
     }
-    if out.is_accepted() {
+    // `COMPLETE` took the old text out of the index; only new text is left.
+    if out.is_accepted() && c.index.is_some() {
         super::search::accepted(tx, o.id.0, c)?;
     }
     Ok(out)
