@@ -405,9 +405,9 @@ fn leasehold_search(run: &Path, query: &str) -> std::collections::BTreeSet<Strin
         .arg("--data")
         .arg(run.join("data"))
         .args(["search", query, "--json", "--limit", "1000000"])
-        .stderr(Stdio::null())
         .output()
         .expect("leasehold search");
+    said_failure("leasehold search", query, &out);
     let hits: Vec<Hit> = serde_json::from_slice(&out.stdout).unwrap_or_default();
     hits.into_iter().map(|h| h.key).collect()
 }
@@ -422,14 +422,26 @@ fn recollq(docs: &Path, run: &Path, query: &str) -> std::collections::BTreeSet<S
         .args(["-b", "-n", "0", "-s", "", query])
         .env("RECOLL_CONFDIR", &conf)
         .env("PATH", recoll_path())
-        .stderr(Stdio::null())
         .output()
         .expect("recollq");
+    said_failure("recollq", query, &out);
     let prefix = format!("file://{}/", docs.display());
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.trim().strip_prefix(&prefix).map(str::to_owned))
         .collect()
+}
+
+/// A search that failed would read as no hits (and a recall of 1.0 when
+/// Recoll's failed): say so beside the table.
+fn said_failure(what: &str, query: &str, out: &std::process::Output) {
+    if !out.status.success() {
+        eprintln!(
+            "{what} {query:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
 }
 
 /// At least one alphanumeric character: the same test for both sides.
