@@ -11,8 +11,9 @@ use super::pool::{
     catch_interrupts, settle_courier, start_courier, stop_requested, work_pool_beside, Beside,
 };
 use super::progress::{say, Progress};
-use super::summary::{finish_watch, Summary, WatchTotals};
+use super::summary::{add_discovery, finish_watch, Summary, WatchTotals};
 use super::CliError;
+use crate::source::Discovered;
 use crate::watch::{WatchOptions, WatchReport, Watcher};
 
 /// Skipped entries kept over a whole watch: it may run for months.
@@ -48,7 +49,7 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
     let watcher = Watcher::start(source, cfg.store.clone(), opts, tx)?;
     let courier = start_courier(cfg);
     let mut totals = WatchTotals::default();
-    let mut found = Summary::default();
+    let mut found = Discovered::default();
     first_pass(&rx, json, &mut totals, &mut found);
     let mut on_report = |report: WatchReport, _: &mut Summary, progress: &mut Progress| {
         let shown = take_report(report, json, &mut totals, &mut found);
@@ -71,11 +72,7 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
             say(&line);
         }
     }
-    summary.new = found.new;
-    summary.changed = found.changed;
-    summary.unchanged = found.unchanged;
-    summary.gone = found.gone;
-    summary.skipped = found.skipped;
+    add_discovery(&mut summary, &found);
     summary.watch = Some(totals);
     settle_courier(cfg, courier, &mut summary)?;
     finish_watch(summary, json, fail_on_error)
@@ -85,7 +82,7 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
 /// pool starts, as `run` discovers before it works: the pool's progress then
 /// starts from the queue that scan found. A signal ends the wait (the pool
 /// then starts stopped and the summary follows).
-fn first_pass(rx: &Receiver<WatchReport>, json: bool, totals: &mut WatchTotals, found: &mut Summary) {
+fn first_pass(rx: &Receiver<WatchReport>, json: bool, totals: &mut WatchTotals, found: &mut Discovered) {
     loop {
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(report) => {
@@ -112,7 +109,7 @@ struct Shown {
 }
 
 /// Count one report of the watcher; with `--json` print it as one line.
-fn take_report(report: WatchReport, json: bool, totals: &mut WatchTotals, found: &mut Summary) -> Shown {
+fn take_report(report: WatchReport, json: bool, totals: &mut WatchTotals, found: &mut Discovered) -> Shown {
     if json {
         if let Ok(line) = serde_json::to_string(&report) {
             println!("{line}");
