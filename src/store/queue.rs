@@ -163,16 +163,25 @@ pub(crate) fn mark_unseen_gone(
         return Ok(0);
     }
     let ids: Vec<i64> = tx
-        .prepare_cached(
-            "UPDATE jobs SET source_gone = 1, status = 'dead', owner_token = NULL, owner_worker = NULL,
-                    lease_expires_at = NULL, retry_at = NULL, parked_on = NULL, result_path = NULL,
-                    checksum = NULL,
-                    last_error = ?3, updated_at = ?2
-             WHERE source_gone = 0 AND seen_scan < ?1 RETURNING id",
-        )?
-        .query_map(params![scan, now, why], |r| r.get(0))?
+        .prepare_cached(&format!("{GONE} seen_scan < ?3 RETURNING id"))?
+        .query_map(params![now, why, scan], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    for id in &ids {
+    record_gone(tx, now, &ids)
+}
+
+/// What a gone source does to its row (`?1` now, `?2` why), before the
+/// condition that picks the rows: dead, owner and result forgotten.
+const GONE: &str =
+    "UPDATE jobs SET source_gone = 1, status = 'dead', owner_token = NULL, owner_worker = NULL,
+            lease_expires_at = NULL, retry_at = NULL, parked_on = NULL, result_path = NULL,
+            checksum = NULL,
+            last_error = ?2, updated_at = ?1
+     WHERE source_gone = 0 AND ";
+
+/// The history line and the search index's removal of each document `ids`
+/// marked gone; how many there were.
+fn record_gone(tx: &Connection, now: Millis, ids: &[i64]) -> rusqlite::Result<usize> {
+    for id in ids {
         record(tx, *id, now, "source_gone", None, None, None)?;
         super::search::sqlite::remove(tx, *id)?;
     }
@@ -193,12 +202,6 @@ pub(crate) fn mark_gone(
     prefixes: &[String],
     why: &str,
 ) -> rusqlite::Result<usize> {
-    const GONE: &str =
-        "UPDATE jobs SET source_gone = 1, status = 'dead', owner_token = NULL, owner_worker = NULL,
-                lease_expires_at = NULL, retry_at = NULL, parked_on = NULL, result_path = NULL,
-                checksum = NULL,
-                last_error = ?2, updated_at = ?1
-         WHERE source_gone = 0 AND ";
     let mut ids = Vec::new();
     let mut exact = tx.prepare_cached(&format!("{GONE} doc_key = ?3 RETURNING id"))?;
     for key in keys {
@@ -216,11 +219,7 @@ pub(crate) fn mark_gone(
         }
     }
     drop((exact, under));
-    for id in &ids {
-        record(tx, *id, now, "source_gone", None, None, None)?;
-        super::search::sqlite::remove(tx, *id)?;
-    }
-    Ok(ids.len())
+    record_gone(tx, now, &ids)
 }
 
 /// The least string above every string that starts with `prefix`: its last
