@@ -195,7 +195,8 @@ fn configure_raw(conn: &Connection, opts: &StoreOptions) -> rusqlite::Result<()>
     // `write::padded`) outnumber rusqlite's default of 16 cached statements;
     // an evicted one is prepared again on its next use.
     conn.set_prepared_statement_cache_capacity(64);
-    Ok(())
+    // Searches rank with it (`search/rank.rs`).
+    crate::store::search::rank::register(conn)
 }
 
 fn read_user_version(conn: &Connection, path: &Path) -> Result<i64> {

@@ -10,6 +10,8 @@
 //!   PostgreSQL tsquery). Pure: no SQL is run there.
 //! - `sqlite.rs`: the SQLite FTS5 statements (write inside the completion's
 //!   transaction, search, check, reset for another tokenizer).
+//! - `rank.rs`: the SQLite ranking function, FTS5's bm25 made cheap on
+//!   broad queries (the one unsafe module: FTS5's C interface).
 //!
 //! The one rule: the index holds, for every document with an accepted result
 //! (`jobs.result_path` set), that result's text, and nothing else. The writes
@@ -18,6 +20,7 @@
 //! completion can never reach the index.
 
 pub(crate) mod query;
+pub(crate) mod rank;
 pub(crate) mod sqlite;
 
 use crate::error::{Error, Result};

@@ -10,6 +10,7 @@
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::query::{self, Plan};
+use super::rank::{self, Scoring};
 use super::{Found, TOKENIZER_META};
 use super::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 
@@ -198,15 +199,18 @@ pub(crate) fn search(c: &Connection, q: &str, limit: usize) -> rusqlite::Result<
 
 /// The best `limit` matches, then a snippet for each. In two steps because
 /// SQLite computes every selected column of every match before it sorts:
-/// `snippet()` in the ranking query would be run on all the matches.
+/// `snippet()` in the ranking query would be run on all the matches. The rank
+/// is bm25, computed by `rank.rs`'s function.
 fn search_match(c: &Connection, expr: &str, limit: i64, tokens: i64) -> rusqlite::Result<Vec<Hit>> {
+    let scoring = Scoring::begin();
     let ranked: Vec<(i64, f64)> = c
-        .prepare_cached(
-            "SELECT rowid, rank FROM search_text WHERE search_text MATCH ?1
-             ORDER BY rank, rowid LIMIT ?2",
-        )?
+        .prepare_cached(&rank::search_sql())?
         .query_map(params![expr, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
+    let ranked: Vec<(i64, f64)> = ranked
+        .into_iter()
+        .map(|(id, raw)| (id, scoring.rank(raw)))
+        .collect();
     let mut hits = Vec::with_capacity(ranked.len());
     for (id, rank) in ranked {
         let row: Option<(String, String)> = c
