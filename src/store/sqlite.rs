@@ -374,7 +374,9 @@ impl Engine for Sqlite {
     }
 
     fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
-        self.read(|c| search::sqlite::search(c, query, limit))?
+        let c = self.conn()?;
+        search::sqlite::search(&c, || self.spare_conn(), query, limit)
+            .map_err(|e| Error::from_sqlite(&self.path, e))?
             .into_hits(query)
     }
 

@@ -172,6 +172,17 @@ impl Sqlite {
         Ok(conn)
     }
 
+    /// A second connection for a read that can share its work (a search of
+    /// a large index), if the pool has one idle or room to open one within
+    /// [`SPARE_WAIT`]: a busy pool is never waited for.
+    pub(super) fn spare_conn(&self) -> Option<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
+        let state = self.pool.state();
+        if state.idle_connections == 0 && state.connections >= self.pool.max_size() {
+            return None;
+        }
+        self.pool.get_timeout(SPARE_WAIT).ok()
+    }
+
     pub(super) fn conn(&self) -> Result<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
         self.pool.get().map_err(|source| Error::Pool {
             path: self.path.clone(),
@@ -182,6 +193,10 @@ impl Sqlite {
 
 /// A pooled connection.
 pub(super) type Writer = r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>;
+
+/// How long [`Sqlite::spare_conn`] waits for the pool to open a connection
+/// (a few milliseconds on a loaded machine).
+const SPARE_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Page cache of the writer connection, in KiB: room for the pages a run of
 /// writes keeps touching (the b-trees' upper levels, the search index's

@@ -19,7 +19,9 @@
 //!   queries), leaves the IDF out: it is the same positive factor for every
 //!   row, so the order does not change, and the number of matching rows it
 //!   needs is known once every row is scored. [`Scoring`] counts them and
-//!   multiplies the factor in afterwards.
+//!   [`Tally::rank`] multiplies the factor in afterwards;
+//! - lets a search run as two queries over halves of the rowids, on two
+//!   connections at once, and [`Tally::join`] their counts.
 //!
 //! A test compares its ranks with `bm25()`'s for words, phrases, prefixes,
 //! boolean and NEAR queries (`tests/search.rs`).
@@ -41,7 +43,7 @@ use rusqlite::{ffi, Connection};
 
 /// The SQL name of the ranking function, registered on every connection of
 /// an SQLite store. Only for the one query shape [`search_sql`] gives: every
-/// matching row scored in rowid order, on the calling thread.
+/// matching row scored, in rowid order, on the calling thread.
 pub(crate) const FUNCTION: &str = "leasehold_rank";
 
 /// bm25's parameters, as FTS5 fixes them.
@@ -51,12 +53,13 @@ const B: f64 = 0.75;
 /// A row further ahead than this is sought; nearer, the length cursor steps.
 const STEP_RATHER_THAN_SEEK: i64 = 24;
 
-/// The ranking query: the best `?2` rows for the MATCH expression `?1`,
-/// ties by rowid.
+/// The ranking query: the best `?2` rows for the MATCH expression `?1`
+/// among rowids `?3` to `?4`, ties by rowid; the raw scores of
+/// [`Tally::rank`].
 pub(crate) fn search_sql() -> String {
     format!(
         "SELECT rowid, {FUNCTION}(search_text) AS r FROM search_text
-         WHERE search_text MATCH ?1 ORDER BY r, rowid LIMIT ?2"
+         WHERE search_text MATCH ?1 AND rowid BETWEEN ?3 AND ?4 ORDER BY r, rowid LIMIT ?2"
     )
 }
 
@@ -97,7 +100,7 @@ pub(crate) fn register(conn: &Connection) -> rusqlite::Result<()> {
     }
 }
 
-/// One search's scoring, on the calling thread: begun before the ranking
+/// One ranking query's scoring, on the calling thread: begun before the
 /// query runs, finished after its rows are read.
 pub(crate) struct Scoring(());
 
@@ -108,24 +111,19 @@ impl Scoring {
         Scoring(())
     }
 
-    /// The bm25 rank of a row the query returned with `raw`: `raw` itself,
-    /// or for a query of one phrase, `raw` times the IDF left out.
-    pub(crate) fn rank(&self, raw: f64) -> f64 {
-        let t = TALLY.with(Cell::get);
-        if t.idf_left_out {
-            raw * idf(t.rows, t.matched)
-        } else {
-            raw
-        }
+    /// What the query saw, to turn its raw scores into ranks.
+    pub(crate) fn finish(self) -> Tally {
+        TALLY.with(Cell::get)
     }
 }
 
-/// What the ranking query on this thread has seen: set by [`rank`], read by
-/// [`Scoring::rank`].
-#[derive(Debug, Clone, Copy, Default)]
-struct Tally {
-    /// Rows in the index.
-    rows: i64,
+/// What a ranking query saw: set by [`rank`] on the query's thread, read by
+/// [`Scoring::finish`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Tally {
+    /// Rows in the index and their tokens (bm25's N and average length);
+    /// None when no row was scored.
+    index: Option<(i64, i64)>,
     /// Distinct rows scored (the rows matching the query's one phrase).
     matched: i64,
     /// The last row scored, so a row scored twice counts once.
@@ -134,9 +132,37 @@ struct Tally {
     idf_left_out: bool,
 }
 
+impl Tally {
+    /// The bm25 rank of a row the query returned with `raw`: `raw` itself,
+    /// or for a query of one phrase, `raw` times the IDF left out.
+    pub(crate) fn rank(&self, raw: f64) -> f64 {
+        match self.index {
+            Some((rows, _)) if self.idf_left_out => raw * idf(rows, self.matched),
+            _ => raw,
+        }
+    }
+
+    /// The tally of one query run as two over halves of the rowids, if
+    /// their scores are comparable: both saw the same N and token total
+    /// (else a write landed between their starts). A half that scored no
+    /// row agrees with anything.
+    pub(crate) fn join(self, other: Tally) -> Option<Tally> {
+        match (self.index, other.index) {
+            (Some(a), Some(b)) if a != b => None,
+            (None, _) => Some(other),
+            (_, None) => Some(self),
+            _ => Some(Tally {
+                matched: self.matched + other.matched,
+                last: None,
+                ..self
+            }),
+        }
+    }
+}
+
 thread_local! {
     static TALLY: Cell<Tally> = const {
-        Cell::new(Tally { rows: 0, matched: 0, last: None, idf_left_out: false })
+        Cell::new(Tally { index: None, matched: 0, last: None, idf_left_out: false })
     };
 }
 
@@ -270,7 +296,7 @@ impl Query {
         }
         TALLY.with(|t| {
             t.set(Tally {
-                rows,
+                index: Some((rows, tokens)),
                 idf_left_out: phrases == 1,
                 ..t.get()
             })
@@ -410,6 +436,28 @@ mod tests {
         // 300 = 0b10_0101100: two bytes, high group first.
         assert_eq!(sum_of_varints(&[0x82, 0x2c, 0x07]), 307);
         assert_eq!(sum_of_varints(&[0xff; 9]), i64::MAX);
+    }
+
+    #[test]
+    fn halves_join_only_when_they_saw_the_same_index() {
+        let half = |index, matched| Tally {
+            index,
+            matched,
+            last: Some(9),
+            idf_left_out: true,
+        };
+        let joined = half(Some((100, 900)), 3).join(half(Some((100, 900)), 4)).unwrap();
+        assert_eq!((joined.matched, joined.index), (7, Some((100, 900))));
+        assert_eq!(joined.rank(-2.0), -2.0 * idf(100, 7));
+        assert_eq!(half(Some((100, 900)), 3).join(half(Some((101, 905)), 4)), None);
+        assert_eq!(
+            half(None, 0).join(half(Some((5, 9)), 2)),
+            Some(half(Some((5, 9)), 2))
+        );
+        assert_eq!(
+            half(Some((5, 9)), 2).join(half(None, 0)),
+            Some(half(Some((5, 9)), 2))
+        );
     }
 
     #[test]

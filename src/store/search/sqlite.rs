@@ -10,7 +10,7 @@
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::query::{self, Plan};
-use super::rank::{self, Scoring};
+use super::rank::{self, Scoring, Tally};
 use super::{Found, TOKENIZER_META};
 use super::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 
@@ -174,8 +174,17 @@ pub(crate) fn check(c: &Connection) -> rusqlite::Result<IndexCheck> {
 }
 
 /// Run `query` (FTS5 syntax) under the table's tokenizer: at most `limit`
-/// hits, best first.
-pub(crate) fn search(c: &Connection, q: &str, limit: usize) -> rusqlite::Result<Found> {
+/// hits, best first. A large index is ranked in two halves at once when
+/// `second` gives a second connection ([`ranked`]).
+pub(crate) fn search<C>(
+    c: &Connection,
+    second: impl FnOnce() -> Option<C>,
+    q: &str,
+    limit: usize,
+) -> rusqlite::Result<Found>
+where
+    C: std::ops::Deref<Target = Connection> + Send,
+{
     let tokenizer = table_tokenizer(c)?;
     let plan = match query::plan(q, tokenizer) {
         Ok(plan) => plan,
@@ -183,7 +192,7 @@ pub(crate) fn search(c: &Connection, q: &str, limit: usize) -> rusqlite::Result<
     };
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let found = match &plan {
-        Plan::Match(expr) => search_match(c, expr, limit, super::snippet_tokens(tokenizer)),
+        Plan::Match(expr) => search_match(c, second, expr, limit, super::snippet_tokens(tokenizer)),
         Plan::Like(terms) => search_like(c, terms, limit),
     };
     match found {
@@ -197,20 +206,26 @@ pub(crate) fn search(c: &Connection, q: &str, limit: usize) -> rusqlite::Result<
     }
 }
 
+/// From this span of rowids on, a search with a second connection ranks in
+/// two halves at once: below it the whole query takes about a millisecond,
+/// which a thread and a second connection would not repay.
+pub(crate) const SPLIT_FROM_SPAN: i64 = 10_000;
+
 /// The best `limit` matches, then a snippet for each. In two steps because
 /// SQLite computes every selected column of every match before it sorts:
 /// `snippet()` in the ranking query would be run on all the matches. The rank
 /// is bm25, computed by `rank.rs`'s function.
-fn search_match(c: &Connection, expr: &str, limit: i64, tokens: i64) -> rusqlite::Result<Vec<Hit>> {
-    let scoring = Scoring::begin();
-    let ranked: Vec<(i64, f64)> = c
-        .prepare_cached(&rank::search_sql())?
-        .query_map(params![expr, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    let ranked: Vec<(i64, f64)> = ranked
-        .into_iter()
-        .map(|(id, raw)| (id, scoring.rank(raw)))
-        .collect();
+fn search_match<C>(
+    c: &Connection,
+    second: impl FnOnce() -> Option<C>,
+    expr: &str,
+    limit: i64,
+    tokens: i64,
+) -> rusqlite::Result<Vec<Hit>>
+where
+    C: std::ops::Deref<Target = Connection> + Send,
+{
+    let ranked = ranked(c, second, expr, limit)?;
     let mut hits = Vec::with_capacity(ranked.len());
     for (id, rank) in ranked {
         let row: Option<(String, String)> = c
@@ -234,6 +249,76 @@ fn search_match(c: &Connection, expr: &str, limit: i64, tokens: i64) -> rusqlite
         });
     }
     Ok(hits)
+}
+
+/// The best `limit` rows for `expr` and their bm25 ranks. Ranking scores
+/// every match, so on a large index (a rowid span of [`SPLIT_FROM_SPAN`] or
+/// more), when `second` gives a second connection, the two halves of the rowids are ranked
+/// at once, `second` on a thread of its own, and their best rows merged.
+/// When the halves saw different indexes (a write landed between their
+/// starts) their scores are not comparable: the query runs again whole.
+fn ranked<C>(
+    c: &Connection,
+    second: impl FnOnce() -> Option<C>,
+    expr: &str,
+    limit: i64,
+) -> rusqlite::Result<Vec<(i64, f64)>>
+where
+    C: std::ops::Deref<Target = Connection> + Send,
+{
+    let large = rowid_span(c)?.filter(|(lo, hi)| hi.saturating_sub(*lo) >= SPLIT_FROM_SPAN);
+    let halves = match large.and_then(|span| Some((span, second()?))) {
+        Some(((lo, hi), second)) => {
+            let mid = lo + (hi - lo) / 2;
+            let (low, high) = std::thread::scope(|s| {
+                let high = s.spawn(move || ranked_range(&second, expr, limit, (mid + 1, hi)));
+                let low = ranked_range(c, expr, limit, (lo, mid));
+                // A panic on the thread is one of ours: let it be one here.
+                (low, high.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            });
+            let ((mut rows, a), (more, b)) = (low?, high?);
+            a.join(b).map(|tally| {
+                rows.extend(more);
+                rows.sort_by(|x, y| x.1.total_cmp(&y.1).then(x.0.cmp(&y.0)));
+                rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+                (rows, tally)
+            })
+        }
+        _ => None,
+    };
+    let (rows, tally) = match halves {
+        Some(done) => done,
+        None => ranked_range(c, expr, limit, (i64::MIN, i64::MAX))?,
+    };
+    Ok(rows.into_iter().map(|(id, raw)| (id, tally.rank(raw))).collect())
+}
+
+/// The best `limit` rows for `expr` among rowids `lo..=hi`, with their raw
+/// scores, and what the ranking saw.
+fn ranked_range(
+    c: &Connection,
+    expr: &str,
+    limit: i64,
+    (lo, hi): (i64, i64),
+) -> rusqlite::Result<(Vec<(i64, f64)>, Tally)> {
+    let scoring = Scoring::begin();
+    let rows = c
+        .prepare_cached(&rank::search_sql())?
+        .query_map(params![expr, limit, lo, hi], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok((rows, scoring.finish()))
+}
+
+/// The lowest and highest rowid in the index, if it has a row.
+fn rowid_span(c: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
+    let end = |order: &str| -> rusqlite::Result<Option<i64>> {
+        c.prepare_cached(&format!(
+            "SELECT rowid FROM search_text ORDER BY rowid {order} LIMIT 1"
+        ))?
+        .query_row([], |r| r.get(0))
+        .optional()
+    };
+    Ok(end("ASC")?.zip(end("DESC")?))
 }
 
 /// Every term a substring (LIKE, case folded for ASCII as LIKE does), in id
