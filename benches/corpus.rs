@@ -14,6 +14,10 @@
 //!   not text extraction). Its filters run with `/usr/bin` first on PATH, so they
 //!   get the system Python its package was built for, not a user's shim.
 //!
+//! Runs' directories are deleted only when the rounds are over (one run of
+//! each side takes about 150 MB): deleting thousands of files just before a
+//! run slows that run's own file creation on ext4 without a journal.
+//!
 //! Per run: wall time, user and system CPU, and peak RSS, all from `wait4` on the
 //! child: CPU includes every process it waited for (extractor children, Recoll's
 //! filters), peak RSS is the largest single process among them. Reported: medians
@@ -127,10 +131,13 @@ fn main() {
                 run.cost.peak_rss_kib / 1024,
                 total_with_text(&run.coverage),
             );
+            // Every run's directory stays until the rounds end (the scratch
+            // directory goes then): on ext4 without a journal, inodes freed
+            // in the last minutes are skipped by the allocator's search, so
+            // deleting a run's thousands of files made the next run's file
+            // creation pay for the bench's own cleanup.
             if round + 1 == rounds && matches!(side, Side::Leasehold(2) | Side::Recoll) {
                 kept.insert(side, dir);
-            } else {
-                let _ = std::fs::remove_dir_all(&dir);
             }
             runs.entry(side).or_default().push(run);
         }

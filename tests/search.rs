@@ -507,3 +507,61 @@ fn ranks_equal_bm25(rounds: usize, gap: usize) {
     }
     assert!(compared > 100, "too few hits to compare: {compared}");
 }
+
+/// A text replaced by a batch of completions leaves no trace of its words in
+/// the index's pages (FTS5's secure-delete, which the batch switches off only
+/// while it inserts), and the setting is on again after it.
+#[test]
+fn sqlite_only_a_replaced_text_leaves_no_terms_in_the_index() {
+    let t = TestDb::new(Backend::Sqlite);
+    let store = t.handle(60_000);
+    let batch = |version: &str, texts: [&str; 2]| {
+        let docs = [NewDoc::new("a", version), NewDoc::new("b", version)];
+        store.enqueue_many(&docs).unwrap();
+        let claims = store.claim_batch("w", 2).unwrap();
+        let paths: Vec<String> = claims
+            .iter()
+            .map(|c| format!("r/{}/{}", c.id.0, c.fence))
+            .collect();
+        let done: Vec<(Claim, Completion<'_>)> = claims
+            .into_iter()
+            .zip(&paths)
+            .map(|(c, path)| {
+                let text = if c.key == "a" { texts[0] } else { texts[1] };
+                (
+                    c,
+                    Completion {
+                        index: Some(text),
+                        ..Completion::new(path, "sum")
+                    },
+                )
+            })
+            .collect();
+        assert!(store.finish_many(done).unwrap().iter().all(|f| f.is_accepted()));
+    };
+    // Long enough that its position lists take multi-byte sizes.
+    let secret = "zanzibarquux ".repeat(200);
+    batch("v1", [&secret, "plain words"]);
+    assert_eq!(keys(&store, "zanzibarquux"), ["a"]);
+    batch("v2", ["other text now", "plain words again"]);
+    assert!(keys(&store, "zanzibarquux").is_empty());
+    assert_eq!(keys(&store, "other"), ["a"]);
+    let conn = rusqlite::Connection::open(&t.location).unwrap();
+    let setting: String = conn
+        .query_row(
+            "SELECT v FROM search_text_config WHERE k = 'secure-delete'",
+            [],
+            |r| r.get::<_, rusqlite::types::Value>(0),
+        )
+        .map(|v| format!("{v:?}"))
+        .unwrap();
+    assert_eq!(setting, "Integer(1)");
+    let mut blocks = conn.prepare("SELECT block FROM search_text_data").unwrap();
+    let pages: Vec<Vec<u8>> = blocks
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let leaked = pages.iter().any(|p| p.windows(12).any(|w| w == b"zanzibarquux"));
+    assert!(!leaked, "the replaced text's term is still in the index pages");
+}

@@ -785,16 +785,21 @@ fn complete_slice(
         })
         .collect();
     record_each(tx, now, "completed", &lines)?;
-    done.iter()
+    let mut searchable = Vec::new();
+    let out = done
+        .iter()
         .zip(&versions)
         .map(|(d, v)| {
             if v.is_none() {
                 return settle(tx, now, d.owner, 0, "complete", None);
             }
-            accepted_text(tx, now, policy, d)?;
+            deliver(tx, now, policy, d)?;
+            searchable.push(search_text(policy, d));
             Ok(Fenced::Accepted)
         })
-        .collect()
+        .collect::<rusqlite::Result<_>>()?;
+    super::search::sqlite::accept_all(tx, &searchable)?;
+    Ok(out)
 }
 
 /// One completion alone: what [`apply`] does for a [`WriteOp::Complete`].
@@ -816,11 +821,26 @@ fn complete_one(
 /// previous version's; without text, or with the index off, the previous
 /// text is taken out, since it no longer belongs to the accepted result).
 fn accepted_text(tx: &Connection, now: Millis, policy: &Policy, d: &Completing<'_>) -> rusqlite::Result<()> {
-    if let Some(text) = d.delivery {
-        super::outbox::push(tx, now, &policy.outbox, d.owner.id.0, d.checksum, text)?;
+    deliver(tx, now, policy, d)?;
+    super::search::sqlite::accepted(tx, &search_text(policy, d))
+}
+
+/// Queue an accepted completion's text for the sink, if it carries one.
+fn deliver(tx: &Connection, now: Millis, policy: &Policy, d: &Completing<'_>) -> rusqlite::Result<()> {
+    match d.delivery {
+        Some(text) => super::outbox::push(tx, now, &policy.outbox, d.owner.id.0, d.checksum, text),
+        None => Ok(()),
     }
-    let text = d.index.filter(|_| policy.search_index);
-    super::search::sqlite::accepted(tx, d.owner.id.0, (d.path, d.checksum), text)
+}
+
+/// What an accepted completion makes searchable: its text, or with none (or
+/// the index off) nothing, so the previous version's text is taken out.
+fn search_text<'a>(policy: &Policy, d: &Completing<'a>) -> super::search::sqlite::Accepted<'a> {
+    super::search::sqlite::Accepted {
+        id: d.owner.id.0,
+        result: (d.path, d.checksum),
+        text: d.index.filter(|_| policy.search_index),
+    }
 }
 
 /// Why a claimable row that has used up what it may spend is buried: its
