@@ -875,6 +875,74 @@ fn stopping_with_work_in_flight_releases_it_without_spending_an_attempt() {
     );
 }
 
+/// With claims ahead, a worker extracts its next batch while its last one is
+/// finished (made durable, completed, reported): here the report of the first
+/// document is held back (the events channel is a rendezvous the test has not
+/// read yet) and the second document is extracted meanwhile. With
+/// `claim_ahead` 1 the worker does one thing at a time: the second document
+/// waits until the first one's report is taken.
+#[test]
+fn a_worker_extracts_its_next_batch_while_the_last_one_is_finished() {
+    for claim_ahead in [8, 1] {
+        let t = TempStore::new();
+        let store = t.handle(LEASE_MS);
+        let mirror = open_mirror(&t);
+        let source = MemSource::new(&[("a.txt", b"first"), ("b.txt", b"second")]);
+        store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
+        store.enqueue(&NewDoc::new("b.txt", "v1")).unwrap();
+        let (started, started_rx) = unbounded();
+        let (open, open_rx) = unbounded();
+        open.send(()).unwrap();
+        open.send(()).unwrap();
+        let extractor = Arc::new(Gate {
+            started,
+            open: open_rx,
+            fail: false,
+        });
+        let (_ticks, ticks_rx) = bounded::<()>(0);
+        let (events, events_rx) = bounded(0);
+        let opts = PoolOptions {
+            claim_ahead,
+            ..pool_options(1, ticks_rx, true)
+        };
+        let pool = WorkerPool::start(pipeline(&store, &mirror, source, extractor), opts, Some(events))
+            .expect("the pool starts");
+        // Dropped before the pool if an assertion fails, so that a worker
+        // blocked sending to it is freed and the pool can be joined.
+        let events_rx = events_rx;
+        // A worker's first batch is one document.
+        assert_eq!(started_rx.recv_timeout(WAIT).as_deref(), Ok("a.txt"));
+        if claim_ahead > 1 {
+            assert_eq!(
+                started_rx.recv_timeout(WAIT).as_deref(),
+                Ok("b.txt"),
+                "the next batch is extracted while the last one's report waits"
+            );
+        } else {
+            // Nothing can make it start: the one thread is sending the report.
+            assert!(started_rx.recv_timeout(Duration::from_millis(300)).is_err());
+        }
+        let first = events_rx.recv_timeout(WAIT).expect("the first report");
+        assert_eq!(
+            first.outcome,
+            Ok(Processed::Indexed {
+                key: "a.txt".into(),
+                path: "000/000/1/g000001.txt".into()
+            })
+        );
+        if claim_ahead == 1 {
+            assert_eq!(started_rx.recv_timeout(WAIT).as_deref(), Ok("b.txt"));
+        }
+        let second = events_rx.recv_timeout(WAIT).expect("the second report");
+        assert!(
+            matches!(second.outcome, Ok(Processed::Indexed { .. })),
+            "{second:?}"
+        );
+        within("the until-idle pool", move || pool.join());
+        assert_eq!(store.counts().unwrap().indexed, 2);
+    }
+}
+
 // ----- 6. bad inputs through the real directory source and extractors -----
 
 fn sample(name: &str) -> Vec<u8> {

@@ -19,4 +19,4 @@ pub use cleanup::{cleanup, keep_for, sweep, CleanupError};
 pub use lease::{LeaseFlag, LeaseKeeper, LeaseLost, Ticks};
 pub use pool::{Event, PoolOptions, StopHandle, WorkerPool};
 pub use reindex::{reindex, ReindexReport};
-pub use worker::{Batch, Pipeline, Processed, Worker};
+pub use worker::{Batch, Pipeline, Processed, StagedBatch, Worker};

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::worker::panic_message;
-use super::{Batch, LeaseKeeper, Pipeline, Processed, Ticks, Worker};
+use super::{Batch, LeaseKeeper, Pipeline, Processed, StagedBatch, Ticks, Worker};
 use crate::error::Error;
 use crate::service::Service;
 use crate::store::Store;
@@ -38,6 +38,8 @@ pub struct PoolOptions {
     pub max_store_failures: u32,
     /// The most documents a worker claims at once (in one transaction) when
     /// documents are small and fast; 1 claims one at a time. See [`Pace`].
+    /// Above 1, a worker stages its next batch while its last one is made
+    /// durable and completed, so it may hold twice this many claims.
     pub claim_ahead: usize,
 }
 
@@ -231,9 +233,49 @@ impl Drop for WorkerPool {
     }
 }
 
-/// A worker thread's loop. A panic inside one step is caught and reported; the
-/// loop goes on, so the pool never hangs on one bad document.
+/// A worker thread's loop, in two halves on two threads. This thread claims
+/// and stages batches (fetch, extract, staged mirror write); a finisher thread
+/// of its own makes each batch durable, completes it, cleans up and reports
+/// ([`finish_batches`]). While the finisher waits for the disk (the sync
+/// round) or for the write lock, the next batch is being extracted; the
+/// channel between them holds none, so at most one batch waits, staged, for
+/// the finisher. With `claim_ahead` 1 (a worker holds one claim at a time)
+/// both halves run on this thread, one after the other. A panic inside either
+/// half is caught and reported; the loop goes on, so the pool never hangs on
+/// one bad document.
 fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Option<&Sender<Event>>) {
+    let one_at_a_time = |staged| {
+        report(worker, stop, opts, events, finish(worker, staged));
+        true
+    };
+    if opts.claim_ahead <= 1 {
+        return stage_batches(worker, stop, opts, one_at_a_time);
+    }
+    let (staged_tx, staged_rx) = crossbeam_channel::bounded::<StagedBatch>(0);
+    std::thread::scope(|scope| {
+        let finisher = std::thread::Builder::new()
+            .name(format!("{}-finisher", worker.name()))
+            .spawn_scoped(scope, move || {
+                finish_batches(worker, stop, opts, events, &staged_rx)
+            });
+        if finisher.is_err() {
+            // No thread to spare: both halves on this one.
+            return stage_batches(worker, stop, opts, one_at_a_time);
+        }
+        stage_batches(worker, stop, opts, |staged| staged_tx.send(staged).is_ok());
+        drop(staged_tx);
+    });
+}
+
+/// Claim and stage batches until the pool stops claiming or (with
+/// `until_idle`) the work is done, handing each to `finish`; stops early if
+/// `finish` refuses one.
+fn stage_batches(
+    worker: &Worker,
+    stop: &StopHandle,
+    opts: &PoolOptions,
+    mut finish: impl FnMut(StagedBatch) -> bool,
+) {
     let store = &worker.pipeline().store;
     let mut pace = Pace::new(opts.claim_ahead);
     while !stop.stop_claiming.load(Ordering::SeqCst) {
@@ -245,44 +287,84 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
             store.wait_for_work(token, wait);
             continue;
         }
-        // A panic outside a document's own steps (which `process_batch` contains
+        // A panic outside a document's own steps (which `stage_batch` contains
         // itself) is a bug, not a configuration error: reported, and the loop goes on.
-        let batch =
-            catch_unwind(AssertUnwindSafe(|| worker.process_batch(pace.batch()))).unwrap_or_else(|p| Batch {
-                answers: vec![Err(Error::Internal(format!(
-                    "worker step panicked: {}",
-                    panic_message(&*p)
-                )))],
-                staging: Duration::ZERO,
-            });
-        if let [Ok(Processed::Idle)] = batch.answers.as_slice() {
+        let staged = match catch_unwind(AssertUnwindSafe(|| worker.stage_batch(pace.batch()))) {
+            Ok(staged) => staged,
+            Err(p) => StagedBatch::failed(Error::Internal(format!(
+                "worker step panicked: {}",
+                panic_message(&*p)
+            ))),
+        };
+        if staged.is_idle() {
             stop.store_worked();
             if !idle_wait(store, opts, token) {
                 return;
             }
             continue;
         }
-        pace.record(batch.answers.len(), batch.staging);
-        let mut failure: Option<Error> = None;
-        for outcome in batch.answers {
-            match outcome {
-                Ok(done) => {
-                    stop.store_worked();
-                    send(events, worker, Ok(done));
-                }
-                Err(e) => {
-                    // Sent first, so a watcher shows each failure as it happens.
-                    send(events, worker, Err(e.to_string()));
-                    failure = Some(batch_failure(failure, e));
-                }
+        if let Some((docs, took)) = staged.staged() {
+            pace.record(docs, took);
+        }
+        if !finish(staged) {
+            return;
+        }
+    }
+}
+
+/// The finisher: each staged batch made durable, completed, cleaned up and
+/// reported, until the stager hangs up.
+fn finish_batches(
+    worker: &Worker,
+    stop: &StopHandle,
+    opts: &PoolOptions,
+    events: Option<&Sender<Event>>,
+    staged: &Receiver<StagedBatch>,
+) {
+    for batch in staged {
+        report(worker, stop, opts, events, finish(worker, batch));
+    }
+}
+
+/// The second half of a batch, a panic in it reported as the batch's answer.
+fn finish(worker: &Worker, staged: StagedBatch) -> Batch {
+    catch_unwind(AssertUnwindSafe(|| worker.finish_batch(staged))).unwrap_or_else(|p| Batch {
+        answers: vec![Err(Error::Internal(format!(
+            "worker step panicked: {}",
+            panic_message(&*p)
+        )))],
+        staging: Duration::ZERO,
+    })
+}
+
+/// Send a finished batch's answers as events and count its store failure, if
+/// any; after one, nap (a stop ends the nap early): the stager waits for this
+/// thread meanwhile, so the pool backs off.
+fn report(
+    worker: &Worker,
+    stop: &StopHandle,
+    opts: &PoolOptions,
+    events: Option<&Sender<Event>>,
+    batch: Batch,
+) {
+    let store = &worker.pipeline().store;
+    let mut failure: Option<Error> = None;
+    for outcome in batch.answers {
+        match outcome {
+            Ok(done) => {
+                stop.store_worked();
+                send(events, worker, Ok(done));
+            }
+            Err(e) => {
+                // Sent first, so a watcher shows each failure as it happens.
+                send(events, worker, Err(e.to_string()));
+                failure = Some(batch_failure(failure, e));
             }
         }
-        if let Some(e) = failure {
-            match stop.store_failed(&e, opts.max_store_failures) {
-                // A nap that a stop (which notifies the store) ends early.
-                Some(in_row) => store.wait_for_work(store.work_token(), failure_backoff(in_row)),
-                None => return,
-            }
+    }
+    if let Some(e) = failure {
+        if let Some(in_row) = stop.store_failed(&e, opts.max_store_failures) {
+            store.wait_for_work(store.work_token(), failure_backoff(in_row));
         }
     }
 }

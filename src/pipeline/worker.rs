@@ -134,6 +134,50 @@ pub struct Batch {
     pub staging: Duration,
 }
 
+/// A batch between the halves of [`Worker::process_batch`]: claimed and
+/// staged, waiting for its sync round and completions.
+pub struct StagedBatch(BatchState);
+
+impl StagedBatch {
+    /// A batch that failed before anything was staged: `finish_batch` answers
+    /// `e` for it.
+    pub fn failed(e: Error) -> StagedBatch {
+        StagedBatch(BatchState::ClaimFailed(e))
+    }
+
+    /// Nothing was claimable.
+    pub fn is_idle(&self) -> bool {
+        matches!(self.0, BatchState::Idle)
+    }
+
+    /// How many documents it holds, and how long their own steps took (what
+    /// sizes the next batch); None when nothing was staged.
+    pub fn staged(&self) -> Option<(usize, Duration)> {
+        match &self.0 {
+            BatchState::Steps { steps, staging } => Some((steps.len(), *staging)),
+            BatchState::Idle | BatchState::ClaimFailed(_) => None,
+        }
+    }
+}
+
+enum BatchState {
+    Idle,
+    /// The claim itself failed (a store failure), or the staging panicked.
+    ClaimFailed(Error),
+    Steps {
+        steps: Vec<(Claim, Step)>,
+        staging: Duration,
+    },
+}
+
+impl std::fmt::Debug for StagedBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagedBatch")
+            .field("staged", &self.staged())
+            .finish()
+    }
+}
+
 /// A result staged in the mirror, waiting for its sync round.
 struct Staging {
     staged: Staged,
@@ -197,17 +241,22 @@ impl Worker {
     /// claim, in order ([`Processed::Idle`] alone when nothing was claimable);
     /// an `Err` is a store failure for that document, whose claim is left to
     /// expire. Cleanup runs for every claim, whatever happened.
+    ///
+    /// [`Worker::stage_batch`] then [`Worker::finish_batch`]; the pool runs the
+    /// two halves on two threads, so one batch's sync round and completion
+    /// overlap the next batch's extraction.
     pub fn process_batch(&self, n: usize) -> Batch {
-        let alone = |answer| Batch {
-            answers: vec![answer],
-            staging: Duration::ZERO,
-        };
+        self.finish_batch(self.stage_batch(n))
+    }
+
+    /// The first half of [`Worker::process_batch`]: claim up to `n` documents
+    /// and run each one's own steps (fetch, extract, staged mirror write).
+    pub fn stage_batch(&self, n: usize) -> StagedBatch {
         let claims = match self.pipeline.store.claim_batch(&self.name, n.max(1)) {
-            Ok(claims) if claims.is_empty() => return alone(Ok(Processed::Idle)),
+            Ok(claims) if claims.is_empty() => return StagedBatch(BatchState::Idle),
             Ok(claims) => claims,
-            Err(e) => return alone(Err(e)),
+            Err(e) => return StagedBatch(BatchState::ClaimFailed(e)),
         };
-        let ids: Vec<JobId> = claims.iter().map(|c| c.id).collect();
         let started = Instant::now();
         let steps: Vec<(Claim, Step)> = claims
             .into_iter()
@@ -216,7 +265,25 @@ impl Worker {
                 (claim, step)
             })
             .collect();
-        let staging = started.elapsed();
+        StagedBatch(BatchState::Steps {
+            steps,
+            staging: started.elapsed(),
+        })
+    }
+
+    /// The second half of [`Worker::process_batch`]: the batch's sync round,
+    /// its fenced completions, and cleanup for every claim.
+    pub fn finish_batch(&self, staged: StagedBatch) -> Batch {
+        let alone = |answer| Batch {
+            answers: vec![answer],
+            staging: Duration::ZERO,
+        };
+        let (steps, staging) = match staged.0 {
+            BatchState::Idle => return alone(Ok(Processed::Idle)),
+            BatchState::ClaimFailed(e) => return alone(Err(e)),
+            BatchState::Steps { steps, staging } => (steps, staging),
+        };
+        let ids: Vec<JobId> = steps.iter().map(|(c, _)| c.id).collect();
         let steps = self.sync_all(steps);
         let mut answers = self.finish_all(steps);
         for (id, answer) in ids.into_iter().zip(answers.iter_mut()) {
