@@ -539,11 +539,12 @@ fn sqlite_only_a_replaced_text_leaves_no_terms_in_the_index() {
             .collect();
         assert!(store.finish_many(done).unwrap().iter().all(|f| f.is_accepted()));
     };
-    // Long enough that its position lists take multi-byte sizes.
-    let secret = "zanzibarquux ".repeat(200);
+    // Long enough that its position lists take multi-byte sizes, and that the
+    // batches switch secure-delete off for their insertions.
+    let secret = "zanzibarquux ".repeat(3000);
     batch("v1", [&secret, "plain words"]);
     assert_eq!(keys(&store, "zanzibarquux"), ["a"]);
-    batch("v2", ["other text now", "plain words again"]);
+    batch("v2", [&"other text now ".repeat(3000), "plain words again"]);
     assert!(keys(&store, "zanzibarquux").is_empty());
     assert_eq!(keys(&store, "other"), ["a"]);
     let conn = rusqlite::Connection::open(&t.location).unwrap();

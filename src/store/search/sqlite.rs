@@ -55,19 +55,33 @@ pub(crate) fn accepted(tx: &Connection, doc: &Accepted<'_>) -> rusqlite::Result<
 /// `secure-delete`; switching it on again flushes the insertions without the
 /// searches. Every transaction ends with it on, so any other writer's
 /// deletions are secure, and the old texts leave no terms in the pages.
+///
+/// Switching costs two writes of FTS5's configuration (about 140 µs): below
+/// [`SWITCH_FROM_BYTES`] of new text it is not repaid, and the texts go in
+/// under `secure-delete`.
 pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Result<()> {
     for d in docs {
         remove(tx, d.id)?;
     }
-    if docs.iter().all(|d| d.text.is_none()) {
-        return Ok(());
+    let bytes: usize = docs.iter().filter_map(|d| d.text).map(str::len).sum();
+    let switch = bytes >= SWITCH_FROM_BYTES;
+    if switch {
+        set_secure_delete(tx, false)?;
     }
-    set_secure_delete(tx, false)?;
     for d in docs {
         insert(tx, d)?;
     }
-    set_secure_delete(tx, true)
+    if switch {
+        set_secure_delete(tx, true)?;
+    }
+    Ok(())
 }
+
+/// The new text from which [`accept_all`] switches `secure-delete` off for
+/// the insertions. Measured on batches of 8 markdown files cut to a size:
+/// 1 KB each, switching cost 18 µs a document more; 4 KB, 5 µs less; whole
+/// (30 KB), 350 µs less.
+const SWITCH_FROM_BYTES: usize = 32 * 1024;
 
 fn insert(tx: &Connection, doc: &Accepted<'_>) -> rusqlite::Result<()> {
     if let Some(text) = doc.text {
