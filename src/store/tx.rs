@@ -174,10 +174,14 @@ impl Sqlite {
 
     /// A second connection for a read that can share its work (a search of
     /// a large index), if the pool has one idle or room to open one within
-    /// [`SPARE_WAIT`]: a busy pool is never waited for.
+    /// [`SPARE_WAIT`] and one more after it: a busy pool is never waited
+    /// for, nor left without a connection.
     pub(super) fn spare_conn(&self) -> Option<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
+        // Leave at least one connection idle or still to be opened, for the
+        // checkpointer and other reads.
         let state = self.pool.state();
-        if state.idle_connections == 0 && state.connections >= self.pool.max_size() {
+        let free = state.idle_connections + self.pool.max_size().saturating_sub(state.connections);
+        if free < 2 {
             return None;
         }
         self.pool.get_timeout(SPARE_WAIT).ok()

@@ -60,7 +60,8 @@ pub(crate) fn accepted(tx: &Connection, doc: &Accepted<'_>) -> rusqlite::Result<
 /// [`SWITCH_FROM_BYTES`] of new text it is not repaid, and the texts go in
 /// under `secure-delete`.
 pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Result<()> {
-    for d in docs {
+    let docs = last_of_each(docs);
+    for d in &docs {
         remove(tx, d.id)?;
     }
     let bytes: usize = docs.iter().filter_map(|d| d.text).map(str::len).sum();
@@ -68,7 +69,7 @@ pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Re
     if switch {
         set_secure_delete(tx, false)?;
     }
-    for d in docs {
+    for d in &docs {
         insert(tx, d)?;
     }
     if switch {
@@ -90,6 +91,15 @@ fn insert(tx: &Connection, doc: &Accepted<'_>) -> rusqlite::Result<()> {
             .execute(params![doc.id, text, path, checksum])?;
     }
     Ok(())
+}
+
+/// `docs` with only the last of each document (as one after the other
+/// would leave the index), in order.
+fn last_of_each<'a>(docs: &[Accepted<'a>]) -> Vec<Accepted<'a>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut kept: Vec<Accepted<'a>> = docs.iter().rev().filter(|d| seen.insert(d.id)).copied().collect();
+    kept.reverse();
+    kept
 }
 
 /// FTS5's `secure-delete` setting, written in the caller's transaction (FTS5
@@ -316,10 +326,12 @@ where
 
 /// The best `limit` rows for `expr` and their bm25 ranks. Ranking scores
 /// every match, so on a large index (a rowid span of [`SPLIT_FROM_SPAN`] or
-/// more), when `second` gives a second connection, the two halves of the rowids are ranked
-/// at once, `second` on a thread of its own, and their best rows merged.
-/// When the halves saw different indexes (a write landed between their
-/// starts) their scores are not comparable: the query runs again whole.
+/// more), when `second` gives a second connection, the rowids are ranked in
+/// two halves at once, below and above the middle of the span (the upper half
+/// open, for rows added since), `second` on a thread of its own, and their
+/// best rows merged. The halves are two read transactions: when they saw
+/// different indexes (a write landed between their starts) their scores are
+/// not comparable, and the query runs again whole.
 fn ranked<C>(
     c: &Connection,
     second: impl FnOnce() -> Option<C>,
@@ -329,25 +341,11 @@ fn ranked<C>(
 where
     C: std::ops::Deref<Target = Connection> + Send,
 {
-    let large = rowid_span(c)?.filter(|(lo, hi)| hi.saturating_sub(*lo) >= SPLIT_FROM_SPAN);
+    let large =
+        rowid_span(c)?.filter(|(lo, hi)| i128::from(*hi) - i128::from(*lo) >= i128::from(SPLIT_FROM_SPAN));
     let halves = match large.and_then(|span| Some((span, second()?))) {
-        Some(((lo, hi), second)) => {
-            let mid = lo + (hi - lo) / 2;
-            let (low, high) = std::thread::scope(|s| {
-                let high = s.spawn(move || ranked_range(&second, expr, limit, (mid + 1, hi)));
-                let low = ranked_range(c, expr, limit, (lo, mid));
-                // A panic on the thread is one of ours: let it be one here.
-                (low, high.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            });
-            let ((mut rows, a), (more, b)) = (low?, high?);
-            a.join(b).map(|tally| {
-                rows.extend(more);
-                rows.sort_by(|x, y| x.1.total_cmp(&y.1).then(x.0.cmp(&y.0)));
-                rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-                (rows, tally)
-            })
-        }
-        _ => None,
+        Some(((lo, hi), second)) => in_halves(c, second, expr, limit, midpoint(lo, hi))?,
+        None => None,
     };
     let (rows, tally) = match halves {
         Some(done) => done,
@@ -356,14 +354,79 @@ where
     Ok(rows.into_iter().map(|(id, raw)| (id, tally.rank(raw))).collect())
 }
 
-/// The best `limit` rows for `expr` among rowids `lo..=hi`, with their raw
-/// scores, and what the ranking saw.
-fn ranked_range(
+/// A ranking's best rows (id, raw score), and what it saw.
+type Ranked = (Vec<(i64, f64)>, Tally);
+
+/// [`ranked`]'s two halves, split after rowid `mid`: their merged best rows
+/// and joined tally, or None if they saw different indexes or no thread
+/// could be started.
+fn in_halves<C>(
+    c: &Connection,
+    second: C,
+    expr: &str,
+    limit: i64,
+    mid: i64,
+) -> rusqlite::Result<Option<Ranked>>
+where
+    C: std::ops::Deref<Target = Connection> + Send,
+{
+    let (low, high) = std::thread::scope(|s| {
+        let high = std::thread::Builder::new()
+            .name("leasehold-search".into())
+            .spawn_scoped(s, move || marked_range(&second, expr, limit, (mid + 1, i64::MAX)));
+        let Ok(high) = high else {
+            return (None, None);
+        };
+        let low = marked_range(c, expr, limit, (i64::MIN, mid));
+        // A panic on the thread is one of ours: let it be one here.
+        (
+            Some(low),
+            Some(high.join().unwrap_or_else(|p| std::panic::resume_unwind(p))),
+        )
+    });
+    let (Some(low), Some(high)) = (low, high) else {
+        return Ok(None);
+    };
+    let (((mut rows, a), mark_a), ((more, b), mark_b)) = (low?, high?);
+    if mark_a != mark_b {
+        return Ok(None);
+    }
+    Ok(a.join(b).map(|tally| {
+        rows.extend(more);
+        rows.sort_by(|x, y| x.1.total_cmp(&y.1).then(x.0.cmp(&y.0)));
+        rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        (rows, tally)
+    }))
+}
+
+/// The middle of `lo..=hi`, without overflow.
+fn midpoint(lo: i64, hi: i64) -> i64 {
+    i64::try_from((i128::from(lo) + i128::from(hi)) / 2).unwrap_or(lo)
+}
+
+/// [`ranked_range`] in a read transaction that also reads FTS5's structure
+/// record (its segments, rewritten by every write that adds terms): two
+/// halves that read the same record, row count and token total saw the same
+/// index.
+fn marked_range(
     c: &Connection,
     expr: &str,
     limit: i64,
-    (lo, hi): (i64, i64),
-) -> rusqlite::Result<(Vec<(i64, f64)>, Tally)> {
+    range: (i64, i64),
+) -> rusqlite::Result<(Ranked, Option<Vec<u8>>)> {
+    let tx = c.unchecked_transaction()?;
+    let mark: Option<Vec<u8>> = tx
+        .prepare_cached("SELECT block FROM search_text_data WHERE id = 10")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    let ranked = ranked_range(&tx, expr, limit, range)?;
+    tx.commit()?;
+    Ok((ranked, mark))
+}
+
+/// The best `limit` rows for `expr` among rowids `lo..=hi`, with their raw
+/// scores, and what the ranking saw.
+fn ranked_range(c: &Connection, expr: &str, limit: i64, (lo, hi): (i64, i64)) -> rusqlite::Result<Ranked> {
     let scoring = Scoring::begin();
     let rows = c
         .prepare_cached(&rank::search_sql())?
