@@ -244,27 +244,49 @@ impl Drop for WorkerPool {
 /// half is caught and reported; the loop goes on, so the pool never hangs on
 /// one bad document.
 fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Option<&Sender<Event>>) {
-    let one_at_a_time = |staged| {
-        report(worker, stop, opts, events, finish(worker, staged));
+    let store = &worker.pipeline().store;
+    // Both halves here, and after a store failure a nap before the next claim.
+    let here = |staged| {
+        if let Some(in_row) = report(worker, stop, events, opts, finish(worker, staged)) {
+            nap(store, in_row);
+        }
         true
     };
     if opts.claim_ahead <= 1 {
-        return stage_batches(worker, stop, opts, one_at_a_time);
+        return stage_batches(worker, stop, opts, here);
     }
     let (staged_tx, staged_rx) = crossbeam_channel::bounded::<StagedBatch>(0);
+    let (nap_tx, nap_rx) = crossbeam_channel::unbounded::<u32>();
     std::thread::scope(|scope| {
         let finisher = std::thread::Builder::new()
             .name(format!("{}-finisher", worker.name()))
             .spawn_scoped(scope, move || {
-                finish_batches(worker, stop, opts, events, &staged_rx)
+                finish_batches(worker, stop, opts, events, &staged_rx, &nap_tx)
             });
         if finisher.is_err() {
             // No thread to spare: both halves on this one.
-            return stage_batches(worker, stop, opts, one_at_a_time);
+            return stage_batches(worker, stop, opts, here);
         }
-        stage_batches(worker, stop, opts, |staged| staged_tx.send(staged).is_ok());
+        stage_batches(worker, stop, opts, |staged| match staged_tx.send(staged) {
+            // The finisher took it, so it has reported the batch before: a
+            // failure there is a nap here, before the next claim.
+            Ok(()) => {
+                if let Some(in_row) = nap_rx.try_iter().last() {
+                    nap(store, in_row);
+                }
+                true
+            }
+            // The finisher is gone (it cannot be, short of a bug): finish here.
+            Err(crossbeam_channel::SendError(staged)) => here(staged),
+        });
         drop(staged_tx);
     });
+}
+
+/// The pause after the `in_row`-th store failure in a row ([`failure_backoff`]);
+/// a stop (which notifies the store) ends it early.
+fn nap(store: &Store, in_row: u32) {
+    store.wait_for_work(store.work_token(), failure_backoff(in_row));
 }
 
 /// Claim and stage batches until the pool stops claiming or (with
@@ -313,16 +335,27 @@ fn stage_batches(
 }
 
 /// The finisher: each staged batch made durable, completed, cleaned up and
-/// reported, until the stager hangs up.
+/// reported, until the stager hangs up; a store failure's nap is sent back to
+/// the stager (`naps`), which takes it before its next claim. Once the pool has
+/// halted (a damaged store, or too many failures in a row), a staged batch is
+/// dropped instead: its staged files are withdrawn and its leases left to
+/// expire, as the batch that failed left its own.
 fn finish_batches(
     worker: &Worker,
     stop: &StopHandle,
     opts: &PoolOptions,
     events: Option<&Sender<Event>>,
     staged: &Receiver<StagedBatch>,
+    naps: &Sender<u32>,
 ) {
     for batch in staged {
-        report(worker, stop, opts, events, finish(worker, batch));
+        if stop.halted().is_some() {
+            drop(batch);
+            continue;
+        }
+        if let Some(in_row) = report(worker, stop, events, opts, finish(worker, batch)) {
+            let _ = naps.send(in_row);
+        }
     }
 }
 
@@ -338,16 +371,15 @@ fn finish(worker: &Worker, staged: StagedBatch) -> Batch {
 }
 
 /// Send a finished batch's answers as events and count its store failure, if
-/// any; after one, nap (a stop ends the nap early): the stager waits for this
-/// thread meanwhile, so the pool backs off.
+/// any. Returns the failures in a row when the batch failed and the pool goes
+/// on: the caller naps before the next claim.
 fn report(
     worker: &Worker,
     stop: &StopHandle,
-    opts: &PoolOptions,
     events: Option<&Sender<Event>>,
+    opts: &PoolOptions,
     batch: Batch,
-) {
-    let store = &worker.pipeline().store;
+) -> Option<u32> {
     let mut failure: Option<Error> = None;
     for outcome in batch.answers {
         match outcome {
@@ -362,11 +394,7 @@ fn report(
             }
         }
     }
-    if let Some(e) = failure {
-        if let Some(in_row) = stop.store_failed(&e, opts.max_store_failures) {
-            store.wait_for_work(store.work_token(), failure_backoff(in_row));
-        }
-    }
+    failure.and_then(|e| stop.store_failed(&e, opts.max_store_failures))
 }
 
 /// How many documents a worker claims at once. Claiming ahead saves a claim
