@@ -250,7 +250,6 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
         if let Some(in_row) = report(worker, stop, events, opts, finish(worker, staged)) {
             nap(store, in_row);
         }
-        true
     };
     if opts.claim_ahead <= 1 {
         return stage_batches(worker, stop, opts, here);
@@ -274,7 +273,6 @@ fn run_worker(worker: &Worker, stop: &StopHandle, opts: &PoolOptions, events: Op
                 if let Some(in_row) = nap_rx.try_iter().last() {
                     nap(store, in_row);
                 }
-                true
             }
             // The finisher is gone (it cannot be, short of a bug): finish here.
             Err(crossbeam_channel::SendError(staged)) => here(staged),
@@ -290,13 +288,12 @@ fn nap(store: &Store, in_row: u32) {
 }
 
 /// Claim and stage batches until the pool stops claiming or (with
-/// `until_idle`) the work is done, handing each to `finish`; stops early if
-/// `finish` refuses one.
+/// `until_idle`) the work is done, handing each to `finish`.
 fn stage_batches(
     worker: &Worker,
     stop: &StopHandle,
     opts: &PoolOptions,
-    mut finish: impl FnMut(StagedBatch) -> bool,
+    mut finish: impl FnMut(StagedBatch),
 ) {
     let store = &worker.pipeline().store;
     let mut pace = Pace::new(opts.claim_ahead);
@@ -311,13 +308,8 @@ fn stage_batches(
         }
         // A panic outside a document's own steps (which `stage_batch` contains
         // itself) is a bug, not a configuration error: reported, and the loop goes on.
-        let staged = match catch_unwind(AssertUnwindSafe(|| worker.stage_batch(pace.batch()))) {
-            Ok(staged) => staged,
-            Err(p) => StagedBatch::failed(Error::Internal(format!(
-                "worker step panicked: {}",
-                panic_message(&*p)
-            ))),
-        };
+        let staged = catch_unwind(AssertUnwindSafe(|| worker.stage_batch(pace.batch())))
+            .unwrap_or_else(|p| StagedBatch::failed(panicked(&*p)));
         if staged.is_idle() {
             stop.store_worked();
             if !idle_wait(store, opts, token) {
@@ -328,9 +320,7 @@ fn stage_batches(
         if let Some((docs, took)) = staged.staged() {
             pace.record(docs, took);
         }
-        if !finish(staged) {
-            return;
-        }
+        finish(staged);
     }
 }
 
@@ -362,12 +352,13 @@ fn finish_batches(
 /// The second half of a batch, a panic in it reported as the batch's answer.
 fn finish(worker: &Worker, staged: StagedBatch) -> Batch {
     catch_unwind(AssertUnwindSafe(|| worker.finish_batch(staged))).unwrap_or_else(|p| Batch {
-        answers: vec![Err(Error::Internal(format!(
-            "worker step panicked: {}",
-            panic_message(&*p)
-        )))],
-        staging: Duration::ZERO,
+        answers: vec![Err(panicked(&*p))],
     })
+}
+
+/// A panic outside a document's own steps, as the batch's error.
+fn panicked(payload: &(dyn std::any::Any + Send)) -> Error {
+    Error::Internal(format!("worker step panicked: {}", panic_message(payload)))
 }
 
 /// Send a finished batch's answers as events and count its store failure, if

@@ -129,9 +129,6 @@ pub struct Batch {
     /// One answer per claim, in order; [`Processed::Idle`] alone when nothing
     /// was claimable.
     pub answers: Vec<Result<Processed>>,
-    /// Time the documents' own steps took (fetch, extract, staged write),
-    /// without the shared sync round and completion: what sizes the next batch.
-    pub staging: Duration,
 }
 
 /// A batch between the halves of [`Worker::process_batch`]: claimed and
@@ -276,12 +273,11 @@ impl Worker {
     pub fn finish_batch(&self, staged: StagedBatch) -> Batch {
         let alone = |answer| Batch {
             answers: vec![answer],
-            staging: Duration::ZERO,
         };
-        let (steps, staging) = match staged.0 {
+        let steps = match staged.0 {
             BatchState::Idle => return alone(Ok(Processed::Idle)),
             BatchState::ClaimFailed(e) => return alone(Err(e)),
-            BatchState::Steps { steps, staging } => (steps, staging),
+            BatchState::Steps { steps, .. } => steps,
         };
         let ids: Vec<JobId> = steps.iter().map(|(c, _)| c.id).collect();
         let steps = self.sync_all(steps);
@@ -293,7 +289,7 @@ impl Worker {
                 }
             }
         }
-        Batch { answers, staging }
+        Batch { answers }
     }
 
     /// fetch → extract → staged mirror write of one claim; a panic fails it.

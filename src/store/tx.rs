@@ -176,7 +176,7 @@ impl Sqlite {
     /// a large index), if the pool has one idle or room to open one within
     /// [`SPARE_WAIT`] and one more after it: a busy pool is never waited
     /// for, nor left without a connection.
-    pub(super) fn spare_conn(&self) -> Option<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
+    pub(super) fn spare_conn(&self) -> Option<Pooled> {
         // Leave at least one connection idle or still to be opened, for the
         // checkpointer and other reads.
         let state = self.pool.state();
@@ -187,7 +187,7 @@ impl Sqlite {
         self.pool.get_timeout(SPARE_WAIT).ok()
     }
 
-    pub(super) fn conn(&self) -> Result<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
+    pub(super) fn conn(&self) -> Result<Pooled> {
         self.pool.get().map_err(|source| Error::Pool {
             path: self.path.clone(),
             source,
@@ -195,8 +195,11 @@ impl Sqlite {
     }
 }
 
-/// A pooled connection.
-pub(super) type Writer = r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>;
+/// A connection taken from the pool.
+pub(crate) type Pooled = r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>;
+
+/// The pooled connection the handle's writes run on ([`Sqlite::writer_conn`]).
+pub(super) type Writer = Pooled;
 
 /// How long [`Sqlite::spare_conn`] waits for the pool to open a connection
 /// (a few milliseconds on a loaded machine).

@@ -20,17 +20,7 @@ pub(crate) enum WriteOp {
         max: usize,
     },
     Renew(Owner),
-    Complete {
-        owner: Owner,
-        path: String,
-        checksum: String,
-        /// What extraction decided, for the history.
-        note: Option<String>,
-        /// The text to queue for the sink if the result is accepted.
-        delivery: Option<String>,
-        /// The text to make searchable if the result is accepted.
-        index: Option<String>,
-    },
+    Complete(CompleteOp),
     Fail {
         owner: Owner,
         error: String,
@@ -44,6 +34,34 @@ pub(crate) enum WriteOp {
     },
 }
 
+/// A completion, owned for the group-commit queue.
+#[derive(Debug)]
+pub(crate) struct CompleteOp {
+    pub(crate) owner: Owner,
+    pub(crate) path: String,
+    pub(crate) checksum: String,
+    /// What extraction decided, for the history.
+    pub(crate) note: Option<String>,
+    /// The text to queue for the sink if the result is accepted.
+    pub(crate) delivery: Option<String>,
+    /// The text to make searchable if the result is accepted.
+    pub(crate) index: Option<String>,
+}
+
+impl CompleteOp {
+    /// The completion borrowed, as the write paths take it.
+    pub(crate) fn borrowed(&self) -> Completing<'_> {
+        Completing {
+            owner: &self.owner,
+            path: &self.path,
+            checksum: &self.checksum,
+            note: self.note.as_deref(),
+            delivery: self.delivery.as_deref(),
+            index: self.index.as_deref(),
+        }
+    }
+}
+
 /// What a [`WriteOp`] answered.
 #[derive(Debug)]
 pub(crate) enum WriteOut {
@@ -54,14 +72,14 @@ pub(crate) enum WriteOut {
 impl WriteOp {
     /// The completion `c` of `owner`'s claim, owned for the group-commit queue.
     pub(crate) fn complete(owner: &Owner, c: &crate::store::Completion<'_>) -> WriteOp {
-        WriteOp::Complete {
+        WriteOp::Complete(CompleteOp {
             owner: owner.clone(),
             path: c.result_path.to_owned(),
             checksum: c.checksum.to_owned(),
             note: c.note.map(str::to_owned),
             delivery: c.deliver.map(str::to_owned),
             index: c.index.map(str::to_owned),
-        }
+        })
     }
 
     /// A claim of up to `max` documents for `worker`.
@@ -75,21 +93,7 @@ impl WriteOp {
     /// This operation as a completion, if it is one, borrowed.
     pub(crate) fn completing(&self) -> Option<Completing<'_>> {
         match self {
-            WriteOp::Complete {
-                owner,
-                path,
-                checksum,
-                note,
-                delivery,
-                index,
-            } => Some(Completing {
-                owner,
-                path,
-                checksum,
-                note: note.as_deref(),
-                delivery: delivery.as_deref(),
-                index: index.as_deref(),
-            }),
+            WriteOp::Complete(c) => Some(c.borrowed()),
             _ => None,
         }
     }
@@ -133,24 +137,7 @@ pub(crate) fn apply(
     Ok(match op {
         WriteOp::Claim { worker, max } => WriteOut::Claims(claim(tx, now, policy, worker, *max)?),
         WriteOp::Renew(o) => WriteOut::Fenced(renew(tx, now, policy, o)?),
-        WriteOp::Complete {
-            owner,
-            path,
-            checksum,
-            note,
-            delivery,
-            index,
-        } => {
-            let done = Completing {
-                owner,
-                path,
-                checksum,
-                note: note.as_deref(),
-                delivery: delivery.as_deref(),
-                index: index.as_deref(),
-            };
-            WriteOut::Fenced(complete_one(tx, now, policy, &done)?)
-        }
+        WriteOp::Complete(c) => WriteOut::Fenced(complete_one(tx, now, policy, &c.borrowed())?),
         WriteOp::Fail {
             owner,
             error,

@@ -317,7 +317,7 @@ mod tests {
     use crate::job::{JobId, Rejection};
     use crate::store::engine::Engine;
     use crate::store::write::complete_detail;
-    use crate::store::{NewDoc, StoreOptions};
+    use crate::store::{Completion, NewDoc, StoreOptions};
 
     const LEASE: Duration = Duration::from_secs(60);
 
@@ -339,14 +339,13 @@ mod tests {
     }
 
     fn complete_op(owner: &Owner, note: Option<&str>) -> WriteOp {
-        WriteOp::Complete {
-            owner: owner.clone(),
-            path: "r".into(),
-            checksum: "s".into(),
-            note: note.map(str::to_owned),
-            delivery: None,
-            index: None,
-        }
+        WriteOp::complete(
+            owner,
+            &Completion {
+                note,
+                ..Completion::new("r", "s")
+            },
+        )
     }
 
     fn run(pg: &PgStore, ops: &[WriteOp]) -> Vec<WriteOut> {

@@ -13,6 +13,7 @@ use super::query::{self, Plan};
 use super::rank::{self, Scoring, Tally};
 use super::{Found, TOKENIZER_META};
 use super::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
+use crate::store::tx::Pooled;
 
 /// What choosing a tokenizer at open did ([`choose`]).
 #[derive(Debug, PartialEq, Eq)]
@@ -249,15 +250,12 @@ pub(crate) fn check(c: &Connection) -> rusqlite::Result<IndexCheck> {
 /// Run `query` (FTS5 syntax) under the table's tokenizer: at most `limit`
 /// hits, best first. A large index is ranked in two halves at once when
 /// `second` gives a second connection ([`ranked`]).
-pub(crate) fn search<C>(
+pub(crate) fn search(
     c: &Connection,
-    second: impl FnOnce() -> Option<C>,
+    second: impl FnOnce() -> Option<Pooled>,
     q: &str,
     limit: usize,
-) -> rusqlite::Result<Found>
-where
-    C: std::ops::Deref<Target = Connection> + Send,
-{
+) -> rusqlite::Result<Found> {
     let tokenizer = table_tokenizer(c)?;
     let plan = match query::plan(q, tokenizer) {
         Ok(plan) => plan,
@@ -282,22 +280,19 @@ where
 /// From this span of rowids on, a search with a second connection ranks in
 /// two halves at once: below it the whole query takes about a millisecond,
 /// which a thread and a second connection would not repay.
-pub(crate) const SPLIT_FROM_SPAN: i64 = 10_000;
+const SPLIT_FROM_SPAN: i64 = 10_000;
 
 /// The best `limit` matches, then a snippet for each. In two steps because
 /// SQLite computes every selected column of every match before it sorts:
 /// `snippet()` in the ranking query would be run on all the matches. The rank
 /// is bm25, computed by `rank.rs`'s function.
-fn search_match<C>(
+fn search_match(
     c: &Connection,
-    second: impl FnOnce() -> Option<C>,
+    second: impl FnOnce() -> Option<Pooled>,
     expr: &str,
     limit: i64,
     tokens: i64,
-) -> rusqlite::Result<Vec<Hit>>
-where
-    C: std::ops::Deref<Target = Connection> + Send,
-{
+) -> rusqlite::Result<Vec<Hit>> {
     let ranked = ranked(c, second, expr, limit)?;
     let mut hits = Vec::with_capacity(ranked.len());
     for (id, rank) in ranked {
@@ -332,15 +327,12 @@ where
 /// best rows merged. The halves are two read transactions: when they saw
 /// different indexes (a write landed between their starts) their scores are
 /// not comparable, and the query runs again whole.
-fn ranked<C>(
+fn ranked(
     c: &Connection,
-    second: impl FnOnce() -> Option<C>,
+    second: impl FnOnce() -> Option<Pooled>,
     expr: &str,
     limit: i64,
-) -> rusqlite::Result<Vec<(i64, f64)>>
-where
-    C: std::ops::Deref<Target = Connection> + Send,
-{
+) -> rusqlite::Result<Vec<(i64, f64)>> {
     let large =
         rowid_span(c)?.filter(|(lo, hi)| i128::from(*hi) - i128::from(*lo) >= i128::from(SPLIT_FROM_SPAN));
     let halves = match large.and_then(|span| Some((span, second()?))) {
@@ -360,16 +352,13 @@ type Ranked = (Vec<(i64, f64)>, Tally);
 /// [`ranked`]'s two halves, split after rowid `mid`: their merged best rows
 /// and joined tally, or None if they saw different indexes or no thread
 /// could be started.
-fn in_halves<C>(
+fn in_halves(
     c: &Connection,
-    second: C,
+    second: Pooled,
     expr: &str,
     limit: i64,
     mid: i64,
-) -> rusqlite::Result<Option<Ranked>>
-where
-    C: std::ops::Deref<Target = Connection> + Send,
-{
+) -> rusqlite::Result<Option<Ranked>> {
     let (low, high) = std::thread::scope(|s| {
         let high = std::thread::Builder::new()
             .name("leasehold-search".into())
