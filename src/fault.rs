@@ -16,7 +16,8 @@
 //! crash" in the test instead of silently changing behaviour.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// The variable naming the crash point.
 pub const CRASH_AT_ENV: &str = "LEASEHOLD_CRASH_AT";
@@ -219,17 +220,43 @@ pub const STALL_ENV: &str = "LEASEHOLD_STALL_BEFORE_COMPLETE";
 
 static STALL: OnceLock<Option<(u32, u64)>> = OnceLock::new();
 
-/// Stall here if a test asked for it (see [`STALL_ENV`]).
-#[inline]
-pub fn stall_point() {
-    let stall = STALL.get_or_init(|| {
+/// When the stall under way ends: a stall freezes the whole process, so the
+/// worker's other thread waits it out too ([`wait_out_stall`]).
+static STALLED_UNTIL: Mutex<Option<Instant>> = Mutex::new(None);
+
+fn stall_spec() -> Option<(u32, u64)> {
+    *STALL.get_or_init(|| {
         let spec = std::env::var(STALL_ENV).ok()?;
         let (pct, ms) = spec.split_once(':')?;
         Some((pct.trim().parse().ok()?, ms.trim().parse().ok()?))
-    });
-    if let Some((pct, ms)) = *stall {
+    })
+}
+
+/// Stall here if a test asked for it (see [`STALL_ENV`]).
+#[inline]
+pub fn stall_point() {
+    if let Some((pct, ms)) = stall_spec() {
         if fastrand::u32(0..100) < pct {
-            std::thread::sleep(std::time::Duration::from_millis(ms));
+            let pause = Duration::from_millis(ms);
+            *STALLED_UNTIL.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + pause);
+            std::thread::sleep(pause);
+        }
+    }
+}
+
+/// Wait while another thread of this process is stalled at [`stall_point`]:
+/// a frozen process claims nothing either. Without it, a worker's stager
+/// would take over the very lease its stalled finisher let run out.
+#[inline]
+pub fn wait_out_stall() {
+    if stall_spec().is_none() {
+        return;
+    }
+    loop {
+        let until = *STALLED_UNTIL.lock().unwrap_or_else(|p| p.into_inner());
+        match until.map(|t| t.saturating_duration_since(Instant::now())) {
+            Some(left) if !left.is_zero() => std::thread::sleep(left),
+            _ => return,
         }
     }
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::extract::{ExtractError, Extracted, Extractor};
-use crate::fault::{crash_point, stall_point, CrashPoint};
+use crate::fault::{crash_point, stall_point, wait_out_stall, CrashPoint};
 use crate::job::{Claim, Fenced, JobId, Parked, Rejection, Status};
 use crate::mirror::{Mirror, Staged, Written};
 use crate::pipeline::{LeaseFlag, LeaseKeeper};
@@ -249,6 +249,7 @@ impl Worker {
     /// The first half of [`Worker::process_batch`]: claim up to `n` documents
     /// and run each one's own steps (fetch, extract, staged mirror write).
     pub fn stage_batch(&self, n: usize) -> StagedBatch {
+        wait_out_stall();
         let claims = match self.pipeline.store.claim_batch(&self.name, n.max(1)) {
             Ok(claims) if claims.is_empty() => return StagedBatch(BatchState::Idle),
             Ok(claims) => claims,
