@@ -13,8 +13,10 @@
 //!   reported as their median (target <= 20 %). P(1) swings with the disk
 //!   (on this machine's journal-less ext4, new inodes slow down as the
 //!   rounds delete data directories), so each round also times the store
-//!   alone completing the same texts with and without the index, and the
-//!   median difference per document is put against P(1) off.
+//!   alone completing the same texts with and without the index (in
+//!   batches of the worker's `claim_ahead`, `--claim-ahead N`, default the
+//!   pool's), and the median difference per document is put against P(1)
+//!   off. `--only-indexing` runs this part alone.
 //!
 //! Comparisons (A/B within one run, interleaved, for tuning):
 //! - `--compare`: the ranking query on raw connections (page cache, memory
@@ -23,7 +25,8 @@
 //!   first (an FTS5 setting, or the table remade with other options), the
 //!   same queries on both;
 //! - `--compare-indexing`: the store alone completing `--docs` small texts
-//!   (batches of 8) with the index off, on, and on with other FTS5 settings;
+//!   (in batches of `--claim-ahead`) with the index off, on, and on with other
+//!   FTS5 settings;
 //! - `--only-search`: stop after the search part.
 //!
 //! Run: `cargo bench --bench search` (flags after `--`; `--quick` is a smoke
@@ -210,7 +213,7 @@ fn report_latency(store: &Store, texts: &[String], n: usize) {
 /// journal, deleting a run's thousands of files just before the next run
 /// slowed that run's own file creation (the allocator skips inodes freed in
 /// the last minutes), and P(1) fell round after round.
-fn pipeline_rate(corpus: &Path, n: usize, index: bool, runs: &Path) -> f64 {
+fn pipeline_rate(corpus: &Path, n: usize, index: bool, runs: &Path, claim_ahead: usize) -> f64 {
     let data = tempfile::tempdir_in(runs).unwrap();
     let opts = StoreOptions::default()
         .lease(Duration::from_secs(30))
@@ -229,6 +232,7 @@ fn pipeline_rate(corpus: &Path, n: usize, index: bool, runs: &Path) -> f64 {
     let opts = PoolOptions {
         workers: 1,
         until_idle: true,
+        claim_ahead,
         ..PoolOptions::default()
     };
     let start = Instant::now();
@@ -245,7 +249,7 @@ fn pipeline_rate(corpus: &Path, n: usize, index: bool, runs: &Path) -> f64 {
     n as f64 / took.as_secs_f64()
 }
 
-fn report_indexing_cost(files: usize, rounds: usize) {
+fn report_indexing_cost(files: usize, rounds: usize, claim_ahead: usize) {
     let corpus = tempfile::tempdir().unwrap();
     let language = Language::new(5000);
     let mut rng = fastrand::Rng::with_seed(3);
@@ -274,14 +278,15 @@ fn report_indexing_cost(files: usize, rounds: usize) {
         } else {
             (false, true)
         };
-        let ra = pipeline_rate(corpus.path(), files, a, runs.path());
-        let rb = pipeline_rate(corpus.path(), files, b, runs.path());
+        let ra = pipeline_rate(corpus.path(), files, a, runs.path(), claim_ahead);
+        let rb = pipeline_rate(corpus.path(), files, b, runs.path(), claim_ahead);
         let (r_on, r_off) = if a { (ra, rb) } else { (rb, ra) };
         // The index's own work, on the store alone: the same documents
-        // completed with and without their text, in batches of 8 as one
-        // worker does; the pair's difference per document.
-        let sa = store_level_run(&texts, &variants[usize::from(a)]);
-        let sb = store_level_run(&texts, &variants[usize::from(b)]);
+        // completed with and without their text, in batches of the worker's
+        // `claim_ahead` (what its pace claims of documents this small); the
+        // pair's difference per document.
+        let sa = store_level_run(&texts, &variants[usize::from(a)], claim_ahead);
+        let sb = store_level_run(&texts, &variants[usize::from(b)], claim_ahead);
         let (s_on, s_off) = if a { (sa, sb) } else { (sb, sa) };
         let us = (s_on - s_off) * 1e6 / files as f64;
         println!(
@@ -384,6 +389,9 @@ fn index_variants() -> Vec<IndexVariant> {
         v("automerge 8", Some("INSERT INTO search_text (search_text, rank) VALUES ('automerge', 8);")),
         v("automerge 16 crisismerge 64", Some("INSERT INTO search_text (search_text, rank) VALUES ('automerge', 16); INSERT INTO search_text (search_text, rank) VALUES ('crisismerge', 64);")),
         v("prefix '3' only", Some(const_format(REMAKE, "prefix = '3', tokenize = 'unicode61 remove_diacritics 2'); INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);"))),
+        v("secure-delete off", Some("INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 0);")),
+        v("pgsz 8000", Some("INSERT INTO search_text (search_text, rank) VALUES ('pgsz', 8000);")),
+        v("contentless", Some(const_format(REMAKE, "content='', contentless_delete=1, prefix = '2 3', tokenize = 'unicode61 remove_diacritics 2'); INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);"))),
         v("no prefix", Some(const_format(REMAKE, "tokenize = 'unicode61 remove_diacritics 2'); INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);"))),
     ]
 }
@@ -400,18 +408,18 @@ struct IndexVariant {
 }
 
 /// The store's share of P(1) with each variant: enqueue, claim and complete
-/// (batches of 8, as one worker's `claim_ahead`) of `texts` into a fresh
+/// (in batches of `batch`, as one worker's `claim_ahead`) of `texts` into a fresh
 /// store; the variants interleaved in a rotating order over `rounds` rounds.
 /// Prints each variant's median time per document and the median over the
 /// rounds of its ratio to the index-off run of the same round.
-fn compare_indexing(texts: &[String], rounds: usize, variants: &[IndexVariant]) {
+fn compare_indexing(texts: &[String], rounds: usize, variants: &[IndexVariant], batch: usize) {
     let mut per_doc: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     let mut ratio: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     for round in 0..rounds {
         let mut took = vec![0.0; variants.len()];
         for k in 0..variants.len() {
             let v = (round + k) % variants.len();
-            took[v] = store_level_run(texts, &variants[v]);
+            took[v] = store_level_run(texts, &variants[v], batch);
         }
         for v in 0..variants.len() {
             per_doc[v].push(took[v] * 1e6 / texts.len() as f64);
@@ -432,8 +440,7 @@ fn compare_indexing(texts: &[String], rounds: usize, variants: &[IndexVariant]) 
     }
 }
 
-fn store_level_run(texts: &[String], variant: &IndexVariant) -> f64 {
-    const BATCH: usize = 8;
+fn store_level_run(texts: &[String], variant: &IndexVariant, batch: usize) -> f64 {
     let data = tempfile::tempdir().unwrap();
     let path = data.path().join("s.db");
     let opts = StoreOptions::default()
@@ -450,7 +457,7 @@ fn store_level_run(texts: &[String], variant: &IndexVariant) -> f64 {
     store.enqueue_many(&docs).unwrap();
     let start = Instant::now();
     loop {
-        let claims = store.claim_batch("bench", BATCH).unwrap();
+        let claims = store.claim_batch("bench", batch).unwrap();
         if claims.is_empty() {
             break;
         }
@@ -524,6 +531,11 @@ fn main() {
     let asked = number("--queries", if quick { 50 } else { 500 });
     let rounds = number("--rounds", if quick { 1 } else { 5 });
     let files = number("--files", if quick { 300 } else { 2000 });
+    let claim_ahead = number("--claim-ahead", PoolOptions::default().claim_ahead);
+    if std::env::args().any(|a| a == "--only-indexing") {
+        report_indexing_cost(files, rounds, claim_ahead);
+        return;
+    }
     let tokenizer = match arg_after("--tokenizer").as_deref() {
         Some(name) => Tokenizer::parse(name).expect("--tokenizer unicode61|trigram"),
         None => Tokenizer::Unicode61,
@@ -535,7 +547,7 @@ fn main() {
         let texts: Vec<String> = (0..number("--docs", 2000))
             .map(|i| language.text(&mut rng, i).chars().take(900).collect())
             .collect();
-        compare_indexing(&texts, rounds, &index_variants());
+        compare_indexing(&texts, rounds, &index_variants(), claim_ahead);
         return;
     }
     let language = Language::new(20_000);
@@ -568,5 +580,5 @@ fn main() {
         return;
     }
     drop(store);
-    report_indexing_cost(files, rounds);
+    report_indexing_cost(files, rounds, claim_ahead);
 }
