@@ -237,6 +237,31 @@ fn events_of(store: &Store, id: JobId, fence: i64) -> Vec<String> {
 
 // ----- 1. the late worker -----
 
+/// After its own result is accepted, a worker's cleanup still removes what an
+/// earlier claim left in the directory (its unaccepted generation, a crashed
+/// writer's temp file): the shortcut for a directory that holds the accepted
+/// result alone must not skip them.
+#[test]
+fn an_accepted_workers_cleanup_removes_what_an_earlier_claim_left() {
+    let t = TempStore::new();
+    let store = t.handle(LEASE_MS);
+    let mirror = open_mirror(&t);
+    let key = "doc.txt";
+    let source = MemSource::new(&[(key, b"the text")]);
+    let id = store.enqueue(&NewDoc::new(key, "v1")).unwrap().id();
+    let earlier = store.claim("gone").unwrap().expect("claimable");
+    mirror.write(id.0, earlier.fence, b"never accepted").unwrap();
+    let temp = mirror.doc_dir(id.0).unwrap().join(".tmp-g000001-crashed");
+    std::fs::write(&temp, b"partial").unwrap();
+    t.clock.advance(LEASE + Duration::from_millis(1));
+
+    let (w, _ticks) = worker(pipeline(&store, &mirror, source, Arc::new(Plain)), "W");
+    let Processed::Indexed { path, .. } = w.process_one().unwrap() else {
+        panic!("W's result should be accepted");
+    };
+    assert_eq!(mirror.list_doc_files(id.0).unwrap(), vec![path]);
+}
+
 /// A claims and stalls in extraction past its lease (its heartbeat never ticks);
 /// B re-claims, writes and completes; the source changes and C claims the new
 /// version and has written its generation but not completed. Then A resumes:

@@ -146,6 +146,28 @@ impl Mirror {
         self.clean_doc(job_id, opts, keep)
     }
 
+    /// Whether document `job_id`'s directory holds nothing but `accepted` (a
+    /// generation's path relative to the root, as a completion records it) and
+    /// the lock file. Then no cleanup could delete anything, whatever the row
+    /// says, and the worker that just had `accepted` accepted skips the lock and
+    /// the row read. Read without the lock: a file a writer adds meanwhile is
+    /// its own, which a cleanup would keep anyway.
+    pub fn holds_only(&self, job_id: i64, accepted: &str) -> Result<bool, MirrorError> {
+        let rel = doc_rel(job_id)?;
+        let Some(name) = accepted
+            .strip_prefix(rel.as_str())
+            .and_then(|r| r.strip_prefix('/'))
+        else {
+            return Ok(false);
+        };
+        let entries = scan_doc(&self.root.join(&rel))?;
+        Ok(entries.iter().all(|(entry, kind)| match kind {
+            Kind::Lock => true,
+            Kind::Generation(_) => entry == name,
+            Kind::Temp | Kind::Unknown => false,
+        }))
+    }
+
     /// Runs cleanup for every document directory under the root (used by `gc`); stops at the
     /// first error. A dry run reports in `removed` what would be deleted and deletes nothing.
     /// Unrecognised entries are left alone and reported. A real sweep also removes document

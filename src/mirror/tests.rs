@@ -208,6 +208,30 @@ fn cleanup_keeps_accepted_and_current_and_removes_the_rest() {
     assert_eq!(m.read(&rel(21, 2)).unwrap(), b"gen 2");
 }
 
+/// A directory holding its accepted generation and lock file alone needs no
+/// cleanup; anything else there (another generation, a temp file, a file not
+/// ours) does, and so does a path that is not this document's.
+#[test]
+fn holds_only_is_true_for_the_accepted_generation_alone() {
+    let (_t, m) = setup();
+    m.write(21, 3, b"gen 3").unwrap();
+    let dir = m.doc_dir(21).unwrap();
+    fs::write(dir.join(LOCK_NAME), b"").unwrap();
+    assert!(m.holds_only(21, &rel(21, 3)).unwrap());
+    assert!(!m.holds_only(21, &rel(21, 2)).unwrap(), "not the file there");
+    assert!(!m.holds_only(22, &rel(21, 3)).unwrap(), "another document's path");
+    for (extra, what) in [
+        ("g000002.txt", "an older generation"),
+        (".tmp-g000004-x", "a writer's temp file"),
+        ("notes.txt", "a file not ours"),
+    ] {
+        fs::write(dir.join(extra), b"x").unwrap();
+        assert!(!m.holds_only(21, &rel(21, 3)).unwrap(), "{what}");
+        fs::remove_file(dir.join(extra)).unwrap();
+    }
+    assert!(m.holds_only(21, &rel(21, 3)).unwrap());
+}
+
 #[test]
 fn cleanup_with_lookup_error_deletes_nothing() {
     let (_t, m, before) = populated();

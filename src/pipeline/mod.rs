@@ -15,7 +15,7 @@ mod pool;
 mod reindex;
 mod worker;
 
-pub use cleanup::{cleanup, keep_for, sweep, CleanupError};
+pub use cleanup::{cleanup, cleanup_accepted, keep_for, sweep, CleanupError};
 pub use lease::{LeaseFlag, LeaseKeeper, LeaseLost, Ticks};
 pub use pool::{Event, PoolOptions, StopHandle, WorkerPool};
 pub use reindex::{reindex, ReindexReport};

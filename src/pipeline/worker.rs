@@ -284,7 +284,11 @@ impl Worker {
         let steps = self.sync_all(steps);
         let mut answers = self.finish_all(steps);
         for (id, answer) in ids.into_iter().zip(answers.iter_mut()) {
-            if let Err(e) = self.cleanup(id) {
+            let accepted = match answer {
+                Ok(Processed::Indexed { path, .. }) => Some(path.as_str()),
+                _ => None,
+            };
+            if let Err(e) = self.cleanup(id, accepted) {
                 if answer.is_ok() {
                     *answer = Err(e);
                 }
@@ -568,9 +572,15 @@ impl Worker {
     }
 
     /// Remove every generation of the document that is neither accepted nor the
-    /// current owner's. A failure other than a damaged store is left to `gc`.
-    fn cleanup(&self, id: JobId) -> Result<()> {
-        match super::cleanup(&self.pipeline.store, &self.pipeline.mirror, id) {
+    /// current owner's (after our own result was `accepted`, nothing when it is
+    /// all there is). A failure other than a damaged store is left to `gc`.
+    fn cleanup(&self, id: JobId, accepted: Option<&str>) -> Result<()> {
+        let (store, mirror) = (&self.pipeline.store, &self.pipeline.mirror);
+        let done = match accepted {
+            Some(path) => super::cleanup_accepted(store, mirror, id, path),
+            None => super::cleanup(store, mirror, id),
+        };
+        match done {
             Err(super::CleanupError::Store(e)) if e.is_corrupt() => Err(e),
             _ => Ok(()),
         }
