@@ -48,6 +48,8 @@ pub(crate) struct Sqlite {
     pub(super) writer: std::sync::Mutex<Option<super::tx::Writer>>,
     /// This handle's write-lock waits not yet folded into the store.
     pub(super) waits: write_waits::Pending,
+    /// Row lengths kept for repeated searches (`search/sqlite.rs`).
+    pub(super) lengths: search::sqlite::HeldLengths,
     // Held for its Drop: stops and joins the checkpoint thread with the last handle.
     _checkpointer: Option<Checkpointer>,
 }
@@ -76,6 +78,7 @@ impl Sqlite {
             turnstile,
             writer: std::sync::Mutex::new(None),
             waits: write_waits::Pending::default(),
+            lengths: search::sqlite::HeldLengths::default(),
             _checkpointer: checkpointer,
         };
         if sqlite.opts.create || sqlite.opts.tokenizer.is_some() {
@@ -375,7 +378,7 @@ impl Engine for Sqlite {
 
     fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
         let c = self.conn()?;
-        search::sqlite::search(&c, || self.spare_conn(), query, limit)
+        search::sqlite::search(&c, || self.spare_conn(), &self.lengths, query, limit)
             .map_err(|e| Error::from_sqlite(&self.path, e))?
             .into_hits(query)
     }

@@ -7,10 +7,13 @@
 //! in a transaction of their own, so a completion that is refused never
 //! reaches them, and an accepted one is searchable at its commit.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::query::{self, Plan};
-use super::rank::{self, Scoring, Tally};
+use super::rank::{self, DocLengths, Scoring, Tally};
 use super::{Found, TOKENIZER_META};
 use super::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 use crate::store::tx::Pooled;
@@ -253,6 +256,7 @@ pub(crate) fn check(c: &Connection) -> rusqlite::Result<IndexCheck> {
 pub(crate) fn search(
     c: &Connection,
     second: impl FnOnce() -> Option<Pooled>,
+    held: &HeldLengths,
     q: &str,
     limit: usize,
 ) -> rusqlite::Result<Found> {
@@ -263,7 +267,7 @@ pub(crate) fn search(
     };
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let found = match &plan {
-        Plan::Match(expr) => search_match(c, second, expr, limit, super::snippet_tokens(tokenizer)),
+        Plan::Match(expr) => search_match(c, second, held, expr, limit, super::snippet_tokens(tokenizer)),
         Plan::Like(terms) => search_like(c, terms, limit),
     };
     match found {
@@ -289,11 +293,12 @@ const SPLIT_FROM_SPAN: i64 = 10_000;
 fn search_match(
     c: &Connection,
     second: impl FnOnce() -> Option<Pooled>,
+    held: &HeldLengths,
     expr: &str,
     limit: i64,
     tokens: i64,
 ) -> rusqlite::Result<Vec<Hit>> {
-    let ranked = ranked(c, second, expr, limit)?;
+    let ranked = ranked(c, second, held, expr, limit)?;
     let mut hits = Vec::with_capacity(ranked.len());
     for (id, rank) in ranked {
         let row: Option<(String, String)> = c
@@ -330,18 +335,26 @@ fn search_match(
 fn ranked(
     c: &Connection,
     second: impl FnOnce() -> Option<Pooled>,
+    held: &HeldLengths,
     expr: &str,
     limit: i64,
 ) -> rusqlite::Result<Vec<(i64, f64)>> {
     let large =
         rowid_span(c)?.filter(|(lo, hi)| i128::from(*hi) - i128::from(*lo) >= i128::from(SPLIT_FROM_SPAN));
     let halves = match large.and_then(|span| Some((span, second()?))) {
-        Some(((lo, hi), second)) => in_halves(c, second, expr, limit, midpoint(lo, hi))?,
+        Some((span, second)) => {
+            let lengths = Lengths {
+                held,
+                search: held.next_search(),
+                span,
+            };
+            in_halves(c, second, &lengths, expr, limit)?
+        }
         None => None,
     };
     let (rows, tally) = match halves {
         Some(done) => done,
-        None => ranked_range(c, expr, limit, (i64::MIN, i64::MAX))?,
+        None => ranked_range(c, expr, limit, (i64::MIN, i64::MAX), None)?,
     };
     Ok(rows.into_iter().map(|(id, raw)| (id, tally.rank(raw))).collect())
 }
@@ -355,18 +368,21 @@ type Ranked = (Vec<(i64, f64)>, Tally);
 fn in_halves(
     c: &Connection,
     second: Pooled,
+    lengths: &Lengths<'_>,
     expr: &str,
     limit: i64,
-    mid: i64,
 ) -> rusqlite::Result<Option<Ranked>> {
+    let mid = midpoint(lengths.span.0, lengths.span.1);
     let (low, high) = std::thread::scope(|s| {
         let high = std::thread::Builder::new()
             .name("leasehold-search".into())
-            .spawn_scoped(s, move || marked_range(&second, expr, limit, (mid + 1, i64::MAX)));
+            .spawn_scoped(s, move || {
+                marked_range(&second, lengths, expr, limit, (mid + 1, i64::MAX))
+            });
         let Ok(high) = high else {
             return (None, None);
         };
-        let low = marked_range(c, expr, limit, (i64::MIN, mid));
+        let low = marked_range(c, lengths, expr, limit, (i64::MIN, mid));
         // A panic on the thread is one of ours: let it be one here.
         (
             Some(low),
@@ -393,30 +409,117 @@ fn midpoint(lo: i64, hi: i64) -> i64 {
     i64::try_from((i128::from(lo) + i128::from(hi)) / 2).unwrap_or(lo)
 }
 
-/// [`ranked_range`] in a read transaction that also reads FTS5's structure
-/// record (its segments, rewritten by every write that adds terms): two
-/// halves that read the same record, row count and token total saw the same
-/// index.
+/// [`ranked_range`] in a read transaction that also reads the index's
+/// version ([`version`]): two halves that read the same version saw the same
+/// index. The row lengths of that version come from `lengths`.
 fn marked_range(
     c: &Connection,
+    lengths: &Lengths<'_>,
     expr: &str,
     limit: i64,
     range: (i64, i64),
-) -> rusqlite::Result<(Ranked, Option<Vec<u8>>)> {
+) -> rusqlite::Result<(Ranked, Vec<u8>)> {
     let tx = c.unchecked_transaction()?;
-    let mark: Option<Vec<u8>> = tx
-        .prepare_cached("SELECT block FROM search_text_data WHERE id = 10")?
-        .query_row([], |r| r.get(0))
-        .optional()?;
-    let ranked = ranked_range(&tx, expr, limit, range)?;
+    let mark = version(&tx)?;
+    let held = lengths
+        .held
+        .for_version(&mark, lengths.search, || DocLengths::read(&tx, lengths.span))?;
+    let ranked = ranked_range(&tx, expr, limit, range, held)?;
     tx.commit()?;
     Ok((ranked, mark))
 }
 
+/// The index's version as FTS5 records it: its structure record (the
+/// segments, rewritten by every write that adds terms) and its averages
+/// record (row count and token totals, changed by every removal).
+fn version(tx: &Connection) -> rusqlite::Result<Vec<u8>> {
+    let block = |id: i64| -> rusqlite::Result<Vec<u8>> {
+        Ok(tx
+            .prepare_cached("SELECT block FROM search_text_data WHERE id = ?1")?
+            .query_row([id], |r| r.get::<_, Vec<u8>>(0))
+            .optional()?
+            .unwrap_or_default())
+    };
+    let (structure, averages) = (block(10)?, block(1)?);
+    let mut mark = Vec::with_capacity(8 + structure.len() + averages.len());
+    mark.extend_from_slice(&(structure.len() as u64).to_le_bytes());
+    mark.extend(structure);
+    mark.extend(averages);
+    Ok(mark)
+}
+
+/// One search's way to its halves' row lengths.
+struct Lengths<'a> {
+    held: &'a HeldLengths,
+    /// The search's number: both halves carry it.
+    search: u64,
+    /// The rowids in the index when the search began.
+    span: (i64, i64),
+}
+
+/// The row lengths of the index version searched last, kept for searches
+/// that come back to it (an embedder's search box, the search bench): read
+/// by the second search that sees a version, so a one-shot `leasehold
+/// search` never pays for them, and dropped for the next version.
+#[derive(Debug, Default)]
+pub(crate) struct HeldLengths {
+    state: Mutex<Held>,
+    searches: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    /// The version the last search without lengths saw, and which search.
+    seen: Option<(Vec<u8>, u64)>,
+    /// A version and its lengths (None: too many rows to hold).
+    kept: Option<(Vec<u8>, Option<Arc<DocLengths>>)>,
+}
+
+impl HeldLengths {
+    fn next_search(&self) -> u64 {
+        self.searches.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The lengths of `version` for search number `search`: those kept, or
+    /// read now (`read`, in the caller's transaction) when an earlier search
+    /// saw this version too. Read under the lock, so a search's other half
+    /// waits for them instead of reading them twice.
+    fn for_version(
+        &self,
+        version: &[u8],
+        search: u64,
+        read: impl FnOnce() -> rusqlite::Result<Option<DocLengths>>,
+    ) -> rusqlite::Result<Option<Arc<DocLengths>>> {
+        let mut held = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((kept, lengths)) = &held.kept {
+            if kept.as_slice() == version {
+                return Ok(lengths.clone());
+            }
+        }
+        match &held.seen {
+            Some((seen, by)) if seen.as_slice() == version && *by != search => {
+                let lengths = read()?.map(Arc::new);
+                held.kept = Some((version.to_vec(), lengths.clone()));
+                Ok(lengths)
+            }
+            _ => {
+                held.seen = Some((version.to_vec(), search));
+                Ok(None)
+            }
+        }
+    }
+}
+
 /// The best `limit` rows for `expr` among rowids `lo..=hi`, with their raw
-/// scores, and what the ranking saw.
-fn ranked_range(c: &Connection, expr: &str, limit: i64, (lo, hi): (i64, i64)) -> rusqlite::Result<Ranked> {
-    let scoring = Scoring::begin();
+/// scores, and what the ranking saw; row lengths from `held` if given.
+fn ranked_range(
+    c: &Connection,
+    expr: &str,
+    limit: i64,
+    (lo, hi): (i64, i64),
+    held: Option<Arc<DocLengths>>,
+) -> rusqlite::Result<Ranked> {
+    let scoring = Scoring::begin(held);
     let rows = c
         .prepare_cached(&rank::search_sql())?
         .query_map(params![expr, limit, lo, hi], |r| Ok((r.get(0)?, r.get(1)?)))?
