@@ -66,8 +66,9 @@ pub fn cleanup(store: &Store, mirror: &Mirror, id: JobId) -> Result<CleanupRepor
 
 /// [`cleanup`] after this worker's result `accepted` was accepted: when the
 /// directory holds nothing but that result ([`Mirror::holds_only`]), the
-/// lock and the row read are skipped. That is the usual case, and it was a
-/// fifth of a small document's completion.
+/// lock and the row read are skipped. That is the usual case, and the full
+/// cleanup cost about 20 µs a small document, a quarter of the finisher
+/// thread's time with the index on.
 pub fn cleanup_accepted(
     store: &Store,
     mirror: &Mirror,

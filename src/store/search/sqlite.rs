@@ -343,7 +343,7 @@ fn ranked(
         rowid_span(c)?.filter(|(lo, hi)| i128::from(*hi) - i128::from(*lo) >= i128::from(SPLIT_FROM_SPAN));
     let halves = match large.and_then(|span| Some((span, second()?))) {
         Some((span, second)) => {
-            let lengths = Lengths {
+            let lengths = SearchLengths {
                 held,
                 search: held.next_search(),
                 span,
@@ -368,7 +368,7 @@ type Ranked = (Vec<(i64, f64)>, Tally);
 fn in_halves(
     c: &Connection,
     second: Pooled,
-    lengths: &Lengths<'_>,
+    lengths: &SearchLengths<'_>,
     expr: &str,
     limit: i64,
 ) -> rusqlite::Result<Option<Ranked>> {
@@ -414,7 +414,7 @@ fn midpoint(lo: i64, hi: i64) -> i64 {
 /// index. The row lengths of that version come from `lengths`.
 fn marked_range(
     c: &Connection,
-    lengths: &Lengths<'_>,
+    lengths: &SearchLengths<'_>,
     expr: &str,
     limit: i64,
     range: (i64, i64),
@@ -449,7 +449,7 @@ fn version(tx: &Connection) -> rusqlite::Result<Vec<u8>> {
 }
 
 /// One search's way to its halves' row lengths.
-struct Lengths<'a> {
+struct SearchLengths<'a> {
     held: &'a HeldLengths,
     /// The search's number: both halves carry it.
     search: u64,
@@ -503,7 +503,9 @@ impl HeldLengths {
                 Ok(lengths)
             }
             _ => {
+                // A version not seen before: the kept one is past.
                 held.seen = Some((version.to_vec(), search));
+                held.kept = None;
                 Ok(None)
             }
         }
