@@ -105,13 +105,19 @@ impl Sqlite {
     /// Checkpoint the WAL now.
     ///
     /// A checkpoint that finds another one running (the background thread's)
-    /// does nothing and says so (`busy`): it is tried again until it runs,
-    /// for at most the busy timeout, so that "now" means now.
+    /// does nothing and says so (`busy`), and one that a reader's older
+    /// snapshot holds back copies only part of the log: it is tried again
+    /// until every frame is in the file, for at most the busy timeout, so
+    /// that "now" means now.
     pub(crate) fn checkpoint(&self) -> Result<()> {
         let give_up = std::time::Instant::now() + self.opts.busy_timeout;
         loop {
-            let busy: i64 = self.read(|c| c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(0)))?;
-            if busy == 0 || std::time::Instant::now() >= give_up {
+            let (busy, log, copied): (i64, i64, i64) = self.read(|c| {
+                c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+            })?;
+            if (busy == 0 && copied == log) || std::time::Instant::now() >= give_up {
                 return Ok(());
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
