@@ -221,3 +221,9 @@ CREATE TABLE search_text (
     tsv      tsvector GENERATED ALWAYS AS (to_tsvector('simple', left(body, 200000))) STORED
 );
 CREATE INDEX search_text_tsv ON search_text USING GIN (tsv);
+
+-- version: 6
+
+-- SQLite's version 6 (`search_parts`, the further parts of long texts) has no
+-- counterpart here: PostgreSQL indexes a document's first 200,000 characters
+-- in its one row, and writes no long transaction for a long text.

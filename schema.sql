@@ -221,3 +221,26 @@ CREATE VIRTUAL TABLE search_text USING fts5 (
 -- `secure_delete` does for rows): a gone document's words are not readable
 -- from the file until a merge happens to drop them.
 INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);
+
+-- version: 6
+
+-- The further parts of long texts in the search index (DESIGN §14). A text is
+-- indexed in parts of at most 256 KiB, so that neither FTS5's memory for one
+-- row nor any one write transaction grows with the document: the first part
+-- is the row at rowid = jobs.id, written by the completion as before; the
+-- others are rows at rowids from 2^48 up, each listed here. A worker writes
+-- them before its completion, in short transactions of their own, `staged`:
+-- search skips them until the transaction that accepts the result makes them
+-- `live`. The parts of a replaced, refused or removed text are `retired` in
+-- that transaction and deleted from the index later, a few at a time.
+-- `tag` names the version the parts belong to: the claim's token (a worker)
+-- or the result's checksum (`reindex`).
+CREATE TABLE search_parts (
+    rowid INTEGER PRIMARY KEY CHECK (rowid >= 281474976710656),
+    doc   INTEGER NOT NULL,
+    tag   TEXT    NOT NULL,
+    state TEXT    NOT NULL CHECK (state IN ('staged', 'live', 'retired'))
+);
+CREATE INDEX search_parts_doc ON search_parts (doc, state);
+-- What is left to delete: found without walking the live parts.
+CREATE INDEX search_parts_gone ON search_parts (state) WHERE state <> 'live';

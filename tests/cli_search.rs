@@ -308,3 +308,108 @@ fn the_configuration_file_chooses_the_tokenizer() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("[search] tokenizer"));
 }
+
+/// Words spelled from numbers, every one distinct, about `bytes` of them:
+/// what makes FTS5's memory for one row grow without bound.
+fn distinct_words(bytes: usize) -> String {
+    let mut out = String::with_capacity(bytes + 16);
+    let mut i = 0_u64;
+    while out.len() < bytes {
+        out.push('z');
+        let mut k = i;
+        loop {
+            out.push(char::from(b'a' + (k % 26) as u8));
+            k /= 26;
+            if k == 0 {
+                break;
+            }
+        }
+        out.push(if i % 12 == 11 { '\n' } else { ' ' });
+        i += 1;
+    }
+    out
+}
+
+/// The parent's memory stays under the bound the README states
+/// (`parent_memory_bound`) with a text of a million distinct words beside
+/// ordinary files: before, FTS5 held all of one document's terms at once
+/// (a 60 MB text took the parent to 1.35 GB). Its words are all found.
+#[test]
+fn a_text_of_a_million_distinct_words_keeps_the_parent_within_its_memory_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let text = distinct_words(8 << 20);
+    std::fs::write(src.join("words.txt"), &text).unwrap();
+    for i in 0..5 {
+        std::fs::write(src.join(format!("note{i}.txt")), format!("an ordinary note {i}")).unwrap();
+    }
+    let data = dir.path().join("data");
+    let (max_input, max_text) = (16_u64 << 20, 16_u64 << 20);
+    let out = leasehold_on(
+        None,
+        &data,
+        &[
+            "run",
+            src.to_str().unwrap(),
+            "--workers",
+            "1",
+            "--max-input",
+            "16MiB",
+            "--max-text",
+            "16MiB",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["indexed"], 6, "{summary}");
+    let peak = summary["peak_memory_bytes"].as_u64().unwrap();
+    let bound = leasehold::pipeline::parent_memory_bound(1, max_input, max_text);
+    assert!(peak > 0, "no peak memory measured: {summary}");
+    assert!(
+        peak < bound,
+        "the parent peaked at {} MiB, over its bound of {} MiB",
+        peak >> 20,
+        bound >> 20
+    );
+    let last = text.split_whitespace().last().unwrap();
+    assert_eq!(hit_keys(&search_json(&data, last)), ["words.txt"]);
+    assert_eq!(hit_keys(&search_json(&data, "zab")), ["words.txt"]);
+    // Rebuilt from the mirror, a part at a time, with nothing twice.
+    let out = leasehold_on(None, &data, &["reindex", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(hit_keys(&search_json(&data, last)), ["words.txt"]);
+    let out = leasehold_on(None, &data, &["doctor"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// A query of 12,000 prefixes (which ran for minutes) is refused at once
+/// in one line that does not echo all of it; one at the cap runs.
+#[test]
+fn a_query_beyond_the_caps_is_refused_in_one_short_line() {
+    let (_dir, data) = indexed_data_dir(&[]);
+    let huge = "new* ".repeat(12_000);
+    let out = leasehold_on(None, &data, &["search", &huge]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("60000 bytes long; at most 4096"), "{err}");
+    assert!(
+        err.len() < 400,
+        "the message echoes the whole query: {} bytes",
+        err.len()
+    );
+    let many = "ne* ".repeat(100);
+    let out = leasehold_on(None, &data, &["search", &many]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("100 terms; at most 64"), "{err}");
+    let at_cap = "fox ".repeat(64);
+    let out = leasehold_on(None, &data, &["search", &at_cap, "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let long = format!("fox {}", "x".repeat(5000));
+    let out = leasehold_on(None, &data, &["search", &long]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bytes long; at most 4096"));
+}

@@ -154,7 +154,7 @@ fn sqlite_columns() -> BTreeMap<String, BTreeMap<String, bool>> {
     let tables: Vec<String> = conn
         .prepare(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
-             AND name NOT LIKE 'search_text%'",
+             AND name NOT LIKE 'search%'",
         )
         .unwrap()
         .query_map([], |r| r.get(0))
@@ -208,6 +208,8 @@ fn every_sqlite_table_and_column_exists_in_postgres_alike() {
     }
 }
 
+/// The search index is each engine's own (an FTS5 table and the parts of
+/// long texts on SQLite, a tsvector on PostgreSQL): its indexes are left out.
 #[test]
 fn every_sqlite_index_exists_in_postgres_and_is_partial_alike() {
     let dir = tempfile::tempdir().unwrap();
@@ -216,7 +218,8 @@ fn every_sqlite_index_exists_in_postgres_and_is_partial_alike() {
     let conn = rusqlite::Connection::open(&path).unwrap();
     let sqlite: BTreeMap<String, bool> = conn
         .prepare(
-            "SELECT name, sql LIKE '% WHERE %' FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL",
+            "SELECT name, sql LIKE '% WHERE %' FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL
+               AND tbl_name NOT LIKE 'search%'",
         )
         .unwrap()
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))

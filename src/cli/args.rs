@@ -445,6 +445,10 @@ pub enum Command {
         #[arg(long, value_name = "N", default_value_t = 20,
               value_parser = clap::value_parser!(u64).range(1..))]
         limit: u64,
+        /// Stop a search still running after this long (a query too broad
+        /// to rank in time), with a message saying so.
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+        timeout: Duration,
         /// Print a JSON array of matches.
         #[arg(long)]
         json: bool,

@@ -286,9 +286,12 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let filter = report::ListFilter::of(status.as_deref(), failed);
             report::list(&existing(Existing::StoreAndMirror)?, &filter, limit, json)
         }
-        Command::Search { query, limit, json } => {
-            search::search(&existing(Existing::StoreAndMirror)?, &query, limit, json)
-        }
+        Command::Search {
+            query,
+            limit,
+            timeout,
+            json,
+        } => search::search(&existing(Existing::StoreAndMirror)?, &query, limit, timeout, json),
         Command::Reindex { tokenizer, json } => search::reindex(
             &existing(Existing::StoreAndMirror)?,
             tokenizer.map(|t| t.tokenizer()),

@@ -540,6 +540,10 @@ pub fn gc(cfg: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError>
     }
     let report = sweep(&cfg.store, &cfg.mirror, dry_run)?;
     let history = cfg.store.prune_history(dry_run)?;
+    if !dry_run {
+        // Parts of long texts a completion replaced: left to delete later.
+        cfg.store.purge_search_parts()?;
+    }
     if json {
         print_json(&serde_json::json!({
             "dry_run": dry_run,

@@ -36,14 +36,21 @@ impl HitLine {
     }
 }
 
-/// `leasehold search QUERY [--limit N] [--json]`. A malformed query is a
-/// usage error (exit 2) naming what is wrong; no match is exit 0 with a note
-/// on stderr (and `[]` with `--json`).
-pub fn search(cfg: &Config, query: &str, limit: u64, json: bool) -> Result<ExitCode, CliError> {
+/// `leasehold search QUERY [--limit N] [--timeout D] [--json]`. A
+/// malformed query, one beyond the caps, or one stopped at its time limit
+/// is a usage error (exit 2) naming what is wrong; no match is exit 0 with
+/// a note on stderr (and `[]` with `--json`).
+pub fn search(
+    cfg: &Config,
+    query: &str,
+    limit: u64,
+    timeout: std::time::Duration,
+    json: bool,
+) -> Result<ExitCode, CliError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let hits: Vec<HitLine> = cfg
         .store
-        .search(query, limit)?
+        .search_within(query, limit, timeout)?
         .into_iter()
         .map(|h| HitLine::of(h, cfg))
         .collect();

@@ -8,15 +8,18 @@
 //! - `cleanup.rs`: the fenced cleanup rule joining the store and the mirror.
 //! - `pool.rs`: N worker threads and the handle that stops them.
 //! - `reindex.rs`: the search index rebuilt from the mirror's accepted results.
+//! - `memory.rs`: the bound on the process's memory that the above keep.
 
 mod cleanup;
 mod lease;
+mod memory;
 mod pool;
 mod reindex;
 mod worker;
 
 pub use cleanup::{cleanup, cleanup_accepted, keep_for, sweep, CleanupError};
 pub use lease::{LeaseFlag, LeaseKeeper, LeaseLost, Ticks};
+pub use memory::parent_memory_bound;
 pub use pool::{Event, PoolOptions, StopHandle, WorkerPool};
 pub use reindex::{reindex, ReindexReport};
 pub use worker::{Batch, Pipeline, Processed, StagedBatch, Worker};

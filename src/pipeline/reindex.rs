@@ -10,18 +10,16 @@
 //! indexes its own text in its own transaction. Last, rows that are not the
 //! accepted text of their document are deleted.
 
-use std::io::Read;
+use std::io::BufReader;
 
 use crate::error::Result;
 use crate::job::JobId;
 use crate::mirror::Mirror;
+use crate::store::search::parts::{PartReader, TX_TEXT_BYTES};
 use crate::store::{IndexDoc, Store, Tokenizer};
 
 /// Documents read per page of the store.
 const PAGE: usize = 256;
-/// Text put into the index per write transaction, at most (one larger text
-/// goes alone): bounds both the memory held and the write lock's time.
-const BATCH_BYTES: usize = 4 * 1024 * 1024;
 /// How many unreadable results a report names.
 const NAMED: usize = 20;
 
@@ -65,7 +63,7 @@ pub fn reindex(store: &Store, mirror: &Mirror, tokenizer: Option<Tokenizer>) -> 
             let (Some(path), Some(sum)) = (job.result_path, job.checksum) else {
                 continue;
             };
-            match read_verified(mirror, &path, &sum) {
+            match first_part_staging_rest(store, mirror, job.id, &path, &sum) {
                 Ok(text) => {
                     bytes += text.len();
                     batch.push((job.id, path, sum, text));
@@ -77,7 +75,7 @@ pub fn reindex(store: &Store, mirror: &Mirror, tokenizer: Option<Tokenizer>) -> 
                     }
                 }
             }
-            if bytes >= BATCH_BYTES {
+            if bytes >= TX_TEXT_BYTES {
                 report.indexed += put(store, &mut batch)?;
                 bytes = 0;
             }
@@ -85,6 +83,7 @@ pub fn reindex(store: &Store, mirror: &Mirror, tokenizer: Option<Tokenizer>) -> 
         report.indexed += put(store, &mut batch)?;
     }
     report.pruned = store.prune_search_index()? as u64;
+    store.purge_search_parts()?;
     report.tokenizer = store.search_tokenizer()?.name().to_owned();
     Ok(report)
 }
@@ -120,13 +119,40 @@ fn put(store: &Store, batch: &mut Vec<(i64, String, String, String)>) -> Result<
     Ok(n as u64)
 }
 
-/// The accepted text at `path`, if it matches `sum`; else why not.
-fn read_verified(mirror: &Mirror, path: &str, sum: &str) -> std::result::Result<String, String> {
-    let mut file = mirror
+/// The first part of the accepted text at `path`, if it matches `sum`
+/// (else why not), its further parts staged in the index under `sum` for
+/// [`Store::reindex_texts`] to make live with it: the text is read a part
+/// at a time, and each write transaction stays short.
+fn first_part_staging_rest(
+    store: &Store,
+    mirror: &Mirror,
+    id: i64,
+    path: &str,
+    sum: &str,
+) -> std::result::Result<String, String> {
+    let file = mirror
         .open_verified(path, sum)
         .map_err(|e| e.to_string().replace('\n', " "))?
         .ok_or_else(|| "does not match its checksum".to_owned())?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    let mut parts = PartReader::new(BufReader::new(file));
+    let first = parts
+        .next()
+        .transpose()
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    let doc = IndexDoc {
+        id,
+        result_path: path,
+        checksum: sum,
+        text: &first,
+    };
+    let mut fresh = true;
+    for part in parts {
+        let part = part.map_err(|e| e.to_string())?;
+        store
+            .reindex_stage_parts(&doc, &[&part], fresh)
+            .map_err(|e| e.to_string())?;
+        fresh = false;
+    }
+    Ok(first)
 }

@@ -20,6 +20,7 @@ use crate::job::{Claim, Fenced, JobId, Parked, Rejection, Status};
 use crate::mirror::{Mirror, Staged, Written};
 use crate::pipeline::{LeaseFlag, LeaseKeeper};
 use crate::source::{Source, SourceError};
+use crate::store::search::parts::{PartReader, TX_TEXT_BYTES};
 use crate::store::{Completion, Store};
 
 /// What happened to one claim. Only `Indexed` means our result was accepted.
@@ -178,7 +179,7 @@ impl std::fmt::Debug for StagedBatch {
 /// A result staged in the mirror, waiting for its sync round.
 struct Staging {
     staged: Staged,
-    text: String,
+    text: Held,
     /// What extraction decided (format, encoding, converter), for the history.
     note: Option<String>,
 }
@@ -186,8 +187,34 @@ struct Staging {
 /// A result durable in the mirror, waiting for its fenced completion.
 struct Ready {
     written: Written,
-    text: String,
+    text: Held,
     note: Option<String>,
+}
+
+/// A result's text as a worker holds it until its completion: a short text
+/// in memory; a longer one only in its mirror file, read back a part of the
+/// search index at a time when it is indexed, so that what a batch holds
+/// does not grow with its documents (DESIGN §15).
+enum Held {
+    Whole(String),
+    InFile,
+}
+
+/// The longest text a worker keeps in memory for its batch's completion: a
+/// batch (two with the next one staged) of [`PoolOptions::claim_ahead`]
+/// documents then holds at most 2 × 32 × 64 KiB.
+///
+/// [`PoolOptions::claim_ahead`]: super::PoolOptions::claim_ahead
+const HELD_BYTES: usize = 64 * 1024;
+
+impl Held {
+    fn new(text: String) -> Held {
+        if text.len() > HELD_BYTES {
+            Held::InFile
+        } else {
+            Held::Whole(text)
+        }
+    }
 }
 
 /// How far one claim got before the sync round.
@@ -372,7 +399,11 @@ impl Worker {
                 p.mirror.stage(claim.id.0, claim.fence, text.as_bytes())
             })?
             .map_err(|e| self.stop_for_mirror(claim, e))?;
-        Ok(Staging { staged, text, note })
+        Ok(Staging {
+            staged,
+            text: Held::new(text),
+            note,
+        })
     }
 
     /// The extract stage: a panic in a parser fails the document, a raised stop
@@ -468,13 +499,31 @@ impl Worker {
         self.keeper.run(claim, f).map_err(|lost| Stop::Lost(lost.reason))
     }
 
-    /// The fenced completions of `ready` (each with its answer's slot), in one
-    /// transaction; every claim is spent whatever the answer.
+    /// The fenced completions of `ready` (each with its answer's slot): the
+    /// texts held whole together ([`Store::finish_many`]), each long one on
+    /// its own ([`Worker::complete_long`]); every claim is spent whatever the
+    /// answer.
     fn complete(&self, ready: Vec<(usize, Claim, Ready)>) -> Vec<(usize, Result<Processed>)> {
         if ready.is_empty() {
             return Vec::new();
         }
         stall_point();
+        let (whole, long): (Vec<_>, Vec<_>) = ready
+            .into_iter()
+            .partition(|(_, _, r)| matches!(r.text, Held::Whole(_)));
+        let mut answers = self.complete_whole(whole);
+        for (slot, claim, r) in long {
+            answers.push((slot, self.complete_long(claim, r)));
+        }
+        answers
+    }
+
+    /// The fenced completions of texts held whole, in as few transactions
+    /// as the store makes them.
+    fn complete_whole(&self, ready: Vec<(usize, Claim, Ready)>) -> Vec<(usize, Result<Processed>)> {
+        if ready.is_empty() {
+            return Vec::new();
+        }
         let deliver = self.pipeline.deliver_results;
         let mut slots = Vec::with_capacity(ready.len());
         let mut claims = Vec::with_capacity(ready.len());
@@ -488,10 +537,14 @@ impl Worker {
             .into_iter()
             .zip(&results)
             .map(|(claim, r)| {
+                let text = match &r.text {
+                    Held::Whole(text) => Some(text.as_str()),
+                    Held::InFile => None,
+                };
                 let completion = Completion {
                     note: r.note.as_deref(),
-                    deliver: deliver.then_some(r.text.as_str()),
-                    index: Some(r.text.as_str()),
+                    deliver: text.filter(|_| deliver),
+                    index: text,
                     ..Completion::new(&r.written.rel_path, &r.written.sha256)
                 };
                 (claim, completion)
@@ -505,20 +558,95 @@ impl Worker {
             .into_iter()
             .zip(results)
             .zip(answers)
-            .map(|(((slot, key), r), answer)| {
-                let processed = match answer {
-                    Fenced::Accepted => {
-                        crash_point(CrashPoint::AfterCommit);
-                        Processed::Indexed {
-                            key,
-                            path: r.written.rel_path,
-                        }
-                    }
-                    Fenced::Rejected(rejection) => Processed::Superseded { key, rejection },
-                };
-                (slot, Ok(processed))
-            })
+            .map(|(((slot, key), r), answer)| (slot, Ok(processed(key, r.written.rel_path, answer))))
             .collect()
+    }
+
+    /// The completion of a text held in its mirror file ([`Held::InFile`]):
+    /// read back (checked against its checksum) a part of the search index
+    /// at a time, the further parts staged under the claim in short
+    /// transactions, then the completion with the first part. Delivered to a
+    /// sink, the text is read whole, one such document at a time.
+    fn complete_long(&self, claim: Claim, r: Ready) -> Result<Processed> {
+        let (store, mirror) = (&self.pipeline.store, &self.pipeline.mirror);
+        let result = (r.written.rel_path.as_str(), r.written.sha256.as_str());
+        let first = match self.stage_from_file(&claim, result) {
+            Ok(first) => first,
+            Err(why) => {
+                let error = format!("could not index the result: {why}");
+                return self.settle(
+                    claim,
+                    Stop::Failed {
+                        error,
+                        permanent: false,
+                    },
+                );
+            }
+        };
+        let whole = match self.pipeline.deliver_results {
+            true => match mirror.read(result.0) {
+                Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+                Err(e) => {
+                    let error = format!("could not read the result back for the sink: {e}");
+                    return self.settle(
+                        claim,
+                        Stop::Failed {
+                            error,
+                            permanent: false,
+                        },
+                    );
+                }
+            },
+            false => None,
+        };
+        let completion = Completion {
+            note: r.note.as_deref(),
+            deliver: whole.as_deref(),
+            index: first.as_deref(),
+            ..Completion::new(result.0, result.1)
+        };
+        let key = claim.key.clone();
+        let answer = store.finish(claim, completion)?;
+        Ok(processed(key, r.written.rel_path, answer))
+    }
+
+    /// Stage the further parts of `claim`'s result text, read from its
+    /// mirror file `result` (path, checksum), in runs of at most
+    /// [`TX_TEXT_BYTES`]; its first part. A refused staging stops there
+    /// (the claim is no longer ours, and its completion will be refused).
+    fn stage_from_file(
+        &self,
+        claim: &Claim,
+        result: (&str, &str),
+    ) -> std::result::Result<Option<String>, String> {
+        let (store, mirror) = (&self.pipeline.store, &self.pipeline.mirror);
+        let file = mirror
+            .open_verified(result.0, result.1)
+            .map_err(|e| e.to_string())?
+            .ok_or("the result file changed after it was written")?;
+        let mut parts = PartReader::new(std::io::BufReader::new(file));
+        let first = parts.next().transpose().map_err(|e| e.to_string())?;
+        let mut run: Vec<String> = Vec::new();
+        let mut bytes = 0;
+        loop {
+            let next = parts.next().transpose().map_err(|e| e.to_string())?;
+            let full = next.as_ref().is_some_and(|p| bytes + p.len() > TX_TEXT_BYTES);
+            if (full || next.is_none()) && !run.is_empty() {
+                let texts: Vec<&str> = run.iter().map(String::as_str).collect();
+                let out = store
+                    .stage_search_parts(claim, result, &texts)
+                    .map_err(|e| e.to_string())?;
+                if !out.is_accepted() {
+                    break;
+                }
+                run.clear();
+                bytes = 0;
+            }
+            let Some(part) = next else { break };
+            bytes += part.len();
+            run.push(part);
+        }
+        Ok(first)
     }
 
     /// Write what ended the claim early, and say what the row became.
@@ -608,6 +736,17 @@ fn without_key(key: &str, e: &SourceError) -> String {
     match shown.strip_prefix(&format!("{key:?}: ")) {
         Some(reason) => reason.to_owned(),
         None => shown,
+    }
+}
+
+/// What a completion's answer means for the claim of `key` whose result is `path`.
+fn processed(key: String, path: String, answer: Fenced) -> Processed {
+    match answer {
+        Fenced::Accepted => {
+            crash_point(CrashPoint::AfterCommit);
+            Processed::Indexed { key, path }
+        }
+        Fenced::Rejected(rejection) => Processed::Superseded { key, rejection },
     }
 }
 

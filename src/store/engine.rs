@@ -138,9 +138,10 @@ pub(crate) trait Engine: Send + Sync {
 
     // ----- the search index (DESIGN §12) -----
 
-    /// At most `limit` documents matching `query`, best first; a malformed
-    /// query is [`crate::Error::InvalidInput`].
-    fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>>;
+    /// At most `limit` documents matching `query`, best first, stopped after
+    /// `time_limit`; a malformed query, or one stopped, is
+    /// [`crate::Error::InvalidInput`].
+    fn search(&self, query: &str, limit: usize, time_limit: std::time::Duration) -> Result<Vec<Hit>>;
     /// The tokenizer the index is made with.
     fn search_tokenizer(&self) -> Result<Tokenizer>;
     /// The index compared with the accepted results.
@@ -152,6 +153,18 @@ pub(crate) trait Engine: Send + Sync {
     fn search_put(&self, docs: &[IndexDoc<'_>]) -> Result<usize>;
     /// Delete every index row that is not its document's accepted text.
     fn search_prune(&self) -> Result<usize>;
+    /// Put further parts of `owner`'s result text (`result`: path,
+    /// checksum) into the index, staged until its completion is accepted,
+    /// and renew its lease, in one transaction. Fenced. An engine that
+    /// indexes only the first part renews alone.
+    fn search_stage(&self, owner: &Owner, result: (&str, &str), parts: &[&str]) -> Result<Fenced>;
+    /// Put further parts of `doc`'s accepted text into the index, staged
+    /// under its checksum for [`Engine::search_put`] of its first part;
+    /// `fresh` first retires what an earlier try staged.
+    fn search_stage_accepted(&self, doc: &IndexDoc<'_>, parts: &[&str], fresh: bool) -> Result<()>;
+    /// Delete one short transaction's worth of retired parts, if any;
+    /// whether more are left.
+    fn search_purge(&self) -> Result<bool>;
 }
 
 /// The engine a store was opened on: the seam's two implementations, and the

@@ -47,6 +47,7 @@ mod figures;
 mod gate;
 mod holder;
 mod location;
+mod long_texts;
 pub mod migrate;
 mod open;
 mod options;
@@ -464,10 +465,16 @@ impl Store {
 
     /// [`Store::complete`] with everything a completion can record: a note for
     /// the history (what extraction decided) and the text for the sink.
+    ///
+    /// A text to index longer than one part of the index (1 MiB) goes in
+    /// parts: the further ones first, in short transactions of their own
+    /// that renew the lease, invisible until this completion is accepted.
     pub fn finish(&self, claim: Claim, c: Completion<'_>) -> Result<Fenced> {
         let owner = claim.owner();
+        let c = self.stage_further_parts(&owner, c)?;
         let out = self.engine().finish(&owner, &c)?;
         events::refused("complete", &owner, &out);
+        self.purge_search_parts_step()?;
         // Idle workers waiting to see whether the run is over look again.
         self.notify_work();
         Ok(out)
@@ -483,15 +490,25 @@ impl Store {
         )
     }
 
-    /// [`Store::finish`] for many claims in one transaction (a worker's batch of
-    /// small documents); one outcome per claim, each fenced on its own token.
+    /// [`Store::finish`] for many claims (a worker's batch of small
+    /// documents): in one transaction, or in as many as keep each one's text
+    /// to index within 1 MiB (each short, however long the texts); one
+    /// outcome per claim, each fenced on its own token.
     pub fn finish_many(&self, done: Vec<(Claim, Completion<'_>)>) -> Result<Vec<Fenced>> {
-        let done: Vec<(Owner, Completion<'_>)> =
-            done.into_iter().map(|(claim, c)| (claim.owner(), c)).collect();
-        let out = self.engine().finish_many(&done)?;
-        for ((owner, _), out) in done.iter().zip(&out) {
+        let mut staged = Vec::with_capacity(done.len());
+        for (claim, c) in done {
+            let owner = claim.owner();
+            let c = self.stage_further_parts(&owner, c)?;
+            staged.push((owner, c));
+        }
+        let mut out = Vec::with_capacity(staged.len());
+        for run in long_texts::by_text_bytes(&staged, |(_, c)| c.index.map_or(0, str::len)) {
+            out.extend(self.engine().finish_many(run)?);
+        }
+        for ((owner, _), out) in staged.iter().zip(&out) {
             events::refused("complete", owner, out);
         }
+        self.purge_search_parts_step()?;
         self.notify_work();
         Ok(out)
     }
@@ -620,8 +637,9 @@ impl Store {
     /// prefixes, so `계정` finds `계정이`.
     ///
     /// # Failure
-    /// A malformed query is [`Error::InvalidInput`] naming the query and
-    /// what is wrong with it.
+    /// [`Error::InvalidInput`] naming the query and what is wrong with it: a
+    /// malformed query, one longer than 4,096 bytes or with more than 64
+    /// terms, or one that ran past [`StoreOptions::search_timeout`].
     ///
     /// # Example
     /// ```
@@ -638,10 +656,17 @@ impl Store {
     /// assert_eq!(hits[0].snippet, "[계정이] 잠겼습니다");
     /// ```
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
+        self.search_within(query, limit, self.options().search_timeout)
+    }
+
+    /// [`Store::search`] stopped after `time_limit` instead of
+    /// [`StoreOptions::search_timeout`]: a stopped search is
+    /// [`Error::InvalidInput`] saying so.
+    pub fn search_within(&self, query: &str, limit: usize, time_limit: Duration) -> Result<Vec<Hit>> {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        self.engine().search(query, limit)
+        self.engine().search(query, limit, time_limit)
     }
 
     /// The tokenizer the search index is made with.
@@ -661,14 +686,22 @@ impl Store {
         self.engine().search_reset(tokenizer)
     }
 
-    /// Put accepted texts read back from the mirror into the search index,
-    /// in one transaction; a text goes in only if it is still its
-    /// document's accepted result. Returns how many went in.
+    /// Put accepted texts read back from the mirror into the search index;
+    /// a text goes in only if it is still its document's accepted result.
+    /// In one transaction, or in as many as keep each short: a text longer
+    /// than one part of the index goes in parts, as a completion's does
+    /// (its further parts first, [`Store::reindex_stage_parts`]). Returns
+    /// how many went in.
     pub fn reindex_texts(&self, docs: &[IndexDoc<'_>]) -> Result<usize> {
-        if docs.is_empty() {
-            return Ok(0);
+        let mut firsts = Vec::with_capacity(docs.len());
+        for doc in docs {
+            firsts.push(self.stage_further_parts_of_accepted(doc)?);
         }
-        self.engine().search_put(docs)
+        let mut n = 0;
+        for run in long_texts::by_text_bytes(&firsts, |d| d.text.len()) {
+            n += self.engine().search_put(run)?;
+        }
+        Ok(n)
     }
 
     /// Delete every search index row that is not its document's accepted

@@ -118,6 +118,10 @@ pub struct StoreOptions {
     /// result then takes the previous text out and puts none in, so such
     /// documents are not searchable until `leasehold reindex`).
     pub search_index: bool,
+    /// How long one search may run before it is stopped
+    /// ([`crate::Store::search`]); a broad query on a large index is
+    /// refused with a message instead of running on. Default 10 s.
+    pub search_timeout: Duration,
     /// How long `gc` keeps history lines ([`crate::Store::prune_history`]).
     /// Older lines are removed, except each document's last one: `inspect`
     /// still says how a document came to be where it is, and the next line's
@@ -146,6 +150,7 @@ impl Default for StoreOptions {
             secure_delete: true,
             tokenizer: None,
             search_index: true,
+            search_timeout: Duration::from_secs(10),
             history_keep: Duration::from_secs(30 * 24 * 60 * 60),
         }
     }
@@ -230,6 +235,12 @@ impl StoreOptions {
         self
     }
 
+    /// Sets [`StoreOptions::search_timeout`]; must be longer than zero.
+    pub fn search_timeout(mut self, limit: Duration) -> Self {
+        self.search_timeout = limit;
+        self
+    }
+
     /// Sets [`StoreOptions::history_keep`]; must be longer than zero.
     pub fn history_keep(mut self, keep: Duration) -> Self {
         self.history_keep = keep;
@@ -248,6 +259,9 @@ impl StoreOptions {
         }
         if self.history_keep.is_zero() {
             return Err(invalid("history_keep", "must be longer than zero"));
+        }
+        if self.search_timeout.is_zero() {
+            return Err(invalid("search_timeout", "must be longer than zero"));
         }
         if !(0.0..=1.0).contains(&self.backoff.jitter) {
             return Err(invalid("backoff jitter", "must be between 0 and 1"));

@@ -382,9 +382,9 @@ impl Engine for Sqlite {
         self.read(|c| check::indexed_page(c, after, limit))
     }
 
-    fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
+    fn search(&self, query: &str, limit: usize, time_limit: std::time::Duration) -> Result<Vec<Hit>> {
         let c = self.conn()?;
-        search::sqlite::search(&c, || self.spare_conn(), &self.lengths, query, limit)
+        search::sqlite::search(&c, || self.spare_conn(), &self.lengths, query, limit, time_limit)
             .map_err(|e| Error::from_sqlite(&self.path, e))?
             .into_hits(query)
     }
@@ -408,6 +408,33 @@ impl Engine for Sqlite {
 
     fn search_prune(&self) -> Result<usize> {
         self.write_tx(|tx, _| search::sqlite::prune(tx))
+    }
+
+    fn search_stage(&self, owner: &Owner, result: (&str, &str), parts: &[&str]) -> Result<Fenced> {
+        let policy = &self.policy;
+        self.write_tx(|tx, now| {
+            let renewed = write::renew(tx, now, policy, owner)?;
+            if renewed.is_accepted() {
+                search::sqlite::put_parts(tx, owner.id.0, &owner.token, result, parts)?;
+            }
+            Ok(renewed)
+        })
+    }
+
+    fn search_stage_accepted(&self, doc: &IndexDoc<'_>, parts: &[&str], fresh: bool) -> Result<()> {
+        self.write_tx(|tx, _| {
+            if fresh {
+                search::sqlite::retire_staged(tx, doc.id, doc.checksum)?;
+            }
+            search::sqlite::put_parts(tx, doc.id, doc.checksum, (doc.result_path, doc.checksum), parts)
+        })
+    }
+
+    fn search_purge(&self) -> Result<bool> {
+        if !self.read(search::sqlite::has_parts_to_purge)? {
+            return Ok(false);
+        }
+        self.write_tx(|tx, _| search::sqlite::purge_retired(tx))
     }
 }
 

@@ -827,6 +827,7 @@ fn search_text<'a>(policy: &Policy, d: &Completing<'a>) -> super::search::sqlite
         id: d.owner.id.0,
         result: (d.path, d.checksum),
         text: d.index.filter(|_| policy.search_index),
+        parts_tag: Some(d.owner.token.as_str()),
     }
 }
 

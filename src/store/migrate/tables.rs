@@ -287,7 +287,7 @@ mod tests {
         let mut names: Vec<String> = c
             .prepare(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
-                 AND name NOT LIKE 'search_text%' ORDER BY name",
+                 AND name NOT LIKE 'search%' ORDER BY name",
             )
             .unwrap()
             .query_map([], |r| r.get(0))

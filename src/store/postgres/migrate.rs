@@ -144,6 +144,10 @@ mod tests {
         assert_eq!(schema_version(), crate::store::schema_version());
     }
 
+    /// Tables of SQLite's search index with no twin: PostgreSQL indexes a
+    /// document's first part only, so it keeps no further parts.
+    const SQLITE_ONLY: &[&str] = &["search_parts"];
+
     #[test]
     fn each_table_created_in_a_section_is_created_in_its_twin() {
         let tables = |text: &str| -> Vec<(i64, Vec<String>)> {
@@ -160,6 +164,7 @@ mod tests {
                                 .or_else(|| l.strip_prefix("CREATE VIRTUAL TABLE "))
                         })
                         .filter_map(|rest| rest.split_whitespace().next().map(str::to_string))
+                        .filter(|name| !SQLITE_ONLY.contains(&name.as_str()))
                         .collect();
                     (v, names)
                 })

@@ -256,8 +256,9 @@ impl Engine for PgStore {
         self.read(|c| read::indexed_page(c, after, limit))
     }
 
-    fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
-        self.read(|c| search::search(c, query, limit))?.into_hits(query)
+    fn search(&self, query: &str, limit: usize, time_limit: std::time::Duration) -> Result<Vec<Hit>> {
+        self.read(|c| search::search(c, query, limit, time_limit))?
+            .into_hits(query)
     }
 
     fn search_tokenizer(&self) -> Result<Tokenizer> {
@@ -279,6 +280,20 @@ impl Engine for PgStore {
 
     fn search_prune(&self) -> Result<usize> {
         self.write_tx(|tx, _| search::prune(tx))
+    }
+
+    /// PostgreSQL indexes a document's first 200,000 characters, all in
+    /// its first part: the further parts are not kept, the lease is renewed.
+    fn search_stage(&self, owner: &Owner, _result: (&str, &str), _parts: &[&str]) -> Result<Fenced> {
+        self.renew(owner)
+    }
+
+    fn search_stage_accepted(&self, _doc: &IndexDoc<'_>, _parts: &[&str], _fresh: bool) -> Result<()> {
+        Ok(())
+    }
+
+    fn search_purge(&self) -> Result<bool> {
+        Ok(false)
     }
 }
 

@@ -132,17 +132,22 @@ pub(crate) fn check(c: &mut Client) -> Sql<IndexCheck> {
 /// The best `limit` matches of `q` (FTS5's syntax, turned into a tsquery),
 /// then a headline for each: in a subquery, so that `ts_headline` (which
 /// reads the text) runs on the hits only, not on every match.
-pub(crate) fn search(c: &mut Client, q: &str, limit: usize) -> Sql<Found> {
+pub(crate) fn search(c: &mut Client, q: &str, limit: usize, time_limit: std::time::Duration) -> Sql<Found> {
     let tsquery = match pg_tsquery(q) {
         Ok(t) => t,
         Err(why) => return Ok(Found::BadQuery(why)),
     };
+    // The server stops the statement at the limit (57014, query_canceled);
+    // SET LOCAL keeps the setting to this transaction.
+    let mut tx = c.transaction()?;
+    let ms = time_limit.as_millis().clamp(1, i32::MAX as u128);
+    tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}"))?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let options = format!(
         "StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, MaxWords=16, MinWords=6, ShortWord=0, MaxFragments=1, \
          FragmentDelimiter=…"
     );
-    let rows = c.query(
+    let rows = tx.query(
         "SELECT j.doc_key, best.path, best.rank,
                 ts_headline('simple', left(best.body, $4), to_tsquery('simple', $1), $3)
            FROM (SELECT s.job_id, s.path, s.body, ts_rank(s.tsv, q) AS rank
@@ -155,6 +160,7 @@ pub(crate) fn search(c: &mut Client, q: &str, limit: usize) -> Sql<Found> {
     );
     let rows = match rows {
         Ok(rows) => rows,
+        Err(e) if e.code() == Some(&SqlState::QUERY_CANCELED) => return Ok(Found::TimedOut(time_limit)),
         Err(e) if is_query_error(&e) => {
             let why = e
                 .as_db_error()
@@ -174,6 +180,7 @@ pub(crate) fn search(c: &mut Client, q: &str, limit: usize) -> Sql<Found> {
             result_path: r.try_get(1)?,
         });
     }
+    tx.commit()?;
     Ok(Found::Hits(hits))
 }
 

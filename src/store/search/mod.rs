@@ -8,8 +8,11 @@
 //! - `query.rs`: a query in FTS5's syntax, read once into terms and operators,
 //!   and turned into what each engine runs (an FTS5 MATCH, a LIKE fallback, a
 //!   PostgreSQL tsquery). Pure: no SQL is run there.
+//! - `parts.rs`: a long text cut into the parts the index takes one at a
+//!   time, so memory and write transactions stay bounded.
 //! - `sqlite.rs`: the SQLite FTS5 statements (write inside the completion's
-//!   transaction, search, check, reset for another tokenizer).
+//!   transaction, further parts staged before it, search, check, reset for
+//!   another tokenizer).
 //! - `rank.rs`: the SQLite ranking function, FTS5's bm25 made cheap on
 //!   broad queries (the one unsafe module: FTS5's C interface).
 //!
@@ -19,6 +22,7 @@
 //! result (the fenced completion, the source going away), so a refused
 //! completion can never reach the index.
 
+pub(crate) mod parts;
 pub(crate) mod query;
 pub(crate) mod rank;
 pub(crate) mod sqlite;
@@ -31,18 +35,36 @@ pub(crate) enum Found {
     Hits(Vec<Hit>),
     /// The query is malformed; the message says how.
     BadQuery(String),
+    /// The search ran past its time limit and was stopped.
+    TimedOut(std::time::Duration),
 }
 
 impl Found {
-    /// The hits, or a malformed query as [`Error::InvalidInput`] naming it.
+    /// The hits, or a query that could not run as [`Error::InvalidInput`]
+    /// naming it (its start, when it is long).
     pub(crate) fn into_hits(self, query: &str) -> Result<Vec<Hit>> {
-        match self {
-            Found::Hits(hits) => Ok(hits),
-            Found::BadQuery(why) => Err(Error::InvalidInput {
-                what: "search query",
-                reason: format!("{query:?}: {why}"),
-            }),
-        }
+        let why = match self {
+            Found::Hits(hits) => return Ok(hits),
+            Found::BadQuery(why) => why,
+            Found::TimedOut(limit) => format!(
+                "stopped after {} s, the search time limit: it matches too much to rank in \
+                 time; narrow it (fewer prefixes, more words), or allow longer (--timeout)",
+                limit.as_secs_f64()
+            ),
+        };
+        Err(Error::InvalidInput {
+            what: "search query",
+            reason: format!("{}: {why}", shown(query)),
+        })
+    }
+}
+
+/// `query` quoted for a message: at most 60 characters of it.
+fn shown(query: &str) -> String {
+    const SHOWN: usize = 60;
+    match query.char_indices().nth(SHOWN) {
+        Some((end, _)) => format!("{:?}…", &query[..end]),
+        None => format!("{query:?}"),
     }
 }
 

@@ -41,6 +41,15 @@ enum Piece {
 /// Why a query cannot be run; the message names what is wrong.
 pub(crate) type QueryError = String;
 
+/// The longest query taken, in bytes: far beyond what a person types, short
+/// enough that reading it costs nothing.
+pub const MAX_QUERY_BYTES: usize = 4096;
+
+/// The most terms (words and phrases) a query may have. FTS5's work grows
+/// faster than the number of terms (800 prefix terms took a second, 12,000
+/// ran for minutes); people search with a handful.
+pub const MAX_QUERY_TERMS: usize = 64;
+
 /// The FTS5 operators written as bare words.
 const KEYWORDS: [&str; 4] = ["AND", "OR", "NOT", "NEAR"];
 
@@ -65,8 +74,33 @@ pub(crate) fn is_glued_script(c: char) -> bool {
     )
 }
 
-/// Cut `query` into pieces; an unclosed quote is an error.
+/// Cut `query` into pieces; an unclosed quote, an empty query and one
+/// beyond [`MAX_QUERY_BYTES`] or [`MAX_QUERY_TERMS`] are errors.
 fn pieces(query: &str) -> Result<Vec<Piece>, QueryError> {
+    if query.len() > MAX_QUERY_BYTES {
+        return Err(format!(
+            "the query is {} bytes long; at most {MAX_QUERY_BYTES} are taken",
+            query.len()
+        ));
+    }
+    let out = cut_pieces(query)?;
+    let terms = out
+        .iter()
+        .filter(|p| match p {
+            Piece::Word(w) => !KEYWORDS.contains(&w.as_str()),
+            Piece::Phrase { .. } => true,
+            Piece::Op(_) | Piece::Space => false,
+        })
+        .count();
+    if terms > MAX_QUERY_TERMS {
+        return Err(format!(
+            "the query has {terms} terms; at most {MAX_QUERY_TERMS} are taken"
+        ));
+    }
+    Ok(out)
+}
+
+fn cut_pieces(query: &str) -> Result<Vec<Piece>, QueryError> {
     let mut out = Vec::new();
     let mut chars = query.chars().peekable();
     while let Some(c) = chars.next() {
@@ -325,6 +359,26 @@ mod tests {
     fn an_unclosed_phrase_or_an_empty_query_is_an_error() {
         assert!(plan("\"open", Tokenizer::Unicode61).is_err());
         assert!(plan("   ", Tokenizer::Unicode61).is_err());
+    }
+
+    #[test]
+    fn queries_beyond_the_caps_are_refused_on_every_engine() {
+        let many = "new* ".repeat(MAX_QUERY_TERMS + 1);
+        let at_cap = "new* ".repeat(MAX_QUERY_TERMS);
+        for tokenizer in [Tokenizer::Unicode61, Tokenizer::Trigram] {
+            let why = plan(&many, tokenizer).unwrap_err();
+            assert!(why.contains("65 terms; at most 64"), "{why}");
+            assert!(plan(&at_cap, tokenizer).is_ok());
+            // Operators are no terms.
+            let with_ops = format!("{} AND (xxx OR NOT yyy)", "new* ".repeat(MAX_QUERY_TERMS - 2));
+            assert!(plan(&with_ops, tokenizer).is_ok());
+        }
+        assert!(pg_tsquery(&many).is_err());
+        let long = format!("\"{}\"", "x".repeat(MAX_QUERY_BYTES));
+        assert!(plan(&long, Tokenizer::Unicode61)
+            .unwrap_err()
+            .contains("bytes long"));
+        assert!(pg_tsquery(&long).is_err());
     }
 
     #[test]

@@ -1,22 +1,32 @@
 //! The search index in SQLite: the FTS5 table `search_text` (schema.sql,
-//! version 5), one row per document with an accepted result, rowid = the
-//! document's id.
+//! version 5), one row per document with an accepted result at rowid = the
+//! document's id, and for a text longer than one part ([`parts`]) its further
+//! parts at rowids listed in `search_parts` (version 6).
 //!
-//! The writes ([`accepted`], [`remove`]) take the caller's transaction: the
-//! fenced completion's, or the one that marks a source gone. They never run
-//! in a transaction of their own, so a completion that is refused never
-//! reaches them, and an accepted one is searchable at its commit.
+//! The writes that change what is searchable ([`accepted`], [`remove`]) take
+//! the caller's transaction: the fenced completion's, or the one that marks a
+//! source gone. So a completion that is refused never reaches them, and an
+//! accepted one is searchable at its commit. A long text's further parts are
+//! written before its completion, staged ([`stage_parts`]), and made live by
+//! the transaction that accepts it; parts taken out are retired there and
+//! deleted later, a few at a time ([`purge_retired`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
+use super::parts::TX_TEXT_BYTES;
 use super::query::{self, Plan};
 use super::rank::{self, DocLengths, Scoring, Tally};
 use super::{Found, TOKENIZER_META};
 use super::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 use crate::store::tx::Pooled;
+
+/// The first rowid of a long text's further parts: far above any document
+/// id, so a rowid tells a document's first part (its id) from a further one.
+pub(crate) const PART_ROWID_BASE: i64 = 1 << 48;
 
 /// What choosing a tokenizer at open did ([`choose`]).
 #[derive(Debug, PartialEq, Eq)]
@@ -29,52 +39,73 @@ pub(crate) enum Chosen {
 }
 
 /// A document's accepted text, for the index: its id, the accepted result
-/// (path, checksum) the text came from, and the text (None: the result has
-/// no searchable text, and the previous version's is taken out).
+/// (path, checksum) the text came from, its first part (None: the result has
+/// no searchable text, and the previous version's is taken out), and the tag
+/// its further parts were staged under, if any.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Accepted<'a> {
     pub(crate) id: i64,
     pub(crate) result: (&'a str, &'a str),
     pub(crate) text: Option<&'a str>,
+    pub(crate) parts_tag: Option<&'a str>,
 }
 
 /// Make `doc`'s text the document's text in the index, replacing what it
 /// had. Called inside the transaction that accepted the result.
 pub(crate) fn accepted(tx: &Connection, doc: &Accepted<'_>) -> rusqlite::Result<()> {
-    remove(tx, doc.id)?;
-    insert(tx, doc)
+    accept_all(tx, std::slice::from_ref(doc))
 }
 
 /// [`accepted`] for the documents of one transaction: every old text taken
-/// out first, then the new texts put in with FTS5's `secure-delete` off, and
-/// on again before the transaction ends.
+/// out first (its further parts retired, staged ones of the new text made
+/// live), then the new first parts put in ([`insert_rows`]).
+pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Result<()> {
+    let docs = last_of_each(docs);
+    for d in &docs {
+        take_out(tx, d.id, d.parts_tag)?;
+    }
+    let rows: Vec<Row<'_>> = docs
+        .iter()
+        .filter_map(|d| {
+            d.text.map(|body| Row {
+                rowid: d.id,
+                body,
+                result: d.result,
+            })
+        })
+        .collect();
+    insert_rows(tx, &rows)
+}
+
+/// One row of the index: a document's first part at its id, or a further part.
+struct Row<'a> {
+    rowid: i64,
+    body: &'a str,
+    result: (&'a str, &'a str),
+}
+
+/// Put `rows` in. From [`SWITCH_FROM_BYTES`] of text, with FTS5's
+/// `secure-delete` off, and on again before the transaction ends.
 ///
 /// Why: FTS5 writes the terms it holds to the index's pages (a flush) at the
 /// end of the transaction and whenever a setting changes, under the setting
 /// in force until then. With `secure-delete` on, a flush takes an insertion
 /// whose position list is 64 bytes or more for a deletion half the time (it
 /// reads the delete flag from the first byte of a multi-byte varint) and
-/// searches every older segment for the row: measured, 30 % of indexing a
-/// markdown file. Switching it off flushes the deletions, under
-/// `secure-delete`; switching it on again flushes the insertions without the
-/// searches. Every transaction ends with it on, so any other writer's
-/// deletions are secure, and the old texts leave no terms in the pages.
-///
-/// Switching costs two writes of FTS5's configuration (about 140 µs): below
-/// [`SWITCH_FROM_BYTES`] of new text it is not repaid, and the texts go in
-/// under `secure-delete`.
-pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Result<()> {
-    let docs = last_of_each(docs);
-    for d in &docs {
-        remove(tx, d.id)?;
-    }
-    let bytes: usize = docs.iter().filter_map(|d| d.text).map(str::len).sum();
+/// searches every older segment for the row. Switching it off flushes the
+/// pending deletions under `secure-delete`; switching it on again flushes the
+/// insertions without the searches. Every transaction ends with it on, so
+/// any other writer's deletions are secure.
+fn insert_rows(tx: &Connection, rows: &[Row<'_>]) -> rusqlite::Result<()> {
+    let bytes: usize = rows.iter().map(|r| r.body.len()).sum();
     let switch = bytes >= SWITCH_FROM_BYTES;
     if switch {
         set_secure_delete(tx, false)?;
     }
-    for d in &docs {
-        insert(tx, d)?;
+    for r in rows {
+        let (path, checksum) = r.result;
+        tx.prepare_cached("INSERT INTO search_text (rowid, body, path, checksum) VALUES (?1, ?2, ?3, ?4)")?
+            .execute(params![r.rowid, r.body, path, checksum])?;
     }
     if switch {
         set_secure_delete(tx, true)?;
@@ -82,20 +113,10 @@ pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Re
     Ok(())
 }
 
-/// The new text from which [`accept_all`] switches `secure-delete` off for
-/// the insertions. Measured on batches of 8 markdown files cut to a size:
-/// 1 KB each, switching cost 18 µs a document more; 4 KB, 5 µs less; whole
-/// (30 KB), 350 µs less.
+/// The new text from which [`insert_rows`] switches `secure-delete` off.
+/// Switching costs two writes of FTS5's configuration (about 140 µs),
+/// measured to be repaid from about 32 KB of new text.
 const SWITCH_FROM_BYTES: usize = 32 * 1024;
-
-fn insert(tx: &Connection, doc: &Accepted<'_>) -> rusqlite::Result<()> {
-    if let Some(text) = doc.text {
-        let (path, checksum) = doc.result;
-        tx.prepare_cached("INSERT INTO search_text (rowid, body, path, checksum) VALUES (?1, ?2, ?3, ?4)")?
-            .execute(params![doc.id, text, path, checksum])?;
-    }
-    Ok(())
-}
 
 /// `docs` with only the last of each document (as one after the other
 /// would leave the index), in order.
@@ -114,11 +135,90 @@ fn set_secure_delete(tx: &Connection, on: bool) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Take document `id` out of the index (its source went away).
+/// Take document `id` out of the index (its source went away): its first
+/// part now, its further parts retired for [`purge_retired`].
 pub(crate) fn remove(tx: &Connection, id: i64) -> rusqlite::Result<()> {
+    take_out(tx, id, None)
+}
+
+/// Delete document `id`'s first part and retire its further parts, except
+/// the ones staged under `keep`, which become live: the new text's.
+fn take_out(tx: &Connection, id: i64, keep: Option<&str>) -> rusqlite::Result<()> {
     tx.prepare_cached("DELETE FROM search_text WHERE rowid = ?1")?
         .execute([id])?;
+    tx.prepare_cached(
+        "UPDATE search_parts SET state = 'retired'
+         WHERE doc = ?1 AND state IN ('staged', 'live') AND (state = 'live' OR tag IS NOT ?2)",
+    )?
+    .execute(params![id, keep])?;
+    if let Some(tag) = keep {
+        tx.prepare_cached(
+            "UPDATE search_parts SET state = 'live' WHERE doc = ?1 AND state = 'staged' AND tag = ?2",
+        )?
+        .execute(params![id, tag])?;
+    }
     Ok(())
+}
+
+/// Put further parts of document `doc`'s text into the index, staged under
+/// `tag`: invisible until the transaction that accepts `result` makes them
+/// live ([`accepted`], [`put_if_accepted`]). At most [`TX_TEXT_BYTES`] a
+/// transaction is the caller's to keep.
+pub(crate) fn put_parts(
+    tx: &Connection,
+    doc: i64,
+    tag: &str,
+    result: (&str, &str),
+    parts: &[&str],
+) -> rusqlite::Result<()> {
+    let first: i64 = tx
+        .prepare_cached("SELECT coalesce(max(rowid) + 1, ?1) FROM search_parts")?
+        .query_row([PART_ROWID_BASE], |r| r.get(0))?;
+    let mut rows = Vec::with_capacity(parts.len());
+    for (i, body) in parts.iter().enumerate() {
+        let rowid = first + i as i64;
+        tx.prepare_cached("INSERT INTO search_parts (rowid, doc, tag, state) VALUES (?1, ?2, ?3, 'staged')")?
+            .execute(params![rowid, doc, tag])?;
+        rows.push(Row { rowid, body, result });
+    }
+    insert_rows(tx, &rows)
+}
+
+/// Whether any part waits for [`purge_retired`]: a read, so that a store
+/// with nothing to purge takes no write lock for it.
+pub(crate) fn has_parts_to_purge(c: &Connection) -> rusqlite::Result<bool> {
+    Ok(
+        c.prepare_cached("SELECT 1 FROM search_parts WHERE state <> 'live' LIMIT 1")?
+            .query_row([], |r| r.get::<_, i64>(0))
+            .optional()?
+            .is_some(),
+    )
+}
+
+/// Delete retired parts from the index, about [`TX_TEXT_BYTES`] of text in
+/// this transaction, after retiring staged parts nobody will make live (the
+/// claim that staged them is over, and they are not a reindex's of the
+/// accepted text); whether any are left.
+pub(crate) fn purge_retired(tx: &Connection) -> rusqlite::Result<bool> {
+    tx.prepare_cached(
+        "UPDATE search_parts SET state = 'retired' WHERE state = 'staged' AND NOT EXISTS (
+             SELECT 1 FROM jobs j WHERE j.id = search_parts.doc AND (
+                 (j.status = 'extracting' AND j.owner_token = search_parts.tag)
+                 OR j.checksum = search_parts.tag))",
+    )?
+    .execute([])?;
+    let per_tx = (TX_TEXT_BYTES / super::parts::PART_BYTES).max(1);
+    let gone: Vec<i64> = tx
+        .prepare_cached("SELECT rowid FROM search_parts WHERE state = 'retired' LIMIT ?1")?
+        .query_map([per_tx as i64 + 1], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for rowid in gone.iter().take(per_tx) {
+        tx.prepare_cached("DELETE FROM search_text WHERE rowid = ?1")?
+            .execute([rowid])?;
+        tx.prepare_cached("DELETE FROM search_parts WHERE rowid = ?1")?
+            .execute([rowid])?;
+    }
+    Ok(gone.len() > per_tx)
 }
 
 /// The tokenizer the table was made with, read from its definition (the
@@ -178,7 +278,8 @@ pub(crate) fn reset(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<(
              body, path UNINDEXED, checksum UNINDEXED,
              {}
          );
-         INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);",
+         INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);
+         DELETE FROM search_parts;",
         tokenizer.fts5_options()
     ))?;
     crate::store::queue::meta_set(tx, TOKENIZER_META, tokenizer.spec())
@@ -186,38 +287,77 @@ pub(crate) fn reset(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<(
 
 /// Put texts read back from the mirror into the index, each only if it is
 /// still its document's accepted result (a completion meanwhile indexed a
-/// newer one itself). Returns how many went in.
+/// newer one itself): its first part, and the further parts staged under its
+/// checksum ([`put_parts`]) made live. Returns how many went in.
 pub(crate) fn put_if_accepted(tx: &Connection, docs: &[IndexDoc<'_>]) -> rusqlite::Result<usize> {
     let mut current_docs = Vec::new();
     for d in docs {
-        let current: Option<i64> = tx
-            .prepare_cached("SELECT 1 FROM jobs WHERE id = ?1 AND result_path = ?2 AND checksum = ?3")?
-            .query_row(params![d.id, d.result_path, d.checksum], |r| r.get(0))
-            .optional()?;
-        if current.is_some() {
+        if is_accepted(tx, d.id, (d.result_path, d.checksum))? {
             current_docs.push(Accepted {
                 id: d.id,
                 result: (d.result_path, d.checksum),
                 text: Some(d.text),
+                parts_tag: Some(d.checksum),
             });
+        } else {
+            retire_staged(tx, d.id, d.checksum)?;
         }
     }
     accept_all(tx, &current_docs)?;
     Ok(current_docs.len())
 }
 
-/// Rows that are not the text of their document's accepted result: no
-/// accepted result, or another one. Shared by [`prune`] and [`check`].
-const NOT_ACCEPTED: &str = "SELECT s.rowid, j.doc_key, j.result_path IS NULL
-     FROM search_text s LEFT JOIN jobs j ON j.id = s.rowid
-     WHERE j.result_path IS NULL OR s.path IS NOT j.result_path OR s.checksum IS NOT j.checksum";
+/// Whether document `id`'s accepted result is `result` (path, checksum).
+pub(crate) fn is_accepted(
+    tx: &Connection,
+    id: i64,
+    (path, checksum): (&str, &str),
+) -> rusqlite::Result<bool> {
+    Ok(tx
+        .prepare_cached("SELECT 1 FROM jobs WHERE id = ?1 AND result_path = ?2 AND checksum = ?3")?
+        .query_row(params![id, path, checksum], |r| r.get::<_, i64>(0))
+        .optional()?
+        .is_some())
+}
 
-/// Delete every row that is not its document's accepted text; how many.
+/// Retire the parts of document `id` staged under `tag`: a version that
+/// will not be accepted, or the leftovers of an earlier try of this one.
+pub(crate) fn retire_staged(tx: &Connection, id: i64, tag: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE search_parts SET state = 'retired' WHERE doc = ?1 AND state = 'staged' AND tag = ?2",
+    )?
+    .execute(params![id, tag])?;
+    Ok(())
+}
+
+/// Rows that are not the text of their document's accepted result: no
+/// accepted result, or another one. First parts, live further parts, and
+/// part rows nothing lists; staged and retired parts are not searched and
+/// are left to [`purge_retired`]. Shared by [`prune`] and [`check`].
+const NOT_ACCEPTED: &str = "SELECT s.rowid AS rowid, j.doc_key, j.result_path IS NULL
+     FROM search_text s
+     LEFT JOIN search_parts p ON p.rowid = s.rowid
+     LEFT JOIN jobs j ON j.id = coalesce(p.doc, s.rowid)
+     WHERE (s.rowid < 281474976710656 OR p.state = 'live' OR p.rowid IS NULL)
+       AND (j.result_path IS NULL OR s.path IS NOT j.result_path OR s.checksum IS NOT j.checksum)";
+
+/// Take every row out that is not its document's accepted text (further
+/// parts are retired for [`purge_retired`]); how many.
 pub(crate) fn prune(tx: &Connection) -> rusqlite::Result<usize> {
-    tx.execute(
-        &format!("DELETE FROM search_text WHERE rowid IN (SELECT rowid FROM ({NOT_ACCEPTED}))"),
-        [],
-    )
+    let wrong: Vec<i64> = tx
+        .prepare(NOT_ACCEPTED)?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for rowid in &wrong {
+        let listed = tx
+            .prepare_cached("UPDATE search_parts SET state = 'retired' WHERE rowid = ?1")?
+            .execute([rowid])?;
+        if listed == 0 {
+            tx.prepare_cached("DELETE FROM search_text WHERE rowid = ?1")?
+                .execute([rowid])?;
+        }
+    }
+    Ok(wrong.len())
 }
 
 /// Compare the index with the accepted results (`doctor`): read only, one
@@ -230,7 +370,11 @@ pub(crate) fn check(c: &Connection) -> rusqlite::Result<IndexCheck> {
             [],
             |r| r.get(0),
         )?,
-        rows: c.query_row("SELECT count(*) FROM search_text", [], |r| r.get(0))?,
+        rows: c.query_row(
+            "SELECT count(*) FROM search_text WHERE rowid < ?1",
+            [PART_ROWID_BASE],
+            |r| r.get(0),
+        )?,
         ..IndexCheck::default()
     };
     let mut missing = c.prepare(
@@ -251,14 +395,15 @@ pub(crate) fn check(c: &Connection) -> rusqlite::Result<IndexCheck> {
 }
 
 /// Run `query` (FTS5 syntax) under the table's tokenizer: at most `limit`
-/// hits, best first. A large index is ranked in two halves at once when
-/// `second` gives a second connection ([`ranked`]).
+/// hits, best first, within `time_limit`. A large index is ranked in two
+/// halves at once when `second` gives a second connection ([`ranked`]).
 pub(crate) fn search(
     c: &Connection,
     second: impl FnOnce() -> Option<Pooled>,
     held: &HeldLengths,
     q: &str,
     limit: usize,
+    time_limit: Duration,
 ) -> rusqlite::Result<Found> {
     let tokenizer = table_tokenizer(c)?;
     let plan = match query::plan(q, tokenizer) {
@@ -266,18 +411,78 @@ pub(crate) fn search(
         Err(why) => return Ok(Found::BadQuery(why)),
     };
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let deadline = Instant::now() + time_limit;
+    let _stops = Deadline::on(c, deadline);
+    let second = || {
+        second().map(|conn| {
+            Deadline::arm(&conn, deadline);
+            Armed(conn)
+        })
+    };
     let found = match &plan {
         Plan::Match(expr) => search_match(c, second, held, expr, limit, super::snippet_tokens(tokenizer)),
         Plan::Like(terms) => search_like(c, terms, limit),
     };
     match found {
         Ok(hits) => Ok(Found::Hits(hits)),
+        Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::OperationInterrupted => {
+            Ok(Found::TimedOut(time_limit))
+        }
         // FTS5 reports a malformed query (syntax, an unknown column) as a
         // plain SQLITE_ERROR; nothing else in these reads does.
         Err(rusqlite::Error::SqliteFailure(e, msg)) if e.code == ErrorCode::Unknown => {
             Ok(Found::BadQuery(msg.unwrap_or_else(|| e.to_string())))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Stops the statements of a connection once a deadline passes (SQLite's
+/// progress handler, called every [`Deadline::EVERY`] virtual machine
+/// steps): they fail with `SQLITE_INTERRUPT`. Dropped, it disarms, so the
+/// pooled connection goes back without it.
+struct Deadline<'c> {
+    conn: &'c Connection,
+}
+
+impl<'c> Deadline<'c> {
+    const EVERY: i32 = 1000;
+
+    fn on(conn: &'c Connection, at: Instant) -> Deadline<'c> {
+        Self::arm(conn, at);
+        Deadline { conn }
+    }
+
+    fn arm(conn: &Connection, at: Instant) {
+        conn.progress_handler(Self::EVERY, Some(move || Instant::now() >= at));
+    }
+
+    fn disarm(conn: &Connection) {
+        conn.progress_handler(0, None::<fn() -> bool>);
+    }
+}
+
+impl Drop for Deadline<'_> {
+    fn drop(&mut self) {
+        Self::disarm(self.conn);
+    }
+}
+
+/// A pooled connection armed with a [`Deadline`], disarmed when it goes
+/// back to the pool.
+struct Armed(Pooled);
+
+impl std::ops::Deref for Armed {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.0
+    }
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        Deadline::disarm(&self.0);
     }
 }
 
@@ -292,23 +497,24 @@ const SPLIT_FROM_SPAN: i64 = 10_000;
 /// is bm25, computed by `rank.rs`'s function.
 fn search_match(
     c: &Connection,
-    second: impl FnOnce() -> Option<Pooled>,
+    second: impl FnOnce() -> Option<Armed>,
     held: &HeldLengths,
     expr: &str,
     limit: i64,
     tokens: i64,
 ) -> rusqlite::Result<Vec<Hit>> {
-    let ranked = ranked(c, second, held, expr, limit)?;
-    let mut hits = Vec::with_capacity(ranked.len());
-    for (id, rank) in ranked {
+    let best = best_documents(c, second, held, expr, limit)?;
+    let mut hits = Vec::with_capacity(best.len());
+    for (rowid, id, rank) in best {
         let row: Option<(String, String)> = c
             .prepare_cached(
                 "SELECT path, snippet(search_text, 0, ?3, ?4, ?5, ?6) FROM search_text
                  WHERE search_text MATCH ?1 AND rowid = ?2",
             )?
-            .query_row(params![expr, id, MARK_OPEN, MARK_CLOSE, ELLIPSIS, tokens], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(
+                params![expr, rowid, MARK_OPEN, MARK_CLOSE, ELLIPSIS, tokens],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()?;
         // A completion or a gone source between the two reads: skip it.
         let (Some((path, snippet)), Some(key)) = (row, key_of(c, id)?) else {
@@ -324,6 +530,59 @@ fn search_match(
     Ok(hits)
 }
 
+/// The best `limit` documents for `expr`, each as (its best row, its id, the
+/// row's rank): a long text has several rows, of which the best stands for
+/// it, and staged or retired parts are not searched. When that leaves fewer
+/// than `limit` of the rows ranked, more rows are ranked (rare: only long
+/// texts in flight or matching in several parts take places).
+fn best_documents(
+    c: &Connection,
+    second: impl FnOnce() -> Option<Armed>,
+    held: &HeldLengths,
+    expr: &str,
+    limit: i64,
+) -> rusqlite::Result<Vec<(i64, i64, f64)>> {
+    let mut rows = ranked(c, second, held, expr, limit)?;
+    let mut want = limit;
+    loop {
+        let docs = documents_of(c, &rows, limit)?;
+        if docs.len() as i64 >= limit || (rows.len() as i64) < want {
+            return Ok(docs);
+        }
+        want = want.saturating_mul(4);
+        rows = ranked(c, || None, held, expr, want)?;
+    }
+}
+
+/// The first `limit` distinct live documents of `rows` (best first).
+fn documents_of(c: &Connection, rows: &[(i64, f64)], limit: i64) -> rusqlite::Result<Vec<(i64, i64, f64)>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for &(rowid, rank) in rows {
+        let Some(id) = document_of(c, rowid)? else {
+            continue;
+        };
+        if seen.insert(id) {
+            out.push((rowid, id, rank));
+            if out.len() as i64 >= limit {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The document whose searchable text row `rowid` is: its id for a first
+/// part, the listed document for a live further part, None otherwise.
+fn document_of(c: &Connection, rowid: i64) -> rusqlite::Result<Option<i64>> {
+    if rowid < PART_ROWID_BASE {
+        return Ok(Some(rowid));
+    }
+    c.prepare_cached("SELECT doc FROM search_parts WHERE rowid = ?1 AND state = 'live'")?
+        .query_row([rowid], |r| r.get(0))
+        .optional()
+}
+
 /// The best `limit` rows for `expr` and their bm25 ranks. Ranking scores
 /// every match, so on a large index (a rowid span of [`SPLIT_FROM_SPAN`] or
 /// more), when `second` gives a second connection, the rowids are ranked in
@@ -334,7 +593,7 @@ fn search_match(
 /// not comparable, and the query runs again whole.
 fn ranked(
     c: &Connection,
-    second: impl FnOnce() -> Option<Pooled>,
+    second: impl FnOnce() -> Option<Armed>,
     held: &HeldLengths,
     expr: &str,
     limit: i64,
@@ -367,7 +626,7 @@ type Ranked = (Vec<(i64, f64)>, Tally);
 /// could be started.
 fn in_halves(
     c: &Connection,
-    second: Pooled,
+    second: Armed,
     lengths: &SearchLengths<'_>,
     expr: &str,
     limit: i64,
@@ -529,13 +788,15 @@ fn ranked_range(
     Ok((rows, scoring.finish()))
 }
 
-/// The lowest and highest rowid in the index, if it has a row.
+/// The lowest and highest rowid of a document's first part in the index, if
+/// it has one (further parts, above [`PART_ROWID_BASE`], fall in the open
+/// upper half).
 fn rowid_span(c: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
     let end = |order: &str| -> rusqlite::Result<Option<i64>> {
         c.prepare_cached(&format!(
-            "SELECT rowid FROM search_text ORDER BY rowid {order} LIMIT 1"
+            "SELECT rowid FROM search_text WHERE rowid < ?1 ORDER BY rowid {order} LIMIT 1"
         ))?
-        .query_row([], |r| r.get(0))
+        .query_row([PART_ROWID_BASE], |r| r.get(0))
         .optional()
     };
     Ok(end("ASC")?.zip(end("DESC")?))
@@ -546,19 +807,25 @@ fn rowid_span(c: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
 fn search_like(c: &Connection, terms: &[String], limit: i64) -> rusqlite::Result<Vec<Hit>> {
     let patterns = query::like_patterns(terms);
     let clauses: Vec<String> = (0..patterns.len())
-        .map(|i| format!("body LIKE ?{} ESCAPE '\\'", i + 2))
+        .map(|i| format!("body LIKE ?{} ESCAPE '\\'", i + 1))
         .collect();
     let sql = format!(
-        "SELECT rowid, path, body FROM search_text WHERE {} ORDER BY rowid LIMIT ?1",
+        "SELECT rowid, path, body FROM search_text WHERE {} ORDER BY rowid",
         clauses.join(" AND ")
     );
-    let mut values: Vec<&dyn rusqlite::ToSql> = vec![&limit];
-    values.extend(patterns.iter().map(|p| p as &dyn rusqlite::ToSql));
+    let values: Vec<&dyn rusqlite::ToSql> = patterns.iter().map(|p| p as &dyn rusqlite::ToSql).collect();
     let mut stmt = c.prepare(&sql)?;
     let mut rows = stmt.query(&values[..])?;
     let mut hits = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     while let Some(r) = rows.next()? {
-        let (id, path, body): (i64, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        if hits.len() as i64 >= limit {
+            break;
+        }
+        let (rowid, path, body): (i64, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let Some(id) = document_of(c, rowid)?.filter(|id| seen.insert(*id)) else {
+            continue;
+        };
         if let Some(key) = key_of(c, id)? {
             hits.push(Hit {
                 key,
