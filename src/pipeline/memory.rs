@@ -10,11 +10,11 @@
 /// connection writes at a time.
 const BASE: u64 = 64 << 20;
 
-/// Per worker, besides its document's bytes and text: the short texts of
-/// the two batches it may hold (at most 2 × 32 × 64 KiB; a longer text
-/// waits in its mirror file), one part of a long text read back for the
-/// index, and its threads' stacks.
-const PER_WORKER: u64 = 8 << 20;
+/// Per worker, besides its document's bytes and text: the texts of the two
+/// batches it may hold (at most 4 MiB each; the others wait in their mirror
+/// files), one part of a long text read back for the index, and its
+/// threads' stacks.
+const PER_WORKER: u64 = 12 << 20;
 
 /// The most memory (resident bytes) a process running `workers` workers
 /// holds, with `max_input` bytes of input and `max_text` bytes of text a
@@ -30,6 +30,6 @@ pub fn parent_memory_bound(workers: usize, max_input: u64, max_text: u64) -> u64
 mod tests {
     #[test]
     fn the_defaults_on_two_workers() {
-        assert_eq!(super::parent_memory_bound(2, 64 << 20, 64 << 20), 336 << 20);
+        assert_eq!(super::parent_memory_bound(2, 64 << 20, 64 << 20), 344 << 20);
     }
 }

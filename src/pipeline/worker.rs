@@ -20,7 +20,7 @@ use crate::job::{Claim, Fenced, JobId, Parked, Rejection, Status};
 use crate::mirror::{Mirror, Staged, Written};
 use crate::pipeline::{LeaseFlag, LeaseKeeper};
 use crate::source::{Source, SourceError};
-use crate::store::search::parts::{PartReader, TX_TEXT_BYTES};
+use crate::store::search::parts::{PartReader, PART_BYTES, TX_TEXT_BYTES};
 use crate::store::{Completion, Store};
 
 /// What happened to one claim. Only `Indexed` means our result was accepted.
@@ -191,28 +191,38 @@ struct Ready {
     note: Option<String>,
 }
 
-/// A result's text as a worker holds it until its completion: a short text
-/// in memory; a longer one only in its mirror file, read back a part of the
-/// search index at a time when it is indexed, so that what a batch holds
-/// does not grow with its documents (DESIGN §15).
+/// A result's text as a worker holds it until its completion: in memory
+/// while it and its batch's others are small; otherwise only in its mirror
+/// file, read back a part of the search index at a time when it is indexed,
+/// so that what a batch holds does not grow with its documents (DESIGN §15).
 enum Held {
     Whole(String),
     InFile,
 }
 
-/// The longest text a worker keeps in memory for its batch's completion: a
-/// batch (two with the next one staged) of [`PoolOptions::claim_ahead`]
-/// documents then holds at most 2 × 32 × 64 KiB.
-///
-/// [`PoolOptions::claim_ahead`]: super::PoolOptions::claim_ahead
-const HELD_BYTES: usize = 64 * 1024;
+/// The most text a batch keeps in memory for its completions (a worker
+/// holds two batches: the one completing and the next one staging).
+const BATCH_HELD_BYTES: usize = 4 << 20;
 
 impl Held {
+    /// A text of at most one part of the index in memory, a longer one in its file.
     fn new(text: String) -> Held {
-        if text.len() > HELD_BYTES {
+        if text.len() > PART_BYTES {
             Held::InFile
         } else {
             Held::Whole(text)
+        }
+    }
+
+    /// Keep the text in memory only while the batch's texts so far (`held`
+    /// bytes) stay within [`BATCH_HELD_BYTES`]; else let it go to its file.
+    fn keep_within(&mut self, held: &mut usize) {
+        if let Held::Whole(text) = self {
+            if *held + text.len() > BATCH_HELD_BYTES {
+                *self = Held::InFile;
+            } else {
+                *held += text.len();
+            }
         }
     }
 }
@@ -283,10 +293,14 @@ impl Worker {
             Err(e) => return StagedBatch(BatchState::ClaimFailed(e)),
         };
         let started = Instant::now();
+        let mut held = 0;
         let steps: Vec<(Claim, Step)> = claims
             .into_iter()
             .map(|claim| {
-                let step = self.staged_step(&claim);
+                let mut step = self.staged_step(&claim);
+                if let Ok(staging) = &mut step {
+                    staging.text.keep_within(&mut held);
+                }
                 (claim, step)
             })
             .collect();
@@ -772,5 +786,29 @@ pub(super) fn panic_message(p: &(dyn Any + Send)) -> String {
         s.clone()
     } else {
         "(no message)".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_keeps_at_most_its_budget_of_text_in_memory() {
+        assert!(matches!(Held::new("x".repeat(PART_BYTES + 1)), Held::InFile));
+        let mut held = 0;
+        let mut texts: Vec<Held> = (0..8).map(|_| Held::new("x".repeat(PART_BYTES))).collect();
+        for text in &mut texts {
+            text.keep_within(&mut held);
+        }
+        let kept = texts.iter().filter(|t| matches!(t, Held::Whole(_))).count();
+        assert_eq!(kept, BATCH_HELD_BYTES / PART_BYTES);
+        assert_eq!(held, BATCH_HELD_BYTES);
+        let mut small = Held::new("y".repeat(10));
+        small.keep_within(&mut held);
+        assert!(
+            matches!(small, Held::InFile),
+            "over the budget, even a short text waits in its file"
+        );
     }
 }
