@@ -221,3 +221,9 @@ CREATE TABLE search_text (
     tsv      tsvector GENERATED ALWAYS AS (to_tsvector('simple', left(body, 200000))) STORED
 );
 CREATE INDEX search_text_tsv ON search_text USING GIN (tsv);
+
+-- version: 6
+
+-- The accepted result's size in bytes, recorded with it by the fenced
+-- completion (see schema.sql's version 6); NULL when not given.
+ALTER TABLE jobs ADD COLUMN result_bytes BIGINT CHECK (result_bytes IS NULL OR result_bytes >= 0);

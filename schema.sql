@@ -221,3 +221,12 @@ CREATE VIRTUAL TABLE search_text USING fts5 (
 -- `secure_delete` does for rows): a gone document's words are not readable
 -- from the file until a merge happens to drop them.
 INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);
+
+-- version: 6
+
+-- The accepted result's size in bytes, recorded with it by the fenced
+-- completion: a rerun finds a result file that was truncated or added to with
+-- one stat, without reading it (a full check of the checksum is `doctor`'s).
+-- NULL for results accepted before this version, or through a completion that
+-- did not give it; their files are then checked for existence only.
+ALTER TABLE jobs ADD COLUMN result_bytes INTEGER CHECK (result_bytes IS NULL OR result_bytes >= 0);

@@ -492,6 +492,7 @@ impl Worker {
                     note: r.note.as_deref(),
                     deliver: deliver.then_some(r.text.as_str()),
                     index: Some(r.text.as_str()),
+                    result_bytes: Some(r.written.len),
                     ..Completion::new(&r.written.rel_path, &r.written.sha256)
                 };
                 (claim, completion)

@@ -30,11 +30,13 @@ pub struct IndexedRow {
     pub result_path: Option<String>,
     /// Its SHA-256.
     pub checksum: Option<String>,
+    /// Its size in bytes, when the completion recorded it.
+    pub result_bytes: Option<u64>,
 }
 
 pub(crate) fn indexed_page(conn: &Connection, after: i64, limit: i64) -> rusqlite::Result<Vec<IndexedRow>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, doc_key, result_path, checksum FROM jobs
+        "SELECT id, doc_key, result_path, checksum, result_bytes FROM jobs
          WHERE status = 'indexed' AND id > ?1 ORDER BY id LIMIT ?2",
     )?;
     let rows = stmt.query_map([after, limit], |r| {
@@ -43,6 +45,7 @@ pub(crate) fn indexed_page(conn: &Connection, after: i64, limit: i64) -> rusqlit
             key: r.get(1)?,
             result_path: r.get(2)?,
             checksum: r.get(3)?,
+            result_bytes: r.get::<_, Option<i64>>(4)?.and_then(|b| u64::try_from(b).ok()),
         })
     })?;
     rows.collect()

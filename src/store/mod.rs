@@ -774,6 +774,10 @@ pub struct Completion<'a> {
     /// it (replacing the previous version's). Without it an accepted result
     /// takes the previous text out of the index and puts none in.
     pub index: Option<&'a str>,
+    /// The result file's size in bytes, recorded with it: a rerun then finds
+    /// a result that was truncated or added to with a stat
+    /// (`pipeline::recheck_results`). Without it only its existence is checked.
+    pub result_bytes: Option<u64>,
 }
 
 impl<'a> Completion<'a> {
@@ -785,6 +789,7 @@ impl<'a> Completion<'a> {
             note: None,
             deliver: None,
             index: None,
+            result_bytes: None,
         }
     }
 }

@@ -235,6 +235,7 @@ impl Engine for Sqlite {
                 note: c.note,
                 delivery: c.deliver,
                 index: c.index,
+                bytes: c.result_bytes,
             })
             .collect();
         let policy = &self.policy;
