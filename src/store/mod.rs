@@ -291,6 +291,20 @@ impl Store {
         Ok(done)
     }
 
+    /// Forget document `id`'s accepted result, found missing or altered in
+    /// the mirror, while `result_path` is still the accepted one: its text
+    /// leaves the search index, and an indexed document is queued again with
+    /// fresh attempts, so the next worker extracts it anew. `why` goes into
+    /// its history. False if the row no longer holds that result (a newer
+    /// one was accepted meanwhile, or the source went away).
+    pub fn forget_result(&self, id: JobId, result_path: &str, why: &str) -> Result<bool> {
+        let done = self.engine().forget_result(id, result_path, why)?;
+        if done {
+            self.notify_work();
+        }
+        Ok(done)
+    }
+
     /// Requeue every dead document; returns how many.
     pub fn requeue_dead(&self, why: &str) -> Result<usize> {
         let n = self.engine().requeue_dead(why)?;
