@@ -72,7 +72,7 @@ pub use check::IndexedRow;
 pub use figures::{HistoryFigures, HistoryLine};
 pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, GateState, ProbePermit};
 pub use location::DbLocation;
-pub use open::schema_version;
+pub use open::{schema_version, Access};
 pub use options::{Backoff, StoreOptions, Synchronous};
 pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxTotals, PendingNotice};
 pub use queue::NewDoc;
@@ -203,6 +203,16 @@ impl Store {
     /// password (what every message names it by); there is no file.
     pub fn path(&self) -> &Path {
         &self.inner.name
+    }
+
+    /// How the store was opened: read-write, or (SQLite,
+    /// [`StoreOptions::read_only`]) read only, sharing the `-wal` with
+    /// writers or, on a read-only medium without one to share, immutable.
+    pub fn access(&self) -> Access {
+        match &self.inner.backend {
+            Backend::Sqlite(s) => s.access,
+            Backend::Postgres(_) => Access::ReadWrite,
+        }
     }
 
     /// Whether the store is a PostgreSQL database.

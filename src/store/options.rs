@@ -118,6 +118,15 @@ pub struct StoreOptions {
     /// result then takes the previous text out and puts none in, so such
     /// documents are not searchable until `leasehold reindex`).
     pub search_index: bool,
+    /// Open the SQLite file for reading only (a backup, a mounted snapshot,
+    /// a read-only medium): nothing is created, migrated or checkpointed,
+    /// and every write fails with [`Error::ReadOnly`]. SQLite's `mode=ro`
+    /// shares the `-wal` and `-shm` files with writers when it can; where
+    /// they can be neither found nor made, the file is opened `immutable`
+    /// ([`crate::Store::access`] says which), which reads the main file
+    /// alone. The file must carry this build's schema (an older one cannot
+    /// be migrated without writing). Off by default; ignored on PostgreSQL.
+    pub read_only: bool,
     /// How long `gc` keeps history lines ([`crate::Store::prune_history`]).
     /// Older lines are removed, except each document's last one: `inspect`
     /// still says how a document came to be where it is, and the next line's
@@ -146,6 +155,7 @@ impl Default for StoreOptions {
             secure_delete: true,
             tokenizer: None,
             search_index: true,
+            read_only: false,
             history_keep: Duration::from_secs(30 * 24 * 60 * 60),
         }
     }
@@ -227,6 +237,12 @@ impl StoreOptions {
     /// Sets [`StoreOptions::search_index`].
     pub fn search_index(mut self, on: bool) -> Self {
         self.search_index = on;
+        self
+    }
+
+    /// Sets [`StoreOptions::read_only`].
+    pub fn read_only(mut self, on: bool) -> Self {
+        self.read_only = on;
         self
     }
 
