@@ -8,15 +8,19 @@
 //! - `cleanup.rs`: the fenced cleanup rule joining the store and the mirror.
 //! - `pool.rs`: N worker threads and the handle that stops them.
 //! - `reindex.rs`: the search index rebuilt from the mirror's accepted results.
+//! - `recheck.rs`: accepted results found missing or altered, forgotten and
+//!   queued again.
 
 mod cleanup;
 mod lease;
 mod pool;
+mod recheck;
 mod reindex;
 mod worker;
 
 pub use cleanup::{cleanup, cleanup_accepted, keep_for, sweep, CleanupError};
 pub use lease::{LeaseFlag, LeaseKeeper, LeaseLost, Ticks};
 pub use pool::{Event, PoolOptions, StopHandle, WorkerPool};
+pub use recheck::{recheck_results, requeue_damaged, stat_damage, Damage, Rechecked};
 pub use reindex::{reindex, ReindexReport};
 pub use worker::{Batch, Pipeline, Processed, StagedBatch, Worker};

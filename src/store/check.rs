@@ -19,6 +19,28 @@ pub(crate) fn integrity(c: &Connection, full: bool) -> rusqlite::Result<Vec<Stri
     Ok(lines.into_iter().filter(|l| l != "ok").collect())
 }
 
+/// What is wrong with the search index's own structures (FTS5's inverted
+/// index against its stored texts, e.g. "malformed inverted index"), empty
+/// when it is sound. SQLite's integrity check of that one table, which asks
+/// FTS5: a read, where FTS5's `'integrity-check'` command is an INSERT that
+/// takes the write lock. An index too damaged to be read at all answers with
+/// SQLite's error as the one problem.
+pub(crate) fn search_index_damage(c: &Connection) -> rusqlite::Result<Vec<String>> {
+    let checked = c
+        .prepare("PRAGMA integrity_check(search_text)")
+        .and_then(|mut stmt| {
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect::<rusqlite::Result<Vec<String>>>()
+        });
+    match checked {
+        Ok(lines) => Ok(lines.into_iter().filter(|l| l != "ok").collect()),
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseCorrupt) => {
+            Ok(vec![e.to_string()])
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// One indexed row, as the results check needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexedRow {

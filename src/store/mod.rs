@@ -709,6 +709,19 @@ impl Store {
         self.sqlite("integrity check")?.check_integrity(full)
     }
 
+    /// What is wrong with the search index's own structures (on SQLite,
+    /// FTS5's inverted index against its stored texts: "malformed inverted
+    /// index"), empty when it is sound; a read. Such an index is beyond
+    /// mending row by row: [`crate::pipeline::reindex`] drops it and builds
+    /// it again from the mirror. Always empty on PostgreSQL, whose server
+    /// keeps its own indexes sound.
+    pub fn search_index_damage(&self) -> Result<Vec<String>> {
+        match &self.inner.backend {
+            Backend::Sqlite(s) => s.search_index_damage(),
+            Backend::Postgres(_) => Ok(Vec::new()),
+        }
+    }
+
     /// The journal mode in force (should be "wal"). SQLite only.
     pub fn journal_mode(&self) -> Result<String> {
         self.sqlite("journal mode")?.journal_mode()

@@ -102,6 +102,11 @@ impl Sqlite {
         self.read(|c| check::integrity(c, full))
     }
 
+    /// What FTS5 finds wrong with the search index's structures; empty when sound.
+    pub(crate) fn search_index_damage(&self) -> Result<Vec<String>> {
+        self.read(check::search_index_damage)
+    }
+
     /// The journal mode in force (should be "wal").
     pub(crate) fn journal_mode(&self) -> Result<String> {
         self.read(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
