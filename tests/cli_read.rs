@@ -372,6 +372,9 @@ fn a_read_only_data_directory_is_read_and_refuses_writes_in_one_line() {
         let out = leasehold(&c.data, args);
         assert!(stdout(&ok(out)).contains(holds), "{args:?}");
     }
+    let out = leasehold(&c.data, &["doctor"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("read-only"), "{}", stderr(&out));
 
     let source = c.source.to_str().unwrap();
     let writes: [&[&str]; 5] = [
@@ -388,6 +391,9 @@ fn a_read_only_data_directory_is_read_and_refuses_writes_in_one_line() {
         assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
         assert!(err.contains("read-only"), "{args:?}: {err}");
     }
+    let out = leasehold(&c.data, &["doctor", "--fix"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("read-only"), "{}", stdout(&out));
     assert_eq!(std::fs::read(&db).unwrap(), before, "the database changed");
     set_read_only(&c.data, false);
 }

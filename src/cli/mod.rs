@@ -315,7 +315,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         },
         Command::Metrics => metrics::metrics(&existing(Existing::StoreToRead)?),
         Command::Report { html } => page::report(&existing(Existing::StoreToRead)?, &html),
-        Command::Doctor { json } => doctor::doctor(g, json),
+        Command::Doctor { json, fix } => doctor::doctor(g, json, fix),
         Command::Migrate { to, json } => migrate::migrate(&existing(Existing::Store)?, &to, json),
         Command::Retry { doc, dead } => report::retry(&existing(Existing::Store)?, doc.as_deref(), dead),
     }

@@ -388,11 +388,24 @@ impl Mirror {
     /// Opens an existing mirror root for inspection (`doctor`) and creates nothing: no root,
     /// no probe file. Writability is asked of the kernel (`access(2)`), not tried.
     pub fn inspect(root: impl AsRef<Path>) -> Result<Mirror, MirrorError> {
+        let mirror = Mirror::inspect_readable(root)?;
+        mirror.writable()?;
+        Ok(mirror)
+    }
+
+    /// [`Mirror::inspect`] without the writability check: an existing root
+    /// (a real directory, not a link) to read, such as a read-only copy.
+    pub fn inspect_readable(root: impl AsRef<Path>) -> Result<Mirror, MirrorError> {
         let root = root.as_ref();
         check_existing_root(root)?;
         let canonical = fs::canonicalize(root).map_err(io_err(root))?;
-        access_writable(&canonical)?;
         Ok(Mirror::at(canonical))
+    }
+
+    /// Whether this process may create files in the root, asked of the kernel
+    /// (`access(2)`; it sees permissions and a read-only mount), not tried.
+    pub fn writable(&self) -> Result<(), MirrorError> {
+        access_writable(&self.root)
     }
 
     /// A handle on the mirror at `root` for commands that only read results
