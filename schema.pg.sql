@@ -227,3 +227,9 @@ CREATE INDEX search_text_tsv ON search_text USING GIN (tsv);
 -- SQLite's version 6 (`search_parts`, the further parts of long texts) has no
 -- counterpart here: PostgreSQL indexes a document's first 200,000 characters
 -- in its one row, and writes no long transaction for a long text.
+
+-- version: 7
+
+-- The accepted result's size in bytes, recorded with it by the fenced
+-- completion (see schema.sql's version 7); NULL when not given.
+ALTER TABLE jobs ADD COLUMN result_bytes BIGINT CHECK (result_bytes IS NULL OR result_bytes >= 0);

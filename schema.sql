@@ -225,7 +225,7 @@ INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);
 -- version: 6
 
 -- The further parts of long texts in the search index (DESIGN §14). A text is
--- indexed in parts of at most 256 KiB, so that neither FTS5's memory for one
+-- indexed in parts of at most 1 MiB, so that neither FTS5's memory for one
 -- row nor any one write transaction grows with the document: the first part
 -- is the row at rowid = jobs.id, written by the completion as before; the
 -- others are rows at rowids from 2^48 up, each listed here. A worker writes
@@ -244,3 +244,12 @@ CREATE TABLE search_parts (
 CREATE INDEX search_parts_doc ON search_parts (doc, state);
 -- What is left to delete: found without walking the live parts.
 CREATE INDEX search_parts_gone ON search_parts (state) WHERE state <> 'live';
+
+-- version: 7
+
+-- The accepted result's size in bytes, recorded with it by the fenced
+-- completion: a rerun finds a result file that was truncated or added to with
+-- one stat, without reading it (a full check of the checksum is `doctor`'s).
+-- NULL for results accepted before this version, or through a completion that
+-- did not give it; their files are then checked for existence only.
+ALTER TABLE jobs ADD COLUMN result_bytes INTEGER CHECK (result_bytes IS NULL OR result_bytes >= 0);

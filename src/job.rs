@@ -269,6 +269,8 @@ pub struct Job {
     pub result_path: Option<String>,
     /// The SHA-256 of the accepted result.
     pub checksum: Option<String>,
+    /// The accepted result's size in bytes, when its completion recorded it.
+    pub result_bytes: Option<u64>,
     /// The source file has disappeared; `gc` removes its mirror files.
     pub source_gone: bool,
     /// When the document was first enqueued (ms from the injected clock).

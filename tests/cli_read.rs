@@ -330,3 +330,157 @@ fn run_dot_with_the_data_directory_inside_the_source_never_indexes_its_own_files
         .unwrap();
     assert_eq!(total as usize, SAMPLE_PHRASES.len());
 }
+
+/// Every file and directory under `path` (itself included) made read-only,
+/// or writable again.
+fn set_read_only(path: &Path, read_only: bool) {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in walkdir::WalkDir::new(path) {
+        let entry = entry.unwrap();
+        let mode = match (entry.file_type().is_dir(), read_only) {
+            (true, true) => 0o555,
+            (true, false) => 0o755,
+            (false, true) => 0o444,
+            (false, false) => 0o644,
+        };
+        std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+/// The commands that read, each with what its output must hold.
+const READS: [(&[&str], &str); 6] = [
+    (&["status"], "indexed"),
+    (&["list"], "guide.md"),
+    (&["show", "guide.md"], "copper kettle"),
+    (&["inspect", "guide.md"], "guide.md"),
+    (&["search", "copper kettle"], "guide.md"),
+    (&["metrics"], "leasehold_documents"),
+];
+
+/// A data directory whose files and directories are all read-only (by their
+/// modes: tests run as root here, whom modes do not stop, so this is the
+/// check leasehold makes by hand; a read-only mount is the next test): the
+/// commands that read work, the ones that write fail in one line (exit 1),
+/// and the database is left as it was.
+#[test]
+fn a_read_only_data_directory_is_read_and_refuses_writes_in_one_line() {
+    let c = corpus();
+    let db = c.data.join("leasehold.db");
+    set_read_only(&c.data, true);
+    let before = std::fs::read(&db).unwrap();
+    for (args, holds) in READS {
+        let out = leasehold(&c.data, args);
+        assert!(stdout(&ok(out)).contains(holds), "{args:?}");
+    }
+    let out = leasehold(&c.data, &["doctor"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("read-only"), "{}", stderr(&out));
+
+    let source = c.source.to_str().unwrap();
+    let writes: [&[&str]; 5] = [
+        &["run", source],
+        &["gc"],
+        &["retry", "broken.pdf"],
+        &["reindex"],
+        &["work", "--until-empty"],
+    ];
+    for args in writes {
+        let out = leasehold(&c.data, args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(err.contains("read-only"), "{args:?}: {err}");
+    }
+    let out = leasehold(&c.data, &["doctor", "--fix"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("read-only"), "{}", stdout(&out));
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the database changed");
+    set_read_only(&c.data, false);
+}
+
+/// `cmd` run with `view` a read-only bind mount of `data`, in mount (and,
+/// when not root, user) namespaces of its own; `None` where this machine
+/// cannot make one.
+fn through_read_only_mount(data: &Path, view: &Path, args: &[&str]) -> Option<Output> {
+    let script = r#"mount --bind -o ro "$1" "$2" && shift 2 && exec "$@""#;
+    let out = Command::new("unshare")
+        .args(["-r", "-m", "sh", "-c", script, "sh"])
+        .arg(data)
+        .arg(view)
+        .arg(BIN)
+        .arg("--data")
+        .arg(view)
+        .args(args)
+        .output()
+        .ok()?;
+    let err = stderr(&out);
+    let refused = err.contains("unshare:") || err.contains("mount:");
+    (!refused).then_some(out)
+}
+
+/// A data directory on a read-only medium (a read-only bind mount): with
+/// its `-wal` and `-shm`, SQLite shares them read-only; without (a copy
+/// checkpointed first), it is opened immutable, and says so. Reading works
+/// both ways; a write fails in one line.
+#[test]
+fn a_data_directory_on_a_read_only_mount_is_read_immutable_when_it_has_no_wal() {
+    let c = corpus();
+    let tmp = tempfile::tempdir().unwrap();
+    let view = tmp.path().join("view");
+    std::fs::create_dir(&view).unwrap();
+    let Some(probe) = through_read_only_mount(&c.data, &view, &["status"]) else {
+        eprintln!("skipped: no read-only bind mount here (unshare -r -m refused)");
+        return;
+    };
+    assert!(probe.status.success(), "{}", stderr(&probe));
+    assert!(!stderr(&probe).contains("immutable"), "{}", stderr(&probe));
+
+    let copy = tmp.path().join("copy");
+    copy_tree(&c.data, &copy);
+    {
+        let db = rusqlite::Connection::open(copy.join("leasehold.db")).unwrap();
+        db.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+    }
+    for sidecar in ["leasehold.db-wal", "leasehold.db-shm"] {
+        let _ = std::fs::remove_file(copy.join(sidecar));
+    }
+    for (data, immutable) in [(&c.data, false), (&copy, true)] {
+        for (args, holds) in READS {
+            let out = through_read_only_mount(data, &view, args).expect("mounted before");
+            let err = stderr(&out);
+            assert!(out.status.success(), "{args:?}: {err}");
+            assert!(stdout(&out).contains(holds), "{args:?}: {}", stdout(&out));
+            assert_eq!(err.contains("opened immutable"), immutable, "{args:?}: {err}");
+        }
+        let out = through_read_only_mount(data, &view, &["run", c.source.to_str().unwrap()]).unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("read-only"), "{err}");
+    }
+}
+
+/// A damaged database is what a command met, not how it was asked: exit 1,
+/// one line naming it and `doctor`.
+#[test]
+fn a_corrupt_store_is_a_runtime_failure_in_one_line() {
+    let c = corpus();
+    let db = c.data.join("leasehold.db");
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+    }
+    let full = std::fs::read(&db).unwrap();
+    std::fs::write(&db, &full[..full.len() / 2]).unwrap();
+    for args in [&["status"][..], &["list"], &["run", c.source.to_str().unwrap()]] {
+        let out = leasehold(&c.data, args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains(&db.display().to_string()) && err.contains("doctor"),
+            "{err}"
+        );
+    }
+}

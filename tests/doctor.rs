@@ -253,3 +253,245 @@ fn doctor_creates_nothing_in_the_mirror_not_even_a_probe() {
     assert!(changed.is_empty(), "doctor changed the mirror: {changed:?}");
     assert_eq!(after.len(), before.len(), "doctor removed something");
 }
+
+/// What is done to an accepted result file behind leasehold's back.
+#[derive(Debug, Clone, Copy)]
+enum Harm {
+    Delete,
+    Truncate,
+    Append,
+    /// One byte changed, the size kept.
+    Rewrite,
+}
+
+/// Do `how` to `key`'s accepted result file.
+fn harm(data: &Path, key: &str, how: Harm) {
+    let file = result_file(data, key);
+    let mut bytes = std::fs::read(&file).unwrap();
+    match how {
+        Harm::Delete => return std::fs::remove_file(&file).unwrap(),
+        Harm::Truncate => bytes.truncate(bytes.len() / 2),
+        Harm::Append => bytes.extend_from_slice(b" and a line added by hand\n"),
+        Harm::Rewrite => bytes[0] ^= 0x20,
+    }
+    std::fs::write(&file, &bytes).unwrap();
+}
+
+const HARMED: [(&str, Harm); 3] = [
+    ("notes.txt", Harm::Delete),
+    ("guide.md", Harm::Truncate),
+    ("page.html", Harm::Append),
+];
+
+/// Each document's status and result path, and whether the index holds its text.
+fn rows(data: &Path, keys: &[&str]) -> Vec<(String, Option<String>, bool)> {
+    let c = rusqlite::Connection::open(data.join("leasehold.db")).unwrap();
+    keys.iter()
+        .map(|key| {
+            c.query_row(
+                "SELECT status, result_path, EXISTS (SELECT 1 FROM search_text s WHERE s.rowid = j.id)
+                 FROM jobs j WHERE doc_key = ?1",
+                [key],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn a_deleted_truncated_or_appended_result_names_its_fix_and_doctor_fix_queues_it_again() {
+    let data = after_run();
+    let d = data.path();
+    for (key, how) in HARMED {
+        harm(d, key, how);
+    }
+    let (code, lines, report) = doctor(d);
+    assert_eq!(code, 1);
+    assert_eq!(lines.len(), HARMED.len(), "one line per problem: {lines:?}");
+    for (key, _) in HARMED {
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&format!("{key:?}")))
+            .unwrap_or_else(|| panic!("{key} not named: {lines:?}"));
+        assert!(line.contains("(fix: `leasehold doctor --fix`)"), "{line}");
+    }
+    for p in report["problems"].as_array().unwrap() {
+        assert_eq!(p["fix"], "leasehold doctor --fix", "{p}");
+    }
+
+    // Until then, a search leaves out a hit whose text the mirror lost.
+    let out = leasehold(d, &["search", "amber lighthouse"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stdout.contains("notes.txt"), "{stdout}");
+    assert!(
+        stderr.contains("\"notes.txt\"") && stderr.contains("doctor --fix"),
+        "{stderr}"
+    );
+
+    let out = leasehold(d, &["doctor", "--fix"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("fixed: queued again 3 document(s)"), "{stdout}");
+    let (code, lines, report) = doctor(d);
+    assert_eq!(code, 0, "a second doctor is healthy: {lines:?}");
+    assert_eq!(report["checked"]["leftovers"], 0, "the damaged files went");
+    let keys: Vec<&str> = HARMED.iter().map(|h| h.0).collect();
+    for (status, result, searchable) in rows(d, &keys) {
+        assert_eq!((status.as_str(), result, searchable), ("discovered", None, false));
+    }
+
+    // The next run extracts them again.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&leasehold(d, &["run", samples().to_str().unwrap(), "--json"]).stdout)
+            .unwrap();
+    assert_eq!(summary["indexed"], 3, "{summary}");
+    let (code, _, report) = doctor(d);
+    assert_eq!(code, 0);
+    let n = common::SAMPLE_PHRASES.len() as u64;
+    assert_eq!(report["checked"]["results_verified"].as_u64(), Some(n));
+    let out = leasehold(d, &["search", "amber lighthouse"]);
+    assert!(text(&out).0.contains("notes.txt"), "{:?}", text(&out));
+}
+
+#[test]
+fn a_rerun_extracts_again_a_result_deleted_truncated_or_appended_by_a_stat() {
+    let data = after_run();
+    let d = data.path();
+    for (key, how) in HARMED {
+        harm(d, key, how);
+    }
+    // The same size: a stat cannot tell, the checksum can (doctor's).
+    harm(d, "letter.docx", Harm::Rewrite);
+    let out = leasehold(d, &["run", samples().to_str().unwrap(), "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(&stdout).expect("JSON on stdout");
+    let n = common::SAMPLE_PHRASES.len();
+    assert_eq!(summary["indexed"], 3, "{summary}");
+    assert_eq!(summary["results_requeued"], 3, "{summary}");
+    assert_eq!(summary["unchanged"], n - 3, "{summary}");
+    for (key, _) in HARMED {
+        assert!(stderr.contains(&format!("{key:?}")), "{key} not said: {stderr}");
+    }
+    let keys: Vec<&str> = HARMED.iter().map(|h| h.0).collect();
+    for (status, result, searchable) in rows(d, &keys) {
+        assert_eq!(status, "indexed");
+        assert!(
+            result.is_some_and(|r| r.ends_with("g000002.txt")),
+            "a new generation"
+        );
+        assert!(searchable);
+    }
+    let report = assert_one_problem(d, "checksum_mismatch", &["letter.docx"]);
+    assert_eq!(report["checked"]["results_verified"].as_u64(), Some(n as u64 - 1));
+}
+
+/// Overwrite FTS5's index blocks (not its structure record, id 10, nor its
+/// averages, id 1) with bytes that decode as nothing sensible: "malformed
+/// inverted index".
+fn corrupt_search_index(data: &Path) {
+    let c = rusqlite::Connection::open(data.join("leasehold.db")).unwrap();
+    let blocks: Vec<(i64, usize)> = {
+        let mut stmt = c
+            .prepare("SELECT id, length(block) FROM search_text_data WHERE id > 10")
+            .unwrap();
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        rows.collect::<Result<_, _>>().unwrap()
+    };
+    assert!(!blocks.is_empty());
+    let mut rng = fastrand::Rng::with_seed(26);
+    for (id, len) in blocks {
+        let junk: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
+        c.execute(
+            "UPDATE search_text_data SET block = ?1 WHERE id = ?2",
+            rusqlite::params![junk, id],
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn a_corrupt_search_index_is_named_and_built_again_by_reindex_or_doctor_fix() {
+    let data = after_run();
+    let d = data.path();
+    corrupt_search_index(d);
+    let report = assert_one_problem(
+        d,
+        "search_index_damaged",
+        &["search index is damaged", "(fix: `leasehold reindex`)"],
+    );
+    assert_eq!(report["problems"][0]["fix"], "leasehold reindex");
+
+    // A search meets it: a runtime failure in one line that names the mend.
+    let out = leasehold(d, &["search", "amber"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("leasehold reindex"), "{stderr}");
+
+    let out = leasehold(d, &["reindex"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("damaged"), "{stdout}");
+    let (code, lines, _) = doctor(d);
+    assert_eq!(code, 0, "{lines:?}");
+    let out = leasehold(d, &["search", "amber lighthouse"]);
+    assert!(text(&out).0.contains("notes.txt"), "{:?}", text(&out));
+
+    // The same damage again, mended by doctor --fix.
+    corrupt_search_index(d);
+    let out = leasehold(d, &["doctor", "--fix"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("fixed: built the search index again"), "{stdout}");
+    let (code, lines, _) = doctor(d);
+    assert_eq!(code, 0, "{lines:?}");
+}
+
+#[test]
+fn reindex_takes_a_missing_result_out_of_the_index_and_queues_it_again() {
+    let data = after_run();
+    let d = data.path();
+    harm(d, "notes.txt", Harm::Delete);
+    let out = leasehold(d, &["reindex", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["requeued"], 1, "{report}");
+    assert_eq!(report["unreadable"], 0, "{report}");
+    assert_eq!(rows(d, &["notes.txt"]), [("discovered".to_owned(), None, false)]);
+    let (code, lines, _) = doctor(d);
+    assert_eq!(code, 0, "{lines:?}");
+}
+
+#[test]
+fn a_removed_source_file_is_no_problem_its_files_wait_for_gc() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("docs");
+    std::fs::create_dir(&source).unwrap();
+    for name in ["a.txt", "b.txt"] {
+        std::fs::write(source.join(name), format!("the text of {name}")).unwrap();
+    }
+    let data = tmp.path().join("data");
+    let run = || {
+        let out = leasehold(&data, &["run", source.to_str().unwrap()]);
+        assert!(out.status.success(), "{:?}", text(&out));
+    };
+    run();
+    std::fs::remove_file(source.join("a.txt")).unwrap();
+    run();
+    let out = leasehold(&data, &["doctor"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.starts_with("healthy:"), "{stdout}");
+    assert!(
+        stderr.contains("1 file(s) of documents whose source was removed wait for `leasehold gc`"),
+        "{stderr}"
+    );
+    assert!(leasehold(&data, &["gc"]).status.success());
+    let (code, _, report) = doctor(&data);
+    assert_eq!(code, 0);
+    assert_eq!(report["checked"]["leftovers_of_removed"], 0, "{report}");
+}

@@ -381,6 +381,8 @@ impl Model {
             last_error: r.last_error.clone(),
             result_path: r.result.as_ref().map(|(p, _)| p.clone()),
             checksum: r.result.as_ref().map(|(_, s)| s.clone()),
+            // `Store::complete` gives no size.
+            result_bytes: None,
             source_gone: false,
             created_at: r.created_at,
             updated_at: r.updated_at,

@@ -345,7 +345,56 @@ fn the_check_and_a_rebuild_through_the_library(b: Backend) {
     assert_eq!(store.prune_search_index().unwrap(), 0);
 }
 
+/// A result found missing or altered is forgotten: its text leaves the index
+/// and the document is queued again with fresh attempts, while that result
+/// is still the accepted one (a newer one stands). A completion records the
+/// result's size it is given.
+fn a_forgotten_result_leaves_the_index_and_queues_its_document(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.handle(1000);
+    store.enqueue(&NewDoc::new("fox.txt", "v1")).unwrap();
+    let claim = store.claim("w").unwrap().expect("claimable");
+    let id = claim.id;
+    let done = Completion {
+        index: Some("The quick brown fox"),
+        result_bytes: Some(19),
+        ..Completion::new("r/fox/1", "sum1")
+    };
+    assert!(store.finish(claim, done).unwrap().is_accepted());
+    assert_eq!(store.job(id).unwrap().unwrap().result_bytes, Some(19));
+    assert_eq!(keys(&store, "fox"), ["fox.txt"]);
+
+    // Another result than the accepted one changes nothing.
+    assert!(!store.forget_result(id, "r/fox/0", "stale").unwrap());
+    assert_eq!(keys(&store, "fox"), ["fox.txt"]);
+
+    assert!(store
+        .forget_result(id, "r/fox/1", "its result is missing")
+        .unwrap());
+    let job = store.job(id).unwrap().unwrap();
+    assert_eq!(job.status, leasehold::Status::Discovered);
+    assert_eq!(
+        (job.result_path, job.checksum, job.result_bytes),
+        (None, None, None)
+    );
+    assert_eq!(job.attempts, 0);
+    assert!(keys(&store, "fox").is_empty(), "its text left the index");
+    assert!(store.check_search_index().unwrap().is_healthy());
+    let history = store.history(id).unwrap();
+    let last = history.last().unwrap();
+    assert_eq!(
+        (last.event.as_str(), last.detail.as_deref()),
+        ("requeued", Some("its result is missing"))
+    );
+    // Queued again: the next worker extracts it anew.
+    let claim = store.claim("w").unwrap().expect("claimable again");
+    assert_eq!(claim.id, id);
+    assert!(finish(&store, claim, "The quick brown fox, again").is_accepted());
+    assert_eq!(keys(&store, "again"), ["fox.txt"]);
+}
+
 on_both_backends!(
+    a_forgotten_result_leaves_the_index_and_queues_its_document,
     a_path_marked_gone_leaves_the_index,
     the_check_and_a_rebuild_through_the_library,
     accepted_text_is_searchable,

@@ -7,6 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use common::TempStore;
+use leasehold::store::Access;
 use leasehold::{Error, NewDoc, Store, StoreOptions};
 
 fn open_err(path: &Path) -> Error {
@@ -254,4 +255,51 @@ fn a_version_3_file_with_a_lease_in_flight_migrates_to_version_4() {
     let c = store.claim("w").unwrap().expect("expired as before");
     assert_eq!((c.attempts, c.fence), (1, 2));
     assert_eq!(store.job(c.id).unwrap().unwrap().lost_leases, 1);
+}
+
+/// A read-only open reads what is there, refuses every write with a typed
+/// error, and leaves the file as it was; one of a missing file creates none.
+#[test]
+fn a_read_only_open_reads_and_refuses_every_write() {
+    let t = TempStore::new();
+    populated_store(&t, 10);
+    let before = std::fs::read(&t.path).unwrap();
+    let store = Store::open(&t.path, t.options(10_000).read_only(true)).unwrap();
+    assert_eq!(store.access(), Access::ReadOnly);
+    assert_eq!(store.counts().unwrap().total(), 10);
+    assert_eq!(store.counts().unwrap().indexed, 5);
+    let refused = [
+        store.enqueue(&NewDoc::new("new.txt", "v1")).map(|_| ()),
+        store.claim("w").map(|_| ()),
+        store.set_meta("k", "v"),
+        store.prune_search_index().map(|_| ()),
+    ];
+    for r in refused {
+        let err = r.expect_err("a write must fail");
+        assert!(matches!(err, Error::ReadOnly { .. }), "{err:?}");
+        assert_names_path(&err, &t.path);
+    }
+    drop(store);
+    assert_eq!(std::fs::read(&t.path).unwrap(), before);
+
+    let missing = t.dir.path().join("missing.db");
+    let err = Store::open(&missing, StoreOptions::default().read_only(true)).unwrap_err();
+    assert!(matches!(err, Error::NoStore { .. }), "{err:?}");
+    assert!(!missing.exists(), "nothing created");
+}
+
+/// SQLite takes a read-only open as a URI: a path with `?`, `#`, `%` or a
+/// space in it still names the file it names.
+#[test]
+fn a_read_only_open_takes_any_path() {
+    let t = TempStore::new();
+    let dir = t.dir.path().join("a?b#c %41 ü");
+    std::fs::create_dir(&dir).unwrap();
+    let path = dir.join("leasehold.db");
+    let store = Store::open(&path, t.options(10_000)).unwrap();
+    store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
+    drop(store);
+    let store = Store::open(&path, t.options(10_000).read_only(true)).unwrap();
+    assert_eq!(store.counts().unwrap().total(), 1);
+    assert_eq!(store.path(), path.as_path());
 }

@@ -499,12 +499,19 @@ pub enum Command {
     /// extraction times).
     Metrics,
     /// Check a data directory: store integrity, WAL, leases, every accepted
-    /// result's file and checksum, leftovers for gc, local file systems.
-    /// Exit 0 when healthy, 1 with one line per problem otherwise.
+    /// result's file and checksum, the search index, leftovers for gc, local
+    /// file systems. Exit 0 when healthy, 1 with one line per problem
+    /// otherwise, each naming the command that mends it.
     Doctor {
         /// Print the checks and problems as JSON.
         #[arg(long)]
         json: bool,
+        /// Mend what can be mended, then check again: documents whose result
+        /// is missing or altered are queued again (the next `run` or `work`
+        /// extracts them), a damaged or wrong search index is built again
+        /// from the mirror, leftovers are removed as `gc` removes them.
+        #[arg(long)]
+        fix: bool,
     },
     /// Discover from the HTTP source, work until nothing is left to do, and
     /// deliver the results to the sink (all through the auth gate), then exit.

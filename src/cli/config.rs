@@ -186,7 +186,8 @@ impl Config {
                 options = options.clock_skew(skew);
             }
         }
-        let store = Store::open(&db, options)?;
+        let reading = existing.is_some_and(|e| e.only_reads());
+        let store = open_store(&db, options, reading)?;
         let extract = Extraction::build(work, file.as_ref());
         let upstream = file.map(|f| Upstream::build(&store, f));
         let mut mirror = open_mirror(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
@@ -202,6 +203,10 @@ impl Config {
         };
         let source = match source {
             Some((dir, hidden)) => Some(pin_source(&store, &data_name, dir, hidden)?),
+            // Reading needs the source only to take a file's path for its
+            // key: a copy of a data directory read where its source is not
+            // (a backup, another machine) reads by key.
+            None if reading => pinned_source(&store).unwrap_or(None),
             None => pinned_source(&store)?,
         };
         let source = source.map(|s| without_own_files(s, g, &db, &mirror));
@@ -467,17 +472,70 @@ fn pinned_source(store: &Store) -> Result<Option<DirSource>, CliError> {
     }
 }
 
-/// What of an existing data directory a command reads: the database always,
-/// the mirror for the commands that show or sweep results.
+/// What of an existing data directory a command uses: the database always,
+/// the mirror for the commands that show or sweep results; and whether it
+/// only reads them (then a read-only data directory is opened read-only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Existing {
-    /// The database only (`auth`, `retry`): a database whose mirror is
-    /// elsewhere or not made yet (a library user's) is enough.
+    /// The database only, written (`auth unlock`, `retry`, `migrate`): a
+    /// database whose mirror is elsewhere or not made yet (a library
+    /// user's) is enough.
     Store,
-    /// The database and the mirror, read (`status`, `list`, `inspect`, `show`).
+    /// The database only, read (`auth status`, `metrics`, `report`).
+    StoreToRead,
+    /// The database and the mirror, read (`status`, `list`, `inspect`,
+    /// `show`, `search`).
     StoreAndMirror,
+    /// The database and the mirror, written (`reindex`).
+    StoreAndMirrorToWrite,
     /// The database and the mirror, which the command sweeps (`gc`).
     MirrorToSweep,
+}
+
+impl Existing {
+    /// Whether the command only reads, and may open a read-only data
+    /// directory read-only.
+    fn only_reads(self) -> bool {
+        matches!(self, Existing::StoreToRead | Existing::StoreAndMirror)
+    }
+
+    /// Whether the command needs the mirror to be there.
+    fn needs_mirror(self) -> bool {
+        !matches!(self, Existing::Store | Existing::StoreToRead)
+    }
+}
+
+/// Open the store; for a command that only reads, a read-only one (its file,
+/// directory or medium) is opened read-only instead of refused, with a note
+/// when it had to be opened immutable (commits only in its `-wal` unseen).
+fn open_store(db: &DbLocation, options: StoreOptions, reading: bool) -> Result<Store, CliError> {
+    let store = match Store::open(db, options.clone()) {
+        Err(crate::Error::ReadOnly { .. }) if reading => Store::open(db, options.read_only(true))?,
+        opened => opened?,
+    };
+    if let Some(note) = immutable_note(&store) {
+        eprintln!("leasehold: note: {note}");
+    }
+    Ok(store)
+}
+
+/// The note for a store opened immutable: what it cannot see.
+pub(super) fn immutable_note(store: &Store) -> Option<String> {
+    if store.access() != crate::store::Access::Immutable {
+        return None;
+    }
+    let db = store.path().display();
+    let mut wal = store.path().as_os_str().to_owned();
+    wal.push("-wal");
+    let unseen = match std::fs::metadata(&wal).map(|m| m.len()) {
+        Ok(n) if n > 0 => {
+            format!("; its -wal ({n} bytes) cannot be read, so the newest changes may be missing")
+        }
+        _ => String::new(),
+    };
+    Some(format!(
+        "{db}: opened immutable (a read-only medium without -wal and -shm files to share){unseen}"
+    ))
 }
 
 impl Config {
@@ -495,7 +553,7 @@ impl Config {
         // Only `gc` writes the mirror; the others must not create or probe it.
         let open_mirror = match needs {
             Existing::MirrorToSweep => |root: &Path| Mirror::open(root),
-            Existing::Store | Existing::StoreAndMirror => |root: &Path| Mirror::locate(root),
+            _ => |root: &Path| Mirror::locate(root),
         };
         Config::build_opening(g, work, None, open_mirror, Some(needs))
     }
@@ -525,7 +583,7 @@ fn missing_data(g: &Global, db: &DbLocation, needs: Existing) -> Option<String> 
             ));
         }
     }
-    if needs != Existing::Store && !mirror.is_dir() {
+    if needs.needs_mirror() && !mirror.is_dir() {
         return Some(format!(
             "{}: no mirror here (wrong --data or --mirror?)",
             mirror.display()

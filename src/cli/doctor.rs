@@ -1,10 +1,14 @@
-//! `leasehold doctor`: say plainly what is wrong with a data directory.
+//! `leasehold doctor`: say plainly what is wrong with a data directory, and
+//! the command that mends each thing; `doctor --fix` mends what it can.
 //!
-//! Checks, each reported as one line naming the thing (a path, a document key):
+//! Checks, each reported as one line naming the thing (a path, a document key)
+//! and the way to mend it:
 //! - the database and the mirror are on local file systems (statfs magic);
 //! - the store opens; a SQLite file passes the full `integrity_check` and has
 //!   WAL in force (a PostgreSQL database keeps its own files; its rows are
-//!   checked like SQLite's);
+//!   checked like SQLite's). What the check says of the search index (FTS5's
+//!   own structures, "malformed inverted index") is the index's problem, which
+//!   `leasehold reindex` mends, not the store's;
 //! - leases: no two rows share a key or an owner token, every `extracting` row
 //!   has a token and a lease, no other row has a token;
 //! - every `indexed` row's result file exists and its SHA-256 matches;
@@ -13,26 +17,36 @@
 //!   nothing else is (`leasehold reindex` mends it);
 //! - the mirror holds no generation, temp or probe file that `gc` would remove,
 //!   and no document directory the database does not know (a document whose
-//!   lock another process holds is skipped, with a note).
+//!   lock another process holds is skipped, with a note). The files of a
+//!   document whose source was removed wait for `gc`: that is the ordinary
+//!   state after a deletion, a note rather than a problem.
 //!
-//! Unlike the other commands, doctor never creates anything: a missing database
-//! or mirror is a problem to report, not something to set up, and the mirror's
-//! writability is asked of the kernel (`access(2)`) instead of tried with a
-//! probe file. Every failure,
-//! including a store that cannot be opened at all, becomes a problem line (exit
-//! 1), so a damaged data directory gets a diagnosis rather than a refusal.
+//! Unlike the other commands, doctor without `--fix` never creates anything: a
+//! missing database or mirror is a problem to report, not something to set
+//! up, and the mirror's writability is asked of the kernel (`access(2)`)
+//! instead of tried with a probe file. A read-only data directory (a backup, a
+//! mounted snapshot) is opened read-only and checked all the same. Every
+//! failure, including a store that cannot be opened at all, becomes a problem
+//! line (exit 1), so a damaged data directory gets a diagnosis rather than a
+//! refusal.
+//!
+//! `--fix` is the check with the mends after it, as `fsck -y` and `borg check
+//! --repair` are (`fix.rs`); then it checks again, and exits by that second
+//! verdict.
 //!
 //! The row checks' SQL lives in the store (`store/check.rs` for SQLite, the
 //! PostgreSQL engine for PostgreSQL); this room only decides what is a problem
 //! and how it reads.
+
+mod fix;
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use crate::fs_kind::{fs_magic, fs_name, remote_fs};
 use crate::mirror::Mirror;
-use crate::pipeline::sweep;
-use crate::store::{DbLocation, IndexedRow};
+use crate::pipeline::{sweep, Damage};
+use crate::store::{Access, DbLocation, IndexedRow};
 use crate::{Store, StoreOptions};
 
 use super::args::Global;
@@ -41,6 +55,11 @@ use super::CliError;
 /// Indexed rows read per query while verifying results (no read snapshot is held
 /// across the file reads of a whole large store).
 const PAGE: i64 = 500;
+
+/// The commands problems name as their mend.
+const FIX: &str = "leasehold doctor --fix";
+const REINDEX: &str = "leasehold reindex";
+const GC: &str = "leasehold gc";
 
 /// One thing that is wrong.
 #[derive(Debug, serde::Serialize)]
@@ -51,6 +70,8 @@ struct Problem {
     subject: String,
     /// The whole line, as printed.
     message: String,
+    /// The command that mends it, when one does (`doctor --fix` runs it).
+    fix: Option<&'static str>,
 }
 
 /// What was looked at, for `--json` and the healthy summary.
@@ -60,6 +81,8 @@ struct Checked {
     mirror: String,
     /// File system type of each, e.g. "ext2/ext3/ext4 (0xef53)".
     filesystems: std::collections::BTreeMap<&'static str, String>,
+    /// How the database was opened: "read-write", "read-only" or "immutable".
+    access: Option<&'static str>,
     journal_mode: Option<String>,
     /// "ok", the number of problems, or "not run".
     integrity_check: String,
@@ -76,8 +99,21 @@ struct Checked {
     /// Generation and temp files of known documents (kept and leftovers).
     mirror_files: u64,
     leftovers: u64,
+    /// Leftovers of documents whose source was removed: not problems.
+    leftovers_of_removed: u64,
     /// Entries that are not leasehold's; gc leaves them alone.
     unknown_entries: Vec<String>,
+}
+
+/// What `--fix` can mend, as the checks found it.
+#[derive(Debug, Default)]
+struct Repairs {
+    /// Accepted results missing or altered: (id, key, result path, damage).
+    results: Vec<(i64, String, String, Damage)>,
+    /// The search index is damaged, or apart from the accepted results.
+    index: bool,
+    /// The mirror holds files `gc` removes.
+    leftovers: bool,
 }
 
 #[derive(Debug, Default)]
@@ -85,57 +121,106 @@ struct Doctor {
     problems: Vec<Problem>,
     notes: Vec<String>,
     checked: Checked,
+    repairs: Repairs,
 }
 
 impl Doctor {
     fn problem(&mut self, kind: &'static str, subject: impl Into<String>, message: String) {
+        self.push(kind, subject.into(), message, None);
+    }
+
+    /// A problem that `fix` mends: the line ends by naming it.
+    fn mended_by(
+        &mut self,
+        fix: &'static str,
+        kind: &'static str,
+        subject: impl Into<String>,
+        message: String,
+    ) {
+        let message = format!("{message} (fix: `{fix}`)");
+        self.push(kind, subject.into(), message, Some(fix));
+    }
+
+    fn push(&mut self, kind: &'static str, subject: String, message: String, fix: Option<&'static str>) {
         // One line per problem, whatever SQLite's messages hold.
         self.problems.push(Problem {
             kind,
-            subject: subject.into(),
+            subject,
             message: message.replace('\n', " "),
+            fix,
         });
     }
 }
 
-/// `leasehold doctor`.
-pub fn doctor(g: &Global, json: bool) -> Result<ExitCode, CliError> {
+/// Where the data directory's parts are, as the flags and configuration say.
+struct Place {
+    db: DbLocation,
+    mirror: std::path::PathBuf,
+    clock_skew: Option<std::time::Duration>,
+}
+
+/// `leasehold doctor [--fix]`.
+pub fn doctor(g: &Global, json: bool, fix: bool) -> Result<ExitCode, CliError> {
     // Nothing to examine is a usage error, not a finding (exit 2).
     if let Some(line) = super::config::missing_data_directory(g) {
         return Err(CliError::Config(line));
     }
     let file = super::config::load_file_config(g)?;
-    let db = super::config::database(g, file.as_ref());
-    let mirror_root = super::config::mirror_root(g);
-    let mut d = Doctor::default();
-    d.checked.mirror = mirror_root.display().to_string();
-    if let DbLocation::Sqlite(path) = &db {
-        d.checked.database = path.display().to_string();
-        d.filesystem("database", path, true);
-    }
-    d.filesystem("mirror", &mirror_root, !matches!(db, DbLocation::Postgres(_)));
-    let clock_skew = file.as_ref().and_then(|f| f.store.clock_skew);
-    let store = d.open_store(&db, clock_skew);
-    let mirror = d.open_mirror(&mirror_root);
+    let place = Place {
+        db: super::config::database(g, file.as_ref()),
+        mirror: super::config::mirror_root(g),
+        clock_skew: file.as_ref().and_then(|f| f.store.clock_skew),
+    };
+    let mut d = Doctor::at(&place);
+    let store = d.open_store(&place, fix);
+    let mirror = store.as_ref().and_then(|s| d.open_mirror(&place.mirror, s));
     if let Some(store) = &store {
-        let sound = d.store_checks(store);
-        d.row_checks(store);
-        d.search_index(store);
-        if let Some(mirror) = &mirror {
-            d.results(store, mirror);
+        d.examine(store, mirror.as_ref());
+    }
+    let (true, Some(store), Some(mirror)) = (fix, &store, &mirror) else {
+        return Ok(d.report(json));
+    };
+    let mended = fix::mend(&d, store, mirror);
+    let mut after = Doctor::at(&place);
+    after.checked.access = d.checked.access;
+    after.examine(store, Some(mirror));
+    Ok(fix::report(d, mended, after, json))
+}
+
+impl Doctor {
+    /// A doctor for the data directory at `place`, its file systems checked.
+    fn at(place: &Place) -> Doctor {
+        let mut d = Doctor::default();
+        d.checked.mirror = place.mirror.display().to_string();
+        if let DbLocation::Sqlite(path) = &place.db {
+            d.checked.database = path.display().to_string();
+            d.filesystem("database", path, true);
+        }
+        d.filesystem(
+            "mirror",
+            &place.mirror,
+            !matches!(place.db, DbLocation::Postgres(_)),
+        );
+        d
+    }
+
+    /// Every check of the store and, when it opened, the mirror.
+    fn examine(&mut self, store: &Store, mirror: Option<&Mirror>) {
+        let sound = self.store_checks(store);
+        self.row_checks(store);
+        self.search_index(store);
+        if let Some(mirror) = mirror {
+            self.results(store, mirror);
             if sound {
-                d.leftovers(store, mirror);
+                self.leftovers(store, mirror);
             } else {
-                d.notes.push(
+                self.notes.push(
                     "mirror leftovers not checked: the store is damaged, its rows cannot be trusted".into(),
                 );
             }
         }
     }
-    Ok(d.report(json))
-}
 
-impl Doctor {
     fn report(self, json: bool) -> ExitCode {
         let healthy = self.problems.is_empty();
         if json {
@@ -150,24 +235,31 @@ impl Doctor {
             for p in &self.problems {
                 println!("{}", p.message);
             }
-            for n in &self.notes {
-                eprintln!("leasehold: note: {n}");
-            }
-            if healthy {
-                let c = &self.checked;
-                println!(
-                    "healthy: {} ({} documents, {} results verified), mirror {}",
-                    c.database, c.documents, c.results_verified, c.mirror
-                );
-            } else {
-                eprintln!("leasehold: doctor found {} problem(s)", self.problems.len());
-            }
+            self.print_verdict();
         }
-        if healthy {
-            ExitCode::SUCCESS
+        exit_code(healthy)
+    }
+
+    /// The notes, and the healthy line or the count of problems.
+    fn print_verdict(&self) {
+        for n in &self.notes {
+            eprintln!("leasehold: note: {n}");
+        }
+        if self.problems.is_empty() {
+            let c = &self.checked;
+            println!(
+                "healthy: {} ({} documents, {} results verified), mirror {}",
+                c.database, c.documents, c.results_verified, c.mirror
+            );
+            return;
+        }
+        let fixable = self.problems.iter().filter(|p| p.fix.is_some()).count();
+        let hint = if fixable > 0 {
+            format!("; `{FIX}` mends {fixable} of them")
         } else {
-            ExitCode::from(1)
-        }
+            String::new()
+        };
+        eprintln!("leasehold: doctor found {} problem(s){hint}", self.problems.len());
     }
 
     /// WAL needs shared memory on one host and flock over a network file
@@ -205,10 +297,11 @@ impl Doctor {
 
     /// A PostgreSQL database is named by the store once open (its URL
     /// without the password); one that cannot be opened is named by the
-    /// error, which leaves the password out too. `clock_skew` is the
-    /// configuration's, which the clock check judges by.
-    fn open_store(&mut self, db: &DbLocation, clock_skew: Option<std::time::Duration>) -> Option<Store> {
-        if let DbLocation::Sqlite(path) = db {
+    /// error, which leaves the password out too. The clock skew is the
+    /// configuration's, which the clock check judges by. Without `fix`, a
+    /// read-only SQLite file (or directory, or medium) is opened read-only.
+    fn open_store(&mut self, place: &Place, fix: bool) -> Option<Store> {
+        if let DbLocation::Sqlite(path) = &place.db {
             if !path.exists() {
                 self.problem(
                     "store",
@@ -228,25 +321,59 @@ impl Doctor {
             None => StoreOptions::default(),
         };
         let mut opts = base.checkpoint_every(None).pool_size(2).create_if_missing(false);
-        if let Some(skew) = clock_skew {
+        if let Some(skew) = place.clock_skew {
             opts = opts.clock_skew(skew);
         }
-        match Store::open(db, opts) {
+        let opened = match Store::open(&place.db, opts.clone()) {
+            Err(crate::Error::ReadOnly { .. }) if !fix => Store::open(&place.db, opts.read_only(true)),
+            opened => opened,
+        };
+        match opened {
             Ok(store) => {
                 self.checked.database = store.path().display().to_string();
+                self.note_access(&store);
                 Some(store)
             }
             Err(e) => {
-                let subject = db
+                let subject = place
+                    .db
                     .path()
                     .map_or_else(|| "database".into(), |p| p.display().to_string());
-                self.problem("store", subject, one_line(&e));
+                let way_on = if e.is_corrupt() {
+                    "; restore it from a backup (`leasehold migrate --to NEW.db` copies what can still be read)"
+                } else if matches!(e, crate::Error::ReadOnly { .. }) {
+                    "; `doctor --fix` writes, and cannot here"
+                } else {
+                    ""
+                };
+                self.problem("store", subject, format!("{}{way_on}", one_line(&e)));
                 None
             }
         }
     }
 
-    fn open_mirror(&mut self, root: &Path) -> Option<Mirror> {
+    /// How the store was opened, and a note when it is read-only.
+    fn note_access(&mut self, store: &Store) {
+        let access = store.access();
+        self.checked.access = Some(match access {
+            Access::ReadWrite => "read-write",
+            Access::ReadOnly => "read-only",
+            Access::Immutable => "immutable",
+        });
+        if let Some(note) = super::config::immutable_note(store) {
+            self.notes.push(note);
+        } else if access == Access::ReadOnly {
+            self.notes.push(format!(
+                "{}: read-only, opened for reading only: commands that write (run, work, gc, doctor --fix) cannot change it",
+                store.path().display()
+            ));
+        }
+    }
+
+    /// The mirror, opened to read (creating nothing). One that is not
+    /// writable is a problem, unless the whole data directory is read-only
+    /// (its store too): a copy to read, as a backup is.
+    fn open_mirror(&mut self, root: &Path, store: &Store) -> Option<Mirror> {
         if std::fs::symlink_metadata(root).is_err() {
             self.problem(
                 "mirror",
@@ -257,13 +384,21 @@ impl Doctor {
         }
         // `inspect`, not `open`: doctor creates nothing, not even a probe file;
         // writability is asked of the kernel instead of tried.
-        match Mirror::inspect(root) {
-            Ok(m) => Some(m),
+        let mirror = match Mirror::inspect_readable(root) {
+            Ok(m) => m,
             Err(e) => {
                 self.problem("mirror", root.display().to_string(), one_line(&e));
-                None
+                return None;
+            }
+        };
+        if let Err(e) = mirror.writable() {
+            if store.access() == Access::ReadWrite {
+                self.problem("mirror", root.display().to_string(), one_line(&e));
+            } else {
+                self.notes.push(one_line(&e));
             }
         }
+        Some(mirror)
     }
 
     /// Integrity, journal mode and counts through the store. True when the
@@ -295,13 +430,17 @@ impl Doctor {
         let path = store.path().display().to_string();
         let check = match store.check_search_index() {
             Ok(check) => check,
-            Err(e) => return self.problem("search_index", &path, one_line(&e)),
+            Err(e) => {
+                self.repairs.index = true;
+                return self.mended_by(REINDEX, "search_index", &path, one_line(&e));
+            }
         };
         self.checked.search_tokenizer = check.tokenizer.map(|t| t.name().to_owned());
         self.checked.search_rows = check.rows;
         if check.is_healthy() {
             return;
         }
+        self.repairs.index = true;
         let named = check.examples.len() as u64;
         for line in &check.examples {
             let subject = line
@@ -310,19 +449,16 @@ impl Doctor {
                 .unwrap_or_default()
                 .trim_matches('"')
                 .to_owned();
-            self.problem(
-                "search_index",
-                subject,
-                format!("{line} (run `leasehold reindex`)"),
-            );
+            self.mended_by(REINDEX, "search_index", subject, line.clone());
         }
         let all = check.missing + check.stale + check.extra;
         if all > named {
-            self.problem(
+            self.mended_by(
+                REINDEX,
                 "search_index",
                 &path,
                 format!(
-                    "{path}: {} more search index problem(s): {} missing, {} stale, {} extra in all (run `leasehold reindex`)",
+                    "{path}: {} more search index problem(s): {} missing, {} stale, {} extra in all",
                     all - named,
                     check.missing,
                     check.stale,
@@ -355,7 +491,10 @@ impl Doctor {
         }
     }
 
-    /// SQLite's full integrity check and journal mode; true when the file is sound.
+    /// SQLite's full integrity check and journal mode; true when the file is
+    /// sound. A line about the search index (FTS5's own check: "malformed
+    /// inverted index for FTS5 table main.search_text") is the index's
+    /// problem, mended by building it again; the rows stay trusted.
     fn sqlite_checks(&mut self, store: &Store, path: &str) -> bool {
         let sound = match store.check_integrity(true) {
             Ok(lines) if lines.is_empty() => {
@@ -364,10 +503,24 @@ impl Doctor {
             }
             Ok(lines) => {
                 self.checked.integrity_check = format!("{} problem(s)", lines.len());
-                for l in lines {
-                    self.problem("integrity", path, format!("{path}: integrity_check: {l}"));
+                let (index, rest): (Vec<String>, Vec<String>) =
+                    lines.into_iter().partition(|l| l.contains("search_text"));
+                for l in &index {
+                    self.repairs.index = true;
+                    let message = format!("{path}: the search index is damaged: integrity_check: {l}");
+                    self.mended_by(REINDEX, "search_index_damaged", path, message);
                 }
-                false
+                for l in &rest {
+                    self.problem(
+                        "integrity",
+                        path,
+                        format!(
+                            "{path}: integrity_check: {l}; restore the database from a backup \
+                             (`leasehold migrate --to NEW.db` copies what can still be read)"
+                        ),
+                    );
+                }
+                rest.is_empty()
             }
             Err(e) => {
                 self.checked.integrity_check = "not run".into();
@@ -379,6 +532,12 @@ impl Doctor {
                 false
             }
         };
+        if store.access() == Access::Immutable {
+            // SQLite then reads the main file alone, and answers "delete".
+            self.notes
+                .push("journal mode not checked: the file was opened immutable".into());
+            return sound;
+        }
         match store.journal_mode() {
             Ok(mode) if mode.eq_ignore_ascii_case("wal") => self.checked.journal_mode = Some(mode),
             Ok(mode) => {
@@ -435,30 +594,41 @@ impl Doctor {
             let message = format!("{key:?}: indexed without a result path or checksum");
             return self.problem("result_missing", key, message);
         };
-        match mirror.verify(rel, sum) {
-            Ok(true) => self.checked.results_verified += 1,
-            Ok(false) => {
-                let file = mirror.root().join(rel);
-                let message = format!(
+        let file = mirror.root().join(rel);
+        let (kind, damage, message) = match mirror.verify(rel, sum) {
+            Ok(true) => {
+                self.checked.results_verified += 1;
+                return;
+            }
+            Ok(false) => (
+                "checksum_mismatch",
+                Damage::Altered,
+                format!(
                     "{key:?}: result {} does not match its checksum {sum} (changed or partial)",
                     file.display()
-                );
-                self.problem("checksum_mismatch", key, message);
-            }
-            Err(e) if e.is_not_found() => {
-                let file = mirror.root().join(rel);
-                let message = format!("{key:?}: result file {} is missing", file.display());
-                self.problem("result_missing", key, message);
-            }
+                ),
+            ),
+            Err(e) if e.is_not_found() => (
+                "result_missing",
+                Damage::Missing,
+                format!("{key:?}: result file {} is missing", file.display()),
+            ),
             Err(e) => {
                 let message = format!("{key:?}: result {rel:?} cannot be checked: {}", one_line(&e));
-                self.problem("result_unreadable", key, message);
+                return self.problem("result_unreadable", key, message);
             }
-        }
+        };
+        self.repairs
+            .results
+            .push((row.id, key.clone(), rel.clone(), damage));
+        let message = format!("{message}; the document is to be extracted again");
+        self.mended_by(FIX, kind, key, message);
     }
 
     /// What `gc` would remove (a dry run of its sweep: nothing is deleted), and
-    /// document directories of ids the database does not have.
+    /// document directories of ids the database does not have. The files of
+    /// documents whose source was removed are counted in a note: `gc` (or the
+    /// next `doctor --fix`) removes them, as it should after a deletion.
     fn leftovers(&mut self, store: &Store, mirror: &Mirror) {
         let swept = sweep(store, mirror, true);
         let report = match swept {
@@ -474,14 +644,24 @@ impl Doctor {
         for rel in &report.removed {
             let file = mirror.root().join(rel).display().to_string();
             if Mirror::is_probe_name(rel) {
-                let message = format!(
-                    "{file}: leftover writability probe of a killed process (`leasehold gc` removes it)"
-                );
-                self.problem("probe_leftover", file, message);
+                self.repairs.leftovers = true;
+                let message = format!("{file}: leftover writability probe of a killed process");
+                self.mended_by(GC, "probe_leftover", file, message);
                 continue;
             }
-            let message = format!("{file}: leftover generation or temp file (`leasehold gc` removes it)");
-            self.problem("leftover", file, message);
+            if of_removed_source(store, rel) {
+                self.checked.leftovers_of_removed += 1;
+                continue;
+            }
+            self.repairs.leftovers = true;
+            let message = format!("{file}: leftover generation or temp file");
+            self.mended_by(GC, "leftover", file, message);
+        }
+        if self.checked.leftovers_of_removed > 0 {
+            self.notes.push(format!(
+                "{} file(s) of documents whose source was removed wait for `{GC}` to remove them",
+                self.checked.leftovers_of_removed
+            ));
         }
         for id in &report.busy {
             let dir = mirror
@@ -499,11 +679,29 @@ impl Doctor {
                 .unwrap_or_default();
             let message = format!(
                 "{dir}: results of document id {id}, which the database does not have \
-                 (a mirror of another database?); gc keeps them"
+                 (a mirror of another database?); gc keeps them: remove the directory by hand \
+                 if it belongs to no other database"
             );
             self.problem("orphan_directory", dir, message);
         }
         self.checked.unknown_entries = report.unknown;
+    }
+}
+
+/// Whether the mirror file `rel` belongs to a document whose source was
+/// removed (dead with its result forgotten): what is left of it waits for
+/// `gc`, the ordinary state after a deletion.
+fn of_removed_source(store: &Store, rel: &str) -> bool {
+    let id = rel.split('/').nth(2).and_then(|d| d.parse::<i64>().ok());
+    id.and_then(|id| store.job(crate::job::JobId(id)).ok().flatten())
+        .is_some_and(|job| job.source_gone && job.result_path.is_none())
+}
+
+fn exit_code(healthy: bool) -> ExitCode {
+    if healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

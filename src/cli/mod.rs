@@ -56,10 +56,21 @@ impl fmt::Display for CliError {
 }
 
 impl From<crate::Error> for CliError {
+    /// A damaged store and a read-only one are failures of what the command
+    /// met, not of how it was asked (exit 1, with the way on); other
+    /// configuration errors are exit 2.
     fn from(e: crate::Error) -> Self {
         // One line, whatever the error chain holds.
         let line = e.to_string().replace('\n', " ");
-        if e.is_config() || e.is_corrupt() {
+        if e.is_corrupt() {
+            CliError::Runtime(format!(
+                "{line} (`leasehold doctor` says what is damaged and what mends it)"
+            ))
+        } else if matches!(e, crate::Error::ReadOnly { .. }) {
+            CliError::Runtime(format!(
+                "{line} (commands that only read it, such as status, list, show, search and doctor, still work)"
+            ))
+        } else if e.is_config() {
             CliError::Config(line)
         } else {
             CliError::Runtime(line)
@@ -293,7 +304,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             json,
         } => search::search(&existing(Existing::StoreAndMirror)?, &query, limit, timeout, json),
         Command::Reindex { tokenizer, json } => search::reindex(
-            &existing(Existing::StoreAndMirror)?,
+            &existing(Existing::StoreAndMirrorToWrite)?,
             tokenizer.map(|t| t.tokenizer()),
             json,
         ),
@@ -302,12 +313,12 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Gc { dry_run, json } => report::gc(&existing(Existing::MirrorToSweep)?, dry_run, json),
         Command::Auth { command } => match command {
-            AuthCommand::Status { json } => auth::status(&existing(Existing::Store)?, json),
+            AuthCommand::Status { json } => auth::status(&existing(Existing::StoreToRead)?, json),
             AuthCommand::Unlock { account } => auth::unlock(&existing(Existing::Store)?, &account),
         },
-        Command::Metrics => metrics::metrics(&existing(Existing::Store)?),
-        Command::Report { html } => page::report(&existing(Existing::Store)?, &html),
-        Command::Doctor { json } => doctor::doctor(g, json),
+        Command::Metrics => metrics::metrics(&existing(Existing::StoreToRead)?),
+        Command::Report { html } => page::report(&existing(Existing::StoreToRead)?, &html),
+        Command::Doctor { json, fix } => doctor::doctor(g, json, fix),
         Command::Migrate { to, json } => migrate::migrate(&existing(Existing::Store)?, &to, json),
         Command::Retry { doc, dead } => report::retry(&existing(Existing::Store)?, doc.as_deref(), dead),
     }

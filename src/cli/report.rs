@@ -500,18 +500,24 @@ pub fn show(cfg: &Config, doc: &DocRef) -> Result<ExitCode, CliError> {
             job.key, job.status
         )));
     };
-    let unreadable = |e: &dyn std::fmt::Display| {
+    let damaged = |damage: crate::pipeline::Damage| {
         CliError::Runtime(format!(
-            "{:?}: result {path}: {}",
+            "{:?}: {}; `leasehold doctor --fix` queues it to be extracted again",
             job.key,
-            one_line(&e.to_string())
+            damage.describe(path)
         ))
     };
-    let Some(mut file) = cfg.mirror.open_verified(path, sum).map_err(|e| unreadable(&e))? else {
-        return Err(CliError::Runtime(format!(
-            "{:?}: result {path} does not match its checksum (run `leasehold doctor`)",
-            job.key
-        )));
+    let mut file = match cfg.mirror.open_verified(path, sum) {
+        Ok(Some(file)) => file,
+        Ok(None) => return Err(damaged(crate::pipeline::Damage::Altered)),
+        Err(e) if e.is_not_found() => return Err(damaged(crate::pipeline::Damage::Missing)),
+        Err(e) => {
+            return Err(CliError::Runtime(format!(
+                "{:?}: result {path}: {}",
+                job.key,
+                one_line(&e.to_string())
+            )))
+        }
     };
     let mut stdout = std::io::stdout().lock();
     match std::io::copy(&mut file, &mut stdout).and_then(|_| stdout.flush()) {

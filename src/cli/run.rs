@@ -6,8 +6,10 @@ use std::time::Instant;
 
 use super::config::Config;
 use super::pool::{catch_interrupts, settle_courier, start_courier, work_pool};
-use super::summary::{add_discovery, finish};
+use super::progress::say;
+use super::summary::{add_discovery, add_recheck, finish};
 use super::CliError;
+use crate::pipeline::Rechecked;
 
 /// `leasehold run DIR`.
 pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
@@ -20,11 +22,34 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
     let found = source
         .discover(&cfg.store, cfg.max_input)
         .map_err(|e| CliError::Runtime(e.to_string()))?;
+    let rechecked = recheck(cfg)?;
     let courier = start_courier(cfg);
     let mut summary = work_pool(cfg, true, false, started)?;
     add_discovery(&mut summary, &found);
+    add_recheck(&mut summary, &rechecked);
     settle_courier(cfg, courier, &mut summary)?;
     finish(summary, json, fail_on_error)
+}
+
+/// After a full discovery, before the pool: the accepted results of the
+/// documents left unchanged are stat'ed, and each one missing or resized is
+/// said on stderr and queued again, so the pool extracts it anew
+/// (`pipeline::recheck_results`).
+pub(super) fn recheck(cfg: &Config) -> Result<Rechecked, CliError> {
+    let found = crate::pipeline::recheck_results(&cfg.store, &cfg.mirror)?;
+    for line in &found.named {
+        say(&format!("leasehold: {line}: extracting it again"));
+    }
+    let more = found.requeued.saturating_sub(found.named.len() as u64);
+    if more > 0 {
+        say(&format!(
+            "leasehold: ... and {more} more document(s) whose result was missing or altered: extracting them again"
+        ));
+    }
+    for line in &found.unchecked {
+        say(&format!("leasehold: {line}: result not checked"));
+    }
+    Ok(found)
 }
 
 /// `leasehold work`.

@@ -39,7 +39,10 @@ impl HitLine {
 /// `leasehold search QUERY [--limit N] [--timeout D] [--json]`. A
 /// malformed query, one beyond the caps, or one stopped at its time limit
 /// is a usage error (exit 2) naming what is wrong; no match is exit 0 with
-/// a note on stderr (and `[]` with `--json`).
+/// a note on stderr (and `[]` with `--json`). A hit whose result file is
+/// missing or altered (as far as a stat tells) is left out, with a line on
+/// stderr that names the fix: its text would be the index's copy of a
+/// result the mirror no longer holds, and `show` could not print it.
 pub fn search(
     cfg: &Config,
     query: &str,
@@ -48,12 +51,24 @@ pub fn search(
     json: bool,
 ) -> Result<ExitCode, CliError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let hits: Vec<HitLine> = cfg
+    let mut hits = Vec::new();
+    for hit in cfg
         .store
-        .search_within(query, limit, timeout)?
-        .into_iter()
-        .map(|h| HitLine::of(h, cfg))
-        .collect();
+        .search_within(query, limit, timeout)
+        .map_err(damaged_index)?
+    {
+        if let Some(damage) =
+            crate::pipeline::stat_damage(&cfg.store, &cfg.mirror, &hit.key, &hit.result_path)?
+        {
+            eprintln!(
+                "leasehold: {:?}: {}: left out (`leasehold doctor --fix` queues it to be extracted again)",
+                hit.key,
+                damage.describe(&hit.result_path)
+            );
+            continue;
+        }
+        hits.push(HitLine::of(hit, cfg));
+    }
     if json {
         let text = serde_json::to_string_pretty(&hits)
             .map_err(|e| CliError::Runtime(format!("cannot encode the matches: {e}")))?;
@@ -73,8 +88,21 @@ pub fn search(
     super::print_bytes(text.as_bytes())
 }
 
+/// A search that met a damaged index says what mends it.
+fn damaged_index(e: crate::Error) -> CliError {
+    if e.is_corrupt() {
+        return CliError::Runtime(format!(
+            "{}; if it is the search index, `leasehold reindex` builds it again from the mirror \
+             (`leasehold doctor` says)",
+            e.to_string().replace('\n', " ")
+        ));
+    }
+    e.into()
+}
+
 /// `leasehold reindex [--tokenizer NAME] [--json]`. Exit 1 when some
-/// accepted result could not be read back (each named), 0 otherwise.
+/// accepted result could not be read back (each named), 0 otherwise: one
+/// missing or altered was forgotten and queued again, which mends it.
 pub fn reindex(cfg: &Config, tokenizer: Option<Tokenizer>, json: bool) -> Result<ExitCode, CliError> {
     let report = crate::pipeline::reindex(&cfg.store, &cfg.mirror, tokenizer)?;
     if json {
@@ -92,21 +120,27 @@ pub fn reindex(cfg: &Config, tokenizer: Option<Tokenizer>, json: bool) -> Result
 }
 
 fn print_report(r: &ReindexReport) {
+    if let Some(damage) = &r.rebuilt {
+        println!("the search index was damaged ({damage}): dropped and built again from the mirror");
+    }
     for p in &r.problems {
         eprintln!("leasehold: {p}");
     }
     println!(
-        "reindexed {} document(s) with {}; {} stale row(s) removed{}",
-        r.indexed,
-        r.tokenizer,
-        r.pruned,
-        if r.unreadable > 0 {
-            format!(
-                "; {} result(s) could not be read back (not searchable)",
-                r.unreadable
-            )
-        } else {
-            String::new()
-        }
+        "reindexed {} document(s) with {}; {} stale row(s) removed",
+        r.indexed, r.tokenizer, r.pruned
     );
+    if r.requeued > 0 {
+        println!(
+            "{} document(s) whose result was missing or altered were taken out of the index and queued \
+             again: `leasehold run DIR` or `leasehold work --until-empty` extracts them",
+            r.requeued
+        );
+    }
+    if r.unreadable > 0 {
+        println!(
+            "{} result(s) could not be read back and were left as they were (`leasehold doctor` names them)",
+            r.unreadable
+        );
+    }
 }

@@ -26,6 +26,9 @@ pub struct Summary {
     pub new: usize,
     pub changed: usize,
     pub gone: usize,
+    /// Documents whose source was unchanged but whose accepted result was
+    /// missing or resized in the mirror: queued again by this command.
+    pub results_requeued: u64,
     /// Entries discovery skipped, with why (not a regular file, unreadable...).
     pub skipped: Vec<String>,
     pub seconds: f64,
@@ -217,6 +220,12 @@ impl Summary {
             self.superseded,
             self.released
         );
+        if self.results_requeued > 0 {
+            println!(
+                "queued again {} document(s) whose accepted result was missing or altered in the mirror",
+                self.results_requeued
+            );
+        }
         println!(
             "{:.1} documents/s over {:.2}s; results in {} (database {})",
             self.docs_per_second, self.seconds, self.mirror, self.database
@@ -411,6 +420,15 @@ fn store_line(t: &Totals) -> String {
         line.push_str("; `leasehold list --failed` lists the failed ones");
     }
     line
+}
+
+/// The rerun's check of the results (`pipeline::recheck_results`): the
+/// documents it queued again are no longer unchanged. After [`add_discovery`].
+pub fn add_recheck(s: &mut Summary, r: &crate::pipeline::Rechecked) {
+    s.results_requeued = r.requeued;
+    s.unchanged = s
+        .unchanged
+        .saturating_sub(usize::try_from(r.requeued).unwrap_or(usize::MAX));
 }
 
 pub fn add_discovery(s: &mut Summary, d: &Discovered) {

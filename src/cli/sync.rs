@@ -81,6 +81,7 @@ pub fn sync(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliErro
         .discover(!no_wait, &mut on_wait)
         .map_err(|e| CliError::Runtime(e.to_string()))?;
     say_skipped(&listing);
+    let rechecked = super::run::recheck(cfg)?;
     let courier = start_courier(cfg);
     let mut summary = work_until_settled(cfg, no_wait, started)?;
     settle_courier(cfg, courier, &mut summary)?;
@@ -90,6 +91,7 @@ pub fn sync(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliErro
     }
     summary.new = listing.queued;
     summary.unchanged = listing.listed - listing.queued;
+    super::summary::add_recheck(&mut summary, &rechecked);
     summary.set_seconds(started.elapsed().as_secs_f64());
     note_interruption(cfg, &mut summary)?;
     let waiting = summary.waiting;

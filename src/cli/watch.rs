@@ -11,7 +11,7 @@ use super::pool::{
     catch_interrupts, settle_courier, start_courier, stop_requested, work_pool_beside, Beside,
 };
 use super::progress::{say, Progress};
-use super::summary::{add_discovery, finish_watch, Summary, WatchTotals};
+use super::summary::{add_discovery, add_recheck, finish_watch, Summary, WatchTotals};
 use super::CliError;
 use crate::source::Discovered;
 use crate::watch::{WatchOptions, WatchReport, Watcher};
@@ -51,6 +51,7 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
     let mut totals = WatchTotals::default();
     let mut found = Discovered::default();
     first_pass(&rx, json, &mut totals, &mut found);
+    let rechecked = super::run::recheck(cfg)?;
     let mut on_report = |report: WatchReport, _: &mut Summary, progress: &mut Progress| {
         let shown = take_report(report, json, &mut totals, &mut found);
         if let Some(line) = shown.notice {
@@ -73,6 +74,7 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
         }
     }
     add_discovery(&mut summary, &found);
+    add_recheck(&mut summary, &rechecked);
     summary.watch = Some(totals);
     settle_courier(cfg, courier, &mut summary)?;
     finish_watch(summary, json, fail_on_error)

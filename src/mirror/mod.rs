@@ -217,6 +217,22 @@ pub struct Written {
     pub len: u64,
 }
 
+/// What one stat says of an accepted result ([`Mirror::stat_result`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultFile {
+    /// There, with the size its completion recorded (or any size, when none was).
+    Present,
+    /// No file at the result's path.
+    Missing,
+    /// There, but truncated or added to: `found` bytes where `recorded` were accepted.
+    Resized {
+        /// The file's size now.
+        found: u64,
+        /// The size its completion recorded.
+        recorded: u64,
+    },
+}
+
 /// What cleanup must keep for one document, read from the database while the exclusive lock is held.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Keep {
@@ -372,11 +388,24 @@ impl Mirror {
     /// Opens an existing mirror root for inspection (`doctor`) and creates nothing: no root,
     /// no probe file. Writability is asked of the kernel (`access(2)`), not tried.
     pub fn inspect(root: impl AsRef<Path>) -> Result<Mirror, MirrorError> {
+        let mirror = Mirror::inspect_readable(root)?;
+        mirror.writable()?;
+        Ok(mirror)
+    }
+
+    /// [`Mirror::inspect`] without the writability check: an existing root
+    /// (a real directory, not a link) to read, such as a read-only copy.
+    pub fn inspect_readable(root: impl AsRef<Path>) -> Result<Mirror, MirrorError> {
         let root = root.as_ref();
         check_existing_root(root)?;
         let canonical = fs::canonicalize(root).map_err(io_err(root))?;
-        access_writable(&canonical)?;
         Ok(Mirror::at(canonical))
+    }
+
+    /// Whether this process may create files in the root, asked of the kernel
+    /// (`access(2)`; it sees permissions and a read-only mount), not tried.
+    pub fn writable(&self) -> Result<(), MirrorError> {
+        access_writable(&self.root)
     }
 
     /// A handle on the mirror at `root` for commands that only read results
@@ -493,6 +522,22 @@ impl Mirror {
         let path = self.safe_path(rel_path)?;
         let meta = std::fs::symlink_metadata(&path).map_err(io_err(&path))?;
         Ok(meta.len())
+    }
+
+    /// Whether the accepted result `rel_path` is there with the size its
+    /// completion recorded (`recorded`; `None`: any size): one stat, no read,
+    /// so that a rerun can look at every unchanged document's result. An
+    /// alteration that keeps the size is left to the checksum (`doctor`).
+    pub fn stat_result(&self, rel_path: &str, recorded: Option<u64>) -> Result<ResultFile, MirrorError> {
+        let found = match self.file_len(rel_path) {
+            Ok(found) => found,
+            Err(e) if e.is_not_found() => return Ok(ResultFile::Missing),
+            Err(e) => return Err(e),
+        };
+        Ok(match recorded {
+            Some(recorded) if recorded != found => ResultFile::Resized { found, recorded },
+            _ => ResultFile::Present,
+        })
     }
 
     /// Contents of a file under the root.

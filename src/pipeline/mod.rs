@@ -9,11 +9,14 @@
 //! - `pool.rs`: N worker threads and the handle that stops them.
 //! - `reindex.rs`: the search index rebuilt from the mirror's accepted results.
 //! - `memory.rs`: the bound on the process's memory that the above keep.
+//! - `recheck.rs`: accepted results found missing or altered, forgotten and
+//!   queued again.
 
 mod cleanup;
 mod lease;
 mod memory;
 mod pool;
+mod recheck;
 mod reindex;
 mod worker;
 
@@ -21,5 +24,6 @@ pub use cleanup::{cleanup, cleanup_accepted, keep_for, sweep, CleanupError};
 pub use lease::{LeaseFlag, LeaseKeeper, LeaseLost, Ticks};
 pub use memory::parent_memory_bound;
 pub use pool::{Event, PoolOptions, StopHandle, WorkerPool};
+pub use recheck::{recheck_results, requeue_damaged, stat_damage, Damage, Rechecked};
 pub use reindex::{reindex, ReindexReport};
 pub use worker::{Batch, Pipeline, Processed, StagedBatch, Worker};

@@ -559,6 +559,7 @@ impl Worker {
                     note: r.note.as_deref(),
                     deliver: text.filter(|_| deliver),
                     index: text,
+                    result_bytes: Some(r.written.len),
                     ..Completion::new(&r.written.rel_path, &r.written.sha256)
                 };
                 (claim, completion)

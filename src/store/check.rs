@@ -19,6 +19,28 @@ pub(crate) fn integrity(c: &Connection, full: bool) -> rusqlite::Result<Vec<Stri
     Ok(lines.into_iter().filter(|l| l != "ok").collect())
 }
 
+/// What is wrong with the search index's own structures (FTS5's inverted
+/// index against its stored texts, e.g. "malformed inverted index"), empty
+/// when it is sound. SQLite's integrity check of that one table, which asks
+/// FTS5: a read, where FTS5's `'integrity-check'` command is an INSERT that
+/// takes the write lock. An index too damaged to be read at all answers with
+/// SQLite's error as the one problem.
+pub(crate) fn search_index_damage(c: &Connection) -> rusqlite::Result<Vec<String>> {
+    let checked = c
+        .prepare("PRAGMA integrity_check(search_text)")
+        .and_then(|mut stmt| {
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect::<rusqlite::Result<Vec<String>>>()
+        });
+    match checked {
+        Ok(lines) => Ok(lines.into_iter().filter(|l| l != "ok").collect()),
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseCorrupt) => {
+            Ok(vec![e.to_string()])
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// One indexed row, as the results check needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexedRow {
@@ -30,11 +52,13 @@ pub struct IndexedRow {
     pub result_path: Option<String>,
     /// Its SHA-256.
     pub checksum: Option<String>,
+    /// Its size in bytes, when the completion recorded it.
+    pub result_bytes: Option<u64>,
 }
 
 pub(crate) fn indexed_page(conn: &Connection, after: i64, limit: i64) -> rusqlite::Result<Vec<IndexedRow>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, doc_key, result_path, checksum FROM jobs
+        "SELECT id, doc_key, result_path, checksum, result_bytes FROM jobs
          WHERE status = 'indexed' AND id > ?1 ORDER BY id LIMIT ?2",
     )?;
     let rows = stmt.query_map([after, limit], |r| {
@@ -43,6 +67,7 @@ pub(crate) fn indexed_page(conn: &Connection, after: i64, limit: i64) -> rusqlit
             key: r.get(1)?,
             result_path: r.get(2)?,
             checksum: r.get(3)?,
+            result_bytes: r.get::<_, Option<i64>>(4)?.and_then(|b| u64::try_from(b).ok()),
         })
     })?;
     rows.collect()

@@ -46,6 +46,10 @@ pub(crate) trait Engine: Send + Sync {
     fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>>;
     /// Requeue one settled document with fresh attempts.
     fn requeue(&self, id: JobId, why: &str) -> Result<bool>;
+    /// Forget a document's accepted result while it is still `result_path`
+    /// (missing or altered in the mirror) and queue it again if it was
+    /// indexed; true if the row changed.
+    fn forget_result(&self, id: JobId, result_path: &str, why: &str) -> Result<bool>;
     /// Requeue every dead document whose source exists; how many.
     fn requeue_dead(&self, why: &str) -> Result<usize>;
     /// A new scan number.

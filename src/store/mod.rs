@@ -73,7 +73,7 @@ pub use check::IndexedRow;
 pub use figures::{HistoryFigures, HistoryLine};
 pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, GateState, ProbePermit};
 pub use location::DbLocation;
-pub use open::schema_version;
+pub use open::{schema_version, Access};
 pub use options::{Backoff, StoreOptions, Synchronous};
 pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxTotals, PendingNotice};
 pub use queue::NewDoc;
@@ -206,6 +206,16 @@ impl Store {
         &self.inner.name
     }
 
+    /// How the store was opened: read-write, or (SQLite,
+    /// [`StoreOptions::read_only`]) read only, sharing the `-wal` with
+    /// writers or, on a read-only medium without one to share, immutable.
+    pub fn access(&self) -> Access {
+        match &self.inner.backend {
+            Backend::Sqlite(s) => s.access,
+            Backend::Postgres(_) => Access::ReadWrite,
+        }
+    }
+
     /// Whether the store is a PostgreSQL database.
     pub fn is_postgres(&self) -> bool {
         matches!(self.inner.backend, Backend::Postgres(_))
@@ -286,6 +296,20 @@ impl Store {
     /// extracted, was gone, or did not exist.
     pub fn requeue(&self, id: JobId, why: &str) -> Result<bool> {
         let done = self.engine().requeue(id, why)?;
+        if done {
+            self.notify_work();
+        }
+        Ok(done)
+    }
+
+    /// Forget document `id`'s accepted result, found missing or altered in
+    /// the mirror, while `result_path` is still the accepted one: its text
+    /// leaves the search index, and an indexed document is queued again with
+    /// fresh attempts, so the next worker extracts it anew. `why` goes into
+    /// its history. False if the row no longer holds that result (a newer
+    /// one was accepted meanwhile, or the source went away).
+    pub fn forget_result(&self, id: JobId, result_path: &str, why: &str) -> Result<bool> {
+        let done = self.engine().forget_result(id, result_path, why)?;
         if done {
             self.notify_work();
         }
@@ -718,6 +742,19 @@ impl Store {
         self.sqlite("integrity check")?.check_integrity(full)
     }
 
+    /// What is wrong with the search index's own structures (on SQLite,
+    /// FTS5's inverted index against its stored texts: "malformed inverted
+    /// index"), empty when it is sound; a read. Such an index is beyond
+    /// mending row by row: [`crate::pipeline::reindex`] drops it and builds
+    /// it again from the mirror. Always empty on PostgreSQL, whose server
+    /// keeps its own indexes sound.
+    pub fn search_index_damage(&self) -> Result<Vec<String>> {
+        match &self.inner.backend {
+            Backend::Sqlite(s) => s.search_index_damage(),
+            Backend::Postgres(_) => Ok(Vec::new()),
+        }
+    }
+
     /// The journal mode in force (should be "wal"). SQLite only.
     pub fn journal_mode(&self) -> Result<String> {
         self.sqlite("journal mode")?.journal_mode()
@@ -807,6 +844,10 @@ pub struct Completion<'a> {
     /// it (replacing the previous version's). Without it an accepted result
     /// takes the previous text out of the index and puts none in.
     pub index: Option<&'a str>,
+    /// The result file's size in bytes, recorded with it: a rerun then finds
+    /// a result that was truncated or added to with a stat
+    /// (`pipeline::recheck_results`). Without it only its existence is checked.
+    pub result_bytes: Option<u64>,
 }
 
 impl<'a> Completion<'a> {
@@ -818,6 +859,7 @@ impl<'a> Completion<'a> {
             note: None,
             deliver: None,
             index: None,
+            result_bytes: None,
         }
     }
 }

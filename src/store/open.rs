@@ -4,6 +4,10 @@
 //! Order matters so that a bad file is never modified: every check that can fail
 //! (missing directory, read-only, not a database, newer schema, corruption seen on
 //! first read) runs before the first write (`journal_mode=WAL`, migrations).
+//!
+//! A read-only open ([`StoreOptions::read_only`]) makes no write at all: no
+//! WAL switch, no migration; `mode=ro`, or `immutable=1` where SQLite can
+//! neither find nor make the `-wal` and `-shm` files it shares with writers.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -50,8 +54,31 @@ pub(crate) fn sections(schema: &str) -> Vec<(i64, String)> {
 /// Connection pool of the store.
 pub(crate) type Pool = r2d2::Pool<SqliteConnectionManager>;
 
+/// How a SQLite store was opened ([`crate::Store::access`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read and written: the default.
+    ReadWrite,
+    /// Read only ([`StoreOptions::read_only`]), sharing the `-wal` and `-shm`
+    /// files with any writer (SQLite's `mode=ro`): it sees every commit.
+    ReadOnly,
+    /// Read only, as a file nobody changes (SQLite's `immutable=1`): no
+    /// `-wal` or `-shm` could be found or made beside it (a read-only
+    /// medium), so commits that only a `-wal` file holds are not seen.
+    Immutable,
+}
+
+/// Validate and pool the database at `path`: migrated and read-write, or
+/// read-only as [`StoreOptions::read_only`] asks.
+pub(crate) fn open_pool(path: &Path, opts: &StoreOptions) -> Result<(Pool, Access)> {
+    if opts.read_only {
+        return open_read_only(path, opts);
+    }
+    Ok((open_read_write(path, opts)?, Access::ReadWrite))
+}
+
 /// Validate, migrate and pool the database at `path`.
-pub(crate) fn open_pool(path: &Path, opts: &StoreOptions) -> Result<Pool> {
+fn open_read_write(path: &Path, opts: &StoreOptions) -> Result<Pool> {
     check_location(path)?;
     let exists = path.exists();
     if !exists && !opts.create {
@@ -84,7 +111,103 @@ pub(crate) fn open_pool(path: &Path, opts: &StoreOptions) -> Result<Pool> {
     enable_wal(&conn, path)?;
     migrate(&mut conn, path, version)?;
     drop(conn);
-    build_pool(path, opts)
+    build_pool(path, opts, Access::ReadWrite)
+}
+
+/// Open the database at `path` for reading only: `mode=ro`, else (no `-shm`
+/// to share) `immutable=1`. It must exist and carry this build's schema, which
+/// a read-only open cannot migrate.
+fn open_read_only(path: &Path, opts: &StoreOptions) -> Result<(Pool, Access)> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return Err(Error::CannotOpen {
+                path: path.to_path_buf(),
+                detail: "it is a directory".into(),
+            })
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::NoStore {
+                name: path.display().to_string(),
+            })
+        }
+        Err(e) => {
+            return Err(Error::CannotOpen {
+                path: path.to_path_buf(),
+                detail: e.to_string(),
+            })
+        }
+    }
+    let (conn, access) = match first_read(path, Access::ReadOnly) {
+        Ok(conn) => (conn, Access::ReadOnly),
+        // No `-shm` to share, and none can be made: a read-only medium.
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
+            ) =>
+        {
+            let conn = first_read(path, Access::Immutable).map_err(|e| Error::from_sqlite(path, e))?;
+            (conn, Access::Immutable)
+        }
+        Err(e) => return Err(Error::from_sqlite(path, e)),
+    };
+    configure(&conn, opts, path)?;
+    let version = read_user_version(&conn, path)?;
+    if version > schema_version() {
+        return Err(Error::SchemaTooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: schema_version(),
+        });
+    }
+    if version == 0 {
+        return Err(Error::ForeignSchema {
+            path: path.to_path_buf(),
+            detail: "it has no leasehold schema version".into(),
+        });
+    }
+    if version < schema_version() {
+        return Err(Error::ReadOnly {
+            path: path.to_path_buf(),
+            detail: format!(
+                "it has schema version {version}, older than this build's {}, and a read-only \
+                 file cannot be brought up to date: open it once where it can be written",
+                schema_version()
+            ),
+        });
+    }
+    probe_tables(&conn, path)?;
+    drop(conn);
+    Ok((build_pool(path, opts, access)?, access))
+}
+
+/// A read-only connection to `path` that has read the schema, which makes
+/// SQLite open (or fail to open) the `-wal` and `-shm` files.
+fn first_read(path: &Path, access: Access) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(uri(path, access), read_only_flags())?;
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
+    Ok(conn)
+}
+
+fn read_only_flags() -> OpenFlags {
+    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI
+}
+
+/// The characters of a path that a SQLite URI must escape (and every byte
+/// outside ASCII, which percent-encoding escapes anyway).
+const URI_ESCAPED: &percent_encoding::AsciiSet =
+    &percent_encoding::CONTROLS.add(b' ').add(b'?').add(b'#').add(b'%');
+
+/// `path` as a SQLite URI that opens it as `access` says.
+fn uri(path: &Path, access: Access) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let query = match access {
+        Access::Immutable => "immutable=1",
+        Access::ReadOnly | Access::ReadWrite => "mode=ro",
+    };
+    let escaped = percent_encoding::percent_encode(path.as_os_str().as_bytes(), URI_ESCAPED);
+    format!("file:{escaped}?{query}")
 }
 
 /// Refuse a missing directory, a read-only file or directory, before SQLite
@@ -296,11 +419,16 @@ fn migrate(conn: &mut Connection, path: &Path, from: i64) -> Result<()> {
     Ok(())
 }
 
-fn build_pool(path: &Path, opts: &StoreOptions) -> Result<Pool> {
+fn build_pool(path: &Path, opts: &StoreOptions, access: Access) -> Result<Pool> {
     let init_opts = opts.clone();
-    let manager = SqliteConnectionManager::file(path)
-        .with_flags(OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .with_init(move |c| configure_raw(c, &init_opts));
+    let manager = match access {
+        Access::ReadWrite => SqliteConnectionManager::file(path)
+            .with_flags(OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX),
+        Access::ReadOnly | Access::Immutable => {
+            SqliteConnectionManager::file(uri(path, access)).with_flags(read_only_flags())
+        }
+    };
+    let manager = manager.with_init(move |c| configure_raw(c, &init_opts));
     r2d2::Pool::builder()
         // One connection is the writer's for the handle's life (`tx.rs`); at
         // least two stay for reads and the checkpointer.

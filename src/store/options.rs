@@ -122,6 +122,15 @@ pub struct StoreOptions {
     /// ([`crate::Store::search`]); a broad query on a large index is
     /// refused with a message instead of running on. Default 10 s.
     pub search_timeout: Duration,
+    /// Open the SQLite file for reading only (a backup, a mounted snapshot,
+    /// a read-only medium): nothing is created, migrated or checkpointed,
+    /// and every write fails with [`Error::ReadOnly`]. SQLite's `mode=ro`
+    /// shares the `-wal` and `-shm` files with writers when it can; where
+    /// they can be neither found nor made, the file is opened `immutable`
+    /// ([`crate::Store::access`] says which), which reads the main file
+    /// alone. The file must carry this build's schema (an older one cannot
+    /// be migrated without writing). Off by default; ignored on PostgreSQL.
+    pub read_only: bool,
     /// How long `gc` keeps history lines ([`crate::Store::prune_history`]).
     /// Older lines are removed, except each document's last one: `inspect`
     /// still says how a document came to be where it is, and the next line's
@@ -151,6 +160,7 @@ impl Default for StoreOptions {
             tokenizer: None,
             search_index: true,
             search_timeout: Duration::from_secs(10),
+            read_only: false,
             history_keep: Duration::from_secs(30 * 24 * 60 * 60),
         }
     }
@@ -238,6 +248,12 @@ impl StoreOptions {
     /// Sets [`StoreOptions::search_timeout`]; must be longer than zero.
     pub fn search_timeout(mut self, limit: Duration) -> Self {
         self.search_timeout = limit;
+        self
+    }
+
+    /// Sets [`StoreOptions::read_only`].
+    pub fn read_only(mut self, on: bool) -> Self {
+        self.read_only = on;
         self
     }
 

@@ -113,6 +113,45 @@ pub(crate) fn requeue(tx: &Connection, now: Millis, id: i64, why: &str) -> rusql
     Ok(n == 1)
 }
 
+/// Forget document `id`'s accepted result `result_path` (its file in the
+/// mirror is missing or altered), take its text out of the search index, and,
+/// if it was indexed, queue it again with fresh attempts: the next worker
+/// extracts it anew. Only while `result_path` is still the accepted one (a
+/// completion meanwhile made a newer result, which stands). Other states keep
+/// theirs: a document queued, retrying, extracting or dead is already on its
+/// way to a new result or settled without one. True if the row changed.
+pub(crate) fn forget_result(
+    tx: &Connection,
+    now: Millis,
+    id: i64,
+    result_path: &str,
+    why: &str,
+) -> rusqlite::Result<bool> {
+    let status: Option<String> = tx
+        .prepare_cached("SELECT status FROM jobs WHERE id = ?1 AND result_path = ?2")?
+        .query_row(params![id, result_path], |r| r.get(0))
+        .optional()?;
+    let Some(status) = status else {
+        return Ok(false);
+    };
+    tx.prepare_cached(
+        "UPDATE jobs SET result_path = NULL, checksum = NULL, result_bytes = NULL, updated_at = ?2,
+                status = CASE status WHEN 'indexed' THEN 'discovered' ELSE status END,
+                attempts = CASE status WHEN 'indexed' THEN 0 ELSE attempts END,
+                lost_leases = CASE status WHEN 'indexed' THEN 0 ELSE lost_leases END
+         WHERE id = ?1",
+    )?
+    .execute(params![id, now])?;
+    super::search::sqlite::remove(tx, id)?;
+    let event = if status == "indexed" {
+        "requeued"
+    } else {
+        "result_forgotten"
+    };
+    record(tx, id, now, event, None, None, Some(why))?;
+    Ok(true)
+}
+
 /// Every dead document's id, for `retry --dead`.
 pub(crate) fn dead_ids(tx: &Connection) -> rusqlite::Result<Vec<i64>> {
     let mut stmt = tx.prepare_cached("SELECT id FROM jobs WHERE status = 'dead' AND source_gone = 0")?;

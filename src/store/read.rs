@@ -10,7 +10,7 @@ use crate::job::{Counts, HistoryEntry, Job, LiveLease, Owner, Status};
 
 const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
     lease_expires_at, attempts, max_attempts, retry_at, last_error, result_path, checksum,
-    source_gone, created_at, updated_at, lost_leases";
+    source_gone, created_at, updated_at, lost_leases, result_bytes";
 
 fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
     let status: String = r.get(3)?;
@@ -36,6 +36,7 @@ fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
         created_at: r.get(15)?,
         updated_at: r.get(16)?,
         lost_leases: r.get(17)?,
+        result_bytes: r.get::<_, Option<i64>>(18)?.and_then(|b| u64::try_from(b).ok()),
     })
 }
 

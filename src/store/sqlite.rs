@@ -16,7 +16,7 @@ use super::check::{self, IndexedRow};
 use super::checkpoint::Checkpointer;
 use super::engine::Engine;
 use super::gate::{self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
-use super::open::{self, Pool};
+use super::open::{self, Access, Pool};
 use super::options::Policy;
 use super::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use super::queue::{self, NewDoc};
@@ -50,6 +50,8 @@ pub(crate) struct Sqlite {
     pub(super) waits: write_waits::Pending,
     /// Row lengths kept for repeated searches (`search/sqlite.rs`).
     pub(super) lengths: search::sqlite::HeldLengths,
+    /// Read-write, or read only (every write then refused, see `tx.rs`).
+    pub(super) access: Access,
     // Held for its Drop: stops and joins the checkpoint thread with the last handle.
     _checkpointer: Option<Checkpointer>,
 }
@@ -58,10 +60,11 @@ impl Sqlite {
     /// Validate, migrate and pool the file at `path` (see [`crate::Store::open`]).
     pub(crate) fn open(path: &Path, opts: StoreOptions) -> Result<Sqlite> {
         let path = path.to_path_buf();
-        let pool = open::open_pool(&path, &opts)?;
+        let (pool, access) = open::open_pool(&path, &opts)?;
         let turnstile = Arc::new(Turnstile::open(&path, opts.busy_timeout));
         let checkpointer = opts
             .checkpoint_every
+            .filter(|_| access == Access::ReadWrite)
             .and_then(|every| Checkpointer::start(&pool, &turnstile, &path, every, opts.busy_timeout));
         let policy = Policy::of(&opts);
         let sqlite = Sqlite {
@@ -79,9 +82,11 @@ impl Sqlite {
             writer: std::sync::Mutex::new(None),
             waits: write_waits::Pending::default(),
             lengths: search::sqlite::HeldLengths::default(),
+            access,
             _checkpointer: checkpointer,
         };
-        if sqlite.opts.create || sqlite.opts.tokenizer.is_some() {
+        let writable = access == Access::ReadWrite;
+        if writable && (sqlite.opts.create || sqlite.opts.tokenizer.is_some()) {
             sqlite.choose_tokenizer()?;
         }
         Ok(sqlite)
@@ -95,6 +100,11 @@ impl Sqlite {
     /// SQLite's `quick_check` (or the full `integrity_check`); the problems found.
     pub(crate) fn check_integrity(&self, full: bool) -> Result<Vec<String>> {
         self.read(|c| check::integrity(c, full))
+    }
+
+    /// What FTS5 finds wrong with the search index's structures; empty when sound.
+    pub(crate) fn search_index_damage(&self) -> Result<Vec<String>> {
+        self.read(check::search_index_damage)
     }
 
     /// The journal mode in force (should be "wal").
@@ -141,6 +151,10 @@ impl Engine for Sqlite {
 
     fn requeue(&self, id: JobId, why: &str) -> Result<bool> {
         self.write_tx(|tx, now| queue::requeue(tx, now, id.0, why))
+    }
+
+    fn forget_result(&self, id: JobId, result_path: &str, why: &str) -> Result<bool> {
+        self.write_tx(|tx, now| queue::forget_result(tx, now, id.0, result_path, why))
     }
 
     fn requeue_dead(&self, why: &str) -> Result<usize> {
@@ -235,6 +249,7 @@ impl Engine for Sqlite {
                 note: c.note,
                 delivery: c.deliver,
                 index: c.index,
+                bytes: c.result_bytes,
             })
             .collect();
         let policy = &self.policy;

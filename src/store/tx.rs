@@ -82,6 +82,12 @@ impl Sqlite {
         always: bool,
         mut f: impl FnMut(&Connection, Millis) -> rusqlite::Result<T>,
     ) -> Result<T> {
+        if self.access != super::open::Access::ReadWrite {
+            return Err(Error::ReadOnly {
+                path: self.path.clone(),
+                detail: "opened for reading only; nothing was written".into(),
+            });
+        }
         let asked = Instant::now();
         let _turn = self.turnstile.enter();
         // The turn already makes this handle's writers take turns; the lock

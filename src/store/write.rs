@@ -46,6 +46,8 @@ pub(crate) struct CompleteOp {
     pub(crate) delivery: Option<String>,
     /// The text to make searchable if the result is accepted.
     pub(crate) index: Option<String>,
+    /// The result's size in bytes, recorded with it.
+    pub(crate) bytes: Option<u64>,
 }
 
 impl CompleteOp {
@@ -58,6 +60,7 @@ impl CompleteOp {
             note: self.note.as_deref(),
             delivery: self.delivery.as_deref(),
             index: self.index.as_deref(),
+            bytes: self.bytes,
         }
     }
 }
@@ -79,6 +82,7 @@ impl WriteOp {
             note: c.note.map(str::to_owned),
             delivery: c.deliver.map(str::to_owned),
             index: c.index.map(str::to_owned),
+            bytes: c.result_bytes,
         })
     }
 
@@ -297,12 +301,12 @@ macro_rules! fence_each {
     };
 }
 
-/// [`COMPLETE`] for the `(id, token, result path, checksum)` rows of a
+/// [`COMPLETE`] for the `(id, token, result path, checksum, bytes)` rows of a
 /// `VALUES` list between this head and [`COMPLETE_EACH_TAIL`]; ?1 now, the
 /// rows from ?2.
 const COMPLETE_EACH_HEAD: &str =
     "UPDATE jobs SET status = 'indexed', result_path = c.column3, checksum = c.column4,
-                owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                result_bytes = c.column5, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = ?1
          FROM (VALUES ";
 
@@ -366,9 +370,9 @@ const RENEW: &str = concat!(
 );
 
 const COMPLETE: &str = concat!(
-    "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, owner_token = NULL,
-                owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL, last_error = NULL,
-                parked_on = NULL, updated_at = ?5
+    "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, result_bytes = ?6,
+                owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                last_error = NULL, parked_on = NULL, updated_at = ?5
          WHERE ",
     fence!(),
     " RETURNING version"
@@ -655,12 +659,13 @@ pub(crate) fn complete(
     tx: &Connection,
     now: Millis,
     o: &Owner,
-    (path, checksum): (&str, &str),
+    (path, checksum, bytes): (&str, &str, Option<u64>),
     note: Option<&str>,
 ) -> rusqlite::Result<Fenced> {
+    let bytes = bytes.and_then(|b| i64::try_from(b).ok());
     let version: Option<String> = tx
         .prepare_cached(COMPLETE)?
-        .query_row(params![o.id.0, o.token, path, checksum, now], |r| r.get(0))
+        .query_row(params![o.id.0, o.token, path, checksum, now, bytes], |r| r.get(0))
         .optional()?;
     let detail = version
         .as_deref()
@@ -687,6 +692,8 @@ pub(crate) struct Completing<'a> {
     pub delivery: Option<&'a str>,
     /// The text to make searchable if the result is accepted.
     pub index: Option<&'a str>,
+    /// The result's size in bytes, recorded with it.
+    pub bytes: Option<u64>,
 }
 
 impl<'a> Completing<'a> {
@@ -698,6 +705,7 @@ impl<'a> Completing<'a> {
             note: self.note,
             deliver: self.delivery,
             index: self.index,
+            result_bytes: self.bytes,
         }
     }
 }
@@ -737,14 +745,24 @@ fn complete_slice(
         return Ok(vec![complete_one(tx, now, policy, d)?]);
     }
     let rows = padded(done.len());
+    let sizes: Vec<Option<i64>> = done
+        .iter()
+        .map(|d| d.bytes.and_then(|b| i64::try_from(b).ok()))
+        .collect();
     let mut p: Vec<&dyn ToSql> = vec![&now];
-    for d in done {
-        p.extend([&d.owner.id.0 as &dyn ToSql, &d.owner.token, &d.path, &d.checksum]);
+    for (d, size) in done.iter().zip(&sizes) {
+        p.extend([
+            &d.owner.id.0 as &dyn ToSql,
+            &d.owner.token,
+            &d.path,
+            &d.checksum,
+            size,
+        ]);
     }
-    p.resize(p.len() + (rows - done.len()) * 4, &Null);
+    p.resize(p.len() + (rows - done.len()) * 5, &Null);
     let mut versions: Vec<Option<String>> = done.iter().map(|_| None).collect();
     {
-        let mut stmt = tx.prepare_cached(&values(COMPLETE_EACH_HEAD, 2, rows, 4, COMPLETE_EACH_TAIL))?;
+        let mut stmt = tx.prepare_cached(&values(COMPLETE_EACH_HEAD, 2, rows, 5, COMPLETE_EACH_TAIL))?;
         let mut out = stmt.query(&p[..])?;
         while let Some(r) = out.next()? {
             let id: i64 = r.get(0)?;
@@ -796,7 +814,7 @@ fn complete_one(
     policy: &Policy,
     d: &Completing<'_>,
 ) -> rusqlite::Result<Fenced> {
-    let out = complete(tx, now, d.owner, (d.path, d.checksum), d.note)?;
+    let out = complete(tx, now, d.owner, (d.path, d.checksum, d.bytes), d.note)?;
     if out.is_accepted() {
         accepted_text(tx, now, policy, d)?;
     }

@@ -84,6 +84,7 @@ pub(crate) const TABLES: &[Table] = &[
             text("parked_on"),
             int("lease_ms"),
             int("lost_leases"),
+            int("result_bytes"),
         ],
         key: &["id"],
         identity: true,

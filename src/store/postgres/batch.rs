@@ -44,9 +44,9 @@ use crate::store::write::{
 /// Claims and completions in one statement. $1–$9 are [`write::claim_ctes`]'
 /// (now, now plus the skew allowed, rows wanted, their workers, the lease's
 /// end and length, the lost leases allowed, the two ways a lease is over);
-/// $10–$15 the completions, one element each: document, token, result
-/// path, checksum, fence, and the history detail after the version
-/// (`complete_detail_after`). No candidate is one of $10. Each row is a
+/// $10–$16 the completions, one element each: document, token, result
+/// path, checksum, fence, the history detail after the version
+/// (`complete_detail_after`), and the result's size in bytes. No candidate is one of $10. Each row is a
 /// candidate as [`write::claim_columns`] gives it (NULLs when there was
 /// none) and the ids of the accepted completions (NULL when none was).
 const CLAIM_AND_COMPLETE: &str = concat!(
@@ -55,11 +55,12 @@ const CLAIM_AND_COMPLETE: &str = concat!(
     ",
      given AS (
         SELECT * FROM unnest($10::BIGINT[], $11::TEXT[], $12::TEXT[], $13::TEXT[],
-                             $14::BIGINT[], $15::TEXT[]) AS g (id, token, path, sum, fence, after)
+                             $14::BIGINT[], $15::TEXT[], $16::BIGINT[])
+                      AS g (id, token, path, sum, fence, after, bytes)
      ),
      accepted AS (
         UPDATE jobs SET status = 'indexed', result_path = given.path, checksum = given.sum,
-                owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                result_bytes = given.bytes, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = $1
         FROM given
         WHERE jobs.id = given.id AND jobs.owner_token = given.token AND jobs.status = 'extracting'
@@ -153,6 +154,11 @@ impl<'a> Plan<'a> {
         let paths: Vec<&str> = self.done.iter().map(|d| d.completion.path).collect();
         let sums: Vec<&str> = self.done.iter().map(|d| d.completion.checksum).collect();
         let fences: Vec<i64> = self.done.iter().map(|d| d.completion.owner.fence).collect();
+        let sizes: Vec<Option<i64>> = self
+            .done
+            .iter()
+            .map(|d| d.completion.bytes.and_then(|b| i64::try_from(b).ok()))
+            .collect();
         let afters: Vec<String> = self
             .done
             .iter()
@@ -176,6 +182,7 @@ impl<'a> Plan<'a> {
                 &sums,
                 &fences,
                 &afters,
+                &sizes,
             ],
         )?;
         let mut taken = Vec::new();

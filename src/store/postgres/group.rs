@@ -91,7 +91,7 @@ impl PgStore {
         let c = op.plain_completion()?;
         Some(
             self.on_its_own(false, |conn, now| {
-                write::complete_alone(conn, now, c.owner, (c.path, c.checksum), c.note)
+                write::complete_alone(conn, now, c.owner, (c.path, c.checksum, c.bytes), c.note)
             })
             .map(WriteOut::Fenced),
         )

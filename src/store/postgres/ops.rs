@@ -33,6 +33,10 @@ impl Engine for PgStore {
         self.write_tx(|tx, now| queue::requeue(tx, now, id.0, why))
     }
 
+    fn forget_result(&self, id: JobId, result_path: &str, why: &str) -> Result<bool> {
+        self.write_tx(|tx, now| queue::forget_result(tx, now, id.0, result_path, why))
+    }
+
     fn requeue_dead(&self, why: &str) -> Result<usize> {
         self.write_tx(|tx, now| {
             let mut n = 0;

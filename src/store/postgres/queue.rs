@@ -93,6 +93,42 @@ pub(crate) fn requeue(tx: &mut Transaction<'_>, now: Millis, id: i64, why: &str)
     Ok(n == 1)
 }
 
+/// Forget document `id`'s accepted result `result_path` and queue it again if
+/// it was indexed (see `store/queue.rs: forget_result`). The row is read
+/// `FOR UPDATE`, so the status decided on is the one the UPDATE changes.
+pub(crate) fn forget_result(
+    tx: &mut Transaction<'_>,
+    now: Millis,
+    id: i64,
+    result_path: &str,
+    why: &str,
+) -> Sql<bool> {
+    let row = tx.query_opt(
+        "SELECT status FROM jobs WHERE id = $1 AND result_path = $2 FOR UPDATE",
+        &[&id, &result_path],
+    )?;
+    let Some(row) = row else {
+        return Ok(false);
+    };
+    let status: String = row.try_get(0)?;
+    tx.execute(
+        "UPDATE jobs SET result_path = NULL, checksum = NULL, result_bytes = NULL, updated_at = $2,
+                status = CASE status WHEN 'indexed' THEN 'discovered' ELSE status END,
+                attempts = CASE status WHEN 'indexed' THEN 0 ELSE attempts END,
+                lost_leases = CASE status WHEN 'indexed' THEN 0 ELSE lost_leases END
+         WHERE id = $1",
+        &[&id, &now],
+    )?;
+    super::search::remove(tx, &[id])?;
+    let event = if status == "indexed" {
+        "requeued"
+    } else {
+        "result_forgotten"
+    };
+    record(tx, id, now, event, None, None, Some(why))?;
+    Ok(true)
+}
+
 /// Every dead document's id whose source exists, for `retry --dead`.
 pub(crate) fn dead_ids(tx: &mut Transaction<'_>) -> Sql<Vec<i64>> {
     let rows = tx.query(

@@ -14,7 +14,7 @@ use crate::store::read::{KnownSource, Totals};
 
 const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
     lease_expires_at, attempts, max_attempts, retry_at, last_error, result_path, checksum,
-    source_gone, created_at, updated_at, lost_leases";
+    source_gone, created_at, updated_at, lost_leases, result_bytes";
 
 fn job_from_row(r: &Row) -> Sql<Job> {
     let status: String = r.try_get(3)?;
@@ -40,6 +40,9 @@ fn job_from_row(r: &Row) -> Sql<Job> {
         created_at: r.try_get(15)?,
         updated_at: r.try_get(16)?,
         lost_leases: r.try_get(17)?,
+        result_bytes: r
+            .try_get::<_, Option<i64>>(18)?
+            .and_then(|b| u64::try_from(b).ok()),
     })
 }
 
@@ -213,7 +216,7 @@ pub(crate) fn meta(c: &mut Client, name: &str) -> Sql<Option<String>> {
 /// Up to `limit` indexed rows with ids after `after`, in id order.
 pub(crate) fn indexed_page(c: &mut Client, after: i64, limit: i64) -> Sql<Vec<IndexedRow>> {
     let rows = c.query(
-        "SELECT id, doc_key, result_path, checksum FROM jobs
+        "SELECT id, doc_key, result_path, checksum, result_bytes FROM jobs
          WHERE status = 'indexed' AND id > $1 ORDER BY id LIMIT $2",
         &[&after, &limit],
     )?;
@@ -224,6 +227,9 @@ pub(crate) fn indexed_page(c: &mut Client, after: i64, limit: i64) -> Sql<Vec<In
                 key: r.try_get(1)?,
                 result_path: r.try_get(2)?,
                 checksum: r.try_get(3)?,
+                result_bytes: r
+                    .try_get::<_, Option<i64>>(4)?
+                    .and_then(|b| u64::try_from(b).ok()),
             })
         })
         .collect()

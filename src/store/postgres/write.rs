@@ -244,15 +244,16 @@ const RENEW: &str = concat!(
 );
 
 /// The fenced completion and its `completed` history line in one statement:
-/// $6 the fence, $7 the detail after the version (`complete_detail_after`).
+/// $6 the fence, $7 the detail after the version (`complete_detail_after`),
+/// $8 the result's size in bytes.
 /// It also takes the previous version's searchable text out (an accepted
 /// result without text has none); a completion with text puts its own in
 /// afterwards, in the same transaction (`search::accepted`).
 const COMPLETE: &str = concat!(
     "WITH u AS (
-        UPDATE jobs SET status = 'indexed', result_path = $3, checksum = $4, owner_token = NULL,
-                owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL, last_error = NULL,
-                parked_on = NULL, updated_at = $5
+        UPDATE jobs SET status = 'indexed', result_path = $3, checksum = $4, result_bytes = $8,
+                owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                last_error = NULL, parked_on = NULL, updated_at = $5
          WHERE ",
     fence!(),
     " RETURNING id, version
@@ -546,11 +547,11 @@ pub(crate) fn complete(
     tx: &mut Tx<'_>,
     now: Millis,
     o: &Owner,
-    (path, checksum): (&str, &str),
+    result: (&str, &str, Option<u64>),
     note: Option<&str>,
 ) -> Sql<Fenced> {
     let update = tx.prepared(COMPLETE)?;
-    if completed(&mut **tx, &update, now, o, (path, checksum), note)? {
+    if completed(&mut **tx, &update, now, o, result, note)? {
         return Ok(Fenced::Accepted);
     }
     settle(tx, now, o, 0, "complete", None)
@@ -563,11 +564,11 @@ pub(crate) fn complete_alone(
     conn: &mut Conn,
     now: Millis,
     o: &Owner,
-    (path, checksum): (&str, &str),
+    result: (&str, &str, Option<u64>),
     note: Option<&str>,
 ) -> Sql<Fenced> {
     let update = conn.prepared(COMPLETE)?;
-    if completed(&mut **conn, &update, now, o, (path, checksum), note)? {
+    if completed(&mut **conn, &update, now, o, result, note)? {
         return Ok(Fenced::Accepted);
     }
     let mut tx = conn.transaction()?;
@@ -583,13 +584,16 @@ fn completed(
     update: &Statement,
     now: Millis,
     o: &Owner,
-    (path, checksum): (&str, &str),
+    (path, checksum, bytes): (&str, &str, Option<u64>),
     note: Option<&str>,
 ) -> Sql<bool> {
     let after = complete_detail_after(path, checksum, note);
+    let bytes = bytes.and_then(|b| i64::try_from(b).ok());
     let row = db.query_opt(
         update,
-        &[&o.id.0, &o.token, &path, &checksum, &now, &o.fence, &after],
+        &[
+            &o.id.0, &o.token, &path, &checksum, &now, &o.fence, &after, &bytes,
+        ],
     )?;
     Ok(row.is_some())
 }
@@ -730,9 +734,10 @@ fn record_each(
 
 /// [`COMPLETE`] for many claims of distinct documents in one statement.
 const COMPLETE_EACH: &str = "UPDATE jobs SET status = 'indexed', result_path = d.path, checksum = d.sum,
-            owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
-            last_error = NULL, parked_on = NULL, updated_at = $1
-     FROM unnest($2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[]) AS d (id, token, path, sum)
+            result_bytes = d.bytes, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL,
+            retry_at = NULL, last_error = NULL, parked_on = NULL, updated_at = $1
+     FROM unnest($2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::BIGINT[])
+          AS d (id, token, path, sum, bytes)
      WHERE jobs.id = d.id AND jobs.owner_token = d.token AND jobs.status = 'extracting'
      RETURNING jobs.id, jobs.version";
 
@@ -760,7 +765,11 @@ pub(crate) fn complete_each(
     let tokens: Vec<&str> = done.iter().map(|(o, _)| o.token.as_str()).collect();
     let paths: Vec<&str> = done.iter().map(|(_, c)| c.result_path).collect();
     let sums: Vec<&str> = done.iter().map(|(_, c)| c.checksum).collect();
-    let rows = tx.query(COMPLETE_EACH, &[&now, &ids, &tokens, &paths, &sums])?;
+    let sizes: Vec<Option<i64>> = done
+        .iter()
+        .map(|(_, c)| c.result_bytes.and_then(|b| i64::try_from(b).ok()))
+        .collect();
+    let rows = tx.query(COMPLETE_EACH, &[&now, &ids, &tokens, &paths, &sums, &sizes])?;
     let mut versions: Vec<Option<String>> = vec![None; done.len()];
     for r in &rows {
         let id: i64 = r.try_get(0)?;
@@ -818,7 +827,7 @@ pub(crate) fn complete_and_push(
     o: &Owner,
     c: &Completion<'_>,
 ) -> Sql<Fenced> {
-    let out = complete(tx, now, o, (c.result_path, c.checksum), c.note)?;
+    let out = complete(tx, now, o, (c.result_path, c.checksum, c.result_bytes), c.note)?;
     if let (Fenced::Accepted, Some(text)) = (&out, c.deliver) {
         super::outbox::push(tx, now, cap, o.id.0, c.checksum, text)?;
     }

@@ -1,0 +1,138 @@
+//! Accepted results that are no longer what was accepted: a result file
+//! deleted, truncated, added to or rewritten after its completion.
+//!
+//! Such a result is forgotten and its document queued again
+//! ([`Store::forget_result`]): its text leaves the search index and the next
+//! worker extracts it anew, so nothing keeps answering with text the mirror no
+//! longer holds. A rerun ([`recheck_results`]) finds the missing and resized
+//! ones with a stat per indexed document (no read; the size was recorded by
+//! the completion); one rewritten to the same size is left to what reads
+//! every result against its checksum: `doctor --fix` and `reindex`, which
+//! forget it the same way ([`requeue_damaged`]).
+
+use crate::error::Result;
+use crate::job::JobId;
+use crate::mirror::{Mirror, ResultFile};
+use crate::store::Store;
+
+/// Indexed rows read per query (no read snapshot is held across the stats).
+const PAGE: i64 = 500;
+/// How many requeued documents a report names.
+const NAMED: usize = 20;
+
+/// How an accepted result differs from what was accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Damage {
+    /// The file is not there.
+    Missing,
+    /// The file was truncated or added to.
+    Resized {
+        /// Its size now.
+        found: u64,
+        /// The size its completion recorded.
+        recorded: u64,
+    },
+    /// The file's SHA-256 is not the accepted one.
+    Altered,
+}
+
+impl Damage {
+    /// What a stat found, as damage (`None`: the result is as accepted).
+    pub fn of(file: ResultFile) -> Option<Damage> {
+        match file {
+            ResultFile::Present => None,
+            ResultFile::Missing => Some(Damage::Missing),
+            ResultFile::Resized { found, recorded } => Some(Damage::Resized { found, recorded }),
+        }
+    }
+
+    /// The damage, naming the result file (relative to the mirror root).
+    pub fn describe(&self, result_path: &str) -> String {
+        match self {
+            Damage::Missing => format!("its result {result_path} is missing from the mirror"),
+            Damage::Resized { found, recorded } => format!(
+                "its result {result_path} is {found} bytes, not the {recorded} accepted (truncated or added to)"
+            ),
+            Damage::Altered => format!("its result {result_path} does not match its checksum (altered)"),
+        }
+    }
+}
+
+/// Forget document `id`'s damaged result `result_path` and queue the
+/// document again, the reason going into its history. False when the row
+/// holds another result by now (a newer one was accepted meanwhile).
+pub fn requeue_damaged(store: &Store, id: i64, result_path: &str, damage: Damage) -> Result<bool> {
+    let why = format!("{}; queued to be extracted again", damage.describe(result_path));
+    store.forget_result(JobId(id), result_path, &why)
+}
+
+/// How document `key`'s accepted result `result_path` differs from what was
+/// accepted, as far as one stat tells (`None`: as accepted, or it cannot be
+/// told): for a search, which shows only hits whose text the mirror still
+/// holds.
+pub fn stat_damage(store: &Store, mirror: &Mirror, key: &str, result_path: &str) -> Result<Option<Damage>> {
+    let recorded = store
+        .job_by_key(key)?
+        .filter(|job| job.result_path.as_deref() == Some(result_path))
+        .and_then(|job| job.result_bytes);
+    Ok(mirror
+        .stat_result(result_path, recorded)
+        .ok()
+        .and_then(Damage::of))
+}
+
+/// What [`recheck_results`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Rechecked {
+    /// Accepted results looked at.
+    pub checked: u64,
+    /// Documents queued again: their result was missing or resized.
+    pub requeued: u64,
+    /// The first of them, one line each: the key and why.
+    pub named: Vec<String>,
+    /// The first results that could not be looked at (an I/O error, a path
+    /// that left the mirror), one line each; left as they are for `doctor`.
+    pub unchecked: Vec<String>,
+}
+
+/// Stat every indexed document's accepted result; queue again each one whose
+/// file is missing or not of the recorded size (see the module docs). Run
+/// after a full discovery: what it leaves indexed is unchanged and whole as
+/// far as a stat can tell.
+///
+/// # Failure
+/// The store's errors; a result that cannot be looked at is listed, not an error.
+pub fn recheck_results(store: &Store, mirror: &Mirror) -> Result<Rechecked> {
+    let mut out = Rechecked::default();
+    let mut after = i64::MIN;
+    loop {
+        let page = store.indexed_page(after, PAGE)?;
+        let Some(last) = page.last() else {
+            return Ok(out);
+        };
+        after = last.id;
+        for row in page {
+            let Some(path) = row.result_path.as_deref() else {
+                continue;
+            };
+            out.checked += 1;
+            let damage = match mirror.stat_result(path, row.result_bytes) {
+                Ok(file) => Damage::of(file),
+                Err(e) => {
+                    if out.unchecked.len() < NAMED {
+                        out.unchecked.push(format!("{:?}: {path}: {e}", row.key));
+                    }
+                    None
+                }
+            };
+            let Some(damage) = damage else { continue };
+            if requeue_damaged(store, row.id, path, damage)? {
+                out.requeued += 1;
+                if out.named.len() < NAMED {
+                    out.named
+                        .push(format!("{:?}: {}", row.key, damage.describe(path)));
+                }
+            }
+        }
+    }
+}
