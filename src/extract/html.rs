@@ -174,6 +174,17 @@ fn is_block(name: &str) -> bool {
     )
 }
 
+/// Whether one raw tag (`<br>`, `</div>`, `<p class=x>`) breaks the line when rendered:
+/// for Markdown's inline HTML, which arrives as single tags rather than a document.
+pub(super) fn is_line_break_tag(raw: &str) -> bool {
+    let name = raw.strip_prefix('<').unwrap_or(raw);
+    let name = name.strip_prefix('/').unwrap_or(name);
+    let len = name
+        .find(|c: char| !c.is_ascii_alphanumeric())
+        .unwrap_or(name.len());
+    is_block(&name[..len].to_ascii_lowercase())
+}
+
 /// The tokenizer's sink. html5ever 0.29 hands the sink `&self`, hence the `RefCell`s.
 #[derive(Default)]
 struct TextSink {
