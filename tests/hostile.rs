@@ -31,6 +31,18 @@ fn mkfifo(path: &Path) {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
 }
 
+/// Hostile files in the corpus, besides the child faults.
+const HOSTILE_FILES: usize = 7;
+
+/// One tag with `count` distinct attributes around the phrase.
+fn many_attributes_html(count: usize) -> String {
+    let attributes: Vec<String> = (0..count).map(|i| format!("data-a{i}=\"x\"")).collect();
+    format!(
+        "<html><body><p {}>velvet harbor</p></body></html>",
+        attributes.join(" ")
+    )
+}
+
 /// The samples, plus one file for each way a document has broken a parser.
 fn hostile_corpus(root: &Path) {
     for (key, _) in SAMPLE_PHRASES {
@@ -38,11 +50,16 @@ fn hostile_corpus(root: &Path) {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(samples().join(key), to).unwrap();
     }
-    let files: [(&str, Vec<u8>); 6] = [
+    let files: [(&str, Vec<u8>); HOSTILE_FILES] = [
         // Deep enough to overflow even the child's large extraction stack.
         ("hostile/nested.pdf", nested_pdf(5_000_000)),
         ("hostile/bomb.pdf", bomb_pdf(1024)),
         ("hostile/deep.html", nested_html(200_000).into_bytes()),
+        // A minute of html5ever's duplicate-attribute checks before they were bounded.
+        (
+            "hostile/attributes.html",
+            many_attributes_html(200_000).into_bytes(),
+        ),
         ("hostile/zip-bomb.docx", zip_bomb_docx(300)),
         ("hostile/text-bomb.docx", text_bomb_docx(24)),
         // pdf-extract prints debug lines about this font on stdout in-process.
@@ -175,6 +192,9 @@ fn each_hostile_file_fails_alone_with_its_reason_and_the_rest_is_indexed() {
     assert!(zip.contains("inflates past the limit"), "{zip}");
     let text = reason("hostile/text-bomb.docx");
     assert!(text.contains("over the 4194304-byte cap"), "{text}");
+    // Files once slow, linear now: indexed within the deadline.
+    let attributes = failures.iter().find(|(k, _)| k == "hostile/attributes.html");
+    assert!(attributes.is_none(), "{attributes:?}");
     // PDFs the parsers may now take in their stride (deep nesting, a deflate
     // bomb): indexed, or failed for a limit, never anything else.
     let mut expected_failures = 6;
@@ -197,10 +217,10 @@ fn each_hostile_file_fails_alone_with_its_reason_and_the_rest_is_indexed() {
         "{summary}"
     );
 
-    // Everything else was indexed: the samples, the deep HTML (linear now), the
-    // PDF with a junk font, the document whose child printed junk, and the
-    // hostile PDFs that did not fail.
-    let total = SAMPLE_PHRASES.len() + 2 + 2 + 5 + 2;
+    // Everything else was indexed: the samples, the deep HTML and the tag with
+    // many attributes (linear now), the PDF with a junk font, the document whose
+    // child printed junk, and the hostile PDFs that did not fail.
+    let total = SAMPLE_PHRASES.len() + HOSTILE_FILES + 5;
     assert_eq!(summary["indexed"], total - expected_failures, "{summary}");
     assert!(
         took < Duration::from_secs(120),
