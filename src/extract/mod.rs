@@ -71,6 +71,27 @@ pub enum Format {
 }
 
 impl Format {
+    /// Every format, for reading names back ([`Format::from_name`]).
+    pub(crate) const ALL: [Format; 12] = [
+        Format::PlainText,
+        Format::Markdown,
+        Format::Html,
+        Format::Pdf,
+        Format::Docx,
+        Format::Odt,
+        Format::Ods,
+        Format::Odp,
+        Format::Epub,
+        Format::Rtf,
+        Format::Xlsx,
+        Format::Pptx,
+    ];
+
+    /// The format [`Format::as_str`] names, e.g. in an error an extraction child sends.
+    pub(crate) fn from_name(name: &str) -> Option<Format> {
+        Self::ALL.into_iter().find(|format| format.as_str() == name)
+    }
+
     /// A stable lower-case name, suitable for logs and for storing in the queue.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -763,6 +784,23 @@ mod tests {
             }
             other => panic!("expected Malformed, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn every_format_is_read_back_from_its_name() {
+        let names: std::collections::HashSet<&str> = Format::ALL.iter().map(|f| f.as_str()).collect();
+        assert_eq!(names.len(), Format::ALL.len(), "names are distinct");
+        for format in Format::ALL {
+            assert_eq!(Format::from_name(format.as_str()), Some(format));
+        }
+        // Every variant is listed: each one's own extension or zip maps into the list.
+        for ext in ["pdf", "docx", "odt", "ods", "odp", "epub", "rtf", "xlsx", "pptx"] {
+            assert!(Format::ALL.contains(&binary_format(ext).unwrap()), "{ext}");
+        }
+        for ext in ["txt", "md", "html"] {
+            assert!(Format::ALL.contains(&text_format(Some(ext)).unwrap()), "{ext}");
+        }
+        assert_eq!(Format::from_name("docx "), None);
     }
 
     #[test]
