@@ -5,8 +5,9 @@
 //! document; and the process's own memory stays small, because the parsers run
 //! in supervised children.
 //!
-//! Real hostile files (a deeply nested PDF, a deflate bomb, deep HTML, a zip bomb,
-//! a text bomb) are generated here; since the parsers in use now survive some of
+//! Real hostile files (a deeply nested PDF, a deflate bomb, deep HTML, a tag with
+//! 200,000 attributes, a zip bomb, a text bomb, entity bombs, an EPUB pointing out
+//! of its archive) are generated here; since the parsers in use now survive some of
 //! them, documents that make an armed child overflow its stack, exhaust its
 //! memory, spin, abort or print junk (`leasehold::testing::CHILD_FAULT_ENV`)
 //! keep every way a child can die covered.
@@ -18,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::hostile::{bomb_pdf, nested_html, nested_pdf, text_bomb_docx, text_pdf, zip_bomb_docx};
+use common::hostile::{bomb_pdf, nested_html, nested_pdf, text_bomb_docx, text_pdf, zip_bomb_docx, zip_of};
 use common::{samples, BIN, SAMPLE_PHRASES};
 use leasehold::testing::{CHILD_FAULT_ENV, CHILD_FAULT_MARKER};
 
@@ -31,33 +32,100 @@ fn mkfifo(path: &Path) {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
 }
 
-/// The samples, plus one file for each way a document has broken a parser.
-fn hostile_corpus(root: &Path) {
+/// An XML part that starts a "billion laughs": each entity is ten of the one before.
+fn laughs(root: &str) -> Vec<u8> {
+    let mut doctype = String::from(r#"<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol0 "lol">"#);
+    for level in 1..10 {
+        let refs = format!("&lol{};", level - 1).repeat(10);
+        doctype.push_str(&format!(r#"<!ENTITY lol{level} "{refs}">"#));
+    }
+    format!("{doctype}]>{root}").into_bytes()
+}
+
+/// An entity bomb in the main part of each kind of container, and an EPUB whose
+/// container points out of its archive.
+fn hostile_containers() -> [(&'static str, Vec<u8>); 4] {
+    [
+        (
+            "hostile/laughs.docx",
+            zip_of(&[(
+                "word/document.xml",
+                &laughs("<w:document><w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body></w:document>"),
+            )]),
+        ),
+        (
+            "hostile/laughs.odt",
+            zip_of(&[
+                ("mimetype", b"application/vnd.oasis.opendocument.text"),
+                ("content.xml", &laughs("<office:document-content><text:p>&lol9;</text:p></office:document-content>")),
+            ]),
+        ),
+        (
+            "hostile/laughs.xlsx",
+            zip_of(&[
+                ("xl/workbook.xml", b"<workbook/>"),
+                ("xl/sharedStrings.xml", &laughs("<sst><si><t>&lol9;</t></si></sst>")),
+            ]),
+        ),
+        (
+            "hostile/escape.epub",
+            zip_of(&[
+                ("mimetype", b"application/epub+zip"),
+                (
+                    "META-INF/container.xml",
+                    br#"<container><rootfiles><rootfile full-path="../../etc/passwd"/></rootfiles></container>"#,
+                ),
+            ]),
+        ),
+    ]
+}
+
+/// One tag with `count` distinct attributes around the phrase.
+fn many_attributes_html(count: usize) -> String {
+    let attributes: Vec<String> = (0..count).map(|i| format!("data-a{i}=\"x\"")).collect();
+    format!(
+        "<html><body><p {}>velvet harbor</p></body></html>",
+        attributes.join(" ")
+    )
+}
+
+/// The samples, plus one file for each way a document has broken a parser;
+/// returns how many documents there are besides the samples.
+fn hostile_corpus(root: &Path) -> usize {
     for (key, _) in SAMPLE_PHRASES {
         let to = root.join(key);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(samples().join(key), to).unwrap();
     }
-    let files: [(&str, Vec<u8>); 6] = [
+    let files: [(&str, Vec<u8>); 7] = [
         // Deep enough to overflow even the child's large extraction stack.
         ("hostile/nested.pdf", nested_pdf(5_000_000)),
         ("hostile/bomb.pdf", bomb_pdf(1024)),
         ("hostile/deep.html", nested_html(200_000).into_bytes()),
+        // A minute of html5ever's duplicate-attribute checks before they were bounded.
+        (
+            "hostile/attributes.html",
+            many_attributes_html(200_000).into_bytes(),
+        ),
         ("hostile/zip-bomb.docx", zip_bomb_docx(300)),
         ("hostile/text-bomb.docx", text_bomb_docx(24)),
         // pdf-extract prints debug lines about this font on stdout in-process.
         ("hostile/junk-font.pdf", text_pdf("Junkfont", "hello junk")),
     ];
     std::fs::create_dir_all(root.join("hostile")).unwrap();
-    for (name, bytes) in files {
+    let mut documents = 0;
+    for (name, bytes) in files.into_iter().chain(hostile_containers()) {
         std::fs::write(root.join(name), bytes).unwrap();
+        documents += 1;
     }
     for what in ["overflow", "alloc", "spin", "abort", "print"] {
         let doc = [CHILD_FAULT_MARKER, what.as_bytes()].concat();
         std::fs::write(root.join(format!("hostile/fault-{what}.txt")), doc).unwrap();
+        documents += 1;
     }
     mkfifo(&root.join("hostile/pipe"));
     std::os::unix::fs::symlink(root.join("hostile/pipe"), root.join("hostile/link-to-pipe")).unwrap();
+    documents
 }
 
 /// Run the binary with a watchdog; the output, and how long it took.
@@ -86,7 +154,7 @@ fn run_bounded(args: &[&str]) -> (std::process::Output, Duration) {
 fn each_hostile_file_fails_alone_with_its_reason_and_the_rest_is_indexed() {
     let dir = tempfile::tempdir().unwrap();
     let corpus = dir.path().join("corpus");
-    hostile_corpus(&corpus);
+    let hostile_documents = hostile_corpus(&corpus);
     if let Some(keep) = std::env::var_os("KEEP_CORPUS") {
         std::process::Command::new("cp")
             .arg("-a")
@@ -175,9 +243,28 @@ fn each_hostile_file_fails_alone_with_its_reason_and_the_rest_is_indexed() {
     assert!(zip.contains("inflates past the limit"), "{zip}");
     let text = reason("hostile/text-bomb.docx");
     assert!(text.contains("over the 4194304-byte cap"), "{text}");
+    // Entity bombs fail alike in every container, naming the part and the
+    // cause; a path out of the archive is refused as that, not looked up.
+    for (key, format, part) in [
+        ("hostile/laughs.docx", "docx", "word/document.xml"),
+        ("hostile/laughs.odt", "odt", "content.xml"),
+        ("hostile/laughs.xlsx", "xlsx", "xl/sharedStrings.xml"),
+    ] {
+        assert_eq!(
+            reason(key),
+            format!("malformed {format} document: {part} declares entities in its DOCTYPE (refused: entity expansion)")
+        );
+    }
+    assert_eq!(
+        reason("hostile/escape.epub"),
+        "malformed epub document: META-INF/container.xml names \"../../etc/passwd\", a path outside the archive (refused)"
+    );
+    // Files once slow, linear now: indexed within the deadline.
+    let attributes = failures.iter().find(|(k, _)| k == "hostile/attributes.html");
+    assert!(attributes.is_none(), "{attributes:?}");
     // PDFs the parsers may now take in their stride (deep nesting, a deflate
     // bomb): indexed, or failed for a limit, never anything else.
-    let mut expected_failures = 6;
+    let mut expected_failures = 10;
     for key in ["hostile/nested.pdf", "hostile/bomb.pdf"] {
         if let Some((_, why)) = failures.iter().find(|(k, _)| k == key) {
             assert!(
@@ -197,10 +284,10 @@ fn each_hostile_file_fails_alone_with_its_reason_and_the_rest_is_indexed() {
         "{summary}"
     );
 
-    // Everything else was indexed: the samples, the deep HTML (linear now), the
-    // PDF with a junk font, the document whose child printed junk, and the
-    // hostile PDFs that did not fail.
-    let total = SAMPLE_PHRASES.len() + 2 + 2 + 5 + 2;
+    // Everything else was indexed: the samples, the deep HTML and the tag with
+    // many attributes (linear now), the PDF with a junk font, the document whose
+    // child printed junk, and the hostile PDFs that did not fail.
+    let total = SAMPLE_PHRASES.len() + hostile_documents;
     assert_eq!(summary["indexed"], total - expected_failures, "{summary}");
     assert!(
         took < Duration::from_secs(120),

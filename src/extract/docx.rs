@@ -4,14 +4,12 @@
 //! (Recoll reads them too). Streaming plus one cap on the inflated bytes of all parts
 //! together means a zip bomb costs at most the cap in CPU and nothing like it in memory.
 
-use std::io;
 use std::sync::atomic::AtomicBool;
 
 use quick_xml::events::Event;
-use quick_xml::Reader;
 
-use super::zipped::Container;
-use super::{check_stop, ExtractError, Format};
+use super::zipped::{event_text, Container};
+use super::{ExtractError, Format};
 
 /// The main document part (also how `zipped::detect` knows a DOCX).
 const DOCUMENT_XML: &str = "word/document.xml";
@@ -61,49 +59,12 @@ fn side_parts(names: &[String]) -> Vec<String> {
     parts
 }
 
-/// The text of one part, its inflated bytes charged to the container's budget.
+/// The text of one part, streamed like every container's XML (stop polling, the shared
+/// inflate budget, entity declarations refused).
 fn read_part(container: &mut Container<'_>, name: &str, stop: &AtomicBool) -> Result<String, ExtractError> {
-    container.with_part(name, |reader| {
-        collect_text(&mut Reader::from_reader(reader), name, stop)
-    })
-}
-
-fn malformed(reason: impl std::fmt::Display) -> ExtractError {
-    ExtractError::malformed(Format::Docx, reason)
-}
-
-/// Pulls XML events until the end, polling `stop` on each: large documents are many
-/// thousands of events, so this bounds how long a worker keeps going without its lease.
-fn collect_text<R: io::BufRead>(
-    reader: &mut Reader<R>,
-    part: &str,
-    stop: &AtomicBool,
-) -> Result<String, ExtractError> {
     let mut body = Body::default();
-    let mut buf = Vec::new();
-    loop {
-        check_stop(stop)?;
-        let event = reader
-            .read_event_into(&mut buf)
-            .map_err(|e| malformed(format!("invalid XML in {part}: {e}")))?;
-        match event {
-            Event::Start(e) => body.start(e.local_name().as_ref()),
-            Event::Empty(e) => body.empty(e.local_name().as_ref()),
-            Event::End(e) => body.end(e.local_name().as_ref()),
-            Event::Text(t) if body.in_text() => {
-                let text = t
-                    .unescape()
-                    .map_err(|e| malformed(format!("bad text in {part}: {e}")))?;
-                body.out.push_str(&text);
-            }
-            Event::CData(t) if body.in_text() => {
-                body.out.push_str(&String::from_utf8_lossy(&t.into_inner()));
-            }
-            Event::Eof => return Ok(body.out),
-            _ => {}
-        }
-        buf.clear();
-    }
+    container.each_xml_event(name, stop, |event| body.event(&event, name))?;
+    Ok(body.out)
 }
 
 /// Tracks where we are in WordprocessingML. Elements are matched by local name so any
@@ -122,6 +83,21 @@ struct Body {
 }
 
 impl Body {
+    fn event(&mut self, event: &Event<'_>, part: &str) -> Result<(), ExtractError> {
+        match event {
+            Event::Start(e) => self.start(e.local_name().as_ref()),
+            Event::Empty(e) => self.empty(e.local_name().as_ref()),
+            Event::End(e) => self.end(e.local_name().as_ref()),
+            Event::Text(_) | Event::CData(_) if self.in_text() => {
+                if let Some(text) = event_text(event, part, Format::Docx)? {
+                    self.out.push_str(&text);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     fn in_text(&self) -> bool {
         self.text_depth > 0 && self.fallback_depth == 0
     }

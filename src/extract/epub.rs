@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use quick_xml::events::Event;
 
 use super::odf::attr;
-use super::zipped::{check_output, resolve, Container};
+use super::zipped::{check_output, Container};
 use super::{check_stop, html, ExtractError, Format};
 
 const CONTAINER_XML: &str = "META-INF/container.xml";
@@ -47,7 +47,9 @@ fn package_path(container: &mut Container<'_>, stop: &AtomicBool) -> Result<Stri
         }
         Ok(())
     })?;
-    path.ok_or_else(|| container.malformed(format!("{CONTAINER_XML} names no package document")))
+    let path =
+        path.ok_or_else(|| container.malformed(format!("{CONTAINER_XML} names no package document")))?;
+    container.resolve("", &path, CONTAINER_XML)
 }
 
 /// The zip paths of the spine's text chapters, in reading order.
@@ -69,17 +71,18 @@ fn spine(container: &mut Container<'_>, opf: &str, stop: &AtomicBool) -> Result<
         Ok(())
     })?;
     let base = opf.rsplit_once('/').map_or("", |(dir, _)| dir);
-    Ok(order
+    order
         .iter()
         .filter_map(|id| manifest.get(id))
         .filter(|(_, media_type)| TEXT_TYPES.contains(&media_type.as_str()))
-        .filter_map(|(href, _)| resolve(base, href))
-        .collect())
+        .map(|(href, _)| container.resolve(base, href, opf))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::docx::tests::zip_with;
+    use super::super::zipped::{resolve, BadPath};
     use super::*;
 
     const CONTAINER: &[u8] = br#"<container xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="OEBPS/pkg/book.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#;
@@ -147,10 +150,43 @@ mod tests {
     fn resolve_handles_dots_fragments_and_escapes() {
         assert_eq!(
             resolve("OEBPS", "text/ch1.xhtml#p3").as_deref(),
-            Some("OEBPS/text/ch1.xhtml")
+            Ok("OEBPS/text/ch1.xhtml")
         );
-        assert_eq!(resolve("a/b", "../c%20d.xhtml").as_deref(), Some("a/c d.xhtml"));
-        assert_eq!(resolve("", "../escape.xhtml"), None);
-        assert_eq!(resolve("", "bad%zz"), None);
+        assert_eq!(resolve("a/b", "../c%20d.xhtml").as_deref(), Ok("a/c d.xhtml"));
+        assert_eq!(resolve("/a/b", "/c.xhtml").as_deref(), Ok("c.xhtml"));
+        assert_eq!(resolve("", "../escape.xhtml"), Err(BadPath::Outside));
+        assert_eq!(resolve("a", "../../escape.xhtml"), Err(BadPath::Outside));
+        assert_eq!(resolve("", "bad%zz"), Err(BadPath::BadEscape));
+    }
+
+    /// A path that climbs out of the archive is refused as that, wherever the EPUB names
+    /// it, not looked up and reported missing.
+    #[test]
+    fn paths_outside_the_archive_are_refused() {
+        let escaping_container =
+            br#"<container><rootfiles><rootfile full-path="../../etc/passwd"/></rootfiles></container>"#;
+        let escaping_chapter = br#"<package><manifest><item id="c1" href="../../../etc/passwd" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="c1"/></spine></package>"#;
+        let cases = [
+            (
+                zip_with(&[(CONTAINER_XML, escaping_container.as_slice())]),
+                "META-INF/container.xml names \"../../etc/passwd\", a path outside the archive (refused)",
+            ),
+            (
+                zip_with(&[
+                    (CONTAINER_XML, CONTAINER),
+                    ("OEBPS/pkg/book.opf", escaping_chapter.as_slice()),
+                ]),
+                "OEBPS/pkg/book.opf names \"../../../etc/passwd\", a path outside the archive (refused)",
+            ),
+        ];
+        for (bytes, expected) in cases {
+            match run(&bytes) {
+                Err(ExtractError::Malformed {
+                    format: Format::Epub,
+                    reason,
+                }) => assert_eq!(reason, expected),
+                other => panic!("expected Malformed epub, got {other:?}"),
+            }
+        }
     }
 }

@@ -46,7 +46,8 @@
 //! `title` and the other raw-text containers, in any namespace, so SVG's `<style>` too).
 //! Block elements become line breaks, table cells tabs, runs of white space one space
 //! (except inside `<pre>`), as a reader of the rendered page would see them; an image's
-//! `alt` text stands in for the image.
+//! `alt` text stands in for the image. Attributes past a tag's 64th never reach the
+//! tokenizer (`attr_limit` says why).
 
 use std::cell::RefCell;
 use std::sync::atomic::AtomicBool;
@@ -58,6 +59,10 @@ use html5ever::tokenizer::{
 };
 
 use super::{check_stop, text, Decoded, ExtractError};
+
+mod attr_limit;
+
+use attr_limit::AttributeLimit;
 
 /// Input is fed to the tokenizer in chunks of this many bytes, and `stop` is polled between
 /// chunks: the tokenizer's work per chunk is linear in its size, so this bounds how long a
@@ -83,16 +88,28 @@ pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, Extrac
 /// Renders HTML to text in one linear pass, polling `stop` every [`CHUNK_BYTES`].
 pub(super) fn to_text(html: &str, stop: &AtomicBool) -> Result<String, ExtractError> {
     let tokenizer = Tokenizer::new(TextSink::default(), TokenizerOpts::default());
+    tokenize(&tokenizer, html, stop)?;
+    Ok(tokenizer.sink.out.into_inner().finish())
+}
+
+/// Feeds `html` to the tokenizer in chunks, each tag's attributes bounded first (see
+/// `attr_limit`: the tokenizer's work on one tag grows with the square of their number).
+fn tokenize<S: TokenSink>(
+    tokenizer: &Tokenizer<S>,
+    html: &str,
+    stop: &AtomicBool,
+) -> Result<(), ExtractError> {
     let queue = BufferQueue::default();
+    let mut limit = AttributeLimit::default();
     for chunk in chunks(html, CHUNK_BYTES) {
         check_stop(stop)?;
-        queue.push_back(StrTendril::from_slice(chunk));
+        queue.push_back(StrTendril::from_slice(&limit.filter(chunk)));
         // `Script` results only happen for sinks that run scripts; ours never asks.
         let _ = tokenizer.feed(&queue);
     }
     check_stop(stop)?;
     tokenizer.end();
-    Ok(tokenizer.sink.out.into_inner().finish())
+    Ok(())
 }
 
 /// Splits `s` into pieces of about `size` bytes on char boundaries.
@@ -172,6 +189,17 @@ fn is_block(name: &str) -> bool {
             | "textarea"
             | "option"
     )
+}
+
+/// Whether one raw tag (`<br>`, `</div>`, `<p class=x>`) breaks the line when rendered:
+/// for Markdown's inline HTML, which arrives as single tags rather than a document.
+pub(super) fn is_line_break_tag(raw: &str) -> bool {
+    let name = raw.strip_prefix('<').unwrap_or(raw);
+    let name = name.strip_prefix('/').unwrap_or(name);
+    let len = name
+        .find(|c: char| !c.is_ascii_alphanumeric())
+        .unwrap_or(name.len());
+    is_block(&name[..len].to_ascii_lowercase())
 }
 
 /// The tokenizer's sink. html5ever 0.29 hands the sink `&self`, hence the `RefCell`s.
@@ -519,6 +547,31 @@ mod tests {
                 &text[pad.len()..]
             );
         }
+    }
+
+    /// Records the most attributes one tag had when the tokenizer emitted it.
+    #[derive(Default)]
+    struct MostAttributes(std::cell::Cell<usize>);
+
+    impl TokenSink for MostAttributes {
+        type Handle = ();
+
+        fn process_token(&self, token: Token, _line: u64) -> TokenSinkResult<()> {
+            if let Token::TagToken(tag) = token {
+                self.0.set(self.0.get().max(tag.attrs.len()));
+            }
+            TokenSinkResult::Continue
+        }
+    }
+
+    #[test]
+    fn a_tag_with_20k_attributes_reaches_the_tokenizer_with_the_limit() {
+        let attributes: Vec<String> = (0..20_000).map(|i| format!("a{i}=\"x>\"")).collect();
+        let html = format!("<p>velvet <b {}>harbor</b></p>", attributes.join(" "));
+        let tokenizer = Tokenizer::new(MostAttributes::default(), TokenizerOpts::default());
+        tokenize(&tokenizer, &html, &AtomicBool::new(false)).unwrap();
+        assert_eq!(tokenizer.sink.0.get(), attr_limit::MAX_ATTRIBUTES);
+        assert_eq!(render(&html), "velvet harbor");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::AtomicBool;
 
-use pulldown_cmark::{Event, Options, Parser, TagEnd};
+use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
 use super::{check_stop, html, text, Decoded, ExtractError};
 
@@ -40,29 +40,109 @@ fn to_text(source: &str, stop: &AtomicBool) -> Result<String, ExtractError> {
 }
 
 fn render(source: &str, out: &mut String, stop: &AtomicBool) -> Result<(), ExtractError> {
-    let mut html_block = String::new();
+    let mut flat = Flattener {
+        out,
+        html_block: String::new(),
+        open_lists: 0,
+    };
     for (i, event) in Parser::new_ext(source, options()).enumerate() {
         if i % STOP_POLL_EVENTS == 0 {
             check_stop(stop)?;
         }
+        flat.event(event, stop)?;
+    }
+    Ok(())
+}
+
+/// Turns the event stream into text. A block's words are never joined to the next
+/// block's: every block starts on a line of its own as well as ending one, because blocks
+/// nest without a paragraph around their text (a tight list item holds its text bare, then
+/// its sub-list), so the end of one block is not always what comes before the next.
+struct Flattener<'o> {
+    out: &'o mut String,
+    /// The raw HTML of the current HTML block, rendered as a whole at its end.
+    html_block: String,
+    /// Lists open around the current event: a sub-list ends its line, not a paragraph.
+    open_lists: usize,
+}
+
+impl Flattener<'_> {
+    fn event(&mut self, event: Event<'_>, stop: &AtomicBool) -> Result<(), ExtractError> {
         match event {
             Event::Text(t) | Event::Code(t) | Event::InlineMath(t) | Event::DisplayMath(t) => {
-                out.push_str(&t)
+                self.out.push_str(&t)
             }
-            Event::Html(raw) => html_block.push_str(&raw),
-            Event::SoftBreak => out.push(' '),
-            Event::HardBreak | Event::Rule => out.push('\n'),
+            Event::Html(raw) => self.html_block.push_str(&raw),
+            // Most inline HTML is formatting, but `<br>` (common in table cells) and block
+            // tags are line breaks as in the rendered page.
+            Event::InlineHtml(raw) if html::is_line_break_tag(&raw) => end_line(self.out),
+            Event::SoftBreak => self.out.push(' '),
+            Event::HardBreak => self.out.push('\n'),
+            Event::Rule => end_block(self.out),
+            Event::Start(tag) => self.start(&tag),
             Event::End(TagEnd::HtmlBlock) => {
-                out.push_str(html::to_text(&html_block, stop)?.trim_end());
-                html_block.clear();
-                end_block(out);
+                self.out
+                    .push_str(html::to_text(&self.html_block, stop)?.trim_end());
+                self.html_block.clear();
+                end_block(self.out);
             }
-            Event::End(tag) => end_tag(out, tag),
-            // Inline HTML is only tags; footnote markers and task boxes are decoration.
+            Event::End(tag) => self.end(tag),
+            // Other inline HTML is only tags; footnote markers and task boxes are decoration.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, tag: &Tag<'_>) {
+        match tag {
+            Tag::List(_) => {
+                self.open_lists += 1;
+                end_line(self.out);
+            }
+            Tag::Paragraph
+            | Tag::Heading { .. }
+            | Tag::BlockQuote(_)
+            | Tag::CodeBlock(_)
+            | Tag::HtmlBlock
+            | Tag::Item
+            | Tag::FootnoteDefinition(_)
+            | Tag::DefinitionList
+            | Tag::DefinitionListTitle
+            | Tag::DefinitionListDefinition
+            | Tag::Table(_)
+            | Tag::TableHead
+            | Tag::TableRow => end_line(self.out),
+            // Cells are separated at their end; the rest is inline.
             _ => {}
         }
     }
-    Ok(())
+
+    fn end(&mut self, tag: TagEnd) {
+        match tag {
+            TagEnd::List(_) => {
+                self.open_lists = self.open_lists.saturating_sub(1);
+                if self.open_lists > 0 {
+                    end_line(self.out)
+                } else {
+                    end_block(self.out)
+                }
+            }
+            TagEnd::Paragraph
+            | TagEnd::Heading(_)
+            | TagEnd::CodeBlock
+            | TagEnd::BlockQuote(_)
+            | TagEnd::Table
+            | TagEnd::FootnoteDefinition
+            | TagEnd::DefinitionList => end_block(self.out),
+            TagEnd::Item
+            | TagEnd::TableHead
+            | TagEnd::TableRow
+            | TagEnd::DefinitionListTitle
+            | TagEnd::DefinitionListDefinition => end_line(self.out),
+            TagEnd::TableCell => self.out.push('\t'),
+            _ => {}
+        }
+    }
 }
 
 /// Splits Markdown into pieces of at least `size` bytes, only where a new top-level block
@@ -117,26 +197,6 @@ fn options() -> Options {
         | Options::ENABLE_DEFINITION_LIST
 }
 
-fn end_tag(out: &mut String, tag: TagEnd) {
-    match tag {
-        TagEnd::Paragraph
-        | TagEnd::Heading(_)
-        | TagEnd::CodeBlock
-        | TagEnd::BlockQuote(_)
-        | TagEnd::List(_)
-        | TagEnd::Table
-        | TagEnd::FootnoteDefinition
-        | TagEnd::DefinitionList => end_block(out),
-        TagEnd::Item
-        | TagEnd::TableHead
-        | TagEnd::TableRow
-        | TagEnd::DefinitionListTitle
-        | TagEnd::DefinitionListDefinition => end_line(out),
-        TagEnd::TableCell => out.push('\t'),
-        _ => {}
-    }
-}
-
 /// Ends the current line once: blocks nest, and each level must not add its own break.
 fn end_line(out: &mut String) {
     if out.ends_with('\t') {
@@ -172,6 +232,113 @@ mod tests {
             "The copper kettle\n\nSome bold and code text wrapped.\n\n\
              item one\nitem two\n\nquoted"
         );
+    }
+
+    /// Blocks nested inside other blocks, each with the text it must give: no two words of
+    /// different blocks may run together (tight list items hold their text without a
+    /// paragraph, so only the start of the nested block separates them).
+    const NESTED: &[(&str, &str, &str)] = &[
+        (
+            "lists in lists",
+            "- apple\n  - banana\n    - cherry\n- damson\n",
+            "apple\nbanana\ncherry\ndamson",
+        ),
+        (
+            "ordered list in an item",
+            "- fruit\n  1. apple\n  2. banana\n",
+            "fruit\napple\nbanana",
+        ),
+        (
+            "list in an ordered item",
+            "1. fruit\n   - apple\n2. nuts\n",
+            "fruit\napple\nnuts",
+        ),
+        ("quote in an item", "- apple\n  > banana\n", "apple\nbanana"),
+        (
+            "code block in an item",
+            "- apple\n  ```\n  banana\n  ```\n",
+            "apple\nbanana",
+        ),
+        (
+            "indented code in an item",
+            "- apple\n\n      banana\n",
+            "apple\n\nbanana",
+        ),
+        (
+            "table in an item",
+            "- apple\n  | a | b |\n  |---|---|\n  | banana | cherry |\n",
+            "apple\na\tb\nbanana\tcherry",
+        ),
+        ("heading in an item", "- # apple\n  banana\n", "apple\n\nbanana"),
+        (
+            "html block in an item",
+            "- apple\n  <div>banana</div>\n",
+            "apple\nbanana",
+        ),
+        (
+            "list in a quote",
+            "> apple\n> - banana\n> - cherry\n",
+            "apple\n\nbanana\ncherry",
+        ),
+        ("quote in a quote", "> apple\n>> banana\n", "apple\n\nbanana"),
+        (
+            "list in a footnote",
+            "apple[^n]\n\n[^n]: banana\n    - cherry\n",
+            "apple\n\nbanana\n\ncherry",
+        ),
+        (
+            "footnote after text",
+            "apple[^n] banana\n\n[^n]: cherry\n",
+            "apple banana\n\ncherry",
+        ),
+        (
+            "task list in a list",
+            "- apple\n  - [ ] banana\n  - [x] cherry\n",
+            "apple\nbanana\ncherry",
+        ),
+        (
+            "definition list",
+            "apple\n: banana\n: cherry\n",
+            "apple\nbanana\ncherry",
+        ),
+        (
+            "hard breaks",
+            "apple  \nbanana\\\ncherry\n",
+            "apple\nbanana\ncherry",
+        ),
+        ("soft break", "apple\nbanana\n", "apple banana"),
+        (
+            "inline html breaks in a table cell",
+            "| a |\n|---|\n| apple<br>banana<BR/>cherry |\n",
+            "a\napple\nbanana\ncherry",
+        ),
+        (
+            "inline html that is formatting",
+            "ap<span>ple</span> <b>banana</b>\n",
+            "apple banana",
+        ),
+        (
+            "rule between items",
+            "- apple\n\n  ***\n- banana\n",
+            "apple\n\nbanana",
+        ),
+        (
+            "loose items keep their paragraphs",
+            "- apple\n\n  banana\n- cherry\n",
+            "apple\n\nbanana\n\ncherry",
+        ),
+    ];
+
+    #[test]
+    fn nested_blocks_never_join_words() {
+        let mut wrong = Vec::new();
+        for (what, md, expected) in NESTED {
+            let text = run(md);
+            if text != *expected {
+                wrong.push(format!("{what}: {md:?} gave {text:?}, expected {expected:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 
     #[test]

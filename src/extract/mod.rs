@@ -71,6 +71,27 @@ pub enum Format {
 }
 
 impl Format {
+    /// Every format, for reading names back ([`Format::from_name`]).
+    pub(crate) const ALL: [Format; 12] = [
+        Format::PlainText,
+        Format::Markdown,
+        Format::Html,
+        Format::Pdf,
+        Format::Docx,
+        Format::Odt,
+        Format::Ods,
+        Format::Odp,
+        Format::Epub,
+        Format::Rtf,
+        Format::Xlsx,
+        Format::Pptx,
+    ];
+
+    /// The format [`Format::as_str`] names, e.g. in an error an extraction child sends.
+    pub(crate) fn from_name(name: &str) -> Option<Format> {
+        Self::ALL.into_iter().find(|format| format.as_str() == name)
+    }
+
     /// A stable lower-case name, suitable for logs and for storing in the queue.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -631,6 +652,91 @@ mod tests {
         assert_eq!(extract("deck.pptx", &bytes).unwrap(), "ivory\n\npelican");
     }
 
+    /// The start of a "billion laughs": entities that expand to ten of the one before.
+    const LAUGHS: &str = r#"<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;"><!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">]>"#;
+
+    #[test]
+    fn entity_bombs_fail_alike_in_every_container() {
+        let laughs = |root: &str| format!("{LAUGHS}{root}").into_bytes();
+        let cases = [
+            (
+                Format::Docx,
+                "word/document.xml",
+                docx::tests::zip_with(&[(
+                    "word/document.xml",
+                    &laughs("<w:document><w:t>&lol2;</w:t></w:document>"),
+                )]),
+            ),
+            (
+                Format::Odt,
+                "content.xml",
+                docx::tests::zip_with(&[
+                    ("mimetype", b"application/vnd.oasis.opendocument.text".as_slice()),
+                    (
+                        "content.xml",
+                        &laughs("<office:document-content><text:p>&lol2;</text:p></office:document-content>"),
+                    ),
+                ]),
+            ),
+            (
+                Format::Xlsx,
+                "xl/sharedStrings.xml",
+                docx::tests::zip_with(&[
+                    ("xl/workbook.xml", b"<workbook/>".as_slice()),
+                    (
+                        "xl/sharedStrings.xml",
+                        &laughs("<sst><si><t>&lol2;</t></si></sst>"),
+                    ),
+                ]),
+            ),
+            (
+                Format::Pptx,
+                "ppt/slides/slide1.xml",
+                docx::tests::zip_with(&[
+                    ("ppt/presentation.xml", b"<p:presentation/>".as_slice()),
+                    (
+                        "ppt/slides/slide1.xml",
+                        &laughs("<p:sld><a:t>&lol2;</a:t></p:sld>"),
+                    ),
+                ]),
+            ),
+            (
+                Format::Epub,
+                "META-INF/container.xml",
+                docx::tests::zip_with(&[
+                    ("mimetype", b"application/epub+zip".as_slice()),
+                    (
+                        "META-INF/container.xml",
+                        &laughs(r#"<container><rootfile full-path="&lol2;"/></container>"#),
+                    ),
+                ]),
+            ),
+        ];
+        for (format, part, bytes) in cases {
+            let err = extract("upload", &bytes).unwrap_err();
+            assert!(err.is_permanent());
+            assert_eq!(
+                err.to_string(),
+                format!("malformed {format} document: {part} declares entities in its DOCTYPE (refused: entity expansion)")
+            );
+        }
+    }
+
+    #[test]
+    fn a_doctype_without_entities_is_read() {
+        let opf = br#"<?xml version="1.0"?><!DOCTYPE package PUBLIC "+//ISBN 0-9673008-1-9//DTD OEB 1.2 Package//EN" "http://openebook.org/dtds/oeb-1.2/oebpkg12.dtd"><package><manifest><item id="c" href="c.html" media-type="text/html"/></manifest><spine><itemref idref="c"/></spine></package>"#;
+        let bytes = docx::tests::zip_with(&[
+            ("mimetype", b"application/epub+zip".as_slice()),
+            (
+                "META-INF/container.xml",
+                br#"<container><rootfile full-path="book.opf"/></container>"#.as_slice(),
+            ),
+            ("book.opf", opf.as_slice()),
+            ("c.html", b"<p>indigo compass</p>".as_slice()),
+        ]);
+        assert_eq!(extract("old.epub", &bytes).unwrap(), "indigo compass");
+    }
+
     #[test]
     fn non_document_zips_and_rtf_magic() {
         let registry = ExtractorRegistry::default();
@@ -763,6 +869,23 @@ mod tests {
             }
             other => panic!("expected Malformed, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn every_format_is_read_back_from_its_name() {
+        let names: std::collections::HashSet<&str> = Format::ALL.iter().map(|f| f.as_str()).collect();
+        assert_eq!(names.len(), Format::ALL.len(), "names are distinct");
+        for format in Format::ALL {
+            assert_eq!(Format::from_name(format.as_str()), Some(format));
+        }
+        // Every variant is listed: each one's own extension or zip maps into the list.
+        for ext in ["pdf", "docx", "odt", "ods", "odp", "epub", "rtf", "xlsx", "pptx"] {
+            assert!(Format::ALL.contains(&binary_format(ext).unwrap()), "{ext}");
+        }
+        for ext in ["txt", "md", "html"] {
+            assert!(Format::ALL.contains(&text_format(Some(ext)).unwrap()), "{ext}");
+        }
+        assert_eq!(Format::from_name("docx "), None);
     }
 
     #[test]

@@ -51,7 +51,7 @@ impl Body {
             Event::End(e) => self.end(e.local_name().as_ref()),
             Event::Empty(e) => self.empty(e),
             _ if self.para_depth > 0 && self.changes_depth == 0 => {
-                if let Some(text) = event_text(&event, format)? {
+                if let Some(text) = event_text(&event, CONTENT_XML, format)? {
                     self.out.push_str(&text);
                 }
             }

@@ -40,7 +40,7 @@ pub(super) fn extract_xlsx(
     )?;
     let mut out = String::new();
     for sheet in sheets {
-        let mut cells = Sheet::new(&shared, &mut out);
+        let mut cells = Sheet::new(&sheet, &shared, &mut out);
         container.each_xml_event(&sheet, stop, |event| {
             cells.event(event)?;
             check_output(cells.out, max_inflated, Format::Xlsx)
@@ -69,7 +69,7 @@ fn shared_strings(container: &mut Container<'_>, stop: &AtomicBool) -> Result<Ve
             },
             Event::Empty(e) if e.local_name().as_ref() == b"si" => strings.push(String::new()),
             _ if in_t && !in_phonetic => {
-                if let Some(text) = event_text(&event, Format::Xlsx)? {
+                if let Some(text) = event_text(&event, SHARED_STRINGS, Format::Xlsx)? {
                     current.push_str(&text);
                 }
             }
@@ -82,6 +82,8 @@ fn shared_strings(container: &mut Container<'_>, stop: &AtomicBool) -> Result<Ve
 
 /// One worksheet being read: the value of the current cell and where the text goes.
 struct Sheet<'s> {
+    /// The worksheet's part, for errors.
+    part: &'s str,
     shared: &'s [String],
     out: &'s mut String,
     /// The cell's `t` attribute: `s` (shared string index), `inlineStr`, or a literal type.
@@ -92,8 +94,9 @@ struct Sheet<'s> {
 }
 
 impl<'s> Sheet<'s> {
-    fn new(shared: &'s [String], out: &'s mut String) -> Self {
+    fn new(part: &'s str, shared: &'s [String], out: &'s mut String) -> Self {
         Self {
+            part,
             shared,
             out,
             kind: None,
@@ -119,7 +122,7 @@ impl<'s> Sheet<'s> {
                 _ => {}
             },
             _ if self.in_value => {
-                if let Some(text) = event_text(&event, Format::Xlsx)? {
+                if let Some(text) = event_text(&event, self.part, Format::Xlsx)? {
                     self.value.push_str(&text);
                 }
             }
@@ -173,7 +176,7 @@ pub(super) fn extract_pptx(
                 Event::End(e) if e.local_name().as_ref() == b"p" => end_row(&mut out),
                 Event::Empty(e) if e.local_name().as_ref() == b"br" => out.push('\n'),
                 _ if in_text => {
-                    if let Some(text) = event_text(&event, Format::Pptx)? {
+                    if let Some(text) = event_text(&event, &slide, Format::Pptx)? {
                         out.push_str(&text);
                     }
                 }
@@ -240,7 +243,9 @@ fn relationship_targets(
         if let Event::Start(e) | Event::Empty(e) = &event {
             if e.local_name().as_ref() == b"Relationship" && attr(e, b"TargetMode").is_none() {
                 if let (Some(id), Some(target)) = (attr(e, b"Id"), attr(e, b"Target")) {
-                    targets.extend(resolve(dir, &target).map(|path| (id, path)));
+                    // A target outside the archive is skipped: the parts' numbers still
+                    // give an order.
+                    targets.extend(resolve(dir, &target).ok().map(|path| (id, path)));
                 }
             }
         }

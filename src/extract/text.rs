@@ -1,8 +1,10 @@
 //! Plain text: decoding only. Uploaded text comes in whatever encoding the author's editor
 //! used. The order of evidence is the one browsers use: a byte-order mark, then what the
 //! document declares (HTML's `<meta charset>`, passed in as a hint), then "it is valid
-//! UTF-8", and only then chardetng's statistical guess among the legacy encodings. Decoding
-//! never fails: anything undecodable becomes U+FFFD so the rest is still searchable.
+//! UTF-8", and only then chardetng's statistical guess among the legacy encodings. UTF-16
+//! without a BOM (written by Windows tools) is recognised before UTF-8 by its pattern of
+//! zero bytes, which ASCII-compatible text never has. Decoding never fails: anything
+//! undecodable becomes U+FFFD so the rest is still searchable.
 
 use chardetng::{Iso2022JpDetection, Utf8Detection};
 use encoding_rs::Encoding;
@@ -46,7 +48,11 @@ pub(super) fn decode_with_hint(bytes: &[u8], declared: Option<&'static Encoding>
 /// Valid UTF-8 is taken as UTF-8: legacy text that happens to be valid UTF-8 is vanishingly
 /// rare past pure ASCII, and chardetng would otherwise call ASCII "windows-1252". Anything
 /// else goes to chardetng, which was trained on web content in the legacy encodings.
+/// UTF-16 comes first because its ASCII is valid UTF-8 too (`a\0b\0`).
 fn detect(bytes: &[u8]) -> &'static Encoding {
+    if let Some(utf16) = utf16_without_bom(bytes) {
+        return utf16;
+    }
     if std::str::from_utf8(bytes).is_ok() {
         return encoding_rs::UTF_8;
     }
@@ -64,11 +70,14 @@ pub(super) fn decode_prefix(bytes: &[u8]) -> String {
 }
 
 /// Whether the input is binary rather than text in some 8-bit or UTF encoding. Text never
-/// contains NUL (UTF-16 is recognised by its BOM before this), and only a few control
-/// characters are common in text; more than 1 in 10 of the rest means an unknown binary.
-/// High bytes are not counted: they are just text in a legacy encoding.
+/// contains NUL (UTF-16, with or without a BOM, is recognised before this), and only a few
+/// control characters are common in text; more than 1 in 10 of the rest means an unknown
+/// binary. High bytes are not counted: they are just text in a legacy encoding.
 pub(super) fn looks_binary(bytes: &[u8]) -> bool {
     if bytes.starts_with(b"\xFF\xFE") || bytes.starts_with(b"\xFE\xFF") {
+        return false;
+    }
+    if utf16_without_bom(bytes).is_some() {
         return false;
     }
     let sample = &bytes[..bytes.len().min(SNIFF_BYTES)];
@@ -77,6 +86,113 @@ pub(super) fn looks_binary(bytes: &[u8]) -> bool {
     }
     let controls = sample.iter().filter(|&&b| is_binary_control(b)).count();
     controls * 10 > sample.len()
+}
+
+/// UTF-16 text has at least this many ASCII characters (a byte next to a zero byte) in
+/// its sample: fewer are chance, not a pattern.
+const UTF16_MIN_ASCII: usize = 4;
+
+/// At least 1 in this many of a UTF-16 sample's code units must be an ASCII space or
+/// line break for its zero bytes to count as UTF-16's pattern: every text has white space
+/// between its words or at the end of its lines (Japanese and Chinese prose too), and a
+/// binary's bytes next to zeros seldom are.
+const UTF16_MIN_SPACE_SHARE: usize = 64;
+
+/// UTF-16LE or BE without a byte-order mark, judged on the first [`SNIFF_BYTES`]. Two
+/// pieces of evidence are needed. The pattern: an ASCII character is its byte next to a
+/// zero byte, on the same side of every code unit (the zero is second in LE, first in BE),
+/// text has many spaces and line breaks, and not three quarters of its code units are two
+/// ASCII bytes (8-bit text with stray zero bytes). Then decoding: the sample must decode to
+/// text, with at most about 1 in 50 characters that text does not hold ([`is_not_text`]).
+/// Binaries that keep the pattern up for a while (tables of small integers) decode to
+/// controls, unassigned or private-use code points, and stay binary.
+fn utf16_without_bom(bytes: &[u8]) -> Option<&'static Encoding> {
+    let sample = &bytes[..bytes.len().min(SNIFF_BYTES) & !1];
+    let units = sample.len() / 2;
+    let le = AsciiUnits::count(sample, false);
+    let be = AsciiUnits::count(sample, true);
+    let (encoding, ascii) = if le.all >= be.all {
+        (encoding_rs::UTF_16LE, le)
+    } else {
+        (encoding_rs::UTF_16BE, be)
+    };
+    let patterned =
+        ascii.all >= UTF16_MIN_ASCII && ascii.spaces > 0 && ascii.spaces * UTF16_MIN_SPACE_SHARE >= units;
+    let eight_bit = ascii_pairs(sample) * 4 >= units * 3;
+    (patterned && !eight_bit && decodes_to_text(sample, encoding)).then_some(encoding)
+}
+
+/// The code units of a sample that are ASCII characters in one byte order.
+struct AsciiUnits {
+    /// Printable characters and white space.
+    all: usize,
+    /// Space, tab, CR and LF.
+    spaces: usize,
+}
+
+impl AsciiUnits {
+    fn count(sample: &[u8], big_endian: bool) -> Self {
+        let mut counts = AsciiUnits { all: 0, spaces: 0 };
+        for unit in sample.chunks_exact(2) {
+            let (high, low) = if big_endian {
+                (unit[0], unit[1])
+            } else {
+                (unit[1], unit[0])
+            };
+            if high == 0 && is_ascii_text(low) {
+                counts.all += 1;
+                counts.spaces += usize::from(!low.is_ascii_graphic());
+            }
+        }
+        counts
+    }
+}
+
+/// Printable ASCII, space, tab, CR or LF.
+fn is_ascii_text(byte: u8) -> bool {
+    byte.is_ascii_graphic() || matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// The code units of `sample` that are two ASCII text bytes. In 8-bit text with stray zero
+/// bytes nearly all are, and as UTF-16 they read as ideographs; in UTF-16 text fewer are:
+/// none in Latin or Korean text (ASCII is its byte and a zero, Hangul has a high byte),
+/// up to about half in Japanese (whose hiragana are `0` and a letter).
+fn ascii_pairs(sample: &[u8]) -> usize {
+    sample
+        .chunks_exact(2)
+        .filter(|unit| unit.iter().all(|&b| is_ascii_text(b)))
+        .count()
+}
+
+/// Whether `sample` decodes to text with at most 1 in 50 characters (plus one, for a
+/// surrogate pair cut at the sample's end) that text does not contain.
+fn decodes_to_text(sample: &[u8], encoding: &'static Encoding) -> bool {
+    let (text, _) = encoding.decode_without_bom_handling(sample);
+    let (mut chars, mut odd) = (0usize, 0usize);
+    for c in text.chars() {
+        chars += 1;
+        odd += usize::from(is_not_text(c));
+    }
+    odd <= 1 + chars / 50
+}
+
+/// Characters that text decoded from UTF-16 does not hold, or rarely: the binary controls
+/// (NUL and the rest of C0 as in [`is_binary_control`], and C1), U+FFFD (what an unpaired
+/// surrogate decodes to), and past ASCII whatever is neither a letter, a digit nor white
+/// space outside the blocks of punctuation and symbols text uses: unassigned and
+/// private-use code points, which a binary's integers decode to.
+fn is_not_text(c: char) -> bool {
+    if let Ok(byte) = u8::try_from(c) {
+        return is_binary_control(byte) || (0x80..0xA0).contains(&byte);
+    }
+    let symbols = matches!(c,
+        '\u{300}'..='\u{36F}'         // combining accents (decomposed text)
+        | '\u{2000}'..='\u{2BFF}'     // punctuation, currency, arrows, maths, shapes
+        | '\u{3000}'..='\u{303F}'     // CJK punctuation
+        | '\u{FF00}'..='\u{FFEF}'     // full-width forms
+        | '\u{10000}'..                // a valid surrogate pair: emoji, rare scripts
+    );
+    !(symbols || c.is_alphanumeric() || c.is_whitespace())
 }
 
 /// Control characters that do not occur in text: all but tab, LF, FF, CR and ESC (the last
@@ -144,6 +260,84 @@ mod tests {
             }
         );
         assert!(!looks_binary(&le), "UTF-16 has NULs but is text");
+    }
+
+    const ENGLISH: &str = "The amber lighthouse on the point was lit.\r\nIts beam swept the water.\r\n";
+    const KOREAN: &str = "\u{d55c}\u{ad6d}\u{c5b4} \u{bb38}\u{c11c}\u{c785}\u{b2c8}\u{b2e4}. \u{b2e4}\u{b78c}\u{c950}\u{ac00} \u{d5cc} \u{ccc7}\u{bc14}\u{d034}\u{b97c} \u{b3cc}\u{b9bd}\u{b2c8}\u{b2e4}.\n\u{ac00}\u{c744} \u{d558}\u{b298}\u{c740} \u{b192}\u{ace0} \u{d478}\u{b985}\u{b2c8}\u{b2e4}.\n";
+
+    /// Hiragana-heavy, the Japanese that looks most like pairs of ASCII bytes.
+    const JAPANESE: &str = "\u{304d}\u{3087}\u{3046}\u{306f} \u{3044}\u{3044} \u{3066}\u{3093}\u{304d}\u{3067}\u{3059}\u{306d}\u{3002}\n\u{3042}\u{3057}\u{305f}\u{3082} \u{306f}\u{308c}\u{308b}\u{3067}\u{3057}\u{3087}\u{3046}\u{3002}\n";
+
+    fn utf16_no_bom(text: &str, big_endian: bool) -> Vec<u8> {
+        text.encode_utf16()
+            .flat_map(|u| {
+                if big_endian {
+                    u.to_be_bytes()
+                } else {
+                    u.to_le_bytes()
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn utf16_without_bom_is_recognised_and_decoded() {
+        for text in [ENGLISH, KOREAN, JAPANESE, "hi there\n"] {
+            for (big_endian, name) in [(false, "UTF-16LE"), (true, "UTF-16BE")] {
+                let bytes = utf16_no_bom(text, big_endian);
+                assert!(!looks_binary(&bytes), "{name} {text:?}");
+                let decoded = extract(&bytes);
+                assert_eq!(decoded.encoding, Some(name), "{text:?}");
+                assert_eq!(decoded.text, text);
+            }
+        }
+    }
+
+    #[test]
+    fn utf16_sniffing_survives_the_sample_cutting_a_surrogate_pair() {
+        // The emoji's two code units straddle the end of the sniffed sample.
+        let text = format!(
+            "{}\u{1F600} amber lighthouse\n",
+            "a ".repeat(SNIFF_BYTES / 4 - 1) + "a"
+        );
+        let bytes = utf16_no_bom(&text, false);
+        assert_eq!(&bytes[SNIFF_BYTES - 2..SNIFF_BYTES], &[0x3D, 0xD8]);
+        assert_eq!(extract(&bytes).text, text);
+    }
+
+    /// Inputs with zero bytes on one side that are not UTF-16, each refused by one check
+    /// alone (the comment names it).
+    #[test]
+    fn binaries_with_zero_bytes_on_one_side_stay_binary() {
+        // Decoding: small integers as u16 LE (a table, an image's rows) have spaces and
+        // line breaks next to their zeros, but also controls.
+        let small: Vec<u8> = (0u16..4096).flat_map(|i| (i % 128).to_le_bytes()).collect();
+        // White space: u32 BE offsets whose second byte is a letter and whose third and
+        // fourth make an ideograph (an ar archive's symbol table) decode to text, but none
+        // of their units is a space or a line break.
+        let offsets: Vec<u8> = (0u32..2048)
+            .flat_map(|i| (0x004E_6000 + i * 4 % 0x1000).to_be_bytes())
+            .collect();
+        // Pairs of ASCII bytes: 8-bit text with a zero every 16 bytes has spaces next to
+        // its zeros, and its pairs of letters decode to ideographs.
+        let words = "the amber lighthouse was lit and its beam swept the water every twelve seconds ";
+        let stray_zeros: Vec<u8> = words
+            .repeat(40)
+            .bytes()
+            .enumerate()
+            .map(|(i, b)| if i % 16 == 0 { 0 } else { b })
+            .collect();
+        // Too few ASCII units to be a pattern: short Latin-1 text with a stray zero.
+        let short = b"ab \0\xE9t".to_vec();
+        for (what, bytes) in [
+            ("small integers", small),
+            ("offsets", offsets),
+            ("stray zeros", stray_zeros),
+            ("short", short),
+        ] {
+            assert_eq!(utf16_without_bom(&bytes), None, "{what}");
+            assert!(looks_binary(&bytes), "{what}");
+        }
     }
 
     #[test]

@@ -91,6 +91,13 @@ impl<'a> Container<'a> {
         self.archive.index_for_name(name).is_some()
     }
 
+    /// The part `href` names, resolved against `base` ([`resolve`]), or `Malformed` saying
+    /// which part named what: a path that climbs out of the archive is refused as such
+    /// rather than looked up and reported missing.
+    pub(super) fn resolve(&self, base: &str, href: &str, named_in: &str) -> Result<String, ExtractError> {
+        resolve(base, href).map_err(|bad| self.malformed(format!("{named_in} names {href:?}, {bad}")))
+    }
+
     /// Runs `read` on the inflated bytes of one part, charging them to the budget. A part
     /// that runs past the budget is `Malformed` whatever `read` made of the truncated data.
     pub(super) fn with_part<T>(
@@ -131,7 +138,9 @@ impl<'a> Container<'a> {
     }
 
     /// Streams one XML part, calling `on_event` for each event and polling `stop` between
-    /// events, so a long part does not keep a worker busy after its lease is gone.
+    /// events, so a long part does not keep a worker busy after its lease is gone. Every
+    /// XML part of every container is read here, so this is where entity declarations are
+    /// refused ([`refuse_entities`]).
     pub(super) fn each_xml_event(
         &mut self,
         name: &str,
@@ -147,23 +156,43 @@ impl<'a> Container<'a> {
                 let event = reader
                     .read_event_into(&mut buf)
                     .map_err(|e| ExtractError::malformed(format, format!("invalid XML in {name}: {e}")))?;
-                if matches!(event, Event::Eof) {
-                    return Ok(());
+                match event {
+                    Event::Eof => return Ok(()),
+                    Event::DocType(doctype) => refuse_entities(&doctype, name, format)?,
+                    event => on_event(event)?,
                 }
-                on_event(event)?;
                 buf.clear();
             }
         })
     }
 }
 
-/// Text of an XML text or CDATA event, with entities resolved.
-pub(super) fn event_text(event: &Event<'_>, format: Format) -> Result<Option<String>, ExtractError> {
+/// A DOCTYPE that declares entities is refused. Entities are never expanded here (quick-xml
+/// knows only the five predefined ones), and no office or e-book format needs its own:
+/// declaring them is how an entity-expansion bomb ("billion laughs") starts, so the part
+/// fails saying so rather than on the first entity it cannot resolve. A DOCTYPE without
+/// declarations (old OEB packages name their DTD) is harmless and passes.
+fn refuse_entities(doctype: &[u8], part: &str, format: Format) -> Result<(), ExtractError> {
+    if doctype.windows(b"<!ENTITY".len()).any(|w| w == b"<!ENTITY") {
+        return Err(ExtractError::malformed(
+            format,
+            format!("{part} declares entities in its DOCTYPE (refused: entity expansion)"),
+        ));
+    }
+    Ok(())
+}
+
+/// Text of an XML text or CDATA event of `part`, with the predefined entities resolved.
+pub(super) fn event_text(
+    event: &Event<'_>,
+    part: &str,
+    format: Format,
+) -> Result<Option<String>, ExtractError> {
     match event {
         Event::Text(t) => t
             .unescape()
             .map(|s| Some(s.into_owned()))
-            .map_err(|e| ExtractError::malformed(format, format!("bad XML text: {e}"))),
+            .map_err(|e| ExtractError::malformed(format, format!("bad XML text in {part}: {e}"))),
         Event::CData(t) => Ok(Some(String::from_utf8_lossy(t).into_owned())),
         _ => Ok(None),
     }
@@ -196,25 +225,43 @@ pub(super) fn numbered_parts(names: &[String], prefix: &str, suffix: &str) -> Ve
     parts.into_iter().map(|(_, name)| name.clone()).collect()
 }
 
+/// Why a path named inside a container does not lead to one of its parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum BadPath {
+    /// More `..` than directories: the path climbs out of the archive.
+    Outside,
+    /// A `%` not followed by two hex digits, or escapes that are not UTF-8.
+    BadEscape,
+}
+
+impl fmt::Display for BadPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BadPath::Outside => "a path outside the archive (refused)",
+            BadPath::BadEscape => "a path with a bad percent-escape",
+        })
+    }
+}
+
 /// Resolves a relative URL inside the zip (an EPUB manifest `href`, an OOXML relationship
 /// `Target`) against the directory of the part that holds it. Only the parts these formats
 /// use: `..` segments, a `#fragment`, percent-escapes (spaces are common), and a leading
-/// `/` for the zip's root. `None` for a path that climbs out of the zip.
-pub(super) fn resolve(base: &str, href: &str) -> Option<String> {
-    let href = href.split('#').next()?;
-    let href = percent_decode(href)?;
+/// `/` for the zip's root.
+pub(super) fn resolve(base: &str, href: &str) -> Result<String, BadPath> {
+    let href = href.split('#').next().unwrap_or_default();
+    let href = percent_decode(href).ok_or(BadPath::BadEscape)?;
     let base = if href.starts_with('/') { "" } else { base };
     let mut parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
     for segment in href.split('/') {
         match segment {
             "" | "." => {}
             ".." => {
-                parts.pop()?;
+                parts.pop().ok_or(BadPath::Outside)?;
             }
             s => parts.push(s),
         }
     }
-    Some(parts.join("/"))
+    Ok(parts.join("/"))
 }
 
 fn percent_decode(s: &str) -> Option<String> {

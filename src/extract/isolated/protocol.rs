@@ -102,15 +102,7 @@ impl WireError {
 }
 
 fn format_named(name: &str) -> Option<Format> {
-    [
-        Format::PlainText,
-        Format::Markdown,
-        Format::Html,
-        Format::Pdf,
-        Format::Docx,
-    ]
-    .into_iter()
-    .find(|f| f.as_str() == name)
+    Format::from_name(name)
 }
 
 /// Builds one whole frame in one buffer, so it goes out in as few writes as the pipe allows.
