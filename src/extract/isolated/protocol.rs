@@ -20,7 +20,7 @@ pub(super) const PREFIX_LEN: usize = 12;
 pub(super) const MAX_HEADER_LEN: u32 = 64 * 1024;
 
 /// Sent by the child in its greeting; a parent refuses a child that speaks another.
-pub(super) const PROTOCOL_VERSION: u32 = 2;
+pub(super) const PROTOCOL_VERSION: u32 = 3;
 
 /// What the parent asks of the child for one document.
 #[derive(Debug, Serialize, Deserialize)]
@@ -32,8 +32,19 @@ pub(super) struct Request {
     pub cpu_secs: u64,
 }
 
-/// The child's frames: one greeting when it is set up, then one answer per document (the
-/// text itself travels as the body).
+/// The header of every frame the child sends: its answer, and the CPU time it had used when
+/// it sent it. The parent keeps the latter as where the next document starts, so that at a
+/// deadline it can tell a child that ran on the document from one that was stopped or
+/// starved (see `ending`).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct Reply {
+    pub response: Response,
+    /// User plus system CPU time of the whole child, in microseconds.
+    pub cpu_us: u64,
+}
+
+/// The child's answers: one greeting when it is set up, then one per document (the text
+/// itself travels as the body).
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum Response {
     /// Sent once, after the protocol pipe, panic hook and limits are in place. Without it the
@@ -183,6 +194,20 @@ mod tests {
         let frame = encode(&Response::Ok { note: None }, &[b'x'; 64]);
         let err = read_frame::<Response>(&mut &frame[..], 63).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn a_reply_carries_the_childs_cpu_time() {
+        let reply = Reply {
+            response: Response::Ready {
+                protocol: PROTOCOL_VERSION,
+            },
+            cpu_us: 1234,
+        };
+        let frame = encode(&reply, b"");
+        let (back, _): (Reply, Vec<u8>) = read_frame(&mut &frame[..], 0).unwrap().unwrap();
+        assert_eq!(back.cpu_us, 1234);
+        assert!(matches!(back.response, Response::Ready { protocol } if protocol == PROTOCOL_VERSION));
     }
 
     #[test]
