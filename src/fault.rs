@@ -267,6 +267,13 @@ pub fn wait_out_stall() {
 /// supervisor use it to make a child overflow its stack, exhaust its memory,
 /// spin, abort, or print junk on demand, whatever today's parsers survive. The
 /// variable is inherited by the children; unset, the check is one lookup.
+///
+/// Three more make a healthy document slow, for tests of what happens to it
+/// from outside (a child killed or stopped mid-document): `sleep MS` sleeps MS
+/// milliseconds; `hold-once MS PATH` does so, and `busy-once MS PATH` runs MS
+/// milliseconds of CPU time, only in the first child that creates the file
+/// PATH (holding that child's pid, so the test knows whom to signal). All
+/// three then extract the document as usual.
 pub const CHILD_FAULT_ENV: &str = "LEASEHOLD_TEST_CHILD_FAULT";
 
 /// The marker a fault document starts with.
@@ -283,8 +290,24 @@ pub fn child_fault(bytes: &[u8]) {
     let Some(rest) = bytes.strip_prefix(CHILD_FAULT_MARKER) else {
         return;
     };
-    let name = rest.split(|b| b.is_ascii_whitespace()).next().unwrap_or_default();
+    let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
+    let mut words = line.splitn(3, |&b| b == b' ');
+    let name = words.next().unwrap_or_default().trim_ascii();
     match name {
+        b"sleep" => sleep_ms(words.next()),
+        b"hold-once" | b"busy-once" => {
+            let ms = words.next();
+            if !words
+                .next()
+                .is_some_and(|path| first_to_create(path.trim_ascii()))
+            {
+                return;
+            }
+            match name {
+                b"hold-once" => sleep_ms(ms),
+                _ => busy_ms(ms),
+            }
+        }
         b"overflow" => {
             std::hint::black_box(recurse(0));
         }
@@ -302,6 +325,52 @@ pub fn child_fault(bytes: &[u8]) {
             eprintln!("junk a parser printed on stderr");
         }
         _ => {}
+    }
+}
+
+/// Sleeps the milliseconds `ms` spells (nothing if it spells no number).
+fn sleep_ms(ms: Option<&[u8]>) {
+    let ms = ms.and_then(|ms| std::str::from_utf8(ms).ok()?.trim().parse().ok());
+    std::thread::sleep(Duration::from_millis(ms.unwrap_or(0)));
+}
+
+/// Runs the milliseconds of CPU time `ms` spells: the time counts only while
+/// this thread is on a CPU, so a stop or a starved machine makes it last longer.
+fn busy_ms(ms: Option<&[u8]>) {
+    let ms: u64 = ms
+        .and_then(|ms| std::str::from_utf8(ms).ok()?.trim().parse().ok())
+        .unwrap_or(0);
+    let cpu_ns = || {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the struct we pass.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    };
+    let until = cpu_ns() + ms * 1_000_000;
+    while cpu_ns() < until {
+        std::hint::black_box(fastrand::u64(..));
+    }
+}
+
+/// Creates the file `path` holding this process's pid; false if it was there.
+fn first_to_create(path: &[u8]) -> bool {
+    use std::io::Write;
+    let Ok(path) = std::str::from_utf8(path) else {
+        return false;
+    };
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(mut file) => {
+            let _ = write!(file, "{}", std::process::id());
+            true
+        }
+        Err(_) => false,
     }
 }
 

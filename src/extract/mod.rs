@@ -39,7 +39,7 @@ mod zipped;
 use text::Decoded;
 
 pub use command::CommandExtractor;
-pub use isolated::{child_main, IsolatedExtractor, LimitKind, Limits, CHILD_ARG};
+pub use isolated::{child_main, Interruption, IsolatedExtractor, LimitKind, Limits, CHILD_ARG};
 
 /// Which extractor handles a document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +196,13 @@ pub enum ExtractError {
         /// How it died, with a few sanitised lines of its stderr.
         reason: String,
     },
+    /// The child's attempt was ended from outside (a signal leasehold did not send, a stop,
+    /// a starved machine): not the document's fault, retried like any failed attempt.
+    #[error("extraction interrupted from outside, not the document's fault: {cause}")]
+    Interrupted {
+        /// What happened to the child.
+        cause: Interruption,
+    },
     /// A configured external converter failed on the document.
     #[error("converter {program} failed: {reason}")]
     Converter {
@@ -214,11 +221,15 @@ pub enum ExtractError {
 }
 
 impl ExtractError {
-    /// Whether retrying the same bytes could ever succeed. `Stopped` depends on the worker and
-    /// `Unavailable` on the machine rather than the document, so only they are worth handing
-    /// to another worker; every limit and crash of an isolated child is the document's fault.
+    /// Whether retrying the same bytes could ever succeed. `Stopped` depends on the worker,
+    /// `Unavailable` on the machine and `Interrupted` on whatever reached the child from
+    /// outside, rather than on the document, so only they are worth another attempt; every
+    /// limit and crash the document provoked in an isolated child is its own fault.
     pub fn is_permanent(&self) -> bool {
-        !matches!(self, ExtractError::Stopped | ExtractError::Unavailable { .. })
+        !matches!(
+            self,
+            ExtractError::Stopped | ExtractError::Unavailable { .. } | ExtractError::Interrupted { .. }
+        )
     }
 
     /// Shorthand used by the format modules, which all report parser failures the same way.

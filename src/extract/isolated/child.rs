@@ -18,9 +18,10 @@ use std::panic;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::thread;
+use std::time::Duration;
 
 use super::super::{Extractor, ExtractorRegistry};
-use super::protocol::{encode, read_frame, Request, Response, WireError, PROTOCOL_VERSION};
+use super::protocol::{encode_split, read_frame, Reply, Request, Response, WireError, PROTOCOL_VERSION};
 use crate::process::{set_limit, status_bytes};
 
 /// The hidden first argument that turns `leasehold` into an extraction child. `main.rs`
@@ -120,26 +121,36 @@ fn serve(config: ChildConfig, mut protocol: File) -> io::Result<()> {
     let ready = Response::Ready {
         protocol: PROTOCOL_VERSION,
     };
-    protocol.write_all(&encode(&ready, b""))?;
+    protocol.write_all(&reply(ready, b"").0)?;
     while let Some((request, body)) = read_frame::<Request>(&mut input, config.max_input_bytes)? {
         limit_cpu(request.cpu_secs, cpu_hard);
         crate::fault::child_fault(&body);
         // No stop flag reaches the child: the parent kills it instead.
         let result = registry.extract_noted(&request.name, &body, &never);
         drop(body);
-        let frame = match result {
-            Ok(done) if done.text.len() as u64 > request.max_output_bytes => encode(
-                &Response::Err(WireError::OutputCap {
+        match result {
+            Ok(done) if done.text.len() as u64 > request.max_output_bytes => {
+                let cap = WireError::OutputCap {
                     cap: request.max_output_bytes,
-                }),
-                b"",
-            ),
-            Ok(done) => encode(&Response::Ok { note: done.note }, done.text.as_bytes()),
-            Err(e) => encode(&Response::Err(WireError::from_error(&e)), b""),
-        };
-        protocol.write_all(&frame)?;
+                };
+                protocol.write_all(&reply(Response::Err(cap), b"").0)?;
+            }
+            Ok(done) => {
+                let (head, rest) = reply(Response::Ok { note: done.note }, done.text.as_bytes());
+                protocol.write_all(&head)?;
+                protocol.write_all(rest)?;
+            }
+            Err(e) => protocol.write_all(&reply(Response::Err(WireError::from_error(&e)), b"").0)?,
+        }
     }
     Ok(())
+}
+
+/// One frame: `response`, the CPU time used so far, and `body`, in the two
+/// pieces of [`encode_split`].
+fn reply(response: Response, body: &[u8]) -> (Vec<u8>, &[u8]) {
+    let cpu_us = u64::try_from(cpu_used().as_micros()).unwrap_or(u64::MAX);
+    encode_split(&Reply { response, cpu_us }, body)
 }
 
 /// `RLIMIT_AS` = the address space mapped now (binary, libraries, both stacks) plus the
@@ -159,7 +170,11 @@ fn mapped_bytes() -> io::Result<u64> {
 /// each document gets `secs` on top of what the child has already used: the soft limit moves
 /// (SIGXCPU when crossed), the hard limit stays where it was (raising it needs privilege).
 fn limit_cpu(secs: u64, hard: u64) {
-    let soft = cpu_used_secs().saturating_add(secs).min(hard);
+    let used = cpu_used().as_micros().div_ceil(1_000_000);
+    let soft = u64::try_from(used)
+        .unwrap_or(u64::MAX)
+        .saturating_add(secs)
+        .min(hard);
     let _ = set_limit(libc::RLIMIT_CPU, soft, hard);
 }
 
@@ -176,18 +191,17 @@ fn cpu_hard_limit() -> u64 {
     current.rlim_max
 }
 
-/// User plus system CPU seconds used so far, rounded up.
-fn cpu_used_secs() -> u64 {
+/// User plus system CPU time of this process so far.
+fn cpu_used() -> Duration {
     // SAFETY: getrusage writes into the zeroed struct we pass.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
         if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
-            return 0;
+            return Duration::ZERO;
         }
         usage
     };
-    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    (micros(usage.ru_utime) + micros(usage.ru_stime)).div_ceil(1_000_000)
+    super::ending::cpu_of(&usage)
 }
 
 #[cfg(test)]

@@ -9,17 +9,22 @@
 //! # Layout
 //! - `protocol`: length-prefixed frames; a small JSON header, the document or text raw.
 //! - `child`: the child's side: clean protocol channel, quiet panics, rlimits, serve loop.
-//! - `handle`: the parent's side of one child: bounded send/receive, kill, reap, classify.
+//! - `handle`: the parent's side of one child: bounded send/receive, kill, reap.
+//! - `ending`: whose fault it was when a child's attempt ended without an answer.
 //! - `capture`: the child's stderr, drained into a small ring buffer.
 //!
 //! # Failure
-//! Deadline, memory, CPU and output limits give [`ExtractError::Limit`](super::ExtractError);
-//! a child that dies otherwise gives `ExtractError::Crashed` with the cause (stack overflow,
-//! signal, exit status) and at most three sanitised lines of its stderr. Both are permanent:
-//! the same bytes would do the same again. A raised stop flag kills the child and gives
-//! `Stopped`; a child that cannot be started gives `Unavailable` (not the document's fault).
-//! A parent that dies closes the child's request pipe; the child finishes (bounded by its
-//! CPU limit) and exits on the next read.
+//! Only what the document provoked is charged to it (see `ending`). Deadline, memory, CPU
+//! and output limits give [`ExtractError::Limit`](super::ExtractError); a child that dies of
+//! its own fault gives `ExtractError::Crashed` with the cause (stack overflow, signal, exit
+//! status) and at most three sanitised lines of its stderr. Both are permanent: the same
+//! bytes would do the same again. An end from outside (a signal leasehold did not send, a
+//! child found stopped or starved at its deadline) gives `ExtractError::Interrupted`, which
+//! is retried. A parent that was itself stopped does not count the time it did not watch
+//! against the deadline, and always takes an answer already waiting in the pipe. A raised
+//! stop flag kills the child and gives `Stopped`; a child that cannot be started gives
+//! `Unavailable` (not the document's fault). A parent that dies closes the child's request
+//! pipe; the child finishes (bounded by its CPU limit) and exits on the next read.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -31,6 +36,7 @@ use super::{check_stop, ExtractError, Extracted, Extractor, ExtractorRegistry};
 
 mod capture;
 mod child;
+mod ending;
 mod handle;
 mod protocol;
 
@@ -126,6 +132,59 @@ impl fmt::Display for LimitKind {
     }
 }
 
+/// How a child's attempt at a document ended from outside, not by the document's doing;
+/// carried by [`ExtractError::Interrupted`](super::ExtractError), which is retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interruption {
+    /// Killed by a signal leasehold did not send and the child's code does not raise itself:
+    /// SIGKILL from an operator or the kernel's OOM killer, SIGTERM, SIGHUP, ...
+    Signal(i32),
+    /// Found stopped (SIGSTOP, SIGTSTP, a debugger) when its deadline passed; the parent
+    /// killed it.
+    Stopped {
+        /// The deadline, as configured.
+        deadline: Duration,
+    },
+    /// The deadline passed while the child had had little CPU: it was stopped for a while or
+    /// starved by a busy machine, not running on the document.
+    Starved {
+        /// The deadline, as configured.
+        deadline: Duration,
+        /// The CPU time the child used on the document.
+        cpu: Duration,
+    },
+}
+
+impl fmt::Display for Interruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Interruption::Signal(signal) => match ending::signal_name(*signal) {
+                Some(name) => write!(
+                    f,
+                    "the child was killed by {name} (signal {signal}), which leasehold did not send"
+                ),
+                None => write!(
+                    f,
+                    "the child was killed by signal {signal}, which leasehold did not send"
+                ),
+            },
+            Interruption::Stopped { deadline } => {
+                write!(
+                    f,
+                    "the child was found stopped at its {} deadline",
+                    Seconds(*deadline)
+                )
+            }
+            Interruption::Starved { deadline, cpu } => write!(
+                f,
+                "the child had only {} of CPU by its {} deadline (stopped or starved)",
+                Seconds(*cpu),
+                Seconds(*deadline)
+            ),
+        }
+    }
+}
+
 /// "60 s", or "200 ms" below a second or off the whole second.
 struct Seconds(Duration);
 
@@ -212,7 +271,7 @@ impl IsolatedExtractor {
             let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
             match idle {
                 Some(mut child) => {
-                    if child.is_alive() {
+                    if child.can_serve() {
                         return Ok(child);
                     }
                 }

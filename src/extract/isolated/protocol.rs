@@ -20,7 +20,7 @@ pub(super) const PREFIX_LEN: usize = 12;
 pub(super) const MAX_HEADER_LEN: u32 = 64 * 1024;
 
 /// Sent by the child in its greeting; a parent refuses a child that speaks another.
-pub(super) const PROTOCOL_VERSION: u32 = 2;
+pub(super) const PROTOCOL_VERSION: u32 = 3;
 
 /// What the parent asks of the child for one document.
 #[derive(Debug, Serialize, Deserialize)]
@@ -32,8 +32,19 @@ pub(super) struct Request {
     pub cpu_secs: u64,
 }
 
-/// The child's frames: one greeting when it is set up, then one answer per document (the
-/// text itself travels as the body).
+/// The header of every frame the child sends: its answer, and the CPU time it had used when
+/// it sent it. The parent keeps the latter as where the next document starts, so that at a
+/// deadline it can tell a child that ran on the document from one that was stopped or
+/// starved (see `ending`).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct Reply {
+    pub response: Response,
+    /// User plus system CPU time of the whole child, in microseconds.
+    pub cpu_us: u64,
+}
+
+/// The child's answers: one greeting when it is set up, then one per document (the text
+/// itself travels as the body).
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum Response {
     /// Sent once, after the protocol pipe, panic hook and limits are in place. Without it the
@@ -105,16 +116,39 @@ fn format_named(name: &str) -> Option<Format> {
     Format::from_name(name)
 }
 
-/// Builds one whole frame in one buffer, so it goes out in as few writes as the pipe allows.
+/// One whole frame in one buffer (the tests' way to build a frame).
+#[cfg(test)]
 pub(super) fn encode<H: Serialize>(header: &H, body: &[u8]) -> Vec<u8> {
-    let json = serde_json::to_vec(header).expect("protocol headers always serialise");
-    let mut frame = Vec::with_capacity(PREFIX_LEN + json.len() + body.len());
-    frame.extend_from_slice(&(json.len() as u32).to_le_bytes());
-    frame.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    frame.extend_from_slice(&json);
+    let mut frame = encode_head(header, body.len());
     frame.extend_from_slice(body);
     frame
 }
+
+/// The frame of `header` and `body` as two pieces to write one after the
+/// other: a small body goes in one buffer with its header (one write), a
+/// large one is left where it is (not copied, which would double what a
+/// side holds of a large document or text).
+pub(super) fn encode_split<'b, H: Serialize>(header: &H, body: &'b [u8]) -> (Vec<u8>, &'b [u8]) {
+    let mut head = encode_head(header, body.len());
+    if body.len() <= FRAME_INLINE {
+        head.extend_from_slice(body);
+        return (head, &[]);
+    }
+    (head, body)
+}
+
+/// The frame of `header` up to its body of `body_len` bytes.
+fn encode_head<H: Serialize>(header: &H, body_len: usize) -> Vec<u8> {
+    let json = serde_json::to_vec(header).expect("protocol headers always serialise");
+    let mut frame = Vec::with_capacity(PREFIX_LEN + json.len() + body_len.min(FRAME_INLINE));
+    frame.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&(body_len as u64).to_le_bytes());
+    frame.extend_from_slice(&json);
+    frame
+}
+
+/// Room kept for a small body after a header.
+const FRAME_INLINE: usize = 64 * 1024;
 
 /// Splits a frame prefix into (header length, body length).
 pub(super) fn lengths(prefix: &[u8; PREFIX_LEN]) -> (u32, u64) {
@@ -178,6 +212,20 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_carries_the_childs_cpu_time() {
+        let reply = Reply {
+            response: Response::Ready {
+                protocol: PROTOCOL_VERSION,
+            },
+            cpu_us: 1234,
+        };
+        let frame = encode(&reply, b"");
+        let (back, _): (Reply, Vec<u8>) = read_frame(&mut &frame[..], 0).unwrap().unwrap();
+        assert_eq!(back.cpu_us, 1234);
+        assert!(matches!(back.response, Response::Ready { protocol } if protocol == PROTOCOL_VERSION));
+    }
+
+    #[test]
     fn errors_keep_their_type_across_the_wire() {
         let malformed = ExtractError::Malformed {
             format: Format::Pdf,
@@ -204,5 +252,19 @@ mod tests {
         };
         let back = WireError::from_error(&unsupported).into_error();
         assert_eq!(back.to_string(), unsupported.to_string());
+    }
+
+    #[test]
+    fn a_split_frame_is_the_whole_frame_in_two_pieces() {
+        for len in [0, 10, FRAME_INLINE, FRAME_INLINE + 1, 3 * FRAME_INLINE] {
+            let body = vec![7u8; len];
+            let (head, rest) = encode_split(&Response::Ok { note: None }, &body);
+            assert_eq!(
+                [head.as_slice(), rest].concat(),
+                encode(&Response::Ok { note: None }, &body)
+            );
+            // A large body is not copied.
+            assert_eq!(rest.is_empty(), len <= FRAME_INLINE);
+        }
     }
 }
