@@ -274,17 +274,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// A size such as `64MiB`, `1GiB`, `500kB` or a number of bytes: the same
-/// parser (`bytesize`) the configuration file's sizes go through.
+/// parser the configuration file's sizes go through. The error says what is
+/// wrong (too large, an unknown unit...); clap puts the flag and the value in
+/// front of it.
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    let n = text
-        .trim()
-        .parse::<bytesize::ByteSize>()
-        .map_err(|e| format!("{e}; expected a size such as 64MiB, 1GiB or a number of bytes"))?
-        .as_u64();
-    if n == 0 {
-        return Err("must be more than 0 bytes".into());
-    }
-    Ok(n)
+    crate::config::parse_size(text)
 }
 
 /// SQLite's durability setting.

