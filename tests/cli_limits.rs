@@ -76,3 +76,66 @@ fn a_size_too_large_names_the_flag_the_value_and_why() {
         );
     }
 }
+
+/// An input limit the extraction memory cannot hold (more than half of it)
+/// is refused before anything is made, in one line naming both limits and
+/// what would work; the memory may come from the flag, the configuration
+/// file's `[extract] memory` or the default. Without `--max-input`, a small
+/// memory brings the default input limit down with it.
+#[test]
+fn an_input_limit_the_extraction_memory_cannot_hold_is_refused() {
+    let (dir, docs, data) = corpus();
+    let out = leasehold(&data, &["run", arg(&docs), "--max-input", "3GiB"]);
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    for part in [
+        "--max-input 3GiB",
+        "--extract-memory 1GiB",
+        "--max-input 512MiB or less",
+        "6GiB",
+    ] {
+        assert!(said.contains(part), "{part:?} missing: {said}");
+    }
+    assert!(!data.exists(), "refused before the data directory was made");
+
+    let out = leasehold(
+        &data,
+        &[
+            "run",
+            arg(&docs),
+            "--max-input",
+            "3GiB",
+            "--extract-memory",
+            "6GiB",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let config = dir.path().join("small.toml");
+    std::fs::write(&config, "[extract]\nmemory = \"100MiB\"\n").unwrap();
+    let with_file = |extra: &[&str]| {
+        let mut args = vec!["--config", arg(&config), "run", arg(&docs), "--json"];
+        args.extend_from_slice(extra);
+        leasehold(&data, &args)
+    };
+    let out = with_file(&["--max-input", "60MiB"]);
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("[extract] memory = \"100MiB\"") && said.contains("small.toml"),
+        "{said}"
+    );
+    assert!(said.contains("--max-input 50MiB or less"), "{said}");
+
+    // No --max-input: the limit is half the file's memory, 50 MiB.
+    let big = std::fs::File::create(docs.join("big.txt")).unwrap();
+    big.set_len(51 << 20).unwrap();
+    let out = with_file(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["failures"][0]["key"], "big.txt", "{summary}");
+    let why = summary["failures"][0]["error"].as_str().unwrap();
+    assert!(why.contains(&format!("{}-byte input limit", 50 << 20)), "{why}");
+}

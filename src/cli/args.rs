@@ -181,7 +181,8 @@ impl TokenizerName {
 #[derive(Debug, Clone, Default, Args)]
 pub struct InputFlags {
     /// Largest input file, e.g. 64MiB, 500kB or a number of bytes; larger
-    /// files fail permanently (default: 64MiB).
+    /// files fail permanently. At most half the extraction memory
+    /// (--extract-memory) (default: 64MiB, or half that memory if less).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_input: Option<u64>,
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::FileConfig;
+use crate::config::{format_size, ExtractConfig, FileConfig};
 use crate::extract::{CommandExtractor, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
 use crate::mirror::{Fencing, Mirror};
 use crate::pipeline::{Pipeline, PoolOptions};
@@ -61,20 +61,31 @@ pub struct Extraction {
 }
 
 impl Extraction {
-    fn build(w: &WorkFlags, file: Option<&FileConfig>) -> Extraction {
+    /// The flags over the file's `[extract]` (at `file_path`), checked to fit
+    /// together: an input limit the extraction memory cannot hold is refused.
+    fn build(
+        w: &WorkFlags,
+        file: Option<&FileConfig>,
+        file_path: Option<&Path>,
+    ) -> Result<Extraction, CliError> {
         let f = file.map(|f| f.extract.clone()).unwrap_or_default();
-        Extraction {
+        let memory = w.extract_memory.unwrap_or(f.memory);
+        let max_input = match w.input.max_input {
+            Some(given) => checked_input_limit(given, memory, || memory_origin(w, &f, file_path))?,
+            None => default_input_limit(memory),
+        };
+        Ok(Extraction {
             isolated: f.isolation && !w.in_process,
             commands: f.commands,
             limits: Limits {
                 deadline: w.extract_timeout.unwrap_or(f.timeout),
-                memory_bytes: w.extract_memory.unwrap_or(f.memory),
+                memory_bytes: memory,
                 cpu_time: w.extract_cpu.unwrap_or(f.cpu),
                 max_output_bytes: w.max_text.unwrap_or(f.max_text),
-                max_input_bytes: max_input(w),
+                max_input_bytes: max_input,
                 ..Limits::default()
             },
-        }
+        })
     }
 
     /// The extractor: the configured converters for their extensions, and the
@@ -163,6 +174,7 @@ impl Config {
             return Err(CliError::Config("--max-attempts: must be at least 1".into()));
         }
         let file = load_file_config(g)?;
+        let extract = Extraction::build(work, file.as_ref(), file_config_path(g).as_deref())?;
         let db = database(g, file.as_ref());
         if let Some(needs) = existing {
             if let Some(line) = missing_data(g, &db, needs) {
@@ -187,7 +199,6 @@ impl Config {
             }
         }
         let store = Store::open(&db, options)?;
-        let extract = Extraction::build(work, file.as_ref());
         let upstream = file.map(|f| Upstream::build(&store, f));
         let mut mirror = open_mirror(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
         if store.is_postgres() {
@@ -213,7 +224,7 @@ impl Config {
                 .workers
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
             claim_ahead: work.claim_ahead.unwrap_or(PoolOptions::default().claim_ahead),
-            max_input: max_input(work),
+            max_input: extract.limits.max_input_bytes,
             extract,
             upstream,
             data_name,
@@ -315,17 +326,19 @@ impl Upstream {
     }
 }
 
-/// `--config PATH`, or `DATA/leasehold.toml` when it exists.
+/// The configuration file in use: `--config PATH`, or `DATA/leasehold.toml`
+/// when it exists.
+pub(super) fn file_config_path(g: &Global) -> Option<PathBuf> {
+    match &g.config {
+        Some(p) => Some(p.clone()),
+        None => Some(g.data.join("leasehold.toml")).filter(|p| p.exists()),
+    }
+}
+
+/// The configuration file ([`file_config_path`]), read and validated.
 pub(super) fn load_file_config(g: &Global) -> Result<Option<FileConfig>, CliError> {
-    let path = match &g.config {
-        Some(p) => p.clone(),
-        None => {
-            let default = g.data.join("leasehold.toml");
-            if !default.exists() {
-                return Ok(None);
-            }
-            default
-        }
+    let Some(path) = file_config_path(g) else {
+        return Ok(None);
     };
     FileConfig::load(&path)
         .map(Some)
@@ -375,9 +388,55 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
-/// `--max-input`, else its default.
-fn max_input(w: &WorkFlags) -> u64 {
-    w.input.max_input.unwrap_or(DEFAULT_MAX_INPUT)
+/// The extraction memory an input limit needs per byte of input: the child
+/// holds its copy of the document and what the parser builds from it (a tree,
+/// a decompressed stream, the text), seldom smaller than the document; and
+/// the parent reads the whole input before handing it over, so the rule also
+/// bounds what one worker holds. A limit past it accepts files whose only
+/// outcome is a memory failure after the parent has read them whole.
+const MEMORY_PER_INPUT_BYTE: u64 = 2;
+
+/// The input limit when `--max-input` is not given: its default, or half the
+/// extraction memory when that is smaller (a small `[extract] memory` brings
+/// the default down with it instead of refusing a flag nobody gave).
+fn default_input_limit(memory: u64) -> u64 {
+    DEFAULT_MAX_INPUT.min(memory / MEMORY_PER_INPUT_BYTE).max(1)
+}
+
+/// `--max-input given`, if the extraction memory can hold it; else one line
+/// naming both limits (`memory_origin` says where the memory came from) and
+/// what would work.
+fn checked_input_limit(given: u64, memory: u64, memory_origin: impl Fn() -> String) -> Result<u64, CliError> {
+    let most = memory / MEMORY_PER_INPUT_BYTE;
+    if given <= most {
+        return Ok(given);
+    }
+    let raise = match given.checked_mul(MEMORY_PER_INPUT_BYTE) {
+        Some(needed) => format!(
+            ", or raise the extraction memory to {} (--extract-memory, or [extract] memory)",
+            format_size(needed)
+        ),
+        None => String::new(),
+    };
+    Err(CliError::Config(format!(
+        "--max-input {} is more than half the extraction memory limit ({}): an extraction \
+         holds the document and what its parser makes of it; use --max-input {} or less{raise}",
+        format_size(given),
+        memory_origin(),
+        format_size(most.max(1)),
+    )))
+}
+
+/// Where the extraction memory limit came from, with its value, for messages.
+fn memory_origin(w: &WorkFlags, f: &ExtractConfig, file_path: Option<&Path>) -> String {
+    let memory = format_size(w.extract_memory.unwrap_or(f.memory));
+    match (w.extract_memory, file_path) {
+        (Some(_), _) => format!("--extract-memory {memory}"),
+        (None, Some(path)) if f.memory != Limits::DEFAULT_MEMORY_BYTES => {
+            format!("[extract] memory = \"{memory}\" in {}", path.display())
+        }
+        (None, _) => format!("the default --extract-memory {memory}"),
+    }
 }
 
 /// The tokenizer the store is asked for: `--tokenizer` or the configuration's
