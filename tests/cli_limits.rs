@@ -139,3 +139,29 @@ fn an_input_limit_the_extraction_memory_cannot_hold_is_refused() {
     let why = summary["failures"][0]["error"].as_str().unwrap();
     assert!(why.contains(&format!("{}-byte input limit", 50 << 20)), "{why}");
 }
+
+/// A worker count no machine runs (each worker is threads and a process;
+/// 100,000 of them aborted the process after 13 s and 515 MB) is refused at
+/// once with the most there may be; the most is accepted.
+#[test]
+fn more_workers_than_a_pool_runs_are_refused_before_any_starts() {
+    let (_dir, docs, data) = corpus();
+    for (flag, n, most) in [
+        ("--workers", "100000", "256"),
+        ("--workers", "257", "256"),
+        ("--claim-ahead", "1025", "1024"),
+    ] {
+        let out = leasehold(&data, &["run", arg(&docs), flag, n]);
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{flag} {n}: {said}");
+        assert_eq!(said.lines().count(), 1, "{said}");
+        assert!(
+            said.contains(&format!("{flag} {n}: at most {most}")),
+            "{flag} {n}: {said}"
+        );
+    }
+    let out = leasehold(&data, &["run", arg(&docs), "--workers", "256", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["indexed"], 1, "{summary}");
+}

@@ -164,15 +164,7 @@ impl Config {
                 humantime::format_duration(lease)
             )));
         }
-        if work.workers == Some(0) {
-            return Err(CliError::Config("--workers: must be at least 1".into()));
-        }
-        if work.claim_ahead == Some(0) {
-            return Err(CliError::Config("--claim-ahead: must be at least 1".into()));
-        }
-        if work.max_attempts == Some(0) {
-            return Err(CliError::Config("--max-attempts: must be at least 1".into()));
-        }
+        check_counts(work)?;
         let file = load_file_config(g)?;
         let extract = Extraction::build(work, file.as_ref(), file_config_path(g).as_deref())?;
         let db = database(g, file.as_ref());
@@ -220,9 +212,7 @@ impl Config {
             store,
             mirror,
             source,
-            workers: work
-                .workers
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+            workers: work.workers.unwrap_or(PoolOptions::default().workers),
             claim_ahead: work.claim_ahead.unwrap_or(PoolOptions::default().claim_ahead),
             max_input: extract.limits.max_input_bytes,
             extract,
@@ -324,6 +314,32 @@ impl Upstream {
             sink,
         }
     }
+}
+
+/// The counts among the work flags, each at least 1 and at most what a pool
+/// runs ([`PoolOptions::MAX_WORKERS`], [`PoolOptions::MAX_CLAIM_AHEAD`]).
+fn check_counts(work: &WorkFlags) -> Result<(), CliError> {
+    let between = |flag: &str, n: Option<usize>, max: usize, why: &str| match n {
+        Some(0) => Err(CliError::Config(format!("--{flag} 0: must be at least 1"))),
+        Some(n) if n > max => Err(CliError::Config(format!("--{flag} {n}: at most {max} ({why})"))),
+        _ => Ok(()),
+    };
+    between(
+        "workers",
+        work.workers,
+        PoolOptions::MAX_WORKERS,
+        "each worker is a set of threads and an extraction process; more only wait for each other on one machine",
+    )?;
+    between(
+        "claim-ahead",
+        work.claim_ahead,
+        PoolOptions::MAX_CLAIM_AHEAD,
+        "a worker holds the documents it claimed ahead in memory",
+    )?;
+    if work.max_attempts == Some(0) {
+        return Err(CliError::Config("--max-attempts 0: must be at least 1".into()));
+    }
+    Ok(())
 }
 
 /// The configuration file in use: `--config PATH`, or `DATA/leasehold.toml`

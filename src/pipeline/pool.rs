@@ -48,10 +48,48 @@ pub struct PoolOptions {
     pub claim_ahead: usize,
 }
 
+impl PoolOptions {
+    /// The most workers a pool runs. A worker is four threads of this process
+    /// (claimer, finisher, lease heartbeat, the drain of its extraction
+    /// child's stderr) and that child: 256 workers are about a thousand
+    /// threads and 256 processes, inside macOS's default limits (2,048
+    /// threads a process, a few thousand processes a user) and far from
+    /// Linux's 65,530 memory mappings a process (about 16,000 threads), past
+    /// which the standard library aborts a thread's start instead of
+    /// returning an error. More workers than that on one machine only wait
+    /// for each other; several machines share work through PostgreSQL.
+    pub const MAX_WORKERS: usize = 256;
+    /// The most documents a worker claims at once: a batch is one transaction,
+    /// and its documents are held in memory together.
+    pub const MAX_CLAIM_AHEAD: usize = 1024;
+
+    /// [`Error::InvalidInput`] naming the first count over its maximum.
+    fn check(&self) -> crate::error::Result<()> {
+        let over = |what, n: usize, max: usize| {
+            (n > max).then(|| Error::InvalidInput {
+                what,
+                reason: format!("{n} is more than the most a pool runs, {max}"),
+            })
+        };
+        match over("PoolOptions::workers", self.workers, Self::MAX_WORKERS).or_else(|| {
+            over(
+                "PoolOptions::claim_ahead",
+                self.claim_ahead,
+                Self::MAX_CLAIM_AHEAD,
+            )
+        }) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Default for PoolOptions {
     fn default() -> Self {
         PoolOptions {
-            workers: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            workers: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .min(Self::MAX_WORKERS),
             ticks: Ticks::Timer,
             until_idle: false,
             idle_wait_cap: Duration::from_secs(1),
@@ -163,13 +201,17 @@ impl WorkerPool {
     /// Start `opts.workers` threads; each sends an [`Event`] per claim to `events`.
     ///
     /// # Failure
-    /// A thread that cannot be spawned stops the pool (what started is stopped
-    /// and joined) and is returned as [`Error::Internal`].
+    /// More than [`PoolOptions::MAX_WORKERS`] workers or
+    /// [`PoolOptions::MAX_CLAIM_AHEAD`] claims ahead is [`Error::InvalidInput`],
+    /// before any thread starts. A thread that cannot be spawned stops the
+    /// pool (what started is stopped and joined) and is returned as
+    /// [`Error::Internal`].
     pub fn start(
         pipeline: Pipeline,
         opts: PoolOptions,
         events: Option<Sender<Event>>,
     ) -> crate::error::Result<WorkerPool> {
+        opts.check()?;
         let pipeline = Arc::new(pipeline);
         let (cancel_tx, cancel_rx) = crossbeam_channel::bounded::<()>(0);
         let (alive_tx, alive) = crossbeam_channel::bounded::<()>(0);
@@ -578,6 +620,46 @@ mod tests {
         assert!(worst(vec![internal(), disk_full(), corrupt()]).is_corrupt());
         assert!(worst(vec![corrupt(), disk_full()]).is_corrupt());
         assert!(matches!(worst(vec![internal()]), Error::Internal(_)));
+    }
+
+    /// A pool refuses more workers (or claims ahead) than it runs, before it
+    /// starts a thread: past some thousands of threads the standard library
+    /// aborts the process instead of returning an error.
+    #[test]
+    fn a_pool_refuses_more_workers_than_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        let pipeline = || Pipeline {
+            store: Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap(),
+            mirror: crate::mirror::Mirror::open(dir.path().join("mirror")).unwrap(),
+            source: Arc::new(crate::source::DirSource::open(dir.path().join("src")).unwrap()),
+            extractor: Arc::new(crate::extract::ExtractorRegistry::default()),
+            max_input_bytes: 1 << 20,
+            deliver_results: false,
+        };
+        let refused = |opts: PoolOptions| match WorkerPool::start(pipeline(), opts, None) {
+            Err(e @ Error::InvalidInput { .. }) => e.to_string(),
+            Err(e) => panic!("not refused as invalid input: {e}"),
+            Ok(_) => panic!("started"),
+        };
+        let workers = PoolOptions {
+            workers: PoolOptions::MAX_WORKERS + 1,
+            ..PoolOptions::default()
+        };
+        assert!(refused(workers).contains("workers: 257 is more than the most a pool runs, 256"));
+        let ahead = PoolOptions {
+            workers: 1,
+            claim_ahead: PoolOptions::MAX_CLAIM_AHEAD + 1,
+            ..PoolOptions::default()
+        };
+        assert!(refused(ahead).contains("claim_ahead"));
+        assert!(PoolOptions::default().workers <= PoolOptions::MAX_WORKERS);
+        let at_most = PoolOptions {
+            workers: 2,
+            until_idle: true,
+            ..PoolOptions::default()
+        };
+        WorkerPool::start(pipeline(), at_most, None).unwrap().join();
     }
 
     #[test]
