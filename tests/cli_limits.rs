@@ -165,3 +165,59 @@ fn more_workers_than_a_pool_runs_are_refused_before_any_starts() {
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["indexed"], 1, "{summary}");
 }
+
+/// File names with a newline and an escape sequence: `list`, `search` and
+/// the summary's skipped lines show them escaped and quoted (one line per
+/// document, no ESC byte reaches the terminal), and `--json` keeps them
+/// exact.
+#[test]
+fn names_with_control_characters_are_escaped_on_the_terminal_and_exact_in_json() {
+    let (_dir, docs, data) = corpus();
+    let (newline, escape) = ("new\nline.txt", "esc\u{1b}[31mred.txt");
+    std::fs::write(docs.join(newline), "lighthouse keeper").unwrap();
+    std::fs::write(docs.join(escape), "lighthouse beam \u{1b}[2J").unwrap();
+    let fifo = std::ffi::CString::new(arg(&docs.join("pipe\u{1b}]0;title\u{7}"))).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo touches no memory of ours.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let no_raw = |what: &str, text: &str| {
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{what}: {text:?}"
+        );
+    };
+
+    let out = leasehold(&data, &["run", arg(&docs)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    no_raw("run", &summary);
+    assert!(
+        summary.contains(r#"skipped "#) && summary.contains(r"pipe\u{1b}]0;title\u{7}"),
+        "{summary}"
+    );
+
+    let out = leasehold(&data, &["list"]);
+    let list = String::from_utf8_lossy(&out.stdout);
+    no_raw("list", &list);
+    assert_eq!(list.lines().count(), 3, "one line per document: {list}");
+    assert!(list.contains(r#""new\nline.txt""#), "{list}");
+    assert!(list.contains(r#""esc\u{1b}[31mred.txt""#), "{list}");
+    assert!(
+        list.lines().any(|l| l.starts_with("note.txt ")),
+        "plain names as they are: {list}"
+    );
+
+    let out = leasehold(&data, &["search", "lighthouse"]);
+    let found = String::from_utf8_lossy(&out.stdout);
+    no_raw("search", &found);
+    assert_eq!(found.lines().count(), 4, "two lines per match: {found}");
+    assert!(found.contains(r#""new\nline.txt""#), "{found}");
+
+    for args in [&["list", "--json"][..], &["search", "lighthouse", "--json"]] {
+        let out = leasehold(&data, args);
+        let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let mut keys: Vec<&str> = rows.iter().map(|r| r["key"].as_str().unwrap()).collect();
+        keys.sort();
+        keys.retain(|k| *k != "note.txt");
+        assert_eq!(keys, [escape, newline], "{args:?}");
+    }
+}

@@ -15,6 +15,7 @@ mod progress;
 mod report;
 mod run;
 mod search;
+mod shown;
 mod signals;
 mod summary;
 mod sync;
