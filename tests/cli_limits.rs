@@ -6,14 +6,18 @@
 //! not TOML. Through the built binary, on real directories and files.
 
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output};
 
 mod common;
 
-use common::leasehold;
+use common::{leasehold, BIN};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A corpus directory with one small text file, and a data directory beside it.
@@ -220,4 +224,82 @@ fn names_with_control_characters_are_escaped_on_the_terminal_and_exact_in_json()
         keys.retain(|k| *k != "note.txt");
         assert_eq!(keys, [escape, newline], "{args:?}");
     }
+}
+
+/// `leasehold` bound by file permissions as any user is: run as root, it
+/// loses the capabilities that let root read every file (dropped from the
+/// bounding set before exec, so neither it nor its children have them).
+fn bound_by_permissions(data: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--data").arg(data).args(args);
+    #[cfg(target_os = "linux")]
+    // SAFETY: geteuid cannot fail and touches no memory of ours.
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::process::CommandExt;
+        const CAP_DAC_OVERRIDE: libc::c_ulong = 1;
+        const CAP_DAC_READ_SEARCH: libc::c_ulong = 2;
+        // SAFETY: the closure runs in the forked child before exec and only
+        // calls prctl, which is async-signal-safe, on plain values.
+        unsafe {
+            cmd.pre_exec(|| {
+                for cap in [CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH] {
+                    if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd.output().expect("run leasehold")
+}
+
+/// A loop of symbolic links and a file nobody may read fail for good at
+/// once, each saying what it is (not "will retry" five times); once the
+/// file's permissions are fixed, a rerun takes it.
+#[test]
+fn a_link_loop_and_an_unreadable_file_fail_for_good_and_a_rerun_takes_the_fixed_file() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let (_dir, docs, data) = corpus();
+    symlink("loop-b", docs.join("loop-a")).unwrap();
+    symlink("loop-a", docs.join("loop-b")).unwrap();
+    symlink("self", docs.join("self")).unwrap();
+    let secret = docs.join("secret.txt");
+    std::fs::write(&secret, "private words").unwrap();
+    let mode = |m| std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(m)).unwrap();
+    mode(0o000);
+
+    let out = bound_by_permissions(&data, &["run", arg(&docs), "--json"]);
+    let said = stderr(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(!said.contains("will retry"), "{said}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&summary["dead"], &summary["retrying"]),
+        (&4.into(), &0.into()),
+        "{summary}"
+    );
+    for failure in summary["failures"].as_array().unwrap() {
+        let (key, error) = (
+            failure["key"].as_str().unwrap(),
+            failure["error"].as_str().unwrap(),
+        );
+        let expected = match key {
+            "secret.txt" => "permission denied (fix its permissions, then run again)",
+            _ => "a loop of symbolic links",
+        };
+        assert!(
+            error.contains(expected) && error.contains(&format!("/{key}")),
+            "{failure}"
+        );
+    }
+
+    mode(0o644);
+    let out = bound_by_permissions(&data, &["run", arg(&docs), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["indexed"], 1, "{summary}");
+    assert_eq!(summary["store"]["dead"], 3, "only the loops stay dead: {summary}");
+    let out = leasehold(&data, &["show", "secret.txt"]);
+    assert_eq!(stdout(&out), "private words", "{}", stderr(&out));
 }
