@@ -47,7 +47,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     }
     let Some(&(_, unit_bytes)) = UNITS.iter().find(|(u, _)| u.eq_ignore_ascii_case(unit)) else {
         return Err(format!(
-            "unknown unit {unit:?}; use B, kB, KiB, MB, MiB, GB, GiB, TB, TiB, PB or PiB"
+            "unknown unit {unit:?}; {SIZE_FORM} (units: B, kB, KiB, MB, MiB, GB, GiB, TB, TiB, PB, PiB)"
         ));
     };
     let bytes = scaled(number, unit_bytes).ok_or_else(too_large)?;
