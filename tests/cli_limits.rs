@@ -303,3 +303,65 @@ fn a_link_loop_and_an_unreadable_file_fail_for_good_and_a_rerun_takes_the_fixed_
     let out = leasehold(&data, &["show", "secret.txt"]);
     assert_eq!(stdout(&out), "private words", "{}", stderr(&out));
 }
+
+/// A `leasehold.toml` in the data directory that is not TOML: the commands
+/// that only read go on with a warning naming the file and the parse error
+/// (on stderr; stdout stays theirs); `doctor` reports it as a problem; the
+/// commands that need the configuration stop with one line naming both.
+#[test]
+fn a_broken_configuration_file_blocks_work_but_not_reading() {
+    let (_dir, docs, data) = corpus();
+    let out = leasehold(&data, &["run", arg(&docs)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::write(data.join("leasehold.toml"), "this is [not toml\n").unwrap();
+    let named = |said: &str| said.contains("leasehold.toml") && said.contains("TOML parse error at line 1");
+
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["list", "--json"],
+        &["inspect", "note.txt"],
+        &["show", "note.txt"],
+        &["search", "small"],
+        &["metrics"],
+    ] {
+        let out = leasehold(&data, args);
+        let said = stderr(&out);
+        assert!(out.status.success(), "{args:?}: {said}");
+        assert!(
+            said.starts_with("leasehold: warning: ") && named(&said),
+            "{args:?}: {said}"
+        );
+        assert!(!stdout(&out).contains("TOML"), "{args:?}: the warning on stdout");
+        if args.contains(&"--json") {
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("stdout stays JSON");
+        }
+    }
+    assert_eq!(stdout(&leasehold(&data, &["show", "note.txt"])), "a small note");
+
+    let out = leasehold(&data, &["doctor", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = report["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{report}");
+    assert_eq!(problems[0]["kind"], "config", "{report}");
+    assert!(named(problems[0]["message"].as_str().unwrap()), "{report}");
+    assert_eq!(
+        report["checked"]["documents"], 1,
+        "the other checks still ran: {report}"
+    );
+
+    for args in [
+        &["run", arg(&docs)][..],
+        &["work", "--until-empty"],
+        &["gc"],
+        &["retry", "note.txt"],
+        &["auth", "status"],
+    ] {
+        let out = leasehold(&data, args);
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
+        assert_eq!(said.lines().count(), 1, "{args:?}: {said}");
+        assert!(named(&said), "{args:?}: {said}");
+    }
+}

@@ -144,7 +144,7 @@ impl Config {
     /// `work` holds the work flags of the commands that take them (empty,
     /// i.e. the defaults, for the others).
     pub fn build(g: &Global, work: &WorkFlags, source: Option<(&PathBuf, bool)>) -> Result<Config, CliError> {
-        Config::build_opening(g, work, source, |root| Mirror::open(root), None)
+        Config::build_opening(g, work, source, |root| Mirror::open(root), None, FileUse::Needed)
     }
 
     /// [`Config::build`] with the mirror opened by `open_mirror`: created and
@@ -156,6 +156,7 @@ impl Config {
         source: Option<(&PathBuf, bool)>,
         open_mirror: fn(&Path) -> Result<Mirror, crate::mirror::MirrorError>,
         existing: Option<Existing>,
+        file_use: FileUse,
     ) -> Result<Config, CliError> {
         let lease = work.lease.unwrap_or(DEFAULT_LEASE);
         if lease < Duration::from_millis(100) {
@@ -165,7 +166,14 @@ impl Config {
             )));
         }
         check_counts(work)?;
-        let file = load_file_config(g)?;
+        let file = match (load_file_config(g), file_use) {
+            (Ok(file), _) => file,
+            (Err(e), FileUse::Needed) => return Err(e),
+            (Err(e), FileUse::ReadsOnly) => {
+                eprintln!("leasehold: warning: {e}; ignored by this command, which only reads");
+                None
+            }
+        };
         let extract = Extraction::build(work, file.as_ref(), file_config_path(g).as_deref())?;
         let db = database(g, file.as_ref());
         if let Some(needs) = existing {
@@ -563,7 +571,12 @@ impl Config {
     /// mirror, for [`Existing::StoreAndMirror`]) is a configuration error
     /// (exit 2) naming it, so a typo in `--data` is not answered with empty
     /// counts and a new, empty data directory.
-    pub fn build_existing(g: &Global, work: &WorkFlags, needs: Existing) -> Result<Config, CliError> {
+    pub fn build_existing(
+        g: &Global,
+        work: &WorkFlags,
+        needs: Existing,
+        file_use: FileUse,
+    ) -> Result<Config, CliError> {
         if let Some(line) = missing_data_directory(g) {
             return Err(CliError::Config(line));
         }
@@ -572,8 +585,22 @@ impl Config {
             Existing::MirrorToSweep => |root: &Path| Mirror::open(root),
             Existing::Store | Existing::StoreAndMirror => |root: &Path| Mirror::locate(root),
         };
-        Config::build_opening(g, work, None, open_mirror, Some(needs))
+        Config::build_opening(g, work, None, open_mirror, Some(needs), file_use)
     }
+}
+
+/// Whether a command can go on when the configuration file cannot be read
+/// or is not valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileUse {
+    /// It works, changes the store or talks to an upstream: it stops with
+    /// one line naming the file and the error (exit 2).
+    Needed,
+    /// It only reads the store and the mirror (`status`, `list`, `inspect`,
+    /// `show`, `search`, `metrics`, `report`): a broken file must not keep an
+    /// operator from looking, so it warns, naming the file and the error, and
+    /// goes on without it (the database at its default place).
+    ReadsOnly,
 }
 
 /// The data directory, as one line, if the command would use it and it does

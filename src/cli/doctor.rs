@@ -104,10 +104,10 @@ pub fn doctor(g: &Global, json: bool) -> Result<ExitCode, CliError> {
     if let Some(line) = super::config::missing_data_directory(g) {
         return Err(CliError::Config(line));
     }
-    let file = super::config::load_file_config(g)?;
+    let mut d = Doctor::default();
+    let file = d.file_config(g);
     let db = super::config::database(g, file.as_ref());
     let mirror_root = super::config::mirror_root(g);
-    let mut d = Doctor::default();
     d.checked.mirror = mirror_root.display().to_string();
     if let DbLocation::Sqlite(path) = &db {
         d.checked.database = path.display().to_string();
@@ -136,6 +136,26 @@ pub fn doctor(g: &Global, json: bool) -> Result<ExitCode, CliError> {
 }
 
 impl Doctor {
+    /// The configuration file, if there is one and it is valid; one that is
+    /// not is a problem (the commands that need it refuse to start), and the
+    /// checks go on without it.
+    fn file_config(&mut self, g: &Global) -> Option<crate::config::FileConfig> {
+        match super::config::load_file_config(g) {
+            Ok(file) => file,
+            Err(e) => {
+                let path = super::config::file_config_path(g).unwrap_or_default();
+                self.problem(
+                    "config",
+                    path.display().to_string(),
+                    format!("{e} (the commands that work refuse to start until it is fixed)"),
+                );
+                self.notes
+                    .push("the database was looked for at its default place, not where the configuration file may say".into());
+                None
+            }
+        }
+    }
+
     fn report(self, json: bool) -> ExitCode {
         let healthy = self.problems.is_empty();
         if json {

@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use args::{AuthCommand, Cli, Command, WorkFlags};
-use config::Existing;
+use config::{Existing, FileUse};
 
 /// A failure of the command, with the exit code it maps to.
 #[derive(Debug)]
@@ -192,7 +192,10 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
     let g = &cli.global;
     let early = cli.early.0;
     let build = |work: &WorkFlags| config::Config::build(g, work, None);
-    let existing = |needs: Existing| config::Config::build_existing(g, &early, needs);
+    let existing = |needs: Existing| config::Config::build_existing(g, &early, needs, FileUse::Needed);
+    // Commands that only read go on, with a warning, past a broken
+    // configuration file.
+    let reading = |needs: Existing| config::Config::build_existing(g, &early, needs, FileUse::ReadsOnly);
     match cli.command {
         Command::Run {
             dir,
@@ -272,9 +275,9 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         // Work flags written before these commands are still taken (and
         // mostly unused), as they were when every flag was global. Commands
         // that only read never create a data directory, database or mirror.
-        Command::Status { json } => report::status(&existing(Existing::StoreAndMirror)?, json),
+        Command::Status { json } => report::status(&reading(Existing::StoreAndMirror)?, json),
         Command::Inspect { doc, id, json } => report::inspect(
-            &existing(Existing::StoreAndMirror)?,
+            &reading(Existing::StoreAndMirror)?,
             &report::DocRef::of(doc, id),
             json,
         ),
@@ -285,10 +288,10 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             json,
         } => {
             let filter = report::ListFilter::of(status.as_deref(), failed);
-            report::list(&existing(Existing::StoreAndMirror)?, &filter, limit, json)
+            report::list(&reading(Existing::StoreAndMirror)?, &filter, limit, json)
         }
         Command::Search { query, limit, json } => {
-            search::search(&existing(Existing::StoreAndMirror)?, &query, limit, json)
+            search::search(&reading(Existing::StoreAndMirror)?, &query, limit, json)
         }
         Command::Reindex { tokenizer, json } => search::reindex(
             &existing(Existing::StoreAndMirror)?,
@@ -296,15 +299,15 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             json,
         ),
         Command::Show { doc, id } => {
-            report::show(&existing(Existing::StoreAndMirror)?, &report::DocRef::of(doc, id))
+            report::show(&reading(Existing::StoreAndMirror)?, &report::DocRef::of(doc, id))
         }
         Command::Gc { dry_run, json } => report::gc(&existing(Existing::MirrorToSweep)?, dry_run, json),
         Command::Auth { command } => match command {
             AuthCommand::Status { json } => auth::status(&existing(Existing::Store)?, json),
             AuthCommand::Unlock { account } => auth::unlock(&existing(Existing::Store)?, &account),
         },
-        Command::Metrics => metrics::metrics(&existing(Existing::Store)?),
-        Command::Report { html } => page::report(&existing(Existing::Store)?, &html),
+        Command::Metrics => metrics::metrics(&reading(Existing::Store)?),
+        Command::Report { html } => page::report(&reading(Existing::Store)?, &html),
         Command::Doctor { json } => doctor::doctor(g, json),
         Command::Migrate { to, json } => migrate::migrate(&existing(Existing::Store)?, &to, json),
         Command::Retry { doc, dead } => report::retry(&existing(Existing::Store)?, doc.as_deref(), dead),
