@@ -130,6 +130,12 @@ pub struct Upstream {
 const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Config {
+    /// The data directory as the user named it (`--data`, or `--db` when
+    /// given; a PostgreSQL database by its URL without the password).
+    pub fn data_name(&self) -> &str {
+        &self.data_name
+    }
+
     /// The source this data directory indexes, as `status` shows it: the
     /// directory's root, or the recorded HTTP base URL.
     pub fn recorded_source(&self) -> Result<Option<String>, CliError> {

@@ -111,8 +111,8 @@ pub fn main() -> ExitCode {
 /// `run`'s progress) only warn.
 fn default_log_level(command: &Command) -> &'static str {
     match command {
-        Command::Work { .. } | Command::Sync { .. } => "info",
-        _ => "warn",
+        Command::Work { .. } | Command::Sync { .. } => logs::SERVICE_DEFAULT,
+        _ => logs::PERSON_DEFAULT,
     }
 }
 

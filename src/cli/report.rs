@@ -87,6 +87,7 @@ pub fn discover(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
         .as_ref()
         .ok_or_else(|| CliError::Config("no source directory".into()))?;
     let found = source.discover(&cfg.store, cfg.max_input)?;
+    super::logs::discovered(&found);
     if json {
         print_json(&found);
     } else {

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use super::config::Config;
+use super::logs;
 use super::pool::{catch_interrupts, settle_courier, start_courier, work_pool};
 use super::summary::{add_discovery, finish};
 use super::CliError;
@@ -16,10 +17,12 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
         .as_ref()
         .ok_or_else(|| CliError::Config("no source directory".into()))?;
     catch_interrupts();
+    logs::started("run", cfg);
     let started = Instant::now();
     let found = source
         .discover(&cfg.store, cfg.max_input)
         .map_err(|e| CliError::Runtime(e.to_string()))?;
+    logs::discovered(&found);
     let courier = start_courier(cfg);
     let mut summary = work_pool(cfg, true, false, started)?;
     add_discovery(&mut summary, &found);
@@ -30,6 +33,7 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
 /// `leasehold work`.
 pub fn work(cfg: &Config, until_empty: bool, json: bool, no_wait: bool) -> Result<ExitCode, CliError> {
     catch_interrupts();
+    logs::started("work", cfg);
     let courier = start_courier(cfg);
     let mut summary = work_pool(cfg, until_empty, no_wait, Instant::now())?;
     settle_courier(cfg, courier, &mut summary)?;

@@ -308,6 +308,7 @@ impl Summary {
 
 pub fn finish(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
     summary.measure_memory();
+    super::logs::finished(&summary);
     summary.print(json);
     if let Some(signal) = summary.interrupted {
         // Asked to stop: the signal's exit code; an error met on the way is
@@ -326,6 +327,7 @@ pub fn finish(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<E
 /// after the passes' lines, so standard output stays JSON Lines.
 pub fn finish_watch(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
     summary.measure_memory();
+    super::logs::finished(&summary);
     if json {
         let mut value = serde_json::to_value(&summary).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {

@@ -174,6 +174,14 @@ impl StopHandle {
             format!("stopped after {in_row} store failures in a row: {e}")
         };
         let mut halted = self.failures.halted.lock().unwrap_or_else(|e| e.into_inner());
+        if halted.is_none() {
+            tracing::error!(
+                target: "leasehold::pool",
+                event = "pool_halted",
+                why = why.as_str(),
+                "the pool stopped claiming"
+            );
+        }
         halted.get_or_insert(why.replace('\n', " "));
         drop(halted);
         self.stop_claiming();
@@ -246,6 +254,14 @@ impl WorkerPool {
             .map_err(|e| Error::Internal(format!("cannot start worker thread {i}: {e}")))?;
             pool.threads.push(thread);
         }
+        tracing::info!(
+            target: "leasehold::pool",
+            event = "pool_started",
+            workers = opts.workers.max(1),
+            claim_ahead = opts.claim_ahead,
+            until_idle = opts.until_idle,
+            "worker pool started"
+        );
         Ok(pool)
     }
 
@@ -423,9 +439,17 @@ fn report(
         match outcome {
             Ok(done) => {
                 stop.store_worked();
+                log_outcome(worker.name(), &done);
                 send(events, worker, Ok(done));
             }
             Err(e) => {
+                tracing::warn!(
+                    target: "leasehold::pool",
+                    event = "step_failed",
+                    worker = worker.name(),
+                    error = e.to_string().as_str(),
+                    "a worker's step failed"
+                );
                 // Sent first, so a watcher shows each failure as it happens.
                 send(events, worker, Err(e.to_string()));
                 failure = Some(batch_failure(failure, e));
@@ -433,6 +457,44 @@ fn report(
         }
     }
     failure.and_then(|e| stop.store_failed(&e, opts.max_store_failures))
+}
+
+/// Log what became of one claim: a failed document at warn, with its reason
+/// (an operator running `work` as a service sees each one), the rest at debug.
+fn log_outcome(worker: &str, done: &Processed) {
+    const T: &str = "leasehold::document";
+    match done {
+        Processed::Retrying { key, error, at } => tracing::warn!(
+            target: T, event = "document_failed", key = key.as_str(), reason = error.as_str(),
+            will_retry = true, retry_at = at, worker, "a document failed; it will be retried"
+        ),
+        Processed::Dead { key, error } => tracing::warn!(
+            target: T, event = "document_failed", key = key.as_str(), reason = error.as_str(),
+            will_retry = false, worker, "a document failed for good"
+        ),
+        Processed::Indexed { key, path } => tracing::debug!(
+            target: T, event = "completed", key = key.as_str(), result = path.as_str(), worker,
+            "a document's text was accepted"
+        ),
+        Processed::Superseded { key, .. } => ended(worker, key, "superseded"),
+        Processed::LeaseLost { key, .. } => ended(worker, key, "lease_lost"),
+        Processed::Released { key } => ended(worker, key, "released"),
+        Processed::Waiting { key, .. } => ended(worker, key, "waiting"),
+        Processed::Idle => {}
+    }
+}
+
+/// A claim that ended without a result or a failure (its reasons are logged
+/// where they happen: a refused write, a lease lost, a locked account).
+fn ended(worker: &str, key: &str, outcome: &'static str) {
+    tracing::debug!(
+        target: "leasehold::document",
+        event = "not_completed",
+        key,
+        outcome,
+        worker,
+        "a claim ended without a result"
+    );
 }
 
 /// How many documents a worker claims at once. Claiming ahead saves a claim
