@@ -55,8 +55,8 @@ pub struct Global {
     #[arg(short, long, global = true)]
     pub verbose: bool,
     /// Log level on stderr: error, warn, info, debug, trace, or directives
-    /// as RUST_LOG takes them (default: RUST_LOG, else warn; info for work
-    /// and sync).
+    /// as RUST_LOG takes them (default: RUST_LOG, else info for work and
+    /// sync, warn without each failed document for the others).
     #[arg(long, global = true, value_name = "LEVEL")]
     pub log_level: Option<String>,
     /// How log lines look: text, or one JSON object per line.
@@ -97,13 +97,13 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Work options")]
 pub struct WorkFlags {
-    /// Worker threads (default: number of CPUs).
+    /// Worker threads, at most 256 (default: number of CPUs).
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
     /// Most documents a worker claims at once when documents are small and
     /// fast (one transaction, one shared fsync round); above 1 a worker also
     /// extracts its next batch while the last one is saved, so it may hold
-    /// twice this many; 1 claims one at a time (default: 32).
+    /// twice this many; 1 claims one at a time; at most 1024 (default: 32).
     #[arg(long, value_name = "N")]
     pub claim_ahead: Option<usize>,
     /// Lease length, e.g. 30s, 2m (default: 30s).
