@@ -180,6 +180,8 @@ fn names_with_control_characters_are_escaped_on_the_terminal_and_exact_in_json()
     let (newline, escape) = ("new\nline.txt", "esc\u{1b}[31mred.txt");
     std::fs::write(docs.join(newline), "lighthouse keeper").unwrap();
     std::fs::write(docs.join(escape), "lighthouse beam \u{1b}[2J").unwrap();
+    // A failure whose reason names the file: the reason is shown on one line.
+    std::os::unix::fs::symlink("loop\u{1b}[2J", docs.join("loop\u{1b}[2J")).unwrap();
     let fifo = std::ffi::CString::new(arg(&docs.join("pipe\u{1b}]0;title\u{7}"))).unwrap();
     // SAFETY: a valid NUL-terminated path; mkfifo touches no memory of ours.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
@@ -194,6 +196,11 @@ fn names_with_control_characters_are_escaped_on_the_terminal_and_exact_in_json()
     assert!(out.status.success(), "{}", stderr(&out));
     let summary = String::from_utf8_lossy(&out.stdout);
     no_raw("run", &summary);
+    no_raw("run's progress", &stderr(&out));
+    assert!(
+        summary.contains(r#"failed "loop\u{1b}[2J": cannot read"#),
+        "{summary}"
+    );
     assert!(
         summary.contains(r#"skipped "#) && summary.contains(r"pipe\u{1b}]0;title\u{7}"),
         "{summary}"
@@ -202,7 +209,7 @@ fn names_with_control_characters_are_escaped_on_the_terminal_and_exact_in_json()
     let out = leasehold(&data, &["list"]);
     let list = String::from_utf8_lossy(&out.stdout);
     no_raw("list", &list);
-    assert_eq!(list.lines().count(), 3, "one line per document: {list}");
+    assert_eq!(list.lines().count(), 4, "one line per document: {list}");
     assert!(list.contains(r#""new\nline.txt""#), "{list}");
     assert!(list.contains(r#""esc\u{1b}[31mred.txt""#), "{list}");
     assert!(
@@ -221,7 +228,7 @@ fn names_with_control_characters_are_escaped_on_the_terminal_and_exact_in_json()
         let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
         let mut keys: Vec<&str> = rows.iter().map(|r| r["key"].as_str().unwrap()).collect();
         keys.sort();
-        keys.retain(|k| *k != "note.txt");
+        keys.retain(|k| *k != "note.txt" && !k.starts_with("loop"));
         assert_eq!(keys, [escape, newline], "{args:?}");
     }
 }
