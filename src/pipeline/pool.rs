@@ -443,20 +443,42 @@ fn report(
                 send(events, worker, Ok(done));
             }
             Err(e) => {
-                tracing::warn!(
-                    target: "leasehold::pool",
-                    event = "step_failed",
-                    worker = worker.name(),
-                    error = e.to_string().as_str(),
-                    "a worker's step failed"
-                );
                 // Sent first, so a watcher shows each failure as it happens.
                 send(events, worker, Err(e.to_string()));
                 failure = Some(batch_failure(failure, e));
             }
         }
     }
-    failure.and_then(|e| stop.store_failed(&e, opts.max_store_failures))
+    let failure = failure?;
+    let in_row = stop.store_failed(&failure, opts.max_store_failures);
+    log_step_failed(worker.name(), &failure, in_row);
+    in_row
+}
+
+/// Log a failed batch once (its documents failed together): the first of a
+/// run of failures at warn, the ones after it at debug, so a store that keeps
+/// failing is one line until the pool halts (`pool_halted`, at error, with
+/// the cause); the command shows each failure on its own as it happens.
+fn log_step_failed(worker: &str, e: &Error, in_row: Option<u32>) {
+    let error = e.to_string();
+    match in_row {
+        Some(1) => tracing::warn!(
+            target: "leasehold::pool",
+            event = "step_failed",
+            worker,
+            error = error.as_str(),
+            "a worker's step failed"
+        ),
+        Some(in_row) => tracing::debug!(
+            target: "leasehold::pool",
+            event = "step_failed",
+            worker,
+            error = error.as_str(),
+            in_row,
+            "a worker's step failed again"
+        ),
+        None => {}
+    }
 }
 
 /// Log what became of one claim: a failed document at warn, with its reason
