@@ -90,7 +90,7 @@ pub fn main() -> ExitCode {
     if let Err(e) = logs::init(
         args.global.log_level.as_deref(),
         args.global.log_format,
-        default_log_level(&args.command),
+        default_log_level(&args.command, args.global.quiet),
     ) {
         let _ = writeln!(std::io::stderr().lock(), "leasehold: {e}");
         return ExitCode::from(e.exit_code());
@@ -108,10 +108,10 @@ pub fn main() -> ExitCode {
 
 /// The log level when neither `--log-level` nor `RUST_LOG` says: the
 /// long-running commands tell what happens; the others (a person watching
-/// `run`'s progress) only warn.
-fn default_log_level(command: &Command) -> &'static str {
+/// `run`'s progress), and any command asked to be `--quiet`, only warn.
+fn default_log_level(command: &Command, quiet: bool) -> &'static str {
     match command {
-        Command::Work { .. } | Command::Sync { .. } => logs::SERVICE_DEFAULT,
+        Command::Work { .. } | Command::Sync { .. } if !quiet => logs::SERVICE_DEFAULT,
         _ => logs::PERSON_DEFAULT,
     }
 }
