@@ -264,6 +264,12 @@ impl Config {
         Ok(Some(Arc::clone(http)))
     }
 
+    /// Refuse, as [`Config::pipeline`] would, a data directory whose source
+    /// cannot be worked (none recorded, or another than the configured one).
+    pub fn check_source(&self) -> Result<(), CliError> {
+        self.document_source().map(drop)
+    }
+
     /// Where documents come from: the directory given or pinned, else the HTTP
     /// source of the configuration file.
     fn document_source(&self) -> Result<Arc<dyn Source>, CliError> {

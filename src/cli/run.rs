@@ -33,6 +33,8 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
 /// `leasehold work`.
 pub fn work(cfg: &Config, until_empty: bool, json: bool, no_wait: bool) -> Result<ExitCode, CliError> {
     catch_interrupts();
+    // A refused source is one line, with no start logged before it.
+    cfg.check_source()?;
     logs::started("work", cfg);
     let courier = start_courier(cfg);
     let mut summary = work_pool(cfg, until_empty, no_wait, Instant::now())?;
