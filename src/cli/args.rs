@@ -56,7 +56,8 @@ pub struct Global {
     pub verbose: bool,
     /// Log level on stderr: error, warn, info, debug, trace, or directives
     /// as RUST_LOG takes them (default: RUST_LOG, else info for work and
-    /// sync, warn without each failed document for the others).
+    /// sync, warn without each failed document for the others and with
+    /// --quiet).
     #[arg(long, global = true, value_name = "LEVEL")]
     pub log_level: Option<String>,
     /// How log lines look: text, or one JSON object per line.
