@@ -563,11 +563,12 @@ fn database_text(env: &Env) -> String {
     all
 }
 
-/// Run `status` with `config` as the whole config file; it must fail naming `key`.
+/// Run `auth status` (which needs the accounts) with `config` as the whole
+/// config file; it must fail naming `key`.
 fn refused_config(env: &mut Env, config: &str, key: &str) {
     let good = std::fs::read_to_string(&env.config).unwrap();
     std::fs::write(&env.config, config).unwrap();
-    let out = env.run(&["status"]);
+    let out = env.run(&["auth", "status"]);
     std::fs::write(&env.config, good).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");

@@ -181,6 +181,7 @@ fn environment_variables_name_the_data_directory_and_the_configuration() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("flagged"), "{}", stderr(&out));
 
+    // `status` only reads: it names the broken file in a warning and goes on.
     let config = home.path().join("odd.toml");
     std::fs::write(&config, "this is = = not toml").unwrap();
     let out = Command::new(BIN)
@@ -189,13 +190,12 @@ fn environment_variables_name_the_data_directory_and_the_configuration() {
         .env("LEASEHOLD_CONFIG", &config)
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(2),
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("odd.toml"),
         "LEASEHOLD_CONFIG not read: {}",
         stderr(&out)
     );
-    assert!(stderr(&out).contains("odd.toml"), "{}", stderr(&out));
 }
 
 #[test]

@@ -147,7 +147,11 @@ fn an_idle_worker_says_what_it_waits_for() {
     kill_after_a_minute(&child);
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
-    assert!(stderr.read_line(&mut line).unwrap() > 0, "stderr ended");
+    // Past the log's lines (`work` logs its start at info).
+    while !line.starts_with("leasehold: ") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "stderr ended");
+    }
     assert_eq!(
         line,
         "leasehold: waiting for work (nothing queued; `leasehold discover` adds documents)\n"

@@ -253,3 +253,195 @@ fn rust_log_sets_the_level_and_a_bad_level_is_refused() {
 }
 
 on_both_backends!(a_lockout_logs_the_lock_probe_recovery_and_notices);
+
+/// A corpus of one good document, one over a 1 KiB input limit and a loop of
+/// symbolic links whose name holds a newline and an escape sequence; and a
+/// data directory beside it.
+fn failing_corpus() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let (docs, data) = (dir.path().join("docs"), dir.path().join("data"));
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("ok.txt"), "the private words of the note").unwrap();
+    std::fs::write(docs.join("big.txt"), "words ".repeat(500)).unwrap();
+    std::os::unix::fs::symlink(LOOP_KEY, docs.join(LOOP_KEY)).unwrap();
+    (dir, docs, data)
+}
+
+/// The loop's name (and key).
+const LOOP_KEY: &str = "loop\n\u{1b}[31m";
+
+fn leasehold_logging(data: &Path, args: &[&str], rust_log: Option<&str>) -> std::process::Output {
+    let mut c = Command::new(BIN);
+    c.arg("--data").arg(data).args(args).env_remove("LEASEHOLD_DB");
+    match rust_log {
+        Some(level) => c.env("RUST_LOG", level),
+        None => c.env_remove("RUST_LOG"),
+    };
+    c.output().unwrap()
+}
+
+/// `RUST_LOG=info` on `run`: the start with the settings in force, the
+/// discovery's counts, the pool's size, each failed document at warn with
+/// its reason, and the end with the summary's figures; nothing at debug, no
+/// document text, stdout only the summary.
+#[test]
+fn info_logs_say_the_lifecycle_and_warn_of_each_failed_document() {
+    let (_dir, docs, data) = failing_corpus();
+    let args = [
+        "--log-format",
+        "json",
+        "run",
+        docs.to_str().unwrap(),
+        "--max-input",
+        "1KiB",
+        "--workers",
+        "2",
+        "--json",
+    ];
+    let out = leasehold_logging(&data, &args, Some("info"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("stdout is the summary alone");
+    let log = json_lines(&out.stderr);
+
+    let started = events(&log, "started");
+    assert_eq!(started.len(), 1, "{log:?}");
+    let s = started[0];
+    assert_eq!(
+        (&s["level"], &s["command"]),
+        (&"INFO".into(), &"run".into()),
+        "{s}"
+    );
+    assert_eq!(
+        (&s["workers"], &s["max_input"], &s["lease_ms"]),
+        (&2.into(), &1024.into(), &30_000.into()),
+        "{s}"
+    );
+    assert_eq!(s["extract_memory"], 1u64 << 30, "{s}");
+    assert_eq!(s["data"], data.to_str().unwrap(), "{s}");
+    assert_eq!(s["source"], docs.canonicalize().unwrap().to_str().unwrap(), "{s}");
+    let discovered = events(&log, "discovered");
+    assert_eq!(
+        (discovered.len(), &discovered[0]["new"]),
+        (1, &3.into()),
+        "{log:?}"
+    );
+    assert_eq!(events(&log, "pool_started")[0]["workers"], 2, "{log:?}");
+
+    let failed = events(&log, "document_failed");
+    assert_eq!(failed.len(), 2, "{log:?}");
+    for f in &failed {
+        assert_eq!(
+            (&f["level"], &f["will_retry"]),
+            (&"WARN".into(), &false.into()),
+            "{f}"
+        );
+        let why = match f["key"].as_str().unwrap() {
+            "big.txt" => "1024-byte input limit",
+            LOOP_KEY => "a loop of symbolic links",
+            other => panic!("unexpected failure of {other:?}"),
+        };
+        assert!(f["reason"].as_str().unwrap().contains(why), "{f}");
+    }
+    let finished = events(&log, "finished");
+    assert_eq!(finished.len(), 1, "{log:?}");
+    assert_eq!(
+        (&finished[0]["indexed"], &finished[0]["failed"]),
+        (&1.into(), &2.into())
+    );
+    assert_eq!(finished[0]["store_dead"], 2, "{}", finished[0]);
+    assert!(log.iter().all(|l| l["level"] != "DEBUG"), "{log:?}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("private words"));
+    assert_no_logs_on(&out.stdout);
+}
+
+/// `--log-level debug`, text format: each claim and completion; keys are
+/// escaped, so a file name cannot start a line of its own or drive the
+/// terminal.
+#[test]
+fn debug_logs_each_claim_and_completion_with_keys_escaped() {
+    let (_dir, docs, data) = failing_corpus();
+    let d = docs.to_str().unwrap();
+    let out = leasehold_logging(&data, &["discover", d, "--max-input", "1KiB"], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = leasehold_logging(
+        &data,
+        &[
+            "--log-level",
+            "debug",
+            "work",
+            "--until-empty",
+            "--max-input",
+            "1KiB",
+            "-q",
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "a raw escape on stderr: {stderr:?}");
+    let lines = |event: &str| {
+        stderr
+            .lines()
+            .filter(|l| l.contains(&format!("event=\"{event}\"")))
+            .collect::<Vec<_>>()
+    };
+    let claimed = lines("claimed");
+    assert_eq!(claimed.len(), 3, "{stderr}");
+    assert!(
+        claimed
+            .iter()
+            .all(|l| l.contains("DEBUG") && l.contains("fence=1")),
+        "{stderr}"
+    );
+    assert!(
+        claimed.iter().any(|l| l.contains(r#"key="loop\n\u{1b}[31m""#)),
+        "{stderr}"
+    );
+    let completed = lines("completed");
+    assert_eq!(completed.len(), 1, "{stderr}");
+    assert!(
+        completed[0].contains(r#"key="ok.txt""#) && completed[0].contains("result="),
+        "{stderr}"
+    );
+    assert_eq!(lines("document_failed").len(), 2, "{stderr}");
+    assert!(!stderr.contains("private words"));
+}
+
+/// Without `--log-level` or `RUST_LOG`: `run` (a person watching its
+/// progress, which shows each failure) logs no lifecycle and no failed
+/// document, but still a limit hit; `work` (a service) logs its start and
+/// each failed document.
+#[test]
+fn default_levels_keep_run_quiet_and_tell_an_operator_of_work_everything() {
+    let (_dir, docs, data) = failing_corpus();
+    let d = docs.to_str().unwrap();
+    let run = ["--log-format", "json", "run", d, "--max-input", "1KiB"];
+    let out = leasehold_logging(&data, &run, None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let log = json_lines(&out.stderr);
+    assert!(events(&log, "document_failed").is_empty(), "{log:?}");
+    assert!(log.iter().all(|l| l["level"] == "WARN"), "{log:?}");
+    assert_eq!(events(&log, "limit_hit").len(), 1, "{log:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("failed \"big.txt\" (dead)"));
+
+    let (_dir, docs, data) = failing_corpus();
+    let out = leasehold_logging(&data, &["discover", docs.to_str().unwrap()], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let work = [
+        "--log-format",
+        "json",
+        "work",
+        "--until-empty",
+        "--max-input",
+        "1KiB",
+    ];
+    let out = leasehold_logging(&data, &work, None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let log = json_lines(&out.stderr);
+    for event in ["started", "pool_started", "finished"] {
+        assert_eq!(events(&log, event).len(), 1, "{event}: {log:?}");
+    }
+    assert_eq!(events(&log, "document_failed").len(), 2, "{log:?}");
+    assert!(log.iter().all(|l| l["level"] != "DEBUG"), "{log:?}");
+    assert_no_logs_on(&out.stdout);
+}

@@ -55,8 +55,9 @@ pub struct Global {
     #[arg(short, long, global = true)]
     pub verbose: bool,
     /// Log level on stderr: error, warn, info, debug, trace, or directives
-    /// as RUST_LOG takes them (default: RUST_LOG, else warn; info for work
-    /// and sync).
+    /// as RUST_LOG takes them (default: RUST_LOG, else info for work and
+    /// sync, warn without each failed document for the others and with
+    /// --quiet).
     #[arg(long, global = true, value_name = "LEVEL")]
     pub log_level: Option<String>,
     /// How log lines look: text, or one JSON object per line.
@@ -97,13 +98,13 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Work options")]
 pub struct WorkFlags {
-    /// Worker threads (default: number of CPUs).
+    /// Worker threads, at most 256 (default: number of CPUs).
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
     /// Most documents a worker claims at once when documents are small and
     /// fast (one transaction, one shared fsync round); above 1 a worker also
     /// extracts its next batch while the last one is saved, so it may hold
-    /// twice this many; 1 claims one at a time (default: 32).
+    /// twice this many; 1 claims one at a time; at most 1024 (default: 32).
     #[arg(long, value_name = "N")]
     pub claim_ahead: Option<usize>,
     /// Lease length, e.g. 30s, 2m (default: 30s).
@@ -181,7 +182,8 @@ impl TokenizerName {
 #[derive(Debug, Clone, Default, Args)]
 pub struct InputFlags {
     /// Largest input file, e.g. 64MiB, 500kB or a number of bytes; larger
-    /// files fail permanently (default: 64MiB).
+    /// files fail permanently. At most half the extraction memory
+    /// (--extract-memory) (default: 64MiB, or half that memory if less).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_input: Option<u64>,
 }
@@ -274,17 +276,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// A size such as `64MiB`, `1GiB`, `500kB` or a number of bytes: the same
-/// parser (`bytesize`) the configuration file's sizes go through.
+/// parser the configuration file's sizes go through. The error says what is
+/// wrong (too large, an unknown unit...); clap puts the flag and the value in
+/// front of it.
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    let n = text
-        .trim()
-        .parse::<bytesize::ByteSize>()
-        .map_err(|e| format!("{e}; expected a size such as 64MiB, 1GiB or a number of bytes"))?
-        .as_u64();
-    if n == 0 {
-        return Err("must be more than 0 bytes".into());
-    }
-    Ok(n)
+    crate::config::parse_size(text)
 }
 
 /// SQLite's durability setting.

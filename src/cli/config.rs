@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::FileConfig;
+use crate::config::{format_size, ExtractConfig, FileConfig};
 use crate::extract::{CommandExtractor, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
 use crate::mirror::{Fencing, Mirror};
 use crate::pipeline::{Pipeline, PoolOptions};
@@ -61,20 +61,31 @@ pub struct Extraction {
 }
 
 impl Extraction {
-    fn build(w: &WorkFlags, file: Option<&FileConfig>) -> Extraction {
+    /// The flags over the file's `[extract]` (at `file_path`), checked to fit
+    /// together: an input limit the extraction memory cannot hold is refused.
+    fn build(
+        w: &WorkFlags,
+        file: Option<&FileConfig>,
+        file_path: Option<&Path>,
+    ) -> Result<Extraction, CliError> {
         let f = file.map(|f| f.extract.clone()).unwrap_or_default();
-        Extraction {
+        let memory = w.extract_memory.unwrap_or(f.memory);
+        let max_input = match w.input.max_input {
+            Some(given) => checked_input_limit(given, memory, || memory_origin(w, &f, file_path))?,
+            None => default_input_limit(memory),
+        };
+        Ok(Extraction {
             isolated: f.isolation && !w.in_process,
             commands: f.commands,
             limits: Limits {
                 deadline: w.extract_timeout.unwrap_or(f.timeout),
-                memory_bytes: w.extract_memory.unwrap_or(f.memory),
+                memory_bytes: memory,
                 cpu_time: w.extract_cpu.unwrap_or(f.cpu),
                 max_output_bytes: w.max_text.unwrap_or(f.max_text),
-                max_input_bytes: max_input(w),
+                max_input_bytes: max_input,
                 ..Limits::default()
             },
-        }
+        })
     }
 
     /// The extractor: the configured converters for their extensions, and the
@@ -119,6 +130,12 @@ pub struct Upstream {
 const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Config {
+    /// The data directory as the user named it (`--data`, or `--db` when
+    /// given; a PostgreSQL database by its URL without the password).
+    pub fn data_name(&self) -> &str {
+        &self.data_name
+    }
+
     /// The source this data directory indexes, as `status` shows it: the
     /// directory's root, or the recorded HTTP base URL.
     pub fn recorded_source(&self) -> Result<Option<String>, CliError> {
@@ -133,7 +150,7 @@ impl Config {
     /// `work` holds the work flags of the commands that take them (empty,
     /// i.e. the defaults, for the others).
     pub fn build(g: &Global, work: &WorkFlags, source: Option<(&PathBuf, bool)>) -> Result<Config, CliError> {
-        Config::build_opening(g, work, source, |root| Mirror::open(root), None)
+        Config::build_opening(g, work, source, |root| Mirror::open(root), None, FileUse::Needed)
     }
 
     /// [`Config::build`] with the mirror opened by `open_mirror`: created and
@@ -145,6 +162,7 @@ impl Config {
         source: Option<(&PathBuf, bool)>,
         open_mirror: fn(&Path) -> Result<Mirror, crate::mirror::MirrorError>,
         existing: Option<Existing>,
+        file_use: FileUse,
     ) -> Result<Config, CliError> {
         let lease = work.lease.unwrap_or(DEFAULT_LEASE);
         if lease < Duration::from_millis(100) {
@@ -153,16 +171,16 @@ impl Config {
                 humantime::format_duration(lease)
             )));
         }
-        if work.workers == Some(0) {
-            return Err(CliError::Config("--workers: must be at least 1".into()));
-        }
-        if work.claim_ahead == Some(0) {
-            return Err(CliError::Config("--claim-ahead: must be at least 1".into()));
-        }
-        if work.max_attempts == Some(0) {
-            return Err(CliError::Config("--max-attempts: must be at least 1".into()));
-        }
-        let file = load_file_config(g)?;
+        check_counts(work)?;
+        let file = match (load_file_config(g), file_use) {
+            (Ok(file), _) => file,
+            (Err(e), FileUse::Needed) => return Err(e),
+            (Err(e), FileUse::ReadsOnly) => {
+                eprintln!("leasehold: warning: {e}; ignored by this command, which only reads");
+                None
+            }
+        };
+        let extract = Extraction::build(work, file.as_ref(), file_config_path(g).as_deref())?;
         let db = database(g, file.as_ref());
         if let Some(needs) = existing {
             if let Some(line) = missing_data(g, &db, needs) {
@@ -188,7 +206,6 @@ impl Config {
         }
         let reading = existing.is_some_and(|e| e.only_reads());
         let store = open_store(&db, options, reading)?;
-        let extract = Extraction::build(work, file.as_ref());
         let upstream = file.map(|f| Upstream::build(&store, f));
         let mut mirror = open_mirror(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
         if store.is_postgres() {
@@ -214,11 +231,9 @@ impl Config {
             store,
             mirror,
             source,
-            workers: work
-                .workers
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+            workers: work.workers.unwrap_or(PoolOptions::default().workers),
             claim_ahead: work.claim_ahead.unwrap_or(PoolOptions::default().claim_ahead),
-            max_input: max_input(work),
+            max_input: extract.limits.max_input_bytes,
             extract,
             upstream,
             data_name,
@@ -252,6 +267,12 @@ impl Config {
             )));
         }
         Ok(Some(Arc::clone(http)))
+    }
+
+    /// Refuse, as [`Config::pipeline`] would, a data directory whose source
+    /// cannot be worked (none recorded, or another than the configured one).
+    pub fn check_source(&self) -> Result<(), CliError> {
+        self.document_source().map(drop)
     }
 
     /// Where documents come from: the directory given or pinned, else the HTTP
@@ -320,17 +341,45 @@ impl Upstream {
     }
 }
 
-/// `--config PATH`, or `DATA/leasehold.toml` when it exists.
+/// The counts among the work flags, each at least 1 and at most what a pool
+/// runs ([`PoolOptions::MAX_WORKERS`], [`PoolOptions::MAX_CLAIM_AHEAD`]).
+fn check_counts(work: &WorkFlags) -> Result<(), CliError> {
+    let between = |flag: &str, n: Option<usize>, max: usize, why: &str| match n {
+        Some(0) => Err(CliError::Config(format!("--{flag} 0: must be at least 1"))),
+        Some(n) if n > max => Err(CliError::Config(format!("--{flag} {n}: at most {max} ({why})"))),
+        _ => Ok(()),
+    };
+    between(
+        "workers",
+        work.workers,
+        PoolOptions::MAX_WORKERS,
+        "each worker is a set of threads and an extraction process; more only wait for each other on one machine",
+    )?;
+    between(
+        "claim-ahead",
+        work.claim_ahead,
+        PoolOptions::MAX_CLAIM_AHEAD,
+        "a worker holds the documents it claimed ahead in memory",
+    )?;
+    if work.max_attempts == Some(0) {
+        return Err(CliError::Config("--max-attempts 0: must be at least 1".into()));
+    }
+    Ok(())
+}
+
+/// The configuration file in use: `--config PATH`, or `DATA/leasehold.toml`
+/// when it exists.
+pub(super) fn file_config_path(g: &Global) -> Option<PathBuf> {
+    match &g.config {
+        Some(p) => Some(p.clone()),
+        None => Some(g.data.join("leasehold.toml")).filter(|p| p.exists()),
+    }
+}
+
+/// The configuration file ([`file_config_path`]), read and validated.
 pub(super) fn load_file_config(g: &Global) -> Result<Option<FileConfig>, CliError> {
-    let path = match &g.config {
-        Some(p) => p.clone(),
-        None => {
-            let default = g.data.join("leasehold.toml");
-            if !default.exists() {
-                return Ok(None);
-            }
-            default
-        }
+    let Some(path) = file_config_path(g) else {
+        return Ok(None);
     };
     FileConfig::load(&path)
         .map(Some)
@@ -380,9 +429,55 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
-/// `--max-input`, else its default.
-fn max_input(w: &WorkFlags) -> u64 {
-    w.input.max_input.unwrap_or(DEFAULT_MAX_INPUT)
+/// The extraction memory an input limit needs per byte of input: the child
+/// holds its copy of the document and what the parser builds from it (a tree,
+/// a decompressed stream, the text), seldom smaller than the document; and
+/// the parent reads the whole input before handing it over, so the rule also
+/// bounds what one worker holds. A limit past it accepts files whose only
+/// outcome is a memory failure after the parent has read them whole.
+const MEMORY_PER_INPUT_BYTE: u64 = 2;
+
+/// The input limit when `--max-input` is not given: its default, or half the
+/// extraction memory when that is smaller (a small `[extract] memory` brings
+/// the default down with it instead of refusing a flag nobody gave).
+fn default_input_limit(memory: u64) -> u64 {
+    DEFAULT_MAX_INPUT.min(memory / MEMORY_PER_INPUT_BYTE).max(1)
+}
+
+/// `--max-input given`, if the extraction memory can hold it; else one line
+/// naming both limits (`memory_origin` says where the memory came from) and
+/// what would work.
+fn checked_input_limit(given: u64, memory: u64, memory_origin: impl Fn() -> String) -> Result<u64, CliError> {
+    let most = memory / MEMORY_PER_INPUT_BYTE;
+    if given <= most {
+        return Ok(given);
+    }
+    let raise = match given.checked_mul(MEMORY_PER_INPUT_BYTE) {
+        Some(needed) => format!(
+            ", or raise the extraction memory to {} (--extract-memory, or [extract] memory)",
+            format_size(needed)
+        ),
+        None => String::new(),
+    };
+    Err(CliError::Config(format!(
+        "--max-input {} is more than half the extraction memory limit ({}): an extraction \
+         holds the document and what its parser makes of it; use --max-input {} or less{raise}",
+        format_size(given),
+        memory_origin(),
+        format_size(most.max(1)),
+    )))
+}
+
+/// Where the extraction memory limit came from, with its value, for messages.
+fn memory_origin(w: &WorkFlags, f: &ExtractConfig, file_path: Option<&Path>) -> String {
+    let memory = format_size(w.extract_memory.unwrap_or(f.memory));
+    match (w.extract_memory, file_path) {
+        (Some(_), _) => format!("--extract-memory {memory}"),
+        (None, Some(path)) if f.memory != Limits::DEFAULT_MEMORY_BYTES => {
+            format!("[extract] memory = \"{memory}\" in {}", path.display())
+        }
+        (None, _) => format!("the default --extract-memory {memory}"),
+    }
 }
 
 /// The tokenizer the store is asked for: `--tokenizer` or the configuration's
@@ -546,7 +641,12 @@ impl Config {
     /// mirror, for [`Existing::StoreAndMirror`]) is a configuration error
     /// (exit 2) naming it, so a typo in `--data` is not answered with empty
     /// counts and a new, empty data directory.
-    pub fn build_existing(g: &Global, work: &WorkFlags, needs: Existing) -> Result<Config, CliError> {
+    pub fn build_existing(
+        g: &Global,
+        work: &WorkFlags,
+        needs: Existing,
+        file_use: FileUse,
+    ) -> Result<Config, CliError> {
         if let Some(line) = missing_data_directory(g) {
             return Err(CliError::Config(line));
         }
@@ -555,8 +655,22 @@ impl Config {
             Existing::MirrorToSweep => |root: &Path| Mirror::open(root),
             _ => |root: &Path| Mirror::locate(root),
         };
-        Config::build_opening(g, work, None, open_mirror, Some(needs))
+        Config::build_opening(g, work, None, open_mirror, Some(needs), file_use)
     }
+}
+
+/// Whether a command can go on when the configuration file cannot be read
+/// or is not valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileUse {
+    /// It works, changes the store or talks to an upstream: it stops with
+    /// one line naming the file and the error (exit 2).
+    Needed,
+    /// It only reads the store and the mirror (`status`, `list`, `inspect`,
+    /// `show`, `search`, `metrics`, `report`): a broken file must not keep an
+    /// operator from looking, so it warns, naming the file and the error, and
+    /// goes on without it (the database at its default place).
+    ReadsOnly,
 }
 
 /// The data directory, as one line, if the command would use it and it does

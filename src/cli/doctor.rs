@@ -165,13 +165,19 @@ pub fn doctor(g: &Global, json: bool, fix: bool) -> Result<ExitCode, CliError> {
     if let Some(line) = super::config::missing_data_directory(g) {
         return Err(CliError::Config(line));
     }
-    let file = super::config::load_file_config(g)?;
+    let (file, broken) = match super::config::load_file_config(g) {
+        Ok(file) => (file, None),
+        Err(e) => (None, Some(e)),
+    };
     let place = Place {
         db: super::config::database(g, file.as_ref()),
         mirror: super::config::mirror_root(g),
         clock_skew: file.as_ref().and_then(|f| f.store.clock_skew),
     };
     let mut d = Doctor::at(&place);
+    if let Some(e) = &broken {
+        d.broken_config(g, e);
+    }
     let store = d.open_store(&place, fix);
     let mirror = store.as_ref().and_then(|s| d.open_mirror(&place.mirror, s));
     if let Some(store) = &store {
@@ -182,6 +188,9 @@ pub fn doctor(g: &Global, json: bool, fix: bool) -> Result<ExitCode, CliError> {
     };
     let mended = fix::mend(&d, store, mirror);
     let mut after = Doctor::at(&place);
+    if let Some(e) = &broken {
+        after.broken_config(g, e);
+    }
     after.checked.access = d.checked.access;
     after.examine(store, Some(mirror));
     Ok(fix::report(d, mended, after, json))
@@ -219,6 +228,21 @@ impl Doctor {
                 );
             }
         }
+    }
+
+    /// A configuration file that cannot be used is a problem (the commands
+    /// that need it refuse to start); the checks go on without it.
+    fn broken_config(&mut self, g: &Global, e: &CliError) {
+        let path = super::config::file_config_path(g).unwrap_or_default();
+        self.problem(
+            "config",
+            path.display().to_string(),
+            format!("{e} (the commands that work refuse to start until it is fixed)"),
+        );
+        self.notes.push(
+            "the database was looked for at its default place, not where the configuration file may say"
+                .into(),
+        );
     }
 
     fn report(self, json: bool) -> ExitCode {

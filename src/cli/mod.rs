@@ -15,6 +15,7 @@ mod progress;
 mod report;
 mod run;
 mod search;
+mod shown;
 mod signals;
 mod summary;
 mod sync;
@@ -27,7 +28,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use args::{AuthCommand, Cli, Command, WorkFlags};
-use config::Existing;
+use config::{Existing, FileUse};
 
 /// A failure of the command, with the exit code it maps to.
 #[derive(Debug)]
@@ -100,7 +101,7 @@ pub fn main() -> ExitCode {
     if let Err(e) = logs::init(
         args.global.log_level.as_deref(),
         args.global.log_format,
-        default_log_level(&args.command),
+        default_log_level(&args.command, args.global.quiet),
     ) {
         let _ = writeln!(std::io::stderr().lock(), "leasehold: {e}");
         return ExitCode::from(e.exit_code());
@@ -118,11 +119,11 @@ pub fn main() -> ExitCode {
 
 /// The log level when neither `--log-level` nor `RUST_LOG` says: the
 /// long-running commands tell what happens; the others (a person watching
-/// `run`'s progress) only warn.
-fn default_log_level(command: &Command) -> &'static str {
+/// `run`'s progress), and any command asked to be `--quiet`, only warn.
+fn default_log_level(command: &Command, quiet: bool) -> &'static str {
     match command {
-        Command::Work { .. } | Command::Sync { .. } => "info",
-        _ => "warn",
+        Command::Work { .. } | Command::Sync { .. } if !quiet => logs::SERVICE_DEFAULT,
+        _ => logs::PERSON_DEFAULT,
     }
 }
 
@@ -202,7 +203,10 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
     let g = &cli.global;
     let early = cli.early.0;
     let build = |work: &WorkFlags| config::Config::build(g, work, None);
-    let existing = |needs: Existing| config::Config::build_existing(g, &early, needs);
+    let existing = |needs: Existing| config::Config::build_existing(g, &early, needs, FileUse::Needed);
+    // Commands that only read go on, with a warning, past a broken
+    // configuration file.
+    let reading = |needs: Existing| config::Config::build_existing(g, &early, needs, FileUse::ReadsOnly);
     match cli.command {
         Command::Run {
             dir,
@@ -282,9 +286,9 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         // Work flags written before these commands are still taken (and
         // mostly unused), as they were when every flag was global. Commands
         // that only read never create a data directory, database or mirror.
-        Command::Status { json } => report::status(&existing(Existing::StoreAndMirror)?, json),
+        Command::Status { json } => report::status(&reading(Existing::StoreAndMirror)?, json),
         Command::Inspect { doc, id, json } => report::inspect(
-            &existing(Existing::StoreAndMirror)?,
+            &reading(Existing::StoreAndMirror)?,
             &report::DocRef::of(doc, id),
             json,
         ),
@@ -295,29 +299,29 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             json,
         } => {
             let filter = report::ListFilter::of(status.as_deref(), failed);
-            report::list(&existing(Existing::StoreAndMirror)?, &filter, limit, json)
+            report::list(&reading(Existing::StoreAndMirror)?, &filter, limit, json)
         }
         Command::Search {
             query,
             limit,
             timeout,
             json,
-        } => search::search(&existing(Existing::StoreAndMirror)?, &query, limit, timeout, json),
+        } => search::search(&reading(Existing::StoreAndMirror)?, &query, limit, timeout, json),
         Command::Reindex { tokenizer, json } => search::reindex(
             &existing(Existing::StoreAndMirrorToWrite)?,
             tokenizer.map(|t| t.tokenizer()),
             json,
         ),
         Command::Show { doc, id } => {
-            report::show(&existing(Existing::StoreAndMirror)?, &report::DocRef::of(doc, id))
+            report::show(&reading(Existing::StoreAndMirror)?, &report::DocRef::of(doc, id))
         }
         Command::Gc { dry_run, json } => report::gc(&existing(Existing::MirrorToSweep)?, dry_run, json),
         Command::Auth { command } => match command {
             AuthCommand::Status { json } => auth::status(&existing(Existing::StoreToRead)?, json),
             AuthCommand::Unlock { account } => auth::unlock(&existing(Existing::Store)?, &account),
         },
-        Command::Metrics => metrics::metrics(&existing(Existing::StoreToRead)?),
-        Command::Report { html } => page::report(&existing(Existing::StoreToRead)?, &html),
+        Command::Metrics => metrics::metrics(&reading(Existing::StoreToRead)?),
+        Command::Report { html } => page::report(&reading(Existing::StoreToRead)?, &html),
         Command::Doctor { json, fix } => doctor::doctor(g, json, fix),
         Command::Migrate { to, json } => migrate::migrate(&existing(Existing::Store)?, &to, json),
         Command::Retry { doc, dead } => report::retry(&existing(Existing::Store)?, doc.as_deref(), dead),

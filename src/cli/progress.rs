@@ -7,8 +7,10 @@ use std::io::{IsTerminal, Write};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use super::shown::shown;
 use super::summary::{Summary, MORE_FAILURES_HINT};
 use crate::pipeline::{Event, Processed};
+use crate::upstream::one_line;
 
 /// How much a command says while it works (`-q` / `-v`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -168,13 +170,13 @@ impl Progress {
                 if shown.elapsed() < REPEAT_EVERY {
                     return;
                 }
-                let line = format!("leasehold: {error} (again, {again} times)");
+                let line = format!("leasehold: {} (again, {again} times)", one_line(error));
                 (*again, *shown) = (0, Instant::now());
                 line
             }
             _ => {
                 self.last_warning = Some((error.to_owned(), 0, Instant::now()));
-                format!("leasehold: {error}")
+                format!("leasehold: {}", one_line(error))
             }
         };
         match &self.display {
@@ -187,7 +189,7 @@ impl Progress {
     fn failure(&mut self, key: &str, error: &str, then: &str) {
         self.failures_seen += 1;
         if self.failures_seen <= MAX_LIVE_FAILURES {
-            self.above(&format!("failed {key:?} ({then}): {error}"));
+            self.above(&format!("failed {key:?} ({then}): {}", one_line(error)));
         }
     }
 
@@ -245,11 +247,11 @@ pub(super) fn say(line: &str) {
 /// What `-v` says about a document that did not fail.
 fn verbose_line(done: &Processed) -> Option<String> {
     Some(match done {
-        Processed::Indexed { key, path } => format!("indexed {key:?} -> {path}"),
+        Processed::Indexed { key, path } => format!("indexed {key:?} -> {}", shown(path)),
         Processed::Superseded { key, .. } => format!("superseded {key:?} (another worker finished it)"),
-        Processed::LeaseLost { key, reason } => format!("lease lost {key:?}: {reason}"),
+        Processed::LeaseLost { key, reason } => format!("lease lost {key:?}: {}", one_line(reason)),
         Processed::Released { key } => format!("released {key:?} (stopping)"),
-        Processed::Waiting { key, reason, .. } => format!("handed back {key:?}: {reason}"),
+        Processed::Waiting { key, reason, .. } => format!("handed back {key:?}: {}", one_line(reason)),
         Processed::Idle | Processed::Retrying { .. } | Processed::Dead { .. } => return None,
     })
 }

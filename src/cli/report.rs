@@ -11,6 +11,7 @@ use crate::upstream::ListingReport;
 use crate::{Job, JobId, Millis, Status, Store};
 
 use super::config::Config;
+use super::shown::shown;
 use super::CliError;
 use crate::upstream::one_line;
 
@@ -86,6 +87,7 @@ pub fn discover(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
         .as_ref()
         .ok_or_else(|| CliError::Config("no source directory".into()))?;
     let found = source.discover(&cfg.store, cfg.max_input)?;
+    super::logs::discovered(&found);
     if json {
         print_json(&found);
     } else {
@@ -98,7 +100,7 @@ pub fn discover(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
             found.skipped.len()
         );
         for s in &found.skipped {
-            println!("  skipped {s}");
+            println!("  skipped {}", shown(s));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -131,10 +133,10 @@ pub fn status(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
         print_json(&report);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("database {}", report.database);
-    println!("mirror   {}", report.mirror);
+    println!("database {}", shown(&report.database));
+    println!("mirror   {}", shown(&report.mirror));
     if let Some(s) = &report.source {
-        println!("source   {s}");
+        println!("source   {}", shown(s));
     }
     for s in Status::ALL {
         println!("{:>11} {}", s.as_str(), report.counts.get(s));
@@ -144,7 +146,7 @@ pub fn status(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
     }
     println!("live leases: {}", report.leases.len());
     for l in &report.leases {
-        let owner = l.owner_worker.as_deref().unwrap_or("?");
+        let owner = shown(l.owner_worker.as_deref().unwrap_or("?"));
         println!(
             "  {:?} (id {}) fence {} by {owner} until {}",
             l.key,
@@ -172,7 +174,7 @@ fn print_listing(l: &ListingReport) {
         l.gone
     );
     if let Some(reason) = &l.last_skip {
-        println!("  last skipped: {reason}");
+        println!("  last skipped: {}", one_line(reason));
     }
 }
 
@@ -305,13 +307,18 @@ pub fn inspect(cfg: &Config, doc: &DocRef, json: bool) -> Result<ExitCode, CliEr
     );
     println!("  version {}", job.version);
     if let (Some(path), Some(sum)) = (&job.result_path, &job.checksum) {
-        println!("  result {} sha256 {sum}", cfg.mirror.root().join(path).display());
+        let file = cfg.mirror.root().join(path);
+        println!(
+            "  result {} sha256 {}",
+            shown(&file.display().to_string()),
+            one_line(sum)
+        );
     }
     if let Some(at) = job.lease_expires_at {
         println!(
             "  lease until {} ({})",
             when(at),
-            job.owner_worker.as_deref().unwrap_or("?")
+            shown(job.owner_worker.as_deref().unwrap_or("?"))
         );
     }
     if let Some(at) = job.retry_at {
@@ -334,7 +341,7 @@ pub fn inspect(cfg: &Config, doc: &DocRef, json: bool) -> Result<ExitCode, CliEr
         let token = h
             .token
             .as_deref()
-            .map(|t| format!(" token {t}"))
+            .map(|t| format!(" token {}", shown(t)))
             .unwrap_or_default();
         println!(
             "  {} {}{fence}{token}  {}",
@@ -453,13 +460,15 @@ pub fn list(cfg: &Config, filter: &ListFilter, limit: u64, json: bool) -> Result
 }
 
 /// Lines of `list` in aligned columns: key, status, attempts, result, error.
+/// Keys and paths holding control characters are shown escaped and quoted.
 fn print_list_page(out: &mut Out, lines: &[ListLine]) {
-    let key_width = lines.iter().map(|l| l.key.chars().count()).max().unwrap_or(0);
-    for l in lines {
+    let keys: Vec<_> = lines.iter().map(|l| shown(&l.key)).collect();
+    let key_width = keys.iter().map(|k| k.chars().count()).max().unwrap_or(0);
+    for (l, key) in lines.iter().zip(&keys) {
         let tries = format!("{}/{}", l.attempts, l.max_attempts);
-        let mut line = format!("{:<key_width$}  {:<10}  {tries:>5}", l.key, l.status);
+        let mut line = format!("{key:<key_width$}  {:<10}  {tries:>5}", l.status);
         if let Some(r) = &l.result {
-            line.push_str(&format!("  {r}"));
+            line.push_str(&format!("  {}", shown(r)));
         }
         if let Some(e) = &l.last_error {
             line.push_str(&format!("  {e}"));
@@ -504,7 +513,7 @@ pub fn show(cfg: &Config, doc: &DocRef) -> Result<ExitCode, CliError> {
         CliError::Runtime(format!(
             "{:?}: {}; `leasehold doctor --fix` queues it to be extracted again",
             job.key,
-            damage.describe(path)
+            damage.describe(&shown(path))
         ))
     };
     let mut file = match cfg.mirror.open_verified(path, sum) {
@@ -513,8 +522,9 @@ pub fn show(cfg: &Config, doc: &DocRef) -> Result<ExitCode, CliError> {
         Err(e) if e.is_not_found() => return Err(damaged(crate::pipeline::Damage::Missing)),
         Err(e) => {
             return Err(CliError::Runtime(format!(
-                "{:?}: result {path}: {}",
+                "{:?}: result {}: {}",
                 job.key,
+                shown(path),
                 one_line(&e.to_string())
             )))
         }
@@ -576,10 +586,10 @@ pub fn gc(cfg: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError>
         report.kept.len()
     );
     for f in &report.removed {
-        println!("  {verb} {f}");
+        println!("  {verb} {}", shown(f));
     }
     for f in &report.unknown {
-        println!("  left alone (not ours) {f}");
+        println!("  left alone (not ours) {}", shown(f));
     }
     if !report.busy.is_empty() {
         println!(

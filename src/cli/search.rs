@@ -8,6 +8,7 @@ use crate::pipeline::ReindexReport;
 use crate::{Hit, Tokenizer};
 
 use super::config::Config;
+use super::shown::shown;
 use super::CliError;
 
 /// One match as `search` prints it.
@@ -78,11 +79,16 @@ pub fn search(
         eprintln!("leasehold: no document matches {query:?}");
         return Ok(ExitCode::SUCCESS);
     }
+    // Keys, paths and the snippet (the document's own text) as a terminal
+    // may show them.
     let mut text = String::new();
     for h in &hits {
         text.push_str(&format!(
             "{}  {:.3}  {}\n    {}\n",
-            h.key, h.rank, h.path, h.snippet
+            shown(&h.key),
+            h.rank,
+            shown(&h.path),
+            crate::upstream::one_line(&h.snippet)
         ));
     }
     super::print_bytes(text.as_bytes())

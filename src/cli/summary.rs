@@ -3,11 +3,13 @@
 
 use std::process::ExitCode;
 
+use super::shown::shown;
 use super::signals::Interrupt;
 use super::CliError;
 use crate::pipeline::{Event, Processed};
 use crate::source::Discovered;
 use crate::store::Totals;
+use crate::upstream::one_line;
 
 /// What a run did, printed at the end (`--json` for machines).
 #[derive(Debug, Default, serde::Serialize)]
@@ -228,7 +230,10 @@ impl Summary {
         }
         println!(
             "{:.1} documents/s over {:.2}s; results in {} (database {})",
-            self.docs_per_second, self.seconds, self.mirror, self.database
+            self.docs_per_second,
+            self.seconds,
+            shown(&self.mirror),
+            shown(&self.database)
         );
         if self.delivered > 0 || self.outbox_waiting > 0 || self.waiting > 0 {
             println!(
@@ -247,10 +252,10 @@ impl Summary {
         }
         self.print_failures();
         for e in &self.errors {
-            println!("  error: {e}");
+            println!("  error: {}", one_line(e));
         }
         for s in self.skipped.iter().take(MAX_LISTED_SKIPPED) {
-            println!("  skipped {s}");
+            println!("  skipped {}", shown(s));
         }
         if self.skipped.len() > MAX_LISTED_SKIPPED {
             println!(
@@ -299,7 +304,7 @@ impl Summary {
             return;
         }
         for f in self.failures.iter().take(MAX_LISTED_FAILURES) {
-            println!("  failed {:?}: {}", f.key, f.error);
+            println!("  failed {:?}: {}", f.key, one_line(&f.error));
         }
         if self.failures.len() > MAX_LISTED_FAILURES {
             println!(
@@ -312,6 +317,7 @@ impl Summary {
 
 pub fn finish(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
     summary.measure_memory();
+    super::logs::finished(&summary);
     summary.print(json);
     if let Some(signal) = summary.interrupted {
         // Asked to stop: the signal's exit code; an error met on the way is
@@ -330,6 +336,7 @@ pub fn finish(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<E
 /// after the passes' lines, so standard output stays JSON Lines.
 pub fn finish_watch(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
     summary.measure_memory();
+    super::logs::finished(&summary);
     if json {
         let mut value = serde_json::to_value(&summary).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {
@@ -388,7 +395,7 @@ fn say_failures(summary: &Summary) {
         }
     }
     for f in &listed {
-        eprintln!("  failed {:?}: {}", f.key, crate::upstream::one_line(&f.error));
+        eprintln!("  failed {:?}: {}", f.key, one_line(&f.error));
     }
     // This run's dead are also the store's: the sum may count some twice,
     // so only whether there are more is said, not how many.

@@ -75,6 +75,7 @@ pub fn sync(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliErro
         .http_source()?
         .ok_or_else(|| CliError::Config("sync needs [source.http] in the configuration file".into()))?;
     catch_interrupts();
+    super::logs::started("sync", cfg);
     let started = Instant::now();
     let mut on_wait = waiting_line();
     let listing = http

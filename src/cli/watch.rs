@@ -35,6 +35,7 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
         .clone()
         .ok_or_else(|| CliError::Config("no source directory".into()))?;
     catch_interrupts();
+    super::logs::started("watch", cfg);
     let started = Instant::now();
     let defaults = WatchOptions::default();
     let opts = WatchOptions {
@@ -123,6 +124,7 @@ fn take_report(report: WatchReport, json: bool, totals: &mut WatchTotals, found:
     };
     match report {
         WatchReport::Pass { full, found: d, .. } => {
+            super::logs::discovered(&d);
             totals.passes += 1;
             totals.full_scans += u64::from(full);
             found.new += d.new;

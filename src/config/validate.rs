@@ -627,19 +627,18 @@ impl Validator<'_> {
         Ok(out)
     }
 
+    /// A size as a string (`"256MiB"`, read as the flags read theirs) or a
+    /// number of bytes.
     fn size(&self, key: &str, value: &toml::Value) -> Result<u64, ConfigError> {
-        let bytes = match value {
-            toml::Value::Integer(n) => u64::try_from(*n).ok(),
-            toml::Value::String(s) => Some(
-                bytesize::ByteSize::from_str(s.trim())
-                    .map_err(|e| self.invalid(key, format!("{s:?}: {e}")))?
-                    .as_u64(),
-            ),
-            _ => return Err(self.invalid(key, "expected a size such as \"256MiB\" or a number of bytes")),
-        };
-        match bytes {
-            Some(n) if n > 0 => Ok(n),
-            _ => Err(self.invalid(key, "must be more than 0 bytes")),
+        match value {
+            toml::Value::Integer(n) => match u64::try_from(*n) {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(self.invalid(key, "must be more than 0 bytes")),
+            },
+            toml::Value::String(s) => {
+                parse_size(s).map_err(|reason| self.invalid(key, format!("{s:?}: {reason}")))
+            }
+            _ => Err(self.invalid(key, SIZE_FORM)),
         }
     }
 }

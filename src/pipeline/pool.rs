@@ -48,10 +48,48 @@ pub struct PoolOptions {
     pub claim_ahead: usize,
 }
 
+impl PoolOptions {
+    /// The most workers a pool runs. A worker is four threads of this process
+    /// (claimer, finisher, lease heartbeat, the drain of its extraction
+    /// child's stderr) and that child: 256 workers are about a thousand
+    /// threads and 256 processes, inside macOS's default limits (2,048
+    /// threads a process, a few thousand processes a user) and far from
+    /// Linux's 65,530 memory mappings a process (about 16,000 threads), past
+    /// which the standard library aborts a thread's start instead of
+    /// returning an error. More workers than that on one machine only wait
+    /// for each other; several machines share work through PostgreSQL.
+    pub const MAX_WORKERS: usize = 256;
+    /// The most documents a worker claims at once: a batch is one transaction,
+    /// and its documents are held in memory together.
+    pub const MAX_CLAIM_AHEAD: usize = 1024;
+
+    /// [`Error::InvalidInput`] naming the first count over its maximum.
+    fn check(&self) -> crate::error::Result<()> {
+        let over = |what, n: usize, max: usize| {
+            (n > max).then(|| Error::InvalidInput {
+                what,
+                reason: format!("{n} is more than the most a pool runs, {max}"),
+            })
+        };
+        match over("PoolOptions::workers", self.workers, Self::MAX_WORKERS).or_else(|| {
+            over(
+                "PoolOptions::claim_ahead",
+                self.claim_ahead,
+                Self::MAX_CLAIM_AHEAD,
+            )
+        }) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Default for PoolOptions {
     fn default() -> Self {
         PoolOptions {
-            workers: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            workers: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .min(Self::MAX_WORKERS),
             ticks: Ticks::Timer,
             until_idle: false,
             idle_wait_cap: Duration::from_secs(1),
@@ -136,6 +174,14 @@ impl StopHandle {
             format!("stopped after {in_row} store failures in a row: {e}")
         };
         let mut halted = self.failures.halted.lock().unwrap_or_else(|e| e.into_inner());
+        if halted.is_none() {
+            tracing::error!(
+                target: "leasehold::pool",
+                event = "pool_halted",
+                why = why.as_str(),
+                "the pool stopped claiming"
+            );
+        }
         halted.get_or_insert(why.replace('\n', " "));
         drop(halted);
         self.stop_claiming();
@@ -163,13 +209,17 @@ impl WorkerPool {
     /// Start `opts.workers` threads; each sends an [`Event`] per claim to `events`.
     ///
     /// # Failure
-    /// A thread that cannot be spawned stops the pool (what started is stopped
-    /// and joined) and is returned as [`Error::Internal`].
+    /// More than [`PoolOptions::MAX_WORKERS`] workers or
+    /// [`PoolOptions::MAX_CLAIM_AHEAD`] claims ahead is [`Error::InvalidInput`],
+    /// before any thread starts. A thread that cannot be spawned stops the
+    /// pool (what started is stopped and joined) and is returned as
+    /// [`Error::Internal`].
     pub fn start(
         pipeline: Pipeline,
         opts: PoolOptions,
         events: Option<Sender<Event>>,
     ) -> crate::error::Result<WorkerPool> {
+        opts.check()?;
         let pipeline = Arc::new(pipeline);
         let (cancel_tx, cancel_rx) = crossbeam_channel::bounded::<()>(0);
         let (alive_tx, alive) = crossbeam_channel::bounded::<()>(0);
@@ -204,6 +254,14 @@ impl WorkerPool {
             .map_err(|e| Error::Internal(format!("cannot start worker thread {i}: {e}")))?;
             pool.threads.push(thread);
         }
+        tracing::info!(
+            target: "leasehold::pool",
+            event = "pool_started",
+            workers = opts.workers.max(1),
+            claim_ahead = opts.claim_ahead,
+            until_idle = opts.until_idle,
+            "worker pool started"
+        );
         Ok(pool)
     }
 
@@ -377,20 +435,96 @@ fn report(
     batch: Batch,
 ) -> Option<u32> {
     let mut failure: Option<Error> = None;
+    let mut shown: Vec<String> = Vec::new();
     for outcome in batch.answers {
         match outcome {
             Ok(done) => {
                 stop.store_worked();
+                log_outcome(worker.name(), &done);
                 send(events, worker, Ok(done));
             }
             Err(e) => {
-                // Sent first, so a watcher shows each failure as it happens.
-                send(events, worker, Err(e.to_string()));
+                // Sent first, so a watcher shows each failure as it happens;
+                // once when the batch's documents failed together (the
+                // others carry the first one's text, `worker::store_failed`).
+                let again = matches!(&e, Error::Internal(text) if shown.contains(text));
+                if !again {
+                    let text = e.to_string();
+                    send(events, worker, Err(text.clone()));
+                    shown.push(text);
+                }
                 failure = Some(batch_failure(failure, e));
             }
         }
     }
-    failure.and_then(|e| stop.store_failed(&e, opts.max_store_failures))
+    let failure = failure?;
+    let in_row = stop.store_failed(&failure, opts.max_store_failures);
+    log_step_failed(worker.name(), &failure, in_row);
+    in_row
+}
+
+/// Log a failed batch once (its documents failed together): the first of a
+/// run of failures at warn, the ones after it at debug, so a store that keeps
+/// failing is one line until the pool halts (`pool_halted`, at error, with
+/// the cause); the command shows each failure on its own as it happens.
+fn log_step_failed(worker: &str, e: &Error, in_row: Option<u32>) {
+    let error = e.to_string();
+    match in_row {
+        Some(1) => tracing::warn!(
+            target: "leasehold::pool",
+            event = "step_failed",
+            worker,
+            error = error.as_str(),
+            "a worker's step failed"
+        ),
+        Some(in_row) => tracing::debug!(
+            target: "leasehold::pool",
+            event = "step_failed",
+            worker,
+            error = error.as_str(),
+            in_row,
+            "a worker's step failed again"
+        ),
+        None => {}
+    }
+}
+
+/// Log what became of one claim: a failed document at warn, with its reason
+/// (an operator running `work` as a service sees each one), the rest at debug.
+fn log_outcome(worker: &str, done: &Processed) {
+    const T: &str = "leasehold::document";
+    match done {
+        Processed::Retrying { key, error, at } => tracing::warn!(
+            target: T, event = "document_failed", key = key.as_str(), reason = error.as_str(),
+            will_retry = true, retry_at = at, worker, "a document failed; it will be retried"
+        ),
+        Processed::Dead { key, error } => tracing::warn!(
+            target: T, event = "document_failed", key = key.as_str(), reason = error.as_str(),
+            will_retry = false, worker, "a document failed for good"
+        ),
+        Processed::Indexed { key, path } => tracing::debug!(
+            target: T, event = "completed", key = key.as_str(), result = path.as_str(), worker,
+            "a document's text was accepted"
+        ),
+        Processed::Superseded { key, .. } => ended(worker, key, "superseded"),
+        Processed::LeaseLost { key, .. } => ended(worker, key, "lease_lost"),
+        Processed::Released { key } => ended(worker, key, "released"),
+        Processed::Waiting { key, .. } => ended(worker, key, "waiting"),
+        Processed::Idle => {}
+    }
+}
+
+/// A claim that ended without a result or a failure (its reasons are logged
+/// where they happen: a refused write, a lease lost, a locked account).
+fn ended(worker: &str, key: &str, outcome: &'static str) {
+    tracing::debug!(
+        target: "leasehold::document",
+        event = "not_completed",
+        key,
+        outcome,
+        worker,
+        "a claim ended without a result"
+    );
 }
 
 /// How many documents a worker claims at once. Claiming ahead saves a claim
@@ -578,6 +712,46 @@ mod tests {
         assert!(worst(vec![internal(), disk_full(), corrupt()]).is_corrupt());
         assert!(worst(vec![corrupt(), disk_full()]).is_corrupt());
         assert!(matches!(worst(vec![internal()]), Error::Internal(_)));
+    }
+
+    /// A pool refuses more workers (or claims ahead) than it runs, before it
+    /// starts a thread: past some thousands of threads the standard library
+    /// aborts the process instead of returning an error.
+    #[test]
+    fn a_pool_refuses_more_workers_than_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        let pipeline = || Pipeline {
+            store: Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap(),
+            mirror: crate::mirror::Mirror::open(dir.path().join("mirror")).unwrap(),
+            source: Arc::new(crate::source::DirSource::open(dir.path().join("src")).unwrap()),
+            extractor: Arc::new(crate::extract::ExtractorRegistry::default()),
+            max_input_bytes: 1 << 20,
+            deliver_results: false,
+        };
+        let refused = |opts: PoolOptions| match WorkerPool::start(pipeline(), opts, None) {
+            Err(e @ Error::InvalidInput { .. }) => e.to_string(),
+            Err(e) => panic!("not refused as invalid input: {e}"),
+            Ok(_) => panic!("started"),
+        };
+        let workers = PoolOptions {
+            workers: PoolOptions::MAX_WORKERS + 1,
+            ..PoolOptions::default()
+        };
+        assert!(refused(workers).contains("workers: 257 is more than the most a pool runs, 256"));
+        let ahead = PoolOptions {
+            workers: 1,
+            claim_ahead: PoolOptions::MAX_CLAIM_AHEAD + 1,
+            ..PoolOptions::default()
+        };
+        assert!(refused(ahead).contains("claim_ahead"));
+        assert!(PoolOptions::default().workers <= PoolOptions::MAX_WORKERS);
+        let at_most = PoolOptions {
+            workers: 2,
+            until_idle: true,
+            ..PoolOptions::default()
+        };
+        WorkerPool::start(pipeline(), at_most, None).unwrap().join();
     }
 
     #[test]

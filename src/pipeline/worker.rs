@@ -292,6 +292,18 @@ impl Worker {
             Ok(claims) => claims,
             Err(e) => return StagedBatch(BatchState::ClaimFailed(e)),
         };
+        for c in &claims {
+            tracing::debug!(
+                target: "leasehold::document",
+                event = "claimed",
+                key = c.key.as_str(),
+                doc_id = c.id.0,
+                fence = c.fence,
+                attempt = c.attempts,
+                worker = self.name.as_str(),
+                "claimed a document"
+            );
+        }
         let started = Instant::now();
         let mut held = 0;
         let steps: Vec<(Claim, Step)> = claims

@@ -305,15 +305,16 @@ impl DirSource {
     /// that a directory swapped for a link in between is caught too.
     /// `O_NONBLOCK`: a FIFO swapped in returns at once instead of waiting for a
     /// writer (reads of a regular file ignore the flag).
-    fn open_inside(&self, path: &Path) -> std::io::Result<Option<File>> {
-        let real = path.canonicalize()?;
+    fn open_inside(&self, path: &Path) -> std::result::Result<Option<File>, OpenError> {
+        let real = path.canonicalize().map_err(OpenError::Resolving)?;
         if !real.starts_with(&self.root) {
             return Ok(None);
         }
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&real)?;
+            .open(&real)
+            .map_err(OpenError::Opening)?;
         match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
             Ok(opened) if !opened.starts_with(&self.root) => Ok(None),
             // Without /proc the check before the open stands alone.
@@ -400,14 +401,7 @@ fn fits(meta: Option<&std::fs::Metadata>, max_bytes: u64) -> bool {
 impl Source for DirSource {
     fn fetch(&self, key: &str, max_bytes: u64) -> std::result::Result<Vec<u8>, SourceError> {
         let path = self.path_of(key)?;
-        let opened = self.open_inside(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => SourceError::NotFound { key: key.to_owned() },
-            _ => SourceError::Unreadable {
-                key: key.to_owned(),
-                path: path.clone(),
-                source: e,
-            },
-        })?;
+        let opened = self.open_inside(&path).map_err(|e| e.for_document(key, &path))?;
         let Some(file) = opened else {
             return Err(SourceError::OutsideRoot { key: key.to_owned() });
         };
@@ -489,6 +483,33 @@ fn requeue_relinked(store: &Store, keys: &[String]) -> Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// Why [`DirSource::open_inside`] could not open a file: resolving its path
+/// (where a loop of links shows) or opening what it resolved to (where
+/// `ELOOP` means a link swapped in after the check, a race worth retrying).
+#[derive(Debug)]
+enum OpenError {
+    Resolving(std::io::Error),
+    Opening(std::io::Error),
+}
+
+impl OpenError {
+    /// The document's error: what will not change by trying again (gone, a
+    /// loop of links, no permission) is said as such; the rest is retried.
+    fn for_document(self, key: &str, path: &Path) -> SourceError {
+        let (key, path) = (key.to_owned(), path.to_path_buf());
+        let (resolving, e) = match self {
+            OpenError::Resolving(e) => (true, e),
+            OpenError::Opening(e) => (false, e),
+        };
+        match e.kind() {
+            std::io::ErrorKind::NotFound => SourceError::NotFound { key },
+            std::io::ErrorKind::PermissionDenied => SourceError::PermissionDenied { key, path },
+            _ if resolving && e.raw_os_error() == Some(libc::ELOOP) => SourceError::LinkLoop { key, path },
+            _ => SourceError::Unreadable { key, path, source: e },
+        }
+    }
 }
 
 /// Whether a scanned entry is a symbolic link, and where it leads.

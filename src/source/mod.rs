@@ -64,6 +64,29 @@ pub enum SourceError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A symbolic link that leads back to itself, directly or through other
+    /// links: it never resolves, however often it is tried. Permanent; once
+    /// the link is mended its fingerprint (which holds the link's target)
+    /// changes, and the next scan queues it again.
+    #[error("{key:?}: cannot read {path}: a loop of symbolic links (mend or remove the link)")]
+    LinkLoop {
+        /// The document key.
+        key: String,
+        /// The link the key maps to.
+        path: PathBuf,
+    },
+    /// The file (or a directory on its way) may not be read by this user.
+    /// Permanent for this version of the file: trying again changes nothing
+    /// until someone changes the permissions, and a scan that could not read
+    /// a file gives it no content hash, so the first scan after the fix reads
+    /// it and queues it again.
+    #[error("{key:?}: cannot read {path}: permission denied (fix its permissions, then run again)")]
+    PermissionDenied {
+        /// The document key.
+        key: String,
+        /// The file the key maps to.
+        path: PathBuf,
+    },
     /// The file is there but reading it failed; worth retrying.
     #[error("{key:?}: cannot read {path}: {source}")]
     Unreadable {
