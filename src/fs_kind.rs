@@ -6,7 +6,7 @@
 use std::path::Path;
 
 #[cfg(target_os = "linux")]
-pub(crate) fn fs_magic(path: &Path) -> std::io::Result<u64> {
+pub fn fs_magic(path: &Path) -> std::io::Result<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "path contains NUL"))?;
@@ -20,7 +20,7 @@ pub(crate) fn fs_magic(path: &Path) -> std::io::Result<u64> {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn fs_magic(_path: &Path) -> std::io::Result<u64> {
+pub fn fs_magic(_path: &Path) -> std::io::Result<u64> {
     Err(std::io::Error::new(
         std::io::ErrorKind::Unsupported,
         "only checked on Linux",
@@ -28,7 +28,7 @@ pub(crate) fn fs_magic(_path: &Path) -> std::io::Result<u64> {
 }
 
 /// The remote (or possibly remote) file systems, by statfs magic (linux/magic.h).
-pub(crate) fn remote_fs(magic: u64) -> Option<&'static str> {
+pub fn remote_fs(magic: u64) -> Option<&'static str> {
     Some(match magic {
         0x6969 => "NFS",
         0xFF53_4D42 => "CIFS",
@@ -47,7 +47,7 @@ pub(crate) fn remote_fs(magic: u64) -> Option<&'static str> {
     })
 }
 
-pub(crate) fn fs_name(magic: u64) -> &'static str {
+pub fn fs_name(magic: u64) -> &'static str {
     if let Some(remote) = remote_fs(magic) {
         return remote;
     }

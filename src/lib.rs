@@ -45,12 +45,14 @@ pub mod store;
 pub mod upstream;
 pub mod watch;
 
-#[doc(hidden)]
-pub mod cli;
 pub(crate) mod fault;
-pub(crate) mod fs_kind;
+/// Support shared with the command-line crate; not part of the API.
+#[doc(hidden)]
+pub mod fs_kind;
 pub(crate) mod group;
-pub(crate) mod process;
+/// Commands on a leash, shared with the command-line and extraction crates; not part of the API.
+#[doc(hidden)]
+pub mod process;
 pub(crate) mod service;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};

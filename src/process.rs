@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// How a bounded wait ended. Except for `Exited`, the command has been killed
 /// with its group and reaped.
 #[derive(Debug)]
-pub(crate) enum Waited {
+pub enum Waited {
     /// It ended on its own.
     Exited(ExitStatus),
     /// The deadline passed first.
@@ -26,14 +26,14 @@ pub(crate) enum Waited {
 }
 
 /// Give the command a process group of its own.
-pub(crate) fn own_group(cmd: &mut Command) -> &mut Command {
+pub fn own_group(cmd: &mut Command) -> &mut Command {
     cmd.process_group(0)
 }
 
 /// Wait for `child` until `deadline` or until `stop` is raised, polling with
 /// pauses that grow from 1 ms to 50 ms: quick commands cost little latency,
 /// long ones little CPU, and a hung one cannot outlive the deadline.
-pub(crate) fn wait_bounded(child: &mut Child, deadline: Instant, stop: Option<&AtomicBool>) -> Waited {
+pub fn wait_bounded(child: &mut Child, deadline: Instant, stop: Option<&AtomicBool>) -> Waited {
     let mut pause = Duration::from_millis(1);
     loop {
         match child.try_wait() {
@@ -60,7 +60,7 @@ pub(crate) fn wait_bounded(child: &mut Child, deadline: Instant, stop: Option<&A
 
 /// How feeding a command's standard input ended.
 #[derive(Debug)]
-pub(crate) enum Fed {
+pub enum Fed {
     /// Everything was written (or the command closed its input early, which
     /// is its own business: its exit status tells whether it was content).
     Done,
@@ -73,7 +73,7 @@ pub(crate) enum Fed {
 /// Write `data` to a command's standard input and close it, never blocking
 /// past `deadline`: a command that never reads its input cannot hold the
 /// caller (a blocking write would wait for it forever once the pipe is full).
-pub(crate) fn feed_stdin(mut stdin: ChildStdin, data: &[u8], deadline: Instant) -> Fed {
+pub fn feed_stdin(mut stdin: ChildStdin, data: &[u8], deadline: Instant) -> Fed {
     if let Err(e) = set_nonblocking(&stdin) {
         return Fed::Failed(e);
     }
@@ -115,7 +115,7 @@ fn set_nonblocking(stdin: &ChildStdin) -> std::io::Result<()> {
 
 /// Kill the command's process group (made by [`own_group`]) and reap it, so no
 /// zombie is left.
-pub(crate) fn kill_group(child: &mut Child) {
+pub fn kill_group(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
         // SAFETY: kill(2) with a negative pid signals the process group we
         // created; it touches no memory of ours.
@@ -129,7 +129,7 @@ pub(crate) fn kill_group(child: &mut Child) {
 
 /// Set a resource limit of this process (`soft` and `hard`). Async-signal-safe,
 /// so a command may call it between fork and exec.
-pub(crate) fn set_limit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
+pub fn set_limit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
     let limit = libc::rlimit {
         rlim_cur: soft,
         rlim_max: hard,
@@ -144,7 +144,7 @@ pub(crate) fn set_limit(resource: libc::__rlimit_resource_t, soft: u64, hard: u6
 
 /// A `kB` figure of this process from `/proc/self/status` (e.g. `VmHWM`,
 /// `VmSize`), in bytes.
-pub(crate) fn status_bytes(field: &str) -> Option<u64> {
+pub fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
         .lines()
@@ -154,7 +154,7 @@ pub(crate) fn status_bytes(field: &str) -> Option<u64> {
 }
 
 /// How a command ended, for a person: its exit status or its signal.
-pub(crate) fn describe_exit(status: ExitStatus) -> String {
+pub fn describe_exit(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exited with status {code}"),
         (None, Some(signal)) => format!("killed by signal {signal}"),

@@ -748,7 +748,7 @@ fn percent_encode(value: &str) -> String {
 
 /// Control characters (newlines, terminal escapes) from upstream text would
 /// break a one-line log format or the operator's terminal.
-pub(crate) fn one_line(text: &str) -> String {
+pub fn one_line(text: &str) -> String {
     text.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()

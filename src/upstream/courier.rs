@@ -216,6 +216,6 @@ impl CourierHandle {
 }
 
 /// How long to nap before `until` (on the injected clock), at most [`NAP`].
-pub(crate) fn nap_until(now: Millis, until: Millis) -> Duration {
+pub fn nap_until(now: Millis, until: Millis) -> Duration {
     Duration::from_millis((until - now).clamp(1, NAP.as_millis() as i64) as u64)
 }

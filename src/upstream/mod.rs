@@ -28,5 +28,8 @@ pub use notify::{Notice, Notifier, NotifyError};
 pub use sink::{DrainStep, Sink, WaitReason};
 pub use source::{HttpSource, ListingReport};
 
-pub(crate) use client::{agent, one_line};
-pub(crate) use courier::nap_until;
+pub(crate) use client::agent;
+#[doc(hidden)]
+pub use client::one_line;
+#[doc(hidden)]
+pub use courier::nap_until;

@@ -123,12 +123,26 @@ macro_rules! on_both_backends {
     };
 }
 
-/// The built `leasehold` binary.
-pub const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+/// The built `leasehold` binary. Cargo names it only for the tests of the
+/// crate that builds it (`crates/cli`); the engine's own tests never run it.
+pub const BIN: &str = match option_env!("CARGO_BIN_EXE_leasehold") {
+    Some(bin) => bin,
+    None => "leasehold (built only for crates/cli's tests)",
+};
+
+/// The top of the repository: the workspace, whichever crate's tests run.
+pub fn workspace() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .find(|dir| dir.join("schema.sql").is_file())
+        .expect("the workspace holds schema.sql")
+        .to_path_buf()
+}
 
 /// The sample corpus that ships in the repository.
 pub fn samples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("samples")
+    workspace().join("samples")
 }
 
 /// Each sample file and the phrase its extracted text must contain.

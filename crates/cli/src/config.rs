@@ -1,0 +1,723 @@
+//! From flags to built objects: the store is opened, the mirror checked, the
+//! source root pinned, before any work starts. Every failure here is a
+//! configuration error (exit 2) naming the thing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::config::{format_size, ExtractConfig, FileConfig};
+use leasehold::extract::{CommandExtractor, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
+use leasehold::mirror::{Fencing, Mirror};
+use leasehold::pipeline::{Pipeline, PoolOptions};
+use leasehold::source::DirSource;
+use leasehold::source::Source;
+use leasehold::store::{DbLocation, OutboxCap};
+use leasehold::upstream::HttpClient;
+use leasehold::upstream::{Gate, HttpSource, ListingReport, Sink};
+use leasehold::{Store, StoreOptions, Synchronous};
+
+use super::args::{Global, Sync, WorkFlags, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_INPUT};
+use super::CliError;
+
+/// The meta key holding the source directory this data directory indexes.
+/// A data directory records exactly one source: this or [`SOURCE_URL`].
+const SOURCE_ROOT: &str = "source_root";
+/// The meta key holding the HTTP source's base URL this data directory
+/// indexes (`sync`, `discover` without DIR). Keys of one source mean nothing
+/// to another: a local file under an HTTP document's key would replace its
+/// text in the sink, and the HTTP documents would go dead.
+const SOURCE_URL: &str = "source_url";
+
+/// Everything a command needs, opened and validated.
+pub struct Config {
+    pub store: Store,
+    pub mirror: Mirror,
+    /// The directory documents are read from (pinned in the database).
+    pub source: Option<DirSource>,
+    pub workers: usize,
+    /// Most documents a worker claims at once ([`PoolOptions::claim_ahead`]).
+    pub claim_ahead: usize,
+    pub max_input: u64,
+    /// How documents are extracted: in child processes under these limits,
+    /// or (`--in-process`) in this one.
+    pub extract: Extraction,
+    /// The configuration file's parts, when there is one.
+    pub upstream: Option<Upstream>,
+    /// The data directory as the user named it (`--data`, or `--db` when
+    /// given), for messages.
+    data_name: String,
+}
+
+/// Where parsers run and the limits of one document: the configuration
+/// file's `[extract]`, overridden by flags.
+#[derive(Debug, Clone)]
+pub struct Extraction {
+    pub isolated: bool,
+    pub limits: Limits,
+    /// External converters by extension (`[extract.commands]`).
+    pub commands: BTreeMap<String, Vec<String>>,
+}
+
+impl Extraction {
+    /// The flags over the file's `[extract]` (at `file_path`), checked to fit
+    /// together: an input limit the extraction memory cannot hold is refused.
+    fn build(
+        w: &WorkFlags,
+        file: Option<&FileConfig>,
+        file_path: Option<&Path>,
+    ) -> Result<Extraction, CliError> {
+        let f = file.map(|f| f.extract.clone()).unwrap_or_default();
+        let memory = w.extract_memory.unwrap_or(f.memory);
+        let max_input = match w.input.max_input {
+            Some(given) => checked_input_limit(given, memory, || memory_origin(w, &f, file_path))?,
+            None => default_input_limit(memory),
+        };
+        Ok(Extraction {
+            isolated: f.isolation && !w.in_process,
+            commands: f.commands,
+            limits: Limits {
+                deadline: w.extract_timeout.unwrap_or(f.timeout),
+                memory_bytes: memory,
+                cpu_time: w.extract_cpu.unwrap_or(f.cpu),
+                max_output_bytes: w.max_text.unwrap_or(f.max_text),
+                max_input_bytes: max_input,
+                ..Limits::default()
+            },
+        })
+    }
+
+    /// The extractor: the configured converters for their extensions, and the
+    /// built-in registry for the rest, in supervised children of this very
+    /// binary unless `--in-process`.
+    fn extractor(&self) -> Result<Arc<dyn Extractor>, CliError> {
+        let built_in = self.built_in()?;
+        if self.commands.is_empty() {
+            return Ok(built_in);
+        }
+        let commands = self.commands.clone();
+        Ok(Arc::new(CommandExtractor::new(
+            commands,
+            self.limits.clone(),
+            built_in,
+        )))
+    }
+
+    fn built_in(&self) -> Result<Arc<dyn Extractor>, CliError> {
+        if !self.isolated {
+            return Ok(Arc::new(ExtractorRegistry::new(self.limits.max_input_bytes)));
+        }
+        let program = std::env::current_exe().map_err(|e| {
+            CliError::Config(format!(
+                "cannot find this program to run extraction children: {e}"
+            ))
+        })?;
+        Ok(Arc::new(IsolatedExtractor::new(program, self.limits.clone())))
+    }
+}
+
+/// What the configuration file adds: the shared gate, and the HTTP source and
+/// sink when configured.
+pub struct Upstream {
+    pub file: FileConfig,
+    pub gate: Arc<Gate>,
+    pub http_source: Option<Arc<HttpSource>>,
+    pub sink: Option<Arc<Sink>>,
+}
+
+/// Time allowed for one upstream request.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Config {
+    /// The data directory as the user named it (`--data`, or `--db` when
+    /// given; a PostgreSQL database by its URL without the password).
+    pub fn data_name(&self) -> &str {
+        &self.data_name
+    }
+
+    /// The source this data directory indexes, as `status` shows it: the
+    /// directory's root, or the recorded HTTP base URL.
+    pub fn recorded_source(&self) -> Result<Option<String>, CliError> {
+        if let Some(dir) = &self.source {
+            return Ok(Some(dir.root().display().to_string()));
+        }
+        Ok(self.store.meta(SOURCE_URL)?)
+    }
+
+    /// Open everything. `source` is the directory given on the command line (for
+    /// `run`/`discover`); other commands use the one pinned in the database.
+    /// `work` holds the work flags of the commands that take them (empty,
+    /// i.e. the defaults, for the others).
+    pub fn build(g: &Global, work: &WorkFlags, source: Option<(&PathBuf, bool)>) -> Result<Config, CliError> {
+        Config::build_opening(g, work, source, |root| Mirror::open(root), None, FileUse::Needed)
+    }
+
+    /// [`Config::build`] with the mirror opened by `open_mirror`: created and
+    /// proved writable for the commands that write results, only located for
+    /// the ones that read them.
+    fn build_opening(
+        g: &Global,
+        work: &WorkFlags,
+        source: Option<(&PathBuf, bool)>,
+        open_mirror: fn(&Path) -> Result<Mirror, leasehold::mirror::MirrorError>,
+        existing: Option<Existing>,
+        file_use: FileUse,
+    ) -> Result<Config, CliError> {
+        let lease = work.lease.unwrap_or(DEFAULT_LEASE);
+        if lease < Duration::from_millis(100) {
+            return Err(CliError::Config(format!(
+                "--lease {}: must be at least 100ms",
+                humantime::format_duration(lease)
+            )));
+        }
+        check_counts(work)?;
+        let file = match (load_file_config(g), file_use) {
+            (Ok(file), _) => file,
+            (Err(e), FileUse::Needed) => return Err(e),
+            (Err(e), FileUse::ReadsOnly) => {
+                eprintln!("leasehold: warning: {e}; ignored by this command, which only reads");
+                None
+            }
+        };
+        let extract = Extraction::build(work, file.as_ref(), file_config_path(g).as_deref())?;
+        let db = database(g, file.as_ref());
+        if let Some(needs) = existing {
+            if let Some(line) = missing_data(g, &db, needs) {
+                return Err(CliError::Config(line));
+            }
+        }
+        let mirror_root = mirror_root(g);
+        create_data_dir(g)?;
+        // Commands that read an existing store never create one.
+        let mut options = store_options(work, lease).create_if_missing(existing.is_none());
+        options.tokenizer = tokenizer_at_creation(work, file.as_ref(), &db, existing.is_none());
+        if let Some(f) = &file {
+            options.outbox = OutboxCap {
+                max_age_ms: leasehold::clock::duration_ms(f.outbox.max_age),
+                max_bytes: f.outbox.max_bytes,
+            };
+            if let Some(keep) = f.store.history_keep {
+                options = options.history_keep(keep);
+            }
+            if let Some(skew) = f.store.clock_skew {
+                options = options.clock_skew(skew);
+            }
+        }
+        let reading = existing.is_some_and(|e| e.only_reads());
+        let store = open_store(&db, options, reading)?;
+        let upstream = file.map(|f| Upstream::build(&store, f));
+        let mut mirror = open_mirror(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
+        if store.is_postgres() {
+            // Machines share the mirror; its cleanup is fenced by row locks.
+            mirror = mirror.fenced_by(Fencing::RowLocks);
+        }
+        // The store's own name for a PostgreSQL database has no password.
+        let data_name = match (&db, &g.db) {
+            (DbLocation::Postgres(_) | DbLocation::Unsupported(_), _) => store.path().display().to_string(),
+            (DbLocation::Sqlite(path), Some(_)) => path.display().to_string(),
+            (DbLocation::Sqlite(_), None) => g.data.display().to_string(),
+        };
+        let source = match source {
+            Some((dir, hidden)) => Some(pin_source(&store, &data_name, dir, hidden)?),
+            // Reading needs the source only to take a file's path for its
+            // key: a copy of a data directory read where its source is not
+            // (a backup, another machine) reads by key.
+            None if reading => pinned_source(&store).unwrap_or(None),
+            None => pinned_source(&store)?,
+        };
+        let source = source.map(|s| without_own_files(s, g, &db, &mirror));
+        Ok(Config {
+            store,
+            mirror,
+            source,
+            workers: work.workers.unwrap_or(PoolOptions::default().workers),
+            claim_ahead: work.claim_ahead.unwrap_or(PoolOptions::default().claim_ahead),
+            max_input: extract.limits.max_input_bytes,
+            extract,
+            upstream,
+            data_name,
+        })
+    }
+
+    /// The configured HTTP source, recorded as this data directory's source;
+    /// refused when the data directory belongs to a source directory or to
+    /// another base URL. `None` without `[source.http]`.
+    pub fn http_source(&self) -> Result<Option<Arc<HttpSource>>, CliError> {
+        let Some(up) = &self.upstream else {
+            return Ok(None);
+        };
+        let (Some(http), Some(configured)) = (&up.http_source, &up.file.source_http) else {
+            return Ok(None);
+        };
+        let url = recorded_url(&configured.base_url);
+        let (kind, held) = self.store.meta_set_once_among(SOURCE_URL, &url, &[SOURCE_ROOT])?;
+        let data = &self.data_name;
+        if kind == SOURCE_ROOT {
+            return Err(CliError::Config(format!(
+                "{data} belongs to the source directory {held}, not the HTTP source {url}; \
+                 use another --data for {url}"
+            )));
+        }
+        if held != url {
+            return Err(CliError::Config(format!(
+                "{data} belongs to the HTTP source {held}, not {url}; its keys mean nothing \
+                 to another source: index {url} into a new data directory (--data), \
+                 or put base_url back"
+            )));
+        }
+        Ok(Some(Arc::clone(http)))
+    }
+
+    /// Refuse, as [`Config::pipeline`] would, a data directory whose source
+    /// cannot be worked (none recorded, or another than the configured one).
+    pub fn check_source(&self) -> Result<(), CliError> {
+        self.document_source().map(drop)
+    }
+
+    /// Where documents come from: the directory given or pinned, else the HTTP
+    /// source of the configuration file.
+    fn document_source(&self) -> Result<Arc<dyn Source>, CliError> {
+        if let Some(dir) = &self.source {
+            return Ok(Arc::new(dir.clone()));
+        }
+        if let Some(http) = self.http_source()? {
+            return Ok(http);
+        }
+        if let Some(url) = self.store.meta(SOURCE_URL)? {
+            return Err(CliError::Config(format!(
+                "{} belongs to the HTTP source {url}; give the configuration file \
+                 that names it (--config)",
+                self.data_name
+            )));
+        }
+        Err(CliError::Config(format!(
+            "{}: no source directory recorded yet and no [source.http] configured; \
+             run `leasehold discover DIR` first",
+            self.store.path().display()
+        )))
+    }
+
+    /// The pipeline for a worker pool; needs a source.
+    pub fn pipeline(&self) -> Result<Pipeline, CliError> {
+        let source = self.document_source()?;
+        Ok(Pipeline {
+            store: self.store.clone(),
+            mirror: self.mirror.clone(),
+            source,
+            extractor: match super::testing::extractor().map_err(CliError::Config)? {
+                Some(test_extractor) => test_extractor,
+                None => self.extract.extractor()?,
+            },
+            max_input_bytes: self.max_input,
+            deliver_results: self.upstream.as_ref().is_some_and(|u| u.sink.is_some()),
+        })
+    }
+}
+
+impl Upstream {
+    fn build(store: &Store, file: FileConfig) -> Upstream {
+        let holder = format!(
+            "pid{}-{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let gate = Arc::new(Gate::new(store, &file, holder));
+        let client = HttpClient::new(HTTP_TIMEOUT);
+        let http_source = file
+            .source_http
+            .as_ref()
+            .map(|c| Arc::new(HttpSource::new(c, Arc::clone(&gate), client.clone())));
+        let sink = file
+            .sink_http
+            .as_ref()
+            .map(|c| Arc::new(Sink::new(c, Arc::clone(&gate), client.clone())));
+        Upstream {
+            file,
+            gate,
+            http_source,
+            sink,
+        }
+    }
+}
+
+/// The counts among the work flags, each at least 1 and at most what a pool
+/// runs ([`PoolOptions::MAX_WORKERS`], [`PoolOptions::MAX_CLAIM_AHEAD`]).
+fn check_counts(work: &WorkFlags) -> Result<(), CliError> {
+    let between = |flag: &str, n: Option<usize>, max: usize, why: &str| match n {
+        Some(0) => Err(CliError::Config(format!("--{flag} 0: must be at least 1"))),
+        Some(n) if n > max => Err(CliError::Config(format!("--{flag} {n}: at most {max} ({why})"))),
+        _ => Ok(()),
+    };
+    between(
+        "workers",
+        work.workers,
+        PoolOptions::MAX_WORKERS,
+        "each worker is a set of threads and an extraction process; more only wait for each other on one machine",
+    )?;
+    between(
+        "claim-ahead",
+        work.claim_ahead,
+        PoolOptions::MAX_CLAIM_AHEAD,
+        "a worker holds the documents it claimed ahead in memory",
+    )?;
+    if work.max_attempts == Some(0) {
+        return Err(CliError::Config("--max-attempts 0: must be at least 1".into()));
+    }
+    Ok(())
+}
+
+/// The configuration file in use: `--config PATH`, or `DATA/leasehold.toml`
+/// when it exists.
+pub(super) fn file_config_path(g: &Global) -> Option<PathBuf> {
+    match &g.config {
+        Some(p) => Some(p.clone()),
+        None => Some(g.data.join("leasehold.toml")).filter(|p| p.exists()),
+    }
+}
+
+/// The configuration file ([`file_config_path`]), read and validated.
+pub(super) fn load_file_config(g: &Global) -> Result<Option<FileConfig>, CliError> {
+    let Some(path) = file_config_path(g) else {
+        return Ok(None);
+    };
+    FileConfig::load(&path)
+        .map(Some)
+        .map_err(|e| CliError::Config(e.to_string().replace('\n', " ")))
+}
+
+/// Creates the data directory (only) when it holds the database or the mirror.
+fn create_data_dir(g: &Global) -> Result<(), CliError> {
+    if uses_data_dir(g) && !g.data.exists() {
+        create_private_dir(&g.data).map_err(|e| {
+            CliError::Config(format!("{}: cannot create data directory: {e}", g.data.display()))
+        })?;
+    }
+    Ok(())
+}
+
+/// The database: `--db` (or `LEASEHOLD_DB`), else the configuration file's
+/// `[store] db`, else `DATA/leasehold.db`. A `postgres://` URL is PostgreSQL.
+pub(super) fn database(g: &Global, file: Option<&FileConfig>) -> DbLocation {
+    if let Some(db) = &g.db {
+        return DbLocation::of(db);
+    }
+    file.and_then(|f| f.store.location())
+        .unwrap_or_else(|| DbLocation::Sqlite(g.data.join("leasehold.db")))
+}
+
+/// The mirror root: `--mirror`, else `DATA/mirror`. Creates nothing.
+pub(super) fn mirror_root(g: &Global) -> PathBuf {
+    g.mirror.clone().unwrap_or_else(|| g.data.join("mirror"))
+}
+
+/// Whether the data directory holds the database, the configuration or the
+/// mirror (one of them is not given by its own flag).
+fn uses_data_dir(g: &Global) -> bool {
+    g.db.is_none() || g.mirror.is_none()
+}
+
+/// Create the data directory owner-only (0700 whatever the umask): it holds
+/// the queue, the outbox and the mirror, all private text. Parents it creates
+/// get the same mode; an existing directory is left as its owner made it.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// The extraction memory an input limit needs per byte of input: the child
+/// holds its copy of the document and what the parser builds from it (a tree,
+/// a decompressed stream, the text), seldom smaller than the document; and
+/// the parent reads the whole input before handing it over, so the rule also
+/// bounds what one worker holds. A limit past it accepts files whose only
+/// outcome is a memory failure after the parent has read them whole.
+const MEMORY_PER_INPUT_BYTE: u64 = 2;
+
+/// The input limit when `--max-input` is not given: its default, or half the
+/// extraction memory when that is smaller (a small `[extract] memory` brings
+/// the default down with it instead of refusing a flag nobody gave).
+fn default_input_limit(memory: u64) -> u64 {
+    DEFAULT_MAX_INPUT.min(memory / MEMORY_PER_INPUT_BYTE).max(1)
+}
+
+/// `--max-input given`, if the extraction memory can hold it; else one line
+/// naming both limits (`memory_origin` says where the memory came from) and
+/// what would work.
+fn checked_input_limit(given: u64, memory: u64, memory_origin: impl Fn() -> String) -> Result<u64, CliError> {
+    let most = memory / MEMORY_PER_INPUT_BYTE;
+    if given <= most {
+        return Ok(given);
+    }
+    let raise = match given.checked_mul(MEMORY_PER_INPUT_BYTE) {
+        Some(needed) => format!(
+            ", or raise the extraction memory to {} (--extract-memory, or [extract] memory)",
+            format_size(needed)
+        ),
+        None => String::new(),
+    };
+    Err(CliError::Config(format!(
+        "--max-input {} is more than half the extraction memory limit ({}): an extraction \
+         holds the document and what its parser makes of it; use --max-input {} or less{raise}",
+        format_size(given),
+        memory_origin(),
+        format_size(most.max(1)),
+    )))
+}
+
+/// Where the extraction memory limit came from, with its value, for messages.
+fn memory_origin(w: &WorkFlags, f: &ExtractConfig, file_path: Option<&Path>) -> String {
+    let memory = format_size(w.extract_memory.unwrap_or(f.memory));
+    match (w.extract_memory, file_path) {
+        (Some(_), _) => format!("--extract-memory {memory}"),
+        (None, Some(path)) if f.memory != Limits::DEFAULT_MEMORY_BYTES => {
+            format!("[extract] memory = \"{memory}\" in {}", path.display())
+        }
+        (None, _) => format!("the default --extract-memory {memory}"),
+    }
+}
+
+/// The tokenizer the store is asked for: `--tokenizer` or the configuration's
+/// `[search] tokenizer` when given (a store with text made with another one
+/// refuses it), else for a SQLite file about to be made, the default, so that
+/// the data directory records it from the start. A PostgreSQL database has
+/// its one configuration. Commands that only read ask for nothing: they
+/// search with whatever the index was made with.
+fn tokenizer_at_creation(
+    w: &WorkFlags,
+    file: Option<&FileConfig>,
+    db: &DbLocation,
+    creating: bool,
+) -> Option<leasehold::Tokenizer> {
+    if !creating {
+        return None;
+    }
+    let configured = file.and_then(|f| f.search.tokenizer);
+    let given = w.search.tokenizer.map(|t| t.tokenizer()).or(configured);
+    let new_file = matches!(db, DbLocation::Sqlite(path) if !path.exists());
+    given.or(new_file.then_some(leasehold::Tokenizer::Unicode61))
+}
+
+fn store_options(w: &WorkFlags, lease: Duration) -> StoreOptions {
+    let options = match super::testing::clock() {
+        Some(clock) => StoreOptions::default().clock(clock),
+        None => StoreOptions::default(),
+    };
+    options
+        .lease(lease)
+        .max_attempts(w.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS))
+        .synchronous(match w.synchronous.unwrap_or(Sync::Normal) {
+            Sync::Normal => Synchronous::Normal,
+            Sync::Full => Synchronous::Full,
+        })
+}
+
+/// Keys are relative to one root: a data directory indexes one source. The
+/// directory is recorded on first use, in the same transaction that checks no
+/// HTTP source holds the data directory; another source is refused before
+/// anything is enqueued.
+fn pin_source(store: &Store, data: &str, dir: &Path, hidden: bool) -> Result<DirSource, CliError> {
+    let source = DirSource::open(dir).map_err(|e| CliError::Config(e.to_string()))?;
+    let root = source.root().display().to_string();
+    if listed_before_sources_were_recorded(store)? {
+        return Err(CliError::Config(format!(
+            "{data} belongs to an HTTP source (listed by an older leasehold, which did \
+             not record its base URL); use another --data for {root}"
+        )));
+    }
+    let (kind, held) = store.meta_set_once_among(SOURCE_ROOT, &root, &[SOURCE_URL])?;
+    if kind == SOURCE_URL {
+        return Err(CliError::Config(format!(
+            "{data} belongs to the HTTP source {held}; use another --data for {root}"
+        )));
+    }
+    if held != root {
+        return Err(CliError::Config(format!(
+            "{data} belongs to the source directory {held}, not {root}; use another --data for {root}"
+        )));
+    }
+    Ok(source.include_hidden(hidden))
+}
+
+/// Whether this data directory was listed from an HTTP source by a leasehold
+/// that did not yet record its source: a listing's figures are there, and no
+/// source is recorded. Today `source_url` is recorded before the first
+/// listing, so this holds only for such older data directories.
+fn listed_before_sources_were_recorded(store: &Store) -> Result<bool, CliError> {
+    Ok(store.meta(SOURCE_ROOT)?.is_none()
+        && store.meta(SOURCE_URL)?.is_none()
+        && ListingReport::load(store)?.is_some())
+}
+
+/// A base URL as recorded and compared: `https://x/api/` and `https://x/api`
+/// name the same endpoints (requests trim the trailing slash).
+fn recorded_url(base_url: &str) -> String {
+    base_url.trim_end_matches('/').to_owned()
+}
+
+fn pinned_source(store: &Store) -> Result<Option<DirSource>, CliError> {
+    match store.meta(SOURCE_ROOT)? {
+        None => Ok(None),
+        Some(root) => DirSource::open(&root)
+            .map(Some)
+            .map_err(|e| CliError::Config(format!("recorded source directory: {e}"))),
+    }
+}
+
+/// What of an existing data directory a command uses: the database always,
+/// the mirror for the commands that show or sweep results; and whether it
+/// only reads them (then a read-only data directory is opened read-only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// The database only, written (`auth unlock`, `retry`, `migrate`): a
+    /// database whose mirror is elsewhere or not made yet (a library
+    /// user's) is enough.
+    Store,
+    /// The database only, read (`auth status`, `metrics`, `report`).
+    StoreToRead,
+    /// The database and the mirror, read (`status`, `list`, `inspect`,
+    /// `show`, `search`).
+    StoreAndMirror,
+    /// The database and the mirror, written (`reindex`).
+    StoreAndMirrorToWrite,
+    /// The database and the mirror, which the command sweeps (`gc`).
+    MirrorToSweep,
+}
+
+impl Existing {
+    /// Whether the command only reads, and may open a read-only data
+    /// directory read-only.
+    fn only_reads(self) -> bool {
+        matches!(self, Existing::StoreToRead | Existing::StoreAndMirror)
+    }
+
+    /// Whether the command needs the mirror to be there.
+    fn needs_mirror(self) -> bool {
+        !matches!(self, Existing::Store | Existing::StoreToRead)
+    }
+}
+
+/// Open the store; for a command that only reads, a read-only one (its file,
+/// directory or medium) is opened read-only instead of refused, with a note
+/// when it had to be opened immutable (commits only in its `-wal` unseen).
+fn open_store(db: &DbLocation, options: StoreOptions, reading: bool) -> Result<Store, CliError> {
+    let store = match Store::open(db, options.clone()) {
+        Err(leasehold::Error::ReadOnly { .. }) if reading => Store::open(db, options.read_only(true))?,
+        opened => opened?,
+    };
+    if let Some(note) = immutable_note(&store) {
+        eprintln!("leasehold: note: {note}");
+    }
+    Ok(store)
+}
+
+/// The note for a store opened immutable: what it cannot see.
+pub(super) fn immutable_note(store: &Store) -> Option<String> {
+    if store.access() != leasehold::store::Access::Immutable {
+        return None;
+    }
+    let db = store.path().display();
+    let mut wal = store.path().as_os_str().to_owned();
+    wal.push("-wal");
+    let unseen = match std::fs::metadata(&wal).map(|m| m.len()) {
+        Ok(n) if n > 0 => {
+            format!("; its -wal ({n} bytes) cannot be read, so the newest changes may be missing")
+        }
+        _ => String::new(),
+    };
+    Some(format!(
+        "{db}: opened immutable (a read-only medium without -wal and -shm files to share){unseen}"
+    ))
+}
+
+impl Config {
+    /// Open an existing data directory for a command that only reads (`status`,
+    /// `list`, `inspect`, `show`, `auth status`) or works on what is already
+    /// there (`gc`, `retry`, `auth unlock`). Unlike [`Config::build`] it
+    /// creates no data directory and no database: a missing one (or a missing
+    /// mirror, for [`Existing::StoreAndMirror`]) is a configuration error
+    /// (exit 2) naming it, so a typo in `--data` is not answered with empty
+    /// counts and a new, empty data directory.
+    pub fn build_existing(
+        g: &Global,
+        work: &WorkFlags,
+        needs: Existing,
+        file_use: FileUse,
+    ) -> Result<Config, CliError> {
+        if let Some(line) = missing_data_directory(g) {
+            return Err(CliError::Config(line));
+        }
+        // Only `gc` writes the mirror; the others must not create or probe it.
+        let open_mirror = match needs {
+            Existing::MirrorToSweep => |root: &Path| Mirror::open(root),
+            _ => |root: &Path| Mirror::locate(root),
+        };
+        Config::build_opening(g, work, None, open_mirror, Some(needs), file_use)
+    }
+}
+
+/// Whether a command can go on when the configuration file cannot be read
+/// or is not valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileUse {
+    /// It works, changes the store or talks to an upstream: it stops with
+    /// one line naming the file and the error (exit 2).
+    Needed,
+    /// It only reads the store and the mirror (`status`, `list`, `inspect`,
+    /// `show`, `search`, `metrics`, `report`): a broken file must not keep an
+    /// operator from looking, so it warns, naming the file and the error, and
+    /// goes on without it (the database at its default place).
+    ReadsOnly,
+}
+
+/// The data directory, as one line, if the command would use it and it does
+/// not exist (a typo in `--data` must not look like an empty store).
+pub(super) fn missing_data_directory(g: &Global) -> Option<String> {
+    (uses_data_dir(g) && !g.data.is_dir()).then(|| {
+        format!(
+            "{}: no such data directory (wrong --data? `leasehold run DIR` creates one)",
+            g.data.display()
+        )
+    })
+}
+
+/// What of an existing data directory (checked first, by `build_existing`)
+/// is missing, as one line, if anything. A PostgreSQL database is not looked
+/// for here: opening it without creating says whether it is there.
+fn missing_data(g: &Global, db: &DbLocation, needs: Existing) -> Option<String> {
+    let mirror = mirror_root(g);
+    if let DbLocation::Sqlite(db) = db {
+        if !db.is_file() {
+            return Some(format!(
+                "{}: no database here (wrong --data or --db?)",
+                db.display()
+            ));
+        }
+    }
+    if needs.needs_mirror() && !mirror.is_dir() {
+        return Some(format!(
+            "{}: no mirror here (wrong --data or --mirror?)",
+            mirror.display()
+        ));
+    }
+    None
+}
+
+/// The source without leasehold's own files, for when the data directory, the
+/// database, the mirror or the configuration file lie inside it.
+fn without_own_files(source: DirSource, g: &Global, db: &DbLocation, mirror: &Mirror) -> DirSource {
+    let mut source = source.exclude_dir(mirror.root());
+    if let DbLocation::Sqlite(db) = db {
+        source = source.exclude_file_family(db);
+    }
+    if uses_data_dir(g) {
+        source = source.exclude_dir(&g.data);
+    }
+    if let Some(config) = &g.config {
+        source = source.exclude_file_family(config);
+    }
+    source
+}

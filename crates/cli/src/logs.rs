@@ -1,0 +1,134 @@
+//! The log subscriber: leveled, structured events (`tracing`) on stderr
+//! only, as text or one JSON object per line.
+//!
+//! The library emits events where things happen (a claim taken over, a
+//! refused write, the gate's lock, probe and recovery, a notice, an outbox
+//! drop, a limit hit, the pool's start, each claim, completion and failed
+//! document); this room adds a command's own life (its start with the
+//! settings in force, discovery's counts, its end with the summary's) and
+//! decides where events go and how many. The level comes from `--log-level`,
+//! else `RUST_LOG`, else the command's default: `warn` for commands a person
+//! runs and watches (`run`, `watch`, the small commands), which show each
+//! failed document on their own, so its log line waits for a level that is
+//! asked for; `info` for the long-running ones (`work`, `sync`). Events
+//! carry names, keys, numbers and reasons; never a secret, never document
+//! text. Keys and paths are recorded as strings, which both formats escape.
+
+use std::io::IsTerminal;
+
+use tracing_subscriber::EnvFilter;
+
+use super::args::LogFormat;
+use super::config::Config;
+use super::summary::Summary;
+use super::CliError;
+use leasehold::source::Discovered;
+
+/// Where a command's own lifecycle events go.
+const TARGET: &str = "leasehold::command";
+
+/// The default of the commands a person watches: warnings, but not each
+/// failed document (`leasehold::document`), which their progress shows.
+pub const PERSON_DEFAULT: &str = "warn,leasehold::document=error";
+/// The default of the long-running commands: their lifecycle too.
+pub const SERVICE_DEFAULT: &str = "info";
+
+/// Install the subscriber for this process. `level` is `--log-level` (a
+/// level or any `RUST_LOG`-style directive); `default` is the command's.
+pub fn init(level: Option<&str>, format: LogFormat, default: &str) -> Result<(), CliError> {
+    let filter =
+        match level {
+            Some(text) => EnvFilter::try_new(text)
+                .map_err(|e| CliError::Config(format!("--log-level {text:?}: {e}")))?,
+            None => match std::env::var("RUST_LOG") {
+                Ok(text) if !text.trim().is_empty() => EnvFilter::try_new(&text)
+                    .map_err(|e| CliError::Config(format!("RUST_LOG={text:?}: {e}")))?,
+                _ => EnvFilter::new(default),
+            },
+        };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second init (the tests' in-process runs) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .try_init(),
+    };
+    Ok(())
+}
+
+/// A working command starts: the settings in force, as the flags, the
+/// configuration file and the defaults made them.
+pub fn started(command: &'static str, cfg: &Config) {
+    let limits = &cfg.extract.limits;
+    let source = cfg.recorded_source().ok().flatten().unwrap_or_default();
+    // Strings, not `Display`s: the text format then escapes what they hold.
+    let database = cfg.store.path().display().to_string();
+    let mirror = cfg.mirror.root().display().to_string();
+    tracing::info!(
+        target: TARGET,
+        event = "started",
+        command,
+        data = cfg.data_name(),
+        database = database.as_str(),
+        mirror = mirror.as_str(),
+        source = leasehold::secret::redact(&source).as_str(),
+        workers = cfg.workers,
+        claim_ahead = cfg.claim_ahead,
+        lease_ms = leasehold::clock::duration_ms(cfg.store.options().lease),
+        max_input = limits.max_input_bytes,
+        extract_memory = limits.memory_bytes,
+        extract_timeout_ms = leasehold::clock::duration_ms(limits.deadline),
+        extract_cpu_ms = leasehold::clock::duration_ms(limits.cpu_time),
+        max_text = limits.max_output_bytes,
+        isolated = cfg.extract.isolated,
+        "{command} started"
+    );
+}
+
+/// A scan of the source directory brought the store up to date.
+pub fn discovered(found: &Discovered) {
+    tracing::info!(
+        target: TARGET,
+        event = "discovered",
+        new = found.new,
+        changed = found.changed,
+        unchanged = found.unchanged,
+        gone = found.gone,
+        skipped = found.skipped.len(),
+        "discovery done"
+    );
+}
+
+/// A command ends: the summary's figures.
+pub fn finished(summary: &Summary) {
+    let store = summary.store.unwrap_or_default();
+    tracing::info!(
+        target: TARGET,
+        event = "finished",
+        indexed = summary.indexed,
+        failed = summary.failed,
+        retrying = summary.retrying,
+        dead = summary.dead,
+        unchanged = summary.unchanged,
+        superseded = summary.superseded,
+        lease_lost = summary.lease_lost,
+        released = summary.released,
+        waiting = summary.waiting,
+        errors = summary.error_count,
+        halted = summary.halted.as_deref(),
+        interrupted = summary.interrupted.map(|s| s.name()),
+        seconds = summary.seconds,
+        docs_per_second = summary.docs_per_second,
+        store_indexed = store.indexed,
+        store_dead = store.dead,
+        store_retrying = store.retrying,
+        store_queued = store.queued,
+        "finished"
+    );
+}

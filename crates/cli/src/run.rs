@@ -1,0 +1,68 @@
+//! `run` and `work`: discover (for `run`), then a worker pool until the work is
+//! done, then the summary.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use super::config::Config;
+use super::logs;
+use super::pool::{catch_interrupts, settle_courier, start_courier, work_pool};
+use super::progress::say;
+use super::summary::{add_discovery, add_recheck, finish};
+use super::CliError;
+use leasehold::pipeline::Rechecked;
+
+/// `leasehold run DIR`.
+pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
+    let source = cfg
+        .source
+        .as_ref()
+        .ok_or_else(|| CliError::Config("no source directory".into()))?;
+    catch_interrupts();
+    logs::started("run", cfg);
+    let started = Instant::now();
+    let found = source
+        .discover(&cfg.store, cfg.max_input)
+        .map_err(|e| CliError::Runtime(e.to_string()))?;
+    let rechecked = recheck(cfg)?;
+    logs::discovered(&found);
+    let courier = start_courier(cfg);
+    let mut summary = work_pool(cfg, true, false, started)?;
+    add_discovery(&mut summary, &found);
+    add_recheck(&mut summary, &rechecked);
+    settle_courier(cfg, courier, &mut summary)?;
+    finish(summary, json, fail_on_error)
+}
+
+/// After a full discovery, before the pool: the accepted results of the
+/// documents left unchanged are stat'ed, and each one missing or resized is
+/// said on stderr and queued again, so the pool extracts it anew
+/// (`pipeline::recheck_results`).
+pub(super) fn recheck(cfg: &Config) -> Result<Rechecked, CliError> {
+    let found = leasehold::pipeline::recheck_results(&cfg.store, &cfg.mirror)?;
+    for line in &found.named {
+        say(&format!("leasehold: {line}: extracting it again"));
+    }
+    let more = found.requeued.saturating_sub(found.named.len() as u64);
+    if more > 0 {
+        say(&format!(
+            "leasehold: ... and {more} more document(s) whose result was missing or altered: extracting them again"
+        ));
+    }
+    for line in &found.unchecked {
+        say(&format!("leasehold: {line}: result not checked"));
+    }
+    Ok(found)
+}
+
+/// `leasehold work`.
+pub fn work(cfg: &Config, until_empty: bool, json: bool, no_wait: bool) -> Result<ExitCode, CliError> {
+    catch_interrupts();
+    // A refused source is one line, with no start logged before it.
+    cfg.check_source()?;
+    logs::started("work", cfg);
+    let courier = start_courier(cfg);
+    let mut summary = work_pool(cfg, until_empty, no_wait, Instant::now())?;
+    settle_courier(cfg, courier, &mut summary)?;
+    finish(summary, json, false)
+}

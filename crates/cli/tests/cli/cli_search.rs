@@ -1,0 +1,415 @@
+//! `leasehold search`, `reindex` and doctor's index check, as real processes
+//! on a real data directory.
+
+use crate::common;
+
+use std::path::Path;
+
+use common::{leasehold, pg, BIN};
+
+/// The binary on `data` with `LEASEHOLD_DB` set to `db` (or unset).
+fn leasehold_on(db: Option<&str>, data: &Path, args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.arg("--data").arg(data).env_remove("LEASEHOLD_DB");
+    if let Some(db) = db {
+        cmd.env("LEASEHOLD_DB", db);
+    }
+    cmd.args(args).output().expect("run leasehold")
+}
+
+/// A source directory with English, Korean and Japanese text, run into `data`.
+fn indexed_data_dir(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+    indexed_on(None, extra)
+}
+
+/// [`indexed_data_dir`] with the database `db` (a `postgres://` URL) if given.
+fn indexed_on(db: Option<&str>, extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let files = [
+        (
+            "fox.txt",
+            "The quick brown fox jumps over the lazy dog.\nFoxes are quick.",
+        ),
+        ("ko.txt", "계정이 잠겼습니다. 비밀번호를 확인하세요."),
+        ("ja.txt", "東京都に住んでいます"),
+        ("cards.md", "# Cards\n\nA cardinal, a cart and a carton of cards."),
+    ];
+    for (name, text) in files {
+        std::fs::write(src.join(name), text).unwrap();
+    }
+    let data = dir.path().join("data");
+    let mut args = vec!["run", src.to_str().unwrap(), "-q"];
+    args.extend_from_slice(extra);
+    let out = leasehold_on(db, &data, &args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (dir, data)
+}
+
+fn search_json(data: &Path, query: &str) -> serde_json::Value {
+    search_json_on(None, data, query)
+}
+
+fn search_json_on(db: Option<&str>, data: &Path, query: &str) -> serde_json::Value {
+    let out = leasehold_on(db, data, &["search", query, "--json"]);
+    assert!(
+        out.status.success(),
+        "{query}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("--json prints JSON")
+}
+
+fn hit_keys(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["key"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+const QUERIES: [&str; 8] = [
+    "quick",
+    "\"brown fox\"",
+    "car*",
+    "계정",
+    "東京",
+    "fox OR cards",
+    "quick NOT lazy",
+    "nothing",
+];
+
+#[test]
+fn search_prints_key_rank_snippet_and_path() {
+    let (_dir, data) = indexed_data_dir(&[]);
+    let out = leasehold(&data, &["search", "계정"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("ko.txt  -"), "{text}");
+    assert!(text.contains("[계정이] 잠겼습니다"), "{text}");
+    assert!(
+        text.contains(&data.join("mirror").display().to_string()),
+        "{text}"
+    );
+
+    let v = search_json(&data, "\"brown fox\"");
+    assert_eq!(hit_keys(&v), ["fox.txt"]);
+    let hit = &v[0];
+    assert!(hit["rank"].as_f64().unwrap() < 0.0);
+    assert!(hit["snippet"].as_str().unwrap().contains("[brown fox]"), "{hit}");
+    let path = hit["path"].as_str().unwrap();
+    let stored = std::fs::read_to_string(path).expect("the path names the accepted text");
+    assert!(stored.contains("brown fox"));
+    assert_eq!(hit_keys(&search_json(&data, "car*")), ["cards.md"]);
+    assert_eq!(search_json(&data, "nothing"), serde_json::json!([]));
+    let limited = leasehold(
+        &data,
+        &["search", "quick OR 계정 OR cards", "--limit", "2", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&limited.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_malformed_query_is_a_usage_error_in_one_line() {
+    let (_dir, data) = indexed_data_dir(&[]);
+    for bad in ["\"open", "a AND (", "fox:"] {
+        for json in [false, true] {
+            let mut args = vec!["search", bad];
+            if json {
+                args.push("--json");
+            }
+            let out = leasehold(&data, &args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+            assert!(err.starts_with("leasehold: invalid search query"), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                !err.contains("panicked") && !err.contains("internal error"),
+                "{err}"
+            );
+            assert!(out.stdout.is_empty());
+        }
+    }
+}
+
+#[test]
+fn reindex_rebuilds_the_same_results_and_changes_the_tokenizer() {
+    let (_dir, data) = indexed_data_dir(&[]);
+    let before: Vec<serde_json::Value> = QUERIES.iter().map(|q| search_json(&data, q)).collect();
+    let out = leasehold(&data, &["reindex", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["indexed"], 4);
+    assert_eq!(report["tokenizer"], "unicode61");
+    let after: Vec<serde_json::Value> = QUERIES.iter().map(|q| search_json(&data, q)).collect();
+    assert_eq!(before, after);
+
+    let out = leasehold(&data, &["reindex", "--tokenizer", "trigram"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(hit_keys(&search_json(&data, "ick bro")), ["fox.txt"]);
+    assert_eq!(hit_keys(&search_json(&data, "住ん")), ["ja.txt"]);
+    // The data directory keeps its choice: a run asking for another is refused.
+    let src = data.parent().unwrap().join("src");
+    let out = leasehold(&data, &["run", src.to_str().unwrap(), "--tokenizer", "unicode61"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reindex --tokenizer unicode61"));
+
+    let out = leasehold(&data, &["reindex", "--tokenizer", "unicode61"]);
+    assert!(out.status.success());
+    let back: Vec<serde_json::Value> = QUERIES.iter().map(|q| search_json(&data, q)).collect();
+    assert_eq!(before, back);
+}
+
+#[test]
+fn a_data_directory_made_with_trigram_keeps_it() {
+    let (_dir, data) = indexed_data_dir(&["--tokenizer", "trigram"]);
+    assert_eq!(hit_keys(&search_json(&data, "정이")), ["ko.txt"]);
+    assert_eq!(hit_keys(&search_json(&data, "uick")), ["fox.txt"]);
+    let src = data.parent().unwrap().join("src");
+    let out = leasehold(&data, &["run", src.to_str().unwrap(), "-q"]);
+    assert!(
+        out.status.success(),
+        "a run without --tokenizer keeps the recorded one"
+    );
+    assert_eq!(hit_keys(&search_json(&data, "uick")), ["fox.txt"]);
+}
+
+#[test]
+fn doctor_finds_a_missing_and_an_extra_index_row_and_reindex_mends_them() {
+    let (_dir, data) = indexed_data_dir(&[]);
+    let healthy = leasehold(&data, &["doctor"]);
+    assert!(
+        healthy.status.success(),
+        "{}",
+        String::from_utf8_lossy(&healthy.stdout)
+    );
+    let db = rusqlite::Connection::open(data.join("leasehold.db")).unwrap();
+    let fox: i64 = db
+        .query_row("SELECT id FROM jobs WHERE doc_key = 'fox.txt'", [], |r| r.get(0))
+        .unwrap();
+    db.execute("DELETE FROM search_text WHERE rowid = ?1", [fox])
+        .unwrap();
+    db.execute(
+        "INSERT INTO search_text (rowid, body, path, checksum) VALUES (9999, 'ghost', 'x', 'y')",
+        [],
+    )
+    .unwrap();
+    let out = leasehold(&data, &["doctor", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lines: Vec<&str> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "search_index")
+        .map(|p| p["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{v}");
+    assert!(lines
+        .iter()
+        .any(|l| l.contains("\"fox.txt\": its accepted text is not in the search index")));
+    assert!(lines
+        .iter()
+        .any(|l| l.contains("document id 9999: in the search index without")));
+
+    assert!(leasehold(&data, &["reindex"]).status.success());
+    let mended = leasehold(&data, &["doctor"]);
+    assert!(
+        mended.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mended.stdout)
+    );
+    assert!(search_json(&data, "ghost").as_array().unwrap().is_empty());
+    assert_eq!(hit_keys(&search_json(&data, "fox")), ["fox.txt"]);
+}
+
+#[test]
+fn a_deleted_source_file_leaves_the_index_on_the_next_run() {
+    let (dir, data) = indexed_data_dir(&[]);
+    std::fs::remove_file(dir.path().join("src/fox.txt")).unwrap();
+    std::fs::write(dir.path().join("src/cards.md"), "Only kettles now.").unwrap();
+    let src = dir.path().join("src");
+    assert!(leasehold(&data, &["run", src.to_str().unwrap(), "-q"])
+        .status
+        .success());
+    assert!(search_json(&data, "fox").as_array().unwrap().is_empty());
+    assert!(search_json(&data, "cardinal").as_array().unwrap().is_empty());
+    assert_eq!(hit_keys(&search_json(&data, "kettles")), ["cards.md"]);
+    // The gone document's file waits for gc; the index has nothing to mend.
+    assert!(leasehold(&data, &["gc"]).status.success());
+    let doctor = leasehold(&data, &["doctor"]);
+    assert!(
+        doctor.status.success(),
+        "{}",
+        String::from_utf8_lossy(&doctor.stdout)
+    );
+}
+
+/// The same command on the PostgreSQL edition: its own full-text search,
+/// `계정` finding `계정이`, doctor's check, reindex, and no tokenizer choice.
+#[test]
+fn search_on_postgres() {
+    let url = pg::server().fresh_database();
+    let db = Some(url.as_str());
+    let (_dir, data) = indexed_on(db, &[]);
+    let v = search_json_on(db, &data, "계정");
+    assert_eq!(hit_keys(&v), ["ko.txt"]);
+    assert!(v[0]["snippet"].as_str().unwrap().contains("[계정이]"), "{v}");
+    assert!(v[0]["rank"].as_f64().unwrap() < 0.0);
+    assert_eq!(hit_keys(&search_json_on(db, &data, "\"brown fox\"")), ["fox.txt"]);
+    assert_eq!(hit_keys(&search_json_on(db, &data, "car*")), ["cards.md"]);
+    assert_eq!(
+        hit_keys(&search_json_on(db, &data, "quick NOT lazy")),
+        Vec::<String>::new()
+    );
+    let bad = leasehold_on(db, &data, &["search", "a AND ("]);
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    let doctor = leasehold_on(db, &data, &["doctor"]);
+    assert!(
+        doctor.status.success(),
+        "{}",
+        String::from_utf8_lossy(&doctor.stdout)
+    );
+    let before: Vec<serde_json::Value> = QUERIES.iter().map(|q| search_json_on(db, &data, q)).collect();
+    assert!(leasehold_on(db, &data, &["reindex"]).status.success());
+    let after: Vec<serde_json::Value> = QUERIES.iter().map(|q| search_json_on(db, &data, q)).collect();
+    assert_eq!(before, after);
+    let out = leasehold_on(db, &data, &["reindex", "--tokenizer", "trigram"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `[search] tokenizer` in the configuration file chooses it too; a bad
+/// value is a configuration error naming the key.
+#[test]
+fn the_configuration_file_chooses_the_tokenizer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, data) = (dir.path().join("src"), dir.path().join("data"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(src.join("fox.txt"), "The quick brown fox").unwrap();
+    std::fs::write(data.join("leasehold.toml"), "[search]\ntokenizer = \"trigram\"\n").unwrap();
+    let out = leasehold(&data, &["run", src.to_str().unwrap(), "-q"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(hit_keys(&search_json(&data, "uick")), ["fox.txt"]);
+    std::fs::write(data.join("leasehold.toml"), "[search]\ntokenizer = \"porter\"\n").unwrap();
+    let out = leasehold(&data, &["run", src.to_str().unwrap(), "-q"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[search] tokenizer"));
+}
+
+/// Words spelled from numbers, every one distinct, about `bytes` of them:
+/// what makes FTS5's memory for one row grow without bound.
+fn distinct_words(bytes: usize) -> String {
+    let mut out = String::with_capacity(bytes + 16);
+    let mut i = 0_u64;
+    while out.len() < bytes {
+        out.push('z');
+        let mut k = i;
+        loop {
+            out.push(char::from(b'a' + (k % 26) as u8));
+            k /= 26;
+            if k == 0 {
+                break;
+            }
+        }
+        out.push(if i % 12 == 11 { '\n' } else { ' ' });
+        i += 1;
+    }
+    out
+}
+
+/// The parent's memory stays under the bound the README states
+/// (`parent_memory_bound`) with a text of a million distinct words beside
+/// ordinary files: before, FTS5 held all of one document's terms at once
+/// (a 60 MB text took the parent to 1.35 GB). Its words are all found.
+#[test]
+fn a_text_of_a_million_distinct_words_keeps_the_parent_within_its_memory_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let text = distinct_words(8 << 20);
+    std::fs::write(src.join("words.txt"), &text).unwrap();
+    for i in 0..5 {
+        std::fs::write(src.join(format!("note{i}.txt")), format!("an ordinary note {i}")).unwrap();
+    }
+    let data = dir.path().join("data");
+    let (max_input, max_text) = (16_u64 << 20, 16_u64 << 20);
+    let out = leasehold_on(
+        None,
+        &data,
+        &[
+            "run",
+            src.to_str().unwrap(),
+            "--workers",
+            "1",
+            "--max-input",
+            "16MiB",
+            "--max-text",
+            "16MiB",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["indexed"], 6, "{summary}");
+    let peak = summary["peak_memory_bytes"].as_u64().unwrap();
+    let bound = leasehold::pipeline::parent_memory_bound(1, max_input, max_text);
+    assert!(peak > 0, "no peak memory measured: {summary}");
+    assert!(
+        peak < bound,
+        "the parent peaked at {} MiB, over its bound of {} MiB",
+        peak >> 20,
+        bound >> 20
+    );
+    let last = text.split_whitespace().last().unwrap();
+    assert_eq!(hit_keys(&search_json(&data, last)), ["words.txt"]);
+    assert_eq!(hit_keys(&search_json(&data, "zab")), ["words.txt"]);
+    // Rebuilt from the mirror, a part at a time, with nothing twice.
+    let out = leasehold_on(None, &data, &["reindex", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(hit_keys(&search_json(&data, last)), ["words.txt"]);
+    let out = leasehold_on(None, &data, &["doctor"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// A query of 12,000 prefixes (which ran for minutes) is refused at once
+/// in one line that does not echo all of it; one at the cap runs.
+#[test]
+fn a_query_beyond_the_caps_is_refused_in_one_short_line() {
+    let (_dir, data) = indexed_data_dir(&[]);
+    let huge = "new* ".repeat(12_000);
+    let out = leasehold_on(None, &data, &["search", &huge]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("60000 bytes long; at most 4096"), "{err}");
+    assert!(
+        err.len() < 400,
+        "the message echoes the whole query: {} bytes",
+        err.len()
+    );
+    let many = "ne* ".repeat(100);
+    let out = leasehold_on(None, &data, &["search", &many]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("100 terms; at most 64"), "{err}");
+    let at_cap = "fox ".repeat(64);
+    let out = leasehold_on(None, &data, &["search", &at_cap, "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let long = format!("fox {}", "x".repeat(5000));
+    let out = leasehold_on(None, &data, &["search", &long]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bytes long; at most 4096"));
+}

@@ -1,0 +1,196 @@
+//! Summaries that show the store, through the built binary: the store's totals
+//! after a rerun, `--fail-on-error`'s rule and list, a raised `--max-input`
+//! picking up what failed the old limit, a removed source in `inspect` and
+//! `retry`, and the skipped list's count.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::common;
+
+use common::leasehold;
+
+use common::output::{json, ok, stderr, stdout};
+
+/// Two small text files and one of 5000 bytes, which dies under the 1000-byte
+/// input limit the corpus is first run with.
+struct Corpus {
+    _dir: tempfile::TempDir,
+    source: PathBuf,
+    data: PathBuf,
+}
+
+impl Corpus {
+    fn new() -> Corpus {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("docs");
+        std::fs::create_dir(&source).unwrap();
+        std::fs::write(source.join("a.txt"), "amber lighthouse").unwrap();
+        std::fs::write(source.join("b.txt"), "copper kettle").unwrap();
+        std::fs::write(source.join("big.txt"), "x".repeat(5000)).unwrap();
+        let data = dir.path().join("data");
+        Corpus {
+            _dir: dir,
+            source,
+            data,
+        }
+    }
+
+    fn src(&self) -> &str {
+        self.source.to_str().unwrap()
+    }
+
+    /// `leasehold run SOURCE --max-input LIMIT` plus `extra`.
+    fn run(&self, limit: &str, extra: &[&str]) -> Output {
+        let mut args = vec!["run", self.src(), "--max-input", limit];
+        args.extend_from_slice(extra);
+        leasehold(&self.data, &args)
+    }
+
+    /// The first run: a.txt and b.txt indexed, big.txt dead.
+    fn first_run(&self) {
+        let s = json(self.run("1000", &["--json"]));
+        assert_eq!(
+            (s["indexed"].as_u64(), s["dead"].as_u64()),
+            (Some(2), Some(1)),
+            "{s}"
+        );
+    }
+}
+
+#[test]
+fn a_rerun_that_fails_nothing_still_reports_the_dead_in_the_store() {
+    let c = Corpus::new();
+    c.first_run();
+    let rerun = json(c.run("1000", &["--json"]));
+    assert_eq!(rerun["failed"], 0, "{rerun}");
+    assert_eq!(rerun["unchanged"], 3, "{rerun}");
+    let store = &rerun["store"];
+    assert_eq!(store["indexed"], 2, "{rerun}");
+    assert_eq!(store["dead"], 1, "{rerun}");
+    assert_eq!(store["retrying"], 0, "{rerun}");
+    assert_eq!(store["gone"], 0, "{rerun}");
+
+    let text = stdout(&ok(c.run("1000", &[])));
+    assert!(text.contains("failed 0"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("store: "))
+        .unwrap_or_else(|| panic!("no store line in:\n{text}"));
+    assert!(line.contains("2 indexed, 1 dead, 0 retrying"), "{line}");
+    assert!(line.contains("leasehold list --failed"), "{line}");
+}
+
+#[test]
+fn fail_on_error_fails_on_dead_documents_in_the_store_and_lists_them() {
+    let c = Corpus::new();
+    // A fresh failure: exit 1 and its name on stderr.
+    let first = c.run("1000", &["--fail-on-error", "--quiet"]);
+    assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+    assert!(
+        stderr(&first).contains("--fail-on-error: 1 failed in this run"),
+        "{}",
+        stderr(&first)
+    );
+    assert!(stderr(&first).contains("\"big.txt\""), "{}", stderr(&first));
+    // Nothing failed in this run, but big.txt is still dead: exit 1, named.
+    let rerun = c.run("1000", &["--fail-on-error"]);
+    assert_eq!(rerun.status.code(), Some(1), "{}", stdout(&rerun));
+    let err = stderr(&rerun);
+    assert!(err.contains("0 failed in this run; 1 dead in the store"), "{err}");
+    assert!(err.contains("failed \"big.txt\": 5000 bytes is over"), "{err}");
+    // Once it is gone (not a failure) the store is clean: exit 0.
+    std::fs::remove_file(c.source.join("big.txt")).unwrap();
+    let clean = c.run("1000", &["--fail-on-error"]);
+    assert_eq!(
+        clean.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&clean),
+        stderr(&clean)
+    );
+}
+
+#[test]
+fn raising_max_input_picks_up_what_failed_the_old_limit() {
+    let c = Corpus::new();
+    c.first_run();
+    let raised = json(c.run("10000", &["--json"]));
+    assert_eq!(raised["indexed"], 1, "{raised}");
+    assert_eq!(raised["changed"], 1, "{raised}");
+    assert_eq!(raised["store"]["dead"], 0, "{raised}");
+    assert_eq!(raised["store"]["indexed"], 3, "{raised}");
+    // Lowering it again does not take back what was indexed.
+    let lowered = json(c.run("1000", &["--json"]));
+    assert_eq!(lowered["unchanged"], 3, "{lowered}");
+    assert_eq!(lowered["store"]["indexed"], 3, "{lowered}");
+}
+
+#[test]
+fn retry_requeues_a_document_that_failed_a_limit() {
+    for how in [&["retry", "big.txt"][..], &["retry", "--dead"][..]] {
+        let c = Corpus::new();
+        c.first_run();
+        let out = stdout(&ok(leasehold(&c.data, how)));
+        assert!(out.starts_with("requeued"), "{how:?}: {out}");
+        let work = json(leasehold(
+            &c.data,
+            &["work", "--until-empty", "--max-input", "10000", "--json"],
+        ));
+        assert_eq!(work["indexed"], 1, "{how:?}: {work}");
+        assert_eq!(work["store"]["dead"], 0, "{how:?}: {work}");
+    }
+}
+
+#[test]
+fn a_removed_source_says_so_in_inspect_and_retry() {
+    let c = Corpus::new();
+    c.first_run();
+    std::fs::remove_file(c.source.join("a.txt")).unwrap();
+    let s = json(c.run("1000", &["--json"]));
+    assert_eq!(s["gone"], 1, "{s}");
+    assert_eq!(s["store"]["gone"], 1, "{s}");
+
+    let shown = stdout(&ok(leasehold(&c.data, &["inspect", "a.txt"])));
+    assert!(
+        shown.contains("\n  source gone: it was removed from the source"),
+        "{shown}"
+    );
+
+    let one = leasehold(&c.data, &["retry", "a.txt"]);
+    assert_eq!(one.status.code(), Some(1));
+    let err = stderr(&one);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("\"a.txt\": not requeued: its source is gone"),
+        "{err}"
+    );
+
+    let all = stdout(&ok(leasehold(&c.data, &["retry", "--dead"])));
+    assert!(all.contains("requeued 1 dead document(s)"), "{all}");
+    assert!(
+        all.contains("not requeued: 1 dead document(s) whose source is gone"),
+        "{all}"
+    );
+}
+
+/// `n` named pipes in `dir`: entries discovery skips (not regular files).
+fn fifos(dir: &Path, n: usize) {
+    for i in 0..n {
+        let path = std::ffi::CString::new(format!("{}/pipe{i:02}", dir.display())).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo keeps no pointer.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    }
+}
+
+#[test]
+fn the_skipped_list_says_how_many_more_it_left_out() {
+    let c = Corpus::new();
+    fifos(&c.source, 25);
+    let text = stdout(&ok(c.run("1000", &[])));
+    let listed = text.lines().filter(|l| l.starts_with("  skipped ")).count();
+    assert_eq!(listed, 20, "{text}");
+    assert!(text.contains("  ... and 5 more skipped"), "{text}");
+    let s = json(c.run("1000", &["--json"]));
+    assert_eq!(s["skipped"].as_array().map(Vec::len), Some(25), "{s}");
+}

@@ -1,0 +1,38 @@
+//! The command line's tests, one binary: each module was once its own test
+//! binary; linking one instead of thirty is most of what CI's test build costs.
+//! Each module runs the built `leasehold` (Cargo names it for this crate's
+//! tests) against real directories, stores and servers.
+
+#[path = "../../../../tests/common/mod.rs"]
+#[macro_use]
+mod common;
+
+mod auth_gate;
+mod auth_more;
+mod cli;
+mod cli_help;
+mod cli_limits;
+mod cli_postgres;
+mod cli_progress;
+mod cli_read;
+mod cli_search;
+mod cli_signals;
+mod cli_source;
+mod cli_summary;
+mod cli_watch;
+mod crash;
+mod doctor;
+mod extract_encodings;
+mod faults;
+mod gate_pool;
+mod history_retention;
+mod hostile;
+mod http_listing;
+mod logs;
+mod metrics;
+mod migrate;
+mod private_files;
+mod report;
+mod soak;
+mod stopped_lock;
+mod store_failures;
