@@ -45,7 +45,10 @@ pub mod store;
 pub mod upstream;
 pub mod watch;
 
-pub(crate) mod fault;
+/// Crash points and injected faults for the project's own tests, shared with
+/// the sibling crates; inert unless a test arms them. Not part of the API.
+#[doc(hidden)]
+pub mod fault;
 /// Support shared with the command-line crate; not part of the API.
 #[doc(hidden)]
 pub mod fs_kind;

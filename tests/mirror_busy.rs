@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::TempStore;
-use leasehold::extract::ExtractorRegistry;
 use leasehold::mirror::Mirror;
 use leasehold::pipeline::{LeaseKeeper, Pipeline, Processed, Ticks, Worker};
 use leasehold::source::DirSource;
 use leasehold::{JobId, Status};
+use leasehold_extract::ExtractorRegistry;
 
 #[test]
 fn a_write_that_cannot_lock_parks_the_document_without_spending_an_attempt() {

@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 
 use common::TempStore;
-use leasehold::extract::{ExtractError, Extractor, ExtractorRegistry};
 use leasehold::mirror::{Mirror, Written};
 use leasehold::pipeline::{Event, Pipeline, PoolOptions, Processed, Worker, WorkerPool};
 use leasehold::pipeline::{LeaseKeeper, LeaseLost, Ticks};
 use leasehold::source::{key_for, DirSource, Source, SourceError};
 use leasehold::{Claim, Clock, Enqueued, Fenced, JobId, NewDoc, Rejection, Status, Store};
+use leasehold_extract::{ExtractError, Extractor, ExtractorRegistry};
 
 /// The lease of every test store.
 const LEASE_MS: u64 = 1_200;

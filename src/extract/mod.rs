@@ -1,45 +1,16 @@
-//! Text extraction: turns the bytes of a document into plain text.
+//! Text extraction's vocabulary: what the pipeline asks of an extractor and
+//! what it hears back.
 //!
-//! The worker pool hands each leased document to an [`Extractor`]. The built-in
-//! [`ExtractorRegistry`] picks a [`Format`] from the content (magic bytes win, because file
-//! names lie; zips are told apart by their entries) and the name's extension, then runs one
-//! submodule per format. Text formats are decoded by BOM, declared charset, UTF-8 or
-//! chardetng's guess, and [`ExtractorRegistry::extract_detailed`] reports which.
-//!
-//! The parsing is third-party wherever a well-kept crate fits (html5ever's tokenizer,
-//! pulldown-cmark, quick-xml over zip, pdf-extract); the RTF reader is our own because no
-//! crate fits (see `rtf.rs`). This module adds the guards a long-running service needs: an
-//! input size limit, one decompression budget per zip container, an output bound, a
-//! cooperative stop flag polled inside every loop, and panic containment.
-//!
-//! # Layout
-//! - `text`: decoding and binary sniffing; `html`, `markdown`: the markup formats.
-//! - `zipped`: opening zip containers, naming them, the inflate budget; `docx`, `ooxml`
-//!   (XLSX, PPTX), `odf` (ODT, ODS, ODP) and `epub` read their parts.
-//! - `rtf`, `pdf`: the remaining binary formats.
+//! The worker pool hands each leased document to an [`Extractor`] and records
+//! its [`Extracted`] text, or the [`ExtractError`] that says whose fault a
+//! failure was ([`ExtractError::is_permanent`]). The formats themselves, the
+//! supervised child processes that run them under [`Limits`], and external
+//! converters live in the `leasehold-extract` crate, so an embedder that brings
+//! its own extractor compiles none of their parsers.
 
-use std::any::Any;
 use std::fmt;
-use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-
-mod command;
-mod docx;
-mod epub;
-mod html;
-mod isolated;
-mod markdown;
-mod odf;
-mod ooxml;
-mod pdf;
-mod rtf;
-mod text;
-mod zipped;
-
-use text::Decoded;
-
-pub use command::CommandExtractor;
-pub use isolated::{child_main, Interruption, IsolatedExtractor, LimitKind, Limits, CHILD_ARG};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 /// Which extractor handles a document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +43,8 @@ pub enum Format {
 
 impl Format {
     /// Every format, for reading names back ([`Format::from_name`]).
-    pub(crate) const ALL: [Format; 12] = [
+    #[doc(hidden)]
+    pub const ALL: [Format; 12] = [
         Format::PlainText,
         Format::Markdown,
         Format::Html,
@@ -88,7 +60,7 @@ impl Format {
     ];
 
     /// The format [`Format::as_str`] names, e.g. in an error an extraction child sends.
-    pub(crate) fn from_name(name: &str) -> Option<Format> {
+    pub fn from_name(name: &str) -> Option<Format> {
         Self::ALL.into_iter().find(|format| format.as_str() == name)
     }
 
@@ -233,7 +205,8 @@ impl ExtractError {
     }
 
     /// Shorthand used by the format modules, which all report parser failures the same way.
-    fn malformed(format: Format, reason: impl fmt::Display) -> Self {
+    #[doc(hidden)]
+    pub fn malformed(format: Format, reason: impl fmt::Display) -> Self {
         ExtractError::Malformed {
             format,
             reason: reason.to_string(),
@@ -257,664 +230,217 @@ pub trait Extractor: Send + Sync {
     }
 }
 
-/// The built-in registry: chooses a format by content and by the extension of the name,
-/// then extracts.
-#[derive(Debug, Clone)]
-pub struct ExtractorRegistry {
-    max_input_bytes: u64,
+/// What one document may cost its child. The defaults suit a desktop or edge machine: a
+/// minute of time, a gigabyte of memory. Deadline, CPU time and output cap apply per
+/// document; memory, input size and stack are fixed when a child starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time from sending the document to having its text, measured by the
+    /// parent, which kills the child when it passes. Starting a fresh child is not counted
+    /// (it has its own bound of 10 s and fails as `Unavailable`). Default 60 s.
+    pub deadline: Duration,
+    /// Memory the parser may allocate, enforced with `RLIMIT_AS` in the child on top of the
+    /// address space the child has mapped at start-up (binary, libraries, stacks). It also
+    /// covers the child's copy of the document. Default 1 GiB.
+    pub memory_bytes: u64,
+    /// CPU time (user + system) for one document, enforced with `RLIMIT_CPU` in the child
+    /// (whole seconds, rounded up; the child dies of SIGXCPU). Default 60 s.
+    pub cpu_time: Duration,
+    /// Largest extracted text accepted, in bytes. The child checks it, and the parent never
+    /// reads more than this plus a small header. Default 64 MiB.
+    pub max_output_bytes: u64,
+    /// Largest document accepted, in bytes; bigger ones fail as `TooLarge` in the parent
+    /// without reaching a child. Default: the registry's, 64 MiB.
+    pub max_input_bytes: u64,
+    /// Stack of the child's extraction thread: large, so that honest deeply nested documents
+    /// parse, while a hostile one still overflows and is reported. Default 256 MiB (address
+    /// space, reserved at start-up; only touched pages cost memory).
+    pub stack_bytes: u64,
 }
 
-/// How far a zip container's parts may inflate, in total, relative to the input limit. Real
-/// documents compress XML about 5-10x, so this admits any honest document near the input
-/// limit while still bounding a zip bomb to a small multiple of what we accepted. The same
-/// figure bounds the text a container may produce (see `zipped::check_output`).
-const INFLATE_FACTOR: u64 = 4;
-
-impl ExtractorRegistry {
-    /// The input limit when none is configured (64 MiB).
+impl Limits {
+    /// Wall-clock time one document may take: 60 s.
+    pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
+    /// Address space of a child: 1 GiB.
+    pub const DEFAULT_MEMORY_BYTES: u64 = 1 << 30;
+    /// CPU time one document may take: 60 s.
+    pub const DEFAULT_CPU_TIME: Duration = Duration::from_secs(60);
+    /// Extracted text of one document: 64 MiB.
+    pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64 << 20;
+    /// Input of one document: 64 MiB.
     pub const DEFAULT_MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
-
-    /// A registry refusing inputs over `max_input_bytes`.
-    pub fn new(max_input_bytes: u64) -> Self {
-        Self { max_input_bytes }
-    }
-
-    /// The input limit in bytes.
-    pub fn max_input_bytes(&self) -> u64 {
-        self.max_input_bytes
-    }
-
-    /// Chooses the format. Magic bytes come first because they cannot be wrong by accident
-    /// (a zip is told apart by its entries); the extension decides between the text formats,
-    /// which have no magic; content sniffing is the last resort for unnamed text. Binary
-    /// content we cannot name is `Unsupported` rather than decoded into garbage.
-    pub fn detect(&self, name: &str, bytes: &[u8]) -> Result<Format, ExtractError> {
-        let ext = extension(name);
-        if bytes.starts_with(b"%PDF-") {
-            return Ok(Format::Pdf);
-        }
-        if bytes.starts_with(b"PK\x03\x04") {
-            return detect_zip(ext.as_deref(), bytes);
-        }
-        if rtf::looks_like_rtf(bytes) {
-            return Ok(Format::Rtf);
-        }
-        // Named as a binary format but without its magic: let that extractor say how it is
-        // broken instead of calling it unsupported.
-        if let Some(format) = ext.as_deref().and_then(binary_format) {
-            return Ok(format);
-        }
-        if text::looks_binary(bytes) {
-            return Err(ExtractError::Unsupported {
-                reason: "binary content of no known format".into(),
-            });
-        }
-        Ok(text_format(ext.as_deref()).unwrap_or_else(|| sniff_text(bytes)))
-    }
-
-    /// Extracts text and reports the format and encoding chosen for it. Cheap checks first
-    /// (size, stop) so hostile or abandoned work costs nothing; empty input is a legitimate
-    /// empty document in every format, so it never reaches a parser.
-    pub fn extract_detailed(
-        &self,
-        name: &str,
-        bytes: &[u8],
-        stop: &AtomicBool,
-    ) -> Result<Extraction, ExtractError> {
-        self.check_size(bytes)?;
-        check_stop(stop)?;
-        let format = self.detect(name, bytes)?;
-        if bytes.is_empty() {
-            return Ok(Extraction {
-                text: String::new(),
-                format,
-                encoding: None,
-            });
-        }
-        let decoded = guard_panics(format, || self.extract_as(format, bytes, stop))?;
-        Ok(Extraction {
-            text: decoded.text,
-            format,
-            encoding: decoded.encoding,
-        })
-    }
-
-    /// The zip-bomb guard for the containers, derived from the input limit so one knob
-    /// sizes both.
-    fn max_inflated_bytes(&self) -> u64 {
-        self.max_input_bytes.saturating_mul(INFLATE_FACTOR)
-    }
-
-    fn check_size(&self, bytes: &[u8]) -> Result<(), ExtractError> {
-        let size = bytes.len() as u64;
-        if size > self.max_input_bytes {
-            return Err(ExtractError::TooLarge {
-                size,
-                limit: self.max_input_bytes,
-            });
-        }
-        Ok(())
-    }
-
-    /// Runs one format's extractor. Kept separate from `extract_detailed` so the panic guard
-    /// wraps exactly the parsing and nothing else.
-    fn extract_as(&self, format: Format, bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, ExtractError> {
-        let inflate = self.max_inflated_bytes();
-        let text = match format {
-            Format::PlainText => return Ok(text::extract(bytes)),
-            Format::Markdown => return markdown::extract(bytes, stop),
-            Format::Html => return html::extract(bytes, stop),
-            Format::Pdf => pdf::extract(bytes, stop),
-            Format::Docx => docx::extract(bytes, inflate, stop),
-            Format::Odt | Format::Ods | Format::Odp => odf::extract(bytes, format, inflate, stop),
-            Format::Epub => epub::extract(bytes, inflate, stop),
-            Format::Rtf => rtf::extract(bytes, stop),
-            Format::Xlsx => ooxml::extract_xlsx(bytes, inflate, stop),
-            Format::Pptx => ooxml::extract_pptx(bytes, inflate, stop),
-        }?;
-        Ok(Decoded { text, encoding: None })
-    }
+    /// Stack of the child's extraction thread: 256 MiB.
+    pub const DEFAULT_STACK_BYTES: u64 = 256 << 20;
 }
 
-impl Default for ExtractorRegistry {
+impl Default for Limits {
     fn default() -> Self {
-        Self::new(Self::DEFAULT_MAX_INPUT_BYTES)
+        Self {
+            deadline: Self::DEFAULT_DEADLINE,
+            memory_bytes: Self::DEFAULT_MEMORY_BYTES,
+            cpu_time: Self::DEFAULT_CPU_TIME,
+            max_output_bytes: Self::DEFAULT_MAX_OUTPUT_BYTES,
+            max_input_bytes: Self::DEFAULT_MAX_INPUT_BYTES,
+            stack_bytes: Self::DEFAULT_STACK_BYTES,
+        }
     }
 }
 
-impl Extractor for ExtractorRegistry {
-    /// The text of [`ExtractorRegistry::extract_detailed`], for callers that only want text.
-    fn extract(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
-        self.extract_detailed(name, bytes, stop)
-            .map(|extraction| extraction.text)
-    }
-
-    fn extract_noted(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extracted, ExtractError> {
-        let extraction = self.extract_detailed(name, bytes, stop)?;
-        let note = Some(extraction.note());
-        Ok(Extracted {
-            text: extraction.text,
-            note,
-        })
-    }
+/// Which limit a document exceeded; carried by [`ExtractError::Limit`](ExtractError).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitKind {
+    /// The wall-clock deadline, as configured.
+    Deadline(Duration),
+    /// The memory budget: an allocation failed under `RLIMIT_AS`.
+    Memory {
+        /// The budget in bytes.
+        bytes: u64,
+    },
+    /// The per-document CPU time, in whole seconds.
+    CpuTime {
+        /// The budget in seconds.
+        secs: u64,
+    },
+    /// The cap on extracted text, in bytes.
+    Output {
+        /// The cap in bytes.
+        cap: u64,
+    },
 }
 
-/// Returns `Stopped` once the lease is gone, so callers can bail out with `?`.
-fn check_stop(stop: &AtomicBool) -> Result<(), ExtractError> {
-    if stop.load(Ordering::Relaxed) {
-        Err(ExtractError::Stopped)
-    } else {
-        Ok(())
-    }
-}
-
-/// Contains panics from the parsers (pdf-extract in particular panics on many malformed
-/// files) so one hostile document fails as `Malformed` instead of killing its worker thread.
-/// The panic hook is left alone on purpose: the panic is still reported on stderr.
-fn guard_panics<T>(format: Format, run: impl FnOnce() -> Result<T, ExtractError>) -> Result<T, ExtractError> {
-    panic::catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|payload| {
-        Err(ExtractError::malformed(
-            format,
-            format!("parser panicked: {}", panic_message(payload.as_ref())),
-        ))
-    })
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> &str {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s
-    } else {
-        "non-string panic payload"
+impl fmt::Display for LimitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LimitKind::Deadline(limit) => write!(f, "extraction exceeded its {} deadline", Seconds(*limit)),
+            LimitKind::Memory { bytes } => {
+                write!(f, "extraction exceeded its memory limit of {}", Bytes(*bytes))
+            }
+            LimitKind::CpuTime { secs } => write!(f, "extraction exceeded its CPU time limit of {secs} s"),
+            LimitKind::Output { cap } => write!(f, "extracted text over the {cap}-byte cap"),
+        }
     }
 }
 
-/// The lower-cased extension of the last path component; accepts `/` and `\` separators
-/// because names come from any platform.
-fn extension(name: &str) -> Option<String> {
-    let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    let (stem, ext) = file.rsplit_once('.')?;
-    if stem.is_empty() || ext.is_empty() {
-        return None;
+/// How a child's attempt at a document ended from outside, not by the document's doing;
+/// carried by [`ExtractError::Interrupted`](ExtractError), which is retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interruption {
+    /// Killed by a signal leasehold did not send and the child's code does not raise itself:
+    /// SIGKILL from an operator or the kernel's OOM killer, SIGTERM, SIGHUP, ...
+    Signal(i32),
+    /// Found stopped (SIGSTOP, SIGTSTP, a debugger) when its deadline passed; the parent
+    /// killed it.
+    Stopped {
+        /// The deadline, as configured.
+        deadline: Duration,
+    },
+    /// The deadline passed while the child had had little CPU: it was stopped for a while or
+    /// starved by a busy machine, not running on the document.
+    Starved {
+        /// The deadline, as configured.
+        deadline: Duration,
+        /// The CPU time the child used on the document.
+        cpu: Duration,
+    },
+}
+
+impl fmt::Display for Interruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Interruption::Signal(signal) => match signal_name(*signal) {
+                Some(name) => write!(
+                    f,
+                    "the child was killed by {name} (signal {signal}), which leasehold did not send"
+                ),
+                None => write!(
+                    f,
+                    "the child was killed by signal {signal}, which leasehold did not send"
+                ),
+            },
+            Interruption::Stopped { deadline } => {
+                write!(
+                    f,
+                    "the child was found stopped at its {} deadline",
+                    Seconds(*deadline)
+                )
+            }
+            Interruption::Starved { deadline, cpu } => write!(
+                f,
+                "the child had only {} of CPU by its {} deadline (stopped or starved)",
+                Seconds(*cpu),
+                Seconds(*deadline)
+            ),
+        }
     }
-    Some(ext.to_ascii_lowercase())
 }
 
-/// A zip is named by its entries (see `zipped::detect`); a zip that is none of ours but is
-/// named as one of them goes to that extractor, which reports exactly what is missing.
-fn detect_zip(ext: Option<&str>, bytes: &[u8]) -> Result<Format, ExtractError> {
-    zipped::detect(bytes)
-        .or_else(|| ext.and_then(binary_format).filter(|f| is_zip_format(*f)))
-        .ok_or_else(|| ExtractError::Unsupported {
-            reason: "zip archive that is not a document of a known format".into(),
-        })
+/// "60 s", or "200 ms" below a second or off the whole second.
+struct Seconds(Duration);
+
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.subsec_nanos() == 0 {
+            write!(f, "{} s", self.0.as_secs())
+        } else {
+            write!(f, "{} ms", self.0.as_millis())
+        }
+    }
 }
 
-fn is_zip_format(format: Format) -> bool {
-    !matches!(
-        format,
-        Format::PlainText | Format::Markdown | Format::Html | Format::Pdf | Format::Rtf
-    )
+/// "1 GiB", "256 MiB", or plain bytes when not a whole number of either.
+struct Bytes(u64);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const GIB: u64 = 1 << 30;
+        const MIB: u64 = 1 << 20;
+        match self.0 {
+            0 => write!(f, "0 bytes"),
+            n if n % GIB == 0 => write!(f, "{} GiB", n / GIB),
+            n if n % MIB == 0 => write!(f, "{} MiB", n / MIB),
+            n => write!(f, "{n} bytes"),
+        }
+    }
 }
 
-/// The formats with magic bytes, by extension.
-fn binary_format(ext: &str) -> Option<Format> {
-    Some(match ext {
-        "pdf" => Format::Pdf,
-        "docx" => Format::Docx,
-        "odt" | "ott" => Format::Odt,
-        "ods" | "ots" => Format::Ods,
-        "odp" | "otp" => Format::Odp,
-        "epub" => Format::Epub,
-        "rtf" => Format::Rtf,
-        "xlsx" => Format::Xlsx,
-        "pptx" => Format::Pptx,
+/// The usual name of the signals that end or stop processes from outside.
+#[doc(hidden)]
+#[cfg(unix)]
+pub fn signal_name(signal: i32) -> Option<&'static str> {
+    Some(match signal {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
         _ => return None,
     })
 }
 
-fn text_format(ext: Option<&str>) -> Option<Format> {
-    match ext? {
-        "txt" | "text" | "log" => Some(Format::PlainText),
-        "md" | "markdown" => Some(Format::Markdown),
-        "html" | "htm" => Some(Format::Html),
-        _ => None,
-    }
-}
-
-/// For text without a telling extension: HTML announces itself in its first tag.
-fn sniff_text(bytes: &[u8]) -> Format {
-    if html::looks_like_html(&text::decode_prefix(bytes)) {
-        Format::Html
-    } else {
-        Format::PlainText
-    }
+/// No signals outside Unix: every number stays a number.
+#[doc(hidden)]
+#[cfg(not(unix))]
+pub fn signal_name(_signal: i32) -> Option<&'static str> {
+    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Reads a file from the committed sample corpus.
-    macro_rules! sample {
-        ($path:literal) => {
-            std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/samples/", $path))
-                .expect("sample file is readable")
-        };
-    }
-
-    fn extract_with(registry: &ExtractorRegistry, name: &str, bytes: &[u8]) -> Result<String, ExtractError> {
-        registry.extract(name, bytes, &AtomicBool::new(false))
-    }
-
-    fn extract(name: &str, bytes: &[u8]) -> Result<String, ExtractError> {
-        extract_with(&ExtractorRegistry::default(), name, bytes)
-    }
-
-    /// Extracts a sample, checks its detected format and that its phrase survived.
-    fn assert_sample(name: &str, bytes: &[u8], format: Format, phrase: &str) {
-        let registry = ExtractorRegistry::default();
-        assert_eq!(registry.detect(name, bytes).unwrap(), format, "{name}");
-        let text = extract_with(&registry, name, bytes).unwrap();
-        assert!(text.contains(phrase), "{name}: {phrase:?} not in {text:?}");
-    }
-
     #[test]
-    fn sample_txt_has_its_phrase() {
-        let bytes = sample!("notes.txt");
-        assert_sample("notes.txt", &bytes, Format::PlainText, "amber lighthouse");
-    }
-
-    #[test]
-    fn sample_md_has_its_phrase_without_markup() {
-        let bytes = sample!("guide.md");
-        assert_sample("guide.md", &bytes, Format::Markdown, "copper kettle");
-        let text = extract("guide.md", &bytes).unwrap();
-        assert!(!text.contains('#') && !text.contains("**") && !text.contains('`'));
-    }
-
-    #[test]
-    fn sample_nested_md_has_its_phrase() {
-        let bytes = sample!("nested/more.md");
-        assert_sample("nested/more.md", &bytes, Format::Markdown, "quiet lantern");
-    }
-
-    #[test]
-    fn sample_html_has_its_phrase_but_no_script_or_style() {
-        let bytes = sample!("page.html");
-        assert_sample("page.html", &bytes, Format::Html, "velvet harbor");
-        let text = extract("page.html", &bytes).unwrap();
-        for hidden in ["forbidden script", "forbidden style", "color", "console"] {
-            assert!(!text.contains(hidden), "{hidden:?} leaked into {text:?}");
-        }
-    }
-
-    #[test]
-    fn sample_pdf_has_its_phrase() {
-        let bytes = sample!("report.pdf");
-        assert_sample("report.pdf", &bytes, Format::Pdf, "granite orchard");
-    }
-
-    #[test]
-    fn sample_docx_has_its_phrase() {
-        let bytes = sample!("letter.docx");
-        assert_sample("letter.docx", &bytes, Format::Docx, "silver meadow");
-    }
-
-    /// The office and e-book samples: file under `samples/`, format, phrase. Made by real
-    /// producers (odfpy, openpyxl, python-pptx, ebooklib, LibreOffice) with
-    /// `tests/make_samples.py`.
-    const CONTAINER_SAMPLES: [(&str, Format, &str); 8] = [
-        ("formats/notes.odt", Format::Odt, "cobalt heron"),
-        ("formats/inventory.ods", Format::Ods, "juniper anvil"),
-        ("formats/slides.odp", Format::Odp, "marble falcon"),
-        ("formats/book.epub", Format::Epub, "indigo compass"),
-        ("formats/memo.rtf", Format::Rtf, "crimson tundra"),
-        ("formats/ledger.xlsx", Format::Xlsx, "walnut glacier"),
-        ("formats/deck.pptx", Format::Pptx, "ivory pelican"),
-        ("letter.docx", Format::Docx, "silver meadow"),
-    ];
-
-    fn read_sample(file: &str) -> Vec<u8> {
-        std::fs::read(format!("{}/samples/{file}", env!("CARGO_MANIFEST_DIR")))
-            .expect("sample file is readable")
-    }
-
-    #[test]
-    fn container_samples_have_their_phrases() {
-        for (file, format, phrase) in CONTAINER_SAMPLES {
-            assert_sample(file, &read_sample(file), format, phrase);
-        }
-    }
-
-    #[test]
-    fn container_samples_are_detected_without_or_with_a_wrong_extension() {
-        let registry = ExtractorRegistry::default();
-        for (file, format, phrase) in CONTAINER_SAMPLES {
-            let bytes = read_sample(file);
-            for name in [
-                "upload",
-                "upload.txt",
-                "upload.docx",
-                "upload.pdf",
-                "dir.odt/blob",
-            ] {
-                let extraction = registry
-                    .extract_detailed(name, &bytes, &AtomicBool::new(false))
-                    .unwrap_or_else(|e| panic!("{file} as {name}: {e}"));
-                assert_eq!(extraction.format, format, "{file} as {name}");
-                assert!(extraction.text.contains(phrase), "{file} as {name}");
-                assert_eq!(extraction.encoding, None, "{file}: the format fixes the encoding");
-            }
-        }
-    }
-
-    #[test]
-    fn extract_detailed_records_format_and_encoding() {
-        let registry = ExtractorRegistry::default();
-        let run = |name: &str, bytes: &[u8]| {
-            registry
-                .extract_detailed(name, bytes, &AtomicBool::new(false))
-                .unwrap()
-        };
-        let latin1 = run("notes.txt", b"amber lighthouse caf\xE9");
-        assert_eq!(
-            (latin1.format, latin1.encoding),
-            (Format::PlainText, Some("windows-1252"))
-        );
-        assert_eq!(latin1.text, "amber lighthouse caf\u{e9}");
-        let utf8 = run("guide.md", "# caf\u{e9}".as_bytes());
-        assert_eq!((utf8.format, utf8.encoding), (Format::Markdown, Some("UTF-8")));
-        let pdf = run("r.pdf", &sample!("report.pdf"));
-        assert_eq!((pdf.format, pdf.encoding), (Format::Pdf, None));
-        let empty = run("a.docx", b"");
-        assert_eq!((empty.format, empty.text.as_str()), (Format::Docx, ""));
-    }
-
-    #[test]
-    fn containers_share_one_inflate_budget_and_bound_their_output() {
-        // Two parts, each under the budget alone but over it together.
-        let padding = vec![b' '; 40 * 1024];
-        let slide = |text: &str| {
-            let mut xml = format!("<p:sld><a:p><a:r><a:t>{text}</a:t></a:r></a:p>").into_bytes();
-            xml.extend_from_slice(&padding);
-            xml
-        };
-        let (one, two) = (slide("ivory"), slide("pelican"));
-        let bytes = docx::tests::zip_with(&[
-            ("ppt/presentation.xml", b"<p:presentation/>".as_slice()),
-            ("ppt/slides/slide1.xml", &one),
-            ("ppt/slides/slide2.xml", &two),
-        ]);
-        let small = ExtractorRegistry::new(16 * 1024); // inflate budget 64 KiB
-        match extract_with(&small, "deck.pptx", &bytes) {
-            Err(ExtractError::Malformed {
-                format: Format::Pptx,
-                reason,
-            }) => {
-                assert!(
-                    reason.contains("slide2.xml") && reason.contains("limit"),
-                    "{reason}"
-                )
-            }
-            other => panic!("expected the budget to run out on slide 2, got {other:?}"),
-        }
-        assert_eq!(extract("deck.pptx", &bytes).unwrap(), "ivory\n\npelican");
-    }
-
-    /// The start of a "billion laughs": entities that expand to ten of the one before.
-    const LAUGHS: &str = r#"<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;"><!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">]>"#;
-
-    #[test]
-    fn entity_bombs_fail_alike_in_every_container() {
-        let laughs = |root: &str| format!("{LAUGHS}{root}").into_bytes();
-        let cases = [
-            (
-                Format::Docx,
-                "word/document.xml",
-                docx::tests::zip_with(&[(
-                    "word/document.xml",
-                    &laughs("<w:document><w:t>&lol2;</w:t></w:document>"),
-                )]),
-            ),
-            (
-                Format::Odt,
-                "content.xml",
-                docx::tests::zip_with(&[
-                    ("mimetype", b"application/vnd.oasis.opendocument.text".as_slice()),
-                    (
-                        "content.xml",
-                        &laughs("<office:document-content><text:p>&lol2;</text:p></office:document-content>"),
-                    ),
-                ]),
-            ),
-            (
-                Format::Xlsx,
-                "xl/sharedStrings.xml",
-                docx::tests::zip_with(&[
-                    ("xl/workbook.xml", b"<workbook/>".as_slice()),
-                    (
-                        "xl/sharedStrings.xml",
-                        &laughs("<sst><si><t>&lol2;</t></si></sst>"),
-                    ),
-                ]),
-            ),
-            (
-                Format::Pptx,
-                "ppt/slides/slide1.xml",
-                docx::tests::zip_with(&[
-                    ("ppt/presentation.xml", b"<p:presentation/>".as_slice()),
-                    (
-                        "ppt/slides/slide1.xml",
-                        &laughs("<p:sld><a:t>&lol2;</a:t></p:sld>"),
-                    ),
-                ]),
-            ),
-            (
-                Format::Epub,
-                "META-INF/container.xml",
-                docx::tests::zip_with(&[
-                    ("mimetype", b"application/epub+zip".as_slice()),
-                    (
-                        "META-INF/container.xml",
-                        &laughs(r#"<container><rootfile full-path="&lol2;"/></container>"#),
-                    ),
-                ]),
-            ),
-        ];
-        for (format, part, bytes) in cases {
-            let err = extract("upload", &bytes).unwrap_err();
-            assert!(err.is_permanent());
-            assert_eq!(
-                err.to_string(),
-                format!("malformed {format} document: {part} declares entities in its DOCTYPE (refused: entity expansion)")
-            );
-        }
-    }
-
-    #[test]
-    fn a_doctype_without_entities_is_read() {
-        let opf = br#"<?xml version="1.0"?><!DOCTYPE package PUBLIC "+//ISBN 0-9673008-1-9//DTD OEB 1.2 Package//EN" "http://openebook.org/dtds/oeb-1.2/oebpkg12.dtd"><package><manifest><item id="c" href="c.html" media-type="text/html"/></manifest><spine><itemref idref="c"/></spine></package>"#;
-        let bytes = docx::tests::zip_with(&[
-            ("mimetype", b"application/epub+zip".as_slice()),
-            (
-                "META-INF/container.xml",
-                br#"<container><rootfile full-path="book.opf"/></container>"#.as_slice(),
-            ),
-            ("book.opf", opf.as_slice()),
-            ("c.html", b"<p>indigo compass</p>".as_slice()),
-        ]);
-        assert_eq!(extract("old.epub", &bytes).unwrap(), "indigo compass");
-    }
-
-    #[test]
-    fn non_document_zips_and_rtf_magic() {
-        let registry = ExtractorRegistry::default();
-        let zip = docx::tests::zip_with(&[("mimetype", b"application/x-other".as_slice())]);
-        assert!(matches!(
-            registry.detect("a.zip", &zip),
-            Err(ExtractError::Unsupported { .. })
-        ));
-        assert_eq!(registry.detect("named.ods", &zip).unwrap(), Format::Ods);
-        assert!(matches!(
-            extract("named.ods", &zip),
-            Err(ExtractError::Malformed {
-                format: Format::Ods,
-                ..
-            })
-        ));
-        assert_eq!(registry.detect("memo.txt", b"{\\rtf1 hi}").unwrap(), Format::Rtf);
-        assert_eq!(registry.detect("memo.rtf", b"plain").unwrap(), Format::Rtf);
-        assert!(matches!(
-            extract("memo.rtf", b"plain"),
-            Err(ExtractError::Malformed {
-                format: Format::Rtf,
-                ..
-            })
-        ));
-    }
-
-    #[test]
-    fn binary_samples_are_detected_by_content_not_name() {
-        let registry = ExtractorRegistry::default();
-        assert_eq!(
-            registry.detect("blob", &sample!("report.pdf")).unwrap(),
-            Format::Pdf
-        );
-        assert_eq!(
-            registry.detect("blob.txt", &sample!("letter.docx")).unwrap(),
-            Format::Docx
-        );
-    }
-
-    #[test]
-    fn text_formats_are_detected_by_extension_then_sniffing() {
-        let registry = ExtractorRegistry::default();
-        let html = b"  <!DOCTYPE html><html><body>x</body></html>";
-        assert_eq!(registry.detect("a.MD", b"# x").unwrap(), Format::Markdown);
-        assert_eq!(registry.detect("dir/a.htm", b"x").unwrap(), Format::Html);
-        assert_eq!(registry.detect("a.log", html).unwrap(), Format::PlainText);
-        assert_eq!(registry.detect("upload", html).unwrap(), Format::Html);
-        assert_eq!(registry.detect("upload", b"<HTML>x").unwrap(), Format::Html);
-        assert_eq!(
-            registry.detect("upload.bin", b"just words").unwrap(),
-            Format::PlainText
-        );
-        assert_eq!(registry.detect(".md", b"x").unwrap(), Format::PlainText);
-    }
-
-    #[test]
-    fn empty_input_is_empty_text_in_every_format() {
-        for name in ["a.txt", "a.md", "a.html", "a.pdf", "a.docx", "unnamed"] {
-            assert_eq!(extract(name, b"").unwrap(), "", "{name}");
-        }
-    }
-
-    #[test]
-    fn oversized_input_is_too_large_before_anything_else() {
-        let registry = ExtractorRegistry::new(8);
-        let err = extract_with(&registry, "a.txt", b"nine byte").unwrap_err();
-        assert!(
-            matches!(err, ExtractError::TooLarge { size: 9, limit: 8 }),
-            "{err:?}"
-        );
-        assert!(err.is_permanent());
-        let message = err.to_string();
-        assert!(message.contains('9') && message.contains('8'), "{message}");
-        assert_eq!(extract_with(&registry, "a.txt", b"8 bytes!").unwrap(), "8 bytes!");
-    }
-
-    #[test]
-    fn binary_junk_is_unsupported() {
-        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01";
-        let controls: Vec<u8> = (1u8..32).cycle().take(256).collect();
-        for (name, bytes) in [
-            ("image.png", &png[..]),
-            ("notes.txt", &png[..]),
-            ("noext", &controls[..]),
-        ] {
-            let err = extract(name, bytes).unwrap_err();
-            assert!(matches!(err, ExtractError::Unsupported { .. }), "{name}: {err:?}");
-            assert!(err.is_permanent());
-        }
-    }
-
-    #[test]
-    fn plain_zip_is_unsupported_but_named_docx_is_malformed() {
-        let zip = docx::tests::zip_with(&[("readme.txt", b"hello".as_slice())]);
-        assert!(matches!(
-            extract("archive.zip", &zip),
-            Err(ExtractError::Unsupported { .. })
-        ));
-        assert!(matches!(
-            extract("letter.docx", &zip),
-            Err(ExtractError::Malformed {
-                format: Format::Docx,
-                ..
-            })
-        ));
-    }
-
-    #[test]
-    fn raised_stop_flag_stops_before_any_work() {
-        let stop = AtomicBool::new(true);
-        let registry = ExtractorRegistry::default();
-        for (name, bytes) in [
-            ("notes.txt", sample!("notes.txt")),
-            ("r.pdf", sample!("report.pdf")),
-        ] {
-            let err = registry.extract(name, &bytes, &stop).unwrap_err();
-            assert!(matches!(err, ExtractError::Stopped), "{name}: {err:?}");
-            assert!(!err.is_permanent());
-        }
-    }
-
-    #[test]
-    fn panics_become_malformed() {
-        let result: Result<(), _> = guard_panics(Format::Pdf, || panic!("boom"));
-        match result {
-            Err(ExtractError::Malformed { format, reason }) => {
-                assert_eq!(format, Format::Pdf);
-                assert!(reason.contains("boom"), "{reason}");
-            }
-            other => panic!("expected Malformed, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn every_format_is_read_back_from_its_name() {
-        let names: std::collections::HashSet<&str> = Format::ALL.iter().map(|f| f.as_str()).collect();
-        assert_eq!(names.len(), Format::ALL.len(), "names are distinct");
-        for format in Format::ALL {
-            assert_eq!(Format::from_name(format.as_str()), Some(format));
-        }
-        // Every variant is listed: each one's own extension or zip maps into the list.
-        for ext in ["pdf", "docx", "odt", "ods", "odp", "epub", "rtf", "xlsx", "pptx"] {
-            assert!(Format::ALL.contains(&binary_format(ext).unwrap()), "{ext}");
-        }
-        for ext in ["txt", "md", "html"] {
-            assert!(Format::ALL.contains(&text_format(Some(ext)).unwrap()), "{ext}");
-        }
-        assert_eq!(Format::from_name("docx "), None);
-    }
-
-    #[test]
-    fn extension_handles_paths_and_dotfiles() {
-        assert_eq!(extension("a/b/C.DocX").as_deref(), Some("docx"));
-        assert_eq!(extension(r"dir\file.md").as_deref(), Some("md"));
-        assert_eq!(extension("dir.d/file"), None);
-        assert_eq!(extension(".bashrc"), None);
-        assert_eq!(extension("trailing."), None);
-    }
-
-    #[test]
-    fn registry_reports_its_limit_and_is_an_extractor_object() {
-        let registry: Box<dyn Extractor> = Box::new(ExtractorRegistry::new(5));
-        assert!(registry
-            .extract("a.txt", b"123456", &AtomicBool::new(false))
-            .is_err());
-        assert_eq!(ExtractorRegistry::default().max_input_bytes(), 64 * 1024 * 1024);
-        assert_eq!(Format::Docx.as_str(), "docx");
+    fn limits_read_as_sentences() {
+        let deadline = LimitKind::Deadline(Limits::DEFAULT_DEADLINE).to_string();
+        assert_eq!(deadline, "extraction exceeded its 60 s deadline");
+        let short = LimitKind::Deadline(Duration::from_millis(200)).to_string();
+        assert_eq!(short, "extraction exceeded its 200 ms deadline");
+        let memory = LimitKind::Memory { bytes: 256 << 20 }.to_string();
+        assert_eq!(memory, "extraction exceeded its memory limit of 256 MiB");
+        let output = LimitKind::Output { cap: 10 }.to_string();
+        assert_eq!(output, "extracted text over the 10-byte cap");
     }
 }

@@ -714,6 +714,20 @@ mod tests {
         assert!(matches!(worst(vec![internal()]), Error::Internal(_)));
     }
 
+    /// Text is the document's bytes: this test never extracts anything.
+    struct Utf8;
+
+    impl crate::extract::Extractor for Utf8 {
+        fn extract(
+            &self,
+            _name: &str,
+            bytes: &[u8],
+            _stop: &std::sync::atomic::AtomicBool,
+        ) -> Result<String, crate::extract::ExtractError> {
+            Ok(String::from_utf8_lossy(bytes).into_owned())
+        }
+    }
+
     /// A pool refuses more workers (or claims ahead) than it runs, before it
     /// starts a thread: past some thousands of threads the standard library
     /// aborts the process instead of returning an error.
@@ -725,7 +739,7 @@ mod tests {
             store: Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap(),
             mirror: crate::mirror::Mirror::open(dir.path().join("mirror")).unwrap(),
             source: Arc::new(crate::source::DirSource::open(dir.path().join("src")).unwrap()),
-            extractor: Arc::new(crate::extract::ExtractorRegistry::default()),
+            extractor: Arc::new(Utf8),
             max_input_bytes: 1 << 20,
             deliver_results: false,
         };

@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use leasehold::extract::{Extractor, IsolatedExtractor, Limits};
+use leasehold_extract::{Extractor, IsolatedExtractor, Limits};
 
 /// Per-file bound on each side: the figure the README's table was measured with.
 const TIMEOUT: Duration = Duration::from_secs(30);

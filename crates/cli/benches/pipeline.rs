@@ -23,11 +23,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leasehold::extract::{ExtractError, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
 use leasehold::mirror::Mirror;
 use leasehold::pipeline::{Pipeline, PoolOptions, WorkerPool};
 use leasehold::source::DirSource;
 use leasehold::{NewDoc, Store, StoreOptions};
+use leasehold_extract::{ExtractError, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
 
 const CHILD_ENV: &str = "LEASEHOLD_BENCH_MEMORY_DOCS";
 

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::config::{format_size, ExtractConfig, FileConfig};
-use leasehold::extract::{CommandExtractor, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
 use leasehold::mirror::{Fencing, Mirror};
 use leasehold::pipeline::{Pipeline, PoolOptions};
 use leasehold::source::DirSource;
@@ -17,6 +16,7 @@ use leasehold::store::{DbLocation, OutboxCap};
 use leasehold::upstream::HttpClient;
 use leasehold::upstream::{Gate, HttpSource, ListingReport, Sink};
 use leasehold::{Store, StoreOptions, Synchronous};
+use leasehold_extract::{CommandExtractor, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
 
 use super::args::{Global, Sync, WorkFlags, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_INPUT};
 use super::CliError;

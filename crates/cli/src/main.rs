@@ -1,6 +1,6 @@
 //! The `leasehold` command; everything it does lives in the `leasehold_cli` library.
 
-use leasehold::extract;
+use leasehold_extract as extract;
 
 fn main() -> std::process::ExitCode {
     // The hidden extraction-child mode (docs/DESIGN.md), before any flag parsing

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use leasehold::extract::{
+use leasehold::testing::{CHILD_FAULT_ENV, CHILD_FAULT_MARKER};
+use leasehold_extract::{
     ExtractError, Extractor, ExtractorRegistry, Interruption, IsolatedExtractor, LimitKind, Limits,
 };
-use leasehold::testing::{CHILD_FAULT_ENV, CHILD_FAULT_MARKER};
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;
 
 use encoding_rs::{Encoding, SHIFT_JIS, UTF_16BE, UTF_16LE, WINDOWS_1252};
-use leasehold::extract::{ExtractError, Extraction, ExtractorRegistry, Format};
+use leasehold_extract::{ExtractError, Extraction, ExtractorRegistry, Format};
 
 const FRENCH: &str =
     "Le cr\u{e8}me br\u{fb}l\u{e9}e du caf\u{e9} \u{e9}tait d\u{e9}j\u{e0} froide, na\u{ef}ve id\u{e9}e.";

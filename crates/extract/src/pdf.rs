@@ -131,7 +131,7 @@ mod tests {
     use super::super::{Extractor, ExtractorRegistry};
     use super::*;
 
-    const REPORT: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/samples/report.pdf"));
+    const REPORT: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../samples/report.pdf"));
 
     fn via_registry(bytes: &[u8]) -> Result<String, ExtractError> {
         ExtractorRegistry::default().extract("report.pdf", bytes, &AtomicBool::new(false))

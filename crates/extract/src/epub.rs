@@ -99,7 +99,11 @@ mod tests {
 
     #[test]
     fn sample_has_its_phrase_without_script() {
-        let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/samples/formats/book.epub")).unwrap();
+        let bytes = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../samples/formats/book.epub"
+        ))
+        .unwrap();
         let text = run(&bytes).unwrap();
         assert!(
             text.contains("indigo compass") && !text.contains("forbidden"),

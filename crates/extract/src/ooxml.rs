@@ -278,7 +278,11 @@ mod tests {
     const NO_LIMIT: u64 = u64::MAX;
 
     fn sample(file: &str) -> Vec<u8> {
-        std::fs::read(format!("{}/samples/formats/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+        std::fs::read(format!(
+            "{}/../../samples/formats/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
     }
 
     fn sheet(rows: &str) -> String {

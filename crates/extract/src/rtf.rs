@@ -345,7 +345,10 @@ fn code_page(number: i32) -> &'static Encoding {
 mod tests {
     use super::*;
 
-    const MEMO: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/samples/formats/memo.rtf"));
+    const MEMO: &[u8] = include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../samples/formats/memo.rtf"
+    ));
 
     fn run(rtf: &[u8]) -> String {
         extract(rtf, &AtomicBool::new(false)).unwrap()

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use leasehold::extract::{ExtractError, Extractor, ExtractorRegistry};
+use leasehold_extract::{ExtractError, Extractor, ExtractorRegistry};
 
 /// Runs an extraction on a freshly spawned thread, whose stack is the default 2 MiB: a
 /// parser that recursed once per nesting level would overflow it long before 200k levels.

@@ -147,7 +147,7 @@ pub(super) mod tests {
     use super::super::{Extractor, ExtractorRegistry};
     use super::*;
 
-    const LETTER: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/samples/letter.docx"));
+    const LETTER: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../samples/letter.docx"));
     const NO_LIMIT: u64 = u64::MAX;
 
     /// Builds a deflated zip in memory; shared with the registry tests.

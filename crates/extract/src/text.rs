@@ -201,6 +201,13 @@ fn is_binary_control(byte: u8) -> bool {
     (byte < 0x20 && !matches!(byte, b'\t' | b'\n' | b'\x0C' | b'\r' | 0x1B)) || byte == 0x7F
 }
 
+/// Content sniffing for unnamed input: true if the text opens with a doctype or `<html>`.
+pub(super) fn looks_like_html(text: &str) -> bool {
+    let head: String = text.trim_start().chars().take(14).collect();
+    let head = head.to_ascii_lowercase();
+    head.starts_with("<!doctype html") || head.starts_with("<html")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

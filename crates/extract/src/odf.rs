@@ -149,8 +149,11 @@ mod tests {
             ("inventory.ods", Format::Ods, "juniper anvil\t3"),
             ("slides.odp", Format::Odp, "marble falcon"),
         ] {
-            let bytes =
-                std::fs::read(format!("{}/samples/formats/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+            let bytes = std::fs::read(format!(
+                "{}/../../samples/formats/{file}",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap();
             let text = extract(&bytes, format, u64::MAX, &AtomicBool::new(false)).unwrap();
             assert!(text.contains(phrase), "{file}: {text:?}");
         }

@@ -193,6 +193,7 @@ fn is_block(name: &str) -> bool {
 
 /// Whether one raw tag (`<br>`, `</div>`, `<p class=x>`) breaks the line when rendered:
 /// for Markdown's inline HTML, which arrives as single tags rather than a document.
+#[cfg_attr(not(feature = "markdown"), allow(dead_code))]
 pub(super) fn is_line_break_tag(raw: &str) -> bool {
     let name = raw.strip_prefix('<').unwrap_or(raw);
     let name = name.strip_prefix('/').unwrap_or(name);
@@ -394,13 +395,6 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-/// Content sniffing for unnamed input: true if the text opens with a doctype or `<html>`.
-pub(super) fn looks_like_html(text: &str) -> bool {
-    let head: String = text.trim_start().chars().take(14).collect();
-    let head = head.to_ascii_lowercase();
-    head.starts_with("<!doctype html") || head.starts_with("<html")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -584,10 +578,10 @@ mod tests {
 
     #[test]
     fn sniffing_needs_a_doctype_or_html_tag() {
-        assert!(looks_like_html("\n  <!doctype HTML>"));
-        assert!(looks_like_html("<html lang=en>"));
-        assert!(!looks_like_html("<p>fragment</p>"));
-        assert!(!looks_like_html("about <html> tags"));
-        assert!(!looks_like_html("<ht"));
+        assert!(super::super::text::looks_like_html("\n  <!doctype HTML>"));
+        assert!(super::super::text::looks_like_html("<html lang=en>"));
+        assert!(!super::super::text::looks_like_html("<p>fragment</p>"));
+        assert!(!super::super::text::looks_like_html("about <html> tags"));
+        assert!(!super::super::text::looks_like_html("<ht"));
     }
 }

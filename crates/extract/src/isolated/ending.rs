@@ -117,22 +117,6 @@ fn raised_by_its_own_code(signal: i32) -> bool {
     .contains(&signal)
 }
 
-/// The usual name of the signals that end or stop processes from outside.
-pub(super) fn signal_name(signal: i32) -> Option<&'static str> {
-    Some(match signal {
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGUSR2 => "SIGUSR2",
-        _ => return None,
-    })
-}
-
 /// User plus system time of a `rusage`.
 pub(super) fn cpu_of(usage: &libc::rusage) -> Duration {
     let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
