@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+#[cfg(feature = "http")]
 pub mod config;
 pub mod error;
 pub mod extract;
@@ -42,7 +43,9 @@ pub mod pipeline;
 pub mod secret;
 pub mod source;
 pub mod store;
+#[cfg(feature = "http")]
 pub mod upstream;
+#[cfg(feature = "watch")]
 pub mod watch;
 
 /// Crash points and injected faults for the project's own tests, shared with

@@ -53,6 +53,8 @@ impl<T: Send + 'static> Service<T> {
     }
 
     /// Ask the loop to end and wait for it; its answer, or `None` if it panicked.
+    // Used by the courier, which a build may leave out (feature `http`).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn stop(mut self) -> Option<T> {
         self.shutdown()
     }
@@ -62,6 +64,8 @@ impl<T: Send + 'static> Service<T> {
     /// large tree) is left to finish on its own thread, detached, and `None`
     /// is returned. For components whose step is safe to abandon when the
     /// process is about to exit.
+    // Used by the watcher, which a build may leave out (feature `watch`).
+    #[cfg_attr(not(feature = "watch"), allow(dead_code))]
     pub(crate) fn stop_within(mut self, within: Duration) -> Option<T> {
         drop(self.stop.take());
         let deadline = std::time::Instant::now() + within;
