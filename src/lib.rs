@@ -4,8 +4,10 @@
 //!
 //! # Layout
 //! One room per part of the design (`docs/DESIGN.md`); arrows only point down:
-//! `cli` → `pipeline`, `upstream`, `watch` → `source`, `extract`, `mirror` → `store` →
-//! `job`, `clock`, `error`.
+//! `pipeline`, `upstream`, `watch` → `source`, `extract`, `mirror` → `store` →
+//! `job`, `clock`, `error`. The formats live in the `leasehold-extract` crate and
+//! the command line in `leasehold-cli`; `upstream` and `config` come with the
+//! feature `http`, `watch` with the feature `watch`.
 //!
 //! | room | holds the rule of |
 //! |---|---|
@@ -14,16 +16,15 @@
 //! | [`store`] | the jobs table and everything else in SQLite; the only code that writes SQL: claims, fencing, history, the gate's state, the outbox |
 //! | [`mirror`] | the results directory: generation paths, atomic writes, locked cleanup |
 //! | [`source`] | where bytes come from: the [`source::Source`] trait and a local directory |
-//! | [`extract`] | how text is extracted, by format, in supervised child processes under limits; external converters |
+//! | [`extract`] | what the pipeline asks of an extractor and hears back: the [`extract::Extractor`] trait, [`extract::ExtractError`] (whose fault a failure was), [`extract::Limits`] |
 //! | [`pipeline`] | the worker pool: claim → fetch → extract → mirror → complete → cleanup, under the lease |
-//! | [`watch`] | keeping the store current with a directory: notifications → coalesced paths → discovery; rescans where there are none |
-//! | [`upstream`] | the HTTP API and its shared credential: client, gate, HTTP source, sink, courier, notices |
-//! | [`config`] | the configuration file: accounts, HTTP source and sink, auth, notify, outbox |
+//! | `watch` | keeping the store current with a directory: notifications → coalesced paths → discovery; rescans where there are none |
+//! | `upstream` | the HTTP API and its shared credential: client, gate, HTTP source, sink, courier, notices |
+//! | `config` | the configuration file: accounts, HTTP source and sink, auth, notify, outbox |
 //! | [`error`] | the one error type, with SQLite's codes mapped to what they mean |
 //! | [`secret`] | passwords that never print |
 //! | `service`, `process` | one start/stop shape for background threads; commands run on a leash (own process group, bounded wait) |
 //! | `group` | leader–follower group commit: concurrent callers share one transaction (store) or one round of fsyncs (mirror) |
-//! | `cli` | the command-line tool: flags → validated parts → one call per command; the log subscriber, `metrics` and the HTML report (the library emits `tracing` events, the CLI decides where they go) |
 //!
 //! # Embedding
 //! [`Store`] is the queue; [`pipeline::WorkerPool`] runs the whole pipeline over

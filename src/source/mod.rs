@@ -1,7 +1,7 @@
 //! Where document bytes come from (DESIGN §2 "source"): the [`Source`] trait
 //! and its errors, and the local directory source ([`DirSource`]). The HTTP
 //! source reads through the shared credential and lives with it, in
-//! [`crate::upstream`].
+//! `upstream` (feature `http`).
 
 mod dir;
 
