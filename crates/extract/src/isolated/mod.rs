@@ -47,7 +47,7 @@ use handle::ChildHandle;
 ///
 /// # Example
 /// ```no_run
-/// use leasehold::extract::{Extractor, IsolatedExtractor, Limits};
+/// use leasehold_extract::{Extractor, IsolatedExtractor, Limits};
 /// use std::sync::atomic::AtomicBool;
 ///
 /// let program = std::env::current_exe().unwrap();
