@@ -39,6 +39,7 @@ pub mod extract;
 pub mod job;
 pub mod mirror;
 pub mod pipeline;
+pub mod portable;
 pub mod secret;
 pub mod source;
 pub mod store;
