@@ -206,7 +206,10 @@ mod tests {
         assert_eq!(mode_of(&file.metadata().unwrap()), Some(0o600));
         let again = std::fs::metadata(&new).unwrap();
         assert_eq!(same_file(&file.metadata().unwrap(), &again), Some(true));
-        assert_eq!(same_file(&again, &std::fs::metadata(&target).unwrap()), Some(false));
+        assert_eq!(
+            same_file(&again, &std::fs::metadata(&target).unwrap()),
+            Some(false)
+        );
         sync_dir(dir.path()).unwrap();
     }
 }

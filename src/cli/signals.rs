@@ -87,5 +87,8 @@ fn install(act: fn(Interrupt)) -> std::io::Result<()> {
 
 #[cfg(not(any(unix, windows)))]
 fn install(_act: fn(Interrupt)) -> std::io::Result<()> {
-    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "no signals here"))
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "no signals here",
+    ))
 }

@@ -82,8 +82,8 @@ impl TempDoc {
     fn write(bytes: &[u8]) -> io::Result<TempDoc> {
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!("leasehold-doc-{}-{seq}", std::process::id()));
-        let mut f =
-            crate::portable::private_open(OpenOptions::new().write(true).create_new(true), 0o600).open(&path)?;
+        let mut f = crate::portable::private_open(OpenOptions::new().write(true).create_new(true), 0o600)
+            .open(&path)?;
         let doc = TempDoc(path);
         f.write_all(bytes)?;
         Ok(doc)

@@ -85,8 +85,7 @@ pub(super) fn apply_lock(file: &File, mode: LockMode, deadline: Instant) -> io::
 
 /// The answer of a non-blocking flock on a lock someone else holds.
 fn is_contended(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::WouldBlock
-        || e.raw_os_error() == fs2::lock_contended_error().raw_os_error()
+    e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == fs2::lock_contended_error().raw_os_error()
 }
 
 /// Creates the document directory (retry-safe against concurrent pruning) and refuses a symlink.

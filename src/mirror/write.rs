@@ -32,7 +32,8 @@ use crate::group::GroupCommit;
 /// The path as a C string, for the calls std does not wrap (unix only).
 #[cfg(unix)]
 pub(super) fn cstring(path: &Path) -> Result<CString, MirrorError> {
-        CString::new(path.as_os_str().as_bytes()).map_err(|_| MirrorError::UnsafePath {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| MirrorError::UnsafePath {
         path: path.display().to_string(),
     })
 }

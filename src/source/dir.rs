@@ -344,10 +344,7 @@ impl DirSource {
             Link::Inside | Link::Broken => target(),
         };
         match std::fs::metadata(&e.path) {
-            Ok(m) => (
-                format!("{}:{}:{link}", m.len(), mtime(&m)),
-                Some(m),
-            ),
+            Ok(m) => (format!("{}:{}:{link}", m.len(), mtime(&m)), Some(m)),
             Err(err) => (format!("unreadable:{}:{link}", err.kind()), None),
         }
     }

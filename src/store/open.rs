@@ -249,8 +249,11 @@ const FILE_MODE: u32 = 0o600;
 /// creating, since `open`'s mode is masked by the umask. A file another process
 /// created first is left as it is: that process made it the same way.
 fn create_private(path: &Path) -> Result<()> {
-    let created =
-        crate::portable::create_mode(std::fs::OpenOptions::new().write(true).create_new(true), FILE_MODE).open(path);
+    let created = crate::portable::create_mode(
+        std::fs::OpenOptions::new().write(true).create_new(true),
+        FILE_MODE,
+    )
+    .open(path);
     let file = match created {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
@@ -262,9 +265,9 @@ fn create_private(path: &Path) -> Result<()> {
         }
     };
     crate::portable::set_file_mode(&file, FILE_MODE).map_err(|e| Error::CannotOpen {
-            path: path.to_path_buf(),
-            detail: format!("cannot make the database file private: {e}"),
-        })
+        path: path.to_path_buf(),
+        detail: format!("cannot make the database file private: {e}"),
+    })
 }
 
 fn open_connection(path: &Path, exists: bool) -> Result<Connection> {

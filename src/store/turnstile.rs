@@ -203,7 +203,11 @@ fn sidecar(db: &Path, suffix: &str) -> PathBuf {
 /// anyone who can open it can take the lock.
 fn open_lock_file(path: &Path) -> std::io::Result<File> {
     let file = crate::portable::create_mode(
-        OpenOptions::new().read(true).write(true).create(true).truncate(false),
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
         0o600,
     )
     .open(path)?;

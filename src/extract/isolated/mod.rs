@@ -55,9 +55,9 @@ mod protocol;
 #[cfg(unix)]
 pub use child::{child_main, CHILD_ARG};
 #[cfg(not(unix))]
-pub use elsewhere::{child_main, CHILD_ARG};
-#[cfg(not(unix))]
 use elsewhere::ChildHandle;
+#[cfg(not(unix))]
+pub use elsewhere::{child_main, CHILD_ARG};
 #[cfg(unix)]
 use handle::ChildHandle;
 
