@@ -58,6 +58,8 @@ fn local_time(_secs: i64, _millis: i64) -> Option<String> {
 /// The broken-down local time of `secs` since the epoch (the `TZ` variable or
 /// the system's zone).
 #[cfg(unix)]
+// libc marks `time_t` deprecated on musl (it becomes 64-bit with musl 1.2).
+#[allow(deprecated)]
 fn local_tm(secs: i64) -> Option<libc::tm> {
     let t = libc::time_t::try_from(secs).ok()?;
     // SAFETY: `tm` is plain data that localtime_r fills in; both pointers are
