@@ -125,7 +125,13 @@ pub fn crash_point(point: CrashPoint) {
     );
     // SAFETY: _exit(2) takes no pointers and never returns; skipping destructors
     // and atexit handlers is the point.
-    unsafe { libc::_exit(CRASH_EXIT_CODE) }
+    #[cfg(unix)]
+    unsafe {
+        libc::_exit(CRASH_EXIT_CODE)
+    }
+    // Elsewhere the nearest: no destructors of ours run, the C runtime's handlers do.
+    #[cfg(not(unix))]
+    std::process::exit(CRASH_EXIT_CODE)
 }
 
 /// The variable naming a stop point: the process stops itself (SIGSTOP) there,
@@ -205,7 +211,8 @@ pub fn stop_point(point: StopPoint) {
         point.as_str()
     );
     // SAFETY: raise(3) takes no pointers; SIGSTOP cannot be caught, so this
-    // stops every thread of the process until SIGCONT.
+    // stops every thread of the process until SIGCONT. (No such thing on Windows.)
+    #[cfg(unix)]
     unsafe {
         libc::raise(libc::SIGSTOP);
     }
@@ -340,6 +347,13 @@ fn busy_ms(ms: Option<&[u8]>) {
     let ms: u64 = ms
         .and_then(|ms| std::str::from_utf8(ms).ok()?.trim().parse().ok())
         .unwrap_or(0);
+    #[cfg(not(unix))]
+    let cpu_ns = {
+        // No thread CPU clock through std: wall-clock time stands in.
+        let start = std::time::Instant::now();
+        move || start.elapsed().as_nanos() as u64
+    };
+    #[cfg(unix)]
     let cpu_ns = || {
         let mut t = libc::timespec {
             tv_sec: 0,

@@ -41,6 +41,10 @@ pub mod extract;
 pub mod job;
 pub mod mirror;
 pub mod pipeline;
+/// The platform seam: Linux fast paths and their portable fallbacks, shared
+/// with the sibling crates; not part of the API.
+#[doc(hidden)]
+pub mod portable;
 pub mod secret;
 pub mod source;
 pub mod store;

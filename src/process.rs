@@ -3,10 +3,13 @@
 //! killing it kills what it started too (`sh -c 'curl ...'` leaves `curl`
 //! behind if only `sh` dies); waiting for it is bounded by a deadline (and, for
 //! extraction, by a stop flag); and however it ends, it is reaped.
+//!
+//! On Windows a command gets a process group of its own too
+//! (`CREATE_NEW_PROCESS_GROUP`), but killing it ends only the command itself,
+//! not what it started, and there are no resource limits: the deadline still
+//! kills it.
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStdin, Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -27,7 +30,20 @@ pub enum Waited {
 
 /// Give the command a process group of its own.
 pub fn own_group(cmd: &mut Command) -> &mut Command {
-    cmd.process_group(0)
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0)
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::process::CommandExt;
+        /// `CREATE_NEW_PROCESS_GROUP`: Ctrl-C in our console does not reach it.
+        const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
+        cmd.creation_flags(CREATE_NEW_PROCESS_GROUP)
+    }
+    #[cfg(not(any(unix, windows)))]
+    cmd
 }
 
 /// Wait for `child` until `deadline` or until `stop` is raised, polling with
@@ -73,6 +89,7 @@ pub enum Fed {
 /// Write `data` to a command's standard input and close it, never blocking
 /// past `deadline`: a command that never reads its input cannot hold the
 /// caller (a blocking write would wait for it forever once the pipe is full).
+#[cfg(unix)]
 pub fn feed_stdin(mut stdin: ChildStdin, data: &[u8], deadline: Instant) -> Fed {
     if let Err(e) = set_nonblocking(&stdin) {
         return Fed::Failed(e);
@@ -99,7 +116,29 @@ pub fn feed_stdin(mut stdin: ChildStdin, data: &[u8], deadline: Instant) -> Fed 
     Fed::Done
 }
 
+/// Without non-blocking pipes (Windows), the writing happens on a thread of its own and
+/// the caller waits for it until `deadline`; a command that never reads keeps that thread
+/// blocked until the caller kills it, which breaks the pipe and ends the thread.
+#[cfg(not(unix))]
+pub fn feed_stdin(mut stdin: ChildStdin, data: &[u8], deadline: Instant) -> Fed {
+    let data = data.to_vec();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let written = stdin.write_all(&data);
+        drop(stdin);
+        let _ = tx.send(written);
+    });
+    match rx.recv_deadline(deadline) {
+        Ok(Ok(())) => Fed::Done,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Fed::Done,
+        Ok(Err(e)) => Fed::Failed(e),
+        Err(_) => Fed::TimedOut,
+    }
+}
+
+#[cfg(unix)]
 fn set_nonblocking(stdin: &ChildStdin) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
     let fd = stdin.as_raw_fd();
     // SAFETY: fcntl on a pipe descriptor we own; no memory is passed.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
@@ -116,6 +155,7 @@ fn set_nonblocking(stdin: &ChildStdin) -> std::io::Result<()> {
 /// Kill the command's process group (made by [`own_group`]) and reap it, so no
 /// zombie is left.
 pub fn kill_group(child: &mut Child) {
+    #[cfg(unix)]
     if let Ok(pid) = i32::try_from(child.id()) {
         // SAFETY: kill(2) with a negative pid signals the process group we
         // created; it touches no memory of ours.
@@ -127,12 +167,21 @@ pub fn kill_group(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// The type of a resource number for `setrlimit`: glibc has its own, musl and
+/// the other unix systems take a C `int`.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub type Resource = libc::__rlimit_resource_t;
+/// The type of a resource number for `setrlimit`.
+#[cfg(all(unix, not(all(target_os = "linux", target_env = "gnu"))))]
+pub type Resource = libc::c_int;
+
 /// Set a resource limit of this process (`soft` and `hard`). Async-signal-safe,
 /// so a command may call it between fork and exec.
-pub fn set_limit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
+#[cfg(unix)]
+pub fn set_limit(resource: Resource, soft: u64, hard: u64) -> std::io::Result<()> {
     let limit = libc::rlimit {
-        rlim_cur: soft,
-        rlim_max: hard,
+        rlim_cur: soft as libc::rlim_t,
+        rlim_max: hard as libc::rlim_t,
     };
     // SAFETY: setrlimit only reads the plain struct passed by reference.
     if unsafe { libc::setrlimit(resource, &limit) } == 0 {
@@ -143,7 +192,15 @@ pub fn set_limit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> s
 }
 
 /// A `kB` figure of this process from `/proc/self/status` (e.g. `VmHWM`,
+/// `VmSize`), in bytes; `None` without `/proc` (every system but Linux).
+#[cfg(not(target_os = "linux"))]
+pub fn status_bytes(_field: &str) -> Option<u64> {
+    None
+}
+
+/// A `kB` figure of this process from `/proc/self/status` (e.g. `VmHWM`,
 /// `VmSize`), in bytes.
+#[cfg(target_os = "linux")]
 pub fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
@@ -155,14 +212,18 @@ pub fn status_bytes(field: &str) -> Option<u64> {
 
 /// How a command ended, for a person: its exit status or its signal.
 pub fn describe_exit(status: ExitStatus) -> String {
-    match (status.code(), status.signal()) {
+    #[cfg(unix)]
+    let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+    #[cfg(not(unix))]
+    let signal: Option<i32> = None;
+    match (status.code(), signal) {
         (Some(code), _) => format!("exited with status {code}"),
         (None, Some(signal)) => format!("killed by signal {signal}"),
         _ => format!("ended with {status}"),
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use std::process::Stdio;

@@ -2,9 +2,8 @@
 //! write, lock and sweep paths share. Nothing here comes from a document's name:
 //! every path derives from the numeric id and the claim's fence.
 
-use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
+use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -100,13 +99,9 @@ pub(super) fn unique_suffix() -> String {
 /// Creates a new file that cannot be a pre-planted file or symlink, with exactly mode 0600
 /// (fchmod afterwards because the umask could otherwise strip bits).
 pub(super) fn new_file(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(FILE_MODE)
-        .custom_flags(libc::O_NOFOLLOW)
+    let file = crate::portable::private_open(OpenOptions::new().write(true).create_new(true), FILE_MODE)
         .open(path)?;
-    file.set_permissions(Permissions::from_mode(FILE_MODE))?;
+    crate::portable::set_file_mode(&file, FILE_MODE)?;
     Ok(file)
 }
 
@@ -119,8 +114,8 @@ pub(super) fn create_private_dirs(dir: &Path) -> io::Result<()> {
         .take_while(|p| fs::symlink_metadata(p).is_err())
         .collect();
     for path in missing.into_iter().rev() {
-        match DirBuilder::new().mode(DIR_MODE).create(path) {
-            Ok(()) => fs::set_permissions(path, Permissions::from_mode(DIR_MODE))?,
+        match crate::portable::dir_builder(DIR_MODE).create(path) {
+            Ok(()) => crate::portable::set_path_mode(path, DIR_MODE)?,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
@@ -142,8 +137,8 @@ pub(super) fn remove_dir_if_empty(path: &Path) -> Result<(), MirrorError> {
         Ok(()) => Ok(()),
         Err(e)
             if matches!(
-                e.raw_os_error(),
-                Some(libc::ENOTEMPTY | libc::EEXIST | libc::ENOENT)
+                e.kind(),
+                io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::AlreadyExists | io::ErrorKind::NotFound
             ) =>
         {
             Ok(())

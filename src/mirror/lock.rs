@@ -7,9 +7,8 @@
 //! caller decides what giving up means (a cleanup is skipped and counted, a
 //! write is handed back).
 
-use std::fs::{self, File, OpenOptions, Permissions};
+use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -27,7 +26,9 @@ pub(super) enum LockMode {
 pub(super) fn still_current(file: &File, lock_path: &Path) -> Result<bool, MirrorError> {
     let held = file.metadata().map_err(io_err(lock_path))?;
     match fs::symlink_metadata(lock_path) {
-        Ok(now) => Ok(now.dev() == held.dev() && now.ino() == held.ino()),
+        // Without device and inode numbers (Windows) the name is taken to be the file: an open
+        // file there cannot be unlinked from under its handle by a sweep that takes the lock.
+        Ok(now) => Ok(crate::portable::same_file(&now, &held).unwrap_or(true)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(io_err(lock_path)(e)),
     }
@@ -35,17 +36,17 @@ pub(super) fn still_current(file: &File, lock_path: &Path) -> Result<bool, Mirro
 
 pub(super) fn open_lock_file(lock_path: &Path, create: bool) -> io::Result<File> {
     let mut opts = OpenOptions::new();
-    opts.read(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    crate::portable::private_open(opts.read(true), FILE_MODE);
     if create {
-        opts.write(true).create(true).mode(FILE_MODE);
+        opts.write(true).create(true);
     }
     let file = opts.open(lock_path)?;
     if create {
         // The umask may have stripped bits from a new file (or an older one was made
         // under a laxer rule): the lock file is exactly 0600 whoever made it.
-        let mode = file.metadata()?.mode() & 0o7777;
-        if mode != FILE_MODE {
-            file.set_permissions(Permissions::from_mode(FILE_MODE))?;
+        let mode = crate::portable::mode_of(&file.metadata()?);
+        if mode.is_some_and(|mode| mode != FILE_MODE) {
+            crate::portable::set_file_mode(&file, FILE_MODE)?;
         }
     }
     Ok(file)
@@ -84,9 +85,7 @@ pub(super) fn apply_lock(file: &File, mode: LockMode, deadline: Instant) -> io::
 
 /// The answer of a non-blocking flock on a lock someone else holds.
 fn is_contended(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::WouldBlock
-        || e.raw_os_error() == Some(libc::EWOULDBLOCK)
-        || e.raw_os_error() == fs2::lock_contended_error().raw_os_error()
+    e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == fs2::lock_contended_error().raw_os_error()
 }
 
 /// Creates the document directory (retry-safe against concurrent pruning) and refuses a symlink.

@@ -25,9 +25,8 @@ mod lock;
 mod tests;
 mod write;
 
-use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -138,7 +137,14 @@ impl MirrorError {
     pub fn is_disk_full(&self) -> bool {
         match self {
             MirrorError::Io { source, .. } => {
-                matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+                #[cfg(unix)]
+                let full = matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+                #[cfg(not(unix))]
+                let full = matches!(
+                    source.kind(),
+                    io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+                );
+                full
             }
             _ => false,
         }
@@ -149,10 +155,17 @@ impl MirrorError {
     pub fn is_unwritable(&self) -> bool {
         match self {
             MirrorError::Io { source, .. } => {
-                matches!(
+                #[cfg(unix)]
+                let unwritable = matches!(
                     source.raw_os_error(),
                     Some(libc::EROFS | libc::EACCES | libc::EPERM)
-                )
+                );
+                #[cfg(not(unix))]
+                let unwritable = matches!(
+                    source.kind(),
+                    io::ErrorKind::ReadOnlyFilesystem | io::ErrorKind::PermissionDenied
+                );
+                unwritable
             }
             _ => false,
         }
@@ -271,9 +284,9 @@ impl CleanupReport {
 }
 
 fn create_root(root: &Path) -> Result<(), MirrorError> {
-    match DirBuilder::new().mode(DIR_MODE).create(root) {
+    match crate::portable::dir_builder(DIR_MODE).create(root) {
         // Exactly 0700 whatever the umask.
-        Ok(()) => fs::set_permissions(root, Permissions::from_mode(DIR_MODE)).map_err(io_err(root)),
+        Ok(()) => crate::portable::set_path_mode(root, DIR_MODE).map_err(io_err(root)),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => check_existing_root(root),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Err(MirrorError::BadRoot {
             path: root.to_path_buf(),
@@ -315,9 +328,15 @@ fn probe_writable(root: &Path) -> Result<(), MirrorError> {
         }
         Err(_) => {}
     }
+    named_probe(root).map_err(|(probe, e)| not_writable(format!("probe {}", probe.display()), e))
+}
+
+/// The portable probe: a named `.probe-*` file in `root`, written, synced and removed.
+fn named_probe(root: &Path) -> Result<(), (PathBuf, io::Error)> {
     let probe = root.join(format!("{PROBE_PREFIX}{}", unique_suffix()));
     let result = new_file(&probe).and_then(|mut f| {
         let written = f.write_all(b"probe").and_then(|()| f.sync_all());
+        drop(f);
         // Gone already is fine: a concurrent `gc` may take it for a leftover.
         let removed = match fs::remove_file(&probe) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -325,12 +344,24 @@ fn probe_writable(root: &Path) -> Result<(), MirrorError> {
         };
         written.and(removed)
     });
-    result.map_err(|e| not_writable(format!("probe {}", probe.display()), e))
+    result.map_err(|e| (probe, e))
 }
 
 /// Writes and syncs an `O_TMPFILE` file in `root`: it has no name, so it vanishes when closed,
-/// however the process ends.
+/// however the process ends. Linux only ([`crate::portable::fast`]); elsewhere it answers
+/// "unsupported", and the caller takes a named probe file.
 fn unnamed_probe(root: &Path) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    if crate::portable::fast() {
+        return unnamed_probe_linux(root);
+    }
+    let _ = root;
+    Err(io::Error::new(io::ErrorKind::Unsupported, "no O_TMPFILE here"))
+}
+
+#[cfg(target_os = "linux")]
+fn unnamed_probe_linux(root: &Path) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let mut file = OpenOptions::new()
         .write(true)
         .mode(FILE_MODE)
@@ -342,15 +373,43 @@ fn unnamed_probe(root: &Path) -> io::Result<()> {
 
 /// The answers of a kernel or file system without `O_TMPFILE`.
 fn unnamed_unsupported(e: &io::Error) -> bool {
-    matches!(
+    if e.kind() == io::ErrorKind::Unsupported {
+        return true;
+    }
+    #[cfg(unix)]
+    return matches!(
         e.raw_os_error(),
         Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL | libc::ENOSYS)
-    )
+    );
+    #[cfg(not(unix))]
+    return false;
+}
+
+/// The error of a full disk, as a test injects it.
+fn disk_full_error() -> io::Error {
+    #[cfg(unix)]
+    return io::Error::from_raw_os_error(libc::ENOSPC);
+    #[cfg(not(unix))]
+    return io::Error::new(io::ErrorKind::StorageFull, "no space left on device (injected)");
 }
 
 /// Whether this process may create files in `root`, asked of the kernel with `access(2)`
 /// rather than by writing: it sees permissions and a read-only mount (`EROFS`), not every
-/// obstacle a real write could meet (a full disk, a quota).
+/// obstacle a real write could meet (a full disk, a quota). Without `access(2)` (Windows) only
+/// the read-only attribute of the root is looked at.
+#[cfg(not(unix))]
+fn access_writable(root: &Path) -> Result<(), MirrorError> {
+    let meta = fs::metadata(root).map_err(io_err(root))?;
+    if meta.permissions().readonly() {
+        return Err(MirrorError::BadRoot {
+            path: root.to_path_buf(),
+            reason: "not writable: read-only".into(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
 fn access_writable(root: &Path) -> Result<(), MirrorError> {
     let c = write::cstring(root)?;
     // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
@@ -502,9 +561,7 @@ impl Mirror {
 
     fn open_rel(&self, rel_path: &str) -> Result<(PathBuf, File), MirrorError> {
         let path = self.safe_path(rel_path)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
+        let file = crate::portable::private_open(OpenOptions::new().read(true), FILE_MODE)
             .open(&path)
             .map_err(io_err(&path))?;
         Ok((path, file))

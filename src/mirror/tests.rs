@@ -1,6 +1,6 @@
 //! Tests of the mirror: layout, atomic writes, fenced cleanup, sweeps and races.
 
-use super::write::link_then_unlink;
+use super::write::{link_then_unlink, rename_noreplace, sync_each};
 use super::*;
 use std::os::unix::fs::symlink;
 use std::os::unix::fs::PermissionsExt;
@@ -809,4 +809,71 @@ fn temp_names_give_their_fence_only_when_well_formed() {
     ] {
         assert_eq!(temp_fence(odd), None, "{odd}");
     }
+}
+
+// The portable paths (crate::portable), run directly whatever the platform
+// and the LEASEHOLD_FORCE_PORTABLE switch.
+
+#[test]
+fn the_no_replace_rename_of_this_platform_refuses_an_existing_name() {
+    let (_t, m) = setup();
+    let dir = m.root();
+    fs::write(dir.join("a"), b"a").unwrap();
+    fs::write(dir.join("b"), b"b").unwrap();
+    let err = rename_noreplace(&dir.join("a"), &dir.join("b")).unwrap_err();
+    assert!(matches!(err, MirrorError::GenerationExists { .. }), "{err:?}");
+    assert_eq!(fs::read(dir.join("b")).unwrap(), b"b");
+    assert_eq!(fs::read(dir.join("a")).unwrap(), b"a");
+    rename_noreplace(&dir.join("a"), &dir.join("c")).unwrap();
+    assert!(!dir.join("a").exists());
+    assert_eq!(fs::read(dir.join("c")).unwrap(), b"a");
+}
+
+#[test]
+fn the_portable_round_fsyncs_each_file_and_directory_and_answers_each() {
+    let (_t, m) = setup();
+    let staged = [
+        m.stage(41, 1, b"one").unwrap(),
+        m.stage(41, 2, b"two").unwrap(),
+        m.stage(42, 1, b"three").unwrap(),
+    ];
+    let all: Vec<&Staged> = staged.iter().collect();
+    let results = sync_each(&all, None);
+    assert_eq!(results.len(), 3);
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    for s in &staged {
+        let w = s.written();
+        assert!(m.verify(&w.rel_path, &w.sha256).unwrap());
+    }
+}
+
+#[test]
+fn the_portable_round_fails_every_write_of_a_directory_whose_fsync_failed() {
+    for fault in [Fault::FailFsync, Fault::FailDirFsync] {
+        let (_t, m) = setup();
+        let m = m.with_fault(Some(fault));
+        let staged = [m.stage(51, 1, b"a").unwrap(), m.stage(51, 2, b"b").unwrap()];
+        let all: Vec<&Staged> = staged.iter().collect();
+        let results = sync_each(&all, m.fault);
+        assert!(results.iter().all(Result::is_err), "{fault:?}: {results:?}");
+        if fault == Fault::FailDirFsync {
+            for result in &results {
+                let dir = m.doc_dir(51).unwrap();
+                assert!(matches!(result, Err(MirrorError::Io { path, .. }) if path == &dir));
+            }
+        }
+        // Unsynced, they are withdrawn when dropped.
+        drop(staged);
+        assert!(m.list_doc_files(51).unwrap().is_empty(), "{fault:?}");
+    }
+}
+
+#[test]
+fn the_named_probe_leaves_nothing_and_fails_where_it_cannot_write() {
+    let (_t, m) = setup();
+    named_probe(m.root()).unwrap();
+    assert_eq!(tree(m.root()), Vec::<String>::new());
+    let (probe, e) = named_probe(&m.root().join("missing")).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::NotFound);
+    assert!(probe.starts_with(m.root().join("missing")));
 }

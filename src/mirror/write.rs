@@ -13,10 +13,10 @@
 //! accepts it before its round says it is durable, and a crash before that leaves
 //! a generation file nobody accepted, which cleanup removes like any stale one.
 
+#[cfg(unix)]
 use std::ffi::CString;
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -29,15 +29,28 @@ use super::{Fault, Mirror, MirrorError, Written, TEMP_ATTEMPTS, TEMP_PREFIX, WRI
 use crate::fault::{crash_point, stop_point, CrashPoint, StopPoint};
 use crate::group::GroupCommit;
 
+/// The path as a C string, for the calls std does not wrap (unix only).
+#[cfg(unix)]
 pub(super) fn cstring(path: &Path) -> Result<CString, MirrorError> {
+    use std::os::unix::ffi::OsStrExt;
     CString::new(path.as_os_str().as_bytes()).map_err(|_| MirrorError::UnsafePath {
         path: path.display().to_string(),
     })
 }
 
 /// Renames without ever replacing `to`: a stale claim must not clobber a generation that exists.
-/// Uses renameat2(RENAME_NOREPLACE); falls back to link()+unlink where the filesystem lacks it.
+/// Uses renameat2(RENAME_NOREPLACE) on Linux ([`crate::portable::fast`]); elsewhere, and where
+/// the file system lacks it, a hard link (which refuses an existing name) and an unlink.
 pub(super) fn rename_noreplace(from: &Path, to: &Path) -> Result<(), MirrorError> {
+    #[cfg(target_os = "linux")]
+    if crate::portable::fast() {
+        return renameat2_noreplace(from, to);
+    }
+    link_then_unlink(from, to)
+}
+
+#[cfg(target_os = "linux")]
+fn renameat2_noreplace(from: &Path, to: &Path) -> Result<(), MirrorError> {
     let (c_from, c_to) = (cstring(from)?, cstring(to)?);
     // SAFETY: both pointers are valid NUL-terminated strings that outlive the call.
     let rc = unsafe {
@@ -245,7 +258,7 @@ impl Mirror {
 
     fn fill_temp(&self, mut file: &File, path: &Path, bytes: &[u8]) -> Result<(), MirrorError> {
         if self.fault == Some(Fault::DiskFullOnWrite) {
-            return Err(io_err(path)(io::Error::from_raw_os_error(libc::ENOSPC)));
+            return Err(io_err(path)(super::disk_full_error()));
         }
         file.write_all(bytes).map_err(io_err(path))?;
         crash_point(CrashPoint::AfterTempWrite);
@@ -302,8 +315,19 @@ fn sync_one(s: &Staged, fault: Option<Fault>) -> Vec<Result<(), MirrorError>> {
     vec![done]
 }
 
-/// A larger round: every file's data written and waited for, then one `syncfs`.
+/// A larger round. On Linux ([`crate::portable::fast`]): every file's data written and waited
+/// for, then one `syncfs`. Elsewhere: [`sync_each`].
 fn sync_many(all: &[&Staged], root: &Path, fault: Option<Fault>) -> Vec<Result<(), MirrorError>> {
+    #[cfg(target_os = "linux")]
+    if crate::portable::fast() {
+        return sync_many_syncfs(all, root, fault);
+    }
+    let _ = root;
+    sync_each(all, fault)
+}
+
+#[cfg(target_os = "linux")]
+fn sync_many_syncfs(all: &[&Staged], root: &Path, fault: Option<Fault>) -> Vec<Result<(), MirrorError>> {
     for s in all {
         let _ = range_sync(&s.file, libc::SYNC_FILE_RANGE_WRITE);
     }
@@ -327,6 +351,26 @@ fn sync_many(all: &[&Staged], root: &Path, fault: Option<Fault>) -> Vec<Result<(
     results
 }
 
+/// The portable round: an fsync of every file, then one of each distinct directory; a
+/// directory that fails its fsync fails every write renamed into it.
+pub(super) fn sync_each(all: &[&Staged], fault: Option<Fault>) -> Vec<Result<(), MirrorError>> {
+    let mut results: Vec<Result<(), MirrorError>> = all.iter().map(|s| sync_file(s, fault)).collect();
+    crash_point(CrashPoint::AfterFsync);
+    let mut dirs: Vec<&Path> = all.iter().map(|s| s.dir.as_path()).collect();
+    dirs.sort_unstable();
+    dirs.dedup();
+    for dir in dirs {
+        if let Err(e) = sync_dir(dir, fault) {
+            let failed = all.iter().zip(results.iter_mut());
+            for (_, result) in failed.filter(|(s, r)| s.dir == dir && r.is_ok()) {
+                *result = Err(io_err(dir)(copy_io_error(&e)));
+            }
+        }
+    }
+    crash_point(CrashPoint::AfterDirFsync);
+    results
+}
+
 fn sync_file(s: &Staged, fault: Option<Fault>) -> Result<(), MirrorError> {
     injected(fault, Fault::FailFsync, &s.final_path)?;
     s.file.sync_all().map_err(io_err(&s.final_path))
@@ -336,12 +380,21 @@ fn sync_file(s: &Staged, fault: Option<Fault>) -> Result<(), MirrorError> {
 /// makes the names durable), if `fault` is it.
 fn injected(fault: Option<Fault>, failing: Fault, path: &Path) -> Result<(), MirrorError> {
     if fault == Some(failing) {
-        return Err(io_err(path)(io::Error::from_raw_os_error(libc::EIO)));
+        return Err(io_err(path)(injected_error()));
     }
     Ok(())
 }
 
-/// `sync_file_range` over the whole file with `flags`.
+/// The error a test injects: EIO, or its nearest kind where errno is not the OS's error.
+fn injected_error() -> io::Error {
+    #[cfg(unix)]
+    return io::Error::from_raw_os_error(libc::EIO);
+    #[cfg(not(unix))]
+    return io::Error::other("input/output error (injected)");
+}
+
+/// `sync_file_range` over the whole file with `flags` (a writeback hint and a wait; Linux only).
+#[cfg(target_os = "linux")]
 fn range_sync(file: &File, flags: libc::c_uint) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: a valid open descriptor; the call reads no memory of ours.
@@ -353,7 +406,8 @@ fn range_sync(file: &File, flags: libc::c_uint) -> io::Result<()> {
     }
 }
 
-/// `syncfs` of the file system holding `root`.
+/// `syncfs` of the file system holding `root` (Linux only).
+#[cfg(target_os = "linux")]
 fn sync_file_system(root: &Path) -> Result<(), MirrorError> {
     use std::os::fd::AsRawFd;
     let dir = File::open(root).map_err(io_err(root))?;
@@ -380,5 +434,5 @@ fn copy_io_error(e: &MirrorError) -> io::Error {
 /// Makes a rename durable; without it a crash could lose an accepted generation.
 fn sync_dir(dir: &Path, fault: Option<Fault>) -> Result<(), MirrorError> {
     injected(fault, Fault::FailDirFsync, dir)?;
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))
+    crate::portable::sync_dir(dir).map_err(io_err(dir))
 }

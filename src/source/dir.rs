@@ -17,9 +17,6 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Component, Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -68,7 +65,7 @@ impl Excluded {
         };
         self.families.iter().any(|(d, base)| {
             d == dir && {
-                let (name, base) = (name.as_bytes(), base.as_bytes());
+                let (name, base) = (name.as_encoded_bytes(), base.as_encoded_bytes());
                 name == base || name.strip_prefix(base).is_some_and(|rest| rest.starts_with(b"-"))
             }
         })
@@ -243,7 +240,7 @@ impl DirSource {
             .sort_by_file_name()
             .into_iter()
             .filter_entry(move |e| {
-                let shown = hidden || e.depth() == 0 || !e.file_name().as_bytes().starts_with(b".");
+                let shown = hidden || e.depth() == 0 || !e.file_name().as_encoded_bytes().starts_with(b".");
                 shown && (e.depth() == 0 || !excluded.covers(e.path()))
             })
             .filter_map(move |entry| self.candidate(entry, skipped))
@@ -310,16 +307,25 @@ impl DirSource {
         if !real.starts_with(&self.root) {
             return Ok(None);
         }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&real)
-            .map_err(OpenError::Opening)?;
-        match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
-            Ok(opened) if !opened.starts_with(&self.root) => Ok(None),
-            // Without /proc the check before the open stands alone.
-            _ => Ok(Some(file)),
+        let mut options = std::fs::OpenOptions::new();
+        crate::portable::private_open(options.read(true), 0o600);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(
+            &mut options,
+            libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        );
+        let file = options.open(&real).map_err(OpenError::Opening)?;
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+                if !opened.starts_with(&self.root) {
+                    return Ok(None);
+                }
+            }
         }
+        // Without /proc the check before the open stands alone.
+        Ok(Some(file))
     }
 
     /// Size and modification time (of the link target, for a link inside the
@@ -327,7 +333,6 @@ impl DirSource {
     /// enqueued so that its error is recorded) or nothing to follow (a link
     /// outside the root, whose target is never looked at).
     fn fingerprint(&self, e: &Entry) -> (String, Option<std::fs::Metadata>) {
-        use std::os::unix::fs::MetadataExt;
         let target = || {
             std::fs::read_link(&e.path)
                 .map(|t| t.display().to_string())
@@ -339,10 +344,7 @@ impl DirSource {
             Link::Inside | Link::Broken => target(),
         };
         match std::fs::metadata(&e.path) {
-            Ok(m) => (
-                format!("{}:{}.{:09}:{link}", m.len(), m.mtime(), m.mtime_nsec()),
-                Some(m),
-            ),
+            Ok(m) => (format!("{}:{}:{link}", m.len(), mtime(&m)), Some(m)),
             Err(err) => (format!("unreadable:{}:{link}", err.kind()), None),
         }
     }
@@ -375,9 +377,10 @@ impl DirSource {
             reason,
         };
         let rel = match key.strip_prefix(HEX_KEY) {
-            Some(digits) => PathBuf::from(OsString::from_vec(
-                hex::decode(digits).map_err(|_| bad("bad hex"))?,
-            )),
+            Some(digits) => PathBuf::from(
+                crate::portable::os_string_from_bytes(hex::decode(digits).map_err(|_| bad("bad hex"))?)
+                    .ok_or_else(|| bad("not a file name of this system"))?,
+            ),
             None => PathBuf::from(key),
         };
         if key.contains('\0') {
@@ -439,16 +442,44 @@ impl Source for DirSource {
     }
 }
 
+/// Modification time as `seconds.nanoseconds` since the epoch.
+#[cfg(unix)]
+fn mtime(m: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!("{}.{:09}", m.mtime(), m.mtime_nsec())
+}
+
+/// Modification time as `seconds.nanoseconds` since the epoch.
+#[cfg(not(unix))]
+fn mtime(m: &std::fs::Metadata) -> String {
+    let since = m
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .unwrap_or_default();
+    format!("{}.{:09}", since.as_secs(), since.subsec_nanos())
+}
+
 /// Why a symbolic link is not taken as a document: it points at a directory
 /// (not followed) or at something that is not a regular file (a FIFO, socket
 /// or device, which would block or never end when read). A broken link is
 /// taken, so that its error is recorded at fetch.
 fn unfollowed_link(path: &Path) -> Option<String> {
-    use std::os::unix::fs::FileTypeExt;
     let target = std::fs::metadata(path).ok()?.file_type();
-    let what = if target.is_dir() {
+    if target.is_dir() {
         return Some("link to a directory, not followed".into());
-    } else if target.is_fifo() {
+    }
+    #[cfg(not(unix))]
+    return None;
+    #[cfg(unix)]
+    special_file(target).map(|what| format!("link to {what}, not a regular file: skipped"))
+}
+
+/// What a file of type `target` is when it is neither a regular file nor a directory.
+#[cfg(unix)]
+fn special_file(target: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    Some(if target.is_fifo() {
         "a FIFO"
     } else if target.is_socket() {
         "a socket"
@@ -456,8 +487,7 @@ fn unfollowed_link(path: &Path) -> Option<String> {
         "a device"
     } else {
         return None;
-    };
-    Some(format!("link to {what}, not a regular file: skipped"))
+    })
 }
 
 /// What [`SourceError::OutsideRoot`] says, as the document's recorded error.
@@ -506,10 +536,21 @@ impl OpenError {
         match e.kind() {
             std::io::ErrorKind::NotFound => SourceError::NotFound { key },
             std::io::ErrorKind::PermissionDenied => SourceError::PermissionDenied { key, path },
-            _ if resolving && e.raw_os_error() == Some(libc::ELOOP) => SourceError::LinkLoop { key, path },
+            _ if resolving && is_link_loop(&e) => SourceError::LinkLoop { key, path },
             _ => SourceError::Unreadable { key, path, source: e },
         }
     }
+}
+
+/// `ELOOP`: too many symbolic links (unix; Windows says no such thing).
+fn is_link_loop(e: &std::io::Error) -> bool {
+    #[cfg(unix)]
+    return e.raw_os_error() == Some(libc::ELOOP);
+    #[cfg(not(unix))]
+    return {
+        let _ = e;
+        false
+    };
 }
 
 /// Whether a scanned entry is a symbolic link, and where it leads.
@@ -543,13 +584,14 @@ struct Entry {
 pub fn key_for(rel: &Path) -> String {
     match rel.to_str() {
         Some(s) if !s.starts_with(HEX_KEY) => s.to_owned(),
-        _ => format!("{HEX_KEY}{}", hex::encode(rel.as_os_str().as_bytes())),
+        _ => format!("{HEX_KEY}{}", hex::encode(rel.as_os_str().as_encoded_bytes())),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
     #[test]
     fn keys_round_trip_for_utf8_and_raw_byte_names() {

@@ -26,8 +26,11 @@
 //! holder in another pid namespace, the answer is "unknown" and the callers
 //! fall back to their time bounds.
 
+//!
+//! `/proc` is Linux's: on every other system each question here answers
+//! "unknown", and the callers rely on their time bounds alone.
+
 use std::fmt;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// The byte of `-shm` that SQLite locks for writing (see the module doc).
@@ -111,14 +114,22 @@ pub(crate) struct FileId {
 impl FileId {
     /// The file `file` is open on.
     pub(crate) fn of_file(file: &std::fs::File) -> Option<FileId> {
-        file.metadata().ok().map(|m| FileId::of(&m))
+        file.metadata().ok().and_then(|m| FileId::of(&m))
     }
 
-    fn of(meta: &std::fs::Metadata) -> FileId {
-        FileId {
+    /// Linux only: elsewhere nothing would name it.
+    #[cfg(not(target_os = "linux"))]
+    fn of(_meta: &std::fs::Metadata) -> Option<FileId> {
+        None
+    }
+
+    #[cfg(target_os = "linux")]
+    fn of(meta: &std::fs::Metadata) -> Option<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        Some(FileId {
             dev: split_dev(meta.dev()),
             ino: meta.ino(),
-        }
+        })
     }
 }
 
@@ -128,6 +139,12 @@ impl FileId {
 /// never seen. `read_to_string` starts with small reads, so with a few
 /// hundred locks in the table (SQLite holds several per connection) a held
 /// lock could go unlisted; one read of a large buffer takes the table whole.
+#[cfg(not(target_os = "linux"))]
+fn read_table() -> Option<String> {
+    None
+}
+
+#[cfg(target_os = "linux")]
 fn read_table() -> Option<String> {
     use std::io::Read;
     /// Room for about 16,000 lines in the first read.
@@ -176,7 +193,7 @@ impl Locks {
         shm.push("-shm");
         // metadata() is stat(2): no descriptor is opened, so no lock is dropped.
         let meta = std::fs::metadata(shm).ok()?;
-        self.write_lock_holder(Kind::Posix, FileId::of(&meta), WAL_WRITE_LOCK_BYTE)
+        self.write_lock_holder(Kind::Posix, FileId::of(&meta)?, WAL_WRITE_LOCK_BYTE)
     }
 
     fn write_lock_holder(&self, kind: Kind, file: FileId, byte: u64) -> Option<i32> {
@@ -188,7 +205,14 @@ impl Locks {
     }
 }
 
+/// The state of process `pid`: unknown without `/proc`.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn proc_state(_pid: i32) -> ProcState {
+    ProcState::Unknown
+}
+
 /// The state of process `pid`.
+#[cfg(target_os = "linux")]
 pub(crate) fn proc_state(pid: i32) -> ProcState {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return ProcState::Unknown;
@@ -262,6 +286,7 @@ fn parse_line(line: &str) -> Option<LockLine> {
 }
 
 /// `st_dev` as the (major, minor) pair `/proc/locks` prints.
+#[cfg(target_os = "linux")]
 fn split_dev(dev: u64) -> (u32, u32) {
     (libc::major(dev as libc::dev_t), libc::minor(dev as libc::dev_t))
 }

@@ -201,12 +201,11 @@ const URI_ESCAPED: &percent_encoding::AsciiSet =
 
 /// `path` as a SQLite URI that opens it as `access` says.
 fn uri(path: &Path, access: Access) -> String {
-    use std::os::unix::ffi::OsStrExt;
     let query = match access {
         Access::Immutable => "immutable=1",
         Access::ReadOnly | Access::ReadWrite => "mode=ro",
     };
-    let escaped = percent_encoding::percent_encode(path.as_os_str().as_bytes(), URI_ESCAPED);
+    let escaped = percent_encoding::percent_encode(path.as_os_str().as_encoded_bytes(), URI_ESCAPED);
     format!("file:{escaped}?{query}")
 }
 
@@ -250,12 +249,11 @@ const FILE_MODE: u32 = 0o600;
 /// creating, since `open`'s mode is masked by the umask. A file another process
 /// created first is left as it is: that process made it the same way.
 fn create_private(path: &Path) -> Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let created = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(FILE_MODE)
-        .open(path);
+    let created = crate::portable::create_mode(
+        std::fs::OpenOptions::new().write(true).create_new(true),
+        FILE_MODE,
+    )
+    .open(path);
     let file = match created {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
@@ -266,11 +264,10 @@ fn create_private(path: &Path) -> Result<()> {
             })
         }
     };
-    file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
-        .map_err(|e| Error::CannotOpen {
-            path: path.to_path_buf(),
-            detail: format!("cannot make the database file private: {e}"),
-        })
+    crate::portable::set_file_mode(&file, FILE_MODE).map_err(|e| Error::CannotOpen {
+        path: path.to_path_buf(),
+        detail: format!("cannot make the database file private: {e}"),
+    })
 }
 
 fn open_connection(path: &Path, exists: bool) -> Result<Connection> {

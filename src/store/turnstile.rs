@@ -75,7 +75,6 @@
 //! process the kernel says holds the lock.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -203,18 +202,20 @@ fn sidecar(db: &Path, suffix: &str) -> PathBuf {
 /// Open (creating) a lock file readable by its owner only, whatever the umask:
 /// anyone who can open it can take the lock.
 fn open_lock_file(path: &Path) -> std::io::Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)?;
+    let file = crate::portable::create_mode(
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+        0o600,
+    )
+    .open(path)?;
     // A file made by an older build (or under another rule) is narrowed too;
     // failing that (not ours), it still works as a lock.
     if let Ok(meta) = file.metadata() {
-        if meta.permissions().mode() & 0o777 != 0o600 {
-            let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+        if crate::portable::mode_of(&meta).is_some_and(|mode| mode & 0o777 != 0o600) {
+            let _ = crate::portable::set_file_mode(&file, 0o600);
         }
     }
     Ok(file)

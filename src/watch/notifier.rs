@@ -122,6 +122,8 @@ pub(super) fn lost_reason(e: &notify::Error) -> Option<String> {
     const INSTANCES: &str = "the inotify instance limit is reached (sysctl fs.inotify.max_user_instances)";
     match &e.kind {
         notify::ErrorKind::MaxFilesWatch => Some(WATCHES.into()),
+        // inotify's answers when a limit is reached (Linux only).
+        #[cfg(target_os = "linux")]
         notify::ErrorKind::Io(io) => match io.raw_os_error() {
             Some(libc::ENOSPC) => Some(WATCHES.into()),
             Some(libc::EMFILE) => Some(INSTANCES.into()),

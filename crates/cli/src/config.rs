@@ -75,7 +75,8 @@ impl Extraction {
             None => default_input_limit(memory),
         };
         Ok(Extraction {
-            isolated: f.isolation && !w.in_process,
+            // Children need unix (extract::isolated): elsewhere in-process.
+            isolated: f.isolation && !w.in_process && cfg!(unix),
             commands: f.commands,
             limits: Limits {
                 deadline: w.extract_timeout.unwrap_or(f.timeout),
@@ -421,12 +422,10 @@ fn uses_data_dir(g: &Global) -> bool {
 /// the queue, the outbox and the mirror, all private text. Parents it creates
 /// get the same mode; an existing directory is left as its owner made it.
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
+    leasehold::portable::dir_builder(0o700)
         .recursive(true)
-        .mode(0o700)
         .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    leasehold::portable::set_path_mode(dir, 0o700)
 }
 
 /// The extraction memory an input limit needs per byte of input: the child

@@ -139,6 +139,12 @@ static READER_GONE: AtomicBool = AtomicBool::new(false);
 /// its message names the stream, and `poll` confirms the stream's other end
 /// is closed (POLLERR on a pipe whose readers are gone), so no other panic
 /// is ever mistaken for it.
+#[cfg(not(unix))]
+fn is_closed_output(_message: &str) -> bool {
+    false
+}
+
+#[cfg(unix)]
 fn is_closed_output(message: &str) -> bool {
     let fd = if message.starts_with("failed printing to stdout") {
         libc::STDOUT_FILENO
@@ -161,6 +167,7 @@ fn is_closed_output(message: &str) -> bool {
 /// that write fail with EFBIG, reported like a full disk, instead of killing
 /// the process without a word (SIGXFSZ's default action).
 fn ignore_file_size_signal() {
+    #[cfg(unix)]
     // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code.
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);

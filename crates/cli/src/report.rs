@@ -24,17 +24,8 @@ fn print_json<T: serde::Serialize>(v: &T) {
 /// their clocks in. UTC when the local offset cannot be found.
 pub(super) fn when(ms: Millis) -> String {
     let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    match local_tm(secs) {
-        Some(tm) => format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{millis:03}{}",
-            i64::from(tm.tm_year) + 1900,
-            tm.tm_mon + 1,
-            tm.tm_mday,
-            tm.tm_hour,
-            tm.tm_min,
-            tm.tm_sec,
-            utc_offset(tm.tm_gmtoff)
-        ),
+    match local_time(secs, millis) {
+        Some(local) => local,
         None => {
             let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
             humantime::format_rfc3339_millis(t).to_string()
@@ -42,8 +33,33 @@ pub(super) fn when(ms: Millis) -> String {
     }
 }
 
+/// `secs` as a local time with `millis` and its offset; unix only (the C
+/// library's zone), so elsewhere the caller shows UTC.
+#[cfg(unix)]
+fn local_time(secs: i64, millis: i64) -> Option<String> {
+    let tm = local_tm(secs)?;
+    Some(format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{millis:03}{}",
+        i64::from(tm.tm_year) + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        utc_offset(tm.tm_gmtoff)
+    ))
+}
+
+#[cfg(not(unix))]
+fn local_time(_secs: i64, _millis: i64) -> Option<String> {
+    None
+}
+
 /// The broken-down local time of `secs` since the epoch (the `TZ` variable or
 /// the system's zone).
+#[cfg(unix)]
+// libc marks `time_t` deprecated on musl (it becomes 64-bit with musl 1.2).
+#[allow(deprecated)]
 fn local_tm(secs: i64) -> Option<libc::tm> {
     let t = libc::time_t::try_from(secs).ok()?;
     // SAFETY: `tm` is plain data that localtime_r fills in; both pointers are
@@ -55,12 +71,14 @@ fn local_tm(secs: i64) -> Option<libc::tm> {
     }
 }
 
+#[cfg(unix)]
 extern "C" {
     /// POSIX: read `TZ` into the C library's zone (localtime_r need not).
     fn tzset();
 }
 
 /// `+HH:MM` / `-HH:MM` for an offset east of UTC in seconds.
+#[cfg(unix)]
 fn utc_offset(east_secs: libc::c_long) -> String {
     let sign = if east_secs < 0 { '-' } else { '+' };
     let minutes = east_secs.unsigned_abs() / 60;

@@ -2,14 +2,16 @@
 //! graceful stop, and the exit code says which one came (130 or 143, as shells
 //! and service managers expect).
 //!
-//! Why our own code and not the `ctrlc` crate: `ctrlc` calls one handler with
-//! no argument, and with its `termination` feature SIGTERM and SIGHUP call that
-//! same handler, so the handler cannot tell SIGINT from SIGTERM. Telling them
-//! apart takes only a self-pipe: the signal handler writes the signal's number
-//! into a pipe (`write` is async-signal-safe), and an ordinary thread reads it
-//! and does the real work, so no lock or allocation ever runs inside a handler.
-
-use std::sync::atomic::{AtomicI32, Ordering};
+//! Why not the `ctrlc` crate on unix: `ctrlc` calls one handler with no
+//! argument, and with its `termination` feature SIGTERM and SIGHUP call that
+//! same handler, so the handler cannot tell SIGINT from SIGTERM.
+//! `signal-hook`'s iterator can: its handler writes into a self-pipe (saving
+//! errno, on every unix), and an ordinary thread reads which signal came and
+//! does the real work, so no lock or allocation ever runs inside a handler.
+//! That is what our own handler did, for glibc only.
+//!
+//! On Windows, Ctrl-C and Ctrl-Break (the `ctrlc` crate's console handler)
+//! ask for the same graceful stop as SIGINT.
 
 /// A signal that asks leasehold to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -39,6 +41,7 @@ impl Interrupt {
         }
     }
 
+    #[cfg(unix)]
     fn from_signal(sig: libc::c_int) -> Option<Interrupt> {
         match sig {
             libc::SIGINT => Some(Interrupt::Int),
@@ -48,30 +51,11 @@ impl Interrupt {
     }
 }
 
-/// The write end of the self-pipe, read by the signal handler (-1: none yet).
-static PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
-
-/// The signal handler: only an atomic load and one `write(2)`. A full pipe
-/// (thousands of signals unread) drops the byte; the first ones already tell.
-extern "C" fn on_signal(sig: libc::c_int) {
-    let fd = PIPE_WRITE.load(Ordering::SeqCst);
-    if fd >= 0 {
-        let byte = sig as u8;
-        // SAFETY: write(2) on our own pipe with a one-byte stack buffer;
-        // async-signal-safe. errno is saved and restored around it.
-        unsafe {
-            let errno = *libc::__errno_location();
-            libc::write(fd, (&byte as *const u8).cast(), 1);
-            *libc::__errno_location() = errno;
-        }
-    }
-}
-
-/// From now on, SIGINT and SIGTERM call `act` on a thread of its own (once
-/// per signal received) instead of ending the process. Installs at most once
-/// per process; a later call does nothing. If the pipe or handler cannot be
-/// set up, the signals keep their default action (the process ends), which is
-/// said once on stderr.
+/// From now on, SIGINT and SIGTERM (on Windows Ctrl-C and Ctrl-Break) call
+/// `act` on a thread of its own (once per signal received) instead of ending
+/// the process. Installs at most once per process; a later call does nothing.
+/// If the handler cannot be set up, the signals keep their default action
+/// (the process ends), which is said once on stderr.
 pub fn catch(act: fn(Interrupt)) {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -81,54 +65,30 @@ pub fn catch(act: fn(Interrupt)) {
     });
 }
 
+#[cfg(unix)]
 fn install(act: fn(Interrupt)) -> std::io::Result<()> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: pipe2 fills the two-int array we pass. Close-on-exec keeps the
-    // pipe out of extraction children; the write end never blocks a handler.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let [read_fd, write_fd] = fds;
-    // The reader blocks: clear O_NONBLOCK on the read end only.
-    // SAFETY: fcntl on a descriptor we just created.
-    unsafe {
-        let flags = libc::fcntl(read_fd, libc::F_GETFL);
-        libc::fcntl(read_fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
-    }
-    PIPE_WRITE.store(write_fd, Ordering::SeqCst);
+    let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM])?;
     std::thread::Builder::new()
         .name("leasehold-signals".into())
-        .spawn(move || read_signals(read_fd, act))?;
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction with our handler, an empty mask and
-        // SA_RESTART (interrupted reads and writes elsewhere resume).
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            if libc::sigaction(sig, &action, std::ptr::null_mut()) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The thread that turns bytes from the self-pipe into calls of `act`.
-fn read_signals(read_fd: libc::c_int, act: fn(Interrupt)) {
-    loop {
-        let mut byte = 0u8;
-        // SAFETY: read(2) of one byte into a stack buffer from our pipe.
-        let n = unsafe { libc::read(read_fd, (&mut byte as *mut u8).cast(), 1) };
-        match n {
-            1 => {
-                if let Some(interrupt) = Interrupt::from_signal(libc::c_int::from(byte)) {
+        .spawn(move || {
+            for sig in signals.forever() {
+                if let Some(interrupt) = Interrupt::from_signal(sig) {
                     act(interrupt);
                 }
             }
-            -1 if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
-            _ => return,
-        }
-    }
+        })?;
+    Ok(())
+}
+
+#[cfg(windows)]
+fn install(act: fn(Interrupt)) -> std::io::Result<()> {
+    ctrlc::set_handler(move || act(Interrupt::Int)).map_err(std::io::Error::other)
+}
+
+#[cfg(not(any(unix, windows)))]
+fn install(_act: fn(Interrupt)) -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "no signals here",
+    ))
 }

@@ -199,11 +199,19 @@ impl Summary {
     /// would also count what the process that started us held when it forked.)
     pub fn measure_memory(&mut self) {
         self.peak_memory_bytes = leasehold::process::status_bytes("VmHWM").unwrap_or(0);
+        #[cfg(unix)]
+        self.measure_children();
+    }
+
+    /// The children's peak: `ru_maxrss` of `RUSAGE_CHILDREN` (unix only).
+    #[cfg(unix)]
+    fn measure_children(&mut self) {
         // SAFETY: getrusage fills the plain struct we pass and keeps no pointer.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } == 0 {
-            // ru_maxrss is in KiB on Linux.
-            self.children_peak_memory_bytes = usage.ru_maxrss.max(0) as u64 * 1024;
+            // ru_maxrss is in KiB on Linux, in bytes on macOS.
+            let unit = if cfg!(target_os = "macos") { 1 } else { 1024 };
+            self.children_peak_memory_bytes = usage.ru_maxrss.max(0) as u64 * unit;
         }
     }
 

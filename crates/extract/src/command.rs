@@ -9,13 +9,12 @@
 //! `RLIMIT_CPU` set before it starts; the deadline and the stop flag kill the
 //! whole group. Its output is read up to the text cap and its error output only
 //! for a few sanitised lines of a failure's reason: nothing it prints reaches
-//! the user's terminal.
+//! the user's terminal. On Windows there are no resource limits (the deadline
+//! and the stop flag still kill the command, but not what it started).
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,7 +24,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use super::{extension, ExtractError, Extracted, Extractor, LimitKind, Limits};
-use crate::process::{describe_exit, own_group, set_limit, wait_bounded, Waited};
+use crate::process::{describe_exit, own_group, wait_bounded, Waited};
 
 /// How much of a converter's error output is kept for a failure's reason.
 const STDERR_TAIL: usize = 4096;
@@ -83,10 +82,7 @@ impl TempDoc {
     fn write(bytes: &[u8]) -> io::Result<TempDoc> {
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!("leasehold-doc-{}-{seq}", std::process::id()));
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
+        let mut f = crate::portable::private_open(OpenOptions::new().write(true).create_new(true), 0o600)
             .open(&path)?;
         let doc = TempDoc(path);
         f.write_all(bytes)?;
@@ -171,7 +167,6 @@ fn spawn(argv: &[String], temp: Option<&TempDoc>, limits: &Limits) -> io::Result
         .ok_or_else(|| io::Error::other("the command is empty"))?;
     let path = temp.map(|t| t.0.display().to_string()).unwrap_or_default();
     let args: Vec<String> = args.iter().map(|a| a.replace(FILE_PLACEHOLDER, &path)).collect();
-    let (memory, cpu) = (limits.memory_bytes, limits.cpu_time.as_secs().max(1));
     let mut cmd = Command::new(program);
     cmd.args(args)
         .stdin(if temp.is_some() {
@@ -182,15 +177,31 @@ fn spawn(argv: &[String], temp: Option<&TempDoc>, limits: &Limits) -> io::Result
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     own_group(&mut cmd);
+    #[cfg(unix)]
+    limit_before_exec(&mut cmd, limits);
+    #[cfg(not(unix))]
+    let _ = limits;
+    cmd.spawn()
+}
+
+/// `RLIMIT_AS` and `RLIMIT_CPU` for the command, set between fork and exec. Only Linux is
+/// held to the memory limit: macOS does not enforce `RLIMIT_AS` and may refuse to set it.
+#[cfg(unix)]
+fn limit_before_exec(cmd: &mut Command, limits: &Limits) {
+    use crate::process::set_limit;
+    use std::os::unix::process::CommandExt;
+    let (memory, cpu) = (limits.memory_bytes, limits.cpu_time.as_secs().max(1));
     // SAFETY: the closure runs in the forked child before exec and calls only
     // setrlimit, which is async-signal-safe, on plain values copied in.
     unsafe {
         cmd.pre_exec(move || {
-            set_limit(libc::RLIMIT_AS, memory, memory)?;
+            let memory_set = set_limit(libc::RLIMIT_AS, memory, memory);
+            if cfg!(target_os = "linux") {
+                memory_set?;
+            }
             set_limit(libc::RLIMIT_CPU, cpu, cpu)
         });
     }
-    cmd.spawn()
 }
 
 /// Write the document to the command's standard input from a detached thread
@@ -231,7 +242,15 @@ fn collect(reader: Option<Receiver<Vec<u8>>>) -> Option<Vec<u8>> {
 }
 
 /// A death by one of our limits, named as such.
+#[cfg(not(unix))]
+fn classify(_status: ExitStatus, _limits: &Limits) -> Option<ExtractError> {
+    None
+}
+
+/// A death by one of our limits, named as such.
+#[cfg(unix)]
 fn classify(status: ExitStatus, limits: &Limits) -> Option<ExtractError> {
+    use std::os::unix::process::ExitStatusExt;
     match status.signal()? {
         libc::SIGXCPU => Some(ExtractError::Limit {
             what: LimitKind::CpuTime {

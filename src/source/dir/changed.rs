@@ -3,7 +3,6 @@
 //! limit, content hashes only when the fingerprint changed) applied to a few
 //! paths, so a change in a tree of a million files costs a few stats.
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::{key_for, DirSource, Discovered, HEX_KEY, SCAN_BATCH};
@@ -28,7 +27,7 @@ impl DirSource {
             let Component::Normal(name) = part else {
                 return false;
             };
-            if !self.include_hidden && name.as_bytes().starts_with(b".") {
+            if !self.include_hidden && name.as_encoded_bytes().starts_with(b".") {
                 return false;
             }
             at.push(name);
@@ -107,7 +106,7 @@ fn removed_keys(removed: &[PathBuf]) -> (Vec<String>, Vec<String>) {
         if !key.starts_with(HEX_KEY) {
             prefixes.push(format!("{key}/"));
         }
-        let mut bytes = rel.as_os_str().as_bytes().to_vec();
+        let mut bytes = rel.as_os_str().as_encoded_bytes().to_vec();
         bytes.push(b'/');
         prefixes.push(format!("{HEX_KEY}{}", hex::encode(bytes)));
         keys.push(key);
@@ -189,6 +188,7 @@ mod tests {
     #[test]
     fn a_removed_directory_takes_its_hex_keyed_files_too() {
         use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
         let (dir, root, store, src) = setup();
         let sub = root.join("sub");
         std::fs::create_dir(&sub).unwrap();

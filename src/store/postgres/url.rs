@@ -86,6 +86,7 @@ fn label(config: &Config) -> String {
         .map(|(i, host)| {
             let name = match host {
                 Host::Tcp(name) => name.clone(),
+                #[cfg(unix)]
                 Host::Unix(dir) => dir.display().to_string(),
             };
             // One port applies to every host; otherwise one port per host.

@@ -155,7 +155,12 @@ fn reply(response: Response, body: &[u8]) -> (Vec<u8>, &[u8]) {
 
 /// `RLIMIT_AS` = the address space mapped now (binary, libraries, both stacks) plus the
 /// budget, soft and hard, so the parser cannot raise it back.
+/// Without `/proc` (macOS, the BSDs) the mapped size is unknown and the memory budget is not
+/// enforced; the deadline and the CPU limit still are.
 fn limit_memory(budget: u64) -> io::Result<()> {
+    if !cfg!(target_os = "linux") {
+        return Ok(());
+    }
     let mapped = mapped_bytes()?;
     let limit = mapped.saturating_add(budget);
     set_limit(libc::RLIMIT_AS, limit, limit)
@@ -220,6 +225,7 @@ mod tests {
         assert!(ChildConfig::from_args(["1".to_string()].into_iter()).is_err());
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn mapped_bytes_reads_proc() {
         assert!(mapped_bytes().unwrap() > 0);

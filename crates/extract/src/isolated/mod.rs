@@ -25,6 +25,13 @@
 //! stop flag kills the child and gives `Stopped`; a child that cannot be started gives
 //! `Unavailable` (not the document's fault). A parent that dies closes the child's request
 //! pipe; the child finishes (bounded by its CPU limit) and exits on the next read.
+//!
+//! # Platforms
+//! Children need unix: pipes polled without threads, `wait4`, rlimits. The memory limit
+//! holds on Linux only (it reads `/proc/self/status`, and macOS does not enforce
+//! `RLIMIT_AS`); deadline, CPU time and output cap hold on every unix. Elsewhere (Windows)
+//! no child can start: every document is `Unavailable`, and the command line extracts in
+//! its own process instead.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -33,14 +40,71 @@ use std::sync::{Mutex, PoisonError};
 
 use super::{check_stop, ExtractError, Extracted, Extractor, Interruption, LimitKind, Limits};
 
+#[cfg(unix)]
 mod capture;
+#[cfg(unix)]
 mod child;
+#[cfg(unix)]
 mod ending;
+#[cfg(unix)]
 mod handle;
+#[cfg(unix)]
 mod protocol;
 
+#[cfg(unix)]
 pub use child::{child_main, CHILD_ARG};
+#[cfg(not(unix))]
+use elsewhere::ChildHandle;
+#[cfg(not(unix))]
+pub use elsewhere::{child_main, CHILD_ARG};
+#[cfg(unix)]
 use handle::ChildHandle;
+
+/// Where children cannot run (not unix): the same names, and no child ever starts.
+#[cfg(not(unix))]
+mod elsewhere {
+    use std::convert::Infallible;
+    use std::path::Path;
+    use std::process::ExitCode;
+    use std::sync::atomic::AtomicBool;
+
+    use super::super::{ExtractError, Extracted};
+    use super::Limits;
+
+    /// The hidden first argument that turns `leasehold` into an extraction child.
+    pub const CHILD_ARG: &str = "__extract-child";
+
+    /// Entry point of the child mode: there is none here.
+    pub fn child_main() -> ExitCode {
+        eprintln!("extraction child: isolated extraction needs a unix system");
+        ExitCode::from(2)
+    }
+
+    /// What one document did to its child.
+    pub(super) struct Outcome {
+        pub result: Result<Extracted, ExtractError>,
+        pub reusable: bool,
+    }
+
+    /// A child that can never exist.
+    pub(super) struct ChildHandle(Infallible);
+
+    impl ChildHandle {
+        pub(super) fn start(_: &Path, _: &Limits, _: &AtomicBool) -> Result<Self, ExtractError> {
+            Err(ExtractError::Unavailable {
+                reason: "isolated extraction needs a unix system; extract in-process instead".into(),
+            })
+        }
+
+        pub(super) fn can_serve(&mut self) -> bool {
+            match self.0 {}
+        }
+
+        pub(super) fn extract(&mut self, _: &str, _: &[u8], _: &Limits, _: &AtomicBool) -> Outcome {
+            match self.0 {}
+        }
+    }
+}
 
 /// An [`Extractor`] that runs the built-in registry in supervised children, one per
 /// concurrent caller, reused across documents.
