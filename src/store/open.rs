@@ -12,7 +12,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::{StoreOptions, Synchronous};
@@ -52,7 +51,40 @@ pub(crate) fn sections(schema: &str) -> Vec<(i64, String)> {
 }
 
 /// Connection pool of the store.
-pub(crate) type Pool = r2d2::Pool<SqliteConnectionManager>;
+pub(crate) type Pool = r2d2::Pool<Manager>;
+
+/// r2d2's connection manager for the store's SQLite file: open with the
+/// access's flags, then the per-connection settings (`configure_raw`).
+///
+/// Ours rather than `r2d2_sqlite`'s: that crate pins one rusqlite minor
+/// version per release, which would decide the rusqlite an embedder can
+/// use next to leasehold (issue 27). A pooled connection is never checked
+/// with a statement (`test_on_check_out(false)`) and never goes stale.
+pub(crate) struct Manager {
+    /// The path, or a `file:` URI for a read-only open.
+    target: PathBuf,
+    flags: OpenFlags,
+    opts: StoreOptions,
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = Connection;
+    type Error = rusqlite::Error;
+
+    fn connect(&self) -> rusqlite::Result<Connection> {
+        let c = Connection::open_with_flags(&self.target, self.flags)?;
+        configure_raw(&c, &self.opts)?;
+        Ok(c)
+    }
+
+    fn is_valid(&self, conn: &mut Connection) -> rusqlite::Result<()> {
+        conn.execute_batch("")
+    }
+
+    fn has_broken(&self, _: &mut Connection) -> bool {
+        false
+    }
+}
 
 /// How a SQLite store was opened ([`crate::Store::access`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,7 +309,7 @@ fn open_connection(path: &Path, exists: bool) -> Result<Connection> {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
     let conn = Connection::open_with_flags(path, flags).map_err(|e| Error::from_sqlite(path, e))?;
-    if conn.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(false) {
+    if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
         return Err(Error::ReadOnly {
             path: path.to_path_buf(),
             detail: "SQLite opened it read-only".into(),
@@ -417,15 +449,18 @@ fn migrate(conn: &mut Connection, path: &Path, from: i64) -> Result<()> {
 }
 
 fn build_pool(path: &Path, opts: &StoreOptions, access: Access) -> Result<Pool> {
-    let init_opts = opts.clone();
-    let manager = match access {
-        Access::ReadWrite => SqliteConnectionManager::file(path)
-            .with_flags(OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX),
-        Access::ReadOnly | Access::Immutable => {
-            SqliteConnectionManager::file(uri(path, access)).with_flags(read_only_flags())
-        }
+    let (target, flags) = match access {
+        Access::ReadWrite => (
+            path.to_path_buf(),
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        ),
+        Access::ReadOnly | Access::Immutable => (PathBuf::from(uri(path, access)), read_only_flags()),
     };
-    let manager = manager.with_init(move |c| configure_raw(c, &init_opts));
+    let manager = Manager {
+        target,
+        flags,
+        opts: opts.clone(),
+    };
     r2d2::Pool::builder()
         // One connection is the writer's for the handle's life (`tx.rs`); at
         // least two stay for reads and the checkpointer.

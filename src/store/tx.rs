@@ -202,7 +202,7 @@ impl Sqlite {
 }
 
 /// A connection taken from the pool.
-pub(crate) type Pooled = r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>;
+pub(crate) type Pooled = r2d2::PooledConnection<super::open::Manager>;
 
 /// The pooled connection the handle's writes run on ([`Sqlite::writer_conn`]).
 pub(super) type Writer = Pooled;

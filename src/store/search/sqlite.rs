@@ -365,16 +365,16 @@ pub(crate) fn prune(tx: &Connection) -> rusqlite::Result<usize> {
 pub(crate) fn check(c: &Connection) -> rusqlite::Result<IndexCheck> {
     let mut out = IndexCheck {
         tokenizer: Some(table_tokenizer(c)?),
-        accepted: c.query_row(
+        accepted: count(c.query_row(
             "SELECT count(*) FROM jobs WHERE result_path IS NOT NULL",
             [],
             |r| r.get(0),
-        )?,
-        rows: c.query_row(
+        )?),
+        rows: count(c.query_row(
             "SELECT count(*) FROM search_text WHERE rowid < ?1",
             [PART_ROWID_BASE],
             |r| r.get(0),
-        )?,
+        )?),
         ..IndexCheck::default()
     };
     let mut missing = c.prepare(
@@ -394,11 +394,17 @@ pub(crate) fn check(c: &Connection) -> rusqlite::Result<IndexCheck> {
     Ok(out)
 }
 
+/// A `count(*)` as the unsigned number it is (rusqlite reads only signed
+/// integers; a count is never negative).
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
 /// Run `query` (FTS5 syntax) under the table's tokenizer: at most `limit`
 /// hits, best first, within `time_limit`. A large index is ranked in two
 /// halves at once when `second` gives a second connection ([`ranked`]).
 pub(crate) fn search(
-    c: &Connection,
+    c: &mut Connection,
     second: impl FnOnce() -> Option<Pooled>,
     held: &HeldLengths,
     q: &str,
@@ -412,11 +418,14 @@ pub(crate) fn search(
     };
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let deadline = Instant::now() + time_limit;
-    let _stops = Deadline::on(c, deadline);
+    let stops = Deadline::on(c, deadline)?;
+    let c: &Connection = &stops;
+    // A second connection that cannot be armed is not used: the search
+    // runs on the first alone.
     let second = || {
-        second().map(|conn| {
-            Deadline::arm(&conn, deadline);
-            Armed(conn)
+        second().and_then(|mut conn| {
+            Deadline::arm(&mut conn, deadline).ok()?;
+            Some(Armed(conn))
         })
     };
     let found = match &plan {
@@ -442,23 +451,33 @@ pub(crate) fn search(
 /// steps): they fail with `SQLITE_INTERRUPT`. Dropped, it disarms, so the
 /// pooled connection goes back without it.
 struct Deadline<'c> {
-    conn: &'c Connection,
+    conn: &'c mut Connection,
 }
 
 impl<'c> Deadline<'c> {
     const EVERY: i32 = 1000;
 
-    fn on(conn: &'c Connection, at: Instant) -> Deadline<'c> {
-        Self::arm(conn, at);
-        Deadline { conn }
+    fn on(conn: &'c mut Connection, at: Instant) -> rusqlite::Result<Deadline<'c>> {
+        Self::arm(conn, at)?;
+        Ok(Deadline { conn })
     }
 
-    fn arm(conn: &Connection, at: Instant) {
-        conn.progress_handler(Self::EVERY, Some(move || Instant::now() >= at));
+    fn arm(conn: &mut Connection, at: Instant) -> rusqlite::Result<()> {
+        conn.progress_handler(Self::EVERY, Some(move || Instant::now() >= at))
     }
 
-    fn disarm(conn: &Connection) {
-        conn.progress_handler(0, None::<fn() -> bool>);
+    /// Unsetting a handler cannot fail (`sqlite3_progress_handler` returns
+    /// nothing; only a new handler's client data can be refused).
+    fn disarm(conn: &mut Connection) {
+        let _ = conn.progress_handler(0, None::<fn() -> bool>);
+    }
+}
+
+impl std::ops::Deref for Deadline<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
     }
 }
 
@@ -482,7 +501,7 @@ impl std::ops::Deref for Armed {
 
 impl Drop for Armed {
     fn drop(&mut self) {
-        Deadline::disarm(&self.0);
+        Deadline::disarm(&mut self.0);
     }
 }
 

@@ -397,7 +397,9 @@ fn corrupt_search_index(data: &Path) {
         let mut stmt = c
             .prepare("SELECT id, length(block) FROM search_text_data WHERE id > 10")
             .unwrap();
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as usize)))
+            .unwrap();
         rows.collect::<Result<_, _>>().unwrap()
     };
     assert!(!blocks.is_empty());
