@@ -330,7 +330,10 @@ impl Shared {
     /// Why the claim's lease is lost, if a renewal of it was refused.
     fn lost(&self, claim: &Claim) -> Option<String> {
         let slot = self.lock();
-        slot.kept.iter().find(|k| k.is(claim)).and_then(|k| k.lost.clone())
+        slot.kept
+            .iter()
+            .find(|k| k.is(claim))
+            .and_then(|k| k.lost.clone())
     }
 
     /// A stage starts on `owner`'s claim, renewed at `renewed_at`.
@@ -376,7 +379,11 @@ impl Shared {
         slot.kept
             .retain(|k| (k.owner.id, k.owner.fence) != (id, fence) || k.stage.is_some());
         // A stage still running on it keeps it until the stage ends.
-        for k in slot.kept.iter_mut().filter(|k| (k.owner.id, k.owner.fence) == (id, fence)) {
+        for k in slot
+            .kept
+            .iter_mut()
+            .filter(|k| (k.owner.id, k.owner.fence) == (id, fence))
+        {
             k.held = false;
         }
     }

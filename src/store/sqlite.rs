@@ -537,7 +537,10 @@ mod tests {
         let claims = mine.claim_batch("mine", 3).unwrap();
         assert_eq!(claims.len(), 3);
         clock.advance(Duration::from_millis(1_001));
-        let taken = other.claim("thief").unwrap().expect("an expired lease is re-claimed");
+        let taken = other
+            .claim("thief")
+            .unwrap()
+            .expect("an expired lease is re-claimed");
         let owners: Vec<_> = claims.iter().map(|c| c.owner()).collect();
 
         let answers = mine.renew_many(&owners).unwrap();
