@@ -968,6 +968,100 @@ fn a_worker_extracts_its_next_batch_while_the_last_one_is_finished() {
     }
 }
 
+/// Every claim a worker holds keeps its lease while the worker is busy
+/// elsewhere (issue 26, point 7): documents claimed ahead wait in a batch
+/// while the one before them extracts, then wait staged for the finisher,
+/// which is held up reporting the previous batch (the events channel is a
+/// rendezvous the test has not read yet), i.e. busy finishing. Across three
+/// leases of ticks no held lease runs out, nobody can take a document over,
+/// and every document is indexed under its first claim.
+#[test]
+fn claims_held_ahead_keep_their_leases_while_the_finisher_is_busy() {
+    let t = TempStore::new();
+    let store = t.handle(LEASE_MS);
+    let other = t.handle(LEASE_MS);
+    let mirror = open_mirror(&t);
+    let keys = ["a.txt", "b.txt", "c.txt", "d.txt"];
+    let docs: Vec<(&str, &[u8])> = keys.iter().map(|k| (*k, k.as_bytes())).collect();
+    let source = MemSource::new(&docs);
+    let ids: Vec<JobId> = keys
+        .iter()
+        .map(|k| store.enqueue(&NewDoc::new(*k, "v1")).unwrap().id())
+        .collect();
+    let (started, started_rx) = unbounded();
+    let (open, open_rx) = unbounded();
+    open.send(()).unwrap(); // a.txt goes through at once
+    let extractor = Arc::new(Gate {
+        started,
+        open: open_rx,
+        fail: false,
+    });
+    let (ticks, ticks_rx) = bounded::<()>(0);
+    let (events, events_rx) = bounded(0);
+    let opts = PoolOptions {
+        claim_ahead: 8,
+        ..pool_options(1, ticks_rx, true)
+    };
+    let pool = WorkerPool::start(pipeline(&store, &mirror, source, extractor), opts, Some(events))
+        .expect("the pool starts");
+    let events_rx = events_rx;
+    assert_eq!(started_rx.recv_timeout(WAIT).as_deref(), Ok("a.txt"));
+    // The next batch claims the other three at once; b.txt's extraction
+    // blocks, c.txt and d.txt wait their turn in the batch.
+    assert_eq!(started_rx.recv_timeout(WAIT).as_deref(), Ok("b.txt"));
+    for id in &ids[1..] {
+        assert_eq!(job(&store, *id).status, Status::Extracting, "claimed ahead");
+    }
+    // No held lease may run out, whatever the worker is doing.
+    let leases_hold = |when: &str| {
+        let now = t.clock.now_ms();
+        for (key, id) in keys.iter().zip(&ids) {
+            let row = job(&other, *id);
+            if row.status == Status::Extracting {
+                let expiry = row.lease_expires_at.unwrap();
+                assert!(expiry > now, "{when}: {key}'s lease ran out at {now} ({expiry})");
+            }
+        }
+        assert!(
+            other.claim("thief").unwrap().is_none(),
+            "{when}: a held document was taken over"
+        );
+    };
+    for step in 0..12 {
+        t.clock.advance(LEASE / 4);
+        tick_and_wait(&ticks);
+        leases_hold(&format!("while b.txt extracts, step {step}"));
+    }
+    // Let the batch go: it is staged and waits for the finisher, still busy.
+    for _ in 1..keys.len() {
+        open.send(()).unwrap();
+    }
+    for key in &keys[2..] {
+        assert_eq!(started_rx.recv_timeout(WAIT).as_deref(), Ok(*key));
+    }
+    for step in 0..12 {
+        t.clock.advance(LEASE / 4);
+        tick_and_wait(&ticks);
+        leases_hold(&format!("while the batch waits for the finisher, step {step}"));
+    }
+    for _ in &keys {
+        let e = events_rx.recv_timeout(WAIT).expect("a report");
+        assert!(matches!(e.outcome, Ok(Processed::Indexed { .. })), "{e:?}");
+    }
+    within("the until-idle pool", move || pool.join());
+    drop(ticks);
+    for (key, id) in keys.iter().zip(&ids) {
+        let claims = store
+            .history(*id)
+            .unwrap()
+            .into_iter()
+            .filter(|h| h.event == "claimed")
+            .count();
+        assert_eq!(claims, 1, "{key} was claimed once");
+    }
+    assert_eq!(store.counts().unwrap().indexed, keys.len() as u64);
+}
+
 // ----- 6. bad inputs through the real directory source and extractors -----
 
 fn sample(name: &str) -> Vec<u8> {

@@ -1,12 +1,19 @@
-//! Running a stage under a lease (DESIGN §4).
+//! Running a stage under a lease, and keeping every held claim's lease (DESIGN §4).
 //!
-//! Before a stage starts its lease is renewed once; while it runs, a heartbeat
-//! thread renews it every `max(100 ms, lease / 3)` of the injected clock. A
-//! refused or failed renewal marks the lease lost and raises a [`LeaseFlag`] the
-//! stage may poll to stop early. The stage itself is never killed (it may be
-//! blocked in a syscall); when it returns, the heartbeat stops watching it, a
-//! renewal still in flight is waited for, and the loss, if any, is reported.
-//! Renewing is an optimisation: the final guard is always the fenced `complete`.
+//! Before a stage starts its lease is renewed once (unless it was renewed just
+//! now); while it runs, a heartbeat thread renews it every `max(100 ms, lease /
+//! 3)` of the injected clock. A claim the worker holds without running a stage
+//! on it (claimed ahead in a batch, staged and waiting for the finisher, being
+//! completed) is renewed by the same heartbeat once it is [held](LeaseKeeper::hold),
+//! until it is [let go](LeaseKeeper::let_go) before the write that ends it: all
+//! the claims due on a tick in one [`Store::renew_many`], off the threads that
+//! work on them, so no long step of the worker's (a long text's completion)
+//! lets another claim's lease run out. A refused or failed renewal marks the
+//! lease lost and raises a [`LeaseFlag`] the stage may poll to stop early; a
+//! later stage of a lost claim does not run. The stage itself is never killed
+//! (it may be blocked in a syscall); when it returns, a renewal still in flight
+//! is waited for, and the loss, if any, is reported. Renewing is an
+//! optimisation: the final guard is always the fenced `complete`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -96,15 +103,15 @@ pub struct LeaseLost {
     pub reason: String,
 }
 
-/// Keeps claims alive while stages run. Owns one heartbeat thread for its whole
-/// life, stopped and joined on drop. A stage and the heartbeat meet only through
-/// a mutex-guarded slot: starting or ending a stage wakes no thread (a worker runs
-/// three stages per document, and a hand-off per stage cost more than the
-/// renewals themselves); the heartbeat looks at the slot on its own ticks.
+/// Keeps claims alive while they are held and while stages run. Owns one
+/// heartbeat thread for its whole life, stopped and joined on drop. A stage and
+/// the heartbeat meet only through a mutex-guarded slot: starting or ending a
+/// stage wakes no thread (a worker runs three stages per document, and a
+/// hand-off per stage cost more than the renewals themselves); the heartbeat
+/// looks at the slot on its own ticks.
 #[derive(Debug)]
 pub struct LeaseKeeper {
-    /// One stage at a time: the heartbeat watches one claim, so a second thread
-    /// sharing this keeper waits here rather than run a stage nobody renews.
+    /// One stage at a time (a stage's flag is kept on its claim's entry).
     one_stage: Mutex<()>,
     store: Store,
     shared: Arc<Shared>,
@@ -125,25 +132,53 @@ struct Shared {
 
 #[derive(Debug, Default)]
 struct Slot {
-    /// The stage being kept alive, if one is running.
-    watch: Option<Watch>,
-    /// The heartbeat is renewing the watched claim (outside the lock) right now.
+    /// Every claim kept alive: those held, and the one a stage runs on.
+    kept: Vec<Kept>,
+    /// The heartbeat is renewing claims (outside the lock) right now.
     renewing: bool,
     /// The pool is stopping hard: every stage's stop signal is raised, nothing
     /// is renewed any more.
     cancelled: bool,
 }
 
-/// One running stage.
+/// One claim kept alive.
 #[derive(Debug)]
-struct Watch {
+struct Kept {
     /// The heartbeat's handle on the claim: it can renew, never finish; shared
     /// so a renewal outside the lock needs no copy of its own.
     owner: Arc<Owner>,
-    /// When the last accepted renewal was made (before the stage, at first):
-    /// the next one is due an interval later.
+    /// When the lease was granted or last renewed: the next renewal is due an
+    /// interval later.
     last_renewal: Millis,
-    flag: Arc<LeaseFlag>,
+    /// Why the lease is lost, once a renewal was refused or failed.
+    lost: Option<String>,
+    /// The flag of the stage running on the claim, if one is.
+    stage: Option<Arc<LeaseFlag>>,
+    /// Held (by [`LeaseKeeper::hold`]) rather than kept only while a stage runs.
+    held: bool,
+}
+
+impl Kept {
+    fn is(&self, claim: &Claim) -> bool {
+        (self.owner.id, self.owner.fence) == (claim.id, claim.fence) && self.owner.token == claim.token
+    }
+}
+
+/// Claims held by [`LeaseKeeper::hold`]: each is renewed by the heartbeat
+/// until it is let go ([`LeaseKeeper::let_go`]) or this is dropped (a batch
+/// dropped unfinished leaves its leases to run out).
+#[derive(Debug)]
+pub struct Holding {
+    shared: Arc<Shared>,
+    claims: Vec<(JobId, i64)>,
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        for (id, fence) in std::mem::take(&mut self.claims) {
+            self.shared.let_go(id, fence);
+        }
+    }
 }
 
 /// What the heartbeat thread needs.
@@ -186,12 +221,47 @@ impl LeaseKeeper {
         renew_interval(&self.store)
     }
 
+    /// Keep `claims` alive from now on, whether or not a stage runs on them,
+    /// until each is let go ([`LeaseKeeper::let_go`]) or the returned
+    /// [`Holding`] is dropped. A worker holds every claim from its claim to
+    /// the write that ends it.
+    pub fn hold(&self, claims: &[Claim]) -> Holding {
+        let lease = duration_ms(self.store.options().lease);
+        let mut slot = self.shared.lock();
+        for claim in claims {
+            let granted = claim.lease_expires_at.saturating_sub(lease);
+            match slot.kept.iter_mut().find(|k| k.is(claim)) {
+                Some(k) => k.held = true,
+                None => slot.kept.push(Kept {
+                    owner: Arc::new(claim.owner()),
+                    last_renewal: granted,
+                    lost: None,
+                    stage: None,
+                    held: true,
+                }),
+            }
+        }
+        Holding {
+            shared: Arc::clone(&self.shared),
+            claims: claims.iter().map(|c| (c.id, c.fence)).collect(),
+        }
+    }
+
+    /// Stop keeping `claim` alive, before the write that ends it: returns once
+    /// no renewal of it is in flight, so none lands after that write.
+    pub fn let_go(&self, claim: &Claim) {
+        self.shared.let_go(claim.id, claim.fence);
+    }
+
     /// When `claim`'s lease was granted or last renewed, if that was less than
     /// half a renewal interval before `now` (by the claim's own expiry, or by
     /// this keeper's last stage of the same claim).
     fn fresh_since(&self, claim: &Claim, now: Millis) -> Option<Millis> {
         let lease = duration_ms(self.store.options().lease);
         let mut granted = claim.lease_expires_at.saturating_sub(lease);
+        if let Some(k) = self.shared.lock().kept.iter().find(|k| k.is(claim)) {
+            granted = granted.max(k.last_renewal);
+        }
         if let Some((id, fence, at)) = *self.recent.lock().unwrap_or_else(|e| e.into_inner()) {
             if (id, fence) == (claim.id, claim.fence) {
                 granted = granted.max(at);
@@ -213,6 +283,10 @@ impl LeaseKeeper {
     /// a write transaction per stage cost more than the document.
     pub fn run<T>(&self, claim: &Claim, stage: impl FnOnce(&LeaseFlag) -> T) -> Result<T, LeaseLost> {
         let _one = self.one_stage.lock().unwrap_or_else(|e| e.into_inner());
+        // A held claim whose renewal was refused meanwhile: the stage does not run.
+        if let Some(why) = self.shared.lost(claim) {
+            return Err(lost(claim, why));
+        }
         // Read before renewing: the renewal extends the lease from at least this
         // time, so counting the interval from it never renews late.
         let now = self.store.now();
@@ -227,14 +301,10 @@ impl LeaseKeeper {
             }
         };
         let flag = Arc::new(LeaseFlag::default());
-        self.shared.watch(Watch {
-            owner: Arc::new(owner),
-            last_renewal: renewed_at,
-            flag: Arc::clone(&flag),
-        });
+        self.shared.watch(owner, renewed_at, Arc::clone(&flag));
         let out = stage(&flag);
         // Waits for a renewal in flight: none is left running once we report.
-        let last = self.shared.unwatch().unwrap_or(renewed_at);
+        let last = self.shared.unwatch(claim).unwrap_or(renewed_at);
         *self.recent.lock().unwrap_or_else(|e| e.into_inner()) = Some((claim.id, claim.fence, last));
         match flag.reason() {
             Some(why) => Err(lost(claim, why)),
@@ -248,21 +318,74 @@ impl Shared {
         self.slot.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn watch(&self, w: Watch) {
-        let mut slot = self.lock();
-        if slot.cancelled {
-            w.flag.cancel();
-        }
-        slot.watch = Some(w);
-    }
-
-    /// Stop watching; returns when the watched claim was last renewed.
-    fn unwatch(&self) -> Option<Millis> {
+    /// Wait until no renewal is in flight.
+    fn settled(&self) -> std::sync::MutexGuard<'_, Slot> {
         let mut slot = self.lock();
         while slot.renewing {
             slot = self.renewal_done.wait(slot).unwrap_or_else(|e| e.into_inner());
         }
-        slot.watch.take().map(|w| w.last_renewal)
+        slot
+    }
+
+    /// Why the claim's lease is lost, if a renewal of it was refused.
+    fn lost(&self, claim: &Claim) -> Option<String> {
+        let slot = self.lock();
+        slot.kept
+            .iter()
+            .find(|k| k.is(claim))
+            .and_then(|k| k.lost.clone())
+    }
+
+    /// A stage starts on `owner`'s claim, renewed at `renewed_at`.
+    fn watch(&self, owner: Owner, renewed_at: Millis, flag: Arc<LeaseFlag>) {
+        let mut slot = self.lock();
+        if slot.cancelled {
+            flag.cancel();
+        }
+        let same = |k: &&mut Kept| {
+            (k.owner.id, k.owner.fence) == (owner.id, owner.fence) && k.owner.token == owner.token
+        };
+        match slot.kept.iter_mut().find(same) {
+            Some(k) => {
+                k.last_renewal = k.last_renewal.max(renewed_at);
+                k.stage = Some(flag);
+            }
+            None => slot.kept.push(Kept {
+                owner: Arc::new(owner),
+                last_renewal: renewed_at,
+                lost: None,
+                stage: Some(flag),
+                held: false,
+            }),
+        }
+    }
+
+    /// The stage on `claim` ended; returns when the claim was last renewed.
+    fn unwatch(&self, claim: &Claim) -> Option<Millis> {
+        let mut slot = self.settled();
+        let at = slot.kept.iter().position(|k| k.is(claim))?;
+        let k = &mut slot.kept[at];
+        k.stage = None;
+        let last = k.last_renewal;
+        if !k.held {
+            slot.kept.swap_remove(at);
+        }
+        Some(last)
+    }
+
+    /// Stop keeping the claim alive, once no renewal is in flight.
+    fn let_go(&self, id: JobId, fence: i64) {
+        let mut slot = self.settled();
+        slot.kept
+            .retain(|k| (k.owner.id, k.owner.fence) != (id, fence) || k.stage.is_some());
+        // A stage still running on it keeps it until the stage ends.
+        for k in slot
+            .kept
+            .iter_mut()
+            .filter(|k| (k.owner.id, k.owner.fence) == (id, fence))
+        {
+            k.held = false;
+        }
     }
 
     /// The pool stops hard: raise the running stage's stop signal and every
@@ -270,8 +393,8 @@ impl Shared {
     fn cancel(&self) {
         let mut slot = self.lock();
         slot.cancelled = true;
-        if let Some(w) = &slot.watch {
-            w.flag.cancel();
+        for flag in slot.kept.iter().filter_map(|k| k.stage.as_ref()) {
+            flag.cancel();
         }
     }
 }
@@ -303,30 +426,51 @@ impl Heartbeat {
         }
     }
 
-    /// Renew the watched claim if a renewal is due. The renewal runs outside the
-    /// lock (the stage goes on meanwhile); a stage that ends waits for it.
+    /// Renew every kept claim whose renewal is due, all in one
+    /// [`Store::renew_many`]. The renewal runs outside the lock (the stages
+    /// and the finisher go on meanwhile); a stage that ends, or a claim let
+    /// go, waits for it.
     fn tick(&self) {
         let now = self.store.now();
-        let (owner, flag) = {
+        let due: Vec<Arc<Owner>> = {
             let mut slot = self.shared.lock();
-            let Some(w) = &slot.watch else { return };
-            // Stopping covers both a lost lease and a hard stop (`cancelled`
-            // raises the stop signal of every watched stage).
-            if w.flag.should_stop() || now.saturating_sub(w.last_renewal) < self.interval_ms {
+            if slot.cancelled {
                 return;
             }
-            let due = (Arc::clone(&w.owner), Arc::clone(&w.flag));
+            let due: Vec<Arc<Owner>> = slot
+                .kept
+                .iter()
+                .filter(|k| {
+                    // A stage told to stop covers a hard stop as well.
+                    let stopping = k.stage.as_ref().is_some_and(|f| f.should_stop());
+                    k.lost.is_none() && !stopping && now.saturating_sub(k.last_renewal) >= self.interval_ms
+                })
+                .map(|k| Arc::clone(&k.owner))
+                .collect();
+            if due.is_empty() {
+                return;
+            }
             slot.renewing = true;
             due
         };
-        let refused = renew_reason(&self.store, &owner);
+        let owners: Vec<Owner> = due.iter().map(|o| Owner::clone(o)).collect();
+        let answers: Vec<Option<String>> = match self.store.renew_many(&owners) {
+            Ok(answers) => answers.into_iter().map(refusal).collect(),
+            Err(e) => vec![Some(format!("renewal failed: {e}")); owners.len()],
+        };
         let mut slot = self.shared.lock();
-        match refused {
-            Some(why) => flag.raise(why),
-            None => {
-                // Still the same stage: a stage that ends waits for this renewal.
-                if let Some(w) = slot.watch.as_mut() {
-                    w.last_renewal = now;
+        for (owner, refused) in due.iter().zip(answers) {
+            // Still kept: whatever ends it waits for this renewal.
+            let Some(k) = slot.kept.iter_mut().find(|k| Arc::ptr_eq(&k.owner, owner)) else {
+                continue;
+            };
+            match refused {
+                None => k.last_renewal = now,
+                Some(why) => {
+                    if let Some(flag) = &k.stage {
+                        flag.raise(why.clone());
+                    }
+                    k.lost = Some(why);
                 }
             }
         }
@@ -342,9 +486,16 @@ fn renew_interval(store: &Store) -> Duration {
 /// `None` if the renewal was accepted, else why the lease is lost.
 fn renew_reason(store: &Store, owner: &Owner) -> Option<String> {
     match store.renew(owner) {
-        Ok(Fenced::Accepted) => None,
-        Ok(Fenced::Rejected(r)) => Some(format!("renewal refused: {r}")),
+        Ok(answer) => refusal(answer),
         Err(e) => Some(format!("renewal failed: {e}")),
+    }
+}
+
+/// `None` for an accepted renewal, else why the lease is lost.
+fn refusal(answer: Fenced) -> Option<String> {
+    match answer {
+        Fenced::Accepted => None,
+        Fenced::Rejected(r) => Some(format!("renewal refused: {r}")),
     }
 }
 

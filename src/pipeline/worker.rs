@@ -18,7 +18,7 @@ use crate::extract::{ExtractError, Extracted, Extractor};
 use crate::fault::{crash_point, stall_point, wait_out_stall, CrashPoint};
 use crate::job::{Claim, Fenced, JobId, Parked, Rejection, Status};
 use crate::mirror::{Mirror, Staged, Written};
-use crate::pipeline::{LeaseFlag, LeaseKeeper};
+use crate::pipeline::{Holding, LeaseFlag, LeaseKeeper};
 use crate::source::{Source, SourceError};
 use crate::store::search::parts::{PartReader, PART_BYTES, TX_TEXT_BYTES};
 use crate::store::{Completion, Store};
@@ -152,7 +152,7 @@ impl StagedBatch {
     /// sizes the next batch); None when nothing was staged.
     pub fn staged(&self) -> Option<(usize, Duration)> {
         match &self.0 {
-            BatchState::Steps { steps, staging } => Some((steps.len(), *staging)),
+            BatchState::Steps { steps, staging, .. } => Some((steps.len(), *staging)),
             BatchState::Idle | BatchState::ClaimFailed(_) => None,
         }
     }
@@ -165,6 +165,9 @@ enum BatchState {
     Steps {
         steps: Vec<(Claim, Step)>,
         staging: Duration,
+        /// The batch's claims, kept alive by the worker's heartbeat until each
+        /// one's ending write (or the batch is dropped unfinished).
+        holding: Holding,
     },
 }
 
@@ -292,6 +295,10 @@ impl Worker {
             Ok(claims) => claims,
             Err(e) => return StagedBatch(BatchState::ClaimFailed(e)),
         };
+        // Every claim is renewed from now until its ending write, whichever
+        // thread has it meanwhile: waiting its turn in this batch, staged for
+        // the finisher, or being completed (issue 26, point 7).
+        let holding = self.keeper.hold(&claims);
         for c in &claims {
             tracing::debug!(
                 target: "leasehold::document",
@@ -319,6 +326,7 @@ impl Worker {
         StagedBatch(BatchState::Steps {
             steps,
             staging: started.elapsed(),
+            holding,
         })
     }
 
@@ -328,10 +336,10 @@ impl Worker {
         let alone = |answer| Batch {
             answers: vec![answer],
         };
-        let steps = match staged.0 {
+        let (steps, holding) = match staged.0 {
             BatchState::Idle => return alone(Ok(Processed::Idle)),
             BatchState::ClaimFailed(e) => return alone(Err(e)),
-            BatchState::Steps { steps, .. } => steps,
+            BatchState::Steps { steps, holding, .. } => (steps, holding),
         };
         let ids: Vec<JobId> = steps.iter().map(|(c, _)| c.id).collect();
         let steps = self.sync_all(steps);
@@ -347,6 +355,9 @@ impl Worker {
                 }
             }
         }
+        // Every claim was let go before its ending write; what was left
+        // (a store failure's claims, left to run out) is let go here.
+        drop(holding);
         Batch { answers }
     }
 
@@ -559,6 +570,9 @@ impl Worker {
             claims.push(claim);
             results.push(r);
         }
+        for claim in &claims {
+            self.keeper.let_go(claim);
+        }
         let done: Vec<(Claim, Completion<'_>)> = claims
             .into_iter()
             .zip(&results)
@@ -633,6 +647,7 @@ impl Worker {
             ..Completion::new(result.0, result.1)
         };
         let key = claim.key.clone();
+        self.keeper.let_go(&claim);
         let answer = store.finish(claim, completion)?;
         Ok(processed(key, r.written.rel_path, answer))
     }
@@ -678,6 +693,7 @@ impl Worker {
 
     /// Write what ended the claim early, and say what the row became.
     fn settle(&self, claim: Claim, stop: Stop) -> Result<Processed> {
+        self.keeper.let_go(&claim);
         let store = &self.pipeline.store;
         let (key, id) = (claim.key.clone(), claim.id);
         let fenced = match &stop {

@@ -77,6 +77,12 @@ pub(crate) trait Engine: Send + Sync {
     fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>>;
     /// Extend `owner`'s lease from now. Fenced.
     fn renew(&self, owner: &Owner) -> Result<Fenced>;
+    /// Extend each of `owners`' leases from now, each fenced on its own
+    /// token; one answer per owner, in order. An engine that can renews
+    /// them all in one transaction.
+    fn renew_many(&self, owners: &[Owner]) -> Result<Vec<Fenced>> {
+        owners.iter().map(|o| self.renew(o)).collect()
+    }
     /// Accept a result. Fenced.
     fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced>;
     /// Accept many results in one transaction, each fenced on its own token.

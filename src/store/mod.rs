@@ -462,6 +462,17 @@ impl Store {
         Ok(out)
     }
 
+    /// [`Store::renew`] for many claims at once (every claim a worker holds),
+    /// in one transaction on SQLite; one answer per owner, in order, each
+    /// fenced on its own token.
+    pub fn renew_many(&self, owners: &[Owner]) -> Result<Vec<Fenced>> {
+        let out = self.engine().renew_many(owners)?;
+        for (owner, answer) in owners.iter().zip(&out) {
+            events::refused("renew", owner, answer);
+        }
+        Ok(out)
+    }
+
     /// Accept `result_path` (relative to the mirror root) and its SHA-256 as the
     /// document's result. Fenced; a rejection means someone else owns it now.
     /// The claim is spent either way.

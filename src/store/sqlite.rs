@@ -235,6 +235,19 @@ impl Engine for Sqlite {
         self.fenced(WriteOp::Renew(owner.clone()))
     }
 
+    /// One write transaction for all of them (a worker's held claims, renewed
+    /// together by its heartbeat), one statement per claim.
+    fn renew_many(&self, owners: &[Owner]) -> Result<Vec<Fenced>> {
+        match owners {
+            [] => Ok(Vec::new()),
+            [one] => Ok(vec![self.renew(one)?]),
+            _ => {
+                let policy = &self.policy;
+                self.write_tx(|tx, now| owners.iter().map(|o| write::renew(tx, now, policy, o)).collect())
+            }
+        }
+    }
+
     fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced> {
         self.fenced(WriteOp::complete(owner, c))
     }
@@ -493,5 +506,56 @@ impl Sqlite {
                 ),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::clock::ManualClock;
+    use crate::job::Fenced;
+    use crate::store::{NewDoc, Store, StoreOptions};
+
+    /// A worker's held claims renewed together: each from now, each fenced on
+    /// its own token, so the one taken over meanwhile is refused alone.
+    #[test]
+    fn renew_many_extends_each_held_lease_and_refuses_the_one_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(0);
+        let open = || {
+            let opts = StoreOptions::default()
+                .lease(Duration::from_millis(1_000))
+                .clock(Arc::new(clock.clone()));
+            Store::open(dir.path().join("q.db"), opts).unwrap()
+        };
+        let (mine, other) = (open(), open());
+        for key in ["a", "b", "c"] {
+            mine.enqueue(&NewDoc::new(key, "v1")).unwrap();
+        }
+        let claims = mine.claim_batch("mine", 3).unwrap();
+        assert_eq!(claims.len(), 3);
+        clock.advance(Duration::from_millis(1_001));
+        let taken = other
+            .claim("thief")
+            .unwrap()
+            .expect("an expired lease is re-claimed");
+        let owners: Vec<_> = claims.iter().map(|c| c.owner()).collect();
+
+        let answers = mine.renew_many(&owners).unwrap();
+
+        for (claim, answer) in claims.iter().zip(&answers) {
+            let row = mine.job(claim.id).unwrap().unwrap();
+            if claim.id == taken.id {
+                assert!(matches!(answer, Fenced::Rejected(_)), "{answer:?}");
+                assert_eq!(row.owner_token.as_deref(), Some(taken.token.as_str()));
+            } else {
+                assert_eq!(*answer, Fenced::Accepted);
+                assert_eq!(row.lease_expires_at, Some(1_001 + 1_000));
+            }
+        }
+        assert!(other.claim("thief").unwrap().is_none(), "the renewed leases hold");
+        assert!(mine.renew_many(&[]).unwrap().is_empty());
     }
 }
