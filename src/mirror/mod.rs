@@ -32,8 +32,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
 pub use write::Staged;
 use write::SyncGroup;
 
@@ -612,9 +610,10 @@ impl Mirror {
     pub fn open_verified(&self, rel_path: &str, sha256_hex: &str) -> Result<Option<File>, MirrorError> {
         use std::io::Seek;
         let (path, mut file) = self.open_rel(rel_path)?;
-        let mut hasher = Sha256::new();
-        io::copy(&mut file, &mut hasher).map_err(io_err(&path))?;
-        if !format!("{:x}", hasher.finalize()).eq_ignore_ascii_case(sha256_hex) {
+        if !crate::sha256_hex(&mut file)
+            .map_err(io_err(&path))?
+            .eq_ignore_ascii_case(sha256_hex)
+        {
             return Ok(None);
         }
         file.rewind().map_err(io_err(&path))?;

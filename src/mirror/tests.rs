@@ -2,6 +2,7 @@
 
 use super::write::{link_then_unlink, rename_noreplace, sync_each};
 use super::*;
+use sha2::{Digest, Sha256};
 use std::os::unix::fs::symlink;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::AtomicBool;
@@ -98,7 +99,7 @@ fn write_returns_sha_mode_and_content() {
     let bytes = b"extracted text \xe2\x9c\x93";
     let w = m.write(12, 3, bytes).unwrap();
     assert_eq!(w.rel_path, rel(12, 3));
-    assert_eq!(w.sha256, format!("{:x}", Sha256::digest(bytes)));
+    assert_eq!(w.sha256, hex::encode(Sha256::digest(bytes)));
     assert_eq!(w.len, bytes.len() as u64);
     let path = m.root().join(&w.rel_path);
     assert_eq!(fs::read(&path).unwrap(), bytes);
@@ -402,7 +403,7 @@ fn verify_compares_sha256() {
     assert!(m.verify(&w.rel_path, &w.sha256).unwrap());
     assert!(m.verify(&w.rel_path, &w.sha256.to_uppercase()).unwrap());
     assert!(!m
-        .verify(&w.rel_path, &format!("{:x}", Sha256::digest(b"other")))
+        .verify(&w.rel_path, &hex::encode(Sha256::digest(b"other")))
         .unwrap());
     assert!(!m.verify(&w.rel_path, "not-hex").unwrap());
     fs::write(m.root().join(&w.rel_path), b"tampered").unwrap();

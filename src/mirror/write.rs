@@ -199,7 +199,7 @@ impl Mirror {
         Ok(Staged {
             written: Written {
                 rel_path,
-                sha256: format!("{:x}", Sha256::digest(bytes)),
+                sha256: hex::encode(Sha256::digest(bytes)),
                 len: bytes.len() as u64,
             },
             durable: AtomicBool::new(false),

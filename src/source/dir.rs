@@ -19,8 +19,6 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use super::{Source, SourceError};
 use crate::error::Result;
 use crate::job::Status;
@@ -358,13 +356,10 @@ impl DirSource {
             return format!("stat:{stat}");
         }
         match self.open_inside(&e.path) {
-            Ok(Some(mut f)) => {
-                let mut h = Sha256::new();
-                match std::io::copy(&mut f, &mut h) {
-                    Ok(_) => format!("sha256:{:x}", h.finalize()),
-                    Err(_) => format!("stat:{stat}"),
-                }
-            }
+            Ok(Some(mut f)) => match crate::sha256_hex(&mut f) {
+                Ok(hex) => format!("sha256:{hex}"),
+                Err(_) => format!("stat:{stat}"),
+            },
             Ok(None) => format!("stat:outside:{stat}"),
             Err(_) => format!("stat:{stat}"),
         }

@@ -53,7 +53,7 @@ fn main() {
     // before the burst: the bench measures a running watch, not its start.
     let warm = "warm-up file\n";
     std::fs::write(dir.join("warm-up.txt"), warm).expect("write");
-    let version = format!("sha256:{:x}", Sha256::digest(warm.as_bytes()));
+    let version = format!("sha256:{}", hex::encode(Sha256::digest(warm.as_bytes())));
     wait_accepted(&store, &[("warm-up.txt".into(), version, Instant::now())]);
 
     let mut written = Vec::with_capacity(files);
@@ -61,7 +61,7 @@ fn main() {
         let key = format!("f{i:05}.txt");
         let text = format!("file {i} of the burst\n{}\n", "some words ".repeat(20));
         std::fs::write(dir.join(&key), &text).expect("write");
-        let version = format!("sha256:{:x}", Sha256::digest(text.as_bytes()));
+        let version = format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes())));
         written.push((key, version, Instant::now()));
     }
     let burst = written.last().map(|w| w.2).unwrap_or_else(Instant::now) - written[0].2;

@@ -88,7 +88,7 @@ impl Body {
             Event::Start(e) => self.start(e.local_name().as_ref()),
             Event::Empty(e) => self.empty(e.local_name().as_ref()),
             Event::End(e) => self.end(e.local_name().as_ref()),
-            Event::Text(_) | Event::CData(_) if self.in_text() => {
+            Event::Text(_) | Event::CData(_) | Event::GeneralRef(_) if self.in_text() => {
                 if let Some(text) = event_text(event, part, Format::Docx)? {
                     self.out.push_str(&text);
                 }
@@ -102,30 +102,30 @@ impl Body {
         self.text_depth > 0 && self.fallback_depth == 0
     }
 
-    fn start(&mut self, name: &[u8]) {
+    fn start(&mut self, name: &str) {
         match name {
-            b"t" => self.text_depth += 1,
-            b"r" => self.run_depth += 1,
-            b"Fallback" => self.fallback_depth += 1,
+            "t" => self.text_depth += 1,
+            "r" => self.run_depth += 1,
+            "Fallback" => self.fallback_depth += 1,
             _ => {}
         }
     }
 
-    fn end(&mut self, name: &[u8]) {
+    fn end(&mut self, name: &str) {
         match name {
-            b"t" => self.text_depth = self.text_depth.saturating_sub(1),
-            b"r" => self.run_depth = self.run_depth.saturating_sub(1),
-            b"Fallback" => self.fallback_depth = self.fallback_depth.saturating_sub(1),
-            b"p" => self.push('\n'),
+            "t" => self.text_depth = self.text_depth.saturating_sub(1),
+            "r" => self.run_depth = self.run_depth.saturating_sub(1),
+            "Fallback" => self.fallback_depth = self.fallback_depth.saturating_sub(1),
+            "p" => self.push('\n'),
             _ => {}
         }
     }
 
-    fn empty(&mut self, name: &[u8]) {
+    fn empty(&mut self, name: &str) {
         match name {
-            b"p" => self.push('\n'),
-            b"tab" if self.run_depth > 0 => self.push('\t'),
-            b"br" | b"cr" if self.run_depth > 0 => self.push('\n'),
+            "p" => self.push('\n'),
+            "tab" if self.run_depth > 0 => self.push('\t'),
+            "br" | "cr" if self.run_depth > 0 => self.push('\n'),
             _ => {}
         }
     }
@@ -201,6 +201,14 @@ pub(super) mod tests {
             run(&docx_with_body(body)).unwrap(),
             "silver meadow\tA & B\n\nline\ntwo\n"
         );
+    }
+
+    #[test]
+    fn character_references_and_predefined_entities_are_text_and_other_entities_are_malformed() {
+        let body = "<w:p><w:r><w:t>&#65;&#x42;&lt;&gt;&quot;&apos;&#x1F600;</w:t></w:r></w:p>";
+        assert_eq!(run(&docx_with_body(body)).unwrap(), "AB<>\"'\u{1F600}\n");
+        let undeclared = "<w:p><w:r><w:t>a &nbsp; b</w:t></w:r></w:p>";
+        assert_malformed(run(&docx_with_body(undeclared)), "nbsp");
     }
 
     #[test]

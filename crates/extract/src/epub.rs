@@ -41,8 +41,8 @@ fn package_path(container: &mut Container<'_>, stop: &AtomicBool) -> Result<Stri
     let mut path = None;
     container.each_xml_event(CONTAINER_XML, stop, |event| {
         if let Event::Start(e) | Event::Empty(e) = &event {
-            if path.is_none() && e.local_name().as_ref() == b"rootfile" {
-                path = attr(e, b"full-path");
+            if path.is_none() && e.local_name().as_ref() == "rootfile" {
+                path = attr(e, "full-path");
             }
         }
         Ok(())
@@ -59,12 +59,12 @@ fn spine(container: &mut Container<'_>, opf: &str, stop: &AtomicBool) -> Result<
     container.each_xml_event(opf, stop, |event| {
         if let Event::Start(e) | Event::Empty(e) = &event {
             match e.local_name().as_ref() {
-                b"item" => {
-                    if let (Some(id), Some(href)) = (attr(e, b"id"), attr(e, b"href")) {
-                        manifest.insert(id, (href, attr(e, b"media-type").unwrap_or_default()));
+                "item" => {
+                    if let (Some(id), Some(href)) = (attr(e, "id"), attr(e, "href")) {
+                        manifest.insert(id, (href, attr(e, "media-type").unwrap_or_default()));
                     }
                 }
-                b"itemref" => order.extend(attr(e, b"idref")),
+                "itemref" => order.extend(attr(e, "idref")),
                 _ => {}
             }
         }

@@ -203,7 +203,7 @@ pub(super) fn is_line_break_tag(raw: &str) -> bool {
     is_block(&name[..len].to_ascii_lowercase())
 }
 
-/// The tokenizer's sink. html5ever 0.29 hands the sink `&self`, hence the `RefCell`s.
+/// The tokenizer's sink. html5ever (0.40) hands the sink `&self`, hence the `RefCell`s.
 #[derive(Default)]
 struct TextSink {
     out: RefCell<TextOut>,

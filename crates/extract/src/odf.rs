@@ -5,6 +5,7 @@
 use std::sync::atomic::AtomicBool;
 
 use quick_xml::events::{BytesStart, Event};
+use quick_xml::XmlVersion;
 
 use super::zipped::{check_output, event_text, Container};
 use super::{ExtractError, Format};
@@ -60,46 +61,46 @@ impl Body {
         Ok(())
     }
 
-    fn start(&mut self, name: &[u8]) {
+    fn start(&mut self, name: &str) {
         match name {
-            b"p" | b"h" => self.para_depth += 1,
-            b"table-cell" => self.cell_depth += 1,
-            b"tracked-changes" => self.changes_depth += 1,
+            "p" | "h" => self.para_depth += 1,
+            "table-cell" => self.cell_depth += 1,
+            "tracked-changes" => self.changes_depth += 1,
             _ => {}
         }
     }
 
-    fn end(&mut self, name: &[u8]) {
+    fn end(&mut self, name: &str) {
         match name {
-            b"p" | b"h" => {
+            "p" | "h" => {
                 self.para_depth = self.para_depth.saturating_sub(1);
                 self.push(if self.cell_depth > 0 { ' ' } else { '\n' });
             }
-            b"table-cell" => {
+            "table-cell" => {
                 self.cell_depth = self.cell_depth.saturating_sub(1);
                 self.trim_spaces();
                 self.push('\t');
             }
-            b"table-row" => {
+            "table-row" => {
                 self.out.truncate(self.out.trim_end_matches(['\t', ' ']).len());
                 self.push('\n');
             }
-            b"tracked-changes" => self.changes_depth = self.changes_depth.saturating_sub(1),
+            "tracked-changes" => self.changes_depth = self.changes_depth.saturating_sub(1),
             _ => {}
         }
     }
 
     fn empty(&mut self, e: &BytesStart<'_>) {
         match e.local_name().as_ref() {
-            b"s" => {
-                let count = attr(e, b"c").and_then(|c| c.parse().ok()).unwrap_or(1);
+            "s" => {
+                let count = attr(e, "c").and_then(|c| c.parse().ok()).unwrap_or(1);
                 self.out
                     .extend(std::iter::repeat_n(' ', usize::min(count, MAX_SPACES)));
             }
-            b"tab" => self.push('\t'),
-            b"line-break" => self.push('\n'),
-            b"p" | b"h" if self.cell_depth == 0 => self.push('\n'),
-            b"table-cell" => self.push('\t'),
+            "tab" => self.push('\t'),
+            "line-break" => self.push('\n'),
+            "p" | "h" if self.cell_depth == 0 => self.push('\n'),
+            "table-cell" => self.push('\t'),
             _ => {}
         }
     }
@@ -116,11 +117,15 @@ impl Body {
 }
 
 /// The value of the attribute with this local name, whatever its prefix.
-pub(super) fn attr(e: &BytesStart<'_>, local: &[u8]) -> Option<String> {
+pub(super) fn attr(e: &BytesStart<'_>, local: &str) -> Option<String> {
     e.attributes()
         .flatten()
         .find(|a| a.key.local_name().as_ref() == local)
-        .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()))
+        .and_then(|a| {
+            a.normalized_value(XmlVersion::Implicit1_0)
+                .ok()
+                .map(|v| v.into_owned())
+        })
 }
 
 #[cfg(test)]

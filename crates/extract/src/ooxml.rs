@@ -11,6 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::collections::HashMap;
 
 use quick_xml::events::{BytesStart, Event};
+use quick_xml::XmlVersion;
 
 use super::odf::attr;
 use super::zipped::{check_output, event_text, numbered_parts, resolve, Container};
@@ -34,7 +35,7 @@ pub(super) fn extract_xlsx(
     let sheets = parts_in_order(
         &mut container,
         "xl/workbook.xml",
-        b"sheet",
+        "sheet",
         "xl/worksheets/sheet",
         stop,
     )?;
@@ -59,15 +60,15 @@ fn shared_strings(container: &mut Container<'_>, stop: &AtomicBool) -> Result<Ve
     let (mut in_t, mut in_phonetic) = (false, false);
     container.each_xml_event(SHARED_STRINGS, stop, |event| {
         match &event {
-            Event::Start(e) if e.local_name().as_ref() == b"t" => in_t = true,
-            Event::Start(e) if e.local_name().as_ref() == b"rPh" => in_phonetic = true,
+            Event::Start(e) if e.local_name().as_ref() == "t" => in_t = true,
+            Event::Start(e) if e.local_name().as_ref() == "rPh" => in_phonetic = true,
             Event::End(e) => match e.local_name().as_ref() {
-                b"t" => in_t = false,
-                b"rPh" => in_phonetic = false,
-                b"si" => strings.push(std::mem::take(&mut current)),
+                "t" => in_t = false,
+                "rPh" => in_phonetic = false,
+                "si" => strings.push(std::mem::take(&mut current)),
                 _ => {}
             },
-            Event::Empty(e) if e.local_name().as_ref() == b"si" => strings.push(String::new()),
+            Event::Empty(e) if e.local_name().as_ref() == "si" => strings.push(String::new()),
             _ if in_t && !in_phonetic => {
                 if let Some(text) = event_text(&event, SHARED_STRINGS, Format::Xlsx)? {
                     current.push_str(&text);
@@ -108,17 +109,17 @@ impl<'s> Sheet<'s> {
     fn event(&mut self, event: Event<'_>) -> Result<(), ExtractError> {
         match &event {
             Event::Start(e) => match e.local_name().as_ref() {
-                b"c" => {
-                    self.kind = attr(e, b"t");
+                "c" => {
+                    self.kind = attr(e, "t");
                     self.value.clear();
                 }
-                b"v" | b"t" => self.in_value = true,
+                "v" | "t" => self.in_value = true,
                 _ => {}
             },
             Event::End(e) => match e.local_name().as_ref() {
-                b"v" | b"t" => self.in_value = false,
-                b"c" => self.end_cell(),
-                b"row" => end_row(self.out),
+                "v" | "t" => self.in_value = false,
+                "c" => self.end_cell(),
+                "row" => end_row(self.out),
                 _ => {}
             },
             _ if self.in_value => {
@@ -162,7 +163,7 @@ pub(super) fn extract_pptx(
     let slides = parts_in_order(
         &mut container,
         "ppt/presentation.xml",
-        b"sldId",
+        "sldId",
         "ppt/slides/slide",
         stop,
     )?;
@@ -171,10 +172,10 @@ pub(super) fn extract_pptx(
         let mut in_text = false;
         container.each_xml_event(&slide, stop, |event| {
             match &event {
-                Event::Start(e) if e.local_name().as_ref() == b"t" => in_text = true,
-                Event::End(e) if e.local_name().as_ref() == b"t" => in_text = false,
-                Event::End(e) if e.local_name().as_ref() == b"p" => end_row(&mut out),
-                Event::Empty(e) if e.local_name().as_ref() == b"br" => out.push('\n'),
+                Event::Start(e) if e.local_name().as_ref() == "t" => in_text = true,
+                Event::End(e) if e.local_name().as_ref() == "t" => in_text = false,
+                Event::End(e) if e.local_name().as_ref() == "p" => end_row(&mut out),
+                Event::Empty(e) if e.local_name().as_ref() == "br" => out.push('\n'),
                 _ if in_text => {
                     if let Some(text) = event_text(&event, &slide, Format::Pptx)? {
                         out.push_str(&text);
@@ -197,7 +198,7 @@ pub(super) fn extract_pptx(
 fn parts_in_order(
     container: &mut Container<'_>,
     main: &str,
-    element: &[u8],
+    element: &str,
     numbered_prefix: &str,
     stop: &AtomicBool,
 ) -> Result<Vec<String>, ExtractError> {
@@ -227,8 +228,12 @@ fn parts_in_order(
 fn relationship_id(e: &BytesStart<'_>) -> Option<String> {
     e.attributes()
         .flatten()
-        .find(|a| a.key.local_name().as_ref() == b"id" && a.key.prefix().is_some())
-        .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()))
+        .find(|a| a.key.local_name().as_ref() == "id" && a.key.prefix().is_some())
+        .and_then(|a| {
+            a.normalized_value(XmlVersion::Implicit1_0)
+                .ok()
+                .map(|v| v.into_owned())
+        })
 }
 
 /// Relationship id to part path, for the relationships of a part in `dir`.
@@ -241,8 +246,8 @@ fn relationship_targets(
     let mut targets = HashMap::new();
     container.each_xml_event(rels, stop, |event| {
         if let Event::Start(e) | Event::Empty(e) = &event {
-            if e.local_name().as_ref() == b"Relationship" && attr(e, b"TargetMode").is_none() {
-                if let (Some(id), Some(target)) = (attr(e, b"Id"), attr(e, b"Target")) {
+            if e.local_name().as_ref() == "Relationship" && attr(e, "TargetMode").is_none() {
+                if let (Some(id), Some(target)) = (attr(e, "Id"), attr(e, "Target")) {
                     // A target outside the archive is skipped: the parts' numbers still
                     // give an order.
                     targets.extend(resolve(dir, &target).ok().map(|path| (id, path)));

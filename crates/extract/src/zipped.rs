@@ -82,9 +82,13 @@ impl<'a> Container<'a> {
         ExtractError::malformed(self.format, reason)
     }
 
-    /// Entry names, in the archive's order.
+    /// Entry names, in the archive's order; a name that does not decode cannot be asked
+    /// for by name either, so it is left out.
     pub(super) fn names(&self) -> Vec<String> {
-        self.archive.file_names().map(str::to_owned).collect()
+        self.archive
+            .file_names()
+            .filter_map(|name| name.ok().map(|n| n.into_owned()))
+            .collect()
     }
 
     pub(super) fn has(&self, name: &str) -> bool {
@@ -172,8 +176,8 @@ impl<'a> Container<'a> {
 /// declaring them is how an entity-expansion bomb ("billion laughs") starts, so the part
 /// fails saying so rather than on the first entity it cannot resolve. A DOCTYPE without
 /// declarations (old OEB packages name their DTD) is harmless and passes.
-fn refuse_entities(doctype: &[u8], part: &str, format: Format) -> Result<(), ExtractError> {
-    if doctype.windows(b"<!ENTITY".len()).any(|w| w == b"<!ENTITY") {
+fn refuse_entities(doctype: &str, part: &str, format: Format) -> Result<(), ExtractError> {
+    if doctype.contains("<!ENTITY") {
         return Err(ExtractError::malformed(
             format,
             format!("{part} declares entities in its DOCTYPE (refused: entity expansion)"),
@@ -182,18 +186,26 @@ fn refuse_entities(doctype: &[u8], part: &str, format: Format) -> Result<(), Ext
     Ok(())
 }
 
-/// Text of an XML text or CDATA event of `part`, with the predefined entities resolved.
+/// Text of an XML text, CDATA or reference event of `part`: the reader splits text at
+/// every `&...;`, and a reference here is a character reference or one of the five
+/// predefined entities; any other name fails the part (entities are never declared:
+/// [`refuse_entities`]).
 pub(super) fn event_text(
     event: &Event<'_>,
     part: &str,
     format: Format,
 ) -> Result<Option<String>, ExtractError> {
+    let bad = |what: String| ExtractError::malformed(format, format!("bad XML text in {part}: {what}"));
     match event {
-        Event::Text(t) => t
-            .unescape()
-            .map(|s| Some(s.into_owned()))
-            .map_err(|e| ExtractError::malformed(format, format!("bad XML text in {part}: {e}"))),
-        Event::CData(t) => Ok(Some(String::from_utf8_lossy(t).into_owned())),
+        Event::Text(t) => Ok(Some(t.xml10_content().into_owned())),
+        Event::CData(t) => Ok(Some(t.xml10_content().into_owned())),
+        Event::GeneralRef(r) => match r.resolve_char_ref().map_err(|e| bad(e.to_string()))? {
+            Some(c) => Ok(Some(c.to_string())),
+            None => match quick_xml::escape::resolve_predefined_entity(r) {
+                Some(text) => Ok(Some(text.to_owned())),
+                None => Err(bad(format!("unknown entity &{};", &**r))),
+            },
+        },
         _ => Ok(None),
     }
 }

@@ -50,7 +50,7 @@ fn run_on_the_sample_corpus_indexes_every_format_and_a_rerun_does_nothing() {
     for (key, phrase) in phrases {
         let (path, sum) = rows.get(key).unwrap_or_else(|| panic!("{key} not indexed"));
         let bytes = std::fs::read(data.path().join("mirror").join(path)).unwrap();
-        assert_eq!(&format!("{:x}", Sha256::digest(&bytes)), sum, "{key}: checksum");
+        assert_eq!(&hex::encode(Sha256::digest(&bytes)), sum, "{key}: checksum");
         let text = String::from_utf8(bytes).unwrap();
         assert!(text.contains(phrase), "{key}: {phrase:?} not in {text:?}");
     }

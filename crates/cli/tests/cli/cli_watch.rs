@@ -110,7 +110,7 @@ fn store(data: &Path) -> Store {
 
 /// The version a file of `content` is indexed at.
 fn version_of(content: &str) -> String {
-    format!("sha256:{:x}", Sha256::digest(content.as_bytes()))
+    format!("sha256:{}", hex::encode(Sha256::digest(content.as_bytes())))
 }
 
 /// Poll until `check` holds, or fail saying `what`.

@@ -230,7 +230,7 @@ fn check_recovered_taking_over(point: CrashPoint, n: usize, taken_over: usize, d
         );
         let bytes = std::fs::read(root.join(row.result_path.as_ref().unwrap()))
             .unwrap_or_else(|e| panic!("{point:?} {key}: result file: {e}"));
-        let sum = format!("{:x}", Sha256::digest(&bytes));
+        let sum = hex::encode(Sha256::digest(&bytes));
         assert_eq!(
             Some(&sum),
             row.checksum.as_ref(),

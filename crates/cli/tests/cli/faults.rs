@@ -356,7 +356,7 @@ impl Corpus {
                 } else {
                     Written {
                         rel_path: Mirror::generation_rel_path(c.id.0, c.fence).unwrap(),
-                        sha256: format!("{:x}", Sha256::digest(text.as_bytes())),
+                        sha256: hex::encode(Sha256::digest(text.as_bytes())),
                         len: text.len() as u64,
                     }
                 };

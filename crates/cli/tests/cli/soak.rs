@@ -694,7 +694,7 @@ fn check_invariants(soak: &Soak, docs: usize, max_attempts: u32) {
                 let path = path.as_ref().unwrap();
                 let bytes = std::fs::read(data.join("mirror").join(path)).unwrap();
                 assert_eq!(
-                    &format!("{:x}", Sha256::digest(&bytes)),
+                    &hex::encode(Sha256::digest(&bytes)),
                     sum.as_ref().unwrap(),
                     "{key}"
                 );
