@@ -18,6 +18,7 @@
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId, Status};
 use crate::mirror::{CleanupReport, Keep, Mirror, MirrorError};
+#[cfg(feature = "postgres")]
 use crate::store::postgres::RowLock;
 use crate::store::Store;
 
@@ -58,6 +59,7 @@ fn keep_of(job: &Job) -> Keep {
 /// current owner's; skipped (`busy`) when its lock is held elsewhere. On
 /// PostgreSQL the lock is the document's row lock, on SQLite its fs2 lock.
 pub fn cleanup(store: &Store, mirror: &Mirror, id: JobId) -> Result<CleanupReport, CleanupError> {
+    #[cfg(feature = "postgres")]
     if store.is_postgres() {
         return cleanup_under_row_lock(store, mirror, id, false, false);
     }
@@ -85,6 +87,7 @@ pub fn cleanup_accepted(
 /// dry run reports what would go and deletes nothing (`doctor`). Locked
 /// documents are skipped and listed in `busy`; the sweep goes on.
 pub fn sweep(store: &Store, mirror: &Mirror, dry_run: bool) -> Result<CleanupReport, CleanupError> {
+    #[cfg(feature = "postgres")]
     if store.is_postgres() {
         return mirror.sweep_each(dry_run, |id| {
             cleanup_under_row_lock(store, mirror, JobId(id), dry_run, !dry_run)
@@ -96,6 +99,7 @@ pub fn sweep(store: &Store, mirror: &Mirror, dry_run: bool) -> Result<CleanupRep
 /// The PostgreSQL edition's cleanup (DESIGN §12): the row is read and the
 /// files deleted while the row lock is held, so the mirror's file system
 /// need not lock. A row locked past the wait is skipped and counted.
+#[cfg(feature = "postgres")]
 fn cleanup_under_row_lock(
     store: &Store,
     mirror: &Mirror,

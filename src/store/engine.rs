@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use super::check::IndexedRow;
 use super::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 use super::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
+#[cfg(feature = "postgres")]
 use super::postgres::PgStore;
 use super::queue::NewDoc;
 use super::read::{KnownSource, Totals};
@@ -183,6 +184,7 @@ pub(crate) trait Engine: Send + Sync {
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Backend {
     Sqlite(Sqlite),
+    #[cfg(feature = "postgres")]
     Postgres(PgStore),
 }
 
@@ -191,6 +193,7 @@ impl Backend {
     pub(crate) fn engine(&self) -> &dyn Engine {
         match self {
             Backend::Sqlite(s) => s,
+            #[cfg(feature = "postgres")]
             Backend::Postgres(p) => p,
         }
     }

@@ -119,6 +119,7 @@ impl Store {
     pub fn history_lines(&self) -> Result<Vec<HistoryLine>> {
         match &self.inner.backend {
             Backend::Sqlite(s) => s.read(sqlite_lines),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(p) => super::postgres::figures::history_lines(p),
         }
     }
@@ -127,6 +128,7 @@ impl Store {
     pub fn history_figures(&self) -> Result<HistoryFigures> {
         match &self.inner.backend {
             Backend::Sqlite(s) => s.read(sqlite_figures),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(p) => super::postgres::figures::history_figures(p),
         }
     }

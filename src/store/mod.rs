@@ -52,6 +52,7 @@ pub mod migrate;
 mod open;
 mod options;
 mod outbox;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 mod queue;
 mod read;
@@ -67,7 +68,9 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(feature = "postgres")]
+use std::time::Instant;
 
 pub use check::IndexedRow;
 pub use figures::{HistoryFigures, HistoryLine};
@@ -89,6 +92,7 @@ use crate::error::{Error, Result};
 use crate::job::{Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked};
 use engine::{Backend, Engine};
 use options::Policy;
+#[cfg(feature = "postgres")]
 use postgres::PgStore;
 use sqlite::Sqlite;
 
@@ -172,6 +176,7 @@ impl Store {
         opts.validate()?;
         let (backend, name) = match DbLocation::of(location) {
             DbLocation::Sqlite(path) => (Backend::Sqlite(Sqlite::open(&path, opts.clone())?), path),
+            #[cfg(feature = "postgres")]
             DbLocation::Postgres(url) => {
                 if let Some(t) = opts.tokenizer {
                     postgres::only_simple(t)?;
@@ -179,6 +184,14 @@ impl Store {
                 let pg = PgStore::open(&url, opts.clone())?;
                 let name = PathBuf::from(pg.url());
                 (Backend::Postgres(pg), name)
+            }
+            #[cfg(not(feature = "postgres"))]
+            DbLocation::Postgres(_) => {
+                return Err(Error::InvalidInput {
+                    what: "database location",
+                    reason: "postgres:// needs leasehold's `postgres` feature, which this build leaves out"
+                        .into(),
+                })
             }
             DbLocation::Unsupported(scheme) => {
                 return Err(Error::InvalidInput {
@@ -212,13 +225,18 @@ impl Store {
     pub fn access(&self) -> Access {
         match &self.inner.backend {
             Backend::Sqlite(s) => s.access,
+            #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Access::ReadWrite,
         }
     }
 
     /// Whether the store is a PostgreSQL database.
     pub fn is_postgres(&self) -> bool {
-        matches!(self.inner.backend, Backend::Postgres(_))
+        match self.inner.backend {
+            Backend::Sqlite(_) => false,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => true,
+        }
     }
 
     /// The options the store was opened with.
@@ -242,6 +260,7 @@ impl Store {
     /// delete any more ([`postgres::CLEANUP_DEADLINE`]). PostgreSQL only
     /// ([`Error::PostgresOnly`] on SQLite, whose cleanup takes the
     /// document's fs2 lock instead).
+    #[cfg(feature = "postgres")]
     pub fn with_job_locked<T>(
         &self,
         id: JobId,
@@ -260,6 +279,7 @@ impl Store {
     /// where every process reads one machine's clock.
     pub fn clock_offset_ms(&self) -> Result<Option<(i64, i64)>> {
         match &self.inner.backend {
+            #[cfg(feature = "postgres")]
             Backend::Postgres(pg) => pg.clock_offset_ms().map(Some),
             Backend::Sqlite(_) => Ok(None),
         }
@@ -267,9 +287,11 @@ impl Store {
 
     /// The SQLite engine, for what only SQLite has; a typed error naming
     /// `operation` on PostgreSQL.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     fn sqlite(&self, operation: &'static str) -> Result<&Sqlite> {
         match &self.inner.backend {
             Backend::Sqlite(s) => Ok(s),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Err(Error::SqliteOnly { operation }),
         }
     }
@@ -762,6 +784,7 @@ impl Store {
     pub fn search_index_damage(&self) -> Result<Vec<String>> {
         match &self.inner.backend {
             Backend::Sqlite(s) => s.search_index_damage(),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Ok(Vec::new()),
         }
     }
@@ -787,6 +810,7 @@ impl Store {
                 s.fold_write_waits()?;
                 s.read(write_waits::stored).map(Some)
             }
+            #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Ok(None),
         }
     }
@@ -797,6 +821,7 @@ impl Store {
     pub fn fold_write_waits(&self) -> Result<()> {
         match &self.inner.backend {
             Backend::Sqlite(s) => s.fold_write_waits(),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Ok(()),
         }
     }

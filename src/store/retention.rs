@@ -114,6 +114,7 @@ impl Store {
             Backend::Sqlite(s) => {
                 s.read(|c| c.query_row("SELECT coalesce(max(job_id), 0) FROM history", [], |r| r.get(0)))
             }
+            #[cfg(feature = "postgres")]
             Backend::Postgres(p) => super::postgres::retention::last_history_job(p),
         }
     }
@@ -122,6 +123,7 @@ impl Store {
         match &self.inner.backend {
             Backend::Sqlite(s) if delete => s.write_tx(|tx, _| sqlite_window(tx, lo, hi, cutoff, true)),
             Backend::Sqlite(s) => s.read(|c| sqlite_window(c, lo, hi, cutoff, false)),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(p) => super::postgres::retention::prune_window(p, lo, hi, cutoff, delete),
         }
     }

@@ -15,6 +15,7 @@
 //! from it and its row count and checksum compared with the source's, so a
 //! failure or a mismatch anywhere leaves the target as it was.
 
+#[cfg(feature = "postgres")]
 mod postgres;
 mod sqlite;
 mod tables;
@@ -250,6 +251,7 @@ fn copy_table(
 fn with_snapshot<T>(store: &Store, f: &mut dyn FnMut(&mut dyn Reader) -> Result<T>) -> Result<T> {
     match &store.inner.backend {
         Backend::Sqlite(s) => sqlite::with_snapshot(s, f),
+        #[cfg(feature = "postgres")]
         Backend::Postgres(p) => postgres::with_snapshot(p, f),
     }
 }
@@ -258,6 +260,7 @@ fn with_snapshot<T>(store: &Store, f: &mut dyn FnMut(&mut dyn Reader) -> Result<
 fn with_write<T>(store: &Store, f: &mut dyn FnMut(&mut dyn Writer) -> Result<T>) -> Result<T> {
     match &store.inner.backend {
         Backend::Sqlite(s) => sqlite::with_write(s, f),
+        #[cfg(feature = "postgres")]
         Backend::Postgres(p) => postgres::with_write(p, f),
     }
 }
