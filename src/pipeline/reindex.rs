@@ -3,9 +3,12 @@
 //! the index and the accepted results apart, or the index itself damaged.
 //!
 //! An index whose own structures are damaged (FTS5's check finds a
-//! "malformed inverted index") cannot be mended row by row: every write to
-//! it may fail as a corrupt database. It is dropped and made again, empty,
-//! first; the mirror holds every accepted text, so nothing is lost.
+//! "malformed inverted index", or a page of its tables cannot be read)
+//! cannot be mended row by row: every write to it may fail as a corrupt
+//! database. It is dropped and made again, empty, first (when its pages are
+//! too damaged to drop, removed from the schema and the file vacuumed:
+//! `store/search/salvage.rs`); the mirror holds every accepted text, so
+//! nothing is lost.
 //!
 //! Every document with an accepted result is read back from the mirror,
 //! checked against its checksum, and put into the index in batches, each one

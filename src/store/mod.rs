@@ -72,7 +72,7 @@ use std::time::Duration;
 #[cfg(feature = "postgres")]
 use std::time::Instant;
 
-pub use check::IndexedRow;
+pub use check::{IndexedRow, IntegrityProblem};
 pub use figures::{HistoryFigures, HistoryLine};
 pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, GateState, ProbePermit};
 pub use location::DbLocation;
@@ -775,6 +775,14 @@ impl Store {
         self.sqlite("integrity check")?.check_integrity(full)
     }
 
+    /// [`Store::check_integrity`], one problem a line, each with the table
+    /// it is about when the line tells ([`IntegrityProblem::is_search_index`]:
+    /// whether rebuilding the search index mends it). SQLite only.
+    pub fn check_integrity_by_table(&self, full: bool) -> Result<Vec<IntegrityProblem>> {
+        self.sqlite("integrity check")?
+            .read(|c| check::integrity_by_table(c, full))
+    }
+
     /// What is wrong with the search index's own structures (on SQLite,
     /// FTS5's inverted index against its stored texts: "malformed inverted
     /// index"), empty when it is sound; a read. Such an index is beyond
@@ -786,6 +794,18 @@ impl Store {
             Backend::Sqlite(s) => s.search_index_damage(),
             #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// A cheap sign that the search index's pages are damaged, for a search
+    /// that found nothing: the first leaf of each of FTS5's segments read
+    /// for a sound header (a few lookups, not FTS5's full check, which
+    /// [`Store::search_index_damage`] runs). Some(what is wrong) when one is
+    /// not; always None on PostgreSQL.
+    pub fn search_index_looks_damaged(&self) -> Result<Option<String>> {
+        match &self.inner.backend {
+            Backend::Sqlite(s) => s.read(check::search_leaves_damage),
+            Backend::Postgres(_) => Ok(None),
         }
     }
 

@@ -434,7 +434,11 @@ impl Engine for Sqlite {
 
     fn search_reset(&self, tokenizer: Tokenizer) -> Result<()> {
         refuse_pg_tokenizer(tokenizer)?;
-        self.write_tx(|tx, _| search::sqlite::reset(tx, tokenizer))
+        match self.write_tx(|tx, _| search::sqlite::reset(tx, tokenizer)) {
+            // Its pages are damaged: dropping it reads them (`salvage.rs`).
+            Err(e) if e.is_corrupt() => self.search_reset_hard(tokenizer),
+            done => done,
+        }
     }
 
     fn search_put(&self, docs: &[IndexDoc<'_>]) -> Result<usize> {

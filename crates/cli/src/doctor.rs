@@ -7,8 +7,11 @@
 //! - the store opens; a SQLite file passes the full `integrity_check` and has
 //!   WAL in force (a PostgreSQL database keeps its own files; its rows are
 //!   checked like SQLite's). What the check says of the search index (FTS5's
-//!   own structures, "malformed inverted index") is the index's problem, which
-//!   `leasehold reindex` mends, not the store's;
+//!   own structures, "malformed inverted index", or a damaged page of one of
+//!   its tables, known by the b-tree's root page) is the index's problem,
+//!   which `leasehold reindex` mends, not the store's. Damage to the store's
+//!   own tables (the documents, history, …) is named with the one way out, a
+//!   backup: no command rebuilds them;
 //! - leases: no two rows share a key or an owner token, every `extracting` row
 //!   has a token and a lease, no other row has a token;
 //! - every `indexed` row's result file exists and its SHA-256 matches;
@@ -60,6 +63,12 @@ const PAGE: i64 = 500;
 const FIX: &str = "leasehold doctor --fix";
 const REINDEX: &str = "leasehold reindex";
 const GC: &str = "leasehold gc";
+
+/// What mends damage to the store's own tables (the documents, their
+/// leases, history): nothing rebuilds them from elsewhere, as the search
+/// index is rebuilt from the mirror.
+const CORE_DAMAGE: &str = "the store's own tables are damaged, which neither `leasehold reindex` nor \
+     `doctor --fix` can mend: restore the database from a backup";
 
 /// One thing that is wrong.
 #[derive(Debug, serde::Serialize)]
@@ -118,6 +127,10 @@ struct Repairs {
 
 #[derive(Debug, Default)]
 struct Doctor {
+    /// The integrity check found pages of the store's own tables (not the
+    /// search index's) damaged: what reads them fails, and is not the
+    /// search index's problem.
+    store_damaged: bool,
     problems: Vec<Problem>,
     notes: Vec<String>,
     checked: Checked,
@@ -364,7 +377,7 @@ impl Doctor {
                     .path()
                     .map_or_else(|| "database".into(), |p| p.display().to_string());
                 let way_on = if e.is_corrupt() {
-                    "; restore it from a backup (`leasehold migrate --to NEW.db` copies what can still be read)"
+                    "; restore it from a backup (no leasehold command rebuilds the store's own tables)"
                 } else if matches!(e, leasehold::Error::ReadOnly { .. }) {
                     "; `doctor --fix` writes, and cannot here"
                 } else {
@@ -454,6 +467,13 @@ impl Doctor {
         let path = store.path().display().to_string();
         let check = match store.check_search_index() {
             Ok(check) => check,
+            Err(e) if self.store_damaged => {
+                // Its query reads the documents too: the damage above.
+                return self.notes.push(format!(
+                    "the search index was not compared with the accepted results: {}",
+                    one_line(&e)
+                ));
+            }
             Err(e) => {
                 self.repairs.index = true;
                 return self.mended_by(REINDEX, "search_index", &path, one_line(&e));
@@ -520,30 +540,34 @@ impl Doctor {
     /// inverted index for FTS5 table main.search_text") is the index's
     /// problem, mended by building it again; the rows stay trusted.
     fn sqlite_checks(&mut self, store: &Store, path: &str) -> bool {
-        let sound = match store.check_integrity(true) {
+        let sound = match store.check_integrity_by_table(true) {
             Ok(lines) if lines.is_empty() => {
                 self.checked.integrity_check = "ok".into();
                 true
             }
             Ok(lines) => {
                 self.checked.integrity_check = format!("{} problem(s)", lines.len());
-                let (index, rest): (Vec<String>, Vec<String>) =
-                    lines.into_iter().partition(|l| l.contains("search_text"));
-                for l in &index {
+                let (index, rest): (Vec<_>, Vec<_>) = lines
+                    .into_iter()
+                    .partition(|p| p.is_search_index() || p.line.contains("search_text"));
+                for p in &index {
                     self.repairs.index = true;
-                    let message = format!("{path}: the search index is damaged: integrity_check: {l}");
+                    let message = format!("{path}: the search index is damaged: integrity_check: {}", p.line);
                     self.mended_by(REINDEX, "search_index_damaged", path, message);
                 }
-                for l in &rest {
+                for p in &rest {
+                    let whose = p
+                        .table
+                        .as_deref()
+                        .map(|t| format!(" (table {t})"))
+                        .unwrap_or_default();
                     self.problem(
                         "integrity",
                         path,
-                        format!(
-                            "{path}: integrity_check: {l}; restore the database from a backup \
-                             (`leasehold migrate --to NEW.db` copies what can still be read)"
-                        ),
+                        format!("{path}: integrity_check: {}{whose}; {CORE_DAMAGE}", p.line),
                     );
                 }
+                self.store_damaged = !rest.is_empty();
                 rest.is_empty()
             }
             Err(e) => {

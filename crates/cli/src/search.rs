@@ -40,7 +40,9 @@ impl HitLine {
 /// `leasehold search QUERY [--limit N] [--timeout D] [--json]`. A
 /// malformed query, one beyond the caps, or one stopped at its time limit
 /// is a usage error (exit 2) naming what is wrong; no match is exit 0 with
-/// a note on stderr (and `[]` with `--json`). A hit whose result file is
+/// a note on stderr (and `[]` with `--json`), unless the index is found
+/// damaged (a search failing on it, or no match and a cheap look at its
+/// pages): exit 1 naming `leasehold reindex`. A hit whose result file is
 /// missing or altered (as far as a stat tells) is left out, with a line on
 /// stderr that names the fix: its text would be the index's copy of a
 /// result the mirror no longer holds, and `show` could not print it.
@@ -53,11 +55,14 @@ pub fn search(
 ) -> Result<ExitCode, CliError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut hits = Vec::new();
-    for hit in cfg
+    let found = cfg
         .store
         .search_within(query, limit, timeout)
-        .map_err(damaged_index)?
-    {
+        .map_err(damaged_index)?;
+    if found.is_empty() {
+        refuse_a_damaged_index(cfg)?;
+    }
+    for hit in found {
         if let Some(damage) =
             leasehold::pipeline::stat_damage(&cfg.store, &cfg.mirror, &hit.key, &hit.result_path)?
         {
@@ -92,6 +97,21 @@ pub fn search(
         ));
     }
     super::print_bytes(text.as_bytes())
+}
+
+/// A search that found nothing, when a cheap look at the index's pages
+/// finds them damaged: "no match" could be the damage's answer, so it is a
+/// failure naming the mend instead.
+fn refuse_a_damaged_index(cfg: &Config) -> Result<(), CliError> {
+    match cfg.store.search_index_looks_damaged() {
+        Ok(None) => Ok(()),
+        Ok(Some(why)) => Err(CliError::Runtime(format!(
+            "{}: the search index is damaged ({why}), so no match may be wrong; \
+             `leasehold reindex` builds it again from the mirror",
+            cfg.store.path().display()
+        ))),
+        Err(e) => Err(damaged_index(e)),
+    }
 }
 
 /// A search that met a damaged index says what mends it.

@@ -13,6 +13,8 @@
 //! - `sqlite.rs`: the SQLite FTS5 statements (write inside the completion's
 //!   transaction, further parts staged before it, search, check, reset for
 //!   another tokenizer).
+//! - `salvage.rs`: the index removed without reading its pages, when they
+//!   are damaged, and made again.
 //! - `rank.rs`: the SQLite ranking function, FTS5's bm25 made cheap on
 //!   broad queries (the one unsafe module: FTS5's C interface).
 //!
@@ -25,6 +27,7 @@
 pub(crate) mod parts;
 pub(crate) mod query;
 pub(crate) mod rank;
+pub(crate) mod salvage;
 pub(crate) mod sqlite;
 
 use crate::error::{Error, Result};

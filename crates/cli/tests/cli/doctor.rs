@@ -497,3 +497,141 @@ fn a_removed_source_file_is_no_problem_its_files_wait_for_gc() {
     assert_eq!(code, 0);
     assert_eq!(report["checked"]["leftovers_of_removed"], 0, "{report}");
 }
+
+/// Overwrite the first 2,000 bytes (header and cell pointers) of one b-tree
+/// leaf page of `table` in the data directory's database, found through
+/// `dbstat` after a checkpoint: page-level damage.
+fn damage_a_page(data: &Path, table: &str) {
+    let db = data.join("leasehold.db");
+    let (page, size) = {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        let size: u64 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+        let page: u64 = c
+            .query_row(
+                "SELECT pageno FROM dbstat WHERE name = ?1 AND pagetype = 'leaf' ORDER BY pageno LIMIT 1",
+                [table],
+                |r| r.get(0),
+            )
+            .unwrap();
+        (page, size)
+    };
+    assert!(page > 1);
+    let mut rng = fastrand::Rng::with_seed(page);
+    let junk: Vec<u8> = (0..2000).map(|_| rng.u8(..)).collect();
+    use std::io::{Seek, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
+    f.seek(std::io::SeekFrom::Start((page - 1) * size)).unwrap();
+    f.write_all(&junk).unwrap();
+    f.sync_all().unwrap();
+}
+
+/// SQLite's full integrity check of the data directory's database, and its
+/// documents' keys with their accepted results.
+fn integrity_and_rows(data: &Path) -> (Vec<String>, Vec<(String, Option<String>)>) {
+    let c = rusqlite::Connection::open(data.join("leasehold.db")).unwrap();
+    let check = c
+        .prepare("PRAGMA integrity_check")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let rows = c
+        .prepare("SELECT doc_key, result_path FROM jobs ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    (check, rows)
+}
+
+#[test]
+fn a_damaged_page_of_the_search_index_is_mended_by_reindex_or_doctor_fix() {
+    for table in ["search_text_data", "search_text_content"] {
+        for mend in [&["reindex"][..], &["doctor", "--fix"][..]] {
+            let data = after_run();
+            let d = data.path();
+            let (_, before) = integrity_and_rows(d);
+            damage_a_page(d, table);
+            let (code, lines, report) = doctor(d);
+            assert_eq!(code, 1, "{table}: {lines:?}");
+            for p in report["problems"].as_array().unwrap() {
+                assert_eq!(p["fix"], "leasehold reindex", "{table}: {report}");
+            }
+
+            let out = leasehold(d, mend);
+            let (stdout, stderr) = text(&out);
+            assert_eq!(out.status.code(), Some(0), "{table} {mend:?}: {stdout}{stderr}");
+            let (check, after) = integrity_and_rows(d);
+            assert_eq!(check, ["ok"], "{table} {mend:?}");
+            assert_eq!(after, before, "{table} {mend:?}: every document kept");
+            let out = leasehold(d, &["search", "amber lighthouse"]);
+            assert!(
+                text(&out).0.contains("notes.txt"),
+                "{table} {mend:?}: {:?}",
+                text(&out)
+            );
+            let (code, lines, _) = doctor(d);
+            assert_eq!(code, 0, "{table} {mend:?}: {lines:?}");
+        }
+    }
+}
+
+#[test]
+fn a_damaged_page_of_the_documents_is_not_sent_to_reindex() {
+    // Enough documents for the table to have leaves below its root: the
+    // store opens, and the damage is met by the checks.
+    let src = tempfile::tempdir().unwrap();
+    for i in 0..400 {
+        std::fs::write(
+            src.path().join(format!("note{i:03}.txt")),
+            format!("note number {i} of many"),
+        )
+        .unwrap();
+    }
+    let data = tempfile::tempdir().unwrap();
+    let d = data.path();
+    let out = leasehold(d, &["run", src.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    damage_a_page(d, "jobs");
+    let (code, lines, report) = doctor(d);
+    assert_eq!(code, 1, "{lines:?}");
+    assert!(!lines.is_empty());
+    for l in &lines {
+        assert!(!l.contains("(fix: `leasehold reindex`)"), "{lines:?}");
+    }
+    for p in report["problems"].as_array().unwrap() {
+        assert_ne!(p["fix"], "leasehold reindex", "{report}");
+    }
+    assert!(lines.iter().any(|l| l.contains("backup")), "{lines:?}");
+}
+
+#[test]
+fn a_search_on_an_index_with_zeroed_leaves_fails_naming_reindex() {
+    let data = after_run();
+    let d = data.path();
+    {
+        let c = rusqlite::Connection::open(d.join("leasehold.db")).unwrap();
+        c.execute(
+            "UPDATE search_text_data SET block = zeroblob(length(block)) WHERE id > 10",
+            [],
+        )
+        .unwrap();
+    }
+    let out = leasehold(d, &["search", "amber"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    // A failing read (corrupt) or no match on leaves found damaged: either
+    // way, the mend is named.
+    assert!(stderr.contains("leasehold reindex"), "{stderr}");
+    assert!(!stderr.contains("no document matches"), "{stderr}");
+    // A healthy index that matches nothing still says so, exit 0.
+    let out = leasehold(d, &["reindex"]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    let out = leasehold(d, &["search", "zzyzxunmatched"]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    assert!(text(&out).1.contains("no document matches"), "{:?}", text(&out));
+}

@@ -1,0 +1,113 @@
+//! The search index removed the hard way, when its own pages are damaged
+//! (SQLite only).
+//!
+//! The ordinary reset ([`super::sqlite::reset`]) drops the FTS5 table, and
+//! FTS5 drops its shadow tables. Both need the damaged pages: a `DROP TABLE`
+//! of the virtual table first connects to it (reading its configuration and
+//! structure record: "vtable constructor failed"), and dropping a b-tree
+//! walks every page of it ("database disk image is malformed"). So a damaged
+//! page in `search_text_data` or `search_text_content` made the index
+//! impossible to rebuild.
+//!
+//! The way out is SQLite's documented one for a schema object that cannot be
+//! dropped ("PRAGMA writable_schema": the schema table may then be changed
+//! with ordinary DELETE statements; "PRAGMA writable_schema = RESET" reloads
+//! the schema; `VACUUM` rebuilds the file from the tables the schema names,
+//! leaving the pages of the forgotten ones behind): in one transaction, the
+//! schema rows of the index (the FTS5 table, its shadow tables and their
+//! indexes, and `search_parts`, which only says where the index's further
+//! parts are) are deleted and the tables made anew, empty; then `VACUUM`
+//! takes the orphaned pages out. Every other table keeps its rows: `VACUUM`
+//! copies them. What the index held is the mirror's accepted texts, which
+//! the reindex puts back.
+//!
+//! A crash between the commit and the `VACUUM` leaves a working store whose
+//! orphaned pages `integrity_check` reports ("never used"); the next reindex
+//! of a damaged index, or a `VACUUM`, takes them out.
+
+use rusqlite::Connection;
+
+use super::{Tokenizer, TOKENIZER_META};
+use crate::error::{Error, Result};
+use crate::store::sqlite::Sqlite;
+
+/// The schema rows of the search index: the FTS5 table, its shadow tables
+/// (`search_text_data`, `_idx`, `_content`, `_docsize`, `_config`) and
+/// their automatic indexes, and `search_parts` with its indexes.
+const INDEX_ROWS: &str = "name = 'search_text' OR tbl_name GLOB 'search_text_*' OR tbl_name = 'search_parts'";
+
+/// Whether table `name` belongs to the search index (the FTS5 table, a
+/// shadow table of it, or `search_parts`): damage there is mended by
+/// rebuilding the index from the mirror.
+pub fn is_index_table(name: &str) -> bool {
+    name == "search_text" || name.starts_with("search_text_") || name == "search_parts"
+}
+
+impl Sqlite {
+    /// Remove the search index without reading its pages and make it again,
+    /// empty, with `tokenizer` (recorded in meta); then `VACUUM`.
+    pub(crate) fn search_reset_hard(&self, tokenizer: Tokenizer) -> Result<()> {
+        self.outside_tx(|c| remake(c, tokenizer))?;
+        // Not in the transaction that made the table: FTS5 refuses it there
+        // once the schema was reloaded.
+        self.write_tx(|tx, _| {
+            tx.execute_batch("INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1)")
+        })?;
+        self.outside_tx(|c| c.execute_batch("VACUUM"))
+    }
+
+    /// Run `f` on a connection of the pool, outside any transaction (what
+    /// cannot run in one, as `VACUUM`), in this handle's turn of writing.
+    fn outside_tx<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        if self.access != crate::store::open::Access::ReadWrite {
+            return Err(Error::ReadOnly {
+                path: self.path.clone(),
+                detail: "opened for reading only; nothing was written".into(),
+            });
+        }
+        let _turn = self.turnstile.enter();
+        let conn = self.conn()?;
+        f(&conn).map_err(|e| Error::from_sqlite(&self.path, e))
+    }
+}
+
+/// In one `BEGIN IMMEDIATE` transaction: forget the index's schema rows
+/// (their pages are left orphaned, unread), reload the schema, and create
+/// the tables again as they were defined (`search_parts` by its own
+/// statements; the FTS5 table with `tokenizer`).
+fn remake(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
+    c.execute_batch("BEGIN IMMEDIATE")?;
+    let done = (|| {
+        // The table first, then its indexes: the order they are made in.
+        let parts: Vec<String> = c
+            .prepare(
+                "SELECT sql FROM sqlite_schema WHERE tbl_name = 'search_parts' AND sql IS NOT NULL
+                 ORDER BY type = 'index', rowid",
+            )?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        c.execute_batch("PRAGMA writable_schema = ON")?;
+        let forgot = c.execute(&format!("DELETE FROM sqlite_master WHERE {INDEX_ROWS}"), []);
+        c.execute_batch("PRAGMA writable_schema = RESET")?;
+        forgot?;
+        // The options are constants of `Tokenizer`, never user text.
+        c.execute_batch(&format!(
+            "CREATE VIRTUAL TABLE search_text USING fts5 (
+                 body, path UNINDEXED, checksum UNINDEXED,
+                 {}
+             );",
+            tokenizer.fts5_options()
+        ))?;
+        for sql in &parts {
+            c.execute_batch(sql)?;
+        }
+        crate::store::queue::meta_set(c, TOKENIZER_META, tokenizer.spec())
+    })();
+    match done {
+        Ok(()) => c.execute_batch("COMMIT"),
+        Err(e) => {
+            let _ = c.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
