@@ -913,35 +913,6 @@ fn sqlite_only_a_search_past_its_time_limit_is_stopped_and_nothing_stays_stopped
     store.enqueue(&NewDoc::new("after", "v1")).unwrap();
 }
 
-/// Overwrite the first 2,000 bytes (header and cell pointers) of one b-tree
-/// leaf page of `table` in the SQLite file at `db`, found through `dbstat`
-/// after a checkpoint: page-level damage, which SQLite reports as a corrupt
-/// database when the page is read.
-fn damage_a_page(db: &std::path::Path, table: &str) {
-    let (page, size) = {
-        let c = rusqlite::Connection::open(db).unwrap();
-        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .unwrap();
-        let size: u64 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
-        let page: u64 = c
-            .query_row(
-                "SELECT pageno FROM dbstat WHERE name = ?1 AND pagetype = 'leaf' ORDER BY pageno LIMIT 1",
-                [table],
-                |r| r.get(0),
-            )
-            .unwrap();
-        (page, size)
-    };
-    assert!(page > 1);
-    let mut rng = fastrand::Rng::with_seed(page);
-    let junk: Vec<u8> = (0..2000).map(|_| rng.u8(..)).collect();
-    use std::io::{Seek, Write};
-    let mut f = std::fs::OpenOptions::new().write(true).open(db).unwrap();
-    f.seek(std::io::SeekFrom::Start((page - 1) * size)).unwrap();
-    f.write_all(&junk).unwrap();
-    f.sync_all().unwrap();
-}
-
 /// A page of the index's data or content table damaged: the index is
 /// removed without reading it and made again, every other row kept, and
 /// the file passes SQLite's integrity check.
@@ -961,7 +932,7 @@ fn sqlite_only_an_index_with_a_damaged_page_is_reset_and_the_rest_kept() {
             }
             store.checkpoint().unwrap();
         }
-        damage_a_page(&t.path, table);
+        common::damage_a_page(&t.path, table);
         let store = t.handle(1000);
         let found = store.check_integrity_by_table(true).unwrap();
         assert!(!found.is_empty(), "{table}: the damage is seen");

@@ -171,3 +171,32 @@ pub fn leasehold(data: &std::path::Path, args: &[&str]) -> std::process::Output 
         .output()
         .expect("run leasehold")
 }
+
+/// Overwrite the first 2,000 bytes (header and cell pointers) of one b-tree
+/// leaf page of `table` in the SQLite file at `db`, found through `dbstat`
+/// after a checkpoint: page-level damage, which SQLite reports as a corrupt
+/// database when the page is read.
+pub fn damage_a_page(db: &std::path::Path, table: &str) {
+    let (page, size) = {
+        let c = rusqlite::Connection::open(db).unwrap();
+        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+        let page: i64 = c
+            .query_row(
+                "SELECT pageno FROM dbstat WHERE name = ?1 AND pagetype = 'leaf' ORDER BY pageno LIMIT 1",
+                [table],
+                |r| r.get(0),
+            )
+            .unwrap();
+        (page as u64, size as u64)
+    };
+    assert!(page > 1);
+    let mut rng = fastrand::Rng::with_seed(page);
+    let junk: Vec<u8> = (0..2000).map(|_| rng.u8(..)).collect();
+    use std::io::{Seek, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(db).unwrap();
+    f.seek(std::io::SeekFrom::Start((page - 1) * size)).unwrap();
+    f.write_all(&junk).unwrap();
+    f.sync_all().unwrap();
+}

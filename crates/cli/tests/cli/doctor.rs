@@ -498,35 +498,6 @@ fn a_removed_source_file_is_no_problem_its_files_wait_for_gc() {
     assert_eq!(report["checked"]["leftovers_of_removed"], 0, "{report}");
 }
 
-/// Overwrite the first 2,000 bytes (header and cell pointers) of one b-tree
-/// leaf page of `table` in the data directory's database, found through
-/// `dbstat` after a checkpoint: page-level damage.
-fn damage_a_page(data: &Path, table: &str) {
-    let db = data.join("leasehold.db");
-    let (page, size) = {
-        let c = rusqlite::Connection::open(&db).unwrap();
-        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .unwrap();
-        let size: u64 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
-        let page: u64 = c
-            .query_row(
-                "SELECT pageno FROM dbstat WHERE name = ?1 AND pagetype = 'leaf' ORDER BY pageno LIMIT 1",
-                [table],
-                |r| r.get(0),
-            )
-            .unwrap();
-        (page, size)
-    };
-    assert!(page > 1);
-    let mut rng = fastrand::Rng::with_seed(page);
-    let junk: Vec<u8> = (0..2000).map(|_| rng.u8(..)).collect();
-    use std::io::{Seek, Write};
-    let mut f = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
-    f.seek(std::io::SeekFrom::Start((page - 1) * size)).unwrap();
-    f.write_all(&junk).unwrap();
-    f.sync_all().unwrap();
-}
-
 /// SQLite's full integrity check of the data directory's database, and its
 /// documents' keys with their accepted results.
 fn integrity_and_rows(data: &Path) -> (Vec<String>, Vec<(String, Option<String>)>) {
@@ -555,7 +526,7 @@ fn a_damaged_page_of_the_search_index_is_mended_by_reindex_or_doctor_fix() {
             let data = after_run();
             let d = data.path();
             let (_, before) = integrity_and_rows(d);
-            damage_a_page(d, table);
+            common::damage_a_page(&d.join("leasehold.db"), table);
             let (code, lines, report) = doctor(d);
             assert_eq!(code, 1, "{table}: {lines:?}");
             for p in report["problems"].as_array().unwrap() {
@@ -596,7 +567,7 @@ fn a_damaged_page_of_the_documents_is_not_sent_to_reindex() {
     let d = data.path();
     let out = leasehold(d, &["run", src.path().to_str().unwrap()]);
     assert!(out.status.success(), "{:?}", text(&out));
-    damage_a_page(d, "jobs");
+    common::damage_a_page(&d.join("leasehold.db"), "jobs");
     let (code, lines, report) = doctor(d);
     assert_eq!(code, 1, "{lines:?}");
     assert!(!lines.is_empty());
