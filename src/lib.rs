@@ -54,7 +54,7 @@ pub(crate) mod process;
 pub(crate) mod service;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
-pub use error::{Error, Result};
+pub use error::{DatabaseError, Error, Result};
 pub use job::{
     Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Rejection, Status,
 };
