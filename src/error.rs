@@ -3,6 +3,10 @@
 //! Every variant names the thing it is about (a path, a document key), never a
 //! secret. SQLite result codes are mapped here once (DESIGN §8), so callers can
 //! act on meaning (`is_corrupt`, `is_disk_full`) rather than on codes.
+//!
+//! No variant names a type of a database client (rusqlite, the PostgreSQL
+//! client, r2d2): their errors are held by the opaque [`DatabaseError`], so
+//! upgrading one of those crates does not change this API.
 
 use std::path::PathBuf;
 
@@ -50,6 +54,16 @@ pub enum Error {
         path: PathBuf,
         /// SQLite's message.
         detail: String,
+    },
+    /// The SQLite library this build links has no FTS5, which the store's
+    /// search index needs: build with the `bundled` feature (the default), or
+    /// link a SQLite compiled with `SQLITE_ENABLE_FTS5`. Nothing was created.
+    #[error("{path}: the linked SQLite {sqlite_version} has no FTS5, which leasehold's search index needs (build with the `bundled` feature, or link a SQLite compiled with SQLITE_ENABLE_FTS5)")]
+    NoFts5 {
+        /// The database that was to be opened.
+        path: PathBuf,
+        /// The version of the SQLite library in use, e.g. `3.40.1`.
+        sqlite_version: String,
     },
     /// The file was written by a newer leasehold; refusing to downgrade it.
     #[error("{path}: schema version {found} is newer than this build supports ({supported})")]
@@ -100,9 +114,9 @@ pub enum Error {
     Sqlite {
         /// The database file.
         path: PathBuf,
-        /// The error as rusqlite reported it.
+        /// The error as SQLite reported it ([`DatabaseError::sqlite_code`]).
         #[source]
-        source: rusqlite::Error,
+        source: DatabaseError,
     },
     /// The connection pool could not hand out a connection.
     #[error("{path}: connection pool: {source}")]
@@ -111,7 +125,7 @@ pub enum Error {
         path: PathBuf,
         /// The pool's error: a timeout waiting for a free connection, or one that failed to open.
         #[source]
-        source: r2d2::Error,
+        source: DatabaseError,
     },
     /// The PostgreSQL server could not be reached, or refused the login.
     #[error("{url}: cannot connect: {}", pg_detail(.source))]
@@ -120,16 +134,17 @@ pub enum Error {
         url: String,
         /// The client's error (it never holds the password either).
         #[source]
-        source: postgres::Error,
+        source: DatabaseError,
     },
     /// A PostgreSQL statement or transaction failed.
     #[error("{url}: {}", pg_detail(.source))]
     Postgres {
         /// The database's URL without its password.
         url: String,
-        /// The client's error: the server's message and SQLSTATE, or a closed connection.
+        /// The client's error: the server's message and SQLSTATE
+        /// ([`DatabaseError::sqlstate`]), or a closed connection.
         #[source]
-        source: postgres::Error,
+        source: DatabaseError,
     },
     /// The PostgreSQL connection pool could not hand out a connection.
     #[error("{url}: connection pool: {source}")]
@@ -138,7 +153,7 @@ pub enum Error {
         url: String,
         /// The pool's error: a timeout waiting for a free connection, or one that failed to open.
         #[source]
-        source: r2d2::Error,
+        source: DatabaseError,
     },
     /// An operation the PostgreSQL edition does not have yet (issue 14): the
     /// store refuses it by name rather than doing nothing.
@@ -204,7 +219,10 @@ impl Error {
     pub(crate) fn from_sqlite(path: &std::path::Path, source: rusqlite::Error) -> Error {
         let path = path.to_path_buf();
         let Some(code) = source.sqlite_error_code() else {
-            return Error::Sqlite { path, source };
+            return Error::Sqlite {
+                path,
+                source: DatabaseError::sqlite(source),
+            };
         };
         let detail = source.to_string();
         match code {
@@ -213,7 +231,10 @@ impl Error {
             ErrorCode::DiskFull => Error::DiskFull { path },
             ErrorCode::ReadOnly => Error::ReadOnly { path, detail },
             ErrorCode::CannotOpen => Error::CannotOpen { path, detail },
-            _ => Error::Sqlite { path, source },
+            _ => Error::Sqlite {
+                path,
+                source: DatabaseError::sqlite(source),
+            },
         }
     }
 
@@ -232,6 +253,7 @@ impl Error {
         matches!(
             self,
             Error::MissingDirectory { .. }
+                | Error::NoFts5 { .. }
                 | Error::ReadOnly { .. }
                 | Error::CannotOpen { .. }
                 | Error::SchemaTooNew { .. }
@@ -258,14 +280,115 @@ fn held_by(holder: &Option<String>) -> String {
 /// A PostgreSQL client error with its cause: the client prints only its kind
 /// ("db error", "error connecting to server") and keeps the server's message
 /// or the OS error in its source, which a one-line message would lose.
-fn pg_detail(e: &postgres::Error) -> String {
+fn pg_detail(e: &DatabaseError) -> String {
     let code = e
-        .code()
-        .map(|c| format!(" (SQLSTATE {})", c.code()))
+        .sqlstate()
+        .map(|c| format!(" (SQLSTATE {c})"))
         .unwrap_or_default();
     match std::error::Error::source(e) {
         Some(cause) => format!("{e}: {cause}{code}"),
         None => format!("{e}{code}"),
+    }
+}
+
+/// An error of a database client library: SQLite's (through rusqlite), the
+/// PostgreSQL client's, or the connection pool's. Opaque, so that upgrading
+/// one of those crates is not a breaking change of leasehold's API.
+///
+/// It is transparent in print: its `Display` and its
+/// [`source`](std::error::Error::source) are the client error's own, so a
+/// report that walks the chain of an [`Error`] reads SQLite's or the
+/// server's message as before. What a caller acts on is here without the
+/// client's types: [`sqlite_code`](Self::sqlite_code),
+/// [`sqlstate`](Self::sqlstate), [`is_busy`](Self::is_busy). A caller that
+/// depends on the same client crate itself can still
+/// [`downcast`](Self::get_ref) to its error type.
+pub struct DatabaseError {
+    inner: Box<dyn std::error::Error + Send + Sync + 'static>,
+    /// SQLite's extended result code, when SQLite said it.
+    sqlite_code: Option<i32>,
+    /// PostgreSQL's five-character SQLSTATE, when the server said it.
+    sqlstate: Option<String>,
+}
+
+impl DatabaseError {
+    /// A rusqlite error, with SQLite's extended code if it has one.
+    pub(crate) fn sqlite(e: rusqlite::Error) -> DatabaseError {
+        let sqlite_code = match &e {
+            rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
+            _ => None,
+        };
+        DatabaseError {
+            inner: Box::new(e),
+            sqlite_code,
+            sqlstate: None,
+        }
+    }
+
+    /// A PostgreSQL client error, with the server's SQLSTATE if it has one.
+    pub(crate) fn postgres(e: postgres::Error) -> DatabaseError {
+        DatabaseError {
+            sqlstate: e.code().map(|c| c.code().to_owned()),
+            inner: Box::new(e),
+            sqlite_code: None,
+        }
+    }
+
+    /// A connection pool's error (a timeout, or the last connect failure).
+    pub(crate) fn pool(e: r2d2::Error) -> DatabaseError {
+        DatabaseError {
+            inner: Box::new(e),
+            sqlite_code: None,
+            sqlstate: None,
+        }
+    }
+
+    /// SQLite's extended result code (e.g. 2067, `SQLITE_CONSTRAINT_UNIQUE`;
+    /// its low byte is the primary code), when the error came from SQLite.
+    pub fn sqlite_code(&self) -> Option<i32> {
+        self.sqlite_code
+    }
+
+    /// PostgreSQL's SQLSTATE (e.g. `40001`), when the server sent one.
+    pub fn sqlstate(&self) -> Option<&str> {
+        self.sqlstate.as_deref()
+    }
+
+    /// The database was busy or locked by another connection (SQLite's
+    /// `SQLITE_BUSY`/`SQLITE_LOCKED`, PostgreSQL's `55P03` lock not
+    /// available): worth trying again later.
+    pub fn is_busy(&self) -> bool {
+        const SQLITE_BUSY: i32 = 5;
+        const SQLITE_LOCKED: i32 = 6;
+        matches!(
+            self.sqlite_code.map(|c| c & 0xff),
+            Some(SQLITE_BUSY | SQLITE_LOCKED)
+        ) || self.sqlstate() == Some("55P03")
+    }
+
+    /// The client library's own error, for a caller that depends on that
+    /// library itself and wants to `downcast_ref` to its type. Which type it
+    /// is (and its version) is not part of leasehold's API.
+    pub fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.inner
+    }
+}
+
+impl std::fmt::Display for DatabaseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for DatabaseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl std::error::Error for DatabaseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.inner.source()
     }
 }
 
@@ -275,4 +398,77 @@ pub(crate) fn is_retryable(e: &rusqlite::Error) -> bool {
         e.sqlite_error_code(),
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every message of `e`'s chain, outermost first.
+    fn chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+        std::iter::successors(Some(e), |e| e.source())
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    /// An error SQLite raised on a real file: leasehold's `Error` names no
+    /// rusqlite type, yet its chain still reads SQLite's own message, and
+    /// the code is there as a number.
+    #[test]
+    fn the_source_chain_reaches_sqlites_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("chain.db");
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let e = conn.execute("INSERT INTO nowhere VALUES (1)", []).unwrap_err();
+        let err = Error::from_sqlite(&path, e);
+        let messages = chain(&err);
+        assert!(
+            messages[0].starts_with(&path.display().to_string()),
+            "{messages:?}"
+        );
+        assert!(messages[0].ends_with("no such table: nowhere"), "{messages:?}");
+        let Error::Sqlite { source, .. } = &err else {
+            panic!("not Error::Sqlite: {err:?}");
+        };
+        assert_eq!(source.to_string(), "no such table: nowhere");
+        assert_eq!(source.sqlite_code(), Some(1), "SQLITE_ERROR");
+        assert!(!source.is_busy());
+        // Someone who uses rusqlite too can still get at its error.
+        assert!(source.get_ref().downcast_ref::<rusqlite::Error>().is_some());
+    }
+
+    #[test]
+    fn the_extended_code_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("unique.db");
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE t (x UNIQUE); INSERT INTO t VALUES (1);")
+            .unwrap();
+        let e = conn.execute("INSERT INTO t VALUES (1)", []).unwrap_err();
+        let Error::Sqlite { source, .. } = Error::from_sqlite(&path, e) else {
+            panic!("a constraint failure is Error::Sqlite");
+        };
+        assert_eq!(source.sqlite_code(), Some(2067), "SQLITE_CONSTRAINT_UNIQUE");
+        let messages = chain(&source);
+        assert!(
+            messages[0].contains("UNIQUE constraint failed: t.x"),
+            "{messages:?}"
+        );
+    }
+
+    #[test]
+    fn busy_is_told_by_the_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("busy.db");
+        let a = rusqlite::Connection::open(&path).unwrap();
+        let b = rusqlite::Connection::open(&path).unwrap();
+        b.busy_timeout(std::time::Duration::ZERO).unwrap();
+        a.execute_batch("CREATE TABLE t (x); BEGIN IMMEDIATE; INSERT INTO t VALUES (1);")
+            .unwrap();
+        let e = b.execute_batch("BEGIN IMMEDIATE").unwrap_err();
+        assert!(is_retryable(&e));
+        let e = DatabaseError::sqlite(e);
+        assert!(e.is_busy(), "{e:?}");
+        assert_eq!(e.sqlite_code().map(|c| c & 0xff), Some(5), "SQLITE_BUSY");
+    }
 }

@@ -196,7 +196,7 @@ impl LeaseKeeper {
 
     /// Like [`LeaseKeeper::new`]; when `cancel` closes (the pool stops hard),
     /// every running stage's stop signal is raised.
-    pub fn with_cancel(store: Store, ticks: Ticks, cancel: Receiver<()>) -> Self {
+    pub(crate) fn with_cancel(store: Store, ticks: Ticks, cancel: Receiver<()>) -> Self {
         let shared = Arc::new(Shared::default());
         let beat = Heartbeat {
             interval_ms: duration_ms(renew_interval(&store)),

@@ -15,7 +15,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::{StoreOptions, Synchronous};
-use crate::error::{Error, Result};
+use crate::error::{DatabaseError, Error, Result};
 
 /// The schema, compiled in: the one source of truth.
 pub(crate) const SCHEMA_SQL: &str = include_str!("../../schema.sql");
@@ -103,10 +103,45 @@ pub enum Access {
 /// Validate and pool the database at `path`: migrated and read-write, or
 /// read-only as [`StoreOptions::read_only`] asks.
 pub(crate) fn open_pool(path: &Path, opts: &StoreOptions) -> Result<(Pool, Access)> {
+    require_fts5(path)?;
     if opts.read_only {
         return open_read_only(path, opts);
     }
     Ok((open_read_write(path, opts)?, Access::ReadWrite))
+}
+
+/// Refuse, before anything is created, a SQLite library without FTS5 (a
+/// system SQLite built without it, linked with `--no-default-features`):
+/// the schema's search index and the ranking function need it. Asked once
+/// per process, of an in-memory database.
+fn require_fts5(path: &Path) -> Result<()> {
+    static HAS_FTS5: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // A library that cannot even open an in-memory database is left to fail
+    // on the file, with SQLite's own error.
+    let has = *HAS_FTS5.get_or_init(|| Connection::open_in_memory().map_or(true, |c| has_fts5(&c)));
+    if has {
+        Ok(())
+    } else {
+        Err(no_fts5(path))
+    }
+}
+
+fn no_fts5(path: &Path) -> Error {
+    Error::NoFts5 {
+        path: path.to_path_buf(),
+        sqlite_version: rusqlite::version().to_owned(),
+    }
+}
+
+/// Whether `conn` knows the `fts5` module: false only when SQLite says it
+/// has no such module.
+fn has_fts5(conn: &Connection) -> bool {
+    match conn.execute_batch(
+        "CREATE VIRTUAL TABLE temp.leasehold_fts5_probe USING fts5(x); DROP TABLE temp.leasehold_fts5_probe;",
+    ) {
+        Err(rusqlite::Error::SqliteFailure(_, Some(msg))) => !msg.starts_with("no such module"),
+        _ => true,
+    }
 }
 
 /// Validate, migrate and pool the database at `path`.
@@ -472,13 +507,31 @@ fn build_pool(path: &Path, opts: &StoreOptions, access: Access) -> Result<Pool> 
         .build(manager)
         .map_err(|source| Error::Pool {
             path: path.to_path_buf(),
-            source,
+            source: DatabaseError::pool(source),
         })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// FTS5 is found where it is (every build this crate's CI makes), and
+    /// its absence is a typed configuration error: the in-memory connection
+    /// has its virtual table modules dropped, as a SQLite built without
+    /// FTS5 would lack it.
+    #[test]
+    fn a_sqlite_without_fts5_is_refused_by_name() {
+        let conn = Connection::open_in_memory().unwrap();
+        assert!(has_fts5(&conn));
+        assert!(require_fts5(Path::new("store.db")).is_ok());
+        // SAFETY: the connection is open; a null list keeps no module.
+        let rc = unsafe { rusqlite::ffi::sqlite3_drop_modules(conn.handle(), std::ptr::null_mut()) };
+        assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
+        assert!(!has_fts5(&conn));
+        let err = no_fts5(Path::new("store.db"));
+        assert!(err.is_config());
+        assert!(err.to_string().contains("has no FTS5"), "{err}");
+    }
 
     #[test]
     fn schema_has_a_first_version_with_the_jobs_table() {

@@ -196,7 +196,7 @@ impl Sqlite {
     pub(super) fn conn(&self) -> Result<Pooled> {
         self.pool.get().map_err(|source| Error::Pool {
             path: self.path.clone(),
-            source,
+            source: crate::error::DatabaseError::pool(source),
         })
     }
 }

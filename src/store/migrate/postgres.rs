@@ -60,7 +60,7 @@ pub(super) fn with_write<T>(db: &PgStore, f: &mut dyn FnMut(&mut dyn Writer) -> 
 fn pg_error(url: &str, source: ::postgres::Error) -> MigrateError {
     Error::Postgres {
         url: url.to_owned(),
-        source,
+        source: crate::error::DatabaseError::postgres(source),
     }
     .into()
 }

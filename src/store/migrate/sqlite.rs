@@ -21,7 +21,7 @@ struct Side<'c> {
 pub(super) fn with_snapshot<T>(db: &Sqlite, f: &mut dyn FnMut(&mut dyn Reader) -> Result<T>) -> Result<T> {
     let mut conn = db.pool.get().map_err(|source| Error::Pool {
         path: db.path.clone(),
-        source,
+        source: crate::error::DatabaseError::pool(source),
     })?;
     // A deferred transaction: its first read fixes the snapshot every later
     // read of the migration sees (WAL keeps it while writers go on).
@@ -35,7 +35,7 @@ pub(super) fn with_snapshot<T>(db: &Sqlite, f: &mut dyn FnMut(&mut dyn Reader) -
 pub(super) fn with_write<T>(db: &Sqlite, f: &mut dyn FnMut(&mut dyn Writer) -> Result<T>) -> Result<T> {
     let mut conn = db.pool.get().map_err(|source| Error::Pool {
         path: db.path.clone(),
-        source,
+        source: crate::error::DatabaseError::pool(source),
     })?;
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)

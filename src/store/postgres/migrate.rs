@@ -128,7 +128,7 @@ fn refuse_newer(found: i64, label: &str) -> Result<()> {
 pub(crate) fn pg_error(label: &str, source: ::postgres::Error) -> Error {
     Error::Postgres {
         url: label.to_string(),
-        source,
+        source: crate::error::DatabaseError::postgres(source),
     }
 }
 

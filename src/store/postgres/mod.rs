@@ -157,13 +157,13 @@ impl PgStore {
             .connect(NoTls)
             .map_err(|source| Error::PostgresConnect {
                 url: target.label.clone(),
-                source,
+                source: crate::error::DatabaseError::postgres(source),
             })?;
         client
             .batch_execute(&session_limits())
             .map_err(|source| Error::Postgres {
                 url: target.label.clone(),
-                source,
+                source: crate::error::DatabaseError::postgres(source),
             })?;
         if !opts.create && !migrate::has_schema(&mut client, &target.label)? {
             return Err(Error::NoStore { name: target.label });
@@ -228,7 +228,7 @@ impl PgStore {
         loop {
             let mut c = self.inner.pool.get().map_err(|source| Error::PostgresPool {
                 url: self.inner.label.clone(),
-                source,
+                source: crate::error::DatabaseError::pool(source),
             })?;
             if trust && c.trusted() {
                 return Ok(c);
@@ -238,7 +238,7 @@ impl PgStore {
                 Err(source) if tries >= CHECKS => {
                     return Err(Error::Postgres {
                         url: self.inner.label.clone(),
-                        source,
+                        source: crate::error::DatabaseError::postgres(source),
                     })
                 }
                 Err(_) => tries += 1,
@@ -261,6 +261,6 @@ fn build_pool(target: &Target, opts: &StoreOptions) -> Result<Pool> {
         .build(conn::Manager(manager))
         .map_err(|source| Error::PostgresPool {
             url: target.label.clone(),
-            source,
+            source: crate::error::DatabaseError::pool(source),
         })
 }

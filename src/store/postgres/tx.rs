@@ -179,7 +179,7 @@ impl PgStore {
         match e {
             Fail::Pg(source) => Error::Postgres {
                 url: self.url().to_owned(),
-                source,
+                source: crate::error::DatabaseError::postgres(source),
             },
             Fail::Refused(what) => Error::Internal(format!("{}: {what}", self.url())),
         }
