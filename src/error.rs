@@ -326,6 +326,7 @@ impl DatabaseError {
     }
 
     /// A PostgreSQL client error, with the server's SQLSTATE if it has one.
+    #[cfg(feature = "postgres")]
     pub(crate) fn postgres(e: postgres::Error) -> DatabaseError {
         DatabaseError {
             sqlstate: e.code().map(|c| c.code().to_owned()),

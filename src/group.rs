@@ -63,6 +63,8 @@ impl<Op, Out> GroupCommit<Op, Out> {
     }
 
     /// Whether no batch is being committed (a caller now would lead at once).
+    // PostgreSQL only (feature `postgres`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn is_idle(&self) -> bool {
         !lock(&self.queue).leader_running
     }

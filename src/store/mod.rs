@@ -805,6 +805,7 @@ impl Store {
     pub fn search_index_looks_damaged(&self) -> Result<Option<String>> {
         match &self.inner.backend {
             Backend::Sqlite(s) => s.read(check::search_leaves_damage),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Ok(None),
         }
     }

@@ -301,6 +301,8 @@ pub(crate) struct Policy {
     pub backoff: Backoff,
     pub outbox: OutboxCap,
     /// [`StoreOptions::clock_skew`] in ms (PostgreSQL only).
+    // PostgreSQL only (feature `postgres`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub clock_skew_ms: Millis,
     /// [`StoreOptions::search_index`].
     pub search_index: bool,

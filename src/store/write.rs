@@ -95,6 +95,8 @@ impl WriteOp {
     }
 
     /// This operation as a completion, if it is one, borrowed.
+    // PostgreSQL only (feature `postgres`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn completing(&self) -> Option<Completing<'_>> {
         match self {
             WriteOp::Complete(c) => Some(c.borrowed()),
@@ -105,6 +107,7 @@ impl WriteOp {
     /// This operation as a completion with nothing for the sink or the search
     /// index, if it is one: what PostgreSQL accepts in a statement that
     /// commits on its own (alone, or in a batch's one statement).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn plain_completion(&self) -> Option<Completing<'_>> {
         self.completing()
             .filter(|c| c.delivery.is_none() && c.index.is_none())
@@ -698,6 +701,8 @@ pub(crate) struct Completing<'a> {
 
 impl<'a> Completing<'a> {
     /// The same completion as the store's public [`Completion`] reads it.
+    // PostgreSQL only (feature `postgres`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn as_completion(&self) -> crate::store::Completion<'a> {
         crate::store::Completion {
             result_path: self.path,

@@ -30,6 +30,8 @@ pub(crate) struct Table {
     pub key: &'static [&'static str],
     /// `id` is an identity column on PostgreSQL: its sequence must continue
     /// above the copied ids (SQLite's rowid does so by itself).
+    // PostgreSQL only (feature `postgres`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub identity: bool,
     /// The schema inserts this table's rows itself (the one `outbox_totals`
     /// row): the target's seed is replaced by the source's row, and its

@@ -215,6 +215,8 @@ fn trigram_plan(query: &str, pieces: &[Piece]) -> Result<Plan, QueryError> {
 /// `query` as a PostgreSQL tsquery for `to_tsquery('simple', …)`: words and
 /// phrases quoted (a quoted phrase becomes `<->`), glued-script words and
 /// `word*` prefixes `:*`, AND `&`, OR `|`, NOT `& !`, adjacent terms ANDed.
+// PostgreSQL only (feature `postgres`).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn pg_tsquery(query: &str) -> Result<String, QueryError> {
     let pieces = pieces(query)?;
     let mut out = String::new();
@@ -274,6 +276,8 @@ pub(crate) fn pg_tsquery(query: &str) -> Result<String, QueryError> {
 
 /// A tsquery lexeme in quotes: `to_tsquery` runs the text inside through the
 /// configuration's parser, so a quoted phrase becomes its words joined by `<->`.
+// PostgreSQL only (feature `postgres`).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 fn pg_quoted(text: &str) -> String {
     let inner = text.replace('\\', "\\\\").replace('\'', "''");
     format!("'{inner}'")
