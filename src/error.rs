@@ -200,6 +200,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A search ran past its time limit and was stopped: a well-formed
+    /// query that matches too much to rank in time, not a usage error.
+    #[error("search {query}: stopped after {} s, the search time limit: it matches too much to rank in time; narrow it (fewer prefixes, more words), or allow longer (--timeout)", .limit.as_secs_f64())]
+    SearchTimedOut {
+        /// The query, quoted (its start, when it is long).
+        query: String,
+        /// The time limit it ran into.
+        limit: std::time::Duration,
+    },
     /// A caller passed something the store cannot take.
     #[error("invalid {what}: {reason}")]
     InvalidInput {

@@ -38,8 +38,9 @@ impl HitLine {
 }
 
 /// `leasehold search QUERY [--limit N] [--timeout D] [--json]`. A
-/// malformed query, one beyond the caps, or one stopped at its time limit
-/// is a usage error (exit 2) naming what is wrong; no match is exit 0 with
+/// malformed query or one beyond the caps is a usage error (exit 2) naming
+/// what is wrong; one stopped at its time limit fails (exit 1) saying how to
+/// narrow it or allow longer; no match is exit 0 with
 /// a note on stderr (and `[]` with `--json`), unless the index is found
 /// damaged (a search failing on it, or no match and a cheap look at its
 /// pages): exit 1 naming `leasehold reindex`. A hit whose result file is

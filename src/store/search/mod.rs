@@ -43,22 +43,21 @@ pub(crate) enum Found {
 }
 
 impl Found {
-    /// The hits, or a query that could not run as [`Error::InvalidInput`]
-    /// naming it (its start, when it is long).
+    /// The hits; a malformed query as [`Error::InvalidInput`], one stopped
+    /// at its time limit as [`Error::SearchTimedOut`], each naming it (its
+    /// start, when it is long).
     pub(crate) fn into_hits(self, query: &str) -> Result<Vec<Hit>> {
-        let why = match self {
-            Found::Hits(hits) => return Ok(hits),
-            Found::BadQuery(why) => why,
-            Found::TimedOut(limit) => format!(
-                "stopped after {} s, the search time limit: it matches too much to rank in \
-                 time; narrow it (fewer prefixes, more words), or allow longer (--timeout)",
-                limit.as_secs_f64()
-            ),
-        };
-        Err(Error::InvalidInput {
-            what: "search query",
-            reason: format!("{}: {why}", shown(query)),
-        })
+        match self {
+            Found::Hits(hits) => Ok(hits),
+            Found::BadQuery(why) => Err(Error::InvalidInput {
+                what: "search query",
+                reason: format!("{}: {why}", shown(query)),
+            }),
+            Found::TimedOut(limit) => Err(Error::SearchTimedOut {
+                query: shown(query),
+                limit,
+            }),
+        }
     }
 }
 
