@@ -683,14 +683,7 @@ fn distinct_words(prefix: &str, n: usize) -> String {
     let mut out = String::with_capacity(n * 8);
     for i in 0..n {
         out.push_str(prefix);
-        let mut k = i;
-        loop {
-            out.push(char::from(b'a' + (k % 26) as u8));
-            k /= 26;
-            if k == 0 {
-                break;
-            }
-        }
+        common::push_spelled(&mut out, i as u64);
         out.push(' ');
     }
     out

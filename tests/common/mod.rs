@@ -200,3 +200,16 @@ pub fn damage_a_page(db: &std::path::Path, table: &str) {
     f.write_all(&junk).unwrap();
     f.sync_all().unwrap();
 }
+
+/// `n` spelled in letters (`a`..`z`, least significant first) onto `out`:
+/// the tests' distinct words, which FTS5 must keep apart.
+pub fn push_spelled(out: &mut String, n: u64) {
+    let mut k = n;
+    loop {
+        out.push(char::from(b'a' + (k % 26) as u8));
+        k /= 26;
+        if k == 0 {
+            break;
+        }
+    }
+}

@@ -316,14 +316,7 @@ fn distinct_words(bytes: usize) -> String {
     let mut i = 0_u64;
     while out.len() < bytes {
         out.push('z');
-        let mut k = i;
-        loop {
-            out.push(char::from(b'a' + (k % 26) as u8));
-            k /= 26;
-            if k == 0 {
-                break;
-            }
-        }
+        common::push_spelled(&mut out, i);
         out.push(if i % 12 == 11 { '\n' } else { ' ' });
         i += 1;
     }
