@@ -252,8 +252,9 @@ pub fn stall_point() {
 }
 
 /// Wait while another thread of this process is stalled at [`stall_point`]:
-/// a frozen process claims nothing either. Without it, a worker's stager
-/// would take over the very lease its stalled finisher let run out.
+/// a frozen process claims nothing and renews nothing either. Without it, a
+/// worker's stager would take over the very lease its stalled finisher let
+/// run out, and its heartbeat would keep that lease alive.
 #[inline]
 pub fn wait_out_stall() {
     if stall_spec().is_none() {

@@ -431,6 +431,9 @@ impl Heartbeat {
     /// and the finisher go on meanwhile); a stage that ends, or a claim let
     /// go, waits for it.
     fn tick(&self) {
+        // A test's stall freezes the whole worker, as the OS freezes a
+        // process: its heartbeat renews nothing meanwhile (fault.rs).
+        crate::fault::wait_out_stall();
         let now = self.store.now();
         let due: Vec<Arc<Owner>> = {
             let mut slot = self.shared.lock();
