@@ -40,7 +40,7 @@
 //!   that long. While the line moves the wait goes on, up to
 //!   [`Timing::sqlite_cap`] (the busy timeout, SQLite's own bound): flock is
 //!   not FIFO, and on a loaded machine a waiter can lose the race for a second
-//!   while others take turns (measured in `tests/contention.rs`); a turn may
+//!   while others take turns (measured in `tests/engine/contention.rs`); a turn may
 //!   also wait inside SQLite (a RESTART checkpoint waiting for a reader). Then
 //!   the turnstile is not what holds anyone up, a detour would only meet the
 //!   same lock, and leaving the line would make turns unfair afterwards.

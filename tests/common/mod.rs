@@ -123,6 +123,17 @@ macro_rules! on_both_backends {
     };
 }
 
+/// The full name the test harness gives test `name` of module `module`
+/// (pass `module_path!()`): a test binary made of modules names each test by
+/// its path below the crate, and a child process re-running the binary for
+/// one test (`--exact`) must use that name.
+pub fn this_test(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_binary, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// The built `leasehold` binary. Cargo names it only for the tests of the
 /// crate that builds it (`crates/cli`); the engine's own tests never run it.
 pub const BIN: &str = match option_env!("CARGO_BIN_EXE_leasehold") {

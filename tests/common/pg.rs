@@ -46,6 +46,22 @@ pub fn server() -> &'static PgServer {
     SERVER.get_or_init(PgServer::start)
 }
 
+/// A cluster of the caller's own, stopped and removed when dropped: for a
+/// test that crashes its server ([`PgServer::restart_immediate`]), which on
+/// the shared [`server`] would cut off every test running beside it in the
+/// same binary.
+pub fn private_server() -> PgServer {
+    let bin = find_bin_dir().unwrap_or_else(|| {
+        panic!("no initdb/pg_ctl/postgres on PATH or under /usr/lib/postgresql/*/bin: install PostgreSQL (apt-get install postgresql) or set {SERVER_ENV}")
+    });
+    let run_as = is_root().then(unprivileged_user);
+    let (cluster, port) = Cluster::create(bin, run_as);
+    PgServer {
+        url: format!("postgres://{SUPERUSER}@127.0.0.1:{port}/postgres"),
+        cluster: Some(cluster),
+    }
+}
+
 /// A PostgreSQL server the tests connect to.
 pub struct PgServer {
     /// A superuser's URL on the `postgres` database.
@@ -80,16 +96,9 @@ impl PgServer {
         if let Some(url) = std::env::var(SERVER_ENV).ok().filter(|u| !u.is_empty()) {
             return PgServer { url, cluster: None };
         }
-        let bin = find_bin_dir().unwrap_or_else(|| {
-            panic!("no initdb/pg_ctl/postgres on PATH or under /usr/lib/postgresql/*/bin: install PostgreSQL (apt-get install postgresql) or set {SERVER_ENV}")
-        });
-        let run_as = is_root().then(unprivileged_user);
-        let (cluster, port) = Cluster::create(bin, run_as);
+        let server = private_server();
         register_exit_hook();
-        PgServer {
-            url: format!("postgres://{SUPERUSER}@127.0.0.1:{port}/postgres"),
-            cluster: Some(cluster),
-        }
+        server
     }
 
     /// A superuser's URL on the `postgres` database.
@@ -151,8 +160,8 @@ impl PgServer {
 
     /// Crash the server (`pg_ctl stop -m immediate`: no shutdown checkpoint,
     /// every connection cut) and start it again on the same port; returns when
-    /// it accepts connections. Every test of the binary sees the restart, so
-    /// a test that restarts should have its binary to itself.
+    /// it accepts connections. Every test using this server sees the
+    /// restart, so a test that restarts uses a [`private_server`].
     pub fn restart_immediate(&self) {
         let cluster = self
             .cluster
@@ -162,6 +171,16 @@ impl PgServer {
         cluster
             .pg_ctl_start()
             .unwrap_or_else(|log| panic!("restart: {log}"));
+    }
+}
+
+impl Drop for PgServer {
+    /// A [`private_server`]'s cluster goes with it (the shared one is a
+    /// static, stopped at exit instead).
+    fn drop(&mut self) {
+        if let Some(cluster) = &self.cluster {
+            cluster.stop_and_remove();
+        }
     }
 }
 

@@ -24,7 +24,7 @@
 //!   connections at once, and [`Tally::join`] their counts.
 //!
 //! A test compares its ranks with `bm25()`'s for words, phrases, prefixes,
-//! boolean and NEAR queries (`tests/search.rs`): equal bit for bit on x86-64.
+//! boolean and NEAR queries (`tests/engine/search.rs`): equal bit for bit on x86-64.
 //! Where the C compiler fuses a multiply and an add into one instruction
 //! (aarch64 by default), SQLite's last bit may differ from ours.
 //!

@@ -481,7 +481,10 @@ fn soak(p: Params) {
     let corpus = root.path().join("corpus");
     let child_sleep_ms = p.child_deadline_ms.map(|_| p.extract_ms);
     make_corpus(&corpus, p.docs, child_sleep_ms);
-    let db = p.postgres.then(|| common::pg::server().fresh_database());
+    // A cluster of its own: the restart below would cut off the tests
+    // running beside this one on the shared server.
+    let server = p.postgres.then(common::pg::private_server);
+    let db = server.as_ref().map(|s| s.fresh_database());
     let mut soak = Soak {
         p,
         data: root.path().join("data"),
@@ -506,7 +509,10 @@ fn soak(p: Params) {
     let mut restarted = !soak.p.postgres;
     while soak.target_kills() < soak.p.kills {
         if !restarted && soak.kills >= soak.p.kills / 2 {
-            common::pg::server().restart_immediate();
+            server
+                .as_ref()
+                .expect("a PostgreSQL soak has its server")
+                .restart_immediate();
             restarted = true;
         }
         std::thread::sleep(Duration::from_millis(fastrand::u64(

@@ -1,9 +1,9 @@
 //! The test cluster itself (tests/common/pg.rs): its immediate restart, which
 //! the reconnect tests build on, and that nothing of it outlives the test
-//! process. In a binary of its own, since every test of a binary shares the
-//! server a restart cuts off.
+//! process. The restart crashes a private cluster: the shared one serves the
+//! tests running beside it.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
@@ -17,7 +17,7 @@ use leasehold::StoreOptions;
 
 #[test]
 fn after_an_immediate_restart_the_pool_hands_out_working_connections() {
-    let server = pg::server();
+    let server = pg::private_server();
     let url = server.fresh_database();
     let store = PgStore::open(&url, StoreOptions::default().pool_size(2)).expect("open");
     assert_eq!(store.applied_version().unwrap(), schema_version());
@@ -60,7 +60,12 @@ fn cluster_child_process() {
 /// Start the child; returns it with its cluster's port and directory.
 fn start_child(mode: &str) -> (Child, u16, PathBuf) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "cluster_child_process", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            common::this_test(module_path!(), "cluster_child_process").as_str(),
+            "--nocapture",
+        ])
         .env(CHILD_ENV, mode)
         .env_remove(pg::SERVER_ENV)
         .stdin(Stdio::piped())

@@ -3,7 +3,7 @@
 //! wait and hands the document back without spending an attempt; once the lock
 //! is free, the document is indexed.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! Every wait for another thread is a channel receive with a timeout: a broken
 //! build fails these tests, it never hangs them.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -1065,7 +1065,7 @@ fn claims_held_ahead_keep_their_leases_while_the_finisher_is_busy() {
 // ----- 6. bad inputs through the real directory source and extractors -----
 
 fn sample(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("samples").join(name)).unwrap()
+    std::fs::read(common::workspace().join("samples").join(name)).unwrap()
 }
 
 /// Every kind of bad input next to good ones, through `DirSource::discover`, the
@@ -1167,7 +1167,7 @@ fn the_sample_corpus_is_indexed_and_a_second_discover_changes_nothing() {
     let t = TempStore::new();
     let store = t.handle(LEASE_MS);
     let mirror = open_mirror(&t);
-    let dir = DirSource::open(concat!(env!("CARGO_MANIFEST_DIR"), "/samples")).unwrap();
+    let dir = DirSource::open(common::workspace().join("samples")).unwrap();
     let max = ExtractorRegistry::DEFAULT_MAX_INPUT_BYTES;
     let phrases = common::SAMPLE_PHRASES;
     let first = dir.discover(&store, max).unwrap();

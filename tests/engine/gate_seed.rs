@@ -9,7 +9,7 @@
 //! The configuration has no `[auth]` or `[outbox]` section: the figures are
 //! the defaults the file parser gives.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

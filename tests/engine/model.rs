@@ -54,7 +54,7 @@
 //! prints the shrunk sequence of operations, which can be replayed by hand (only
 //! the tokens and the backoff jitter differ from run to run).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! (`store_fencing`, `store_leases`, `store_race`, `model`, `gate_store`,
 //! `auth_gate`, `auth_more`, `gate_pool`), run on both engines.
 
-mod common;
+use crate::common;
 
 use common::{Backend, TestDb};
 use leasehold::{Error, NewDoc};

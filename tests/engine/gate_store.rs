@@ -3,7 +3,7 @@
 //! driven by the manual clock: locks, the single probe, stale permits,
 //! notices, expiry, pool holds, and the outbox cap and drain.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 
 use common::{Backend, TestDb};
 use leasehold::mirror::{Fencing, Mirror};

@@ -3,7 +3,7 @@
 //! refused; `schema.pg.sql` is the twin of `schema.sql`; no error shows a
 //! password.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Barrier;

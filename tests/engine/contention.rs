@@ -6,6 +6,8 @@
 //! CI runs 8 s; the minute-long run: `LEASEHOLD_CONTENTION_SECS=60 cargo test
 //! --release --test contention -- --nocapture`.
 
+use crate::common;
+
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -127,7 +129,7 @@ fn four_processes_at_full_speed_never_see_busy() {
                 .args([
                     "--ignored",
                     "--exact",
-                    "contention_child",
+                    common::this_test(module_path!(), "contention_child").as_str(),
                     "--nocapture",
                     "--test-threads=1",
                 ])

@@ -3,7 +3,7 @@
 //! fences only grow, poison documents die, backoff is honoured, refusals are
 //! recorded.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! PostgreSQL (`sqlite::NAME`, `postgres::NAME`); the child processes get the
 //! database's location (a path or a URL) in `LEASEHOLD_RACE_DB`.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::process::Command;
@@ -137,7 +137,7 @@ fn three_processes_claim_each_document_once(b: Backend) {
                 .args([
                     "--ignored",
                     "--exact",
-                    "race_child_process",
+                    common::this_test(module_path!(), "race_child_process").as_str(),
                     "--nocapture",
                     "--test-threads=1",
                 ])

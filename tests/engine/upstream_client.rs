@@ -1,8 +1,7 @@
 //! The upstream HTTP client (`leasehold::upstream`) against a real server:
 //! listing, content, delivery, and how each failure answer is classified.
 
-#[path = "common/upstream_server.rs"]
-mod upstream_server;
+use crate::common::upstream_server;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

@@ -9,6 +9,8 @@
 //! about 20 minutes; the generous overall timeout below only keeps a
 //! regression from hanging CI.
 
+use crate::common;
+
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
@@ -60,7 +62,7 @@ fn spawn_child(db: &Path, stop_after: Option<u32>) -> Child {
     cmd.args([
         "--ignored",
         "--exact",
-        "paused_neighbour_child",
+        common::this_test(module_path!(), "paused_neighbour_child").as_str(),
         "--nocapture",
         "--test-threads=1",
     ])
@@ -266,7 +268,12 @@ fn a_stall_names_the_stopped_process_holding_the_write_lock() {
     store.enqueue(&NewDoc::new("before", "v1")).unwrap();
 
     let mut holder = Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "write_lock_holder_child", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            common::this_test(module_path!(), "write_lock_holder_child").as_str(),
+            "--nocapture",
+        ])
         .env(HOLDER_ENV, &db)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

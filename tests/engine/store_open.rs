@@ -1,7 +1,7 @@
 //! Opening: bad files give a typed error naming the path and stay byte-for-byte
 //! unchanged; WAL is in force; the claim statements are index seeks.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -228,7 +228,7 @@ fn several_openers_of_a_fresh_file_all_succeed() {
 #[test]
 fn a_version_3_file_with_a_lease_in_flight_migrates_to_version_4() {
     let t = TempStore::new();
-    let schema = include_str!("../schema.sql");
+    let schema = include_str!("../../schema.sql");
     let v3 = &schema[..schema.find("-- version: 4").expect("a version 4 section")];
     {
         let c = rusqlite::Connection::open(&t.path).unwrap();

@@ -4,7 +4,7 @@
 //! substrings, and results equal to a brute-force scan of the texts. Each
 //! body runs on SQLite and on PostgreSQL (`sqlite::NAME`, `postgres::NAME`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

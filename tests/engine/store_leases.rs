@@ -8,7 +8,7 @@
 //! - a takeover of a lost lease refunds the attempt and counts a lost lease; a
 //!   document that loses every worker dies at the lost-lease cap, named so.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

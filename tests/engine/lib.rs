@@ -1,0 +1,1 @@
+//! Nothing: this package is its test binary (`main.rs`).

@@ -1,0 +1,32 @@
+//! The engine's integration tests, one binary: each module was once its own
+//! test binary; linking one instead of eighteen is most of what their build
+//! costs. They live in a package of their own (`tests/engine/Cargo.toml`) so
+//! the engine's dev-dependencies stay what its unit tests, benches and
+//! examples need: building `examples/embed_store.rs` compiles the lean engine,
+//! not the formats, PostgreSQL and the upstream these tests drive.
+//!
+//! Tests that run a child process re-run this binary with one test's full
+//! name (`common::this_test`), so a child is always one exact test.
+
+#[path = "../common/mod.rs"]
+#[macro_use]
+mod common;
+
+mod contention;
+mod fenced_cleanup;
+mod gate_seed;
+mod gate_store;
+mod mirror_busy;
+mod mirror_modes;
+mod model;
+mod paused_neighbour;
+mod pg_cluster;
+mod pg_schema;
+mod pg_store;
+mod pipeline;
+mod search;
+mod store_fencing;
+mod store_leases;
+mod store_open;
+mod store_race;
+mod upstream_client;
