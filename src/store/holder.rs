@@ -37,6 +37,8 @@ use std::path::Path;
 pub(crate) const WAL_WRITE_LOCK_BYTE: u64 = 120;
 
 /// What a process is doing, from the state letter of `/proc/<pid>/stat`.
+// Without `/proc` (every system but Linux) only `Unknown` is ever read.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ProcState {
     /// Stopped by a signal (`T`): it will do nothing until continued.

@@ -119,6 +119,7 @@ fn worth_a_look(kind: &EventKind) -> bool {
 /// about one path.
 pub(super) fn lost_reason(e: &notify::Error) -> Option<String> {
     const WATCHES: &str = "the inotify watch limit is reached (sysctl fs.inotify.max_user_watches)";
+    #[cfg(target_os = "linux")]
     const INSTANCES: &str = "the inotify instance limit is reached (sysctl fs.inotify.max_user_instances)";
     match &e.kind {
         notify::ErrorKind::MaxFilesWatch => Some(WATCHES.into()),

@@ -7,6 +7,10 @@
 //!
 //! Tests that run a child process re-run this binary with one test's full
 //! name (`common::this_test`), so a child is always one exact test.
+//!
+//! Unix only: they send signals, stop processes and read `/proc`; the
+//! fallbacks other systems take run here through LEASEHOLD_FORCE_PORTABLE.
+#![cfg(unix)]
 
 #[path = "../common/mod.rs"]
 #[macro_use]

@@ -19,8 +19,10 @@ pub enum Interrupt {
     /// Ctrl-C.
     #[serde(rename = "SIGINT")]
     Int,
-    /// `kill PID`, systemd stopping a service.
+    /// `kill PID`, systemd stopping a service (Windows has no such signal:
+    /// Ctrl-C and Ctrl-Break both arrive as `Int`).
     #[serde(rename = "SIGTERM")]
+    #[cfg_attr(windows, allow(dead_code))]
     Term,
 }
 

@@ -4,6 +4,9 @@
 //! beyond any honest file, and a PDF whose content stream is a deflate bomb. Tests that need
 //! to watch a whole process (an in-process stack overflow, what reaches stdout) re-run this
 //! test binary as a helper with `HELPER` set, the way a crash test re-runs itself.
+//!
+//! Unix only: isolated children are (Windows extracts in-process).
+#![cfg(unix)]
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -53,7 +53,9 @@ pub use leasehold::extract::{
 
 // The engine's leashed-process and fault-injection helpers, under the names
 // the modules here have always used.
-use leasehold::{fault, portable, process};
+#[cfg(unix)]
+use leasehold::fault;
+use leasehold::{portable, process};
 
 /// The built-in registry: chooses a format by content and by the extension of the name,
 /// then extracts.

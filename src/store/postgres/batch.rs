@@ -302,13 +302,13 @@ impl PgStore {
     }
 }
 
-/// The tests' throwaway PostgreSQL cluster.
-#[cfg(test)]
+/// The tests' throwaway PostgreSQL cluster (started as a Unix user).
+#[cfg(all(test, unix))]
 #[path = "../../../tests/common/pg.rs"]
 #[allow(dead_code)]
 mod cluster;
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     //! The batch statement on a real server (the tests' throwaway cluster),
     //! called directly: a black-box test cannot choose which operations the

@@ -2,6 +2,10 @@
 //! binary; linking one instead of thirty is most of what CI's test build costs.
 //! Each module runs the built `leasehold` (Cargo names it for this crate's
 //! tests) against real directories, stores and servers.
+//!
+//! Unix only: they send signals, stop processes and read `/proc`; the
+//! fallbacks other systems take run here through LEASEHOLD_FORCE_PORTABLE.
+#![cfg(unix)]
 
 #[path = "../../../../tests/common/mod.rs"]
 #[macro_use]

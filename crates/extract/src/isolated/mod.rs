@@ -38,7 +38,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, PoisonError};
 
-use super::{check_stop, ExtractError, Extracted, Extractor, Interruption, LimitKind, Limits};
+use super::{check_stop, ExtractError, Extracted, Extractor, Limits};
+#[cfg(unix)]
+use super::{Interruption, LimitKind};
 
 #[cfg(unix)]
 mod capture;
