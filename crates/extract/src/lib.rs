@@ -8,9 +8,10 @@
 //!
 //! The parsing is third-party wherever a well-kept crate fits (html5ever's tokenizer,
 //! pulldown-cmark, quick-xml over zip, pdf_oxide, office_oxide); the RTF reader is our
-//! own because no crate fits (see `rtf.rs`). This module adds the guards a long-running service needs: an
-//! input size limit, one decompression budget per zip container, an output bound, a
-//! cooperative stop flag polled inside every loop, and panic containment.
+//! own because no crate fits (see `rtf.rs`). This module adds the guards a long-running
+//! service needs: an input size limit, one decompression budget per zip container, an
+//! output bound, a cooperative stop flag (polled inside every loop of our own readers, and
+//! between the steps of the third-party ones), and panic containment.
 //!
 //! # Layout
 //! - `text`: decoding and binary sniffing; `html`, `markdown`: the markup formats.
