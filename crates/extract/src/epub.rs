@@ -81,7 +81,7 @@ fn spine(container: &mut Container<'_>, opf: &str, stop: &AtomicBool) -> Result<
 
 #[cfg(test)]
 mod tests {
-    use super::super::docx::tests::zip_with;
+    use super::super::zipped::tests::zip_with;
     use super::super::zipped::{resolve, BadPath};
     use super::*;
 

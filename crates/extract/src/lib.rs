@@ -7,15 +7,17 @@
 //! chardetng's guess, and [`ExtractorRegistry::extract_detailed`] reports which.
 //!
 //! The parsing is third-party wherever a well-kept crate fits (html5ever's tokenizer,
-//! pulldown-cmark, quick-xml over zip, pdf-extract); the RTF reader is our own because no
-//! crate fits (see `rtf.rs`). This module adds the guards a long-running service needs: an
-//! input size limit, one decompression budget per zip container, an output bound, a
-//! cooperative stop flag polled inside every loop, and panic containment.
+//! pulldown-cmark, quick-xml over zip, pdf_oxide, office_oxide); the RTF reader is our
+//! own because no crate fits (see `rtf.rs`). This module adds the guards a long-running
+//! service needs: an input size limit, one decompression budget per zip container, an
+//! output bound, a cooperative stop flag (polled inside every loop of our own readers, and
+//! between the steps of the third-party ones), and panic containment.
 //!
 //! # Layout
 //! - `text`: decoding and binary sniffing; `html`, `markdown`: the markup formats.
-//! - `zipped`: opening zip containers, naming them, the inflate budget; `docx`, `ooxml`
-//!   (XLSX, PPTX), `odf` (ODT, ODS, ODP) and `epub` read their parts.
+//! - `zipped`: opening zip containers, naming them, the inflate budget; `odf` (ODT, ODS,
+//!   ODP) and `epub` read their parts; `office` hands DOCX, XLSX and PPTX to office_oxide
+//!   after `zipped`'s checks.
 //! - `rtf`, `pdf`: the remaining binary formats.
 
 use std::any::Any;
@@ -23,8 +25,6 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 mod command;
-#[cfg(feature = "office")]
-mod docx;
 #[cfg(feature = "office")]
 mod epub;
 #[cfg(feature = "html")]
@@ -35,7 +35,7 @@ mod markdown;
 #[cfg(feature = "office")]
 mod odf;
 #[cfg(feature = "office")]
-mod ooxml;
+mod office;
 #[cfg(feature = "pdf")]
 mod pdf;
 mod rtf;
@@ -170,16 +170,12 @@ impl ExtractorRegistry {
             #[cfg(feature = "pdf")]
             Format::Pdf => pdf::extract(bytes, stop),
             #[cfg(feature = "office")]
-            Format::Docx => docx::extract(bytes, inflate, stop),
+            Format::Docx | Format::Xlsx | Format::Pptx => office::extract(bytes, format, inflate, stop),
             #[cfg(feature = "office")]
             Format::Odt | Format::Ods | Format::Odp => odf::extract(bytes, format, inflate, stop),
             #[cfg(feature = "office")]
             Format::Epub => epub::extract(bytes, inflate, stop),
             Format::Rtf => rtf::extract(bytes, stop),
-            #[cfg(feature = "office")]
-            Format::Xlsx => ooxml::extract_xlsx(bytes, inflate, stop),
-            #[cfg(feature = "office")]
-            Format::Pptx => ooxml::extract_pptx(bytes, inflate, stop),
             #[allow(unreachable_patterns)]
             other => return Err(not_built(other)),
         }?;
@@ -480,18 +476,8 @@ mod tests {
     #[test]
     fn containers_share_one_inflate_budget_and_bound_their_output() {
         // Two parts, each under the budget alone but over it together.
-        let padding = vec![b' '; 40 * 1024];
-        let slide = |text: &str| {
-            let mut xml = format!("<p:sld><a:p><a:r><a:t>{text}</a:t></a:r></a:p>").into_bytes();
-            xml.extend_from_slice(&padding);
-            xml
-        };
-        let (one, two) = (slide("ivory"), slide("pelican"));
-        let bytes = docx::tests::zip_with(&[
-            ("ppt/presentation.xml", b"<p:presentation/>".as_slice()),
-            ("ppt/slides/slide1.xml", &one),
-            ("ppt/slides/slide2.xml", &two),
-        ]);
+        let slide = |text: &str| office::tests::slide(text, 40 * 1024);
+        let bytes = office::tests::pptx_with(&[slide("ivory"), slide("pelican")]);
         let small = ExtractorRegistry::new(16 * 1024); // inflate budget 64 KiB
         match extract_with(&small, "deck.pptx", &bytes) {
             Err(ExtractError::Malformed {
@@ -505,7 +491,8 @@ mod tests {
             }
             other => panic!("expected the budget to run out on slide 2, got {other:?}"),
         }
-        assert_eq!(extract("deck.pptx", &bytes).unwrap(), "ivory\n\npelican");
+        let text = extract("deck.pptx", &bytes).unwrap();
+        assert!(text.contains("ivory") && text.contains("pelican"), "{text:?}");
     }
 
     /// The start of a "billion laughs": entities that expand to ten of the one before.
@@ -518,7 +505,7 @@ mod tests {
             (
                 Format::Docx,
                 "word/document.xml",
-                docx::tests::zip_with(&[(
+                zipped::tests::zip_with(&[(
                     "word/document.xml",
                     &laughs("<w:document><w:t>&lol2;</w:t></w:document>"),
                 )]),
@@ -526,7 +513,7 @@ mod tests {
             (
                 Format::Odt,
                 "content.xml",
-                docx::tests::zip_with(&[
+                zipped::tests::zip_with(&[
                     ("mimetype", b"application/vnd.oasis.opendocument.text".as_slice()),
                     (
                         "content.xml",
@@ -537,7 +524,7 @@ mod tests {
             (
                 Format::Xlsx,
                 "xl/sharedStrings.xml",
-                docx::tests::zip_with(&[
+                zipped::tests::zip_with(&[
                     ("xl/workbook.xml", b"<workbook/>".as_slice()),
                     (
                         "xl/sharedStrings.xml",
@@ -548,7 +535,7 @@ mod tests {
             (
                 Format::Pptx,
                 "ppt/slides/slide1.xml",
-                docx::tests::zip_with(&[
+                zipped::tests::zip_with(&[
                     ("ppt/presentation.xml", b"<p:presentation/>".as_slice()),
                     (
                         "ppt/slides/slide1.xml",
@@ -559,7 +546,7 @@ mod tests {
             (
                 Format::Epub,
                 "META-INF/container.xml",
-                docx::tests::zip_with(&[
+                zipped::tests::zip_with(&[
                     ("mimetype", b"application/epub+zip".as_slice()),
                     (
                         "META-INF/container.xml",
@@ -581,7 +568,7 @@ mod tests {
     #[test]
     fn a_doctype_without_entities_is_read() {
         let opf = br#"<?xml version="1.0"?><!DOCTYPE package PUBLIC "+//ISBN 0-9673008-1-9//DTD OEB 1.2 Package//EN" "http://openebook.org/dtds/oeb-1.2/oebpkg12.dtd"><package><manifest><item id="c" href="c.html" media-type="text/html"/></manifest><spine><itemref idref="c"/></spine></package>"#;
-        let bytes = docx::tests::zip_with(&[
+        let bytes = zipped::tests::zip_with(&[
             ("mimetype", b"application/epub+zip".as_slice()),
             (
                 "META-INF/container.xml",
@@ -596,7 +583,7 @@ mod tests {
     #[test]
     fn non_document_zips_and_rtf_magic() {
         let registry = ExtractorRegistry::default();
-        let zip = docx::tests::zip_with(&[("mimetype", b"application/x-other".as_slice())]);
+        let zip = zipped::tests::zip_with(&[("mimetype", b"application/x-other".as_slice())]);
         assert!(matches!(
             registry.detect("a.zip", &zip),
             Err(ExtractError::Unsupported { .. })
@@ -687,7 +674,7 @@ mod tests {
 
     #[test]
     fn plain_zip_is_unsupported_but_named_docx_is_malformed() {
-        let zip = docx::tests::zip_with(&[("readme.txt", b"hello".as_slice())]);
+        let zip = zipped::tests::zip_with(&[("readme.txt", b"hello".as_slice())]);
         assert!(matches!(
             extract("archive.zip", &zip),
             Err(ExtractError::Unsupported { .. })

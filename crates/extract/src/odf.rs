@@ -130,7 +130,7 @@ pub(super) fn attr(e: &BytesStart<'_>, local: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::docx::tests::zip_with;
+    use super::super::zipped::tests::zip_with;
     use super::*;
 
     fn odt(body: &str) -> Vec<u8> {

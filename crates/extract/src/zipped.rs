@@ -91,10 +91,6 @@ impl<'a> Container<'a> {
             .collect()
     }
 
-    pub(super) fn has(&self, name: &str) -> bool {
-        self.archive.index_for_name(name).is_some()
-    }
-
     /// The part `href` names, resolved against `base` ([`resolve`]), or `Malformed` saying
     /// which part named what: a path that climbs out of the archive is refused as such
     /// rather than looked up and reported missing.
@@ -141,6 +137,24 @@ impl<'a> Container<'a> {
         })
     }
 
+    /// Reads one XML part up to its root element, refusing a DOCTYPE that declares
+    /// entities; a part that is not XML is left to the reader that needs it.
+    fn check_prolog(&mut self, name: &str) -> Result<(), ExtractError> {
+        let format = self.format;
+        self.with_part(name, |input| {
+            let mut reader = Reader::from_reader(input);
+            let mut buf = Vec::new();
+            loop {
+                match reader.read_event_into(&mut buf) {
+                    Ok(Event::DocType(doctype)) => refuse_entities(&doctype, name, format)?,
+                    Ok(Event::Decl(_) | Event::Comment(_) | Event::PI(_) | Event::Text(_)) => {}
+                    _ => return Ok(()),
+                }
+                buf.clear();
+            }
+        })
+    }
+
     /// Streams one XML part, calling `on_event` for each event and polling `stop` between
     /// events, so a long part does not keep a worker busy after its lease is gone. Every
     /// XML part of every container is read here, so this is where entity declarations are
@@ -169,6 +183,48 @@ impl<'a> Container<'a> {
             }
         })
     }
+}
+
+/// Checks an Office Open XML package before office_oxide reads it (see `office.rs`), so
+/// that it is held to the same rules as every other container: the sizes its entries
+/// declare must fit the inflate budget together (the zip reader stops any entry at its
+/// declared size, so a forged size cannot let more through; office_oxide then counts what
+/// it actually inflates against the same budget), and no XML part may declare entities.
+/// Only each part's prolog is read, up to its root element; the stop flag is polled
+/// between parts.
+pub(super) fn precheck(
+    bytes: &[u8],
+    format: Format,
+    max_inflated: u64,
+    stop: &AtomicBool,
+) -> Result<(), ExtractError> {
+    let mut container = Container::open(bytes, format, max_inflated)?;
+    let mut declared = 0u64;
+    for index in 0..container.archive.len() {
+        check_stop(stop)?;
+        let entry = container
+            .archive
+            .by_index_raw(index)
+            .map_err(|e| ExtractError::malformed(format, format!("cannot open entry {index}: {e}")))?;
+        declared = declared.saturating_add(entry.size());
+        if declared > max_inflated {
+            let name = entry
+                .name()
+                .map(|n| n.into_owned())
+                .unwrap_or_else(|_| format!("entry {index}"));
+            return Err(ExtractError::malformed(
+                format,
+                format!("{name} inflates past the limit of {max_inflated} bytes"),
+            ));
+        }
+    }
+    for name in container.names() {
+        if name.ends_with(".xml") || name.ends_with(".rels") {
+            check_stop(stop)?;
+            container.check_prolog(&name)?;
+        }
+    }
+    Ok(())
 }
 
 /// A DOCTYPE that declares entities is refused. Entities are never expanded here (quick-xml
@@ -221,20 +277,6 @@ pub(super) fn check_output(out: &str, limit: u64, format: Format) -> Result<(), 
         ));
     }
     Ok(())
-}
-
-/// Part names like `ppt/slides/slide12.xml` in the order of their number, not of the
-/// archive or of the alphabet (`slide10` would sort before `slide2`).
-pub(super) fn numbered_parts(names: &[String], prefix: &str, suffix: &str) -> Vec<String> {
-    let mut parts: Vec<(u64, &String)> = names
-        .iter()
-        .filter_map(|name| {
-            let number = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
-            Some((number.parse().ok()?, name))
-        })
-        .collect();
-    parts.sort();
-    parts.into_iter().map(|(_, name)| name.clone()).collect()
 }
 
 /// Why a path named inside a container does not lead to one of its parts.
@@ -331,5 +373,24 @@ impl<R: Read> Read for Capped<R> {
         }
         self.remaining -= n as u64;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use std::io::{Cursor, Write};
+
+    use zip::write::SimpleFileOptions;
+    use zip::{CompressionMethod, ZipWriter};
+
+    /// Builds a deflated zip in memory; shared by the container tests.
+    pub(in super::super) fn zip_with(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut zip = ZipWriter::new(Cursor::new(Vec::new()));
+        let options = SimpleFileOptions::default().compression_method(CompressionMethod::Deflated);
+        for (name, data) in files {
+            zip.start_file(*name, options).unwrap();
+            zip.write_all(data).unwrap();
+        }
+        zip.finish().unwrap().into_inner()
     }
 }
