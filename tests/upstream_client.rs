@@ -392,7 +392,10 @@ fn one_shot(status_line: &'static str, headers: &'static str, body: &'static str
         let head = String::from_utf8_lossy(&head);
         let auth = head
             .lines()
-            .find_map(|l| l.split_once(": ").filter(|(n, _)| n.eq_ignore_ascii_case("Authorization")))
+            .find_map(|l| {
+                l.split_once(": ")
+                    .filter(|(n, _)| n.eq_ignore_ascii_case("Authorization"))
+            })
             .map(|(_, value)| value)
             .unwrap_or("")
             .to_string();

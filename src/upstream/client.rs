@@ -469,7 +469,6 @@ impl HttpClient {
         let _ = read_at_most(response, ERROR_BODY_LIMIT);
         Ok(())
     }
-
 }
 
 /// `request` with the account's credentials attached.
@@ -1044,6 +1043,67 @@ mod tests {
     fn url_path(url: &str) -> String {
         let request = ureq::get(url);
         request.uri_ref().unwrap().path().to_string()
+    }
+
+    #[test]
+    fn the_agent_follows_no_redirect_reads_no_proxy_and_answers_every_status() {
+        let agent = agent(Duration::from_secs(7));
+        let config = agent.config();
+        assert_eq!(config.max_redirects(), 0);
+        assert!(!config.http_status_as_error());
+        assert!(config.proxy().is_none());
+        assert_eq!(config.timeouts().global, Some(Duration::from_secs(7)));
+        assert_eq!(config.timeouts().connect, Some(Duration::from_secs(7)));
+        let long = super::agent(Duration::from_secs(300));
+        assert_eq!(long.config().timeouts().connect, Some(CONNECT_TIMEOUT));
+    }
+
+    /// A server on 127.0.0.1 that answers one request with `status`,
+    /// `headers` and `body`, then goes away.
+    fn answer_once(
+        status: u16,
+        headers: &[(&str, &str)],
+        body: impl std::io::Read + Send + 'static,
+    ) -> String {
+        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", server.server_addr().to_ip().unwrap());
+        let headers: Vec<tiny_http::Header> = headers
+            .iter()
+            .map(|(name, value)| tiny_http::Header::from_bytes(*name, *value).unwrap())
+            .collect();
+        std::thread::spawn(move || {
+            let request = server.recv().unwrap();
+            let response = tiny_http::Response::new(status.into(), headers, body, None, None);
+            let _ = request.respond(response);
+        });
+        base
+    }
+
+    #[test]
+    fn a_redirect_is_rejected_not_followed() {
+        let base = answer_once(302, &[("Location", "/documents?followed=1")], std::io::empty());
+        let err = HttpClient::new(Duration::from_secs(30))
+            .list(&base, &account(), None)
+            .unwrap_err();
+        // Followed, the second request would find the server gone (Transient).
+        assert!(
+            matches!(err, UpstreamError::Rejected { status: 302, .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn an_endless_error_body_is_read_only_up_to_its_cap() {
+        let base = answer_once(500, &[], std::io::repeat(b'x'));
+        let err = HttpClient::new(Duration::from_secs(30))
+            .list(&base, &account(), None)
+            .unwrap_err();
+        // Read to its end, the body would have ended in the timeout, and the
+        // detail would be the status's name instead of the body's start.
+        match &err {
+            UpstreamError::Transient { detail } => assert!(detail.starts_with("HTTP 500: xxxx"), "{detail}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
