@@ -558,15 +558,17 @@ fn classify(answer: Answer, account: &Account) -> UpstreamError {
     }
 }
 
-/// Connection problems (refused, reset, timed out, TLS) are transient; a
-/// request that can never be made is not: a URL that does not parse or has an
-/// unknown scheme or no host, or a header value HTTP cannot carry.
+/// Connection problems (refused, reset, timed out, a failed TLS handshake)
+/// are transient; a request that can never be made is not: a URL that does
+/// not parse or has an unknown scheme or no host, https in a build without
+/// TLS, or a header value HTTP cannot carry.
 fn transport_error(error: &ureq::Error, account: &Account) -> UpstreamError {
     let detail = account.detail(&error.to_string());
     match error {
-        ureq::Error::BadUri(_) | ureq::Error::Http(_) | ureq::Error::RequireHttpsOnly(_) => {
-            UpstreamError::Protocol { detail }
-        }
+        ureq::Error::BadUri(_)
+        | ureq::Error::Http(_)
+        | ureq::Error::RequireHttpsOnly(_)
+        | ureq::Error::TlsRequired => UpstreamError::Protocol { detail },
         _ => UpstreamError::Transient { detail },
     }
 }
@@ -1102,6 +1104,28 @@ mod tests {
         // detail would be the status's name instead of the body's start.
         match &err {
             UpstreamError::Transient { detail } => assert!(detail.starts_with("HTTP 500: xxxx"), "{detail}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn https_goes_through_tls() {
+        // A plain-HTTP answer to an https request: the TLS handshake fails,
+        // which is a connection problem (not an unusable URL).
+        use std::io::Write as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("https://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+            let _ = stream.read(&mut [0u8; 1024]);
+        });
+        let err = HttpClient::new(Duration::from_secs(30))
+            .list(&base, &account(), None)
+            .unwrap_err();
+        match &err {
+            // rustls's complaint about the plaintext it read.
+            UpstreamError::Transient { detail } => assert!(detail.contains("corrupt message"), "{detail}"),
             other => panic!("{other:?}"),
         }
     }
