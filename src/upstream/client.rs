@@ -27,8 +27,10 @@
 //! with its reason in [`Page::skipped`], and the rest of the page is used. Only
 //! a page that is not a listing at all fails the request. Ids are sent as one
 //! percent-encoded path segment; `.` and `..` are refused rather than sent,
-//! because the URL parser of the HTTP library (WHATWG rules) reads `%2E%2E` as
-//! `..` too, so no spelling of them would reach the server as a document id.
+//! because `%2E%2E` is `..` too (RFC 3986 §6.2.2: percent-encoded unreserved
+//! characters are the characters themselves), and a server or proxy that
+//! normalises the path removes it as a dot segment, so no spelling of them
+//! would reliably reach the server as a document id.
 //!
 //! # Why these error classes
 //! The worker reacts to the class, not to the status code:
@@ -41,15 +43,20 @@
 //!   [`UpstreamError::TooLarge`] are permanent for that request.
 //!
 //! # Transport
-//! `https://` needs ureq's `tls` feature (see `Cargo.toml`). Without it an
-//! https URL fails with [`UpstreamError::Protocol`] ("unknown scheme"), as
-//! does any URL that can never be requested, rather than being retried
-//! forever as [`UpstreamError::Transient`]. Redirects are not followed: a
-//! redirect would either carry the password to another host or lose it, and
-//! the API has no reason to redirect, so a 3xx is a [`UpstreamError::Rejected`].
+//! `https://` goes through rustls with the webpki roots (ureq's `rustls`
+//! feature, see `Cargo.toml`); no proxy is used, whatever the environment
+//! says. A URL that can never be requested (bad syntax, a scheme other than
+//! http and https) fails with [`UpstreamError::Protocol`] rather than being
+//! retried forever as [`UpstreamError::Transient`]. Redirects are not
+//! followed: a redirect would either carry the password to another host or
+//! lose it, and the API has no reason to redirect, so a 3xx is a
+//! [`UpstreamError::Rejected`].
 
 use std::io::Read;
 use std::time::Duration;
+
+use ureq::http::Response;
+use ureq::Body;
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -68,6 +75,10 @@ const ERROR_BODY_LIMIT: u64 = 4096;
 /// become keys, paths in URLs and names in logs; a longer one is a broken or
 /// hostile record.
 pub const MAX_ID_BYTES: usize = 1024;
+
+/// How long connecting may take within a request's timeout (what ureq 2, the
+/// client's earlier library, allowed by default).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Largest listing page accepted. A page is 50-odd small records; anything
 /// near this size is a broken or hostile server, not a listing.
@@ -400,7 +411,7 @@ impl HttpClient {
         cursor: Option<&str>,
     ) -> Result<Page, UpstreamError> {
         let url = endpoint(base_url, &["documents"])?;
-        let mut request = self.request("GET", &url, account);
+        let mut request = authorized(self.agent.get(&url), account);
         if let Some(cursor) = cursor {
             request = request.query("cursor", cursor);
         }
@@ -426,7 +437,7 @@ impl HttpClient {
         max_bytes: u64,
     ) -> Result<Vec<u8>, UpstreamError> {
         let url = endpoint(base_url, &["documents", id, "content"])?;
-        let response = answer(self.request("GET", &url, account).call(), account)?;
+        let response = answer(authorized(self.agent.get(&url), account).call(), account)?;
         if let Some(size) = declared_length(&response).filter(|&size| size > max_bytes) {
             return Err(UpstreamError::TooLarge {
                 size,
@@ -451,50 +462,50 @@ impl HttpClient {
         let body = serde_json::to_vec(&Batch { results }).map_err(|e| UpstreamError::Protocol {
             detail: short(&redact(&format!("cannot encode results: {e}"))),
         })?;
-        let request = self
-            .request("POST", url, account)
-            .set("Content-Type", "application/json");
-        let response = answer(request.send_bytes(&body), account)?;
+        let request = authorized(self.agent.post(url), account).header("Content-Type", "application/json");
+        let response = answer(request.send(&body[..]), account)?;
         // Drain a little so the connection can go back to the pool; a failure
         // here does not undo the delivery the status already confirmed.
         let _ = read_at_most(response, ERROR_BODY_LIMIT);
         Ok(())
     }
-
-    /// A request with the account's credentials attached.
-    fn request(&self, method: &str, url: &str, account: &Account) -> ureq::Request {
-        self.agent
-            .request(method, url)
-            .set("Authorization", &account.authorization())
-            .set("Accept", "application/json, */*")
-    }
 }
 
-/// The 2xx response, or the error the answer means.
+/// `request` with the account's credentials attached.
+fn authorized<B>(request: ureq::RequestBuilder<B>, account: &Account) -> ureq::RequestBuilder<B> {
+    request
+        .header("Authorization", account.authorization())
+        .header("Accept", "application/json, */*")
+}
+
+/// The 2xx response, or the error the answer means. The agent hands every
+/// status back as a response (see [`agent`]), so an `Err` is the transport's.
 fn answer(
-    result: Result<ureq::Response, ureq::Error>,
+    result: Result<Response<Body>, ureq::Error>,
     account: &Account,
-) -> Result<ureq::Response, UpstreamError> {
+) -> Result<Response<Body>, UpstreamError> {
     match result {
-        Ok(response) if (200..300).contains(&response.status()) => Ok(response),
-        Ok(response) | Err(ureq::Error::Status(_, response)) => Err(status_error(response, account)),
-        Err(ureq::Error::Transport(transport)) => Err(transport_error(&transport, account)),
+        Ok(response) if response.status().is_success() => Ok(response),
+        Ok(response) => Err(status_error(response, account)),
+        Err(error) => Err(transport_error(&error, account)),
     }
 }
 
 /// Reads what a non-2xx answer says and classifies it.
-fn status_error(response: ureq::Response, account: &Account) -> UpstreamError {
+fn status_error(response: Response<Body>, account: &Account) -> UpstreamError {
     let status = response.status();
-    let retry_after = response.header("Retry-After").and_then(parse_retry_after);
+    let retry_after = header(&response, "Retry-After").and_then(|value| parse_retry_after(&value));
     let headers_locked = headers_say_locked(&response);
-    let status_text = response.status_text().to_string();
     let body = read_at_most(response, ERROR_BODY_LIMIT).unwrap_or_default();
     let body = String::from_utf8_lossy(&body);
+    // HTTP/1.1 clients keep no reason phrase: an empty body is described by
+    // the status's standard name.
     let text = if body.trim().is_empty() {
-        status_text.as_str()
+        status.canonical_reason().unwrap_or("")
     } else {
         body.trim()
     };
+    let status = status.as_u16();
     let answer = Answer {
         status,
         retry_after,
@@ -547,14 +558,17 @@ fn classify(answer: Answer, account: &Account) -> UpstreamError {
     }
 }
 
-/// Connection problems are transient; a URL that can never be requested is
-/// not.
-fn transport_error(transport: &ureq::Transport, account: &Account) -> UpstreamError {
-    let detail = account.detail(&transport.to_string());
-    match transport.kind() {
-        ureq::ErrorKind::InvalidUrl
-        | ureq::ErrorKind::UnknownScheme
-        | ureq::ErrorKind::InsecureRequestHttpsOnly => UpstreamError::Protocol { detail },
+/// Connection problems (refused, reset, timed out, a failed TLS handshake)
+/// are transient; a request that can never be made is not: a URL that does
+/// not parse or has an unknown scheme or no host, https in a build without
+/// TLS, or a header value HTTP cannot carry.
+fn transport_error(error: &ureq::Error, account: &Account) -> UpstreamError {
+    let detail = account.detail(&error.to_string());
+    match error {
+        ureq::Error::BadUri(_)
+        | ureq::Error::Http(_)
+        | ureq::Error::RequireHttpsOnly(_)
+        | ureq::Error::TlsRequired => UpstreamError::Protocol { detail },
         _ => UpstreamError::Transient { detail },
     }
 }
@@ -567,15 +581,26 @@ fn read_failed(error: &std::io::Error, account: &Account) -> UpstreamError {
 }
 
 /// Up to `limit` bytes of the body; never more, whatever the server sends.
-fn read_at_most(response: ureq::Response, limit: u64) -> std::io::Result<Vec<u8>> {
+fn read_at_most(response: Response<Body>, limit: u64) -> std::io::Result<Vec<u8>> {
     let mut body = Vec::new();
-    response.into_reader().take(limit).read_to_end(&mut body)?;
+    response
+        .into_body()
+        .into_reader()
+        .take(limit)
+        .read_to_end(&mut body)?;
     Ok(body)
 }
 
+/// The first value of header `name`, as text (bytes that are not UTF-8
+/// replaced).
+fn header(response: &Response<Body>, name: &str) -> Option<String> {
+    let value = response.headers().get(name)?;
+    Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
+}
+
 /// The `Content-Length` the server declared, if it is a number.
-fn declared_length(response: &ureq::Response) -> Option<u64> {
-    response.header("Content-Length")?.trim().parse().ok()
+fn declared_length(response: &Response<Body>) -> Option<u64> {
+    header(response, "Content-Length")?.trim().parse().ok()
 }
 
 /// A listing page, or `Protocol` naming what is wrong with it. A page whose
@@ -657,15 +682,25 @@ fn check_field(field: &'static str, value: &str) -> Result<(), BadRecord> {
     Ok(())
 }
 
-/// The HTTP agent of every leasehold request: `timeout` for the whole request,
-/// no redirects (a redirected POST may become a GET or be re-sent elsewhere;
-/// the operator fixes the URL instead), leasehold's user agent.
+/// The HTTP agent of every leasehold request: `timeout` for the whole request
+/// (connecting, sending, and reading the whole answer), of which connecting
+/// may take at most [`CONNECT_TIMEOUT`]; no redirects (a redirected POST may
+/// become a GET or be re-sent elsewhere; the operator fixes the URL instead):
+/// a 3xx is handed back as it is; every status is an answer to read, not an
+/// error (the callers classify it, reading at most a capped part of its
+/// body); no proxy from the environment (none was ever used; an
+/// `HTTPS_PROXY` meant for other programs would otherwise see every
+/// request); leasehold's user agent.
 pub(crate) fn agent(timeout: Duration) -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout(timeout)
-        .redirects(0)
+    ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .timeout_connect(Some(CONNECT_TIMEOUT.min(timeout)))
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .proxy(None)
         .user_agent(concat!("leasehold/", env!("CARGO_PKG_VERSION")))
         .build()
+        .new_agent()
 }
 
 /// `Retry-After` as delta-seconds. The HTTP-date form is not parsed and, like
@@ -674,12 +709,11 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
     value.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
-/// Whether any header name or value says "locked".
-fn headers_say_locked(response: &ureq::Response) -> bool {
-    response
-        .headers_names()
-        .iter()
-        .any(|name| says_locked(name) || response.all(name).iter().any(|value| says_locked(value)))
+/// Whether any header name or value says "locked". Names come lower-cased.
+fn headers_say_locked(response: &Response<Body>) -> bool {
+    response.headers().iter().any(|(name, value)| {
+        says_locked(name.as_str()) || says_locked(&String::from_utf8_lossy(value.as_bytes()))
+    })
 }
 
 /// Whether `text` says "locked" as a word, case-insensitively: `account
@@ -996,22 +1030,104 @@ mod tests {
     }
 
     #[test]
-    fn dot_segments_cannot_be_spelled_so_that_the_url_keeps_them() {
-        // Why `.` and `..` are refused: the URL parser reads %2E%2E as `..`.
-        assert_eq!(url_path("http://x/documents/%2E%2E/content"), "/content");
-        assert_eq!(url_path("http://x/documents/%2e./content"), "/content");
-        // An id that merely looks like one is sent as it is, encoded.
+    fn an_id_is_sent_as_the_one_path_segment_it_was_encoded_to() {
+        // The HTTP library sends the path as built: an id that merely looks
+        // like a dot segment keeps its own spelling, encoded.
         let url = endpoint("http://x", &["documents", "%2E%2E", "content"]).unwrap();
         assert_eq!(url_path(&url), "/documents/%252E%252E/content");
         let url = endpoint("http://x", &["documents", "...", "content"]).unwrap();
         assert_eq!(url_path(&url), "/documents/.../content");
+        let url = endpoint("http://x", &["documents", "a/b", "content"]).unwrap();
+        assert_eq!(url_path(&url), "/documents/a%2Fb/content");
     }
 
     /// The path the HTTP library would send for `url`.
     fn url_path(url: &str) -> String {
         let request = ureq::get(url);
-        let parsed = request.request_url().unwrap();
-        parsed.path().to_string()
+        request.uri_ref().unwrap().path().to_string()
+    }
+
+    #[test]
+    fn the_agent_follows_no_redirect_reads_no_proxy_and_answers_every_status() {
+        let agent = agent(Duration::from_secs(7));
+        let config = agent.config();
+        assert_eq!(config.max_redirects(), 0);
+        assert!(!config.http_status_as_error());
+        assert!(config.proxy().is_none());
+        assert_eq!(config.timeouts().global, Some(Duration::from_secs(7)));
+        assert_eq!(config.timeouts().connect, Some(Duration::from_secs(7)));
+        let long = super::agent(Duration::from_secs(300));
+        assert_eq!(long.config().timeouts().connect, Some(CONNECT_TIMEOUT));
+    }
+
+    /// A server on 127.0.0.1 that answers one request with `status`,
+    /// `headers` and `body`, then goes away.
+    fn answer_once(
+        status: u16,
+        headers: &[(&str, &str)],
+        body: impl std::io::Read + Send + 'static,
+    ) -> String {
+        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", server.server_addr().to_ip().unwrap());
+        let headers: Vec<tiny_http::Header> = headers
+            .iter()
+            .map(|(name, value)| tiny_http::Header::from_bytes(*name, *value).unwrap())
+            .collect();
+        std::thread::spawn(move || {
+            let request = server.recv().unwrap();
+            let response = tiny_http::Response::new(status.into(), headers, body, None, None);
+            let _ = request.respond(response);
+        });
+        base
+    }
+
+    #[test]
+    fn a_redirect_is_rejected_not_followed() {
+        let base = answer_once(302, &[("Location", "/documents?followed=1")], std::io::empty());
+        let err = HttpClient::new(Duration::from_secs(30))
+            .list(&base, &account(), None)
+            .unwrap_err();
+        // Followed, the second request would find the server gone (Transient).
+        assert!(
+            matches!(err, UpstreamError::Rejected { status: 302, .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn an_endless_error_body_is_read_only_up_to_its_cap() {
+        let base = answer_once(500, &[], std::io::repeat(b'x'));
+        let err = HttpClient::new(Duration::from_secs(30))
+            .list(&base, &account(), None)
+            .unwrap_err();
+        // Read to its end, the body would have ended in the timeout, and the
+        // detail would be the status's name instead of the body's start.
+        match &err {
+            UpstreamError::Transient { detail } => assert!(detail.starts_with("HTTP 500: xxxx"), "{detail}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn https_goes_through_tls() {
+        // A plain-HTTP answer to an https request: the TLS handshake fails,
+        // which is a connection problem (not an unusable URL).
+        use std::io::Write as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("https://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+            let _ = stream.read(&mut [0u8; 1024]);
+        });
+        let err = HttpClient::new(Duration::from_secs(30))
+            .list(&base, &account(), None)
+            .unwrap_err();
+        match &err {
+            // rustls's complaint about the plaintext it read.
+            UpstreamError::Transient { detail } => assert!(detail.contains("corrupt message"), "{detail}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -237,13 +237,18 @@ impl Notifier {
             url: url_origin(url),
             reason: one_line(&redact(&reason)),
         };
-        match self.agent.post(url).send_json(n) {
-            Ok(resp) if (200..300).contains(&resp.status()) => Ok(()),
-            Ok(resp) => Err(fail(format!("answered {} {}", resp.status(), resp.status_text()))),
-            Err(ureq::Error::Status(code, resp)) => {
-                Err(fail(format!("answered {code} {}", resp.status_text())))
+        let body = serde_json::to_vec(n).map_err(|e| fail(format!("cannot encode the notice: {e}")))?;
+        // The agent hands every status back as a response (no redirects
+        // followed); the answer's body is not read.
+        let request = self.agent.post(url).header("Content-Type", "application/json");
+        match request.send(&body[..]) {
+            Ok(resp) if resp.status().is_success() => Ok(()),
+            Ok(resp) => {
+                let status = resp.status();
+                let name = status.canonical_reason().unwrap_or("");
+                Err(fail(format!("answered {} {name}", status.as_u16())))
             }
-            Err(ureq::Error::Transport(t)) => Err(fail(describe_transport(&t))),
+            Err(e) => Err(fail(describe_transport(&e))),
         }
     }
 }
@@ -255,19 +260,16 @@ fn command_error(program: &str, reason: String) -> NotifyError {
     }
 }
 
-/// ureq's own `Display` starts with the full URL, which may hold a token; this
-/// rebuilds the message from its parts without it.
-fn describe_transport(t: &ureq::Transport) -> String {
-    let mut reason = t.kind().to_string();
-    if let Some(message) = t.message() {
-        reason.push_str(": ");
-        reason.push_str(message);
+/// The transport's error without the URL, which may hold a token: the errors
+/// about a URL that ureq shows with the URL in them are described here
+/// instead; the others (connection refused, timeout, TLS, a header HTTP
+/// cannot carry) do not quote it.
+fn describe_transport(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::BadUri(_) => "bad URL: no scheme, an unknown scheme or no host".to_string(),
+        ureq::Error::RequireHttpsOnly(_) => "the URL is not https".to_string(),
+        other => other.to_string(),
     }
-    if let Some(source) = std::error::Error::source(t) {
-        reason.push_str(": ");
-        reason.push_str(&source.to_string());
-    }
-    reason
 }
 
 /// `scheme://host[:port]`, plus `/…` when a path or query was cut off; any

@@ -313,7 +313,8 @@ fn set_next_applies_in_order_then_the_standing_mode() {
 fn notices_need_no_auth_and_are_not_counted() {
     let (up, _) = upstream();
     ureq::post(&up.webhook_url())
-        .send_json(serde_json::json!({"event": "paused", "account": "alice"}))
+        .header("Content-Type", "application/json")
+        .send(serde_json::json!({"event": "paused", "account": "alice"}).to_string())
         .expect("notify");
     assert_eq!(
         up.notices(),
@@ -390,7 +391,11 @@ fn one_shot(status_line: &'static str, headers: &'static str, body: &'static str
         let head = String::from_utf8_lossy(&head);
         let auth = head
             .lines()
-            .find_map(|l| l.strip_prefix("Authorization: "))
+            .find_map(|l| {
+                l.split_once(": ")
+                    .filter(|(n, _)| n.eq_ignore_ascii_case("Authorization"))
+            })
+            .map(|(_, value)| value)
             .unwrap_or("")
             .to_string();
         let body = body.replace("{auth}", &auth).replace("{password}", PASSWORD);
