@@ -250,15 +250,21 @@ fn a_takeover_is_logged_once(b: Backend) {
 /// The JSON log lines `f` emits on this thread. One global subscriber (set
 /// once for this test binary) writes each thread's lines to that thread's
 /// own buffer: a subscriber scoped to one thread would race with the tests
-/// running beside it over tracing's per-callsite interest cache.
+/// running beside it over tracing's per-callsite interest cache. A thread
+/// keeps lines only while it captures, so the other tests of the binary,
+/// whose events reach the same subscriber, leave nothing behind.
 fn captured_logs(f: impl FnOnce()) -> Vec<serde_json::Value> {
     thread_local! {
-        static LINES: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        static LINES: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
     }
     struct ThisThread;
     impl std::io::Write for ThisThread {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            LINES.with(|l| l.borrow_mut().extend_from_slice(b));
+            LINES.with(|l| {
+                if let Some(lines) = l.borrow_mut().as_mut() {
+                    lines.extend_from_slice(b);
+                }
+            });
             Ok(b.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
@@ -274,9 +280,9 @@ fn captured_logs(f: impl FnOnce()) -> Vec<serde_json::Value> {
             .finish();
         tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
     });
-    LINES.with(|l| l.borrow_mut().clear());
+    LINES.with(|l| *l.borrow_mut() = Some(Vec::new()));
     f();
-    let bytes = LINES.with(|l| std::mem::take(&mut *l.borrow_mut()));
+    let bytes = LINES.with(|l| l.borrow_mut().take()).unwrap_or_default();
     String::from_utf8_lossy(&bytes)
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON log line"))
