@@ -41,6 +41,7 @@
 
 mod check;
 mod checkpoint;
+mod driver;
 mod engine;
 mod events;
 mod figures;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::check::{self, IndexedRow};
 use super::checkpoint::Checkpointer;
+use super::driver;
 use super::engine::Engine;
 use super::gate::{self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 use super::open::{self, Access, Pool};
@@ -33,6 +34,15 @@ use crate::group::GroupCommit;
 use crate::job::{
     Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
 };
+
+/// A connection (a write transaction or a pooled read connection) as the
+/// engine-neutral rules see it: the SQLite side of [`driver::Rows`].
+#[allow(dead_code)] // Constructed by the rules' callers as the areas move over.
+pub(crate) struct Rows<'c>(pub(crate) &'c rusqlite::Connection);
+
+impl driver::Rows for Rows<'_> {
+    type Error = rusqlite::Error;
+}
 
 /// One SQLite file: its pool, its group-commit queue, its turnstile and its
 /// checkpointer.

@@ -167,3 +167,13 @@ impl<'a> DerefMut for Tx<'a> {
         &mut self.tx
     }
 }
+
+/// A write transaction as the engine-neutral rules see it.
+impl crate::store::driver::Rows for Tx<'_> {
+    type Error = super::tx::Fail;
+}
+
+/// A read connection as the engine-neutral rules see it.
+impl crate::store::driver::Rows for Client {
+    type Error = super::tx::Fail;
+}
