@@ -136,16 +136,10 @@ fn build(store: &Store, texts: &[String]) {
             .map(|c| {
                 let i: usize = c.key[3..].parse().unwrap();
                 let text = texts[i].as_str();
-                (
-                    c,
-                    Completion {
-                        index: Some(text),
-                        ..Completion::new("r", "s")
-                    },
-                )
+                (c, Completion::new("r", "s").index(text))
             })
             .collect();
-        assert!(store.finish_many(done).unwrap().iter().all(|f| f.is_accepted()));
+        assert!(store.complete_many(done).unwrap().iter().all(|f| f.is_accepted()));
     }
 }
 
@@ -472,16 +466,10 @@ fn store_level_run(texts: &[String], variant: &IndexVariant, batch: usize) -> f6
             .map(|c| {
                 let i: usize = c.key[3..].parse().unwrap();
                 let index = Some(texts[i].as_str());
-                (
-                    c,
-                    Completion {
-                        index,
-                        ..Completion::new("r", "s")
-                    },
-                )
+                (c, Completion::new("r", "s").index(index))
             })
             .collect();
-        assert!(store.finish_many(done).unwrap().iter().all(|f| f.is_accepted()));
+        assert!(store.complete_many(done).unwrap().iter().all(|f| f.is_accepted()));
     }
     start.elapsed().as_secs_f64()
 }

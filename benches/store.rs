@@ -281,7 +281,10 @@ fn bench_raw_vs_store(c: &mut Criterion) {
                         let worker = format!("w{t}");
                         for _ in 0..quota {
                             let claim = store.claim(&worker).unwrap().expect("queued");
-                            assert!(store.complete(claim, "r", "s").unwrap().is_accepted());
+                            assert!(store
+                                .complete(claim, Completion::new("r", "s"))
+                                .unwrap()
+                                .is_accepted());
                         }
                     });
                     measured(&format!("{group}/store/{threads}"), iters, spent)
@@ -313,7 +316,10 @@ fn bench_raw_vs_store(c: &mut Criterion) {
                 while left > 0 {
                     let claims = store.claim_batch("w", left.min(32)).unwrap();
                     let n = claims.len();
-                    let done: Vec<_> = claims.into_iter().map(|c| (c, "r", "s")).collect();
+                    let done: Vec<_> = claims
+                        .into_iter()
+                        .map(|c| (c, Completion::new("r", "s")))
+                        .collect();
                     let out = store.complete_many(done).unwrap();
                     assert!(out.iter().all(|o| o.is_accepted()));
                     left -= n;
@@ -381,11 +387,8 @@ fn bench_outbox_secure_delete(c: &mut Criterion) {
                 let start = Instant::now();
                 for _ in 0..iters {
                     let claim = store.claim("w").unwrap().expect("queued");
-                    let done = Completion {
-                        deliver: Some(&text),
-                        ..Completion::new("r", "s")
-                    };
-                    assert!(store.finish(claim, done).unwrap().is_accepted());
+                    let done = Completion::new("r", "s").deliver(&text);
+                    assert!(store.complete(claim, done).unwrap().is_accepted());
                     let Drain::Send(batch) = store
                         .outbox()
                         .claim(1, Duration::from_secs(60), Duration::ZERO)
@@ -421,7 +424,10 @@ fn fairness() {
                     let Some(claim) = store.claim(&worker).unwrap() else {
                         break;
                     };
-                    assert!(store.complete(claim, "r", "s").unwrap().is_accepted());
+                    assert!(store
+                        .complete(claim, Completion::new("r", "s"))
+                        .unwrap()
+                        .is_accepted());
                     count.fetch_add(1, Ordering::Relaxed);
                 }
             });

@@ -40,7 +40,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         let key = claim.key.clone();
-        match store.complete(claim, &format!("results/{key}"), &format!("{:x}", text.len()))? {
+        match store.complete(
+            claim,
+            leasehold::Completion::new(&format!("results/{key}"), &format!("{:x}", text.len())),
+        )? {
             Fenced::Accepted => println!("{key}: accepted"),
             Fenced::Rejected(why) => println!("{key}: refused, {why}"),
         }
@@ -49,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The slow worker wakes up and tries to complete: refused, and recorded.
     let slow_key = slow.key.clone();
     let slow_id = slow.id;
-    let answer = store.complete(slow, "results/late.txt", "0")?;
+    let answer = store.complete(slow, leasehold::Completion::new("results/late.txt", "0"))?;
     println!("{slow_key}: the late worker's completion: {answer:?}");
     assert!(!answer.is_accepted(), "a late write is never accepted");
     for h in store.history(slow_id)? {

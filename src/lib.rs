@@ -88,7 +88,9 @@ pub use error::{DatabaseError, Error, Result};
 pub use job::{
     Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Rejection, Status,
 };
-pub use store::{Backoff, Completion, Hit, NewDoc, Store, StoreOptions, Synchronous, Tokenizer};
+pub use store::{
+    Backoff, Completion, CompletionText, Hit, NewDoc, Store, StoreOptions, Synchronous, Tokenizer,
+};
 
 /// Hooks for the project's own tests (crash points, injected mirror faults, the
 /// claim queries whose plans a test checks). Not part of the API: inert unless

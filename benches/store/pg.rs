@@ -27,7 +27,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use leasehold::store::postgres::PgStore;
 use postgres::{Client, NoTls};
 
 use super::{measured, opts, timed_threads, THREADS};
@@ -55,7 +54,7 @@ fn database() -> Option<String> {
         .and_then(|()| admin.batch_execute("SELECT pg_reload_conf()"))
         .expect("turn fsync on for the bench");
     let url = server.fresh_database();
-    drop(PgStore::open(&url, opts(Synchronous::Full)).expect("migrate the bench database"));
+    drop(leasehold::Store::open(&url, opts(Synchronous::Full)).expect("migrate the bench database"));
     Some(url)
 }
 
@@ -105,7 +104,10 @@ pub fn print_interleaved() {
                 let worker = format!("w{t}");
                 for _ in 0..quota {
                     let claim = store.claim(&worker).unwrap().expect("queued");
-                    assert!(store.complete(claim, "r", "s").unwrap().is_accepted());
+                    assert!(store
+                        .complete(claim, leasehold::Completion::new("r", "s"))
+                        .unwrap()
+                        .is_accepted());
                 }
             })
         };
@@ -168,7 +170,10 @@ pub fn bench_pairs(c: &mut Criterion) {
                     let worker = format!("w{t}");
                     for _ in 0..quota {
                         let claim = store.claim(&worker).unwrap().expect("queued");
-                        assert!(store.complete(claim, "r", "s").unwrap().is_accepted());
+                        assert!(store
+                            .complete(claim, leasehold::Completion::new("r", "s"))
+                            .unwrap()
+                            .is_accepted());
                     }
                 });
                 measured(&format!("pairs/pg/store/{threads}"), iters, spent)

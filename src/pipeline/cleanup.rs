@@ -18,9 +18,7 @@
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId, Status};
 use crate::mirror::{CleanupReport, Keep, Mirror, MirrorError};
-#[cfg(feature = "postgres")]
-use crate::store::postgres::RowLock;
-use crate::store::Store;
+use crate::store::{RowLock, Store};
 
 /// Why a cleanup deleted nothing: the store could not say what to keep, or
 /// the mirror could not be read or changed.
@@ -57,10 +55,10 @@ fn keep_of(job: &Job) -> Keep {
 
 /// Remove every generation of document `id` that is neither accepted nor the
 /// current owner's; skipped (`busy`) when its lock is held elsewhere. On
-/// PostgreSQL the lock is the document's row lock, on SQLite its fs2 lock.
+/// a store that [locks rows](Store::locks_rows) the lock is the document's
+/// row lock, else its fs2 lock.
 pub fn cleanup(store: &Store, mirror: &Mirror, id: JobId) -> Result<CleanupReport, CleanupError> {
-    #[cfg(feature = "postgres")]
-    if store.is_postgres() {
+    if store.locks_rows() {
         return cleanup_under_row_lock(store, mirror, id, false, false);
     }
     mirror.cleanup(id.0, || Ok(keep_for(store, id)?))
@@ -87,8 +85,7 @@ pub fn cleanup_accepted(
 /// dry run reports what would go and deletes nothing (`doctor`). Locked
 /// documents are skipped and listed in `busy`; the sweep goes on.
 pub fn sweep(store: &Store, mirror: &Mirror, dry_run: bool) -> Result<CleanupReport, CleanupError> {
-    #[cfg(feature = "postgres")]
-    if store.is_postgres() {
+    if store.locks_rows() {
         return mirror.sweep_each(dry_run, |id| {
             cleanup_under_row_lock(store, mirror, JobId(id), dry_run, !dry_run)
         });
@@ -96,10 +93,9 @@ pub fn sweep(store: &Store, mirror: &Mirror, dry_run: bool) -> Result<CleanupRep
     mirror.sweep(dry_run, |id| Ok(keep_for(store, JobId(id))?))
 }
 
-/// The PostgreSQL edition's cleanup (DESIGN §12): the row is read and the
-/// files deleted while the row lock is held, so the mirror's file system
-/// need not lock. A row locked past the wait is skipped and counted.
-#[cfg(feature = "postgres")]
+/// The cleanup on a store that locks rows (DESIGN §12): the row is read and
+/// the files deleted while the row lock is held, so the mirror's file
+/// system need not lock. A row locked past the wait is skipped and counted.
 fn cleanup_under_row_lock(
     store: &Store,
     mirror: &Mirror,

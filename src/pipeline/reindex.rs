@@ -160,11 +160,8 @@ fn refuse_another_mirror(store: &Store, mirror: &Mirror) -> Result<()> {
 /// another (a store moved by `migrate` keeps its record, while its new index
 /// was made with the default): the reindex then makes it with the recorded one.
 fn recorded_elsewhere(store: &Store) -> Result<Option<Tokenizer>> {
-    if store.is_postgres() {
-        return Ok(None);
-    }
     let table = store.search_tokenizer()?;
-    Ok(recorded(store)?.filter(|r| *r != table))
+    Ok(recorded(store)?.filter(|r| *r != table && store.tokenizers().contains(r)))
 }
 
 /// The tokenizer a remade index gets: the recorded one, else the table's.

@@ -581,17 +581,15 @@ impl Worker {
                     Held::Whole(text) => Some(text.as_str()),
                     Held::InFile => None,
                 };
-                let completion = Completion {
-                    note: r.note.as_deref(),
-                    deliver: text.filter(|_| deliver),
-                    index: text,
-                    result_bytes: Some(r.written.len),
-                    ..Completion::new(&r.written.rel_path, &r.written.sha256)
-                };
+                let completion = Completion::new(&r.written.rel_path, &r.written.sha256)
+                    .note(r.note.as_deref())
+                    .deliver(text.filter(|_| deliver))
+                    .index(text)
+                    .result_bytes(r.written.len);
                 (claim, completion)
             })
             .collect();
-        let answers = match self.pipeline.store.finish_many(done) {
+        let answers = match self.pipeline.store.complete_many(done) {
             Ok(answers) => answers,
             Err(e) => return store_failed(slots, e),
         };
@@ -640,15 +638,13 @@ impl Worker {
             },
             false => None,
         };
-        let completion = Completion {
-            note: r.note.as_deref(),
-            deliver: whole.as_deref(),
-            index: first.as_deref(),
-            ..Completion::new(result.0, result.1)
-        };
+        let completion = Completion::new(result.0, result.1)
+            .note(r.note.as_deref())
+            .deliver(whole.as_deref())
+            .index(first.as_deref());
         let key = claim.key.clone();
         self.keeper.let_go(&claim);
-        let answer = store.finish(claim, completion)?;
+        let answer = store.complete(claim, completion)?;
         Ok(processed(key, r.written.rel_path, answer))
     }
 

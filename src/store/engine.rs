@@ -85,9 +85,9 @@ pub(crate) trait Engine: Send + Sync {
         owners.iter().map(|o| self.renew(o)).collect()
     }
     /// Accept a result. Fenced.
-    fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced>;
+    fn complete(&self, owner: &Owner, c: Completion<'_>) -> Result<Fenced>;
     /// Accept many results in one transaction, each fenced on its own token.
-    fn finish_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>>;
+    fn complete_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>>;
     /// Record a failure. Fenced.
     fn fail(&self, owner: &Owner, error: &str, permanent: bool) -> Result<Fenced>;
     /// Hand back without spending the attempt, parked or not. Fenced.

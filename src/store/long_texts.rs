@@ -6,6 +6,8 @@
 //! live. A batch's completions go in as many transactions as keep each
 //! one's text within [`TX_TEXT_BYTES`].
 
+use std::borrow::Cow;
+
 use super::search::parts::{self, PART_BYTES, TX_TEXT_BYTES};
 use super::{Completion, IndexDoc, Store};
 use crate::error::Result;
@@ -28,26 +30,38 @@ impl Store {
     /// `c` with its text to index cut to its first part, the further parts
     /// staged under `owner`'s claim first (in transactions of their own). A
     /// refused staging stops there: the completion will be refused too.
-    pub(super) fn stage_further_parts<'a>(&self, owner: &Owner, c: Completion<'a>) -> Result<Completion<'a>> {
+    pub(super) fn stage_further_parts<'a>(
+        &self,
+        owner: &Owner,
+        mut c: Completion<'a>,
+    ) -> Result<Completion<'a>> {
         let long = c
-            .index
+            .index_text()
             .filter(|t| t.len() > PART_BYTES && self.options().search_index);
         let Some(text) = long else {
             return Ok(c);
         };
         let mut cut = parts::parts(text);
-        let first = cut.next();
+        let first = cut.next().map_or(0, str::len);
         let further: Vec<&str> = cut.collect();
         for group in by_text_bytes(&further, |p| p.len()) {
             let out = self
                 .engine()
-                .search_stage(owner, (c.result_path, c.checksum), group)?;
+                .search_stage(owner, (&c.result_path, &c.checksum), group)?;
             super::events::refused("renew", owner, &out);
             if !out.is_accepted() {
                 break;
             }
         }
-        Ok(Completion { index: first, ..c })
+        // The first part is the text's beginning: the completion keeps that.
+        c.index = c.index.take().map(|text| match text {
+            Cow::Borrowed(t) => Cow::Borrowed(&t[..first]),
+            Cow::Owned(mut t) => {
+                t.truncate(first);
+                Cow::Owned(t)
+            }
+        });
+        Ok(c)
     }
 
     /// `doc` with its text cut to its first part, the further parts staged

@@ -40,62 +40,69 @@
 //! through the database alone.
 
 mod check;
-mod checkpoint;
 mod driver;
 mod engine;
 mod events;
+mod fencing;
 mod figures;
 mod gate;
-mod holder;
 mod location;
 mod long_texts;
 pub mod migrate;
-mod open;
 mod options;
 mod outbox;
 #[cfg(feature = "postgres")]
-pub mod postgres;
+mod postgres;
 mod queue;
 mod read;
 mod retention;
 pub mod search;
 mod sqlite;
-mod turnstile;
-mod tx;
-mod write;
-mod write_waits;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
-#[cfg(feature = "postgres")]
-use std::time::Instant;
 
 pub use check::{IndexedRow, IntegrityProblem};
 pub use figures::{HistoryFigures, HistoryLine};
 pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, GateState, ProbePermit};
 pub use location::DbLocation;
-pub use open::{schema_version, Access};
 pub use options::{Backoff, StoreOptions, Synchronous};
 pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxTotals, PendingNotice};
+#[cfg(feature = "postgres")]
+pub use postgres::{
+    schema_version as pg_schema_version, CLEANUP_DEADLINE, IDLE_IN_TRANSACTION, LOCK_WAIT, ROW_LOCK_WAIT,
+};
 pub use queue::NewDoc;
 pub use read::{KnownSource, Totals};
 pub use retention::HistoryPrune;
 pub use search::{Hit, IndexCheck, IndexDoc, Tokenizer};
+pub use sqlite::open::{schema_version, Access};
 #[doc(hidden)]
-pub use write::claim_candidate_queries;
-pub use write_waits::{WriteWaits, WAIT_BUCKETS};
+pub use sqlite::write::claim_candidate_queries;
+pub use sqlite::write_waits::{WriteWaits, WAIT_BUCKETS};
 
 use crate::clock::{duration_ms, Millis};
 use crate::error::{Error, Result};
 use crate::job::{Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked};
 use engine::{Backend, Engine};
-use options::Policy;
 #[cfg(feature = "postgres")]
 use postgres::PgStore;
 use sqlite::Sqlite;
+
+/// What a cleanup under a document's row lock ([`Store::with_job_locked`])
+/// got to see.
+#[derive(Debug)]
+pub enum RowLock<T> {
+    /// The lock was held while `f` ran on the row (`None`: no such row);
+    /// `f`'s answer.
+    Held(T),
+    /// Another transaction held the row past the wait: nothing ran.
+    Busy,
+}
 
 /// Wakes in-process workers when new work may be claimable.
 #[derive(Default)]
@@ -171,7 +178,7 @@ impl Store {
     /// let store = Store::open(dir.path().join("q.db"), StoreOptions::default()).unwrap();
     /// store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
     /// let claim = store.claim("w1").unwrap().expect("one document is claimable");
-    /// assert!(store.complete(claim, "r/a", "abc").unwrap().is_accepted());
+    /// assert!(store.complete(claim, Completion::new("r/a", "abc")).unwrap().is_accepted());
     /// ```
     pub fn open(location: impl AsRef<OsStr>, opts: StoreOptions) -> Result<Store> {
         opts.validate()?;
@@ -231,12 +238,48 @@ impl Store {
         }
     }
 
-    /// Whether the store is a PostgreSQL database.
-    pub fn is_postgres(&self) -> bool {
+    // ----- what this store can do (asked instead of which engine it is) -----
+
+    /// Whether the database's own pages are checked here
+    /// ([`Store::check_integrity`], [`Store::journal_mode`]): true for a file
+    /// this process opens, false for a server that keeps its own files sound.
+    pub fn checks_pages(&self) -> bool {
+        matches!(self.inner.backend, Backend::Sqlite(_))
+    }
+
+    /// Whether the store can lock one document's row for the mirror's
+    /// cleanup ([`Store::with_job_locked`]). When it can, machines may share
+    /// one mirror whose file system does not lock
+    /// ([`crate::mirror::Fencing::RowLocks`]); when not, the cleanup takes the
+    /// document's file lock.
+    pub fn locks_rows(&self) -> bool {
+        !self.checks_pages()
+    }
+
+    /// The tokenizers this store's search index can be made with.
+    pub fn tokenizers(&self) -> &'static [Tokenizer] {
         match self.inner.backend {
-            Backend::Sqlite(_) => false,
+            Backend::Sqlite(_) => &[Tokenizer::Unicode61, Tokenizer::Trigram],
             #[cfg(feature = "postgres")]
-            Backend::Postgres(_) => true,
+            Backend::Postgres(_) => &[Tokenizer::PgSimple],
+        }
+    }
+
+    /// The schema version applied to the database.
+    pub fn applied_version(&self) -> Result<i64> {
+        match &self.inner.backend {
+            Backend::Sqlite(s) => s.read(|c| c.query_row("PRAGMA user_version", [], |r| r.get(0))),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(pg) => pg.applied_version(),
+        }
+    }
+
+    /// The newest schema version this build knows for the store's engine.
+    pub fn supported_version(&self) -> i64 {
+        match &self.inner.backend {
+            Backend::Sqlite(_) => sqlite::open::schema_version(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => postgres::schema_version(),
         }
     }
 
@@ -255,19 +298,20 @@ impl Store {
     }
 
     /// Run `f` on document `id`'s row while its row lock is held, waiting
-    /// for the lock at most [`postgres::ROW_LOCK_WAIT`]: the PostgreSQL
-    /// edition's fence for mirror cleanup, which holds on a mirror whose file
-    /// system cannot lock. `f` also gets the instant after which it must not
-    /// delete any more ([`postgres::CLEANUP_DEADLINE`]). PostgreSQL only
-    /// ([`Error::PostgresOnly`] on SQLite, whose cleanup takes the
-    /// document's fs2 lock instead).
-    #[cfg(feature = "postgres")]
+    /// for the lock at most a short bound (100 ms): the fence for mirror
+    /// cleanup on a store that [locks rows](Store::locks_rows), which holds
+    /// on a mirror whose file system cannot lock. `f` also gets the instant
+    /// after which it must not delete any more. [`Error::PostgresOnly`] on a
+    /// store that does not lock rows, whose cleanup takes the document's
+    /// file lock instead.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     pub fn with_job_locked<T>(
         &self,
         id: JobId,
-        f: impl FnOnce(Option<Job>, Instant) -> T,
-    ) -> Result<postgres::RowLock<T>> {
+        f: impl FnOnce(Option<Job>, std::time::Instant) -> T,
+    ) -> Result<RowLock<T>> {
         match &self.inner.backend {
+            #[cfg(feature = "postgres")]
             Backend::Postgres(pg) => pg.with_job_locked(id.0, f),
             Backend::Sqlite(_) => Err(Error::PostgresOnly {
                 operation: "the row-locked mirror cleanup",
@@ -496,41 +540,18 @@ impl Store {
         Ok(out)
     }
 
-    /// Accept `result_path` (relative to the mirror root) and its SHA-256 as the
-    /// document's result. Fenced; a rejection means someone else owns it now.
-    /// The claim is spent either way.
-    pub fn complete(&self, claim: Claim, result_path: &str, checksum: &str) -> Result<Fenced> {
-        self.finish(claim, Completion::new(result_path, checksum))
-    }
-
-    /// [`Store::complete`], and when accepted, queue `text` for the sink and
-    /// make it searchable in the same transaction: an accepted result is
-    /// queued exactly once, a refused one never. The outbox cap ([`StoreOptions::outbox`]) is applied there too.
-    pub fn complete_and_deliver(
-        &self,
-        claim: Claim,
-        result_path: &str,
-        checksum: &str,
-        text: &str,
-    ) -> Result<Fenced> {
-        let completion = Completion {
-            deliver: Some(text),
-            index: Some(text),
-            ..Completion::new(result_path, checksum)
-        };
-        self.finish(claim, completion)
-    }
-
-    /// [`Store::complete`] with everything a completion can record: a note for
-    /// the history (what extraction decided) and the text for the sink.
+    /// Accept the completion's result (its path relative to the mirror
+    /// root, and its SHA-256) as the document's, with what else the
+    /// completion carries ([`Completion`]). Fenced; a rejection means someone
+    /// else owns it now. The claim is spent either way.
     ///
     /// A text to index longer than one part of the index (1 MiB) goes in
     /// parts: the further ones first, in short transactions of their own
     /// that renew the lease, invisible until this completion is accepted.
-    pub fn finish(&self, claim: Claim, c: Completion<'_>) -> Result<Fenced> {
+    pub fn complete(&self, claim: Claim, c: Completion<'_>) -> Result<Fenced> {
         let owner = claim.owner();
         let c = self.stage_further_parts(&owner, c)?;
-        let out = self.engine().finish(&owner, &c)?;
+        let out = self.engine().complete(&owner, c)?;
         events::refused("complete", &owner, &out);
         self.purge_search_parts_step()?;
         // Idle workers waiting to see whether the run is over look again.
@@ -538,21 +559,11 @@ impl Store {
         Ok(out)
     }
 
-    /// Settle many claims in one transaction; one outcome per claim, each fenced
-    /// on its own token.
-    pub fn complete_many(&self, done: Vec<(Claim, &str, &str)>) -> Result<Vec<Fenced>> {
-        self.finish_many(
-            done.into_iter()
-                .map(|(c, path, sum)| (c, Completion::new(path, sum)))
-                .collect(),
-        )
-    }
-
-    /// [`Store::finish`] for many claims (a worker's batch of small
+    /// [`Store::complete`] for many claims (a worker's batch of small
     /// documents): in one transaction, or in as many as keep each one's text
     /// to index within 1 MiB (each short, however long the texts); one
     /// outcome per claim, each fenced on its own token.
-    pub fn finish_many(&self, done: Vec<(Claim, Completion<'_>)>) -> Result<Vec<Fenced>> {
+    pub fn complete_many(&self, done: Vec<(Claim, Completion<'_>)>) -> Result<Vec<Fenced>> {
         let mut staged = Vec::with_capacity(done.len());
         for (claim, c) in done {
             let owner = claim.owner();
@@ -560,8 +571,8 @@ impl Store {
             staged.push((owner, c));
         }
         let mut out = Vec::with_capacity(staged.len());
-        for run in long_texts::by_text_bytes(&staged, |(_, c)| c.index.map_or(0, str::len)) {
-            out.extend(self.engine().finish_many(run)?);
+        for run in long_texts::by_text_bytes(&staged, |(_, c)| c.index_text().map_or(0, str::len)) {
+            out.extend(self.engine().complete_many(run)?);
         }
         for ((owner, _), out) in staged.iter().zip(&out) {
             events::refused("complete", owner, out);
@@ -707,8 +718,8 @@ impl Store {
     /// store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
     /// let claim = store.claim("w1").unwrap().unwrap();
     /// let text = "계정이 잠겼습니다";
-    /// let done = Completion { index: Some(text), ..Completion::new("r/a", "abc") };
-    /// assert!(store.finish(claim, done).unwrap().is_accepted());
+    /// let done = Completion::new("r/a", "abc").index(text);
+    /// assert!(store.complete(claim, done).unwrap().is_accepted());
     /// let hits = store.search("계정", 10).unwrap();
     /// assert_eq!(hits[0].key, "a.txt");
     /// assert_eq!(hits[0].snippet, "[계정이] 잠겼습니다");
@@ -830,7 +841,7 @@ impl Store {
         match &self.inner.backend {
             Backend::Sqlite(s) => {
                 s.fold_write_waits()?;
-                s.read(write_waits::stored).map(Some)
+                s.read(sqlite::write_waits::stored).map(Some)
             }
             #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Ok(None),
@@ -886,39 +897,122 @@ impl Store {
     }
 }
 
-/// What a completion records besides the claim ([`Store::finish`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a completion records besides the claim ([`Store::complete`]): the
+/// accepted result and its checksum, and optionally a note for the history,
+/// the text for the sink, the text to make searchable and the result's size.
+/// Each setter also takes an `Option`, `None` leaving the item out.
+///
+/// Borrowed from the caller; the store keeps its own copy only where a
+/// completion waits for a shared transaction ([`Completion::into_owned`]).
+///
+/// # Example
+/// ```
+/// # use leasehold::Completion;
+/// let text = "the document's text";
+/// let c = Completion::new("r/a", "abc").note("utf-8 text").deliver(text).index(text);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completion<'a> {
     /// The accepted result, relative to the mirror root.
-    pub result_path: &'a str,
+    pub(crate) result_path: Cow<'a, str>,
     /// Its SHA-256.
-    pub checksum: &'a str,
-    /// A note for the document's history: what extraction decided (format,
-    /// encoding, converter).
-    pub note: Option<&'a str>,
-    /// Text to queue for the sink, in the transaction that accepts the result.
-    pub deliver: Option<&'a str>,
-    /// The result's text, made searchable in the transaction that accepts
-    /// it (replacing the previous version's). Without it an accepted result
-    /// takes the previous text out of the index and puts none in.
-    pub index: Option<&'a str>,
-    /// The result file's size in bytes, recorded with it: a rerun then finds
-    /// a result that was truncated or added to with a stat
-    /// (`pipeline::recheck_results`). Without it only its existence is checked.
-    pub result_bytes: Option<u64>,
+    pub(crate) checksum: Cow<'a, str>,
+    /// What extraction decided (format, encoding, converter).
+    pub(crate) note: Option<Cow<'a, str>>,
+    /// Text to queue for the sink.
+    pub(crate) deliver: Option<Cow<'a, str>>,
+    /// The result's text to make searchable.
+    pub(crate) index: Option<Cow<'a, str>>,
+    /// The result file's size in bytes.
+    pub(crate) result_bytes: Option<u64>,
 }
 
 impl<'a> Completion<'a> {
-    /// A completion of `result_path` with `checksum`, nothing else.
+    /// A completion of `result_path` (relative to the mirror root) with its
+    /// SHA-256 `checksum`, nothing else.
     pub fn new(result_path: &'a str, checksum: &'a str) -> Self {
         Completion {
-            result_path,
-            checksum,
+            result_path: Cow::Borrowed(result_path),
+            checksum: Cow::Borrowed(checksum),
             note: None,
             deliver: None,
             index: None,
             result_bytes: None,
         }
+    }
+
+    /// A note for the document's history: what extraction decided.
+    pub fn note(mut self, note: impl CompletionText<'a>) -> Self {
+        self.note = note.text().map(Cow::Borrowed);
+        self
+    }
+
+    /// Text to queue for the sink, in the transaction that accepts the
+    /// result: an accepted result is queued exactly once, a refused one never.
+    /// The outbox cap ([`StoreOptions::outbox`]) is applied there too.
+    pub fn deliver(mut self, text: impl CompletionText<'a>) -> Self {
+        self.deliver = text.text().map(Cow::Borrowed);
+        self
+    }
+
+    /// The result's text, made searchable in the transaction that accepts
+    /// it (replacing the previous version's). Without it an accepted result
+    /// takes the previous text out of the index and puts none in.
+    pub fn index(mut self, text: impl CompletionText<'a>) -> Self {
+        self.index = text.text().map(Cow::Borrowed);
+        self
+    }
+
+    /// The result file's size in bytes, recorded with it: a rerun then
+    /// finds a result that was truncated or added to with a stat
+    /// (`pipeline::recheck_results`). Without it only its existence is
+    /// checked.
+    pub fn result_bytes(mut self, bytes: impl Into<Option<u64>>) -> Self {
+        self.result_bytes = bytes.into();
+        self
+    }
+
+    /// The same completion owning its text.
+    pub(crate) fn into_owned(self) -> Completion<'static> {
+        let own = |t: Cow<'_, str>| Cow::Owned(t.into_owned());
+        Completion {
+            result_path: own(self.result_path),
+            checksum: own(self.checksum),
+            note: self.note.map(own),
+            deliver: self.deliver.map(own),
+            index: self.index.map(own),
+            result_bytes: self.result_bytes,
+        }
+    }
+
+    /// The text to index, if any.
+    pub(crate) fn index_text(&self) -> Option<&str> {
+        self.index.as_deref()
+    }
+}
+
+/// What a [`Completion`]'s text setters take: a `&str` or `&String`, or an
+/// `Option` of a `&str` (`None` leaves the item out).
+pub trait CompletionText<'a> {
+    /// The text, if any.
+    fn text(self) -> Option<&'a str>;
+}
+
+impl<'a> CompletionText<'a> for &'a str {
+    fn text(self) -> Option<&'a str> {
+        Some(self)
+    }
+}
+
+impl<'a> CompletionText<'a> for &'a String {
+    fn text(self) -> Option<&'a str> {
+        Some(self.as_str())
+    }
+}
+
+impl<'a> CompletionText<'a> for Option<&'a str> {
+    fn text(self) -> Option<&'a str> {
+        self
     }
 }
 

@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::write::record;
+use super::sqlite::write::record;
 use crate::clock::Millis;
 use crate::job::{Enqueued, JobId};
 

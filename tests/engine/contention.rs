@@ -36,7 +36,7 @@ fn hammer(store: &Store, worker: &str, until: Instant) -> (Vec<u32>, Vec<String>
         match store.claim(worker) {
             Ok(Some(c)) => {
                 lat.push(start.elapsed().as_micros().min(u32::MAX as u128) as u32);
-                match store.complete(c, "r", "s") {
+                match store.complete(c, leasehold::Completion::new("r", "s")) {
                     Ok(f) if f.is_accepted() => {}
                     Ok(f) => errors.push(format!("complete refused: {f:?}")),
                     Err(e) => errors.push(e.to_string()),

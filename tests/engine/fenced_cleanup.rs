@@ -17,7 +17,7 @@ const LEASE_MS: u64 = 1_000;
 /// The mirror as the command line opens it for this engine.
 fn mirror_for(db: &TestDb, store: &Store) -> Mirror {
     let mirror = Mirror::open(db.dir.path().join("mirror")).unwrap();
-    if store.is_postgres() {
+    if store.locks_rows() {
         mirror.fenced_by(Fencing::RowLocks)
     } else {
         mirror
@@ -43,10 +43,16 @@ fn a_late_workers_generation_goes_and_the_accepted_one_stays(backend: Backend) {
     let owner = store.claim("owner").unwrap().unwrap();
     let written = mirror.write(id.0, owner.fence, b"owner text").unwrap();
     assert!(store
-        .complete(owner, &written.rel_path, &written.sha256)
+        .complete(
+            owner,
+            leasehold::Completion::new(&written.rel_path, &written.sha256)
+        )
         .unwrap()
         .is_accepted());
-    assert!(!store.complete(late, "x", "y").unwrap().is_accepted());
+    assert!(!store
+        .complete(late, leasehold::Completion::new("x", "y"))
+        .unwrap()
+        .is_accepted());
 
     let report = cleanup(&store, &mirror, id).unwrap();
     assert_eq!(report.removed.len(), 1, "{report:?}");
@@ -146,10 +152,7 @@ fn postgres_no_claim_takes_a_document_while_its_cleanup_holds_it() {
             other.claim("w").unwrap()
         })
         .unwrap();
-    assert!(
-        matches!(seen, leasehold::store::postgres::RowLock::Held(None)),
-        "{seen:?}"
-    );
+    assert!(matches!(seen, leasehold::store::RowLock::Held(None)), "{seen:?}");
     // Once the cleanup is over the document is claimable again.
     assert!(other.claim("w").unwrap().is_some());
 }
@@ -167,9 +170,9 @@ fn postgres_a_fenced_write_behind_a_held_row_gives_up() {
     tx.query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", &[&claim.id.0])
         .unwrap();
     let start = Instant::now();
-    let answer = store.complete(claim, "r", "s");
+    let answer = store.complete(claim, leasehold::Completion::new("r", "s"));
     let waited = start.elapsed();
-    let limit = leasehold::store::postgres::LOCK_WAIT;
+    let limit = leasehold::store::LOCK_WAIT;
     assert!(answer.is_err(), "{answer:?}");
     assert!(waited >= limit && waited < limit * 3, "{waited:?}");
     tx.rollback().unwrap();

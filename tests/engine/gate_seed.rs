@@ -285,7 +285,12 @@ fn a_sink_refused_for_a_day_keeps_one_day_of_results() {
         let claim = p.store.claim("w").unwrap().unwrap();
         let done = p
             .store
-            .complete_and_deliver(claim, "r", "sum", &format!("text of {key}"))
+            .complete(
+                claim,
+                leasehold::Completion::new("r", "sum")
+                    .deliver(&format!("text of {key}"))
+                    .index(&format!("text of {key}")),
+            )
             .unwrap();
         assert!(done.is_accepted());
     };

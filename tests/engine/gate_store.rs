@@ -330,7 +330,10 @@ fn outbox_store(t: &TestDb, max_bytes: u64, max_age_ms: i64) -> Store {
 fn accept(s: &Store, key: &str, text: &str) {
     s.enqueue(&NewDoc::new(key, "v1")).unwrap();
     let c = s.claim("w").unwrap().unwrap();
-    assert!(s.complete_and_deliver(c, "r", "sum", text).unwrap().is_accepted());
+    assert!(s
+        .complete(c, Completion::new("r", "sum").deliver(text).index(text))
+        .unwrap()
+        .is_accepted());
 }
 
 fn only_accepted_results_enter_the_outbox_once(b: Backend) {
@@ -341,15 +344,18 @@ fn only_accepted_results_enter_the_outbox_once(b: Backend) {
     t.clock.advance(Duration::from_secs(31));
     let owner = s.claim("w2").unwrap().unwrap();
     assert!(!s
-        .complete_and_deliver(stale, "r", "x", "stale")
+        .complete(stale, Completion::new("r", "x").deliver("stale").index("stale"))
         .unwrap()
         .is_accepted());
     assert!(s
-        .complete_and_deliver(leasehold::testing::dup(&owner), "r", "y", "fresh")
+        .complete(
+            leasehold::testing::dup(&owner),
+            Completion::new("r", "y").deliver("fresh").index("fresh")
+        )
         .unwrap()
         .is_accepted());
     assert!(!s
-        .complete_and_deliver(owner, "r", "y", "again")
+        .complete(owner, Completion::new("r", "y").deliver("again").index("again"))
         .unwrap()
         .is_accepted());
     let totals = s.outbox().totals().unwrap();
@@ -639,14 +645,11 @@ fn a_batch_of_completions_queues_exactly_its_accepted_results(b: Backend) {
         .into_iter()
         .map(|c| {
             let i: usize = c.key[1..].parse().unwrap();
-            let completion = Completion {
-                deliver: Some(texts[i]),
-                ..Completion::new("r", "sum")
-            };
+            let completion = Completion::new("r", "sum").deliver(texts[i]);
             (c, completion)
         })
         .collect();
-    let outcomes = s.finish_many(done).unwrap();
+    let outcomes = s.complete_many(done).unwrap();
     let accepted: Vec<bool> = outcomes.iter().map(|o| o.is_accepted()).collect();
     assert_eq!(accepted, [true, false, true, true]);
     let Drain::Send(batch) = s

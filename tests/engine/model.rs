@@ -608,7 +608,10 @@ impl World {
                     Op::Complete { .. } => {
                         let path = format!("mirror/{}/{}-{}", claim.id, claim.fence, worker_name(actor));
                         let sum = format!("sha-of-claim-{c}");
-                        let got = store.complete(leasehold::testing::dup(claim), &path, &sum);
+                        let got = store.complete(
+                            leasehold::testing::dup(claim),
+                            leasehold::Completion::new(&path, &sum),
+                        );
                         (Write::Complete, Some((path, sum)), got)
                     }
                     Op::Fail { permanent, .. } => {

@@ -41,7 +41,11 @@ fn paused_neighbour_child() {
                 let mut accepted = Vec::new();
                 while let Some(claim) = store.claim(&name).unwrap() {
                     let key = claim.key.clone();
-                    if store.complete(claim, "r", "s").unwrap().is_accepted() {
+                    if store
+                        .complete(claim, leasehold::Completion::new("r", "s"))
+                        .unwrap()
+                        .is_accepted()
+                    {
                         accepted.push(key);
                     }
                 }

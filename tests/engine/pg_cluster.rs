@@ -12,14 +12,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::pg;
-use leasehold::store::postgres::{schema_version, PgStore};
+use leasehold::store::pg_schema_version as schema_version;
 use leasehold::StoreOptions;
 
 #[test]
 fn after_an_immediate_restart_the_pool_hands_out_working_connections() {
     let server = pg::private_server();
     let url = server.fresh_database();
-    let store = PgStore::open(&url, StoreOptions::default().pool_size(2)).expect("open");
+    let store = leasehold::Store::open(&url, StoreOptions::default().pool_size(2)).expect("open");
     assert_eq!(store.applied_version().unwrap(), schema_version());
     let mut held = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     held.query_one("SELECT 1", &[]).unwrap();

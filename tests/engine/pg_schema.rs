@@ -9,11 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Barrier;
 
 use common::pg;
-use leasehold::store::postgres::{schema_version, PgStore};
+use leasehold::store::pg_schema_version as schema_version;
 use leasehold::{Error, Status, Store, StoreOptions};
 
-fn open(url: &str) -> leasehold::Result<PgStore> {
-    PgStore::open(url, StoreOptions::default().pool_size(2))
+fn open(url: &str) -> leasehold::Result<Store> {
+    Store::open(url, StoreOptions::default().pool_size(2))
 }
 
 fn client(url: &str) -> postgres::Client {

@@ -13,11 +13,11 @@ use leasehold::{Error, NewDoc};
 fn a_postgres_url_opens_the_postgres_engine_and_names_it_without_its_password() {
     let t = TestDb::new(Backend::Postgres);
     let store = t.handle(1_000);
-    assert!(store.is_postgres());
+    assert!(store.locks_rows() && !store.checks_pages());
     let name = store.path().display().to_string();
     assert!(name.starts_with("postgres://"), "{name}");
     let sqlite = TestDb::new(Backend::Sqlite).handle(1_000);
-    assert!(!sqlite.is_postgres());
+    assert!(!sqlite.locks_rows() && sqlite.checks_pages());
 }
 
 #[test]
@@ -53,7 +53,7 @@ fn a_completion_that_waited_behind_another_history_line_is_run_again() {
     .unwrap();
     let owner = {
         let store = store.clone();
-        std::thread::spawn(move || store.complete(claim, "r", "s"))
+        std::thread::spawn(move || store.complete(claim, leasehold::Completion::new("r", "s")))
     };
     wait_for_a_lock_waiter(&t.location);
     tx.commit().unwrap();

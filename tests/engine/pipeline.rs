@@ -367,7 +367,10 @@ fn late_worker_is_fenced_out_and_its_cleanup_spares_the_accepted_and_current_gen
 
     // C completes; its cleanup retires B's file.
     assert!(store_c
-        .complete(c, &c_written.rel_path, &c_written.sha256)
+        .complete(
+            c,
+            leasehold::Completion::new(&c_written.rel_path, &c_written.sha256)
+        )
         .unwrap()
         .is_accepted());
     let report = leasehold::pipeline::cleanup(&store_c, &mirror, id).unwrap();
@@ -483,7 +486,9 @@ fn a_stage_ten_leases_long_keeps_its_lease_through_heartbeat_renewals() {
         "no renewal was refused"
     );
     assert!(
-        mine.complete(claim, "r", "s").unwrap().is_accepted(),
+        mine.complete(claim, leasehold::Completion::new("r", "s"))
+            .unwrap()
+            .is_accepted(),
         "still the owner at the end"
     );
 }
@@ -609,7 +614,10 @@ fn write_gen(mirror: &Mirror, g: &mut Gen, round: usize, current: bool) {
 fn complete_gen(store: &Store, g: &Gen) -> String {
     let w = g.written.as_ref().expect("written before completing");
     assert!(store
-        .complete(leasehold::testing::dup(&g.claim), &w.rel_path, &w.sha256)
+        .complete(
+            leasehold::testing::dup(&g.claim),
+            leasehold::Completion::new(&w.rel_path, &w.sha256)
+        )
         .unwrap()
         .is_accepted());
     w.rel_path.clone()
@@ -705,7 +713,9 @@ fn cleanups_racing_writers_of_successive_generations_never_delete_the_accepted_o
                                 write_gen(mirror, &mut old, round, false);
                             }
                             let w = old.written.as_ref().unwrap();
-                            store.complete(old.claim, &w.rel_path, &w.sha256).unwrap()
+                            store
+                                .complete(old.claim, leasehold::Completion::new(&w.rel_path, &w.sha256))
+                                .unwrap()
                         });
                         write_gen(mirror, &mut new, round, true);
                         assert_eq!(

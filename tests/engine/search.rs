@@ -17,11 +17,8 @@ use leasehold::{Claim, Completion, Error, Fenced, NewDoc, Store, StoreOptions, T
 /// checksum of its own).
 fn finish(store: &Store, claim: Claim, text: &str) -> Fenced {
     let path = format!("r/{}/{}", claim.id.0, claim.fence);
-    let c = Completion {
-        index: Some(text),
-        ..Completion::new(&path, "sum")
-    };
-    store.finish(claim, c).expect("no store error")
+    let c = Completion::new(&path, "sum").index(text);
+    store.complete(claim, c).expect("no store error")
 }
 
 /// Enqueue `key` at `version`, claim it and complete it with `text`.
@@ -60,17 +57,9 @@ fn accepted_text_is_searchable(b: Backend) {
     let done: Vec<(Claim, Completion<'_>)> = claims
         .into_iter()
         .zip(["batch alpha text", "batch beta text"])
-        .map(|(c, text)| {
-            (
-                c,
-                Completion {
-                    index: Some(text),
-                    ..Completion::new("r/x", "s")
-                },
-            )
-        })
+        .map(|(c, text)| (c, Completion::new("r/x", "s").index(text)))
         .collect();
-    assert!(store.finish_many(done).unwrap().iter().all(|f| f.is_accepted()));
+    assert!(store.complete_many(done).unwrap().iter().all(|f| f.is_accepted()));
 
     let hits = store.search("fox", 10).unwrap();
     assert_eq!(hits.len(), 1);
@@ -108,21 +97,9 @@ fn a_refused_completion_is_never_searchable(b: Backend) {
     a.enqueue(&NewDoc::new("other", "v1")).unwrap();
     let other = a.claim("A").unwrap().unwrap();
     let out = a
-        .finish_many(vec![
-            (
-                claim_a,
-                Completion {
-                    index: Some("stale alpha"),
-                    ..Completion::new("r/a", "s")
-                },
-            ),
-            (
-                other,
-                Completion {
-                    index: Some("charlie"),
-                    ..Completion::new("r/o", "s")
-                },
-            ),
+        .complete_many(vec![
+            (claim_a, Completion::new("r/a", "s").index("stale alpha")),
+            (other, Completion::new("r/o", "s").index("charlie")),
         ])
         .unwrap();
     assert!(!out[0].is_accepted() && out[1].is_accepted());
@@ -251,16 +228,10 @@ fn results_equal_a_brute_force_scan(b: Backend) {
         .into_iter()
         .map(|c| {
             let text = &texts.iter().find(|(k, _)| *k == c.key).unwrap().1;
-            (
-                c,
-                Completion {
-                    index: Some(text.as_str()),
-                    ..Completion::new("r", "s")
-                },
-            )
+            (c, Completion::new("r", "s").index(text.as_str()))
         })
         .collect();
-    assert!(store.finish_many(done).unwrap().iter().all(|f| f.is_accepted()));
+    assert!(store.complete_many(done).unwrap().iter().all(|f| f.is_accepted()));
     let tokens: Vec<(String, Vec<String>)> = texts
         .iter()
         .map(|(k, text)| {
@@ -355,12 +326,10 @@ fn a_forgotten_result_leaves_the_index_and_queues_its_document(b: Backend) {
     store.enqueue(&NewDoc::new("fox.txt", "v1")).unwrap();
     let claim = store.claim("w").unwrap().expect("claimable");
     let id = claim.id;
-    let done = Completion {
-        index: Some("The quick brown fox"),
-        result_bytes: Some(19),
-        ..Completion::new("r/fox/1", "sum1")
-    };
-    assert!(store.finish(claim, done).unwrap().is_accepted());
+    let done = Completion::new("r/fox/1", "sum1")
+        .index("The quick brown fox")
+        .result_bytes(19);
+    assert!(store.complete(claim, done).unwrap().is_accepted());
     assert_eq!(store.job(id).unwrap().unwrap().result_bytes, Some(19));
     assert_eq!(keys(&store, "fox"), ["fox.txt"]);
 
@@ -608,16 +577,10 @@ fn sqlite_only_a_replaced_text_leaves_no_terms_in_the_index() {
             .zip(&paths)
             .map(|(c, path)| {
                 let text = if c.key == "a" { texts[0] } else { texts[1] };
-                (
-                    c,
-                    Completion {
-                        index: Some(text),
-                        ..Completion::new(path, "sum")
-                    },
-                )
+                (c, Completion::new(path, "sum").index(text))
             })
             .collect();
-        assert!(store.finish_many(done).unwrap().iter().all(|f| f.is_accepted()));
+        assert!(store.complete_many(done).unwrap().iter().all(|f| f.is_accepted()));
     };
     // Long enough that its position lists take multi-byte sizes, and that the
     // batches switch secure-delete off for their insertions.
@@ -882,17 +845,9 @@ fn sqlite_only_a_search_past_its_time_limit_is_stopped_and_nothing_stays_stopped
     let done: Vec<(Claim, Completion<'_>)> = claims
         .into_iter()
         .zip(&texts)
-        .map(|(c, text)| {
-            (
-                c,
-                Completion {
-                    index: Some(text),
-                    ..Completion::new("r/x", "s")
-                },
-            )
-        })
+        .map(|(c, text)| (c, Completion::new("r/x", "s").index(text)))
         .collect();
-    assert!(store.finish_many(done).unwrap().iter().all(|f| f.is_accepted()));
+    assert!(store.complete_many(done).unwrap().iter().all(|f| f.is_accepted()));
     for _ in 0..3 {
         let err = store
             .search_within("common", 10, std::time::Duration::from_nanos(1))

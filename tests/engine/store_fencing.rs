@@ -21,7 +21,10 @@ enum Op {
 
 fn apply(store: &Store, claim: &Claim, op: Op, tag: &str) -> Fenced {
     match op {
-        Op::Complete => store.complete(dup(claim), &format!("result-{tag}"), &format!("sum-{tag}")),
+        Op::Complete => store.complete(
+            dup(claim),
+            leasehold::Completion::new(&format!("result-{tag}"), &format!("sum-{tag}")),
+        ),
         Op::Renew => store.renew(&claim.owner()),
         Op::Fail => store.fail(dup(claim), &format!("error from {tag}"), false),
     }
@@ -55,7 +58,7 @@ fn stale_worker_is_refused(b: Backend, op: Op) {
     assert_eq!(after.result_path, None);
 
     assert!(b
-        .complete(dup(&claim_b), "result-B", "sum-B")
+        .complete(dup(&claim_b), leasehold::Completion::new("result-B", "sum-B"))
         .unwrap()
         .is_accepted());
     let late = apply(&a, &claim_a, op, "A");
@@ -134,10 +137,16 @@ fn fences_only_grow_and_accepted_writes_carry_the_newest_fence(b: Backend) {
     }
     // Every older claim is refused; only the newest is accepted.
     for old in &claims[..claims.len() - 1] {
-        assert!(!store.complete(dup(old), "old", "old").unwrap().is_accepted());
+        assert!(!store
+            .complete(dup(old), leasehold::Completion::new("old", "old"))
+            .unwrap()
+            .is_accepted());
     }
     let newest = claims.last().unwrap();
-    assert!(store.complete(dup(newest), "new", "new").unwrap().is_accepted());
+    assert!(store
+        .complete(dup(newest), leasehold::Completion::new("new", "new"))
+        .unwrap()
+        .is_accepted());
     let accepted: Vec<_> = store
         .history(id)
         .unwrap()
@@ -220,7 +229,10 @@ fn refused_stale_complete_is_in_the_history_with_both_fences(b: Backend) {
     let stale = a.claim("A").unwrap().unwrap();
     t.clock.set(10);
     let owner = b.claim("B").unwrap().unwrap();
-    assert!(!a.complete(dup(&stale), "x", "y").unwrap().is_accepted());
+    assert!(!a
+        .complete(dup(&stale), leasehold::Completion::new("x", "y"))
+        .unwrap()
+        .is_accepted());
     let refused = a
         .history(id)
         .unwrap()
@@ -244,7 +256,10 @@ fn enqueue_is_idempotent_and_a_new_version_requeues_an_indexed_document(b: Backe
         leasehold::Enqueued::Unchanged(_)
     ));
     let c = store.claim("w").unwrap().unwrap();
-    assert!(store.complete(c, "p1", "s1").unwrap().is_accepted());
+    assert!(store
+        .complete(c, leasehold::Completion::new("p1", "s1"))
+        .unwrap()
+        .is_accepted());
     assert!(matches!(
         store.enqueue(&NewDoc::new("k", "v1")).unwrap(),
         leasehold::Enqueued::Unchanged(_)
@@ -267,7 +282,10 @@ fn a_new_version_fences_out_the_worker_extracting_the_old_one(b: Backend) {
     store.enqueue(&NewDoc::new("k", "v1")).unwrap();
     let old = store.claim("w").unwrap().unwrap();
     store.enqueue(&NewDoc::new("k", "v2")).unwrap();
-    assert!(!store.complete(old, "p", "s").unwrap().is_accepted());
+    assert!(!store
+        .complete(old, leasehold::Completion::new("p", "s"))
+        .unwrap()
+        .is_accepted());
     assert_eq!(store.claim("w").unwrap().unwrap().version, "v2");
 }
 
@@ -291,7 +309,10 @@ fn claim_batch_and_complete_many_settle_each_claim_on_its_own_fence(b: Backend) 
     t.clock.set(10);
     let other = t.handle(10);
     let stolen = other.claim("thief").unwrap().unwrap();
-    let done: Vec<_> = batch.iter().map(|c| (dup(c), "p", "s")).collect();
+    let done: Vec<_> = batch
+        .iter()
+        .map(|c| (dup(c), leasehold::Completion::new("p", "s")))
+        .collect();
     let outcomes = store.complete_many(done).unwrap();
     for (c, o) in batch.iter().zip(&outcomes) {
         assert_eq!(o.is_accepted(), c.id != stolen.id, "claim {}", c.id);

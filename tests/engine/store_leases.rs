@@ -52,8 +52,14 @@ fn a_dead_workers_lease_is_over_when_the_clock_goes_back_an_hour(b: Backend) {
         "{claimed:?}"
     );
     // The dead worker's late write is still fenced out; the new owner's is not.
-    assert!(!a.complete(dead, "old", "old").unwrap().is_accepted());
-    assert!(b.complete(taken, "new", "new").unwrap().is_accepted());
+    assert!(!a
+        .complete(dead, Completion::new("old", "old"))
+        .unwrap()
+        .is_accepted());
+    assert!(b
+        .complete(taken, Completion::new("new", "new"))
+        .unwrap()
+        .is_accepted());
 }
 
 fn a_lease_is_judged_by_its_own_length_not_the_claimers(b: Backend) {
@@ -195,9 +201,8 @@ fn history_lines_read_the_same_on_both_engines(b: Backend) {
     let lost = s.claim("A").unwrap().expect("A claims");
     t.clock.advance(Duration::from_millis(1_500));
     let taken = s.claim("B").unwrap().expect("B takes over");
-    let mut done = Completion::new("doc/result.txt", "abc123");
-    done.note = Some("plain text");
-    assert!(s.finish(taken, done).unwrap().is_accepted());
+    let done = Completion::new("doc/result.txt", "abc123").note("plain text");
+    assert!(s.complete(taken, done).unwrap().is_accepted());
     let lines: Vec<(String, String)> = s
         .history(id)
         .unwrap()

@@ -23,7 +23,10 @@ fn populated_store(t: &TempStore, docs: usize) {
     store.enqueue_many(&batch).unwrap();
     for c in store.claim_batch("w", docs / 2).unwrap() {
         assert!(store
-            .complete(c, "some/result/path.txt", "0123456789abcdef")
+            .complete(
+                c,
+                leasehold::Completion::new("some/result/path.txt", "0123456789abcdef")
+            )
             .unwrap()
             .is_accepted());
     }

@@ -25,7 +25,7 @@ fn drain(store: &Store, worker: &str) -> Vec<i64> {
     while let Some(c) = store.claim(worker).expect("claim never errors") {
         let id = c.id;
         let done = store
-            .complete(c, &format!("r/{id}"), "sum")
+            .complete(c, leasehold::Completion::new(&format!("r/{id}"), "sum"))
             .expect("complete never errors");
         assert!(done.is_accepted(), "{worker}: complete of {id} refused: {done:?}");
         mine.push(id.0);
@@ -93,7 +93,7 @@ fn drain_checking_owner(store: &Store, worker: &str) -> Vec<i64> {
         assert_eq!(row.owner_token.as_deref(), Some(c.token.as_str()));
         let id = c.id;
         assert!(store
-            .complete(c, &format!("r/{id}"), "sum")
+            .complete(c, leasehold::Completion::new(&format!("r/{id}"), "sum"))
             .unwrap()
             .is_accepted());
         mine.push(id.0);

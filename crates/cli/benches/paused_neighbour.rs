@@ -138,7 +138,7 @@ fn child(db: &Path, name: &str) {
                     }
                     match store.claim(&worker) {
                         Ok(Some(c)) => {
-                            let _ = store.complete(c, &name, "s");
+                            let _ = store.complete(c, leasehold::Completion::new(&name, "s"));
                         }
                         Ok(None) => {
                             let docs: Vec<_> = (0..200)

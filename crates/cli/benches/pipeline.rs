@@ -69,7 +69,10 @@ fn store_rate(dir: &tempfile::TempDir, n: usize) -> f64 {
     store.enqueue_many(&docs).unwrap();
     let start = Instant::now();
     while let Some(c) = store.claim("w").unwrap() {
-        assert!(store.complete(c, "r", "s").unwrap().is_accepted());
+        assert!(store
+            .complete(c, leasehold::Completion::new("r", "s"))
+            .unwrap()
+            .is_accepted());
     }
     rate(n, start.elapsed())
 }

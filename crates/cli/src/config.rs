@@ -209,8 +209,8 @@ impl Config {
         let store = open_store(&db, options, reading)?;
         let upstream = file.map(|f| Upstream::build(&store, f));
         let mut mirror = open_mirror(&mirror_root).map_err(|e| CliError::Config(e.to_string()))?;
-        if store.is_postgres() {
-            // Machines share the mirror; its cleanup is fenced by row locks.
+        if store.locks_rows() {
+            // Machines may share the mirror; its cleanup is fenced by row locks.
             mirror = mirror.fenced_by(Fencing::RowLocks);
         }
         // The store's own name for a PostgreSQL database has no password.

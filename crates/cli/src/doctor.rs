@@ -442,13 +442,13 @@ impl Doctor {
     /// store's rows can be trusted for cleanup decisions.
     fn store_checks(&mut self, store: &Store) -> bool {
         let path = store.path().display().to_string();
-        let sound = if store.is_postgres() {
+        let sound = if store.checks_pages() {
+            self.sqlite_checks(store, &path)
+        } else {
             // The server keeps its own files sound (and checks its pages
             // where checksums are on); what follows checks the rows.
-            self.checked.integrity_check = "not applicable (PostgreSQL)".into();
+            self.checked.integrity_check = "not applicable (the database server keeps its own pages)".into();
             true
-        } else {
-            self.sqlite_checks(store, &path)
         };
         self.clock_check(store, &path);
         match (store.counts(), store.live_leases()) {

@@ -560,10 +560,10 @@ pub fn show(cfg: &Config, doc: &DocRef) -> Result<ExitCode, CliError> {
 /// sweep a SQLite store that fails its quick check (a PostgreSQL server keeps
 /// its own files sound).
 pub fn gc(cfg: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError> {
-    let problems = if cfg.store.is_postgres() {
-        Vec::new()
-    } else {
+    let problems = if cfg.store.checks_pages() {
         cfg.store.check_integrity(false)?
+    } else {
+        Vec::new()
     };
     if !problems.is_empty() {
         return Err(CliError::Runtime(format!(

@@ -222,7 +222,9 @@ mod tests {
             .discover_paths(&store, &[root.join("a.txt")], 1 << 20)
             .unwrap();
         assert_eq!(found.gone, 1);
-        let done = store.complete(claim, "late/path", "sum").unwrap();
+        let done = store
+            .complete(claim, crate::store::Completion::new("late/path", "sum"))
+            .unwrap();
         assert!(matches!(done, crate::job::Fenced::Rejected(_)), "{done:?}");
         let job = store.job_by_key("a.txt").unwrap().unwrap();
         assert_eq!((job.status, job.result_path), (Status::Dead, None));

@@ -36,10 +36,11 @@ use super::PgStore;
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{Claim, Fenced, Owner, Status};
-use crate::store::options::Policy;
-use crate::store::write::{
-    complete_detail_after, status_of, Candidate, Completing, WriteOp, WriteOut, LEASE_AHEAD, LEASE_EXPIRED,
+use crate::store::fencing::{
+    complete_detail_after, status_of, Candidate, WriteOp, WriteOut, LEASE_AHEAD, LEASE_EXPIRED,
 };
+use crate::store::options::Policy;
+use crate::store::Completion;
 
 /// Claims and completions in one statement. $1–$9 are [`write::claim_ctes`]'
 /// (now, now plus the skew allowed, rows wanted, their workers, the lease's
@@ -98,7 +99,8 @@ struct Plan<'a> {
 struct Done<'a> {
     /// Its place in the batch.
     at: usize,
-    completion: Completing<'a>,
+    owner: &'a Owner,
+    completion: &'a Completion<'static>,
 }
 
 /// What [`CLAIM_AND_COMPLETE`] answered: per slot, its candidate (if there
@@ -126,13 +128,17 @@ impl<'a> Plan<'a> {
                     plan.slots.extend(std::iter::repeat_n(at, *max));
                     plan.workers.extend(std::iter::repeat_n(worker.as_str(), *max));
                 }
-                _ => plan.done.push(Done {
-                    at,
-                    completion: op.plain_completion()?,
-                }),
+                _ => {
+                    let (owner, completion) = op.plain_completion()?;
+                    plan.done.push(Done {
+                        at,
+                        owner,
+                        completion,
+                    });
+                }
             }
         }
-        let mut ids: Vec<i64> = plan.done.iter().map(|d| d.completion.owner.id.0).collect();
+        let mut ids: Vec<i64> = plan.done.iter().map(|d| d.owner.id.0).collect();
         ids.sort_unstable();
         ids.dedup();
         let distinct = ids.len() == plan.done.len();
@@ -145,24 +151,23 @@ impl<'a> Plan<'a> {
         let limit = i64::try_from(self.workers.len()).unwrap_or(i64::MAX);
         let ahead = now.saturating_add(policy.clock_skew_ms);
         let lease_until = now.saturating_add(policy.lease_ms);
-        let ids: Vec<i64> = self.done.iter().map(|d| d.completion.owner.id.0).collect();
-        let tokens: Vec<&str> = self
-            .done
-            .iter()
-            .map(|d| d.completion.owner.token.as_str())
-            .collect();
-        let paths: Vec<&str> = self.done.iter().map(|d| d.completion.path).collect();
-        let sums: Vec<&str> = self.done.iter().map(|d| d.completion.checksum).collect();
-        let fences: Vec<i64> = self.done.iter().map(|d| d.completion.owner.fence).collect();
+        let ids: Vec<i64> = self.done.iter().map(|d| d.owner.id.0).collect();
+        let tokens: Vec<&str> = self.done.iter().map(|d| d.owner.token.as_str()).collect();
+        let paths: Vec<&str> = self.done.iter().map(|d| &*d.completion.result_path).collect();
+        let sums: Vec<&str> = self.done.iter().map(|d| &*d.completion.checksum).collect();
+        let fences: Vec<i64> = self.done.iter().map(|d| d.owner.fence).collect();
         let sizes: Vec<Option<i64>> = self
             .done
             .iter()
-            .map(|d| d.completion.bytes.and_then(|b| i64::try_from(b).ok()))
+            .map(|d| d.completion.result_bytes.and_then(|b| i64::try_from(b).ok()))
             .collect();
         let afters: Vec<String> = self
             .done
             .iter()
-            .map(|d| complete_detail_after(d.completion.path, d.completion.checksum, d.completion.note))
+            .map(|d| {
+                let c = d.completion;
+                complete_detail_after(&c.result_path, &c.checksum, c.note.as_deref())
+            })
             .collect();
         let rows = conn.query(
             &statement,
@@ -220,8 +225,7 @@ impl PgStore {
             outs[d.at] = Some(if *accepted {
                 Ok(WriteOut::Fenced(Fenced::Accepted))
             } else {
-                self.refused_completion(answer.now, d.completion.owner)
-                    .map(WriteOut::Fenced)
+                self.refused_completion(answer.now, d.owner).map(WriteOut::Fenced)
             });
         }
         for (at, claims) in self.claims_of(&plan, ops, answer.taken) {
@@ -323,7 +327,7 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::job::{JobId, Rejection};
     use crate::store::engine::Engine;
-    use crate::store::write::complete_detail;
+    use crate::store::fencing::complete_detail;
     use crate::store::{Completion, NewDoc, StoreOptions};
 
     const LEASE: Duration = Duration::from_secs(60);
@@ -346,13 +350,7 @@ mod tests {
     }
 
     fn complete_op(owner: &Owner, note: Option<&str>) -> WriteOp {
-        WriteOp::complete(
-            owner,
-            &Completion {
-                note,
-                ..Completion::new("r", "s")
-            },
-        )
+        WriteOp::complete(owner, Completion::new("r", "s").note(note))
     }
 
     fn run(pg: &PgStore, ops: &[WriteOp]) -> Vec<WriteOut> {

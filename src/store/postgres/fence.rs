@@ -19,6 +19,7 @@ use super::tx::Fail;
 use super::PgStore;
 use crate::error::Result;
 use crate::job::Job;
+use crate::store::RowLock;
 
 /// Longest a cleanup waits for a document's row lock; the same bound as the
 /// SQLite edition's wait for its `.lock` (`mirror::CLEANUP_LOCK_WAIT`).
@@ -30,16 +31,6 @@ pub const ROW_LOCK_WAIT: Duration = Duration::from_millis(100);
 /// stopped past it (SIGSTOP) must not resume deleting on a decision a new
 /// claim may have overtaken.
 pub const CLEANUP_DEADLINE: Duration = Duration::from_secs(30);
-
-/// What a cleanup under the row lock got to see.
-#[derive(Debug)]
-pub enum RowLock<T> {
-    /// The lock was held while `f` ran on the row (`None`: no such row);
-    /// `f`'s answer.
-    Held(T),
-    /// Another transaction held the row past [`ROW_LOCK_WAIT`]: nothing ran.
-    Busy,
-}
 
 impl PgStore {
     /// Lock document `id`'s row (`SELECT … FOR UPDATE`, waiting at most

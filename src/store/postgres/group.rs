@@ -27,8 +27,8 @@ use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::group::GroupCommit;
 use crate::job::{Claim, Owner};
+use crate::store::fencing::{WriteOp, WriteOut};
 use crate::store::options::Policy;
-use crate::store::write::{WriteOp, WriteOut};
 use crate::store::Completion;
 
 impl PgStore {
@@ -88,10 +88,11 @@ impl PgStore {
                 .map(WriteOut::Claims)
             });
         }
-        let c = op.plain_completion()?;
+        let (owner, c) = op.plain_completion()?;
         Some(
             self.on_its_own(false, |conn, now| {
-                write::complete_alone(conn, now, c.owner, (c.path, c.checksum, c.bytes), c.note)
+                let given = (&*c.result_path, &*c.checksum, c.result_bytes);
+                write::complete_alone(conn, now, owner, given, c.note.as_deref())
             })
             .map(WriteOut::Fenced),
         )
@@ -151,9 +152,9 @@ fn complete_all(
     let mut at = Vec::new();
     let mut done: Vec<(Owner, Completion<'_>)> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
-        if let Some(c) = op.completing() {
+        if let Some((owner, c)) = op.completion() {
             at.push(i);
-            done.push((c.owner.clone(), c.as_completion()));
+            done.push((owner.clone(), c.clone()));
         }
     }
     if done.is_empty() {

@@ -19,7 +19,7 @@ use ::postgres::{Client, Transaction};
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::store::open::sections;
+use crate::store::sqlite::open::sections;
 
 /// The schema, compiled in: the twin of `schema.sql`.
 pub(crate) const PG_SCHEMA_SQL: &str = include_str!("../../../schema.pg.sql");
@@ -28,7 +28,7 @@ pub(crate) const PG_SCHEMA_SQL: &str = include_str!("../../../schema.pg.sql");
 /// bytes of "leasehol" (ASCII), so it is recognisable in `pg_locks`
 /// (classid 0x6c656173, objid 0x65686f6c) and unlikely to meet another
 /// application's key.
-pub const MIGRATION_LOCK: i64 = 0x6c65_6173_6568_6f6c;
+pub(crate) const MIGRATION_LOCK: i64 = 0x6c65_6173_6568_6f6c;
 
 /// The highest `-- version: N` section in `schema.pg.sql`.
 pub fn schema_version() -> i64 {
@@ -135,7 +135,7 @@ pub(crate) fn pg_error(label: &str, source: ::postgres::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::open::SCHEMA_SQL;
+    use crate::store::sqlite::open::SCHEMA_SQL;
 
     #[test]
     fn every_section_of_schema_sql_has_its_twin() {

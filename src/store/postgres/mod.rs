@@ -55,11 +55,11 @@ use r2d2_postgres::PostgresConnectionManager;
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::group::GroupCommit;
+use crate::store::fencing::{WriteOp, WriteOut};
 use crate::store::options::Policy;
-use crate::store::write::{WriteOp, WriteOut};
 use crate::store::StoreOptions;
-pub use fence::{RowLock, CLEANUP_DEADLINE, ROW_LOCK_WAIT};
-pub use migrate::{schema_version, MIGRATION_LOCK};
+pub use fence::{CLEANUP_DEADLINE, ROW_LOCK_WAIT};
+pub use migrate::schema_version;
 pub(crate) use ops::only_simple;
 use url::Target;
 

@@ -15,12 +15,12 @@ use crate::job::{
 };
 use crate::store::check::IndexedRow;
 use crate::store::engine::Engine;
+use crate::store::fencing::WriteOp;
 use crate::store::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use crate::store::queue::NewDoc;
 use crate::store::read::{KnownSource, Totals};
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
-use crate::store::write::WriteOp;
 use crate::store::Completion;
 
 impl Engine for PgStore {
@@ -98,19 +98,19 @@ impl Engine for PgStore {
         self.submit(WriteOp::Renew(owner.clone()))?.fenced()
     }
 
-    fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced> {
+    fn complete(&self, owner: &Owner, c: Completion<'_>) -> Result<Fenced> {
         let c = search::gated(c, self.policy().search_index);
-        self.submit(WriteOp::complete(owner, &c))?.fenced()
+        self.submit(WriteOp::complete(owner, c))?.fenced()
     }
 
     /// Many completions in one transaction: one UPDATE and one history
     /// INSERT for all (`write::complete_each`).
-    fn finish_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>> {
+    fn complete_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>> {
         let cap = self.policy().outbox;
         let on = self.policy().search_index;
         let done: Vec<(Owner, Completion<'_>)> = done
             .iter()
-            .map(|(o, c)| (o.clone(), search::gated(c, on)))
+            .map(|(o, c)| (o.clone(), search::gated(c.clone(), on)))
             .collect();
         self.write_tx(|tx, now| write::complete_each(tx, now, &cap, &done))
     }

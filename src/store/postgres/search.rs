@@ -24,18 +24,18 @@ const SEARCHABLE_CHARS: i32 = 200_000;
 
 /// `c` as the engine should write it: without its text for the index when
 /// indexing is off, so that the accepted result takes the previous text out.
-pub(crate) fn gated<'a>(c: &Completion<'a>, index_on: bool) -> Completion<'a> {
-    Completion {
-        index: c.index.filter(|_| index_on),
-        ..*c
+pub(crate) fn gated(mut c: Completion<'_>, index_on: bool) -> Completion<'_> {
+    if !index_on {
+        c.index = None;
     }
+    c
 }
 
 /// Make `c`'s text document `id`'s searchable text (or, without text, take
 /// the previous one out). Called in the transaction that accepted `c`.
 pub(crate) fn accepted(tx: &mut Transaction<'_>, id: i64, c: &Completion<'_>) -> Sql<()> {
-    match c.index {
-        Some(text) => put(tx, id, c.result_path, c.checksum, text),
+    match &c.index {
+        Some(text) => put(tx, id, &c.result_path, &c.checksum, text),
         None => {
             tx.execute("DELETE FROM search_text WHERE job_id = $1", &[&id])?;
             Ok(())

@@ -30,12 +30,12 @@ use ::postgres::{GenericClient, Row, Statement, Transaction};
 use super::conn::{Conn, Tx};
 use super::tx::{Fail, Sql};
 use crate::clock::Millis;
-use crate::job::{Claim, Fenced, JobId, Owner, Parked, Rejection, Status};
-use crate::store::options::Policy;
-use crate::store::write::{
-    accepted_event, bury_reason, complete_detail, complete_detail_after, refusal_detail, rejection_of,
-    status_of, Candidate, LEASE_AHEAD, LEASE_EXPIRED,
+use crate::job::{Claim, Fenced, JobId, Owner, Parked, Status};
+use crate::store::fencing::{
+    self, bury_reason, complete_detail, complete_detail_after, status_of, Candidate, FenceRows, OwnerRow,
+    LEASE_AHEAD, LEASE_EXPIRED,
 };
+use crate::store::options::Policy;
 use crate::store::Completion;
 use crate::store::OutboxCap;
 
@@ -635,8 +635,7 @@ pub(crate) fn release(
     settle(tx, now, o, n, "release", Some(reason))
 }
 
-/// Rows changed into an outcome; on zero, lock and read the row to say why
-/// and record the refusal (see `store/write.rs: settle`).
+/// [`fencing::settle`] on this transaction.
 pub(super) fn settle(
     tx: &mut Transaction<'_>,
     now: Millis,
@@ -645,43 +644,44 @@ pub(super) fn settle(
     what: &str,
     detail: Option<&str>,
 ) -> Sql<Fenced> {
-    if changed == 1 {
-        if let Some(event) = accepted_event(what) {
-            record(tx, o.id.0, now, event, Some(&o.token), Some(o.fence), detail)?;
-        }
-        return Ok(Fenced::Accepted);
-    }
-    let row = tx
-        .query_opt(
-            "SELECT status, owner_token, fence FROM jobs WHERE id = $1 FOR UPDATE",
-            &[&o.id.0],
-        )?
-        .map(|r| Ok::<_, Fail>((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-        .transpose()?;
-    let rejection = rejection_of(o, row);
-    if rejection != Rejection::Missing {
-        let detail = refusal_detail(&rejection);
-        let event = format!("{what}_rejected");
-        record(
-            tx,
-            o.id.0,
-            now,
-            &event,
-            Some(&o.token),
-            Some(o.fence),
-            Some(&detail),
-        )?;
-    }
-    Ok(Fenced::Rejected(rejection))
+    fencing::settle(tx, now, o, changed, what, detail)
 }
 
-/// The store never writes a transition DESIGN §3 does not allow: the
-/// transaction fails (and rolls back) instead.
+/// [`fencing::guard`] for this engine.
 pub(super) fn guard(from: Status, to: Status) -> Sql<()> {
-    if from.can_transition_to(to) {
-        return Ok(());
+    fencing::guard::<Transaction<'_>>(from, to)
+}
+
+impl crate::store::driver::Rows for Transaction<'_> {
+    type Error = Fail;
+}
+
+impl FenceRows for Transaction<'_> {
+    /// Locked: the refusal is recorded against the row as it stands.
+    fn owner_row(&mut self, id: i64) -> Sql<Option<OwnerRow>> {
+        self.query_opt(
+            "SELECT status, owner_token, fence FROM jobs WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )?
+        .map(|r| Ok::<_, Fail>((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+        .transpose()
     }
-    Err(Fail::Refused(format!("refused transition {from} -> {to}")))
+
+    fn record(
+        &mut self,
+        job_id: i64,
+        now: Millis,
+        event: &str,
+        token: Option<&str>,
+        fence: Option<i64>,
+        detail: Option<&str>,
+    ) -> Sql<()> {
+        record(self, job_id, now, event, token, fence, detail)
+    }
+
+    fn refuse(why: String) -> Fail {
+        Fail::Refused(why)
+    }
 }
 
 /// One history line; $1 the document, whose row lock the caller holds.
@@ -763,8 +763,8 @@ pub(crate) fn complete_each(
     }
     let ids: Vec<i64> = done.iter().map(|(o, _)| o.id.0).collect();
     let tokens: Vec<&str> = done.iter().map(|(o, _)| o.token.as_str()).collect();
-    let paths: Vec<&str> = done.iter().map(|(_, c)| c.result_path).collect();
-    let sums: Vec<&str> = done.iter().map(|(_, c)| c.checksum).collect();
+    let paths: Vec<&str> = done.iter().map(|(_, c)| &*c.result_path).collect();
+    let sums: Vec<&str> = done.iter().map(|(_, c)| &*c.checksum).collect();
     let sizes: Vec<Option<i64>> = done
         .iter()
         .map(|(_, c)| c.result_bytes.and_then(|b| i64::try_from(b).ok()))
@@ -784,9 +784,9 @@ pub(crate) fn complete_each(
             let c = &done[i].1;
             complete_detail(
                 versions[i].as_deref().unwrap_or_default(),
-                c.result_path,
-                c.checksum,
-                c.note,
+                &c.result_path,
+                &c.checksum,
+                c.note.as_deref(),
             )
         })
         .collect();
@@ -808,8 +808,8 @@ pub(crate) fn complete_each(
             if v.is_none() {
                 return settle(tx, now, o, 0, "complete", None);
             }
-            if let Some(text) = c.deliver {
-                super::outbox::push(tx, now, cap, o.id.0, c.checksum, text)?;
+            if let Some(text) = &c.deliver {
+                super::outbox::push(tx, now, cap, o.id.0, &c.checksum, text)?;
             }
             super::search::accepted(tx, o.id.0, c)?;
             Ok(Fenced::Accepted)
@@ -827,9 +827,10 @@ pub(crate) fn complete_and_push(
     o: &Owner,
     c: &Completion<'_>,
 ) -> Sql<Fenced> {
-    let out = complete(tx, now, o, (c.result_path, c.checksum, c.result_bytes), c.note)?;
-    if let (Fenced::Accepted, Some(text)) = (&out, c.deliver) {
-        super::outbox::push(tx, now, cap, o.id.0, c.checksum, text)?;
+    let given = (&*c.result_path, &*c.checksum, c.result_bytes);
+    let out = complete(tx, now, o, given, c.note.as_deref())?;
+    if let (Fenced::Accepted, Some(text)) = (&out, &c.deliver) {
+        super::outbox::push(tx, now, cap, o.id.0, &c.checksum, text)?;
     }
     // `COMPLETE` took the old text out of the index; only new text is left.
     if out.is_accepted() && c.index.is_some() {

@@ -59,7 +59,7 @@ impl Sqlite {
     /// Run `f` on a connection of the pool, outside any transaction (what
     /// cannot run in one, as `VACUUM`), in this handle's turn of writing.
     fn outside_tx<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
-        if self.access != crate::store::open::Access::ReadWrite {
+        if self.access != crate::store::sqlite::open::Access::ReadWrite {
             return Err(Error::ReadOnly {
                 path: self.path.clone(),
                 detail: "opened for reading only; nothing was written".into(),

@@ -22,7 +22,7 @@ use super::query::{self, Plan};
 use super::rank::{self, DocLengths, Scoring, Tally};
 use super::{Found, TOKENIZER_META};
 use super::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
-use crate::store::tx::Pooled;
+use crate::store::sqlite::tx::Pooled;
 
 /// The first rowid of a long text's further parts: far above any document
 /// id, so a rowid tells a document's first part (its id) from a further one.

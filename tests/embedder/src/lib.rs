@@ -29,7 +29,9 @@ mod tests {
         let store = Store::open(&queue, StoreOptions::default()).unwrap();
         store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
         let claim = store.claim("embedder").unwrap().expect("one document is queued");
-        let outcome = store.complete(claim, "results/a.txt", "sum").unwrap();
+        let outcome = store
+            .complete(claim, leasehold::Completion::new("results/a.txt", "sum"))
+            .unwrap();
         assert!(outcome.is_accepted());
 
         // The embedder's connection reads leasehold's file, in one SQLite build.

@@ -362,7 +362,10 @@ impl Corpus {
                 };
                 if n < 200 {
                     let (id, fence) = (c.id.0, c.fence);
-                    assert!(store.complete(c, &w.rel_path, &w.sha256).unwrap().is_accepted());
+                    assert!(store
+                        .complete(c, leasehold::Completion::new(&w.rel_path, &w.sha256))
+                        .unwrap()
+                        .is_accepted());
                     // A leftover generation that a sweep of a sound store removes.
                     if n < 80 && n % 4 == 0 {
                         mirror.write(id, fence + 5, b"stale").unwrap();

@@ -28,8 +28,14 @@ fn refused_then_accepted(t: &TestDb, store: &Store, worker: &str, thief: &str) {
         .unwrap()
         .expect("the expired lease is taken over");
     assert_eq!(taken.id, late.id);
-    assert!(!store.complete(dup(&late), "late", "late").unwrap().is_accepted());
-    assert!(store.complete(taken, "r", "s").unwrap().is_accepted());
+    assert!(!store
+        .complete(dup(&late), leasehold::Completion::new("late", "late"))
+        .unwrap()
+        .is_accepted());
+    assert!(store
+        .complete(taken, leasehold::Completion::new("r", "s"))
+        .unwrap()
+        .is_accepted());
 }
 
 fn retention_keeps_last_and_young(backend: Backend) {
@@ -41,7 +47,10 @@ fn retention_keeps_last_and_young(backend: Backend) {
     // Day 0: `a` done plainly, `b` through a refused write.
     let a = store.enqueue(&NewDoc::new("a", "v1")).unwrap().id();
     assert!(store
-        .complete(store.claim("w").unwrap().unwrap(), "ra", "sa")
+        .complete(
+            store.claim("w").unwrap().unwrap(),
+            leasehold::Completion::new("ra", "sa")
+        )
         .unwrap()
         .is_accepted());
     let b = store.enqueue(&NewDoc::new("b", "v1")).unwrap().id();
@@ -51,7 +60,10 @@ fn retention_keeps_last_and_young(backend: Backend) {
     t.clock.set(31 * DAY_MS);
     assert!(store.requeue(a, "again").unwrap());
     assert!(store
-        .complete(store.claim("w").unwrap().unwrap(), "ra2", "sa2")
+        .complete(
+            store.claim("w").unwrap().unwrap(),
+            leasehold::Completion::new("ra2", "sa2")
+        )
         .unwrap()
         .is_accepted());
     let c = store.enqueue(&NewDoc::new("c", "v1")).unwrap().id();

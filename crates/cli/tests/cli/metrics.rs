@@ -314,9 +314,15 @@ fn history_figures_on_both(backend: Backend) {
     let late = store.claim("late").unwrap().unwrap();
     t.clock.advance(Duration::from_millis(11));
     let taken = store.claim("thief").unwrap().unwrap();
-    assert!(!store.complete(dup(&late), "x", "y").unwrap().is_accepted());
+    assert!(!store
+        .complete(dup(&late), leasehold::Completion::new("x", "y"))
+        .unwrap()
+        .is_accepted());
     t.clock.advance(Duration::from_millis(1500));
-    assert!(store.complete(taken, "r", "s").unwrap().is_accepted());
+    assert!(store
+        .complete(taken, leasehold::Completion::new("r", "s"))
+        .unwrap()
+        .is_accepted());
     let f = store.history_figures().unwrap();
     assert_eq!(f.events.get("claimed"), Some(&2));
     assert_eq!(f.events.get("completed"), Some(&1));

@@ -113,7 +113,12 @@ fn history_on_sqlite(c: &Corpus) {
     let path = sample.result_path.unwrap();
     let sum = sample.checksum.unwrap();
     assert!(store
-        .complete_and_deliver(claim, &path, &sum, "extra text")
+        .complete(
+            claim,
+            leasehold::Completion::new(&path, &sum)
+                .deliver("extra text")
+                .index("extra text")
+        )
         .unwrap()
         .is_accepted());
     assert_eq!(store.outbox().totals().unwrap().rows, 1);

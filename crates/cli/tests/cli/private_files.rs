@@ -77,11 +77,8 @@ fn a_delivered_result_leaves_no_text_in_the_database_file() {
         let claim = store.claim("w").unwrap().unwrap();
         // Big enough for overflow pages, which go to the free list when deleted.
         let text = format!("{MARKER} ").repeat(2_000);
-        let done = leasehold::Completion {
-            deliver: Some(&text),
-            ..leasehold::Completion::new("000/001/1/g000001.txt", "00")
-        };
-        assert_eq!(store.finish(claim, done).unwrap(), leasehold::Fenced::Accepted);
+        let done = leasehold::Completion::new("000/001/1/g000001.txt", "00").deliver(&text);
+        assert_eq!(store.complete(claim, done).unwrap(), leasehold::Fenced::Accepted);
         store.checkpoint().unwrap();
         assert!(
             contains(&t.path, MARKER.as_bytes()),

@@ -51,10 +51,19 @@ fn a_day_of_work(t: &TestDb) {
                 // A takeover: the first claim's lease runs out.
                 t.clock.advance(Duration::from_millis(10_001));
                 let taken = store.claim("thief").unwrap().expect("the expired lease");
-                assert!(!store.complete(dup(&claim), "late", "late").unwrap().is_accepted());
-                assert!(store.complete(taken, "r", "s").unwrap().is_accepted());
+                assert!(!store
+                    .complete(dup(&claim), leasehold::Completion::new("late", "late"))
+                    .unwrap()
+                    .is_accepted());
+                assert!(store
+                    .complete(taken, leasehold::Completion::new("r", "s"))
+                    .unwrap()
+                    .is_accepted());
             }
-            _ => assert!(store.complete(claim, "r", "s").unwrap().is_accepted()),
+            _ => assert!(store
+                .complete(claim, leasehold::Completion::new("r", "s"))
+                .unwrap()
+                .is_accepted()),
         }
     }
     let policy = GatePolicy {

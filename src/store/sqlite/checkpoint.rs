@@ -16,7 +16,7 @@ use crate::service::Service;
 /// passes [`WAL_RESTART_BYTES`], the checkpointer asks for a RESTART, which makes
 /// new writers wait (at most [`RESTART_WAIT`]) until the log is fully copied and
 /// can be reused: a short stall instead of an unbounded file.
-pub(super) struct Checkpointer {
+pub(crate) struct Checkpointer {
     _service: Service,
 }
 
@@ -35,7 +35,7 @@ impl Checkpointer {
     /// Start checkpointing the WAL of the database at `db` every `every`; `None`
     /// if no thread could be started (the store then works without, and the
     /// WAL grows until the next checkpoint of any handle).
-    pub(super) fn start(
+    pub(crate) fn start(
         pool: &Pool,
         turnstile: &Arc<Turnstile>,
         db: &Path,

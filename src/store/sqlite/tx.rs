@@ -8,17 +8,18 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::holder;
-use super::sqlite::Sqlite;
-use super::write::{self, WriteOp, WriteOut};
+use super::write;
 use super::write_waits;
+use super::Sqlite;
 use crate::clock::Millis;
 use crate::error::{is_retryable, Error, Result};
+use crate::store::fencing::{WriteOp, WriteOut};
 
 /// Bounded retries of a whole transaction after BUSY/LOCKED (beyond busy_timeout).
 const BUSY_RETRIES: u32 = 10;
 
 impl Sqlite {
-    pub(super) fn submit(&self, op: WriteOp) -> Result<WriteOut> {
+    pub(crate) fn submit(&self, op: WriteOp) -> Result<WriteOut> {
         self.group.submit(op, |ops| self.commit_batch(ops))
     }
 
@@ -156,7 +157,7 @@ impl Sqlite {
         }
     }
 
-    pub(super) fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
         let conn = self.conn()?;
         f(&conn).map_err(|e| Error::from_sqlite(&self.path, e))
     }
@@ -182,7 +183,7 @@ impl Sqlite {
     /// a large index), if the pool has one idle or room to open one within
     /// [`SPARE_WAIT`] and one more after it: a busy pool is never waited
     /// for, nor left without a connection.
-    pub(super) fn spare_conn(&self) -> Option<Pooled> {
+    pub(crate) fn spare_conn(&self) -> Option<Pooled> {
         // Leave at least one connection idle or still to be opened, for the
         // checkpointer and other reads.
         let state = self.pool.state();
@@ -193,7 +194,7 @@ impl Sqlite {
         self.pool.get_timeout(SPARE_WAIT).ok()
     }
 
-    pub(super) fn conn(&self) -> Result<Pooled> {
+    pub(crate) fn conn(&self) -> Result<Pooled> {
         self.pool.get().map_err(|source| Error::Pool {
             path: self.path.clone(),
             source: crate::error::DatabaseError::pool(source),
@@ -205,7 +206,7 @@ impl Sqlite {
 pub(crate) type Pooled = r2d2::PooledConnection<super::open::Manager>;
 
 /// The pooled connection the handle's writes run on ([`Sqlite::writer_conn`]).
-pub(super) type Writer = Pooled;
+pub(crate) type Writer = Pooled;
 
 /// How long [`Sqlite::spare_conn`] waits for the pool to open a connection
 /// (a few milliseconds on a loaded machine).

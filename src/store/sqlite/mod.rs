@@ -12,28 +12,38 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::check::{self, IndexedRow};
-use super::checkpoint::Checkpointer;
-use super::driver;
-use super::engine::Engine;
-use super::gate::{self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
-use super::open::{self, Access, Pool};
-use super::options::Policy;
-use super::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
-use super::queue::{self, NewDoc};
-use super::read::{self, KnownSource, Totals};
-use super::search::sqlite::Chosen;
-use super::search::{self, Hit, IndexCheck, IndexDoc, Tokenizer};
-use super::turnstile::Turnstile;
-use super::write::{self, WriteOp, WriteOut};
-use super::write_waits;
-use super::{Completion, StoreOptions};
+use crate::store::check::{self, IndexedRow};
+use crate::store::driver;
+use crate::store::engine::Engine;
+use crate::store::fencing::{WriteOp, WriteOut};
+use crate::store::gate::{
+    self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit,
+};
+use crate::store::options::Policy;
+use crate::store::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
+use crate::store::queue::{self, NewDoc};
+use crate::store::read::{self, KnownSource, Totals};
+use crate::store::search::sqlite::Chosen;
+use crate::store::search::{self, Hit, IndexCheck, IndexDoc, Tokenizer};
+use checkpoint::Checkpointer;
+use open::{Access, Pool};
+use turnstile::Turnstile;
+
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::group::GroupCommit;
 use crate::job::{
     Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
 };
+use crate::store::{Completion, StoreOptions};
+
+pub(crate) mod checkpoint;
+pub(crate) mod holder;
+pub(crate) mod open;
+pub(crate) mod turnstile;
+pub(crate) mod tx;
+pub(crate) mod write;
+pub(crate) mod write_waits;
 
 /// A connection (a write transaction or a pooled read connection) as the
 /// engine-neutral rules see it: the SQLite side of [`driver::Rows`].
@@ -47,21 +57,21 @@ impl driver::Rows for Rows<'_> {
 /// One SQLite file: its pool, its group-commit queue, its turnstile and its
 /// checkpointer.
 pub(crate) struct Sqlite {
-    pub(super) path: PathBuf,
-    pub(super) pool: Pool,
-    pub(super) opts: StoreOptions,
-    pub(super) policy: Policy,
-    pub(super) group: GroupCommit<WriteOp, Result<WriteOut>>,
-    pub(super) turnstile: Arc<Turnstile>,
+    pub(crate) path: PathBuf,
+    pub(crate) pool: Pool,
+    pub(crate) opts: StoreOptions,
+    pub(crate) policy: Policy,
+    pub(crate) group: GroupCommit<WriteOp, Result<WriteOut>>,
+    pub(crate) turnstile: Arc<Turnstile>,
     /// The connection write transactions run on (see `tx.rs`: `writer_conn`),
     /// taken at the first write.
-    pub(super) writer: std::sync::Mutex<Option<super::tx::Writer>>,
+    pub(crate) writer: std::sync::Mutex<Option<tx::Writer>>,
     /// This handle's write-lock waits not yet folded into the store.
-    pub(super) waits: write_waits::Pending,
+    pub(crate) waits: write_waits::Pending,
     /// Row lengths kept for repeated searches (`search/sqlite.rs`).
-    pub(super) lengths: search::sqlite::HeldLengths,
+    pub(crate) lengths: search::sqlite::HeldLengths,
     /// Read-write, or read only (every write then refused, see `tx.rs`).
-    pub(super) access: Access,
+    pub(crate) access: Access,
     // Held for its Drop: stops and joins the checkpoint thread with the last handle.
     _checkpointer: Option<Checkpointer>,
 }
@@ -103,7 +113,7 @@ impl Sqlite {
     }
 
     /// Now, from the injected clock.
-    pub(super) fn now(&self) -> Millis {
+    pub(crate) fn now(&self) -> Millis {
         self.opts.clock.now_ms()
     }
 
@@ -258,25 +268,13 @@ impl Engine for Sqlite {
         }
     }
 
-    fn finish(&self, owner: &Owner, c: &Completion<'_>) -> Result<Fenced> {
+    fn complete(&self, owner: &Owner, c: Completion<'_>) -> Result<Fenced> {
         self.fenced(WriteOp::complete(owner, c))
     }
 
-    fn finish_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>> {
-        let batch: Vec<write::Completing<'_>> = done
-            .iter()
-            .map(|(owner, c)| write::Completing {
-                owner,
-                path: c.result_path,
-                checksum: c.checksum,
-                note: c.note,
-                delivery: c.deliver,
-                index: c.index,
-                bytes: c.result_bytes,
-            })
-            .collect();
+    fn complete_many(&self, done: &[(Owner, Completion<'_>)]) -> Result<Vec<Fenced>> {
         let policy = &self.policy;
-        self.write_tx(|tx, now| write::complete_each(tx, now, policy, &batch))
+        self.write_tx(|tx, now| write::complete_each(tx, now, policy, done))
     }
 
     fn fail(&self, owner: &Owner, error: &str, permanent: bool) -> Result<Fenced> {

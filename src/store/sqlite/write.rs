@@ -7,132 +7,15 @@
 use rusqlite::types::Null;
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
-use super::Policy;
+use super::Rows;
 use crate::clock::Millis;
-use crate::error::{Error, Result};
-use crate::job::{Claim, Fenced, JobId, Owner, Parked, Rejection, Status};
-
-/// One write that can share a group-commit transaction with others.
-#[derive(Debug)]
-pub(crate) enum WriteOp {
-    Claim {
-        worker: String,
-        max: usize,
-    },
-    Renew(Owner),
-    Complete(CompleteOp),
-    Fail {
-        owner: Owner,
-        error: String,
-        permanent: bool,
-    },
-    Release {
-        owner: Owner,
-        reason: String,
-        /// What it waits for before it is claimable again (disk full, locked credential).
-        parked: Option<Parked>,
-    },
-}
-
-/// A completion, owned for the group-commit queue.
-#[derive(Debug)]
-pub(crate) struct CompleteOp {
-    pub(crate) owner: Owner,
-    pub(crate) path: String,
-    pub(crate) checksum: String,
-    /// What extraction decided, for the history.
-    pub(crate) note: Option<String>,
-    /// The text to queue for the sink if the result is accepted.
-    pub(crate) delivery: Option<String>,
-    /// The text to make searchable if the result is accepted.
-    pub(crate) index: Option<String>,
-    /// The result's size in bytes, recorded with it.
-    pub(crate) bytes: Option<u64>,
-}
-
-impl CompleteOp {
-    /// The completion borrowed, as the write paths take it.
-    pub(crate) fn borrowed(&self) -> Completing<'_> {
-        Completing {
-            owner: &self.owner,
-            path: &self.path,
-            checksum: &self.checksum,
-            note: self.note.as_deref(),
-            delivery: self.delivery.as_deref(),
-            index: self.index.as_deref(),
-            bytes: self.bytes,
-        }
-    }
-}
-
-/// What a [`WriteOp`] answered.
-#[derive(Debug)]
-pub(crate) enum WriteOut {
-    Claims(Vec<Claim>),
-    Fenced(Fenced),
-}
-
-impl WriteOp {
-    /// The completion `c` of `owner`'s claim, owned for the group-commit queue.
-    pub(crate) fn complete(owner: &Owner, c: &crate::store::Completion<'_>) -> WriteOp {
-        WriteOp::Complete(CompleteOp {
-            owner: owner.clone(),
-            path: c.result_path.to_owned(),
-            checksum: c.checksum.to_owned(),
-            note: c.note.map(str::to_owned),
-            delivery: c.deliver.map(str::to_owned),
-            index: c.index.map(str::to_owned),
-            bytes: c.result_bytes,
-        })
-    }
-
-    /// A claim of up to `max` documents for `worker`.
-    pub(crate) fn claim(worker: &str, max: usize) -> WriteOp {
-        WriteOp::Claim {
-            worker: worker.to_owned(),
-            max,
-        }
-    }
-
-    /// This operation as a completion, if it is one, borrowed.
-    // PostgreSQL only (feature `postgres`).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn completing(&self) -> Option<Completing<'_>> {
-        match self {
-            WriteOp::Complete(c) => Some(c.borrowed()),
-            _ => None,
-        }
-    }
-
-    /// This operation as a completion with nothing for the sink or the search
-    /// index, if it is one: what PostgreSQL accepts in a statement that
-    /// commits on its own (alone, or in a batch's one statement).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn plain_completion(&self) -> Option<Completing<'_>> {
-        self.completing()
-            .filter(|c| c.delivery.is_none() && c.index.is_none())
-    }
-}
-
-impl WriteOut {
-    /// The claims of a claim.
-    pub(crate) fn claims(self) -> Result<Vec<Claim>> {
-        match self {
-            WriteOut::Claims(c) => Ok(c),
-            WriteOut::Fenced(_) => Err(Error::Internal(
-                "a claim was answered with a fenced outcome".into(),
-            )),
-        }
-    }
-
-    /// The fenced outcome of a fenced operation.
-    pub(crate) fn fenced(self) -> Result<Fenced> {
-        match self {
-            WriteOut::Fenced(f) => Ok(f),
-            WriteOut::Claims(_) => Err(Error::Internal("a fenced write was answered with claims".into())),
-        }
-    }
-}
+use crate::job::{Claim, Fenced, JobId, Owner, Parked, Status};
+use crate::store::fencing::{
+    self, bury_reason, claim_detail, complete_detail, status_of, Candidate, FenceRows, OwnerRow, WriteOp,
+    WriteOut,
+};
+use crate::store::options::Policy;
+use crate::store::Completion;
 
 /// Run one operation inside the caller's transaction.
 pub(crate) fn apply(
@@ -144,7 +27,9 @@ pub(crate) fn apply(
     Ok(match op {
         WriteOp::Claim { worker, max } => WriteOut::Claims(claim(tx, now, policy, worker, *max)?),
         WriteOp::Renew(o) => WriteOut::Fenced(renew(tx, now, policy, o)?),
-        WriteOp::Complete(c) => WriteOut::Fenced(complete_one(tx, now, policy, &c.borrowed())?),
+        WriteOp::Complete { owner, completion } => {
+            WriteOut::Fenced(complete_one(tx, now, policy, owner, completion)?)
+        }
         WriteOp::Fail {
             owner,
             error,
@@ -157,40 +42,6 @@ pub(crate) fn apply(
         } => WriteOut::Fenced(release(tx, now, owner, reason, parked.as_ref())?),
     })
 }
-
-/// A row that a claim may take, as seen inside the claiming transaction.
-/// Shared with the PostgreSQL engine, whose history must read the same.
-pub(crate) struct Candidate {
-    pub(crate) id: i64,
-    pub(crate) status: String,
-    pub(crate) token: Option<String>,
-    pub(crate) fence: i64,
-    pub(crate) lease_expires_at: Option<Millis>,
-    pub(crate) lost_leases: i64,
-}
-
-impl Candidate {
-    /// An extracting row is claimable only because its lease is over: taking it
-    /// means its last owner lost the lease.
-    pub(crate) fn lease_lost(&self) -> bool {
-        self.status == "extracting"
-    }
-
-    /// Why its lease counts as over, for the history.
-    fn lease_over(&self, now: Millis) -> &'static str {
-        if self.lease_expires_at.is_some_and(|t| t <= now) {
-            LEASE_EXPIRED
-        } else {
-            LEASE_AHEAD
-        }
-    }
-}
-
-/// How a takeover's history says the lease was over: it expired, or...
-pub(crate) const LEASE_EXPIRED: &str = "after lease expiry";
-/// ...it was granted after now.
-pub(crate) const LEASE_AHEAD: &str =
-    "whose expiry lay further ahead than its lease length (the clock went back)";
 
 /// The four claimable sets, each an index seek on its own partial index.
 /// Leases that are over and due retries go first: they are older work. A lease
@@ -598,26 +449,6 @@ fn take_each(
     Ok(taken.into_iter().map(|t| t.map(|(claim, _)| claim)).collect())
 }
 
-/// The history detail of a claim of `c` that left it with `attempts` and `lost` leases.
-pub(crate) fn claim_detail(
-    now: Millis,
-    policy: &Policy,
-    worker: &str,
-    c: &Candidate,
-    (attempts, lost): (i64, i64),
-) -> String {
-    match (c.lease_lost(), &c.token) {
-        (true, Some(old)) => format!(
-            "worker {worker}; took over from fence {} ({old}) {}; attempt {attempts} refunded and kept; \
-             lost leases {lost}/{}",
-            c.fence,
-            c.lease_over(now),
-            policy.max_lost_leases
-        ),
-        _ => format!("worker {worker}; from {}; attempt {attempts}", c.status),
-    }
-}
-
 /// Move a claimable row that has used up what it may spend to `dead`, so that
 /// a document that fails every time, or kills every worker that takes it,
 /// stops being handed out. A lost lease found here is counted (and its
@@ -683,38 +514,6 @@ pub(crate) fn complete(
     )
 }
 
-/// One completion of a batch ([`complete_each`]).
-#[derive(Debug)]
-pub(crate) struct Completing<'a> {
-    pub owner: &'a Owner,
-    pub path: &'a str,
-    pub checksum: &'a str,
-    /// What extraction decided, for the history.
-    pub note: Option<&'a str>,
-    /// The text to queue for the sink if the result is accepted.
-    pub delivery: Option<&'a str>,
-    /// The text to make searchable if the result is accepted.
-    pub index: Option<&'a str>,
-    /// The result's size in bytes, recorded with it.
-    pub bytes: Option<u64>,
-}
-
-impl<'a> Completing<'a> {
-    /// The same completion as the store's public [`Completion`] reads it.
-    // PostgreSQL only (feature `postgres`).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn as_completion(&self) -> crate::store::Completion<'a> {
-        crate::store::Completion {
-            result_path: self.path,
-            checksum: self.checksum,
-            note: self.note,
-            deliver: self.delivery,
-            index: self.index,
-            result_bytes: self.bytes,
-        }
-    }
-}
-
 /// Complete many claims in the caller's transaction, each fenced on its own
 /// token: what [`complete`] (and the sink's push) does for each, with one
 /// UPDATE for all of them and one history INSERT for the accepted ones.
@@ -724,13 +523,16 @@ pub(crate) fn complete_each(
     tx: &Connection,
     now: Millis,
     policy: &Policy,
-    done: &[Completing<'_>],
+    done: &[(Owner, Completion<'_>)],
 ) -> rusqlite::Result<Vec<Fenced>> {
-    let mut ids: Vec<i64> = done.iter().map(|d| d.owner.id.0).collect();
+    let mut ids: Vec<i64> = done.iter().map(|(o, _)| o.id.0).collect();
     ids.sort_unstable();
     ids.dedup();
     if done.len() < 2 || ids.len() < done.len() {
-        return done.iter().map(|d| complete_one(tx, now, policy, d)).collect();
+        return done
+            .iter()
+            .map(|(o, c)| complete_one(tx, now, policy, o, c))
+            .collect();
     }
     let mut out = Vec::with_capacity(done.len());
     for slice in done.chunks(MAX_ROWS) {
@@ -744,25 +546,19 @@ fn complete_slice(
     tx: &Connection,
     now: Millis,
     policy: &Policy,
-    done: &[Completing<'_>],
+    done: &[(Owner, Completion<'_>)],
 ) -> rusqlite::Result<Vec<Fenced>> {
-    if let [d] = done {
-        return Ok(vec![complete_one(tx, now, policy, d)?]);
+    if let [(o, c)] = done {
+        return Ok(vec![complete_one(tx, now, policy, o, c)?]);
     }
     let rows = padded(done.len());
     let sizes: Vec<Option<i64>> = done
         .iter()
-        .map(|d| d.bytes.and_then(|b| i64::try_from(b).ok()))
+        .map(|(_, c)| c.result_bytes.and_then(|b| i64::try_from(b).ok()))
         .collect();
     let mut p: Vec<&dyn ToSql> = vec![&now];
-    for (d, size) in done.iter().zip(&sizes) {
-        p.extend([
-            &d.owner.id.0 as &dyn ToSql,
-            &d.owner.token,
-            &d.path,
-            &d.checksum,
-            size,
-        ]);
+    for ((o, c), size) in done.iter().zip(&sizes) {
+        p.extend([&o.id.0 as &dyn ToSql, &o.token, &c.result_path, &c.checksum, size]);
     }
     p.resize(p.len() + (rows - done.len()) * 5, &Null);
     let mut versions: Vec<Option<String>> = done.iter().map(|_| None).collect();
@@ -771,7 +567,7 @@ fn complete_slice(
         let mut out = stmt.query(&p[..])?;
         while let Some(r) = out.next()? {
             let id: i64 = r.get(0)?;
-            if let Some(i) = done.iter().position(|d| d.owner.id.0 == id) {
+            if let Some(i) = done.iter().position(|(o, _)| o.id.0 == id) {
                 versions[i] = Some(r.get(1)?);
             }
         }
@@ -779,16 +575,15 @@ fn complete_slice(
     let details: Vec<Option<String>> = done
         .iter()
         .zip(&versions)
-        .map(|(d, v)| {
+        .map(|((_, c), v)| {
             v.as_deref()
-                .map(|v| complete_detail(v, d.path, d.checksum, d.note))
+                .map(|v| complete_detail(v, &c.result_path, &c.checksum, c.note.as_deref()))
         })
         .collect();
     let lines: Vec<Line<'_>> = done
         .iter()
         .zip(&details)
-        .filter_map(|(d, detail)| {
-            let o = d.owner;
+        .filter_map(|((o, _), detail)| {
             detail
                 .as_deref()
                 .map(|t| (o.id.0, Some(o.token.as_str()), Some(o.fence), Some(t)))
@@ -799,16 +594,16 @@ fn complete_slice(
     let out = done
         .iter()
         .zip(&versions)
-        .map(|(d, v)| {
+        .map(|((o, c), v)| {
             if v.is_none() {
-                return settle(tx, now, d.owner, 0, "complete", None);
+                return settle(tx, now, o, 0, "complete", None);
             }
-            deliver(tx, now, policy, d)?;
-            searchable.push(search_text(policy, d));
+            deliver(tx, now, policy, o, c)?;
+            searchable.push(search_text(policy, o, c));
             Ok(Fenced::Accepted)
         })
         .collect::<rusqlite::Result<_>>()?;
-    super::search::sqlite::accept_all(tx, &searchable)?;
+    crate::store::search::sqlite::accept_all(tx, &searchable)?;
     Ok(out)
 }
 
@@ -817,68 +612,45 @@ fn complete_one(
     tx: &Connection,
     now: Millis,
     policy: &Policy,
-    d: &Completing<'_>,
+    o: &Owner,
+    c: &Completion<'_>,
 ) -> rusqlite::Result<Fenced> {
-    let out = complete(tx, now, d.owner, (d.path, d.checksum, d.bytes), d.note)?;
+    let given = (&*c.result_path, &*c.checksum, c.result_bytes);
+    let out = complete(tx, now, o, given, c.note.as_deref())?;
     if out.is_accepted() {
-        accepted_text(tx, now, policy, d)?;
+        deliver(tx, now, policy, o, c)?;
+        crate::store::search::sqlite::accepted(tx, &search_text(policy, o, c))?;
     }
     Ok(out)
 }
 
-/// What an accepted completion does with its text, in its transaction: queue
-/// it for the sink, and make it the document's searchable text (replacing the
-/// previous version's; without text, or with the index off, the previous
-/// text is taken out, since it no longer belongs to the accepted result).
-fn accepted_text(tx: &Connection, now: Millis, policy: &Policy, d: &Completing<'_>) -> rusqlite::Result<()> {
-    deliver(tx, now, policy, d)?;
-    super::search::sqlite::accepted(tx, &search_text(policy, d))
-}
-
 /// Queue an accepted completion's text for the sink, if it carries one.
-fn deliver(tx: &Connection, now: Millis, policy: &Policy, d: &Completing<'_>) -> rusqlite::Result<()> {
-    match d.delivery {
-        Some(text) => super::outbox::push(tx, now, &policy.outbox, d.owner.id.0, d.checksum, text),
+fn deliver(
+    tx: &Connection,
+    now: Millis,
+    policy: &Policy,
+    o: &Owner,
+    c: &Completion<'_>,
+) -> rusqlite::Result<()> {
+    match &c.deliver {
+        Some(text) => crate::store::outbox::push(tx, now, &policy.outbox, o.id.0, &c.checksum, text),
         None => Ok(()),
     }
 }
 
 /// What an accepted completion makes searchable: its text, or with none (or
-/// the index off) nothing, so the previous version's text is taken out.
-fn search_text<'a>(policy: &Policy, d: &Completing<'a>) -> super::search::sqlite::Accepted<'a> {
-    super::search::sqlite::Accepted {
-        id: d.owner.id.0,
-        result: (d.path, d.checksum),
-        text: d.index.filter(|_| policy.search_index),
-        parts_tag: Some(d.owner.token.as_str()),
-    }
-}
-
-/// Why a claimable row that has used up what it may spend is buried: its
-/// `last_error` and its `dead` history line.
-pub(crate) fn bury_reason(c: &Candidate) -> String {
-    if c.lease_lost() {
-        format!(
-            "lost leases exhausted: {} leases expired without a completion (its worker died or \
-             stalled each time)",
-            c.lost_leases + 1
-        )
-    } else {
-        "attempts exhausted".to_owned()
-    }
-}
-
-/// The history detail of an accepted completion.
-pub(crate) fn complete_detail(version: &str, path: &str, checksum: &str, note: Option<&str>) -> String {
-    format!("version {version}{}", complete_detail_after(path, checksum, note))
-}
-
-/// What [`complete_detail`] says after the version (PostgreSQL's completion
-/// reads the version and writes the line in one statement).
-pub(crate) fn complete_detail_after(path: &str, checksum: &str, note: Option<&str>) -> String {
-    match note {
-        Some(note) => format!("; {path}; sha256 {checksum}; extracted as {note}"),
-        None => format!("; {path}; sha256 {checksum}"),
+/// the index off) nothing, so the previous version's text is taken out,
+/// since it no longer belongs to the accepted result.
+fn search_text<'a>(
+    policy: &Policy,
+    o: &'a Owner,
+    c: &'a Completion<'_>,
+) -> crate::store::search::sqlite::Accepted<'a> {
+    crate::store::search::sqlite::Accepted {
+        id: o.id.0,
+        result: (&c.result_path, &c.checksum),
+        text: c.index.as_deref().filter(|_| policy.search_index),
+        parts_tag: Some(o.token.as_str()),
     }
 }
 
@@ -924,9 +696,7 @@ pub(crate) fn release(
     settle(tx, now, o, n, "release", Some(reason))
 }
 
-/// Turn "rows changed" into an outcome; on zero, read the row to say why and
-/// record the refusal. Accepted renewals are not recorded (they are not
-/// transitions, and would flood the history).
+/// [`fencing::settle`] on this transaction.
 fn settle(
     tx: &Connection,
     now: Millis,
@@ -935,82 +705,40 @@ fn settle(
     what: &str,
     detail: Option<&str>,
 ) -> rusqlite::Result<Fenced> {
-    if changed == 1 {
-        if let Some(event) = accepted_event(what) {
-            record(tx, o.id.0, now, event, Some(&o.token), Some(o.fence), detail)?;
-        }
-        return Ok(Fenced::Accepted);
-    }
-    let rejection = why_rejected(tx, o)?;
-    if rejection != Rejection::Missing {
-        let detail = refusal_detail(&rejection);
-        record(
-            tx,
-            o.id.0,
-            now,
-            &format!("{what}_rejected"),
-            Some(&o.token),
-            Some(o.fence),
-            Some(&detail),
-        )?;
-    }
-    Ok(Fenced::Rejected(rejection))
+    fencing::settle(&mut Rows(tx), now, o, changed as u64, what, detail)
 }
 
-/// The history event of an accepted fenced write `what`; none for a renewal.
-pub(crate) fn accepted_event(what: &str) -> Option<&'static str> {
-    match what {
-        "renew" => None,
-        "complete" => Some("completed"),
-        "fail" => Some("failed"),
-        _ => Some("released"),
-    }
-}
-
-/// The history detail of a refused fenced write.
-pub(crate) fn refusal_detail(rejection: &Rejection) -> String {
-    format!("refused: {rejection}")
-}
-
-/// What a refused write's row holds, from its status, token and fence.
-pub(crate) fn rejection_of(o: &Owner, row: Option<(String, Option<String>, i64)>) -> Rejection {
-    match row {
-        None => Rejection::Missing,
-        Some((status, token, fence)) => {
-            let status = status_of(&status);
-            if status == Status::Extracting && token.as_deref() != Some(o.token.as_str()) {
-                Rejection::OtherOwner { fence }
-            } else {
-                Rejection::NotExtracting { status, fence }
-            }
-        }
-    }
-}
-
-fn why_rejected(tx: &Connection, o: &Owner) -> rusqlite::Result<Rejection> {
-    let row: Option<(String, Option<String>, i64)> = tx
-        .prepare_cached("SELECT status, owner_token, fence FROM jobs WHERE id = ?1")?
-        .query_row([o.id.0], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?;
-    Ok(rejection_of(o, row))
-}
-
-/// A status read back from SQL; the schema's CHECK allows only known names,
-/// so anything else is treated as the most final state.
-pub(crate) fn status_of(name: &str) -> Status {
-    name.parse().unwrap_or(Status::Dead)
-}
-
-/// The store never writes a transition DESIGN §3 does not allow: one that
-/// would be written fails its transaction instead (and rolls back).
+/// [`fencing::guard`] for this engine.
 fn guard(from: Status, to: Status) -> rusqlite::Result<()> {
-    if from.can_transition_to(to) {
-        return Ok(());
+    fencing::guard::<Rows<'_>>(from, to)
+}
+
+impl FenceRows for Rows<'_> {
+    fn owner_row(&mut self, id: i64) -> rusqlite::Result<Option<OwnerRow>> {
+        self.0
+            .prepare_cached("SELECT status, owner_token, fence FROM jobs WHERE id = ?1")?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()
     }
-    Err(rusqlite::Error::SqliteFailure(
-        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT),
-        Some(format!("refused transition {from} -> {to}")),
-    ))
+
+    fn record(
+        &mut self,
+        job_id: i64,
+        now: Millis,
+        event: &str,
+        token: Option<&str>,
+        fence: Option<i64>,
+        detail: Option<&str>,
+    ) -> rusqlite::Result<()> {
+        record(self.0, job_id, now, event, token, fence, detail)
+    }
+
+    fn refuse(why: String) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT),
+            Some(why),
+        )
+    }
 }
 
 /// Append one line to the history table.
@@ -1182,29 +910,26 @@ mod batch_tests {
         let mut done: Vec<(Claim, Completion<'_>)> = vec![(stale, Completion::new("r/stale", "s0"))];
         for (i, c) in claims.into_iter().enumerate() {
             let completion = match i {
-                0 => Completion {
-                    note: Some("plain text"),
-                    ..Completion::new("r/a", "s1")
-                },
-                1 => Completion {
-                    deliver: Some("the text"),
-                    ..Completion::new("r/b", "s2")
-                },
+                0 => Completion::new("r/a", "s1").note("plain text"),
+                1 => Completion::new("r/b", "s2").deliver("the text"),
                 _ => Completion::new("r/c", "s3"),
             };
             done.push((c, completion));
         }
         let outcomes: Vec<Fenced> = if batch {
-            store.finish_many(done).unwrap()
+            store.complete_many(done).unwrap()
         } else {
             done.into_iter()
-                .map(|(c, d)| store.finish(c, d).unwrap())
+                .map(|(c, d)| store.complete(c, d).unwrap())
                 .collect()
         };
         assert!(!outcomes[0].is_accepted());
         assert!(outcomes[1..].iter().all(Fenced::is_accepted), "{outcomes:?}");
         for c in taken_over {
-            assert!(store.complete(c, "r/d1", "s4").unwrap().is_accepted());
+            assert!(store
+                .complete(c, Completion::new("r/d1", "s4"))
+                .unwrap()
+                .is_accepted());
         }
         drop(store);
         dump(&path)
@@ -1219,7 +944,10 @@ mod batch_tests {
         store.enqueue_many(&docs).unwrap();
         let claims = store.claim_batch("w", 9000).unwrap();
         assert_eq!(claims.len(), 9000);
-        let done: Vec<_> = claims.into_iter().map(|c| (c, "r", "s")).collect();
+        let done: Vec<_> = claims
+            .into_iter()
+            .map(|c| (c, Completion::new("r", "s")))
+            .collect();
         let out = store.complete_many(done).unwrap();
         assert!(out.iter().all(Fenced::is_accepted));
         assert_eq!(store.counts().unwrap().get(crate::job::Status::Indexed), 9000);

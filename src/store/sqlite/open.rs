@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use super::{StoreOptions, Synchronous};
 use crate::error::{DatabaseError, Error, Result};
+use crate::store::{StoreOptions, Synchronous};
 
 /// The schema, compiled in: the one source of truth.
-pub(crate) const SCHEMA_SQL: &str = include_str!("../../schema.sql");
+pub(crate) const SCHEMA_SQL: &str = include_str!("../../../schema.sql");
 
 /// The highest `-- version: N` section in `schema.sql`.
 pub fn schema_version() -> i64 {
