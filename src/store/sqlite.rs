@@ -20,7 +20,7 @@ use super::gate::{self, AccountState, Admission, Answer, GateChange, GateEvent, 
 use super::open::{self, Access, Pool};
 use super::options::Policy;
 use super::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
-use super::queue::{self, NewDoc};
+use super::queue::NewDoc;
 use super::read::{self, KnownSource, Totals};
 use super::search::sqlite::Chosen;
 use super::search::{self, Hit, IndexCheck, IndexDoc, Tokenizer};
@@ -35,9 +35,11 @@ use crate::job::{
     Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
 };
 
+pub(crate) mod meta;
+mod queue;
+
 /// A connection (a write transaction or a pooled read connection) as the
 /// engine-neutral rules see it: the SQLite side of [`driver::Rows`].
-#[allow(dead_code)] // Constructed by the rules' callers as the areas move over.
 pub(crate) struct Rows<'c>(pub(crate) &'c rusqlite::Connection);
 
 impl driver::Rows for Rows<'_> {
@@ -156,52 +158,36 @@ impl Sqlite {
 impl Engine for Sqlite {
     fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>> {
         let max = self.max_attempts();
-        self.write_tx(|tx, now| docs.iter().map(|d| queue::enqueue(tx, now, max, d)).collect())
+        self.write_tx(|tx, now| super::queue::enqueue_many(&mut Rows(tx), now, max, docs))
     }
 
     fn requeue(&self, id: JobId, why: &str) -> Result<bool> {
-        self.write_tx(|tx, now| queue::requeue(tx, now, id.0, why))
+        self.write_tx(|tx, now| super::queue::requeue(&mut Rows(tx), now, id.0, why))
     }
 
     fn forget_result(&self, id: JobId, result_path: &str, why: &str) -> Result<bool> {
-        self.write_tx(|tx, now| queue::forget_result(tx, now, id.0, result_path, why))
+        self.write_tx(|tx, now| super::queue::forget_result(&mut Rows(tx), now, id.0, result_path, why))
     }
 
     fn requeue_dead(&self, why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| {
-            let mut n = 0;
-            for id in queue::dead_ids(tx)? {
-                n += usize::from(queue::requeue(tx, now, id, why)?);
-            }
-            Ok(n)
-        })
+        self.write_tx(|tx, now| super::queue::requeue_dead(&mut Rows(tx), now, why))
     }
 
     fn begin_scan(&self) -> Result<i64> {
-        self.write_tx(|tx, _| queue::begin_scan(tx))
+        self.write_tx(|tx, _| super::queue::begin_scan(&mut Rows(tx)))
     }
 
     fn record_scan(&self, scan: i64, unchanged: &[String], changed: &[NewDoc]) -> Result<Vec<Enqueued>> {
         let max = self.max_attempts();
-        self.write_tx(|tx, now| {
-            let mut out = Vec::with_capacity(changed.len());
-            for d in changed {
-                out.push(queue::enqueue(tx, now, max, d)?);
-                queue::mark_seen(tx, scan, &d.key)?;
-            }
-            for k in unchanged {
-                queue::mark_seen(tx, scan, k)?;
-            }
-            Ok(out)
-        })
+        self.write_tx(|tx, now| super::queue::record_scan(&mut Rows(tx), now, max, scan, unchanged, changed))
     }
 
     fn finish_scan(&self, scan: i64, why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| queue::mark_unseen_gone(tx, now, scan, why))
+        self.write_tx(|tx, now| super::queue::finish_scan(&mut Rows(tx), now, scan, why))
     }
 
     fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| queue::mark_gone(tx, now, keys, prefixes, why))
+        self.write_tx(|tx, now| super::queue::mark_gone(&mut Rows(tx), now, keys, prefixes, why))
     }
 
     fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
@@ -213,18 +199,11 @@ impl Engine for Sqlite {
     }
 
     fn set_meta(&self, name: &str, value: &str) -> Result<()> {
-        self.write_tx(|tx, _| queue::meta_set(tx, name, value))
+        self.write_tx(|tx, _| super::queue::set_meta(&mut Rows(tx), name, value))
     }
 
     fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)> {
-        self.write_tx(|tx, _| {
-            for rival in rivals {
-                if let Some(held) = read::meta(tx, rival)? {
-                    return Ok(((*rival).to_owned(), held));
-                }
-            }
-            queue::meta_set_once(tx, name, value).map(|held| (name.to_owned(), held))
-        })
+        self.write_tx(|tx, _| super::queue::meta_set_once_among(&mut Rows(tx), name, value, rivals))
     }
 
     fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
