@@ -768,6 +768,30 @@ impl Store {
         self.engine().search_prune()
     }
 
+    // ----- the history's figures and retention -----
+
+    /// Every history line, oldest first, with its document's key and status
+    /// (see [`HistoryLine`]). Reads the whole table: what `gc`'s retention
+    /// keeps bounds it.
+    pub fn history_lines(&self) -> Result<Vec<HistoryLine>> {
+        self.engine().history_lines()
+    }
+
+    /// The history's figures for `leasehold metrics` (see [`HistoryFigures`]).
+    pub fn history_figures(&self) -> Result<HistoryFigures> {
+        self.engine().history_figures()
+    }
+
+    /// Apply the history retention ([`StoreOptions::history_keep`]): remove
+    /// every history line older than it except each document's last; with
+    /// `dry_run`, only count. "Now" is the injected clock's.
+    pub fn prune_history(&self, dry_run: bool) -> Result<HistoryPrune> {
+        let cutoff = self
+            .now()
+            .saturating_sub(duration_ms(self.inner.opts.history_keep));
+        self.engine().prune_history(cutoff, dry_run)
+    }
+
     // ----- SQLite only -----
 
     /// Run SQLite's `quick_check` (or the full `integrity_check`); the
@@ -780,8 +804,7 @@ impl Store {
     /// it is about when the line tells ([`IntegrityProblem::is_search_index`]:
     /// whether rebuilding the search index mends it). SQLite only.
     pub fn check_integrity_by_table(&self, full: bool) -> Result<Vec<IntegrityProblem>> {
-        self.sqlite("integrity check")?
-            .read(|c| check::integrity_by_table(c, full))
+        self.sqlite("integrity check")?.check_integrity_by_table(full)
     }
 
     /// What is wrong with the search index's own structures (on SQLite,
@@ -805,7 +828,7 @@ impl Store {
     /// not; always None on PostgreSQL.
     pub fn search_index_looks_damaged(&self) -> Result<Option<String>> {
         match &self.inner.backend {
-            Backend::Sqlite(s) => s.read(check::search_leaves_damage),
+            Backend::Sqlite(s) => s.search_leaves_damage(),
             #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Ok(None),
         }

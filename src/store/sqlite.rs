@@ -12,16 +12,18 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::check::{self, IndexedRow};
+use super::check::IndexedRow;
 use super::checkpoint::Checkpointer;
 use super::driver;
 use super::engine::Engine;
+use super::figures::{self, HistoryFigures, HistoryLine};
 use super::gate::{self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 use super::open::{self, Access, Pool};
 use super::options::Policy;
 use super::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use super::queue::NewDoc;
-use super::read::{self, KnownSource, Totals};
+use super::read::{KnownSource, Totals};
+use super::retention::HistoryPrune;
 use super::search::sqlite::Chosen;
 use super::search::{self, Hit, IndexCheck, IndexDoc, Tokenizer};
 use super::turnstile::Turnstile;
@@ -35,8 +37,11 @@ use crate::job::{
     Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
 };
 
+mod check;
 pub(crate) mod meta;
 mod queue;
+mod read;
+mod retention;
 
 /// A connection (a write transaction or a pooled read connection) as the
 /// engine-neutral rules see it: the SQLite side of [`driver::Rows`].
@@ -112,6 +117,16 @@ impl Sqlite {
     /// SQLite's `quick_check` (or the full `integrity_check`); the problems found.
     pub(crate) fn check_integrity(&self, full: bool) -> Result<Vec<String>> {
         self.read(|c| check::integrity(c, full))
+    }
+
+    /// [`Sqlite::check_integrity`]'s problems, each with the table it is about.
+    pub(crate) fn check_integrity_by_table(&self, full: bool) -> Result<Vec<super::IntegrityProblem>> {
+        self.read(|c| check::integrity_by_table(c, full))
+    }
+
+    /// A cheap sign that the search index's pages are damaged (see `check.rs`).
+    pub(crate) fn search_leaves_damage(&self) -> Result<Option<String>> {
+        self.read(check::search_leaves_damage)
     }
 
     /// What FTS5 finds wrong with the search index's structures; empty when sound.
@@ -195,7 +210,7 @@ impl Engine for Sqlite {
     }
 
     fn meta(&self, name: &str) -> Result<Option<String>> {
-        self.read(|c| read::meta(c, name))
+        self.read(|c| meta::meta(c, name))
     }
 
     fn set_meta(&self, name: &str, value: &str) -> Result<()> {
@@ -308,6 +323,26 @@ impl Engine for Sqlite {
 
     fn count_extracting(&self) -> Result<u64> {
         self.read(read::count_extracting)
+    }
+
+    fn history_figures(&self) -> Result<HistoryFigures> {
+        self.read(|c| figures::history_figures(&mut Rows(c)))
+    }
+
+    fn history_lines(&self) -> Result<Vec<HistoryLine>> {
+        self.read(|c| figures::history_lines(&mut Rows(c)))
+    }
+
+    /// Every window a write transaction; with `dry_run`, a read.
+    fn prune_history(&self, cutoff: Millis, dry_run: bool) -> Result<HistoryPrune> {
+        let last = self.read(retention::last_history_job)?;
+        super::retention::sweep(cutoff, last, |lo, hi| {
+            if dry_run {
+                self.read(|c| super::retention::window(&mut Rows(c), lo, hi, cutoff, false))
+            } else {
+                self.write_tx(|tx, _| super::retention::window(&mut Rows(tx), lo, hi, cutoff, true))
+            }
+        })
     }
 
     fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
@@ -487,7 +522,7 @@ impl Sqlite {
             refuse_pg_tokenizer(t)?;
         }
         let (table, recorded) = self.read(|c| {
-            let recorded = read::meta(c, search::TOKENIZER_META)?;
+            let recorded = meta::meta(c, search::TOKENIZER_META)?;
             Ok((search::sqlite::table_tokenizer(c)?, recorded))
         })?;
         let recorded = recorded.as_deref().and_then(Tokenizer::from_spec);

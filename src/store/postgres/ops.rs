@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::{gate, outbox, read, search, write, PgStore};
+use super::{gate, outbox, read, retention, search, write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{
@@ -15,10 +15,12 @@ use crate::job::{
 };
 use crate::store::check::IndexedRow;
 use crate::store::engine::Engine;
+use crate::store::figures::{self, HistoryFigures, HistoryLine};
 use crate::store::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use crate::store::queue::{self, NewDoc};
 use crate::store::read::{KnownSource, Totals};
+use crate::store::retention::HistoryPrune;
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 use crate::store::write::WriteOp;
 use crate::store::Completion;
@@ -153,6 +155,22 @@ impl Engine for PgStore {
 
     fn count_extracting(&self) -> Result<u64> {
         self.read(read::count_extracting)
+    }
+
+    fn history_figures(&self) -> Result<HistoryFigures> {
+        self.read(figures::history_figures)
+    }
+
+    fn history_lines(&self) -> Result<Vec<HistoryLine>> {
+        self.read(figures::history_lines)
+    }
+
+    /// Every window a write transaction, a dry run's too.
+    fn prune_history(&self, cutoff: Millis, dry_run: bool) -> Result<HistoryPrune> {
+        let last = self.read(retention::last_history_job)?;
+        crate::store::retention::sweep(cutoff, last, |lo, hi| {
+            self.write_tx(|tx, _| crate::store::retention::window(tx, lo, hi, cutoff, !dry_run))
+        })
     }
 
     fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
