@@ -19,17 +19,21 @@
 //!   - `holder.rs`: which process holds a lock (`/proc/locks`), and is it stopped.
 //!   - `checkpoint.rs`: the background WAL checkpointer.
 //!   - `write.rs`: claim and the fenced writes, each a function of (transaction, now).
-//!   - `queue.rs`: enqueue, requeue, marking vanished sources.
-//!   - `read.rs`: the reads.
+//!   - `sqlite/`: its rows of the rooms above it (`queue.rs`, `read.rs`,
+//!     `check.rs`, `retention.rs`) and the settings (`meta.rs`).
 //!   - `gate/`: the auth gate's accounts, probes, pool holds and notices.
 //!   - `outbox.rs`: results waiting for the sink, and sending notices.
-//!   - `check.rs`: the read-only checks `doctor` runs.
 //! - `search/`: the search index over the accepted texts (DESIGN §14): its
 //!   vocabulary, the query reader, and SQLite's FTS5 statements, written in
 //!   the fenced completion's transaction.
 //! - `events.rs`: log events of the facade (a refused fenced write).
-//! - `retention.rs`: `gc`'s history retention (`history_keep`), both engines.
-//! - `figures.rs`: the history's figures for `leasehold metrics`, both engines.
+//! - Rules and vocabulary written once over each area's row trait, each
+//!   engine implementing the rows (`driver.rs`: the base trait):
+//!   - `queue.rs`: enqueue, requeue, scans, marking vanished sources.
+//!   - `read.rs`: the reads' vocabulary and the row mappings both engines share.
+//!   - `check.rs`: the vocabulary of the checks `doctor` runs.
+//!   - `retention.rs`: `gc`'s history retention (`history_keep`) and its windows.
+//!   - `figures.rs`: the history's figures for `leasehold metrics`.
 //! - `postgres/`: the PostgreSQL engine: open by URL, migrate from
 //!   `schema.pg.sql`, pool, and the same operations in PostgreSQL's SQL.
 //!

@@ -1,7 +1,8 @@
 //! The SQLite engine: the default, one file on one machine (DESIGN §7).
 //!
-//! Its SQL lives in the rooms beside this one (`write.rs`, `queue.rs`,
-//! `read.rs`, `gate/`, `outbox.rs`, `check.rs`); its transactions in `tx.rs`
+//! Its SQL lives in `sqlite/` (the queue's, the reads', the checks', the
+//! retention's rows and the settings) and in the rooms beside this one
+//! (`write.rs`, `gate/`, `outbox.rs`); its transactions in `tx.rs`
 //! (group commit, turnstile, `BEGIN IMMEDIATE`, bounded BUSY retries); here
 //! each operation of [`Engine`] is one of those functions inside one
 //! transaction or one read. What only SQLite has (the file's path, the
