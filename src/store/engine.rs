@@ -22,12 +22,14 @@
 use std::collections::HashMap;
 
 use super::check::IndexedRow;
+use super::figures::{HistoryFigures, HistoryLine};
 use super::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 use super::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 #[cfg(feature = "postgres")]
 use super::postgres::PgStore;
 use super::queue::NewDoc;
 use super::read::{KnownSource, Totals};
+use super::retention::HistoryPrune;
 use super::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 use super::sqlite::Sqlite;
 use super::Completion;
@@ -104,6 +106,17 @@ pub(crate) trait Engine: Send + Sync {
     fn live_leases(&self, now: Millis) -> Result<Vec<LiveLease>>;
     fn next_claimable_at(&self, now: Millis) -> Result<Option<Millis>>;
     fn count_extracting(&self) -> Result<u64>;
+
+    // ----- the history's figures and retention -----
+
+    /// The history's figures for `leasehold metrics`.
+    fn history_figures(&self) -> Result<HistoryFigures>;
+    /// Every history line, oldest first, with its document's key and status.
+    fn history_lines(&self) -> Result<Vec<HistoryLine>>;
+    /// Remove (or with `dry_run` count) the history lines older than
+    /// `cutoff` except each document's last, one window of documents a
+    /// transaction.
+    fn prune_history(&self, cutoff: Millis, dry_run: bool) -> Result<HistoryPrune>;
 
     // ----- the auth gate (DESIGN §6) -----
 

@@ -1,9 +1,10 @@
-//! Figures drawn from the history table for `leasehold metrics`, on both
-//! engines: what every process did, read from the store, so any process (or
-//! none) sees the same numbers.
+//! Figures drawn from the history table for `leasehold metrics` and the
+//! report, on both engines: what every process did, read from the store, so
+//! any process (or none) sees the same numbers.
 //!
 //! The statements take no parameters and use SQL both engines read alike, so
-//! one text serves both (`postgres/figures.rs` runs them there).
+//! the whole reading is written here once, over [`ReadRows`]; each engine
+//! only runs a statement and hands over its rows.
 //!
 //! The figures count the lines the history still holds: `gc`'s retention
 //! ([`crate::StoreOptions::history_keep`]) removes old ones, which a
@@ -11,28 +12,24 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::Connection;
-
-use super::engine::Backend;
-use super::Store;
+use super::read::ReadRows;
 use crate::clock::Millis;
-use crate::error::Result;
 
 /// Lines per event name.
-pub(crate) const EVENTS: &str = "SELECT event, count(*) FROM history GROUP BY event";
+const EVENTS: &str = "SELECT event, count(*) FROM history GROUP BY event";
 
 /// Claims that took over a lease that was over (the claim's detail says so,
 /// `store/write.rs: claim_detail`).
-pub(crate) const TAKEOVERS: &str =
+const TAKEOVERS: &str =
     "SELECT count(*) FROM history WHERE event = 'claimed' AND detail LIKE '%took over from fence%'";
 
 /// Failure reasons (accepted `fail`s and burials) and how often each was given.
-pub(crate) const FAILURES: &str = "SELECT event, coalesce(detail, ''), count(*) FROM history
+const FAILURES: &str = "SELECT event, coalesce(detail, ''), count(*) FROM history
       WHERE event IN ('failed', 'dead') GROUP BY event, detail";
 
 /// Each accepted completion's document key and the time from its claim (the
 /// `claimed` line with the same token) to the completion.
-pub(crate) const EXTRACTIONS: &str = "SELECT j.doc_key, d.at - c.at
+const EXTRACTIONS: &str = "SELECT j.doc_key, d.at - c.at
        FROM history d
        JOIN history c ON c.job_id = d.job_id AND c.token = d.token AND c.event = 'claimed'
        JOIN jobs j ON j.id = d.job_id
@@ -40,7 +37,7 @@ pub(crate) const EXTRACTIONS: &str = "SELECT j.doc_key, d.at - c.at
 
 /// Every history line with its document's key and status, oldest first: the
 /// raw material of `leasehold report --html`.
-pub(crate) const LINES: &str = "SELECT h.job_id, h.at, h.event, coalesce(h.detail, ''), j.doc_key, j.status
+const LINES: &str = "SELECT h.job_id, h.at, h.event, coalesce(h.detail, ''), j.doc_key, j.status
        FROM history h JOIN jobs j ON j.id = h.job_id
       ORDER BY h.at, h.job_id, h.seq";
 
@@ -78,58 +75,42 @@ fn count(n: i64) -> u64 {
     n.max(0) as u64
 }
 
-fn sqlite_figures(c: &Connection) -> rusqlite::Result<HistoryFigures> {
+/// The history's figures for `leasehold metrics` (see [`HistoryFigures`]).
+pub(crate) fn history_figures<R: ReadRows + ?Sized>(c: &mut R) -> Result<HistoryFigures, R::Error> {
     let mut f = HistoryFigures::default();
-    let mut stmt = c.prepare(EVENTS)?;
-    for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
-        let (event, n) = row?;
-        f.events.insert(event, count(n));
-    }
-    f.takeovers = count(c.query_row(TAKEOVERS, [], |r| r.get(0))?);
-    let mut stmt = c.prepare(FAILURES)?;
-    for row in stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, count(r.get(2)?))))? {
-        f.failures.push(row?);
-    }
-    let mut stmt = c.prepare(EXTRACTIONS)?;
-    for row in stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))? {
-        f.extractions.push(row?);
-    }
+    c.each_row(EVENTS, &mut |r| {
+        f.events.insert(r.text(0)?, count(r.int(1)?));
+        Ok(())
+    })?;
+    c.each_row(TAKEOVERS, &mut |r| {
+        f.takeovers = count(r.int(0)?);
+        Ok(())
+    })?;
+    c.each_row(FAILURES, &mut |r| {
+        f.failures.push((r.text(0)?, r.text(1)?, count(r.int(2)?)));
+        Ok(())
+    })?;
+    c.each_row(EXTRACTIONS, &mut |r| {
+        f.extractions.push((r.text(0)?, r.int(1)?));
+        Ok(())
+    })?;
     Ok(f)
 }
 
-fn sqlite_lines(c: &Connection) -> rusqlite::Result<Vec<HistoryLine>> {
-    let mut stmt = c.prepare(LINES)?;
-    let rows = stmt.query_map([], |r| {
-        Ok(HistoryLine {
-            job_id: r.get(0)?,
-            at: r.get(1)?,
-            event: r.get(2)?,
-            detail: r.get(3)?,
-            key: r.get(4)?,
-            status: r.get(5)?,
-        })
+/// Every history line, oldest first, with its document's key and status
+/// (see [`HistoryLine`]).
+pub(crate) fn history_lines<R: ReadRows + ?Sized>(c: &mut R) -> Result<Vec<HistoryLine>, R::Error> {
+    let mut out = Vec::new();
+    c.each_row(LINES, &mut |r| {
+        out.push(HistoryLine {
+            job_id: r.int(0)?,
+            at: r.int(1)?,
+            event: r.text(2)?,
+            detail: r.text(3)?,
+            key: r.text(4)?,
+            status: r.text(5)?,
+        });
+        Ok(())
     })?;
-    rows.collect()
-}
-
-impl Store {
-    /// Every history line, oldest first, with its document's key and status
-    /// (see [`HistoryLine`]). Reads the whole table: what `gc`'s retention
-    /// keeps bounds it.
-    pub fn history_lines(&self) -> Result<Vec<HistoryLine>> {
-        match &self.inner.backend {
-            Backend::Sqlite(s) => s.read(sqlite_lines),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => super::postgres::figures::history_lines(p),
-        }
-    }
-
-    /// The history's figures for `leasehold metrics` (see [`HistoryFigures`]).
-    pub fn history_figures(&self) -> Result<HistoryFigures> {
-        match &self.inner.backend {
-            Backend::Sqlite(s) => s.read(sqlite_figures),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => super::postgres::figures::history_figures(p),
-        }
-    }
+    Ok(out)
 }

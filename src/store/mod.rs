@@ -19,17 +19,21 @@
 //!   - `holder.rs`: which process holds a lock (`/proc/locks`), and is it stopped.
 //!   - `checkpoint.rs`: the background WAL checkpointer.
 //!   - `write.rs`: claim and the fenced writes, each a function of (transaction, now).
-//!   - `queue.rs`: enqueue, requeue, marking vanished sources.
-//!   - `read.rs`: the reads.
+//!   - `sqlite/`: its rows of the rooms above it (`queue.rs`, `read.rs`,
+//!     `check.rs`, `retention.rs`) and the settings (`meta.rs`).
 //!   - `gate/`: the auth gate's accounts, probes, pool holds and notices.
 //!   - `outbox.rs`: results waiting for the sink, and sending notices.
-//!   - `check.rs`: the read-only checks `doctor` runs.
 //! - `search/`: the search index over the accepted texts (DESIGN §14): its
 //!   vocabulary, the query reader, and SQLite's FTS5 statements, written in
 //!   the fenced completion's transaction.
 //! - `events.rs`: log events of the facade (a refused fenced write).
-//! - `retention.rs`: `gc`'s history retention (`history_keep`), both engines.
-//! - `figures.rs`: the history's figures for `leasehold metrics`, both engines.
+//! - Rules and vocabulary written once over each area's row trait, each
+//!   engine implementing the rows (`driver.rs`: the base trait):
+//!   - `queue.rs`: enqueue, requeue, scans, marking vanished sources.
+//!   - `read.rs`: the reads' vocabulary and the row mappings both engines share.
+//!   - `check.rs`: the vocabulary of the checks `doctor` runs.
+//!   - `retention.rs`: `gc`'s history retention (`history_keep`) and its windows.
+//!   - `figures.rs`: the history's figures for `leasehold metrics`.
 //! - `postgres/`: the PostgreSQL engine: open by URL, migrate from
 //!   `schema.pg.sql`, pool, and the same operations in PostgreSQL's SQL.
 //!
@@ -779,6 +783,30 @@ impl Store {
         self.engine().search_prune()
     }
 
+    // ----- the history's figures and retention -----
+
+    /// Every history line, oldest first, with its document's key and status
+    /// (see [`HistoryLine`]). Reads the whole table: what `gc`'s retention
+    /// keeps bounds it.
+    pub fn history_lines(&self) -> Result<Vec<HistoryLine>> {
+        self.engine().history_lines()
+    }
+
+    /// The history's figures for `leasehold metrics` (see [`HistoryFigures`]).
+    pub fn history_figures(&self) -> Result<HistoryFigures> {
+        self.engine().history_figures()
+    }
+
+    /// Apply the history retention ([`StoreOptions::history_keep`]): remove
+    /// every history line older than it except each document's last; with
+    /// `dry_run`, only count. "Now" is the injected clock's.
+    pub fn prune_history(&self, dry_run: bool) -> Result<HistoryPrune> {
+        let cutoff = self
+            .now()
+            .saturating_sub(duration_ms(self.inner.opts.history_keep));
+        self.engine().prune_history(cutoff, dry_run)
+    }
+
     // ----- SQLite only -----
 
     /// Run SQLite's `quick_check` (or the full `integrity_check`); the
@@ -791,8 +819,7 @@ impl Store {
     /// it is about when the line tells ([`IntegrityProblem::is_search_index`]:
     /// whether rebuilding the search index mends it). SQLite only.
     pub fn check_integrity_by_table(&self, full: bool) -> Result<Vec<IntegrityProblem>> {
-        self.sqlite("integrity check")?
-            .read(|c| check::integrity_by_table(c, full))
+        self.sqlite("integrity check")?.check_integrity_by_table(full)
     }
 
     /// What is wrong with the search index's own structures (on SQLite,
@@ -816,7 +843,7 @@ impl Store {
     /// not; always None on PostgreSQL.
     pub fn search_index_looks_damaged(&self) -> Result<Option<String>> {
         match &self.inner.backend {
-            Backend::Sqlite(s) => s.read(check::search_leaves_damage),
+            Backend::Sqlite(s) => s.search_leaves_damage(),
             #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Ok(None),
         }

@@ -1,11 +1,18 @@
 //! Putting documents into the queue and taking them back out of it by hand:
-//! enqueue (idempotent on the key), requeue, and marking vanished sources.
+//! enqueue (idempotent on the key), requeue, forgetting a damaged result,
+//! directory scans and marking vanished sources, and the settings set once.
+//!
+//! The decisions and their history lines are written here once, over
+//! [`QueueRows`]; each engine's rows (`sqlite/queue.rs`, `postgres/queue.rs`)
+//! are its SQL and the locks its concurrency needs.
 
-use rusqlite::{params, Connection, OptionalExtension};
-
-use super::sqlite::write::record;
+use super::driver::Rows;
 use crate::clock::Millis;
 use crate::job::{Enqueued, JobId};
+
+// Transitional: the gate's and the search index's SQLite statements still
+// name SQLite's setter here; they take it from `sqlite::meta` once moved.
+pub(crate) use super::sqlite::meta::meta_set;
 
 /// A document to enqueue: its unique key and the version of its source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,81 +43,156 @@ impl NewDoc {
     }
 }
 
+/// A known document's row, as enqueue compares it with a new version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KnownDoc {
+    pub(crate) id: i64,
+    pub(crate) version: String,
+    pub(crate) stat: String,
+    pub(crate) status: String,
+    pub(crate) gone: bool,
+}
+
+/// The row operations the queue's rules need, in one engine's SQL, inside
+/// one write transaction.
+pub(crate) trait QueueRows: Rows {
+    /// Insert `doc` as a new `discovered` row unless its key is known; its id when inserted.
+    fn insert_doc(
+        &mut self,
+        now: Millis,
+        max_attempts: i64,
+        doc: &NewDoc,
+    ) -> Result<Option<i64>, Self::Error>;
+    /// The row of `key`, locked until the transaction ends where the engine needs it.
+    fn known_doc(&mut self, key: &str) -> Result<KnownDoc, Self::Error>;
+    /// Set row `id`'s source fingerprint.
+    fn set_stat(&mut self, id: i64, stat: &str) -> Result<(), Self::Error>;
+    /// Row `id` at `doc`'s version and fingerprint, `discovered`, with fresh
+    /// attempts and lost leases, no owner, lease, retry, error, parking or gone mark.
+    fn reset_to_version(
+        &mut self,
+        id: i64,
+        now: Millis,
+        max_attempts: i64,
+        doc: &NewDoc,
+    ) -> Result<(), Self::Error>;
+    /// Row `id` back to `discovered` with fresh attempts and lost leases, if it
+    /// is dead, retrying or indexed and its source exists; whether it changed.
+    fn requeue_settled(&mut self, id: i64, now: Millis) -> Result<bool, Self::Error>;
+    /// Row `id`'s status while `result_path` is its accepted result (locked
+    /// where the engine needs it); `None` otherwise.
+    fn status_with_result(&mut self, id: i64, result_path: &str) -> Result<Option<String>, Self::Error>;
+    /// Clear row `id`'s result columns; an indexed row goes back to
+    /// `discovered` with fresh attempts and lost leases, others keep their state.
+    fn clear_result(&mut self, id: i64, now: Millis) -> Result<(), Self::Error>;
+    /// The ids of the dead rows whose source exists.
+    fn dead_ids(&mut self) -> Result<Vec<i64>, Self::Error>;
+    /// Take documents `ids`' texts out of the search index.
+    fn unindex(&mut self, ids: &[i64]) -> Result<(), Self::Error>;
+    /// Append history line `event` (with `detail`) to row `id`.
+    fn history(&mut self, id: i64, now: Millis, event: &str, detail: Option<&str>)
+        -> Result<(), Self::Error>;
+    /// Raise the scan counter by one (from none to 1); the new number.
+    fn next_scan(&mut self) -> Result<i64, Self::Error>;
+    /// The scan counter, locked until the transaction ends where the engine
+    /// needs it (so no scan begins meanwhile); `None` before the first scan.
+    fn latest_scan(&mut self) -> Result<Option<i64>, Self::Error>;
+    /// Stamp `key`'s row as seen by scan `scan`, never lowering a newer stamp.
+    fn mark_seen(&mut self, scan: i64, key: &str) -> Result<(), Self::Error>;
+    /// Mark gone (dead, owner and result forgotten, `last_error` = `why`)
+    /// every row not gone that scan `scan` did not see; their ids.
+    fn gone_unseen(&mut self, now: Millis, scan: i64, why: &str) -> Result<Vec<i64>, Self::Error>;
+    /// Mark gone, as [`QueueRows::gone_unseen`] does, the rows not gone of
+    /// `keys` and of every key that starts with one of `prefixes` (an empty
+    /// prefix stands for nothing); their ids.
+    fn gone_keys(
+        &mut self,
+        now: Millis,
+        keys: &[String],
+        prefixes: &[String],
+        why: &str,
+    ) -> Result<Vec<i64>, Self::Error>;
+    /// Setting `name`.
+    fn meta(&mut self, name: &str) -> Result<Option<String>, Self::Error>;
+    /// Set `name` to `value` unless it is set.
+    fn meta_insert(&mut self, name: &str, value: &str) -> Result<(), Self::Error>;
+    /// Set `name` to `value`, replacing any value it had.
+    fn meta_put(&mut self, name: &str, value: &str) -> Result<(), Self::Error>;
+    /// Make "set once among rivals" one decision at a time, where the engine
+    /// lets two write transactions run together.
+    fn lock_meta(&mut self) -> Result<(), Self::Error>;
+}
+
 /// Insert a new document, or re-queue a known one whose version changed.
 ///
 /// A changed version moves any state back to `discovered` with fresh attempts
 /// and no lost leases: a changed file deserves a new extraction, and a worker
 /// still extracting the old version is fenced out (its completion is refused).
 /// The previously accepted `result_path` stays until a new one is accepted.
-pub(crate) fn enqueue(
-    tx: &Connection,
+/// A known row whose source was gone is queued again likewise.
+pub(crate) fn enqueue<R: QueueRows + ?Sized>(
+    rows: &mut R,
     now: Millis,
     max_attempts: i64,
     doc: &NewDoc,
-) -> rusqlite::Result<Enqueued> {
-    let inserted: Option<i64> = tx
-        .prepare_cached(
-            "INSERT INTO jobs (doc_key, version, source_stat, status, max_attempts, created_at, updated_at)
-             VALUES (?1, ?2, ?5, 'discovered', ?3, ?4, ?4)
-             ON CONFLICT (doc_key) DO NOTHING RETURNING id",
-        )?
-        .query_row(params![doc.key, doc.version, max_attempts, now, doc.stat], |r| {
-            r.get(0)
-        })
-        .optional()?;
-    if let Some(id) = inserted {
-        record(
-            tx,
-            id,
-            now,
-            "enqueued",
-            None,
-            None,
-            Some(&format!("version {}", doc.version)),
-        )?;
+) -> Result<Enqueued, R::Error> {
+    if let Some(id) = rows.insert_doc(now, max_attempts, doc)? {
+        rows.history(id, now, "enqueued", Some(&format!("version {}", doc.version)))?;
         return Ok(Enqueued::Inserted(JobId(id)));
     }
-    let (id, version, stat, status, gone): (i64, String, String, String, bool) = tx
-        .prepare_cached("SELECT id, version, source_stat, status, source_gone FROM jobs WHERE doc_key = ?1")?
-        .query_row([&doc.key], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })?;
-    if version == doc.version && !gone {
-        if stat != doc.stat {
-            tx.prepare_cached("UPDATE jobs SET source_stat = ?2 WHERE id = ?1")?
-                .execute(params![id, doc.stat])?;
+    let known = rows.known_doc(&doc.key)?;
+    if known.version == doc.version && !known.gone {
+        if known.stat != doc.stat {
+            rows.set_stat(known.id, &doc.stat)?;
         }
-        return Ok(Enqueued::Unchanged(JobId(id)));
+        return Ok(Enqueued::Unchanged(JobId(known.id)));
     }
-    tx.prepare_cached(
-        "UPDATE jobs SET version = ?2, source_stat = ?5, status = 'discovered', attempts = 0, lost_leases = 0,
-                owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
-                last_error = NULL, parked_on = NULL, source_gone = 0, max_attempts = ?3,
-                updated_at = ?4
-         WHERE id = ?1",
-    )?
-    .execute(params![id, doc.version, max_attempts, now, doc.stat])?;
-    let detail = format!("version {version} -> {} (was {status})", doc.version);
-    record(tx, id, now, "requeued", None, None, Some(&detail))?;
-    Ok(Enqueued::Requeued(JobId(id)))
+    rows.reset_to_version(known.id, now, max_attempts, doc)?;
+    let detail = format!(
+        "version {} -> {} (was {})",
+        known.version, doc.version, known.status
+    );
+    rows.history(known.id, now, "requeued", Some(&detail))?;
+    Ok(Enqueued::Requeued(JobId(known.id)))
+}
+
+/// [`enqueue`] for each of `docs`, in order: one outcome each.
+pub(crate) fn enqueue_many<R: QueueRows + ?Sized>(
+    rows: &mut R,
+    now: Millis,
+    max_attempts: i64,
+    docs: &[NewDoc],
+) -> Result<Vec<Enqueued>, R::Error> {
+    docs.iter().map(|d| enqueue(rows, now, max_attempts, d)).collect()
 }
 
 /// Put a settled document back in the queue with fresh attempts and lost leases
 /// (`leasehold retry`).
 /// A document being extracted is left alone: its owner may still finish.
-pub(crate) fn requeue(tx: &Connection, now: Millis, id: i64, why: &str) -> rusqlite::Result<bool> {
-    let n = tx
-        .prepare_cached(
-            "UPDATE jobs SET status = 'discovered', attempts = 0, lost_leases = 0, retry_at = NULL,
-                    parked_on = NULL,
-                    updated_at = ?2
-             WHERE id = ?1 AND status IN ('dead', 'retrying', 'indexed') AND source_gone = 0",
-        )?
-        .execute(params![id, now])?;
-    if n == 1 {
-        record(tx, id, now, "requeued", None, None, Some(why))?;
+pub(crate) fn requeue<R: QueueRows + ?Sized>(
+    rows: &mut R,
+    now: Millis,
+    id: i64,
+    why: &str,
+) -> Result<bool, R::Error> {
+    let changed = rows.requeue_settled(id, now)?;
+    if changed {
+        rows.history(id, now, "requeued", Some(why))?;
     }
-    Ok(n == 1)
+    Ok(changed)
+}
+
+/// [`requeue`] every dead document whose source exists (`retry --dead`); how many.
+pub(crate) fn requeue_dead<R: QueueRows + ?Sized>(
+    rows: &mut R,
+    now: Millis,
+    why: &str,
+) -> Result<usize, R::Error> {
+    let mut n = 0;
+    for id in rows.dead_ids()? {
+        n += usize::from(requeue(rows, now, id, why)?);
+    }
+    Ok(n)
 }
 
 /// Forget document `id`'s accepted result `result_path` (its file in the
@@ -120,192 +202,123 @@ pub(crate) fn requeue(tx: &Connection, now: Millis, id: i64, why: &str) -> rusql
 /// completion meanwhile made a newer result, which stands). Other states keep
 /// theirs: a document queued, retrying, extracting or dead is already on its
 /// way to a new result or settled without one. True if the row changed.
-pub(crate) fn forget_result(
-    tx: &Connection,
+pub(crate) fn forget_result<R: QueueRows + ?Sized>(
+    rows: &mut R,
     now: Millis,
     id: i64,
     result_path: &str,
     why: &str,
-) -> rusqlite::Result<bool> {
-    let status: Option<String> = tx
-        .prepare_cached("SELECT status FROM jobs WHERE id = ?1 AND result_path = ?2")?
-        .query_row(params![id, result_path], |r| r.get(0))
-        .optional()?;
-    let Some(status) = status else {
+) -> Result<bool, R::Error> {
+    let Some(status) = rows.status_with_result(id, result_path)? else {
         return Ok(false);
     };
-    tx.prepare_cached(
-        "UPDATE jobs SET result_path = NULL, checksum = NULL, result_bytes = NULL, updated_at = ?2,
-                status = CASE status WHEN 'indexed' THEN 'discovered' ELSE status END,
-                attempts = CASE status WHEN 'indexed' THEN 0 ELSE attempts END,
-                lost_leases = CASE status WHEN 'indexed' THEN 0 ELSE lost_leases END
-         WHERE id = ?1",
-    )?
-    .execute(params![id, now])?;
-    super::search::sqlite::remove(tx, id)?;
+    rows.clear_result(id, now)?;
+    rows.unindex(&[id])?;
     let event = if status == "indexed" {
         "requeued"
     } else {
         "result_forgotten"
     };
-    record(tx, id, now, event, None, None, Some(why))?;
+    rows.history(id, now, event, Some(why))?;
     Ok(true)
 }
 
-/// Every dead document's id, for `retry --dead`.
-pub(crate) fn dead_ids(tx: &Connection) -> rusqlite::Result<Vec<i64>> {
-    let mut stmt = tx.prepare_cached("SELECT id FROM jobs WHERE status = 'dead' AND source_gone = 0")?;
-    let ids = stmt.query_map([], |r| r.get(0))?;
-    ids.collect()
-}
-
 /// Start a directory scan: a new scan number, stamped on every row it sees.
-pub(crate) fn begin_scan(tx: &Connection) -> rusqlite::Result<i64> {
-    tx.execute(
-        "INSERT INTO meta (name, value) VALUES ('scan', '1')
-         ON CONFLICT (name) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-        [],
-    )?;
-    tx.query_row(
-        "SELECT CAST(value AS INTEGER) FROM meta WHERE name = 'scan'",
-        [],
-        |r| r.get(0),
-    )
+pub(crate) fn begin_scan<R: QueueRows + ?Sized>(rows: &mut R) -> Result<i64, R::Error> {
+    rows.next_scan()
 }
 
-/// Stamp `key` as seen by scan `scan`.
-pub(crate) fn mark_seen(tx: &Connection, scan: i64, key: &str) -> rusqlite::Result<()> {
-    // max(): a slower, older scan running at the same time never takes back a
-    // newer scan's stamp.
-    tx.prepare_cached("UPDATE jobs SET seen_scan = max(seen_scan, ?2) WHERE doc_key = ?1")?
-        .execute(params![key, scan])?;
-    Ok(())
+/// What scan `scan` found: `changed` documents enqueued (one outcome each)
+/// and stamped as seen, `unchanged` keys stamped as seen.
+pub(crate) fn record_scan<R: QueueRows + ?Sized>(
+    rows: &mut R,
+    now: Millis,
+    max_attempts: i64,
+    scan: i64,
+    unchanged: &[String],
+    changed: &[NewDoc],
+) -> Result<Vec<Enqueued>, R::Error> {
+    let mut out = Vec::with_capacity(changed.len());
+    for d in changed {
+        out.push(enqueue(rows, now, max_attempts, d)?);
+        rows.mark_seen(scan, &d.key)?;
+    }
+    for k in unchanged {
+        rows.mark_seen(scan, k)?;
+    }
+    Ok(out)
 }
 
 /// Sources a finished scan did not see have disappeared: stop extracting them
 /// and forget their results, so that cleanup removes their mirror files. The
-/// rows and their history stay.
-pub(crate) fn mark_unseen_gone(
-    tx: &Connection,
+/// rows and their history stay. Only the newest scan begun may judge: an
+/// older one finishing late has not seen what the newer one saw.
+pub(crate) fn finish_scan<R: QueueRows + ?Sized>(
+    rows: &mut R,
     now: Millis,
     scan: i64,
     why: &str,
-) -> rusqlite::Result<usize> {
-    // Only the newest scan begun may judge: an older one finishing late has not
-    // seen what the newer one saw.
-    let latest: i64 = tx.query_row(
-        "SELECT CAST(value AS INTEGER) FROM meta WHERE name = 'scan'",
-        [],
-        |r| r.get(0),
-    )?;
-    if latest != scan {
+) -> Result<usize, R::Error> {
+    if rows.latest_scan()? != Some(scan) {
         return Ok(0);
     }
-    let ids: Vec<i64> = tx
-        .prepare_cached(&format!("{GONE} seen_scan < ?3 RETURNING id"))?
-        .query_map(params![now, why, scan], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    record_gone(tx, now, &ids)
-}
-
-/// What a gone source does to its row (`?1` now, `?2` why), before the
-/// condition that picks the rows: dead, owner and result forgotten.
-const GONE: &str =
-    "UPDATE jobs SET source_gone = 1, status = 'dead', owner_token = NULL, owner_worker = NULL,
-            lease_expires_at = NULL, retry_at = NULL, parked_on = NULL, result_path = NULL,
-            checksum = NULL,
-            last_error = ?2, updated_at = ?1
-     WHERE source_gone = 0 AND ";
-
-/// The history line and the search index's removal of each document `ids`
-/// marked gone; how many there were.
-fn record_gone(tx: &Connection, now: Millis, ids: &[i64]) -> rusqlite::Result<usize> {
-    for id in ids {
-        record(tx, *id, now, "source_gone", None, None, None)?;
-        super::search::sqlite::remove(tx, *id)?;
-    }
-    Ok(ids.len())
+    let ids = rows.gone_unseen(now, scan, why)?;
+    record_gone(rows, now, ids)
 }
 
 /// Mark the documents of removed paths gone, as a finished scan marks the
-/// sources it did not see (`mark_unseen_gone`): dead, owner and result
+/// sources it did not see ([`finish_scan`]): dead, owner and result
 /// forgotten, so a worker still extracting is fenced out and cleanup removes
 /// the files. `keys` are documents; `prefixes` stand for every document whose
 /// key starts with one (a directory moved out of the tree is one event). The
 /// caller has just seen that the paths are not there; a file that comes back
-/// is queued again by its next event (`enqueue` requeues a gone row).
-pub(crate) fn mark_gone(
-    tx: &Connection,
+/// is queued again by its next event ([`enqueue`] requeues a gone row).
+pub(crate) fn mark_gone<R: QueueRows + ?Sized>(
+    rows: &mut R,
     now: Millis,
     keys: &[String],
     prefixes: &[String],
     why: &str,
-) -> rusqlite::Result<usize> {
-    let mut ids = Vec::new();
-    let mut exact = tx.prepare_cached(&format!("{GONE} doc_key = ?3 RETURNING id"))?;
-    for key in keys {
-        for id in exact.query_map(params![now, why, key], |r| r.get::<_, i64>(0))? {
-            ids.push(id?);
-        }
-    }
-    // A range the key's unique index answers: prefix <= k < the prefix with
-    // its last character one higher.
-    let mut under = tx.prepare_cached(&format!("{GONE} doc_key >= ?3 AND doc_key < ?4 RETURNING id"))?;
-    for prefix in prefixes {
-        let Some(end) = prefix_end(prefix) else { continue };
-        for id in under.query_map(params![now, why, prefix, end], |r| r.get::<_, i64>(0))? {
-            ids.push(id?);
-        }
-    }
-    drop((exact, under));
-    record_gone(tx, now, &ids)
+) -> Result<usize, R::Error> {
+    let ids = rows.gone_keys(now, keys, prefixes, why)?;
+    record_gone(rows, now, ids)
 }
 
-/// The least string above every string that starts with `prefix`: its last
-/// character one higher. `None` for an empty prefix or one whose last
-/// character has no successor.
-fn prefix_end(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    let last = chars.pop()?;
-    let next = char::from_u32(u32::from(last) + 1)?;
-    chars.push(next);
-    Some(chars.into_iter().collect())
+/// The `source_gone` history line of each document of `ids`, in id order,
+/// and their texts out of the search index; how many there were.
+fn record_gone<R: QueueRows + ?Sized>(
+    rows: &mut R,
+    now: Millis,
+    mut ids: Vec<i64>,
+) -> Result<usize, R::Error> {
+    ids.sort_unstable();
+    for id in &ids {
+        rows.history(*id, now, "source_gone", None)?;
+    }
+    rows.unindex(&ids)?;
+    Ok(ids.len())
 }
 
-/// Set `name` to `value` unless it is already set; returns the value in force.
-pub(crate) fn meta_set_once(tx: &Connection, name: &str, value: &str) -> rusqlite::Result<String> {
-    tx.execute(
-        "INSERT INTO meta (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
-        [name, value],
-    )?;
-    tx.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
+/// Set `name` to `value` unless it or one of `rivals` is set already: the
+/// setting in force, as (its name, its value).
+pub(crate) fn meta_set_once_among<R: QueueRows + ?Sized>(
+    rows: &mut R,
+    name: &str,
+    value: &str,
+    rivals: &[&str],
+) -> Result<(String, String), R::Error> {
+    rows.lock_meta()?;
+    for rival in rivals {
+        if let Some(held) = rows.meta(rival)? {
+            return Ok(((*rival).to_owned(), held));
+        }
+    }
+    rows.meta_insert(name, value)?;
+    let held = rows.meta(name)?.unwrap_or_else(|| value.to_owned());
+    Ok((name.to_owned(), held))
 }
 
 /// Set `name` to `value`, replacing any value it had.
-pub(crate) fn meta_set(tx: &Connection, name: &str, value: &str) -> rusqlite::Result<()> {
-    tx.execute(
-        "INSERT INTO meta (name, value) VALUES (?1, ?2)
-         ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-        [name, value],
-    )?;
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefix_end;
-
-    #[test]
-    fn a_prefix_ends_just_above_everything_it_starts() {
-        assert_eq!(prefix_end("dir/").as_deref(), Some("dir0"));
-        assert_eq!(prefix_end("hex:6469722f").as_deref(), Some("hex:6469722g"));
-        assert_eq!(prefix_end(""), None);
-        let end = prefix_end("a/").unwrap();
-        for inside in ["a/", "a/b", "a/\u{10ffff}"] {
-            assert!(inside >= "a/" && inside < end.as_str(), "{inside}");
-        }
-        for outside in ["a", "a0", "a.txt", "b/"] {
-            assert!(!(outside >= "a/" && outside < end.as_str()), "{outside}");
-        }
-    }
+pub(crate) fn set_meta<R: QueueRows + ?Sized>(rows: &mut R, name: &str, value: &str) -> Result<(), R::Error> {
+    rows.meta_put(name, value)
 }

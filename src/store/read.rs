@@ -1,158 +1,129 @@
-//! Reads: one short statement each, finished before the connection goes back to
-//! the pool (an open statement would pin a read snapshot and starve checkpoints).
+//! The reads' vocabulary, and the row mappings both engines share: a
+//! document, a history line, a lease built from the columns of a row of
+//! either engine ([`Columns`]). The statements are each engine's
+//! (`sqlite/read.rs`, `postgres/read.rs`): one short statement each.
 
-use std::collections::HashMap;
-
-use rusqlite::{Connection, OptionalExtension, Row};
-
+use super::driver::Rows;
 use crate::clock::Millis;
-use crate::job::{Counts, HistoryEntry, Job, LiveLease, Owner, Status};
+use crate::job::{Counts, HistoryEntry, Job, LiveLease, Status, UnknownStatus};
 
-const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
+// Transitional: the search index's and the write waits' SQLite statements
+// still read settings through here; they take it from `sqlite::meta` once moved.
+pub(crate) use super::sqlite::meta::meta;
+
+/// A document's columns, in the order [`job_from`] reads them.
+pub(crate) const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
     lease_expires_at, attempts, max_attempts, retry_at, last_error, result_path, checksum,
     source_gone, created_at, updated_at, lost_leases, result_bytes";
 
-fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
-    let status: String = r.get(3)?;
-    let status = status.parse::<Status>().map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, Box::new(e))
-    })?;
+/// A history line's columns, in the order [`history_entry_from`] reads them.
+pub(crate) const HISTORY_COLUMNS: &str = "job_id, at, event, token, fence, detail";
+
+/// A live lease's columns, in the order [`live_lease_from`] reads them.
+pub(crate) const LEASE_COLUMNS: &str = "id, doc_key, owner_token, owner_worker, fence, lease_expires_at";
+
+/// One result row of either engine, read column by column (from 0).
+pub(crate) trait Columns {
+    /// The engine's error.
+    type Error;
+    /// An integer column.
+    fn int(&self, i: usize) -> Result<i64, Self::Error>;
+    /// An integer column that may be NULL.
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, Self::Error>;
+    /// A text column.
+    fn text(&self, i: usize) -> Result<String, Self::Error>;
+    /// A text column that may be NULL.
+    fn opt_text(&self, i: usize) -> Result<Option<String>, Self::Error>;
+    /// A boolean column.
+    fn flag(&self, i: usize) -> Result<bool, Self::Error>;
+    /// The error for text column `i` holding no status the store writes.
+    fn not_a_status(&self, i: usize, e: UnknownStatus) -> Self::Error;
+
+    /// A status column.
+    fn status(&self, i: usize) -> Result<Status, Self::Error> {
+        self.text(i)?.parse().map_err(|e| self.not_a_status(i, e))
+    }
+}
+
+/// What [`ReadRows::each_row`] does with each row.
+pub(crate) type EachRow<'a, E> = dyn FnMut(&dyn Columns<Error = E>) -> Result<(), E> + 'a;
+
+/// A read connection that runs a statement without parameters and hands
+/// over each row of its answer.
+pub(crate) trait ReadRows: Rows {
+    /// Run `sql`; `each` of its rows in turn.
+    fn each_row(&mut self, sql: &'static str, each: &mut EachRow<'_, Self::Error>)
+        -> Result<(), Self::Error>;
+}
+
+/// A size column as a byte count (a negative one is none).
+pub(crate) fn bytes(b: Option<i64>) -> Option<u64> {
+    b.and_then(|b| u64::try_from(b).ok())
+}
+
+/// A document from the [`JOB_COLUMNS`] of a row.
+pub(crate) fn job_from<C: Columns + ?Sized>(r: &C) -> Result<Job, C::Error> {
     Ok(Job {
-        id: r.get(0)?,
-        key: r.get(1)?,
-        version: r.get(2)?,
-        status,
-        owner_token: r.get(4)?,
-        owner_worker: r.get(5)?,
-        fence: r.get(6)?,
-        lease_expires_at: r.get(7)?,
-        attempts: r.get(8)?,
-        max_attempts: r.get(9)?,
-        retry_at: r.get(10)?,
-        last_error: r.get(11)?,
-        result_path: r.get(12)?,
-        checksum: r.get(13)?,
-        source_gone: r.get(14)?,
-        created_at: r.get(15)?,
-        updated_at: r.get(16)?,
-        lost_leases: r.get(17)?,
-        result_bytes: r.get::<_, Option<i64>>(18)?.and_then(|b| u64::try_from(b).ok()),
+        id: r.int(0)?,
+        key: r.text(1)?,
+        version: r.text(2)?,
+        status: r.status(3)?,
+        owner_token: r.opt_text(4)?,
+        owner_worker: r.opt_text(5)?,
+        fence: r.int(6)?,
+        lease_expires_at: r.opt_int(7)?,
+        attempts: r.int(8)?,
+        max_attempts: r.int(9)?,
+        retry_at: r.opt_int(10)?,
+        last_error: r.opt_text(11)?,
+        result_path: r.opt_text(12)?,
+        checksum: r.opt_text(13)?,
+        source_gone: r.flag(14)?,
+        created_at: r.int(15)?,
+        updated_at: r.int(16)?,
+        lost_leases: r.int(17)?,
+        result_bytes: bytes(r.opt_int(18)?),
     })
 }
 
-pub(crate) fn job_by_id(c: &Connection, id: i64) -> rusqlite::Result<Option<Job>> {
-    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1");
-    c.prepare_cached(&sql)?.query_row([id], job_from_row).optional()
+/// A history line from the [`HISTORY_COLUMNS`] of a row.
+pub(crate) fn history_entry_from<C: Columns + ?Sized>(r: &C) -> Result<HistoryEntry, C::Error> {
+    Ok(HistoryEntry {
+        job_id: r.int(0)?,
+        at: r.int(1)?,
+        event: r.text(2)?,
+        token: r.opt_text(3)?,
+        fence: r.opt_int(4)?,
+        detail: r.opt_text(5)?,
+    })
 }
 
-/// Whether a renewal of `o`'s claim at `now` would change nothing: the
-/// token owns the extracting row, its lease runs to `now + lease_ms` or later, and the
-/// row was last updated at `now`.
-pub(crate) fn renewal_is_noop(
-    c: &Connection,
-    o: &Owner,
-    now: Millis,
-    lease_ms: Millis,
-) -> rusqlite::Result<bool> {
-    c.prepare_cached(
-        "SELECT 1 FROM jobs WHERE id = ?1 AND owner_token = ?2 AND status = 'extracting'
-                              AND lease_expires_at >= ?3 AND updated_at = ?4",
-    )?
-    .exists(rusqlite::params![
-        o.id.0,
-        o.token,
-        now.saturating_add(lease_ms),
-        now
-    ])
+/// A live lease from the [`LEASE_COLUMNS`] of a row.
+pub(crate) fn live_lease_from<C: Columns + ?Sized>(r: &C) -> Result<LiveLease, C::Error> {
+    Ok(LiveLease {
+        id: r.int(0)?,
+        key: r.text(1)?,
+        owner_token: r.text(2)?,
+        owner_worker: r.opt_text(3)?,
+        fence: r.int(4)?,
+        lease_expires_at: r.int(5)?,
+    })
 }
 
-pub(crate) fn job_by_key(c: &Connection, key: &str) -> rusqlite::Result<Option<Job>> {
-    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE doc_key = ?1");
-    c.prepare_cached(&sql)?.query_row([key], job_from_row).optional()
-}
-
-pub(crate) fn history(c: &Connection, id: i64) -> rusqlite::Result<Vec<HistoryEntry>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT job_id, at, event, token, fence, detail FROM history WHERE job_id = ?1 ORDER BY seq",
-    )?;
-    let rows = stmt.query_map([id], |r| {
-        Ok(HistoryEntry {
-            job_id: r.get(0)?,
-            at: r.get(1)?,
-            event: r.get(2)?,
-            token: r.get(3)?,
-            fence: r.get(4)?,
-            detail: r.get(5)?,
-        })
-    })?;
-    rows.collect()
-}
-
-pub(crate) fn counts(c: &Connection) -> rusqlite::Result<Counts> {
-    let mut stmt = c.prepare_cached("SELECT status, count(*) FROM jobs GROUP BY status")?;
-    let mut counts = Counts::default();
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-    for row in rows {
-        let (status, n) = row?;
-        if let Ok(s) = status.parse::<Status>() {
-            counts.add(s, n.max(0) as u64);
-        }
+/// Count `n` documents of status `status` (a name no status has is skipped).
+pub(crate) fn add_count(counts: &mut Counts, status: &str, n: i64) {
+    if let Ok(s) = status.parse::<Status>() {
+        counts.add(s, n.max(0) as u64);
     }
-    Ok(counts)
 }
 
-/// Leases that are not over: not expired, and not granted after now (the clock
-/// went back; see `write.rs`).
-pub(crate) fn live_leases(c: &Connection, now: Millis) -> rusqlite::Result<Vec<LiveLease>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT id, doc_key, owner_token, owner_worker, fence, lease_expires_at FROM jobs
-         WHERE status = 'extracting' AND lease_expires_at > ?1
-           AND NOT coalesce(lease_expires_at - lease_ms > ?1, 0)
-         ORDER BY lease_expires_at",
-    )?;
-    let rows = stmt.query_map([now], |r| {
-        Ok(LiveLease {
-            id: r.get(0)?,
-            key: r.get(1)?,
-            owner_token: r.get(2)?,
-            owner_worker: r.get(3)?,
-            fence: r.get(4)?,
-            lease_expires_at: r.get(5)?,
-        })
-    })?;
-    rows.collect()
-}
-
-/// What a claim could take and when: `Some(t <= now)` means something is
-/// claimable now; `Some(t)` the earliest time something becomes claimable;
-/// `None` that nothing will without a new enqueue. Four index seeks.
-pub(crate) fn next_claimable_at(c: &Connection, now: Millis) -> rusqlite::Result<Option<Millis>> {
-    let discovered: Option<i64> = c
-        .prepare_cached("SELECT id FROM jobs WHERE status = 'discovered' LIMIT 1")?
-        .query_row([], |r| r.get(0))
-        .optional()?;
-    if discovered.is_some() {
-        return Ok(Some(now));
-    }
-    // A lease granted after now (the clock went back) is over already.
-    let granted_ahead = c
-        .prepare_cached(
-            "SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at - lease_ms > ?1 LIMIT 1",
-        )?
-        .exists([now])?;
-    if granted_ahead {
-        return Ok(Some(now));
-    }
-    let retry: Option<i64> = c
-        .prepare_cached("SELECT min(retry_at) FROM jobs WHERE status = 'retrying'")?
-        .query_row([], |r| r.get(0))?;
-    let lease: Option<i64> = c
-        .prepare_cached("SELECT min(lease_expires_at) FROM jobs WHERE status = 'extracting'")?
-        .query_row([], |r| r.get(0))?;
-    Ok(match (retry, lease) {
+/// When something becomes claimable if nothing is now: the earlier of the
+/// first retry and the first lease to expire.
+pub(crate) fn earliest(retry: Option<Millis>, lease: Option<Millis>) -> Option<Millis> {
+    match (retry, lease) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
-    })
+    }
 }
 
 /// What the store knows of a source file from the last scan that saw it.
@@ -164,69 +135,6 @@ pub struct KnownSource {
     /// large (or unreadable) then, and a scan whose limit it now fits hashes
     /// it, which queues it again.
     pub hashed: bool,
-}
-
-/// The stored fingerprint of each key, so a re-scan can skip reading files
-/// whose fingerprint did not change. One short read for a whole batch.
-pub(crate) fn source_stats(
-    c: &Connection,
-    keys: &[String],
-) -> rusqlite::Result<HashMap<String, KnownSource>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT source_stat, version LIKE 'sha256:%' FROM jobs WHERE doc_key = ?1 AND source_gone = 0",
-    )?;
-    let mut out = HashMap::with_capacity(keys.len());
-    for k in keys {
-        let known = stmt
-            .query_row([k], |r| {
-                Ok(KnownSource {
-                    stat: r.get(0)?,
-                    hashed: r.get(1)?,
-                })
-            })
-            .optional()?;
-        if let Some(known) = known {
-            out.insert(k.clone(), known);
-        }
-    }
-    Ok(out)
-}
-
-/// How many rows are extracting (live or expired leases).
-pub(crate) fn count_extracting(c: &Connection) -> rusqlite::Result<u64> {
-    c.prepare_cached("SELECT count(*) FROM jobs WHERE status = 'extracting'")?
-        .query_row([], |r| r.get::<_, i64>(0))
-        .map(|n| n.max(0) as u64)
-}
-
-/// A setting of the data directory.
-pub(crate) fn meta(c: &Connection, name: &str) -> rusqlite::Result<Option<String>> {
-    c.prepare_cached("SELECT value FROM meta WHERE name = ?1")?
-        .query_row([name], |r| r.get(0))
-        .optional()
-}
-
-/// Up to `n` documents with an id above `after`, in id order, only those in
-/// `statuses` (every document when it is empty). A range over the rowid that
-/// stops after `n` matches, so a listing pages through a store of any size
-/// with bounded memory and without holding a read snapshot between pages.
-pub(crate) fn jobs_after(
-    c: &Connection,
-    statuses: &[Status],
-    after: i64,
-    n: i64,
-) -> rusqlite::Result<Vec<Job>> {
-    // The status names are the enum's own constants, never user text.
-    let filter = if statuses.is_empty() {
-        String::new()
-    } else {
-        let names: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
-        format!(" AND status IN ({})", names.join(", "))
-    };
-    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id > ?1{filter} ORDER BY id LIMIT ?2");
-    let mut stmt = c.prepare_cached(&sql)?;
-    let rows = stmt.query_map(rusqlite::params![after, n], job_from_row)?;
-    rows.collect()
 }
 
 /// The store's documents after a command, as its summary reports them: the
@@ -256,38 +164,24 @@ impl Totals {
     pub fn failed_dead(&self) -> u64 {
         self.dead - self.gone
     }
-}
 
-/// The store's [`Totals`], in one grouped scan.
-pub(crate) fn totals(c: &Connection) -> rusqlite::Result<Totals> {
-    let mut stmt = c.prepare_cached(
-        "SELECT status, source_gone, parked_on IS NOT NULL, count(*) FROM jobs GROUP BY 1, 2, 3",
-    )?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, bool>(1)?,
-            r.get::<_, bool>(2)?,
-            r.get::<_, i64>(3)?.max(0) as u64,
-        ))
-    })?;
-    let mut t = Totals::default();
-    for row in rows {
-        let (status, gone, parked, n) = row?;
+    /// Count `n` documents of status `status`, `gone` (source removed) and
+    /// `parked` as a row says (a name no status has is skipped).
+    pub(crate) fn add(&mut self, status: &str, gone: bool, parked: bool, n: i64) {
+        let n = n.max(0) as u64;
         match status.parse::<Status>() {
-            Ok(Status::Discovered) => t.queued += n,
-            Ok(Status::Extracting) => t.extracting += n,
-            Ok(Status::Indexed) => t.indexed += n,
+            Ok(Status::Discovered) => self.queued += n,
+            Ok(Status::Extracting) => self.extracting += n,
+            Ok(Status::Indexed) => self.indexed += n,
             Ok(Status::Retrying) => {
-                t.retrying += n;
-                t.parked += if parked { n } else { 0 };
+                self.retrying += n;
+                self.parked += if parked { n } else { 0 };
             }
             Ok(Status::Dead) => {
-                t.dead += n;
-                t.gone += if gone { n } else { 0 };
+                self.dead += n;
+                self.gone += if gone { n } else { 0 };
             }
             Err(_) => {}
         }
     }
-    Ok(t)
 }

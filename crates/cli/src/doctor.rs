@@ -37,9 +37,9 @@
 //! --repair` are (`fix.rs`); then it checks again, and exits by that second
 //! verdict.
 //!
-//! The row checks' SQL lives in the store (`store/check.rs` for SQLite, the
-//! PostgreSQL engine for PostgreSQL); this room only decides what is a problem
-//! and how it reads.
+//! The row checks' SQL lives in the store (`store/sqlite/check.rs` for
+//! SQLite, `store/postgres/read.rs` for PostgreSQL); this room only decides
+//! what is a problem and how it reads.
 
 mod fix;
 

@@ -10,7 +10,7 @@
 //! - `conn.rs`: pooled connections that keep their prepared statements.
 //! - `tx.rs`: READ COMMITTED transactions with "now" from the injected clock,
 //!   bounded retries after a serialization failure or a deadlock.
-//! - `queue.rs`: enqueue, requeue, scans, settings.
+//! - `queue.rs`: the queue's rows (enqueue, requeue, scans, settings).
 //! - `write.rs`: claim (`FOR UPDATE SKIP LOCKED`) and the fenced writes.
 //! - `group.rs`: group commit: the claims and fenced writes of one moment in
 //!   one transaction, each kind in one statement.
@@ -19,8 +19,7 @@
 //! - `gate.rs`: the auth gate (DESIGN §6) under row and advisory locks.
 //! - `outbox.rs`: results waiting for the sink, and sending notices.
 //! - `fence.rs`: the document's row lock that fences mirror cleanup.
-//! - `retention.rs`: `gc`'s history retention.
-//! - `figures.rs`: the history's figures for `leasehold metrics`.
+//! - `retention.rs`: the rows of `gc`'s history retention.
 //! - `ops.rs`: the seam: [`crate::store`]'s `Engine` for [`PgStore`].
 //!
 //! Callers use [`crate::Store`], which opens a `PgStore` for a `postgres://`
@@ -32,7 +31,6 @@ mod batch;
 mod clock;
 mod conn;
 mod fence;
-pub(crate) mod figures;
 mod gate;
 mod group;
 mod migrate;
@@ -40,7 +38,7 @@ mod ops;
 mod outbox;
 mod queue;
 mod read;
-pub(crate) mod retention;
+mod retention;
 mod search;
 mod tx;
 mod url;

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::{gate, outbox, queue, read, search, write, PgStore};
+use super::{gate, outbox, read, retention, search, write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{
@@ -16,17 +16,19 @@ use crate::job::{
 use crate::store::check::IndexedRow;
 use crate::store::engine::Engine;
 use crate::store::fencing::WriteOp;
+use crate::store::figures::{self, HistoryFigures, HistoryLine};
 use crate::store::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
-use crate::store::queue::NewDoc;
+use crate::store::queue::{self, NewDoc};
 use crate::store::read::{KnownSource, Totals};
+use crate::store::retention::HistoryPrune;
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 use crate::store::Completion;
 
 impl Engine for PgStore {
     fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>> {
         let max = self.max_attempts();
-        self.write_tx(|tx, now| docs.iter().map(|d| queue::enqueue(tx, now, max, d)).collect())
+        self.write_tx(|tx, now| queue::enqueue_many(tx, now, max, docs))
     }
 
     fn requeue(&self, id: JobId, why: &str) -> Result<bool> {
@@ -38,13 +40,7 @@ impl Engine for PgStore {
     }
 
     fn requeue_dead(&self, why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| {
-            let mut n = 0;
-            for id in queue::dead_ids(tx)? {
-                n += usize::from(queue::requeue(tx, now, id, why)?);
-            }
-            Ok(n)
-        })
+        self.write_tx(|tx, now| queue::requeue_dead(tx, now, why))
     }
 
     fn begin_scan(&self) -> Result<i64> {
@@ -53,21 +49,11 @@ impl Engine for PgStore {
 
     fn record_scan(&self, scan: i64, unchanged: &[String], changed: &[NewDoc]) -> Result<Vec<Enqueued>> {
         let max = self.max_attempts();
-        self.write_tx(|tx, now| {
-            let mut out = Vec::with_capacity(changed.len());
-            for d in changed {
-                out.push(queue::enqueue(tx, now, max, d)?);
-                queue::mark_seen(tx, scan, &d.key)?;
-            }
-            for k in unchanged {
-                queue::mark_seen(tx, scan, k)?;
-            }
-            Ok(out)
-        })
+        self.write_tx(|tx, now| queue::record_scan(tx, now, max, scan, unchanged, changed))
     }
 
     fn finish_scan(&self, scan: i64, why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| queue::mark_unseen_gone(tx, now, scan, why))
+        self.write_tx(|tx, now| queue::finish_scan(tx, now, scan, why))
     }
 
     fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize> {
@@ -83,7 +69,7 @@ impl Engine for PgStore {
     }
 
     fn set_meta(&self, name: &str, value: &str) -> Result<()> {
-        self.write_tx(|tx, _| queue::meta_set(tx, name, value))
+        self.write_tx(|tx, _| queue::set_meta(tx, name, value))
     }
 
     fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)> {
@@ -169,6 +155,22 @@ impl Engine for PgStore {
 
     fn count_extracting(&self) -> Result<u64> {
         self.read(read::count_extracting)
+    }
+
+    fn history_figures(&self) -> Result<HistoryFigures> {
+        self.read(figures::history_figures)
+    }
+
+    fn history_lines(&self) -> Result<Vec<HistoryLine>> {
+        self.read(figures::history_lines)
+    }
+
+    /// Every window a write transaction, a dry run's too.
+    fn prune_history(&self, cutoff: Millis, dry_run: bool) -> Result<HistoryPrune> {
+        let last = self.read(retention::last_history_job)?;
+        crate::store::retention::sweep(cutoff, last, |lo, hi| {
+            self.write_tx(|tx, _| crate::store::retention::window(tx, lo, hi, cutoff, !dry_run))
+        })
     }
 
     fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {

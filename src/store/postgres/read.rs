@@ -1,6 +1,6 @@
 //! Reads on PostgreSQL: one statement each, each in its own snapshot, the
-//! same rows and orders as `store/read.rs`; and the checks `doctor` runs
-//! (`store/check.rs`).
+//! same rows and orders as `sqlite/read.rs`, mapped by `store/read.rs`; and
+//! the checks `doctor` runs (`store/check.rs`).
 
 use std::collections::HashMap;
 
@@ -8,59 +8,67 @@ use ::postgres::{Client, Row};
 
 use super::tx::{Fail, Sql};
 use crate::clock::Millis;
-use crate::job::{Counts, HistoryEntry, Job, LiveLease, Status};
-use crate::store::check::IndexedRow;
-use crate::store::read::{KnownSource, Totals};
+use crate::job::{Counts, HistoryEntry, Job, LiveLease, Status, UnknownStatus};
+use crate::store::check::{
+    broken_owner, indexed_row_from, shared_key, shared_token, IndexedRow, INDEXED_COLUMNS,
+};
+use crate::store::read::{
+    add_count, earliest, history_entry_from, job_from, live_lease_from, Columns, EachRow, KnownSource,
+    ReadRows, Totals, HISTORY_COLUMNS, JOB_COLUMNS, LEASE_COLUMNS,
+};
 
-const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
-    lease_expires_at, attempts, max_attempts, retry_at, last_error, result_path, checksum,
-    source_gone, created_at, updated_at, lost_leases, result_bytes";
+impl Columns for Row {
+    type Error = Fail;
 
-fn job_from_row(r: &Row) -> Sql<Job> {
-    let status: String = r.try_get(3)?;
-    let status = status
-        .parse::<Status>()
-        .map_err(|e| Fail::Refused(format!("a row holds {e}")))?;
-    Ok(Job {
-        id: r.try_get(0)?,
-        key: r.try_get(1)?,
-        version: r.try_get(2)?,
-        status,
-        owner_token: r.try_get(4)?,
-        owner_worker: r.try_get(5)?,
-        fence: r.try_get(6)?,
-        lease_expires_at: r.try_get(7)?,
-        attempts: r.try_get(8)?,
-        max_attempts: r.try_get(9)?,
-        retry_at: r.try_get(10)?,
-        last_error: r.try_get(11)?,
-        result_path: r.try_get(12)?,
-        checksum: r.try_get(13)?,
-        source_gone: r.try_get(14)?,
-        created_at: r.try_get(15)?,
-        updated_at: r.try_get(16)?,
-        lost_leases: r.try_get(17)?,
-        result_bytes: r
-            .try_get::<_, Option<i64>>(18)?
-            .and_then(|b| u64::try_from(b).ok()),
-    })
+    fn int(&self, i: usize) -> Sql<i64> {
+        Ok(self.try_get(i)?)
+    }
+
+    fn opt_int(&self, i: usize) -> Sql<Option<i64>> {
+        Ok(self.try_get(i)?)
+    }
+
+    fn text(&self, i: usize) -> Sql<String> {
+        Ok(self.try_get(i)?)
+    }
+
+    fn opt_text(&self, i: usize) -> Sql<Option<String>> {
+        Ok(self.try_get(i)?)
+    }
+
+    fn flag(&self, i: usize) -> Sql<bool> {
+        Ok(self.try_get(i)?)
+    }
+
+    fn not_a_status(&self, _i: usize, e: UnknownStatus) -> Fail {
+        Fail::Refused(format!("a row holds {e}"))
+    }
+}
+
+impl ReadRows for Client {
+    fn each_row(&mut self, sql: &'static str, each: &mut EachRow<'_, Fail>) -> Sql<()> {
+        for r in self.query(sql, &[])? {
+            each(&r)?;
+        }
+        Ok(())
+    }
 }
 
 pub(crate) fn job_by_id(c: &mut Client, id: i64) -> Sql<Option<Job>> {
     let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1");
-    c.query_opt(&sql, &[&id])?.as_ref().map(job_from_row).transpose()
+    c.query_opt(&sql, &[&id])?.as_ref().map(job_from).transpose()
 }
 
 /// [`job_by_id`] with the row locked until the transaction ends (mirror
 /// cleanup, `fence.rs`).
 pub(crate) fn job_by_id_locked(tx: &mut ::postgres::Transaction<'_>, id: i64) -> Sql<Option<Job>> {
     let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1 FOR UPDATE");
-    tx.query_opt(&sql, &[&id])?.as_ref().map(job_from_row).transpose()
+    tx.query_opt(&sql, &[&id])?.as_ref().map(job_from).transpose()
 }
 
 pub(crate) fn job_by_key(c: &mut Client, key: &str) -> Sql<Option<Job>> {
     let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE doc_key = $1");
-    c.query_opt(&sql, &[&key])?.as_ref().map(job_from_row).transpose()
+    c.query_opt(&sql, &[&key])?.as_ref().map(job_from).transpose()
 }
 
 /// Up to `n` documents with an id above `after`, in id order, only those in
@@ -73,36 +81,20 @@ pub(crate) fn jobs_after(c: &mut Client, statuses: &[Status], after: i64, n: i64
     );
     c.query(&sql, &[&after, &n, &names])?
         .iter()
-        .map(job_from_row)
+        .map(job_from)
         .collect()
 }
 
 pub(crate) fn history(c: &mut Client, id: i64) -> Sql<Vec<HistoryEntry>> {
-    let rows = c.query(
-        "SELECT job_id, at, event, token, fence, detail FROM history WHERE job_id = $1 ORDER BY seq",
-        &[&id],
-    )?;
-    rows.iter()
-        .map(|r| {
-            Ok(HistoryEntry {
-                job_id: r.try_get(0)?,
-                at: r.try_get(1)?,
-                event: r.try_get(2)?,
-                token: r.try_get(3)?,
-                fence: r.try_get(4)?,
-                detail: r.try_get(5)?,
-            })
-        })
-        .collect()
+    let sql = format!("SELECT {HISTORY_COLUMNS} FROM history WHERE job_id = $1 ORDER BY seq");
+    c.query(&sql, &[&id])?.iter().map(history_entry_from).collect()
 }
 
 pub(crate) fn counts(c: &mut Client) -> Sql<Counts> {
     let mut counts = Counts::default();
     for r in c.query("SELECT status, count(*) FROM jobs GROUP BY status", &[])? {
         let (status, n): (String, i64) = (r.try_get(0)?, r.try_get(1)?);
-        if let Ok(s) = status.parse::<Status>() {
-            counts.add(s, n.max(0) as u64);
-        }
+        add_count(&mut counts, &status, n);
     }
     Ok(counts)
 }
@@ -115,23 +107,12 @@ pub(crate) fn totals(c: &mut Client) -> Sql<Totals> {
     )?;
     let mut t = Totals::default();
     for r in rows {
-        let (status, gone, parked, n): (String, bool, bool, i64) =
-            (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?);
-        let n = n.max(0) as u64;
-        match status.parse::<Status>() {
-            Ok(Status::Discovered) => t.queued += n,
-            Ok(Status::Extracting) => t.extracting += n,
-            Ok(Status::Indexed) => t.indexed += n,
-            Ok(Status::Retrying) => {
-                t.retrying += n;
-                t.parked += if parked { n } else { 0 };
-            }
-            Ok(Status::Dead) => {
-                t.dead += n;
-                t.gone += if gone { n } else { 0 };
-            }
-            Err(_) => {}
-        }
+        t.add(
+            &r.try_get::<_, String>(0)?,
+            r.try_get(1)?,
+            r.try_get(2)?,
+            r.try_get(3)?,
+        );
     }
     Ok(t)
 }
@@ -139,24 +120,15 @@ pub(crate) fn totals(c: &mut Client) -> Sql<Totals> {
 /// Leases that are not over (see `store/read.rs: live_leases`); a lease
 /// granted up to `skew` ms after now is not over (see `StoreOptions::clock_skew`).
 pub(crate) fn live_leases(c: &mut Client, now: Millis, skew: Millis) -> Sql<Vec<LiveLease>> {
-    let rows = c.query(
-        "SELECT id, doc_key, owner_token, owner_worker, fence, lease_expires_at FROM jobs
+    let sql = format!(
+        "SELECT {LEASE_COLUMNS} FROM jobs
          WHERE status = 'extracting' AND lease_expires_at > $1
            AND NOT coalesce(lease_expires_at - lease_ms > $2, FALSE)
-         ORDER BY lease_expires_at, id",
-        &[&now, &now.saturating_add(skew)],
-    )?;
-    rows.iter()
-        .map(|r| {
-            Ok(LiveLease {
-                id: r.try_get(0)?,
-                key: r.try_get(1)?,
-                owner_token: r.try_get(2)?,
-                owner_worker: r.try_get(3)?,
-                fence: r.try_get(4)?,
-                lease_expires_at: r.try_get(5)?,
-            })
-        })
+         ORDER BY lease_expires_at, id"
+    );
+    c.query(&sql, &[&now, &now.saturating_add(skew)])?
+        .iter()
+        .map(live_lease_from)
         .collect()
 }
 
@@ -173,11 +145,7 @@ pub(crate) fn next_claimable_at(c: &mut Client, now: Millis, skew: Millis) -> Sq
     if discovered || granted_ahead {
         return Ok(Some(now));
     }
-    let (retry, lease): (Option<i64>, Option<i64>) = (row.try_get(2)?, row.try_get(3)?);
-    Ok(match (retry, lease) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    })
+    Ok(earliest(row.try_get(2)?, row.try_get(3)?))
 }
 
 /// The stored fingerprint of each key, one statement for the batch.
@@ -215,65 +183,42 @@ pub(crate) fn meta(c: &mut Client, name: &str) -> Sql<Option<String>> {
 
 /// Up to `limit` indexed rows with ids after `after`, in id order.
 pub(crate) fn indexed_page(c: &mut Client, after: i64, limit: i64) -> Sql<Vec<IndexedRow>> {
-    let rows = c.query(
-        "SELECT id, doc_key, result_path, checksum, result_bytes FROM jobs
-         WHERE status = 'indexed' AND id > $1 ORDER BY id LIMIT $2",
-        &[&after, &limit],
-    )?;
-    rows.iter()
-        .map(|r| {
-            Ok(IndexedRow {
-                id: r.try_get(0)?,
-                key: r.try_get(1)?,
-                result_path: r.try_get(2)?,
-                checksum: r.try_get(3)?,
-                result_bytes: r
-                    .try_get::<_, Option<i64>>(4)?
-                    .and_then(|b| u64::try_from(b).ok()),
-            })
-        })
+    let sql = format!(
+        "SELECT {INDEXED_COLUMNS} FROM jobs WHERE status = 'indexed' AND id > $1 ORDER BY id LIMIT $2"
+    );
+    c.query(&sql, &[&after, &limit])?
+        .iter()
+        .map(indexed_row_from)
         .collect()
 }
 
 /// (subject, message) for every row that breaks "at most one live owner"
-/// (the checks of `store/check.rs`, with the same messages).
+/// (the checks of `sqlite/check.rs`, with the same messages).
 pub(crate) fn lease_violations(c: &mut Client) -> Sql<Vec<(String, String)>> {
     let mut out = Vec::new();
     for r in c.query(
         "SELECT doc_key, count(*) FROM jobs GROUP BY doc_key HAVING count(*) > 1 ORDER BY doc_key",
         &[],
     )? {
-        let (key, n): (String, i64) = (r.try_get(0)?, r.try_get(1)?);
-        out.push((key.clone(), format!("{key:?}: {n} rows share this document key")));
+        out.push(shared_key(r.try_get(0)?, r.try_get(1)?));
     }
     for r in c.query(
-        "SELECT doc_key, status, owner_token IS NULL OR owner_token = '', lease_expires_at IS NULL
+        "SELECT doc_key, status, owner_token IS NULL OR owner_token = ''
          FROM jobs
          WHERE (status = 'extracting' AND (owner_token IS NULL OR owner_token = '' OR lease_expires_at IS NULL))
             OR (status <> 'extracting' AND owner_token IS NOT NULL)
          ORDER BY id",
         &[],
     )? {
-        let (key, status, no_token, _no_lease): (String, String, bool, bool) =
-            (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?);
-        let what = match (status.as_str(), no_token) {
-            ("extracting", true) => "is extracting without an owner token".to_string(),
-            ("extracting", false) => "is extracting without a lease expiry".to_string(),
-            _ => format!("is {status} but still holds an owner token"),
-        };
-        out.push((key.clone(), format!("{key:?}: {what}")));
+        let status: String = r.try_get(1)?;
+        out.push(broken_owner(r.try_get(0)?, &status, r.try_get(2)?));
     }
     for r in c.query(
         "SELECT count(*), min(doc_key) FROM jobs
          WHERE owner_token IS NOT NULL GROUP BY owner_token HAVING count(*) > 1",
         &[],
     )? {
-        let (n, key): (i64, String) = (r.try_get(0)?, r.try_get(1)?);
-        // The token is a claim's capability: named by the document, never printed.
-        out.push((
-            key.clone(),
-            format!("{key:?}: its owner token is shared by {n} documents"),
-        ));
+        out.push(shared_token(r.try_get(1)?, r.try_get(0)?));
     }
     Ok(out)
 }

@@ -1,16 +1,17 @@
-//! History retention on PostgreSQL: the statements of `store/retention.rs`
-//! in PostgreSQL's SQL (the rules and their reasons are there).
+//! History retention's statements in PostgreSQL's SQL ([`RetentionRows`]);
+//! the rule, its windows and their reasons are in `store/retention.rs`.
 //!
 //! No row lock is needed: a writer appends a document's next line as
 //! `max(seq) + 1` under the document's row lock, and the sweep never removes
 //! a document's last line, so the number a writer reads stays where it is.
 //! A line committed while the sweep runs is newer than the cutoff.
 
+use ::postgres::Client;
+
+use super::conn::Tx;
 use super::tx::Sql;
-use super::PgStore;
 use crate::clock::Millis;
-use crate::error::Result;
-use crate::store::retention::WindowCounts;
+use crate::store::retention::{RetentionRows, WindowCounts};
 
 const COUNT: &str = "SELECT count(*) FILTER (WHERE h.seq < m.last),
             count(*) FILTER (WHERE h.seq < m.last AND h.event LIKE '%!_rejected' ESCAPE '!'),
@@ -24,30 +25,20 @@ const DELETE: &str = "DELETE FROM history h
       WHERE h.job_id >= $1 AND h.job_id < $2 AND h.at < $3
         AND h.seq < (SELECT max(l.seq) FROM history l WHERE l.job_id = h.job_id)";
 
-/// The highest document id with history (0 for none).
-pub(crate) fn last_history_job(pg: &PgStore) -> Result<i64> {
-    pg.read(|c| {
-        let row = c.query_one("SELECT coalesce(max(job_id), 0)::bigint FROM history", &[])?;
-        Ok(row.get(0))
-    })
+impl RetentionRows for Tx<'_> {
+    fn count_window(&mut self, lo: i64, hi: i64, cutoff: Millis) -> Sql<WindowCounts> {
+        let row = self.query_one(COUNT, &[&lo, &hi, &cutoff])?;
+        Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+    }
+
+    fn delete_window(&mut self, lo: i64, hi: i64, cutoff: Millis) -> Sql<()> {
+        self.execute(DELETE, &[&lo, &hi, &cutoff])?;
+        Ok(())
+    }
 }
 
-/// Count, and with `delete` remove, the removable lines of documents
-/// `lo <= job_id < hi` in one transaction.
-pub(crate) fn prune_window(
-    pg: &PgStore,
-    lo: i64,
-    hi: i64,
-    cutoff: Millis,
-    delete: bool,
-) -> Result<WindowCounts> {
-    let run = |c: &mut ::postgres::Transaction<'_>| -> Sql<WindowCounts> {
-        let row = c.query_one(COUNT, &[&lo, &hi, &cutoff])?;
-        let counts: WindowCounts = (row.get(0), row.get(1), row.get(2));
-        if delete && counts.0 > 0 {
-            c.execute(DELETE, &[&lo, &hi, &cutoff])?;
-        }
-        Ok(counts)
-    };
-    pg.write_tx(|tx, _| run(&mut *tx))
+/// The highest document id with history (0 for none).
+pub(crate) fn last_history_job(c: &mut Client) -> Sql<i64> {
+    let row = c.query_one("SELECT coalesce(max(job_id), 0)::bigint FROM history", &[])?;
+    Ok(row.try_get(0)?)
 }

@@ -1,7 +1,8 @@
 //! The SQLite engine: the default, one file on one machine (DESIGN §7).
 //!
-//! Its SQL lives in the rooms beside this one (`write.rs`, `queue.rs`,
-//! `read.rs`, `gate/`, `outbox.rs`, `check.rs`); its transactions in `tx.rs`
+//! Its SQL lives in `sqlite/` (the queue's, the reads', the checks', the
+//! retention's rows and the settings) and in the rooms beside this one
+//! (`write.rs`, `gate/`, `outbox.rs`); its transactions in `tx.rs`
 //! (group commit, turnstile, `BEGIN IMMEDIATE`, bounded BUSY retries); here
 //! each operation of [`Engine`] is one of those functions inside one
 //! transaction or one read. What only SQLite has (the file's path, the
@@ -12,17 +13,19 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::store::check::{self, IndexedRow};
+use crate::store::check::IndexedRow;
 use crate::store::driver;
 use crate::store::engine::Engine;
 use crate::store::fencing::{WriteOp, WriteOut};
+use crate::store::figures::{self, HistoryFigures, HistoryLine};
 use crate::store::gate::{
     self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit,
 };
 use crate::store::options::Policy;
 use crate::store::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
-use crate::store::queue::{self, NewDoc};
-use crate::store::read::{self, KnownSource, Totals};
+use crate::store::queue::NewDoc;
+use crate::store::read::{KnownSource, Totals};
+use crate::store::retention::HistoryPrune;
 use crate::store::search::sqlite::Chosen;
 use crate::store::search::{self, Hit, IndexCheck, IndexDoc, Tokenizer};
 use checkpoint::Checkpointer;
@@ -45,9 +48,14 @@ pub(crate) mod tx;
 pub(crate) mod write;
 pub(crate) mod write_waits;
 
+mod check;
+pub(crate) mod meta;
+mod queue;
+mod read;
+mod retention;
+
 /// A connection (a write transaction or a pooled read connection) as the
 /// engine-neutral rules see it: the SQLite side of [`driver::Rows`].
-#[allow(dead_code)] // Constructed by the rules' callers as the areas move over.
 pub(crate) struct Rows<'c>(pub(crate) &'c rusqlite::Connection);
 
 impl driver::Rows for Rows<'_> {
@@ -122,6 +130,16 @@ impl Sqlite {
         self.read(|c| check::integrity(c, full))
     }
 
+    /// [`Sqlite::check_integrity`]'s problems, each with the table it is about.
+    pub(crate) fn check_integrity_by_table(&self, full: bool) -> Result<Vec<super::IntegrityProblem>> {
+        self.read(|c| check::integrity_by_table(c, full))
+    }
+
+    /// A cheap sign that the search index's pages are damaged (see `check.rs`).
+    pub(crate) fn search_leaves_damage(&self) -> Result<Option<String>> {
+        self.read(check::search_leaves_damage)
+    }
+
     /// What FTS5 finds wrong with the search index's structures; empty when sound.
     pub(crate) fn search_index_damage(&self) -> Result<Vec<String>> {
         self.read(check::search_index_damage)
@@ -166,52 +184,36 @@ impl Sqlite {
 impl Engine for Sqlite {
     fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>> {
         let max = self.max_attempts();
-        self.write_tx(|tx, now| docs.iter().map(|d| queue::enqueue(tx, now, max, d)).collect())
+        self.write_tx(|tx, now| super::queue::enqueue_many(&mut Rows(tx), now, max, docs))
     }
 
     fn requeue(&self, id: JobId, why: &str) -> Result<bool> {
-        self.write_tx(|tx, now| queue::requeue(tx, now, id.0, why))
+        self.write_tx(|tx, now| super::queue::requeue(&mut Rows(tx), now, id.0, why))
     }
 
     fn forget_result(&self, id: JobId, result_path: &str, why: &str) -> Result<bool> {
-        self.write_tx(|tx, now| queue::forget_result(tx, now, id.0, result_path, why))
+        self.write_tx(|tx, now| super::queue::forget_result(&mut Rows(tx), now, id.0, result_path, why))
     }
 
     fn requeue_dead(&self, why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| {
-            let mut n = 0;
-            for id in queue::dead_ids(tx)? {
-                n += usize::from(queue::requeue(tx, now, id, why)?);
-            }
-            Ok(n)
-        })
+        self.write_tx(|tx, now| super::queue::requeue_dead(&mut Rows(tx), now, why))
     }
 
     fn begin_scan(&self) -> Result<i64> {
-        self.write_tx(|tx, _| queue::begin_scan(tx))
+        self.write_tx(|tx, _| super::queue::begin_scan(&mut Rows(tx)))
     }
 
     fn record_scan(&self, scan: i64, unchanged: &[String], changed: &[NewDoc]) -> Result<Vec<Enqueued>> {
         let max = self.max_attempts();
-        self.write_tx(|tx, now| {
-            let mut out = Vec::with_capacity(changed.len());
-            for d in changed {
-                out.push(queue::enqueue(tx, now, max, d)?);
-                queue::mark_seen(tx, scan, &d.key)?;
-            }
-            for k in unchanged {
-                queue::mark_seen(tx, scan, k)?;
-            }
-            Ok(out)
-        })
+        self.write_tx(|tx, now| super::queue::record_scan(&mut Rows(tx), now, max, scan, unchanged, changed))
     }
 
     fn finish_scan(&self, scan: i64, why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| queue::mark_unseen_gone(tx, now, scan, why))
+        self.write_tx(|tx, now| super::queue::finish_scan(&mut Rows(tx), now, scan, why))
     }
 
     fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| queue::mark_gone(tx, now, keys, prefixes, why))
+        self.write_tx(|tx, now| super::queue::mark_gone(&mut Rows(tx), now, keys, prefixes, why))
     }
 
     fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
@@ -219,22 +221,15 @@ impl Engine for Sqlite {
     }
 
     fn meta(&self, name: &str) -> Result<Option<String>> {
-        self.read(|c| read::meta(c, name))
+        self.read(|c| meta::meta(c, name))
     }
 
     fn set_meta(&self, name: &str, value: &str) -> Result<()> {
-        self.write_tx(|tx, _| queue::meta_set(tx, name, value))
+        self.write_tx(|tx, _| super::queue::set_meta(&mut Rows(tx), name, value))
     }
 
     fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)> {
-        self.write_tx(|tx, _| {
-            for rival in rivals {
-                if let Some(held) = read::meta(tx, rival)? {
-                    return Ok(((*rival).to_owned(), held));
-                }
-            }
-            queue::meta_set_once(tx, name, value).map(|held| (name.to_owned(), held))
-        })
+        self.write_tx(|tx, _| super::queue::meta_set_once_among(&mut Rows(tx), name, value, rivals))
     }
 
     fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
@@ -327,6 +322,26 @@ impl Engine for Sqlite {
 
     fn count_extracting(&self) -> Result<u64> {
         self.read(read::count_extracting)
+    }
+
+    fn history_figures(&self) -> Result<HistoryFigures> {
+        self.read(|c| figures::history_figures(&mut Rows(c)))
+    }
+
+    fn history_lines(&self) -> Result<Vec<HistoryLine>> {
+        self.read(|c| figures::history_lines(&mut Rows(c)))
+    }
+
+    /// Every window a write transaction; with `dry_run`, a read.
+    fn prune_history(&self, cutoff: Millis, dry_run: bool) -> Result<HistoryPrune> {
+        let last = self.read(retention::last_history_job)?;
+        super::retention::sweep(cutoff, last, |lo, hi| {
+            if dry_run {
+                self.read(|c| super::retention::window(&mut Rows(c), lo, hi, cutoff, false))
+            } else {
+                self.write_tx(|tx, _| super::retention::window(&mut Rows(tx), lo, hi, cutoff, true))
+            }
+        })
     }
 
     fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
@@ -506,7 +521,7 @@ impl Sqlite {
             refuse_pg_tokenizer(t)?;
         }
         let (table, recorded) = self.read(|c| {
-            let recorded = read::meta(c, search::TOKENIZER_META)?;
+            let recorded = meta::meta(c, search::TOKENIZER_META)?;
             Ok((search::sqlite::table_tokenizer(c)?, recorded))
         })?;
         let recorded = recorded.as_deref().and_then(Tokenizer::from_spec);

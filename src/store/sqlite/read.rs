@@ -1,0 +1,224 @@
+//! Reads in SQLite's SQL: one short statement each, finished before the
+//! connection goes back to the pool (an open statement would pin a read
+//! snapshot and starve checkpoints). The rows become documents, history
+//! lines and leases through the mappings of `store/read.rs`.
+
+use std::collections::HashMap;
+
+use rusqlite::{Connection, OptionalExtension, Row};
+
+use super::Rows;
+use crate::clock::Millis;
+use crate::job::{Counts, HistoryEntry, Job, LiveLease, Owner, Status, UnknownStatus};
+use crate::store::read::{
+    add_count, earliest, history_entry_from, job_from, live_lease_from, Columns, EachRow, KnownSource,
+    ReadRows, Totals, HISTORY_COLUMNS, JOB_COLUMNS, LEASE_COLUMNS,
+};
+
+impl Columns for Row<'_> {
+    type Error = rusqlite::Error;
+
+    fn int(&self, i: usize) -> rusqlite::Result<i64> {
+        self.get(i)
+    }
+
+    fn opt_int(&self, i: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(i)
+    }
+
+    fn text(&self, i: usize) -> rusqlite::Result<String> {
+        self.get(i)
+    }
+
+    fn opt_text(&self, i: usize) -> rusqlite::Result<Option<String>> {
+        self.get(i)
+    }
+
+    fn flag(&self, i: usize) -> rusqlite::Result<bool> {
+        self.get(i)
+    }
+
+    fn not_a_status(&self, i: usize, e: UnknownStatus) -> rusqlite::Error {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    }
+}
+
+impl ReadRows for Rows<'_> {
+    fn each_row(
+        &mut self,
+        sql: &'static str,
+        each: &mut EachRow<'_, rusqlite::Error>,
+    ) -> rusqlite::Result<()> {
+        let mut stmt = self.0.prepare(sql)?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            each(r)?;
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn job_by_id(c: &Connection, id: i64) -> rusqlite::Result<Option<Job>> {
+    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1");
+    c.prepare_cached(&sql)?
+        .query_row([id], |r| job_from(r))
+        .optional()
+}
+
+/// Whether a renewal of `o`'s claim at `now` would change nothing: the
+/// token owns the extracting row, its lease runs to `now + lease_ms` or later, and the
+/// row was last updated at `now`.
+pub(crate) fn renewal_is_noop(
+    c: &Connection,
+    o: &Owner,
+    now: Millis,
+    lease_ms: Millis,
+) -> rusqlite::Result<bool> {
+    c.prepare_cached(
+        "SELECT 1 FROM jobs WHERE id = ?1 AND owner_token = ?2 AND status = 'extracting'
+                              AND lease_expires_at >= ?3 AND updated_at = ?4",
+    )?
+    .exists(rusqlite::params![
+        o.id.0,
+        o.token,
+        now.saturating_add(lease_ms),
+        now
+    ])
+}
+
+pub(crate) fn job_by_key(c: &Connection, key: &str) -> rusqlite::Result<Option<Job>> {
+    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE doc_key = ?1");
+    c.prepare_cached(&sql)?
+        .query_row([key], |r| job_from(r))
+        .optional()
+}
+
+pub(crate) fn history(c: &Connection, id: i64) -> rusqlite::Result<Vec<HistoryEntry>> {
+    let sql = format!("SELECT {HISTORY_COLUMNS} FROM history WHERE job_id = ?1 ORDER BY seq");
+    let mut stmt = c.prepare_cached(&sql)?;
+    let rows = stmt.query_map([id], |r| history_entry_from(r))?;
+    rows.collect()
+}
+
+pub(crate) fn counts(c: &Connection) -> rusqlite::Result<Counts> {
+    let mut stmt = c.prepare_cached("SELECT status, count(*) FROM jobs GROUP BY status")?;
+    let mut counts = Counts::default();
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    for row in rows {
+        let (status, n) = row?;
+        add_count(&mut counts, &status, n);
+    }
+    Ok(counts)
+}
+
+/// Leases that are not over: not expired, and not granted after now (the clock
+/// went back; see `write.rs`).
+pub(crate) fn live_leases(c: &Connection, now: Millis) -> rusqlite::Result<Vec<LiveLease>> {
+    let sql = format!(
+        "SELECT {LEASE_COLUMNS} FROM jobs
+         WHERE status = 'extracting' AND lease_expires_at > ?1
+           AND NOT coalesce(lease_expires_at - lease_ms > ?1, 0)
+         ORDER BY lease_expires_at"
+    );
+    let mut stmt = c.prepare_cached(&sql)?;
+    let rows = stmt.query_map([now], |r| live_lease_from(r))?;
+    rows.collect()
+}
+
+/// What a claim could take and when: `Some(t <= now)` means something is
+/// claimable now; `Some(t)` the earliest time something becomes claimable;
+/// `None` that nothing will without a new enqueue. Four index seeks.
+pub(crate) fn next_claimable_at(c: &Connection, now: Millis) -> rusqlite::Result<Option<Millis>> {
+    let discovered: Option<i64> = c
+        .prepare_cached("SELECT id FROM jobs WHERE status = 'discovered' LIMIT 1")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    if discovered.is_some() {
+        return Ok(Some(now));
+    }
+    // A lease granted after now (the clock went back) is over already.
+    let granted_ahead = c
+        .prepare_cached(
+            "SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at - lease_ms > ?1 LIMIT 1",
+        )?
+        .exists([now])?;
+    if granted_ahead {
+        return Ok(Some(now));
+    }
+    let retry: Option<i64> = c
+        .prepare_cached("SELECT min(retry_at) FROM jobs WHERE status = 'retrying'")?
+        .query_row([], |r| r.get(0))?;
+    let lease: Option<i64> = c
+        .prepare_cached("SELECT min(lease_expires_at) FROM jobs WHERE status = 'extracting'")?
+        .query_row([], |r| r.get(0))?;
+    Ok(earliest(retry, lease))
+}
+
+/// The stored fingerprint of each key, so a re-scan can skip reading files
+/// whose fingerprint did not change. One short read for a whole batch.
+pub(crate) fn source_stats(
+    c: &Connection,
+    keys: &[String],
+) -> rusqlite::Result<HashMap<String, KnownSource>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT source_stat, version LIKE 'sha256:%' FROM jobs WHERE doc_key = ?1 AND source_gone = 0",
+    )?;
+    let mut out = HashMap::with_capacity(keys.len());
+    for k in keys {
+        let known = stmt
+            .query_row([k], |r| {
+                Ok(KnownSource {
+                    stat: r.get(0)?,
+                    hashed: r.get(1)?,
+                })
+            })
+            .optional()?;
+        if let Some(known) = known {
+            out.insert(k.clone(), known);
+        }
+    }
+    Ok(out)
+}
+
+/// How many rows are extracting (live or expired leases).
+pub(crate) fn count_extracting(c: &Connection) -> rusqlite::Result<u64> {
+    c.prepare_cached("SELECT count(*) FROM jobs WHERE status = 'extracting'")?
+        .query_row([], |r| r.get::<_, i64>(0))
+        .map(|n| n.max(0) as u64)
+}
+
+/// Up to `n` documents with an id above `after`, in id order, only those in
+/// `statuses` (every document when it is empty). A range over the rowid that
+/// stops after `n` matches, so a listing pages through a store of any size
+/// with bounded memory and without holding a read snapshot between pages.
+pub(crate) fn jobs_after(
+    c: &Connection,
+    statuses: &[Status],
+    after: i64,
+    n: i64,
+) -> rusqlite::Result<Vec<Job>> {
+    // The status names are the enum's own constants, never user text.
+    let filter = if statuses.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
+        format!(" AND status IN ({})", names.join(", "))
+    };
+    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id > ?1{filter} ORDER BY id LIMIT ?2");
+    let mut stmt = c.prepare_cached(&sql)?;
+    let rows = stmt.query_map(rusqlite::params![after, n], |r| job_from(r))?;
+    rows.collect()
+}
+
+/// The store's [`Totals`], in one grouped scan.
+pub(crate) fn totals(c: &Connection) -> rusqlite::Result<Totals> {
+    let mut stmt = c.prepare_cached(
+        "SELECT status, source_gone, parked_on IS NOT NULL, count(*) FROM jobs GROUP BY 1, 2, 3",
+    )?;
+    let mut rows = stmt.query([])?;
+    let mut t = Totals::default();
+    while let Some(r) = rows.next()? {
+        t.add(&r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+    }
+    Ok(t)
+}
