@@ -16,7 +16,7 @@ use super::check::{self, IndexedRow};
 use super::checkpoint::Checkpointer;
 use super::driver;
 use super::engine::Engine;
-use super::gate::{self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
+use super::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 use super::open::{self, Access, Pool};
 use super::options::Policy;
 use super::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
@@ -35,9 +35,10 @@ use crate::job::{
     Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
 };
 
+mod gate;
+
 /// A connection (a write transaction or a pooled read connection) as the
 /// engine-neutral rules see it: the SQLite side of [`driver::Rows`].
-#[allow(dead_code)] // Constructed by the rules' callers as the areas move over.
 pub(crate) struct Rows<'c>(pub(crate) &'c rusqlite::Connection);
 
 impl driver::Rows for Rows<'_> {
@@ -332,7 +333,7 @@ impl Engine for Sqlite {
     }
 
     fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
-        self.write_tx(|tx, now| gate::admit(tx, now, policy, account, holder))
+        self.write_tx(|tx, now| super::gate::admit(&mut Rows(tx), now, policy, account, holder))
     }
 
     fn report(
@@ -342,27 +343,27 @@ impl Engine for Sqlite {
         answer: &Answer,
         policy: &GatePolicy,
     ) -> Result<GateChange> {
-        self.write_tx(|tx, now| gate::report(tx, now, policy, account, permit, answer))
+        self.write_tx(|tx, now| super::gate::report(&mut Rows(tx), now, policy, account, permit, answer))
     }
 
     fn unlock(&self, account: &str, by: &str) -> Result<bool> {
-        self.write_tx(|tx, now| gate::unlock(tx, now, account, by))
+        self.write_tx(|tx, now| super::gate::unlock(&mut Rows(tx), now, account, by))
     }
 
     fn blocked_until(&self, account: &str, now: Millis, recheck_ms: Millis) -> Result<Option<Millis>> {
-        self.read(|c| gate::blocked_until(c, now, account, recheck_ms))
+        self.read(|c| super::gate::blocked_until(&mut Rows(c), now, account, recheck_ms))
     }
 
     fn account_states(&self, now: Millis) -> Result<Vec<AccountState>> {
-        self.read(|c| gate::states(c, now))
+        self.read(|c| super::gate::states(&mut Rows(c), now))
     }
 
     fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>> {
-        self.read(|c| gate::history(c, account))
+        self.read(|c| super::gate::history(&mut Rows(c), account))
     }
 
     fn expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64> {
-        self.write_tx(|tx, now| gate::expiry(tx, now, account, expires_on, warn_days))
+        self.write_tx(|tx, now| super::gate::expiry(&mut Rows(tx), now, account, expires_on, warn_days))
     }
 
     fn hold(
@@ -372,15 +373,15 @@ impl Engine for Sqlite {
         hold_ms: Millis,
         policy: &GatePolicy,
     ) -> Result<Option<String>> {
-        self.write_tx(|tx, now| gate::hold(tx, now, policy, holder, candidates, hold_ms))
+        self.write_tx(|tx, now| super::gate::hold(&mut Rows(tx), now, policy, holder, candidates, hold_ms))
     }
 
     fn unhold(&self, holder: &str) -> Result<()> {
-        self.write_tx(|tx, _| gate::unhold(tx, holder))
+        self.write_tx(|tx, _| super::gate::unhold(&mut Rows(tx), holder))
     }
 
     fn probe_due(&self, now: Millis) -> Result<Vec<String>> {
-        self.read(|c| gate::probe_due(c, now))
+        self.read(|c| super::gate::probe_due(&mut Rows(c), now))
     }
 
     fn claim_notice(&self, sender: &str, lease_ms: Millis) -> Result<Option<PendingNotice>> {

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::{gate, outbox, queue, read, search, write, PgStore};
+use super::{outbox, queue, read, search, write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{
@@ -15,7 +15,9 @@ use crate::job::{
 };
 use crate::store::check::IndexedRow;
 use crate::store::engine::Engine;
-use crate::store::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
+use crate::store::gate::{
+    self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit,
+};
 use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use crate::store::queue::NewDoc;
 use crate::store::read::{KnownSource, Totals};
