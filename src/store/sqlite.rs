@@ -19,7 +19,7 @@ use super::engine::Engine;
 use super::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 use super::open::{self, Access, Pool};
 use super::options::Policy;
-use super::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
+use super::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use super::queue::{self, NewDoc};
 use super::read::{self, KnownSource, Totals};
 use super::search::sqlite::Chosen;
@@ -36,6 +36,7 @@ use crate::job::{
 };
 
 mod gate;
+mod outbox;
 
 /// A connection (a write transaction or a pooled read connection) as the
 /// engine-neutral rules see it: the SQLite side of [`driver::Rows`].
@@ -385,32 +386,34 @@ impl Engine for Sqlite {
     }
 
     fn claim_notice(&self, sender: &str, lease_ms: Millis) -> Result<Option<PendingNotice>> {
-        self.write_tx(|tx, now| outbox::claim_notice(tx, now, sender, lease_ms))
+        self.write_tx(|tx, now| super::outbox::claim_notice(&mut Rows(tx), now, sender, lease_ms))
     }
 
     fn notice_done(&self, n: &PendingNotice, error: Option<&str>, retry_ms: Millis) -> Result<()> {
-        self.write_tx(|tx, now| outbox::notice_sent(tx, now, n, error, retry_ms))
+        self.write_tx(|tx, now| super::outbox::notice_sent(&mut Rows(tx), now, n, error, retry_ms))
     }
 
     fn notices(&self) -> Result<Vec<NoticeRecord>> {
-        self.read(outbox::notices)
+        self.read(|c| super::outbox::notices(&mut Rows(c)))
     }
 
     fn outbox_claim(&self, n: usize, lease_ms: Millis, interval_ms: Millis) -> Result<Drain> {
         let cap = self.policy.outbox;
-        self.write_tx(|tx, now| outbox::claim_batch(tx, now, &cap, n, lease_ms, interval_ms))
+        self.write_tx(|tx, now| {
+            super::outbox::claim_batch(&mut Rows(tx), now, &cap, n, lease_ms, interval_ms)
+        })
     }
 
     fn outbox_delivered(&self, batch: &OutboxBatch) -> Result<usize> {
-        self.write_tx(|tx, _| outbox::delivered(tx, batch))
+        self.write_tx(|tx, _| super::outbox::delivered(&mut Rows(tx), batch))
     }
 
     fn outbox_undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()> {
-        self.write_tx(|tx, _| outbox::undelivered(tx, batch, not_before))
+        self.write_tx(|tx, _| super::outbox::undelivered(&mut Rows(tx), batch, not_before))
     }
 
     fn outbox_totals(&self) -> Result<OutboxTotals> {
-        self.read(outbox::totals)
+        self.read(|c| super::outbox::totals(&mut Rows(c)))
     }
 
     fn lease_violations(&self) -> Result<Vec<(String, String)>> {

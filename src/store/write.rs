@@ -838,7 +838,14 @@ fn accepted_text(tx: &Connection, now: Millis, policy: &Policy, d: &Completing<'
 /// Queue an accepted completion's text for the sink, if it carries one.
 fn deliver(tx: &Connection, now: Millis, policy: &Policy, d: &Completing<'_>) -> rusqlite::Result<()> {
     match d.delivery {
-        Some(text) => super::outbox::push(tx, now, &policy.outbox, d.owner.id.0, d.checksum, text),
+        Some(text) => super::outbox::push(
+            &mut super::sqlite::Rows(tx),
+            now,
+            &policy.outbox,
+            d.owner.id.0,
+            d.checksum,
+            text,
+        ),
         None => Ok(()),
     }
 }

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::{outbox, queue, read, search, write, PgStore};
+use super::{queue, read, search, write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{
@@ -18,7 +18,7 @@ use crate::store::engine::Engine;
 use crate::store::gate::{
     self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit,
 };
-use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
+use crate::store::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use crate::store::queue::NewDoc;
 use crate::store::read::{KnownSource, Totals};
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
