@@ -1,4 +1,6 @@
-//! The SQL of the outbox and of notice sending (DESIGN §6).
+//! The outbox and notice sending (DESIGN §6): their vocabulary and rules,
+//! written once over the row operations of [`OutboxRows`] and
+//! [`OutboxReads`] that each engine's driver implements.
 //!
 //! The outbox row of a result is written by the transaction that accepts it
 //! (the fenced `complete`), so an accepted result is queued exactly once and a
@@ -8,9 +10,8 @@
 //! send the same rows at once, and a crashed sender's batch goes again (the
 //! only duplicates are the batch that was in flight).
 
-use rusqlite::{params, Connection, OptionalExtension};
-
 use crate::clock::Millis;
+use crate::store::driver::Rows;
 
 /// The outbox cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,98 +80,99 @@ pub struct OutboxTotals {
     pub oldest_at: Option<Millis>,
 }
 
-/// Queue the accepted result of job `id` (its key and version are read from the
-/// row), then apply the cap.
-pub(crate) fn push(
-    tx: &Connection,
+/// Whether the waiting row queued at `created`, with `total` bytes waiting
+/// in all, is dropped by the cap: too old, or the total over the size cap.
+pub(crate) fn breaks_cap(cap: &OutboxCap, now: Millis, created: Millis, total: i64) -> bool {
+    now - created > cap.max_age_ms || total as u64 > cap.max_bytes
+}
+
+/// The outbox's and the notices' row operations inside a write transaction.
+pub(crate) trait OutboxRows: Rows {
+    /// The totals row's payload bytes and shared pace, locked until the
+    /// transaction ends where the engine needs that; taken before any outbox row.
+    fn lock_totals(&mut self) -> Result<(i64, Millis), Self::Error>;
+    /// Insert the outbox row of job `id` (its key and version read from the
+    /// job) with `bytes` of payload, and count it in the totals.
+    fn insert_result(
+        &mut self,
+        now: Millis,
+        id: i64,
+        checksum: &str,
+        text: &str,
+        bytes: i64,
+    ) -> Result<(), Self::Error>;
+    /// Delete and count as dropped the oldest waiting rows, one after the
+    /// other while [`breaks_cap`] holds (with `total` bytes waiting before
+    /// the first, less each one dropped); never the newest row, never rows in flight.
+    fn drop_over_cap(&mut self, now: Millis, cap: &OutboxCap, total: i64) -> Result<(), Self::Error>;
+    /// The oldest `n` rows not in flight at `now`.
+    fn waiting(&mut self, now: Millis, n: usize) -> Result<Vec<OutboxItem>, Self::Error>;
+    /// Put rows `ids` in flight for `token` until `until`.
+    fn lease_rows(&mut self, ids: &[i64], token: &str, until: Millis) -> Result<(), Self::Error>;
+    /// Set the shared pace: no batch before `at`.
+    fn set_next_send(&mut self, at: Millis) -> Result<(), Self::Error>;
+    /// Raise the shared pace to `at`; never lowers it.
+    fn defer_next_send(&mut self, at: Millis) -> Result<(), Self::Error>;
+    /// Delete the batch's rows still in flight for it; how many and their bytes.
+    fn remove_leased(&mut self, batch: &OutboxBatch) -> Result<(i64, i64), Self::Error>;
+    /// Count `n` rows of `bytes` delivered in the totals.
+    fn count_delivered(&mut self, n: i64, bytes: i64) -> Result<(), Self::Error>;
+    /// Take the batch's rows still in flight for it out of flight.
+    fn release_leased(&mut self, batch: &OutboxBatch) -> Result<(), Self::Error>;
+    /// The oldest unsent notice due at `now` and not in flight, put in
+    /// flight for `sender` until `until` with one more attempt counted.
+    fn take_notice(
+        &mut self,
+        now: Millis,
+        sender: &str,
+        until: Millis,
+    ) -> Result<Option<PendingNotice>, Self::Error>;
+    /// Mark notice `n` sent at `now`, if `n.sender` still holds it.
+    fn notice_delivered(&mut self, now: Millis, n: &PendingNotice) -> Result<(), Self::Error>;
+    /// Take notice `n` out of flight with `error`, due again at `retry_at`,
+    /// if `n.sender` still holds it.
+    fn notice_failed(&mut self, n: &PendingNotice, error: &str, retry_at: Millis) -> Result<(), Self::Error>;
+}
+
+/// The outbox's and the notices' reads, on a read connection.
+pub(crate) trait OutboxReads: Rows {
+    /// The totals row, with the oldest waiting row's time.
+    fn outbox_totals(&mut self) -> Result<OutboxTotals, Self::Error>;
+    /// Every notice, oldest first.
+    fn notice_records(&mut self) -> Result<Vec<NoticeRecord>, Self::Error>;
+}
+
+/// Queue the accepted result of job `id` (its key and version are read from
+/// the row), then apply the cap. Called in the transaction of the fenced
+/// completion that accepted it.
+pub(crate) fn push<R: OutboxRows + ?Sized>(
+    rows: &mut R,
     now: Millis,
     cap: &OutboxCap,
     id: i64,
     checksum: &str,
     text: &str,
-) -> rusqlite::Result<()> {
-    let bytes = text.len() as i64;
-    tx.prepare_cached(
-        "INSERT INTO outbox (job_id, doc_key, version, checksum, body, bytes, created_at)
-         SELECT id, doc_key, version, ?2, ?3, ?4, ?5 FROM jobs WHERE id = ?1",
-    )?
-    .execute(params![id, checksum, text, bytes, now])?;
-    tx.prepare_cached("UPDATE outbox_totals SET rows = rows + 1, bytes = bytes + ?1 WHERE id = 1")?
-        .execute([bytes])?;
-    enforce_cap(tx, now, cap)
-}
-
-/// Drop rows older than the age cap, then the oldest rows while the total is
-/// over the size cap, never the newest row. Rows in flight are not dropped:
-/// their batch may already have reached the sink.
-fn enforce_cap(tx: &Connection, now: Millis, cap: &OutboxCap) -> rusqlite::Result<()> {
-    let newest: Option<i64> = tx
-        .prepare_cached("SELECT max(id) FROM outbox")?
-        .query_row([], |r| r.get(0))?;
-    let Some(newest) = newest else { return Ok(()) };
-    let mut total: i64 = tx
-        .prepare_cached("SELECT bytes FROM outbox_totals WHERE id = 1")?
-        .query_row([], |r| r.get(0))?;
-    let mut oldest = tx.prepare_cached(
-        "SELECT id, bytes, created_at FROM outbox
-         WHERE id < ?1 AND (sending_until IS NULL OR sending_until <= ?2)
-         ORDER BY id LIMIT 1",
-    )?;
-    loop {
-        let row: Option<(i64, i64, Millis)> = oldest
-            .query_row(params![newest, now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .optional()?;
-        let Some((id, size, created)) = row else {
-            return Ok(());
-        };
-        let too_old = now - created > cap.max_age_ms;
-        let too_big = total as u64 > cap.max_bytes;
-        if !too_old && !too_big {
-            return Ok(());
-        }
-        tx.prepare_cached("DELETE FROM outbox WHERE id = ?1")?
-            .execute([id])?;
-        tx.prepare_cached(
-            "UPDATE outbox_totals SET rows = rows - 1, bytes = bytes - ?1,
-                    dropped = dropped + 1, dropped_bytes = dropped_bytes + ?1
-             WHERE id = 1",
-        )?
-        .execute([size])?;
-        total -= size;
-    }
+) -> Result<(), R::Error> {
+    let (total, _) = rows.lock_totals()?;
+    let bytes = i64::try_from(text.len()).unwrap_or(i64::MAX);
+    rows.insert_result(now, id, checksum, text, bytes)?;
+    rows.drop_over_cap(now, cap, total.saturating_add(bytes))
 }
 
 /// Claim the oldest `n` rows not in flight for `lease_ms`, if the shared pace
-/// allows a batch now; the next batch may go `interval_ms` later.
-pub(crate) fn claim_batch(
-    tx: &Connection,
+/// allows a batch now; the next batch may go `interval_ms` later. The cap is
+/// applied first.
+pub(crate) fn claim_batch<R: OutboxRows + ?Sized>(
+    rows: &mut R,
     now: Millis,
     cap: &OutboxCap,
     n: usize,
     lease_ms: Millis,
     interval_ms: Millis,
-) -> rusqlite::Result<Drain> {
-    enforce_cap(tx, now, cap)?;
-    let next_at: Millis = tx.query_row("SELECT next_send_at FROM outbox_totals WHERE id = 1", [], |r| {
-        r.get(0)
-    })?;
-    let items: Vec<OutboxItem> = {
-        let mut s = tx.prepare(
-            "SELECT id, doc_key, version, checksum, body FROM outbox
-             WHERE sending_until IS NULL OR sending_until <= ?1
-             ORDER BY id LIMIT ?2",
-        )?;
-        let rows = s.query_map(params![now, n as i64], |r| {
-            Ok(OutboxItem {
-                id: r.get(0)?,
-                key: r.get(1)?,
-                version: r.get(2)?,
-                checksum: r.get(3)?,
-                text: r.get(4)?,
-            })
-        })?;
-        rows.collect::<rusqlite::Result<_>>()?
-    };
+) -> Result<Drain, R::Error> {
+    let (total, next_at) = rows.lock_totals()?;
+    rows.drop_over_cap(now, cap, total)?;
+    let items = rows.waiting(now, n)?;
     if items.is_empty() {
         return Ok(Drain::Empty);
     }
@@ -178,75 +180,38 @@ pub(crate) fn claim_batch(
         return Ok(Drain::Paced { until: next_at });
     }
     let token = uuid::Uuid::new_v4().to_string();
-    for it in &items {
-        tx.execute(
-            "UPDATE outbox SET sender = ?2, sending_until = ?3 WHERE id = ?1",
-            params![it.id, token, now + lease_ms],
-        )?;
-    }
-    tx.execute(
-        "UPDATE outbox_totals SET next_send_at = ?1 WHERE id = 1",
-        [now + interval_ms],
-    )?;
+    let ids: Vec<i64> = items.iter().map(|it| it.id).collect();
+    rows.lease_rows(&ids, &token, now + lease_ms)?;
+    rows.set_next_send(now + interval_ms)?;
     Ok(Drain::Send(OutboxBatch { token, items }))
 }
 
 /// The batch got a 2xx: remove its rows (those still ours).
-pub(crate) fn delivered(tx: &Connection, batch: &OutboxBatch) -> rusqlite::Result<usize> {
-    let (mut done, mut bytes) = (0i64, 0i64);
-    for it in &batch.items {
-        let size: Option<i64> = tx
-            .query_row(
-                "DELETE FROM outbox WHERE id = ?1 AND sender = ?2 RETURNING bytes",
-                params![it.id, batch.token],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if let Some(size) = size {
-            done += 1;
-            bytes += size;
-        }
-    }
-    tx.execute(
-        "UPDATE outbox_totals SET rows = rows - ?1, bytes = bytes - ?2, delivered = delivered + ?1
-         WHERE id = 1",
-        params![done, bytes],
-    )?;
-    Ok(done as usize)
+pub(crate) fn delivered<R: OutboxRows + ?Sized>(
+    rows: &mut R,
+    batch: &OutboxBatch,
+) -> Result<usize, R::Error> {
+    rows.lock_totals()?;
+    let (done, bytes) = rows.remove_leased(batch)?;
+    rows.count_delivered(done, bytes)?;
+    Ok(usize::try_from(done).unwrap_or(0))
 }
 
 /// The batch was not delivered: its rows wait again, and no batch goes before
 /// `not_before` (a 429's Retry-After, a lock, a backoff).
-pub(crate) fn undelivered(tx: &Connection, batch: &OutboxBatch, not_before: Millis) -> rusqlite::Result<()> {
-    for it in &batch.items {
-        tx.execute(
-            "UPDATE outbox SET sender = NULL, sending_until = NULL WHERE id = ?1 AND sender = ?2",
-            params![it.id, batch.token],
-        )?;
-    }
-    tx.execute(
-        "UPDATE outbox_totals SET next_send_at = max(next_send_at, ?1) WHERE id = 1",
-        [not_before],
-    )?;
-    Ok(())
+pub(crate) fn undelivered<R: OutboxRows + ?Sized>(
+    rows: &mut R,
+    batch: &OutboxBatch,
+    not_before: Millis,
+) -> Result<(), R::Error> {
+    rows.lock_totals()?;
+    rows.release_leased(batch)?;
+    rows.defer_next_send(not_before)
 }
 
-pub(crate) fn totals(c: &Connection) -> rusqlite::Result<OutboxTotals> {
-    let oldest: Option<Millis> = c.query_row("SELECT min(created_at) FROM outbox", [], |r| r.get(0))?;
-    c.query_row(
-        "SELECT rows, bytes, dropped, dropped_bytes, delivered FROM outbox_totals WHERE id = 1",
-        [],
-        |r| {
-            Ok(OutboxTotals {
-                rows: r.get(0)?,
-                bytes: r.get(1)?,
-                dropped: r.get(2)?,
-                dropped_bytes: r.get(3)?,
-                delivered: r.get(4)?,
-                oldest_at: oldest,
-            })
-        },
-    )
+/// The outbox's figures.
+pub(crate) fn totals<R: OutboxReads + ?Sized>(rows: &mut R) -> Result<OutboxTotals, R::Error> {
+    rows.outbox_totals()
 }
 
 /// A notice to send.
@@ -267,61 +232,27 @@ pub struct PendingNotice {
 }
 
 /// Take the oldest unsent notice that is due and not being sent by someone else.
-pub(crate) fn claim_notice(
-    tx: &Connection,
+pub(crate) fn claim_notice<R: OutboxRows + ?Sized>(
+    rows: &mut R,
     now: Millis,
     sender: &str,
     lease_ms: Millis,
-) -> rusqlite::Result<Option<PendingNotice>> {
-    let n = tx
-        .query_row(
-            "SELECT id, account, kind, message, details FROM notices
-             WHERE sent_at IS NULL AND next_try_at <= ?1
-               AND (sending_until IS NULL OR sending_until <= ?1)
-             ORDER BY id LIMIT 1",
-            [now],
-            |r| {
-                Ok(PendingNotice {
-                    id: r.get(0)?,
-                    account: r.get(1)?,
-                    kind: r.get(2)?,
-                    message: r.get(3)?,
-                    details: r.get(4)?,
-                    sender: sender.to_owned(),
-                })
-            },
-        )
-        .optional()?;
-    if let Some(n) = &n {
-        tx.execute(
-            "UPDATE notices SET sender = ?2, sending_until = ?3, attempts = attempts + 1 WHERE id = ?1",
-            params![n.id, sender, now + lease_ms],
-        )?;
-    }
-    Ok(n)
+) -> Result<Option<PendingNotice>, R::Error> {
+    rows.take_notice(now, sender, now + lease_ms)
 }
 
 /// Record the outcome of sending a notice we hold; a failure is tried again later.
-pub(crate) fn notice_sent(
-    tx: &Connection,
+pub(crate) fn notice_sent<R: OutboxRows + ?Sized>(
+    rows: &mut R,
     now: Millis,
     n: &PendingNotice,
     error: Option<&str>,
     retry_ms: Millis,
-) -> rusqlite::Result<()> {
+) -> Result<(), R::Error> {
     match error {
-        None => tx.execute(
-            "UPDATE notices SET sent_at = ?3, sending_until = NULL, last_error = NULL
-             WHERE id = ?1 AND sender = ?2",
-            params![n.id, n.sender, now],
-        )?,
-        Some(e) => tx.execute(
-            "UPDATE notices SET sending_until = NULL, last_error = ?3, next_try_at = ?4
-             WHERE id = ?1 AND sender = ?2",
-            params![n.id, n.sender, e, now + retry_ms],
-        )?,
-    };
-    Ok(())
+        None => rows.notice_delivered(now, n),
+        Some(e) => rows.notice_failed(n, e, now + retry_ms),
+    }
 }
 
 /// A sent or unsent notice, for tests and `auth status`.
@@ -343,20 +274,7 @@ pub struct NoticeRecord {
     pub attempts: i64,
 }
 
-pub(crate) fn notices(c: &Connection) -> rusqlite::Result<Vec<NoticeRecord>> {
-    let mut s = c.prepare(
-        "SELECT id, account, kind, message, created_at, sent_at, attempts FROM notices ORDER BY id",
-    )?;
-    let rows = s.query_map([], |r| {
-        Ok(NoticeRecord {
-            id: r.get(0)?,
-            account: r.get(1)?,
-            kind: r.get(2)?,
-            message: r.get(3)?,
-            created_at: r.get(4)?,
-            sent_at: r.get(5)?,
-            attempts: r.get(6)?,
-        })
-    })?;
-    rows.collect()
+/// Every notice, oldest first.
+pub(crate) fn notices<R: OutboxReads + ?Sized>(rows: &mut R) -> Result<Vec<NoticeRecord>, R::Error> {
+    rows.notice_records()
 }

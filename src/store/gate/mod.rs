@@ -1,8 +1,9 @@
-//! The SQL of the auth gate (DESIGN §6): one row per account, shared by every
-//! process through the database.
+//! The auth gate's rules (DESIGN §6): one row per account, shared by every
+//! process through the database; written once, over the row operations of
+//! [`GateRows`] and [`GateReads`] that each engine's driver implements.
 //!
-//! Each function runs inside the caller's `BEGIN IMMEDIATE` transaction, so a
-//! state change and the notice announcing it commit together or not at all.
+//! Each rule runs inside the caller's write transaction, so a state change
+//! and the notice announcing it commit together or not at all.
 //! The rules, in order of a life:
 //! - `open`: requests go;
 //! - a rejection (401, a lock answer) while open locks the account for everyone,
@@ -23,18 +24,18 @@
 //! `probe_due` lists the locks that ran out with the slot free, so a
 //! background courier can probe an account nobody is about to use.
 
-use rusqlite::{params, Connection};
-
 use crate::clock::Millis;
 
-pub(crate) mod incident;
+mod incident;
 mod pool;
 mod read;
+mod rows;
 pub(crate) mod text;
 
 pub(crate) use incident::{admit, report, unlock};
 pub(crate) use pool::{expiry, hold, unhold};
 pub(crate) use read::{blocked_until, history, probe_due, states};
+pub(crate) use rows::{AccountRow, GateReads, GateRows};
 
 /// The gate's timings, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,6 +160,16 @@ pub enum GateState {
 }
 
 impl GateState {
+    /// The state of an account `locked` or not whose probe slot is held
+    /// until `probe_until`, at `now`.
+    pub(crate) fn of(locked: bool, probe_until: Option<Millis>, now: Millis) -> GateState {
+        match (locked, probe_until.is_some_and(|u| u > now)) {
+            (false, _) => GateState::Open,
+            (true, false) => GateState::Locked,
+            (true, true) => GateState::Probing,
+        }
+    }
+
     /// The name shown by `auth status`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -196,82 +207,4 @@ pub struct AccountState {
     /// Gates (one per process) whose hold on this account has not run out: the
     /// load the account pool spreads.
     pub holders: i64,
-}
-
-/// Make sure the account has a row (open).
-pub(super) fn ensure(tx: &Connection, now: Millis, account: &str) -> rusqlite::Result<()> {
-    tx.execute(
-        "INSERT INTO accounts (name, updated_at) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
-        params![account, now],
-    )?;
-    Ok(())
-}
-
-pub(super) struct Row {
-    /// `state = 'locked'`: the account is in an incident.
-    locked: bool,
-    epoch: i64,
-    locked_until: Option<Millis>,
-    locked_at: Option<Millis>,
-    probe_token: Option<String>,
-    probe_until: Option<Millis>,
-    probes: i64,
-    lock_notice_at: Option<Millis>,
-    dropped_at_lock: i64,
-    paced_until: Option<Millis>,
-}
-
-pub(super) fn row(tx: &Connection, account: &str) -> rusqlite::Result<Row> {
-    tx.query_row(
-        "SELECT state = 'locked', epoch, locked_until, locked_at, probe_token, probe_until, probes,
-                lock_notice_at, dropped_at_lock, paced_until
-         FROM accounts WHERE name = ?1",
-        [account],
-        |r| {
-            Ok(Row {
-                locked: r.get(0)?,
-                epoch: r.get(1)?,
-                locked_until: r.get(2)?,
-                locked_at: r.get(3)?,
-                probe_token: r.get(4)?,
-                probe_until: r.get(5)?,
-                probes: r.get(6)?,
-                lock_notice_at: r.get(7)?,
-                dropped_at_lock: r.get(8)?,
-                paced_until: r.get(9)?,
-            })
-        },
-    )
-}
-
-pub(super) fn event(
-    tx: &Connection,
-    now: Millis,
-    account: &str,
-    event: &str,
-    epoch: i64,
-    detail: Option<&str>,
-) -> rusqlite::Result<()> {
-    tx.execute(
-        "INSERT INTO auth_history (account, at, event, epoch, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![account, now, event, epoch, detail],
-    )?;
-    Ok(())
-}
-
-/// Queue a notice; it is sent after the commit by whoever gets there first.
-pub(super) fn notice(
-    tx: &Connection,
-    now: Millis,
-    account: &str,
-    kind: &str,
-    message: &str,
-    details: &serde_json::Value,
-) -> rusqlite::Result<()> {
-    tx.execute(
-        "INSERT INTO notices (account, kind, message, details, created_at, next_try_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-        params![account, kind, message, details.to_string(), now],
-    )?;
-    Ok(())
 }

@@ -1,104 +1,88 @@
 //! Pools of accounts (which process uses which) and expiry warnings.
 
-use rusqlite::{params, Connection, OptionalExtension};
-
 use super::incident::shared_cause_active;
 use super::text::{best_of, day_of, expiry_notice};
-use super::{ensure, notice, GatePolicy};
+use super::{GatePolicy, GateRows};
 use crate::clock::Millis;
 
 /// Once a day (per account, across processes) from `warn_days` before the
 /// expiry day: a warning notice. Returns the days left.
-pub(crate) fn expiry(
-    tx: &Connection,
+pub(crate) fn expiry<R: GateRows + ?Sized>(
+    rows: &mut R,
     now: Millis,
     account: &str,
     expires_on: i64,
     warn_days: i64,
-) -> rusqlite::Result<i64> {
-    ensure(tx, now, account)?;
+) -> Result<i64, R::Error> {
+    rows.ensure_accounts(now, &[account])?;
     let today = day_of(now);
     let left = expires_on - today;
     if left > warn_days {
         return Ok(left);
     }
-    let warned: Option<i64> = tx.query_row(
-        "SELECT expiry_warned FROM accounts WHERE name = ?1",
-        [account],
-        |r| r.get(0),
-    )?;
-    if warned == Some(today) {
-        return Ok(left);
+    if rows.mark_expiry_warned(account, today)? {
+        rows.notice(now, account, &expiry_notice(account, left, expires_on))?;
     }
-    tx.execute(
-        "UPDATE accounts SET expiry_warned = ?2 WHERE name = ?1",
-        params![account, today],
-    )?;
-    let n = expiry_notice(account, left, expires_on);
-    notice(tx, now, account, n.kind, &n.message, &n.details)?;
     Ok(left)
 }
 
 /// The account this holder uses: its own while its hold is live (sticky);
-/// otherwise the open account with the fewest live holders. During a shared
-/// cause, or when every account is locked, locks are not a reason to choose:
-/// nobody fails over onto the remaining accounts.
-pub(crate) fn hold(
-    tx: &Connection,
+/// otherwise the open account with the fewest live holders, chosen alone
+/// ([`GateRows::serialize_choices`], then its own hold read again: another
+/// transaction of the same holder may have chosen meanwhile, and its choice
+/// stands). During a shared cause, or when every account is locked, locks
+/// are not a reason to choose: nobody fails over onto the remaining accounts.
+pub(crate) fn hold<R: GateRows + ?Sized>(
+    rows: &mut R,
     now: Millis,
     p: &GatePolicy,
     holder: &str,
     candidates: &[String],
     hold_ms: Millis,
-) -> rusqlite::Result<Option<String>> {
-    for a in candidates {
-        ensure(tx, now, a)?;
+) -> Result<Option<String>, R::Error> {
+    let names: Vec<&str> = candidates.iter().map(String::as_str).collect();
+    rows.ensure_accounts(now, &names)?;
+    let mut chosen = current_hold(rows, now, holder, candidates)?;
+    if chosen.is_none() && rows.serialize_choices()? {
+        chosen = current_hold(rows, now, holder, candidates)?;
     }
-    let current: Option<String> = tx
-        .query_row(
-            "SELECT account FROM account_holders WHERE holder = ?1 AND expires_at > ?2",
-            params![holder, now],
-            |r| r.get(0),
-        )
-        .optional()?;
-    let chosen = match current.filter(|a| candidates.contains(a)) {
-        Some(a) => Some(a),
-        None => choose(tx, now, p, candidates)?,
-    };
+    if chosen.is_none() {
+        chosen = choose(rows, now, p, candidates)?;
+    }
     if let Some(a) = &chosen {
-        tx.execute(
-            "INSERT INTO account_holders (holder, account, expires_at) VALUES (?1, ?2, ?3)
-             ON CONFLICT (holder) DO UPDATE SET account = excluded.account, expires_at = excluded.expires_at",
-            params![holder, a, now + hold_ms],
-        )?;
+        rows.set_hold(holder, a, now + hold_ms)?;
     }
     Ok(chosen)
 }
 
-fn choose(
-    tx: &Connection,
+/// The holder's live hold, if it is one of `candidates`.
+fn current_hold<R: GateRows + ?Sized>(
+    rows: &mut R,
+    now: Millis,
+    holder: &str,
+    candidates: &[String],
+) -> Result<Option<String>, R::Error> {
+    Ok(rows.live_hold(now, holder)?.filter(|a| candidates.contains(a)))
+}
+
+/// The candidate to hold: the first of the open ones with the fewest live
+/// holders; during a shared cause a lock is no reason to choose.
+fn choose<R: GateRows + ?Sized>(
+    rows: &mut R,
     now: Millis,
     p: &GatePolicy,
     candidates: &[String],
-) -> rusqlite::Result<Option<String>> {
-    let shared = shared_cause_active(tx, now, p)?;
-    let mut keys = Vec::with_capacity(candidates.len());
-    for (i, a) in candidates.iter().enumerate() {
-        let (locked, holders): (bool, i64) = tx.query_row(
-            "SELECT state = 'locked',
-                    (SELECT count(*) FROM account_holders WHERE account = ?1 AND expires_at > ?2)
-             FROM accounts WHERE name = ?1",
-            params![a, now],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        let locked = locked && !shared;
-        keys.push((locked, holders, i));
-    }
+) -> Result<Option<String>, R::Error> {
+    let shared = shared_cause_active(rows, now, p)?;
+    let loads = rows.candidate_loads(now, candidates)?;
+    let keys = loads.into_iter().filter_map(|(name, locked, holders)| {
+        let i = candidates.iter().position(|c| *c == name)?;
+        Some((locked && !shared, holders, i))
+    });
     Ok(best_of(keys).map(|i| candidates[i].clone()))
 }
 
 /// Let go of a holder's account (the process is stopping).
-pub(crate) fn unhold(tx: &Connection, holder: &str) -> rusqlite::Result<()> {
-    tx.execute("DELETE FROM account_holders WHERE holder = ?1", [holder])?;
-    Ok(())
+pub(crate) fn unhold<R: GateRows + ?Sized>(rows: &mut R, holder: &str) -> Result<(), R::Error> {
+    rows.release_hold(holder)
 }

@@ -1,6 +1,6 @@
-//! The gate's rules that are not SQL: until when a rejection locks, whether a
-//! lock notice is due, and the texts of the notices and history lines. Both
-//! engines use these, so an incident reads the same on SQLite and PostgreSQL.
+//! The gate's small rules: until when a rejection locks, whether a lock
+//! notice is due, and the texts of the notices and history lines, so an
+//! incident reads the same on SQLite and PostgreSQL.
 
 use super::{Answer, GatePolicy};
 use crate::clock::Millis;

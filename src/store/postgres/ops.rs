@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::{gate, outbox, read, retention, search, write, PgStore};
+use super::{read, retention, search, write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{
@@ -17,8 +17,10 @@ use crate::store::check::IndexedRow;
 use crate::store::engine::Engine;
 use crate::store::fencing::WriteOp;
 use crate::store::figures::{self, HistoryFigures, HistoryLine};
-use crate::store::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
-use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
+use crate::store::gate::{
+    self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit,
+};
+use crate::store::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use crate::store::queue::{self, NewDoc};
 use crate::store::read::{KnownSource, Totals};
 use crate::store::retention::HistoryPrune;

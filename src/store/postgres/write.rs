@@ -809,7 +809,7 @@ pub(crate) fn complete_each(
                 return settle(tx, now, o, 0, "complete", None);
             }
             if let Some(text) = &c.deliver {
-                super::outbox::push(tx, now, cap, o.id.0, &c.checksum, text)?;
+                crate::store::outbox::push(tx, now, cap, o.id.0, &c.checksum, text)?;
             }
             super::search::accepted(tx, o.id.0, c)?;
             Ok(Fenced::Accepted)
@@ -830,7 +830,7 @@ pub(crate) fn complete_and_push(
     let given = (&*c.result_path, &*c.checksum, c.result_bytes);
     let out = complete(tx, now, o, given, c.note.as_deref())?;
     if let (Fenced::Accepted, Some(text)) = (&out, &c.deliver) {
-        super::outbox::push(tx, now, cap, o.id.0, &c.checksum, text)?;
+        crate::store::outbox::push(tx, now, cap, o.id.0, &c.checksum, text)?;
     }
     // `COMPLETE` took the old text out of the index; only new text is left.
     if out.is_accepted() && c.index.is_some() {

@@ -18,11 +18,9 @@ use crate::store::driver;
 use crate::store::engine::Engine;
 use crate::store::fencing::{WriteOp, WriteOut};
 use crate::store::figures::{self, HistoryFigures, HistoryLine};
-use crate::store::gate::{
-    self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit,
-};
+use crate::store::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 use crate::store::options::Policy;
-use crate::store::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
+use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
 use crate::store::queue::NewDoc;
 use crate::store::read::{KnownSource, Totals};
 use crate::store::retention::HistoryPrune;
@@ -53,6 +51,9 @@ pub(crate) mod meta;
 mod queue;
 mod read;
 mod retention;
+
+mod gate;
+mod outbox;
 
 /// A connection (a write transaction or a pooled read connection) as the
 /// engine-neutral rules see it: the SQLite side of [`driver::Rows`].
@@ -345,7 +346,7 @@ impl Engine for Sqlite {
     }
 
     fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
-        self.write_tx(|tx, now| gate::admit(tx, now, policy, account, holder))
+        self.write_tx(|tx, now| super::gate::admit(&mut Rows(tx), now, policy, account, holder))
     }
 
     fn report(
@@ -355,27 +356,27 @@ impl Engine for Sqlite {
         answer: &Answer,
         policy: &GatePolicy,
     ) -> Result<GateChange> {
-        self.write_tx(|tx, now| gate::report(tx, now, policy, account, permit, answer))
+        self.write_tx(|tx, now| super::gate::report(&mut Rows(tx), now, policy, account, permit, answer))
     }
 
     fn unlock(&self, account: &str, by: &str) -> Result<bool> {
-        self.write_tx(|tx, now| gate::unlock(tx, now, account, by))
+        self.write_tx(|tx, now| super::gate::unlock(&mut Rows(tx), now, account, by))
     }
 
     fn blocked_until(&self, account: &str, now: Millis, recheck_ms: Millis) -> Result<Option<Millis>> {
-        self.read(|c| gate::blocked_until(c, now, account, recheck_ms))
+        self.read(|c| super::gate::blocked_until(&mut Rows(c), now, account, recheck_ms))
     }
 
     fn account_states(&self, now: Millis) -> Result<Vec<AccountState>> {
-        self.read(|c| gate::states(c, now))
+        self.read(|c| super::gate::states(&mut Rows(c), now))
     }
 
     fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>> {
-        self.read(|c| gate::history(c, account))
+        self.read(|c| super::gate::history(&mut Rows(c), account))
     }
 
     fn expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64> {
-        self.write_tx(|tx, now| gate::expiry(tx, now, account, expires_on, warn_days))
+        self.write_tx(|tx, now| super::gate::expiry(&mut Rows(tx), now, account, expires_on, warn_days))
     }
 
     fn hold(
@@ -385,44 +386,46 @@ impl Engine for Sqlite {
         hold_ms: Millis,
         policy: &GatePolicy,
     ) -> Result<Option<String>> {
-        self.write_tx(|tx, now| gate::hold(tx, now, policy, holder, candidates, hold_ms))
+        self.write_tx(|tx, now| super::gate::hold(&mut Rows(tx), now, policy, holder, candidates, hold_ms))
     }
 
     fn unhold(&self, holder: &str) -> Result<()> {
-        self.write_tx(|tx, _| gate::unhold(tx, holder))
+        self.write_tx(|tx, _| super::gate::unhold(&mut Rows(tx), holder))
     }
 
     fn probe_due(&self, now: Millis) -> Result<Vec<String>> {
-        self.read(|c| gate::probe_due(c, now))
+        self.read(|c| super::gate::probe_due(&mut Rows(c), now))
     }
 
     fn claim_notice(&self, sender: &str, lease_ms: Millis) -> Result<Option<PendingNotice>> {
-        self.write_tx(|tx, now| outbox::claim_notice(tx, now, sender, lease_ms))
+        self.write_tx(|tx, now| super::outbox::claim_notice(&mut Rows(tx), now, sender, lease_ms))
     }
 
     fn notice_done(&self, n: &PendingNotice, error: Option<&str>, retry_ms: Millis) -> Result<()> {
-        self.write_tx(|tx, now| outbox::notice_sent(tx, now, n, error, retry_ms))
+        self.write_tx(|tx, now| super::outbox::notice_sent(&mut Rows(tx), now, n, error, retry_ms))
     }
 
     fn notices(&self) -> Result<Vec<NoticeRecord>> {
-        self.read(outbox::notices)
+        self.read(|c| super::outbox::notices(&mut Rows(c)))
     }
 
     fn outbox_claim(&self, n: usize, lease_ms: Millis, interval_ms: Millis) -> Result<Drain> {
         let cap = self.policy.outbox;
-        self.write_tx(|tx, now| outbox::claim_batch(tx, now, &cap, n, lease_ms, interval_ms))
+        self.write_tx(|tx, now| {
+            super::outbox::claim_batch(&mut Rows(tx), now, &cap, n, lease_ms, interval_ms)
+        })
     }
 
     fn outbox_delivered(&self, batch: &OutboxBatch) -> Result<usize> {
-        self.write_tx(|tx, _| outbox::delivered(tx, batch))
+        self.write_tx(|tx, _| super::outbox::delivered(&mut Rows(tx), batch))
     }
 
     fn outbox_undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()> {
-        self.write_tx(|tx, _| outbox::undelivered(tx, batch, not_before))
+        self.write_tx(|tx, _| super::outbox::undelivered(&mut Rows(tx), batch, not_before))
     }
 
     fn outbox_totals(&self) -> Result<OutboxTotals> {
-        self.read(outbox::totals)
+        self.read(|c| super::outbox::totals(&mut Rows(c)))
     }
 
     fn lease_violations(&self) -> Result<Vec<(String, String)>> {

@@ -633,7 +633,9 @@ fn deliver(
     c: &Completion<'_>,
 ) -> rusqlite::Result<()> {
     match &c.deliver {
-        Some(text) => crate::store::outbox::push(tx, now, &policy.outbox, o.id.0, &c.checksum, text),
+        Some(text) => {
+            crate::store::outbox::push(&mut Rows(tx), now, &policy.outbox, o.id.0, &c.checksum, text)
+        }
         None => Ok(()),
     }
 }

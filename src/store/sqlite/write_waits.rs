@@ -116,7 +116,7 @@ impl WriteWaits {
 
 /// The tally stored in `c`.
 pub(crate) fn stored(c: &Connection) -> rusqlite::Result<WriteWaits> {
-    Ok(crate::store::read::meta(c, META)?
+    Ok(super::meta::meta(c, META)?
         .as_deref()
         .map(WriteWaits::from_text)
         .unwrap_or_default())
