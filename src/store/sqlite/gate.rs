@@ -148,7 +148,7 @@ impl GateRows for Rows<'_> {
     }
 
     fn set_meta(&mut self, name: &str, value: &str) -> rusqlite::Result<()> {
-        crate::store::queue::meta_set(self.0, name, value)
+        super::meta::meta_set(self.0, name, value)
     }
 
     fn outbox_figures(&mut self) -> rusqlite::Result<(i64, i64)> {
