@@ -410,8 +410,8 @@ impl Engine for Sqlite {
     fn search(&self, query: &str, limit: usize, time_limit: std::time::Duration) -> Result<Vec<Hit>> {
         let mut c = self.conn()?;
         search::sqlite::search(&mut c, query, limit, time_limit)
-        .map_err(|e| Error::from_sqlite(&self.path, e))?
-        .into_hits(query)
+            .map_err(|e| Error::from_sqlite(&self.path, e))?
+            .into_hits(query)
     }
 
     fn search_tokenizer(&self) -> Result<Tokenizer> {

@@ -502,7 +502,10 @@ fn the_best_match_comes_first_and_ties_keep_id_order(b: Backend) {
     assert_eq!(found[0], "both", "{found:?}");
     assert_eq!(found.len(), 10);
     // Every tie after it in id order.
-    let tied: Vec<String> = (0..8).map(|i| format!("once{i}")).chain(["twice".to_owned()]).collect();
+    let tied: Vec<String> = (0..8)
+        .map(|i| format!("once{i}"))
+        .chain(["twice".to_owned()])
+        .collect();
     assert_eq!(found[1..], tied[..]);
 }
 

@@ -392,7 +392,12 @@ fn count(n: i64) -> u64 {
 
 /// Run `query` (FTS5 syntax) under the table's tokenizer: at most `limit`
 /// hits, best first, within `time_limit`.
-pub(crate) fn search(c: &mut Connection, q: &str, limit: usize, time_limit: Duration) -> rusqlite::Result<Found> {
+pub(crate) fn search(
+    c: &mut Connection,
+    q: &str,
+    limit: usize,
+    time_limit: Duration,
+) -> rusqlite::Result<Found> {
     let tokenizer = table_tokenizer(c)?;
     let plan = match query::plan(q, tokenizer) {
         Ok(plan) => plan,
