@@ -10,10 +10,6 @@ use super::driver::Rows;
 use crate::clock::Millis;
 use crate::job::{Enqueued, JobId};
 
-// Transitional: the gate's and the search index's SQLite statements still
-// name SQLite's setter here; they take it from `sqlite::meta` once moved.
-pub(crate) use super::sqlite::meta::meta_set;
-
 /// A document to enqueue: its unique key and the version of its source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewDoc {

@@ -7,10 +7,6 @@ use super::driver::Rows;
 use crate::clock::Millis;
 use crate::job::{Counts, HistoryEntry, Job, LiveLease, Status, UnknownStatus};
 
-// Transitional: the search index's and the write waits' SQLite statements
-// still read settings through here; they take it from `sqlite::meta` once moved.
-pub(crate) use super::sqlite::meta::meta;
-
 /// A document's columns, in the order [`job_from`] reads them.
 pub(crate) const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
     lease_expires_at, attempts, max_attempts, retry_at, last_error, result_path, checksum,

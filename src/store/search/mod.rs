@@ -11,12 +11,10 @@
 //! - `parts.rs`: a long text cut into the parts the index takes one at a
 //!   time, so memory and write transactions stay bounded.
 //! - `sqlite.rs`: the SQLite FTS5 statements (write inside the completion's
-//!   transaction, further parts staged before it, search, check, reset for
-//!   another tokenizer).
+//!   transaction, further parts staged before it, search ranked by FTS5's
+//!   own `bm25()`, check, reset for another tokenizer).
 //! - `salvage.rs`: the index removed without reading its pages, when they
 //!   are damaged, and made again.
-//! - `rank.rs`: the SQLite ranking function, FTS5's bm25 made cheap on
-//!   broad queries (the one unsafe module: FTS5's C interface).
 //!
 //! The one rule: the index holds, for every document with an accepted result
 //! (`jobs.result_path` set), that result's text, and nothing else. The writes
@@ -26,7 +24,6 @@
 
 pub(crate) mod parts;
 pub(crate) mod query;
-pub(crate) mod rank;
 pub(crate) mod salvage;
 pub(crate) mod sqlite;
 

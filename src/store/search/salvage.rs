@@ -101,7 +101,7 @@ fn remake(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
         for sql in &parts {
             c.execute_batch(sql)?;
         }
-        crate::store::queue::meta_set(c, TOKENIZER_META, tokenizer.spec())
+        crate::store::sqlite::meta::meta_set(c, TOKENIZER_META, tokenizer.spec())
     })();
     match done {
         Ok(()) => c.execute_batch("COMMIT"),

@@ -1,28 +1,18 @@
-//! The search index in SQLite: the FTS5 table `search_text` (schema.sql,
-//! version 5), one row per document with an accepted result at rowid = the
-//! document's id, and for a text longer than one part ([`parts`]) its further
-//! parts at rowids listed in `search_parts` (version 6).
-//!
-//! The writes that change what is searchable ([`accepted`], [`remove`]) take
-//! the caller's transaction: the fenced completion's, or the one that marks a
-//! source gone. So a completion that is refused never reaches them, and an
-//! accepted one is searchable at its commit. A long text's further parts are
-//! written before its completion, staged ([`stage_parts`]), and made live by
-//! the transaction that accepts it; parts taken out are retired there and
-//! deleted later, a few at a time ([`purge_retired`]).
+//! The search index in SQLite: the FTS5 table `search_text`, one row per
+//! document with an accepted result (rowid = its id), a long text's further
+//! parts at rowids listed in `search_parts`. The writes that change what is
+//! searchable take the caller's transaction (the fenced completion's, or the
+//! one that marks a source gone), so a refused completion never reaches the
+//! index. Searches rank with FTS5's own `bm25()`: documented interfaces only.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::parts::TX_TEXT_BYTES;
 use super::query::{self, Plan};
-use super::rank::{self, DocLengths, Scoring, Tally};
 use super::{Found, TOKENIZER_META};
 use super::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
-use crate::store::sqlite::tx::Pooled;
 
 /// The first rowid of a long text's further parts: far above any document
 /// id, so a rowid tells a document's first part (its id) from a further one.
@@ -246,7 +236,7 @@ pub(crate) fn table_tokenizer(c: &Connection) -> rusqlite::Result<Tokenizer> {
 /// the choice recorded; a non-empty one is left alone ([`Chosen::Mismatch`]).
 pub(crate) fn choose(tx: &Connection, requested: Option<Tokenizer>) -> rusqlite::Result<Chosen> {
     let table = table_tokenizer(tx)?;
-    let recorded = crate::store::read::meta(tx, TOKENIZER_META)?
+    let recorded = crate::store::sqlite::meta::meta(tx, TOKENIZER_META)?
         .as_deref()
         .and_then(Tokenizer::from_spec);
     let wanted = requested.or(recorded).unwrap_or(table);
@@ -257,7 +247,7 @@ pub(crate) fn choose(tx: &Connection, requested: Option<Tokenizer>) -> rusqlite:
         reset(tx, wanted)?;
     }
     if recorded != Some(wanted) {
-        crate::store::queue::meta_set(tx, TOKENIZER_META, wanted.spec())?;
+        crate::store::sqlite::meta::meta_set(tx, TOKENIZER_META, wanted.spec())?;
     }
     Ok(Chosen::InForce(wanted))
 }
@@ -282,7 +272,7 @@ pub(crate) fn reset(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<(
          DELETE FROM search_parts;",
         tokenizer.fts5_options()
     ))?;
-    crate::store::queue::meta_set(tx, TOKENIZER_META, tokenizer.spec())
+    crate::store::sqlite::meta::meta_set(tx, TOKENIZER_META, tokenizer.spec())
 }
 
 /// Put texts read back from the mirror into the index, each only if it is
@@ -401,12 +391,9 @@ fn count(n: i64) -> u64 {
 }
 
 /// Run `query` (FTS5 syntax) under the table's tokenizer: at most `limit`
-/// hits, best first, within `time_limit`. A large index is ranked in two
-/// halves at once when `second` gives a second connection ([`ranked`]).
+/// hits, best first, within `time_limit`.
 pub(crate) fn search(
     c: &mut Connection,
-    second: impl FnOnce() -> Option<Pooled>,
-    held: &HeldLengths,
     q: &str,
     limit: usize,
     time_limit: Duration,
@@ -417,19 +404,10 @@ pub(crate) fn search(
         Err(why) => return Ok(Found::BadQuery(why)),
     };
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let deadline = Instant::now() + time_limit;
-    let stops = Deadline::on(c, deadline)?;
+    let stops = Deadline::on(c, Instant::now() + time_limit)?;
     let c: &Connection = &stops;
-    // A second connection that cannot be armed is not used: the search
-    // runs on the first alone.
-    let second = || {
-        second().and_then(|mut conn| {
-            Deadline::arm(&mut conn, deadline).ok()?;
-            Some(Armed(conn))
-        })
-    };
     let found = match &plan {
-        Plan::Match(expr) => search_match(c, second, held, expr, limit, super::snippet_tokens(tokenizer)),
+        Plan::Match(expr) => search_match(c, expr, limit, super::snippet_tokens(tokenizer)),
         Plan::Like(terms) => search_like(c, terms, limit),
     };
     match found {
@@ -458,18 +436,8 @@ impl<'c> Deadline<'c> {
     const EVERY: i32 = 1000;
 
     fn on(conn: &'c mut Connection, at: Instant) -> rusqlite::Result<Deadline<'c>> {
-        Self::arm(conn, at)?;
+        conn.progress_handler(Self::EVERY, Some(move || Instant::now() >= at))?;
         Ok(Deadline { conn })
-    }
-
-    fn arm(conn: &mut Connection, at: Instant) -> rusqlite::Result<()> {
-        conn.progress_handler(Self::EVERY, Some(move || Instant::now() >= at))
-    }
-
-    /// Unsetting a handler cannot fail (`sqlite3_progress_handler` returns
-    /// nothing; only a new handler's client data can be refused).
-    fn disarm(conn: &mut Connection) {
-        let _ = conn.progress_handler(0, None::<fn() -> bool>);
     }
 }
 
@@ -482,47 +450,18 @@ impl std::ops::Deref for Deadline<'_> {
 }
 
 impl Drop for Deadline<'_> {
+    /// Unsetting a handler cannot fail (`sqlite3_progress_handler` returns
+    /// nothing; only a new handler's client data can be refused).
     fn drop(&mut self) {
-        Self::disarm(self.conn);
+        let _ = self.conn.progress_handler(0, None::<fn() -> bool>);
     }
 }
-
-/// A pooled connection armed with a [`Deadline`], disarmed when it goes
-/// back to the pool.
-struct Armed(Pooled);
-
-impl std::ops::Deref for Armed {
-    type Target = Connection;
-
-    fn deref(&self) -> &Connection {
-        &self.0
-    }
-}
-
-impl Drop for Armed {
-    fn drop(&mut self) {
-        Deadline::disarm(&mut self.0);
-    }
-}
-
-/// From this span of rowids on, a search with a second connection ranks in
-/// two halves at once: below it the whole query takes about a millisecond,
-/// which a thread and a second connection would not repay.
-const SPLIT_FROM_SPAN: i64 = 10_000;
 
 /// The best `limit` matches, then a snippet for each. In two steps because
 /// SQLite computes every selected column of every match before it sorts:
-/// `snippet()` in the ranking query would be run on all the matches. The rank
-/// is bm25, computed by `rank.rs`'s function.
-fn search_match(
-    c: &Connection,
-    second: impl FnOnce() -> Option<Armed>,
-    held: &HeldLengths,
-    expr: &str,
-    limit: i64,
-    tokens: i64,
-) -> rusqlite::Result<Vec<Hit>> {
-    let best = best_documents(c, second, held, expr, limit)?;
+/// `snippet()` in the ranking query would be run on all the matches.
+fn search_match(c: &Connection, expr: &str, limit: i64, tokens: i64) -> rusqlite::Result<Vec<Hit>> {
+    let best = best_documents(c, expr, limit)?;
     let mut hits = Vec::with_capacity(best.len());
     for (rowid, id, rank) in best {
         let row: Option<(String, String)> = c
@@ -554,22 +493,15 @@ fn search_match(
 /// it, and staged or retired parts are not searched. When that leaves fewer
 /// than `limit` of the rows ranked, more rows are ranked (rare: only long
 /// texts in flight or matching in several parts take places).
-fn best_documents(
-    c: &Connection,
-    second: impl FnOnce() -> Option<Armed>,
-    held: &HeldLengths,
-    expr: &str,
-    limit: i64,
-) -> rusqlite::Result<Vec<(i64, i64, f64)>> {
-    let mut rows = ranked(c, second, held, expr, limit)?;
+fn best_documents(c: &Connection, expr: &str, limit: i64) -> rusqlite::Result<Vec<(i64, i64, f64)>> {
     let mut want = limit;
     loop {
+        let rows = ranked(c, expr, want)?;
         let docs = documents_of(c, &rows, limit)?;
         if docs.len() as i64 >= limit || (rows.len() as i64) < want {
             return Ok(docs);
         }
         want = want.saturating_mul(4);
-        rows = ranked(c, || None, held, expr, want)?;
     }
 }
 
@@ -602,223 +534,16 @@ fn document_of(c: &Connection, rowid: i64) -> rusqlite::Result<Option<i64>> {
         .optional()
 }
 
-/// The best `limit` rows for `expr` and their bm25 ranks. Ranking scores
-/// every match, so on a large index (a rowid span of [`SPLIT_FROM_SPAN`] or
-/// more), when `second` gives a second connection, the rowids are ranked in
-/// two halves at once, below and above the middle of the span (the upper half
-/// open, for rows added since), `second` on a thread of its own, and their
-/// best rows merged. The halves are two read transactions: when they saw
-/// different indexes (a write landed between their starts) their scores are
-/// not comparable, and the query runs again whole.
-fn ranked(
-    c: &Connection,
-    second: impl FnOnce() -> Option<Armed>,
-    held: &HeldLengths,
-    expr: &str,
-    limit: i64,
-) -> rusqlite::Result<Vec<(i64, f64)>> {
-    let large =
-        rowid_span(c)?.filter(|(lo, hi)| i128::from(*hi) - i128::from(*lo) >= i128::from(SPLIT_FROM_SPAN));
-    let halves = match large.and_then(|span| Some((span, second()?))) {
-        Some((span, second)) => {
-            let lengths = SearchLengths {
-                held,
-                search: held.next_search(),
-                span,
-            };
-            in_halves(c, second, &lengths, expr, limit)?
-        }
-        None => None,
-    };
-    let (rows, tally) = match halves {
-        Some(done) => done,
-        None => ranked_range(c, expr, limit, (i64::MIN, i64::MAX), None)?,
-    };
-    Ok(rows.into_iter().map(|(id, raw)| (id, tally.rank(raw))).collect())
-}
-
-/// A ranking's best rows (id, raw score), and what it saw.
-type Ranked = (Vec<(i64, f64)>, Tally);
-
-/// [`ranked`]'s two halves, split after rowid `mid`: their merged best rows
-/// and joined tally, or None if they saw different indexes or no thread
-/// could be started.
-fn in_halves(
-    c: &Connection,
-    second: Armed,
-    lengths: &SearchLengths<'_>,
-    expr: &str,
-    limit: i64,
-) -> rusqlite::Result<Option<Ranked>> {
-    let mid = midpoint(lengths.span.0, lengths.span.1);
-    let (low, high) = std::thread::scope(|s| {
-        let high = std::thread::Builder::new()
-            .name("leasehold-search".into())
-            .spawn_scoped(s, move || {
-                marked_range(&second, lengths, expr, limit, (mid + 1, i64::MAX))
-            });
-        let Ok(high) = high else {
-            return (None, None);
-        };
-        let low = marked_range(c, lengths, expr, limit, (i64::MIN, mid));
-        // A panic on the thread is one of ours: let it be one here.
-        (
-            Some(low),
-            Some(high.join().unwrap_or_else(|p| std::panic::resume_unwind(p))),
-        )
-    });
-    let (Some(low), Some(high)) = (low, high) else {
-        return Ok(None);
-    };
-    let (((mut rows, a), mark_a), ((more, b), mark_b)) = (low?, high?);
-    if mark_a != mark_b {
-        return Ok(None);
-    }
-    Ok(a.join(b).map(|tally| {
-        rows.extend(more);
-        rows.sort_by(|x, y| x.1.total_cmp(&y.1).then(x.0.cmp(&y.0)));
-        rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-        (rows, tally)
-    }))
-}
-
-/// The middle of `lo..=hi`, without overflow.
-fn midpoint(lo: i64, hi: i64) -> i64 {
-    i64::try_from((i128::from(lo) + i128::from(hi)) / 2).unwrap_or(lo)
-}
-
-/// [`ranked_range`] in a read transaction that also reads the index's
-/// version ([`version`]): two halves that read the same version saw the same
-/// index. The row lengths of that version come from `lengths`.
-fn marked_range(
-    c: &Connection,
-    lengths: &SearchLengths<'_>,
-    expr: &str,
-    limit: i64,
-    range: (i64, i64),
-) -> rusqlite::Result<(Ranked, Vec<u8>)> {
-    let tx = c.unchecked_transaction()?;
-    let mark = version(&tx)?;
-    let held = lengths
-        .held
-        .for_version(&mark, lengths.search, || DocLengths::read(&tx, lengths.span))?;
-    let ranked = ranked_range(&tx, expr, limit, range, held)?;
-    tx.commit()?;
-    Ok((ranked, mark))
-}
-
-/// The index's version as FTS5 records it: its structure record (the
-/// segments, rewritten by every write that adds terms) and its averages
-/// record (row count and token totals, changed by every removal).
-fn version(tx: &Connection) -> rusqlite::Result<Vec<u8>> {
-    let block = |id: i64| -> rusqlite::Result<Vec<u8>> {
-        Ok(tx
-            .prepare_cached("SELECT block FROM search_text_data WHERE id = ?1")?
-            .query_row([id], |r| r.get::<_, Vec<u8>>(0))
-            .optional()?
-            .unwrap_or_default())
-    };
-    let (structure, averages) = (block(10)?, block(1)?);
-    let mut mark = Vec::with_capacity(8 + structure.len() + averages.len());
-    mark.extend_from_slice(&(structure.len() as u64).to_le_bytes());
-    mark.extend(structure);
-    mark.extend(averages);
-    Ok(mark)
-}
-
-/// One search's way to its halves' row lengths.
-struct SearchLengths<'a> {
-    held: &'a HeldLengths,
-    /// The search's number: both halves carry it.
-    search: u64,
-    /// The rowids in the index when the search began.
-    span: (i64, i64),
-}
-
-/// The row lengths of the index version searched last, kept for searches
-/// that come back to it (an embedder's search box, the search bench): read
-/// by the second search that sees a version, so a one-shot `leasehold
-/// search` never pays for them, and dropped for the next version.
-#[derive(Debug, Default)]
-pub(crate) struct HeldLengths {
-    state: Mutex<Held>,
-    searches: AtomicU64,
-}
-
-#[derive(Debug, Default)]
-struct Held {
-    /// The version the last search without lengths saw, and which search.
-    seen: Option<(Vec<u8>, u64)>,
-    /// A version and its lengths (None: too many rows to hold).
-    kept: Option<(Vec<u8>, Option<Arc<DocLengths>>)>,
-}
-
-impl HeldLengths {
-    fn next_search(&self) -> u64 {
-        self.searches.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// The lengths of `version` for search number `search`: those kept, or
-    /// read now (`read`, in the caller's transaction) when an earlier search
-    /// saw this version too. Read under the lock, so a search's other half
-    /// waits for them instead of reading them twice.
-    fn for_version(
-        &self,
-        version: &[u8],
-        search: u64,
-        read: impl FnOnce() -> rusqlite::Result<Option<DocLengths>>,
-    ) -> rusqlite::Result<Option<Arc<DocLengths>>> {
-        let mut held = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((kept, lengths)) = &held.kept {
-            if kept.as_slice() == version {
-                return Ok(lengths.clone());
-            }
-        }
-        match &held.seen {
-            Some((seen, by)) if seen.as_slice() == version && *by != search => {
-                let lengths = read()?.map(Arc::new);
-                held.kept = Some((version.to_vec(), lengths.clone()));
-                Ok(lengths)
-            }
-            _ => {
-                // A version not seen before: the kept one is past.
-                held.seen = Some((version.to_vec(), search));
-                held.kept = None;
-                Ok(None)
-            }
-        }
-    }
-}
-
-/// The best `limit` rows for `expr` among rowids `lo..=hi`, with their raw
-/// scores, and what the ranking saw; row lengths from `held` if given.
-fn ranked_range(
-    c: &Connection,
-    expr: &str,
-    limit: i64,
-    (lo, hi): (i64, i64),
-    held: Option<Arc<DocLengths>>,
-) -> rusqlite::Result<Ranked> {
-    let scoring = Scoring::begin(held);
-    let rows = c
-        .prepare_cached(&rank::search_sql())?
-        .query_map(params![expr, limit, lo, hi], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok((rows, scoring.finish()))
-}
-
-/// The lowest and highest rowid of a document's first part in the index, if
-/// it has one (further parts, above [`PART_ROWID_BASE`], fall in the open
-/// upper half).
-fn rowid_span(c: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
-    let end = |order: &str| -> rusqlite::Result<Option<i64>> {
-        c.prepare_cached(&format!(
-            "SELECT rowid FROM search_text WHERE rowid < ?1 ORDER BY rowid {order} LIMIT 1"
-        ))?
-        .query_row([PART_ROWID_BASE], |r| r.get(0))
-        .optional()
-    };
-    Ok(end("ASC")?.zip(end("DESC")?))
+/// The best `limit` rows for `expr` and their ranks: FTS5's own `bm25()`
+/// (lower is better; `body` is the one indexed column, so no weights), ties
+/// by rowid. Every match is scored; SQLite's sorter keeps only `limit`.
+fn ranked(c: &Connection, expr: &str, limit: i64) -> rusqlite::Result<Vec<(i64, f64)>> {
+    c.prepare_cached(
+        "SELECT rowid, bm25(search_text) AS r FROM search_text
+         WHERE search_text MATCH ?1 ORDER BY r, rowid LIMIT ?2",
+    )?
+    .query_map(params![expr, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+    .collect()
 }
 
 /// Every term a substring (LIKE, case folded for ASCII as LIKE does), in id

@@ -77,8 +77,6 @@ pub(crate) struct Sqlite {
     pub(crate) writer: std::sync::Mutex<Option<tx::Writer>>,
     /// This handle's write-lock waits not yet folded into the store.
     pub(crate) waits: write_waits::Pending,
-    /// Row lengths kept for repeated searches (`search/sqlite.rs`).
-    pub(crate) lengths: search::sqlite::HeldLengths,
     /// Read-write, or read only (every write then refused, see `tx.rs`).
     pub(crate) access: Access,
     // Held for its Drop: stops and joins the checkpoint thread with the last handle.
@@ -110,7 +108,6 @@ impl Sqlite {
             turnstile,
             writer: std::sync::Mutex::new(None),
             waits: write_waits::Pending::default(),
-            lengths: search::sqlite::HeldLengths::default(),
             access,
             _checkpointer: checkpointer,
         };
@@ -438,16 +435,9 @@ impl Engine for Sqlite {
 
     fn search(&self, query: &str, limit: usize, time_limit: std::time::Duration) -> Result<Vec<Hit>> {
         let mut c = self.conn()?;
-        search::sqlite::search(
-            &mut c,
-            || self.spare_conn(),
-            &self.lengths,
-            query,
-            limit,
-            time_limit,
-        )
-        .map_err(|e| Error::from_sqlite(&self.path, e))?
-        .into_hits(query)
+        search::sqlite::search(&mut c, query, limit, time_limit)
+            .map_err(|e| Error::from_sqlite(&self.path, e))?
+            .into_hits(query)
     }
 
     fn search_tokenizer(&self) -> Result<Tokenizer> {

@@ -382,8 +382,7 @@ fn configure_raw(conn: &Connection, opts: &StoreOptions) -> rusqlite::Result<()>
     // `write::padded`) outnumber rusqlite's default of 16 cached statements;
     // an evicted one is prepared again on its next use.
     conn.set_prepared_statement_cache_capacity(64);
-    // Searches rank with it (`search/rank.rs`).
-    crate::store::search::rank::register(conn)
+    Ok(())
 }
 
 fn read_user_version(conn: &Connection, path: &Path) -> Result<i64> {

@@ -179,21 +179,6 @@ impl Sqlite {
         Ok(conn)
     }
 
-    /// A second connection for a read that can share its work (a search of
-    /// a large index), if the pool has one idle or room to open one within
-    /// [`SPARE_WAIT`] and one more after it: a busy pool is never waited
-    /// for, nor left without a connection.
-    pub(crate) fn spare_conn(&self) -> Option<Pooled> {
-        // Leave at least one connection idle or still to be opened, for the
-        // checkpointer and other reads.
-        let state = self.pool.state();
-        let free = state.idle_connections + self.pool.max_size().saturating_sub(state.connections);
-        if free < 2 {
-            return None;
-        }
-        self.pool.get_timeout(SPARE_WAIT).ok()
-    }
-
     pub(crate) fn conn(&self) -> Result<Pooled> {
         self.pool.get().map_err(|source| Error::Pool {
             path: self.path.clone(),
@@ -207,10 +192,6 @@ pub(crate) type Pooled = r2d2::PooledConnection<super::open::Manager>;
 
 /// The pooled connection the handle's writes run on ([`Sqlite::writer_conn`]).
 pub(crate) type Writer = Pooled;
-
-/// How long [`Sqlite::spare_conn`] waits for the pool to open a connection
-/// (a few milliseconds on a loaded machine).
-const SPARE_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Page cache of the writer connection, in KiB: room for the pages a run of
 /// writes keeps touching (the b-trees' upper levels, the search index's
