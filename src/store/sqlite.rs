@@ -1,8 +1,9 @@
 //! The SQLite engine: the default, one file on one machine (DESIGN §7).
 //!
 //! Its SQL lives in the rooms beside this one (`write.rs`, `queue.rs`,
-//! `read.rs`, `gate/`, `outbox.rs`, `check.rs`); its transactions in `tx.rs`
-//! (group commit, turnstile, `BEGIN IMMEDIATE`, bounded BUSY retries); here
+//! `read.rs`, `check.rs`) and in `sqlite/` (the gate's and the outbox's
+//! rows, under the rules of `gate/` and `outbox.rs`); its transactions in
+//! `tx.rs` (group commit, turnstile, `BEGIN IMMEDIATE`, bounded BUSY retries); here
 //! each operation of [`Engine`] is one of those functions inside one
 //! transaction or one read. What only SQLite has (the file's path, the
 //! journal mode, the integrity check, checkpoints, who holds the write lock)
