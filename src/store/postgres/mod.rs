@@ -16,8 +16,8 @@
 //!   one transaction, each kind in one statement.
 //! - `batch.rs`: a batch of claims and plain completions in one statement.
 //! - `read.rs`: the reads and the checks `doctor` runs.
-//! - `gate.rs`: the auth gate (DESIGN §6) under row and advisory locks.
-//! - `outbox.rs`: results waiting for the sink, and sending notices.
+//! - `gate.rs`: the auth gate's rows (DESIGN §6) under row and advisory locks.
+//! - `outbox.rs`: the rows of results waiting for the sink, and of notices.
 //! - `fence.rs`: the document's row lock that fences mirror cleanup.
 //! - `retention.rs`: the rows of `gc`'s history retention.
 //! - `ops.rs`: the seam: [`crate::store`]'s `Engine` for [`PgStore`].

@@ -1,9 +1,10 @@
 //! The SQLite engine: the default, one file on one machine (DESIGN §7).
 //!
-//! Its SQL lives in `sqlite/` (the queue's, the reads', the checks', the
-//! retention's rows and the settings) and in the rooms beside this one
-//! (`write.rs`, `gate/`, `outbox.rs`); its transactions in `tx.rs`
-//! (group commit, turnstile, `BEGIN IMMEDIATE`, bounded BUSY retries); here
+//! Its rooms are the files beside this one: the rows of every area the
+//! rules above decide on (`queue.rs`, `read.rs`, `check.rs`, `gate.rs`,
+//! `outbox.rs`, `retention.rs`, `meta.rs`, and `write.rs` for claims and
+//! fenced writes), its transactions in `tx.rs` (group commit, turnstile,
+//! `BEGIN IMMEDIATE`, bounded BUSY retries); here
 //! each operation of [`Engine`] is one of those functions inside one
 //! transaction or one read. What only SQLite has (the file's path, the
 //! journal mode, the integrity check, checkpoints, who holds the write lock)
