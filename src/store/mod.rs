@@ -836,14 +836,14 @@ impl Store {
         }
     }
 
-    /// A cheap sign that the search index's pages are damaged, for a search
-    /// that found nothing: the first leaf of each of FTS5's segments read
-    /// for a sound header (a few lookups, not FTS5's full check, which
+    /// A cheap sign that the search index is damaged, for a search that
+    /// found nothing: the first and the last indexed text searched for by a
+    /// word of their own (two lookups, not SQLite's full check, which
     /// [`Store::search_index_damage`] runs). Some(what is wrong) when one is
-    /// not; always None on PostgreSQL.
+    /// not found; always None on PostgreSQL.
     pub fn search_index_looks_damaged(&self) -> Result<Option<String>> {
         match &self.inner.backend {
-            Backend::Sqlite(s) => s.search_leaves_damage(),
+            Backend::Sqlite(s) => s.search_finds_itself(),
             #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Ok(None),
         }

@@ -127,67 +127,60 @@ const INDEX_TABLES: [&str; 7] = [
     "search_parts",
 ];
 
-/// A cheap sign that the search index's pages are damaged, for a search
-/// that found nothing (is "no match" the truth?): the first leaf of each of
-/// FTS5's segments, one lookup each (a handful; at most a few thousand),
-/// read for a header FTS5 could have written. A leaf starts with two
-/// big-endian 16-bit offsets: its first rowid's (0 for none, else within
-/// the leaf) and its footer's (the leaf's size: at least the 4 header bytes,
-/// at most the block's). Zeroed or overwritten blocks fail it; FTS5 itself
-/// reads a zeroed leaf as one without terms, and answers no match. Not
-/// FTS5's full check (that reads every page and tokenizes every text):
-/// damage to later leaves only that check finds. None when the leaves
-/// read look sound.
-pub(crate) fn search_leaves_damage(c: &Connection) -> rusqlite::Result<Option<String>> {
-    // FTS5's block ids: segment << 37 | doclist-index flag << 36 | height << 31 | page.
-    const SEGMENT: i64 = 1 << 37;
-    const LEAVES: i64 = 1 << 31;
-    let mut stmt = c.prepare_cached(
-        "SELECT id, block FROM search_text_data WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT 1",
-    )?;
-    let mut segment: i64 = 1;
-    // Segment ids are below 2^16 (higher ones are tombstones, which this table has none of).
-    while segment < 1 << 16 {
-        let base = segment * SEGMENT;
-        let Some((id, block)) = stmt
-            .query_row([base, (1 << 16) * SEGMENT], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
-            })
-            .optional()?
-        else {
+/// A cheap sign that the search index is damaged, for a search that found
+/// nothing (is "no match" the truth?): the first and the last indexed text
+/// are each searched for by a word of their own, through the index as any
+/// query is. A text its own word does not find means the index lost terms
+/// (FTS5 reads a zeroed page as one without terms, and answers no match).
+/// Only documented interfaces: the table's rows and MATCH. Not FTS5's full
+/// check (that reads every page and tokenizes every text), which
+/// [`search_index_damage`] runs. None when both texts are found.
+pub(crate) fn search_finds_itself(c: &Connection) -> rusqlite::Result<Option<String>> {
+    let mut probe =
+        c.prepare_cached("SELECT count(*) FROM search_text WHERE search_text MATCH ?1 AND rowid = ?2")?;
+    for end in ["ASC", "DESC"] {
+        let sql =
+            format!("SELECT rowid, substr(body, 1, 4096) FROM search_text ORDER BY rowid {end} LIMIT 1");
+        let row: Option<(i64, String)> = c.query_row(&sql, [], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+        let Some((rowid, text)) = row else {
             return Ok(None);
         };
-        segment = id / SEGMENT;
-        if id % SEGMENT < LEAVES {
-            if let Some(why) = bad_leaf(&block) {
-                return Ok(Some(format!(
-                    "leaf {} of segment {segment} in search_text_data: {why}",
-                    id % SEGMENT
-                )));
-            }
+        let Some(word) = own_word(&text) else {
+            continue;
+        };
+        let found: i64 = probe.query_row(rusqlite::params![format!("\"{word}\""), rowid], |r| r.get(0))?;
+        if found == 0 {
+            return Ok(Some(format!(
+                "indexed text {rowid} is not found by its own word {word:?}"
+            )));
         }
-        segment += 1;
     }
     Ok(None)
 }
 
-/// What is wrong with the header of FTS5 leaf `block`, if anything.
-fn bad_leaf(block: &[u8]) -> Option<String> {
-    let [a, b, c, d, ..] = *block else {
-        return Some(format!("{} bytes, shorter than a leaf's header", block.len()));
-    };
-    let first_rowid = usize::from(u16::from_be_bytes([a, b]));
-    let size = usize::from(u16::from_be_bytes([c, d]));
-    if size < 4 || size > block.len() {
-        return Some(format!(
-            "its header gives a size of {size} bytes, the block holds {}",
-            block.len()
-        ));
-    }
-    if first_rowid != 0 && !(4..size).contains(&first_rowid) {
-        return Some(format!(
-            "its first rowid is at byte {first_rowid}, outside its {size} bytes"
-        ));
+/// A word of `text` that any of the index's tokenizers keeps whole: ASCII
+/// letters and digits, at least three (trigram's shortest term), between
+/// ASCII separators or the text's ends. A run touching any other character
+/// is passed over, since that character may belong to the token.
+fn own_word(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    while start < bytes.len() {
+        if !bytes[start].is_ascii_alphanumeric() {
+            start += 1;
+            continue;
+        }
+        let end = start
+            + bytes[start..]
+                .iter()
+                .take_while(|b| b.is_ascii_alphanumeric())
+                .count();
+        let before_ok = start == 0 || bytes[start - 1].is_ascii();
+        let after_ok = end == bytes.len() || bytes[end].is_ascii();
+        if before_ok && after_ok && end - start >= 3 {
+            return Some(&text[start..end]);
+        }
+        start = end;
     }
     None
 }
@@ -237,4 +230,19 @@ pub(crate) fn lease_violations(conn: &Connection) -> rusqlite::Result<Vec<(Strin
         out.push(shared_token(key, n));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::own_word;
+
+    #[test]
+    fn an_own_word_is_ascii_whole_and_long_enough_for_every_tokenizer() {
+        assert_eq!(own_word("an amber-coloured stone"), Some("amber"));
+        assert_eq!(own_word("of 42 x"), None);
+        // A run that touches another character may be part of a longer token.
+        assert_eq!(own_word("naïve résumé ok fine"), Some("fine"));
+        assert_eq!(own_word("計画abc 12345"), Some("12345"));
+        assert_eq!(own_word(""), None);
+    }
 }

@@ -135,8 +135,8 @@ impl Sqlite {
     }
 
     /// A cheap sign that the search index's pages are damaged (see `check.rs`).
-    pub(crate) fn search_leaves_damage(&self) -> Result<Option<String>> {
-        self.read(check::search_leaves_damage)
+    pub(crate) fn search_finds_itself(&self) -> Result<Option<String>> {
+        self.read(check::search_finds_itself)
     }
 
     /// What FTS5 finds wrong with the search index's structures; empty when sound.
