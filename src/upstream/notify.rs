@@ -333,9 +333,80 @@ mod tests {
         (format!("http://127.0.0.1:{port}/hooks/secret-token"), rx)
     }
 
+    /// The events `f` emits on this thread, each as its target and its
+    /// fields (`message` included) in the order given. One global subscriber,
+    /// installed once for the test binary, keeps a thread's events only while
+    /// that thread captures: a subscriber scoped to one thread would race with
+    /// the tests beside it over tracing's per-callsite interest cache.
+    fn captured_events(f: impl FnOnce()) -> Vec<(String, Vec<(String, String)>)> {
+        use tracing::field::{Field, Visit};
+        use tracing::span::{Attributes, Id, Record};
+        use tracing::{Event, Metadata};
+        type Captured = Vec<(String, Vec<(String, String)>)>;
+        thread_local! {
+            static EVENTS: std::cell::RefCell<Option<Captured>> = const { std::cell::RefCell::new(None) };
+        }
+        struct Fields(Vec<(String, String)>);
+        impl Visit for Fields {
+            fn record_str(&mut self, field: &Field, value: &str) {
+                self.0.push((field.name().to_owned(), value.to_owned()));
+            }
+            fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+                self.0.push((field.name().to_owned(), format!("{value:?}")));
+            }
+        }
+        struct ThisThread;
+        impl tracing::Subscriber for ThisThread {
+            fn enabled(&self, _: &Metadata<'_>) -> bool {
+                true
+            }
+            fn new_span(&self, _: &Attributes<'_>) -> Id {
+                Id::from_u64(1)
+            }
+            fn record(&self, _: &Id, _: &Record<'_>) {}
+            fn record_follows_from(&self, _: &Id, _: &Id) {}
+            fn event(&self, event: &Event<'_>) {
+                let mut fields = Fields(Vec::new());
+                event.record(&mut fields);
+                EVENTS.with(|e| {
+                    if let Some(events) = e.borrow_mut().as_mut() {
+                        events.push((event.metadata().target().to_owned(), fields.0));
+                    }
+                });
+            }
+            fn enter(&self, _: &Id) {}
+            fn exit(&self, _: &Id) {}
+        }
+        static INSTALL: std::sync::Once = std::sync::Once::new();
+        INSTALL.call_once(|| {
+            tracing::subscriber::set_global_default(ThisThread).expect("the only global subscriber");
+        });
+        EVENTS.with(|e| *e.borrow_mut() = Some(Vec::new()));
+        f();
+        EVENTS.with(|e| e.borrow_mut().take()).unwrap_or_default()
+    }
+
     #[test]
     fn no_channels_only_logs() {
-        notifier(None, None).send(&notice()).unwrap();
+        let events = captured_events(|| notifier(None, None).send(&notice()).unwrap());
+        let notices: Vec<&Vec<(String, String)>> = events
+            .iter()
+            .filter(|(target, _)| target == "leasehold::notice")
+            .map(|(_, fields)| fields)
+            .collect();
+        assert_eq!(notices.len(), 1, "{events:?}");
+        // `message` twice: the event's own ("notice sent"), then the notice's.
+        for (name, value) in [
+            ("message", "notice sent"),
+            ("event", "notice"),
+            ("id", "42"),
+            ("kind", "lock"),
+            ("account", "primary"),
+            ("message", "credential rejected; locked for 30m"),
+        ] {
+            let want = (name.to_owned(), value.to_owned());
+            assert!(notices[0].contains(&want), "{want:?} not in {:?}", notices[0]);
+        }
     }
 
     #[test]

@@ -47,22 +47,31 @@ fn html_200k_nested_mixed_and_hidden_elements_complete() {
     assert!(!text.contains("velvet harbor"), "template content is never shown");
 }
 
-/// Raises `stop` while a large document is being extracted and expects `Stopped`. The
-/// documents take seconds in a debug build, so 20 ms in is always mid-way.
-fn assert_stops_midway(name: &'static str, doc: String) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = extract_on_thread(name, doc, Arc::clone(&stop));
-    thread::sleep(Duration::from_millis(20));
-    stop.store(true, Ordering::Relaxed);
-    let result = worker.join().expect("no panic");
-    assert!(matches!(result, Err(ExtractError::Stopped)), "{name}: {result:?}");
+/// Raises `stop` 20 ms into the extraction of `make(1)` and expects `Stopped`. How far
+/// 20 ms gets depends on the build and the machine: a document finished before the stop
+/// proves nothing, so `make(2)`, `make(4)`, ... (the document twice as long) is tried
+/// until one is stopped; a stop that is never obeyed fails at the largest.
+fn assert_stops_midway(name: &'static str, make: impl Fn(usize) -> String) {
+    for scale in [1, 2, 4] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker = extract_on_thread(name, make(scale), Arc::clone(&stop));
+        thread::sleep(Duration::from_millis(20));
+        stop.store(true, Ordering::Relaxed);
+        match worker.join().expect("no panic") {
+            Err(ExtractError::Stopped) => return,
+            Ok(_) => continue,
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    panic!("{name}: finished every time, never stopped");
 }
 
 #[test]
 fn html_stops_midway() {
-    let doc = nested("<div><p>velvet harbor ", "</p></div>", 1_500_000, "x");
-    assert!(doc.len() > 30 << 20);
-    assert_stops_midway("deep.html", doc);
+    // 1.5 million levels, over 30 MB, at the smallest scale.
+    assert_stops_midway("deep.html", |scale| {
+        nested("<div><p>velvet harbor ", "</p></div>", 1_500_000 * scale, "x")
+    });
 }
 
 #[test]
@@ -103,7 +112,8 @@ fn markdown_deep_html_blocks_complete() {
 
 #[test]
 fn markdown_stops_midway() {
-    let doc = "> * copper **kettle** [link](x) `code`\n".repeat(1_000_000);
-    assert!(doc.len() > 30 << 20);
-    assert_stops_midway("big.md", doc);
+    let line = "> * copper **kettle** [link](x) `code`\n";
+    // A million lines, over 30 MB, at the smallest scale.
+    assert!(line.len() * 1_000_000 > 30 << 20);
+    assert_stops_midway("big.md", |scale| line.repeat(1_000_000 * scale));
 }

@@ -355,8 +355,31 @@ fn a_write_held_off_by_another_transaction_counts_its_wait() {
         })
     };
     asked.recv().unwrap();
-    // The writer cannot take the lock until this transaction ends.
-    std::thread::sleep(Duration::from_millis(300));
+    // The writer cannot take the lock until this transaction ends. Its wait
+    // is measured from its asking for a write transaction, which it does
+    // holding the turnstile's `-write` lock (src/store/turnstile.rs): once
+    // that lock is seen taken the wait has begun, and the transaction is
+    // held 150 ms longer, so the wait is longer than 0.1 s however the
+    // threads are scheduled. The deadline only bounds a hang.
+    let turn = {
+        let mut p = db.clone().into_os_string();
+        p.push("-write");
+        std::path::PathBuf::from(p)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer never asked for the lock"
+        );
+        if let Ok(f) = std::fs::File::open(&turn) {
+            if fs2::FileExt::try_lock_exclusive(&f).is_err() {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(150));
     held.commit().unwrap();
     writer.join().unwrap();
 
