@@ -23,7 +23,7 @@ impl IntegrityProblem {
     pub fn is_search_index(&self) -> bool {
         self.table
             .as_deref()
-            .is_some_and(crate::store::search::salvage::is_index_table)
+            .is_some_and(crate::store::search::is_index_table)
     }
 }
 

@@ -16,7 +16,7 @@
 //! naming the operation.
 //!
 //! What belongs to one engine only (SQLite's file, journal mode, integrity
-//! check, checkpoint, write-lock holder) is not here: [`Backend`] lets the
+//! check, checkpoint, write-lock holder) is not here: `Backend` (in `mod.rs`) lets the
 //! facade reach the SQLite engine for those and say so otherwise.
 
 use std::collections::HashMap;
@@ -25,13 +25,10 @@ use super::check::IndexedRow;
 use super::figures::{HistoryFigures, HistoryLine};
 use super::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 use super::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
-#[cfg(feature = "postgres")]
-use super::postgres::PgStore;
 use super::queue::NewDoc;
 use super::read::{KnownSource, Totals};
 use super::retention::HistoryPrune;
 use super::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
-use super::sqlite::Sqlite;
 use super::Completion;
 use crate::clock::Millis;
 use crate::error::Result;
@@ -189,25 +186,4 @@ pub(crate) trait Engine: Send + Sync {
     /// Delete one short transaction's worth of retired parts, if any;
     /// whether more are left.
     fn search_purge(&self) -> Result<bool>;
-}
-
-/// The engine a store was opened on: the seam's two implementations, and the
-/// way to what only one of them has.
-// One per store, inside its Arc: the size of the larger variant costs nothing.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum Backend {
-    Sqlite(Sqlite),
-    #[cfg(feature = "postgres")]
-    Postgres(PgStore),
-}
-
-impl Backend {
-    /// The shared operations.
-    pub(crate) fn engine(&self) -> &dyn Engine {
-        match self {
-            Backend::Sqlite(s) => s,
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p,
-        }
-    }
 }

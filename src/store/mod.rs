@@ -92,7 +92,7 @@ pub use sqlite::write_waits::{WriteWaits, WAIT_BUCKETS};
 use crate::clock::{duration_ms, Millis};
 use crate::error::{Error, Result};
 use crate::job::{Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked};
-use engine::{Backend, Engine};
+use engine::Engine;
 #[cfg(feature = "postgres")]
 use postgres::PgStore;
 use sqlite::Sqlite;
@@ -106,6 +106,27 @@ pub enum RowLock<T> {
     Held(T),
     /// Another transaction held the row past the wait: nothing ran.
     Busy,
+}
+
+/// The engine a store was opened on: the seam's two implementations, and the
+/// way to what only one of them has.
+// One per store, inside its Arc: the size of the larger variant costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Backend {
+    Sqlite(Sqlite),
+    #[cfg(feature = "postgres")]
+    Postgres(PgStore),
+}
+
+impl Backend {
+    /// The shared operations.
+    pub(crate) fn engine(&self) -> &dyn Engine {
+        match self {
+            Backend::Sqlite(s) => s,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p,
+        }
+    }
 }
 
 /// Wakes in-process workers when new work may be claimable.

@@ -20,12 +20,12 @@ use tracing_subscriber::EnvFilter;
 
 use super::args::LogFormat;
 use super::config::Config;
-use super::summary::Summary;
+
 use super::CliError;
 use leasehold::source::Discovered;
 
 /// Where a command's own lifecycle events go.
-const TARGET: &str = "leasehold::command";
+pub(crate) const TARGET: &str = "leasehold::command";
 
 /// The default of the commands a person watches: warnings, but not each
 /// failed document (`leasehold::document`), which their progress shows.
@@ -102,33 +102,5 @@ pub fn discovered(found: &Discovered) {
         gone = found.gone,
         skipped = found.skipped.len(),
         "discovery done"
-    );
-}
-
-/// A command ends: the summary's figures.
-pub fn finished(summary: &Summary) {
-    let store = summary.store.unwrap_or_default();
-    tracing::info!(
-        target: TARGET,
-        event = "finished",
-        indexed = summary.indexed,
-        failed = summary.failed,
-        retrying = summary.retrying,
-        dead = summary.dead,
-        unchanged = summary.unchanged,
-        superseded = summary.superseded,
-        lease_lost = summary.lease_lost,
-        released = summary.released,
-        waiting = summary.waiting,
-        errors = summary.error_count,
-        halted = summary.halted.as_deref(),
-        interrupted = summary.interrupted.map(|s| s.name()),
-        seconds = summary.seconds,
-        docs_per_second = summary.docs_per_second,
-        store_indexed = store.indexed,
-        store_dead = store.dead,
-        store_retrying = store.retrying,
-        store_queued = store.queued,
-        "finished"
     );
 }

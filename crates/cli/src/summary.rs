@@ -325,7 +325,7 @@ impl Summary {
 
 pub fn finish(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
     summary.measure_memory();
-    super::logs::finished(&summary);
+    log_finished(&summary);
     summary.print(json);
     if let Some(signal) = summary.interrupted {
         // Asked to stop: the signal's exit code; an error met on the way is
@@ -344,7 +344,7 @@ pub fn finish(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<E
 /// after the passes' lines, so standard output stays JSON Lines.
 pub fn finish_watch(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
     summary.measure_memory();
-    super::logs::finished(&summary);
+    log_finished(&summary);
     if json {
         let mut value = serde_json::to_value(&summary).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {
@@ -452,4 +452,32 @@ pub fn add_discovery(s: &mut Summary, d: &Discovered) {
     s.changed = d.changed;
     s.gone = d.gone;
     s.skipped = d.skipped.clone();
+}
+
+/// A command ends: the summary's figures.
+fn log_finished(summary: &Summary) {
+    let store = summary.store.unwrap_or_default();
+    tracing::info!(
+        target: super::logs::TARGET,
+        event = "finished",
+        indexed = summary.indexed,
+        failed = summary.failed,
+        retrying = summary.retrying,
+        dead = summary.dead,
+        unchanged = summary.unchanged,
+        superseded = summary.superseded,
+        lease_lost = summary.lease_lost,
+        released = summary.released,
+        waiting = summary.waiting,
+        errors = summary.error_count,
+        halted = summary.halted.as_deref(),
+        interrupted = summary.interrupted.map(|s| s.name()),
+        seconds = summary.seconds,
+        docs_per_second = summary.docs_per_second,
+        store_indexed = store.indexed,
+        store_dead = store.dead,
+        store_retrying = store.retrying,
+        store_queued = store.queued,
+        "finished"
+    );
 }

@@ -20,7 +20,7 @@ mod postgres;
 mod sqlite;
 mod tables;
 
-use super::engine::Backend;
+use super::Backend;
 use super::Store;
 use crate::clock::{rfc3339, Millis};
 use crate::error::Error;

@@ -28,7 +28,7 @@
 //! claims again on its own.
 
 use super::conn::Conn;
-use super::tx::Sql;
+use super::conn::Sql;
 use super::write::{
     self, candidates_of, claim_columns, claim_ctes, claimable_at, exhausted, next_seq, Taken,
 };

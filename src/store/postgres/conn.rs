@@ -22,8 +22,6 @@ use std::time::{Duration, Instant};
 use ::postgres::{Client, NoTls, Statement, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
-use super::tx::Sql;
-
 /// How long after a connection last answered it is handed out unchecked.
 pub(crate) const TRUSTED_FOR: Duration = Duration::from_millis(500);
 
@@ -170,10 +168,27 @@ impl<'a> DerefMut for Tx<'a> {
 
 /// A write transaction as the engine-neutral rules see it.
 impl crate::store::driver::Rows for Tx<'_> {
-    type Error = super::tx::Fail;
+    type Error = Fail;
 }
 
 /// A read connection as the engine-neutral rules see it.
 impl crate::store::driver::Rows for Client {
-    type Error = super::tx::Fail;
+    type Error = Fail;
 }
+
+/// Why a statement of ours failed: the client's error, or a transition the
+/// store refuses to write (DESIGN §3, `Status::can_transition_to`).
+#[derive(Debug)]
+pub(crate) enum Fail {
+    Pg(::postgres::Error),
+    Refused(String),
+}
+
+impl From<::postgres::Error> for Fail {
+    fn from(e: ::postgres::Error) -> Fail {
+        Fail::Pg(e)
+    }
+}
+
+/// The result of one statement or step inside a transaction.
+pub(crate) type Sql<T> = std::result::Result<T, Fail>;

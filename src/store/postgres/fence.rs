@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use ::postgres::error::SqlState;
 
+use super::conn::Fail;
 use super::read::job_by_id_locked;
-use super::tx::Fail;
 use super::PgStore;
 use crate::error::Result;
 use crate::job::Job;

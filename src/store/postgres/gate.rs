@@ -29,8 +29,8 @@
 
 use ::postgres::Client;
 
+use super::conn::Sql;
 use super::conn::Tx;
-use super::tx::Sql;
 use crate::clock::Millis;
 use crate::store::gate::text::{Incident, NoticeText};
 use crate::store::gate::{AccountRow, AccountState, GateEvent, GateReads, GateRows, GateState};

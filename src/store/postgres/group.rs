@@ -21,7 +21,7 @@
 //! what a release in the same batch handed back.
 
 use super::conn::Tx;
-use super::tx::{Fail, Sql};
+use super::conn::{Fail, Sql};
 use super::{write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};

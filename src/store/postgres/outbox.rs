@@ -16,8 +16,8 @@
 
 use ::postgres::Client;
 
+use super::conn::Sql;
 use super::conn::Tx;
-use super::tx::Sql;
 use crate::clock::Millis;
 use crate::store::outbox::{
     NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxReads, OutboxRows, OutboxTotals, PendingNotice,

@@ -15,8 +15,8 @@
 
 use ::postgres::Transaction;
 
+use super::conn::Sql;
 use super::conn::Tx;
-use super::tx::Sql;
 use super::write::record;
 use crate::clock::Millis;
 use crate::store::queue::{KnownDoc, NewDoc, QueueRows};

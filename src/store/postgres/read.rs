@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use ::postgres::{Client, Row};
 
-use super::tx::{Fail, Sql};
+use super::conn::{Fail, Sql};
 use crate::clock::Millis;
 use crate::job::{Counts, HistoryEntry, Job, LiveLease, Status, UnknownStatus};
 use crate::store::check::{

@@ -8,8 +8,8 @@
 
 use ::postgres::Client;
 
+use super::conn::Sql;
 use super::conn::Tx;
-use super::tx::Sql;
 use crate::clock::Millis;
 use crate::store::retention::{RetentionRows, WindowCounts};
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use ::postgres::error::SqlState;
 use ::postgres::Client;
 
-use super::conn::{Conn, Tx};
+use super::conn::{Conn, Fail, Sql, Tx};
 
 use super::{PgStore, Pooled};
 use crate::clock::Millis;
@@ -24,23 +24,6 @@ use crate::error::{Error, Result};
 /// failure or a deadlock (it rolled the transaction back; trying again is
 /// safe). Bounded: contention that outlives them is an error, not a hang.
 const RETRIES: u32 = 10;
-
-/// Why a statement of ours failed: the client's error, or a transition the
-/// store refuses to write (DESIGN §3, `Status::can_transition_to`).
-#[derive(Debug)]
-pub(crate) enum Fail {
-    Pg(::postgres::Error),
-    Refused(String),
-}
-
-impl From<::postgres::Error> for Fail {
-    fn from(e: ::postgres::Error) -> Fail {
-        Fail::Pg(e)
-    }
-}
-
-/// The result of one statement or step inside a transaction.
-pub(crate) type Sql<T> = std::result::Result<T, Fail>;
 
 /// Connections tried for one transaction whose BEGIN fails (nothing of it
 /// ran), or one claim or read whose connection failed: after a server

@@ -28,7 +28,7 @@
 use ::postgres::{GenericClient, Row, Statement, Transaction};
 
 use super::conn::{Conn, Tx};
-use super::tx::{Fail, Sql};
+use super::conn::{Fail, Sql};
 use crate::clock::Millis;
 use crate::job::{Claim, Fenced, JobId, Owner, Parked, Status};
 use crate::store::fencing::{

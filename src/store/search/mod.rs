@@ -255,3 +255,10 @@ pub struct IndexDoc<'a> {
     /// The text.
     pub text: &'a str,
 }
+
+/// Whether table `name` belongs to the search index (the FTS5 table, a
+/// shadow table of it, or `search_parts`): damage there is mended by
+/// rebuilding the index from the mirror.
+pub fn is_index_table(name: &str) -> bool {
+    name == "search_text" || name.starts_with("search_text_") || name == "search_parts"
+}

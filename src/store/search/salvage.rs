@@ -36,13 +36,6 @@ use crate::store::sqlite::Sqlite;
 /// their automatic indexes, and `search_parts` with its indexes.
 const INDEX_ROWS: &str = "name = 'search_text' OR tbl_name GLOB 'search_text_*' OR tbl_name = 'search_parts'";
 
-/// Whether table `name` belongs to the search index (the FTS5 table, a
-/// shadow table of it, or `search_parts`): damage there is mended by
-/// rebuilding the index from the mirror.
-pub fn is_index_table(name: &str) -> bool {
-    name == "search_text" || name.starts_with("search_text_") || name == "search_parts"
-}
-
 impl Sqlite {
     /// Remove the search index without reading its pages and make it again,
     /// empty, with `tokenizer` (recorded in meta); then `VACUUM`.
