@@ -30,6 +30,85 @@ pub(crate) trait FenceRows: Rows {
     ) -> std::result::Result<(), Self::Error>;
     /// An error that fails (and rolls back) the transaction, saying why.
     fn refuse(why: String) -> Self::Error;
+    /// Extend `o`'s lease to `until` (of `lease_ms`) if `o` still owns it;
+    /// rows changed.
+    fn renew_row(
+        &mut self,
+        o: &Owner,
+        until: Millis,
+        now: Millis,
+        lease_ms: i64,
+    ) -> std::result::Result<u64, Self::Error>;
+    /// Record `o`'s failure if `o` still owns it: `dead` when `permanent` or
+    /// out of attempts, else `retrying` at `retry_at`; the status written and
+    /// its retry time, `None` when `o` no longer owns it.
+    fn fail_row(
+        &mut self,
+        o: &Owner,
+        permanent: bool,
+        retry_at: Millis,
+        error: &str,
+        now: Millis,
+    ) -> std::result::Result<Option<(String, Option<Millis>)>, Self::Error>;
+    /// Hand `o`'s claim back without spending the attempt, parked until
+    /// `until` on `account` when given; rows changed.
+    fn release_row(
+        &mut self,
+        o: &Owner,
+        now: Millis,
+        until: Option<Millis>,
+        reason: &str,
+        account: Option<&str>,
+    ) -> std::result::Result<u64, Self::Error>;
+}
+
+/// Extend `o`'s lease from now. Fenced.
+pub(crate) fn renew<R: FenceRows + ?Sized>(
+    rows: &mut R,
+    now: Millis,
+    policy: &Policy,
+    o: &Owner,
+) -> std::result::Result<Fenced, R::Error> {
+    let n = rows.renew_row(o, now.saturating_add(policy.lease_ms), now, policy.lease_ms)?;
+    settle(rows, now, o, n, "renew", None)
+}
+
+/// Record a failure: `retrying` after the backoff for its attempt, or
+/// `dead` when `permanent` or out of attempts. Fenced.
+pub(crate) fn fail<R: FenceRows + ?Sized>(
+    rows: &mut R,
+    now: Millis,
+    policy: &Policy,
+    o: &Owner,
+    error: &str,
+    permanent: bool,
+) -> std::result::Result<Fenced, R::Error> {
+    let retry_at = now.saturating_add(policy.backoff.delay_ms(o.attempts));
+    let row = rows.fail_row(o, permanent, retry_at, error, now)?;
+    if let Some((status, _)) = &row {
+        guard::<R>(Status::Extracting, status_of(status))?;
+    }
+    let detail = row.as_ref().map(|(status, at)| match at {
+        Some(at) => format!("{status} at {at}: {error}"),
+        None => format!("{status}: {error}"),
+    });
+    settle(rows, now, o, u64::from(row.is_some()), "fail", detail.as_deref())
+}
+
+/// Hand back without spending the attempt the claim took. A parked row
+/// waits in `retrying` (the reason kept as its last error, the account it
+/// waits for in `parked_on`) so that a full disk or a locked credential is
+/// not hammered. Fenced.
+pub(crate) fn release<R: FenceRows + ?Sized>(
+    rows: &mut R,
+    now: Millis,
+    o: &Owner,
+    reason: &str,
+    parked: Option<&Parked>,
+) -> std::result::Result<Fenced, R::Error> {
+    let (until, account) = (parked.map(Parked::until), parked.and_then(Parked::account));
+    let n = rows.release_row(o, now, until, reason, account)?;
+    settle(rows, now, o, n, "release", Some(reason))
 }
 
 /// Turn "rows changed" by a fenced write `what` into its outcome; on zero,

@@ -56,6 +56,9 @@ pub mod migrate;
 mod options;
 mod outbox;
 #[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub mod pg_batch;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod queue;
 mod read;
@@ -316,6 +319,15 @@ impl Store {
     /// Now, from the injected clock.
     pub fn now(&self) -> Millis {
         self.inner.opts.clock.now_ms()
+    }
+
+    /// The PostgreSQL engine, if the store is on one (for the test hooks).
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres(&self) -> Option<&postgres::PgStore> {
+        match &self.inner.backend {
+            Backend::Postgres(pg) => Some(pg),
+            Backend::Sqlite(_) => None,
+        }
     }
 
     fn engine(&self) -> &dyn Engine {

@@ -24,6 +24,7 @@ mod mirror_busy;
 mod mirror_modes;
 mod model;
 mod paused_neighbour;
+mod pg_batch;
 mod pg_cluster;
 mod pg_schema;
 mod pg_store;

@@ -534,12 +534,9 @@ pub(super) fn bury(tx: &mut Transaction<'_>, now: Millis, policy: &Policy, c: &C
     Ok(n == 1)
 }
 
-/// Extend the owner's lease to now plus its length, from now (see
-/// `store/write.rs: renew` for why it may shorten a lease).
+/// [`fencing::renew`] on this transaction.
 pub(crate) fn renew(tx: &mut Transaction<'_>, now: Millis, policy: &Policy, o: &Owner) -> Sql<Fenced> {
-    let until = now.saturating_add(policy.lease_ms);
-    let n = tx.execute(RENEW, &[&o.id.0, &o.token, &until, &now, &policy.lease_ms])?;
-    settle(tx, now, o, n, "renew", None)
+    fencing::renew(tx, now, policy, o)
 }
 
 /// Accept `path` and `checksum` as the document's result.
@@ -607,19 +604,7 @@ pub(crate) fn fail(
     error: &str,
     permanent: bool,
 ) -> Sql<Fenced> {
-    let retry_at = now.saturating_add(policy.backoff.delay_ms(o.attempts));
-    let row = tx.query_opt(FAIL, &[&o.id.0, &o.token, &permanent, &retry_at, &error, &now])?;
-    let row: Option<(String, Option<i64>)> = row
-        .map(|r| Ok::<_, Fail>((r.try_get(0)?, r.try_get(1)?)))
-        .transpose()?;
-    if let Some((status, _)) = &row {
-        guard(Status::Extracting, status_of(status))?;
-    }
-    let detail = row.as_ref().map(|(status, at)| match at {
-        Some(at) => format!("{status} at {at}: {error}"),
-        None => format!("{status}: {error}"),
-    });
-    settle(tx, now, o, u64::from(row.is_some()), "fail", detail.as_deref())
+    fencing::fail(tx, now, policy, o, error, permanent)
 }
 
 /// Hand back without spending the attempt, parked or not.
@@ -630,9 +615,7 @@ pub(crate) fn release(
     reason: &str,
     parked: Option<&Parked>,
 ) -> Sql<Fenced> {
-    let (until, account) = (parked.map(Parked::until), parked.and_then(Parked::account));
-    let n = tx.execute(RELEASE, &[&o.id.0, &o.token, &now, &until, &reason, &account])?;
-    settle(tx, now, o, n, "release", Some(reason))
+    fencing::release(tx, now, o, reason, parked)
 }
 
 /// [`fencing::settle`] on this transaction.
@@ -677,6 +660,34 @@ impl FenceRows for Transaction<'_> {
         detail: Option<&str>,
     ) -> Sql<()> {
         record(self, job_id, now, event, token, fence, detail)
+    }
+
+    fn renew_row(&mut self, o: &Owner, until: Millis, now: Millis, lease_ms: i64) -> Sql<u64> {
+        Ok(self.execute(RENEW, &[&o.id.0, &o.token, &until, &now, &lease_ms])?)
+    }
+
+    fn fail_row(
+        &mut self,
+        o: &Owner,
+        permanent: bool,
+        retry_at: Millis,
+        error: &str,
+        now: Millis,
+    ) -> Sql<Option<(String, Option<Millis>)>> {
+        self.query_opt(FAIL, &[&o.id.0, &o.token, &permanent, &retry_at, &error, &now])?
+            .map(|r| Ok::<_, Fail>((r.try_get(0)?, r.try_get(1)?)))
+            .transpose()
+    }
+
+    fn release_row(
+        &mut self,
+        o: &Owner,
+        now: Millis,
+        until: Option<Millis>,
+        reason: &str,
+        account: Option<&str>,
+    ) -> Sql<u64> {
+        Ok(self.execute(RELEASE, &[&o.id.0, &o.token, &now, &until, &reason, &account])?)
     }
 
     fn refuse(why: String) -> Fail {

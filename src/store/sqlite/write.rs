@@ -479,14 +479,7 @@ fn bury(tx: &Connection, now: Millis, policy: &Policy, c: &Candidate) -> rusqlit
 /// the lease lost; re-anchoring makes it live again. Shortening a lease is safe:
 /// only the fence (token and status) decides who may write, never the clock.
 pub(crate) fn renew(tx: &Connection, now: Millis, policy: &Policy, o: &Owner) -> rusqlite::Result<Fenced> {
-    let n = tx.prepare_cached(RENEW)?.execute(params![
-        o.id.0,
-        o.token,
-        now.saturating_add(policy.lease_ms),
-        now,
-        policy.lease_ms
-    ])?;
-    settle(tx, now, o, n, "renew", None)
+    fencing::renew(&mut Rows(tx), now, policy, o)
 }
 
 pub(crate) fn complete(
@@ -664,21 +657,7 @@ pub(crate) fn fail(
     error: &str,
     permanent: bool,
 ) -> rusqlite::Result<Fenced> {
-    let retry_at = now.saturating_add(policy.backoff.delay_ms(o.attempts));
-    let row: Option<(String, Option<i64>)> = tx
-        .prepare_cached(FAIL)?
-        .query_row(params![o.id.0, o.token, permanent, retry_at, error, now], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .optional()?;
-    if let Some((status, _)) = &row {
-        guard(Status::Extracting, status_of(status))?;
-    }
-    let detail = row.as_ref().map(|(status, at)| match at {
-        Some(at) => format!("{status} at {at}: {error}"),
-        None => format!("{status}: {error}"),
-    });
-    settle(tx, now, o, usize::from(row.is_some()), "fail", detail.as_deref())
+    fencing::fail(&mut Rows(tx), now, policy, o, error, permanent)
 }
 
 pub(crate) fn release(
@@ -688,14 +667,7 @@ pub(crate) fn release(
     reason: &str,
     parked: Option<&Parked>,
 ) -> rusqlite::Result<Fenced> {
-    // Handing back does not spend the attempt the claim took. A parked row
-    // waits in `retrying` (reason kept as its last error, the account it waits
-    // for in `parked_on`) so that a full disk or a locked credential is not hammered.
-    let (until, account) = (parked.map(Parked::until), parked.and_then(Parked::account));
-    let n = tx
-        .prepare_cached(RELEASE)?
-        .execute(params![o.id.0, o.token, now, until, reason, account])?;
-    settle(tx, now, o, n, "release", Some(reason))
+    fencing::release(&mut Rows(tx), now, o, reason, parked)
 }
 
 /// [`fencing::settle`] on this transaction.
@@ -733,6 +705,45 @@ impl FenceRows for Rows<'_> {
         detail: Option<&str>,
     ) -> rusqlite::Result<()> {
         record(self.0, job_id, now, event, token, fence, detail)
+    }
+
+    fn renew_row(&mut self, o: &Owner, until: Millis, now: Millis, lease_ms: i64) -> rusqlite::Result<u64> {
+        let n = self
+            .0
+            .prepare_cached(RENEW)?
+            .execute(params![o.id.0, o.token, until, now, lease_ms])?;
+        Ok(n as u64)
+    }
+
+    fn fail_row(
+        &mut self,
+        o: &Owner,
+        permanent: bool,
+        retry_at: Millis,
+        error: &str,
+        now: Millis,
+    ) -> rusqlite::Result<Option<(String, Option<Millis>)>> {
+        self.0
+            .prepare_cached(FAIL)?
+            .query_row(params![o.id.0, o.token, permanent, retry_at, error, now], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+    }
+
+    fn release_row(
+        &mut self,
+        o: &Owner,
+        now: Millis,
+        until: Option<Millis>,
+        reason: &str,
+        account: Option<&str>,
+    ) -> rusqlite::Result<u64> {
+        let n = self
+            .0
+            .prepare_cached(RELEASE)?
+            .execute(params![o.id.0, o.token, now, until, reason, account])?;
+        Ok(n as u64)
     }
 
     fn refuse(why: String) -> rusqlite::Error {

@@ -1,0 +1,57 @@
+//! A test hook: PostgreSQL's one-statement batch of claims and plain
+//! completions (`postgres/batch.rs`), run on operations the test chooses. A
+//! black-box test cannot choose what the group-commit queue puts together.
+
+use super::fencing::{WriteOp, WriteOut};
+use super::{Completion, Store};
+use crate::error::Result;
+use crate::job::{Claim, Fenced, Owner};
+
+/// One operation of a batch.
+#[derive(Debug)]
+pub enum Op {
+    /// A claim of one document by a worker.
+    Claim(String),
+    /// A completion of `r` with checksum `s` by its owner, with a note.
+    Complete(Owner, Option<String>),
+    /// A renewal (never part of a batch statement).
+    Renew(Owner),
+}
+
+/// What one operation of a batch answered.
+#[derive(Debug)]
+pub enum Out {
+    /// A claim's claims.
+    Claims(Vec<Claim>),
+    /// A fenced write's outcome.
+    Fenced(Fenced),
+}
+
+/// `ops` run as one statement on a PostgreSQL store, one answer each; `None`
+/// when they do not fit one (left to a transaction) or the store is not on
+/// PostgreSQL.
+pub fn in_one_statement(store: &Store, ops: Vec<Op>) -> Option<Vec<Result<Out>>> {
+    let pg = store.postgres()?;
+    let ops: Vec<WriteOp> = ops
+        .into_iter()
+        .map(|op| match op {
+            Op::Claim(worker) => WriteOp::claim(&worker, 1),
+            Op::Complete(owner, note) => {
+                WriteOp::complete(&owner, Completion::new("r", "s").note(note.as_deref()))
+            }
+            Op::Renew(owner) => WriteOp::Renew(owner),
+        })
+        .collect();
+    let refs: Vec<&WriteOp> = ops.iter().collect();
+    let outs = pg.in_one_statement(&refs)?;
+    Some(
+        outs.into_iter()
+            .map(|o| {
+                o.map(|o| match o {
+                    WriteOut::Claims(c) => Out::Claims(c),
+                    WriteOut::Fenced(f) => Out::Fenced(f),
+                })
+            })
+            .collect(),
+    )
+}

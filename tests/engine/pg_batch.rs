@@ -1,0 +1,127 @@
+//! PostgreSQL's one statement for a batch of claims and plain completions
+//! (`src/store/postgres/batch.rs`), on operations the test chooses through
+//! the hook `leasehold::store::pg_batch`.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::{Backend, TestDb};
+use leasehold::store::pg_batch::{in_one_statement, Op, Out};
+use leasehold::{Fenced, JobId, NewDoc, Rejection, Store};
+
+const LEASE_MS: u64 = 60_000;
+
+/// A store on a fresh database with one document per key.
+fn store_with(t: &TestDb, keys: &[&str], max_lost_leases: u32) -> Store {
+    let store = t.open(t.options(LEASE_MS).max_lost_leases(max_lost_leases));
+    let docs: Vec<NewDoc> = keys.iter().map(|k| NewDoc::new(*k, "v1")).collect();
+    store.enqueue_many(&docs).unwrap();
+    store
+}
+
+fn run(store: &Store, ops: Vec<Op>) -> Vec<Out> {
+    in_one_statement(store, ops)
+        .expect("the batch fits one statement and it ran")
+        .into_iter()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn events(store: &Store, id: JobId) -> Vec<String> {
+    store.history(id).unwrap().into_iter().map(|h| h.event).collect()
+}
+
+fn claim(worker: &str) -> Op {
+    Op::Claim(worker.to_owned())
+}
+
+/// The completed document's lease ran out, so a claim on its own would
+/// take it first; in the completion's statement it must not.
+#[test]
+fn a_claim_never_takes_the_document_its_statement_completes() {
+    let t = TestDb::new(Backend::Postgres);
+    let store = store_with(&t, &["a", "b"], 3);
+    let a = store.claim_batch("w1", 1).unwrap().pop().unwrap();
+    t.clock.advance(Duration::from_millis(LEASE_MS * 2));
+    let outs = run(
+        &store,
+        vec![Op::Complete(a.owner(), Some("text".into())), claim("w2")],
+    );
+    assert!(matches!(outs[0], Out::Fenced(Fenced::Accepted)), "{outs:?}");
+    let Out::Claims(claims) = &outs[1] else {
+        panic!("{outs:?}")
+    };
+    assert_eq!(claims.iter().map(|c| c.key.as_str()).collect::<Vec<_>>(), ["b"]);
+    let lines = store.history(a.id).unwrap();
+    let said: Vec<&str> = lines.iter().map(|h| h.event.as_str()).collect();
+    assert_eq!(said, ["enqueued", "claimed", "completed"]);
+    assert_eq!(
+        lines[2].detail.as_deref(),
+        Some("version v1; r; sha256 s; extracted as text")
+    );
+    assert_eq!(
+        (lines[2].token.as_deref(), lines[2].fence),
+        (Some(a.token.as_str()), Some(a.fence))
+    );
+}
+
+/// A stale owner's completion in a batch statement is refused and the
+/// refusal recorded, as a lone one's is.
+#[test]
+fn a_refused_completion_of_a_batch_statement_is_recorded() {
+    let t = TestDb::new(Backend::Postgres);
+    let store = store_with(&t, &["a", "b"], 3);
+    let stale = store.claim_batch("w1", 1).unwrap().pop().unwrap();
+    t.clock.advance(Duration::from_millis(LEASE_MS * 2));
+    let now_owner = store.claim_batch("w2", 1).unwrap().pop().unwrap();
+    assert_eq!(now_owner.id, stale.id);
+    let outs = run(&store, vec![Op::Complete(stale.owner(), None), claim("w3")]);
+    let Out::Fenced(Fenced::Rejected(why)) = &outs[0] else {
+        panic!("{outs:?}")
+    };
+    assert_eq!(
+        *why,
+        Rejection::OtherOwner {
+            fence: now_owner.fence
+        }
+    );
+    assert_eq!(
+        events(&store, stale.id),
+        ["enqueued", "claimed", "claimed", "complete_rejected"]
+    );
+    assert!(matches!(&outs[1], Out::Claims(c) if c.len() == 1 && c[0].key == "b"));
+}
+
+/// A candidate that has used up its lost leases is buried, and the caller
+/// whose slot it was claims again on its own.
+#[test]
+fn a_used_up_candidate_is_buried_and_its_caller_claims_the_next() {
+    let t = TestDb::new(Backend::Postgres);
+    let store = store_with(&t, &["a", "b", "c"], 1);
+    let lost = store.claim_batch("w1", 1).unwrap().pop().unwrap();
+    t.clock.advance(Duration::from_millis(LEASE_MS * 2));
+    let outs = run(&store, vec![claim("w2"), claim("w3")]);
+    let keys: Vec<Vec<&str>> = outs
+        .iter()
+        .map(|o| match o {
+            Out::Claims(c) => c.iter().map(|c| c.key.as_str()).collect(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(keys, [vec!["c"], vec!["b"]]);
+    assert_eq!(events(&store, lost.id), ["enqueued", "claimed", "dead"]);
+}
+
+/// Operations that do not fit one statement are left to the transaction.
+#[test]
+fn a_document_completed_twice_or_a_renewal_is_left_to_the_transaction() {
+    let t = TestDb::new(Backend::Postgres);
+    let store = store_with(&t, &["a"], 3);
+    let a = store.claim_batch("w1", 1).unwrap().pop().unwrap();
+    let twice = || vec![Op::Complete(a.owner(), None), Op::Complete(a.owner(), None)];
+    let renewal = || vec![Op::Complete(a.owner(), None), Op::Renew(a.owner())];
+    assert!(in_one_statement(&store, twice()).is_none());
+    assert!(in_one_statement(&store, renewal()).is_none());
+    assert_eq!(events(&store, a.id), ["enqueued", "claimed"]);
+}
