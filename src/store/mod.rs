@@ -1,47 +1,23 @@
 //! The jobs table and everything else the processes share, in SQLite or in
-//! PostgreSQL: the only code that writes SQL (DESIGN §3, §6, §7, §12).
+//! PostgreSQL: the only code that writes SQL (DESIGN §1 "Inside the store",
+//! §3, §6, §7, §12).
 //!
-//! # Layout
+//! Decisions are written once, here, over narrow row traits; each engine's
+//! driver (`sqlite/`, `postgres/`) implements the rows in its own SQL.
 //! - `mod.rs`: the [`Store`] facade, the one handle callers use whatever the
-//!   engine; [`Accounts`], [`Notices`] and [`Outbox`] are its views on the
-//!   gate's and the sink's tables. It checks keys and wakes this process's
-//!   idle workers; every operation goes to the engine.
-//! - `engine.rs`: the seam: the operations as one trait, and the engine a
-//!   store was opened on.
-//! - `location.rs`: [`DbLocation`], a path or a `postgres://` URL.
-//! - `options.rs`: [`StoreOptions`] and the part of them the SQL needs.
-//! - `sqlite.rs`: the SQLite engine, over the rooms below:
-//!   - `open.rs`: validate the file, set WAL, migrate from `schema.sql`, build the pool.
-//!   - `tx.rs`: the write transaction (group commit through `crate::group`,
-//!     turnstile, bounded BUSY retries).
-//!   - `turnstile.rs`: fair turns at the write lock between processes, that no
-//!     stopped or hostile process can hold up.
-//!   - `holder.rs`: which process holds a lock (`/proc/locks`), and is it stopped.
-//!   - `checkpoint.rs`: the background WAL checkpointer.
-//!   - `write.rs`: claim and the fenced writes, each a function of (transaction, now).
-//!   - `sqlite/`: its rows of the rooms above it (`queue.rs`, `read.rs`,
-//!     `check.rs`, `retention.rs`) and the settings (`meta.rs`).
-//!   - `gate/`: the auth gate's accounts, probes, pool holds and notices.
-//!   - `outbox.rs`: results waiting for the sink, and sending notices.
-//! - `search/`: the search index over the accepted texts (DESIGN §14): its
-//!   vocabulary, the query reader, and SQLite's FTS5 statements, written in
-//!   the fenced completion's transaction.
-//! - `events.rs`: log events of the facade (a refused fenced write).
-//! - Rules and vocabulary written once over each area's row trait, each
-//!   engine implementing the rows (`driver.rs`: the base trait):
-//!   - `queue.rs`: enqueue, requeue, scans, marking vanished sources.
-//!   - `read.rs`: the reads' vocabulary and the row mappings both engines share.
-//!   - `check.rs`: the vocabulary of the checks `doctor` runs.
-//!   - `retention.rs`: `gc`'s history retention (`history_keep`) and its windows.
-//!   - `figures.rs`: the history's figures for `leasehold metrics`.
-//! - `postgres/`: the PostgreSQL engine: open by URL, migrate from
-//!   `schema.pg.sql`, pool, and the same operations in PostgreSQL's SQL.
+//!   engine ([`Accounts`], [`Notices`] and [`Outbox`] are its views); it
+//!   checks keys, wakes this process's idle workers and answers what the store
+//!   can do (`locks_rows`, `checks_pages`, `tokenizers`).
+//! - `engine.rs`: the operations one engine answers; `driver.rs`: the base
+//!   of the row traits.
+//! - The rules and their vocabulary: `fencing.rs` (claims and fenced
+//!   writes), `queue.rs`, `gate/`, `outbox.rs`, `read.rs`, `check.rs`,
+//!   `figures.rs`, `retention.rs`, `long_texts.rs`, `search/`.
+//! - `location.rs`, `options.rs`, `events.rs`, `migrate/` (between engines).
 //!
-//! On SQLite every write is one short `BEGIN IMMEDIATE` transaction that never
-//! touches the file system. A `Store` is cheap to clone; clones share one
-//! engine (pool, group-commit queue), so threads of a process should share
-//! clones, while separate processes (or separate `Store::open`s) coordinate
-//! through the database alone.
+//! A `Store` is cheap to clone; clones share one engine (pool, group-commit
+//! queue), so threads of a process should share clones, while separate
+//! processes (or separate `Store::open`s) coordinate through the database.
 
 mod check;
 mod driver;
@@ -197,7 +173,9 @@ impl Store {
     /// A missing directory, a read-only file or directory, a file that is not a
     /// SQLite database or is damaged, or a schema newer than this build: each a
     /// typed [`Error`] naming the path, and the file is left as it was. For
-    /// PostgreSQL, see [`PgStore::open`].
+    /// PostgreSQL: an unreachable server, a refused login or a schema newer
+    /// than this build, each a typed [`Error`] naming the URL without its
+    /// password.
     ///
     /// # Example
     /// ```
@@ -963,7 +941,7 @@ impl Store {
 /// Each setter also takes an `Option`, `None` leaving the item out.
 ///
 /// Borrowed from the caller; the store keeps its own copy only where a
-/// completion waits for a shared transaction ([`Completion::into_owned`]).
+/// completion waits for a shared transaction (a copy that owns its text).
 ///
 /// # Example
 /// ```

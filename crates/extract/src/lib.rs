@@ -215,7 +215,7 @@ fn check_stop(stop: &AtomicBool) -> Result<(), ExtractError> {
     }
 }
 
-/// Contains panics from the parsers (pdf-extract in particular panics on many malformed
+/// Contains panics from the parsers (a PDF parser in particular may panic on malformed
 /// files) so one hostile document fails as `Malformed` instead of killing its worker thread.
 /// The panic hook is left alone on purpose: the panic is still reported on stderr.
 fn guard_panics<T>(format: Format, run: impl FnOnce() -> Result<T, ExtractError>) -> Result<T, ExtractError> {

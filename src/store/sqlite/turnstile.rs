@@ -1,78 +1,12 @@
 //! Fair turns at the SQLite write lock across processes, that no stopped or
 //! hostile process can hold up for more than a short, bounded delay.
 //!
-//! # Why turns
-//! SQLite's busy handler polls with growing sleeps (up to 100 ms), so a process
-//! that has waited a while sleeps longest, while a process whose threads commit
-//! back to back takes the lock again within microseconds of releasing it. Under
-//! load from several processes that starves some of them (measured: one process
-//! got 0.06 of the mean share). The turnstile forces turns with two file locks
-//! next to the database:
-//!
-//! - `<db>-next` is held by the one writer that goes next;
-//! - `<db>-write` is held by the writer whose transaction is running.
-//!
-//! To write, a process takes `next`, then `write`, then lets `next` go. A
-//! process that has just written must take `next` again before it writes again,
-//! and the writer already holding `next` gets `write` first: no process can take
-//! two turns while another waits at the head of the line. Threads of one process
-//! take turns through a mutex first, since `flock` is per open file and would
-//! not exclude them.
-//!
-//! # Why nobody can hold it up
-//! The turnstile only orders writers; SQLite's own lock stays the single source
-//! of exclusion, so skipping the turnstile is always safe, only less fair. A
-//! process stopped (SIGSTOP) while holding `next` or `write`, or any process of
-//! the same user that takes one of the locks and keeps it, would otherwise make
-//! every other writer wait on every write (it did: 422 → 0.17 documents/s with
-//! a 5 s bound per wait). So:
-//!
-//! - Locks are `flock` locks, released by the kernel if a process dies, and
-//!   only polled, never waited on without a bound.
-//! - A wait that goes on past [`Timing::ask_after`] (a turn normally lasts one
-//!   short transaction) asks the kernel who holds the lock (`/proc/locks`, see
-//!   [`super::holder`]). A holder that is stopped will not let go: the waiter
-//!   leaves at once instead of waiting out a bound.
-//! - A wait ends once [`Timing::give_up`] (1 s) passes without the line seen
-//!   moving, i.e. without the process whose turn it is (the holder of `write`)
-//!   holding SQLite's own write lock at one of the looks. A holder that keeps
-//!   `next` or `write` without a transaction (hostile, or stuck) thus costs
-//!   that long. While the line moves the wait goes on, up to
-//!   [`Timing::sqlite_cap`] (the busy timeout, SQLite's own bound): flock is
-//!   not FIFO, and on a loaded machine a waiter can lose the race for a second
-//!   while others take turns (measured in `tests/engine/contention.rs`); a turn may
-//!   also wait inside SQLite (a RESTART checkpoint waiting for a reader). Then
-//!   the turnstile is not what holds anyone up, a detour would only meet the
-//!   same lock, and leaving the line would make turns unfair afterwards.
-//! - A process that left lane 0 does not come back to it on its next write: it
-//!   takes a *detour* for a while onto a second pair of lock files,
-//!   `<db>-next.1` and `<db>-write.1` (created on first use). Every healthy
-//!   process that meets the stopped one moves to lane 1 within one short wait,
-//!   so they go on taking *fair* turns there instead of meeting at SQLite's
-//!   unfair busy handler. If lane 1 is held up as well, the process writes with
-//!   SQLite's locking alone until its detour ends.
-//! - A detour around a stopped holder is short ([`Timing::stopped_detour`],
-//!   250 ms): finding the holder still stopped costs only `ask_after`, and once
-//!   it is continued everyone is back in one line within that time (two lanes
-//!   meet at SQLite's busy handler, which is unfair again). A detour after a
-//!   timeout starts at [`Timing::detour`] (1 s) and doubles, up to
-//!   [`Timing::max_detour`] (8 s), while lane 0 keeps timing out.
-//!
-//! A stopped holder thus costs each other process about 2 ms per 250 ms (under
-//! 1 %), a hostile one at most `give_up` per detour (1 s per 1, 2, 4, then
-//! every 8 s), never a busy timeout per write. Only a process stopped *inside*
-//! a SQLite write transaction stops every writer; that is SQLite's design, and
-//! the write path then names it (see `tx.rs`).
-//!
-//! Alternatives weighed: skipping the turnstile on a timeout, with no second
-//! lane, bounds the delay as well, but the healthy processes then meet at
-//! SQLite's busy handler for the whole pause, which is what starved one to 0.06
-//! of the mean share (while processes were split between lanes for seconds
-//! after a continue, a debug run of `benches/paused_neighbour.rs` saw min/mean
-//! 0.34; with short detours around a stopped holder, 0.98). Recording the
-//! holder's pid in the lock file would cost a write per turn and could be
-//! forged; `/proc/locks` costs nothing until a wait is long, and names the
-//! process the kernel says holds the lock.
+//! Two `flock` files beside the database (`<db>-next`, `<db>-write`) make
+//! writers take turns; SQLite's own lock stays the single source of
+//! exclusion, so leaving the line is always safe, only less fair. A wait is
+//! polled, asks the kernel who holds a lock once it goes on, and detours to a
+//! second lane around a stopped or hostile holder. Why, and the measurements
+//! behind each bound: DESIGN §7, "The turnstile".
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};

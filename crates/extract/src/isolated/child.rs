@@ -4,7 +4,7 @@
 //! Start-up order matters and is the point of this file:
 //! 1. keep the protocol channel clean: duplicate fd 1 for the protocol, then point fd 1 (and
 //!    so Rust's `stdout`, which writes to fd 1) at fd 2, the parent's capture pipe. Parsers
-//!    that print debug output (pdf-extract does) now write into the capture, never into a
+//!    that print debug output (some PDF parsers do) now write into the capture, never into a
 //!    frame and never onto the user's terminal;
 //! 2. a quiet panic hook (one line to the capture, no backtrace hint) and no core dumps;
 //! 3. the extraction thread with its large stack is created *before* the memory limit, so
