@@ -22,54 +22,24 @@
 use std::collections::HashMap;
 
 use super::check::IndexedRow;
-use super::figures::{HistoryFigures, HistoryLine};
-use super::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
-use super::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
-use super::queue::NewDoc;
 use super::read::{KnownSource, Totals};
 use super::retention::HistoryPrune;
 use super::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 use super::Completion;
 use crate::clock::Millis;
 use crate::error::Result;
-use crate::job::{
-    Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
-};
+use crate::job::{Claim, Counts, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status};
 
 /// The store's operations on one database. Times passed in (`now`) come from
 /// the facade's injected clock; operations that take none read the same clock
 /// inside their transaction.
-pub(crate) trait Engine: Send + Sync {
+pub(crate) trait Engine: super::rules::Rules + Send + Sync {
     // ----- queue -----
 
-    /// Insert new documents, re-queue changed ones; one outcome per document.
-    fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>>;
-    /// Requeue one settled document with fresh attempts.
-    fn requeue(&self, id: JobId, why: &str) -> Result<bool>;
-    /// Forget a document's accepted result while it is still `result_path`
-    /// (missing or altered in the mirror) and queue it again if it was
-    /// indexed; true if the row changed.
-    fn forget_result(&self, id: JobId, result_path: &str, why: &str) -> Result<bool>;
-    /// Requeue every dead document whose source exists; how many.
-    fn requeue_dead(&self, why: &str) -> Result<usize>;
-    /// A new scan number.
-    fn begin_scan(&self) -> Result<i64>;
-    /// Enqueue `changed` and stamp them and `unchanged` as seen by `scan`.
-    fn record_scan(&self, scan: i64, unchanged: &[String], changed: &[NewDoc]) -> Result<Vec<Enqueued>>;
-    /// Mark what the newest scan `scan` did not see as gone, with reason `why`.
-    fn finish_scan(&self, scan: i64, why: &str) -> Result<usize>;
-    /// Mark the documents `keys`, and every document whose key starts with
-    /// one of `prefixes`, gone with reason `why`; how many.
-    fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize>;
     /// The stored fingerprint of each known key.
     fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>>;
     /// A setting of the data directory.
     fn meta(&self, name: &str) -> Result<Option<String>>;
-    /// Set a setting, replacing its value.
-    fn set_meta(&self, name: &str, value: &str) -> Result<()>;
-    /// Set `name` unless it or a rival is set, in one transaction; the
-    /// setting in force.
-    fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)>;
 
     // ----- claims and fenced writes -----
 
@@ -106,10 +76,6 @@ pub(crate) trait Engine: Send + Sync {
 
     // ----- the history's figures and retention -----
 
-    /// The history's figures for `leasehold metrics`.
-    fn history_figures(&self) -> Result<HistoryFigures>;
-    /// Every history line, oldest first, with its document's key and status.
-    fn history_lines(&self) -> Result<Vec<HistoryLine>>;
     /// Remove (or with `dry_run` count) the history lines older than
     /// `cutoff` except each document's last, one window of documents a
     /// transaction.
@@ -117,38 +83,7 @@ pub(crate) trait Engine: Send + Sync {
 
     // ----- the auth gate (DESIGN §6) -----
 
-    fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission>;
-    fn report(
-        &self,
-        account: &str,
-        permit: Option<&ProbePermit>,
-        answer: &Answer,
-        policy: &GatePolicy,
-    ) -> Result<GateChange>;
-    fn unlock(&self, account: &str, by: &str) -> Result<bool>;
-    fn blocked_until(&self, account: &str, now: Millis, recheck_ms: Millis) -> Result<Option<Millis>>;
-    fn account_states(&self, now: Millis) -> Result<Vec<AccountState>>;
-    fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>>;
-    fn expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64>;
-    fn hold(
-        &self,
-        holder: &str,
-        candidates: &[String],
-        hold_ms: Millis,
-        policy: &GatePolicy,
-    ) -> Result<Option<String>>;
-    fn unhold(&self, holder: &str) -> Result<()>;
-    fn probe_due(&self, now: Millis) -> Result<Vec<String>>;
-
     // ----- notices and the outbox -----
-
-    fn claim_notice(&self, sender: &str, lease_ms: Millis) -> Result<Option<PendingNotice>>;
-    fn notice_done(&self, n: &PendingNotice, error: Option<&str>, retry_ms: Millis) -> Result<()>;
-    fn notices(&self) -> Result<Vec<NoticeRecord>>;
-    fn outbox_claim(&self, n: usize, lease_ms: Millis, interval_ms: Millis) -> Result<Drain>;
-    fn outbox_delivered(&self, batch: &OutboxBatch) -> Result<usize>;
-    fn outbox_undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()>;
-    fn outbox_totals(&self) -> Result<OutboxTotals>;
 
     // ----- the checks `doctor` runs -----
 

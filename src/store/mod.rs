@@ -39,6 +39,7 @@ mod postgres;
 mod queue;
 mod read;
 mod retention;
+mod rules;
 pub mod search;
 mod sqlite;
 

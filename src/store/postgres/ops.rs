@@ -10,72 +10,22 @@ use std::collections::HashMap;
 use super::{read, retention, search, write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
-use crate::job::{
-    Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
-};
+use crate::job::{Claim, Counts, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status};
 use crate::store::check::IndexedRow;
 use crate::store::engine::Engine;
 use crate::store::fencing::WriteOp;
-use crate::store::figures::{self, HistoryFigures, HistoryLine};
-use crate::store::gate::{
-    self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit,
-};
-use crate::store::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
-use crate::store::queue::{self, NewDoc};
 use crate::store::read::{KnownSource, Totals};
 use crate::store::retention::HistoryPrune;
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 use crate::store::Completion;
 
 impl Engine for PgStore {
-    fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>> {
-        let max = self.max_attempts();
-        self.write_tx(|tx, now| queue::enqueue_many(tx, now, max, docs))
-    }
-
-    fn requeue(&self, id: JobId, why: &str) -> Result<bool> {
-        self.write_tx(|tx, now| queue::requeue(tx, now, id.0, why))
-    }
-
-    fn forget_result(&self, id: JobId, result_path: &str, why: &str) -> Result<bool> {
-        self.write_tx(|tx, now| queue::forget_result(tx, now, id.0, result_path, why))
-    }
-
-    fn requeue_dead(&self, why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| queue::requeue_dead(tx, now, why))
-    }
-
-    fn begin_scan(&self) -> Result<i64> {
-        self.write_tx(|tx, _| queue::begin_scan(tx))
-    }
-
-    fn record_scan(&self, scan: i64, unchanged: &[String], changed: &[NewDoc]) -> Result<Vec<Enqueued>> {
-        let max = self.max_attempts();
-        self.write_tx(|tx, now| queue::record_scan(tx, now, max, scan, unchanged, changed))
-    }
-
-    fn finish_scan(&self, scan: i64, why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| queue::finish_scan(tx, now, scan, why))
-    }
-
-    fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| queue::mark_gone(tx, now, keys, prefixes, why))
-    }
-
     fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
         self.read(|c| read::source_stats(c, keys))
     }
 
     fn meta(&self, name: &str) -> Result<Option<String>> {
         self.read(|c| read::meta(c, name))
-    }
-
-    fn set_meta(&self, name: &str, value: &str) -> Result<()> {
-        self.write_tx(|tx, _| queue::set_meta(tx, name, value))
-    }
-
-    fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)> {
-        self.write_tx(|tx, _| queue::meta_set_once_among(tx, name, value, rivals))
     }
 
     fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
@@ -159,101 +109,12 @@ impl Engine for PgStore {
         self.read(read::count_extracting)
     }
 
-    fn history_figures(&self) -> Result<HistoryFigures> {
-        self.read(figures::history_figures)
-    }
-
-    fn history_lines(&self) -> Result<Vec<HistoryLine>> {
-        self.read(figures::history_lines)
-    }
-
     /// Every window a write transaction, a dry run's too.
     fn prune_history(&self, cutoff: Millis, dry_run: bool) -> Result<HistoryPrune> {
         let last = self.read(retention::last_history_job)?;
         crate::store::retention::sweep(cutoff, last, |lo, hi| {
             self.write_tx(|tx, _| crate::store::retention::window(tx, lo, hi, cutoff, !dry_run))
         })
-    }
-
-    fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
-        self.write_tx(|tx, now| gate::admit(tx, now, policy, account, holder))
-    }
-
-    fn report(
-        &self,
-        account: &str,
-        permit: Option<&ProbePermit>,
-        answer: &Answer,
-        policy: &GatePolicy,
-    ) -> Result<GateChange> {
-        self.write_tx(|tx, now| gate::report(tx, now, policy, account, permit, answer))
-    }
-
-    fn unlock(&self, account: &str, by: &str) -> Result<bool> {
-        self.write_tx(|tx, now| gate::unlock(tx, now, account, by))
-    }
-
-    fn blocked_until(&self, account: &str, now: Millis, recheck_ms: Millis) -> Result<Option<Millis>> {
-        self.read(|c| gate::blocked_until(c, now, account, recheck_ms))
-    }
-
-    fn account_states(&self, now: Millis) -> Result<Vec<AccountState>> {
-        self.read(|c| gate::states(c, now))
-    }
-
-    fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>> {
-        self.read(|c| gate::history(c, account))
-    }
-
-    fn expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64> {
-        self.write_tx(|tx, now| gate::expiry(tx, now, account, expires_on, warn_days))
-    }
-
-    fn hold(
-        &self,
-        holder: &str,
-        candidates: &[String],
-        hold_ms: Millis,
-        policy: &GatePolicy,
-    ) -> Result<Option<String>> {
-        self.write_tx(|tx, now| gate::hold(tx, now, policy, holder, candidates, hold_ms))
-    }
-
-    fn unhold(&self, holder: &str) -> Result<()> {
-        self.write_tx(|tx, _| gate::unhold(tx, holder))
-    }
-
-    fn probe_due(&self, now: Millis) -> Result<Vec<String>> {
-        self.read(|c| gate::probe_due(c, now))
-    }
-
-    fn claim_notice(&self, sender: &str, lease_ms: Millis) -> Result<Option<PendingNotice>> {
-        self.write_tx(|tx, now| outbox::claim_notice(tx, now, sender, lease_ms))
-    }
-
-    fn notice_done(&self, n: &PendingNotice, error: Option<&str>, retry_ms: Millis) -> Result<()> {
-        self.write_tx(|tx, now| outbox::notice_sent(tx, now, n, error, retry_ms))
-    }
-
-    fn notices(&self) -> Result<Vec<NoticeRecord>> {
-        self.read(outbox::notices)
-    }
-
-    fn outbox_claim(&self, n: usize, lease_ms: Millis, interval_ms: Millis) -> Result<Drain> {
-        let cap = self.policy().outbox;
-        self.write_tx(|tx, now| outbox::claim_batch(tx, now, &cap, n, lease_ms, interval_ms))
-    }
-
-    fn outbox_delivered(&self, batch: &OutboxBatch) -> Result<usize> {
-        self.write_tx(|tx, _| outbox::delivered(tx, batch))
-    }
-
-    fn outbox_undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()> {
-        self.write_tx(|tx, _| outbox::undelivered(tx, batch, not_before))
-    }
-
-    fn outbox_totals(&self) -> Result<OutboxTotals> {
-        self.read(outbox::totals)
     }
 
     fn lease_violations(&self) -> Result<Vec<(String, String)>> {
@@ -314,4 +175,26 @@ pub(crate) fn only_simple(tokenizer: Tokenizer) -> Result<()> {
     Err(Error::NotOnPostgres {
         operation: "a tokenizer choice (the PostgreSQL edition searches with its 'simple' configuration)",
     })
+}
+
+impl crate::store::driver::Driver for PgStore {
+    type Error = super::conn::Fail;
+    type Tx<'t> = super::conn::Tx<'t>;
+    type Reader<'t> = ::postgres::Client;
+
+    fn write<T>(&self, f: impl FnMut(&mut super::conn::Tx<'_>, Millis) -> super::conn::Sql<T>) -> Result<T> {
+        self.write_tx(f)
+    }
+
+    fn read<T>(&self, f: impl FnMut(&mut ::postgres::Client) -> super::conn::Sql<T>) -> Result<T> {
+        PgStore::read(self, f)
+    }
+
+    fn policy(&self) -> &crate::store::options::Policy {
+        PgStore::policy(self)
+    }
+
+    fn max_attempts(&self) -> i64 {
+        PgStore::max_attempts(self)
+    }
 }

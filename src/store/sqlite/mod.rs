@@ -18,11 +18,7 @@ use crate::store::check::IndexedRow;
 use crate::store::driver;
 use crate::store::engine::Engine;
 use crate::store::fencing::{WriteOp, WriteOut};
-use crate::store::figures::{self, HistoryFigures, HistoryLine};
-use crate::store::gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
 use crate::store::options::Policy;
-use crate::store::outbox::{Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
-use crate::store::queue::NewDoc;
 use crate::store::read::{KnownSource, Totals};
 use crate::store::retention::HistoryPrune;
 use crate::store::search::sqlite::Chosen;
@@ -34,9 +30,7 @@ use turnstile::Turnstile;
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::group::GroupCommit;
-use crate::job::{
-    Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status,
-};
+use crate::job::{Claim, Counts, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status};
 use crate::store::{Completion, StoreOptions};
 
 pub(crate) mod checkpoint;
@@ -174,61 +168,15 @@ impl Sqlite {
     fn fenced(&self, op: WriteOp) -> Result<Fenced> {
         self.submit(op)?.fenced()
     }
-
-    fn max_attempts(&self) -> i64 {
-        i64::from(self.opts.max_attempts)
-    }
 }
 
 impl Engine for Sqlite {
-    fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>> {
-        let max = self.max_attempts();
-        self.write_tx(|tx, now| super::queue::enqueue_many(&mut Rows(tx), now, max, docs))
-    }
-
-    fn requeue(&self, id: JobId, why: &str) -> Result<bool> {
-        self.write_tx(|tx, now| super::queue::requeue(&mut Rows(tx), now, id.0, why))
-    }
-
-    fn forget_result(&self, id: JobId, result_path: &str, why: &str) -> Result<bool> {
-        self.write_tx(|tx, now| super::queue::forget_result(&mut Rows(tx), now, id.0, result_path, why))
-    }
-
-    fn requeue_dead(&self, why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| super::queue::requeue_dead(&mut Rows(tx), now, why))
-    }
-
-    fn begin_scan(&self) -> Result<i64> {
-        self.write_tx(|tx, _| super::queue::begin_scan(&mut Rows(tx)))
-    }
-
-    fn record_scan(&self, scan: i64, unchanged: &[String], changed: &[NewDoc]) -> Result<Vec<Enqueued>> {
-        let max = self.max_attempts();
-        self.write_tx(|tx, now| super::queue::record_scan(&mut Rows(tx), now, max, scan, unchanged, changed))
-    }
-
-    fn finish_scan(&self, scan: i64, why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| super::queue::finish_scan(&mut Rows(tx), now, scan, why))
-    }
-
-    fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize> {
-        self.write_tx(|tx, now| super::queue::mark_gone(&mut Rows(tx), now, keys, prefixes, why))
-    }
-
     fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
         self.read(|c| read::source_stats(c, keys))
     }
 
     fn meta(&self, name: &str) -> Result<Option<String>> {
         self.read(|c| meta::meta(c, name))
-    }
-
-    fn set_meta(&self, name: &str, value: &str) -> Result<()> {
-        self.write_tx(|tx, _| super::queue::set_meta(&mut Rows(tx), name, value))
-    }
-
-    fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)> {
-        self.write_tx(|tx, _| super::queue::meta_set_once_among(&mut Rows(tx), name, value, rivals))
     }
 
     fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
@@ -323,14 +271,6 @@ impl Engine for Sqlite {
         self.read(read::count_extracting)
     }
 
-    fn history_figures(&self) -> Result<HistoryFigures> {
-        self.read(|c| figures::history_figures(&mut Rows(c)))
-    }
-
-    fn history_lines(&self) -> Result<Vec<HistoryLine>> {
-        self.read(|c| figures::history_lines(&mut Rows(c)))
-    }
-
     /// Every window a write transaction; with `dry_run`, a read.
     fn prune_history(&self, cutoff: Millis, dry_run: bool) -> Result<HistoryPrune> {
         let last = self.read(retention::last_history_job)?;
@@ -341,89 +281,6 @@ impl Engine for Sqlite {
                 self.write_tx(|tx, _| super::retention::window(&mut Rows(tx), lo, hi, cutoff, true))
             }
         })
-    }
-
-    fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
-        self.write_tx(|tx, now| super::gate::admit(&mut Rows(tx), now, policy, account, holder))
-    }
-
-    fn report(
-        &self,
-        account: &str,
-        permit: Option<&ProbePermit>,
-        answer: &Answer,
-        policy: &GatePolicy,
-    ) -> Result<GateChange> {
-        self.write_tx(|tx, now| super::gate::report(&mut Rows(tx), now, policy, account, permit, answer))
-    }
-
-    fn unlock(&self, account: &str, by: &str) -> Result<bool> {
-        self.write_tx(|tx, now| super::gate::unlock(&mut Rows(tx), now, account, by))
-    }
-
-    fn blocked_until(&self, account: &str, now: Millis, recheck_ms: Millis) -> Result<Option<Millis>> {
-        self.read(|c| super::gate::blocked_until(&mut Rows(c), now, account, recheck_ms))
-    }
-
-    fn account_states(&self, now: Millis) -> Result<Vec<AccountState>> {
-        self.read(|c| super::gate::states(&mut Rows(c), now))
-    }
-
-    fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>> {
-        self.read(|c| super::gate::history(&mut Rows(c), account))
-    }
-
-    fn expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64> {
-        self.write_tx(|tx, now| super::gate::expiry(&mut Rows(tx), now, account, expires_on, warn_days))
-    }
-
-    fn hold(
-        &self,
-        holder: &str,
-        candidates: &[String],
-        hold_ms: Millis,
-        policy: &GatePolicy,
-    ) -> Result<Option<String>> {
-        self.write_tx(|tx, now| super::gate::hold(&mut Rows(tx), now, policy, holder, candidates, hold_ms))
-    }
-
-    fn unhold(&self, holder: &str) -> Result<()> {
-        self.write_tx(|tx, _| super::gate::unhold(&mut Rows(tx), holder))
-    }
-
-    fn probe_due(&self, now: Millis) -> Result<Vec<String>> {
-        self.read(|c| super::gate::probe_due(&mut Rows(c), now))
-    }
-
-    fn claim_notice(&self, sender: &str, lease_ms: Millis) -> Result<Option<PendingNotice>> {
-        self.write_tx(|tx, now| super::outbox::claim_notice(&mut Rows(tx), now, sender, lease_ms))
-    }
-
-    fn notice_done(&self, n: &PendingNotice, error: Option<&str>, retry_ms: Millis) -> Result<()> {
-        self.write_tx(|tx, now| super::outbox::notice_sent(&mut Rows(tx), now, n, error, retry_ms))
-    }
-
-    fn notices(&self) -> Result<Vec<NoticeRecord>> {
-        self.read(|c| super::outbox::notices(&mut Rows(c)))
-    }
-
-    fn outbox_claim(&self, n: usize, lease_ms: Millis, interval_ms: Millis) -> Result<Drain> {
-        let cap = self.policy.outbox;
-        self.write_tx(|tx, now| {
-            super::outbox::claim_batch(&mut Rows(tx), now, &cap, n, lease_ms, interval_ms)
-        })
-    }
-
-    fn outbox_delivered(&self, batch: &OutboxBatch) -> Result<usize> {
-        self.write_tx(|tx, _| super::outbox::delivered(&mut Rows(tx), batch))
-    }
-
-    fn outbox_undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()> {
-        self.write_tx(|tx, _| super::outbox::undelivered(&mut Rows(tx), batch, not_before))
-    }
-
-    fn outbox_totals(&self) -> Result<OutboxTotals> {
-        self.read(|c| super::outbox::totals(&mut Rows(c)))
     }
 
     fn lease_violations(&self) -> Result<Vec<(String, String)>> {
@@ -534,6 +391,28 @@ impl Sqlite {
                 ),
             }),
         }
+    }
+}
+
+impl driver::Driver for Sqlite {
+    type Error = rusqlite::Error;
+    type Tx<'t> = Rows<'t>;
+    type Reader<'t> = Rows<'t>;
+
+    fn write<T>(&self, mut f: impl FnMut(&mut Rows<'_>, Millis) -> rusqlite::Result<T>) -> Result<T> {
+        self.write_tx(|c, now| f(&mut Rows(c), now))
+    }
+
+    fn read<T>(&self, mut f: impl FnMut(&mut Rows<'_>) -> rusqlite::Result<T>) -> Result<T> {
+        Sqlite::read(self, |c| f(&mut Rows(c)))
+    }
+
+    fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    fn max_attempts(&self) -> i64 {
+        i64::from(self.opts.max_attempts)
     }
 }
 

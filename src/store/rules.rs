@@ -1,0 +1,235 @@
+//! The store's operations whose decisions are written once above the
+//! drivers (the queue's compositions, the gate, the outbox and notices, the
+//! history's figures), implemented once for any [`Driver`]: each is one rule
+//! inside one of the driver's transactions or reads.
+
+use super::driver::Driver;
+use super::figures::{self, HistoryFigures, HistoryLine};
+use super::gate::{self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
+use super::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
+use super::queue::{self, NewDoc};
+use crate::clock::Millis;
+use crate::error::Result;
+use crate::job::{Enqueued, JobId};
+
+/// The operations decided by the rules of `store/`, the same on every engine.
+pub(crate) trait Rules {
+    /// Insert new documents, re-queue changed ones; one outcome per document.
+    fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>>;
+
+    /// Requeue one settled document with fresh attempts.
+    fn requeue(&self, id: JobId, why: &str) -> Result<bool>;
+
+    /// Forget a document's accepted result while it is still `result_path`
+    /// (missing or altered in the mirror) and queue it again if it was
+    /// indexed; true if the row changed.
+    fn forget_result(&self, id: JobId, result_path: &str, why: &str) -> Result<bool>;
+
+    /// Requeue every dead document whose source exists; how many.
+    fn requeue_dead(&self, why: &str) -> Result<usize>;
+
+    /// A new scan number.
+    fn begin_scan(&self) -> Result<i64>;
+
+    /// Enqueue `changed` and stamp them and `unchanged` as seen by `scan`.
+    fn record_scan(&self, scan: i64, unchanged: &[String], changed: &[NewDoc]) -> Result<Vec<Enqueued>>;
+
+    /// Mark what the newest scan `scan` did not see as gone, with reason `why`.
+    fn finish_scan(&self, scan: i64, why: &str) -> Result<usize>;
+
+    /// Mark the documents `keys`, and every document whose key starts with
+    /// one of `prefixes`, gone with reason `why`; how many.
+    fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize>;
+
+    /// Set a setting, replacing its value.
+    fn set_meta(&self, name: &str, value: &str) -> Result<()>;
+
+    /// Set `name` unless it or a rival is set, in one transaction; the
+    /// setting in force.
+    fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)>;
+
+    fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission>;
+
+    fn report(
+        &self,
+        account: &str,
+        permit: Option<&ProbePermit>,
+        answer: &Answer,
+        policy: &GatePolicy,
+    ) -> Result<GateChange>;
+
+    fn unlock(&self, account: &str, by: &str) -> Result<bool>;
+
+    fn blocked_until(&self, account: &str, now: Millis, recheck_ms: Millis) -> Result<Option<Millis>>;
+
+    fn account_states(&self, now: Millis) -> Result<Vec<AccountState>>;
+
+    fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>>;
+
+    fn expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64>;
+
+    fn hold(
+        &self,
+        holder: &str,
+        candidates: &[String],
+        hold_ms: Millis,
+        policy: &GatePolicy,
+    ) -> Result<Option<String>>;
+
+    fn unhold(&self, holder: &str) -> Result<()>;
+
+    fn probe_due(&self, now: Millis) -> Result<Vec<String>>;
+
+    fn claim_notice(&self, sender: &str, lease_ms: Millis) -> Result<Option<PendingNotice>>;
+
+    fn notice_done(&self, n: &PendingNotice, error: Option<&str>, retry_ms: Millis) -> Result<()>;
+
+    fn notices(&self) -> Result<Vec<NoticeRecord>>;
+
+    fn outbox_claim(&self, n: usize, lease_ms: Millis, interval_ms: Millis) -> Result<Drain>;
+
+    fn outbox_delivered(&self, batch: &OutboxBatch) -> Result<usize>;
+
+    fn outbox_undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()>;
+
+    fn outbox_totals(&self) -> Result<OutboxTotals>;
+
+    /// The history's figures for `leasehold metrics`.
+    fn history_figures(&self) -> Result<HistoryFigures>;
+
+    /// Every history line, oldest first, with its document's key and status.
+    fn history_lines(&self) -> Result<Vec<HistoryLine>>;
+}
+
+impl<D: Driver> Rules for D {
+    fn enqueue_many(&self, docs: &[NewDoc]) -> Result<Vec<Enqueued>> {
+        let max = self.max_attempts();
+        self.write(|tx, now| queue::enqueue_many(tx, now, max, docs))
+    }
+
+    fn requeue(&self, id: JobId, why: &str) -> Result<bool> {
+        self.write(|tx, now| queue::requeue(tx, now, id.0, why))
+    }
+
+    fn forget_result(&self, id: JobId, result_path: &str, why: &str) -> Result<bool> {
+        self.write(|tx, now| queue::forget_result(tx, now, id.0, result_path, why))
+    }
+
+    fn requeue_dead(&self, why: &str) -> Result<usize> {
+        self.write(|tx, now| queue::requeue_dead(tx, now, why))
+    }
+
+    fn begin_scan(&self) -> Result<i64> {
+        self.write(|tx, _| queue::begin_scan(tx))
+    }
+
+    fn record_scan(&self, scan: i64, unchanged: &[String], changed: &[NewDoc]) -> Result<Vec<Enqueued>> {
+        let max = self.max_attempts();
+        self.write(|tx, now| queue::record_scan(tx, now, max, scan, unchanged, changed))
+    }
+
+    fn finish_scan(&self, scan: i64, why: &str) -> Result<usize> {
+        self.write(|tx, now| queue::finish_scan(tx, now, scan, why))
+    }
+
+    fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize> {
+        self.write(|tx, now| queue::mark_gone(tx, now, keys, prefixes, why))
+    }
+
+    fn set_meta(&self, name: &str, value: &str) -> Result<()> {
+        self.write(|tx, _| queue::set_meta(tx, name, value))
+    }
+
+    fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)> {
+        self.write(|tx, _| queue::meta_set_once_among(tx, name, value, rivals))
+    }
+
+    fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {
+        self.write(|tx, now| gate::admit(tx, now, policy, account, holder))
+    }
+
+    fn report(
+        &self,
+        account: &str,
+        permit: Option<&ProbePermit>,
+        answer: &Answer,
+        policy: &GatePolicy,
+    ) -> Result<GateChange> {
+        self.write(|tx, now| gate::report(tx, now, policy, account, permit, answer))
+    }
+
+    fn unlock(&self, account: &str, by: &str) -> Result<bool> {
+        self.write(|tx, now| gate::unlock(tx, now, account, by))
+    }
+
+    fn blocked_until(&self, account: &str, now: Millis, recheck_ms: Millis) -> Result<Option<Millis>> {
+        self.read(|c| gate::blocked_until(c, now, account, recheck_ms))
+    }
+
+    fn account_states(&self, now: Millis) -> Result<Vec<AccountState>> {
+        self.read(|c| gate::states(c, now))
+    }
+
+    fn gate_history(&self, account: &str) -> Result<Vec<GateEvent>> {
+        self.read(|c| gate::history(c, account))
+    }
+
+    fn expiry(&self, account: &str, expires_on: i64, warn_days: i64) -> Result<i64> {
+        self.write(|tx, now| gate::expiry(tx, now, account, expires_on, warn_days))
+    }
+
+    fn hold(
+        &self,
+        holder: &str,
+        candidates: &[String],
+        hold_ms: Millis,
+        policy: &GatePolicy,
+    ) -> Result<Option<String>> {
+        self.write(|tx, now| gate::hold(tx, now, policy, holder, candidates, hold_ms))
+    }
+
+    fn unhold(&self, holder: &str) -> Result<()> {
+        self.write(|tx, _| gate::unhold(tx, holder))
+    }
+
+    fn probe_due(&self, now: Millis) -> Result<Vec<String>> {
+        self.read(|c| gate::probe_due(c, now))
+    }
+
+    fn claim_notice(&self, sender: &str, lease_ms: Millis) -> Result<Option<PendingNotice>> {
+        self.write(|tx, now| outbox::claim_notice(tx, now, sender, lease_ms))
+    }
+
+    fn notice_done(&self, n: &PendingNotice, error: Option<&str>, retry_ms: Millis) -> Result<()> {
+        self.write(|tx, now| outbox::notice_sent(tx, now, n, error, retry_ms))
+    }
+
+    fn notices(&self) -> Result<Vec<NoticeRecord>> {
+        self.read(|c| outbox::notices(c))
+    }
+
+    fn outbox_claim(&self, n: usize, lease_ms: Millis, interval_ms: Millis) -> Result<Drain> {
+        let cap = self.policy().outbox;
+        self.write(|tx, now| outbox::claim_batch(tx, now, &cap, n, lease_ms, interval_ms))
+    }
+
+    fn outbox_delivered(&self, batch: &OutboxBatch) -> Result<usize> {
+        self.write(|tx, _| outbox::delivered(tx, batch))
+    }
+
+    fn outbox_undelivered(&self, batch: &OutboxBatch, not_before: Millis) -> Result<()> {
+        self.write(|tx, _| outbox::undelivered(tx, batch, not_before))
+    }
+
+    fn outbox_totals(&self) -> Result<OutboxTotals> {
+        self.read(|c| outbox::totals(c))
+    }
+
+    fn history_figures(&self) -> Result<HistoryFigures> {
+        self.read(|c| figures::history_figures(c))
+    }
+
+    fn history_lines(&self) -> Result<Vec<HistoryLine>> {
+        self.read(|c| figures::history_lines(c))
+    }
+}
