@@ -1,16 +1,51 @@
 //! The store's operations whose decisions are written once above the
 //! drivers (the queue's compositions, the gate, the outbox and notices, the
 //! history's figures), implemented once for any [`Driver`]: each is one rule
-//! inside one of the driver's transactions or reads.
+//! inside one of the driver's transactions or reads. [`Driver`] is what an
+//! engine gives them.
 
-use super::driver::Driver;
+use super::driver::Rows;
 use super::figures::{self, HistoryFigures, HistoryLine};
-use super::gate::{self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, ProbePermit};
-use super::outbox::{self, Drain, NoticeRecord, OutboxBatch, OutboxTotals, PendingNotice};
-use super::queue::{self, NewDoc};
+use super::gate::{
+    self, AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, GateReads, GateRows,
+    ProbePermit,
+};
+use super::options::Policy;
+use super::outbox::{
+    self, Drain, NoticeRecord, OutboxBatch, OutboxReads, OutboxRows, OutboxTotals, PendingNotice,
+};
+use super::queue::{self, NewDoc, QueueRows};
+use super::read::ReadRows;
 use crate::clock::Millis;
 use crate::error::Result;
 use crate::job::{Enqueued, JobId};
+
+/// What an engine gives the rules: its transactions and its reads, each over
+/// rows of its own that implement every area's row trait.
+pub(crate) trait Driver: Send + Sync {
+    /// The engine's error inside a transaction or a read.
+    type Error;
+    /// A write transaction's rows.
+    type Tx<'t>: Rows<Error = Self::Error> + QueueRows + GateRows + OutboxRows;
+    /// A read's rows.
+    type Reader<'t>: Rows<Error = Self::Error> + GateReads + OutboxReads + ReadRows;
+
+    /// Run `f` in one write transaction, with now from the injected clock;
+    /// the engine retries what it may and maps its errors.
+    fn write<T>(
+        &self,
+        f: impl FnMut(&mut Self::Tx<'_>, Millis) -> std::result::Result<T, Self::Error>,
+    ) -> Result<T>;
+    /// Run `f` on a read connection.
+    fn read<T>(
+        &self,
+        f: impl FnMut(&mut Self::Reader<'_>) -> std::result::Result<T, Self::Error>,
+    ) -> Result<T>;
+    /// The rules' settings from the store's options.
+    fn policy(&self) -> &Policy;
+    /// How many attempts a document gets.
+    fn max_attempts(&self) -> i64;
+}
 
 /// The operations decided by the rules of `store/`, the same on every engine.
 pub(crate) trait Rules {

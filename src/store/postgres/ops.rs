@@ -177,7 +177,7 @@ pub(crate) fn only_simple(tokenizer: Tokenizer) -> Result<()> {
     })
 }
 
-impl crate::store::driver::Driver for PgStore {
+impl crate::store::rules::Driver for PgStore {
     type Error = super::conn::Fail;
     type Tx<'t> = super::conn::Tx<'t>;
     type Reader<'t> = ::postgres::Client;

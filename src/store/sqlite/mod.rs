@@ -394,7 +394,7 @@ impl Sqlite {
     }
 }
 
-impl driver::Driver for Sqlite {
+impl crate::store::rules::Driver for Sqlite {
     type Error = rusqlite::Error;
     type Tx<'t> = Rows<'t>;
     type Reader<'t> = Rows<'t>;
