@@ -30,6 +30,15 @@ pub(crate) trait FenceRows: Rows {
     ) -> std::result::Result<(), Self::Error>;
     /// An error that fails (and rolls back) the transaction, saying why.
     fn refuse(why: String) -> Self::Error;
+    /// Bury row `id` with reason `why` if it is still claimable and has
+    /// used up its attempts or lost leases (`policy`'s bounds); rows changed.
+    fn bury_row(
+        &mut self,
+        id: i64,
+        now: Millis,
+        why: &str,
+        policy: &Policy,
+    ) -> std::result::Result<u64, Self::Error>;
     /// Extend `o`'s lease to `until` (of `lease_ms`) if `o` still owns it;
     /// rows changed.
     fn renew_row(
@@ -60,6 +69,26 @@ pub(crate) trait FenceRows: Rows {
         reason: &str,
         account: Option<&str>,
     ) -> std::result::Result<u64, Self::Error>;
+}
+
+/// Move claimable row `c`, which has used up what it may spend, to `dead`,
+/// so that a document that fails every time, or kills every worker that
+/// takes it, stops being handed out; a lost lease found here is counted (and
+/// its attempt refunded) like a takeover's. Whether it was buried (a claim
+/// elsewhere may have taken it first).
+pub(crate) fn bury<R: FenceRows + ?Sized>(
+    rows: &mut R,
+    now: Millis,
+    policy: &Policy,
+    c: &Candidate,
+) -> std::result::Result<bool, R::Error> {
+    let why = bury_reason(c);
+    let buried = rows.bury_row(c.id, now, &why, policy)? == 1;
+    if buried {
+        guard::<R>(status_of(&c.status), Status::Dead)?;
+        rows.record(c.id, now, "dead", c.token.as_deref(), Some(c.fence), Some(&why))?;
+    }
+    Ok(buried)
 }
 
 /// Extend `o`'s lease from now. Fenced.

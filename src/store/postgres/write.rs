@@ -32,8 +32,8 @@ use super::conn::{Fail, Sql};
 use crate::clock::Millis;
 use crate::job::{Claim, Fenced, JobId, Owner, Parked, Status};
 use crate::store::fencing::{
-    self, bury_reason, complete_detail, complete_detail_after, status_of, Candidate, FenceRows, OwnerRow,
-    LEASE_AHEAD, LEASE_EXPIRED,
+    self, complete_detail, complete_detail_after, status_of, Candidate, FenceRows, OwnerRow, LEASE_AHEAD,
+    LEASE_EXPIRED,
 };
 use crate::store::options::Policy;
 use crate::store::Completion;
@@ -514,24 +514,9 @@ pub(super) fn taken_of(r: &Row, lease_until: Millis) -> Sql<Taken> {
     Ok((c, taken))
 }
 
-/// Move a claimable, exhausted row to `dead` (see `store/write.rs: bury`).
+/// [`fencing::bury`] on this transaction.
 pub(super) fn bury(tx: &mut Transaction<'_>, now: Millis, policy: &Policy, c: &Candidate) -> Sql<bool> {
-    let why = bury_reason(c);
-    let ahead = now.saturating_add(policy.clock_skew_ms);
-    let n = tx.execute(BURY, &[&c.id, &now, &why, &policy.max_lost_leases, &ahead])?;
-    if n == 1 {
-        guard(status_of(&c.status), Status::Dead)?;
-        record(
-            tx,
-            c.id,
-            now,
-            "dead",
-            c.token.as_deref(),
-            Some(c.fence),
-            Some(&why),
-        )?;
-    }
-    Ok(n == 1)
+    fencing::bury(tx, now, policy, c)
 }
 
 /// [`fencing::renew`] on this transaction.
@@ -660,6 +645,12 @@ impl FenceRows for Transaction<'_> {
         detail: Option<&str>,
     ) -> Sql<()> {
         record(self, job_id, now, event, token, fence, detail)
+    }
+
+    /// A lease granted after now plus the skew allowed is over too.
+    fn bury_row(&mut self, id: i64, now: Millis, why: &str, policy: &Policy) -> Sql<u64> {
+        let ahead = now.saturating_add(policy.clock_skew_ms);
+        Ok(self.execute(BURY, &[&id, &now, &why, &policy.max_lost_leases, &ahead])?)
     }
 
     fn renew_row(&mut self, o: &Owner, until: Millis, now: Millis, lease_ms: i64) -> Sql<u64> {

@@ -11,8 +11,7 @@ use super::Rows;
 use crate::clock::Millis;
 use crate::job::{Claim, Fenced, JobId, Owner, Parked, Status};
 use crate::store::fencing::{
-    self, bury_reason, claim_detail, complete_detail, status_of, Candidate, FenceRows, OwnerRow, WriteOp,
-    WriteOut,
+    self, claim_detail, complete_detail, status_of, Candidate, FenceRows, OwnerRow, WriteOp, WriteOut,
 };
 use crate::store::options::Policy;
 use crate::store::Completion;
@@ -449,28 +448,9 @@ fn take_each(
     Ok(taken.into_iter().map(|t| t.map(|(claim, _)| claim)).collect())
 }
 
-/// Move a claimable row that has used up what it may spend to `dead`, so that
-/// a document that fails every time, or kills every worker that takes it,
-/// stops being handed out. A lost lease found here is counted (and its
-/// attempt refunded) like a takeover's.
+/// [`fencing::bury`] on this transaction.
 fn bury(tx: &Connection, now: Millis, policy: &Policy, c: &Candidate) -> rusqlite::Result<bool> {
-    let why = bury_reason(c);
-    let n = tx
-        .prepare_cached(BURY)?
-        .execute(params![c.id, now, why, policy.max_lost_leases])?;
-    if n == 1 {
-        guard(status_of(&c.status), Status::Dead)?;
-        record(
-            tx,
-            c.id,
-            now,
-            "dead",
-            c.token.as_deref(),
-            Some(c.fence),
-            Some(&why),
-        )?;
-    }
-    Ok(n == 1)
+    fencing::bury(&mut Rows(tx), now, policy, c)
 }
 
 /// Extend the owner's lease to now plus its length, from now whatever the row
@@ -705,6 +685,14 @@ impl FenceRows for Rows<'_> {
         detail: Option<&str>,
     ) -> rusqlite::Result<()> {
         record(self.0, job_id, now, event, token, fence, detail)
+    }
+
+    fn bury_row(&mut self, id: i64, now: Millis, why: &str, policy: &Policy) -> rusqlite::Result<u64> {
+        let n = self
+            .0
+            .prepare_cached(BURY)?
+            .execute(params![id, now, why, policy.max_lost_leases])?;
+        Ok(n as u64)
     }
 
     fn renew_row(&mut self, o: &Owner, until: Millis, now: Millis, lease_ms: i64) -> rusqlite::Result<u64> {
