@@ -29,7 +29,7 @@
 
 mod batch;
 mod clock;
-mod conn;
+pub(crate) mod conn;
 mod fence;
 mod gate;
 mod group;
@@ -39,7 +39,6 @@ mod outbox;
 mod queue;
 mod read;
 mod retention;
-mod search;
 mod tx;
 mod url;
 mod write;

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::{read, retention, search, write, PgStore};
+use super::{read, retention, write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{Claim, Counts, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status};
@@ -16,6 +16,7 @@ use crate::store::engine::Engine;
 use crate::store::fencing::WriteOp;
 use crate::store::read::{KnownSource, Totals};
 use crate::store::retention::HistoryPrune;
+use crate::store::search::postgres as search;
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 use crate::store::Completion;
 

@@ -813,7 +813,7 @@ pub(crate) fn complete_each(
             if let Some(text) = &c.deliver {
                 crate::store::outbox::push(tx, now, cap, o.id.0, &c.checksum, text)?;
             }
-            super::search::accepted(tx, o.id.0, c)?;
+            crate::store::search::postgres::accepted(tx, o.id.0, c)?;
             Ok(Fenced::Accepted)
         })
         .collect()
@@ -836,7 +836,7 @@ pub(crate) fn complete_and_push(
     }
     // `COMPLETE` took the old text out of the index; only new text is left.
     if out.is_accepted() && c.index.is_some() {
-        super::search::accepted(tx, o.id.0, c)?;
+        crate::store::search::postgres::accepted(tx, o.id.0, c)?;
     }
     Ok(out)
 }

@@ -23,6 +23,8 @@
 //! completion can never reach the index.
 
 pub(crate) mod parts;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
 pub(crate) mod query;
 pub(crate) mod salvage;
 pub(crate) mod sqlite;

@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use ::postgres::error::SqlState;
 use ::postgres::{Client, Transaction};
 
-use super::conn::{Fail, Sql};
+use crate::store::postgres::conn::{Fail, Sql};
 use crate::store::search::query::{self, pg_tsquery};
 use crate::store::search::{Found, Hit, IndexCheck, IndexDoc, MARK_CLOSE, MARK_OPEN};
 use crate::store::Completion;
