@@ -224,3 +224,20 @@ pub fn push_spelled(out: &mut String, n: u64) {
         }
     }
 }
+
+/// Send `sig` to process `pid`, one the test started (a worker, or a
+/// worker's child).
+pub fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) on a process the test started.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// How many documents of the data directory `data` are in `status`, read
+/// from its SQLite file.
+pub fn count_status(data: &std::path::Path, status: &str) -> i64 {
+    let c = rusqlite::Connection::open(data.join("leasehold.db")).unwrap();
+    c.query_row("SELECT count(*) FROM jobs WHERE status = ?1", [status], |r| {
+        r.get(0)
+    })
+    .unwrap()
+}

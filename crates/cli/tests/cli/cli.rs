@@ -243,15 +243,6 @@ fn a_changed_file_is_extracted_again_and_a_removed_one_is_swept_by_gc() {
     assert!(data.path().join("mirror").join(&after["c.txt"].0).exists());
 }
 
-/// Count rows by status straight from SQLite.
-fn count(data: &Path, status: &str) -> i64 {
-    let c = rusqlite::Connection::open(data.join("leasehold.db")).unwrap();
-    c.query_row("SELECT count(*) FROM jobs WHERE status = ?1", [status], |r| {
-        r.get(0)
-    })
-    .unwrap()
-}
-
 #[test]
 fn ctrl_c_stops_a_worker_cleanly_with_no_lease_left_held() {
     let data = tempfile::tempdir().unwrap();
@@ -277,24 +268,27 @@ fn ctrl_c_stops_a_worker_cleanly_with_no_lease_left_held() {
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while count(data.path(), "indexed") == 0 {
+    while common::count_status(data.path(), "indexed") == 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "the worker never indexed anything"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    common::signal(child.id(), libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     // Stopped by Ctrl-C: exit 130, as a shell reports it, with the summary.
     assert_eq!(out.status.code(), Some(130), "{out:?}");
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
-    assert_eq!(count(data.path(), "extracting"), 0, "a lease was left held");
-    let indexed = count(data.path(), "indexed");
+    assert_eq!(
+        common::count_status(data.path(), "extracting"),
+        0,
+        "a lease was left held"
+    );
+    let indexed = common::count_status(data.path(), "indexed");
     assert_eq!(summary["indexed"].as_i64(), Some(indexed), "{summary}");
     assert_eq!(
-        indexed + count(data.path(), "discovered"),
+        indexed + common::count_status(data.path(), "discovered"),
         2000,
         "a document was lost"
     );

@@ -7,16 +7,9 @@
 use std::process::{Command, Output};
 
 use crate::common;
+use crate::common::output::{stderr, stdout};
 
 use common::{leasehold, samples, BIN};
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 fn bare(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().expect("run leasehold")

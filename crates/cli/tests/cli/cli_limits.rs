@@ -9,16 +9,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use crate::common;
+use crate::common::output::{stderr, stdout};
 
 use common::{leasehold, BIN};
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A corpus directory with one small text file, and a data directory beside it.
 fn corpus() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {

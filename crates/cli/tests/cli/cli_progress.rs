@@ -156,8 +156,7 @@ fn an_idle_worker_says_what_it_waits_for() {
         line,
         "leasehold: waiting for work (nothing queued; `leasehold discover` adds documents)\n"
     );
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    common::signal(child.id(), libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
     assert!(

@@ -52,11 +52,6 @@ fn wait_for_first_indexed(data: &Path) {
     }
 }
 
-fn signal(child: &Child, sig: libc::c_int) {
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as libc::pid_t, sig) };
-}
-
 /// Panic text and the stdlib's broken-pipe message must never reach the user.
 fn assert_no_panic_text(stderr: &str) {
     for bad in ["panicked", "Broken pipe", "failed printing", "internal error"] {
@@ -109,7 +104,7 @@ fn sigterm_stops_a_run_gracefully_with_a_summary_and_no_lease_held() {
         &["run", docs.path().to_str().unwrap(), "--workers", "2"],
     );
     wait_for_first_indexed(data.path());
-    signal(&child, libc::SIGTERM);
+    common::signal(child.id(), libc::SIGTERM);
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -140,7 +135,7 @@ fn sigint_stops_a_run_gracefully_and_exits_130() {
         &["run", docs.path().to_str().unwrap(), "--workers", "2", "--json"],
     );
     wait_for_first_indexed(data.path());
-    signal(&child, libc::SIGINT);
+    common::signal(child.id(), libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "stderr: {stderr}");
@@ -170,7 +165,7 @@ fn a_second_signal_ends_the_process_at_once() {
         std::thread::sleep(Duration::from_millis(20));
     }
     kill_after_a_minute(&child);
-    signal(&child, libc::SIGTERM);
+    common::signal(child.id(), libc::SIGTERM);
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut said = String::new();
     // The first signal is acknowledged before the second is sent.
@@ -179,7 +174,7 @@ fn a_second_signal_ends_the_process_at_once() {
         assert!(stderr.read_line(&mut line).unwrap() > 0, "stderr ended: {said}");
         said += &line;
     }
-    signal(&child, libc::SIGINT);
+    common::signal(child.id(), libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     stderr.read_to_string(&mut said).unwrap();
     assert_eq!(out.status.code(), Some(130), "stderr: {said}");

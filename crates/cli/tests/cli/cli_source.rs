@@ -4,6 +4,7 @@
 //! The HTTP source is a real upstream on 127.0.0.1 (`common::upstream_server`).
 
 use crate::common;
+use crate::common::output::stderr;
 
 use std::process::Output;
 
@@ -33,10 +34,6 @@ webhook = "{hook}"
 fn set_base_url(env: &Env, base: &str) {
     let text = config_text(base, &env.up.webhook_url(), &env.up.sink_url());
     std::fs::write(&env.config, text).unwrap();
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn assert_ok(out: &Output) {

@@ -66,8 +66,7 @@ impl Watch {
 
     /// SIGTERM, then the exit code, every stdout line and stderr (bounded wait).
     fn stop(mut self) -> (Option<i32>, Vec<String>, String) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        common::signal(self.child.id(), libc::SIGTERM);
         let status = wait_exit(&mut self.child);
         let stderr = self.stderr.recv_timeout(PATIENCE).unwrap_or_default();
         // Every line up to the reader's end of file (it closes the channel),
@@ -415,8 +414,7 @@ fn two_watchers_and_a_worker_accept_every_document_once() {
         assert_eq!(code, Some(0), "stderr: {stderr}");
         json_lines(&lines);
     }
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(worker.id() as libc::pid_t, libc::SIGTERM) };
+    common::signal(worker.id(), libc::SIGTERM);
     let status = wait_exit(&mut worker);
     let mut stderr = String::new();
     let _ = worker.stderr.take().unwrap().read_to_string(&mut stderr);

@@ -461,8 +461,7 @@ fn output_within(mut cmd: Command, limit: std::time::Duration) -> (Output, bool)
     let watchdog = std::thread::spawn(move || {
         let fired = done_rx.recv_timeout(limit).is_err();
         if fired {
-            // SAFETY: kill(2) on a child we spawned and have not reaped yet.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            common::signal(pid, libc::SIGKILL);
         }
         fired
     });

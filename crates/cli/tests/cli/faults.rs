@@ -29,6 +29,8 @@ use leasehold::testing::Fault;
 use leasehold::{Error, JobId, ManualClock, NewDoc, Status, Store, StoreOptions};
 use sha2::{Digest, Sha256};
 
+use crate::common::output::stderr;
+
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
 // ----- test parts -----
@@ -92,10 +94,6 @@ impl Rig {
 
 fn leasehold(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().expect("run leasehold")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Every path under `root` (not following links), with file contents.

@@ -269,7 +269,7 @@ impl Soak {
     /// SIGKILL a random extraction child, as an operator or the OOM killer would.
     fn kill_child(&mut self) {
         if let Some(pid) = self.some_child() {
-            signal(pid, libc::SIGKILL);
+            common::signal(pid, libc::SIGKILL);
             self.child_kills += 1;
         }
     }
@@ -278,7 +278,7 @@ impl Soak {
     /// find it past the deadline, kill it and retry the document elsewhere.
     fn stop_child(&mut self) {
         if let Some(pid) = self.some_child() {
-            signal(pid, libc::SIGSTOP);
+            common::signal(pid, libc::SIGSTOP);
             self.child_stops.push(pid);
         }
     }
@@ -288,7 +288,7 @@ impl Soak {
     fn continue_stopped_children(&self) {
         for &pid in &self.child_stops {
             if process_state(pid).is_some_and(|(comm, state)| comm == "leasehold" && state == 'T') {
-                signal(pid, libc::SIGCONT);
+                common::signal(pid, libc::SIGCONT);
             }
         }
     }
@@ -358,7 +358,7 @@ impl Soak {
             Some(_) => unsafe {
                 libc::kill(-(pid as libc::pid_t), sig);
             },
-            None => signal(pid, sig),
+            None => common::signal(pid, sig),
         }
     }
 
@@ -376,11 +376,6 @@ impl Soak {
         self.workers.retain_mut(|w| matches!(w.try_wait(), Ok(None)));
         self.workers.len()
     }
-}
-
-fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: kill(2) on a process we started (a worker, or a worker's child).
-    unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
 /// The command name and state letter of a process (`/proc/PID/stat`).
