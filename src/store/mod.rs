@@ -180,7 +180,7 @@ impl Store {
     ///
     /// # Example
     /// ```
-    /// use leasehold::{Store, StoreOptions, NewDoc};
+    /// use leasehold::{Completion, NewDoc, Store, StoreOptions};
     /// let dir = tempfile::tempdir().unwrap();
     /// let store = Store::open(dir.path().join("q.db"), StoreOptions::default()).unwrap();
     /// store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
