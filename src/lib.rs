@@ -103,6 +103,9 @@ pub mod testing {
     };
     pub use crate::mirror::Fault;
     pub use crate::store::claim_candidate_queries;
+    /// PostgreSQL's one-statement batch, on operations a test chooses.
+    #[cfg(feature = "postgres")]
+    pub use crate::store::pg_batch;
 
     /// A second handle on the same claim, for tests that play a worker who
     /// kept a stale copy (the store must refuse its writes; the type system

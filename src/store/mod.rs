@@ -275,7 +275,7 @@ impl Store {
     /// The schema version applied to the database.
     pub fn applied_version(&self) -> Result<i64> {
         match &self.inner.backend {
-            Backend::Sqlite(s) => s.read(|c| c.query_row("PRAGMA user_version", [], |r| r.get(0))),
+            Backend::Sqlite(s) => s.applied_version(),
             #[cfg(feature = "postgres")]
             Backend::Postgres(pg) => pg.applied_version(),
         }

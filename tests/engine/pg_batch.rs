@@ -1,13 +1,13 @@
 //! PostgreSQL's one statement for a batch of claims and plain completions
 //! (`src/store/postgres/batch.rs`), on operations the test chooses through
-//! the hook `leasehold::store::pg_batch`.
+//! the hook `leasehold::testing::pg_batch`.
 
 use crate::common;
 
 use std::time::Duration;
 
 use common::{Backend, TestDb};
-use leasehold::store::pg_batch::{in_one_statement, Op, Out};
+use leasehold::testing::pg_batch::{in_one_statement, Op, Out};
 use leasehold::{Fenced, JobId, NewDoc, Rejection, Store};
 
 const LEASE_MS: u64 = 60_000;

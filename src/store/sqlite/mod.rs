@@ -118,6 +118,11 @@ impl Sqlite {
         self.opts.clock.now_ms()
     }
 
+    /// The schema version applied to the file (its `user_version`).
+    pub(crate) fn applied_version(&self) -> Result<i64> {
+        open::read_user_version(&*self.conn()?, &self.path)
+    }
+
     /// SQLite's `quick_check` (or the full `integrity_check`); the problems found.
     pub(crate) fn check_integrity(&self, full: bool) -> Result<Vec<String>> {
         self.read(|c| check::integrity(c, full))

@@ -385,7 +385,7 @@ fn configure_raw(conn: &Connection, opts: &StoreOptions) -> rusqlite::Result<()>
     Ok(())
 }
 
-fn read_user_version(conn: &Connection, path: &Path) -> Result<i64> {
+pub(crate) fn read_user_version(conn: &Connection, path: &Path) -> Result<i64> {
     conn.query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(|e| Error::from_sqlite(path, e))
 }
