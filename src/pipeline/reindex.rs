@@ -7,7 +7,7 @@
 //! cannot be mended row by row: every write to it may fail as a corrupt
 //! database. It is dropped and made again, empty, first (when its pages are
 //! too damaged to drop, removed from the schema and the file vacuumed:
-//! `store/search/salvage.rs`); the mirror holds every accepted text, so
+//! `store/sqlite/search_salvage.rs`); the mirror holds every accepted text, so
 //! nothing is lost.
 //!
 //! Every document with an accepted result is read back from the mirror,

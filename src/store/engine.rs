@@ -1,5 +1,5 @@
 //! The seam: the store's operations as one interface, with one implementation
-//! per database engine (`sqlite.rs`, `postgres/`).
+//! per database engine (`sqlite/`, `postgres/`).
 //!
 //! [`crate::Store`] is the one facade callers see. It checks the input that
 //! does not depend on the engine (document keys), keeps the in-process work
@@ -22,10 +22,10 @@
 use std::collections::HashMap;
 
 use super::check::IndexedRow;
+use super::completion::Completion;
 use super::read::{KnownSource, Totals};
 use super::retention::HistoryPrune;
 use super::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
-use super::Completion;
 use crate::clock::Millis;
 use crate::error::Result;
 use crate::job::{Claim, Counts, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status};

@@ -3,8 +3,8 @@
 //! when it is buried, how a refused write is told from an accepted one, and
 //! the words the history records for each. The drivers run the SQL.
 
+use super::completion::Completion;
 use super::driver::Rows;
-use super::Completion;
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{Claim, Fenced, Owner, Parked, Rejection, Status};
@@ -381,4 +381,15 @@ pub(crate) fn rejection_of(o: &Owner, row: Option<OwnerRow>) -> Rejection {
 /// so anything else is treated as the most final state.
 pub(crate) fn status_of(name: &str) -> Status {
     name.parse().unwrap_or(Status::Dead)
+}
+
+/// What a cleanup under a document's row lock ([`Store::with_job_locked`])
+/// got to see.
+#[derive(Debug)]
+pub enum RowLock<T> {
+    /// The lock was held while `f` ran on the row (`None`: no such row);
+    /// `f`'s answer.
+    Held(T),
+    /// Another transaction held the row past the wait: nothing ran.
+    Busy,
 }

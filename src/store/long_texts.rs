@@ -4,12 +4,14 @@
 //! go in first, staged, in short transactions that also renew the claim's
 //! lease; the completion then carries the first part and makes the others
 //! live. A batch's completions go in as many transactions as keep each
-//! one's text within [`TX_TEXT_BYTES`].
+//! one's text within [`parts::TX_TEXT_BYTES`].
 
 use std::borrow::Cow;
 
-use super::search::parts::{self, PART_BYTES, TX_TEXT_BYTES};
-use super::{Completion, IndexDoc, Store};
+use super::completion::Completion;
+use super::search::parts::{self, by_text_bytes, PART_BYTES};
+use super::search::IndexDoc;
+use super::Store;
 use crate::error::Result;
 use crate::job::{Claim, Fenced, Owner};
 
@@ -18,7 +20,7 @@ impl Store {
     /// invisible until the claim's completion is accepted (or gone with its
     /// refusal), and renew the claim's lease: one short transaction, fenced.
     /// `result` is the result (path, checksum) the completion will name.
-    /// The caller keeps `parts` within [`TX_TEXT_BYTES`] a call; a rejection
+    /// The caller keeps `parts` within [`parts::TX_TEXT_BYTES`] a call; a rejection
     /// means the claim is no longer ours, and its completion will be refused.
     pub fn stage_search_parts(&self, claim: &Claim, result: (&str, &str), parts: &[&str]) -> Result<Fenced> {
         let owner = claim.owner();
@@ -100,39 +102,5 @@ impl Store {
     pub fn purge_search_parts(&self) -> Result<()> {
         while self.engine().search_purge()? {}
         Ok(())
-    }
-}
-
-/// `items` in runs whose text (`len` of each) stays within [`TX_TEXT_BYTES`],
-/// in order; an item longer than that is a run of its own.
-pub(super) fn by_text_bytes<T>(items: &[T], len: impl Fn(&T) -> usize) -> Vec<&[T]> {
-    let mut runs = Vec::new();
-    let (mut start, mut bytes) = (0, 0);
-    for (i, item) in items.iter().enumerate() {
-        let n = len(item);
-        if i > start && bytes + n > TX_TEXT_BYTES {
-            runs.push(&items[start..i]);
-            (start, bytes) = (i, 0);
-        }
-        bytes += n;
-    }
-    if start < items.len() {
-        runs.push(&items[start..]);
-    }
-    runs
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn runs_keep_within_the_budget_and_a_long_item_goes_alone() {
-        let sizes = [TX_TEXT_BYTES / 2, TX_TEXT_BYTES / 2, 1, TX_TEXT_BYTES * 3, 5, 6];
-        let runs = by_text_bytes(&sizes, |n| *n);
-        let lens: Vec<usize> = runs.iter().map(|r| r.len()).collect();
-        assert_eq!(lens, [2, 1, 1, 2]);
-        assert_eq!(runs.concat(), sizes);
-        assert!(by_text_bytes(&[] as &[usize], |n| *n).is_empty());
     }
 }

@@ -20,6 +20,7 @@
 //! processes (or separate `Store::open`s) coordinate through the database.
 
 mod check;
+mod completion;
 mod driver;
 mod engine;
 mod events;
@@ -40,10 +41,10 @@ mod queue;
 mod read;
 mod retention;
 mod rules;
+mod schema;
 pub mod search;
 mod sqlite;
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -51,6 +52,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 pub use check::{IndexedRow, IntegrityProblem};
+pub use completion::{Completion, CompletionText};
+pub use fencing::RowLock;
 pub use figures::{HistoryFigures, HistoryLine};
 pub use gate::{AccountState, Admission, Answer, GateChange, GateEvent, GatePolicy, GateState, ProbePermit};
 pub use location::DbLocation;
@@ -76,17 +79,6 @@ use engine::Engine;
 #[cfg(feature = "postgres")]
 use postgres::PgStore;
 use sqlite::Sqlite;
-
-/// What a cleanup under a document's row lock ([`Store::with_job_locked`])
-/// got to see.
-#[derive(Debug)]
-pub enum RowLock<T> {
-    /// The lock was held while `f` ran on the row (`None`: no such row);
-    /// `f`'s answer.
-    Held(T),
-    /// Another transaction held the row past the wait: nothing ran.
-    Busy,
-}
 
 /// The engine a store was opened on: the seam's two implementations, and the
 /// way to what only one of them has.
@@ -587,7 +579,7 @@ impl Store {
             staged.push((owner, c));
         }
         let mut out = Vec::with_capacity(staged.len());
-        for run in long_texts::by_text_bytes(&staged, |(_, c)| c.index_text().map_or(0, str::len)) {
+        for run in search::parts::by_text_bytes(&staged, |(_, c)| c.index_text().map_or(0, str::len)) {
             out.extend(self.engine().complete_many(run)?);
         }
         for ((owner, _), out) in staged.iter().zip(&out) {
@@ -783,7 +775,7 @@ impl Store {
             firsts.push(self.stage_further_parts_of_accepted(doc)?);
         }
         let mut n = 0;
-        for run in long_texts::by_text_bytes(&firsts, |d| d.text.len()) {
+        for run in search::parts::by_text_bytes(&firsts, |d| d.text.len()) {
             n += self.engine().search_put(run)?;
         }
         Ok(n)
@@ -933,125 +925,6 @@ impl Store {
         if g.waiters > 0 {
             s.changed.notify_all();
         }
-    }
-}
-
-/// What a completion records besides the claim ([`Store::complete`]): the
-/// accepted result and its checksum, and optionally a note for the history,
-/// the text for the sink, the text to make searchable and the result's size.
-/// Each setter also takes an `Option`, `None` leaving the item out.
-///
-/// Borrowed from the caller; the store keeps its own copy only where a
-/// completion waits for a shared transaction (a copy that owns its text).
-///
-/// # Example
-/// ```
-/// # use leasehold::Completion;
-/// let text = "the document's text";
-/// let c = Completion::new("r/a", "abc").note("utf-8 text").deliver(text).index(text);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Completion<'a> {
-    /// The accepted result, relative to the mirror root.
-    pub(crate) result_path: Cow<'a, str>,
-    /// Its SHA-256.
-    pub(crate) checksum: Cow<'a, str>,
-    /// What extraction decided (format, encoding, converter).
-    pub(crate) note: Option<Cow<'a, str>>,
-    /// Text to queue for the sink.
-    pub(crate) deliver: Option<Cow<'a, str>>,
-    /// The result's text to make searchable.
-    pub(crate) index: Option<Cow<'a, str>>,
-    /// The result file's size in bytes.
-    pub(crate) result_bytes: Option<u64>,
-}
-
-impl<'a> Completion<'a> {
-    /// A completion of `result_path` (relative to the mirror root) with its
-    /// SHA-256 `checksum`, nothing else.
-    pub fn new(result_path: &'a str, checksum: &'a str) -> Self {
-        Completion {
-            result_path: Cow::Borrowed(result_path),
-            checksum: Cow::Borrowed(checksum),
-            note: None,
-            deliver: None,
-            index: None,
-            result_bytes: None,
-        }
-    }
-
-    /// A note for the document's history: what extraction decided.
-    pub fn note(mut self, note: impl CompletionText<'a>) -> Self {
-        self.note = note.text().map(Cow::Borrowed);
-        self
-    }
-
-    /// Text to queue for the sink, in the transaction that accepts the
-    /// result: an accepted result is queued exactly once, a refused one never.
-    /// The outbox cap ([`StoreOptions::outbox`]) is applied there too.
-    pub fn deliver(mut self, text: impl CompletionText<'a>) -> Self {
-        self.deliver = text.text().map(Cow::Borrowed);
-        self
-    }
-
-    /// The result's text, made searchable in the transaction that accepts
-    /// it (replacing the previous version's). Without it an accepted result
-    /// takes the previous text out of the index and puts none in.
-    pub fn index(mut self, text: impl CompletionText<'a>) -> Self {
-        self.index = text.text().map(Cow::Borrowed);
-        self
-    }
-
-    /// The result file's size in bytes, recorded with it: a rerun then
-    /// finds a result that was truncated or added to with a stat
-    /// (`pipeline::recheck_results`). Without it only its existence is
-    /// checked.
-    pub fn result_bytes(mut self, bytes: impl Into<Option<u64>>) -> Self {
-        self.result_bytes = bytes.into();
-        self
-    }
-
-    /// The same completion owning its text.
-    pub(crate) fn into_owned(self) -> Completion<'static> {
-        let own = |t: Cow<'_, str>| Cow::Owned(t.into_owned());
-        Completion {
-            result_path: own(self.result_path),
-            checksum: own(self.checksum),
-            note: self.note.map(own),
-            deliver: self.deliver.map(own),
-            index: self.index.map(own),
-            result_bytes: self.result_bytes,
-        }
-    }
-
-    /// The text to index, if any.
-    pub(crate) fn index_text(&self) -> Option<&str> {
-        self.index.as_deref()
-    }
-}
-
-/// What a [`Completion`]'s text setters take: a `&str` or `&String`, or an
-/// `Option` of a `&str` (`None` leaves the item out).
-pub trait CompletionText<'a> {
-    /// The text, if any.
-    fn text(self) -> Option<&'a str>;
-}
-
-impl<'a> CompletionText<'a> for &'a str {
-    fn text(self) -> Option<&'a str> {
-        Some(self)
-    }
-}
-
-impl<'a> CompletionText<'a> for &'a String {
-    fn text(self) -> Option<&'a str> {
-        Some(self.as_str())
-    }
-}
-
-impl<'a> CompletionText<'a> for Option<&'a str> {
-    fn text(self) -> Option<&'a str> {
-        self
     }
 }
 

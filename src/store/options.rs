@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::outbox::OutboxCap;
 use super::search::Tokenizer;
-use super::OutboxCap;
 use crate::clock::{duration_ms, Clock, Millis, SystemClock};
 use crate::error::{Error, Result};
 

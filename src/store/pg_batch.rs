@@ -2,8 +2,9 @@
 //! completions (`postgres/batch.rs`), run on operations the test chooses. A
 //! black-box test cannot choose what the group-commit queue puts together.
 
+use super::completion::Completion;
 use super::fencing::{WriteOp, WriteOut};
-use super::{Completion, Store};
+use super::Store;
 use crate::error::Result;
 use crate::job::{Claim, Fenced, Owner};
 

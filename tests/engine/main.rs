@@ -30,6 +30,7 @@ mod pg_schema;
 mod pg_store;
 mod pipeline;
 mod search;
+mod store_batch;
 mod store_fencing;
 mod store_leases;
 mod store_open;

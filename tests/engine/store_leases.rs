@@ -13,7 +13,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::{Backend, TestDb};
-use leasehold::{Completion, NewDoc, Status, Store};
+use leasehold::{Completion, Fenced, NewDoc, Status, Store};
 
 const HOUR_MS: i64 = 3_600_000;
 const START_MS: i64 = 10 * HOUR_MS;
@@ -294,6 +294,39 @@ fn captured_logs(f: impl FnOnce()) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// A worker's held claims renewed together: each from now, each fenced on
+/// its own token, so the one taken over meanwhile is refused alone.
+fn renew_many_extends_each_held_lease_and_refuses_the_one_taken_over(b: Backend) {
+    let t = TestDb::new(b);
+    let (mine, other) = (store(&t, 1_000), store(&t, 1_000));
+    for key in ["a", "b", "c"] {
+        mine.enqueue(&NewDoc::new(key, "v1")).unwrap();
+    }
+    let claims = mine.claim_batch("mine", 3).unwrap();
+    assert_eq!(claims.len(), 3);
+    t.clock.advance(Duration::from_millis(1_001));
+    let taken = other
+        .claim("thief")
+        .unwrap()
+        .expect("an expired lease is re-claimed");
+    let owners: Vec<_> = claims.iter().map(|c| c.owner()).collect();
+
+    let answers = mine.renew_many(&owners).unwrap();
+
+    for (claim, answer) in claims.iter().zip(&answers) {
+        let row = mine.job(claim.id).unwrap().unwrap();
+        if claim.id == taken.id {
+            assert!(matches!(answer, Fenced::Rejected(_)), "{answer:?}");
+            assert_eq!(row.owner_token.as_deref(), Some(taken.token.as_str()));
+        } else {
+            assert_eq!(*answer, Fenced::Accepted);
+            assert_eq!(row.lease_expires_at, Some(1_001 + 1_000));
+        }
+    }
+    assert!(other.claim("thief").unwrap().is_none(), "the renewed leases hold");
+    assert!(mine.renew_many(&[]).unwrap().is_empty());
+}
+
 on_both_backends!(
     a_takeover_is_logged_once,
     history_lines_read_the_same_on_both_engines,
@@ -304,4 +337,5 @@ on_both_backends!(
     a_takeover_after_expiry_does_not_spend_an_attempt,
     a_document_that_kills_every_worker_dies_at_its_lost_lease_cap,
     max_lost_leases_must_be_at_least_one,
+    renew_many_extends_each_held_lease_and_refuses_the_one_taken_over,
 );

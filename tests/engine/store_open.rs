@@ -306,3 +306,30 @@ fn a_read_only_open_takes_any_path() {
     assert_eq!(store.counts().unwrap().total(), 1);
     assert_eq!(store.path(), path.as_path());
 }
+
+/// When the last handle's drop returns, every connection is closed, so the
+/// WAL is checkpointed and removed. A read takes the pool's idle connection
+/// and r2d2 opens another in the background to replace it; that open used to
+/// keep the pool, and the WAL, alive after the drop had returned.
+#[test]
+fn the_last_drop_closes_every_connection() {
+    let t = TempStore::new();
+    let mut wal = t.path.clone().into_os_string();
+    wal.push("-wal");
+    let wal = std::path::PathBuf::from(wal);
+    for round in 0..100 {
+        // No checkpoint thread: its last checkpoint, on the way out, would
+        // give the background open time to finish before the pool goes.
+        let store = Store::open(&t.path, t.options(10_000).checkpoint_every(None)).unwrap();
+        store
+            .enqueue(&NewDoc::new(format!("docs/{round}.txt"), "v1"))
+            .unwrap();
+        store.counts().unwrap();
+        drop(store);
+        assert!(
+            !wal.exists(),
+            "round {round}: {} outlived the last handle",
+            wal.display()
+        );
+    }
+}

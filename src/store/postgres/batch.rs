@@ -36,11 +36,11 @@ use super::PgStore;
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{Claim, Fenced, Owner, Status};
+use crate::store::completion::Completion;
 use crate::store::fencing::{
     complete_detail_after, status_of, Candidate, WriteOp, WriteOut, LEASE_AHEAD, LEASE_EXPIRED,
 };
 use crate::store::options::Policy;
-use crate::store::Completion;
 
 /// Claims and completions in one statement. $1–$9 are [`write::claim_ctes`]'
 /// (now, now plus the skew allowed, rows wanted, their workers, the lease's

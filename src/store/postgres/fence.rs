@@ -19,7 +19,7 @@ use super::read::job_by_id_locked;
 use super::PgStore;
 use crate::error::Result;
 use crate::job::Job;
-use crate::store::RowLock;
+use crate::store::fencing::RowLock;
 
 /// Longest a cleanup waits for a document's row lock; the same bound as the
 /// SQLite edition's wait for its `.lock` (`mirror::CLEANUP_LOCK_WAIT`).

@@ -27,9 +27,9 @@ use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::group::GroupCommit;
 use crate::job::{Claim, Owner};
+use crate::store::completion::Completion;
 use crate::store::fencing::{WriteOp, WriteOut};
 use crate::store::options::Policy;
-use crate::store::Completion;
 
 impl PgStore {
     /// Queue `op` with the others of this moment and return its own answer.

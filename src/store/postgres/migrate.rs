@@ -19,10 +19,7 @@ use ::postgres::{Client, Transaction};
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::store::sqlite::open::sections;
-
-/// The schema, compiled in: the twin of `schema.sql`.
-pub(crate) const PG_SCHEMA_SQL: &str = include_str!("../../../schema.pg.sql");
+use crate::store::schema::{sections, PG_SCHEMA_SQL};
 
 /// The advisory lock key that serializes migrations on one database: the
 /// bytes of "leasehol" (ASCII), so it is recognisable in `pg_locks`
@@ -129,47 +126,5 @@ pub(crate) fn pg_error(label: &str, source: ::postgres::Error) -> Error {
     Error::Postgres {
         url: label.to_string(),
         source: crate::error::DatabaseError::postgres(source),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::sqlite::open::SCHEMA_SQL;
-
-    #[test]
-    fn every_section_of_schema_sql_has_its_twin() {
-        let versions = |text: &str| sections(text).into_iter().map(|s| s.0).collect::<Vec<_>>();
-        assert_eq!(versions(PG_SCHEMA_SQL), versions(SCHEMA_SQL));
-        assert_eq!(schema_version(), crate::store::schema_version());
-    }
-
-    /// Tables of SQLite's search index with no twin: PostgreSQL indexes a
-    /// document's first part only, so it keeps no further parts.
-    const SQLITE_ONLY: &[&str] = &["search_parts"];
-
-    #[test]
-    fn each_table_created_in_a_section_is_created_in_its_twin() {
-        let tables = |text: &str| -> Vec<(i64, Vec<String>)> {
-            sections(text)
-                .into_iter()
-                .map(|(v, sql)| {
-                    let names = sql
-                        .lines()
-                        .filter_map(|l| {
-                            let l = l.trim_start();
-                            // SQLite's search index is an FTS5 virtual table;
-                            // its twin is a plain table.
-                            l.strip_prefix("CREATE TABLE ")
-                                .or_else(|| l.strip_prefix("CREATE VIRTUAL TABLE "))
-                        })
-                        .filter_map(|rest| rest.split_whitespace().next().map(str::to_string))
-                        .filter(|name| !SQLITE_ONLY.contains(&name.as_str()))
-                        .collect();
-                    (v, names)
-                })
-                .collect()
-        };
-        assert_eq!(tables(PG_SCHEMA_SQL), tables(SCHEMA_SQL));
     }
 }

@@ -12,13 +12,13 @@ use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::job::{Claim, Counts, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status};
 use crate::store::check::IndexedRow;
+use crate::store::completion::Completion;
 use crate::store::engine::Engine;
 use crate::store::fencing::WriteOp;
+use crate::store::postgres::search_index as search;
 use crate::store::read::{KnownSource, Totals};
 use crate::store::retention::HistoryPrune;
-use crate::store::search::postgres as search;
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
-use crate::store::Completion;
 
 impl Engine for PgStore {
     fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {

@@ -119,7 +119,7 @@ impl QueueRows for Tx<'_> {
     }
 
     fn unindex(&mut self, ids: &[i64]) -> Sql<()> {
-        crate::store::search::postgres::remove(self, ids)
+        crate::store::postgres::search_index::remove(self, ids)
     }
 
     fn history(&mut self, id: i64, now: Millis, event: &str, detail: Option<&str>) -> Sql<()> {

@@ -31,13 +31,13 @@ use super::conn::{Conn, Tx};
 use super::conn::{Fail, Sql};
 use crate::clock::Millis;
 use crate::job::{Claim, Fenced, JobId, Owner, Parked, Status};
+use crate::store::completion::Completion;
 use crate::store::fencing::{
     self, complete_detail, complete_detail_after, status_of, Candidate, FenceRows, OwnerRow, LEASE_AHEAD,
     LEASE_EXPIRED,
 };
 use crate::store::options::Policy;
-use crate::store::Completion;
-use crate::store::OutboxCap;
+use crate::store::outbox::OutboxCap;
 
 /// The claimability condition every conditional UPDATE repeats: `$now` is
 /// now (`$2` unless said), `$ahead` now plus the clock skew allowed (a lease
@@ -813,7 +813,7 @@ pub(crate) fn complete_each(
             if let Some(text) = &c.deliver {
                 crate::store::outbox::push(tx, now, cap, o.id.0, &c.checksum, text)?;
             }
-            crate::store::search::postgres::accepted(tx, o.id.0, c)?;
+            crate::store::postgres::search_index::accepted(tx, o.id.0, c)?;
             Ok(Fenced::Accepted)
         })
         .collect()
@@ -836,7 +836,7 @@ pub(crate) fn complete_and_push(
     }
     // `COMPLETE` took the old text out of the index; only new text is left.
     if out.is_accepted() && c.index.is_some() {
-        crate::store::search::postgres::accepted(tx, o.id.0, c)?;
+        crate::store::postgres::search_index::accepted(tx, o.id.0, c)?;
     }
     Ok(out)
 }

@@ -10,11 +10,13 @@
 //!   PostgreSQL tsquery). Pure: no SQL is run there.
 //! - `parts.rs`: a long text cut into the parts the index takes one at a
 //!   time, so memory and write transactions stay bounded.
-//! - `sqlite.rs`: the SQLite FTS5 statements (write inside the completion's
-//!   transaction, further parts staged before it, search ranked by FTS5's
-//!   own `bm25()`, check, reset for another tokenizer).
-//! - `salvage.rs`: the index removed without reading its pages, when they
-//!   are damaged, and made again.
+//!
+//! Each engine's statements live in its driver, beside its other SQL:
+//! `sqlite/search_index.rs` (FTS5: written inside the completion's
+//! transaction, further parts staged before it, ranked by FTS5's own
+//! `bm25()`, checked, reset for another tokenizer), `sqlite/search_salvage.rs`
+//! (a damaged index removed without reading its pages) and
+//! `postgres/search_index.rs` (a `tsvector` column and its GIN index).
 //!
 //! The one rule: the index holds, for every document with an accepted result
 //! (`jobs.result_path` set), that result's text, and nothing else. The writes
@@ -23,11 +25,7 @@
 //! completion can never reach the index.
 
 pub(crate) mod parts;
-#[cfg(feature = "postgres")]
-pub(crate) mod postgres;
 pub(crate) mod query;
-pub(crate) mod salvage;
-pub(crate) mod sqlite;
 
 use crate::error::{Error, Result};
 

@@ -116,6 +116,25 @@ impl<R: Read> Iterator for PartReader<R> {
     }
 }
 
+/// `items` in runs whose text (`len` of each) stays within [`TX_TEXT_BYTES`],
+/// in order; an item longer than that is a run of its own.
+pub(crate) fn by_text_bytes<T>(items: &[T], len: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    let mut runs = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, item) in items.iter().enumerate() {
+        let n = len(item);
+        if i > start && bytes + n > TX_TEXT_BYTES {
+            runs.push(&items[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += n;
+    }
+    if start < items.len() {
+        runs.push(&items[start..]);
+    }
+    runs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +198,15 @@ mod tests {
     fn the_reader_refuses_text_that_is_not_utf8() {
         let mut r = PartReader::new(&b"ok \xff\xfe"[..]);
         assert_eq!(r.next().unwrap().unwrap_err().kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn runs_keep_within_the_budget_and_a_long_item_goes_alone() {
+        let sizes = [TX_TEXT_BYTES / 2, TX_TEXT_BYTES / 2, 1, TX_TEXT_BYTES * 3, 5, 6];
+        let runs = by_text_bytes(&sizes, |n| *n);
+        let lens: Vec<usize> = runs.iter().map(|r| r.len()).collect();
+        assert_eq!(lens, [2, 1, 1, 2]);
+        assert_eq!(runs.concat(), sizes);
+        assert!(by_text_bytes(&[] as &[usize], |n| *n).is_empty());
     }
 }

@@ -2,7 +2,7 @@
 //! phrases", `word*` prefixes, AND / OR / NOT, parentheses), read once into
 //! pieces and turned into what an engine runs. Nothing here runs SQL; FTS5
 //! itself is the final judge of the syntax on SQLite (its error becomes
-//! [`crate::Error::InvalidInput`] in `sqlite.rs`).
+//! [`crate::Error::InvalidInput`] in `sqlite/search_index.rs`).
 //!
 //! Why rewrite at all: `unicode61` cuts words at spaces and punctuation only,
 //! so a Korean noun with its particle (`계정이`) is one term, and a Japanese

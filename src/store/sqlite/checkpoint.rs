@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::open::Pool;
+use super::pool::Pool;
 use super::turnstile::Turnstile;
 use crate::service::Service;
 

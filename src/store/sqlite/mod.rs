@@ -15,27 +15,31 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::store::check::IndexedRow;
-use crate::store::driver;
+use crate::store::driver::Rows as EngineRows;
 use crate::store::engine::Engine;
 use crate::store::fencing::{WriteOp, WriteOut};
 use crate::store::options::Policy;
 use crate::store::read::{KnownSource, Totals};
-use crate::store::retention::HistoryPrune;
-use crate::store::search::sqlite::Chosen;
+use crate::store::retention::{sweep as sweep_history, window as history_window, HistoryPrune};
 use crate::store::search::{self, Hit, IndexCheck, IndexDoc, Tokenizer};
+use crate::store::sqlite::search_index::Chosen;
 use checkpoint::Checkpointer;
-use open::{Access, Pool};
+use open::Access;
+use pool::{ClosesConnections, Pool};
 use turnstile::Turnstile;
 
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::group::GroupCommit;
 use crate::job::{Claim, Counts, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status};
-use crate::store::{Completion, StoreOptions};
+use crate::store::completion::Completion;
+use crate::store::options::StoreOptions;
+use crate::store::rules::Driver;
 
 pub(crate) mod checkpoint;
 pub(crate) mod holder;
 pub(crate) mod open;
+pub(crate) mod pool;
 pub(crate) mod turnstile;
 pub(crate) mod tx;
 pub(crate) mod write;
@@ -46,15 +50,17 @@ pub(crate) mod meta;
 mod queue;
 mod read;
 mod retention;
+pub(crate) mod search_index;
+mod search_salvage;
 
 mod gate;
 mod outbox;
 
 /// A connection (a write transaction or a pooled read connection) as the
-/// engine-neutral rules see it: the SQLite side of [`driver::Rows`].
+/// engine-neutral rules see it: the SQLite side of [`EngineRows`].
 pub(crate) struct Rows<'c>(pub(crate) &'c rusqlite::Connection);
 
-impl driver::Rows for Rows<'_> {
+impl EngineRows for Rows<'_> {
     type Error = rusqlite::Error;
 }
 
@@ -76,6 +82,9 @@ pub(crate) struct Sqlite {
     pub(crate) access: Access,
     // Held for its Drop: stops and joins the checkpoint thread with the last handle.
     _checkpointer: Option<Checkpointer>,
+    // Dropped last, after every field that holds the pool: waits for the
+    // pool's connections to close (`pool.rs`).
+    _closes: ClosesConnections,
 }
 
 impl Sqlite {
@@ -89,6 +98,7 @@ impl Sqlite {
             .filter(|_| access == Access::ReadWrite)
             .and_then(|every| Checkpointer::start(&pool, &turnstile, &path, every, opts.busy_timeout));
         let policy = Policy::of(&opts);
+        let closes = pool.closing(&path);
         let sqlite = Sqlite {
             path,
             pool,
@@ -105,6 +115,7 @@ impl Sqlite {
             waits: write_waits::Pending::default(),
             access,
             _checkpointer: checkpointer,
+            _closes: closes,
         };
         let writable = access == Access::ReadWrite;
         if writable && (sqlite.opts.create || sqlite.opts.tokenizer.is_some()) {
@@ -279,11 +290,11 @@ impl Engine for Sqlite {
     /// Every window a write transaction; with `dry_run`, a read.
     fn prune_history(&self, cutoff: Millis, dry_run: bool) -> Result<HistoryPrune> {
         let last = self.read(retention::last_history_job)?;
-        super::retention::sweep(cutoff, last, |lo, hi| {
+        sweep_history(cutoff, last, |lo, hi| {
             if dry_run {
-                self.read(|c| super::retention::window(&mut Rows(c), lo, hi, cutoff, false))
+                self.read(|c| history_window(&mut Rows(c), lo, hi, cutoff, false))
             } else {
-                self.write_tx(|tx, _| super::retention::window(&mut Rows(tx), lo, hi, cutoff, true))
+                self.write_tx(|tx, _| history_window(&mut Rows(tx), lo, hi, cutoff, true))
             }
         })
     }
@@ -298,34 +309,34 @@ impl Engine for Sqlite {
 
     fn search(&self, query: &str, limit: usize, time_limit: std::time::Duration) -> Result<Vec<Hit>> {
         let mut c = self.conn()?;
-        search::sqlite::search(&mut c, query, limit, time_limit)
+        search_index::search(&mut c, query, limit, time_limit)
             .map_err(|e| Error::from_sqlite(&self.path, e))?
             .into_hits(query)
     }
 
     fn search_tokenizer(&self) -> Result<Tokenizer> {
-        self.read(search::sqlite::table_tokenizer)
+        self.read(search_index::table_tokenizer)
     }
 
     fn search_check(&self) -> Result<IndexCheck> {
-        self.read(search::sqlite::check)
+        self.read(search_index::check)
     }
 
     fn search_reset(&self, tokenizer: Tokenizer) -> Result<()> {
         refuse_pg_tokenizer(tokenizer)?;
-        match self.write_tx(|tx, _| search::sqlite::reset(tx, tokenizer)) {
-            // Its pages are damaged: dropping it reads them (`salvage.rs`).
+        match self.write_tx(|tx, _| search_index::reset(tx, tokenizer)) {
+            // Its pages are damaged: dropping it reads them (`search_salvage.rs`).
             Err(e) if e.is_corrupt() => self.search_reset_hard(tokenizer),
             done => done,
         }
     }
 
     fn search_put(&self, docs: &[IndexDoc<'_>]) -> Result<usize> {
-        self.write_tx(|tx, _| search::sqlite::put_if_accepted(tx, docs))
+        self.write_tx(|tx, _| search_index::put_if_accepted(tx, docs))
     }
 
     fn search_prune(&self) -> Result<usize> {
-        self.write_tx(|tx, _| search::sqlite::prune(tx))
+        self.write_tx(|tx, _| search_index::prune(tx))
     }
 
     fn search_stage(&self, owner: &Owner, result: (&str, &str), parts: &[&str]) -> Result<Fenced> {
@@ -333,7 +344,7 @@ impl Engine for Sqlite {
         self.write_tx(|tx, now| {
             let renewed = write::renew(tx, now, policy, owner)?;
             if renewed.is_accepted() {
-                search::sqlite::put_parts(tx, owner.id.0, &owner.token, result, parts)?;
+                search_index::put_parts(tx, owner.id.0, &owner.token, result, parts)?;
             }
             Ok(renewed)
         })
@@ -342,17 +353,17 @@ impl Engine for Sqlite {
     fn search_stage_accepted(&self, doc: &IndexDoc<'_>, parts: &[&str], fresh: bool) -> Result<()> {
         self.write_tx(|tx, _| {
             if fresh {
-                search::sqlite::retire_staged(tx, doc.id, doc.checksum)?;
+                search_index::retire_staged(tx, doc.id, doc.checksum)?;
             }
-            search::sqlite::put_parts(tx, doc.id, doc.checksum, (doc.result_path, doc.checksum), parts)
+            search_index::put_parts(tx, doc.id, doc.checksum, (doc.result_path, doc.checksum), parts)
         })
     }
 
     fn search_purge(&self) -> Result<bool> {
-        if !self.read(search::sqlite::has_parts_to_purge)? {
+        if !self.read(search_index::has_parts_to_purge)? {
             return Ok(false);
         }
-        self.write_tx(|tx, _| search::sqlite::purge_retired(tx))
+        self.write_tx(|tx, _| search_index::purge_retired(tx))
     }
 }
 
@@ -378,14 +389,14 @@ impl Sqlite {
         }
         let (table, recorded) = self.read(|c| {
             let recorded = meta::meta(c, search::TOKENIZER_META)?;
-            Ok((search::sqlite::table_tokenizer(c)?, recorded))
+            Ok((search_index::table_tokenizer(c)?, recorded))
         })?;
         let recorded = recorded.as_deref().and_then(Tokenizer::from_spec);
         let wanted = requested.or(recorded).unwrap_or(table);
         if wanted == table && (requested.is_none() || recorded == requested) {
             return Ok(());
         }
-        match self.write_tx(|tx, _| search::sqlite::choose(tx, requested))? {
+        match self.write_tx(|tx, _| search_index::choose(tx, requested))? {
             Chosen::InForce(_) => Ok(()),
             Chosen::Mismatch { table, wanted } => Err(Error::InvalidInput {
                 what: "tokenizer",
@@ -399,7 +410,7 @@ impl Sqlite {
     }
 }
 
-impl crate::store::rules::Driver for Sqlite {
+impl Driver for Sqlite {
     type Error = rusqlite::Error;
     type Tx<'t> = Rows<'t>;
     type Reader<'t> = Rows<'t>;
@@ -418,56 +429,5 @@ impl crate::store::rules::Driver for Sqlite {
 
     fn max_attempts(&self) -> i64 {
         i64::from(self.opts.max_attempts)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    use crate::clock::ManualClock;
-    use crate::job::Fenced;
-    use crate::store::{NewDoc, Store, StoreOptions};
-
-    /// A worker's held claims renewed together: each from now, each fenced on
-    /// its own token, so the one taken over meanwhile is refused alone.
-    #[test]
-    fn renew_many_extends_each_held_lease_and_refuses_the_one_taken_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let clock = ManualClock::new(0);
-        let open = || {
-            let opts = StoreOptions::default()
-                .lease(Duration::from_millis(1_000))
-                .clock(Arc::new(clock.clone()));
-            Store::open(dir.path().join("q.db"), opts).unwrap()
-        };
-        let (mine, other) = (open(), open());
-        for key in ["a", "b", "c"] {
-            mine.enqueue(&NewDoc::new(key, "v1")).unwrap();
-        }
-        let claims = mine.claim_batch("mine", 3).unwrap();
-        assert_eq!(claims.len(), 3);
-        clock.advance(Duration::from_millis(1_001));
-        let taken = other
-            .claim("thief")
-            .unwrap()
-            .expect("an expired lease is re-claimed");
-        let owners: Vec<_> = claims.iter().map(|c| c.owner()).collect();
-
-        let answers = mine.renew_many(&owners).unwrap();
-
-        for (claim, answer) in claims.iter().zip(&answers) {
-            let row = mine.job(claim.id).unwrap().unwrap();
-            if claim.id == taken.id {
-                assert!(matches!(answer, Fenced::Rejected(_)), "{answer:?}");
-                assert_eq!(row.owner_token.as_deref(), Some(taken.token.as_str()));
-            } else {
-                assert_eq!(*answer, Fenced::Accepted);
-                assert_eq!(row.lease_expires_at, Some(1_001 + 1_000));
-            }
-        }
-        assert!(other.claim("thief").unwrap().is_none(), "the renewed leases hold");
-        assert!(mine.renew_many(&[]).unwrap().is_empty());
     }
 }

@@ -10,15 +10,13 @@
 //! neither find nor make the `-wal` and `-shm` files it shares with writers.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use crate::error::{DatabaseError, Error, Result};
-use crate::store::{StoreOptions, Synchronous};
-
-/// The schema, compiled in: the one source of truth.
-pub(crate) const SCHEMA_SQL: &str = include_str!("../../../schema.sql");
+use super::pool::{self, Pool};
+use crate::error::{Error, Result};
+use crate::store::options::StoreOptions;
+use crate::store::schema::{sections, SCHEMA_SQL};
 
 /// The highest `-- version: N` section in `schema.sql`.
 pub fn schema_version() -> i64 {
@@ -28,62 +26,6 @@ pub fn schema_version() -> i64 {
 /// `schema.sql` split into `(version, sql)` sections.
 fn migrations() -> Vec<(i64, String)> {
     sections(SCHEMA_SQL)
-}
-
-/// A schema file split into `(version, sql)` sections at its `-- version: N`
-/// lines; what comes before the first is the file's header. Shared with the
-/// PostgreSQL edition, whose `schema.pg.sql` follows the same rule.
-pub(crate) fn sections(schema: &str) -> Vec<(i64, String)> {
-    let mut out: Vec<(i64, String)> = Vec::new();
-    for line in schema.lines() {
-        if let Some(v) = line.strip_prefix("-- version:") {
-            if let Ok(v) = v.trim().parse() {
-                out.push((v, String::new()));
-                continue;
-            }
-        }
-        if let Some(last) = out.last_mut() {
-            last.1.push_str(line);
-            last.1.push('\n');
-        }
-    }
-    out
-}
-
-/// Connection pool of the store.
-pub(crate) type Pool = r2d2::Pool<Manager>;
-
-/// r2d2's connection manager for the store's SQLite file: open with the
-/// access's flags, then the per-connection settings (`configure_raw`).
-///
-/// Ours rather than `r2d2_sqlite`'s: that crate pins one rusqlite minor
-/// version per release, which would decide the rusqlite an embedder can
-/// use next to leasehold (issue 27). A pooled connection is never checked
-/// with a statement (`test_on_check_out(false)`) and never goes stale.
-pub(crate) struct Manager {
-    /// The path, or a `file:` URI for a read-only open.
-    target: PathBuf,
-    flags: OpenFlags,
-    opts: StoreOptions,
-}
-
-impl r2d2::ManageConnection for Manager {
-    type Connection = Connection;
-    type Error = rusqlite::Error;
-
-    fn connect(&self) -> rusqlite::Result<Connection> {
-        let c = Connection::open_with_flags(&self.target, self.flags)?;
-        configure_raw(&c, &self.opts)?;
-        Ok(c)
-    }
-
-    fn is_valid(&self, conn: &mut Connection) -> rusqlite::Result<()> {
-        conn.execute_batch("")
-    }
-
-    fn has_broken(&self, _: &mut Connection) -> bool {
-        false
-    }
 }
 
 /// How a SQLite store was opened ([`crate::Store::access`]).
@@ -178,7 +120,7 @@ fn open_read_write(path: &Path, opts: &StoreOptions) -> Result<Pool> {
     enable_wal(&conn, path)?;
     migrate(&mut conn, path, version)?;
     drop(conn);
-    build_pool(path, opts, Access::ReadWrite)
+    pool::build(path, pool_target(path, Access::ReadWrite), opts)
 }
 
 /// Open the database at `path` for reading only: `mode=ro`, else (no `-shm`
@@ -246,7 +188,7 @@ fn open_read_only(path: &Path, opts: &StoreOptions) -> Result<(Pool, Access)> {
     }
     probe_tables(&conn, path)?;
     drop(conn);
-    Ok((build_pool(path, opts, access)?, access))
+    Ok((pool::build(path, pool_target(path, access), opts)?, access))
 }
 
 /// A read-only connection to `path` that has read the schema, which makes
@@ -353,36 +295,10 @@ fn open_connection(path: &Path, exists: bool) -> Result<Connection> {
     Ok(conn)
 }
 
-/// Per-connection settings, in the order DESIGN §8 asks: busy_timeout first.
-/// Used for the opening connection and, through the pool's init hook, for every
-/// pooled one.
+/// The per-connection settings (`pool::configure_raw`) on the opening
+/// connection, its error naming the file.
 fn configure(conn: &Connection, opts: &StoreOptions, path: &Path) -> Result<()> {
-    configure_raw(conn, opts).map_err(|e| Error::from_sqlite(path, e))
-}
-
-fn configure_raw(conn: &Connection, opts: &StoreOptions) -> rusqlite::Result<()> {
-    let sync = match opts.synchronous {
-        Synchronous::Normal => "NORMAL",
-        Synchronous::Full => "FULL",
-    };
-    conn.busy_timeout(opts.busy_timeout)?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    conn.pragma_update(None, "synchronous", sync)?;
-    // Checkpoints run on the store's background thread, off the hot path.
-    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
-    // Each pooled connection has its own page cache; SQLite's default (2 MiB)
-    // times the pool is most of a run's memory on a large store. 512 KiB still
-    // holds every interior page a claim or a fenced write touches.
-    conn.pragma_update(None, "cache_size", -512)?;
-    // Deleted rows (a delivered outbox row holds a document's whole text) are
-    // overwritten with zeros rather than left readable in free pages.
-    conn.pragma_update(None, "secure_delete", opts.secure_delete)?;
-    // The writes, reads and the batch statements of a few sizes (see
-    // `write::padded`) outnumber rusqlite's default of 16 cached statements;
-    // an evicted one is prepared again on its next use.
-    conn.set_prepared_statement_cache_capacity(64);
-    Ok(())
+    pool::configure_raw(conn, opts).map_err(|e| Error::from_sqlite(path, e))
 }
 
 pub(crate) fn read_user_version(conn: &Connection, path: &Path) -> Result<i64> {
@@ -482,32 +398,16 @@ fn migrate(conn: &mut Connection, path: &Path, from: i64) -> Result<()> {
     Ok(())
 }
 
-fn build_pool(path: &Path, opts: &StoreOptions, access: Access) -> Result<Pool> {
-    let (target, flags) = match access {
+/// What the pool opens for `access`: the file itself, read-write, or its
+/// read-only URI.
+fn pool_target(path: &Path, access: Access) -> (PathBuf, OpenFlags) {
+    match access {
         Access::ReadWrite => (
             path.to_path_buf(),
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         ),
         Access::ReadOnly | Access::Immutable => (PathBuf::from(uri(path, access)), read_only_flags()),
-    };
-    let manager = Manager {
-        target,
-        flags,
-        opts: opts.clone(),
-    };
-    r2d2::Pool::builder()
-        // One connection is the writer's for the handle's life (`tx.rs`); at
-        // least two stay for reads and the checkpointer.
-        .max_size(opts.pool_size.max(3))
-        .min_idle(Some(1))
-        // A pooled SQLite connection does not go stale; checking it costs a statement per use.
-        .test_on_check_out(false)
-        .connection_timeout(Duration::from_secs(30))
-        .build(manager)
-        .map_err(|source| Error::Pool {
-            path: path.to_path_buf(),
-            source: DatabaseError::pool(source),
-        })
+    }
 }
 
 #[cfg(test)]

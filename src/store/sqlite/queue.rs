@@ -7,7 +7,6 @@ use super::write::record;
 use super::{meta, Rows};
 use crate::clock::Millis;
 use crate::store::queue::{KnownDoc, NewDoc, QueueRows};
-use crate::store::search;
 
 /// What a gone source does to its row (`?1` now, `?2` why), before the
 /// condition that picks the rows: dead, owner and result forgotten.
@@ -117,7 +116,7 @@ impl QueueRows for Rows<'_> {
 
     fn unindex(&mut self, ids: &[i64]) -> rusqlite::Result<()> {
         for id in ids {
-            search::sqlite::remove(self.0, *id)?;
+            super::search_index::remove(self.0, *id)?;
         }
         Ok(())
     }

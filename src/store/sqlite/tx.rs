@@ -187,8 +187,7 @@ impl Sqlite {
     }
 }
 
-/// A connection taken from the pool.
-pub(crate) type Pooled = r2d2::PooledConnection<super::open::Manager>;
+pub(crate) use super::pool::Pooled;
 
 /// The pooled connection the handle's writes run on ([`Sqlite::writer_conn`]).
 pub(crate) type Writer = Pooled;

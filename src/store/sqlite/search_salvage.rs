@@ -1,7 +1,7 @@
 //! The search index removed the hard way, when its own pages are damaged
 //! (SQLite only).
 //!
-//! The ordinary reset ([`super::sqlite::reset`]) drops the FTS5 table, and
+//! The ordinary reset ([`super::search_index::reset`]) drops the FTS5 table, and
 //! FTS5 drops its shadow tables. Both need the damaged pages: a `DROP TABLE`
 //! of the virtual table first connects to it (reading its configuration and
 //! structure record: "vtable constructor failed"), and dropping a b-tree
@@ -27,8 +27,8 @@
 
 use rusqlite::Connection;
 
-use super::{Tokenizer, TOKENIZER_META};
 use crate::error::{Error, Result};
+use crate::store::search::{Tokenizer, TOKENIZER_META};
 use crate::store::sqlite::Sqlite;
 
 /// The schema rows of the search index: the FTS5 table, its shadow tables

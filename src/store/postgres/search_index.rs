@@ -13,10 +13,10 @@ use std::borrow::Cow;
 use ::postgres::error::SqlState;
 use ::postgres::{Client, Transaction};
 
+use crate::store::completion::Completion;
 use crate::store::postgres::conn::{Fail, Sql};
 use crate::store::search::query::{self, pg_tsquery};
 use crate::store::search::{Found, Hit, IndexCheck, IndexDoc, MARK_CLOSE, MARK_OPEN};
-use crate::store::Completion;
 
 /// How much of a text `ts_headline` reads for a snippet (the tsvector holds
 /// no more; see schema.pg.sql).
@@ -73,7 +73,7 @@ pub(crate) fn reset(tx: &mut Transaction<'_>) -> Sql<()> {
     Ok(())
 }
 
-/// [`crate::store::search::sqlite::put_if_accepted`] on PostgreSQL: each
+/// [`crate::store::sqlite::search_index::put_if_accepted`] on PostgreSQL: each
 /// text goes in only if its document's row (locked first) still has that
 /// accepted result.
 pub(crate) fn put_if_accepted(tx: &mut Transaction<'_>, docs: &[IndexDoc<'_>]) -> Sql<usize> {

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
-use super::parts::TX_TEXT_BYTES;
-use super::query::{self, Plan};
-use super::{Found, TOKENIZER_META};
-use super::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
+use crate::store::search::parts::TX_TEXT_BYTES;
+use crate::store::search::query::{self, Plan};
+use crate::store::search::{Found, TOKENIZER_META};
+use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 
 /// The first rowid of a long text's further parts: far above any document
 /// id, so a rowid tells a document's first part (its id) from a further one.
@@ -197,7 +197,7 @@ pub(crate) fn purge_retired(tx: &Connection) -> rusqlite::Result<bool> {
                  OR j.checksum = search_parts.tag))",
     )?
     .execute([])?;
-    let per_tx = (TX_TEXT_BYTES / super::parts::PART_BYTES).max(1);
+    let per_tx = (TX_TEXT_BYTES / crate::store::search::parts::PART_BYTES).max(1);
     let gone: Vec<i64> = tx
         .prepare_cached("SELECT rowid FROM search_parts WHERE state = 'retired' LIMIT ?1")?
         .query_map([per_tx as i64 + 1], |r| r.get(0))?
@@ -407,7 +407,7 @@ pub(crate) fn search(
     let stops = Deadline::on(c, Instant::now() + time_limit)?;
     let c: &Connection = &stops;
     let found = match &plan {
-        Plan::Match(expr) => search_match(c, expr, limit, super::snippet_tokens(tokenizer)),
+        Plan::Match(expr) => search_match(c, expr, limit, crate::store::search::snippet_tokens(tokenizer)),
         Plan::Like(terms) => search_like(c, terms, limit),
     };
     match found {
