@@ -46,6 +46,12 @@ pub struct PoolOptions {
     /// (`cargo bench --bench search -- --compare-indexing`); [`Pace`] still
     /// keeps a batch of larger documents to about 25 ms of work.
     pub claim_ahead: usize,
+    /// Whether a worker sizes each batch by the pace of its recent
+    /// documents ([`Pace`]: about 25 ms of their own steps, at most
+    /// `claim_ahead`, the first batch one document). False claims up to
+    /// `claim_ahead` every time: for documents whose cost is known, and for
+    /// tests, whose batches must not depend on how busy the machine is.
+    pub paced: bool,
 }
 
 impl PoolOptions {
@@ -97,6 +103,7 @@ impl Default for PoolOptions {
             name_prefix: "worker".into(),
             max_store_failures: 10,
             claim_ahead: 32,
+            paced: true,
         }
     }
 }
@@ -359,7 +366,7 @@ fn stage_batches(
     mut finish: impl FnMut(StagedBatch),
 ) {
     let store = &worker.pipeline().store;
-    let mut pace = Pace::new(opts.claim_ahead);
+    let mut pace = Pace::new(opts.claim_ahead, opts.paced);
     while !stop.stop_claiming.load(Ordering::SeqCst) {
         let token = store.work_token();
         if let Some(wait) = source_pause(worker, opts) {
@@ -540,6 +547,8 @@ fn ended(worker: &str, key: &str, outcome: &'static str) {
 #[derive(Debug)]
 pub(super) struct Pace {
     max: usize,
+    /// False: every batch is `max` ([`PoolOptions::paced`]).
+    paced: bool,
     /// Moving average of the time one document took, if any was seen.
     per_doc: Option<Duration>,
 }
@@ -548,15 +557,19 @@ impl Pace {
     /// How long a batch should take at the recent pace.
     const BUDGET: Duration = Duration::from_millis(25);
 
-    pub(super) fn new(max: usize) -> Self {
+    pub(super) fn new(max: usize, paced: bool) -> Self {
         Pace {
             max: max.max(1),
+            paced,
             per_doc: None,
         }
     }
 
     /// How many to claim next.
     pub(super) fn batch(&self) -> usize {
+        if !self.paced {
+            return self.max;
+        }
         match self.per_doc {
             None => 1,
             Some(d) if d.is_zero() => self.max,
@@ -731,6 +744,29 @@ mod tests {
     /// A pool refuses more workers (or claims ahead) than it runs, before it
     /// starts a thread: past some thousands of threads the standard library
     /// aborts the process instead of returning an error.
+    #[test]
+    fn a_paced_worker_starts_with_one_and_fits_its_batches_to_the_budget() {
+        let mut pace = Pace::new(32, true);
+        assert_eq!(pace.batch(), 1);
+        pace.record(1, Duration::from_millis(5));
+        assert_eq!(pace.batch(), 5);
+        pace.record(5, Duration::from_millis(250));
+        assert_eq!(pace.batch(), 1, "one slow batch slows the pace at once");
+        pace.record(1, Duration::ZERO);
+        assert!(
+            pace.batch() > 1 && pace.batch() < 32,
+            "a fast one lets it grow slowly"
+        );
+    }
+
+    #[test]
+    fn an_unpaced_worker_always_claims_its_whole_batch() {
+        let mut pace = Pace::new(8, false);
+        assert_eq!(pace.batch(), 8);
+        pace.record(1, Duration::from_secs(10));
+        assert_eq!(pace.batch(), 8);
+    }
+
     #[test]
     fn a_pool_refuses_more_workers_than_it_runs() {
         let dir = tempfile::tempdir().unwrap();

@@ -994,13 +994,10 @@ fn claims_held_ahead_keep_their_leases_while_the_finisher_is_busy() {
     let keys = ["a.txt", "b.txt", "c.txt", "d.txt"];
     let docs: Vec<(&str, &[u8])> = keys.iter().map(|k| (*k, k.as_bytes())).collect();
     let source = MemSource::new(&docs);
-    let ids: Vec<JobId> = keys
-        .iter()
-        .map(|k| store.enqueue(&NewDoc::new(*k, "v1")).unwrap().id())
-        .collect();
+    let enqueue = |key: &str| store.enqueue(&NewDoc::new(key, "v1")).unwrap().id();
+    let mut ids: Vec<JobId> = vec![enqueue(keys[0])];
     let (started, started_rx) = unbounded();
     let (open, open_rx) = unbounded();
-    open.send(()).unwrap(); // a.txt goes through at once
     let extractor = Arc::new(Gate {
         started,
         open: open_rx,
@@ -1008,14 +1005,21 @@ fn claims_held_ahead_keep_their_leases_while_the_finisher_is_busy() {
     });
     let (ticks, ticks_rx) = bounded::<()>(0);
     let (events, events_rx) = bounded(0);
+    // Unpaced: every batch claims up to eight, however long a.txt took on
+    // this machine (a paced worker's second batch is one document when the
+    // first took more than half its 25 ms budget).
     let opts = PoolOptions {
         claim_ahead: 8,
+        paced: false,
         ..pool_options(1, ticks_rx, true)
     };
     let pool = WorkerPool::start(pipeline(&store, &mirror, source, extractor), opts, Some(events))
         .expect("the pool starts");
     let events_rx = events_rx;
+    // a.txt is alone in the first batch: the others come while it extracts.
     assert_eq!(started_rx.recv_timeout(WAIT).as_deref(), Ok("a.txt"));
+    ids.extend(keys[1..].iter().map(|k| enqueue(k)));
+    open.send(()).unwrap();
     // The next batch claims the other three at once; b.txt's extraction
     // blocks, c.txt and d.txt wait their turn in the batch.
     assert_eq!(started_rx.recv_timeout(WAIT).as_deref(), Ok("b.txt"));
