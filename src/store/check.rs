@@ -3,7 +3,16 @@
 //! engine's: `sqlite/check.rs` (beside SQLite's own integrity check) and
 //! `postgres/read.rs`.
 
+use super::driver::Rows;
 use super::read::{bytes, Columns};
+
+/// The reads of `doctor`'s checks that each engine answers in its own SQL.
+pub(crate) trait CheckReads: Rows {
+    /// Rows that break the lease columns' rules, (subject, message).
+    fn lease_violations(&mut self) -> Result<Vec<(String, String)>, Self::Error>;
+    /// Up to `limit` indexed documents after id `after`, by id.
+    fn indexed_page(&mut self, after: i64, limit: i64) -> Result<Vec<IndexedRow>, Self::Error>;
+}
 
 /// One problem an integrity check found, and the table it is about when
 /// the line names one (through a b-tree's root page, an index or an FTS5

@@ -21,14 +21,13 @@
 
 use std::collections::HashMap;
 
-use super::check::IndexedRow;
 use super::completion::Completion;
-use super::read::{KnownSource, Totals};
+use super::read::KnownSource;
 use super::retention::HistoryPrune;
 use super::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 use crate::clock::Millis;
 use crate::error::Result;
-use crate::job::{Claim, Counts, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status};
+use crate::job::{Claim, Fenced, Owner, Parked};
 
 /// The store's operations on one database. Times passed in (`now`) come from
 /// the facade's injected clock; operations that take none read the same clock
@@ -62,18 +61,6 @@ pub(crate) trait Engine: super::rules::Rules + Send + Sync {
     /// Hand back without spending the attempt, parked or not. Fenced.
     fn release(&self, owner: &Owner, reason: &str, parked: Option<&Parked>) -> Result<Fenced>;
 
-    // ----- reads -----
-
-    fn job(&self, id: JobId) -> Result<Option<Job>>;
-    fn job_by_key(&self, key: &str) -> Result<Option<Job>>;
-    fn jobs_after(&self, statuses: &[Status], after: JobId, n: i64) -> Result<Vec<Job>>;
-    fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>>;
-    fn counts(&self) -> Result<Counts>;
-    fn totals(&self) -> Result<Totals>;
-    fn live_leases(&self, now: Millis) -> Result<Vec<LiveLease>>;
-    fn next_claimable_at(&self, now: Millis) -> Result<Option<Millis>>;
-    fn count_extracting(&self) -> Result<u64>;
-
     // ----- the history's figures and retention -----
 
     /// Remove (or with `dry_run` count) the history lines older than
@@ -84,13 +71,6 @@ pub(crate) trait Engine: super::rules::Rules + Send + Sync {
     // ----- the auth gate (DESIGN §6) -----
 
     // ----- notices and the outbox -----
-
-    // ----- the checks `doctor` runs -----
-
-    /// (subject, message) for every row that breaks "at most one live owner".
-    fn lease_violations(&self) -> Result<Vec<(String, String)>>;
-    /// Up to `limit` indexed rows with ids after `after`, in id order.
-    fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>>;
 
     // ----- the search index (DESIGN §12) -----
 

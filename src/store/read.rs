@@ -1,7 +1,8 @@
 //! The reads' vocabulary, and the row mappings both engines share: a
 //! document, a history line, a lease built from the columns of a row of
 //! either engine ([`Columns`]). The statements are each engine's
-//! (`sqlite/read.rs`, `postgres/read.rs`): one short statement each.
+//! (`sqlite/read.rs`, `postgres/read.rs`, [`JobReads`]): one short statement
+//! each.
 
 use super::driver::Rows;
 use crate::clock::Millis;
@@ -50,6 +51,53 @@ pub(crate) trait ReadRows: Rows {
     /// Run `sql`; `each` of its rows in turn.
     fn each_row(&mut self, sql: &'static str, each: &mut EachRow<'_, Self::Error>)
         -> Result<(), Self::Error>;
+}
+
+/// The reads of documents and leases each engine answers in its own SQL.
+/// `granted_by`: a lease granted after it is over (the clock went back),
+/// now plus the engine's allowance for skewed clocks.
+pub(crate) trait JobReads: Rows {
+    /// Document `id`.
+    fn job_by_id(&mut self, id: i64) -> Result<Option<Job>, Self::Error>;
+    /// The document of `key`.
+    fn job_by_key(&mut self, key: &str) -> Result<Option<Job>, Self::Error>;
+    /// Up to `n` documents of `statuses` (all when empty) after id `after`, by id.
+    fn jobs_after(&mut self, statuses: &[Status], after: i64, n: i64) -> Result<Vec<Job>, Self::Error>;
+    /// Document `id`'s history, oldest first.
+    fn history(&mut self, id: i64) -> Result<Vec<HistoryEntry>, Self::Error>;
+    /// The documents per status.
+    fn counts(&mut self) -> Result<Counts, Self::Error>;
+    /// The documents per status, the dead and retrying split by why.
+    fn totals(&mut self) -> Result<Totals, Self::Error>;
+    /// Leases not over at `now`, soonest expiry first.
+    fn live_leases(&mut self, now: Millis, granted_by: Millis) -> Result<Vec<LiveLease>, Self::Error>;
+    /// What [`next_claimable_at`] decides from.
+    fn claimable(&mut self, granted_by: Millis) -> Result<Claimable, Self::Error>;
+    /// Documents under a claim.
+    fn count_extracting(&mut self) -> Result<u64, Self::Error>;
+}
+
+/// What decides when a claim could next take something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Claimable {
+    /// A document waits for its first claim.
+    pub discovered: bool,
+    /// A lease was granted after `granted_by`: over already.
+    pub granted_ahead: bool,
+    /// The first retry due.
+    pub retry: Option<Millis>,
+    /// The first lease to expire.
+    pub lease: Option<Millis>,
+}
+
+/// When a claim could take something: `Some(t <= now)` now; `Some(t)` the
+/// earliest time something becomes claimable; `None` nothing will without
+/// a new enqueue.
+pub(crate) fn next_claimable_at(c: Claimable, now: Millis) -> Option<Millis> {
+    if c.discovered || c.granted_ahead {
+        return Some(now);
+    }
+    earliest(c.retry, c.lease)
 }
 
 /// A size column as a byte count (a negative one is none).
@@ -115,7 +163,7 @@ pub(crate) fn add_count(counts: &mut Counts, status: &str, n: i64) {
 
 /// When something becomes claimable if nothing is now: the earlier of the
 /// first retry and the first lease to expire.
-pub(crate) fn earliest(retry: Option<Millis>, lease: Option<Millis>) -> Option<Millis> {
+fn earliest(retry: Option<Millis>, lease: Option<Millis>) -> Option<Millis> {
     match (retry, lease) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

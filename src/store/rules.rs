@@ -4,6 +4,7 @@
 //! inside one of the driver's transactions or reads. [`Driver`] is what an
 //! engine gives them.
 
+use super::check::{CheckReads, IndexedRow};
 use super::driver::Rows;
 use super::figures::{self, HistoryFigures, HistoryLine};
 use super::gate::{
@@ -15,10 +16,10 @@ use super::outbox::{
     self, Drain, NoticeRecord, OutboxBatch, OutboxReads, OutboxRows, OutboxTotals, PendingNotice,
 };
 use super::queue::{self, NewDoc, QueueRows};
-use super::read::ReadRows;
+use super::read::{self, JobReads, ReadRows, Totals};
 use crate::clock::Millis;
 use crate::error::Result;
-use crate::job::{Enqueued, JobId};
+use crate::job::{Counts, Enqueued, HistoryEntry, Job, JobId, LiveLease, Status};
 
 /// What an engine gives the rules: its transactions and its reads, each over
 /// rows of its own that implement every area's row trait.
@@ -28,7 +29,7 @@ pub(crate) trait Driver: Send + Sync {
     /// A write transaction's rows.
     type Tx<'t>: Rows<Error = Self::Error> + QueueRows + GateRows + OutboxRows;
     /// A read's rows.
-    type Reader<'t>: Rows<Error = Self::Error> + GateReads + OutboxReads + ReadRows;
+    type Reader<'t>: Rows<Error = Self::Error> + GateReads + OutboxReads + ReadRows + JobReads + CheckReads;
 
     /// Run `f` in one write transaction, with now from the injected clock;
     /// the engine retries what it may and maps its errors.
@@ -45,6 +46,10 @@ pub(crate) trait Driver: Send + Sync {
     fn policy(&self) -> &Policy;
     /// How many attempts a document gets.
     fn max_attempts(&self) -> i64;
+    /// How far after now a lease may have been granted and still be live:
+    /// PostgreSQL's allowance for skewed clocks; none on SQLite, which reads
+    /// now under its write lock, so its grants are ordered.
+    fn grant_skew(&self) -> Millis;
 }
 
 /// The operations decided by the rules of `store/`, the same on every engine.
@@ -134,6 +139,19 @@ pub(crate) trait Rules {
 
     /// Every history line, oldest first, with its document's key and status.
     fn history_lines(&self) -> Result<Vec<HistoryLine>>;
+
+    fn job(&self, id: JobId) -> Result<Option<Job>>;
+    fn job_by_key(&self, key: &str) -> Result<Option<Job>>;
+    fn jobs_after(&self, statuses: &[Status], after: JobId, n: i64) -> Result<Vec<Job>>;
+    fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>>;
+    fn counts(&self) -> Result<Counts>;
+    fn totals(&self) -> Result<Totals>;
+    fn live_leases(&self, now: Millis) -> Result<Vec<LiveLease>>;
+    /// When a claim could take something ([`read::next_claimable_at`]).
+    fn next_claimable_at(&self, now: Millis) -> Result<Option<Millis>>;
+    fn count_extracting(&self) -> Result<u64>;
+    fn lease_violations(&self) -> Result<Vec<(String, String)>>;
+    fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>>;
 }
 
 impl<D: Driver> Rules for D {
@@ -266,5 +284,52 @@ impl<D: Driver> Rules for D {
 
     fn history_lines(&self) -> Result<Vec<HistoryLine>> {
         self.read(|c| figures::history_lines(c))
+    }
+
+    fn job(&self, id: JobId) -> Result<Option<Job>> {
+        self.read(|r| r.job_by_id(id.0))
+    }
+
+    fn job_by_key(&self, key: &str) -> Result<Option<Job>> {
+        self.read(|r| r.job_by_key(key))
+    }
+
+    fn jobs_after(&self, statuses: &[Status], after: JobId, n: i64) -> Result<Vec<Job>> {
+        self.read(|r| r.jobs_after(statuses, after.0, n))
+    }
+
+    fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>> {
+        self.read(|r| r.history(id.0))
+    }
+
+    fn counts(&self) -> Result<Counts> {
+        self.read(|r| r.counts())
+    }
+
+    fn totals(&self) -> Result<Totals> {
+        self.read(|r| r.totals())
+    }
+
+    fn live_leases(&self, now: Millis) -> Result<Vec<LiveLease>> {
+        let granted_by = now.saturating_add(self.grant_skew());
+        self.read(|r| r.live_leases(now, granted_by))
+    }
+
+    fn next_claimable_at(&self, now: Millis) -> Result<Option<Millis>> {
+        let granted_by = now.saturating_add(self.grant_skew());
+        let found = self.read(|r| r.claimable(granted_by))?;
+        Ok(read::next_claimable_at(found, now))
+    }
+
+    fn count_extracting(&self) -> Result<u64> {
+        self.read(|r| r.count_extracting())
+    }
+
+    fn lease_violations(&self) -> Result<Vec<(String, String)>> {
+        self.read(|r| r.lease_violations())
+    }
+
+    fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>> {
+        self.read(|r| r.indexed_page(after, limit))
     }
 }

@@ -10,13 +10,12 @@ use std::collections::HashMap;
 use super::{read, retention, write, PgStore};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
-use crate::job::{Claim, Counts, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status};
-use crate::store::check::IndexedRow;
+use crate::job::{Claim, Fenced, Owner, Parked};
 use crate::store::completion::Completion;
 use crate::store::engine::Engine;
 use crate::store::fencing::WriteOp;
 use crate::store::postgres::search_index as search;
-use crate::store::read::{KnownSource, Totals};
+use crate::store::read::KnownSource;
 use crate::store::retention::HistoryPrune;
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
 
@@ -72,58 +71,12 @@ impl Engine for PgStore {
         .fenced()
     }
 
-    fn job(&self, id: JobId) -> Result<Option<Job>> {
-        self.read(|c| read::job_by_id(c, id.0))
-    }
-
-    fn job_by_key(&self, key: &str) -> Result<Option<Job>> {
-        self.read(|c| read::job_by_key(c, key))
-    }
-
-    fn jobs_after(&self, statuses: &[Status], after: JobId, n: i64) -> Result<Vec<Job>> {
-        self.read(|c| read::jobs_after(c, statuses, after.0, n))
-    }
-
-    fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>> {
-        self.read(|c| read::history(c, id.0))
-    }
-
-    fn counts(&self) -> Result<Counts> {
-        self.read(read::counts)
-    }
-
-    fn totals(&self) -> Result<Totals> {
-        self.read(read::totals)
-    }
-
-    fn live_leases(&self, now: Millis) -> Result<Vec<LiveLease>> {
-        let skew = self.policy().clock_skew_ms;
-        self.read(|c| read::live_leases(c, now, skew))
-    }
-
-    fn next_claimable_at(&self, now: Millis) -> Result<Option<Millis>> {
-        let skew = self.policy().clock_skew_ms;
-        self.read(|c| read::next_claimable_at(c, now, skew))
-    }
-
-    fn count_extracting(&self) -> Result<u64> {
-        self.read(read::count_extracting)
-    }
-
     /// Every window a write transaction, a dry run's too.
     fn prune_history(&self, cutoff: Millis, dry_run: bool) -> Result<HistoryPrune> {
         let last = self.read(retention::last_history_job)?;
         crate::store::retention::sweep(cutoff, last, |lo, hi| {
             self.write_tx(|tx, _| crate::store::retention::window(tx, lo, hi, cutoff, !dry_run))
         })
-    }
-
-    fn lease_violations(&self) -> Result<Vec<(String, String)>> {
-        self.read(read::lease_violations)
-    }
-
-    fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>> {
-        self.read(|c| read::indexed_page(c, after, limit))
     }
 
     fn search(&self, query: &str, limit: usize, time_limit: std::time::Duration) -> Result<Vec<Hit>> {
@@ -197,5 +150,9 @@ impl crate::store::rules::Driver for PgStore {
 
     fn max_attempts(&self) -> i64 {
         PgStore::max_attempts(self)
+    }
+
+    fn grant_skew(&self) -> Millis {
+        self.policy().clock_skew_ms
     }
 }

@@ -10,11 +10,11 @@ use super::conn::{Fail, Sql};
 use crate::clock::Millis;
 use crate::job::{Counts, HistoryEntry, Job, LiveLease, Status, UnknownStatus};
 use crate::store::check::{
-    broken_owner, indexed_row_from, shared_key, shared_token, IndexedRow, INDEXED_COLUMNS,
+    broken_owner, indexed_row_from, shared_key, shared_token, CheckReads, IndexedRow, INDEXED_COLUMNS,
 };
 use crate::store::read::{
-    add_count, earliest, history_entry_from, job_from, live_lease_from, Columns, EachRow, KnownSource,
-    ReadRows, Totals, HISTORY_COLUMNS, JOB_COLUMNS, LEASE_COLUMNS,
+    add_count, history_entry_from, job_from, live_lease_from, Claimable, Columns, EachRow, JobReads,
+    KnownSource, ReadRows, Totals, HISTORY_COLUMNS, JOB_COLUMNS, LEASE_COLUMNS,
 };
 
 impl Columns for Row {
@@ -54,9 +54,106 @@ impl ReadRows for Client {
     }
 }
 
-pub(crate) fn job_by_id(c: &mut Client, id: i64) -> Sql<Option<Job>> {
-    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1");
-    c.query_opt(&sql, &[&id])?.as_ref().map(job_from).transpose()
+impl JobReads for Client {
+    fn job_by_id(&mut self, id: i64) -> Sql<Option<Job>> {
+        let c = self;
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1");
+        c.query_opt(&sql, &[&id])?.as_ref().map(job_from).transpose()
+    }
+
+    fn job_by_key(&mut self, key: &str) -> Sql<Option<Job>> {
+        let c = self;
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE doc_key = $1");
+        c.query_opt(&sql, &[&key])?.as_ref().map(job_from).transpose()
+    }
+
+    /// Up to `n` documents with an id above `after`, in id order, only those in
+    /// `statuses` (all when empty).
+    fn jobs_after(&mut self, statuses: &[Status], after: i64, n: i64) -> Sql<Vec<Job>> {
+        let c = self;
+        let names: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE id > $1 AND (cardinality($3::TEXT[]) = 0 OR status = ANY($3))
+             ORDER BY id LIMIT $2"
+        );
+        c.query(&sql, &[&after, &n, &names])?
+            .iter()
+            .map(job_from)
+            .collect()
+    }
+
+    fn history(&mut self, id: i64) -> Sql<Vec<HistoryEntry>> {
+        let c = self;
+        let sql = format!("SELECT {HISTORY_COLUMNS} FROM history WHERE job_id = $1 ORDER BY seq");
+        c.query(&sql, &[&id])?.iter().map(history_entry_from).collect()
+    }
+
+    fn counts(&mut self) -> Sql<Counts> {
+        let c = self;
+        let mut counts = Counts::default();
+        for r in c.query("SELECT status, count(*) FROM jobs GROUP BY status", &[])? {
+            let (status, n): (String, i64) = (r.try_get(0)?, r.try_get(1)?);
+            add_count(&mut counts, &status, n);
+        }
+        Ok(counts)
+    }
+
+    /// The store's [`Totals`], in one grouped scan.
+    fn totals(&mut self) -> Sql<Totals> {
+        let c = self;
+        let rows = c.query(
+            "SELECT status, source_gone, parked_on IS NOT NULL, count(*) FROM jobs GROUP BY 1, 2, 3",
+            &[],
+        )?;
+        let mut t = Totals::default();
+        for r in rows {
+            t.add(
+                &r.try_get::<_, String>(0)?,
+                r.try_get(1)?,
+                r.try_get(2)?,
+                r.try_get(3)?,
+            );
+        }
+        Ok(t)
+    }
+
+    fn live_leases(&mut self, now: Millis, granted_by: Millis) -> Sql<Vec<LiveLease>> {
+        let sql = format!(
+            "SELECT {LEASE_COLUMNS} FROM jobs
+             WHERE status = 'extracting' AND lease_expires_at > $1
+               AND NOT coalesce(lease_expires_at - lease_ms > $2, FALSE)
+             ORDER BY lease_expires_at, id"
+        );
+        self.query(&sql, &[&now, &granted_by])?
+            .iter()
+            .map(live_lease_from)
+            .collect()
+    }
+
+    /// One round trip.
+    fn claimable(&mut self, granted_by: Millis) -> Sql<Claimable> {
+        let row = self.query_one(
+            "SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'discovered'),
+                    EXISTS (SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at - lease_ms > $1),
+                    (SELECT min(retry_at) FROM jobs WHERE status = 'retrying'),
+                    (SELECT min(lease_expires_at) FROM jobs WHERE status = 'extracting')",
+            &[&granted_by],
+        )?;
+        Ok(Claimable {
+            discovered: row.try_get(0)?,
+            granted_ahead: row.try_get(1)?,
+            retry: row.try_get(2)?,
+            lease: row.try_get(3)?,
+        })
+    }
+
+    fn count_extracting(&mut self) -> Sql<u64> {
+        let c = self;
+        let n: i64 = c
+            .query_one("SELECT count(*) FROM jobs WHERE status = 'extracting'", &[])?
+            .try_get(0)?;
+        Ok(n.max(0) as u64)
+    }
 }
 
 /// [`job_by_id`] with the row locked until the transaction ends (mirror
@@ -64,88 +161,6 @@ pub(crate) fn job_by_id(c: &mut Client, id: i64) -> Sql<Option<Job>> {
 pub(crate) fn job_by_id_locked(tx: &mut ::postgres::Transaction<'_>, id: i64) -> Sql<Option<Job>> {
     let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1 FOR UPDATE");
     tx.query_opt(&sql, &[&id])?.as_ref().map(job_from).transpose()
-}
-
-pub(crate) fn job_by_key(c: &mut Client, key: &str) -> Sql<Option<Job>> {
-    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE doc_key = $1");
-    c.query_opt(&sql, &[&key])?.as_ref().map(job_from).transpose()
-}
-
-/// Up to `n` documents with an id above `after`, in id order, only those in
-/// `statuses` (all when empty).
-pub(crate) fn jobs_after(c: &mut Client, statuses: &[Status], after: i64, n: i64) -> Sql<Vec<Job>> {
-    let names: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
-    let sql = format!(
-        "SELECT {JOB_COLUMNS} FROM jobs WHERE id > $1 AND (cardinality($3::TEXT[]) = 0 OR status = ANY($3))
-         ORDER BY id LIMIT $2"
-    );
-    c.query(&sql, &[&after, &n, &names])?
-        .iter()
-        .map(job_from)
-        .collect()
-}
-
-pub(crate) fn history(c: &mut Client, id: i64) -> Sql<Vec<HistoryEntry>> {
-    let sql = format!("SELECT {HISTORY_COLUMNS} FROM history WHERE job_id = $1 ORDER BY seq");
-    c.query(&sql, &[&id])?.iter().map(history_entry_from).collect()
-}
-
-pub(crate) fn counts(c: &mut Client) -> Sql<Counts> {
-    let mut counts = Counts::default();
-    for r in c.query("SELECT status, count(*) FROM jobs GROUP BY status", &[])? {
-        let (status, n): (String, i64) = (r.try_get(0)?, r.try_get(1)?);
-        add_count(&mut counts, &status, n);
-    }
-    Ok(counts)
-}
-
-/// The store's [`Totals`], in one grouped scan.
-pub(crate) fn totals(c: &mut Client) -> Sql<Totals> {
-    let rows = c.query(
-        "SELECT status, source_gone, parked_on IS NOT NULL, count(*) FROM jobs GROUP BY 1, 2, 3",
-        &[],
-    )?;
-    let mut t = Totals::default();
-    for r in rows {
-        t.add(
-            &r.try_get::<_, String>(0)?,
-            r.try_get(1)?,
-            r.try_get(2)?,
-            r.try_get(3)?,
-        );
-    }
-    Ok(t)
-}
-
-/// Leases that are not over (see `store/read.rs: live_leases`); a lease
-/// granted up to `skew` ms after now is not over (see `StoreOptions::clock_skew`).
-pub(crate) fn live_leases(c: &mut Client, now: Millis, skew: Millis) -> Sql<Vec<LiveLease>> {
-    let sql = format!(
-        "SELECT {LEASE_COLUMNS} FROM jobs
-         WHERE status = 'extracting' AND lease_expires_at > $1
-           AND NOT coalesce(lease_expires_at - lease_ms > $2, FALSE)
-         ORDER BY lease_expires_at, id"
-    );
-    c.query(&sql, &[&now, &now.saturating_add(skew)])?
-        .iter()
-        .map(live_lease_from)
-        .collect()
-}
-
-/// What a claim could take and when (see `store/read.rs: next_claimable_at`).
-pub(crate) fn next_claimable_at(c: &mut Client, now: Millis, skew: Millis) -> Sql<Option<Millis>> {
-    let row = c.query_one(
-        "SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'discovered'),
-                EXISTS (SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at - lease_ms > $1),
-                (SELECT min(retry_at) FROM jobs WHERE status = 'retrying'),
-                (SELECT min(lease_expires_at) FROM jobs WHERE status = 'extracting')",
-        &[&now.saturating_add(skew)],
-    )?;
-    let (discovered, granted_ahead): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
-    if discovered || granted_ahead {
-        return Ok(Some(now));
-    }
-    Ok(earliest(row.try_get(2)?, row.try_get(3)?))
 }
 
 /// The stored fingerprint of each key, one statement for the batch.
@@ -168,57 +183,54 @@ pub(crate) fn source_stats(c: &mut Client, keys: &[String]) -> Sql<HashMap<Strin
     Ok(out)
 }
 
-pub(crate) fn count_extracting(c: &mut Client) -> Sql<u64> {
-    let n: i64 = c
-        .query_one("SELECT count(*) FROM jobs WHERE status = 'extracting'", &[])?
-        .try_get(0)?;
-    Ok(n.max(0) as u64)
-}
-
 pub(crate) fn meta(c: &mut Client, name: &str) -> Sql<Option<String>> {
     Ok(c.query_opt("SELECT value FROM meta WHERE name = $1", &[&name])?
         .map(|r| r.try_get(0))
         .transpose()?)
 }
 
-/// Up to `limit` indexed rows with ids after `after`, in id order.
-pub(crate) fn indexed_page(c: &mut Client, after: i64, limit: i64) -> Sql<Vec<IndexedRow>> {
-    let sql = format!(
-        "SELECT {INDEXED_COLUMNS} FROM jobs WHERE status = 'indexed' AND id > $1 ORDER BY id LIMIT $2"
-    );
-    c.query(&sql, &[&after, &limit])?
-        .iter()
-        .map(indexed_row_from)
-        .collect()
-}
+impl CheckReads for Client {
+    /// Up to `limit` indexed rows with ids after `after`, in id order.
+    fn indexed_page(&mut self, after: i64, limit: i64) -> Sql<Vec<IndexedRow>> {
+        let c = self;
+        let sql = format!(
+            "SELECT {INDEXED_COLUMNS} FROM jobs WHERE status = 'indexed' AND id > $1 ORDER BY id LIMIT $2"
+        );
+        c.query(&sql, &[&after, &limit])?
+            .iter()
+            .map(indexed_row_from)
+            .collect()
+    }
 
-/// (subject, message) for every row that breaks "at most one live owner"
-/// (the checks of `sqlite/check.rs`, with the same messages).
-pub(crate) fn lease_violations(c: &mut Client) -> Sql<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    for r in c.query(
-        "SELECT doc_key, count(*) FROM jobs GROUP BY doc_key HAVING count(*) > 1 ORDER BY doc_key",
-        &[],
-    )? {
-        out.push(shared_key(r.try_get(0)?, r.try_get(1)?));
+    /// (subject, message) for every row that breaks "at most one live owner"
+    /// (the checks of `sqlite/check.rs`, with the same messages).
+    fn lease_violations(&mut self) -> Sql<Vec<(String, String)>> {
+        let c = self;
+        let mut out = Vec::new();
+        for r in c.query(
+            "SELECT doc_key, count(*) FROM jobs GROUP BY doc_key HAVING count(*) > 1 ORDER BY doc_key",
+            &[],
+        )? {
+            out.push(shared_key(r.try_get(0)?, r.try_get(1)?));
+        }
+        for r in c.query(
+            "SELECT doc_key, status, owner_token IS NULL OR owner_token = ''
+             FROM jobs
+             WHERE (status = 'extracting' AND (owner_token IS NULL OR owner_token = '' OR lease_expires_at IS NULL))
+                OR (status <> 'extracting' AND owner_token IS NOT NULL)
+             ORDER BY id",
+            &[],
+        )? {
+            let status: String = r.try_get(1)?;
+            out.push(broken_owner(r.try_get(0)?, &status, r.try_get(2)?));
+        }
+        for r in c.query(
+            "SELECT count(*), min(doc_key) FROM jobs
+             WHERE owner_token IS NOT NULL GROUP BY owner_token HAVING count(*) > 1",
+            &[],
+        )? {
+            out.push(shared_token(r.try_get(1)?, r.try_get(0)?));
+        }
+        Ok(out)
     }
-    for r in c.query(
-        "SELECT doc_key, status, owner_token IS NULL OR owner_token = ''
-         FROM jobs
-         WHERE (status = 'extracting' AND (owner_token IS NULL OR owner_token = '' OR lease_expires_at IS NULL))
-            OR (status <> 'extracting' AND owner_token IS NOT NULL)
-         ORDER BY id",
-        &[],
-    )? {
-        let status: String = r.try_get(1)?;
-        out.push(broken_owner(r.try_get(0)?, &status, r.try_get(2)?));
-    }
-    for r in c.query(
-        "SELECT count(*), min(doc_key) FROM jobs
-         WHERE owner_token IS NOT NULL GROUP BY owner_token HAVING count(*) > 1",
-        &[],
-    )? {
-        out.push(shared_token(r.try_get(1)?, r.try_get(0)?));
-    }
-    Ok(out)
 }

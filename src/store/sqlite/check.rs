@@ -6,8 +6,10 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
+use super::Rows;
 use crate::store::check::{
-    broken_owner, indexed_row_from, shared_key, shared_token, IndexedRow, IntegrityProblem, INDEXED_COLUMNS,
+    broken_owner, indexed_row_from, shared_key, shared_token, CheckReads, IndexedRow, IntegrityProblem,
+    INDEXED_COLUMNS,
 };
 
 /// Run SQLite's `quick_check` (or the full `integrity_check`); the problems found.
@@ -185,51 +187,55 @@ fn own_word(text: &str) -> Option<&str> {
     None
 }
 
-/// Up to `limit` indexed rows with ids after `after`, in id order.
-pub(crate) fn indexed_page(conn: &Connection, after: i64, limit: i64) -> rusqlite::Result<Vec<IndexedRow>> {
-    let sql = format!(
-        "SELECT {INDEXED_COLUMNS} FROM jobs WHERE status = 'indexed' AND id > ?1 ORDER BY id LIMIT ?2"
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([after, limit], |r| indexed_row_from(r))?;
-    rows.collect()
-}
+impl CheckReads for Rows<'_> {
+    /// Up to `limit` indexed rows with ids after `after`, in id order.
+    fn indexed_page(&mut self, after: i64, limit: i64) -> rusqlite::Result<Vec<IndexedRow>> {
+        let conn = self.0;
+        let sql = format!(
+            "SELECT {INDEXED_COLUMNS} FROM jobs WHERE status = 'indexed' AND id > ?1 ORDER BY id LIMIT ?2"
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([after, limit], |r| indexed_row_from(r))?;
+        rows.collect()
+    }
 
-/// (subject, message) for every row that breaks "at most one live owner".
-pub(crate) fn lease_violations(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    let mut stmt =
-        conn.prepare("SELECT doc_key, count(*) FROM jobs NOT INDEXED GROUP BY doc_key HAVING count(*) > 1")?;
-    for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
-        let (key, n) = row?;
-        out.push(shared_key(key, n));
+    /// (subject, message) for every row that breaks "at most one live owner".
+    fn lease_violations(&mut self) -> rusqlite::Result<Vec<(String, String)>> {
+        let conn = self.0;
+        let mut out = Vec::new();
+        let mut stmt = conn
+            .prepare("SELECT doc_key, count(*) FROM jobs NOT INDEXED GROUP BY doc_key HAVING count(*) > 1")?;
+        for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+            let (key, n) = row?;
+            out.push(shared_key(key, n));
+        }
+        let mut stmt = conn.prepare(
+            "SELECT doc_key, status, owner_token IS NULL OR owner_token = ''
+             FROM jobs NOT INDEXED
+             WHERE (status = 'extracting' AND (owner_token IS NULL OR owner_token = '' OR lease_expires_at IS NULL))
+                OR (status <> 'extracting' AND owner_token IS NOT NULL)",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, bool>(2)?,
+            ))
+        })?;
+        for row in rows {
+            let (key, status, no_token) = row?;
+            out.push(broken_owner(key, &status, no_token));
+        }
+        let mut stmt = conn.prepare(
+            "SELECT count(*), min(doc_key) FROM jobs NOT INDEXED
+             WHERE owner_token IS NOT NULL GROUP BY owner_token HAVING count(*) > 1",
+        )?;
+        for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))? {
+            let (n, key) = row?;
+            out.push(shared_token(key, n));
+        }
+        Ok(out)
     }
-    let mut stmt = conn.prepare(
-        "SELECT doc_key, status, owner_token IS NULL OR owner_token = ''
-         FROM jobs NOT INDEXED
-         WHERE (status = 'extracting' AND (owner_token IS NULL OR owner_token = '' OR lease_expires_at IS NULL))
-            OR (status <> 'extracting' AND owner_token IS NOT NULL)",
-    )?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, bool>(2)?,
-        ))
-    })?;
-    for row in rows {
-        let (key, status, no_token) = row?;
-        out.push(broken_owner(key, &status, no_token));
-    }
-    let mut stmt = conn.prepare(
-        "SELECT count(*), min(doc_key) FROM jobs NOT INDEXED
-         WHERE owner_token IS NOT NULL GROUP BY owner_token HAVING count(*) > 1",
-    )?;
-    for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))? {
-        let (n, key) = row?;
-        out.push(shared_token(key, n));
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -14,12 +14,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::store::check::IndexedRow;
 use crate::store::driver::Rows as EngineRows;
 use crate::store::engine::Engine;
 use crate::store::fencing::{WriteOp, WriteOut};
 use crate::store::options::Policy;
-use crate::store::read::{KnownSource, Totals};
+use crate::store::read::KnownSource;
 use crate::store::retention::{sweep as sweep_history, window as history_window, HistoryPrune};
 use crate::store::search::{self, Hit, IndexCheck, IndexDoc, Tokenizer};
 use crate::store::sqlite::search_index::Chosen;
@@ -31,7 +30,7 @@ use turnstile::Turnstile;
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::group::GroupCommit;
-use crate::job::{Claim, Counts, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked, Status};
+use crate::job::{Claim, Fenced, Owner, Parked};
 use crate::store::completion::Completion;
 use crate::store::options::StoreOptions;
 use crate::store::rules::Driver;
@@ -251,42 +250,6 @@ impl Engine for Sqlite {
         })
     }
 
-    fn job(&self, id: JobId) -> Result<Option<Job>> {
-        self.read(|c| read::job_by_id(c, id.0))
-    }
-
-    fn job_by_key(&self, key: &str) -> Result<Option<Job>> {
-        self.read(|c| read::job_by_key(c, key))
-    }
-
-    fn jobs_after(&self, statuses: &[Status], after: JobId, n: i64) -> Result<Vec<Job>> {
-        self.read(|c| read::jobs_after(c, statuses, after.0, n))
-    }
-
-    fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>> {
-        self.read(|c| read::history(c, id.0))
-    }
-
-    fn counts(&self) -> Result<Counts> {
-        self.read(read::counts)
-    }
-
-    fn totals(&self) -> Result<Totals> {
-        self.read(read::totals)
-    }
-
-    fn live_leases(&self, now: Millis) -> Result<Vec<LiveLease>> {
-        self.read(|c| read::live_leases(c, now))
-    }
-
-    fn next_claimable_at(&self, now: Millis) -> Result<Option<Millis>> {
-        self.read(|c| read::next_claimable_at(c, now))
-    }
-
-    fn count_extracting(&self) -> Result<u64> {
-        self.read(read::count_extracting)
-    }
-
     /// Every window a write transaction; with `dry_run`, a read.
     fn prune_history(&self, cutoff: Millis, dry_run: bool) -> Result<HistoryPrune> {
         let last = self.read(retention::last_history_job)?;
@@ -297,14 +260,6 @@ impl Engine for Sqlite {
                 self.write_tx(|tx, _| history_window(&mut Rows(tx), lo, hi, cutoff, true))
             }
         })
-    }
-
-    fn lease_violations(&self) -> Result<Vec<(String, String)>> {
-        self.read(check::lease_violations)
-    }
-
-    fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>> {
-        self.read(|c| check::indexed_page(c, after, limit))
     }
 
     fn search(&self, query: &str, limit: usize, time_limit: std::time::Duration) -> Result<Vec<Hit>> {
@@ -429,5 +384,9 @@ impl Driver for Sqlite {
 
     fn max_attempts(&self) -> i64 {
         i64::from(self.opts.max_attempts)
+    }
+
+    fn grant_skew(&self) -> Millis {
+        0
     }
 }

@@ -11,8 +11,8 @@ use super::Rows;
 use crate::clock::Millis;
 use crate::job::{Counts, HistoryEntry, Job, LiveLease, Owner, Status, UnknownStatus};
 use crate::store::read::{
-    add_count, earliest, history_entry_from, job_from, live_lease_from, Columns, EachRow, KnownSource,
-    ReadRows, Totals, HISTORY_COLUMNS, JOB_COLUMNS, LEASE_COLUMNS,
+    add_count, history_entry_from, job_from, live_lease_from, Claimable, Columns, EachRow, JobReads,
+    KnownSource, ReadRows, Totals, HISTORY_COLUMNS, JOB_COLUMNS, LEASE_COLUMNS,
 };
 
 impl Columns for Row<'_> {
@@ -58,11 +58,123 @@ impl ReadRows for Rows<'_> {
     }
 }
 
-pub(crate) fn job_by_id(c: &Connection, id: i64) -> rusqlite::Result<Option<Job>> {
-    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1");
-    c.prepare_cached(&sql)?
-        .query_row([id], |r| job_from(r))
-        .optional()
+impl JobReads for Rows<'_> {
+    fn job_by_id(&mut self, id: i64) -> rusqlite::Result<Option<Job>> {
+        let c = self.0;
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1");
+        c.prepare_cached(&sql)?
+            .query_row([id], |r| job_from(r))
+            .optional()
+    }
+
+    fn job_by_key(&mut self, key: &str) -> rusqlite::Result<Option<Job>> {
+        let c = self.0;
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE doc_key = ?1");
+        c.prepare_cached(&sql)?
+            .query_row([key], |r| job_from(r))
+            .optional()
+    }
+
+    /// Up to `n` documents with an id above `after`, in id order, only those in
+    /// `statuses` (every document when it is empty). A range over the rowid that
+    /// stops after `n` matches, so a listing pages through a store of any size
+    /// with bounded memory and without holding a read snapshot between pages.
+    fn jobs_after(&mut self, statuses: &[Status], after: i64, n: i64) -> rusqlite::Result<Vec<Job>> {
+        let c = self.0;
+        // The status names are the enum's own constants, never user text.
+        let filter = if statuses.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
+            format!(" AND status IN ({})", names.join(", "))
+        };
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id > ?1{filter} ORDER BY id LIMIT ?2");
+        let mut stmt = c.prepare_cached(&sql)?;
+        let rows = stmt.query_map(rusqlite::params![after, n], |r| job_from(r))?;
+        rows.collect()
+    }
+
+    fn history(&mut self, id: i64) -> rusqlite::Result<Vec<HistoryEntry>> {
+        let c = self.0;
+        let sql = format!("SELECT {HISTORY_COLUMNS} FROM history WHERE job_id = ?1 ORDER BY seq");
+        let mut stmt = c.prepare_cached(&sql)?;
+        let rows = stmt.query_map([id], |r| history_entry_from(r))?;
+        rows.collect()
+    }
+
+    fn counts(&mut self) -> rusqlite::Result<Counts> {
+        let c = self.0;
+        let mut stmt = c.prepare_cached("SELECT status, count(*) FROM jobs GROUP BY status")?;
+        let mut counts = Counts::default();
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        for row in rows {
+            let (status, n) = row?;
+            add_count(&mut counts, &status, n);
+        }
+        Ok(counts)
+    }
+
+    /// The store's [`Totals`], in one grouped scan.
+    fn totals(&mut self) -> rusqlite::Result<Totals> {
+        let c = self.0;
+        let mut stmt = c.prepare_cached(
+            "SELECT status, source_gone, parked_on IS NOT NULL, count(*) FROM jobs GROUP BY 1, 2, 3",
+        )?;
+        let mut rows = stmt.query([])?;
+        let mut t = Totals::default();
+        while let Some(r) = rows.next()? {
+            t.add(&r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+        }
+        Ok(t)
+    }
+
+    fn live_leases(&mut self, now: Millis, granted_by: Millis) -> rusqlite::Result<Vec<LiveLease>> {
+        let sql = format!(
+            "SELECT {LEASE_COLUMNS} FROM jobs
+             WHERE status = 'extracting' AND lease_expires_at > ?1
+               AND NOT coalesce(lease_expires_at - lease_ms > ?2, 0)
+             ORDER BY lease_expires_at"
+        );
+        let mut stmt = self.0.prepare_cached(&sql)?;
+        let rows = stmt.query_map([now, granted_by], |r| live_lease_from(r))?;
+        rows.collect()
+    }
+
+    /// Four index seeks; one while a document waits for its first claim
+    /// (the rule needs nothing else then).
+    fn claimable(&mut self, granted_by: Millis) -> rusqlite::Result<Claimable> {
+        let c = self.0;
+        let mut found = Claimable {
+            discovered: c
+                .prepare_cached("SELECT 1 FROM jobs WHERE status = 'discovered' LIMIT 1")?
+                .exists([])?,
+            granted_ahead: false,
+            retry: None,
+            lease: None,
+        };
+        if found.discovered {
+            return Ok(found);
+        }
+        found.granted_ahead = c
+            .prepare_cached(
+                "SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at - lease_ms > ?1 LIMIT 1",
+            )?
+            .exists([granted_by])?;
+        found.retry = c
+            .prepare_cached("SELECT min(retry_at) FROM jobs WHERE status = 'retrying'")?
+            .query_row([], |r| r.get(0))?;
+        found.lease = c
+            .prepare_cached("SELECT min(lease_expires_at) FROM jobs WHERE status = 'extracting'")?
+            .query_row([], |r| r.get(0))?;
+        Ok(found)
+    }
+
+    fn count_extracting(&mut self) -> rusqlite::Result<u64> {
+        let c = self.0;
+        c.prepare_cached("SELECT count(*) FROM jobs WHERE status = 'extracting'")?
+            .query_row([], |r| r.get::<_, i64>(0))
+            .map(|n| n.max(0) as u64)
+    }
 }
 
 /// Whether a renewal of `o`'s claim at `now` would change nothing: the
@@ -84,74 +196,6 @@ pub(crate) fn renewal_is_noop(
         now.saturating_add(lease_ms),
         now
     ])
-}
-
-pub(crate) fn job_by_key(c: &Connection, key: &str) -> rusqlite::Result<Option<Job>> {
-    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE doc_key = ?1");
-    c.prepare_cached(&sql)?
-        .query_row([key], |r| job_from(r))
-        .optional()
-}
-
-pub(crate) fn history(c: &Connection, id: i64) -> rusqlite::Result<Vec<HistoryEntry>> {
-    let sql = format!("SELECT {HISTORY_COLUMNS} FROM history WHERE job_id = ?1 ORDER BY seq");
-    let mut stmt = c.prepare_cached(&sql)?;
-    let rows = stmt.query_map([id], |r| history_entry_from(r))?;
-    rows.collect()
-}
-
-pub(crate) fn counts(c: &Connection) -> rusqlite::Result<Counts> {
-    let mut stmt = c.prepare_cached("SELECT status, count(*) FROM jobs GROUP BY status")?;
-    let mut counts = Counts::default();
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-    for row in rows {
-        let (status, n) = row?;
-        add_count(&mut counts, &status, n);
-    }
-    Ok(counts)
-}
-
-/// Leases that are not over: not expired, and not granted after now (the clock
-/// went back; see `write.rs`).
-pub(crate) fn live_leases(c: &Connection, now: Millis) -> rusqlite::Result<Vec<LiveLease>> {
-    let sql = format!(
-        "SELECT {LEASE_COLUMNS} FROM jobs
-         WHERE status = 'extracting' AND lease_expires_at > ?1
-           AND NOT coalesce(lease_expires_at - lease_ms > ?1, 0)
-         ORDER BY lease_expires_at"
-    );
-    let mut stmt = c.prepare_cached(&sql)?;
-    let rows = stmt.query_map([now], |r| live_lease_from(r))?;
-    rows.collect()
-}
-
-/// What a claim could take and when: `Some(t <= now)` means something is
-/// claimable now; `Some(t)` the earliest time something becomes claimable;
-/// `None` that nothing will without a new enqueue. Four index seeks.
-pub(crate) fn next_claimable_at(c: &Connection, now: Millis) -> rusqlite::Result<Option<Millis>> {
-    let discovered: Option<i64> = c
-        .prepare_cached("SELECT id FROM jobs WHERE status = 'discovered' LIMIT 1")?
-        .query_row([], |r| r.get(0))
-        .optional()?;
-    if discovered.is_some() {
-        return Ok(Some(now));
-    }
-    // A lease granted after now (the clock went back) is over already.
-    let granted_ahead = c
-        .prepare_cached(
-            "SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at - lease_ms > ?1 LIMIT 1",
-        )?
-        .exists([now])?;
-    if granted_ahead {
-        return Ok(Some(now));
-    }
-    let retry: Option<i64> = c
-        .prepare_cached("SELECT min(retry_at) FROM jobs WHERE status = 'retrying'")?
-        .query_row([], |r| r.get(0))?;
-    let lease: Option<i64> = c
-        .prepare_cached("SELECT min(lease_expires_at) FROM jobs WHERE status = 'extracting'")?
-        .query_row([], |r| r.get(0))?;
-    Ok(earliest(retry, lease))
 }
 
 /// The stored fingerprint of each key, so a re-scan can skip reading files
@@ -178,47 +222,4 @@ pub(crate) fn source_stats(
         }
     }
     Ok(out)
-}
-
-/// How many rows are extracting (live or expired leases).
-pub(crate) fn count_extracting(c: &Connection) -> rusqlite::Result<u64> {
-    c.prepare_cached("SELECT count(*) FROM jobs WHERE status = 'extracting'")?
-        .query_row([], |r| r.get::<_, i64>(0))
-        .map(|n| n.max(0) as u64)
-}
-
-/// Up to `n` documents with an id above `after`, in id order, only those in
-/// `statuses` (every document when it is empty). A range over the rowid that
-/// stops after `n` matches, so a listing pages through a store of any size
-/// with bounded memory and without holding a read snapshot between pages.
-pub(crate) fn jobs_after(
-    c: &Connection,
-    statuses: &[Status],
-    after: i64,
-    n: i64,
-) -> rusqlite::Result<Vec<Job>> {
-    // The status names are the enum's own constants, never user text.
-    let filter = if statuses.is_empty() {
-        String::new()
-    } else {
-        let names: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
-        format!(" AND status IN ({})", names.join(", "))
-    };
-    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id > ?1{filter} ORDER BY id LIMIT ?2");
-    let mut stmt = c.prepare_cached(&sql)?;
-    let rows = stmt.query_map(rusqlite::params![after, n], |r| job_from(r))?;
-    rows.collect()
-}
-
-/// The store's [`Totals`], in one grouped scan.
-pub(crate) fn totals(c: &Connection) -> rusqlite::Result<Totals> {
-    let mut stmt = c.prepare_cached(
-        "SELECT status, source_gone, parked_on IS NOT NULL, count(*) FROM jobs GROUP BY 1, 2, 3",
-    )?;
-    let mut rows = stmt.query([])?;
-    let mut t = Totals::default();
-    while let Some(r) = rows.next()? {
-        t.add(&r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
-    }
-    Ok(t)
 }
