@@ -260,17 +260,15 @@ mod tests {
     fn closing_waits_for_the_last_seat_and_refuses_new_ones() {
         let open = Arc::new(OpenConnections::default());
         let seat = open.seat().unwrap();
-        let (tx, rx) = crossbeam_channel::bounded(0);
         let closer = {
             let open = Arc::clone(&open);
-            std::thread::spawn(move || {
-                tx.send(()).unwrap();
-                open.close_all(Duration::from_secs(60))
-            })
+            std::thread::spawn(move || open.close_all(Duration::from_secs(60)))
         };
-        rx.recv().unwrap();
-        // Give the seat back only once the closer is waiting (or about to).
+        // Give the seat back only once the closer is waiting (or about to);
+        // the deadline only bounds a closer that never starts.
+        let deadline = Instant::now() + Duration::from_secs(60);
         while !open.lock().closing {
+            assert!(Instant::now() < deadline, "the closer never started");
             std::thread::yield_now();
         }
         assert!(open.seat().is_none(), "a seat was given while closing");

@@ -140,8 +140,8 @@ impl JobReads for Rows<'_> {
         rows.collect()
     }
 
-    /// Four index seeks; one while a document waits for its first claim
-    /// (the rule needs nothing else then).
+    /// Up to four index seeks, stopping at the first fact that makes
+    /// something claimable now (the rule needs nothing else then).
     fn claimable(&mut self, granted_by: Millis) -> rusqlite::Result<Claimable> {
         let c = self.0;
         let mut found = Claimable {
@@ -160,6 +160,9 @@ impl JobReads for Rows<'_> {
                 "SELECT 1 FROM jobs WHERE status = 'extracting' AND lease_expires_at - lease_ms > ?1 LIMIT 1",
             )?
             .exists([granted_by])?;
+        if found.granted_ahead {
+            return Ok(found);
+        }
         found.retry = c
             .prepare_cached("SELECT min(retry_at) FROM jobs WHERE status = 'retrying'")?
             .query_row([], |r| r.get(0))?;
