@@ -233,3 +233,16 @@ CREATE INDEX search_text_tsv ON search_text USING GIN (tsv);
 -- The accepted result's size in bytes, recorded with it by the fenced
 -- completion (see schema.sql's version 7); NULL when not given.
 ALTER TABLE jobs ADD COLUMN result_bytes BIGINT CHECK (result_bytes IS NULL OR result_bytes >= 0);
+
+-- version: 8
+
+-- A directory scan reads the documents in the byte order of their keys
+-- beside a walk in the same order (src/source/dir.rs): the unique index on
+-- `doc_key` orders by the database's collation, which sorts keys as words.
+CREATE INDEX jobs_doc_key_bytes ON jobs (doc_key COLLATE "C");
+
+-- version: 9
+
+-- SQLite's version 9 (FTS5's `secure-delete` off, deleted text purged on a
+-- schedule) has no counterpart here: PostgreSQL's VACUUM reclaims the
+-- deleted rows of `search_text` and their GIN entries.

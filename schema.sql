@@ -253,3 +253,18 @@ CREATE INDEX search_parts_gone ON search_parts (state) WHERE state <> 'live';
 -- NULL for results accepted before this version, or through a completion that
 -- did not give it; their files are then checked for existence only.
 ALTER TABLE jobs ADD COLUMN result_bytes INTEGER CHECK (result_bytes IS NULL OR result_bytes >= 0);
+
+-- version: 8
+
+-- A directory scan reads the documents in the byte order of their keys
+-- beside a walk in the same order (src/source/dir.rs). `doc_key`'s unique
+-- index compares with the BINARY collation, which is that order; PostgreSQL
+-- needs an index of its own (schema.pg.sql, version 8).
+
+-- version: 9
+
+-- FTS5's `secure-delete` off: with it on, each deleted row was searched for
+-- in every older segment, and replacing a document cost tens of times what
+-- adding one did, growing with the index. Deleted text is purged from the
+-- index's pages on a schedule instead (src/store/sqlite/search_purge.rs).
+INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 0);

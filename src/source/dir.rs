@@ -25,6 +25,9 @@ use crate::job::Status;
 use crate::store::{NewDoc, Store};
 
 mod changed;
+mod known;
+
+use known::{KnownInRange, ScanState};
 
 /// Prefix of keys for paths that are not valid UTF-8: the raw bytes in hex, so
 /// the key maps back to exactly one file.
@@ -146,46 +149,54 @@ impl DirSource {
 
     /// Scan the tree and bring the store up to date: enqueue new and changed
     /// files, mark vanished ones. Files up to `max_bytes` are hashed when their
-    /// fingerprint changed; larger ones are versioned by fingerprint alone. Works
-    /// in batches, so memory does not grow with the size of the tree.
+    /// fingerprint changed; larger ones are versioned by fingerprint alone.
+    ///
+    /// The walk yields files in the byte order of their keys, and the store's
+    /// documents are read beside it in the same order (`dir/known.rs`): a
+    /// known document the walk passes without finding is gone, so an
+    /// unchanged tree costs a read of each row and no write, and the vanished
+    /// files need no second pass. Works in batches, so memory does not grow
+    /// with the size of the tree (only with the number of vanished files).
     pub fn discover(&self, store: &Store, max_bytes: u64) -> Result<Discovered> {
-        let scan = store.begin_scan()?;
+        let mut scan = ScanState::new(store);
         let mut report = Discovered::default();
         let mut batch = Vec::with_capacity(SCAN_BATCH);
         let mut skipped = Vec::new();
         for entry in self.walk(&mut skipped) {
             batch.push(entry);
             if batch.len() == SCAN_BATCH {
-                self.record_batch(store, scan, &mut batch, max_bytes, &mut report)?;
+                let known = |keys: &[&str]| scan.known_for(keys, false, HEX_KEY);
+                self.record_batch(store, &mut batch, known, max_bytes, &mut report)?;
             }
         }
-        self.record_batch(store, scan, &mut batch, max_bytes, &mut report)?;
+        let known = |keys: &[&str]| scan.known_for(keys, true, HEX_KEY);
+        self.record_batch(store, &mut batch, known, max_bytes, &mut report)?;
         // A part of the tree that could not be read is not a part that is gone:
         // only a complete walk may mark documents removed.
         let walk_failed = skipped.iter().any(|s| s.starts_with(WALK_ERROR));
         report.skipped = skipped;
         if !walk_failed {
-            report.gone = store.finish_scan(scan)?;
+            for vanished in scan.vanished().chunks(SCAN_BATCH) {
+                report.gone += store.mark_vanished(vanished)?;
+            }
         }
         Ok(report)
     }
 
-    /// Compare one batch with the store, hash what changed (outside any
-    /// transaction), then record it in one write.
+    /// Compare one batch with what `known` says the store holds for its
+    /// keys, hash what changed (outside any transaction), then enqueue it in
+    /// one write.
     fn record_batch(
         &self,
         store: &Store,
-        scan: i64,
         batch: &mut Vec<Entry>,
+        known: impl FnOnce(&[&str]) -> Result<KnownInRange>,
         max_bytes: u64,
         report: &mut Discovered,
     ) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let keys: Vec<String> = batch.iter().map(|e| e.key.clone()).collect();
-        let known = store.source_stats(&keys)?;
-        let (mut unchanged, mut changed, mut relinked) = (Vec::new(), Vec::new(), Vec::new());
+        let keys: Vec<&str> = batch.iter().map(|e| e.key.as_str()).collect();
+        let known = known(&keys)?;
+        let (mut unchanged, mut changed, mut relinked) = (0, Vec::new(), Vec::new());
         for e in batch.drain(..) {
             let (stat, meta) = self.fingerprint(&e);
             let same = known
@@ -193,9 +204,9 @@ impl DirSource {
                 .is_some_and(|k| k.stat == stat && (k.hashed || !fits(meta.as_ref(), max_bytes)));
             if same {
                 if e.link == Link::Inside {
-                    relinked.push(e.key.clone());
+                    relinked.push(e.key);
                 }
-                unchanged.push(e.key);
+                unchanged += 1;
             } else {
                 let version = self.version_of(&e, &stat, meta.as_ref(), max_bytes);
                 changed.push(NewDoc::new(e.key, version).with_stat(stat));
@@ -203,8 +214,11 @@ impl DirSource {
         }
         let requeued = requeue_relinked(store, &relinked)?;
         report.changed += requeued;
-        report.unchanged += unchanged.len() - requeued;
-        for outcome in store.record_scan(scan, &unchanged, &changed)? {
+        report.unchanged += unchanged - requeued;
+        if changed.is_empty() {
+            return Ok(());
+        }
+        for outcome in store.enqueue_many(&changed)? {
             match outcome {
                 crate::job::Enqueued::Inserted(_) => report.new += 1,
                 crate::job::Enqueued::Requeued(_) => report.changed += 1,
@@ -235,7 +249,7 @@ impl DirSource {
         walkdir::WalkDir::new(start)
             .follow_links(false)
             .follow_root_links(false)
-            .sort_by_file_name()
+            .sort_by(walk_order)
             .into_iter()
             .filter_entry(move |e| {
                 let shown = hidden || e.depth() == 0 || !e.file_name().as_encoded_bytes().starts_with(b".");
@@ -435,6 +449,20 @@ impl Source for DirSource {
         }
         Ok(bytes)
     }
+}
+
+/// The order a directory's entries are walked in: by name, a directory's
+/// name taken with the separator after it. Siblings then come in the byte
+/// order of their keys (`a-b`, `a.txt`, then `a/…`, where sorting by name
+/// alone would walk `a/…` before `a-b`), and so does the whole walk, which
+/// `dir/known.rs` reads the store beside. Names hold no separator, so two
+/// keys are decided within the first component where they differ.
+fn walk_order(a: &walkdir::DirEntry, b: &walkdir::DirEntry) -> std::cmp::Ordering {
+    fn with_separator(e: &walkdir::DirEntry) -> impl Iterator<Item = u8> + '_ {
+        let sep = e.file_type().is_dir().then_some(std::path::MAIN_SEPARATOR as u8);
+        e.file_name().as_encoded_bytes().iter().copied().chain(sep)
+    }
+    with_separator(a).cmp(with_separator(b))
 }
 
 /// Modification time as `seconds.nanoseconds` since the epoch.
@@ -676,6 +704,26 @@ mod tests {
             .expect("fetch of a FIFO returned instead of blocking");
         assert!(matches!(got, Err(SourceError::NotAFile { .. })), "{got:?}");
     }
+    /// The walk yields files in the byte order of their keys (what the scan
+    /// reads the store beside), not by name alone: `a-b` and `a.txt` come
+    /// before the directory `a`'s files.
+    #[test]
+    fn the_walk_yields_keys_in_byte_order() {
+        let dir = tempfile::tempdir().unwrap();
+        for rel in ["a/x", "a-b", "a.txt", "a/y/z", "a0", "B", "b", "_x", "ab/c"] {
+            let path = dir.path().join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, rel).unwrap();
+        }
+        let src = DirSource::open(dir.path()).unwrap();
+        let mut skipped = Vec::new();
+        let keys: Vec<String> = src.walk(&mut skipped).map(|e| e.key).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+        assert_eq!(keys.len(), 9);
+    }
+
     /// The error text the scan looks for is what `OutsideRoot` says.
     #[test]
     fn the_outside_root_marker_matches_the_error() {

@@ -37,6 +37,10 @@ pub(crate) trait Engine: super::rules::Rules + Send + Sync {
 
     /// The stored fingerprint of each known key.
     fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>>;
+    /// Up to `limit` present (not gone) documents whose key comes after
+    /// `after` (all, without it), in the keys' byte order, with their
+    /// fingerprints.
+    fn sources_after(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, KnownSource)>>;
     /// A setting of the data directory.
     fn meta(&self, name: &str) -> Result<Option<String>>;
 
@@ -98,7 +102,9 @@ pub(crate) trait Engine: super::rules::Rules + Send + Sync {
     /// under its checksum for [`Engine::search_put`] of its first part;
     /// `fresh` first retires what an earlier try staged.
     fn search_stage_accepted(&self, doc: &IndexDoc<'_>, parts: &[&str], fresh: bool) -> Result<()>;
-    /// Delete one short transaction's worth of retired parts, if any;
-    /// whether more are left.
-    fn search_purge(&self) -> Result<bool>;
+    /// One short transaction of the index's upkeep, if any is due: retired
+    /// parts deleted, or a step of purging deleted text from the index's
+    /// pages (SQLite's FTS5, `sqlite/search_purge.rs`; with `now`, whatever
+    /// deleted text there is, as `gc` asks). Whether more is left.
+    fn search_purge(&self, now: bool) -> Result<bool>;
 }

@@ -94,13 +94,14 @@ impl Store {
     /// text replaced or removed), if there are any: what a completion leaves
     /// to do, a little after each batch. Whether more are left.
     pub(crate) fn purge_search_parts_step(&self) -> Result<bool> {
-        self.engine().search_purge()
+        self.engine().search_purge(false)
     }
 
-    /// Delete every retired part from the search index, one short
-    /// transaction at a time (`gc`, `reindex`).
+    /// Delete every retired part from the search index, and purge the
+    /// deleted text from its pages, one short transaction at a time (`gc`,
+    /// `reindex`).
     pub fn purge_search_parts(&self) -> Result<()> {
-        while self.engine().search_purge()? {}
+        while self.engine().search_purge(true)? {}
         Ok(())
     }
 }

@@ -63,7 +63,7 @@ pub use outbox::{Drain, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, Outbox
 pub use postgres::{
     schema_version as pg_schema_version, CLEANUP_DEADLINE, IDLE_IN_TRANSACTION, LOCK_WAIT, ROW_LOCK_WAIT,
 };
-pub use queue::NewDoc;
+pub use queue::{NewDoc, Vanished};
 pub use read::{KnownSource, Totals};
 pub use retention::HistoryPrune;
 pub use search::{Hit, IndexCheck, IndexDoc, Tokenizer};
@@ -439,6 +439,24 @@ impl Store {
         self.refuse_if_moved()?;
         self.engine()
             .mark_gone(keys, prefixes, "the source file was removed")
+    }
+
+    /// Up to `limit` present (not gone) documents whose key comes after
+    /// `after`, in the keys' byte order, with their fingerprints: a directory
+    /// scan walks the tree in that order and reads the store beside it
+    /// (`source::dir`), so an unchanged tree costs reads, not writes.
+    pub fn sources_after(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, KnownSource)>> {
+        self.engine().sources_after(after, limit)
+    }
+
+    /// Mark the documents of `vanished` (a directory walk passed their keys
+    /// without finding their files) gone, as [`Store::mark_gone`] does, each
+    /// only while its stored fingerprint is still the one the walk read.
+    /// Returns how many.
+    pub fn mark_vanished(&self, vanished: &[Vanished]) -> Result<usize> {
+        self.refuse_if_moved()?;
+        self.engine()
+            .mark_vanished(vanished, "the source file was removed")
     }
 
     /// The source fingerprint stored for each of `keys` (absent keys are left out).

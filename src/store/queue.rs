@@ -22,6 +22,16 @@ pub struct NewDoc {
     pub stat: String,
 }
 
+/// A known document whose file a directory walk did not find, with the
+/// fingerprint the store held for it when the walk passed its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vanished {
+    /// The document's key.
+    pub key: String,
+    /// Its stored source fingerprint at the time.
+    pub stat: String,
+}
+
 impl NewDoc {
     /// A document `key` at source `version`, with no stat fingerprint.
     pub fn new(key: impl Into<String>, version: impl Into<String>) -> Self {
@@ -106,6 +116,15 @@ pub(crate) trait QueueRows: Rows {
         now: Millis,
         keys: &[String],
         prefixes: &[String],
+        why: &str,
+    ) -> Result<Vec<i64>, Self::Error>;
+    /// Mark gone, as [`QueueRows::gone_unseen`] does, each row not gone of
+    /// `vanished`'s keys whose source fingerprint is still the one given
+    /// (a file recorded again meanwhile has another); their ids.
+    fn gone_unchanged(
+        &mut self,
+        now: Millis,
+        vanished: &[Vanished],
         why: &str,
     ) -> Result<Vec<i64>, Self::Error>;
     /// Setting `name`.
@@ -277,6 +296,19 @@ pub(crate) fn mark_gone<R: QueueRows + ?Sized>(
     why: &str,
 ) -> Result<usize, R::Error> {
     let ids = rows.gone_keys(now, keys, prefixes, why)?;
+    record_gone(rows, now, ids)
+}
+
+/// Mark the documents a directory walk passed without finding gone, as
+/// [`mark_gone`] does, unless their fingerprint changed since the walk read
+/// it: a file recreated and recorded by another process meanwhile stays.
+pub(crate) fn mark_vanished<R: QueueRows + ?Sized>(
+    rows: &mut R,
+    now: Millis,
+    vanished: &[Vanished],
+    why: &str,
+) -> Result<usize, R::Error> {
+    let ids = rows.gone_unchanged(now, vanished, why)?;
     record_gone(rows, now, ids)
 }
 

@@ -15,7 +15,7 @@ use super::options::Policy;
 use super::outbox::{
     self, Drain, NoticeRecord, OutboxBatch, OutboxReads, OutboxRows, OutboxTotals, PendingNotice,
 };
-use super::queue::{self, NewDoc, QueueRows};
+use super::queue::{self, NewDoc, QueueRows, Vanished};
 use super::read::{self, JobReads, ReadRows, Totals};
 use crate::clock::Millis;
 use crate::error::Result;
@@ -80,6 +80,10 @@ pub(crate) trait Rules {
     /// Mark the documents `keys`, and every document whose key starts with
     /// one of `prefixes`, gone with reason `why`; how many.
     fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize>;
+
+    /// Mark the documents of `vanished` gone with reason `why` where their
+    /// fingerprint is still the one given; how many.
+    fn mark_vanished(&self, vanished: &[Vanished], why: &str) -> Result<usize>;
 
     /// Set a setting, replacing its value.
     fn set_meta(&self, name: &str, value: &str) -> Result<()>;
@@ -187,6 +191,10 @@ impl<D: Driver> Rules for D {
 
     fn mark_gone(&self, keys: &[String], prefixes: &[String], why: &str) -> Result<usize> {
         self.write(|tx, now| queue::mark_gone(tx, now, keys, prefixes, why))
+    }
+
+    fn mark_vanished(&self, vanished: &[Vanished], why: &str) -> Result<usize> {
+        self.write(|tx, now| queue::mark_vanished(tx, now, vanished, why))
     }
 
     fn set_meta(&self, name: &str, value: &str) -> Result<()> {

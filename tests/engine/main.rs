@@ -17,6 +17,7 @@
 mod common;
 
 mod contention;
+mod dir_scan;
 mod fenced_cleanup;
 mod gate_seed;
 mod gate_store;

@@ -478,57 +478,98 @@ fn the_best_match_comes_first_and_ties_keep_id_order(b: Backend) {
     assert_eq!(found[1..], tied[..]);
 }
 
-/// A text replaced by a batch of completions leaves no trace of its words in
-/// the index's pages (FTS5's secure-delete, which the batch switches off only
-/// while it inserts), and the setting is on again after it.
-#[test]
-fn sqlite_only_a_replaced_text_leaves_no_terms_in_the_index() {
-    let t = TestDb::new(Backend::Sqlite);
-    let store = t.handle(60_000);
-    let batch = |version: &str, texts: [&str; 2]| {
-        let docs = [NewDoc::new("a", version), NewDoc::new("b", version)];
-        store.enqueue_many(&docs).unwrap();
-        let claims = store.claim_batch("w", 2).unwrap();
-        let paths: Vec<String> = claims
-            .iter()
-            .map(|c| format!("r/{}/{}", c.id.0, c.fence))
-            .collect();
-        let done: Vec<(Claim, Completion<'_>)> = claims
-            .into_iter()
-            .zip(&paths)
-            .map(|(c, path)| {
-                let text = if c.key == "a" { texts[0] } else { texts[1] };
-                (c, Completion::new(path, "sum").index(text))
-            })
-            .collect();
-        assert!(store.complete_many(done).unwrap().iter().all(|f| f.is_accepted()));
-    };
-    // Long enough that its position lists take multi-byte sizes, and that the
-    // batches switch secure-delete off for their insertions.
-    let secret = "zanzibarquux ".repeat(3000);
-    batch("v1", [&secret, "plain words"]);
-    assert_eq!(keys(&store, "zanzibarquux"), ["a"]);
-    batch("v2", [&"other text now ".repeat(3000), "plain words again"]);
-    assert!(keys(&store, "zanzibarquux").is_empty());
-    assert_eq!(keys(&store, "other"), ["a"]);
+/// Whether any page of the index holds `term` (FTS5's `search_text_data`,
+/// read here to look at the file, as an attacker with the file could).
+fn pages_hold(t: &TestDb, term: &str) -> bool {
     let conn = rusqlite::Connection::open(&t.location).unwrap();
-    let setting: String = conn
-        .query_row(
-            "SELECT v FROM search_text_config WHERE k = 'secure-delete'",
-            [],
-            |r| r.get::<_, rusqlite::types::Value>(0),
-        )
-        .map(|v| format!("{v:?}"))
-        .unwrap();
-    assert_eq!(setting, "Integer(1)");
     let mut blocks = conn.prepare("SELECT block FROM search_text_data").unwrap();
     let pages: Vec<Vec<u8>> = blocks
         .query_map([], |r| r.get(0))
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    let leaked = pages.iter().any(|p| p.windows(12).any(|w| w == b"zanzibarquux"));
-    assert!(!leaked, "the replaced text's term is still in the index pages");
+    pages
+        .iter()
+        .any(|p| p.windows(term.len()).any(|w| w == term.as_bytes()))
+}
+
+/// Enqueue `keys` at `version`, claim them in one batch and complete them
+/// together, each with the text `text_of` gives its key.
+fn batch(store: &Store, keys: &[String], version: &str, text_of: impl Fn(&str) -> String) {
+    let docs: Vec<NewDoc> = keys.iter().map(|k| NewDoc::new(k, version)).collect();
+    store.enqueue_many(&docs).unwrap();
+    let claims = store.claim_batch("w", keys.len()).unwrap();
+    assert_eq!(claims.len(), keys.len());
+    let texts: Vec<(String, String)> = claims
+        .iter()
+        .map(|c| (format!("r/{}/{}", c.id.0, c.fence), text_of(&c.key)))
+        .collect();
+    let done: Vec<(Claim, Completion<'_>)> = claims
+        .into_iter()
+        .zip(&texts)
+        .map(|(c, (path, text))| (c, Completion::new(path, "sum").index(text)))
+        .collect();
+    assert!(store.complete_many(done).unwrap().iter().all(|f| f.is_accepted()));
+}
+
+/// A replaced text's words stay in the index's pages (FTS5's secure-delete
+/// is off: it made a change cost tens of times an addition) until the
+/// purge `gc` runs, and not after it.
+#[test]
+fn sqlite_only_a_replaced_text_leaves_no_terms_in_the_index_once_purged() {
+    let t = TestDb::new(Backend::Sqlite);
+    let store = t.handle(60_000);
+    let docs = ["a".to_string(), "b".to_string()];
+    let secret = "zanzibarquux ".repeat(3000);
+    batch(&store, &docs, "v1", |k| {
+        if k == "a" {
+            secret.clone()
+        } else {
+            "plain words".into()
+        }
+    });
+    assert_eq!(keys(&store, "zanzibarquux"), ["a"]);
+    batch(&store, &docs, "v2", |k| {
+        if k == "a" {
+            "other text now ".repeat(3000)
+        } else {
+            "plain words again".into()
+        }
+    });
+    assert!(keys(&store, "zanzibarquux").is_empty());
+    assert_eq!(keys(&store, "other"), ["a"]);
+    assert!(
+        pages_hold(&t, "zanzibarquux"),
+        "two replacements make no purge due"
+    );
+    store.purge_search_parts().unwrap();
+    assert!(
+        !pages_hold(&t, "zanzibarquux"),
+        "the purge left the replaced text's term"
+    );
+    assert_eq!(keys(&store, "other"), ["a"], "the purge keeps what is live");
+}
+
+/// Once a tenth of the index (at least 32 rows) has been deleted, the purge
+/// runs by itself, a step after each completion, and the deleted words leave
+/// the pages without a `gc`.
+#[test]
+fn sqlite_only_deleted_text_is_purged_on_schedule() {
+    let t = TestDb::new(Backend::Sqlite);
+    let store = t.handle(60_000);
+    let docs: Vec<String> = (0..40).map(|i| format!("doc{i:02}")).collect();
+    batch(&store, &docs, "v1", |k| format!("zanzibarquux {k} words"));
+    batch(&store, &docs, "v2", |k| format!("replaced {k} words"));
+    // Completions of other documents carry the purge's steps.
+    for i in 0..10 {
+        index(&store, &format!("later{i}"), "v1", "later words");
+    }
+    assert!(
+        !pages_hold(&t, "zanzibarquux"),
+        "40 replaced rows left their terms"
+    );
+    assert_eq!(keys(&store, "replaced").len(), 40);
+    assert_eq!(keys(&store, "later").len(), 10);
 }
 
 /// A reindex batch that names one document twice leaves its last text, as

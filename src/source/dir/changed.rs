@@ -5,7 +5,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::{key_for, DirSource, Discovered, HEX_KEY, SCAN_BATCH};
+use super::{key_for, DirSource, Discovered, KnownInRange, HEX_KEY, SCAN_BATCH};
 use crate::error::Result;
 use crate::store::Store;
 
@@ -48,14 +48,13 @@ impl DirSource {
     /// event said, so a rename is simply its old path (gone) and its new one
     /// (new), and events that arrive late or twice change nothing.
     ///
-    /// Documents are stamped with the newest scan number begun, so a full
-    /// scan running at the same time in another process does not take a file
-    /// recorded here for vanished.
+    /// A full scan running at the same time in another process does not take
+    /// a file recorded here for vanished: it marks a document gone only while
+    /// its stored fingerprint is the one its walk read.
     ///
     /// # Failure
     /// The store's errors.
     pub fn discover_paths(&self, store: &Store, paths: &[PathBuf], max_bytes: u64) -> Result<Discovered> {
-        let scan = newest_scan(store)?;
         let mut report = Discovered::default();
         let mut batch = Vec::with_capacity(SCAN_BATCH.min(paths.len()));
         let mut removed = Vec::new();
@@ -80,11 +79,11 @@ impl DirSource {
             for entry in self.walk_from(path, &mut skipped) {
                 batch.push(entry);
                 if batch.len() == SCAN_BATCH {
-                    self.record_batch(store, scan, &mut batch, max_bytes, &mut report)?;
+                    self.record_batch(store, &mut batch, by_key(store), max_bytes, &mut report)?;
                 }
             }
         }
-        self.record_batch(store, scan, &mut batch, max_bytes, &mut report)?;
+        self.record_batch(store, &mut batch, by_key(store), max_bytes, &mut report)?;
         report.skipped = skipped;
         if !removed.is_empty() {
             let (keys, prefixes) = removed_keys(&removed);
@@ -115,11 +114,13 @@ fn removed_keys(removed: &[PathBuf]) -> (Vec<String>, Vec<String>) {
 }
 
 /// The newest scan number begun (0 before the first scan).
-fn newest_scan(store: &Store) -> Result<i64> {
-    Ok(store
-        .meta("scan")?
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0))
+/// The stored fingerprints of a batch's keys, looked up by key: the paths of
+/// events come in no order a range could follow.
+fn by_key(store: &Store) -> impl FnOnce(&[&str]) -> Result<KnownInRange> + '_ {
+    move |keys| {
+        let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+        store.source_stats(&keys)
+    }
 }
 
 // The tests use Unix file modes, symlinks and FIFOs; the code paths other

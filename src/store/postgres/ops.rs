@@ -24,6 +24,10 @@ impl Engine for PgStore {
         self.read(|c| read::source_stats(c, keys))
     }
 
+    fn sources_after(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, KnownSource)>> {
+        self.read(|c| read::sources_after(c, after, limit))
+    }
+
     fn meta(&self, name: &str) -> Result<Option<String>> {
         self.read(|c| read::meta(c, name))
     }
@@ -115,7 +119,8 @@ impl Engine for PgStore {
         Ok(())
     }
 
-    fn search_purge(&self) -> Result<bool> {
+    /// PostgreSQL rewrites a deleted row's GIN entries itself (VACUUM).
+    fn search_purge(&self, _now: bool) -> Result<bool> {
         Ok(false)
     }
 }

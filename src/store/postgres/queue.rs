@@ -19,7 +19,7 @@ use super::conn::Sql;
 use super::conn::Tx;
 use super::write::record;
 use crate::clock::Millis;
-use crate::store::queue::{KnownDoc, NewDoc, QueueRows};
+use crate::store::queue::{KnownDoc, NewDoc, QueueRows, Vanished};
 
 /// The transaction-level advisory lock that makes "set once among rivals"
 /// one decision at a time: "leasemet" in ASCII.
@@ -173,6 +173,18 @@ impl QueueRows for Tx<'_> {
              RETURNING id"
         );
         let rows = self.query(sql.as_str(), &[&keys, &now, &why, &prefixes])?;
+        ids(&rows)
+    }
+
+    /// One statement: the pairs as two arrays, unnested side by side.
+    fn gone_unchanged(&mut self, now: Millis, vanished: &[Vanished], why: &str) -> Sql<Vec<i64>> {
+        let keys: Vec<&str> = vanished.iter().map(|v| v.key.as_str()).collect();
+        let stats: Vec<&str> = vanished.iter().map(|v| v.stat.as_str()).collect();
+        let sql = format!(
+            "{GONE} (doc_key, source_stat) IN (SELECT k, s FROM unnest($1::TEXT[], $4::TEXT[]) AS v (k, s))
+             RETURNING id"
+        );
+        let rows = self.query(sql.as_str(), &[&keys, &now, &why, &stats])?;
         ids(&rows)
     }
 

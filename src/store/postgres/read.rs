@@ -163,6 +163,33 @@ pub(crate) fn job_by_id_locked(tx: &mut ::postgres::Transaction<'_>, id: i64) ->
     tx.query_opt(&sql, &[&id])?.as_ref().map(job_from).transpose()
 }
 
+/// A page of present documents' keys and fingerprints after `after`, in
+/// byte order (`COLLATE "C"`, which the index `jobs_doc_key_bytes` serves;
+/// the database's own collation would order keys as words).
+pub(crate) fn sources_after(
+    c: &mut Client,
+    after: Option<&str>,
+    limit: usize,
+) -> Sql<Vec<(String, KnownSource)>> {
+    let rows = c.query(
+        r#"SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
+           WHERE ($1::TEXT IS NULL OR doc_key COLLATE "C" > $1::TEXT COLLATE "C") AND NOT source_gone
+           ORDER BY doc_key COLLATE "C" LIMIT $2"#,
+        &[&after, &(limit as i64)],
+    )?;
+    rows.iter()
+        .map(|r| {
+            Ok((
+                r.try_get(0)?,
+                KnownSource {
+                    stat: r.try_get(1)?,
+                    hashed: r.try_get(2)?,
+                },
+            ))
+        })
+        .collect()
+}
+
 /// The stored fingerprint of each key, one statement for the batch.
 pub(crate) fn source_stats(c: &mut Client, keys: &[String]) -> Sql<HashMap<String, KnownSource>> {
     let rows = c.query(

@@ -50,6 +50,7 @@ mod queue;
 mod read;
 mod retention;
 pub(crate) mod search_index;
+pub(crate) mod search_purge;
 mod search_salvage;
 
 mod gate;
@@ -190,6 +191,10 @@ impl Engine for Sqlite {
         self.read(|c| read::source_stats(c, keys))
     }
 
+    fn sources_after(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, KnownSource)>> {
+        self.read(|c| read::sources_after(c, after, limit))
+    }
+
     fn meta(&self, name: &str) -> Result<Option<String>> {
         self.read(|c| meta::meta(c, name))
     }
@@ -314,11 +319,15 @@ impl Engine for Sqlite {
         })
     }
 
-    fn search_purge(&self) -> Result<bool> {
-        if !self.read(search_index::has_parts_to_purge)? {
-            return Ok(false);
+    fn search_purge(&self, now: bool) -> Result<bool> {
+        if self.read(search_index::has_parts_to_purge)? {
+            let more = self.write_tx(|tx, _| search_index::purge_retired(tx))?;
+            return Ok(more || self.read(|c| search_purge::due(c, now))?);
         }
-        self.write_tx(|tx, _| search_index::purge_retired(tx))
+        if self.read(|c| search_purge::due(c, now))? {
+            return self.write_tx(|tx, _| search_purge::step(tx));
+        }
+        Ok(false)
     }
 }
 

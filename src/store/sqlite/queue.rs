@@ -6,7 +6,7 @@ use rusqlite::{params, OptionalExtension};
 use super::write::record;
 use super::{meta, Rows};
 use crate::clock::Millis;
-use crate::store::queue::{KnownDoc, NewDoc, QueueRows};
+use crate::store::queue::{KnownDoc, NewDoc, QueueRows, Vanished};
 
 /// What a gone source does to its row (`?1` now, `?2` why), before the
 /// condition that picks the rows: dead, owner and result forgotten.
@@ -187,6 +187,24 @@ impl QueueRows for Rows<'_> {
         for prefix in prefixes {
             let Some(end) = prefix_end(prefix) else { continue };
             for id in under.query_map(params![now, why, prefix, end], |r| r.get::<_, i64>(0))? {
+                ids.push(id?);
+            }
+        }
+        Ok(ids)
+    }
+
+    fn gone_unchanged(
+        &mut self,
+        now: Millis,
+        vanished: &[Vanished],
+        why: &str,
+    ) -> rusqlite::Result<Vec<i64>> {
+        let mut stmt = self
+            .0
+            .prepare_cached(&format!("{GONE} doc_key = ?3 AND source_stat = ?4 RETURNING id"))?;
+        let mut ids = Vec::new();
+        for v in vanished {
+            for id in stmt.query_map(params![now, why, v.key, v.stat], |r| r.get::<_, i64>(0))? {
                 ids.push(id?);
             }
         }

@@ -201,6 +201,30 @@ pub(crate) fn renewal_is_noop(
     ])
 }
 
+/// A page of present documents' keys and fingerprints after `after`, in
+/// byte order: `doc_key`'s unique index compares with SQLite's BINARY
+/// collation, so the walk of the range is the index's own order.
+pub(crate) fn sources_after(
+    c: &Connection,
+    after: Option<&str>,
+    limit: usize,
+) -> rusqlite::Result<Vec<(String, KnownSource)>> {
+    c.prepare_cached(
+        "SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
+         WHERE (?1 IS NULL OR doc_key > ?1) AND source_gone = 0 ORDER BY doc_key LIMIT ?2",
+    )?
+    .query_map(rusqlite::params![after, limit as i64], |r| {
+        Ok((
+            r.get(0)?,
+            KnownSource {
+                stat: r.get(1)?,
+                hashed: r.get(2)?,
+            },
+        ))
+    })?
+    .collect()
+}
+
 /// The stored fingerprint of each key, so a re-scan can skip reading files
 /// whose fingerprint did not change. One short read for a whole batch.
 pub(crate) fn source_stats(

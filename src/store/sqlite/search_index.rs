@@ -13,6 +13,7 @@ use crate::store::search::parts::TX_TEXT_BYTES;
 use crate::store::search::query::{self, Plan};
 use crate::store::search::{Found, TOKENIZER_META};
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
+use crate::store::sqlite::search_purge as purge;
 
 /// The first rowid of a long text's further parts: far above any document
 /// id, so a rowid tells a document's first part (its id) from a further one.
@@ -46,25 +47,32 @@ pub(crate) fn accepted(tx: &Connection, doc: &Accepted<'_>) -> rusqlite::Result<
     accept_all(tx, std::slice::from_ref(doc))
 }
 
-/// [`accepted`] for the documents of one transaction: every old text taken
-/// out first (its further parts retired, staged ones of the new text made
-/// live), then the new first parts put in ([`insert_rows`]).
+/// [`accepted`] for the documents of one transaction, in the order of their
+/// ids, each one's old text taken out (its further parts retired, staged
+/// ones of the new text made live) and its new first part put in at once.
+///
+/// Why that order: FTS5 writes out what it holds (a flush, then merge work)
+/// whenever a write's rowid is below the one before, so a transaction that
+/// deleted all its rows and then inserted them flushed many times; in rowid
+/// order it flushes once, at the commit.
 pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Result<()> {
-    let docs = last_of_each(docs);
+    let mut docs = last_of_each(docs);
+    docs.sort_by_key(|d| d.id);
+    let mut deleted = 0;
     for d in &docs {
-        take_out(tx, d.id, d.parts_tag)?;
+        deleted += take_out(tx, d.id, d.parts_tag)?;
+        if let Some(body) = d.text {
+            insert_rows(
+                tx,
+                &[Row {
+                    rowid: d.id,
+                    body,
+                    result: d.result,
+                }],
+            )?;
+        }
     }
-    let rows: Vec<Row<'_>> = docs
-        .iter()
-        .filter_map(|d| {
-            d.text.map(|body| Row {
-                rowid: d.id,
-                body,
-                result: d.result,
-            })
-        })
-        .collect();
-    insert_rows(tx, &rows)
+    purge::note_deleted(tx, deleted)
 }
 
 /// One row of the index: a document's first part at its id, or a further part.
@@ -74,39 +82,15 @@ struct Row<'a> {
     result: (&'a str, &'a str),
 }
 
-/// Put `rows` in. From [`SWITCH_FROM_BYTES`] of text, with FTS5's
-/// `secure-delete` off, and on again before the transaction ends.
-///
-/// Why: FTS5 writes the terms it holds to the index's pages (a flush) at the
-/// end of the transaction and whenever a setting changes, under the setting
-/// in force until then. With `secure-delete` on, a flush takes an insertion
-/// whose position list is 64 bytes or more for a deletion half the time (it
-/// reads the delete flag from the first byte of a multi-byte varint) and
-/// searches every older segment for the row. Switching it off flushes the
-/// pending deletions under `secure-delete`; switching it on again flushes the
-/// insertions without the searches. Every transaction ends with it on, so
-/// any other writer's deletions are secure.
+/// Put `rows` in, in the order given.
 fn insert_rows(tx: &Connection, rows: &[Row<'_>]) -> rusqlite::Result<()> {
-    let bytes: usize = rows.iter().map(|r| r.body.len()).sum();
-    let switch = bytes >= SWITCH_FROM_BYTES;
-    if switch {
-        set_secure_delete(tx, false)?;
-    }
     for r in rows {
         let (path, checksum) = r.result;
         tx.prepare_cached("INSERT INTO search_text (rowid, body, path, checksum) VALUES (?1, ?2, ?3, ?4)")?
             .execute(params![r.rowid, r.body, path, checksum])?;
     }
-    if switch {
-        set_secure_delete(tx, true)?;
-    }
     Ok(())
 }
-
-/// The new text from which [`insert_rows`] switches `secure-delete` off.
-/// Switching costs two writes of FTS5's configuration (about 140 µs),
-/// measured to be repaid from about 32 KB of new text.
-const SWITCH_FROM_BYTES: usize = 32 * 1024;
 
 /// `docs` with only the last of each document (as one after the other
 /// would leave the index), in order.
@@ -117,24 +101,19 @@ fn last_of_each<'a>(docs: &[Accepted<'a>]) -> Vec<Accepted<'a>> {
     kept
 }
 
-/// FTS5's `secure-delete` setting, written in the caller's transaction (FTS5
-/// flushes what it holds first, under the old setting).
-fn set_secure_delete(tx: &Connection, on: bool) -> rusqlite::Result<()> {
-    tx.prepare_cached("INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', ?1)")?
-        .execute([i64::from(on)])?;
-    Ok(())
-}
-
 /// Take document `id` out of the index (its source went away): its first
 /// part now, its further parts retired for [`purge_retired`].
 pub(crate) fn remove(tx: &Connection, id: i64) -> rusqlite::Result<()> {
-    take_out(tx, id, None)
+    let deleted = take_out(tx, id, None)?;
+    purge::note_deleted(tx, deleted)
 }
 
 /// Delete document `id`'s first part and retire its further parts, except
-/// the ones staged under `keep`, which become live: the new text's.
-fn take_out(tx: &Connection, id: i64, keep: Option<&str>) -> rusqlite::Result<()> {
-    tx.prepare_cached("DELETE FROM search_text WHERE rowid = ?1")?
+/// the ones staged under `keep`, which become live: the new text's. How many
+/// rows of the index it deleted (for [`purge::note_deleted`]).
+fn take_out(tx: &Connection, id: i64, keep: Option<&str>) -> rusqlite::Result<usize> {
+    let deleted = tx
+        .prepare_cached("DELETE FROM search_text WHERE rowid = ?1")?
         .execute([id])?;
     tx.prepare_cached(
         "UPDATE search_parts SET state = 'retired'
@@ -147,7 +126,7 @@ fn take_out(tx: &Connection, id: i64, keep: Option<&str>) -> rusqlite::Result<()
         )?
         .execute(params![id, tag])?;
     }
-    Ok(())
+    Ok(deleted)
 }
 
 /// Put further parts of document `doc`'s text into the index, staged under
@@ -202,12 +181,15 @@ pub(crate) fn purge_retired(tx: &Connection) -> rusqlite::Result<bool> {
         .prepare_cached("SELECT rowid FROM search_parts WHERE state = 'retired' LIMIT ?1")?
         .query_map([per_tx as i64 + 1], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
+    let mut deleted = 0;
     for rowid in gone.iter().take(per_tx) {
-        tx.prepare_cached("DELETE FROM search_text WHERE rowid = ?1")?
+        deleted += tx
+            .prepare_cached("DELETE FROM search_text WHERE rowid = ?1")?
             .execute([rowid])?;
         tx.prepare_cached("DELETE FROM search_parts WHERE rowid = ?1")?
             .execute([rowid])?;
     }
+    purge::note_deleted(tx, deleted)?;
     Ok(gone.len() > per_tx)
 }
 
@@ -268,7 +250,6 @@ pub(crate) fn reset(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<(
              body, path UNINDEXED, checksum UNINDEXED,
              {}
          );
-         INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1);
          DELETE FROM search_parts;",
         tokenizer.fts5_options()
     ))?;

@@ -41,11 +41,6 @@ impl Sqlite {
     /// empty, with `tokenizer` (recorded in meta); then `VACUUM`.
     pub(crate) fn search_reset_hard(&self, tokenizer: Tokenizer) -> Result<()> {
         self.outside_tx(|c| remake(c, tokenizer))?;
-        // Not in the transaction that made the table: FTS5 refuses it there
-        // once the schema was reloaded.
-        self.write_tx(|tx, _| {
-            tx.execute_batch("INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 1)")
-        })?;
         self.outside_tx(|c| c.execute_batch("VACUUM"))
     }
 
