@@ -350,7 +350,7 @@ fn ensure_tree(tree: &Path, n: usize, vocab: &[String]) -> bool {
     true
 }
 
-/// Rewrites 1 % of the documents (chosen from the round's seed) with new
+/// Rewrites 1 % of the documents (chosen from the round's seed) with other
 /// words, and moves their mtime 2 s on so a size-and-mtime check sees the
 /// change even when the size did not move. Returns how many.
 fn change_one_percent(tree: &Path, n: usize, round: usize, vocab: &[String]) -> usize {
@@ -364,7 +364,13 @@ fn change_one_percent(tree: &Path, n: usize, round: usize, vocab: &[String]) -> 
         let before = std::fs::metadata(&path)
             .and_then(|m| m.modified())
             .expect("an mtime");
-        std::fs::write(&path, document(&mut rng, &zipf, vocab)).expect("a rewrite");
+        // A kept tree was changed by the same seed before: draw again until
+        // the text differs from what is there, or nothing would change.
+        let current = std::fs::read_to_string(&path).unwrap_or_default();
+        let text = std::iter::repeat_with(|| document(&mut rng, &zipf, vocab))
+            .find(|t| *t != current)
+            .expect("an endless iterator");
+        std::fs::write(&path, text).expect("a rewrite");
         let file = File::options()
             .write(true)
             .open(&path)
