@@ -55,7 +55,7 @@ pub(super) fn entry_id(name: &str) -> Option<i64> {
     canonical_number(digits)
 }
 
-fn canonical_number(digits: &str) -> Option<i64> {
+pub(super) fn canonical_number(digits: &str) -> Option<i64> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

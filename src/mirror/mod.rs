@@ -645,6 +645,19 @@ impl Mirror {
         Ok(Some(file))
     }
 
+    /// The document a mirror file (a path relative to the root, in either layout) belongs to,
+    /// if it is where that document's files go.
+    pub fn doc_id_of(rel_path: &str) -> Option<i64> {
+        let mut parts = rel_path.splitn(4, '/');
+        let (top, mid, third) = (parts.next()?, parts.next()?, parts.next()?);
+        let shard = format!("{top}/{mid}");
+        let id = layout::entry_id(third).filter(|&id| shard_rel(id).ok().as_deref() == Some(shard.as_str()));
+        id.or_else(|| {
+            let id = layout::canonical_number(third)?;
+            (legacy_doc_rel(id).ok()? == format!("{shard}/{third}")).then_some(id)
+        })
+    }
+
     /// Relative paths of the document's files (generations, temps and unknown entries named
     /// after it) in its shard, then those of its legacy directory except `.lock`, each sorted
     /// by name; empty if there are none.

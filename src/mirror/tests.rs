@@ -81,6 +81,10 @@ fn layout_is_sharded_by_id() {
         Mirror::legacy_generation_rel_path(5_001_002, 9).unwrap(),
         "005/001/5001002/g000009.txt"
     );
+    assert_eq!(Mirror::doc_id_of("s004/313/5001002.g000009.txt"), Some(5_001_002));
+    assert_eq!(Mirror::doc_id_of("005/001/5001002/g000009.txt"), Some(5_001_002));
+    assert_eq!(Mirror::doc_id_of("s000/000/5001002.g000009.txt"), None);
+    assert_eq!(Mirror::doc_id_of("000/000/5001002/g000009.txt"), None);
 }
 
 #[test]

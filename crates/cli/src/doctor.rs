@@ -746,7 +746,7 @@ fn doc_files(mirror: &Mirror, id: i64) -> String {
 /// removed (dead with its result forgotten): what is left of it waits for
 /// `gc`, the ordinary state after a deletion.
 fn of_removed_source(store: &Store, rel: &str) -> bool {
-    let id = rel.split('/').nth(2).and_then(|d| d.parse::<i64>().ok());
+    let id = Mirror::doc_id_of(rel);
     id.and_then(|id| store.job(leasehold::job::JobId(id)).ok().flatten())
         .is_some_and(|job| job.source_gone && job.result_path.is_none())
 }
