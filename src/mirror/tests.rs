@@ -1077,10 +1077,10 @@ fn legacy_results_are_read_side_by_side_until_replaced() {
         dry.removed,
         ["000/000/60/.tmp-g000003-1-2-3", "000/000/60/g000001.txt"]
     );
-    assert_eq!(dry.kept, [old.clone()]);
+    assert_eq!(dry.kept, std::slice::from_ref(&old));
     m.cleanup(60, || Ok::<_, TestErr>(Some(keep(Some(old.clone()), Some(3)))))
         .unwrap();
-    assert_eq!(m.list_doc_files(60).unwrap(), [old.clone()]);
+    assert_eq!(m.list_doc_files(60).unwrap(), std::slice::from_ref(&old));
     // Extracted again: the new generation goes to the shard, both are kept
     // until it is accepted, then the old directory goes with its lock.
     let new = m.write(60, 3, b"newer").unwrap().rel_path;
