@@ -1,76 +1,109 @@
 //! Fenced cleanup of one document and the sweep over the whole mirror (`gc`):
-//! lock the document exclusively, then ask the store what to keep, then delete.
+//! lock the document's shard exclusively (and its legacy directory, if it has
+//! one), then ask the store what to keep, then delete.
 
+use std::collections::BTreeSet;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::layout::{
-    check_ids, doc_rel, is_real_dir, is_shard_name, list_dir, parse_doc_dir, parse_generation,
-    remove_dir_if_empty, remove_if_present, scan_doc, temp_fence, Kind,
+    check_ids, entry_id, generation_of, is_legacy_shard_name, is_real_dir, is_shard_rel, is_shard_top,
+    legacy_doc_rel, list_dir, parse_legacy_doc_dir, remove_dir_if_empty, remove_if_present, scan_legacy_doc,
+    scan_shard_doc, shard_rel, Kind,
 };
-use super::lock::{lock_doc, LockMode};
+use super::lock::{lock_dir, LockMode};
 use super::{CleanupReport, Fencing, Keep, Mirror, MirrorError, CLEANUP_LOCK_WAIT, LOCK_NAME, PROBE_PREFIX};
 
-/// What a walk of the root found: document ids, probe leftovers, entries not ours.
-type Found = (Vec<i64>, Vec<String>, Vec<String>);
-
-/// How a document cleanup behaves; sweep differs from a single cleanup only here.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct CleanOpts {
-    dry_run: bool,
-    prune: bool,
+/// What a walk of the root found: document ids (of either layout), the shard directories,
+/// probe leftovers, entries not ours.
+#[derive(Debug, Default)]
+struct Found {
+    docs: BTreeSet<i64>,
+    shards: Vec<String>,
+    probes: Vec<String>,
+    unknown: Vec<String>,
 }
 
-/// Fence of `accepted` if it is exactly a generation path of `job_id`.
-pub(super) fn accepted_fence(job_id: i64, accepted: &str) -> Result<i64, MirrorError> {
-    let foreign = || MirrorError::ForeignAccepted {
-        job_id,
-        accepted: accepted.to_string(),
-    };
-    let (dir, name) = accepted.rsplit_once('/').ok_or_else(foreign)?;
-    if dir != doc_rel(job_id)? {
-        return Err(foreign());
+/// One place a document's files are: its shard (only the entries named after it) or its
+/// legacy directory.
+struct Place {
+    dir: PathBuf,
+    rel: String,
+    entries: Vec<(String, Kind)>,
+    legacy: bool,
+}
+
+impl Place {
+    fn shard(root: &Path, job_id: i64) -> Result<Place, MirrorError> {
+        let rel = shard_rel(job_id)?;
+        let dir = root.join(&rel);
+        let entries = scan_shard_doc(&dir, job_id)?;
+        Ok(Place {
+            dir,
+            rel,
+            entries,
+            legacy: false,
+        })
     }
-    parse_generation(name).ok_or_else(foreign)
+
+    fn legacy(root: &Path, job_id: i64) -> Result<Place, MirrorError> {
+        let rel = legacy_doc_rel(job_id)?;
+        let dir = root.join(&rel);
+        let entries = scan_legacy_doc(&dir)?;
+        Ok(Place {
+            dir,
+            rel,
+            entries,
+            legacy: true,
+        })
+    }
 }
 
-/// The generations a cleanup keeps: the accepted one (which must be exactly a
-/// generation path of this job) and the current claim's.
-fn kept_fences(job_id: i64, keep: &Keep) -> Result<[Option<i64>; 2], MirrorError> {
-    let accepted = match &keep.accepted {
-        Some(path) => Some(accepted_fence(job_id, path)?),
-        None => None,
-    };
+/// Checks what a row says to keep: the accepted path must be exactly a generation path of
+/// `job_id` (in either layout), the current fence a valid one.
+fn check_keep(job_id: i64, keep: &Keep) -> Result<(), MirrorError> {
+    if let Some(path) = &keep.accepted {
+        if generation_of(job_id, path).is_none() {
+            return Err(MirrorError::ForeignAccepted {
+                job_id,
+                accepted: path.clone(),
+            });
+        }
+    }
     if let Some(fence) = keep.current_fence {
         check_ids(job_id, fence)?;
     }
-    Ok([accepted, keep.current_fence])
+    Ok(())
 }
 
 /// Report for a document whose row is gone: everything is kept, nothing deleted.
-pub(super) fn report_untouched(job_id: i64, rel_dir: &str, entries: &[(String, Kind)]) -> CleanupReport {
+fn report_untouched(job_id: i64, places: &[Place]) -> CleanupReport {
     let mut report = CleanupReport {
         missing_rows: vec![job_id],
         ..CleanupReport::default()
     };
-    for (name, kind) in entries {
-        let rel = format!("{rel_dir}/{name}");
-        match kind {
-            Kind::Lock => {}
-            Kind::Unknown => report.unknown.push(rel),
-            Kind::Generation(_) | Kind::Temp => report.kept.push(rel),
+    for place in places {
+        for (name, kind) in &place.entries {
+            let rel = format!("{}/{name}", place.rel);
+            match kind {
+                Kind::Lock => {}
+                Kind::Unknown => report.unknown.push(rel),
+                Kind::Generation(_) | Kind::Temp(_) => report.kept.push(rel),
+            }
         }
     }
     report
 }
 
-/// What a cleanup keeps of one document directory, and until when it may delete.
+/// What a cleanup keeps of a document's files, and until when it may delete.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Stale {
-    /// Generations kept: the accepted one, the current claim's.
-    keep_fences: [Option<i64>; 2],
+struct Stale<'a> {
+    /// The accepted result's path, relative to the root.
+    accepted: Option<&'a str>,
+    /// The current claim's fence: its generation is kept.
+    current: Option<i64>,
     /// A claim whose temp files are kept (it may be writing them).
     keep_temps_of: Option<i64>,
     /// No deletion after this (the fence that allowed it may be gone).
@@ -78,37 +111,27 @@ pub(super) struct Stale {
     dry_run: bool,
 }
 
-/// Deletes (unless dry run) every temp and every generation whose fence is not kept,
-/// and keeps the temp files of `keep_temps_of`. Past the deadline it stops and
-/// says so (`false`): the rest is left for a later cleanup.
-pub(super) fn delete_stale(
-    dir: &Path,
-    rel_dir: &str,
-    entries: &[(String, Kind)],
-    rule: Stale,
-) -> Result<(CleanupReport, bool), MirrorError> {
-    let Stale {
-        keep_fences,
-        keep_temps_of,
-        deadline,
-        dry_run,
-    } = rule;
+/// Deletes (unless dry run) every temp and every generation of the place that is neither
+/// the accepted result nor the current claim's, and keeps the temp files of
+/// `keep_temps_of`. Past the deadline it stops and says so (`false`): the rest is left for a
+/// later cleanup.
+fn delete_stale(place: &Place, rule: Stale<'_>) -> Result<(CleanupReport, bool), MirrorError> {
     let mut report = CleanupReport::default();
-    for (name, kind) in entries {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+    for (name, kind) in &place.entries {
+        if rule.deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok((report, false));
         }
-        let rel = format!("{rel_dir}/{name}");
+        let rel = format!("{}/{name}", place.rel);
         match *kind {
             Kind::Lock => continue,
             Kind::Unknown => report.unknown.push(rel),
-            Kind::Generation(f) if keep_fences.contains(&Some(f)) => report.kept.push(rel),
-            Kind::Temp if keep_temps_of.is_some() && temp_fence(name) == keep_temps_of => {
+            Kind::Generation(f) if Some(rel.as_str()) == rule.accepted || Some(f) == rule.current => {
                 report.kept.push(rel)
             }
-            Kind::Generation(_) | Kind::Temp => {
-                if !dry_run {
-                    remove_if_present(&dir.join(name))?;
+            Kind::Temp(f) if f.is_some() && f == rule.keep_temps_of => report.kept.push(rel),
+            Kind::Generation(_) | Kind::Temp(_) => {
+                if !rule.dry_run {
+                    remove_if_present(&place.dir.join(name))?;
                 }
                 report.removed.push(rel);
             }
@@ -117,107 +140,166 @@ pub(super) fn delete_stale(
     Ok((report, true))
 }
 
-/// Removes a document directory that holds nothing but `.lock`, while we hold its exclusive lock.
-/// Safe against waiting lockers because they re-check the `.lock` inode after locking and retry.
-pub(super) fn prune_doc_dir(dir: &Path) -> Result<(), MirrorError> {
-    let lock_path = dir.join(LOCK_NAME);
-    remove_if_present(&lock_path)?;
+/// Removes a directory that holds nothing but `.lock` (a legacy document directory, or a
+/// shard), while we hold its exclusive lock, and its parents up to the root if they are left
+/// empty. Safe against waiting lockers because they re-check the `.lock` inode after locking
+/// and retry.
+fn prune_dir(dir: &Path, parents: usize) -> Result<(), MirrorError> {
+    remove_if_present(&dir.join(LOCK_NAME))?;
     remove_dir_if_empty(dir)?;
-    for shard in dir.ancestors().skip(1).take(2) {
-        remove_dir_if_empty(shard)?;
+    for parent in dir.ancestors().skip(1).take(parents) {
+        remove_dir_if_empty(parent)?;
     }
     Ok(())
+}
+
+/// Whether a cleanup left nothing in the place (its entries were all removed).
+fn emptied(report: &CleanupReport) -> bool {
+    report.kept.is_empty() && report.unknown.is_empty()
 }
 
 impl Mirror {
     /// Removes stale generations and temp files of one document. The exclusive lock is taken
     /// before `keep` runs, so the row it reads cannot be older than any file on disk. A lookup
-    /// error or a missing row deletes nothing. A missing document directory returns an empty
-    /// report without calling `keep`.
+    /// error or a missing row deletes nothing. A document with no shard directory and no
+    /// legacy directory returns an empty report without calling `keep`. A legacy directory it
+    /// leaves empty is removed.
     pub fn cleanup<E: From<MirrorError>>(
         &self,
         job_id: i64,
         keep: impl FnOnce() -> Result<Option<Keep>, E>,
     ) -> Result<CleanupReport, E> {
-        let opts = CleanOpts {
-            dry_run: false,
-            prune: false,
-        };
-        self.clean_doc(job_id, opts, keep)
+        self.clean_doc(job_id, false, keep)
     }
 
-    /// Whether document `job_id`'s directory holds nothing but `accepted` (a
-    /// generation's path relative to the root, as a completion records it) and
-    /// the lock file. Then no cleanup could delete anything, whatever the row
-    /// says, and the worker that just had `accepted` accepted skips the lock and
-    /// the row read. Read without the lock: a file a writer adds meanwhile is
-    /// its own, which a cleanup would keep anyway.
+    /// Whether document `job_id`'s only file is `accepted` (a generation's path relative to
+    /// the root, as a completion records it): no other generation or temp file named after it
+    /// in its shard, and no legacy directory. Then no cleanup could delete anything, whatever
+    /// the row says, and the worker that just had `accepted` accepted skips the lock and the
+    /// row read. Read without the lock: a file a writer adds meanwhile is its own, which a
+    /// cleanup would keep anyway.
     pub fn holds_only(&self, job_id: i64, accepted: &str) -> Result<bool, MirrorError> {
-        let rel = doc_rel(job_id)?;
-        let Some(name) = accepted
-            .strip_prefix(rel.as_str())
-            .and_then(|r| r.strip_prefix('/'))
-        else {
-            return Ok(false);
-        };
-        let entries = scan_doc(&self.root.join(&rel))?;
-        Ok(entries.iter().all(|(entry, kind)| match kind {
-            Kind::Lock => true,
-            Kind::Generation(_) => entry == name,
-            Kind::Temp | Kind::Unknown => false,
-        }))
+        Ok(self.holds_only_all(&[(job_id, accepted)])?[0])
     }
 
-    /// Runs cleanup for every document directory under the root (used by `gc`); stops at the
-    /// first error. A dry run reports in `removed` what would be deleted and deletes nothing.
-    /// Unrecognised entries are left alone and reported. A real sweep also removes document
-    /// directories left empty (and then-empty shard directories), and `.probe-*` files that a
-    /// killed [`Mirror::open`] left in the root. A document whose lock another process holds
-    /// is skipped and listed in [`CleanupReport::busy`]; the sweep goes on.
+    /// [`Mirror::holds_only`] of several documents, each shard listed once (a batch's
+    /// documents have consecutive ids and share a shard).
+    pub fn holds_only_all(&self, docs: &[(i64, &str)]) -> Result<Vec<bool>, MirrorError> {
+        let mut listed: Vec<(String, Vec<String>)> = Vec::new();
+        let mut out = Vec::with_capacity(docs.len());
+        for &(job_id, accepted) in docs {
+            let rel = shard_rel(job_id)?;
+            let name = accepted
+                .strip_prefix(rel.as_str())
+                .and_then(|r| r.strip_prefix('/'));
+            let Some(name) = name.filter(|_| generation_of(job_id, accepted).is_some()) else {
+                out.push(false);
+                continue;
+            };
+            if is_real_dir(&self.root.join(legacy_doc_rel(job_id)?))? {
+                out.push(false);
+                continue;
+            }
+            if !listed.iter().any(|(r, _)| *r == rel) {
+                let names = list_dir(&self.root.join(&rel))?
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect();
+                listed.push((rel.clone(), names));
+            }
+            let names = &listed.iter().find(|(r, _)| *r == rel).expect("listed above").1;
+            let prefix = format!("{job_id}.");
+            out.push(names.iter().filter(|n| n.starts_with(&prefix)).all(|n| n == name));
+        }
+        Ok(out)
+    }
+
+    /// Runs cleanup for every document of the mirror, in either layout (used by `gc`); stops
+    /// at the first error. A dry run reports in `removed` what would be deleted and deletes
+    /// nothing. Unrecognised entries are left alone and reported. A real sweep also removes
+    /// legacy document directories left empty, shard directories that hold nothing but their
+    /// `.lock` (and then-empty parents), and `.probe-*` files that a killed [`Mirror::open`]
+    /// left in the root. A document whose lock another process holds is skipped and listed in
+    /// [`CleanupReport::busy`]; the sweep goes on.
     pub fn sweep<E: From<MirrorError>>(
         &self,
         dry_run: bool,
         mut keep: impl FnMut(i64) -> Result<Option<Keep>, E>,
     ) -> Result<CleanupReport, E> {
-        let opts = CleanOpts {
-            dry_run,
-            prune: !dry_run,
-        };
-        self.sweep_each(dry_run, |job_id| self.clean_doc(job_id, opts, || keep(job_id)))
+        let found = self.find_docs()?;
+        let shards = found.shards.clone();
+        let report = self.sweep_found(found, dry_run, |job_id| {
+            self.clean_doc(job_id, dry_run, || keep(job_id))
+        })?;
+        if !dry_run && self.fencing == Fencing::FileLocks {
+            for shard in shards {
+                self.prune_shard(&self.root.join(shard))?;
+            }
+        }
+        Ok(report)
     }
 
     /// The walk of [`Mirror::sweep`] with each document's cleanup done by `clean`
     /// (the PostgreSQL edition's: under the row lock, then [`Mirror::cleanup_held`]).
-    /// Probe leftovers are removed (unless `dry_run`) and unknown entries reported.
+    /// Probe leftovers are removed (unless `dry_run`) and unknown entries reported; shard
+    /// directories are never removed (a writer of another document may be about to use one).
     pub fn sweep_each<E: From<MirrorError>>(
         &self,
         dry_run: bool,
+        clean: impl FnMut(i64) -> Result<CleanupReport, E>,
+    ) -> Result<CleanupReport, E> {
+        let found = self.find_docs()?;
+        self.sweep_found(found, dry_run, clean)
+    }
+
+    fn sweep_found<E: From<MirrorError>>(
+        &self,
+        found: Found,
+        dry_run: bool,
         mut clean: impl FnMut(i64) -> Result<CleanupReport, E>,
     ) -> Result<CleanupReport, E> {
-        let (docs, probes, unknown) = self.find_docs()?;
         let mut report = CleanupReport {
-            unknown,
+            unknown: found.unknown,
             ..CleanupReport::default()
         };
-        for probe in probes {
+        for probe in found.probes {
             if !dry_run {
                 remove_if_present(&self.root.join(&probe))?;
             }
             report.removed.push(probe);
         }
-        for job_id in docs {
+        for job_id in found.docs {
             report.merge(clean(job_id)?);
         }
         Ok(report)
+    }
+
+    /// Removes a shard directory that holds nothing but its `.lock`, under its exclusive lock
+    /// (skipped when the lock is busy: a writer is in it).
+    fn prune_shard(&self, dir: &Path) -> Result<(), MirrorError> {
+        let lock = match lock_dir(dir, LockMode::Exclusive, false, CLEANUP_LOCK_WAIT) {
+            Err(e) if e.is_busy() => return Ok(()),
+            locked => locked?,
+        };
+        let only_lock = list_dir(dir)?
+            .iter()
+            .all(|(name, is_dir)| !is_dir && name == LOCK_NAME);
+        // Only under the lock: a writer between its look at the directory and its temp file
+        // holds it shared.
+        if only_lock && lock.is_some() {
+            prune_dir(dir, 1)?;
+        }
+        drop(lock);
+        Ok(())
     }
 
     /// Cleanup of one document whose database row lock the caller holds
     /// ([`Fencing::RowLocks`]); `keep` was read under that lock (`None`: the
     /// row does not exist, and nothing is deleted). Without a file lock a
     /// writer of the current claim may be mid-write, so its temp files are
-    /// kept with its generation, and a document directory is pruned (by a
-    /// real sweep, `prune`) only when no claim is current: a current claim's
-    /// writer may have just made it. Everything else stale goes, as in
+    /// kept with its generation. A legacy directory is removed (by a real
+    /// sweep, `prune`) when it is left empty and no claim is current; shard
+    /// directories are never removed here. Everything else stale goes, as in
     /// [`Mirror::cleanup`].
     ///
     /// Nothing is deleted after `deadline` (the caller's row lock may be gone
@@ -231,39 +313,56 @@ impl Mirror {
         dry_run: bool,
         prune: bool,
     ) -> Result<CleanupReport, MirrorError> {
-        let dir = self.doc_dir(job_id)?;
-        if !is_real_dir(&dir)? {
+        let places = self.places(job_id)?;
+        if places.is_empty() {
             return Ok(CleanupReport::default());
         }
-        let rel_dir = doc_rel(job_id)?;
-        let entries = scan_doc(&dir)?;
         let Some(keep) = keep else {
-            return Ok(report_untouched(job_id, &rel_dir, &entries));
+            return Ok(report_untouched(job_id, &places));
         };
-        let keep_fences = kept_fences(job_id, &keep)?;
+        check_keep(job_id, &keep)?;
         let rule = Stale {
-            keep_fences,
+            accepted: keep.accepted.as_deref(),
+            current: keep.current_fence,
             keep_temps_of: keep.current_fence,
             deadline: Some(deadline),
             dry_run,
         };
-        let (mut report, finished) = delete_stale(&dir, &rel_dir, &entries, rule)?;
-        if !finished {
-            self.skipped.fetch_add(1, Ordering::Relaxed);
-            report.busy.push(job_id);
-            return Ok(report);
-        }
-        let idle = keep.current_fence.is_none();
-        if prune && !dry_run && idle && report.kept.is_empty() && report.unknown.is_empty() {
-            prune_doc_dir(&dir)?;
+        let mut report = CleanupReport::default();
+        for place in &places {
+            let (done, finished) = delete_stale(place, rule)?;
+            let idle = keep.current_fence.is_none();
+            let prunable = place.legacy && prune && !dry_run && idle && emptied(&done);
+            report.merge(done);
+            if !finished {
+                self.skipped.fetch_add(1, Ordering::Relaxed);
+                report.busy.push(job_id);
+                return Ok(report);
+            }
+            if prunable {
+                prune_dir(&place.dir, 2)?;
+            }
         }
         Ok(report)
+    }
+
+    /// Where document `job_id` has files: its shard directory and its legacy directory, each
+    /// only if it exists.
+    fn places(&self, job_id: i64) -> Result<Vec<Place>, MirrorError> {
+        let mut places = Vec::new();
+        if is_real_dir(&self.root.join(shard_rel(job_id)?))? {
+            places.push(Place::shard(&self.root, job_id)?);
+        }
+        if is_real_dir(&self.root.join(legacy_doc_rel(job_id)?))? {
+            places.push(Place::legacy(&self.root, job_id)?);
+        }
+        Ok(places)
     }
 
     fn clean_doc<E: From<MirrorError>>(
         &self,
         job_id: i64,
-        opts: CleanOpts,
+        dry_run: bool,
         keep: impl FnOnce() -> Result<Option<Keep>, E>,
     ) -> Result<CleanupReport, E> {
         if self.fencing != Fencing::FileLocks {
@@ -272,72 +371,128 @@ impl Mirror {
             }
             .into());
         }
-        let dir = self.doc_dir(job_id)?;
-        if !is_real_dir(&dir)? {
+        let shard = self.root.join(shard_rel(job_id)?);
+        let legacy = self.root.join(legacy_doc_rel(job_id)?);
+        let (in_shard, in_legacy) = (is_real_dir(&shard)?, is_real_dir(&legacy)?);
+        if !in_shard && !in_legacy {
             return Ok(CleanupReport::default());
         }
-        // Lock first, then read the row: see the module docs. A dry run does not create `.lock`.
-        let lock = match lock_doc(&dir, LockMode::Exclusive, !opts.dry_run, CLEANUP_LOCK_WAIT) {
-            Err(e) if e.is_busy() => {
-                self.skipped.fetch_add(1, Ordering::Relaxed);
-                return Ok(CleanupReport {
-                    busy: vec![job_id],
-                    ..CleanupReport::default()
-                });
+        // Lock first, then read the row: see the module docs. A dry run does not create
+        // `.lock`. The shard's lock first, then the legacy directory's: every locker that
+        // takes both takes them in this order.
+        let mut locks = Vec::new();
+        for (dir, there) in [(&shard, in_shard), (&legacy, in_legacy)] {
+            if !there {
+                continue;
             }
-            locked => locked?,
-        };
+            match lock_dir(dir, LockMode::Exclusive, !dry_run, CLEANUP_LOCK_WAIT) {
+                Err(e) if e.is_busy() => {
+                    self.skipped.fetch_add(1, Ordering::Relaxed);
+                    return Ok(CleanupReport {
+                        busy: vec![job_id],
+                        ..CleanupReport::default()
+                    });
+                }
+                locked => locks.push(locked?),
+            }
+        }
         let keep = keep()?;
-        let rel_dir = doc_rel(job_id)?;
-        let entries = scan_doc(&dir)?;
+        // Only the places that were there when we locked: a shard made since is a writer's,
+        // whose temp file we hold no lock against.
+        let mut places = Vec::new();
+        if in_shard {
+            places.push(Place::shard(&self.root, job_id)?);
+        }
+        if in_legacy {
+            places.push(Place::legacy(&self.root, job_id)?);
+        }
         let Some(keep) = keep else {
-            return Ok(report_untouched(job_id, &rel_dir, &entries));
+            return Ok(report_untouched(job_id, &places));
         };
-        let keep_fences = kept_fences(job_id, &keep)?;
+        check_keep(job_id, &keep)?;
         // Under the exclusive lock no writer is mid-write: every temp is
         // stale, and the lock holds however long the deletions take.
         let rule = Stale {
-            keep_fences,
+            accepted: keep.accepted.as_deref(),
+            current: keep.current_fence,
             keep_temps_of: None,
             deadline: None,
-            dry_run: opts.dry_run,
+            dry_run,
         };
-        let (report, _) = delete_stale(&dir, &rel_dir, &entries, rule)?;
-        if opts.prune && lock.is_some() && report.kept.is_empty() && report.unknown.is_empty() {
-            prune_doc_dir(&dir)?;
+        let mut report = CleanupReport::default();
+        let legacy_locked = locks.last().is_some_and(Option::is_some) && in_legacy;
+        for place in &places {
+            let (done, _) = delete_stale(place, rule)?;
+            let prunable = place.legacy && legacy_locked && !dry_run && emptied(&done);
+            report.merge(done);
+            if prunable {
+                prune_dir(&place.dir, 2)?;
+            }
         }
         Ok(report)
     }
 
-    /// Job ids of all well-formed document directories, the probe files left in the root, plus
-    /// every entry that does not fit the layout (reported, never descended into or deleted).
+    /// Every document of the mirror (from its shard files and its legacy directories), the
+    /// shard directories, the probe files left in the root, plus every entry that does not
+    /// fit either layout (reported, never descended into or deleted).
     fn find_docs(&self) -> Result<Found, MirrorError> {
-        let (mut docs, mut probes, mut unknown) = (Vec::new(), Vec::new(), Vec::new());
+        let mut found = Found::default();
         for (top, top_is_dir) in list_dir(&self.root)? {
             if !top_is_dir && self.is_probe(&top)? {
-                probes.push(top);
+                found.probes.push(top);
+            } else if top_is_dir && is_shard_top(&top) {
+                self.find_in_shard_top(&top, &mut found)?;
+            } else if top_is_dir && is_legacy_shard_name(&top, false) {
+                self.find_in_legacy_top(&top, &mut found)?;
+            } else {
+                found.unknown.push(top);
+            }
+        }
+        Ok(found)
+    }
+
+    fn find_in_shard_top(&self, top: &str, found: &mut Found) -> Result<(), MirrorError> {
+        for (mid, mid_is_dir) in list_dir(&self.root.join(top))? {
+            let rel = format!("{top}/{mid}");
+            if !mid_is_dir || !is_shard_rel(&rel) {
+                found.unknown.push(rel);
                 continue;
             }
-            if !top_is_dir || !is_shard_name(&top, false) {
-                unknown.push(top);
-                continue;
-            }
-            for (mid, mid_is_dir) in list_dir(&self.root.join(&top))? {
-                let rel_mid = format!("{top}/{mid}");
-                if !mid_is_dir || !is_shard_name(&mid, true) {
-                    unknown.push(rel_mid);
+            for (name, is_dir) in list_dir(&self.root.join(&rel))? {
+                if !is_dir && name == LOCK_NAME {
                     continue;
                 }
-                for (leaf, leaf_is_dir) in list_dir(&self.root.join(&rel_mid))? {
-                    let rel = format!("{rel_mid}/{leaf}");
-                    match parse_doc_dir(&rel, &leaf, leaf_is_dir) {
-                        Some(job_id) => docs.push(job_id),
-                        None => unknown.push(rel),
+                let id = entry_id(&name).filter(|&id| shard_rel(id).ok().as_deref() == Some(rel.as_str()));
+                match id {
+                    Some(id) => {
+                        found.docs.insert(id);
                     }
+                    None => found.unknown.push(format!("{rel}/{name}")),
+                }
+            }
+            found.shards.push(rel);
+        }
+        Ok(())
+    }
+
+    fn find_in_legacy_top(&self, top: &str, found: &mut Found) -> Result<(), MirrorError> {
+        for (mid, mid_is_dir) in list_dir(&self.root.join(top))? {
+            let rel_mid = format!("{top}/{mid}");
+            if !mid_is_dir || !is_legacy_shard_name(&mid, true) {
+                found.unknown.push(rel_mid);
+                continue;
+            }
+            for (leaf, leaf_is_dir) in list_dir(&self.root.join(&rel_mid))? {
+                let rel = format!("{rel_mid}/{leaf}");
+                match parse_legacy_doc_dir(&rel, &leaf, leaf_is_dir) {
+                    Some(job_id) => {
+                        found.docs.insert(job_id);
+                    }
+                    None => found.unknown.push(rel),
                 }
             }
         }
-        Ok((docs, probes, unknown))
+        Ok(())
     }
 
     /// A regular file named like [`Mirror::open`]'s probe: ours, and never needed after the

@@ -1,14 +1,20 @@
 //! Where things live under the mirror root, and the small file-system helpers the
 //! write, lock and sweep paths share. Nothing here comes from a document's name:
 //! every path derives from the numeric id and the claim's fence.
-
+//!
+//! The layout (DESIGN §5): shard directories `s{id >> 20:03x}/{(id >> 10) & 0x3ff:03x}/`
+//! of 1,024 consecutive ids each, holding the shard's `.lock` and one file per generation,
+//! `{id}.g{fence:06}.txt`, and transient `{id}.g{fence:06}.tmp-{unique}` files. Mirrors made
+//! before it (`{id/10^6:03}/{(id/10^3)%10^3:03}/{id}/g{fence:06}.txt` with a `.lock` per
+//! document, "legacy" here) are read side by side: their accepted results stay readable
+//! where they are, and a document's cleanup removes what it has there.
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{MirrorError, DIR_MODE, FILE_MODE, LOCK_NAME, SEQ, TEMP_PREFIX};
+use super::{MirrorError, DIR_MODE, FILE_MODE, LEGACY_TEMP_PREFIX, LOCK_NAME, SEQ, TEMP_MARK};
 
 pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> MirrorError + '_ {
     move |source| MirrorError::Io {
@@ -24,9 +30,95 @@ pub(super) fn check_ids(job_id: i64, fence: i64) -> Result<(), MirrorError> {
     Ok(())
 }
 
-/// Sharded directory of a document relative to the root: at most 1000 entries per level for
-/// ids below 10^9 (the top level grows beyond that only for larger ids).
-pub(super) fn doc_rel(job_id: i64) -> Result<String, MirrorError> {
+/// Shard directory of a document relative to the root: 1,024 consecutive ids per shard,
+/// 1,024 shards under each top directory, so a shard holds at most 1,025 entries (its
+/// generations and `.lock`) and 10M documents make 10 top directories.
+pub(super) fn shard_rel(job_id: i64) -> Result<String, MirrorError> {
+    check_ids(job_id, 0)?;
+    Ok(format!("s{:03x}/{:03x}", job_id >> 20, (job_id >> 10) & 0x3ff))
+}
+
+/// A generation's file name in its shard.
+pub(super) fn gen_name(job_id: i64, fence: i64) -> String {
+    format!("{job_id}.g{fence:06}.txt")
+}
+
+/// The start of a temp file's name for generation `fence` of `job_id`.
+pub(super) fn temp_stem(job_id: i64, fence: i64) -> String {
+    format!("{job_id}.g{fence:06}{TEMP_MARK}")
+}
+
+/// The document id a shard entry's name starts with (`{id}.`), if it starts with one in
+/// canonical spelling (no sign, no leading zero).
+pub(super) fn entry_id(name: &str) -> Option<i64> {
+    let (digits, _) = name.split_once('.')?;
+    canonical_number(digits)
+}
+
+pub(super) fn canonical_number(digits: &str) -> Option<i64> {
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: i64 = digits.parse().ok()?;
+    (n.to_string() == digits).then_some(n)
+}
+
+/// Digits of a fence as [`gen_name`] spells it (at least six, no extra zeros).
+fn canonical_fence(digits: &str) -> Option<i64> {
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let fence: i64 = digits.parse().ok()?;
+    (format!("{fence:06}") == digits).then_some(fence)
+}
+
+/// What an entry of document `job_id` in its shard is (the name starts with `{job_id}.`).
+/// Odd spellings (extra zeros, signs) are unknown, so that they are reported, never deleted.
+pub(super) fn classify_shard_entry(job_id: i64, name: &str, is_file: bool) -> Kind {
+    let Some(rest) = name.strip_prefix(&format!("{job_id}.g")) else {
+        return Kind::Unknown;
+    };
+    if !is_file {
+        return Kind::Unknown;
+    }
+    if let Some(digits) = rest.strip_suffix(".txt") {
+        return canonical_fence(digits).map_or(Kind::Unknown, Kind::Generation);
+    }
+    match rest.split_once(TEMP_MARK) {
+        Some((digits, _)) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            Kind::Temp(digits.parse().ok())
+        }
+        _ => Kind::Unknown,
+    }
+}
+
+/// Fence of `rel` if it is exactly the path of a generation of `job_id`, in either layout.
+pub(super) fn generation_of(job_id: i64, rel: &str) -> Option<i64> {
+    let (dir, name) = rel.rsplit_once('/')?;
+    if dir == shard_rel(job_id).ok()? {
+        return match classify_shard_entry(job_id, name, true) {
+            Kind::Generation(fence) => Some(fence),
+            _ => None,
+        };
+    }
+    if dir == legacy_doc_rel(job_id).ok()? {
+        return legacy_generation(name);
+    }
+    None
+}
+
+/// Classification of one entry of a document's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Generation(i64),
+    /// A temp file, with its fence when the name spells one.
+    Temp(Option<i64>),
+    Lock,
+    Unknown,
+}
+
+/// Directory of a document in the layout before shards (legacy), relative to the root.
+pub(super) fn legacy_doc_rel(job_id: i64) -> Result<String, MirrorError> {
     check_ids(job_id, 0)?;
     Ok(format!(
         "{:03}/{:03}/{}",
@@ -36,25 +128,14 @@ pub(super) fn doc_rel(job_id: i64) -> Result<String, MirrorError> {
     ))
 }
 
-pub(super) fn gen_name(fence: i64) -> String {
-    format!("g{fence:06}.txt")
+/// Fence of a legacy generation file name (`g{fence:06}.txt`), canonical spelling only.
+pub(super) fn legacy_generation(name: &str) -> Option<i64> {
+    canonical_fence(name.strip_prefix('g')?.strip_suffix(".txt")?)
 }
 
-/// Fence of a generation file name, only if the name is exactly the canonical spelling, so that
-/// odd names (extra zeros, signs) are reported as unknown instead of being deleted.
-pub(super) fn parse_generation(name: &str) -> Option<i64> {
-    let digits = name.strip_prefix('g')?.strip_suffix(".txt")?;
-    if !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let fence: i64 = digits.parse().ok()?;
-    (gen_name(fence) == name).then_some(fence)
-}
-
-/// Fence of a temp file name (`.tmp-g{fence:06}-{unique}`), for the cleanup
-/// that must keep the current claim's temp files (row-lock fencing).
-pub(super) fn temp_fence(name: &str) -> Option<i64> {
-    let rest = name.strip_prefix(TEMP_PREFIX)?;
+/// Fence of a legacy temp file name (`.tmp-g{fence:06}-{unique}`).
+pub(super) fn legacy_temp_fence(name: &str) -> Option<i64> {
+    let rest = name.strip_prefix(LEGACY_TEMP_PREFIX)?;
     let (digits, _) = rest.split_once('-')?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -62,24 +143,16 @@ pub(super) fn temp_fence(name: &str) -> Option<i64> {
     digits.parse().ok()
 }
 
-/// Classification of one entry of a document directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    Generation(i64),
-    Temp,
-    Lock,
-    Unknown,
-}
-
-pub(super) fn classify(name: &str, is_file: bool) -> Kind {
+/// Classification of an entry of a legacy document directory.
+pub(super) fn classify_legacy(name: &str, is_file: bool) -> Kind {
     if !is_file {
         return Kind::Unknown;
     }
     if name == LOCK_NAME {
         Kind::Lock
-    } else if name.starts_with(TEMP_PREFIX) {
-        Kind::Temp
-    } else if let Some(fence) = parse_generation(name) {
+    } else if name.starts_with(LEGACY_TEMP_PREFIX) {
+        Kind::Temp(legacy_temp_fence(name))
+    } else if let Some(fence) = legacy_generation(name) {
         Kind::Generation(fence)
     } else {
         Kind::Unknown
@@ -165,8 +238,30 @@ pub(super) fn list_dir(path: &Path) -> Result<Vec<(String, bool)>, MirrorError> 
     Ok(out)
 }
 
-/// Classified entries of a document directory, sorted by name. Non-UTF-8 names are unknown.
-pub(super) fn scan_doc(dir: &Path) -> Result<Vec<(String, Kind)>, MirrorError> {
+/// Classified entries of a legacy document directory, sorted by name. Non-UTF-8 names are
+/// not listed.
+pub(super) fn scan_legacy_doc(dir: &Path) -> Result<Vec<(String, Kind)>, MirrorError> {
+    scan(dir, |_| true, classify_legacy)
+}
+
+/// Classified entries of document `job_id` in its shard directory (the names that start
+/// with `{job_id}.`), sorted by name; the other documents' entries are not looked at.
+pub(super) fn scan_shard_doc(shard: &Path, job_id: i64) -> Result<Vec<(String, Kind)>, MirrorError> {
+    let prefix = format!("{job_id}.");
+    scan(
+        shard,
+        |name| name.starts_with(&prefix),
+        |name, is_file| classify_shard_entry(job_id, name, is_file),
+    )
+}
+
+/// Entries of `dir` whose names `wanted` picks, classified, sorted by name; a directory that
+/// vanished (pruned concurrently) is empty.
+fn scan(
+    dir: &Path,
+    wanted: impl Fn(&str) -> bool,
+    classify: impl Fn(&str, bool) -> Kind,
+) -> Result<Vec<(String, Kind)>, MirrorError> {
     let rd = match fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -175,12 +270,18 @@ pub(super) fn scan_doc(dir: &Path) -> Result<Vec<(String, Kind)>, MirrorError> {
     let mut out = Vec::new();
     for entry in rd {
         let entry = entry.map_err(io_err(dir))?;
-        let ft = entry.file_type().map_err(io_err(&entry.path()))?;
-        let kind = match entry.file_name().to_str() {
-            Some(name) => classify(name, ft.is_file()),
+        let raw = entry.file_name();
+        let name = raw.to_string_lossy();
+        if !wanted(&name) {
+            continue;
+        }
+        let is_file = entry.file_type().map_err(io_err(&entry.path()))?.is_file();
+        // A name that is not UTF-8 is nobody's file of ours: unknown.
+        let kind = match raw.to_str() {
+            Some(name) => classify(name, is_file),
             None => Kind::Unknown,
         };
-        out.push((entry.file_name().to_string_lossy().into_owned(), kind));
+        out.push((name.into_owned(), kind));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
@@ -194,17 +295,44 @@ pub(super) fn is_real_dir(path: &Path) -> Result<bool, MirrorError> {
     }
 }
 
-/// Shard directory names are decimal digits: exactly 3 for the middle level, at least 3 on top.
-pub(super) fn is_shard_name(name: &str, middle: bool) -> bool {
+/// Legacy shard directory names are decimal digits: exactly 3 for the middle level, at least
+/// 3 on top.
+pub(super) fn is_legacy_shard_name(name: &str, middle: bool) -> bool {
     let len_ok = if middle { name.len() == 3 } else { name.len() >= 3 };
     len_ok && name.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// Job id of a leaf directory, only if the whole relative path is exactly where that id lives.
-pub(super) fn parse_doc_dir(rel: &str, leaf: &str, is_dir: bool) -> Option<i64> {
-    if !is_dir || !leaf.bytes().all(|b| b.is_ascii_digit()) {
+/// Job id of a legacy document directory, only if the whole relative path is exactly where
+/// that id lives.
+pub(super) fn parse_legacy_doc_dir(rel: &str, leaf: &str, is_dir: bool) -> Option<i64> {
+    if !is_dir {
         return None;
     }
-    let job_id: i64 = leaf.parse().ok()?;
-    (doc_rel(job_id).ok()? == rel).then_some(job_id)
+    let job_id = canonical_number(leaf)?;
+    (legacy_doc_rel(job_id).ok()? == rel).then_some(job_id)
+}
+
+/// Whether `rel` (`top/mid`) is exactly the shard directory of some ids: `s` and at least
+/// three lower-case hex digits on top, three below it.
+pub(super) fn is_shard_rel(rel: &str) -> bool {
+    let Some((top, mid)) = rel.split_once('/') else {
+        return false;
+    };
+    let Some(hi) = top.strip_prefix('s') else {
+        return false;
+    };
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !hex(hi) || !hex(mid) || mid.len() != 3 {
+        return false;
+    }
+    let (Ok(hi), Ok(lo)) = (i64::from_str_radix(hi, 16), i64::from_str_radix(mid, 16)) else {
+        return false;
+    };
+    lo < 0x400 && hi <= i64::MAX >> 20 && shard_rel(hi << 20 | lo << 10).ok().as_deref() == Some(rel)
+}
+
+/// Whether a root entry's name is a shard layout's top directory.
+pub(super) fn is_shard_top(name: &str) -> bool {
+    name.strip_prefix('s')
+        .is_some_and(|hi| hi.len() >= 3 && hi.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }

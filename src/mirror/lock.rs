@@ -1,8 +1,9 @@
-//! The per-document `.lock`: writers hold it shared, cleanup exclusive (DESIGN §5).
+//! The shard's `.lock` (and a legacy document directory's): writers hold it shared around
+//! their temp write and rename, a cleanup exclusive for its few file operations (DESIGN §5).
 //!
 //! No wait on it is unbounded: a process stopped (SIGSTOP, a debugger) while it
 //! holds the lock would otherwise stall every other process that touches the
-//! same document. Locks are taken without blocking, retried with a short sleep
+//! same shard. Locks are taken without blocking, retried with a short sleep
 //! until a deadline, and then given up with [`MirrorError::LockBusy`]; each
 //! caller decides what giving up means (a cleanup is skipped and counted, a
 //! write is handed back).
@@ -88,11 +89,10 @@ fn is_contended(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == fs2::lock_contended_error().raw_os_error()
 }
 
-/// Creates the document directory (retry-safe against concurrent pruning) and refuses a symlink.
-/// Looks before it creates: the directory is usually there already (a cleanup, a later
-/// generation), and a `mkdir` would take the shard directory's lock, which every writer of a
-/// new document in that shard needs too.
-pub(super) fn create_doc_dir(dir: &Path) -> Result<bool, MirrorError> {
+/// Creates a shard directory (retry-safe against concurrent pruning) and refuses a symlink.
+/// Looks before it creates: the directory is usually there already (the shard's other
+/// documents), and a `mkdir` would take the parent directory's lock in the kernel.
+pub(super) fn create_dir(dir: &Path) -> Result<bool, MirrorError> {
     if dir_exists(dir)? {
         return Ok(true);
     }
@@ -117,11 +117,11 @@ pub(super) fn dir_exists(dir: &Path) -> Result<bool, MirrorError> {
     }
 }
 
-/// Locks the document's `.lock`, waiting at most `wait` in all. Returns `None` only when
+/// Locks the `.lock` of `dir` (a shard, or a legacy document directory), waiting at most `wait` in all. Returns `None` only when
 /// `create` is false and there is no `.lock` (dry runs must not create files); a lock still
 /// held by another process after `wait` is [`MirrorError::LockBusy`]. The returned file holds
 /// the lock until dropped.
-pub(super) fn lock_doc(
+pub(super) fn lock_dir(
     dir: &Path,
     mode: LockMode,
     create: bool,
@@ -130,7 +130,7 @@ pub(super) fn lock_doc(
     let lock_path = dir.join(LOCK_NAME);
     let deadline = Instant::now() + wait;
     for _ in 0..LOCK_ATTEMPTS {
-        if create && !create_doc_dir(dir)? {
+        if create && !create_dir(dir)? {
             continue;
         }
         let file = match open_lock_file(&lock_path, create) {

@@ -2,21 +2,25 @@
 //!
 //! Several workers (threads and processes) may hold claims on the same document at once; each
 //! claim carries a `fence` that grows by one per claim. Every claim therefore writes its own file
-//! (`g{fence:06}.txt`), and nothing is ever overwritten: a stale owner can at worst add a file
-//! that cleanup later removes, never clobber the accepted result.
+//! (`{id}.g{fence:06}.txt`), and nothing is ever overwritten: a stale owner can at worst add a
+//! file that cleanup later removes, never clobber the accepted result.
 //!
-//! Layout under the root (nothing comes from a document name, only from the numeric id):
-//! `{id/1_000_000:03}/{(id/1000)%1000:03}/{id}/g{fence:06}.txt`, plus `.lock` and transient
-//! `.tmp-g{fence:06}-{unique}` files in the document directory.
+//! Layout under the root (nothing comes from a document name, only from the numeric id): shard
+//! directories of 1,024 consecutive ids, `s{id >> 20:03x}/{(id >> 10) & 0x3ff:03x}/`, each with
+//! one `.lock` and the generation files `{id}.g{fence:06}.txt` of its documents (transient
+//! `{id}.g{fence:06}.tmp-{unique}` files while a write runs): one inode per live generation.
+//! Results of the layout before shards (`{id/10^6:03}/{(id/10^3)%10^3:03}/{id}/g{fence:06}.txt`
+//! with a `.lock` per document) stay readable where they are; a document's cleanup removes
+//! what it has there (see `layout.rs`).
 //!
-//! Concurrency: writers hold an fs2 *shared* lock on the document's `.lock` for the whole write
-//! (temp creation through rename and directory fsync); cleanup holds it *exclusive* and reads the
-//! database row only while holding it. So cleanup never sees a temp file that is still in use, and
-//! the row it reads is at least as new as every file already renamed into place.
-//! No lock wait is unbounded (see `lock.rs`): a writer gives up after [`WRITE_LOCK_WAIT`], a
-//! cleanup after [`CLEANUP_LOCK_WAIT`], and a cleanup that gave up is reported in
-//! [`CleanupReport::busy`] and counted ([`Mirror::cleanups_skipped`]), its files left for a later
-//! cleanup or `gc`.
+//! Concurrency: writers hold an fs2 *shared* lock on the shard's `.lock` around their temp
+//! write and rename; a cleanup holds it *exclusive* and reads the database row only while
+//! holding it, for the few file operations of one document. So cleanup never sees a temp file
+//! that is still in use, and the row it reads is at least as new as every file already renamed
+//! into place. No lock wait is unbounded (see `lock.rs`): a writer gives up after
+//! [`WRITE_LOCK_WAIT`], a cleanup after [`CLEANUP_LOCK_WAIT`], and a cleanup that gave up is
+//! reported in [`CleanupReport::busy`] and counted ([`Mirror::cleanups_skipped`]), its files
+//! left for a later cleanup or `gc`.
 
 mod gc;
 mod layout;
@@ -37,10 +41,16 @@ use std::time::Duration;
 pub use write::Staged;
 use write::SyncGroup;
 
-use layout::{check_ids, doc_rel, gen_name, io_err, new_file, scan_doc, unique_suffix, Kind};
+use layout::{
+    check_ids, gen_name, io_err, legacy_doc_rel, new_file, scan_legacy_doc, scan_shard_doc, shard_rel,
+    unique_suffix, Kind,
+};
 
 const LOCK_NAME: &str = ".lock";
-const TEMP_PREFIX: &str = ".tmp-g";
+/// What follows a generation's stem (`{id}.g{fence:06}`) in a temp file's name.
+const TEMP_MARK: &str = ".tmp-";
+/// The start of a temp file's name in a legacy document directory.
+const LEGACY_TEMP_PREFIX: &str = ".tmp-g";
 const PROBE_PREFIX: &str = ".probe-";
 /// How often a locker retries when the `.lock` it locked was removed by a pruning sweep.
 const LOCK_ATTEMPTS: usize = 64;
@@ -48,12 +58,12 @@ const LOCK_ATTEMPTS: usize = 64;
 const TEMP_ATTEMPTS: usize = 16;
 const FILE_MODE: u32 = 0o600;
 const DIR_MODE: u32 = 0o700;
-/// Longest a write waits for its document's lock. Only a cleanup holds it exclusive, for a
+/// Longest a write waits for its shard's lock. Only a cleanup holds it exclusive, for a
 /// few file deletions; a holder slower than this is stopped or stuck, and the write is handed
 /// back ([`MirrorError::LockBusy`]) rather than stalling its worker.
 pub const WRITE_LOCK_WAIT: Duration = Duration::from_secs(2);
-/// Longest a cleanup (or `gc`, or doctor's dry run) waits for a document's lock. Writers hold
-/// it shared for a whole write, which may be long; a cleanup that cannot get it is skipped,
+/// Longest a cleanup (or `gc`, or doctor's dry run) waits for a shard's lock. Writers hold
+/// it shared for a temp write and a rename, which may be long for a large text; a cleanup that cannot get it is skipped,
 /// and its leftovers go at the next cleanup of that document or the next `gc`.
 pub const CLEANUP_LOCK_WAIT: Duration = Duration::from_millis(100);
 
@@ -527,15 +537,28 @@ impl Mirror {
         &self.root
     }
 
-    /// Absolute directory of a document (it may not exist yet).
+    /// Absolute shard directory of a document (it may not exist yet); the document's files in
+    /// it are named `{job_id}.*`.
     pub fn doc_dir(&self, job_id: i64) -> Result<PathBuf, MirrorError> {
-        Ok(self.root.join(doc_rel(job_id)?))
+        Ok(self.root.join(shard_rel(job_id)?))
+    }
+
+    /// Absolute directory of a document in the layout before shards (it may not exist).
+    pub fn legacy_doc_dir(&self, job_id: i64) -> Result<PathBuf, MirrorError> {
+        Ok(self.root.join(legacy_doc_rel(job_id)?))
     }
 
     /// Relative path of a generation file; what [`Mirror::write`] returns for these ids.
     pub fn generation_rel_path(job_id: i64, fence: i64) -> Result<String, MirrorError> {
         check_ids(job_id, fence)?;
-        Ok(format!("{}/{}", doc_rel(job_id)?, gen_name(fence)))
+        Ok(format!("{}/{}", shard_rel(job_id)?, gen_name(job_id, fence)))
+    }
+
+    /// Relative path a generation had in the layout before shards, where a mirror made by an
+    /// older leasehold keeps its results (and where they are read).
+    pub fn legacy_generation_rel_path(job_id: i64, fence: i64) -> Result<String, MirrorError> {
+        check_ids(job_id, fence)?;
+        Ok(format!("{}/g{fence:06}.txt", legacy_doc_rel(job_id)?))
     }
 
     /// Validates a caller-supplied relative path: relative, only normal components, and its
@@ -622,15 +645,35 @@ impl Mirror {
         Ok(Some(file))
     }
 
-    /// Relative paths of every entry in the document directory except `.lock` (generations,
-    /// temps and unknown entries), sorted by name; empty if the directory does not exist.
+    /// The document a mirror file (a path relative to the root, in either layout) belongs to,
+    /// if it is where that document's files go.
+    pub fn doc_id_of(rel_path: &str) -> Option<i64> {
+        let mut parts = rel_path.splitn(4, '/');
+        let (top, mid, third) = (parts.next()?, parts.next()?, parts.next()?);
+        let shard = format!("{top}/{mid}");
+        let id = layout::entry_id(third).filter(|&id| shard_rel(id).ok().as_deref() == Some(shard.as_str()));
+        id.or_else(|| {
+            let id = layout::canonical_number(third)?;
+            (legacy_doc_rel(id).ok()? == format!("{shard}/{third}")).then_some(id)
+        })
+    }
+
+    /// Relative paths of the document's files (generations, temps and unknown entries named
+    /// after it) in its shard, then those of its legacy directory except `.lock`, each sorted
+    /// by name; empty if there are none.
     pub fn list_doc_files(&self, job_id: i64) -> Result<Vec<String>, MirrorError> {
-        let rel_dir = doc_rel(job_id)?;
-        let entries = scan_doc(&self.root.join(&rel_dir))?;
-        Ok(entries
+        let shard = shard_rel(job_id)?;
+        let legacy = legacy_doc_rel(job_id)?;
+        let mut out: Vec<String> = scan_shard_doc(&self.root.join(&shard), job_id)?
             .into_iter()
-            .filter(|(_, kind)| *kind != Kind::Lock)
-            .map(|(name, _)| format!("{rel_dir}/{name}"))
-            .collect())
+            .map(|(name, _)| format!("{shard}/{name}"))
+            .collect();
+        out.extend(
+            scan_legacy_doc(&self.root.join(&legacy))?
+                .into_iter()
+                .filter(|(_, kind)| *kind != Kind::Lock)
+                .map(|(name, _)| format!("{legacy}/{name}")),
+        );
+        Ok(out)
     }
 }

@@ -37,7 +37,7 @@ fn exists(m: &Mirror, rel_path: &str) -> bool {
 
 fn temps(m: &Mirror, job_id: i64) -> Vec<String> {
     let files = m.list_doc_files(job_id).unwrap();
-    files.into_iter().filter(|f| f.contains("/.tmp-")).collect()
+    files.into_iter().filter(|f| f.contains(".tmp-")).collect()
 }
 
 fn keep(accepted: Option<String>, current_fence: Option<i64>) -> Keep {
@@ -67,15 +67,24 @@ fn tree(root: &Path) -> Vec<String> {
 
 #[test]
 fn layout_is_sharded_by_id() {
-    assert_eq!(rel(7, 3), "000/000/7/g000003.txt");
-    assert_eq!(rel(1_234_567_890, 42), "1234/567/1234567890/g000042.txt");
-    assert_eq!(rel(999_999, 1_234_567), "000/999/999999/g1234567.txt");
-    assert_eq!(rel(1_000, 0), "000/001/1000/g000000.txt");
+    assert_eq!(rel(7, 3), "s000/000/7.g000003.txt");
+    assert_eq!(rel(1_234_567_890, 42), "s499/180/1234567890.g000042.txt");
+    assert_eq!(rel(999_999, 1_234_567), "s000/3d0/999999.g1234567.txt");
+    assert_eq!(rel(1_023, 0), "s000/000/1023.g000000.txt");
+    assert_eq!(rel(1_024, 0), "s000/001/1024.g000000.txt");
     let (_t, m) = setup();
-    assert_eq!(m.doc_dir(5_001_002).unwrap(), m.root().join("005/001/5001002"));
+    assert_eq!(m.doc_dir(5_001_002).unwrap(), m.root().join("s004/313"));
     let w = m.write(5_001_002, 9, b"x").unwrap();
-    assert_eq!(w.rel_path, "005/001/5001002/g000009.txt");
-    assert!(m.root().join("005/001/5001002/.lock").is_file());
+    assert_eq!(w.rel_path, "s004/313/5001002.g000009.txt");
+    assert!(m.root().join("s004/313/.lock").is_file());
+    assert_eq!(
+        Mirror::legacy_generation_rel_path(5_001_002, 9).unwrap(),
+        "005/001/5001002/g000009.txt"
+    );
+    assert_eq!(Mirror::doc_id_of("s004/313/5001002.g000009.txt"), Some(5_001_002));
+    assert_eq!(Mirror::doc_id_of("005/001/5001002/g000009.txt"), Some(5_001_002));
+    assert_eq!(Mirror::doc_id_of("s000/000/5001002.g000009.txt"), None);
+    assert_eq!(Mirror::doc_id_of("000/000/5001002/g000009.txt"), None);
 }
 
 #[test]
@@ -141,7 +150,7 @@ fn fail_fsync_leaves_no_temp_and_no_final() {
     let m = m.with_fault(Some(Fault::FailFsync));
     let err = m.write(8, 1, b"data").unwrap_err();
     // The fsync comes after the rename; the withdrawn file is named.
-    assert!(matches!(&err, MirrorError::Io { path, .. } if path.ends_with("g000001.txt")));
+    assert!(matches!(&err, MirrorError::Io { path, .. } if path.ends_with("8.g000001.txt")));
     assert!(!err.is_disk_full());
     assert!(m.list_doc_files(8).unwrap().is_empty());
     let m = m.with_fault(None);
@@ -154,7 +163,7 @@ fn disk_full_on_write_is_flagged_and_cleaned_up() {
     let m = m.with_fault(Some(Fault::DiskFullOnWrite));
     let err = m.write(8, 2, b"data").unwrap_err();
     assert!(err.is_disk_full(), "{err}");
-    assert!(err.to_string().contains(".tmp-g000002-"), "{err}");
+    assert!(err.to_string().contains("8.g000002.tmp-"), "{err}");
     assert!(m.list_doc_files(8).unwrap().is_empty());
 }
 
@@ -174,8 +183,8 @@ fn populated() -> (tempfile::TempDir, Mirror, Vec<String>) {
         m.write(21, fence, format!("gen {fence}").as_bytes()).unwrap();
     }
     let dir = m.doc_dir(21).unwrap();
-    fs::write(dir.join(".tmp-g000009-crashed"), b"partial").unwrap();
-    fs::write(dir.join("notes.txt"), b"not ours").unwrap();
+    fs::write(dir.join("21.g000009.tmp-crashed"), b"partial").unwrap();
+    fs::write(dir.join("21.notes.txt"), b"not ours").unwrap();
     let before = tree(m.root());
     (t, m, before)
 }
@@ -186,32 +195,33 @@ fn cleanup_keeps_accepted_and_current_and_removes_the_rest() {
     let r = m
         .cleanup(21, || Ok::<_, TestErr>(Some(keep(Some(rel(21, 2)), Some(4)))))
         .unwrap();
-    let d = "000/000/21";
+    let d = "s000/000";
     let expect_removed = [
-        ".tmp-g000009-crashed",
-        "g000001.txt",
-        "g000003.txt",
-        "g000005.txt",
+        "21.g000001.txt",
+        "21.g000003.txt",
+        "21.g000005.txt",
+        "21.g000009.tmp-crashed",
     ];
     let expect_removed: Vec<String> = expect_removed.iter().map(|n| format!("{d}/{n}")).collect();
     assert_eq!(r.removed, expect_removed);
     assert_eq!(r.kept, vec![rel(21, 2), rel(21, 4)]);
-    assert_eq!(r.unknown, vec![format!("{d}/notes.txt")]);
+    assert_eq!(r.unknown, vec![format!("{d}/21.notes.txt")]);
     let left = m.list_doc_files(21).unwrap();
     assert_eq!(
         left,
         vec![
-            format!("{d}/g000002.txt"),
-            format!("{d}/g000004.txt"),
-            format!("{d}/notes.txt")
+            format!("{d}/21.g000002.txt"),
+            format!("{d}/21.g000004.txt"),
+            format!("{d}/21.notes.txt")
         ]
     );
     assert_eq!(m.read(&rel(21, 2)).unwrap(), b"gen 2");
 }
 
-/// A directory holding its accepted generation and lock file alone needs no
-/// cleanup; anything else there (another generation, a temp file, a file not
-/// ours) does, and so does a path that is not this document's.
+/// A document whose only file is its accepted generation needs no cleanup,
+/// whatever else its shard holds (the lock, other documents' files); any other
+/// file of its own (another generation, a temp file, an odd name, a legacy
+/// directory) needs one, and so does a path that is not this document's.
 #[test]
 fn holds_only_is_true_for_the_accepted_generation_alone() {
     let (_t, m) = setup();
@@ -221,16 +231,28 @@ fn holds_only_is_true_for_the_accepted_generation_alone() {
     assert!(m.holds_only(21, &rel(21, 3)).unwrap());
     assert!(!m.holds_only(21, &rel(21, 2)).unwrap(), "not the file there");
     assert!(!m.holds_only(22, &rel(21, 3)).unwrap(), "another document's path");
+    m.write(22, 1, b"another document").unwrap();
+    fs::write(dir.join("210.g000001.txt"), b"x").unwrap();
+    assert!(m.holds_only(21, &rel(21, 3)).unwrap(), "other documents' files");
     for (extra, what) in [
-        ("g000002.txt", "an older generation"),
-        (".tmp-g000004-x", "a writer's temp file"),
-        ("notes.txt", "a file not ours"),
+        ("21.g000002.txt", "an older generation"),
+        ("21.g000004.tmp-x", "a writer's temp file"),
+        ("21.notes.txt", "an odd name of its own"),
     ] {
         fs::write(dir.join(extra), b"x").unwrap();
         assert!(!m.holds_only(21, &rel(21, 3)).unwrap(), "{what}");
         fs::remove_file(dir.join(extra)).unwrap();
     }
+    let legacy = m.legacy_doc_dir(21).unwrap();
+    fs::create_dir_all(&legacy).unwrap();
+    assert!(!m.holds_only(21, &rel(21, 3)).unwrap(), "a legacy directory");
+    fs::remove_dir(&legacy).unwrap();
     assert!(m.holds_only(21, &rel(21, 3)).unwrap());
+    assert_eq!(
+        m.holds_only_all(&[(21, &rel(21, 3)), (22, &rel(22, 2)), (22, &rel(22, 1))])
+            .unwrap(),
+        [true, false, true]
+    );
 }
 
 #[test]
@@ -254,7 +276,13 @@ fn cleanup_with_missing_row_deletes_nothing() {
 #[test]
 fn cleanup_refuses_foreign_accepted_path_and_bad_fence() {
     let (_t, m, before) = populated();
-    for bad in [rel(22, 2), "../x/g000002.txt".into(), "000/000/21/g2.txt".into()] {
+    for bad in [
+        rel(22, 2),
+        Mirror::legacy_generation_rel_path(22, 2).unwrap(),
+        "../x/g000002.txt".into(),
+        "s000/000/21.g2.txt".into(),
+        "000/000/21/g2.txt".into(),
+    ] {
         let r = m.cleanup(21, || Ok::<_, TestErr>(Some(keep(Some(bad.clone()), None))));
         assert!(
             matches!(
@@ -334,9 +362,18 @@ fn sweep_dry_run_reports_but_deletes_nothing() {
     assert!(dry.removed.contains(&rel(2_000_123, 1)));
     assert!(dry
         .removed
-        .contains(&"000/000/21/.tmp-g000009-crashed".to_string()));
+        .contains(&"s000/000/21.g000009.tmp-crashed".to_string()));
     assert_eq!(dry.removed.len(), 6);
-    for u in ["000/000/21/notes.txt", "000/abc", "stray.txt"] {
+    fs::create_dir_all(m.root().join("s000/zzz")).unwrap();
+    fs::write(m.root().join("s000/000/notes.txt"), b"?").unwrap();
+    let dry = m.sweep(true, lookup).unwrap();
+    for u in [
+        "s000/000/21.notes.txt",
+        "s000/000/notes.txt",
+        "s000/zzz",
+        "000/abc",
+        "stray.txt",
+    ] {
         assert!(
             dry.unknown.contains(&u.to_string()),
             "{u} not in {:?}",
@@ -359,7 +396,7 @@ fn sweep_prunes_emptied_doc_dirs_and_writes_still_work() {
     let r = m.sweep(false, lookup).unwrap();
     assert_eq!(r.removed, vec![rel(3_004_005, 1)]);
     assert_eq!(r.missing_rows, vec![7]);
-    assert!(!m.root().join("003").exists(), "empty shards should be pruned");
+    assert!(!m.root().join("s002").exists(), "empty shards should be pruned");
     assert!(exists(&m, &rel(7, 1)));
     m.write(3_004_005, 2, b"c").unwrap();
     assert_eq!(m.read(&rel(3_004_005, 2)).unwrap(), b"c");
@@ -372,7 +409,7 @@ fn unsafe_rel_paths_are_refused() {
     fs::write(tmp.path().join("outside.txt"), b"outside").unwrap();
     symlink(
         tmp.path().join("outside.txt"),
-        m.root().join("000/000/1/link.txt"),
+        m.root().join("s000/000/1.link.txt"),
     )
     .unwrap();
     let escape = format!("{}/../../../../outside.txt", w.rel_path);
@@ -390,9 +427,9 @@ fn unsafe_rel_paths_are_refused() {
         let v = m.verify(bad, &w.sha256);
         assert!(matches!(v, Err(MirrorError::UnsafePath { .. })), "{bad:?}: {v:?}");
     }
-    let r = m.read("000/000/1/link.txt");
+    let r = m.read("s000/000/1.link.txt");
     assert!(matches!(r, Err(MirrorError::UnsafePath { .. })), "{r:?}");
-    let r = m.read("000/000/1/missing.txt").unwrap_err();
+    let r = m.read("s000/000/1.missing.txt").unwrap_err();
     assert!(r.is_not_found() && r.to_string().contains("missing.txt"), "{r}");
 }
 
@@ -499,18 +536,27 @@ fn race_writer_vs_pruning_sweep() {
     let (_t, m) = setup();
     let m = Arc::new(m);
     let done = Arc::new(AtomicBool::new(false));
+    // The writer's claim is current (its generation kept) until it removes
+    // its file, which empties the shard for the sweep to prune.
+    let current = Arc::new(std::sync::atomic::AtomicI64::new(0));
     let sweeper = {
-        let (m, done) = (Arc::clone(&m), Arc::clone(&done));
+        let (m, done, current) = (Arc::clone(&m), Arc::clone(&done), Arc::clone(&current));
         std::thread::spawn(move || {
             while !done.load(Ordering::SeqCst) {
-                m.sweep(false, |_| Ok::<_, MirrorError>(Some(Keep::default())))
-                    .unwrap();
+                m.sweep(false, |_| {
+                    let fence = current.load(Ordering::SeqCst);
+                    Ok::<_, MirrorError>(Some(keep(None, Some(fence))))
+                })
+                .unwrap();
             }
         })
     };
     for fence in 0..300 {
-        m.write(5, fence, b"x")
+        current.store(fence, Ordering::SeqCst);
+        let w = m
+            .write(5, fence, b"x")
             .unwrap_or_else(|e| panic!("fence {fence}: {e}"));
+        fs::remove_file(m.root().join(&w.rel_path)).unwrap();
     }
     done.store(true, Ordering::SeqCst);
     sweeper.join().unwrap();
@@ -528,7 +574,7 @@ fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) ->
         .expect("waited over a minute for a mirror lock")
 }
 
-/// Another open file description locking the document's `.lock`, as a writer in
+/// Another open file description locking the document's shard `.lock`, as a writer in
 /// another process would hold it (flock conflicts between descriptions).
 fn hold_lock(m: &Mirror, job_id: i64, exclusive: bool) -> File {
     let f = File::open(m.doc_dir(job_id).unwrap().join(LOCK_NAME)).unwrap();
@@ -569,21 +615,23 @@ fn cleanup_skips_a_document_whose_lock_is_held_and_counts_it() {
 #[test]
 fn sweep_skips_locked_documents_reports_them_and_goes_on() {
     let (_t, m) = setup();
-    for id in [41, 42, 43] {
+    // Three shards: the lock of one covers only its own documents.
+    let (a, b, c) = (41, 5_041, 10_041);
+    for id in [a, b, c] {
         m.write(id, 1, b"stale").unwrap();
     }
-    let writer = hold_lock(&m, 42, false);
+    let writer = hold_lock(&m, b, false);
     let m2 = m.clone();
     let lookup = |_id: i64| -> Result<Option<Keep>, TestErr> { Ok(Some(Keep::default())) };
     let (dry, real) = within_a_minute(move || (m2.sweep(true, lookup), m2.sweep(false, lookup)));
     let (dry, real) = (dry.unwrap(), real.unwrap());
-    assert_eq!(dry.busy, vec![42]);
-    assert_eq!(real.busy, vec![42]);
-    assert_eq!(real.removed, vec![rel(41, 1), rel(43, 1)]);
-    assert!(exists(&m, &rel(42, 1)), "the locked document is left alone");
+    assert_eq!(dry.busy, vec![b]);
+    assert_eq!(real.busy, vec![b]);
+    assert_eq!(real.removed, vec![rel(a, 1), rel(c, 1)]);
+    assert!(exists(&m, &rel(b, 1)), "the locked document is left alone");
     drop(writer);
     let again = m.sweep(false, lookup).unwrap();
-    assert_eq!(again.removed, vec![rel(42, 1)]);
+    assert_eq!(again.removed, vec![rel(b, 1)]);
     assert!(again.busy.is_empty());
 }
 
@@ -703,8 +751,8 @@ fn row_locked() -> (tempfile::TempDir, Mirror) {
         m.write(31, fence, format!("gen {fence}").as_bytes()).unwrap();
     }
     let dir = m.doc_dir(31).unwrap();
-    fs::write(dir.join(".tmp-g000003-writing"), b"partial").unwrap();
-    fs::write(dir.join(".tmp-g000009-crashed"), b"partial").unwrap();
+    fs::write(dir.join("31.g000003.tmp-writing"), b"partial").unwrap();
+    fs::write(dir.join("31.g000009.tmp-crashed"), b"partial").unwrap();
     (t, m)
 }
 
@@ -738,7 +786,7 @@ fn writers_of_a_row_locked_mirror_make_no_lock_file() {
 #[test]
 fn cleanup_held_keeps_the_current_claims_temp_files_and_the_rest_goes() {
     let (_t, m) = row_locked();
-    let d = "000/000/31";
+    let d = "s000/000";
     let r = m
         .cleanup_held(31, Some(keep(Some(rel(31, 2)), Some(3))), later(), false, true)
         .unwrap();
@@ -746,33 +794,35 @@ fn cleanup_held_keeps_the_current_claims_temp_files_and_the_rest_goes() {
     assert_eq!(
         r.removed,
         names(&[
-            ".tmp-g000009-crashed",
-            "g000001.txt",
-            "g000004.txt",
-            "g000005.txt"
+            "31.g000001.txt",
+            "31.g000004.txt",
+            "31.g000005.txt",
+            "31.g000009.tmp-crashed",
         ])
     );
     assert_eq!(
         r.kept,
-        names(&[".tmp-g000003-writing", "g000002.txt", "g000003.txt"])
+        names(&["31.g000002.txt", "31.g000003.tmp-writing", "31.g000003.txt"])
     );
     // A claim is current: its writer may need the directory, which stays.
     assert!(m.doc_dir(31).unwrap().is_dir());
 }
 
 #[test]
-fn cleanup_held_without_a_row_deletes_nothing_and_prunes_only_an_idle_document() {
+fn cleanup_held_without_a_row_deletes_nothing_and_never_prunes_a_shard() {
     let (_t, m) = row_locked();
     let before = tree(m.root());
     let r = m.cleanup_held(31, None, later(), false, true).unwrap();
     assert_eq!(r.missing_rows, vec![31]);
     assert_eq!(tree(m.root()), before);
-    // Settled, nothing accepted (e.g. dead): everything goes, then the directory.
+    // Settled, nothing accepted (e.g. dead): everything goes, but not the
+    // shard, where another document's writer may be about to write.
     let r = m
         .cleanup_held(31, Some(keep(None, None)), later(), false, true)
         .unwrap();
     assert_eq!(r.removed.len(), 7, "{r:?}");
-    assert!(!m.doc_dir(31).unwrap().exists());
+    assert!(m.list_doc_files(31).unwrap().is_empty());
+    assert!(m.doc_dir(31).unwrap().is_dir());
 }
 
 #[test]
@@ -798,9 +848,9 @@ fn a_row_locked_mirror_refuses_the_file_locked_cleanup() {
 
 #[test]
 fn temp_names_give_their_fence_only_when_well_formed() {
-    use super::layout::temp_fence;
-    assert_eq!(temp_fence(".tmp-g000003-123-4-5"), Some(3));
-    assert_eq!(temp_fence(".tmp-g1234567-x"), Some(1_234_567));
+    use super::layout::{classify_shard_entry, legacy_temp_fence};
+    assert_eq!(legacy_temp_fence(".tmp-g000003-123-4-5"), Some(3));
+    assert_eq!(legacy_temp_fence(".tmp-g1234567-x"), Some(1_234_567));
     for odd in [
         ".tmp-g-x",
         ".tmp-gabc-x",
@@ -808,8 +858,26 @@ fn temp_names_give_their_fence_only_when_well_formed() {
         "g000003.txt",
         ".tmp-g+3-x",
     ] {
-        assert_eq!(temp_fence(odd), None, "{odd}");
+        assert_eq!(legacy_temp_fence(odd), None, "{odd}");
     }
+    assert_eq!(
+        classify_shard_entry(7, "7.g000003.tmp-1-2-3", true),
+        Kind::Temp(Some(3))
+    );
+    assert_eq!(
+        classify_shard_entry(7, "7.g000003.txt", true),
+        Kind::Generation(3)
+    );
+    for odd in [
+        "7.g0000003.txt",
+        "7.g+00003.txt",
+        "7.g.tmp-x",
+        "7.gabc.tmp-x",
+        "7.notes",
+    ] {
+        assert_eq!(classify_shard_entry(7, odd, true), Kind::Unknown, "{odd}");
+    }
+    assert_eq!(classify_shard_entry(7, "7.g000003.txt", false), Kind::Unknown);
 }
 
 // The portable paths (crate::portable), run directly whatever the platform
@@ -877,4 +945,177 @@ fn the_named_probe_leaves_nothing_and_fails_where_it_cannot_write() {
     let (probe, e) = named_probe(&m.root().join("missing")).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::NotFound);
     assert!(probe.starts_with(m.root().join("missing")));
+}
+
+/// Every entry under the root: (files, directories).
+fn census(root: &Path) -> (Vec<String>, Vec<String>) {
+    let (mut files, mut dirs) = (Vec::new(), Vec::new());
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            if path.is_dir() {
+                stack.push(path);
+                dirs.push(rel);
+            } else {
+                files.push(rel);
+            }
+        }
+    }
+    files.sort();
+    dirs.sort();
+    (files, dirs)
+}
+
+/// One inode per document: n documents in two shards leave n result files, the
+/// two shards' locks and their directories, and no directory per document.
+#[test]
+fn a_document_costs_one_inode() {
+    let (_t, m) = setup();
+    let ids: Vec<i64> = (1..=40).chain(2_048..2_058).collect();
+    for &id in &ids {
+        m.write(id, 1, b"text").unwrap();
+    }
+    let (files, dirs) = census(m.root());
+    assert_eq!(dirs, ["s000", "s000/000", "s000/002"]);
+    let mut expected: Vec<String> = ids.iter().map(|&id| rel(id, 1)).collect();
+    expected.extend(["s000/000/.lock".to_string(), "s000/002/.lock".to_string()]);
+    expected.sort();
+    assert_eq!(files, expected);
+}
+
+/// Documents 21, 210 and 22 share a shard; cleaning 21 up (nothing to keep)
+/// removes its files only, whatever their names have in common.
+#[test]
+fn a_cleanup_never_touches_another_documents_files_in_its_shard() {
+    let (_t, m) = setup();
+    for id in [21, 210, 22, 2] {
+        m.write(id, 1, b"one").unwrap();
+        m.write(id, 2, b"two").unwrap();
+    }
+    let dir = m.doc_dir(21).unwrap();
+    assert_eq!(dir, m.doc_dir(210).unwrap(), "one shard");
+    fs::write(dir.join("210.g000003.tmp-crashed"), b"partial").unwrap();
+    fs::write(dir.join("21.g000003.tmp-crashed"), b"partial").unwrap();
+    let others: Vec<String> = [210, 22, 2]
+        .iter()
+        .flat_map(|&id| m.list_doc_files(id).unwrap())
+        .collect();
+    let r = m
+        .cleanup(21, || Ok::<_, TestErr>(Some(keep(None, None))))
+        .unwrap();
+    assert_eq!(
+        r.removed,
+        [rel(21, 1), rel(21, 2), "s000/000/21.g000003.tmp-crashed".into()]
+    );
+    assert!(m.list_doc_files(21).unwrap().is_empty());
+    let after: Vec<String> = [210, 22, 2]
+        .iter()
+        .flat_map(|&id| m.list_doc_files(id).unwrap())
+        .collect();
+    assert_eq!(after, others);
+    assert!(others.iter().all(|f| exists(&m, f)));
+}
+
+/// The shard's lock covers its documents: a writer of one (shared) makes a
+/// cleanup of another give up after its bounded wait; a cleanup of one
+/// (exclusive) makes a write of another give up after its own.
+#[test]
+fn the_shard_lock_bounds_the_waits_of_its_other_documents() {
+    let (_t, m) = setup();
+    m.write(50, 1, b"stale").unwrap();
+    m.write(51, 1, b"x").unwrap();
+    let writer = hold_lock(&m, 51, false);
+    let m2 = m.clone();
+    let report = within_a_minute(move || {
+        m2.cleanup(50, || -> Result<Option<Keep>, TestErr> {
+            panic!("row read without the lock")
+        })
+    })
+    .unwrap();
+    assert_eq!(report.busy, vec![50]);
+    drop(writer);
+    let cleaner = hold_lock(&m, 50, true);
+    let m2 = m.clone();
+    let err = within_a_minute(move || m2.write(51, 2, b"y")).unwrap_err();
+    assert!(err.is_busy(), "{err}");
+    assert_eq!(m.list_doc_files(51).unwrap(), vec![rel(51, 1)]);
+    // Another shard's writes go on.
+    m.write(50 + 1024, 1, b"z").unwrap();
+    drop(cleaner);
+    m.write(51, 2, b"y").unwrap();
+}
+
+/// A mirror made before shards: document 60's directory with its `.lock`, its
+/// accepted generation 2, a stale one and a killed writer's temp file.
+fn legacy_doc(m: &Mirror) -> PathBuf {
+    let dir = m.legacy_doc_dir(60).unwrap();
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join(LOCK_NAME), b"").unwrap();
+    fs::write(dir.join("g000001.txt"), b"stale").unwrap();
+    fs::write(dir.join("g000002.txt"), b"accepted").unwrap();
+    fs::write(dir.join(".tmp-g000003-1-2-3"), b"partial").unwrap();
+    dir
+}
+
+/// Results of the layout before shards are read where they are; a cleanup
+/// keeps the accepted one and removes the rest there; once the document's
+/// newer result (in its shard) is accepted, the old directory goes entirely.
+#[test]
+fn legacy_results_are_read_side_by_side_until_replaced() {
+    let (_t, m) = setup();
+    let dir = legacy_doc(&m);
+    let old = Mirror::legacy_generation_rel_path(60, 2).unwrap();
+    assert_eq!(old, "000/000/60/g000002.txt");
+    assert_eq!(m.read(&old).unwrap(), b"accepted");
+    assert!(!m.holds_only(60, &old).unwrap());
+    let dry = m
+        .sweep(true, |_| Ok::<_, TestErr>(Some(keep(Some(old.clone()), None))))
+        .unwrap();
+    assert_eq!(
+        dry.removed,
+        ["000/000/60/.tmp-g000003-1-2-3", "000/000/60/g000001.txt"]
+    );
+    assert_eq!(dry.kept, std::slice::from_ref(&old));
+    m.cleanup(60, || Ok::<_, TestErr>(Some(keep(Some(old.clone()), Some(3)))))
+        .unwrap();
+    assert_eq!(m.list_doc_files(60).unwrap(), std::slice::from_ref(&old));
+    // Extracted again: the new generation goes to the shard, both are kept
+    // until it is accepted, then the old directory goes with its lock.
+    let new = m.write(60, 3, b"newer").unwrap().rel_path;
+    let r = m
+        .cleanup(60, || Ok::<_, TestErr>(Some(keep(Some(old.clone()), Some(3)))))
+        .unwrap();
+    assert_eq!(r.kept, [new.clone(), old.clone()]);
+    let r = m
+        .cleanup(60, || Ok::<_, TestErr>(Some(keep(Some(new.clone()), None))))
+        .unwrap();
+    assert_eq!(r.removed, [old]);
+    assert!(
+        !dir.exists() && !m.root().join("000").exists(),
+        "legacy directories left"
+    );
+    assert!(m.holds_only(60, &new).unwrap());
+    assert_eq!(m.read(&new).unwrap(), b"newer");
+}
+
+/// A sweep takes a legacy document's lock: held by an older leasehold's
+/// writer, the document is skipped.
+#[test]
+fn a_sweep_respects_a_legacy_documents_lock() {
+    let (_t, m) = setup();
+    let dir = legacy_doc(&m);
+    let f = File::open(dir.join(LOCK_NAME)).unwrap();
+    fs2::FileExt::lock_shared(&f).unwrap();
+    let m2 = m.clone();
+    let r = within_a_minute(move || m2.sweep(false, |_| Ok::<_, TestErr>(Some(keep(None, None))))).unwrap();
+    assert_eq!(r.busy, [60]);
+    assert_eq!(m.list_doc_files(60).unwrap().len(), 3);
+    drop(f);
+    let r = m
+        .sweep(false, |_| Ok::<_, TestErr>(Some(keep(None, None))))
+        .unwrap();
+    assert_eq!(r.removed.len(), 3, "{r:?}");
+    assert!(!dir.exists());
 }

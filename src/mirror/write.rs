@@ -22,10 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use sha2::{Digest, Sha256};
 
-use super::layout::{io_err, new_file, unique_suffix};
-use super::lock::{create_doc_dir, lock_doc, LockMode};
+use super::layout::{io_err, new_file, temp_stem, unique_suffix};
+use super::lock::{create_dir, lock_dir, LockMode};
 use super::Fencing;
-use super::{Fault, Mirror, MirrorError, Written, TEMP_ATTEMPTS, TEMP_PREFIX, WRITE_LOCK_WAIT};
+use super::{Fault, Mirror, MirrorError, Written, TEMP_ATTEMPTS, WRITE_LOCK_WAIT};
 use crate::fault::{crash_point, stop_point, CrashPoint, StopPoint};
 use crate::group::GroupCommit;
 
@@ -90,10 +90,11 @@ pub(super) fn link_then_unlink(from: &Path, to: &Path) -> Result<(), MirrorError
 }
 
 /// Creates the temp file for a write; O_EXCL + O_NOFOLLOW so nothing pre-planted is reused.
-pub(super) fn create_temp(dir: &Path, fence: i64) -> Result<(PathBuf, File), MirrorError> {
+pub(super) fn create_temp(dir: &Path, job_id: i64, fence: i64) -> Result<(PathBuf, File), MirrorError> {
+    let stem = temp_stem(job_id, fence);
     let mut attempt = 0;
     loop {
-        let path = dir.join(format!("{TEMP_PREFIX}{fence:06}-{}", unique_suffix()));
+        let path = dir.join(format!("{stem}{}", unique_suffix()));
         match new_file(&path) {
             Ok(file) => return Ok((path, file)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < TEMP_ATTEMPTS => {
@@ -105,10 +106,10 @@ pub(super) fn create_temp(dir: &Path, fence: i64) -> Result<(PathBuf, File), Mir
 }
 
 /// A generation renamed into place whose bytes and name are not yet durable.
-/// With file locks it holds the document's shared lock until it is synced or
-/// dropped, so no cleanup can look at the directory before the round that
-/// makes it durable; with row locks it holds none (cleanup keeps the current
-/// claim's files instead). Dropping it unsynced withdraws the file.
+/// It holds no lock: once renamed, the generation is the claim's own file,
+/// which a cleanup keeps while the claim is current (and may delete once it
+/// is not, when its completion will be refused anyway). Dropping it unsynced
+/// withdraws the file.
 #[derive(Debug)]
 pub struct Staged {
     written: Written,
@@ -117,9 +118,6 @@ pub struct Staged {
     file: File,
     dir: PathBuf,
     final_path: PathBuf,
-    /// The document's shared fs2 lock; none when cleanup is fenced by the
-    /// database ([`super::Fencing::RowLocks`]).
-    _lock: Option<File>,
 }
 
 impl Staged {
@@ -184,10 +182,10 @@ impl Mirror {
     pub fn stage(&self, job_id: i64, fence: i64, bytes: &[u8]) -> Result<Staged, MirrorError> {
         let rel_path = Self::generation_rel_path(job_id, fence)?;
         let dir = self.doc_dir(job_id)?;
+        let final_path = self.root.join(&rel_path);
         let lock = self.lock_for_write(&dir)?;
         stop_point(StopPoint::WriteLockHeld);
-        let final_path = self.root.join(&rel_path);
-        let (tmp_path, file) = create_temp(&dir, fence)?;
+        let (tmp_path, file) = create_temp(&dir, job_id, fence)?;
         let staged = self
             .fill_temp(&file, &tmp_path, bytes)
             .and_then(|()| rename_noreplace(&tmp_path, &final_path));
@@ -195,6 +193,8 @@ impl Mirror {
             let _ = fs::remove_file(&tmp_path);
             return Err(e);
         }
+        // The temp file is gone: from here the generation is the claim's own file.
+        drop(lock);
         crash_point(CrashPoint::AfterRename);
         Ok(Staged {
             written: Written {
@@ -206,34 +206,29 @@ impl Mirror {
             file,
             dir,
             final_path,
-            _lock: lock,
         })
     }
 
-    /// With file locks, the document's lock taken shared and held until synced:
-    /// cleanup, which takes it exclusive, can then never delete our temp file
-    /// nor observe the directory before the name is durable. With row locks,
-    /// only the document directory: cleanup keeps the current claim's temp
-    /// files and directory itself (see [`Mirror::cleanup_held`]).
+    /// With file locks, the shard's lock taken shared, held until the temp
+    /// file is renamed: cleanup, which takes it exclusive, can then never
+    /// delete a temp file still being written. With row locks, only the shard
+    /// directory: cleanup keeps the current claim's temp files (see
+    /// [`Mirror::cleanup_held`]).
     fn lock_for_write(&self, dir: &Path) -> Result<Option<File>, MirrorError> {
         match self.fencing {
-            Fencing::FileLocks => lock_doc(dir, LockMode::Shared, true, WRITE_LOCK_WAIT)?
+            Fencing::FileLocks => lock_dir(dir, LockMode::Shared, true, WRITE_LOCK_WAIT)?
                 .map(Some)
-                .ok_or_else(|| {
-                    io_err(dir)(io::Error::other("the document's lock file could not be created"))
-                }),
+                .ok_or_else(|| io_err(dir)(io::Error::other("the shard's lock file could not be created"))),
             Fencing::RowLocks => {
-                // A sweep may prune an emptied shard directory (another
-                // document's) between our look and our mkdir; it never prunes
-                // this document's while our claim is current, so one more try
-                // settles it.
+                // Shard directories are never pruned under row locks; one more
+                // try covers a racing mkdir of the same directory.
                 for _ in 0..2 {
-                    if create_doc_dir(dir)? {
+                    if create_dir(dir)? {
                         return Ok(None);
                     }
                 }
                 Err(io_err(dir)(io::Error::other(
-                    "the document directory kept disappearing",
+                    "the shard directory kept disappearing",
                 )))
             }
         }

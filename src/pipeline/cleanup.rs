@@ -64,21 +64,48 @@ pub fn cleanup(store: &Store, mirror: &Mirror, id: JobId) -> Result<CleanupRepor
     mirror.cleanup(id.0, || Ok(keep_for(store, id)?))
 }
 
-/// [`cleanup`] after this worker's result `accepted` was accepted: when the
-/// directory holds nothing but that result ([`Mirror::holds_only`]), the
-/// lock and the row read are skipped. That is the usual case, and the full
-/// cleanup cost about 20 µs a small document, a quarter of the finisher
-/// thread's time with the index on.
+/// [`cleanup`] after this worker's result `accepted` was accepted: when it
+/// is the document's only file ([`Mirror::holds_only`]), the lock and the
+/// row read are skipped. That is the usual case, and the full cleanup cost
+/// about 20 µs a small document, a quarter of the finisher thread's time
+/// with the index on.
 pub fn cleanup_accepted(
     store: &Store,
     mirror: &Mirror,
     id: JobId,
     accepted: &str,
 ) -> Result<CleanupReport, CleanupError> {
-    if mirror.holds_only(id.0, accepted)? {
-        return Ok(CleanupReport::default());
-    }
-    cleanup(store, mirror, id)
+    cleanup_all(store, mirror, &[(id, Some(accepted))])
+        .pop()
+        .unwrap_or_else(|| Ok(CleanupReport::default()))
+}
+
+/// The cleanups after a batch: [`cleanup_accepted`] of each document whose
+/// result was `Some` accepted, [`cleanup`] of the others, in order. The
+/// documents' shards are listed once for the batch (its consecutive ids
+/// share one), not once a document.
+pub fn cleanup_all(
+    store: &Store,
+    mirror: &Mirror,
+    docs: &[(JobId, Option<&str>)],
+) -> Vec<Result<CleanupReport, CleanupError>> {
+    let accepted: Vec<(i64, &str)> = docs
+        .iter()
+        .filter_map(|(id, path)| path.map(|p| (id.0, p)))
+        .collect();
+    let mut alone = match mirror.holds_only_all(&accepted) {
+        Ok(alone) => alone.into_iter(),
+        // The full cleanup of each says what the listing could not.
+        Err(_) => vec![false; accepted.len()].into_iter(),
+    };
+    docs.iter()
+        .map(|(id, path)| {
+            if path.is_some() && alone.next() == Some(true) {
+                return Ok(CleanupReport::default());
+            }
+            cleanup(store, mirror, *id)
+        })
+        .collect()
 }
 
 /// The fenced cleanup over every document directory of the mirror (`gc`); a

@@ -344,12 +344,17 @@ impl Worker {
         let ids: Vec<JobId> = steps.iter().map(|(c, _)| c.id).collect();
         let steps = self.sync_all(steps);
         let mut answers = self.finish_all(steps);
-        for (id, answer) in ids.into_iter().zip(answers.iter_mut()) {
-            let accepted = match answer {
-                Ok(Processed::Indexed { path, .. }) => Some(path.as_str()),
-                _ => None,
-            };
-            if let Err(e) = self.cleanup(id, accepted) {
+        let docs: Vec<(JobId, Option<&str>)> = ids
+            .iter()
+            .zip(answers.iter())
+            .map(|(id, answer)| match answer {
+                Ok(Processed::Indexed { path, .. }) => (*id, Some(path.as_str())),
+                _ => (*id, None),
+            })
+            .collect();
+        let cleaned = self.cleanup(&docs);
+        for (answer, cleaned) in answers.iter_mut().zip(cleaned) {
+            if let Err(e) = cleaned {
                 if answer.is_ok() {
                     *answer = Err(e);
                 }
@@ -738,19 +743,18 @@ impl Worker {
         })
     }
 
-    /// Remove every generation of the document that is neither accepted nor the
-    /// current owner's (after our own result was `accepted`, nothing when it is
+    /// Remove every generation of each document that is neither accepted nor the
+    /// current owner's (after our own result was accepted, nothing when it is
     /// all there is). A failure other than a damaged store is left to `gc`.
-    fn cleanup(&self, id: JobId, accepted: Option<&str>) -> Result<()> {
+    fn cleanup(&self, docs: &[(JobId, Option<&str>)]) -> Vec<Result<()>> {
         let (store, mirror) = (&self.pipeline.store, &self.pipeline.mirror);
-        let done = match accepted {
-            Some(path) => super::cleanup_accepted(store, mirror, id, path),
-            None => super::cleanup(store, mirror, id),
-        };
-        match done {
-            Err(super::CleanupError::Store(e)) if e.is_corrupt() => Err(e),
-            _ => Ok(()),
-        }
+        super::cleanup::cleanup_all(store, mirror, docs)
+            .into_iter()
+            .map(|done| match done {
+                Err(super::CleanupError::Store(e)) if e.is_corrupt() => Err(e),
+                _ => Ok(()),
+            })
+            .collect()
     }
 }
 

@@ -27,7 +27,11 @@ fn mirror_for(db: &TestDb, store: &Store) -> Mirror {
 fn files(mirror: &Mirror, id: i64) -> Vec<String> {
     let all = mirror.list_doc_files(id).unwrap();
     all.into_iter()
-        .map(|p| p.rsplit('/').next().unwrap().to_owned())
+        .map(|p| {
+            let name = p.rsplit('/').next().unwrap();
+            // The shard's files are named after their document: `{id}.g…`.
+            name.strip_prefix(&format!("{id}.")).unwrap_or(name).to_owned()
+        })
         .collect()
 }
 
@@ -99,10 +103,11 @@ fn postgres_keeps_the_current_owners_temp_files() {
     let current = store.claim("w").unwrap().unwrap();
     let dir = mirror.doc_dir(current.id.0).unwrap();
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(".tmp-g000002-writing"), b"half").unwrap();
-    std::fs::write(dir.join(".tmp-g000001-crashed"), b"half").unwrap();
+    let id = current.id.0;
+    std::fs::write(dir.join(format!("{id}.g000002.tmp-writing")), b"half").unwrap();
+    std::fs::write(dir.join(format!("{id}.g000001.tmp-crashed")), b"half").unwrap();
     cleanup(&store, &mirror, current.id).unwrap();
-    assert_eq!(files(&mirror, current.id.0), [".tmp-g000002-writing"]);
+    assert_eq!(files(&mirror, current.id.0), ["g000002.tmp-writing"]);
 }
 
 /// A row another transaction holds (a stopped process mid-transaction) makes

@@ -26,7 +26,7 @@ fn a_write_that_cannot_lock_parks_the_document_without_spending_an_attempt() {
     assert_eq!(source.discover(&store, 1 << 20).unwrap().new, 1);
     let id = store.job_by_key("a.txt").unwrap().unwrap().id;
 
-    // Another process's cleanup, stopped while holding the document's lock.
+    // Another process's cleanup, stopped while holding the document's shard lock.
     let mirror = Mirror::open(t.dir.path().join("mirror")).unwrap();
     let doc = mirror.doc_dir(id).unwrap();
     std::fs::create_dir_all(&doc).unwrap();

@@ -22,7 +22,8 @@ fn files_are_0600_and_directories_0700_whatever_the_umask() {
         let m = Mirror::open(&root).unwrap();
         let w = m.write(1_002_003, 1, b"text").unwrap();
         let doc = m.doc_dir(1_002_003).unwrap();
-        for dir in [m.root(), &m.root().join("001"), &m.root().join("001/002"), &doc] {
+        assert_eq!(doc, m.root().join("s000/3d2"));
+        for dir in [m.root(), &m.root().join("s000"), &doc] {
             assert_eq!(mode(dir), 0o700, "{}", dir.display());
         }
         assert_eq!(mode(&doc.join(".lock")), 0o600);

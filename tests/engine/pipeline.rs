@@ -251,7 +251,10 @@ fn an_accepted_workers_cleanup_removes_what_an_earlier_claim_left() {
     let id = store.enqueue(&NewDoc::new(key, "v1")).unwrap().id();
     let earlier = store.claim("gone").unwrap().expect("claimable");
     mirror.write(id.0, earlier.fence, b"never accepted").unwrap();
-    let temp = mirror.doc_dir(id.0).unwrap().join(".tmp-g000001-crashed");
+    let temp = mirror
+        .doc_dir(id.0)
+        .unwrap()
+        .join(format!("{}.g000001.tmp-crashed", id.0));
     std::fs::write(&temp, b"partial").unwrap();
     t.clock.advance(LEASE + Duration::from_millis(1));
 
@@ -760,7 +763,7 @@ fn cleanups_racing_writers_of_successive_generations_never_delete_the_accepted_o
     let accepted = accepted.unwrap();
     let files = mirror.list_doc_files(id.0).unwrap();
     assert!(
-        files.iter().all(|f| !f.contains("/.tmp-")),
+        files.iter().all(|f| !f.contains(".tmp-")),
         "temp files left: {files:?}"
     );
     assert!(files.contains(&accepted), "{files:?}");
@@ -962,7 +965,7 @@ fn a_worker_extracts_its_next_batch_while_the_last_one_is_finished() {
             first.outcome,
             Ok(Processed::Indexed {
                 key: "a.txt".into(),
-                path: "000/000/1/g000001.txt".into()
+                path: "s000/000/1.g000001.txt".into()
             })
         );
         if claim_ahead == 1 {

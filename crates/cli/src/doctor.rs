@@ -712,23 +712,17 @@ impl Doctor {
             ));
         }
         for id in &report.busy {
-            let dir = mirror
-                .doc_dir(*id)
-                .map(|d| d.display().to_string())
-                .unwrap_or_default();
+            let dir = doc_files(mirror, *id);
             self.notes.push(format!(
                 "{dir}: not checked for leftovers: another process holds the document's mirror lock"
             ));
         }
         for id in &report.missing_rows {
-            let dir = mirror
-                .doc_dir(*id)
-                .map(|d| d.display().to_string())
-                .unwrap_or_default();
+            let dir = doc_files(mirror, *id);
             let message = format!(
                 "{dir}: results of document id {id}, which the database does not have \
-                 (a mirror of another database?); gc keeps them: remove the directory by hand \
-                 if it belongs to no other database"
+                 (a mirror of another database?); gc keeps them: remove them by hand \
+                 if they belong to no other database"
             );
             self.problem("orphan_directory", dir, message);
         }
@@ -736,11 +730,23 @@ impl Doctor {
     }
 }
 
+/// Where document `id`'s files are: its directory of the layout before
+/// shards if it has one, else its files in its shard (`{shard}/{id}.*`).
+fn doc_files(mirror: &Mirror, id: i64) -> String {
+    match mirror.legacy_doc_dir(id) {
+        Ok(dir) if dir.is_dir() => dir.display().to_string(),
+        _ => mirror
+            .doc_dir(id)
+            .map(|d| d.join(format!("{id}.*")).display().to_string())
+            .unwrap_or_default(),
+    }
+}
+
 /// Whether the mirror file `rel` belongs to a document whose source was
 /// removed (dead with its result forgotten): what is left of it waits for
 /// `gc`, the ordinary state after a deletion.
 fn of_removed_source(store: &Store, rel: &str) -> bool {
-    let id = rel.split('/').nth(2).and_then(|d| d.parse::<i64>().ok());
+    let id = Mirror::doc_id_of(rel);
     id.and_then(|id| store.job(leasehold::job::JobId(id)).ok().flatten())
         .is_some_and(|job| job.source_gone && job.result_path.is_none())
 }

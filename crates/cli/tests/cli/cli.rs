@@ -145,21 +145,20 @@ fn status_inspect_and_gc_report_on_a_run() {
     assert_eq!(events, ["enqueued", "claimed", "completed"]);
     // An orphan generation and a stale temp file: gc removes both, keeps the result.
     let result = inspect["job"]["result_path"].as_str().unwrap();
-    let doc_dir = data
-        .path()
-        .join("mirror")
-        .join(result)
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    std::fs::write(doc_dir.join("g000099.txt"), b"orphan").unwrap();
-    std::fs::write(doc_dir.join(".tmp-g000098-1-1"), b"stale").unwrap();
+    let result_file = data.path().join("mirror").join(result);
+    let doc_dir = result_file.parent().unwrap().to_path_buf();
+    // The shard's files are named after their document (`{id}.g…`).
+    let name = result_file.file_name().unwrap().to_str().unwrap();
+    let id = name.split('.').next().unwrap();
+    let (orphan, temp) = (format!("{id}.g000099.txt"), format!("{id}.g000098.tmp-1-1"));
+    std::fs::write(doc_dir.join(&orphan), b"orphan").unwrap();
+    std::fs::write(doc_dir.join(&temp), b"stale").unwrap();
     let dry = json(&leasehold(data.path(), &["gc", "--dry-run", "--json"]));
     assert_eq!(dry["removed"].as_array().unwrap().len(), 2, "{dry}");
-    assert!(doc_dir.join("g000099.txt").exists(), "dry run deleted");
+    assert!(doc_dir.join(&orphan).exists(), "dry run deleted");
     json(&leasehold(data.path(), &["gc", "--json"]));
-    assert!(!doc_dir.join("g000099.txt").exists());
-    assert!(!doc_dir.join(".tmp-g000098-1-1").exists());
+    assert!(!doc_dir.join(&orphan).exists());
+    assert!(!doc_dir.join(&temp).exists());
     assert!(
         data.path().join("mirror").join(result).exists(),
         "gc removed the accepted result"

@@ -176,7 +176,7 @@ fn mirror_files(data: &Path) -> Vec<String> {
 }
 
 fn is_temp(rel: &str) -> bool {
-    rel.rsplit('/').next().unwrap_or("").starts_with(".tmp-")
+    rel.rsplit('/').next().unwrap_or("").contains(".tmp-")
 }
 
 /// What the crashed process must have left behind: proof it died where asked.

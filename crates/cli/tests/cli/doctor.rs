@@ -113,23 +113,26 @@ fn a_deleted_result_is_named_by_key() {
 #[test]
 fn a_stray_generation_and_a_stale_temp_are_reported_until_gc_removes_them() {
     let data = after_run();
-    let dir = result_file(data.path(), "page.html")
-        .parent()
+    let file = result_file(data.path(), "page.html");
+    let dir = file.parent().unwrap().to_path_buf();
+    // The shard's files are named after their document (`{id}.g…`).
+    let id = file
+        .file_name()
         .unwrap()
-        .to_path_buf();
-    std::fs::write(dir.join("g000042.txt"), b"orphan").unwrap();
-    assert_one_problem(
-        data.path(),
-        "leftover",
-        &[&dir.join("g000042.txt").display().to_string()],
-    );
-    std::fs::write(dir.join(".tmp-g000043-1-2-3"), b"partial").unwrap();
+        .to_str()
+        .unwrap()
+        .split('.')
+        .next()
+        .unwrap()
+        .to_owned();
+    let stray = dir.join(format!("{id}.g000042.txt"));
+    std::fs::write(&stray, b"orphan").unwrap();
+    assert_one_problem(data.path(), "leftover", &[&stray.display().to_string()]);
+    let temp = format!("{id}.g000043.tmp-1-2-3");
+    std::fs::write(dir.join(&temp), b"partial").unwrap();
     let (code, lines, _) = doctor(data.path());
     assert_eq!((code, lines.len()), (1, 2), "{lines:?}");
-    assert!(
-        lines.iter().any(|l| l.contains(".tmp-g000043-1-2-3")),
-        "{lines:?}"
-    );
+    assert!(lines.iter().any(|l| l.contains(&temp)), "{lines:?}");
 
     assert!(leasehold(data.path(), &["gc"]).status.success());
     let (code, lines, _) = doctor(data.path());

@@ -723,6 +723,8 @@ fn hostile_keys_never_reach_outside_the_mirror() {
         "./../x".into(),
         "mirror/../outside/new".into(),
         "000/000/1/g000002.txt".into(),
+        "s000/000/1.g000002.txt".into(),
+        "1.g000001.tmp-1-1-1".into(),
         ".lock".into(),
         ".tmp-g000001-1-1-1".into(),
         "hex:2e2e2f78".into(),

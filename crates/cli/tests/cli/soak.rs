@@ -735,7 +735,7 @@ fn check_invariants(soak: &Soak, docs: usize, max_attempts: u32) {
     );
     assert!(stale_completes > 0, "no stale completion was ever refused");
 
-    // After gc: each document directory holds its lock and its accepted result only.
+    // After gc: the shards hold their locks and each document's accepted result only.
     let mut extra = Vec::new();
     for entry in walkdir::WalkDir::new(data.join("mirror")) {
         let entry = entry.unwrap();
