@@ -564,22 +564,29 @@ impl Mirror {
     /// Validates a caller-supplied relative path: relative, only normal components, and its
     /// canonical form (after symlinks) still inside the root.
     fn safe_path(&self, rel_path: &str) -> Result<PathBuf, MirrorError> {
-        let unsafe_path = || MirrorError::UnsafePath {
-            path: rel_path.to_string(),
-        };
-        let rel = Path::new(rel_path);
-        if rel_path.is_empty() || rel_path.contains('\0') {
-            return Err(unsafe_path());
-        }
-        if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-            return Err(unsafe_path());
-        }
-        let joined = self.root.join(rel);
+        let joined = self.joined(rel_path)?;
         let canonical = fs::canonicalize(&joined).map_err(io_err(&joined))?;
         if canonical == self.root || !canonical.starts_with(&self.root) {
-            return Err(unsafe_path());
+            return Err(MirrorError::UnsafePath {
+                path: rel_path.to_string(),
+            });
         }
         Ok(canonical)
+    }
+
+    /// `rel_path` under the root, checked as written (relative, only normal
+    /// components) but not resolved: what [`Mirror::safe_path`] resolves.
+    fn joined(&self, rel_path: &str) -> Result<PathBuf, MirrorError> {
+        let rel = Path::new(rel_path);
+        let plain = !rel_path.is_empty()
+            && !rel_path.contains('\0')
+            && rel.components().all(|c| matches!(c, Component::Normal(_)));
+        if !plain {
+            return Err(MirrorError::UnsafePath {
+                path: rel_path.to_string(),
+            });
+        }
+        Ok(self.root.join(rel))
     }
 
     fn open_rel(&self, rel_path: &str) -> Result<(PathBuf, File), MirrorError> {
@@ -608,11 +615,17 @@ impl Mirror {
     /// completion recorded (`recorded`; `None`: any size): one stat, no read,
     /// so that a rerun can look at every unchanged document's result. An
     /// alteration that keeps the size is left to the checksum (`doctor`).
+    ///
+    /// The path is checked as written, not resolved (a resolution cost a
+    /// `readlink` per component, most of a rerun's time): a stat reads
+    /// nothing and deletes nothing, and the final component is not followed,
+    /// so a link put in place of the result counts as damage.
     pub fn stat_result(&self, rel_path: &str, recorded: Option<u64>) -> Result<ResultFile, MirrorError> {
-        let found = match self.file_len(rel_path) {
-            Ok(found) => found,
-            Err(e) if e.is_not_found() => return Ok(ResultFile::Missing),
-            Err(e) => return Err(e),
+        let path = self.joined(rel_path)?;
+        let found = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ResultFile::Missing),
+            Err(e) => return Err(io_err(&path)(e)),
         };
         Ok(match recorded {
             Some(recorded) if recorded != found => ResultFile::Resized { found, recorded },

@@ -1119,3 +1119,41 @@ fn a_sweep_respects_a_legacy_documents_lock() {
     assert_eq!(r.removed.len(), 3, "{r:?}");
     assert!(!dir.exists());
 }
+
+/// A rerun's stat of an accepted result: present at its size, resized,
+/// missing, a link put in its place is damage (not followed), and a path
+/// that is not plain is refused before any stat.
+#[test]
+fn stat_result_tells_present_resized_missing_and_a_link_from_the_path_as_written() {
+    let (t, m) = setup();
+    let w = m.write(7, 1, b"twelve bytes").unwrap();
+    assert_eq!(m.stat_result(&w.rel_path, Some(12)).unwrap(), ResultFile::Present);
+    assert_eq!(m.stat_result(&w.rel_path, None).unwrap(), ResultFile::Present);
+    assert_eq!(
+        m.stat_result(&w.rel_path, Some(5)).unwrap(),
+        ResultFile::Resized {
+            found: 12,
+            recorded: 5
+        }
+    );
+    assert_eq!(m.stat_result(&rel(7, 2), Some(1)).unwrap(), ResultFile::Missing);
+    assert_eq!(
+        m.stat_result("nowhere/at/all.txt", None).unwrap(),
+        ResultFile::Missing
+    );
+    let outside = t.path().join("outside.txt");
+    fs::write(&outside, b"twelve bytes").unwrap();
+    let path = m.root().join(&w.rel_path);
+    fs::remove_file(&path).unwrap();
+    symlink(&outside, &path).unwrap();
+    assert!(matches!(
+        m.stat_result(&w.rel_path, Some(12)).unwrap(),
+        ResultFile::Resized { .. }
+    ));
+    for bad in ["../outside.txt", "/etc/passwd", "", "a/../../b"] {
+        assert!(
+            matches!(m.stat_result(bad, None), Err(MirrorError::UnsafePath { .. })),
+            "{bad:?}"
+        );
+    }
+}

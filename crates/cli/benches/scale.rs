@@ -15,6 +15,9 @@
 //!   directories always go to a temporary directory deleted at the end.
 //! - `--json`: one JSON object on stdout instead of the table (progress goes to
 //!   stderr either way).
+//! - `--bin PATH`: measure another `leasehold` binary (say, the build of the
+//!   commit before a change) with the same tree; the warm searches still run
+//!   in this process, with this build's library.
 //!
 //! The tree: N documents of 40-300 words drawn from a Zipf-Mandelbrot
 //! distribution over a 50,000-word made-up vocabulary (frequent words short),
@@ -57,7 +60,14 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+/// The `leasehold` binary measured: the one this bench was built with, or
+/// `--bin PATH` (another build, e.g. the commit before a change, to compare
+/// in one session).
+static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+fn bin() -> &'static Path {
+    BIN.get_or_init(|| PathBuf::from(env!("CARGO_BIN_EXE_leasehold")))
+}
 /// The generator's seed: the same N gives the same tree on every machine.
 const SEED: u64 = 29;
 const VOCABULARY: usize = 50_000;
@@ -170,7 +180,7 @@ fn main() {
     eprintln!("cleanup: {:.1} s", started.elapsed().as_secs_f64());
 }
 
-/// `--docs`, `--rounds`, `--keep`, `--json`; `--bench`, which `cargo bench`
+/// `--docs`, `--rounds`, `--keep`, `--json`, `--bin`; `--bench`, which `cargo bench`
 /// passes to every bench, is taken and ignored; anything else is a mistake
 /// that must not quietly measure something else.
 fn parse_args() -> Args {
@@ -193,6 +203,10 @@ fn parse_args() -> Args {
             "--rounds" => args.rounds = number("--rounds", it.next()),
             "--keep" => args.keep = Some(PathBuf::from(it.next().expect("--keep takes a directory"))),
             "--json" => args.json = true,
+            "--bin" => {
+                let path = PathBuf::from(it.next().expect("--bin takes the path of a leasehold binary"));
+                BIN.set(path).expect("--bin given once");
+            }
             "--bench" => {}
             other => {
                 panic!("scale bench: unknown argument {other:?} (see the doc comment of benches/scale.rs)")
@@ -476,7 +490,7 @@ fn rust_walk(tree: &Path) -> f64 {
 fn leasehold_run(tree: &Path, dir: &Path, label: &str) -> (Cost, Summary) {
     let out = dir.join(format!("{label}.json"));
     let err = dir.join(format!("{label}.log"));
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(bin());
     cmd.arg("--data")
         .arg(dir.join("data"))
         .arg("run")
@@ -607,7 +621,7 @@ fn measure_searches(tree: &Path, dir: &Path, vocab: &[String]) -> Vec<Search> {
 
 /// Milliseconds of one `leasehold search WORD` (text output, discarded).
 fn cli_search(data: &Path, word: &str) -> f64 {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(bin());
     cmd.arg("--data").arg(data).args(["search", word]);
     measure(&mut cmd, Stdio::null(), Stdio::null()).wall * 1e3
 }
