@@ -397,20 +397,21 @@ mod tests {
 
     #[test]
     fn the_temporary_copy_is_private_and_removed() {
-        let mut argv = sh("stat -c %a \"$1\"");
+        // The converter says its copy's mode and path; that path, not a
+        // name pattern other tests running at the same time also make, must
+        // be gone afterwards.
+        let mut argv = sh("stat -c %a \"$1\"; echo \"$1\"");
         argv.push("{}".into());
         let x = with("doc", argv, Limits::default());
-        assert_eq!(run(&x, "a.doc", b"secret").unwrap().trim(), "600");
-        let left = std::fs::read_dir(std::env::temp_dir())
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(&format!("leasehold-doc-{}-", std::process::id()))
-            })
-            .count();
-        assert_eq!(left, 0, "temporary copies left behind");
+        let out = run(&x, "a.doc", b"secret").unwrap();
+        let mut lines = out.lines();
+        assert_eq!(lines.next().map(str::trim), Some("600"), "{out:?}");
+        let copy = lines.next().expect("the copy's path").trim().to_owned();
+        assert!(copy.contains("leasehold-doc-"), "{copy:?}");
+        assert!(
+            !std::path::Path::new(&copy).exists(),
+            "temporary copy left behind: {copy}"
+        );
     }
 
     #[test]

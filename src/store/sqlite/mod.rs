@@ -325,7 +325,7 @@ impl Engine for Sqlite {
             return Ok(more || self.read(|c| search_purge::due(c, now))?);
         }
         if self.read(|c| search_purge::due(c, now))? {
-            return self.write_tx(|tx, _| search_purge::step(tx));
+            return self.write_tx(|tx, _| search_purge::step(tx, now));
         }
         Ok(false)
     }

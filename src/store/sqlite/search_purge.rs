@@ -7,7 +7,8 @@
 //! terms stay in the file until a merge drops them. So deleted text is
 //! purged on a schedule instead: every row the index deletes is counted
 //! (`search_deleted`), and when the count reaches a tenth of the documents
-//! indexed at the last purge (at least [`PURGE_MIN`]), or when `gc` asks, a
+//! indexed at the last purge (or at the first deletion; at least
+//! [`PURGE_MIN`]), or when `gc` asks, a
 //! purge merges the whole index into one segment, which keeps no deleted
 //! row. It goes in steps of [`MERGE_PAGES`] pages, one short write
 //! transaction each, taken after completions as the retired parts' purge
@@ -41,7 +42,24 @@ pub(crate) fn note_deleted(tx: &Connection, n: usize) -> rusqlite::Result<()> {
          ON CONFLICT (name) DO UPDATE SET value = CAST(value AS INTEGER) + ?2",
     )?
     .execute(rusqlite::params![DELETED, n as i64])?;
+    if number(tx, DUE_AT)?.is_none() {
+        // The first deletion of a store: its due point from its size, so
+        // that a large index made before purges were counted is not merged
+        // whole after its first few changes.
+        set_due_at(tx)?;
+    }
     Ok(())
+}
+
+/// A tenth of the documents indexed now (at least [`PURGE_MIN`]) as the
+/// deleted rows that make the next purge due.
+fn set_due_at(tx: &Connection) -> rusqlite::Result<()> {
+    let indexed: i64 = tx.query_row(
+        "SELECT count(*) FROM jobs WHERE result_path IS NOT NULL",
+        [],
+        |r| r.get(0),
+    )?;
+    meta_set(tx, DUE_AT, &(indexed / 10).max(PURGE_MIN).to_string())
 }
 
 /// Whether a purge runs or is due; with `now`, whether any deleted row is
@@ -58,8 +76,13 @@ pub(crate) fn due(c: &Connection, now: bool) -> rusqlite::Result<bool> {
 
 /// One step of the purge: the first starts FTS5's merge of every segment
 /// into one; each later one continues it by [`MERGE_PAGES`] pages, until a
-/// step finds nothing left to merge. Whether more steps are needed.
-pub(crate) fn step(tx: &Connection) -> rusqlite::Result<bool> {
+/// step finds nothing left to merge. Whether more steps are needed. The
+/// purge being due is asked again here, in the write transaction: another
+/// writer may have finished it since the caller's read.
+pub(crate) fn step(tx: &Connection, now: bool) -> rusqlite::Result<bool> {
+    if !due(tx, now)? {
+        return Ok(false);
+    }
     let Some(began_with) = number(tx, RUNNING)? else {
         merge(tx, -MERGE_PAGES)?;
         let deleted = number(tx, DELETED)?.unwrap_or(0);
@@ -72,12 +95,7 @@ pub(crate) fn step(tx: &Connection) -> rusqlite::Result<bool> {
     }
     let deleted = number(tx, DELETED)?.unwrap_or(0);
     meta_set(tx, DELETED, &(deleted - began_with).max(0).to_string())?;
-    let indexed: i64 = tx.query_row(
-        "SELECT count(*) FROM jobs WHERE result_path IS NOT NULL",
-        [],
-        |r| r.get(0),
-    )?;
-    meta_set(tx, DUE_AT, &(indexed / 10).max(PURGE_MIN).to_string())?;
+    set_due_at(tx)?;
     tx.execute("DELETE FROM meta WHERE name = ?1", [RUNNING])?;
     Ok(false)
 }
@@ -93,4 +111,43 @@ fn merge(tx: &Connection, pages: i64) -> rusqlite::Result<u64> {
 /// A meta setting read as a number (`None`: unset or not a number).
 fn number(c: &Connection, name: &str) -> rusqlite::Result<Option<i64>> {
     Ok(meta(c, name)?.and_then(|v| v.trim().parse().ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store's file, and a connection of its own on it.
+    fn store_file() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        drop(crate::Store::open(&path, crate::StoreOptions::default()).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        (dir, conn)
+    }
+
+    /// A purge starts when due, runs to its end in steps, and a step taken
+    /// after it ended (a second writer that read "due" before the first one
+    /// finished it) starts nothing.
+    #[test]
+    fn a_purge_runs_when_due_and_a_late_step_starts_none() {
+        let (_dir, c) = store_file();
+        assert!(!due(&c, false).unwrap());
+        assert!(!step(&c, false).unwrap(), "nothing deleted: nothing to do");
+        note_deleted(&c, PURGE_MIN as usize - 1).unwrap();
+        assert!(!due(&c, false).unwrap());
+        assert!(due(&c, true).unwrap(), "gc purges whatever waits");
+        note_deleted(&c, 1).unwrap();
+        assert!(due(&c, false).unwrap());
+        let mut steps = 0;
+        while step(&c, false).unwrap() {
+            steps += 1;
+            assert!(steps < 1000, "the purge never ends");
+        }
+        assert_eq!(meta(&c, RUNNING).unwrap(), None);
+        assert_eq!(number(&c, DELETED).unwrap(), Some(0));
+        assert_eq!(number(&c, DUE_AT).unwrap(), Some(PURGE_MIN));
+        assert!(!step(&c, false).unwrap(), "a late step");
+        assert_eq!(meta(&c, RUNNING).unwrap(), None, "a late step started a purge");
+    }
 }
