@@ -45,9 +45,11 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
+
+mod common;
 
 const DEFAULT_ROUNDS: usize = 3;
 const WORKERS: [usize; 3] = [1, 2, 4];
@@ -261,41 +263,22 @@ fn run_side(side: Side, docs: &Path, dir: &Path) -> Run {
     }
 }
 
-/// Spawns `cmd` with stdout and stderr into `log` and waits for it with `wait4`,
-/// which gives the CPU time of the whole tree it reaped and its largest RSS.
-#[expect(
-    clippy::zombie_processes,
-    reason = "the child is reaped by wait4, which std's Child::wait cannot replace: it gives no rusage"
-)]
+/// Runs `cmd` with stdout and stderr into `log` ([`common::run_reaped`]);
+/// panics with the log's last lines when it fails.
 fn measure(cmd: &mut Command, log: &Path) -> Cost {
     let out = File::create(log).expect("a log file");
     let err = out.try_clone().expect("a second handle on the log");
-    let start = Instant::now();
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is a plain struct we own; wait4 fills it and keeps no pointer.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: pid is our own child, not yet reaped (Child is never waited on).
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let wall = start.elapsed();
-    assert_eq!(rc, pid, "wait4 on {cmd:?}: {}", std::io::Error::last_os_error());
-    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+    let r = common::run_reaped(cmd, out.into(), err.into());
+    if !r.succeeded() {
         let tail = std::fs::read_to_string(log).unwrap_or_default();
         let tail: String = tail.lines().rev().take(5).collect::<Vec<_>>().join("\n");
-        panic!("{cmd:?} failed (wait status {status}); its log ends:\n{tail}");
+        panic!("{cmd:?} failed (wait status {}); its log ends:\n{tail}", r.status);
     }
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     Cost {
-        wall,
-        user: tv(usage.ru_utime),
-        sys: tv(usage.ru_stime),
-        peak_rss_kib: usage.ru_maxrss.max(0) as u64,
+        wall: r.wall,
+        user: r.user,
+        sys: r.sys,
+        peak_rss_kib: r.peak_rss_kib,
     }
 }
 

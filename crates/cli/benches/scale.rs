@@ -58,6 +58,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
+
+mod common;
 use serde_json::json;
 
 /// The `leasehold` binary measured: the one this bench was built with, or
@@ -533,37 +535,14 @@ fn recollindex(tree: &Path, dir: &Path, first: bool) -> Cost {
     measure(&mut cmd, Stdio::null(), log.into())
 }
 
-/// Spawns `cmd` and waits for it with `wait4`, which gives the CPU time of
-/// the whole tree it reaped and its largest RSS; panics when it fails.
-#[expect(
-    clippy::zombie_processes,
-    reason = "the child is reaped by wait4, which std's Child::wait cannot replace: it gives no rusage"
-)]
+/// Runs `cmd` to its end ([`common::run_reaped`]); panics when it fails.
 fn measure(cmd: &mut Command, out: Stdio, err: Stdio) -> Cost {
-    let start = Instant::now();
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is a plain struct we own; wait4 fills it and keeps no pointer.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: pid is our own child, not yet reaped (Child is never waited on).
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let wall = start.elapsed().as_secs_f64();
-    assert_eq!(rc, pid, "wait4 on {cmd:?}: {}", std::io::Error::last_os_error());
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{cmd:?} failed (wait status {status})"
-    );
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let r = common::run_reaped(cmd, out, err);
+    assert!(r.succeeded(), "{cmd:?} failed (wait status {})", r.status);
     Cost {
-        wall,
-        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
-        peak_rss: usage.ru_maxrss.max(0) as u64 * 1024,
+        wall: r.wall.as_secs_f64(),
+        cpu: (r.user + r.sys).as_secs_f64(),
+        peak_rss: r.peak_rss_kib * 1024,
     }
 }
 
