@@ -165,11 +165,11 @@ impl DirSource {
         for entry in self.walk(&mut skipped) {
             batch.push(entry);
             if batch.len() == SCAN_BATCH {
-                let known = |keys: &[&str]| scan.known_for(keys, false, HEX_KEY);
+                let known = |keys: &[&str]| scan.known_for(keys, false);
                 self.record_batch(store, &mut batch, known, max_bytes, &mut report)?;
             }
         }
-        let known = |keys: &[&str]| scan.known_for(keys, true, HEX_KEY);
+        let known = |keys: &[&str]| scan.known_for(keys, true);
         self.record_batch(store, &mut batch, known, max_bytes, &mut report)?;
         // A part of the tree that could not be read is not a part that is gone:
         // only a complete walk may mark documents removed.

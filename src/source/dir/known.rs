@@ -8,6 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use super::HEX_KEY;
 use crate::error::Result;
 use crate::store::{KnownSource, Store, Vanished};
 
@@ -105,11 +106,11 @@ impl<'s> ScanState<'s> {
     /// ones only). Keys after the last range are matched against the store's
     /// rows up to the batch's last key (to the end with `last`); the others
     /// are looked up one by one. Known rows the walk passed are noted.
-    pub(super) fn known_for(&mut self, keys: &[&str], last: bool, hex_prefix: &str) -> Result<KnownInRange> {
+    pub(super) fn known_for(&mut self, keys: &[&str], last: bool) -> Result<KnownInRange> {
         let after = self.through.as_deref();
         let (ordered, apart): (Vec<&str>, Vec<&str>) = keys
             .iter()
-            .partition(|k| !k.starts_with(hex_prefix) && after.is_none_or(|t| **k > t));
+            .partition(|k| !k.starts_with(HEX_KEY) && after.is_none_or(|t| **k > t));
         let through = if last {
             None
         } else {
@@ -124,7 +125,7 @@ impl<'s> ScanState<'s> {
         self.cursor.take_through(through.as_deref(), |key, known| {
             if wanted.contains(key.as_str()) {
                 out.insert(key, known);
-            } else if key.starts_with(hex_prefix) {
+            } else if key.starts_with(HEX_KEY) {
                 hex_known.push(Vanished {
                     key,
                     stat: known.stat,

@@ -320,14 +320,14 @@ impl Engine for Sqlite {
     }
 
     fn search_purge(&self, now: bool) -> Result<bool> {
-        if self.read(search_index::has_parts_to_purge)? {
-            let more = self.write_tx(|tx, _| search_index::purge_retired(tx))?;
-            return Ok(more || self.read(|c| search_purge::due(c, now))?);
+        match self.read(|c| search_purge::next(c, now))? {
+            search_purge::Upkeep::Parts => {
+                let more = self.write_tx(|tx, _| search_index::purge_retired(tx))?;
+                Ok(more || self.read(|c| search_purge::due(c, now))?)
+            }
+            search_purge::Upkeep::Purge => self.write_tx(|tx, _| search_purge::step(tx, now)),
+            search_purge::Upkeep::Nothing => Ok(false),
         }
-        if self.read(|c| search_purge::due(c, now))? {
-            return self.write_tx(|tx, _| search_purge::step(tx, now));
-        }
-        Ok(false)
     }
 }
 

@@ -74,6 +74,28 @@ pub(crate) fn due(c: &Connection, now: bool) -> rusqlite::Result<bool> {
     Ok(deleted > 0 && (now || deleted >= at))
 }
 
+/// The index's upkeep due after a completion ([`next`]).
+pub(crate) enum Upkeep {
+    /// Retired parts of long texts wait to be deleted.
+    Parts,
+    /// A purge of deleted text runs or is due.
+    Purge,
+    /// Nothing.
+    Nothing,
+}
+
+/// What upkeep is due, in one read: a store with nothing to do takes no
+/// write lock and one read transaction for it.
+pub(crate) fn next(c: &Connection, now: bool) -> rusqlite::Result<Upkeep> {
+    Ok(if super::search_index::has_parts_to_purge(c)? {
+        Upkeep::Parts
+    } else if due(c, now)? {
+        Upkeep::Purge
+    } else {
+        Upkeep::Nothing
+    })
+}
+
 /// One step of the purge: the first starts FTS5's merge of every segment
 /// into one; each later one continues it by [`MERGE_PAGES`] pages, until a
 /// step finds nothing left to merge. Whether more steps are needed. The
