@@ -108,9 +108,21 @@ fn children_of_this_process() -> usize {
 }
 
 /// The state letter of a process (`R`, `S`, `T` for stopped, ...), from `/proc/PID/stat`.
-fn process_state(pid: libc::pid_t) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+/// Whether every thread of `pid` is stopped. The group stop is reported to
+/// the parent (what `wait4(WUNTRACED)` sees) only once the last thread has
+/// stopped; the main thread alone showing `T` is not yet that.
+fn all_threads_stopped(pid: libc::pid_t) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let states: Vec<Option<char>> = tasks
+        .filter_map(|t| t.ok())
+        .map(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+        })
+        .collect();
+    !states.is_empty() && states.iter().all(|s| *s == Some('T'))
 }
 
 /// What the `print` fault writes on the child's stdout and stderr.
@@ -560,7 +572,7 @@ fn an_idle_child_stopped_from_outside_is_replaced_before_it_gets_a_document() {
     signal(pid, libc::SIGSTOP);
     // A stop takes effect when each of the child's threads next runs: wait for it to have.
     let until = Instant::now() + Duration::from_secs(30);
-    while process_state(pid) != Some('T') {
+    while !all_threads_stopped(pid) {
         assert!(Instant::now() < until, "the child did not stop");
         thread::sleep(Duration::from_millis(5));
     }
