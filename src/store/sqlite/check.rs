@@ -19,10 +19,37 @@ pub(crate) fn integrity(c: &Connection, full: bool) -> rusqlite::Result<Vec<Stri
     } else {
         "PRAGMA quick_check"
     };
-    let mut stmt = c.prepare(sql)?;
-    let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-    let lines = rows.collect::<rusqlite::Result<Vec<String>>>()?;
-    Ok(lines.into_iter().filter(|l| l != "ok").collect())
+    with_current_search_structure(c, |c| {
+        let mut stmt = c.prepare(sql)?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        let lines = rows.collect::<rusqlite::Result<Vec<String>>>()?;
+        Ok(lines.into_iter().filter(|l| l != "ok").collect())
+    })
+}
+
+/// Run `check` (SQLite's integrity checks, which ask FTS5 to check the
+/// search index) in one read transaction that first opens a cursor on the
+/// index.
+///
+/// Why: FTS5 keeps each connection's copy of the index's structure (which
+/// segments exist) from its last read, and compares it with the database's
+/// version only when a cursor on the table opens; its integrity check opens
+/// none. On a pooled connection that read the index before another
+/// connection merged segments away, the check would read the gone segments
+/// and report them as corruption. The cursor opened here, in the check's
+/// own snapshot, has FTS5 re-read the structure when the database moved.
+/// Its error (a damaged index) is left for the check to report.
+fn with_current_search_structure<T>(
+    c: &Connection,
+    check: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let tx = c.unchecked_transaction()?;
+    let _ = tx.query_row("SELECT count(*) FROM search_text WHERE rowid = 0", [], |r| {
+        r.get::<_, i64>(0)
+    });
+    let out = check(&tx);
+    drop(tx);
+    out
 }
 
 /// [`integrity`]'s problems, one a line, each with the table it is about
@@ -35,6 +62,11 @@ pub(crate) fn integrity(c: &Connection, full: bool) -> rusqlite::Result<Vec<Stri
 /// the index's when every damaged table is the index's (pages of its
 /// damaged b-trees), else nobody's.
 pub(crate) fn integrity_by_table(c: &Connection, full: bool) -> rusqlite::Result<Vec<IntegrityProblem>> {
+    with_current_search_structure(c, |c| problems_by_table(c, full))
+}
+
+/// [`integrity_by_table`] in its read transaction.
+fn problems_by_table(c: &Connection, full: bool) -> rusqlite::Result<Vec<IntegrityProblem>> {
     let pragma = if full { "integrity_check" } else { "quick_check" };
     let whole = checked_lines(c, &format!("PRAGMA {pragma}"))?;
     if whole.is_empty() {
@@ -109,11 +141,13 @@ fn checked_lines(c: &Connection, sql: &str) -> rusqlite::Result<Vec<String>> {
 /// takes the write lock; then the b-trees of its shadow tables. An index too
 /// damaged to be read answers with SQLite's error as a problem.
 pub(crate) fn search_index_damage(c: &Connection) -> rusqlite::Result<Vec<String>> {
-    let mut out = Vec::new();
-    for table in INDEX_TABLES {
-        out.extend(checked_lines(c, &format!("PRAGMA integrity_check({table})"))?);
-    }
-    Ok(out)
+    with_current_search_structure(c, |c| {
+        let mut out = Vec::new();
+        for table in INDEX_TABLES {
+            out.extend(checked_lines(c, &format!("PRAGMA integrity_check({table})"))?);
+        }
+        Ok(out)
+    })
 }
 
 /// The search index's tables: FTS5's own check of `search_text`, then the
@@ -240,7 +274,47 @@ impl CheckReads for Rows<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::own_word;
+    use super::{integrity, own_word, search_index_damage};
+    use rusqlite::Connection;
+
+    /// Two connections to one file holding a search index of several
+    /// segments, each written by its own transaction.
+    fn two_connections(dir: &std::path::Path) -> (Connection, Connection) {
+        let path = dir.join("t.db");
+        let a = Connection::open(&path).unwrap();
+        a.execute_batch(
+            "CREATE VIRTUAL TABLE search_text USING fts5 (body);
+             CREATE TABLE search_parts (rowid INTEGER PRIMARY KEY);
+             INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 0);",
+        )
+        .unwrap();
+        for i in 0..8 {
+            a.execute(
+                "INSERT INTO search_text (body) VALUES (?1)",
+                [format!("amber stone {i}")],
+            )
+            .unwrap();
+        }
+        (a, Connection::open(&path).unwrap())
+    }
+
+    /// FTS5 keeps the index's structure from its last read on a connection
+    /// and re-reads it only when a cursor opens; its integrity check opens
+    /// none. A check after another connection merged the segments away must
+    /// still read the index as it is now.
+    #[test]
+    fn a_check_after_another_connection_merged_reads_the_index_as_it_is_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = two_connections(dir.path());
+        assert_eq!(search_index_damage(&a).unwrap(), Vec::<String>::new());
+        assert_eq!(integrity(&a, true).unwrap(), Vec::<String>::new());
+        b.execute("DELETE FROM search_text WHERE rowid % 2 = 0", [])
+            .unwrap();
+        b.execute("INSERT INTO search_text (search_text) VALUES ('optimize')", [])
+            .unwrap();
+        assert_eq!(search_index_damage(&a).unwrap(), Vec::<String>::new());
+        assert_eq!(integrity(&a, true).unwrap(), Vec::<String>::new());
+    }
 
     #[test]
     fn an_own_word_is_ascii_whole_and_long_enough_for_every_tokenizer() {
