@@ -171,12 +171,22 @@ pub(crate) fn sources_after(
     after: Option<&str>,
     limit: usize,
 ) -> Sql<Vec<(String, KnownSource)>> {
-    let rows = c.query(
-        r#"SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
-           WHERE ($1::TEXT IS NULL OR doc_key COLLATE "C" > $1::TEXT COLLATE "C") AND NOT source_gone
-           ORDER BY doc_key COLLATE "C" LIMIT $2"#,
-        &[&after, &(limit as i64)],
-    )?;
+    // Two statements, as on SQLite: a page after a key is a seek into the
+    // "C"-collated index, whatever plan a statement without it would get.
+    let limit = limit as i64;
+    let rows = match after {
+        None => c.query(
+            r#"SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
+               WHERE NOT source_gone ORDER BY doc_key COLLATE "C" LIMIT $1"#,
+            &[&limit],
+        )?,
+        Some(after) => c.query(
+            r#"SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
+               WHERE doc_key COLLATE "C" > $1::TEXT COLLATE "C" AND NOT source_gone
+               ORDER BY doc_key COLLATE "C" LIMIT $2"#,
+            &[&after, &limit],
+        )?,
+    };
     rows.iter()
         .map(|r| {
             Ok((

@@ -201,6 +201,16 @@ pub(crate) fn renewal_is_noop(
     ])
 }
 
+/// The first page of a scan's known documents ([`sources_after`]).
+pub(crate) const FIRST_SOURCES: &str = "SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
+     WHERE source_gone = 0 ORDER BY doc_key LIMIT ?1";
+/// Every later page: a seek into `doc_key`'s index. One statement for both
+/// (`?1 IS NULL OR doc_key > ?1`) is planned without knowing ?1, so SQLite
+/// scanned the index from its start for every page, which made a scan's
+/// reads grow with the square of the documents.
+pub(crate) const SOURCES_AFTER: &str = "SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
+     WHERE doc_key > ?1 AND source_gone = 0 ORDER BY doc_key LIMIT ?2";
+
 /// A page of present documents' keys and fingerprints after `after`, in
 /// byte order: `doc_key`'s unique index compares with SQLite's BINARY
 /// collation, so the walk of the range is the index's own order.
@@ -209,11 +219,7 @@ pub(crate) fn sources_after(
     after: Option<&str>,
     limit: usize,
 ) -> rusqlite::Result<Vec<(String, KnownSource)>> {
-    c.prepare_cached(
-        "SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
-         WHERE (?1 IS NULL OR doc_key > ?1) AND source_gone = 0 ORDER BY doc_key LIMIT ?2",
-    )?
-    .query_map(rusqlite::params![after, limit as i64], |r| {
+    let known = |r: &rusqlite::Row<'_>| {
         Ok((
             r.get(0)?,
             KnownSource {
@@ -221,8 +227,17 @@ pub(crate) fn sources_after(
                 hashed: r.get(2)?,
             },
         ))
-    })?
-    .collect()
+    };
+    match after {
+        None => c
+            .prepare_cached(FIRST_SOURCES)?
+            .query_map([limit as i64], known)?
+            .collect(),
+        Some(after) => c
+            .prepare_cached(SOURCES_AFTER)?
+            .query_map(rusqlite::params![after, limit as i64], known)?
+            .collect(),
+    }
 }
 
 /// The stored fingerprint of each key, so a re-scan can skip reading files
@@ -249,4 +264,32 @@ pub(crate) fn source_stats(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    /// A scan reads its pages with [`super::SOURCES_AFTER`]: each page must
+    /// seek into `doc_key`'s index, not step over every key before it.
+    #[test]
+    fn a_later_page_of_known_sources_seeks_the_key_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        drop(super::super::open::open_pool(&path, &crate::store::options::StoreOptions::default()).unwrap());
+        let c = Connection::open(&path).unwrap();
+        let plan: Vec<String> = c
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", super::SOURCES_AFTER))
+            .unwrap()
+            .query_map(rusqlite::params!["a", 10i64], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let joined = plan.join(" | ");
+        assert!(
+            joined.contains("SEARCH jobs USING INDEX") && joined.contains("(doc_key>?)"),
+            "{joined}"
+        );
+        assert!(!joined.contains("TEMP B-TREE"), "{joined}");
+    }
 }
