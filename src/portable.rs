@@ -21,6 +21,9 @@ use std::io;
 use std::path::Path;
 use std::sync::OnceLock;
 
+mod stat;
+pub use stat::{FileStat, Stats};
+
 /// The environment variable that forces the portable paths (value `1`).
 pub const FORCE_PORTABLE_ENV: &str = "LEASEHOLD_FORCE_PORTABLE";
 

@@ -621,9 +621,21 @@ impl Mirror {
     /// nothing and deletes nothing, and the final component is not followed,
     /// so a link put in place of the result counts as damage.
     pub fn stat_result(&self, rel_path: &str, recorded: Option<u64>) -> Result<ResultFile, MirrorError> {
+        self.stat_result_with(&mut crate::portable::Stats::default(), rel_path, recorded)
+    }
+
+    /// [`Mirror::stat_result`] for results one after another (a rerun's, in
+    /// the order of their ids): `stats` keeps the shard directory of the last
+    /// one open, so a stat resolves the file's name alone.
+    pub fn stat_result_with(
+        &self,
+        stats: &mut crate::portable::Stats,
+        rel_path: &str,
+        recorded: Option<u64>,
+    ) -> Result<ResultFile, MirrorError> {
         let path = self.joined(rel_path)?;
-        let found = match std::fs::symlink_metadata(&path) {
-            Ok(meta) => meta.len(),
+        let found = match stats.stat(&path, false) {
+            Ok(meta) => meta.len,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ResultFile::Missing),
             Err(e) => return Err(io_err(&path)(e)),
         };

@@ -105,6 +105,7 @@ pub struct Rechecked {
 pub fn recheck_results(store: &Store, mirror: &Mirror) -> Result<Rechecked> {
     let mut out = Rechecked::default();
     let mut after = i64::MIN;
+    let mut stats = crate::portable::Stats::default();
     loop {
         let page = store.indexed_page(after, PAGE)?;
         let Some(last) = page.last() else {
@@ -116,7 +117,7 @@ pub fn recheck_results(store: &Store, mirror: &Mirror) -> Result<Rechecked> {
                 continue;
             };
             out.checked += 1;
-            let damage = match mirror.stat_result(path, row.result_bytes) {
+            let damage = match mirror.stat_result_with(&mut stats, path, row.result_bytes) {
                 Ok(file) => Damage::of(file),
                 Err(e) => {
                     if out.unchecked.len() < NAMED {

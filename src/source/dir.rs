@@ -22,6 +22,7 @@ use std::path::{Component, Path, PathBuf};
 use super::{Source, SourceError};
 use crate::error::Result;
 use crate::job::Status;
+use crate::portable::{FileStat, Stats};
 use crate::store::{NewDoc, Store};
 
 mod changed;
@@ -58,6 +59,9 @@ struct Excluded {
 impl Excluded {
     /// Whether the walk must leave `path` out.
     fn covers(&self, path: &Path) -> bool {
+        if self.dirs.is_empty() && self.families.is_empty() {
+            return false;
+        }
         if self.dirs.iter().any(|d| d == path) {
             return true;
         }
@@ -197,8 +201,9 @@ impl DirSource {
         let keys: Vec<&str> = batch.iter().map(|e| e.key.as_str()).collect();
         let known = known(&keys)?;
         let (mut unchanged, mut changed, mut relinked) = (0, Vec::new(), Vec::new());
+        let mut stats = Stats::default();
         for e in batch.drain(..) {
-            let (stat, meta) = self.fingerprint(&e);
+            let (stat, meta) = self.fingerprint(&e, &mut stats);
             let same = known
                 .get(&e.key)
                 .is_some_and(|k| k.stat == stat && (k.hashed || !fits(meta.as_ref(), max_bytes)));
@@ -252,7 +257,7 @@ impl DirSource {
             .sort_by(walk_order)
             .into_iter()
             .filter_entry(move |e| {
-                let shown = hidden || e.depth() == 0 || !e.file_name().as_encoded_bytes().starts_with(b".");
+                let shown = hidden || e.depth() == 0 || !name_bytes(e).starts_with(b".");
                 shown && (e.depth() == 0 || !excluded.covers(e.path()))
             })
             .filter_map(move |entry| self.candidate(entry, skipped))
@@ -344,7 +349,9 @@ impl DirSource {
     /// root), or a marker when there is nothing to stat (a broken link, still
     /// enqueued so that its error is recorded) or nothing to follow (a link
     /// outside the root, whose target is never looked at).
-    fn fingerprint(&self, e: &Entry) -> (String, Option<std::fs::Metadata>) {
+    /// A batch's files are stat'ed through `stats`, which keeps their
+    /// directory open (the walk yields a directory's files together).
+    fn fingerprint(&self, e: &Entry, stats: &mut Stats) -> (String, Option<FileStat>) {
         let target = || {
             std::fs::read_link(&e.path)
                 .map(|t| t.display().to_string())
@@ -355,8 +362,8 @@ impl DirSource {
             Link::Outside => return (format!("outside:{}", target()), None),
             Link::Inside | Link::Broken => target(),
         };
-        match std::fs::metadata(&e.path) {
-            Ok(m) => (format!("{}:{}:{link}", m.len(), mtime(&m)), Some(m)),
+        match stats.stat(&e.path, true) {
+            Ok(m) => (format!("{}:{}:{link}", m.len, m.mtime_text()), Some(m)),
             Err(err) => (format!("unreadable:{}:{link}", err.kind()), None),
         }
     }
@@ -365,7 +372,7 @@ impl DirSource {
     /// to be worth reading (it will fail as too large), cannot be read (it will
     /// fail with the read error, recorded at fetch) or leads outside the root
     /// (never read; it will fail at fetch).
-    fn version_of(&self, e: &Entry, stat: &str, meta: Option<&std::fs::Metadata>, max_bytes: u64) -> String {
+    fn version_of(&self, e: &Entry, stat: &str, meta: Option<&FileStat>, max_bytes: u64) -> String {
         if !fits(meta, max_bytes) {
             return format!("stat:{stat}");
         }
@@ -406,8 +413,8 @@ impl DirSource {
 /// known file that was not hashed (over the limit of an earlier scan) and now
 /// fits is hashed again even with the same fingerprint: raising `--max-input`
 /// queues the documents that failed the old limit.
-fn fits(meta: Option<&std::fs::Metadata>, max_bytes: u64) -> bool {
-    meta.is_some_and(|m| m.is_file() && m.len() <= max_bytes)
+fn fits(meta: Option<&FileStat>, max_bytes: u64) -> bool {
+    meta.is_some_and(|m| m.is_file && m.len <= max_bytes)
 }
 
 impl Source for DirSource {
@@ -460,27 +467,21 @@ impl Source for DirSource {
 fn walk_order(a: &walkdir::DirEntry, b: &walkdir::DirEntry) -> std::cmp::Ordering {
     fn with_separator(e: &walkdir::DirEntry) -> impl Iterator<Item = u8> + '_ {
         let sep = e.file_type().is_dir().then_some(std::path::MAIN_SEPARATOR as u8);
-        e.file_name().as_encoded_bytes().iter().copied().chain(sep)
+        name_bytes(e).iter().copied().chain(sep)
     }
     with_separator(a).cmp(with_separator(b))
 }
 
-/// Modification time as `seconds.nanoseconds` since the epoch.
-#[cfg(unix)]
-fn mtime(m: &std::fs::Metadata) -> String {
-    use std::os::unix::fs::MetadataExt;
-    format!("{}.{:09}", m.mtime(), m.mtime_nsec())
-}
-
-/// Modification time as `seconds.nanoseconds` since the epoch.
-#[cfg(not(unix))]
-fn mtime(m: &std::fs::Metadata) -> String {
-    let since = m
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .unwrap_or_default();
-    format!("{}.{:09}", since.as_secs(), since.subsec_nanos())
+/// The entry's own name, cut from its path after the last separator.
+/// `DirEntry::file_name` parses the whole path into components each time,
+/// and a directory's sort asks for two names per comparison.
+fn name_bytes(e: &walkdir::DirEntry) -> &[u8] {
+    let path = e.path().as_os_str().as_encoded_bytes();
+    let start = path
+        .iter()
+        .rposition(|&b| std::path::is_separator(char::from(b)))
+        .map_or(0, |i| i + 1);
+    &path[start..]
 }
 
 /// Why a symbolic link is not taken as a document: it points at a directory

@@ -21,10 +21,7 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
     catch_interrupts();
     logs::started("run", cfg);
     let started = Instant::now();
-    let found = source
-        .discover(&cfg.store, cfg.max_input)
-        .map_err(|e| CliError::Runtime(e.to_string()))?;
-    let rechecked = recheck(cfg)?;
+    let (found, rechecked) = discover_and_recheck(cfg, source)?;
     logs::discovered(&found);
     let courier = start_courier(cfg);
     let mut summary = work_pool(cfg, true, false, started)?;
@@ -34,12 +31,42 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
     finish(summary, json, fail_on_error)
 }
 
+/// The discovery of `source` and, on a thread beside it, the check of the
+/// accepted results ([`recheck`]): over an unchanged tree both are a stat per
+/// document, and on two cores they take the time of the longer one.
+///
+/// Why they may overlap: each changes a row only through the store's fenced
+/// writes, and either order leaves the same rows. A document the discovery
+/// queues again (changed) or marks gone is extracted again or removed
+/// whatever the check finds; one whose result the check forgets is queued,
+/// and the discovery still judges its source by its fingerprint.
+fn discover_and_recheck(
+    cfg: &Config,
+    source: &leasehold::source::DirSource,
+) -> Result<(leasehold::source::Discovered, Rechecked), CliError> {
+    std::thread::scope(|s| {
+        let rechecked = s.spawn(|| leasehold::pipeline::recheck_results(&cfg.store, &cfg.mirror));
+        let found = source.discover(&cfg.store, cfg.max_input);
+        let rechecked = rechecked
+            .join()
+            .map_err(|_| CliError::Runtime("the check of the accepted results stopped".into()))?;
+        let found = found.map_err(|e| CliError::Runtime(e.to_string()))?;
+        Ok((found, say_rechecked(rechecked?)))
+    })
+}
+
 /// After a full discovery, before the pool: the accepted results of the
 /// documents left unchanged are stat'ed, and each one missing or resized is
 /// said on stderr and queued again, so the pool extracts it anew
 /// (`pipeline::recheck_results`).
 pub(super) fn recheck(cfg: &Config) -> Result<Rechecked, CliError> {
     let found = leasehold::pipeline::recheck_results(&cfg.store, &cfg.mirror)?;
+    Ok(say_rechecked(found))
+}
+
+/// Say on stderr what the check of the results queued again and what it
+/// could not look at.
+fn say_rechecked(found: Rechecked) -> Rechecked {
     for line in &found.named {
         say(&format!("leasehold: {line}: extracting it again"));
     }
@@ -52,7 +79,7 @@ pub(super) fn recheck(cfg: &Config) -> Result<Rechecked, CliError> {
     for line in &found.unchecked {
         say(&format!("leasehold: {line}: result not checked"));
     }
-    Ok(found)
+    found
 }
 
 /// `leasehold work`.

@@ -1,0 +1,196 @@
+//! Stat'ing many files directory by directory: what a rerun does for every
+//! source file and every accepted result.
+//!
+//! A stat of a joined path has the kernel resolve every component of it
+//! again, and over an unchanged tree those lookups were most of a rerun's
+//! time. On unix the files of one directory are stat'ed with `fstatat` on
+//! the directory's descriptor, so only the file's own name is resolved; the
+//! descriptor is kept while the files come from the same directory (a walk
+//! in order, results in the order of their ids). Anywhere else, under
+//! [`super::forced`], or when that call fails for any reason, the joined
+//! path is stat'ed as before, so errors read the same on every path.
+
+use std::ffi::OsStr;
+use std::fs::Metadata;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What a rerun needs of a file: its kind, size and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStat {
+    /// A regular file (not a directory, link or special file).
+    pub is_file: bool,
+    /// Size in bytes.
+    pub len: u64,
+    /// Seconds since the epoch.
+    pub mtime_s: i64,
+    /// Nanoseconds within that second.
+    pub mtime_ns: u32,
+}
+
+impl FileStat {
+    /// The same facts from `std`'s metadata.
+    pub fn of(m: &Metadata) -> FileStat {
+        #[cfg(unix)]
+        let (mtime_s, mtime_ns) = {
+            use std::os::unix::fs::MetadataExt;
+            (m.mtime(), m.mtime_nsec() as u32)
+        };
+        #[cfg(not(unix))]
+        let (mtime_s, mtime_ns) = {
+            let since = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .unwrap_or_default();
+            (since.as_secs() as i64, since.subsec_nanos())
+        };
+        FileStat {
+            is_file: m.is_file(),
+            len: m.len(),
+            mtime_s,
+            mtime_ns,
+        }
+    }
+
+    /// The modification time as `seconds.nanoseconds`.
+    pub fn mtime_text(&self) -> String {
+        format!("{}.{:09}", self.mtime_s, self.mtime_ns)
+    }
+}
+
+/// Stats files given by full path, keeping the last directory open for the
+/// ones that follow in it.
+#[derive(Default)]
+pub struct Stats {
+    dir: Option<OpenDir>,
+}
+
+/// A directory and, on unix, its descriptor (`None` when it could not be
+/// opened: its files are then stat'ed by path).
+struct OpenDir {
+    path: PathBuf,
+    #[cfg(unix)]
+    fd: Option<std::fs::File>,
+}
+
+impl Stats {
+    /// A stat of `path`, following a symbolic link at its end when `follow`
+    /// (as `std::fs::metadata`) or not (as `std::fs::symlink_metadata`).
+    pub fn stat(&mut self, path: &Path, follow: bool) -> io::Result<FileStat> {
+        let by_path = || {
+            let m = if follow {
+                std::fs::metadata(path)
+            } else {
+                std::fs::symlink_metadata(path)
+            };
+            m.map(|m| FileStat::of(&m))
+        };
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return by_path();
+        };
+        if super::forced() || cfg!(not(unix)) {
+            return by_path();
+        }
+        match self.in_dir(parent).at(name, follow) {
+            Some(found) => Ok(found),
+            None => by_path(),
+        }
+    }
+
+    /// The open directory `parent`, opening it when the last one was another.
+    fn in_dir(&mut self, parent: &Path) -> &OpenDir {
+        // Compared as bytes: a comparison of `Path`s parses both into components.
+        if self
+            .dir
+            .as_ref()
+            .is_none_or(|d| d.path.as_os_str() != parent.as_os_str())
+        {
+            self.dir = Some(OpenDir::open(parent));
+        }
+        self.dir.as_ref().expect("set above")
+    }
+}
+
+impl OpenDir {
+    fn open(path: &Path) -> OpenDir {
+        OpenDir {
+            path: path.to_path_buf(),
+            #[cfg(unix)]
+            fd: {
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+                    .open(path)
+                    .ok()
+            },
+        }
+    }
+
+    /// `fstatat` of `name` in this directory; `None` when the directory is
+    /// not open or the call failed (the caller stats the path instead).
+    #[cfg(unix)]
+    fn at(&self, name: &OsStr, follow: bool) -> Option<FileStat> {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::io::AsRawFd;
+        let fd = self.fd.as_ref()?;
+        let name = std::ffi::CString::new(name.as_bytes()).ok()?;
+        let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: a valid descriptor, a NUL-terminated name and a buffer of
+        // the size the call writes; it is read only when the call succeeded.
+        let st = unsafe {
+            if libc::fstatat(fd.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), flags) != 0 {
+                return None;
+            }
+            st.assume_init()
+        };
+        Some(FileStat {
+            is_file: st.st_mode & libc::S_IFMT == libc::S_IFREG,
+            len: u64::try_from(st.st_size).ok()?,
+            #[allow(clippy::unnecessary_cast)] // time_t is 32 bits on some systems
+            mtime_s: st.st_mtime as i64,
+            mtime_ns: u32::try_from(st.st_mtime_nsec).ok()?,
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn at(&self, _name: &OsStr, _follow: bool) -> Option<FileStat> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FileStat, Stats};
+
+    /// Files, a link and a missing name, stat'ed one after another through
+    /// the open directory: the same facts and errors as `std` gives by path.
+    #[test]
+    fn stats_in_an_open_directory_match_std_by_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.txt");
+        let sub = dir.path().join("sub");
+        std::fs::write(&a, b"twelve bytes").unwrap();
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("b.txt"), b"four").unwrap();
+        let mut stats = Stats::default();
+        for path in [a.clone(), sub.join("b.txt"), a.clone(), sub.clone()] {
+            let by_std = FileStat::of(&std::fs::metadata(&path).unwrap());
+            assert_eq!(stats.stat(&path, true).unwrap(), by_std, "{path:?}");
+        }
+        let missing = stats.stat(&sub.join("none"), true).unwrap_err();
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+        #[cfg(unix)]
+        {
+            let link = sub.join("link");
+            std::os::unix::fs::symlink(&a, &link).unwrap();
+            let followed = stats.stat(&link, true).unwrap();
+            assert_eq!((followed.is_file, followed.len), (true, 12));
+            let itself = stats.stat(&link, false).unwrap();
+            assert_eq!(itself, FileStat::of(&std::fs::symlink_metadata(&link).unwrap()));
+            assert!(!itself.is_file);
+        }
+    }
+}
