@@ -173,11 +173,17 @@ pub const SAMPLE_PHRASES: [(&str, &str); 13] = [
     ("formats/deck.pptx", "ivory pelican"),
 ];
 
+/// The binary on the data directory `data`, for a caller to add its
+/// arguments and environment to (the runners of the test files build on it).
+pub fn leasehold_command(data: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.arg("--data").arg(data);
+    cmd
+}
+
 /// Run the binary on the data directory `data`.
 pub fn leasehold(data: &std::path::Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(BIN)
-        .arg("--data")
-        .arg(data)
+    leasehold_command(data)
         .args(args)
         .output()
         .expect("run leasehold")

@@ -23,7 +23,6 @@ use leasehold::mirror::Mirror;
 use leasehold::testing::{CrashPoint, CRASH_AFTER_N_ENV, CRASH_AT_ENV, CRASH_EXIT_CODE};
 use sha2::{Digest, Sha256};
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 const DOCS: usize = 20;
 
 fn corpus() -> tempfile::TempDir {
@@ -69,10 +68,8 @@ fn fresh_store() {
 /// `env` added: one claim at a time, so that the crash state is exactly one
 /// document's (flags in ARGS win: `crash_mid_batch` claims ahead).
 fn leasehold(data: &Path, args: &[&str], env: &[(&str, String)]) -> Output {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("--data")
-        .arg(data)
-        .args(["--lease", "200ms", "--workers", "1", "--claim-ahead", "1"])
+    let mut cmd = common::leasehold_command(data);
+    cmd.args(["--lease", "200ms", "--workers", "1", "--claim-ahead", "1"])
         .args(args)
         .env_remove(CRASH_AT_ENV)
         .env_remove(CRASH_AFTER_N_ENV)
@@ -480,10 +477,8 @@ fn a_dead_workers_lease_does_not_outlive_a_clock_set_back_an_hour() {
     let data = tempfile::tempdir().unwrap();
     let clock = data.path().join("clock-offset");
     let base = |args: &[&str]| {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("--data")
-            .arg(data.path())
-            .args(["--lease", "2s", "--workers", "1"])
+        let mut cmd = common::leasehold_command(data.path());
+        cmd.args(["--lease", "2s", "--workers", "1"])
             .args(args)
             .env("LEASEHOLD_TEST_CLOCK_FILE", &clock)
             .env_remove(CRASH_AT_ENV)

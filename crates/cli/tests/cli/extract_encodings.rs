@@ -3,11 +3,13 @@
 //! the encoding recorded.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::atomic::AtomicBool;
 
 use encoding_rs::{Encoding, SHIFT_JIS, UTF_16BE, UTF_16LE, WINDOWS_1252};
 use leasehold_extract::{ExtractError, Extraction, ExtractorRegistry, Format};
+
+use crate::common::BIN;
 
 const FRENCH: &str =
     "Le cr\u{e8}me br\u{fb}l\u{e9}e du caf\u{e9} \u{e9}tait d\u{e9}j\u{e0} froide, na\u{ef}ve id\u{e9}e.";
@@ -176,16 +178,9 @@ fn binaries_are_still_refused() {
     }
 }
 
-/// The built binary.
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
-
+/// The binary's JSON on `data` with `args`, which must succeed.
 fn leasehold(data: &Path, args: &[&str]) -> serde_json::Value {
-    let out: Output = Command::new(BIN)
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .output()
-        .unwrap();
+    let out: Output = crate::common::leasehold(data, args);
     assert!(
         out.status.success(),
         "{args:?}: {}",

@@ -30,8 +30,7 @@ use leasehold::{Error, JobId, ManualClock, NewDoc, Status, Store, StoreOptions};
 use sha2::{Digest, Sha256};
 
 use crate::common::output::stderr;
-
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+use crate::common::BIN;
 
 // ----- test parts -----
 

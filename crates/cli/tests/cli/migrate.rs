@@ -5,13 +5,13 @@
 //! and a wrong password (which never shows).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use crate::common;
 
 use common::output::{json, ok, stderr, stdout};
-use common::{pg, samples, BIN, SAMPLE_PHRASES};
+use common::{pg, samples, SAMPLE_PHRASES};
 use leasehold::store::{Answer, GatePolicy};
 use leasehold::{NewDoc, Store, StoreOptions};
 use serde_json::Value;
@@ -24,8 +24,8 @@ const POLICY: GatePolicy = GatePolicy {
 
 /// The binary on data directory `data`, the database given by `--db` when set.
 fn leasehold(data: &Path, db: Option<&str>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("--data").arg(data).env_remove("LEASEHOLD_DB");
+    let mut cmd = common::leasehold_command(data);
+    cmd.env_remove("LEASEHOLD_DB");
     if let Some(db) = db {
         cmd.arg("--db").arg(db);
     }

@@ -37,7 +37,7 @@ use sha2::{Digest, Sha256};
 
 use crate::common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+use crate::common::BIN;
 
 struct Params {
     docs: usize,

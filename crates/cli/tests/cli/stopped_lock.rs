@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::testing::{CRASH_AFTER_N_ENV, CRASH_AT_ENV, STOP_AT_ENV};
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+use crate::common::BIN;
 const CLOCK_FILE_ENV: &str = "LEASEHOLD_TEST_CLOCK_FILE";
 const DOCS: usize = 8;
 /// Far beyond anything these commands need on a loaded machine.
