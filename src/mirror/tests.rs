@@ -163,7 +163,8 @@ fn disk_full_on_write_is_flagged_and_cleaned_up() {
     let m = m.with_fault(Some(Fault::DiskFullOnWrite));
     let err = m.write(8, 2, b"data").unwrap_err();
     assert!(err.is_disk_full(), "{err}");
-    assert!(err.to_string().contains("8.g000002.tmp-"), "{err}");
+    // The named temp file on the portable path, the generation on Linux's.
+    assert!(err.to_string().contains("8.g000002."), "{err}");
     assert!(m.list_doc_files(8).unwrap().is_empty());
 }
 
