@@ -19,6 +19,11 @@
 //!   commit before a change) with the same tree; the warm searches still run
 //!   in this process, with this build's library.
 //!
+//! First runs right after a large deletion on the same file system (a previous
+//! invocation's cleanup, a removed tree) are slower on ext4: for a minute or
+//! more its inode allocator skips recently deleted inodes one by one. Leave
+//! a few minutes between invocations, or compare builds with `--bin` in one.
+//!
 //! The tree: N documents of 40-300 words drawn from a Zipf-Mandelbrot
 //! distribution over a 50,000-word made-up vocabulary (frequent words short),
 //! in sentences, in a two-level tree of about 100 files per leaf directory; all
