@@ -707,6 +707,13 @@ impl Store {
         self.engine().count_extracting()
     }
 
+    /// How many documents wait for a claim or are under one: discovered,
+    /// retrying and extracting. Cheap at any size (the partial indexes of
+    /// those statuses), where [`Store::counts`] reads every row.
+    pub fn count_pending(&self) -> Result<u64> {
+        self.engine().count_pending()
+    }
+
     // ----- checks (doctor) -----
 
     /// (subject, message) for every row that breaks "at most one live owner"

@@ -75,6 +75,10 @@ pub(crate) trait JobReads: Rows {
     fn claimable(&mut self, granted_by: Millis) -> Result<Claimable, Self::Error>;
     /// Documents under a claim.
     fn count_extracting(&mut self) -> Result<u64, Self::Error>;
+    /// How many documents wait for a claim or are under one (discovered,
+    /// retrying, extracting), counted on the partial indexes of those
+    /// statuses: not a scan of every row, as [`JobReads::counts`] is.
+    fn count_pending(&mut self) -> Result<u64, Self::Error>;
 }
 
 /// What decides when a claim could next take something.

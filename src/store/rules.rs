@@ -154,6 +154,7 @@ pub(crate) trait Rules {
     /// When a claim could take something ([`read::next_claimable_at`]).
     fn next_claimable_at(&self, now: Millis) -> Result<Option<Millis>>;
     fn count_extracting(&self) -> Result<u64>;
+    fn count_pending(&self) -> Result<u64>;
     fn lease_violations(&self) -> Result<Vec<(String, String)>>;
     fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>>;
 }
@@ -331,6 +332,10 @@ impl<D: Driver> Rules for D {
 
     fn count_extracting(&self) -> Result<u64> {
         self.read(|r| r.count_extracting())
+    }
+
+    fn count_pending(&self) -> Result<u64> {
+        self.read(|r| r.count_pending())
     }
 
     fn lease_violations(&self) -> Result<Vec<(String, String)>> {

@@ -534,6 +534,17 @@ impl World {
             "{}: the store holds rows the model does not",
             ctx
         );
+        let pending = out
+            .values()
+            .filter(|j| {
+                matches!(
+                    j.status,
+                    Status::Discovered | Status::Retrying | Status::Extracting
+                )
+            })
+            .count() as u64;
+        let counted = via.count_pending().map_err(|e| store_err(ctx, e))?;
+        prop_assert_eq!(counted, pending, "{}: count_pending", ctx);
         Ok(out)
     }
 

@@ -56,8 +56,7 @@ pub fn work_pool_beside(
     mut beside: Option<Beside<'_>>,
 ) -> Result<Summary, CliError> {
     // Signals are caught by the callers (`catch_interrupts`), before discovery.
-    let todo = cfg.store.counts()?;
-    let total = todo.discovered + todo.retrying + todo.extracting;
+    let total = cfg.store.count_pending()?;
     let opts = PoolOptions {
         workers: cfg.workers,
         claim_ahead: cfg.claim_ahead,

@@ -154,6 +154,18 @@ impl JobReads for Client {
             .try_get(0)?;
         Ok(n.max(0) as u64)
     }
+
+    fn count_pending(&mut self) -> Sql<u64> {
+        let n: i64 = self
+            .query_one(
+                "SELECT (SELECT count(*) FROM jobs WHERE status = 'discovered')
+              + (SELECT count(*) FROM jobs WHERE status = 'retrying')
+              + (SELECT count(*) FROM jobs WHERE status = 'extracting')",
+                &[],
+            )?
+            .try_get(0)?;
+        Ok(n.max(0) as u64)
+    }
 }
 
 /// [`job_by_id`] with the row locked until the transaction ends (mirror

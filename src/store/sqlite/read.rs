@@ -178,6 +178,17 @@ impl JobReads for Rows<'_> {
             .query_row([], |r| r.get::<_, i64>(0))
             .map(|n| n.max(0) as u64)
     }
+
+    fn count_pending(&mut self) -> rusqlite::Result<u64> {
+        self.0
+            .prepare_cached(
+                "SELECT (SELECT count(*) FROM jobs WHERE status = 'discovered')
+              + (SELECT count(*) FROM jobs WHERE status = 'retrying')
+              + (SELECT count(*) FROM jobs WHERE status = 'extracting')",
+            )?
+            .query_row([], |r| r.get::<_, i64>(0))
+            .map(|n| n.max(0) as u64)
+    }
 }
 
 /// Whether a renewal of `o`'s claim at `now` would change nothing: the
