@@ -256,12 +256,7 @@ impl Mirror {
     ) -> Result<Option<File>, MirrorError> {
         #[cfg(target_os = "linux")]
         if crate::portable::fast() && !UNNAMED_UNAVAILABLE.load(Ordering::Relaxed) {
-            let staged = self.stage_unnamed_linux(dir, final_path, bytes)?;
-            if staged.is_none() {
-                // Said once per process: every later write takes the named file.
-                UNNAMED_UNAVAILABLE.store(true, Ordering::Relaxed);
-            }
-            return Ok(staged);
+            return self.stage_unnamed_linux(dir, final_path, bytes);
         }
         let _ = (dir, final_path, bytes);
         Ok(None)
@@ -283,7 +278,12 @@ impl Mirror {
             .open(dir)
         {
             Ok(file) => file,
-            Err(e) if super::unnamed_unsupported(&e) => return Ok(None),
+            Err(e) if super::unnamed_unsupported(&e) => {
+                // The file system has no unnamed inodes: every later write
+                // of this process takes the named file.
+                UNNAMED_UNAVAILABLE.store(true, Ordering::Relaxed);
+                return Ok(None);
+            }
             Err(e) => return Err(io_err(dir)(e)),
         };
         crate::portable::set_file_mode(&file, super::FILE_MODE).map_err(io_err(dir))?;
@@ -309,9 +309,16 @@ impl Mirror {
             Some(libc::EEXIST) => Err(MirrorError::GenerationExists {
                 path: final_path.to_path_buf(),
             }),
-            // No /proc (the name by descriptor is missing), or a file system
-            // that refuses the link: the unnamed inode goes with `file`.
-            Some(libc::ENOENT | libc::EPERM | libc::EXDEV | libc::EOPNOTSUPP) if !final_path.exists() => {
+            // No /proc (the name by descriptor is missing), a sandbox that
+            // refuses it, or a file system that refuses the link: the unnamed
+            // inode goes with `file`, and this write takes the named file.
+            // Only a missing /proc turns the unnamed path off for good.
+            Some(libc::ENOENT | libc::EPERM | libc::EACCES | libc::EXDEV | libc::EOPNOTSUPP)
+                if !final_path.exists() =>
+            {
+                if !Path::new("/proc/self/fd").is_dir() {
+                    UNNAMED_UNAVAILABLE.store(true, Ordering::Relaxed);
+                }
                 Ok(None)
             }
             _ => Err(io_err(final_path)(err)),

@@ -97,8 +97,10 @@ pub struct Rechecked {
 
 /// Stat every indexed document's accepted result; queue again each one whose
 /// file is missing or not of the recorded size (see the module docs). Run
-/// after a full discovery: what it leaves indexed is unchanged and whole as
-/// far as a stat can tell.
+/// beside or after a full discovery (`run` does it beside, on its own
+/// thread): what both leave indexed is unchanged and whole as far as a stat
+/// can tell. Beside one, a document the discovery also queues (changed) or
+/// marks gone may be counted here too; the rows end the same either way.
 ///
 /// # Failure
 /// The store's errors; a result that cannot be looked at is listed, not an error.

@@ -3,7 +3,8 @@
 //!
 //! A stat of a joined path has the kernel resolve every component of it
 //! again, and over an unchanged tree those lookups were most of a rerun's
-//! time. On unix the files of one directory are stat'ed with `fstatat` on
+//! time. On Linux, macOS and FreeBSD (the systems whose `stat` fields are
+//! named as read here) the files of one directory are stat'ed with `fstatat` on
 //! the directory's descriptor, so only the file's own name is resolved; the
 //! descriptor is kept while the files come from the same directory (a walk
 //! in order, results in the order of their ids). Anywhere else, under
@@ -66,11 +67,17 @@ pub struct Stats {
     dir: Option<OpenDir>,
 }
 
-/// A directory and, on unix, its descriptor (`None` when it could not be
-/// opened: its files are then stat'ed by path).
+/// A directory and, where `fstatat` is used, its descriptor (`None` when it
+/// could not be opened: its files are then stat'ed by path).
 struct OpenDir {
     path: PathBuf,
-    #[cfg(unix)]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd"
+    ))]
     fd: Option<std::fs::File>,
 }
 
@@ -89,7 +96,15 @@ impl Stats {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return by_path();
         };
-        if super::forced() || cfg!(not(unix)) {
+        if super::forced()
+            || cfg!(not(any(
+                target_os = "linux",
+                target_os = "android",
+                target_os = "macos",
+                target_os = "ios",
+                target_os = "freebsd"
+            )))
+        {
             return by_path();
         }
         match self.in_dir(parent).at(name, follow) {
@@ -116,7 +131,13 @@ impl OpenDir {
     fn open(path: &Path) -> OpenDir {
         OpenDir {
             path: path.to_path_buf(),
-            #[cfg(unix)]
+            #[cfg(any(
+                target_os = "linux",
+                target_os = "android",
+                target_os = "macos",
+                target_os = "ios",
+                target_os = "freebsd"
+            ))]
             fd: {
                 use std::os::unix::fs::OpenOptionsExt;
                 std::fs::OpenOptions::new()
@@ -130,7 +151,13 @@ impl OpenDir {
 
     /// `fstatat` of `name` in this directory; `None` when the directory is
     /// not open or the call failed (the caller stats the path instead).
-    #[cfg(unix)]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd"
+    ))]
     fn at(&self, name: &OsStr, follow: bool) -> Option<FileStat> {
         use std::os::unix::ffi::OsStrExt;
         use std::os::unix::io::AsRawFd;
@@ -155,7 +182,13 @@ impl OpenDir {
         })
     }
 
-    #[cfg(not(unix))]
+    #[cfg(not(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd"
+    )))]
     fn at(&self, _name: &OsStr, _follow: bool) -> Option<FileStat> {
         None
     }
