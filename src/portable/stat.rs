@@ -11,7 +11,6 @@
 //! [`super::forced`], or when that call fails for any reason, the joined
 //! path is stat'ed as before, so errors read the same on every path.
 
-use std::ffi::OsStr;
 use std::fs::Metadata;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -67,17 +66,10 @@ pub struct Stats {
     dir: Option<OpenDir>,
 }
 
-/// A directory and, where `fstatat` is used, its descriptor (`None` when it
-/// could not be opened: its files are then stat'ed by path).
+/// A directory and its descriptor (`None` where `fstatat` is not used, or
+/// when it could not be opened: its files are then stat'ed by path).
 struct OpenDir {
     path: PathBuf,
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "freebsd"
-    ))]
     fd: Option<std::fs::File>,
 }
 
@@ -96,18 +88,11 @@ impl Stats {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return by_path();
         };
-        if super::forced()
-            || cfg!(not(any(
-                target_os = "linux",
-                target_os = "android",
-                target_os = "macos",
-                target_os = "ios",
-                target_os = "freebsd"
-            )))
-        {
+        if super::forced() {
             return by_path();
         }
-        match self.in_dir(parent).at(name, follow) {
+        let dir = self.in_dir(parent);
+        match dir.fd.as_ref().and_then(|fd| at::stat_at(fd, name, follow)) {
             Some(found) => Ok(found),
             None => by_path(),
         }
@@ -121,54 +106,52 @@ impl Stats {
             .as_ref()
             .is_none_or(|d| d.path.as_os_str() != parent.as_os_str())
         {
-            self.dir = Some(OpenDir::open(parent));
+            self.dir = Some(OpenDir {
+                path: parent.to_path_buf(),
+                fd: at::open_dir(parent),
+            });
         }
         self.dir.as_ref().expect("set above")
     }
 }
 
-impl OpenDir {
-    fn open(path: &Path) -> OpenDir {
-        OpenDir {
-            path: path.to_path_buf(),
-            #[cfg(any(
-                target_os = "linux",
-                target_os = "android",
-                target_os = "macos",
-                target_os = "ios",
-                target_os = "freebsd"
-            ))]
-            fd: {
-                use std::os::unix::fs::OpenOptionsExt;
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-                    .open(path)
-                    .ok()
-            },
-        }
+/// `fstatat` on a directory's descriptor, on the systems whose `stat` fields
+/// are named as read here.
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "macos",
+    target_os = "ios",
+    target_os = "freebsd"
+))]
+mod at {
+    use super::FileStat;
+    use std::ffi::OsStr;
+    use std::fs::File;
+    use std::path::Path;
+
+    /// The directory opened for `fstatat`; `None` when it cannot be.
+    pub(super) fn open_dir(path: &Path) -> Option<File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(path)
+            .ok()
     }
 
-    /// `fstatat` of `name` in this directory; `None` when the directory is
-    /// not open or the call failed (the caller stats the path instead).
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "freebsd"
-    ))]
-    fn at(&self, name: &OsStr, follow: bool) -> Option<FileStat> {
+    /// `fstatat` of `name` in `dir`; `None` when the call failed (the caller
+    /// stats the path instead).
+    pub(super) fn stat_at(dir: &File, name: &OsStr, follow: bool) -> Option<FileStat> {
         use std::os::unix::ffi::OsStrExt;
         use std::os::unix::io::AsRawFd;
-        let fd = self.fd.as_ref()?;
         let name = std::ffi::CString::new(name.as_bytes()).ok()?;
         let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
         let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
         // SAFETY: a valid descriptor, a NUL-terminated name and a buffer of
         // the size the call writes; it is read only when the call succeeded.
         let st = unsafe {
-            if libc::fstatat(fd.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), flags) != 0 {
+            if libc::fstatat(dir.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), flags) != 0 {
                 return None;
             }
             st.assume_init()
@@ -181,15 +164,22 @@ impl OpenDir {
             mtime_ns: u32::try_from(st.st_mtime_nsec).ok()?,
         })
     }
+}
 
-    #[cfg(not(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "freebsd"
-    )))]
-    fn at(&self, _name: &OsStr, _follow: bool) -> Option<FileStat> {
+/// Elsewhere no directory is opened, and every stat is by path.
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "macos",
+    target_os = "ios",
+    target_os = "freebsd"
+)))]
+mod at {
+    pub(super) fn open_dir(_: &std::path::Path) -> Option<std::fs::File> {
+        None
+    }
+
+    pub(super) fn stat_at(_: &std::fs::File, _: &std::ffi::OsStr, _: bool) -> Option<super::FileStat> {
         None
     }
 }
