@@ -22,7 +22,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 mod stat;
-pub use stat::{FileStat, Stats};
+pub use stat::{stat_path, FileStat, Stats};
 
 /// The environment variable that forces the portable paths (value `1`).
 pub const FORCE_PORTABLE_ENV: &str = "LEASEHOLD_FORCE_PORTABLE";

@@ -371,14 +371,21 @@ fn unnamed_probe(root: &Path) -> io::Result<()> {
 
 #[cfg(target_os = "linux")]
 fn unnamed_probe_linux(root: &Path) -> io::Result<()> {
+    let mut file = open_unnamed(root)?;
+    file.write_all(b"probe")?;
+    file.sync_all()
+}
+
+/// A new `O_TMPFILE` inode of `dir`, opened for writing (Linux): it has no
+/// name until it is linked, and is freed when closed unlinked.
+#[cfg(target_os = "linux")]
+fn open_unnamed(dir: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut file = OpenOptions::new()
+    OpenOptions::new()
         .write(true)
         .mode(FILE_MODE)
         .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
-        .open(root)?;
-    file.write_all(b"probe")?;
-    file.sync_all()
+        .open(dir)
 }
 
 /// The answers of a kernel or file system without `O_TMPFILE`.
@@ -621,7 +628,7 @@ impl Mirror {
     /// nothing and deletes nothing, and the final component is not followed,
     /// so a link put in place of the result counts as damage.
     pub fn stat_result(&self, rel_path: &str, recorded: Option<u64>) -> Result<ResultFile, MirrorError> {
-        self.stat_result_with(&mut crate::portable::Stats::default(), rel_path, recorded)
+        self.result_file(rel_path, recorded, |path| crate::portable::stat_path(path, false))
     }
 
     /// [`Mirror::stat_result`] for results one after another (a rerun's, in
@@ -633,8 +640,18 @@ impl Mirror {
         rel_path: &str,
         recorded: Option<u64>,
     ) -> Result<ResultFile, MirrorError> {
+        self.result_file(rel_path, recorded, |path| stats.stat(path, false))
+    }
+
+    /// What `stat` (not following a link at the end) tells of the result.
+    fn result_file(
+        &self,
+        rel_path: &str,
+        recorded: Option<u64>,
+        stat: impl FnOnce(&Path) -> io::Result<crate::portable::FileStat>,
+    ) -> Result<ResultFile, MirrorError> {
         let path = self.joined(rel_path)?;
-        let found = match stats.stat(&path, false) {
+        let found = match stat(&path) {
             Ok(meta) => meta.len,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ResultFile::Missing),
             Err(e) => return Err(io_err(&path)(e)),

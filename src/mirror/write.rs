@@ -269,14 +269,8 @@ impl Mirror {
         final_path: &Path,
         bytes: &[u8],
     ) -> Result<Option<File>, MirrorError> {
-        use std::os::unix::fs::OpenOptionsExt;
         use std::os::unix::io::AsRawFd;
-        let file = match fs::OpenOptions::new()
-            .write(true)
-            .mode(super::FILE_MODE)
-            .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
-            .open(dir)
-        {
+        let file = match super::open_unnamed(dir) {
             Ok(file) => file,
             Err(e) if super::unnamed_unsupported(&e) => {
                 // The file system has no unnamed inodes: every later write

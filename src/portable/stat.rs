@@ -73,18 +73,24 @@ struct OpenDir {
     fd: Option<std::fs::File>,
 }
 
+/// One stat of `path` by its whole path, following a symbolic link at its
+/// end when `follow` (as `std::fs::metadata`) or not (as
+/// `std::fs::symlink_metadata`): for a file looked at alone, where opening
+/// its directory first would cost more than it saves.
+pub fn stat_path(path: &Path, follow: bool) -> io::Result<FileStat> {
+    let m = if follow {
+        std::fs::metadata(path)
+    } else {
+        std::fs::symlink_metadata(path)
+    };
+    m.map(|m| FileStat::of(&m))
+}
+
 impl Stats {
-    /// A stat of `path`, following a symbolic link at its end when `follow`
-    /// (as `std::fs::metadata`) or not (as `std::fs::symlink_metadata`).
+    /// [`stat_path`] of `path`, through its directory's descriptor when the
+    /// last file was in the same directory (or opening it for the next ones).
     pub fn stat(&mut self, path: &Path, follow: bool) -> io::Result<FileStat> {
-        let by_path = || {
-            let m = if follow {
-                std::fs::metadata(path)
-            } else {
-                std::fs::symlink_metadata(path)
-            };
-            m.map(|m| FileStat::of(&m))
-        };
+        let by_path = || stat_path(path, follow);
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return by_path();
         };

@@ -81,6 +81,12 @@ pub(crate) trait JobReads: Rows {
     fn count_pending(&mut self) -> Result<u64, Self::Error>;
 }
 
+/// [`JobReads::count_pending`]'s statement, the same text for both engines:
+/// each count reads the partial index of its status.
+pub(crate) const COUNT_PENDING: &str = "SELECT (SELECT count(*) FROM jobs WHERE status = 'discovered')
+     + (SELECT count(*) FROM jobs WHERE status = 'retrying')
+     + (SELECT count(*) FROM jobs WHERE status = 'extracting')";
+
 /// What decides when a claim could next take something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Claimable {

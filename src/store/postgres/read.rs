@@ -157,12 +157,7 @@ impl JobReads for Client {
 
     fn count_pending(&mut self) -> Sql<u64> {
         let n: i64 = self
-            .query_one(
-                "SELECT (SELECT count(*) FROM jobs WHERE status = 'discovered')
-              + (SELECT count(*) FROM jobs WHERE status = 'retrying')
-              + (SELECT count(*) FROM jobs WHERE status = 'extracting')",
-                &[],
-            )?
+            .query_one(crate::store::read::COUNT_PENDING, &[])?
             .try_get(0)?;
         Ok(n.max(0) as u64)
     }

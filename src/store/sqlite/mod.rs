@@ -46,6 +46,8 @@ pub(crate) mod write_waits;
 
 mod check;
 pub(crate) mod meta;
+#[cfg(test)]
+mod plan;
 mod queue;
 mod read;
 mod retention;

@@ -181,11 +181,7 @@ impl JobReads for Rows<'_> {
 
     fn count_pending(&mut self) -> rusqlite::Result<u64> {
         self.0
-            .prepare_cached(
-                "SELECT (SELECT count(*) FROM jobs WHERE status = 'discovered')
-              + (SELECT count(*) FROM jobs WHERE status = 'retrying')
-              + (SELECT count(*) FROM jobs WHERE status = 'extracting')",
-            )?
+            .prepare_cached(crate::store::read::COUNT_PENDING)?
             .query_row([], |r| r.get::<_, i64>(0))
             .map(|n| n.max(0) as u64)
     }
@@ -279,23 +275,11 @@ pub(crate) fn source_stats(
 
 #[cfg(test)]
 mod tests {
-    use rusqlite::Connection;
-
     /// A scan reads its pages with [`super::SOURCES_AFTER`]: each page must
     /// seek into `doc_key`'s index, not step over every key before it.
     #[test]
     fn a_later_page_of_known_sources_seeks_the_key_index() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.db");
-        drop(super::super::open::open_pool(&path, &crate::store::options::StoreOptions::default()).unwrap());
-        let c = Connection::open(&path).unwrap();
-        let plan: Vec<String> = c
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", super::SOURCES_AFTER))
-            .unwrap()
-            .query_map(rusqlite::params!["a", 10i64], |r| r.get::<_, String>(3))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let plan = super::super::plan::query_plan(super::SOURCES_AFTER, rusqlite::params!["a", 10i64], false);
         let joined = plan.join(" | ");
         assert!(
             joined.contains("SEARCH jobs USING INDEX") && joined.contains("(doc_key>?)"),

@@ -792,19 +792,7 @@ mod tests {
     /// stands for: a scan of `jobs` would step over every indexed row.
     #[test]
     fn the_older_work_precheck_seeks_the_partial_indexes() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.db");
-        // The schema, made as any open makes it.
-        drop(super::super::open::open_pool(&path, &crate::store::options::StoreOptions::default()).unwrap());
-        let c = Connection::open(&path).unwrap();
-        c.execute_batch("ANALYZE").unwrap();
-        let plan: Vec<String> = c
-            .prepare(&format!("EXPLAIN QUERY PLAN {OLDER_WORK}"))
-            .unwrap()
-            .query_map([1_000i64], |r| r.get::<_, String>(3))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let plan = super::super::plan::query_plan(OLDER_WORK, [1_000i64], true);
         let joined = plan.join(" | ");
         for index in ["jobs_lease_expiry", "jobs_lease_granted", "jobs_retry_due"] {
             assert!(joined.contains(index), "{index} not used: {joined}");
