@@ -144,3 +144,60 @@ fn cleanup_under_row_lock(
         }
     }
 }
+
+/// Cleanups a pool's workers skipped because the document's lock was busy,
+/// owed until the lock is free. Within one process the pool's own writers
+/// hold the shard's lock shared most of the time while they work through
+/// its documents, so a worker's cleanup (which waits only
+/// [`CLEANUP_LOCK_WAIT`](crate::mirror::CLEANUP_LOCK_WAIT) for it) is
+/// skipped now and then; left alone, every such document would keep an old
+/// generation until `gc`. The pool retries them when a worker finds nothing
+/// to claim and once more after its last worker stopped. The list is bounded
+/// ([`OwedCleanups::MAX`]); what does not fit is left to `gc`, as before.
+#[derive(Debug, Default)]
+pub(crate) struct OwedCleanups {
+    ids: std::sync::Mutex<Vec<JobId>>,
+}
+
+impl OwedCleanups {
+    /// At most this many documents are owed (8 bytes each).
+    pub(crate) const MAX: usize = 65_536;
+
+    /// Owe the cleanups a report says were skipped as busy.
+    pub(crate) fn note(&self, report: &CleanupReport) {
+        if report.busy.is_empty() {
+            return;
+        }
+        let mut ids = self.lock();
+        for &id in &report.busy {
+            if ids.len() < Self::MAX {
+                ids.push(JobId(id));
+            }
+        }
+    }
+
+    /// Retry the owed cleanups in order until one is still busy (a lock
+    /// held elsewhere: waiting on for the rest would only add a wait for
+    /// each); it and the rest stay owed. Returns how many are still owed. A
+    /// cleanup that failed is not retried: it is left to `gc`, which reports it.
+    pub(crate) fn retry(&self, store: &Store, mirror: &Mirror) -> usize {
+        let owed = std::mem::take(&mut *self.lock());
+        let mut left = owed.into_iter();
+        for id in left.by_ref() {
+            if let Ok(report) = cleanup(store, mirror, id) {
+                if !report.busy.is_empty() {
+                    self.note(&report);
+                    break;
+                }
+            }
+        }
+        let mut ids = self.lock();
+        let room = Self::MAX.saturating_sub(ids.len());
+        ids.extend(left.take(room));
+        ids.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<JobId>> {
+        self.ids.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

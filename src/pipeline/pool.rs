@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::cleanup::OwedCleanups;
 use super::worker::panic_message;
 use super::{Batch, LeaseKeeper, Pipeline, Processed, StagedBatch, Ticks, Worker};
 use crate::error::Error;
@@ -210,6 +211,9 @@ pub struct WorkerPool {
     handle: StopHandle,
     /// Disconnected once every worker thread has returned (each holds a sender).
     alive: Receiver<()>,
+    /// The workers' pipeline, for the cleanups still owed when they stopped.
+    pipeline: Arc<Pipeline>,
+    owed: Arc<OwedCleanups>,
 }
 
 impl WorkerPool {
@@ -241,13 +245,16 @@ impl WorkerPool {
             threads: Vec::new(),
             handle,
             alive,
+            pipeline: Arc::clone(&pipeline),
+            owed: Arc::default(),
         };
         for i in 0..opts.workers.max(1) {
             let keeper =
                 LeaseKeeper::with_cancel(pipeline.store.clone(), opts.ticks.clone(), cancel_rx.clone());
             let name = format!("{}-{}-{i}", opts.name_prefix, std::process::id());
             let worker = Worker::new(Arc::clone(&pipeline), keeper, name)
-                .with_hard_stop(Arc::clone(&pool.handle.hard));
+                .with_hard_stop(Arc::clone(&pool.handle.hard))
+                .with_owed_cleanups(Arc::clone(&pool.owed));
             let (handle, opts, events, alive) = (
                 pool.handle.clone(),
                 opts.clone(),
@@ -300,6 +307,9 @@ impl Drop for WorkerPool {
         self.handle.stop_hard();
         // Each Service joins its thread as it is dropped.
         self.threads.clear();
+        // No writer of this pool is left to hold a shard's lock.
+        let p = &self.pipeline;
+        self.owed.retry(&p.store, &p.mirror);
     }
 }
 

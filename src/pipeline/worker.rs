@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::cleanup::OwedCleanups;
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::extract::{ExtractError, Extracted, Extractor};
@@ -107,6 +108,8 @@ pub struct Worker {
     name: String,
     /// Set when the pool stops hard: finish the current stage, then release.
     hard_stop: Arc<AtomicBool>,
+    /// Cleanups skipped as busy, shared by the pool's workers.
+    owed: Arc<OwedCleanups>,
 }
 
 /// Why a claim ended before its fenced completion; `settle` turns it into the
@@ -246,11 +249,17 @@ impl Worker {
             keeper,
             name: name.into(),
             hard_stop: Arc::new(AtomicBool::new(false)),
+            owed: Arc::default(),
         }
     }
 
     pub(super) fn with_hard_stop(mut self, flag: Arc<AtomicBool>) -> Self {
         self.hard_stop = flag;
+        self
+    }
+
+    pub(super) fn with_owed_cleanups(mut self, owed: Arc<OwedCleanups>) -> Self {
+        self.owed = owed;
         self
     }
 
@@ -337,7 +346,12 @@ impl Worker {
             answers: vec![answer],
         };
         let (steps, holding) = match staged.0 {
-            BatchState::Idle => return alone(Ok(Processed::Idle)),
+            BatchState::Idle => {
+                // Nothing to claim, so the pool's writers are at rest: the
+                // time to retry the cleanups they made busy.
+                self.owed.retry(&self.pipeline.store, &self.pipeline.mirror);
+                return alone(Ok(Processed::Idle));
+            }
             BatchState::ClaimFailed(e) => return alone(Err(e)),
             BatchState::Steps { steps, holding, .. } => (steps, holding),
         };
@@ -745,14 +759,19 @@ impl Worker {
 
     /// Remove every generation of each document that is neither accepted nor the
     /// current owner's (after our own result was accepted, nothing when it is
-    /// all there is). A failure other than a damaged store is left to `gc`.
+    /// all there is). One skipped as busy is owed ([`OwedCleanups`]); a failure
+    /// other than a damaged store is left to `gc`.
     fn cleanup(&self, docs: &[(JobId, Option<&str>)]) -> Vec<Result<()>> {
         let (store, mirror) = (&self.pipeline.store, &self.pipeline.mirror);
         super::cleanup::cleanup_all(store, mirror, docs)
             .into_iter()
             .map(|done| match done {
+                Ok(report) => {
+                    self.owed.note(&report);
+                    Ok(())
+                }
                 Err(super::CleanupError::Store(e)) if e.is_corrupt() => Err(e),
-                _ => Ok(()),
+                Err(_) => Ok(()),
             })
             .collect()
     }

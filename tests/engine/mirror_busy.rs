@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::TempStore;
 use leasehold::mirror::Mirror;
-use leasehold::pipeline::{LeaseKeeper, Pipeline, Processed, Ticks, Worker};
+use leasehold::pipeline::{Event, LeaseKeeper, Pipeline, PoolOptions, Processed, Ticks, Worker, WorkerPool};
 use leasehold::source::DirSource;
 use leasehold::{JobId, Status};
 use leasehold_extract::ExtractorRegistry;
@@ -67,4 +67,69 @@ fn a_write_that_cannot_lock_parks_the_document_without_spending_an_attempt() {
         Processed::Indexed { .. } => {}
         other => panic!("expected indexed once the lock is free: {other:?}"),
     }
+}
+
+/// A worker's cleanup that finds the shard's lock held shared (another writer
+/// of the same pool working in that shard) skips the document, as any busy
+/// cleanup does; the pool owes it and does it once the lock is free, so a
+/// finished run leaves no old generation for `gc` (issue 29's CI failure: the
+/// rerun's two workers kept the lock shared, `doctor` found the leftovers).
+#[test]
+fn a_cleanup_skipped_behind_the_pools_own_writers_is_done_before_the_pool_ends() {
+    let t = TempStore::new();
+    let store = t.handle(60_000);
+    let src_dir = t.dir.path().join("src");
+    std::fs::create_dir(&src_dir).unwrap();
+    std::fs::write(src_dir.join("a.txt"), b"the text of a").unwrap();
+    let source = DirSource::open(&src_dir).unwrap();
+    assert_eq!(source.discover(&store, 1 << 20).unwrap().new, 1);
+    let mirror = Mirror::open(t.dir.path().join("mirror")).unwrap();
+
+    // A first owner wrote its generation and lost its lease before completing.
+    let late = store.claim("late").unwrap().unwrap();
+    let id = late.id.0;
+    mirror.write(id, late.fence, b"late text").unwrap();
+    t.clock.advance(Duration::from_secs(61));
+
+    // A writer holds the shard's lock shared, as the pool's other workers do.
+    let writer = std::fs::File::open(mirror.doc_dir(id).unwrap().join(".lock")).unwrap();
+    fs2::FileExt::lock_shared(&writer).unwrap();
+
+    let p = Pipeline {
+        store: store.clone(),
+        mirror: mirror.clone(),
+        source: Arc::new(source),
+        extractor: Arc::new(ExtractorRegistry::new(1 << 20)),
+        max_input_bytes: 1 << 20,
+        deliver_results: false,
+    };
+    let (ticks, ticks_rx) = crossbeam_channel::bounded::<()>(0);
+    let (events, events_rx) = crossbeam_channel::unbounded();
+    let opts = PoolOptions {
+        workers: 1,
+        ticks: Ticks::Manual(ticks_rx),
+        until_idle: true,
+        idle_wait_cap: Duration::from_millis(50),
+        ..PoolOptions::default()
+    };
+    let pool = WorkerPool::start(p, opts, Some(events)).unwrap();
+    // A generous bound against hanging, not a timing assertion.
+    let event: Event = events_rx.recv_timeout(Duration::from_secs(120)).unwrap();
+    assert!(
+        matches!(event.outcome, Ok(Processed::Indexed { .. })),
+        "{:?}",
+        event.outcome
+    );
+    assert_eq!(
+        mirror.list_doc_files(id).unwrap().len(),
+        2,
+        "the cleanup ran behind the shared lock"
+    );
+
+    drop(writer);
+    pool.join();
+    drop(ticks);
+    let left = mirror.list_doc_files(id).unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].ends_with(".g000002.txt"), "{left:?}");
 }
