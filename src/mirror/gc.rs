@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::layout::{
     check_ids, entry_id, generation_of, is_legacy_shard_name, is_real_dir, is_shard_rel, is_shard_top,
     legacy_doc_rel, list_dir, parse_legacy_doc_dir, remove_dir_if_empty, remove_if_present, scan_legacy_doc,
-    scan_shard_doc, shard_rel, Kind,
+    scan_shard_doc, shard_rel, Kind, ShardListing,
 };
 use super::lock::{lock_dir, LockMode};
 use super::{CleanupReport, Fencing, Keep, Mirror, MirrorError, CLEANUP_LOCK_WAIT, LOCK_NAME, PROBE_PREFIX};
@@ -158,6 +158,25 @@ fn emptied(report: &CleanupReport) -> bool {
     report.kept.is_empty() && report.unknown.is_empty()
 }
 
+/// The shards a batch has listed so far, each read once ([`ShardListing`]).
+#[derive(Default)]
+struct Listings(Vec<(String, ShardListing)>);
+
+impl Listings {
+    /// Shard `rel`'s listing, read on first use.
+    fn of(&mut self, root: &Path, rel: &str) -> Result<&ShardListing, MirrorError> {
+        let at = match self.0.iter().position(|(r, _)| r == rel) {
+            Some(at) => at,
+            None => {
+                self.0
+                    .push((rel.to_owned(), ShardListing::read(&root.join(rel))?));
+                self.0.len() - 1
+            }
+        };
+        Ok(&self.0[at].1)
+    }
+}
+
 impl Mirror {
     /// Removes stale generations and temp files of one document. The exclusive lock is taken
     /// before `keep` runs, so the row it reads cannot be older than any file on disk. A lookup
@@ -169,7 +188,7 @@ impl Mirror {
         job_id: i64,
         keep: impl FnOnce() -> Result<Option<Keep>, E>,
     ) -> Result<CleanupReport, E> {
-        self.clean_doc(job_id, false, keep)
+        self.clean_doc(job_id, false, None, keep)
     }
 
     /// Whether document `job_id`'s only file is `accepted` (a generation's path relative to
@@ -185,33 +204,66 @@ impl Mirror {
     /// [`Mirror::holds_only`] of several documents, each shard listed once (a batch's
     /// documents have consecutive ids and share a shard).
     pub fn holds_only_all(&self, docs: &[(i64, &str)]) -> Result<Vec<bool>, MirrorError> {
-        let mut listed: Vec<(String, Vec<String>)> = Vec::new();
-        let mut out = Vec::with_capacity(docs.len());
-        for &(job_id, accepted) in docs {
-            let rel = shard_rel(job_id)?;
-            let name = accepted
-                .strip_prefix(rel.as_str())
-                .and_then(|r| r.strip_prefix('/'));
-            let Some(name) = name.filter(|_| generation_of(job_id, accepted).is_some()) else {
-                out.push(false);
-                continue;
-            };
-            if is_real_dir(&self.root.join(legacy_doc_rel(job_id)?))? {
-                out.push(false);
-                continue;
-            }
-            if !listed.iter().any(|(r, _)| *r == rel) {
-                let names = list_dir(&self.root.join(&rel))?
-                    .into_iter()
-                    .map(|(n, _)| n)
-                    .collect();
-                listed.push((rel.clone(), names));
-            }
-            let names = &listed.iter().find(|(r, _)| *r == rel).expect("listed above").1;
-            let prefix = format!("{job_id}.");
-            out.push(names.iter().filter(|n| n.starts_with(&prefix)).all(|n| n == name));
+        let mut listings = Listings::default();
+        docs.iter()
+            .map(|&(job_id, accepted)| self.holds_only_in(&mut listings, job_id, accepted))
+            .collect()
+    }
+
+    fn holds_only_in(
+        &self,
+        listings: &mut Listings,
+        job_id: i64,
+        accepted: &str,
+    ) -> Result<bool, MirrorError> {
+        let rel = shard_rel(job_id)?;
+        let name = accepted
+            .strip_prefix(rel.as_str())
+            .and_then(|r| r.strip_prefix('/'))
+            .filter(|_| generation_of(job_id, accepted).is_some());
+        let Some(name) = name else {
+            return Ok(false);
+        };
+        if is_real_dir(&self.root.join(legacy_doc_rel(job_id)?))? {
+            return Ok(false);
         }
-        Ok(out)
+        let entries = listings.of(&self.root, &rel)?.doc(job_id);
+        Ok(entries.iter().all(|(n, _)| n == name))
+    }
+
+    /// The cleanups after a batch of claims, one per document in order: for a document
+    /// whose result `Some(accepted)` was just accepted and is its only file
+    /// ([`Mirror::holds_only`]), nothing (no lock, no `keep`); for the others,
+    /// [`Mirror::cleanup`]. Each shard is listed once for the whole batch, before its lock
+    /// is taken, instead of once per document under the lock; a changed document's cleanup
+    /// listed its whole shard (1,024 documents' files) for its own one or two.
+    ///
+    /// Listing before the lock deletes nothing it should not: a generation's name is made
+    /// once and the row read under the lock is at least as new as every file renamed into
+    /// place before it, so the decision on each listed generation is the same; a temp file
+    /// listed while its writer held the shared lock is renamed before the exclusive lock is
+    /// ours (its removal then finds nothing); what appears after the listing is left for the
+    /// document's next cleanup or `gc`. A shard that cannot be listed falls back to the
+    /// cleanup that lists under the lock, which reports the error.
+    pub fn cleanup_batch<E: From<MirrorError>>(
+        &self,
+        docs: &[(i64, Option<&str>)],
+        mut keep: impl FnMut(i64) -> Result<Option<Keep>, E>,
+    ) -> Vec<Result<CleanupReport, E>> {
+        let mut listings = Listings::default();
+        docs.iter()
+            .map(|&(job_id, accepted)| {
+                if let Some(accepted) = accepted {
+                    if let Ok(true) = self.holds_only_in(&mut listings, job_id, accepted) {
+                        return Ok(CleanupReport::default());
+                    }
+                }
+                let listed = shard_rel(job_id)
+                    .and_then(|rel| Ok(listings.of(&self.root, &rel)?.doc(job_id)))
+                    .ok();
+                self.clean_doc(job_id, false, listed, || keep(job_id))
+            })
+            .collect()
     }
 
     /// Runs cleanup for every document of the mirror, in either layout (used by `gc`); stops
@@ -229,7 +281,7 @@ impl Mirror {
         let found = self.find_docs()?;
         let shards = found.shards.clone();
         let report = self.sweep_found(found, dry_run, |job_id| {
-            self.clean_doc(job_id, dry_run, || keep(job_id))
+            self.clean_doc(job_id, dry_run, None, || keep(job_id))
         })?;
         if !dry_run && self.fencing == Fencing::FileLocks {
             for shard in shards {
@@ -359,10 +411,14 @@ impl Mirror {
         Ok(places)
     }
 
+    /// One document's fenced cleanup. `listed` is its shard entries when the caller
+    /// listed the shard before the lock ([`Mirror::cleanup_batch`]); else the shard is
+    /// listed under the lock.
     fn clean_doc<E: From<MirrorError>>(
         &self,
         job_id: i64,
         dry_run: bool,
+        listed: Option<Vec<(String, Kind)>>,
         keep: impl FnOnce() -> Result<Option<Keep>, E>,
     ) -> Result<CleanupReport, E> {
         if self.fencing != Fencing::FileLocks {
@@ -371,9 +427,15 @@ impl Mirror {
             }
             .into());
         }
-        let shard = self.root.join(shard_rel(job_id)?);
+        let rel = shard_rel(job_id)?;
+        let shard = self.root.join(&rel);
         let legacy = self.root.join(legacy_doc_rel(job_id)?);
-        let (in_shard, in_legacy) = (is_real_dir(&shard)?, is_real_dir(&legacy)?);
+        // Nothing listed in the shard: nothing of it to delete, and no lock to take there.
+        let in_shard = match &listed {
+            Some(entries) => !entries.is_empty() && is_real_dir(&shard)?,
+            None => is_real_dir(&shard)?,
+        };
+        let in_legacy = is_real_dir(&legacy)?;
         if !in_shard && !in_legacy {
             return Ok(CleanupReport::default());
         }
@@ -401,7 +463,15 @@ impl Mirror {
         // whose temp file we hold no lock against.
         let mut places = Vec::new();
         if in_shard {
-            places.push(Place::shard(&self.root, job_id)?);
+            places.push(match listed {
+                Some(entries) => Place {
+                    dir: shard,
+                    rel,
+                    entries,
+                    legacy: false,
+                },
+                None => Place::shard(&self.root, job_id)?,
+            });
         }
         if in_legacy {
             places.push(Place::legacy(&self.root, job_id)?);

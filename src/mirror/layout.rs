@@ -255,6 +255,50 @@ pub(super) fn scan_shard_doc(shard: &Path, job_id: i64) -> Result<Vec<(String, K
     )
 }
 
+/// A shard directory's entries read once, to answer for several of its documents (a
+/// batch's cleanups: its consecutive ids share a shard). Names that are not UTF-8 are
+/// nobody's file of ours and are left out.
+pub(super) struct ShardListing {
+    /// `(name, is a file)`, sorted by name.
+    entries: Vec<(String, bool)>,
+}
+
+impl ShardListing {
+    /// Lists `shard`; a shard that does not exist (yet, or any more) is empty.
+    pub(super) fn read(shard: &Path) -> Result<ShardListing, MirrorError> {
+        let rd = match fs::read_dir(shard) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ShardListing { entries: Vec::new() }),
+            Err(e) => return Err(io_err(shard)(e)),
+        };
+        let mut entries = Vec::new();
+        for entry in rd {
+            let entry = entry.map_err(io_err(shard))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let is_file = entry.file_type().map_err(io_err(&entry.path()))?.is_file();
+            entries.push((name, is_file));
+        }
+        entries.sort_unstable();
+        Ok(ShardListing { entries })
+    }
+
+    /// Document `job_id`'s entries, classified, sorted by name: what
+    /// [`scan_shard_doc`] would have found when the shard was listed.
+    pub(super) fn doc(&self, job_id: i64) -> Vec<(String, Kind)> {
+        let prefix = format!("{job_id}.");
+        let start = self
+            .entries
+            .partition_point(|(n, _)| n.as_str() < prefix.as_str());
+        self.entries[start..]
+            .iter()
+            .take_while(|(n, _)| n.starts_with(&prefix))
+            .map(|(n, is_file)| (n.clone(), classify_shard_entry(job_id, n, *is_file)))
+            .collect()
+    }
+}
+
 /// Entries of `dir` whose names `wanted` picks, classified, sorted by name; a directory that
 /// vanished (pruned concurrently) is empty.
 fn scan(

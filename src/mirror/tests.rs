@@ -256,6 +256,63 @@ fn holds_only_is_true_for_the_accepted_generation_alone() {
     );
 }
 
+/// A batch's cleanups list each shard once, before its lock: a document
+/// whose accepted result is alone is left without asking for its row; the
+/// others lose what the row read under the lock does not keep, among them a
+/// dead writer's temp file; what the listing did not see is left alone.
+#[test]
+fn a_batch_cleanup_lists_each_shard_once_and_deletes_what_the_row_does_not_keep() {
+    let (_t, m) = setup();
+    let dir = m.doc_dir(21).unwrap();
+    m.write(21, 1, b"old").unwrap();
+    m.write(21, 2, b"new").unwrap();
+    m.write(22, 1, b"alone").unwrap();
+    m.write(23, 4, b"a failed claim's late write").unwrap();
+    fs::write(dir.join("21.g000003.tmp-x"), b"a dead writer's").unwrap();
+    fs::write(dir.join("21.notes.txt"), b"not ours").unwrap();
+    let mut asked = Vec::new();
+    let reports = m.cleanup_batch(
+        &[
+            (21, Some(rel(21, 2).as_str())),
+            (22, Some(rel(22, 1).as_str())),
+            (23, None),
+            (24, None),
+        ],
+        |id| {
+            asked.push(id);
+            if id == 21 {
+                // Appears after the listing: left for a later cleanup.
+                fs::write(dir.join("21.g000006.tmp-y"), b"unseen").unwrap();
+            }
+            // 23's row: a later claim (fence 5) is extracting; 24 has no files.
+            Ok::<_, TestErr>(Some(match id {
+                21 => keep(Some(rel(21, 2)), None),
+                _ => keep(None, Some(5)),
+            }))
+        },
+    );
+    let reports: Vec<CleanupReport> = reports.into_iter().map(Result::unwrap).collect();
+    assert_eq!(asked, [21, 23], "22 is alone, 24 has nothing listed");
+    let d = shard_rel(21).unwrap();
+    assert_eq!(
+        reports[0].removed,
+        [format!("{d}/21.g000001.txt"), format!("{d}/21.g000003.tmp-x")]
+    );
+    assert_eq!(reports[0].unknown, [format!("{d}/21.notes.txt")]);
+    assert_eq!(reports[2].removed, [format!("{d}/23.g000004.txt")]);
+    assert!(reports[1] == CleanupReport::default() && reports[3] == CleanupReport::default());
+    assert_eq!(
+        m.list_doc_files(21).unwrap(),
+        [
+            rel(21, 2),
+            format!("{d}/21.g000006.tmp-y"),
+            format!("{d}/21.notes.txt")
+        ]
+    );
+    assert_eq!(m.list_doc_files(22).unwrap(), [rel(22, 1)]);
+    assert!(m.list_doc_files(23).unwrap().is_empty());
+}
+
 #[test]
 fn cleanup_with_lookup_error_deletes_nothing() {
     let (_t, m, before) = populated();

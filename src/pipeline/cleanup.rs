@@ -83,12 +83,16 @@ pub fn cleanup_accepted(
 /// The cleanups after a batch: [`cleanup_accepted`] of each document whose
 /// result was `Some` accepted, [`cleanup`] of the others, in order. The
 /// documents' shards are listed once for the batch (its consecutive ids
-/// share one), not once a document.
+/// share one), not once a document ([`Mirror::cleanup_batch`]).
 pub fn cleanup_all(
     store: &Store,
     mirror: &Mirror,
     docs: &[(JobId, Option<&str>)],
 ) -> Vec<Result<CleanupReport, CleanupError>> {
+    if !store.locks_rows() {
+        let docs: Vec<(i64, Option<&str>)> = docs.iter().map(|(id, path)| (id.0, *path)).collect();
+        return mirror.cleanup_batch(&docs, |id| Ok(keep_for(store, JobId(id))?));
+    }
     let accepted: Vec<(i64, &str)> = docs
         .iter()
         .filter_map(|(id, path)| path.map(|p| (id.0, p)))
