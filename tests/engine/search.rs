@@ -550,6 +550,47 @@ fn sqlite_only_a_replaced_text_leaves_no_terms_in_the_index_once_purged() {
     assert_eq!(keys(&store, "other"), ["a"], "the purge keeps what is live");
 }
 
+/// How many records FTS5 keeps for the index (`search_text_data`): each
+/// flush of what a transaction wrote adds a segment of at least one.
+fn index_records(t: &TestDb) -> i64 {
+    let conn = rusqlite::Connection::open(&t.location).unwrap();
+    conn.query_row("SELECT count(*) FROM search_text_data", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// A batch's completion writes the index once, as one segment, whether its
+/// documents are new or replaced: a statement with a statement transaction
+/// between two documents' index writes made FTS5 flush each document as a
+/// segment of its own, which then cost merge work (every first run and
+/// every change paid it).
+#[test]
+fn sqlite_only_a_batch_is_one_segment_of_the_index_new_or_replaced() {
+    let t = TestDb::new(Backend::Sqlite);
+    let store = t.handle(60_000);
+    {
+        // No merging, so that every flush stays a segment to count.
+        let conn = rusqlite::Connection::open(&t.location).unwrap();
+        for (option, value) in [("automerge", 0), ("crisismerge", 1000)] {
+            conn.execute(
+                "INSERT INTO search_text (search_text, rank) VALUES (?1, ?2)",
+                rusqlite::params![option, value],
+            )
+            .unwrap();
+        }
+    }
+    // Fewer replacements than make a purge due (which merges).
+    let docs: Vec<String> = (0..30).map(|i| format!("doc{i:02}")).collect();
+    let before = index_records(&t);
+    batch(&store, &docs, "v1", |k| format!("first words of {k}"));
+    let first = index_records(&t);
+    assert!(first - before <= 2, "{before} records, then {first}");
+    batch(&store, &docs, "v2", |k| format!("second words of {k}"));
+    let second = index_records(&t);
+    assert!(second - first <= 2, "{first} records, then {second}");
+    assert_eq!(keys(&store, "second").len(), 30);
+    assert!(keys(&store, "first").is_empty());
+}
+
 /// Once a tenth of the index (at least 32 rows) has been deleted, the purge
 /// runs by itself, a step after each completion, and the deleted words leave
 /// the pages without a `gc`.

@@ -115,10 +115,7 @@ impl QueueRows for Rows<'_> {
     }
 
     fn unindex(&mut self, ids: &[i64]) -> rusqlite::Result<()> {
-        for id in ids {
-            super::search_index::remove(self.0, *id)?;
-        }
-        Ok(())
+        super::search_index::remove_all(self.0, ids)
     }
 
     fn history(&mut self, id: i64, now: Millis, event: &str, detail: Option<&str>) -> rusqlite::Result<()> {

@@ -48,19 +48,26 @@ pub(crate) fn accepted(tx: &Connection, doc: &Accepted<'_>) -> rusqlite::Result<
 }
 
 /// [`accepted`] for the documents of one transaction, in the order of their
-/// ids, each one's old text taken out (its further parts retired, staged
-/// ones of the new text made live) and its new first part put in at once.
+/// ids: every document's further parts settled first (the old text's
+/// retired, staged ones of the new text made live), then each one's old
+/// first part taken out and its new one put in at once.
 ///
 /// Why that order: FTS5 writes out what it holds (a flush, then merge work)
-/// whenever a write's rowid is below the one before, so a transaction that
-/// deleted all its rows and then inserted them flushed many times; in rowid
-/// order it flushes once, at the commit.
+/// whenever a write's rowid is below the one before, and at every statement
+/// that opens a statement transaction while it holds pending writes (SQLite
+/// tells every virtual table of the transaction of each such savepoint). The
+/// parts' UPDATE is such a statement: run between one document's insert and
+/// the next, it made every document a segment of its own. In rowid order,
+/// with nothing but FTS5 writes between them, the batch flushes once.
 pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Result<()> {
     let mut docs = last_of_each(docs);
     docs.sort_by_key(|d| d.id);
+    for d in &docs {
+        settle_parts(tx, d.id, d.parts_tag)?;
+    }
     let mut deleted = 0;
     for d in &docs {
-        deleted += take_out(tx, d.id, d.parts_tag)?;
+        deleted += delete_first_part(tx, d.id)?;
         if let Some(body) = d.text {
             insert_rows(
                 tx,
@@ -101,20 +108,33 @@ fn last_of_each<'a>(docs: &[Accepted<'a>]) -> Vec<Accepted<'a>> {
     kept
 }
 
-/// Take document `id` out of the index (its source went away): its first
-/// part now, its further parts retired for [`purge_retired`].
-pub(crate) fn remove(tx: &Connection, id: i64) -> rusqlite::Result<()> {
-    let deleted = take_out(tx, id, None)?;
+/// Take documents `ids` out of the index (their sources went away): their
+/// first parts now, their further parts retired for [`purge_retired`]; the
+/// parts first, for the reason [`accept_all`] gives.
+pub(crate) fn remove_all(tx: &Connection, ids: &[i64]) -> rusqlite::Result<()> {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    for &id in &ids {
+        settle_parts(tx, id, None)?;
+    }
+    let mut deleted = 0;
+    for &id in &ids {
+        deleted += delete_first_part(tx, id)?;
+    }
     purge::note_deleted(tx, deleted)
 }
 
-/// Delete document `id`'s first part and retire its further parts, except
-/// the ones staged under `keep`, which become live: the new text's. How many
-/// rows of the index it deleted (for [`purge::note_deleted`]).
-fn take_out(tx: &Connection, id: i64, keep: Option<&str>) -> rusqlite::Result<usize> {
-    let deleted = tx
-        .prepare_cached("DELETE FROM search_text WHERE rowid = ?1")?
-        .execute([id])?;
+/// Delete document `id`'s first part from the index; how many rows it
+/// deleted (for [`purge::note_deleted`]).
+fn delete_first_part(tx: &Connection, id: i64) -> rusqlite::Result<usize> {
+    tx.prepare_cached("DELETE FROM search_text WHERE rowid = ?1")?
+        .execute([id])
+}
+
+/// Retire document `id`'s further parts, except the ones staged under
+/// `keep`, which become live: the new text's.
+fn settle_parts(tx: &Connection, id: i64, keep: Option<&str>) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "UPDATE search_parts SET state = 'retired'
          WHERE doc = ?1 AND state IN ('staged', 'live') AND (state = 'live' OR tag IS NOT ?2)",
@@ -126,7 +146,7 @@ fn take_out(tx: &Connection, id: i64, keep: Option<&str>) -> rusqlite::Result<us
         )?
         .execute(params![id, tag])?;
     }
-    Ok(deleted)
+    Ok(())
 }
 
 /// Put further parts of document `doc`'s text into the index, staged under
