@@ -246,3 +246,8 @@ CREATE INDEX jobs_doc_key_bytes ON jobs (doc_key COLLATE "C");
 -- SQLite's version 9 (FTS5's `secure-delete` off, deleted text purged on a
 -- schedule) has no counterpart here: PostgreSQL's VACUUM reclaims the
 -- deleted rows of `search_text` and their GIN entries.
+
+-- version: 10
+
+-- The counts by status read partial indexes (see schema.sql's version 10).
+CREATE INDEX jobs_dead ON jobs (source_gone) WHERE status = 'dead';

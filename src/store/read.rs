@@ -87,6 +87,18 @@ pub(crate) const COUNT_PENDING: &str = "SELECT (SELECT count(*) FROM jobs WHERE 
      + (SELECT count(*) FROM jobs WHERE status = 'retrying')
      + (SELECT count(*) FROM jobs WHERE status = 'extracting')";
 
+/// [`JobReads::totals`]' statement, the same text for both engines: one
+/// row of counts, each but the first read from the partial index of its
+/// state (schema version 10); `indexed` is what the others leave of the
+/// first ([`Totals::from_counts`]).
+pub(crate) const TOTALS: &str = "SELECT (SELECT count(*) FROM jobs),
+     (SELECT count(*) FROM jobs WHERE status = 'discovered'),
+     (SELECT count(*) FROM jobs WHERE status = 'extracting'),
+     (SELECT count(*) FROM jobs WHERE status = 'retrying'),
+     (SELECT count(*) FROM jobs WHERE status = 'retrying' AND parked_on IS NOT NULL),
+     (SELECT count(*) FROM jobs WHERE status = 'dead'),
+     (SELECT count(*) FROM jobs WHERE status = 'dead' AND source_gone)";
+
 /// What decides when a claim could next take something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Claimable {
@@ -219,23 +231,19 @@ impl Totals {
         self.dead - self.gone
     }
 
-    /// Count `n` documents of status `status`, `gone` (source removed) and
-    /// `parked` as a row says (a name no status has is skipped).
-    pub(crate) fn add(&mut self, status: &str, gone: bool, parked: bool, n: i64) {
-        let n = n.max(0) as u64;
-        match status.parse::<Status>() {
-            Ok(Status::Discovered) => self.queued += n,
-            Ok(Status::Extracting) => self.extracting += n,
-            Ok(Status::Indexed) => self.indexed += n,
-            Ok(Status::Retrying) => {
-                self.retrying += n;
-                self.parked += if parked { n } else { 0 };
-            }
-            Ok(Status::Dead) => {
-                self.dead += n;
-                self.gone += if gone { n } else { 0 };
-            }
-            Err(_) => {}
+    /// The totals from [`TOTALS`]' row: every document, then each count in
+    /// the order of the statement. Every row has one of the five statuses
+    /// (the schema checks it), so the indexed are the rest.
+    pub(crate) fn from_counts(counts: [i64; 7]) -> Totals {
+        let [all, queued, extracting, retrying, parked, dead, gone] = counts.map(|n| n.max(0) as u64);
+        Totals {
+            queued,
+            extracting,
+            indexed: all.saturating_sub(queued + extracting + retrying + dead),
+            retrying,
+            parked,
+            dead,
+            gone,
         }
     }
 }

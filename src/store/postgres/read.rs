@@ -100,21 +100,12 @@ impl JobReads for Client {
 
     /// The store's [`Totals`], in one grouped scan.
     fn totals(&mut self) -> Sql<Totals> {
-        let c = self;
-        let rows = c.query(
-            "SELECT status, source_gone, parked_on IS NOT NULL, count(*) FROM jobs GROUP BY 1, 2, 3",
-            &[],
-        )?;
-        let mut t = Totals::default();
-        for r in rows {
-            t.add(
-                &r.try_get::<_, String>(0)?,
-                r.try_get(1)?,
-                r.try_get(2)?,
-                r.try_get(3)?,
-            );
+        let r = self.query_one(crate::store::read::TOTALS, &[])?;
+        let mut counts = [0i64; 7];
+        for (i, n) in counts.iter_mut().enumerate() {
+            *n = r.try_get(i)?;
         }
-        Ok(t)
+        Ok(Totals::from_counts(counts))
     }
 
     fn live_leases(&mut self, now: Millis, granted_by: Millis) -> Sql<Vec<LiveLease>> {

@@ -116,16 +116,17 @@ impl JobReads for Rows<'_> {
 
     /// The store's [`Totals`], in one grouped scan.
     fn totals(&mut self) -> rusqlite::Result<Totals> {
-        let c = self.0;
-        let mut stmt = c.prepare_cached(
-            "SELECT status, source_gone, parked_on IS NOT NULL, count(*) FROM jobs GROUP BY 1, 2, 3",
-        )?;
-        let mut rows = stmt.query([])?;
-        let mut t = Totals::default();
-        while let Some(r) = rows.next()? {
-            t.add(&r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
-        }
-        Ok(t)
+        let counts = self
+            .0
+            .prepare_cached(crate::store::read::TOTALS)?
+            .query_row([], |r| {
+                let mut counts = [0i64; 7];
+                for (i, n) in counts.iter_mut().enumerate() {
+                    *n = r.get(i)?;
+                }
+                Ok(counts)
+            })?;
+        Ok(Totals::from_counts(counts))
     }
 
     fn live_leases(&mut self, now: Millis, granted_by: Millis) -> rusqlite::Result<Vec<LiveLease>> {
@@ -286,5 +287,22 @@ mod tests {
             "{joined}"
         );
         assert!(!joined.contains("TEMP B-TREE"), "{joined}");
+    }
+
+    /// The summary's counts read the partial index of each state that is
+    /// not `indexed`; the count of all reads the smallest full index. No
+    /// count reads the table (schema version 10).
+    #[test]
+    fn the_totals_read_partial_indexes_not_the_table() {
+        let plan = super::super::plan::query_plan(crate::store::read::TOTALS, [], false);
+        let joined = plan.join(" | ");
+        for index in ["jobs_discovered", "jobs_retry_due", "jobs_dead"] {
+            assert!(joined.contains(index), "{index}: {joined}");
+        }
+        assert!(
+            plan.iter()
+                .all(|l| !l.starts_with("SCAN jobs") || l.contains("INDEX")),
+            "{joined}"
+        );
     }
 }
