@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use super::layout::{
     check_ids, entry_id, generation_of, is_legacy_shard_name, is_real_dir, is_shard_rel, is_shard_top,
-    legacy_doc_rel, list_dir, parse_legacy_doc_dir, remove_dir_if_empty, remove_if_present, scan_legacy_doc,
-    scan_shard_doc, shard_rel, Kind, ShardListing,
+    legacy_doc_rel, list_dir, parse_legacy_doc_dir, remove_dir_if_empty, remove_if_present, removed,
+    scan_legacy_doc, scan_shard_doc, shard_rel, Kind, ShardListing,
 };
 use super::lock::{lock_dir, LockMode};
 use super::{CleanupReport, Fencing, Keep, Mirror, MirrorError, CLEANUP_LOCK_WAIT, LOCK_NAME, PROBE_PREFIX};
@@ -130,10 +130,11 @@ fn delete_stale(place: &Place, rule: Stale<'_>) -> Result<(CleanupReport, bool),
             }
             Kind::Temp(f) if f.is_some() && f == rule.keep_temps_of => report.kept.push(rel),
             Kind::Generation(_) | Kind::Temp(_) => {
-                if !rule.dry_run {
-                    remove_if_present(&place.dir.join(name))?;
+                // A file listed before the lock may have gone since (a temp
+                // renamed, another cleanup): reported only if it was removed.
+                if rule.dry_run || removed(&place.dir.join(name))? {
+                    report.removed.push(rel);
                 }
-                report.removed.push(rel);
             }
         }
     }
@@ -158,22 +159,38 @@ fn emptied(report: &CleanupReport) -> bool {
     report.kept.is_empty() && report.unknown.is_empty()
 }
 
-/// The shards a batch has listed so far, each read once ([`ShardListing`]).
+/// The shards listed last ([`ShardListing`]), each read once while it is
+/// among the [`Listings::KEPT`] newest: a batch's documents, and a sweep's in
+/// id order, come shard by shard, and memory stays a few shards' names
+/// however large the mirror.
 #[derive(Default)]
-struct Listings(Vec<(String, ShardListing)>);
+struct Listings(std::collections::VecDeque<(String, ShardListing)>);
 
 impl Listings {
+    const KEPT: usize = 4;
+
     /// Shard `rel`'s listing, read on first use.
     fn of(&mut self, root: &Path, rel: &str) -> Result<&ShardListing, MirrorError> {
         let at = match self.0.iter().position(|(r, _)| r == rel) {
             Some(at) => at,
             None => {
-                self.0
-                    .push((rel.to_owned(), ShardListing::read(&root.join(rel))?));
+                if self.0.len() == Self::KEPT {
+                    self.0.pop_front();
+                }
+                let listing = ShardListing::read(&root.join(rel))?;
+                self.0.push_back((rel.to_owned(), listing));
                 self.0.len() - 1
             }
         };
         Ok(&self.0[at].1)
+    }
+
+    /// Document `job_id`'s entries in its shard's listing; `None` when the
+    /// shard cannot be listed (the caller's cleanup then lists under the
+    /// lock, and reports what failed).
+    fn doc(&mut self, root: &Path, job_id: i64) -> Option<Vec<(String, Kind)>> {
+        let rel = shard_rel(job_id).ok()?;
+        Some(self.of(root, &rel).ok()?.doc(job_id))
     }
 }
 
@@ -258,9 +275,7 @@ impl Mirror {
                         return Ok(CleanupReport::default());
                     }
                 }
-                let listed = shard_rel(job_id)
-                    .and_then(|rel| Ok(listings.of(&self.root, &rel)?.doc(job_id)))
-                    .ok();
+                let listed = listings.doc(&self.root, job_id);
                 self.clean_doc(job_id, false, listed, || keep(job_id))
             })
             .collect()
@@ -280,8 +295,13 @@ impl Mirror {
     ) -> Result<CleanupReport, E> {
         let found = self.find_docs()?;
         let shards = found.shards.clone();
+        // Each shard listed once for its documents, as a batch's cleanups do
+        // (see [`Mirror::cleanup_batch`]): listing it again under each
+        // document's lock made a sweep cost its documents times their shard.
+        let mut listings = Listings::default();
         let report = self.sweep_found(found, dry_run, |job_id| {
-            self.clean_doc(job_id, dry_run, None, || keep(job_id))
+            let listed = listings.doc(&self.root, job_id);
+            self.clean_doc(job_id, dry_run, listed, || keep(job_id))
         })?;
         if !dry_run && self.fencing == Fencing::FileLocks {
             for shard in shards {

@@ -198,9 +198,15 @@ pub(super) fn create_private_dirs(dir: &Path) -> io::Result<()> {
 
 /// Removal that tolerates the file being gone already (another cleanup or a human got there first).
 pub(super) fn remove_if_present(path: &Path) -> Result<(), MirrorError> {
+    removed(path).map(drop)
+}
+
+/// Removes the file at `path`; whether it was there to remove.
+pub(super) fn removed(path: &Path) -> Result<bool, MirrorError> {
     match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err(path)(e)),
-        _ => Ok(()),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_err(path)(e)),
     }
 }
 
