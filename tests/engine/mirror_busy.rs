@@ -1,7 +1,8 @@
-//! A worker whose mirror write finds the document's lock held by a stopped
-//! process (held exclusive, as a cleanup holds it) gives up after a bounded
-//! wait and hands the document back without spending an attempt; once the lock
-//! is free, the document is indexed.
+//! A busy shard lock on both sides: a worker whose mirror write finds the
+//! lock held by a stopped process (held exclusive, as a cleanup holds it)
+//! gives up after a bounded wait and hands the document back without spending
+//! an attempt, and is indexed once the lock is free; a cleanup that finds it
+//! held shared by the pool's own writers is owed and done before the pool ends.
 
 use crate::common;
 
@@ -15,24 +16,16 @@ use leasehold::source::DirSource;
 use leasehold::{JobId, Status};
 use leasehold_extract::ExtractorRegistry;
 
-#[test]
-fn a_write_that_cannot_lock_parks_the_document_without_spending_an_attempt() {
-    let t = TempStore::new();
+/// A store that knows one document, `a.txt`, discovered from a real
+/// directory, and the pipeline over it and the mirror under `t`.
+fn one_document(t: &TempStore) -> (leasehold::Store, Mirror, Pipeline) {
     let store = t.handle(60_000);
     let src_dir = t.dir.path().join("src");
     std::fs::create_dir(&src_dir).unwrap();
     std::fs::write(src_dir.join("a.txt"), b"the text of a").unwrap();
     let source = DirSource::open(&src_dir).unwrap();
     assert_eq!(source.discover(&store, 1 << 20).unwrap().new, 1);
-    let id = store.job_by_key("a.txt").unwrap().unwrap().id;
-
-    // Another process's cleanup, stopped while holding the document's shard lock.
     let mirror = Mirror::open(t.dir.path().join("mirror")).unwrap();
-    let doc = mirror.doc_dir(id).unwrap();
-    std::fs::create_dir_all(&doc).unwrap();
-    let held = std::fs::File::create(doc.join(".lock")).unwrap();
-    fs2::FileExt::lock_exclusive(&held).unwrap();
-
     let p = Pipeline {
         store: store.clone(),
         mirror: mirror.clone(),
@@ -41,6 +34,21 @@ fn a_write_that_cannot_lock_parks_the_document_without_spending_an_attempt() {
         max_input_bytes: 1 << 20,
         deliver_results: false,
     };
+    (store, mirror, p)
+}
+
+#[test]
+fn a_write_that_cannot_lock_parks_the_document_without_spending_an_attempt() {
+    let t = TempStore::new();
+    let (store, mirror, p) = one_document(&t);
+    let id = store.job_by_key("a.txt").unwrap().unwrap().id;
+
+    // Another process's cleanup, stopped while holding the document's shard lock.
+    let doc = mirror.doc_dir(id).unwrap();
+    std::fs::create_dir_all(&doc).unwrap();
+    let held = std::fs::File::create(doc.join(".lock")).unwrap();
+    fs2::FileExt::lock_exclusive(&held).unwrap();
+
     let (_ticks, ticks_rx) = crossbeam_channel::bounded::<()>(0);
     let keeper = LeaseKeeper::new(store.clone(), Ticks::Manual(ticks_rx));
     let worker = Arc::new(Worker::new(Arc::new(p), keeper, "w"));
@@ -77,13 +85,7 @@ fn a_write_that_cannot_lock_parks_the_document_without_spending_an_attempt() {
 #[test]
 fn a_cleanup_skipped_behind_the_pools_own_writers_is_done_before_the_pool_ends() {
     let t = TempStore::new();
-    let store = t.handle(60_000);
-    let src_dir = t.dir.path().join("src");
-    std::fs::create_dir(&src_dir).unwrap();
-    std::fs::write(src_dir.join("a.txt"), b"the text of a").unwrap();
-    let source = DirSource::open(&src_dir).unwrap();
-    assert_eq!(source.discover(&store, 1 << 20).unwrap().new, 1);
-    let mirror = Mirror::open(t.dir.path().join("mirror")).unwrap();
+    let (store, mirror, p) = one_document(&t);
 
     // A first owner wrote its generation and lost its lease before completing.
     let late = store.claim("late").unwrap().unwrap();
@@ -95,14 +97,6 @@ fn a_cleanup_skipped_behind_the_pools_own_writers_is_done_before_the_pool_ends()
     let writer = std::fs::File::open(mirror.doc_dir(id).unwrap().join(".lock")).unwrap();
     fs2::FileExt::lock_shared(&writer).unwrap();
 
-    let p = Pipeline {
-        store: store.clone(),
-        mirror: mirror.clone(),
-        source: Arc::new(source),
-        extractor: Arc::new(ExtractorRegistry::new(1 << 20)),
-        max_input_bytes: 1 << 20,
-        deliver_results: false,
-    };
     let (ticks, ticks_rx) = crossbeam_channel::bounded::<()>(0);
     let (events, events_rx) = crossbeam_channel::unbounded();
     let opts = PoolOptions {
