@@ -2,7 +2,7 @@
 //!
 //! leasehold uses a few Linux-only calls where they make the common case
 //! cheaper or safer: `renameat2(RENAME_NOREPLACE)`, `O_TMPFILE`, `syncfs`,
-//! `sync_file_range`, `/proc`. Each sits behind `cfg(target_os = "linux")`
+//! `sync_file_range`, `openat2(RESOLVE_BENEATH)`, `/proc`. Each sits behind `cfg(target_os = "linux")`
 //! and has a portable fallback that every other system uses (hard link +
 //! unlink, a named temp file, one fsync per file and per directory, no
 //! writeback hint, no `/proc` answer). Every fast path asks [`fast`] first.
@@ -21,7 +21,9 @@ use std::io;
 use std::path::Path;
 use std::sync::OnceLock;
 
+mod beneath;
 mod stat;
+pub use beneath::{open_beneath, open_dir_handle};
 pub use stat::{stat_path, FileStat, Stats};
 
 /// The environment variable that forces the portable paths (value `1`).

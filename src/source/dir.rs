@@ -38,6 +38,9 @@ const HEX_KEY: &str = "hex:";
 #[derive(Debug, Clone)]
 pub struct DirSource {
     root: PathBuf,
+    /// The root, held open to resolve documents below it in one call where
+    /// the system can (`portable::open_beneath`).
+    root_dir: Option<std::sync::Arc<std::fs::File>>,
     include_hidden: bool,
     excluded: Excluded,
 }
@@ -111,6 +114,7 @@ impl DirSource {
             });
         }
         Ok(DirSource {
+            root_dir: crate::portable::open_dir_handle(&canonical).map(std::sync::Arc::new),
             root: canonical,
             include_hidden: false,
             excluded: Excluded::default(),
@@ -313,13 +317,21 @@ impl DirSource {
     }
 
     /// Opens the file at `path` for reading only if it really is inside the
-    /// root: `Ok(None)` when it resolves outside. The final component is
-    /// opened with `O_NOFOLLOW` (a link swapped in after the check is refused,
-    /// `ELOOP`), and the kernel's name for the opened file is checked again, so
-    /// that a directory swapped for a link in between is caught too.
+    /// root: `Ok(None)` when it resolves outside. Where the system can, one
+    /// call opens it below the root's handle and the kernel keeps every link
+    /// it follows below the root (`portable::open_beneath`). Otherwise, and
+    /// for what that call will not decide (a link leading out, among others),
+    /// the path is resolved first, the final component is opened with
+    /// `O_NOFOLLOW` (a link swapped in after the check is refused, `ELOOP`),
+    /// and the kernel's name for the opened file is checked again, so that a
+    /// directory swapped for a link in between is caught too.
     /// `O_NONBLOCK`: a FIFO swapped in returns at once instead of waiting for a
     /// writer (reads of a regular file ignore the flag).
     fn open_inside(&self, path: &Path) -> std::result::Result<Option<File>, OpenError> {
+        let beneath = self.root_dir.as_deref().zip(path.strip_prefix(&self.root).ok());
+        if let Some(file) = beneath.and_then(|(dir, rel)| crate::portable::open_beneath(dir, rel)) {
+            return Ok(Some(file));
+        }
         let real = path.canonicalize().map_err(OpenError::Resolving)?;
         if !real.starts_with(&self.root) {
             return Ok(None);
