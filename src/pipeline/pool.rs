@@ -41,11 +41,10 @@ pub struct PoolOptions {
     /// documents are small and fast; 1 claims one at a time. See [`Pace`].
     /// Above 1, a worker stages its next batch while its last one is made
     /// durable and completed, so it may hold twice this many claims. The
-    /// default, 32, is what keeps the search index cheap for small texts:
-    /// FTS5 writes one segment per transaction, and indexing a 900-byte text
-    /// cost 64 µs a document in batches of 8 against 41 µs in batches of 32
-    /// (`cargo bench --bench search -- --compare-indexing`); [`Pace`] still
-    /// keeps a batch of larger documents to about 25 ms of work.
+    /// default, 128, is what keeps the search index cheap for small texts:
+    /// FTS5 writes one segment per transaction, and every segment is merge
+    /// work later (DESIGN §5 has the figures); [`Pace`] still keeps a batch
+    /// of larger documents to about 25 ms of work.
     pub claim_ahead: usize,
     /// Whether a worker sizes each batch by the pace of its recent
     /// documents ([`Pace`]: about 25 ms of their own steps, at most
@@ -103,7 +102,7 @@ impl Default for PoolOptions {
             wait_for_source: true,
             name_prefix: "worker".into(),
             max_store_failures: 10,
-            claim_ahead: 32,
+            claim_ahead: 128,
             paced: true,
         }
     }

@@ -104,7 +104,7 @@ pub struct WorkFlags {
     /// Most documents a worker claims at once when documents are small and
     /// fast (one transaction, one shared fsync round); above 1 a worker also
     /// extracts its next batch while the last one is saved, so it may hold
-    /// twice this many; 1 claims one at a time; at most 1024 (default: 32).
+    /// twice this many; 1 claims one at a time; at most 1024 (default: 128).
     #[arg(long, value_name = "N")]
     pub claim_ahead: Option<usize>,
     /// Lease length, e.g. 30s, 2m (default: 30s).
