@@ -229,10 +229,8 @@ pub(super) fn remove_dir_if_empty(path: &Path) -> Result<(), MirrorError> {
 /// Entries of a directory as (name, is_dir), sorted; symlinks count as non-directories so the
 /// walk never leaves the tree. A directory that vanished (pruned concurrently) is empty.
 pub(super) fn list_dir(path: &Path) -> Result<Vec<(String, bool)>, MirrorError> {
-    let rd = match fs::read_dir(path) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err(path)(e)),
+    let Some(rd) = read_dir_if_present(path)? else {
+        return Ok(Vec::new());
     };
     let mut out = Vec::new();
     for entry in rd {
@@ -244,97 +242,92 @@ pub(super) fn list_dir(path: &Path) -> Result<Vec<(String, bool)>, MirrorError> 
     Ok(out)
 }
 
-/// Classified entries of a legacy document directory, sorted by name. Non-UTF-8 names are
-/// not listed.
+/// The entries of `dir`; `None` when it does not exist (yet, or any more: pruned
+/// concurrently).
+fn read_dir_if_present(dir: &Path) -> Result<Option<fs::ReadDir>, MirrorError> {
+    match fs::read_dir(dir) {
+        Ok(rd) => Ok(Some(rd)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(dir)(e)),
+    }
+}
+
+/// Classified entries of a legacy document directory, sorted by name; a name that is not
+/// UTF-8 is nobody's file of ours (unknown). A directory that vanished (pruned
+/// concurrently) is empty.
 pub(super) fn scan_legacy_doc(dir: &Path) -> Result<Vec<(String, Kind)>, MirrorError> {
-    scan(dir, |_| true, classify_legacy)
-}
-
-/// Classified entries of document `job_id` in its shard directory (the names that start
-/// with `{job_id}.`), sorted by name; the other documents' entries are not looked at.
-pub(super) fn scan_shard_doc(shard: &Path, job_id: i64) -> Result<Vec<(String, Kind)>, MirrorError> {
-    let prefix = format!("{job_id}.");
-    scan(
-        shard,
-        |name| name.starts_with(&prefix),
-        |name, is_file| classify_shard_entry(job_id, name, is_file),
-    )
-}
-
-/// A shard directory's entries read once, to answer for several of its documents (a
-/// batch's cleanups: its consecutive ids share a shard). Names that are not UTF-8 are
-/// nobody's file of ours and are left out.
-pub(super) struct ShardListing {
-    /// `(name, is a file)`, sorted by name.
-    entries: Vec<(String, bool)>,
-}
-
-impl ShardListing {
-    /// Lists `shard`; a shard that does not exist (yet, or any more) is empty.
-    pub(super) fn read(shard: &Path) -> Result<ShardListing, MirrorError> {
-        let rd = match fs::read_dir(shard) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ShardListing { entries: Vec::new() }),
-            Err(e) => return Err(io_err(shard)(e)),
-        };
-        let mut entries = Vec::new();
-        for entry in rd {
-            let entry = entry.map_err(io_err(shard))?;
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
-            };
-            let is_file = entry.file_type().map_err(io_err(&entry.path()))?.is_file();
-            entries.push((name, is_file));
-        }
-        entries.sort_unstable();
-        Ok(ShardListing { entries })
-    }
-
-    /// Document `job_id`'s entries, classified, sorted by name: what
-    /// [`scan_shard_doc`] would have found when the shard was listed.
-    pub(super) fn doc(&self, job_id: i64) -> Vec<(String, Kind)> {
-        let prefix = format!("{job_id}.");
-        let start = self
-            .entries
-            .partition_point(|(n, _)| n.as_str() < prefix.as_str());
-        self.entries[start..]
-            .iter()
-            .take_while(|(n, _)| n.starts_with(&prefix))
-            .map(|(n, is_file)| (n.clone(), classify_shard_entry(job_id, n, *is_file)))
-            .collect()
-    }
-}
-
-/// Entries of `dir` whose names `wanted` picks, classified, sorted by name; a directory that
-/// vanished (pruned concurrently) is empty.
-fn scan(
-    dir: &Path,
-    wanted: impl Fn(&str) -> bool,
-    classify: impl Fn(&str, bool) -> Kind,
-) -> Result<Vec<(String, Kind)>, MirrorError> {
-    let rd = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err(dir)(e)),
+    let Some(rd) = read_dir_if_present(dir)? else {
+        return Ok(Vec::new());
     };
     let mut out = Vec::new();
     for entry in rd {
         let entry = entry.map_err(io_err(dir))?;
         let raw = entry.file_name();
-        let name = raw.to_string_lossy();
-        if !wanted(&name) {
-            continue;
-        }
         let is_file = entry.file_type().map_err(io_err(&entry.path()))?.is_file();
-        // A name that is not UTF-8 is nobody's file of ours: unknown.
         let kind = match raw.to_str() {
-            Some(name) => classify(name, is_file),
+            Some(name) => classify_legacy(name, is_file),
             None => Kind::Unknown,
         };
-        out.push((name.into_owned(), kind));
+        out.push((raw.to_string_lossy().into_owned(), kind));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
+}
+
+/// Classified entries of document `job_id` in its shard directory (the names that start
+/// with `{job_id}.`), sorted by name; the other documents' entries are not looked at.
+pub(super) fn scan_shard_doc(shard: &Path, job_id: i64) -> Result<Vec<(String, Kind)>, MirrorError> {
+    Ok(ShardListing::read(shard)?.doc(job_id))
+}
+
+/// A shard directory's entries read once, to answer for several of its documents (a
+/// batch's cleanups: its consecutive ids share a shard).
+pub(super) struct ShardListing {
+    /// `(name, is a file, the name is UTF-8)`, sorted by name; a name that is not
+    /// UTF-8 is kept lossily, and is nobody's file of ours (unknown).
+    entries: Vec<(String, bool, bool)>,
+}
+
+impl ShardListing {
+    /// Lists `shard`; a shard that does not exist (yet, or any more) is empty.
+    pub(super) fn read(shard: &Path) -> Result<ShardListing, MirrorError> {
+        let Some(rd) = read_dir_if_present(shard)? else {
+            return Ok(ShardListing { entries: Vec::new() });
+        };
+        let mut entries = Vec::new();
+        for entry in rd {
+            let entry = entry.map_err(io_err(shard))?;
+            let is_file = entry.file_type().map_err(io_err(&entry.path()))?.is_file();
+            let (name, utf8) = match entry.file_name().into_string() {
+                Ok(name) => (name, true),
+                Err(raw) => (raw.to_string_lossy().into_owned(), false),
+            };
+            entries.push((name, is_file, utf8));
+        }
+        entries.sort_unstable();
+        Ok(ShardListing { entries })
+    }
+
+    /// Document `job_id`'s entries (the names that start with `{job_id}.`),
+    /// classified, sorted by name, as they were when the shard was listed.
+    pub(super) fn doc(&self, job_id: i64) -> Vec<(String, Kind)> {
+        let prefix = format!("{job_id}.");
+        let start = self
+            .entries
+            .partition_point(|(n, _, _)| n.as_str() < prefix.as_str());
+        self.entries[start..]
+            .iter()
+            .take_while(|(n, _, _)| n.starts_with(&prefix))
+            .map(|(n, is_file, utf8)| {
+                let kind = if *utf8 {
+                    classify_shard_entry(job_id, n, *is_file)
+                } else {
+                    Kind::Unknown
+                };
+                (n.clone(), kind)
+            })
+            .collect()
+    }
 }
 
 pub(super) fn is_real_dir(path: &Path) -> Result<bool, MirrorError> {

@@ -182,9 +182,9 @@ impl OwedCleanups {
 
     /// Retry the owed cleanups in order until one is still busy (a lock
     /// held elsewhere: waiting on for the rest would only add a wait for
-    /// each); it and the rest stay owed. Returns how many are still owed. A
-    /// cleanup that failed is not retried: it is left to `gc`, which reports it.
-    pub(crate) fn retry(&self, store: &Store, mirror: &Mirror) -> usize {
+    /// each); it and the rest stay owed. A cleanup that failed is not
+    /// retried: it is left to `gc`, which reports it.
+    pub(crate) fn retry(&self, store: &Store, mirror: &Mirror) {
         let owed = std::mem::take(&mut *self.lock());
         let mut left = owed.into_iter();
         for id in left.by_ref() {
@@ -198,7 +198,6 @@ impl OwedCleanups {
         let mut ids = self.lock();
         let room = Self::MAX.saturating_sub(ids.len());
         ids.extend(left.take(room));
-        ids.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<JobId>> {

@@ -121,74 +121,20 @@ impl Stats {
     }
 }
 
-/// `fstatat` on a directory's descriptor, on the systems whose `stat` fields
-/// are named as read here.
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_os = "macos",
-    target_os = "ios",
-    target_os = "freebsd"
-))]
-mod at {
-    use super::FileStat;
-    use std::ffi::OsStr;
-    use std::fs::File;
-    use std::path::Path;
-
-    /// The directory opened for `fstatat`; `None` when it cannot be.
-    pub(super) fn open_dir(path: &Path) -> Option<File> {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-            .open(path)
-            .ok()
-    }
-
-    /// `fstatat` of `name` in `dir`; `None` when the call failed (the caller
-    /// stats the path instead).
-    pub(super) fn stat_at(dir: &File, name: &OsStr, follow: bool) -> Option<FileStat> {
-        use std::os::unix::ffi::OsStrExt;
-        use std::os::unix::io::AsRawFd;
-        let name = std::ffi::CString::new(name.as_bytes()).ok()?;
-        let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
-        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: a valid descriptor, a NUL-terminated name and a buffer of
-        // the size the call writes; it is read only when the call succeeded.
-        let st = unsafe {
-            if libc::fstatat(dir.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), flags) != 0 {
-                return None;
-            }
-            st.assume_init()
-        };
-        Some(FileStat {
-            is_file: st.st_mode & libc::S_IFMT == libc::S_IFREG,
-            len: u64::try_from(st.st_size).ok()?,
-            #[allow(clippy::unnecessary_cast)] // time_t is 32 bits on some systems
-            mtime_s: st.st_mtime as i64,
-            mtime_ns: u32::try_from(st.st_mtime_nsec).ok()?,
-        })
-    }
-}
-
-/// Elsewhere no directory is opened, and every stat is by path.
-#[cfg(not(any(
-    target_os = "linux",
-    target_os = "android",
-    target_os = "macos",
-    target_os = "ios",
-    target_os = "freebsd"
-)))]
-mod at {
-    pub(super) fn open_dir(_: &std::path::Path) -> Option<std::fs::File> {
-        None
-    }
-
-    pub(super) fn stat_at(_: &std::fs::File, _: &std::ffi::OsStr, _: bool) -> Option<super::FileStat> {
-        None
-    }
-}
+/// `fstatat` on a directory's descriptor (`stat/at.rs`) on the systems whose
+/// `stat` fields are named as read there; elsewhere every stat is by path
+/// (`stat/at_none.rs`).
+#[cfg_attr(
+    not(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd"
+    )),
+    path = "stat/at_none.rs"
+)]
+mod at;
 
 #[cfg(test)]
 mod tests {

@@ -98,7 +98,7 @@ impl JobReads for Client {
         Ok(counts)
     }
 
-    /// The store's [`Totals`], in one grouped scan.
+    /// The store's [`Totals`], in one statement of counts ([`crate::store::read::TOTALS`]).
     fn totals(&mut self) -> Sql<Totals> {
         let r = self.query_one(crate::store::read::TOTALS, &[])?;
         let mut counts = [0i64; 7];

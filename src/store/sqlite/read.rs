@@ -114,7 +114,7 @@ impl JobReads for Rows<'_> {
         Ok(counts)
     }
 
-    /// The store's [`Totals`], in one grouped scan.
+    /// The store's [`Totals`], in one statement of counts ([`crate::store::read::TOTALS`]).
     fn totals(&mut self) -> rusqlite::Result<Totals> {
         let counts = self
             .0

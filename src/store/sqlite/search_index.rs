@@ -134,8 +134,8 @@ fn delete_first_part(tx: &Connection, id: i64) -> rusqlite::Result<usize> {
 
 /// Retire document `id`'s further parts, except the ones staged under
 /// `keep`, which become live: the new text's. Most documents have none, and
-/// a read says so: the `UPDATE`s each opened (and tore down) SQLite's
-/// temporary structures, a tenth of a first run's time.
+/// a read says so: each `UPDATE` opens (and tears down) SQLite's temporary
+/// structures for a statement, which a first run paid for every document.
 fn settle_parts(tx: &Connection, id: i64, keep: Option<&str>) -> rusqlite::Result<()> {
     let has_parts: bool = tx
         .prepare_cached("SELECT EXISTS (SELECT 1 FROM search_parts WHERE doc = ?1)")?
