@@ -89,8 +89,8 @@ pub use job::{
     Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Rejection, Status,
 };
 pub use store::{
-    Backoff, Completion, CompletionText, Hit, KnownSource, NewDoc, Store, StoreOptions, Synchronous,
-    Tokenizer, Vanished,
+    Backoff, Completion, CompletionText, Hit, KnownSource, NewDoc, QuerySyntax, Search, SearchPage, Snippet,
+    Store, StoreOptions, Synchronous, Tokenizer, Vanished,
 };
 
 /// Hooks for the project's own tests (crash points, injected mirror faults, the

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use super::completion::Completion;
 use super::read::KnownSource;
 use super::retention::HistoryPrune;
-use super::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
+use super::search::{IndexCheck, IndexDoc, Search, SearchPage, Tokenizer};
 use crate::clock::Millis;
 use crate::error::Result;
 use crate::job::{Claim, Fenced, Owner, Parked};
@@ -81,7 +81,7 @@ pub(crate) trait Engine: super::rules::Rules + Send + Sync {
     /// At most `limit` documents matching `query`, best first, stopped after
     /// `time_limit`; a malformed query, or one stopped, is
     /// [`crate::Error::InvalidInput`].
-    fn search(&self, query: &str, limit: usize, time_limit: std::time::Duration) -> Result<Vec<Hit>>;
+    fn search(&self, search: &Search<'_>, time_limit: std::time::Duration) -> Result<SearchPage>;
     /// The tokenizer the index is made with.
     fn search_tokenizer(&self) -> Result<Tokenizer>;
     /// The index compared with the accepted results.

@@ -66,7 +66,7 @@ pub use postgres::{
 pub use queue::{NewDoc, Vanished};
 pub use read::{KnownSource, Totals};
 pub use retention::HistoryPrune;
-pub use search::{Hit, IndexCheck, IndexDoc, Tokenizer};
+pub use search::{Hit, IndexCheck, IndexDoc, QuerySyntax, Search, SearchPage, Snippet, Tokenizer};
 pub use sqlite::open::{schema_version, Access};
 #[doc(hidden)]
 pub use sqlite::write::claim_candidate_queries;
@@ -731,17 +731,10 @@ impl Store {
 
     // ----- the search index (DESIGN §12) -----
 
-    /// At most `limit` documents whose accepted text matches `query`, best
-    /// first: key, rank (bm25), a snippet with the matched terms marked, and
-    /// the accepted result's path in the mirror. `query` is in FTS5's syntax:
-    /// words (all must occur), `"a phrase"`, `prefix*`, `AND`, `OR`, `NOT`,
-    /// parentheses. Words in Hangul, Han, Kana and Thai are searched as
-    /// prefixes, so `계정` finds `계정이`.
-    ///
-    /// # Failure
-    /// [`Error::InvalidInput`] naming the query and what is wrong with it: a
-    /// malformed query, one longer than 4,096 bytes or with more than 64
-    /// terms, or one that ran past [`StoreOptions::search_timeout`].
+    /// At most `limit` documents whose accepted text matches `query` (in
+    /// people's language, [`QuerySyntax::Plain`]), best first: key, score, a
+    /// snippet with the matched terms, and the accepted result's path in the
+    /// mirror. [`Store::search_page`] says more.
     ///
     /// # Example
     /// ```
@@ -750,25 +743,34 @@ impl Store {
     /// let store = Store::open(dir.path().join("q.db"), StoreOptions::default()).unwrap();
     /// store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
     /// let claim = store.claim("w1").unwrap().unwrap();
-    /// let text = "계정이 잠겼습니다";
+    /// let text = "계정이 잠겼습니다: see qemu-img";
     /// let done = Completion::new("r/a", "abc").index(text);
     /// assert!(store.complete(claim, done).unwrap().is_accepted());
     /// let hits = store.search("계정", 10).unwrap();
     /// assert_eq!(hits[0].key, "a.txt");
-    /// assert_eq!(hits[0].snippet, "[계정이] 잠겼습니다");
+    /// assert_eq!(hits[0].snippet.marked("[", "]"), "[계정이] 잠겼습니다: see qemu-img");
+    /// assert_eq!(store.search("qemu-img -windows", 10).unwrap().len(), 1);
     /// ```
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
-        self.search_within(query, limit, self.options().search_timeout)
+        Ok(self.search_page(&Search::new(query).limit(limit))?.hits)
     }
 
-    /// [`Store::search`] stopped after `time_limit` instead of
-    /// [`StoreOptions::search_timeout`]: a stopped search is
-    /// [`Error::InvalidInput`] saying so.
-    pub fn search_within(&self, query: &str, limit: usize, time_limit: Duration) -> Result<Vec<Hit>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        self.engine().search(query, limit, time_limit)
+    /// One page of the documents whose accepted text matches, best first,
+    /// and how many match in all. The query is in people's language by
+    /// default ([`QuerySyntax::Plain`]): words (each searched as the phrase
+    /// the index cuts it into), `"a phrase"`, `prefix*`, `-excluded`, `OR`,
+    /// parentheses; or in FTS5's own ([`QuerySyntax::Fts5`]). Words in
+    /// Hangul, Han, Kana and Thai are searched as prefixes, so `계정` finds
+    /// `계정이`.
+    ///
+    /// # Failure
+    /// [`Error::InvalidInput`] naming the query and what is wrong with it: a
+    /// malformed query (in people's language, with the column), one longer
+    /// than 4,096 bytes or with more than 64 terms;
+    /// [`Error::SearchTimedOut`] for one that ran past its time limit.
+    pub fn search_page(&self, search: &Search<'_>) -> Result<SearchPage> {
+        let time_limit = search.time_limit.unwrap_or(self.options().search_timeout);
+        self.engine().search(search, time_limit)
     }
 
     /// The tokenizer the search index is made with.

@@ -741,6 +741,13 @@ fn starts_word(bytes: &[u8], at: usize) -> bool {
     }
 }
 
+/// Where document `id` of the source at `base_url` is read from (`GET
+/// {base_url}/documents/{id}/content`): what a search shows as its
+/// location. None for a base URL that carries credentials.
+pub fn document_url(base_url: &str, id: &str) -> Option<String> {
+    endpoint(base_url, &["documents", id, "content"]).ok()
+}
+
 /// `base_url` joined with path `segments`, each percent-encoded. Trailing
 /// slashes on the base are ignored, so `http://x/` and `http://x` agree.
 fn endpoint(base_url: &str, segments: &[&str]) -> Result<String, UpstreamError> {

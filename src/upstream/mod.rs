@@ -20,7 +20,8 @@ mod sink;
 mod source;
 
 pub use client::{
-    Account, BadRecord, Delivery, DocumentRef, HttpClient, Page, SkippedRecord, UpstreamError, MAX_ID_BYTES,
+    document_url, Account, BadRecord, Delivery, DocumentRef, HttpClient, Page, SkippedRecord, UpstreamError,
+    MAX_ID_BYTES,
 };
 pub use courier::{Courier, CourierHandle, Delivered};
 pub use gate::{Gate, GateError};

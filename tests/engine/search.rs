@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 use common::{Backend, TestDb};
 use leasehold::store::IndexDoc;
 use leasehold::testing::dup;
-use leasehold::{Claim, Completion, Error, Fenced, NewDoc, Store, StoreOptions, Tokenizer};
+use leasehold::{
+    Claim, Completion, Error, Fenced, Hit, NewDoc, QuerySyntax, Search, Store, StoreOptions, Tokenizer,
+};
 
 /// Complete `claim` with `text` as its accepted text (a result path and
 /// checksum of its own).
@@ -27,6 +29,11 @@ fn index(store: &Store, key: &str, version: &str, text: &str) {
     let claim = store.claim("w").unwrap().expect("claimable");
     assert_eq!(claim.key, key);
     assert!(finish(store, claim, text).is_accepted());
+}
+
+/// A hit's snippet with its matches in brackets.
+fn marked(hit: &Hit) -> String {
+    hit.snippet.marked("[", "]")
 }
 
 /// The keys a query finds, in order.
@@ -64,12 +71,12 @@ fn accepted_text_is_searchable(b: Backend) {
     let hits = store.search("fox", 10).unwrap();
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].key, "fox.txt");
-    assert!(hits[0].snippet.contains("[fox]"), "{:?}", hits[0].snippet);
+    assert!(marked(&hits[0]).contains("[fox]"), "{:?}", hits[0].snippet);
     assert!(hits[0].result_path.starts_with("r/"), "{:?}", hits[0].result_path);
     assert!(
-        hits[0].rank < 0.0,
-        "a better match has a lower rank: {}",
-        hits[0].rank
+        hits[0].score > 0.0,
+        "a better match has a higher score: {}",
+        hits[0].score
     );
     assert_eq!(keys(&store, "\"brown fox\""), ["fox.txt"]);
     assert!(keys(&store, "\"fox brown\"").is_empty());
@@ -169,7 +176,7 @@ fn korean_particles_and_unspaced_scripts(b: Backend) {
     index(&store, "ja", "v1", "東京都に住んでいます");
     let hits = store.search("계정", 10).unwrap();
     assert_eq!(hits.iter().map(|h| h.key.as_str()).collect::<Vec<_>>(), ["ko"]);
-    assert!(hits[0].snippet.contains("[계정이]"), "{:?}", hits[0].snippet);
+    assert!(marked(&hits[0]).contains("[계정이]"), "{:?}", hits[0].snippet);
     assert_eq!(keys(&store, "비밀번호"), ["ko"]);
     assert_eq!(keys(&store, "계정 비밀번호"), ["ko"]);
     assert_eq!(keys(&store, "東京"), ["ja"]);
@@ -179,12 +186,98 @@ fn a_malformed_query_is_an_invalid_input(b: Backend) {
     let t = TestDb::new(b);
     let store = t.handle(1000);
     index(&store, "doc", "v1", "some text");
-    for bad in ["\"open", "a AND (", "   "] {
+    for bad in ["\"open", "a AND (", "   ", "-some", "a OR", "+ —"] {
         match store.search(bad, 10) {
-            Err(Error::InvalidInput { what, .. }) => assert_eq!(what, "search query"),
+            Err(Error::InvalidInput { what, reason }) => {
+                assert_eq!(what, "search query");
+                assert!(reason.contains("at column"), "{bad:?}: {reason}");
+            }
             other => panic!("{bad:?}: {other:?}"),
         }
     }
+    // FTS5's own syntax, asked for, is judged by FTS5 (or its translation).
+    let fts = |q| store.search_page(&Search::new(q).syntax(QuerySyntax::Fts5));
+    assert!(matches!(fts("a AND ("), Err(Error::InvalidInput { .. })));
+    assert_eq!(fts("some NOT other").unwrap().total, 1);
+}
+
+/// People's language: a word with punctuation is the phrase of its parts,
+/// exclusions, OR binding tighter than the space, groups; pages and the
+/// total.
+fn ordinary_terms_are_searched_as_written(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.handle(60_000);
+    index(
+        &store,
+        "qemu",
+        "v1",
+        "Convert images with qemu-img convert; see e-mail.",
+    );
+    index(
+        &store,
+        "cpp",
+        "v1",
+        "C++ and libffi.so.8 in release 2.0 (don't panic)",
+    );
+    index(&store, "url", "v1", "Read https://example.org/a?b=c first");
+    index(
+        &store,
+        "apart",
+        "v1",
+        "qemu and img apart; mail e later; so libffi",
+    );
+    index(&store, "windows", "v1", "qemu-img on windows, e-mail too");
+    for (query, want) in [
+        ("qemu-img", &["qemu", "windows"][..]),
+        ("qemu-img -windows", &["qemu"]),
+        ("qemu-img NOT windows", &["qemu"]),
+        ("e-mail", &["qemu", "windows"]),
+        ("libffi.so", &["cpp"]),
+        ("2.0", &["cpp"]),
+        ("don't", &["cpp"]),
+        ("C++ release", &["cpp"]),
+        ("https://example.org/a?b=c", &["url"]),
+        ("qemu-im*", &["qemu", "windows"]),
+        ("\"img apart\"", &["apart"]),
+        ("img (apart OR windows)", &["apart", "windows"]),
+        ("convert OR first panic", &[]),
+        ("panic convert OR release", &["cpp"]),
+        ("panic | read", &["cpp", "url"]),
+        ("qemu -(windows OR apart)", &["qemu"]),
+        ("body:x", &[]),
+    ] {
+        let found: BTreeSet<String> = keys(&store, query).into_iter().collect();
+        let want: BTreeSet<String> = want.iter().map(|k| k.to_string()).collect();
+        assert_eq!(found, want, "{query:?}");
+    }
+    // Pages: the total whatever the page, the pages in rank order.
+    let all = store.search_page(&Search::new("qemu").unlimited()).unwrap();
+    assert_eq!(all.total, 3);
+    assert_eq!(all.hits.len(), 3);
+    let second = store
+        .search_page(&Search::new("qemu").offset(1).limit(1))
+        .unwrap();
+    assert_eq!(second.total, 3);
+    assert_eq!(second.hits.len(), 1);
+    assert_eq!(second.hits[0].key, all.hits[1].key);
+    let past = store.search_page(&Search::new("qemu").offset(5)).unwrap();
+    assert_eq!((past.total, past.hits.len()), (3, 0));
+    let bare = store
+        .search_page(&Search::new("qemu").without_snippets())
+        .unwrap();
+    assert!(bare.hits.iter().all(|h| h.snippet.text().is_empty()));
+    // The snippet's highlights cover the matched words.
+    let hit = &store.search("e-mail", 1).unwrap()[0];
+    let words: Vec<&str> = hit
+        .snippet
+        .highlights()
+        .iter()
+        .map(|h| &hit.snippet.text()[h.clone()])
+        .collect();
+    assert!(
+        !words.is_empty() && words.iter().all(|w| w.contains("mail") || *w == "e"),
+        "{words:?}"
+    );
 }
 
 /// A smaller corpus, searched through the index and by a scan of the texts
@@ -372,6 +465,7 @@ on_both_backends!(
     a_removed_source_leaves_the_index,
     korean_particles_and_unspaced_scripts,
     a_malformed_query_is_an_invalid_input,
+    ordinary_terms_are_searched_as_written,
     results_equal_a_brute_force_scan,
     the_best_match_comes_first_and_ties_keep_id_order,
 );
@@ -391,7 +485,7 @@ fn sqlite_only_trigram_finds_substrings() {
     assert_eq!(keys(&store, "住んで"), ["ja"]);
     let short = store.search("住ん", 10).unwrap();
     assert_eq!(short.iter().map(|h| h.key.as_str()).collect::<Vec<_>>(), ["ja"]);
-    assert!(short[0].snippet.contains("[住ん]"), "{:?}", short[0].snippet);
+    assert!(marked(&short[0]).contains("[住ん]"), "{:?}", short[0].snippet);
     assert_eq!(keys(&store, "정이"), ["ko"]);
     assert_eq!(keys(&store, "계정"), ["ko"]);
     assert!(matches!(
@@ -461,11 +555,11 @@ fn the_best_match_comes_first_and_ties_keep_id_order(b: Backend) {
     let found: Vec<&str> = hits.iter().map(|h| h.key.as_str()).collect();
     assert_eq!(found, ["thrice", "twice", "once0", "once1", "once2"]);
     assert!(
-        hits.windows(2).all(|w| w[0].rank <= w[1].rank),
-        "ranks in order: {hits:?}"
+        hits.windows(2).all(|w| w[0].score >= w[1].score),
+        "scores in order: {hits:?}"
     );
-    assert!(hits[0].rank < hits[1].rank && hits[1].rank < hits[2].rank);
-    assert_eq!(hits[2].rank, hits[4].rank, "equal texts rank equal");
+    assert!(hits[0].score > hits[1].score && hits[1].score > hits[2].score);
+    assert_eq!(hits[2].score, hits[4].score, "equal texts score equal");
 
     let found = keys(&store, "pear OR river");
     assert_eq!(found[0], "both", "{found:?}");
@@ -868,7 +962,7 @@ fn sqlite_only_a_search_past_its_time_limit_is_stopped_and_nothing_stays_stopped
     assert!(store.complete_many(done).unwrap().iter().all(|f| f.is_accepted()));
     for _ in 0..3 {
         let err = store
-            .search_within("common", 10, std::time::Duration::from_nanos(1))
+            .search_page(&Search::new("common").time_limit(std::time::Duration::from_nanos(1)))
             .unwrap_err();
         assert!(matches!(err, Error::SearchTimedOut { .. }), "{err:?}");
         assert!(!err.is_config(), "a slow query is not a usage error: {err}");

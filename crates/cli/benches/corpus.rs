@@ -391,15 +391,22 @@ fn leasehold_search(run: &Path, query: &str) -> std::collections::BTreeSet<Strin
     struct Hit {
         key: String,
     }
+    #[derive(Deserialize, Default)]
+    struct Page {
+        hits: Vec<Hit>,
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_leasehold"))
         .arg("--data")
         .arg(run.join("data"))
-        .args(["search", query, "--json", "--limit", "1000000"])
+        .args(["search", query, "--json", "--limit", "0"])
         .output()
         .expect("leasehold search");
-    said_failure("leasehold search", query, &out);
-    let hits: Vec<Hit> = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    hits.into_iter().map(|h| h.key).collect()
+    // Exit 1 with an empty page is no match, as for grep.
+    if out.status.code() != Some(1) {
+        said_failure("leasehold search", query, &out);
+    }
+    let page: Page = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    page.hits.into_iter().map(|h| h.key).collect()
 }
 
 /// The documents (as keys: paths relative to `docs`) `recollq` finds for

@@ -159,6 +159,14 @@ pub struct SearchFlags {
     pub tokenizer: Option<TokenizerName>,
 }
 
+/// When to colour output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
 /// The tokenizers a data directory may choose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TokenizerName {
@@ -426,26 +434,50 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Search the accepted texts: per match the document, its rank (bm25,
-    /// lower is better), a snippet with the matched terms in [brackets],
-    /// and the result file.
+    /// Search the accepted texts: per match the original's location, its
+    /// size and modification time, a score (higher is better) and a snippet
+    /// with the matched terms highlighted; then how many documents match.
+    /// Exit 1 when nothing matches.
     ///
-    /// QUERY is in SQLite FTS5's syntax: words (all must occur), "a phrase",
-    /// prefix*, AND, OR, NOT, parentheses. Words in Hangul, Han, Kana and
-    /// Thai are searched as prefixes (계정 finds 계정이).
+    /// QUERY: words (each must occur; one with punctuation, such as
+    /// qemu-img, C++ or a URL, is searched as the phrase of its parts),
+    /// "a phrase", prefix*, -word or NOT word to exclude, OR (or |) between
+    /// alternatives, (parentheses). Several arguments are one query. An
+    /// argument starting with - is read as an option: write NOT word, or put
+    /// the query after -- (leasehold search -- linux -windows). Words in
+    /// Hangul, Han, Kana and Thai are searched as prefixes (계정 finds 계정이).
     Search {
         /// What to look for.
-        #[arg(value_name = "QUERY")]
-        query: String,
-        /// Show at most N matches, best first.
-        #[arg(long, value_name = "N", default_value_t = 20,
-              value_parser = clap::value_parser!(u64).range(1..))]
-        limit: u64,
+        #[arg(value_name = "QUERY", required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Read QUERY in SQLite FTS5's own syntax (AND, OR, NOT, NEAR,
+        /// column filters) instead.
+        #[arg(long)]
+        fts: bool,
+        /// Show at most N matches, best first; 0 shows all [default: 20,
+        /// all with --files].
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+        /// Skip the best N matches (the next page).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        offset: u64,
+        /// Print only the originals' locations, one per line, for other
+        /// tools to read.
+        #[arg(short = 'l', long = "files", conflicts_with = "json")]
+        files: bool,
+        /// With --files: end each location with a NUL byte instead of a
+        /// line break (for xargs -0).
+        #[arg(short = '0', long = "null", requires = "files")]
+        null: bool,
+        /// Highlight matches and locations: auto (on a terminal, unless
+        /// NO_COLOR is set), always or never.
+        #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorWhen::Auto)]
+        color: ColorWhen,
         /// Stop a search still running after this long (a query too broad
         /// to rank in time), with a message saying so.
         #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
         timeout: Duration,
-        /// Print a JSON array of matches.
+        /// Print the matches and their total as one JSON object.
         #[arg(long)]
         json: bool,
     },

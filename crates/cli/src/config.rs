@@ -541,6 +541,42 @@ fn pin_source(store: &Store, data: &str, dir: &Path, hidden: bool) -> Result<Dir
     Ok(source.include_hidden(hidden))
 }
 
+/// Where a data directory's documents come from, as it records it.
+pub enum Origin {
+    /// A source directory: a key is a path relative to it.
+    Folder(PathBuf),
+    /// An HTTP source's base URL.
+    Http(String),
+    /// Nothing recorded (a data directory filled through the library).
+    Unrecorded,
+}
+
+impl Origin {
+    /// The source this data directory records.
+    pub fn of(store: &Store) -> Result<Origin, CliError> {
+        if let Some(root) = store.meta(SOURCE_ROOT)? {
+            return Ok(Origin::Folder(PathBuf::from(root)));
+        }
+        Ok(store.meta(SOURCE_URL)?.map_or(Origin::Unrecorded, Origin::Http))
+    }
+
+    /// Where the original of document `key` is: its path for a folder,
+    /// its URL for an HTTP source, None when nothing is recorded.
+    pub fn location(&self, key: &str) -> Option<Location> {
+        match self {
+            Origin::Folder(root) => Some(Location::Path(root.join(key))),
+            Origin::Http(base) => leasehold::upstream::document_url(base, key).map(Location::Url),
+            Origin::Unrecorded => None,
+        }
+    }
+}
+
+/// Where one original is.
+pub enum Location {
+    Path(PathBuf),
+    Url(String),
+}
+
 /// Whether this data directory was listed from an HTTP source by a leasehold
 /// that did not yet record its source: a listing's figures are there, and no
 /// source is recorded. Today `source_url` is recorded before the first

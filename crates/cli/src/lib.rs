@@ -310,10 +310,25 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Search {
             query,
+            fts,
             limit,
+            offset,
+            files,
+            null,
+            color,
             timeout,
             json,
-        } => search::search(&reading(Existing::StoreAndMirror)?, &query, limit, timeout, json),
+        } => {
+            let asked = search::Asked {
+                query: query.join(" "),
+                fts,
+                limit,
+                offset,
+                output: search::Output::of(files, null, json, color),
+                timeout,
+            };
+            search::search(&reading(Existing::StoreAndMirror)?, &asked)
+        }
         Command::Reindex { tokenizer, json } => search::reindex(
             &existing(Existing::StoreAndMirrorToWrite)?,
             tokenizer.map(|t| t.tokenizer()),

@@ -2,68 +2,175 @@
 //! accepted texts (DESIGN §12). The queries and the rebuild live in the
 //! store and the pipeline; this room prints.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use leasehold::pipeline::ReindexReport;
-use leasehold::{Hit, Tokenizer};
+use leasehold::{Hit, QuerySyntax, Search, Snippet, Tokenizer};
 
-use super::config::Config;
-use super::shown::shown;
+use super::args::ColorWhen;
+use super::config::{Config, Location, Origin};
+use super::shown::{on_one_line, shown};
 use super::CliError;
+
+/// A search as the command line asked for it.
+pub struct Asked {
+    pub query: String,
+    pub fts: bool,
+    /// None: the default (20, all with `--files`); 0: all.
+    pub limit: Option<u64>,
+    pub offset: u64,
+    pub output: Output,
+    pub timeout: Duration,
+}
+
+/// How the matches are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// A block per match, then the total; colours or not.
+    Text {
+        color: bool,
+    },
+    /// The originals' locations only, each ended by a line break or a NUL.
+    Files {
+        null: bool,
+    },
+    Json,
+}
+
+impl Output {
+    /// From the flags; `auto` colours a terminal unless `NO_COLOR` is set
+    /// (to anything but the empty string, as no-color.org says).
+    pub fn of(files: bool, null: bool, json: bool, color: ColorWhen) -> Output {
+        if json {
+            return Output::Json;
+        }
+        if files {
+            return Output::Files { null };
+        }
+        let color = match color {
+            ColorWhen::Always => true,
+            ColorWhen::Never => false,
+            ColorWhen::Auto => {
+                std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        };
+        Output::Text { color }
+    }
+}
+
+/// The default page: 20 matches, or all of them for a list of files.
+const DEFAULT_LIMIT: u64 = 20;
 
 /// One match as `search` prints it.
 #[derive(Debug, serde::Serialize)]
 struct HitLine {
     key: String,
-    /// bm25: lower is better.
-    rank: f64,
+    /// Where the original is: its path, or its URL for an HTTP source; null
+    /// when the data directory records no source.
+    location: Option<String>,
+    /// The original's size in bytes and modification time (RFC 3339, UTC),
+    /// as a stat finds them now; null for an HTTP source or a file gone.
+    size: Option<u64>,
+    modified: Option<String>,
+    /// Higher is better.
+    score: f64,
+    /// The text around the match, on one line.
     snippet: String,
-    /// The accepted result, relative to the mirror root.
+    /// The matched pieces of `snippet`, as [start, end) byte offsets.
+    highlights: Vec<[usize; 2]>,
+    /// The accepted text: relative to the mirror root, and as a path.
     result_path: String,
-    /// The same, as a path to open.
-    path: String,
+    text_path: String,
+    #[serde(skip)]
+    marked: Snippet,
 }
 
 impl HitLine {
-    fn of(hit: Hit, cfg: &Config) -> HitLine {
+    fn of(hit: Hit, cfg: &Config, origin: &Origin) -> HitLine {
+        let location = origin.location(&hit.key);
+        let (size, modified) = match &location {
+            Some(Location::Path(path)) => match std::fs::metadata(path) {
+                Ok(meta) => (
+                    Some(meta.len()),
+                    meta.modified()
+                        .ok()
+                        .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+                ),
+                Err(_) => (None, None),
+            },
+            _ => (None, None),
+        };
         HitLine {
-            path: cfg.mirror.root().join(&hit.result_path).display().to_string(),
+            location: location.map(|l| match l {
+                Location::Path(p) => p.display().to_string(),
+                Location::Url(u) => u,
+            }),
+            size,
+            modified,
+            text_path: cfg.mirror.root().join(&hit.result_path).display().to_string(),
             key: hit.key,
-            // JSON has no NaN or infinity; bm25 gives neither, but say 0 if it did.
-            rank: if hit.rank.is_finite() { hit.rank } else { 0.0 },
-            snippet: hit.snippet,
+            // JSON has no NaN or infinity; the ranks give neither, but say 0 if one did.
+            score: if hit.score.is_finite() { hit.score } else { 0.0 },
+            snippet: hit.snippet.text().to_owned(),
+            highlights: hit
+                .snippet
+                .highlights()
+                .iter()
+                .map(|h| [h.start, h.end])
+                .collect(),
             result_path: hit.result_path,
+            marked: hit.snippet,
         }
     }
 }
 
-/// `leasehold search QUERY [--limit N] [--timeout D] [--json]`. A
-/// malformed query or one beyond the caps is a usage error (exit 2) naming
-/// what is wrong; one stopped at its time limit fails (exit 1) saying how to
-/// narrow it or allow longer; no match is exit 0 with
-/// a note on stderr (and `[]` with `--json`), unless the index is found
-/// damaged (a search failing on it, or no match and a cheap look at its
-/// pages): exit 1 naming `leasehold reindex`. A hit whose result file is
-/// missing or altered (as far as a stat tells) is left out, with a line on
-/// stderr that names the fix: its text would be the index's copy of a
-/// result the mirror no longer holds, and `show` could not print it.
-pub fn search(
-    cfg: &Config,
-    query: &str,
-    limit: u64,
-    timeout: std::time::Duration,
-    json: bool,
-) -> Result<ExitCode, CliError> {
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let mut hits = Vec::new();
-    let found = cfg
-        .store
-        .search_within(query, limit, timeout)
-        .map_err(damaged_index)?;
-    if found.is_empty() {
+/// What `--json` prints: the page and the total.
+#[derive(Debug, serde::Serialize)]
+struct Page<'a> {
+    query: &'a str,
+    total: u64,
+    offset: u64,
+    hits: Vec<HitLine>,
+}
+
+/// `leasehold search QUERY...`. A malformed query or one beyond the caps is
+/// a usage error (exit 2) naming what is wrong and where; one stopped at its
+/// time limit fails (exit 1) saying how to narrow it or allow longer; no
+/// match is exit 1, as for grep, with a line on stderr (an empty page with
+/// `--json`), unless the index is found damaged (a search failing on it, or
+/// no match and a cheap look at its pages): exit 1 naming `leasehold
+/// reindex`. A hit whose result file is missing or altered (as far as a
+/// stat tells) is left out, with a line on stderr that names the fix: its
+/// text would be the index's copy of a result the mirror no longer holds,
+/// and `show` could not print it.
+pub fn search(cfg: &Config, asked: &Asked) -> Result<ExitCode, CliError> {
+    let limit = match (asked.limit, asked.output) {
+        (Some(n), _) => n,
+        (None, Output::Files { .. }) => 0,
+        (None, _) => DEFAULT_LIMIT,
+    };
+    let mut request = Search::new(&asked.query)
+        .offset(usize::try_from(asked.offset).unwrap_or(usize::MAX))
+        .time_limit(asked.timeout);
+    request = match usize::try_from(limit) {
+        Ok(0) | Err(_) => request.unlimited(),
+        Ok(n) => request.limit(n),
+    };
+    if asked.fts {
+        request = request.syntax(QuerySyntax::Fts5);
+    }
+    if matches!(asked.output, Output::Files { .. }) {
+        request = request.without_snippets();
+    }
+    let found = cfg.store.search_page(&request).map_err(damaged_index)?;
+    if found.total == 0 {
         refuse_a_damaged_index(cfg)?;
     }
-    for hit in found {
+    let origin = Origin::of(&cfg.store)?;
+    let mut hits = Vec::new();
+    for hit in found.hits {
         if let Some(damage) =
             leasehold::pipeline::stat_damage(&cfg.store, &cfg.mirror, &hit.key, &hit.result_path)?
         {
@@ -74,30 +181,129 @@ pub fn search(
             );
             continue;
         }
-        hits.push(HitLine::of(hit, cfg));
+        hits.push(HitLine::of(hit, cfg, &origin));
     }
-    if json {
-        let text = serde_json::to_string_pretty(&hits)
-            .map_err(|e| CliError::Runtime(format!("cannot encode the matches: {e}")))?;
-        return super::print_bytes(format!("{text}\n").as_bytes());
+    let code = if found.total == 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
+    let out = match asked.output {
+        Output::Json => {
+            let page = Page {
+                query: &asked.query,
+                total: found.total,
+                offset: asked.offset,
+                hits,
+            };
+            let text = serde_json::to_string_pretty(&page)
+                .map_err(|e| CliError::Runtime(format!("cannot encode the matches: {e}")))?;
+            format!("{text}\n")
+        }
+        Output::Files { null } => files(&hits, null),
+        Output::Text { color } => {
+            if found.total == 0 {
+                eprintln!("leasehold: no document matches {:?}", asked.query);
+                return Ok(code);
+            }
+            let shown_to = asked.offset.saturating_add(hits.len() as u64);
+            let mut text = String::new();
+            for h in &hits {
+                block(&mut text, h, color);
+            }
+            text.push_str(&total_line(found.total, asked.offset, shown_to));
+            text
+        }
+    };
+    super::print_bytes(out.as_bytes())?;
+    Ok(code)
+}
+
+/// The locations, one per line or NUL-ended, as they are (a tool reads
+/// them); a document with no location is named by its key.
+fn files(hits: &[HitLine], null: bool) -> String {
+    let end = if null { '\0' } else { '\n' };
+    let mut out = String::new();
+    for h in hits {
+        out.push_str(h.location.as_deref().unwrap_or(&h.key));
+        out.push(end);
     }
-    if hits.is_empty() {
-        eprintln!("leasehold: no document matches {query:?}");
-        return Ok(ExitCode::SUCCESS);
+    out
+}
+
+/// Colours of a terminal: a location as ripgrep shows a path, a match in
+/// bold red.
+const PATH_COLOR: &str = "\x1b[35m";
+const MATCH_COLOR: &str = "\x1b[1;31m";
+const RESET: &str = "\x1b[0m";
+
+/// One match: its location, then its size, time and score, then the
+/// snippet, indented.
+fn block(out: &mut String, h: &HitLine, color: bool) {
+    let location = h.location.as_deref().unwrap_or(&h.key);
+    let (path_on, off) = if color { (PATH_COLOR, RESET) } else { ("", "") };
+    out.push_str(&format!("{path_on}{}{off}\n", shown(location)));
+    let mut facts = Vec::new();
+    if let Some(size) = h.size {
+        facts.push(size_shown(size));
     }
-    // Keys, paths and the snippet (the document's own text) as a terminal
-    // may show them.
-    let mut text = String::new();
-    for h in &hits {
-        text.push_str(&format!(
-            "{}  {:.3}  {}\n    {}\n",
-            shown(&h.key),
-            h.rank,
-            shown(&h.path),
-            leasehold::upstream::one_line(&h.snippet)
-        ));
+    if let Some(modified) = &h.modified {
+        facts.push(modified.clone());
     }
-    super::print_bytes(text.as_bytes())
+    facts.push(format!("score {:.2}", h.score));
+    out.push_str(&format!("    {}\n", facts.join(" · ")));
+    let snippet = if color {
+        h.marked.marked(MATCH_COLOR, RESET)
+    } else {
+        h.marked.marked("[", "]")
+    };
+    if !snippet.is_empty() {
+        out.push_str(&format!("    {}\n", snippet_safe(&snippet, color)));
+    }
+}
+
+/// The snippet's own text with what a terminal acts on made spaces, the
+/// colour codes we put in kept.
+fn snippet_safe(marked: &str, color: bool) -> String {
+    if !color {
+        return on_one_line(marked);
+    }
+    let mut out = String::with_capacity(marked.len());
+    let mut rest = marked;
+    while !rest.is_empty() {
+        if let Some(code) = [MATCH_COLOR, RESET].into_iter().find(|c| rest.starts_with(c)) {
+            out.push_str(code);
+            rest = &rest[code.len()..];
+        } else {
+            let c = rest.chars().next().expect("rest is not empty");
+            out.push_str(&on_one_line(c.encode_utf8(&mut [0; 4])));
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// A size as people read it (`107 B`, `12.40 KiB`).
+fn size_shown(bytes: u64) -> String {
+    indicatif::HumanBytes(bytes).to_string()
+}
+
+/// "37 documents match; showing 1–20" and how to see more.
+fn total_line(total: u64, offset: u64, shown_to: u64) -> String {
+    let noun = if total == 1 {
+        "document matches"
+    } else {
+        "documents match"
+    };
+    if shown_to <= offset {
+        return format!("{total} {noun}; none shown from --offset {offset}\n");
+    }
+    let more = if shown_to < total {
+        format!(" (--offset {shown_to} for more)")
+    } else {
+        String::new()
+    };
+    format!("{total} {noun}; showing {}–{shown_to}{more}\n", offset + 1)
 }
 
 /// A search that found nothing, when a cheap look at the index's pages

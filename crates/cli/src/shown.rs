@@ -18,6 +18,14 @@ pub fn shown(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// Free text on one line, as a terminal may show it: every character
+/// [`shown`] would escape becomes a space.
+pub fn on_one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if acts_on_terminal(c) { ' ' } else { c })
+        .collect()
+}
+
 /// Control characters (newlines, escape, C1 controls) and the bidirectional
 /// overrides and isolates, which reorder what follows them on the line.
 fn acts_on_terminal(c: char) -> bool {

@@ -17,7 +17,7 @@ use crate::store::fencing::WriteOp;
 use crate::store::postgres::search_index as search;
 use crate::store::read::KnownSource;
 use crate::store::retention::HistoryPrune;
-use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer};
+use crate::store::search::{IndexCheck, IndexDoc, Search, SearchPage, Tokenizer};
 
 impl Engine for PgStore {
     fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
@@ -83,9 +83,9 @@ impl Engine for PgStore {
         })
     }
 
-    fn search(&self, query: &str, limit: usize, time_limit: std::time::Duration) -> Result<Vec<Hit>> {
-        self.read(|c| search::search(c, query, limit, time_limit))?
-            .into_hits(query)
+    fn search(&self, search: &Search<'_>, time_limit: std::time::Duration) -> Result<SearchPage> {
+        self.read(|c| search::search(c, search, time_limit))?
+            .into_page(search.query())
     }
 
     fn search_tokenizer(&self) -> Result<Tokenizer> {

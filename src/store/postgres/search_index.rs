@@ -15,8 +15,9 @@ use ::postgres::{Client, Transaction};
 
 use crate::store::completion::Completion;
 use crate::store::postgres::conn::{Fail, Sql};
-use crate::store::search::query::{self, pg_tsquery};
-use crate::store::search::{Found, Hit, IndexCheck, IndexDoc, MARK_CLOSE, MARK_OPEN};
+use crate::store::search::{
+    Found, Hit, IndexCheck, IndexDoc, Search, SearchPage, Snippet, MARK_CLOSE, MARK_OPEN,
+};
 
 /// How much of a text `ts_headline` reads for a snippet (the tsvector holds
 /// no more; see schema.pg.sql).
@@ -129,11 +130,11 @@ pub(crate) fn check(c: &mut Client) -> Sql<IndexCheck> {
     Ok(out)
 }
 
-/// The best `limit` matches of `q` (FTS5's syntax, turned into a tsquery),
-/// then a headline for each: in a subquery, so that `ts_headline` (which
-/// reads the text) runs on the hits only, not on every match.
-pub(crate) fn search(c: &mut Client, q: &str, limit: usize, time_limit: std::time::Duration) -> Sql<Found> {
-    let tsquery = match pg_tsquery(q) {
+/// The page of matches asked for, then a headline for each: in a
+/// subquery, so that `ts_headline` (which reads the text) runs on the hits
+/// only, not on every match; then how many documents match in all.
+pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time::Duration) -> Sql<Found> {
+    let tsquery = match search.pg_tsquery() {
         Ok(t) => t,
         Err(why) => return Ok(Found::BadQuery(why)),
     };
@@ -142,21 +143,31 @@ pub(crate) fn search(c: &mut Client, q: &str, limit: usize, time_limit: std::tim
     let mut tx = c.transaction()?;
     let ms = time_limit.as_millis().clamp(1, i32::MAX as u128);
     tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}"))?;
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    // NULL: no limit.
+    let limit = search.limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+    let offset = i64::try_from(search.offset).unwrap_or(i64::MAX);
     let options = format!(
-        "StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, MaxWords=16, MinWords=6, ShortWord=0, MaxFragments=1, \
-         FragmentDelimiter=…"
+        "StartSel=\"{MARK_OPEN}\", StopSel=\"{MARK_CLOSE}\", MaxWords=16, MinWords=6, ShortWord=0, \
+         MaxFragments=1, FragmentDelimiter=…"
     );
     let rows = tx.query(
         "SELECT j.doc_key, best.path, best.rank,
-                ts_headline('simple', left(best.body, $4), to_tsquery('simple', $1), $3)
+                CASE WHEN $6 THEN ts_headline('simple', left(best.body, $4), to_tsquery('simple', $1), $3)
+                     ELSE '' END
            FROM (SELECT s.job_id, s.path, s.body, ts_rank(s.tsv, q) AS rank
                    FROM search_text s, to_tsquery('simple', $1) q
                   WHERE s.tsv @@ q
-                  ORDER BY rank DESC, s.job_id LIMIT $2) best
+                  ORDER BY rank DESC, s.job_id LIMIT $2 OFFSET $5) best
            JOIN jobs j ON j.id = best.job_id
           ORDER BY best.rank DESC, best.job_id",
-        &[&tsquery, &limit, &options, &SEARCHABLE_CHARS],
+        &[
+            &tsquery,
+            &limit,
+            &options,
+            &SEARCHABLE_CHARS,
+            &offset,
+            &search.snippets,
+        ],
     );
     let rows = match rows {
         Ok(rows) => rows,
@@ -175,13 +186,22 @@ pub(crate) fn search(c: &mut Client, q: &str, limit: usize, time_limit: std::tim
         let snippet: String = r.try_get(3)?;
         hits.push(Hit {
             key: r.try_get(0)?,
-            rank: -f64::from(rank),
-            snippet: query::clean(&snippet),
+            score: f64::from(rank),
+            snippet: Snippet::from_marked(&snippet),
             result_path: r.try_get(1)?,
         });
     }
+    let total: i64 = tx
+        .query_one(
+            "SELECT count(*) FROM search_text WHERE tsv @@ to_tsquery('simple', $1)",
+            &[&tsquery],
+        )?
+        .try_get(0)?;
     tx.commit()?;
-    Ok(Found::Hits(hits))
+    Ok(Found::Hits(SearchPage {
+        hits,
+        total: u64::try_from(total).unwrap_or(0),
+    }))
 }
 
 /// `to_tsquery` refuses what it cannot read as a syntax error.

@@ -5,9 +5,12 @@
 //! # Layout
 //! - `mod.rs`: the public vocabulary ([`Hit`], [`Tokenizer`], [`IndexCheck`],
 //!   [`IndexDoc`]).
-//! - `query.rs`: a query in FTS5's syntax, read once into terms and operators,
-//!   and turned into what each engine runs (an FTS5 MATCH, a LIKE fallback, a
-//!   PostgreSQL tsquery). Pure: no SQL is run there.
+//! - `language.rs`: the query language people type (the default): words,
+//!   phrases, prefixes, exclusions, OR, groups, read into a tree and written
+//!   as an FTS5 expression or a PostgreSQL tsquery. Pure: no SQL is run there.
+//! - `query.rs`: a query in FTS5's own syntax (`--fts`), read once into terms
+//!   and operators, and turned into what each engine runs (an FTS5 MATCH, a
+//!   LIKE fallback, a PostgreSQL tsquery); the caps both languages share.
 //! - `parts.rs`: a long text cut into the parts the index takes one at a
 //!   time, so memory and write transactions stay bounded.
 //!
@@ -24,15 +27,18 @@
 //! result (the fenced completion, the source going away), so a refused
 //! completion can never reach the index.
 
+pub(crate) mod language;
 pub(crate) mod parts;
 pub(crate) mod query;
+
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 
 /// What a search found, or why the query could not run.
 #[derive(Debug)]
 pub(crate) enum Found {
-    Hits(Vec<Hit>),
+    Hits(SearchPage),
     /// The query is malformed; the message says how.
     BadQuery(String),
     /// The search ran past its time limit and was stopped.
@@ -43,7 +49,7 @@ impl Found {
     /// The hits; a malformed query as [`Error::InvalidInput`], one stopped
     /// at its time limit as [`Error::SearchTimedOut`], each naming it (its
     /// start, when it is long).
-    pub(crate) fn into_hits(self, query: &str) -> Result<Vec<Hit>> {
+    pub(crate) fn into_page(self, query: &str) -> Result<SearchPage> {
         match self {
             Found::Hits(hits) => Ok(hits),
             Found::BadQuery(why) => Err(Error::InvalidInput {
@@ -147,29 +153,235 @@ impl std::fmt::Display for Tokenizer {
     }
 }
 
+/// The language a query is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QuerySyntax {
+    /// People's language (the default): words (each searched as the phrase
+    /// the index cuts it into, so `qemu-img`, `C++` and URLs work as
+    /// written), `"phrases"`, `prefix*`, `-word` or `NOT word` to exclude,
+    /// `OR` or `|` (binding tighter than the space), `(groups)`.
+    #[default]
+    Plain,
+    /// SQLite FTS5's own syntax, passed on as written (on PostgreSQL
+    /// translated to a tsquery): for what the plain language cannot say,
+    /// such as `NEAR`.
+    Fts5,
+}
+
+/// One search: the query, its language, and which of the matches, best
+/// first, to return.
+///
+/// ```
+/// use leasehold::{QuerySyntax, Search};
+/// let page = Search::new("qemu-img -windows").offset(20).limit(20);
+/// let raw = Search::new("NEAR(a b)").syntax(QuerySyntax::Fts5);
+/// # let _ = (page, raw);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Search<'q> {
+    pub(crate) query: &'q str,
+    pub(crate) syntax: QuerySyntax,
+    pub(crate) offset: usize,
+    pub(crate) limit: Option<usize>,
+    pub(crate) snippets: bool,
+    pub(crate) time_limit: Option<Duration>,
+}
+
+impl<'q> Search<'q> {
+    /// `query` in people's language; the first 20 matches, with snippets,
+    /// stopped after [`crate::StoreOptions::search_timeout`].
+    pub fn new(query: &'q str) -> Search<'q> {
+        Search {
+            query,
+            syntax: QuerySyntax::Plain,
+            offset: 0,
+            limit: Some(20),
+            snippets: true,
+            time_limit: None,
+        }
+    }
+
+    /// Read the query in this language.
+    pub fn syntax(mut self, syntax: QuerySyntax) -> Self {
+        self.syntax = syntax;
+        self
+    }
+
+    /// Skip the best `n` matches (the next page).
+    pub fn offset(mut self, n: usize) -> Self {
+        self.offset = n;
+        self
+    }
+
+    /// Return at most `n` matches.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+
+    /// Return every match after the offset.
+    pub fn unlimited(mut self) -> Self {
+        self.limit = None;
+        self
+    }
+
+    /// Leave the snippets empty (a list of files needs none, and each costs
+    /// a read of the text).
+    pub fn without_snippets(mut self) -> Self {
+        self.snippets = false;
+        self
+    }
+
+    /// Stop the search after `limit` instead of the store's
+    /// [`crate::StoreOptions::search_timeout`].
+    pub fn time_limit(mut self, limit: Duration) -> Self {
+        self.time_limit = Some(limit);
+        self
+    }
+
+    /// The query as written.
+    pub fn query(&self) -> &str {
+        self.query
+    }
+
+    /// What SQLite runs for this search on an index cut by `tokenizer`.
+    pub(crate) fn sqlite_plan(&self, tokenizer: Tokenizer) -> std::result::Result<query::Plan, String> {
+        match self.syntax {
+            QuerySyntax::Fts5 => query::plan(self.query, tokenizer),
+            QuerySyntax::Plain => {
+                let node = language::read(self.query, tokenizer).map_err(|e| e.to_string())?;
+                if tokenizer == Tokenizer::Trigram {
+                    return query::trigram_node_plan(&node);
+                }
+                Ok(query::Plan::Match(language::fts5(&node, true)))
+            }
+        }
+    }
+
+    /// The tsquery PostgreSQL runs for this search.
+    // PostgreSQL only (feature `postgres`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn pg_tsquery(&self) -> std::result::Result<String, String> {
+        match self.syntax {
+            QuerySyntax::Fts5 => query::pg_tsquery(self.query),
+            QuerySyntax::Plain => language::read(self.query, Tokenizer::PgSimple)
+                .map(|node| language::tsquery(&node))
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The most rows to rank: the offset and the page.
+    pub(crate) fn wanted(&self) -> Option<usize> {
+        self.limit.map(|l| l.saturating_add(self.offset))
+    }
+}
+
+/// One page of a search's matches.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchPage {
+    /// The matches asked for, best first.
+    pub hits: Vec<Hit>,
+    /// How many documents match in all.
+    pub total: u64,
+}
+
 /// One search result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
     /// The document's key.
     pub key: String,
-    /// How well it matched: bm25 as FTS5 computes it, lower is better (on
-    /// PostgreSQL minus `ts_rank`, so both sort the same way). 0 for a match
-    /// found by the trigram tokenizer's LIKE fallback, which has no rank.
-    pub rank: f64,
-    /// A short piece of the text around the match, the matched terms between
-    /// [`MARK_OPEN`] and [`MARK_CLOSE`]; line breaks and control characters
-    /// are spaces.
-    pub snippet: String,
+    /// How well it matched, higher is better: minus FTS5's bm25 on SQLite,
+    /// `ts_rank` on PostgreSQL. 0 for a match found by the trigram
+    /// tokenizer's LIKE fallback, which has no rank.
+    pub score: f64,
+    /// A short piece of the text around the match.
+    pub snippet: Snippet,
     /// Where the text lives: the accepted result, relative to the mirror root.
     pub result_path: String,
 }
 
-/// Put before a matched term in [`Hit::snippet`].
-pub const MARK_OPEN: &str = "[";
-/// Put after a matched term in [`Hit::snippet`].
-pub const MARK_CLOSE: &str = "]";
+/// A short piece of a document's text, on one line, with the places the
+/// query matched.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snippet {
+    text: String,
+    highlights: Vec<std::ops::Range<usize>>,
+}
+
+impl Snippet {
+    /// The text: line breaks and control characters are spaces, [`ELLIPSIS`]
+    /// marks text left out.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The matched pieces of [`Snippet::text`], as byte ranges in order.
+    pub fn highlights(&self) -> &[std::ops::Range<usize>] {
+        &self.highlights
+    }
+
+    /// The text with each matched piece between `open` and `close`.
+    pub fn marked(&self, open: &str, close: &str) -> String {
+        let mut out = String::with_capacity(self.text.len() + 8);
+        let mut at = 0;
+        for h in &self.highlights {
+            out.push_str(&self.text[at..h.start]);
+            out.push_str(open);
+            out.push_str(&self.text[h.clone()]);
+            out.push_str(close);
+            at = h.end;
+        }
+        out.push_str(&self.text[at..]);
+        out
+    }
+
+    /// Read an engine's snippet, whose matches are between [`MARK_OPEN`]
+    /// and [`MARK_CLOSE`]: control characters become spaces, the marks
+    /// become highlights, and the ends are trimmed.
+    pub(crate) fn from_marked(marked: &str) -> Snippet {
+        let mut text = String::with_capacity(marked.len());
+        let mut highlights = Vec::new();
+        let mut open = None;
+        let mut rest = marked;
+        while !rest.is_empty() {
+            if let Some(after) = rest.strip_prefix(MARK_OPEN) {
+                open.get_or_insert(text.len());
+                rest = after;
+            } else if let Some(after) = rest.strip_prefix(MARK_CLOSE) {
+                if let Some(start) = open.take() {
+                    if start < text.len() {
+                        highlights.push(start..text.len());
+                    }
+                }
+                rest = after;
+            } else {
+                let c = rest.chars().next().expect("rest is not empty");
+                text.push(if c.is_control() { ' ' } else { c });
+                rest = &rest[c.len_utf8()..];
+            }
+        }
+        // Trim, moving the highlights with the start.
+        let lead = text.len() - text.trim_start().len();
+        text.truncate(text.trim_end().len());
+        let text = text[lead..].to_owned();
+        let highlights = highlights
+            .into_iter()
+            .map(|h| h.start.saturating_sub(lead).min(text.len())..h.end.saturating_sub(lead).min(text.len()))
+            .filter(|h| h.start < h.end)
+            .collect();
+        Snippet { text, highlights }
+    }
+}
+
+/// Put by the engines before a matched term in a snippet, and
+/// [`MARK_CLOSE`] after it; [`Snippet::from_marked`] turns them into
+/// highlights. Two control characters: a document's text could fake one
+/// only by holding both, and then it only moves a highlight.
+pub(crate) const MARK_OPEN: &str = "\u{1}\u{2}";
+/// See [`MARK_OPEN`].
+pub(crate) const MARK_CLOSE: &str = "\u{2}\u{1}";
 /// Marks text left out of a snippet.
-pub(crate) const ELLIPSIS: &str = "…";
+pub const ELLIPSIS: &str = "…";
 /// About how many terms a snippet shows: words, or for the trigram
 /// tokenizer, characters (each a trigram; 64 is FTS5's most).
 pub(crate) fn snippet_tokens(tokenizer: Tokenizer) -> i64 {

@@ -212,6 +212,25 @@ fn trigram_plan(query: &str, pieces: &[Piece]) -> Result<Plan, QueryError> {
     }
 }
 
+/// The trigram plan of a query in people's language: the LIKE fallback for
+/// a plain list with a term shorter than three characters, a MATCH (no
+/// prefixes: any substring matches already) otherwise, refused when such a
+/// term is in a query with operators.
+pub(crate) fn trigram_node_plan(node: &super::language::Node) -> Result<Plan, QueryError> {
+    let short = |text: &str| text.chars().count() < 3;
+    if let Some(terms) = super::language::plain_terms(node) {
+        if terms.iter().any(|t| short(t)) {
+            return Ok(Plan::Like(terms));
+        }
+    } else if let Some(t) = super::language::first_term(node, &short) {
+        return Err(format!(
+            "{t:?} is shorter than 3 characters: with the trigram tokenizer such terms work only \
+             in a plain list of words (no OR, exclusions, prefixes or parentheses)"
+        ));
+    }
+    Ok(Plan::Match(super::language::fts5(node, false)))
+}
+
 /// `query` as a PostgreSQL tsquery for `to_tsquery('simple', …)`: words and
 /// phrases quoted (a quoted phrase becomes `<->`), glued-script words and
 /// `word*` prefixes `:*`, AND `&`, OR `|`, NOT `& !`, adjacent terms ANDed.
@@ -278,7 +297,7 @@ pub(crate) fn pg_tsquery(query: &str) -> Result<String, QueryError> {
 /// configuration's parser, so a quoted phrase becomes its words joined by `<->`.
 // PostgreSQL only (feature `postgres`).
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-fn pg_quoted(text: &str) -> String {
+pub(crate) fn pg_quoted(text: &str) -> String {
     let inner = text.replace('\\', "\\\\").replace('\'', "''");
     format!("'{inner}'")
 }
@@ -295,7 +314,8 @@ pub(crate) fn like_patterns(terms: &[String]) -> Vec<String> {
 }
 
 /// A snippet made by hand for a LIKE match (FTS5's `snippet()` needs MATCH):
-/// about 40 characters either side of the first term found, the term marked.
+/// about 40 characters either side of the first term found, the term
+/// between the engines' marks ([`super::Snippet::from_marked`] reads it).
 /// Matching folds ASCII case only, as LIKE does.
 pub(crate) fn excerpt(body: &str, terms: &[String]) -> String {
     let folded = body.to_ascii_lowercase();
@@ -304,7 +324,7 @@ pub(crate) fn excerpt(body: &str, terms: &[String]) -> String {
         .filter_map(|t| folded.find(&t.to_ascii_lowercase()).map(|at| (at, t.len())))
         .min();
     let Some((at, len)) = found else {
-        return clean(&body.chars().take(80).collect::<String>());
+        return body.chars().take(80).collect();
     };
     let before: String = body[..at]
         .chars()
@@ -322,20 +342,11 @@ pub(crate) fn excerpt(body: &str, terms: &[String]) -> String {
         ""
     };
     let matched = &body[at..at + len];
-    clean(&format!(
+    format!(
         "{lead}{before}{}{matched}{}{after}{tail}",
         super::MARK_OPEN,
         super::MARK_CLOSE
-    ))
-}
-
-/// A snippet on one line: line breaks and other control characters become spaces.
-pub(crate) fn clean(snippet: &str) -> String {
-    let one_line: String = snippet
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    one_line.trim().to_owned()
+    )
 }
 
 #[cfg(test)]
@@ -416,6 +427,8 @@ mod tests {
     #[test]
     fn excerpts_mark_the_first_term_and_stay_on_one_line() {
         let e = excerpt("line one\nthe 계정이 is here", &["계정".into()]);
-        assert_eq!(e, "line one the [계정]이 is here");
+        let snippet = super::super::Snippet::from_marked(&e);
+        assert_eq!(snippet.marked("[", "]"), "line one the [계정]이 is here");
+        assert_eq!(&snippet.text()[snippet.highlights()[0].clone()], "계정");
     }
 }

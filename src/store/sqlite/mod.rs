@@ -20,7 +20,7 @@ use crate::store::fencing::{WriteOp, WriteOut};
 use crate::store::options::Policy;
 use crate::store::read::KnownSource;
 use crate::store::retention::{sweep as sweep_history, window as history_window, HistoryPrune};
-use crate::store::search::{self, Hit, IndexCheck, IndexDoc, Tokenizer};
+use crate::store::search::{self, IndexCheck, IndexDoc, Search, SearchPage, Tokenizer};
 use crate::store::sqlite::search_index::Chosen;
 use checkpoint::Checkpointer;
 use open::Access;
@@ -269,11 +269,11 @@ impl Engine for Sqlite {
         })
     }
 
-    fn search(&self, query: &str, limit: usize, time_limit: std::time::Duration) -> Result<Vec<Hit>> {
+    fn search(&self, search: &Search<'_>, time_limit: std::time::Duration) -> Result<SearchPage> {
         let mut c = self.conn()?;
-        search_index::search(&mut c, query, limit, time_limit)
+        search_index::search(&mut c, search, time_limit)
             .map_err(|e| Error::from_sqlite(&self.path, e))?
-            .into_hits(query)
+            .into_page(search.query())
     }
 
     fn search_tokenizer(&self) -> Result<Tokenizer> {

@@ -11,7 +11,7 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use crate::store::search::parts::TX_TEXT_BYTES;
 use crate::store::search::query::{self, Plan};
-use crate::store::search::{Found, TOKENIZER_META};
+use crate::store::search::{Found, Search, SearchPage, Snippet, TOKENIZER_META};
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 use crate::store::sqlite::search_purge as purge;
 
@@ -403,24 +403,22 @@ fn count(n: i64) -> u64 {
 /// hits, best first, within `time_limit`.
 pub(crate) fn search(
     c: &mut Connection,
-    q: &str,
-    limit: usize,
+    search: &Search<'_>,
     time_limit: Duration,
 ) -> rusqlite::Result<Found> {
     let tokenizer = table_tokenizer(c)?;
-    let plan = match query::plan(q, tokenizer) {
+    let plan = match search.sqlite_plan(tokenizer) {
         Ok(plan) => plan,
         Err(why) => return Ok(Found::BadQuery(why)),
     };
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let stops = Deadline::on(c, Instant::now() + time_limit)?;
     let c: &Connection = &stops;
     let found = match &plan {
-        Plan::Match(expr) => search_match(c, expr, limit, crate::store::search::snippet_tokens(tokenizer)),
-        Plan::Like(terms) => search_like(c, terms, limit),
+        Plan::Match(expr) => search_match(c, expr, search, crate::store::search::snippet_tokens(tokenizer)),
+        Plan::Like(terms) => search_like(c, terms, search),
     };
     match found {
-        Ok(hits) => Ok(Found::Hits(hits)),
+        Ok(page) => Ok(Found::Hits(page)),
         Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::OperationInterrupted => {
             Ok(Found::TimedOut(time_limit))
         }
@@ -466,15 +464,24 @@ impl Drop for Deadline<'_> {
     }
 }
 
-/// The best `limit` matches, then a snippet for each. In two steps because
-/// SQLite computes every selected column of every match before it sorts:
-/// `snippet()` in the ranking query would be run on all the matches.
-fn search_match(c: &Connection, expr: &str, limit: i64, tokens: i64) -> rusqlite::Result<Vec<Hit>> {
-    let best = best_documents(c, expr, limit)?;
-    let mut hits = Vec::with_capacity(best.len());
-    for (rowid, id, rank) in best {
-        let row: Option<(String, String)> = c
-            .prepare_cached(
+/// The page of matches asked for, then a snippet for each, then how many
+/// documents match in all. In steps because SQLite computes every selected
+/// column of every match before it sorts: `snippet()` in the ranking query
+/// would be run on all the matches.
+fn search_match(
+    c: &Connection,
+    expr: &str,
+    search: &Search<'_>,
+    tokens: i64,
+) -> rusqlite::Result<SearchPage> {
+    let wanted = search
+        .wanted()
+        .map_or(-1, |w| i64::try_from(w).unwrap_or(i64::MAX));
+    let best = best_documents(c, expr, wanted)?;
+    let mut hits = Vec::with_capacity(best.len().saturating_sub(search.offset));
+    for (rowid, id, rank) in best.into_iter().skip(search.offset) {
+        let row: Option<(String, String)> = if search.snippets {
+            c.prepare_cached(
                 "SELECT path, snippet(search_text, 0, ?3, ?4, ?5, ?6) FROM search_text
                  WHERE search_text MATCH ?1 AND rowid = ?2",
             )?
@@ -482,32 +489,70 @@ fn search_match(c: &Connection, expr: &str, limit: i64, tokens: i64) -> rusqlite
                 params![expr, rowid, MARK_OPEN, MARK_CLOSE, ELLIPSIS, tokens],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
-            .optional()?;
+            .optional()?
+        } else {
+            c.prepare_cached("SELECT path, '' FROM search_text WHERE rowid = ?1")?
+                .query_row([rowid], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?
+        };
         // A completion or a gone source between the two reads: skip it.
         let (Some((path, snippet)), Some(key)) = (row, key_of(c, id)?) else {
             continue;
         };
         hits.push(Hit {
             key,
-            rank,
-            snippet: query::clean(&snippet),
+            score: -rank,
+            snippet: Snippet::from_marked(&snippet),
             result_path: path,
         });
     }
-    Ok(hits)
+    let total = matching_documents(c, expr)?;
+    Ok(SearchPage { hits, total })
 }
 
-/// The best `limit` documents for `expr`, each as (its best row, its id, the
-/// row's rank): a long text has several rows, of which the best stands for
-/// it, and staged or retired parts are not searched. When that leaves fewer
-/// than `limit` of the rows ranked, more rows are ranked (rare: only long
-/// texts in flight or matching in several parts take places).
+/// How many documents match `expr`: the first parts that match (a
+/// document's id is its first part's rowid), and the documents of the live
+/// further parts that match whose first part does not (rare: only long
+/// texts have further parts).
+fn matching_documents(c: &Connection, expr: &str) -> rusqlite::Result<u64> {
+    let firsts: i64 = c
+        .prepare_cached("SELECT count(*) FROM search_text WHERE search_text MATCH ?1 AND rowid < ?2")?
+        .query_row(params![expr, PART_ROWID_BASE], |r| r.get(0))?;
+    let mut others = std::collections::HashSet::new();
+    let mut stmt = c.prepare_cached(
+        "SELECT p.doc FROM search_text s JOIN search_parts p ON p.rowid = s.rowid AND p.state = 'live'
+         WHERE search_text MATCH ?1 AND s.rowid >= ?2",
+    )?;
+    let mut rows = stmt.query(params![expr, PART_ROWID_BASE])?;
+    while let Some(r) = rows.next()? {
+        others.insert(r.get::<_, i64>(0)?);
+    }
+    let mut only_later = 0u64;
+    for doc in others {
+        let first_matches = c
+            .prepare_cached("SELECT 1 FROM search_text WHERE search_text MATCH ?1 AND rowid = ?2")?
+            .query_row(params![expr, doc], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if !first_matches {
+            only_later += 1;
+        }
+    }
+    Ok(u64::try_from(firsts).unwrap_or(0) + only_later)
+}
+
+/// The best `limit` documents for `expr` (all of them when `limit` is
+/// negative), each as (its best row, its id, the row's rank): a long text
+/// has several rows, of which the best stands for it, and staged or retired
+/// parts are not searched. When that leaves fewer than `limit` of the rows
+/// ranked, more rows are ranked (rare: only long texts in flight or
+/// matching in several parts take places).
 fn best_documents(c: &Connection, expr: &str, limit: i64) -> rusqlite::Result<Vec<(i64, i64, f64)>> {
     let mut want = limit;
     loop {
         let rows = ranked(c, expr, want)?;
         let docs = documents_of(c, &rows, limit)?;
-        if docs.len() as i64 >= limit || (rows.len() as i64) < want {
+        if want < 0 || docs.len() as i64 >= limit || (rows.len() as i64) < want {
             return Ok(docs);
         }
         want = want.saturating_mul(4);
@@ -524,7 +569,7 @@ fn documents_of(c: &Connection, rows: &[(i64, f64)], limit: i64) -> rusqlite::Re
         };
         if seen.insert(id) {
             out.push((rowid, id, rank));
-            if out.len() as i64 >= limit {
+            if limit >= 0 && out.len() as i64 >= limit {
                 break;
             }
         }
@@ -543,9 +588,10 @@ fn document_of(c: &Connection, rowid: i64) -> rusqlite::Result<Option<i64>> {
         .optional()
 }
 
-/// The best `limit` rows for `expr` and their ranks: FTS5's own `bm25()`
-/// (lower is better; `body` is the one indexed column, so no weights), ties
-/// by rowid. Every match is scored; SQLite's sorter keeps only `limit`.
+/// The best `limit` rows for `expr` (all when negative) and their ranks:
+/// FTS5's own `bm25()` (lower is better; `body` is the one indexed column,
+/// so no weights), ties by rowid. Every match is scored; SQLite's sorter
+/// keeps only `limit`.
 fn ranked(c: &Connection, expr: &str, limit: i64) -> rusqlite::Result<Vec<(i64, f64)>> {
     c.prepare_cached(
         "SELECT rowid, bm25(search_text) AS r FROM search_text
@@ -556,8 +602,9 @@ fn ranked(c: &Connection, expr: &str, limit: i64) -> rusqlite::Result<Vec<(i64, 
 }
 
 /// Every term a substring (LIKE, case folded for ASCII as LIKE does), in id
-/// order: the trigram tokenizer's fallback for short terms. No rank.
-fn search_like(c: &Connection, terms: &[String], limit: i64) -> rusqlite::Result<Vec<Hit>> {
+/// order: the trigram tokenizer's fallback for short terms. No rank. The
+/// scan goes on past the page to count the matching documents.
+fn search_like(c: &Connection, terms: &[String], search: &Search<'_>) -> rusqlite::Result<SearchPage> {
     let patterns = query::like_patterns(terms);
     let clauses: Vec<String> = (0..patterns.len())
         .map(|i| format!("body LIKE ?{} ESCAPE '\\'", i + 1))
@@ -571,24 +618,34 @@ fn search_like(c: &Connection, terms: &[String], limit: i64) -> rusqlite::Result
     let mut rows = stmt.query(&values[..])?;
     let mut hits = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let end = search.wanted().unwrap_or(usize::MAX);
     while let Some(r) = rows.next()? {
-        if hits.len() as i64 >= limit {
-            break;
-        }
-        let (rowid, path, body): (i64, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let rowid: i64 = r.get(0)?;
         let Some(id) = document_of(c, rowid)?.filter(|id| seen.insert(*id)) else {
             continue;
         };
+        if seen.len() <= search.offset || seen.len() > end {
+            continue;
+        }
+        let (path, body): (String, String) = (r.get(1)?, r.get(2)?);
         if let Some(key) = key_of(c, id)? {
+            let snippet = if search.snippets {
+                Snippet::from_marked(&query::excerpt(&body, terms))
+            } else {
+                Snippet::default()
+            };
             hits.push(Hit {
                 key,
-                rank: 0.0,
-                snippet: query::excerpt(&body, terms),
+                score: 0.0,
+                snippet,
                 result_path: path,
             });
         }
     }
-    Ok(hits)
+    Ok(SearchPage {
+        hits,
+        total: seen.len() as u64,
+    })
 }
 
 fn key_of(c: &Connection, id: i64) -> rusqlite::Result<Option<String>> {

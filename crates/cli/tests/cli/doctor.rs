@@ -602,10 +602,10 @@ fn a_search_on_an_index_with_zeroed_leaves_fails_naming_reindex() {
     // way, the mend is named.
     assert!(stderr.contains("leasehold reindex"), "{stderr}");
     assert!(!stderr.contains("no document matches"), "{stderr}");
-    // A healthy index that matches nothing still says so, exit 0.
+    // A healthy index that matches nothing says so, exit 1 as grep.
     let out = leasehold(d, &["reindex"]);
     assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
     let out = leasehold(d, &["search", "zzyzxunmatched"]);
-    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{:?}", text(&out));
     assert!(text(&out).1.contains("no document matches"), "{:?}", text(&out));
 }

@@ -1,0 +1,519 @@
+//! The query language people type, the default: words, `"phrases"`,
+//! `prefix*`, `-exclusions` (or `NOT`), `OR` (or `|`), parentheses; `AND`
+//! may be written but is what a space means. Read once into a tree
+//! ([`Node`]), then written as what an engine runs.
+//!
+//! Why a language of our own in front of FTS5's: in FTS5's syntax a hyphen,
+//! a dot, a colon or a plus is an operator or an error, so `qemu-img`,
+//! `libffi.so`, `C++` or a URL fail with SQLite's wording. Here every word is
+//! handed to the index as a quoted string, which the index's own tokenizer
+//! cuts as it cut the documents: `qemu-img` is the phrase `qemu img`, and a
+//! word with nothing the tokenizer keeps (`+`, `—`) is left out.
+//!
+//! `OR` binds tighter than the space between words, as in Recoll and web
+//! search engines: `install guide OR manual` is `install (guide OR manual)`.
+
+use super::Tokenizer;
+
+/// A query that cannot be read: where (a column, counted in characters
+/// from 1) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SyntaxError {
+    pub column: usize,
+    pub why: String,
+}
+
+impl std::fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "at column {}: {}", self.column, self.why)
+    }
+}
+
+fn error<T>(column: usize, why: impl Into<String>) -> Result<T, SyntaxError> {
+    Err(SyntaxError {
+        column,
+        why: why.into(),
+    })
+}
+
+/// A query, read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Node {
+    /// Text searched as the phrase of the terms the index cuts it into;
+    /// `prefix`: its last term may be the start of a longer one.
+    Term {
+        text: String,
+        prefix: bool,
+        quoted: bool,
+    },
+    /// Every one of `must` matches and none of `not` (`must` is never empty).
+    All { must: Vec<Node>, not: Vec<Node> },
+    /// At least one of them matches.
+    Any(Vec<Node>),
+}
+
+/// The deepest nesting of parentheses taken: far beyond what a person
+/// types, and it bounds the reader's recursion.
+const MAX_DEPTH: usize = 32;
+
+/// Read `query` (people's language) for an index cut by `tokenizer`.
+/// Refused with the column: an unclosed quote or parenthesis, an `OR`
+/// without a term on one side, an exclusion joined by `OR`, a query or a
+/// group that only excludes, one with nothing to search for, and one beyond
+/// [`super::query::MAX_QUERY_BYTES`] or [`super::query::MAX_QUERY_TERMS`].
+pub(crate) fn read(query: &str, tokenizer: Tokenizer) -> Result<Node, SyntaxError> {
+    use super::query::{MAX_QUERY_BYTES, MAX_QUERY_TERMS};
+    if query.len() > MAX_QUERY_BYTES {
+        return error(
+            1,
+            format!(
+                "the query is {} bytes long; at most {MAX_QUERY_BYTES} are taken",
+                query.len()
+            ),
+        );
+    }
+    let tokens = lex(query)?;
+    let mut reader = Reader {
+        tokens: &tokens,
+        at: 0,
+        tokenizer,
+        terms: 0,
+    };
+    let root = reader.sequence(0, None)?;
+    if reader.terms > MAX_QUERY_TERMS {
+        return error(
+            1,
+            format!(
+                "the query has {} terms; at most {MAX_QUERY_TERMS} are taken",
+                reader.terms
+            ),
+        );
+    }
+    root.ok_or_else(|| SyntaxError {
+        column: 1,
+        why: "nothing to search for: the query has no letters or digits".into(),
+    })
+}
+
+/// One piece of the query as written, with its column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Word {
+        text: String,
+        prefix: bool,
+    },
+    Phrase {
+        text: String,
+        prefix: bool,
+    },
+    Open,
+    Close,
+    /// `-` before a word, a phrase or a group, or `NOT`.
+    Exclude,
+    /// `OR` or `|`.
+    Or,
+}
+
+/// Cut `query` into tokens. A word runs to a space, a parenthesis or a
+/// quote; `AND` is dropped (a space says it).
+fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
+    let chars: Vec<char> = query.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let column = i + 1;
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c == '(' || c == ')' {
+            out.push((column, if c == '(' { Token::Open } else { Token::Close }));
+            i += 1;
+        } else if c == '"' {
+            let Some(len) = chars[i + 1..].iter().position(|&c| c == '"') else {
+                return error(column, "this quote is not closed (a \" is missing)");
+            };
+            let text: String = chars[i + 1..i + 1 + len].iter().collect();
+            i += len + 2;
+            let prefix = chars.get(i) == Some(&'*');
+            if prefix {
+                i += 1;
+            }
+            out.push((column, Token::Phrase { text, prefix }));
+        } else if c == '-' && chars.get(i + 1).is_some_and(|n| !n.is_whitespace()) {
+            out.push((column, Token::Exclude));
+            i += 1;
+        } else if c == '|' {
+            out.push((column, Token::Or));
+            i += 1;
+        } else {
+            let end = chars[i..]
+                .iter()
+                .position(|&c| c.is_whitespace() || matches!(c, '(' | ')' | '"'))
+                .map_or(chars.len(), |n| i + n);
+            let word: String = chars[i..end].iter().collect();
+            i = end;
+            match word.as_str() {
+                "AND" => {}
+                "OR" => out.push((column, Token::Or)),
+                "NOT" => out.push((column, Token::Exclude)),
+                _ => {
+                    let text = word.trim_end_matches('*');
+                    let prefix = text.len() < word.len();
+                    out.push((
+                        column,
+                        Token::Word {
+                            text: text.to_owned(),
+                            prefix,
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The recursive reader over the tokens.
+struct Reader<'t> {
+    tokens: &'t [(usize, Token)],
+    at: usize,
+    tokenizer: Tokenizer,
+    /// Terms read so far (words and phrases kept).
+    terms: usize,
+}
+
+impl Reader<'_> {
+    fn peek(&self) -> Option<&(usize, Token)> {
+        self.tokens.get(self.at)
+    }
+
+    /// Items up to the end, or up to the `)` that closes the `(` at column
+    /// `open`: all of them must match, none of the excluded. None when
+    /// nothing in it is searchable.
+    fn sequence(&mut self, depth: usize, open: Option<usize>) -> Result<Option<Node>, SyntaxError> {
+        let (mut must, mut not) = (Vec::new(), Vec::new());
+        let mut first_excluded = None;
+        loop {
+            match self.peek() {
+                None => match open {
+                    Some(column) => return error(column, "this ( is not closed (a ) is missing)"),
+                    None => break,
+                },
+                Some((column, Token::Close)) => match open {
+                    Some(_) => {
+                        self.at += 1;
+                        break;
+                    }
+                    None => return error(*column, "this ) closes no ("),
+                },
+                Some((column, Token::Or)) => return error(*column, "OR needs a term before it"),
+                Some(&(column, _)) => {
+                    let (node, excluded) = self.either(depth)?;
+                    match (node, excluded) {
+                        (Some(node), true) => {
+                            first_excluded.get_or_insert(column);
+                            not.push(node);
+                        }
+                        (Some(node), false) => must.push(node),
+                        (None, _) => {}
+                    }
+                }
+            }
+        }
+        if must.is_empty() {
+            if let Some(column) = first_excluded {
+                let whole = if open.is_some() { "this group" } else { "the query" };
+                return error(column, format!("{whole} only excludes: add a word to look for"));
+            }
+            return Ok(None);
+        }
+        if must.len() == 1 && not.is_empty() {
+            return Ok(must.pop());
+        }
+        Ok(Some(Node::All { must, not }))
+    }
+
+    /// One item and the ones `OR` joins to it; whether it is excluded.
+    fn either(&mut self, depth: usize) -> Result<(Option<Node>, bool), SyntaxError> {
+        let (first, excluded) = self.unary(depth)?;
+        let mut any: Vec<Node> = first.into_iter().collect();
+        while let Some(&(column, Token::Or)) = self.peek() {
+            self.at += 1;
+            match self.peek() {
+                None | Some((_, Token::Close)) | Some((_, Token::Or)) => {
+                    return error(column, "OR needs a term after it")
+                }
+                _ => {}
+            }
+            let (next, next_excluded) = self.unary(depth)?;
+            if excluded || next_excluded {
+                return error(
+                    column,
+                    "OR cannot join an exclusion (-word or NOT word): exclude it beside the OR",
+                );
+            }
+            any.extend(next);
+        }
+        let node = match any.len() {
+            0 => None,
+            1 => any.pop(),
+            _ => Some(Node::Any(any)),
+        };
+        Ok((node, excluded))
+    }
+
+    /// A word, a phrase or a group, maybe excluded.
+    fn unary(&mut self, depth: usize) -> Result<(Option<Node>, bool), SyntaxError> {
+        let Some((column, token)) = self.peek().cloned() else {
+            return Ok((None, false));
+        };
+        self.at += 1;
+        match token {
+            Token::Exclude => match self.peek() {
+                None => error(column, "- or NOT needs a term after it"),
+                Some((_, Token::Exclude)) => error(column, "two exclusions in a row"),
+                Some((_, Token::Or)) | Some((_, Token::Close)) => {
+                    error(column, "- or NOT needs a term after it")
+                }
+                Some(_) => Ok((self.unary(depth)?.0, true)),
+            },
+            Token::Open => {
+                if depth + 1 > MAX_DEPTH {
+                    return error(
+                        column,
+                        format!("more than {MAX_DEPTH} parentheses inside each other"),
+                    );
+                }
+                Ok((self.sequence(depth + 1, Some(column))?, false))
+            }
+            Token::Word { text, prefix } => Ok((self.term(text, prefix, false), false)),
+            Token::Phrase { text, prefix } => Ok((self.term(text, prefix, true), false)),
+            Token::Close | Token::Or => unreachable!("sequence and either take these"),
+        }
+    }
+
+    /// A term, or None when the index would find nothing in its text.
+    fn term(&mut self, text: String, prefix: bool, quoted: bool) -> Option<Node> {
+        let searchable = match self.tokenizer {
+            // The trigram tokenizer keeps every character.
+            Tokenizer::Trigram => !text.trim().is_empty(),
+            Tokenizer::Unicode61 | Tokenizer::PgSimple => text.chars().any(char::is_alphanumeric),
+        };
+        if !searchable {
+            return None;
+        }
+        self.terms += 1;
+        Some(Node::Term { text, prefix, quoted })
+    }
+}
+
+/// `node` as an FTS5 expression: every term a quoted string, so FTS5 reads
+/// nothing in it as an operator. With `prefixes` (a word index), prefixes
+/// are kept and unquoted words in the scripts written without spaces are
+/// searched as prefixes (see `query.rs`); without (the trigram index, where
+/// any substring matches already), none is.
+pub(crate) fn fts5(node: &Node, prefixes: bool) -> String {
+    let grouped = |n: &Node| match n {
+        Node::Term { .. } => fts5(n, prefixes),
+        _ => format!("({})", fts5(n, prefixes)),
+    };
+    match node {
+        Node::Term { text, prefix, quoted } => {
+            let glued = !quoted && text.chars().any(super::query::is_glued_script);
+            let star = if prefixes && (*prefix || glued) { "*" } else { "" };
+            format!("\"{}\"{star}", text.replace('"', "\"\""))
+        }
+        Node::All { must, not } => {
+            let mut out = must.iter().map(grouped).collect::<Vec<_>>().join(" AND ");
+            if !not.is_empty() && must.len() > 1 {
+                out = format!("({out})");
+            }
+            for n in not {
+                out.push_str(" NOT ");
+                out.push_str(&grouped(n));
+            }
+            out
+        }
+        Node::Any(any) => any.iter().map(grouped).collect::<Vec<_>>().join(" OR "),
+    }
+}
+
+/// The terms of a query that is only words and phrases, all required, no
+/// prefix: the one shape the trigram tokenizer's LIKE fallback can run.
+pub(crate) fn plain_terms(node: &Node) -> Option<Vec<String>> {
+    match node {
+        Node::Term {
+            text, prefix: false, ..
+        } => Some(vec![text.clone()]),
+        Node::All { must, not } if not.is_empty() => {
+            let mut out = Vec::new();
+            for n in must {
+                out.extend(plain_terms(n)?);
+            }
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+/// The first term of `node` whose text `pick` chooses.
+pub(crate) fn first_term<'n>(node: &'n Node, pick: &dyn Fn(&str) -> bool) -> Option<&'n str> {
+    match node {
+        Node::Term { text, .. } => pick(text).then_some(text.as_str()),
+        Node::All { must, not } => must.iter().chain(not).find_map(|n| first_term(n, pick)),
+        Node::Any(any) => any.iter().find_map(|n| first_term(n, pick)),
+    }
+}
+
+/// `node` as a PostgreSQL tsquery for `to_tsquery('simple', …)`: each term
+/// quoted (the parser makes a phrase of several words, joined by `<->`),
+/// prefixes `:*`, all `&`, excluded `& !`, any `|`.
+// PostgreSQL only (feature `postgres`).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) fn tsquery(node: &Node) -> String {
+    match node {
+        Node::Term { text, prefix, quoted } => {
+            let glued = !quoted && text.chars().any(super::query::is_glued_script);
+            let star = if *prefix || glued { ":*" } else { "" };
+            format!("{}{star}", super::query::pg_quoted(text))
+        }
+        Node::All { must, not } => {
+            let mut parts: Vec<String> = must.iter().map(|n| format!("({})", tsquery(n))).collect();
+            parts.extend(not.iter().map(|n| format!("!({})", tsquery(n))));
+            parts.join(" & ")
+        }
+        Node::Any(any) => any
+            .iter()
+            .map(|n| format!("({})", tsquery(n)))
+            .collect::<Vec<_>>()
+            .join(" | "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fts(q: &str) -> String {
+        fts5(&read(q, Tokenizer::Unicode61).unwrap(), true)
+    }
+
+    fn refused(q: &str) -> SyntaxError {
+        read(q, Tokenizer::Unicode61).unwrap_err()
+    }
+
+    #[test]
+    fn every_word_is_a_quoted_string_for_the_tokenizer_to_cut() {
+        assert_eq!(fts("qemu-img"), "\"qemu-img\"");
+        assert_eq!(fts("C++ e-mail"), "\"C++\" AND \"e-mail\"");
+        assert_eq!(
+            fts("don't 2.0 libffi.so"),
+            "\"don't\" AND \"2.0\" AND \"libffi.so\""
+        );
+        assert_eq!(fts("https://x.org/a?b=c"), "\"https://x.org/a?b=c\"");
+        assert_eq!(fts("body:x"), "\"body:x\"");
+        assert_eq!(fts("say\"s\""), "\"say\" AND \"s\"");
+    }
+
+    #[test]
+    fn phrases_prefixes_exclusions_or_and_groups() {
+        assert_eq!(fts("\"big cat\" dog*"), "\"big cat\" AND \"dog\"*");
+        assert_eq!(fts("\"big ca\"*"), "\"big ca\"*");
+        assert_eq!(fts("a -b"), "\"a\" NOT \"b\"");
+        assert_eq!(fts("a b NOT c -d"), "(\"a\" AND \"b\") NOT \"c\" NOT \"d\"");
+        assert_eq!(fts("a b OR c"), "\"a\" AND (\"b\" OR \"c\")");
+        assert_eq!(fts("a | b"), "\"a\" OR \"b\"");
+        assert_eq!(fts("(a b) OR c AND d"), "((\"a\" AND \"b\") OR \"c\") AND \"d\"");
+        assert_eq!(fts("a -(b OR c)"), "\"a\" NOT (\"b\" OR \"c\")");
+        assert_eq!(fts("a - b"), "\"a\" AND \"b\"", "a lone - is no exclusion");
+        assert_eq!(fts("a -"), "\"a\"");
+        assert_eq!(
+            fts("or and not"),
+            "\"or\" AND \"and\" AND \"not\"",
+            "lower case are words"
+        );
+    }
+
+    #[test]
+    fn words_with_nothing_to_index_are_left_out() {
+        assert_eq!(fts("C + + e"), "\"C\" AND \"e\"");
+        assert_eq!(fts("a — b"), "\"a\" AND \"b\"");
+        assert_eq!(fts("a OR +"), "\"a\"");
+        assert_eq!(refused("+ —").column, 1);
+        let t = read("+ *", Tokenizer::Trigram).unwrap();
+        assert_eq!(
+            t,
+            Node::Term {
+                text: "+".into(),
+                prefix: false,
+                quoted: false
+            }
+        );
+    }
+
+    #[test]
+    fn glued_script_words_stay_prefixes_unless_quoted() {
+        assert_eq!(fts("계정"), "\"계정\"*");
+        assert_eq!(fts("\"계정 설정\""), "\"계정 설정\"");
+        assert_eq!(fts("东京 tokyo"), "\"东京\"* AND \"tokyo\"");
+    }
+
+    #[test]
+    fn what_cannot_be_read_names_its_column() {
+        let cases = [
+            ("a \"open", 3, "not closed"),
+            ("(a b", 1, "( is not closed"),
+            ("a b)", 4, "closes no ("),
+            ("OR a", 1, "before it"),
+            ("a OR", 3, "after it"),
+            ("a OR -b", 3, "cannot join an exclusion"),
+            ("-a -b", 1, "the query only excludes"),
+            ("x (-a)", 4, "this group only excludes"),
+            ("a --b", 3, "two exclusions"),
+            ("a NOT", 3, "after it"),
+            ("", 1, "nothing to search for"),
+        ];
+        for (q, column, says) in cases {
+            let e = refused(q);
+            assert_eq!(e.column, column, "{q:?}: {e}");
+            assert!(e.to_string().contains(says), "{q:?}: {e}");
+        }
+        let deep = format!("{}a{}", "(".repeat(40), ")".repeat(40));
+        assert!(refused(&deep).why.contains("parentheses"));
+    }
+
+    #[test]
+    fn the_caps_hold() {
+        use crate::store::search::query::{MAX_QUERY_BYTES, MAX_QUERY_TERMS};
+        let many = "new* ".repeat(MAX_QUERY_TERMS + 1);
+        assert!(refused(&many).why.contains("65 terms; at most 64"));
+        assert!(read(&"new* ".repeat(MAX_QUERY_TERMS), Tokenizer::Unicode61).is_ok());
+        assert!(refused(&"x".repeat(MAX_QUERY_BYTES + 1))
+            .why
+            .contains("bytes long"));
+    }
+
+    #[test]
+    fn plain_lists_only_for_like() {
+        let node = |q| read(q, Tokenizer::Trigram).unwrap();
+        assert_eq!(
+            plain_terms(&node("ab \"c d\"")),
+            Some(vec!["ab".into(), "c d".into()])
+        );
+        assert_eq!(plain_terms(&node("ab OR cd")), None);
+        assert_eq!(plain_terms(&node("ab -cd")), None);
+        assert_eq!(plain_terms(&node("ab*")), None);
+    }
+
+    #[test]
+    fn tsquery_translation() {
+        let ts = |q| tsquery(&read(q, Tokenizer::PgSimple).unwrap());
+        assert_eq!(ts("qemu-img"), "'qemu-img'");
+        assert_eq!(ts("계정"), "'계정':*");
+        assert_eq!(ts("a b*"), "('a') & ('b':*)");
+        assert_eq!(
+            ts("\"big cat\" OR dog -it's"),
+            "(('big cat') | ('dog')) & !('it''s')"
+        );
+    }
+}
