@@ -779,6 +779,14 @@ fn sqlite_only_a_long_text_is_searchable_in_parts_and_replaced_whole() {
     index(&store, "short.txt", "v1", "common short words");
     assert_eq!(keys(&store, "alphastart"), ["long.txt"]);
     assert_eq!(keys(&store, "omegaend"), ["long.txt"], "a word of the last part");
+    // Counted (the page is cut) as one document, whichever parts match.
+    for q in ["omegaend", "alphastart OR omegaend"] {
+        assert_eq!(
+            store.search_page(&Search::new(q).limit(0)).unwrap().total,
+            1,
+            "{q}"
+        );
+    }
     assert_eq!(keys(&store, "midzzz"), ["long.txt"]);
     let both = keys(&store, "common");
     assert_eq!(both.len(), 2, "one hit per document, not per part: {both:?}");

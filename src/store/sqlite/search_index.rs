@@ -477,7 +477,12 @@ fn search_match(
     let wanted = search
         .wanted()
         .map_or(-1, |w| i64::try_from(w).unwrap_or(i64::MAX));
-    let best = best_documents(c, expr, wanted)?;
+    let (best, seen_all) = best_documents(c, expr, wanted)?;
+    // A ranking that saw every match found all the documents; else count.
+    let total = match seen_all {
+        Some(all) => all,
+        None => matching_documents(c, expr)?,
+    };
     let mut hits = Vec::with_capacity(best.len().saturating_sub(search.offset));
     for (rowid, id, rank) in best.into_iter().skip(search.offset) {
         let row: Option<(String, String)> = if search.snippets {
@@ -506,7 +511,6 @@ fn search_match(
             result_path: path,
         });
     }
-    let total = matching_documents(c, expr)?;
     Ok(SearchPage { hits, total })
 }
 
@@ -542,25 +546,38 @@ fn matching_documents(c: &Connection, expr: &str) -> rusqlite::Result<u64> {
 }
 
 /// The best `limit` documents for `expr` (all of them when `limit` is
-/// negative), each as (its best row, its id, the row's rank): a long text
-/// has several rows, of which the best stands for it, and staged or retired
+/// negative), each as (its best row, its id, the row's rank), and, when the
+/// ranking saw every match, how many documents match: a long text has
+/// several rows, of which the best stands for it, and staged or retired
 /// parts are not searched. When that leaves fewer than `limit` of the rows
-/// ranked, more rows are ranked (rare: only long texts in flight or
-/// matching in several parts take places).
-fn best_documents(c: &Connection, expr: &str, limit: i64) -> rusqlite::Result<Vec<(i64, i64, f64)>> {
+/// ranked, more rows are ranked (rare: only long texts in flight or matching
+/// in several parts take places).
+fn best_documents(c: &Connection, expr: &str, limit: i64) -> rusqlite::Result<(Vec<BestRow>, Option<u64>)> {
     let mut want = limit;
     loop {
         let rows = ranked(c, expr, want)?;
+        if want < 0 || (rows.len() as i64) < want {
+            // Every match is in `rows`: their documents are all of them.
+            let mut docs = documents_of(c, &rows, -1)?;
+            let all = docs.len() as u64;
+            if limit >= 0 {
+                docs.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+            }
+            return Ok((docs, Some(all)));
+        }
         let docs = documents_of(c, &rows, limit)?;
-        if want < 0 || docs.len() as i64 >= limit || (rows.len() as i64) < want {
-            return Ok(docs);
+        if docs.len() as i64 >= limit {
+            return Ok((docs, None));
         }
         want = want.saturating_mul(4);
     }
 }
 
+/// A document found: its best row, its id, and the row's rank.
+type BestRow = (i64, i64, f64);
+
 /// The first `limit` distinct live documents of `rows` (best first).
-fn documents_of(c: &Connection, rows: &[(i64, f64)], limit: i64) -> rusqlite::Result<Vec<(i64, i64, f64)>> {
+fn documents_of(c: &Connection, rows: &[(i64, f64)], limit: i64) -> rusqlite::Result<Vec<BestRow>> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for &(rowid, rank) in rows {
