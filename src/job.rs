@@ -325,7 +325,8 @@ impl Enqueued {
     }
 }
 
-/// Number of documents in each status.
+/// Number of documents in each status; a dead document whose source was
+/// removed is counted as removed, not dead (it did not fail).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
     /// Documents waiting for their first (or next) claim.
@@ -336,17 +337,21 @@ pub struct Counts {
     pub indexed: u64,
     /// Documents that failed and wait for their `retry_at`.
     pub retrying: u64,
-    /// Documents given up on.
+    /// Documents given up on (their source still exists).
     pub dead: u64,
+    /// Documents whose source was removed (dead in the queue: never claimed
+    /// again unless the source comes back). Not a failure.
+    pub removed: u64,
 }
 
 impl Counts {
     /// All documents.
     pub fn total(&self) -> u64 {
-        self.discovered + self.extracting + self.indexed + self.retrying + self.dead
+        self.discovered + self.extracting + self.indexed + self.retrying + self.dead + self.removed
     }
 
-    /// The count for one status.
+    /// The count for one status (for [`Status::Dead`], the failed ones:
+    /// [`Counts::removed`] is apart).
     pub fn get(&self, s: Status) -> u64 {
         match s {
             Status::Discovered => self.discovered,
@@ -357,13 +362,70 @@ impl Counts {
         }
     }
 
-    pub(crate) fn add(&mut self, s: Status, n: u64) {
+    /// Add `n` documents in status `s`, whose source is `gone` or not.
+    pub(crate) fn add(&mut self, s: Status, gone: bool, n: u64) {
+        if s == Status::Dead && gone {
+            self.removed += n;
+            return;
+        }
         match s {
             Status::Discovered => self.discovered += n,
             Status::Extracting => self.extracting += n,
             Status::Indexed => self.indexed += n,
             Status::Retrying => self.retrying += n,
             Status::Dead => self.dead += n,
+        }
+    }
+}
+
+/// Which documents a listing takes ([`crate::Store::jobs_where`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Those in these statuses; any when empty.
+    pub statuses: Vec<Status>,
+    /// Only those whose source is gone (`Some(true)`) or is not; either when None.
+    pub source_gone: Option<bool>,
+}
+
+impl JobFilter {
+    /// Documents in status `s`; for [`Status::Dead`], the failed ones (their
+    /// source is still there), as [`Counts::get`] counts them.
+    pub fn status(s: Status) -> JobFilter {
+        JobFilter {
+            statuses: vec![s],
+            source_gone: (s == Status::Dead).then_some(false),
+        }
+    }
+
+    /// The failed documents: retrying, and dead with their source still there.
+    pub fn failed() -> JobFilter {
+        JobFilter {
+            statuses: vec![Status::Retrying, Status::Dead],
+            source_gone: Some(false),
+        }
+    }
+
+    /// The documents whose source was removed.
+    pub fn removed() -> JobFilter {
+        JobFilter {
+            statuses: vec![Status::Dead],
+            source_gone: Some(true),
+        }
+    }
+
+    /// How many documents this filter takes, from the counts.
+    pub fn count(&self, counts: &Counts) -> u64 {
+        match (self.statuses.is_empty(), self.source_gone) {
+            (true, _) => counts.total(),
+            (false, Some(true)) => counts.removed,
+            (false, gone) => {
+                let removed = if gone.is_none() && self.statuses.contains(&Status::Dead) {
+                    counts.removed
+                } else {
+                    0
+                };
+                self.statuses.iter().map(|s| counts.get(*s)).sum::<u64>() + removed
+            }
         }
     }
 }

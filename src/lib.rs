@@ -86,7 +86,7 @@ pub(crate) fn sha256_hex(reader: &mut impl std::io::Read) -> std::io::Result<Str
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use error::{DatabaseError, Error, Result};
 pub use job::{
-    Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Rejection, Status,
+    Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobFilter, JobId, LiveLease, Owner, Rejection, Status,
 };
 pub use store::{
     Backoff, Completion, CompletionText, Hit, KnownSource, NewDoc, QuerySyntax, Search, SearchPage, Snippet,

@@ -74,7 +74,9 @@ pub use sqlite::write_waits::{WriteWaits, WAIT_BUCKETS};
 
 use crate::clock::{duration_ms, Millis};
 use crate::error::{Error, Result};
-use crate::job::{Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobId, LiveLease, Owner, Parked};
+use crate::job::{
+    Claim, Counts, Enqueued, Fenced, HistoryEntry, Job, JobFilter, JobId, LiveLease, Owner, Parked,
+};
 use engine::Engine;
 #[cfg(feature = "postgres")]
 use postgres::PgStore;
@@ -671,8 +673,22 @@ impl Store {
     /// order, only those in `statuses` (all when empty). Page on with the last
     /// id returned; an empty page is the end.
     pub fn jobs_after(&self, statuses: &[crate::job::Status], after: JobId, n: usize) -> Result<Vec<Job>> {
+        self.jobs_where(
+            &JobFilter {
+                statuses: statuses.to_vec(),
+                source_gone: None,
+            },
+            after,
+            n,
+        )
+    }
+
+    /// [`Store::jobs_after`] for the documents `filter` takes (say, the
+    /// failed ones, or those whose source was removed).
+    pub fn jobs_where(&self, filter: &JobFilter, after: JobId, n: usize) -> Result<Vec<Job>> {
         let n = i64::try_from(n).unwrap_or(i64::MAX);
-        self.engine().jobs_after(statuses, after, n)
+        self.engine()
+            .jobs_after(&filter.statuses, filter.source_gone, after, n)
     }
 
     /// Everything that happened to a document, oldest first.

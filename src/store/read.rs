@@ -62,7 +62,15 @@ pub(crate) trait JobReads: Rows {
     /// The document of `key`.
     fn job_by_key(&mut self, key: &str) -> Result<Option<Job>, Self::Error>;
     /// Up to `n` documents of `statuses` (all when empty) after id `after`, by id.
-    fn jobs_after(&mut self, statuses: &[Status], after: i64, n: i64) -> Result<Vec<Job>, Self::Error>;
+    /// At most `n` documents after id `after` in id order, in `statuses` (any
+    /// when empty) and, when `gone` says, whose source is or is not gone.
+    fn jobs_after(
+        &mut self,
+        statuses: &[Status],
+        gone: Option<bool>,
+        after: i64,
+        n: i64,
+    ) -> Result<Vec<Job>, Self::Error>;
     /// Document `id`'s history, oldest first.
     fn history(&mut self, id: i64) -> Result<Vec<HistoryEntry>, Self::Error>;
     /// The documents per status.
@@ -96,7 +104,7 @@ pub(crate) const TOTALS: &str = "SELECT (SELECT count(*) FROM jobs),
      (SELECT count(*) FROM jobs WHERE status = 'extracting'),
      (SELECT count(*) FROM jobs WHERE status = 'retrying'),
      (SELECT count(*) FROM jobs WHERE status = 'retrying' AND parked_on IS NOT NULL),
-     (SELECT count(*) FROM jobs WHERE status = 'dead'),
+     (SELECT count(*) FROM jobs WHERE status = 'dead' AND NOT source_gone),
      (SELECT count(*) FROM jobs WHERE status = 'dead' AND source_gone)";
 
 /// What decides when a claim could next take something.
@@ -177,9 +185,9 @@ pub(crate) fn live_lease_from<C: Columns + ?Sized>(r: &C) -> Result<LiveLease, C
 }
 
 /// Count `n` documents of status `status` (a name no status has is skipped).
-pub(crate) fn add_count(counts: &mut Counts, status: &str, n: i64) {
+pub(crate) fn add_count(counts: &mut Counts, status: &str, gone: bool, n: i64) {
     if let Ok(s) = status.parse::<Status>() {
-        counts.add(s, n.max(0) as u64);
+        counts.add(s, gone, n.max(0) as u64);
     }
 }
 
@@ -218,32 +226,29 @@ pub struct Totals {
     pub retrying: u64,
     /// Of the retrying: handed back until an upstream account can be used again.
     pub parked: u64,
-    /// Given up on; includes `gone`.
+    /// Given up on, their source still there: what `--fail-on-error` and
+    /// `retry --dead` are about.
     pub dead: u64,
-    /// Of the dead: their source was removed (not a failure; `retry` cannot help).
-    pub gone: u64,
+    /// Their source was removed: dead in the queue, but not a failure, and
+    /// not counted in `dead` (`retry` cannot help; the source coming back
+    /// queues it again).
+    pub removed: u64,
 }
 
 impl Totals {
-    /// Dead documents that failed (their source still exists): what
-    /// `--fail-on-error` and `retry --dead` are about.
-    pub fn failed_dead(&self) -> u64 {
-        self.dead - self.gone
-    }
-
     /// The totals from [`TOTALS`]' row: every document, then each count in
     /// the order of the statement. Every row has one of the five statuses
     /// (the schema checks it), so the indexed are the rest.
     pub(crate) fn from_counts(counts: [i64; 7]) -> Totals {
-        let [all, queued, extracting, retrying, parked, dead, gone] = counts.map(|n| n.max(0) as u64);
+        let [all, queued, extracting, retrying, parked, dead, removed] = counts.map(|n| n.max(0) as u64);
         Totals {
             queued,
             extracting,
-            indexed: all.saturating_sub(queued + extracting + retrying + dead),
+            indexed: all.saturating_sub(queued + extracting + retrying + dead + removed),
             retrying,
             parked,
             dead,
-            gone,
+            removed,
         }
     }
 }

@@ -146,7 +146,7 @@ pub(crate) trait Rules {
 
     fn job(&self, id: JobId) -> Result<Option<Job>>;
     fn job_by_key(&self, key: &str) -> Result<Option<Job>>;
-    fn jobs_after(&self, statuses: &[Status], after: JobId, n: i64) -> Result<Vec<Job>>;
+    fn jobs_after(&self, statuses: &[Status], gone: Option<bool>, after: JobId, n: i64) -> Result<Vec<Job>>;
     fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>>;
     fn counts(&self) -> Result<Counts>;
     fn totals(&self) -> Result<Totals>;
@@ -303,8 +303,8 @@ impl<D: Driver> Rules for D {
         self.read(|r| r.job_by_key(key))
     }
 
-    fn jobs_after(&self, statuses: &[Status], after: JobId, n: i64) -> Result<Vec<Job>> {
-        self.read(|r| r.jobs_after(statuses, after.0, n))
+    fn jobs_after(&self, statuses: &[Status], gone: Option<bool>, after: JobId, n: i64) -> Result<Vec<Job>> {
+        self.read(|r| r.jobs_after(statuses, gone, after.0, n))
     }
 
     fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>> {

@@ -546,15 +546,20 @@ impl World {
         let counted = via.count_pending().map_err(|e| store_err(ctx, e))?;
         prop_assert_eq!(counted, pending, "{}: count_pending", ctx);
         let of = |s: Status| out.values().filter(|j| j.status == s).count() as u64;
+        let removed = out
+            .values()
+            .filter(|j| j.status == Status::Dead && j.source_gone)
+            .count() as u64;
         let t = via.totals().map_err(|e| store_err(ctx, e))?;
         prop_assert_eq!(
-            [t.queued, t.extracting, t.indexed, t.retrying, t.dead],
+            [t.queued, t.extracting, t.indexed, t.retrying, t.dead, t.removed],
             [
                 of(Status::Discovered),
                 of(Status::Extracting),
                 of(Status::Indexed),
                 of(Status::Retrying),
-                of(Status::Dead)
+                of(Status::Dead) - removed,
+                removed
             ],
             "{}: totals",
             ctx

@@ -419,16 +419,20 @@ pub enum Command {
     /// Documents, one line each: key, status, attempts, result file, last
     /// error; in id order.
     List {
-        /// Only documents in this status.
+        /// Only documents in this status (removed: their source is gone;
+        /// dead: given up on, their source still there).
         #[arg(long, value_name = "S",
-              value_parser = ["discovered", "extracting", "indexed", "retrying", "dead"])]
+              value_parser = ["discovered", "extracting", "indexed", "retrying", "dead", "removed"])]
         status: Option<String>,
-        /// Only documents that failed: dead and retrying.
-        #[arg(long, conflicts_with = "status")]
+        /// Only documents that failed: dead and retrying (not removed).
+        #[arg(long, conflicts_with_all = ["status", "removed"])]
         failed: bool,
-        /// Show at most N documents (then say how many more there are).
-        #[arg(long, value_name = "N", default_value_t = 100,
-              value_parser = clap::value_parser!(u64).range(1..))]
+        /// Only documents whose source was removed (--status removed).
+        #[arg(long, conflicts_with = "status")]
+        removed: bool,
+        /// Show at most N documents (then say how many more there are); 0
+        /// shows them all.
+        #[arg(long, value_name = "N", default_value_t = 100)]
         limit: u64,
         /// Print a JSON array of documents.
         #[arg(long)]

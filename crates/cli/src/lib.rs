@@ -302,10 +302,11 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::List {
             status,
             failed,
+            removed,
             limit,
             json,
         } => {
-            let filter = report::ListFilter::of(status.as_deref(), failed);
+            let filter = report::ListFilter::of(status.as_deref(), failed, removed);
             report::list(&reading(Existing::StoreAndMirror)?, &filter, limit, json)
         }
         Command::Search {

@@ -301,6 +301,12 @@ fn documents(x: &mut Exposition, store: &Store) -> leasehold::Result<()> {
             counts.get(s) as f64,
         );
     }
+    // A removed source is not a failure: its own status, never in "dead".
+    x.sample(
+        "leasehold_documents",
+        &[("status", "removed")],
+        counts.removed as f64,
+    );
     let totals = store.totals()?;
     x.single(
         "leasehold_documents_parked",
@@ -311,8 +317,8 @@ fn documents(x: &mut Exposition, store: &Store) -> leasehold::Result<()> {
     x.single(
         "leasehold_documents_gone",
         "gauge",
-        "Dead documents whose source was removed.",
-        totals.gone as f64,
+        "Documents whose source was removed (also leasehold_documents{status=\"removed\"}).",
+        totals.removed as f64,
     );
     x.single(
         "leasehold_live_leases",

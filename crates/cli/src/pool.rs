@@ -15,7 +15,7 @@ use super::CliError;
 use leasehold::pipeline::{PoolOptions, StopHandle, WorkerPool};
 use leasehold::upstream::{Courier, CourierHandle};
 use leasehold::watch::WatchReport;
-use leasehold::{JobId, Status};
+use leasehold::{JobFilter, JobId, Status};
 
 /// How long in-flight documents get to finish after the first signal; what is
 /// still running then is released (handed back without spending an attempt).
@@ -114,10 +114,6 @@ pub fn work_pool_beside(
     Ok(summary)
 }
 
-/// Dead documents read for `--fail-on-error`'s list: enough to find
-/// [`MAX_LISTED_FAILURES`] whose source exists in most stores.
-const DEAD_SAMPLE: usize = 200;
-
 /// The store's totals after the pool, and its first dead documents; a store
 /// that cannot be read is an error of the summary, not the end of it.
 fn note_store(cfg: &Config, summary: &mut Summary) {
@@ -125,12 +121,13 @@ fn note_store(cfg: &Config, summary: &mut Summary) {
         Ok(t) => summary.store = Some(t),
         Err(e) => summary.add_error(format!("reading the store's totals: {e}")),
     }
-    match cfg.store.jobs_after(&[Status::Dead], JobId(0), DEAD_SAMPLE) {
+    match cfg
+        .store
+        .jobs_where(&JobFilter::status(Status::Dead), JobId(0), MAX_LISTED_FAILURES)
+    {
         Ok(jobs) => {
             summary.store_dead = jobs
                 .into_iter()
-                .filter(|j| !j.source_gone)
-                .take(MAX_LISTED_FAILURES)
                 .map(|j| Failure {
                     error: j.last_error.unwrap_or_default(),
                     key: j.key,

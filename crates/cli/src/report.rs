@@ -8,7 +8,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use leasehold::pipeline::sweep;
 use leasehold::source::key_for;
 use leasehold::upstream::ListingReport;
-use leasehold::{Job, JobId, Millis, Status, Store};
+use leasehold::{Job, JobFilter, JobId, Millis, Status, Store};
 
 use super::config::Config;
 use super::shown::shown;
@@ -159,6 +159,7 @@ pub fn status(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
     for s in Status::ALL {
         println!("{:>11} {}", s.as_str(), report.counts.get(s));
     }
+    println!("{:>11} {}", "removed", report.counts.removed);
     if let Some(l) = &report.listing {
         print_listing(l);
     }
@@ -374,27 +375,23 @@ pub fn inspect(cfg: &Config, doc: &DocRef, json: bool) -> Result<ExitCode, CliEr
 /// Which documents `list` shows.
 #[derive(Debug, Clone)]
 pub struct ListFilter {
-    statuses: Vec<Status>,
+    filter: JobFilter,
 }
 
 impl ListFilter {
-    /// From `--status S` (one of clap's possible values) and `--failed`
-    /// (dead and retrying); neither means every document.
-    pub fn of(status: Option<&str>, failed: bool) -> ListFilter {
-        let statuses = match (status, failed) {
-            (_, true) => vec![Status::Retrying, Status::Dead],
-            (Some(s), false) => s.parse::<Status>().into_iter().collect(),
-            (None, false) => Vec::new(),
+    /// From `--status S` (one of clap's possible values, or `removed`),
+    /// `--failed` (dead and retrying, not removed) and `--removed`; none
+    /// means every document.
+    pub fn of(status: Option<&str>, failed: bool, removed: bool) -> ListFilter {
+        let filter = match (status, failed, removed) {
+            (_, true, _) => JobFilter::failed(),
+            (Some("removed"), _, _) | (_, _, true) => JobFilter::removed(),
+            (Some(s), _, _) => s
+                .parse::<Status>()
+                .map_or_else(|_| JobFilter::default(), JobFilter::status),
+            (None, false, false) => JobFilter::default(),
         };
-        ListFilter { statuses }
-    }
-
-    /// How many documents the filter matches, from the per-status counts.
-    fn total(&self, counts: &leasehold::Counts) -> u64 {
-        match self.statuses.is_empty() {
-            true => Status::ALL.iter().map(|s| counts.get(*s)).sum(),
-            false => self.statuses.iter().map(|s| counts.get(*s)).sum(),
-        }
+        ListFilter { filter }
     }
 }
 
@@ -424,8 +421,13 @@ impl ListLine {
                 .as_ref()
                 .map(|p| mirror.root().join(p).display().to_string()),
             last_error: job.last_error.as_deref().map(one_line),
+            // A dead document whose source was removed did not fail.
+            status: if job.status == Status::Dead && job.source_gone {
+                "removed"
+            } else {
+                job.status.as_str()
+            },
             key: job.key,
-            status: job.status.as_str(),
             attempts: job.attempts,
             max_attempts: job.max_attempts,
         }
@@ -433,9 +435,12 @@ impl ListLine {
 }
 
 /// `leasehold list [--status S|--failed] [--limit N] [--json]`: pages through
-/// the store in id order; text columns are aligned within each page.
+/// the store in id order (`--limit 0`: all of it); text columns are aligned
+/// within each page.
 pub fn list(cfg: &Config, filter: &ListFilter, limit: u64, json: bool) -> Result<ExitCode, CliError> {
-    let total = filter.total(&cfg.store.counts()?);
+    // 0: no limit, as `search --limit 0`.
+    let limit = if limit == 0 { u64::MAX } else { limit };
+    let total = filter.filter.count(&cfg.store.counts()?);
     let mut out = Out::default();
     let (mut after, mut shown) = (0_i64, 0_u64);
     if json {
@@ -445,7 +450,7 @@ pub fn list(cfg: &Config, filter: &ListFilter, limit: u64, json: bool) -> Result
         let want = usize::try_from(limit - shown)
             .unwrap_or(usize::MAX)
             .min(LIST_PAGE);
-        let page = cfg.store.jobs_after(&filter.statuses, JobId(after), want)?;
+        let page = cfg.store.jobs_where(&filter.filter, JobId(after), want)?;
         let Some(last) = page.last() else { break };
         after = last.id;
         let lines: Vec<ListLine> = page.into_iter().map(|j| ListLine::of(j, &cfg.mirror)).collect();
@@ -631,9 +636,9 @@ pub fn retry(cfg: &Config, doc: Option<&str>, dead: bool) -> Result<ExitCode, Cl
     if dead {
         let n = cfg.store.requeue_dead("requeued by `leasehold retry --dead`")?;
         println!("requeued {n} dead document(s)");
-        let gone = cfg.store.totals()?.gone;
+        let gone = cfg.store.totals()?.removed;
         if gone > 0 {
-            println!("not requeued: {gone} dead document(s) whose source is gone (removed from the source)");
+            println!("not requeued: {gone} document(s) whose source was removed (one that comes back is queued again)");
         }
         return Ok(ExitCode::SUCCESS);
     }

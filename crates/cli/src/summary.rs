@@ -381,14 +381,14 @@ fn outcome_code(summary: Summary, fail_on_error: bool) -> Result<ExitCode, CliEr
 /// exists, whichever run killed them. A document whose source was removed is
 /// not a failure.
 fn has_failures(summary: &Summary) -> bool {
-    let dead = summary.store.map_or(0, |s| s.failed_dead());
+    let dead = summary.store.map_or(0, |s| s.dead);
     summary.failed > 0 || dead > 0
 }
 
 /// `--fail-on-error`'s account on stderr: how many, then which (this run's
 /// failures first, then the store's other dead documents), capped.
 fn say_failures(summary: &Summary) {
-    let dead = summary.store.map_or(0, |s| s.failed_dead());
+    let dead = summary.store.map_or(0, |s| s.dead);
     eprintln!(
         "leasehold: --fail-on-error: {} failed in this run; {dead} dead in the store",
         summary.failed
@@ -417,11 +417,12 @@ fn say_failures(summary: &Summary) {
 }
 
 /// The store after the command in one line, e.g. `store: 3091 indexed, 2024
-/// dead (3 with their source gone), 0 retrying, 0 queued; ...`.
+/// dead, 3 removed, 0 retrying, 0 queued; ...`: a document whose source was
+/// removed did not fail, so it is not dead here.
 fn store_line(t: &Totals) -> String {
     let mut line = format!("store: {} indexed, {} dead", t.indexed, t.dead);
-    if t.gone > 0 {
-        line.push_str(&format!(" ({} with their source gone)", t.gone));
+    if t.removed > 0 {
+        line.push_str(&format!(", {} removed", t.removed));
     }
     line.push_str(&format!(", {} retrying", t.retrying));
     if t.parked > 0 {
@@ -431,7 +432,7 @@ fn store_line(t: &Totals) -> String {
     if t.extracting > 0 {
         line.push_str(&format!(", {} being extracted", t.extracting));
     }
-    if t.failed_dead() + t.retrying > 0 {
+    if t.dead + t.retrying > 0 {
         line.push_str("; `leasehold list --failed` lists the failed ones");
     }
     line

@@ -69,14 +69,15 @@ impl JobReads for Client {
 
     /// Up to `n` documents with an id above `after`, in id order, only those in
     /// `statuses` (all when empty).
-    fn jobs_after(&mut self, statuses: &[Status], after: i64, n: i64) -> Sql<Vec<Job>> {
+    fn jobs_after(&mut self, statuses: &[Status], gone: Option<bool>, after: i64, n: i64) -> Sql<Vec<Job>> {
         let c = self;
         let names: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE id > $1 AND (cardinality($3::TEXT[]) = 0 OR status = ANY($3))
+               AND ($4::BOOLEAN IS NULL OR source_gone = $4)
              ORDER BY id LIMIT $2"
         );
-        c.query(&sql, &[&after, &n, &names])?
+        c.query(&sql, &[&after, &n, &names, &gone])?
             .iter()
             .map(job_from)
             .collect()
@@ -91,9 +92,12 @@ impl JobReads for Client {
     fn counts(&mut self) -> Sql<Counts> {
         let c = self;
         let mut counts = Counts::default();
-        for r in c.query("SELECT status, count(*) FROM jobs GROUP BY status", &[])? {
-            let (status, n): (String, i64) = (r.try_get(0)?, r.try_get(1)?);
-            add_count(&mut counts, &status, n);
+        for r in c.query(
+            "SELECT status, source_gone, count(*) FROM jobs GROUP BY status, source_gone",
+            &[],
+        )? {
+            let (status, gone, n): (String, bool, i64) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
+            add_count(&mut counts, &status, gone, n);
         }
         Ok(counts)
     }

@@ -79,15 +79,24 @@ impl JobReads for Rows<'_> {
     /// `statuses` (every document when it is empty). A range over the rowid that
     /// stops after `n` matches, so a listing pages through a store of any size
     /// with bounded memory and without holding a read snapshot between pages.
-    fn jobs_after(&mut self, statuses: &[Status], after: i64, n: i64) -> rusqlite::Result<Vec<Job>> {
+    fn jobs_after(
+        &mut self,
+        statuses: &[Status],
+        gone: Option<bool>,
+        after: i64,
+        n: i64,
+    ) -> rusqlite::Result<Vec<Job>> {
         let c = self.0;
         // The status names are the enum's own constants, never user text.
-        let filter = if statuses.is_empty() {
+        let mut filter = if statuses.is_empty() {
             String::new()
         } else {
             let names: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
             format!(" AND status IN ({})", names.join(", "))
         };
+        if let Some(gone) = gone {
+            filter.push_str(&format!(" AND source_gone = {}", i32::from(gone)));
+        }
         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id > ?1{filter} ORDER BY id LIMIT ?2");
         let mut stmt = c.prepare_cached(&sql)?;
         let rows = stmt.query_map(rusqlite::params![after, n], |r| job_from(r))?;
@@ -104,12 +113,16 @@ impl JobReads for Rows<'_> {
 
     fn counts(&mut self) -> rusqlite::Result<Counts> {
         let c = self.0;
-        let mut stmt = c.prepare_cached("SELECT status, count(*) FROM jobs GROUP BY status")?;
+        let mut stmt = c.prepare_cached(
+            "SELECT status, source_gone <> 0, count(*) FROM jobs GROUP BY status, source_gone",
+        )?;
         let mut counts = Counts::default();
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        let rows = stmt.query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, i64>(2)?))
+        })?;
         for row in rows {
-            let (status, n) = row?;
-            add_count(&mut counts, &status, n);
+            let (status, gone, n) = row?;
+            add_count(&mut counts, &status, gone, n);
         }
         Ok(counts)
     }

@@ -187,6 +187,11 @@ fn list_shows_documents_by_status_failed_ones_json_and_says_how_many_more() {
     assert_eq!(lines[3], "... 11 more (use --limit)");
     let limited = json(leasehold(&c.data, &["list", "--json", "--limit", "2"]));
     assert_eq!(limited.as_array().unwrap().len(), 2);
+    // 0: every document, as `search --limit 0`.
+    let all = json(leasehold(&c.data, &["list", "--json", "--limit", "0"]));
+    assert_eq!(all.as_array().unwrap().len(), 14);
+    let all = stdout(&ok(leasehold(&c.data, &["list", "--limit", "0"])));
+    assert_eq!(all.lines().count(), 14, "{all}");
 
     let bad = leasehold(&c.data, &["list", "--status", "banana"]);
     assert_eq!(bad.status.code(), Some(2));

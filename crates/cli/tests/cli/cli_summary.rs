@@ -69,7 +69,7 @@ fn a_rerun_that_fails_nothing_still_reports_the_dead_in_the_store() {
     assert_eq!(store["indexed"], 2, "{rerun}");
     assert_eq!(store["dead"], 1, "{rerun}");
     assert_eq!(store["retrying"], 0, "{rerun}");
-    assert_eq!(store["gone"], 0, "{rerun}");
+    assert_eq!(store["removed"], 0, "{rerun}");
 
     let text = stdout(&ok(c.run("1000", &[])));
     assert!(text.contains("failed 0"), "{text}");
@@ -146,10 +146,53 @@ fn retry_requeues_a_document_that_failed_a_limit() {
 fn a_removed_source_says_so_in_inspect_and_retry() {
     let c = Corpus::new();
     c.first_run();
+    let dead_before = json(c.run("1000", &["--json"]))["store"]["dead"].clone();
     std::fs::remove_file(c.source.join("a.txt")).unwrap();
     let s = json(c.run("1000", &["--json"]));
     assert_eq!(s["gone"], 1, "{s}");
-    assert_eq!(s["store"]["gone"], 1, "{s}");
+    // Removed is its own count, never dead or failed.
+    assert_eq!(s["store"]["removed"], 1, "{s}");
+    assert_eq!(s["store"]["dead"], dead_before, "{s}");
+    let text = stdout(&ok(c.run("1000", &[])));
+    let line = text.lines().find(|l| l.starts_with("store: ")).unwrap();
+    assert!(
+        line.contains(&format!(" {dead_before} dead, 1 removed, ")),
+        "{line}"
+    );
+    let status = json(leasehold(&c.data, &["status", "--json"]));
+    assert_eq!(status["counts"]["removed"], 1, "{status}");
+    assert_eq!(status["counts"]["dead"], dead_before, "{status}");
+    let status = stdout(&ok(leasehold(&c.data, &["status"])));
+    assert!(status.contains("    removed 1\n"), "{status}");
+    let keys = |args: &[&str]| -> Vec<String> {
+        let v = json(leasehold(&c.data, args));
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| format!("{} {}", r["key"].as_str().unwrap(), r["status"].as_str().unwrap()))
+            .collect()
+    };
+    assert_eq!(keys(&["list", "--removed", "--json"]), ["a.txt removed"]);
+    assert_eq!(
+        keys(&["list", "--status", "removed", "--json"]),
+        ["a.txt removed"]
+    );
+    assert!(!keys(&["list", "--failed", "--json"])
+        .iter()
+        .any(|k| k.starts_with("a.txt")));
+    assert!(!keys(&["list", "--status", "dead", "--json"])
+        .iter()
+        .any(|k| k.starts_with("a.txt")));
+    assert!(keys(&["list", "--json"]).contains(&"a.txt removed".to_string()));
+    let metrics = stdout(&ok(leasehold(&c.data, &["metrics"])));
+    assert!(
+        metrics.contains("leasehold_documents{status=\"removed\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!("leasehold_documents{{status=\"dead\"}} {dead_before}\n")),
+        "{metrics}"
+    );
 
     let shown = stdout(&ok(leasehold(&c.data, &["inspect", "a.txt"])));
     assert!(
@@ -169,7 +212,7 @@ fn a_removed_source_says_so_in_inspect_and_retry() {
     let all = stdout(&ok(leasehold(&c.data, &["retry", "--dead"])));
     assert!(all.contains("requeued 1 dead document(s)"), "{all}");
     assert!(
-        all.contains("not requeued: 1 dead document(s) whose source is gone"),
+        all.contains("not requeued: 1 document(s) whose source was removed"),
         "{all}"
     );
 }
