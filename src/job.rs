@@ -413,18 +413,24 @@ impl JobFilter {
         }
     }
 
-    /// How many documents this filter takes, from the counts.
+    /// How many documents this filter takes, from the counts. Only dead
+    /// documents have their source gone (the store marks them so).
     pub fn count(&self, counts: &Counts) -> u64 {
-        match (self.statuses.is_empty(), self.source_gone) {
-            (true, _) => counts.total(),
-            (false, Some(true)) => counts.removed,
-            (false, gone) => {
-                let removed = if gone.is_none() && self.statuses.contains(&Status::Dead) {
+        let statuses: &[Status] = match self.statuses.is_empty() {
+            true => &Status::ALL,
+            false => &self.statuses,
+        };
+        let with_dead = statuses.contains(&Status::Dead);
+        match self.source_gone {
+            Some(true) if with_dead => counts.removed,
+            Some(true) => 0,
+            gone => {
+                let removed = if gone.is_none() && with_dead {
                     counts.removed
                 } else {
                     0
                 };
-                self.statuses.iter().map(|s| counts.get(*s)).sum::<u64>() + removed
+                statuses.iter().map(|s| counts.get(*s)).sum::<u64>() + removed
             }
         }
     }
@@ -450,6 +456,30 @@ pub struct LiveLease {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn job_filters_count_what_they_list() {
+        let counts = Counts {
+            discovered: 1,
+            extracting: 2,
+            indexed: 4,
+            retrying: 8,
+            dead: 16,
+            removed: 32,
+        };
+        let gone = |statuses: Vec<Status>, source_gone| JobFilter {
+            statuses,
+            source_gone,
+        };
+        assert_eq!(JobFilter::default().count(&counts), 63);
+        assert_eq!(JobFilter::failed().count(&counts), 24);
+        assert_eq!(JobFilter::removed().count(&counts), 32);
+        assert_eq!(JobFilter::status(Status::Dead).count(&counts), 16);
+        assert_eq!(gone(vec![Status::Dead], None).count(&counts), 48);
+        assert_eq!(gone(vec![], Some(true)).count(&counts), 32);
+        assert_eq!(gone(vec![], Some(false)).count(&counts), 31);
+        assert_eq!(gone(vec![Status::Indexed], Some(true)).count(&counts), 0);
+    }
 
     #[test]
     fn status_names_round_trip() {

@@ -400,23 +400,10 @@ impl DirSource {
 
     /// The file behind `key`, refusing keys that would leave the root.
     fn path_of(&self, key: &str) -> std::result::Result<PathBuf, SourceError> {
-        let bad = |reason| SourceError::BadKey {
+        let rel = relative_path_of(key).map_err(|reason| SourceError::BadKey {
             key: key.to_owned(),
             reason,
-        };
-        let rel = match key.strip_prefix(HEX_KEY) {
-            Some(digits) => PathBuf::from(
-                crate::portable::os_string_from_bytes(hex::decode(digits).map_err(|_| bad("bad hex"))?)
-                    .ok_or_else(|| bad("not a file name of this system"))?,
-            ),
-            None => PathBuf::from(key),
-        };
-        if key.contains('\0') {
-            return Err(bad("contains NUL"));
-        }
-        if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-            return Err(bad("not a plain relative path"));
-        }
+        })?;
         Ok(self.root.join(rel))
     }
 }
@@ -613,6 +600,27 @@ struct Entry {
     key: String,
     path: PathBuf,
     link: Link,
+}
+
+/// The path relative to the root that document `key` names ([`key_for`]
+/// backwards: a `hex:` key is decoded), or why it names none: a bad hex key,
+/// a name this system cannot hold, a NUL, or a path that is not plainly
+/// relative (`..`, a root, a prefix).
+pub fn relative_path_of(key: &str) -> std::result::Result<PathBuf, &'static str> {
+    let rel = match key.strip_prefix(HEX_KEY) {
+        Some(digits) => PathBuf::from(
+            crate::portable::os_string_from_bytes(hex::decode(digits).map_err(|_| "bad hex")?)
+                .ok_or("not a file name of this system")?,
+        ),
+        None => PathBuf::from(key),
+    };
+    if key.contains('\0') {
+        return Err("contains NUL");
+    }
+    if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+        return Err("not a plain relative path");
+    }
+    Ok(rel)
 }
 
 /// The document key of a path relative to the root: '/'-joined UTF-8, or the raw

@@ -5,7 +5,7 @@
 
 mod dir;
 
-pub use dir::{key_for, DirSource, Discovered};
+pub use dir::{key_for, relative_path_of, DirSource, Discovered};
 
 use std::path::PathBuf;
 

@@ -564,7 +564,11 @@ impl Origin {
     /// its URL for an HTTP source, None when nothing is recorded.
     pub fn location(&self, key: &str) -> Option<Location> {
         match self {
-            Origin::Folder(root) => Some(Location::Path(root.join(key))),
+            // A key that names no path below the root (a malformed hex
+            // key) has no location.
+            Origin::Folder(root) => leasehold::source::relative_path_of(key)
+                .ok()
+                .map(|rel| Location::Path(root.join(rel))),
             Origin::Http(base) => leasehold::upstream::document_url(base, key).map(Location::Url),
             Origin::Unrecorded => None,
         }

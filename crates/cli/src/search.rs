@@ -53,11 +53,22 @@ impl Output {
             ColorWhen::Always => true,
             ColorWhen::Never => false,
             ColorWhen::Auto => {
-                std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                std::io::stdout().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                    && console_takes_ansi()
             }
         };
         Output::Text { color }
     }
+}
+
+/// Whether the terminal reads ANSI colour codes. Every Unix terminal does.
+/// A Windows console does only when a program switched it to virtual
+/// terminal processing; Windows Terminal (`WT_SESSION`) and the Unix-like
+/// terminals (`TERM`, as mintty and ConEmu set) have it on, so `auto`
+/// colours those and leaves a plain console alone.
+fn console_takes_ansi() -> bool {
+    !cfg!(windows) || std::env::var_os("WT_SESSION").is_some() || std::env::var_os("TERM").is_some()
 }
 
 /// The default page: 20 matches, or all of them for a list of files.
@@ -92,12 +103,7 @@ impl HitLine {
         let location = origin.location(&hit.key);
         let (size, modified) = match &location {
             Some(Location::Path(path)) => match std::fs::metadata(path) {
-                Ok(meta) => (
-                    Some(meta.len()),
-                    meta.modified()
-                        .ok()
-                        .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
-                ),
+                Ok(meta) => (Some(meta.len()), meta.modified().ok().and_then(rfc3339)),
                 Err(_) => (None, None),
             },
             _ => (None, None),
@@ -124,6 +130,14 @@ impl HitLine {
             marked: hit.snippet,
         }
     }
+}
+
+/// `t` as RFC 3339 in UTC, to the second; None outside the years 1970 to
+/// 9999, which humantime cannot write (a file may carry any time).
+fn rfc3339(t: std::time::SystemTime) -> Option<String> {
+    const YEAR_10000: u64 = 253_402_300_800;
+    let since = t.duration_since(std::time::UNIX_EPOCH).ok()?;
+    (since.as_secs() < YEAR_10000).then(|| humantime::format_rfc3339_seconds(t).to_string())
 }
 
 /// What `--json` prints: the page and the total.
@@ -169,6 +183,8 @@ pub fn search(cfg: &Config, asked: &Asked) -> Result<ExitCode, CliError> {
         refuse_a_damaged_index(cfg)?;
     }
     let origin = Origin::of(&cfg.store)?;
+    // Where the page ends, also when a hit is left out below.
+    let shown_to = asked.offset.saturating_add(found.hits.len() as u64);
     let mut hits = Vec::new();
     for hit in found.hits {
         if let Some(damage) =
@@ -200,13 +216,12 @@ pub fn search(cfg: &Config, asked: &Asked) -> Result<ExitCode, CliError> {
                 .map_err(|e| CliError::Runtime(format!("cannot encode the matches: {e}")))?;
             format!("{text}\n")
         }
-        Output::Files { null } => files(&hits, null),
+        Output::Files { null } => files(&hits, null, std::io::stdout().is_terminal()),
         Output::Text { color } => {
             if found.total == 0 {
                 eprintln!("leasehold: no document matches {:?}", asked.query);
                 return Ok(code);
             }
-            let shown_to = asked.offset.saturating_add(hits.len() as u64);
             let mut text = String::new();
             for h in &hits {
                 block(&mut text, h, color);
@@ -219,13 +234,19 @@ pub fn search(cfg: &Config, asked: &Asked) -> Result<ExitCode, CliError> {
     Ok(code)
 }
 
-/// The locations, one per line or NUL-ended, as they are (a tool reads
-/// them); a document with no location is named by its key.
-fn files(hits: &[HitLine], null: bool) -> String {
+/// The locations, one per line or NUL-ended, as they are for a tool that
+/// reads them, or on a terminal (without `-0`) as [`shown`] shows names, so
+/// no name drives the terminal or forges a line; a document with no
+/// location is named by its key.
+fn files(hits: &[HitLine], null: bool, terminal: bool) -> String {
     let end = if null { '\0' } else { '\n' };
     let mut out = String::new();
     for h in hits {
-        out.push_str(h.location.as_deref().unwrap_or(&h.key));
+        let name = h.location.as_deref().unwrap_or(&h.key);
+        match terminal && !null {
+            true => out.push_str(&shown(name)),
+            false => out.push_str(name),
+        }
         out.push(end);
     }
     out

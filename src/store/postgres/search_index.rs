@@ -140,6 +140,7 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
     };
     // The server stops the statement at the limit (57014, query_canceled);
     // SET LOCAL keeps the setting to this transaction.
+    let started = std::time::Instant::now();
     let mut tx = c.transaction()?;
     let ms = time_limit.as_millis().clamp(1, i32::MAX as u128);
     tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}"))?;
@@ -191,17 +192,29 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
             result_path: r.try_get(1)?,
         });
     }
-    let total: i64 = tx
-        .query_one(
+    // A page not cut by its limit (and not past the end) holds every match
+    // from the offset on; else count, within what is left of the limit.
+    let cut = limit.is_some_and(|l| rows.len() as i64 >= l);
+    let total = if !cut && (!rows.is_empty() || offset == 0) {
+        search.offset as u64 + rows.len() as u64
+    } else {
+        let left = time_limit
+            .saturating_sub(started.elapsed())
+            .as_millis()
+            .clamp(1, i32::MAX as u128);
+        tx.batch_execute(&format!("SET LOCAL statement_timeout = {left}"))?;
+        let counted = tx.query_one(
             "SELECT count(*) FROM search_text WHERE tsv @@ to_tsquery('simple', $1)",
             &[&tsquery],
-        )?
-        .try_get(0)?;
+        );
+        match counted {
+            Ok(row) => u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0),
+            Err(e) if e.code() == Some(&SqlState::QUERY_CANCELED) => return Ok(Found::TimedOut(time_limit)),
+            Err(e) => return Err(Fail::Pg(e)),
+        }
+    };
     tx.commit()?;
-    Ok(Found::Hits(SearchPage {
-        hits,
-        total: u64::try_from(total).unwrap_or(0),
-    }))
+    Ok(Found::Hits(SearchPage { hits, total }))
 }
 
 /// `to_tsquery` refuses what it cannot read as a syntax error.

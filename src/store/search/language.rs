@@ -123,7 +123,8 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
     while i < chars.len() {
         let column = i + 1;
         let c = chars[i];
-        if c.is_whitespace() {
+        // Control characters (a NUL, a tab) separate words as spaces do.
+        if c.is_whitespace() || c.is_control() {
             i += 1;
         } else if c == '(' || c == ')' {
             out.push((column, if c == '(' { Token::Open } else { Token::Close }));
@@ -139,7 +140,11 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
                 i += 1;
             }
             out.push((column, Token::Phrase { text, prefix }));
-        } else if c == '-' && chars.get(i + 1).is_some_and(|n| !n.is_whitespace()) {
+        } else if c == '-'
+            && chars
+                .get(i + 1)
+                .is_some_and(|&n| !n.is_whitespace() && !n.is_control() && n != '-')
+        {
             out.push((column, Token::Exclude));
             i += 1;
         } else if c == '|' {
@@ -148,7 +153,7 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
         } else {
             let end = chars[i..]
                 .iter()
-                .position(|&c| c.is_whitespace() || matches!(c, '(' | ')' | '"'))
+                .position(|&c| c.is_whitespace() || c.is_control() || matches!(c, '(' | ')' | '"'))
                 .map_or(chars.len(), |n| i + n);
             let word: String = chars[i..end].iter().collect();
             i = end;
@@ -295,8 +300,9 @@ impl Reader<'_> {
     /// A term, or None when the index would find nothing in its text.
     fn term(&mut self, text: String, prefix: bool, quoted: bool) -> Option<Node> {
         let searchable = match self.tokenizer {
-            // The trigram tokenizer keeps every character.
-            Tokenizer::Trigram => !text.trim().is_empty(),
+            // The trigram tokenizer keeps every character but spaces and
+            // controls count for nothing in a snippet.
+            Tokenizer::Trigram => text.chars().any(|c| !c.is_whitespace() && !c.is_control()),
             Tokenizer::Unicode61 | Tokenizer::PgSimple => text.chars().any(char::is_alphanumeric),
         };
         if !searchable {
@@ -374,8 +380,10 @@ pub(crate) fn tsquery(node: &Node) -> String {
     match node {
         Node::Term { text, prefix, quoted } => {
             let glued = !quoted && text.chars().any(super::query::is_glued_script);
-            let star = if *prefix || glued { ":*" } else { "" };
-            format!("{}{star}", super::query::pg_quoted(text))
+            match *prefix || glued {
+                true => pg_prefix(text),
+                false => super::query::pg_quoted(text),
+            }
         }
         Node::All { must, not } => {
             let mut parts: Vec<String> = must.iter().map(|n| format!("({})", tsquery(n))).collect();
@@ -387,6 +395,28 @@ pub(crate) fn tsquery(node: &Node) -> String {
             .map(|n| format!("({})", tsquery(n)))
             .collect::<Vec<_>>()
             .join(" | "),
+    }
+}
+
+/// A prefix term as a tsquery: PostgreSQL's `:*` marks every lexeme parsed
+/// from a quoted text, so only the last word takes it (`"big ca"*` is `big`
+/// followed by a word starting `ca`, as in FTS5).
+// PostgreSQL only (feature `postgres`).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+fn pg_prefix(text: &str) -> String {
+    use super::query::pg_quoted;
+    let end = text.trim_end_matches(|c: char| !c.is_alphanumeric()).len();
+    let start = text[..end]
+        .char_indices()
+        .rev()
+        .take_while(|(_, c)| c.is_alphanumeric())
+        .last()
+        .map_or(end, |(i, _)| i);
+    let (head, last) = (&text[..start], &text[start..end]);
+    if head.chars().any(char::is_alphanumeric) {
+        format!("{} <-> {}:*", pg_quoted(head), pg_quoted(last))
+    } else {
+        format!("{}:*", pg_quoted(last))
     }
 }
 
@@ -427,6 +457,17 @@ mod tests {
         assert_eq!(fts("a -(b OR c)"), "\"a\" NOT (\"b\" OR \"c\")");
         assert_eq!(fts("a - b"), "\"a\" AND \"b\"", "a lone - is no exclusion");
         assert_eq!(fts("a -"), "\"a\"");
+        assert_eq!(
+            fts("--verbose -O2"),
+            "\"--verbose\" NOT \"O2\"",
+            "-- starts a word"
+        );
+        assert_eq!(
+            fts("a\0b\tc"),
+            "\"a\" AND \"b\" AND \"c\"",
+            "controls separate words"
+        );
+        assert_eq!(fts("foo|bar"), "\"foo|bar\"", "| is OR as a word of its own");
         assert_eq!(
             fts("or and not"),
             "\"or\" AND \"and\" AND \"not\"",
@@ -469,7 +510,7 @@ mod tests {
             ("a OR -b", 3, "cannot join an exclusion"),
             ("-a -b", 1, "the query only excludes"),
             ("x (-a)", 4, "this group only excludes"),
-            ("a --b", 3, "two exclusions"),
+            ("a -NOT b", 3, "two exclusions"),
             ("a NOT", 3, "after it"),
             ("", 1, "nothing to search for"),
         ];
@@ -511,6 +552,8 @@ mod tests {
         assert_eq!(ts("qemu-img"), "'qemu-img'");
         assert_eq!(ts("계정"), "'계정':*");
         assert_eq!(ts("a b*"), "('a') & ('b':*)");
+        assert_eq!(ts("\"big ca\"*"), "'big ' <-> 'ca':*");
+        assert_eq!(ts("qemu-im*"), "'qemu-' <-> 'im':*");
         assert_eq!(
             ts("\"big cat\" OR dog -it's"),
             "(('big cat') | ('dog')) & !('it''s')"

@@ -362,8 +362,8 @@ impl Snippet {
         }
         // Trim, moving the highlights with the start.
         let lead = text.len() - text.trim_start().len();
-        text.truncate(text.trim_end().len());
-        let text = text[lead..].to_owned();
+        let end = text.trim_end().len().max(lead);
+        let text = text[lead..end].to_owned();
         let highlights = highlights
             .into_iter()
             .map(|h| h.start.saturating_sub(lead).min(text.len())..h.end.saturating_sub(lead).min(text.len()))
@@ -473,4 +473,32 @@ pub struct IndexDoc<'a> {
 /// rebuilding the index from the mirror.
 pub fn is_index_table(name: &str) -> bool {
     name == "search_text" || name.starts_with("search_text_") || name == "search_parts"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marks(s: &str) -> String {
+        s.replace('[', MARK_OPEN).replace(']', MARK_CLOSE)
+    }
+
+    #[test]
+    fn snippets_read_their_marks_as_byte_ranges_on_one_trimmed_line() {
+        let s = Snippet::from_marked(&marks("  a [계정]이\n[b]  "));
+        assert_eq!(s.text(), "a 계정이 b");
+        assert_eq!(s.highlights(), &[2..8, 12..13]);
+        assert_eq!(s.marked("<", ">"), "a <계정>이 <b>");
+        // Only spaces and controls, a mark left open, one never opened.
+        assert_eq!(Snippet::from_marked(" \u{7}\n ").text(), "");
+        assert_eq!(
+            Snippet::from_marked(&marks("  [ ]  ")).highlights(),
+            &[] as &[std::ops::Range<usize>]
+        );
+        assert_eq!(
+            Snippet::from_marked(&marks("x [y")).highlights(),
+            &[] as &[std::ops::Range<usize>]
+        );
+        assert_eq!(Snippet::from_marked(&marks("x] y")).text(), "x y");
+    }
 }

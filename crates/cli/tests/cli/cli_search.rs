@@ -173,6 +173,29 @@ fn search_prints_the_original_its_facts_score_and_snippet_then_the_total() {
     );
 }
 
+/// A file dated before 1970 (archives carry any date) is found and shown
+/// with no time, not a crash.
+#[test]
+fn a_file_from_before_1970_is_shown_without_a_time() {
+    let (dir, data) = indexed_data_dir(&[]);
+    let old = std::time::UNIX_EPOCH - std::time::Duration::from_secs(86_400);
+    let file = std::fs::File::options()
+        .write(true)
+        .open(dir.path().join("src/fox.txt"))
+        .unwrap();
+    file.set_modified(old).unwrap();
+    let v = search_json(&data, "fox");
+    assert_eq!(hit_keys(&v), ["fox.txt"]);
+    assert!(hits(&v)[0]["modified"].is_null(), "{v}");
+    let out = leasehold(&data, &["search", "fox"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn files_lists_only_the_originals_for_other_tools() {
     let (dir, data) = indexed_data_dir(&[]);
