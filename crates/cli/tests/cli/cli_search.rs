@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::{leasehold, pg, BIN};
+use common::{leasehold, pg, samples, BIN};
 
 /// The binary on `data` with `LEASEHOLD_DB` set to `db` (or unset).
 fn leasehold_on(db: Option<&str>, data: &Path, args: &[&str]) -> std::process::Output {
@@ -171,6 +171,54 @@ fn search_prints_the_original_its_facts_score_and_snippet_then_the_total() {
         text.ends_with("3 documents match; showing 2–2 (--offset 2 for more)\n"),
         "{text}"
     );
+}
+
+/// Copy the tree `from` into `to` (files and folders only).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The search corpus (`tests/search/corpus`, with the repository's samples
+/// under `samples/`: real files in every format, English and Korean, UTF-8
+/// and CP949) answers every query of `tests/search/queries.tsv` with exactly
+/// the documents the table names.
+#[test]
+fn the_search_corpus_answers_its_table_of_queries() {
+    let here = common::workspace().join("tests/search");
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    copy_tree(&here.join("corpus"), &src);
+    copy_tree(&samples(), &src.join("samples"));
+    let data = dir.path().join("data");
+    let out = leasehold(&data, &["run", src.to_str().unwrap(), "-q"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = std::fs::read_to_string(here.join("queries.tsv")).unwrap();
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for line in table.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let (query, want) = line.split_once('\t').expect("query TAB keys");
+        let mut want: Vec<&str> = want.split(' ').filter(|k| *k != "-").collect();
+        want.sort_unstable();
+        let v = search_json(&data, query);
+        let mut got = hit_keys(&v);
+        got.sort();
+        if got != want {
+            wrong.push(format!("{query:?}: found {got:?}, the table says {want:?}"));
+        }
+        assert_eq!(v["total"].as_u64(), Some(got.len() as u64), "{query:?}: {v}");
+        checked += 1;
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(checked >= 40, "the table was read: {checked} queries");
 }
 
 /// A file dated before 1970 (archives carry any date) is found and shown
