@@ -201,6 +201,59 @@ fn a_malformed_query_is_an_invalid_input(b: Backend) {
     assert_eq!(fts("some NOT other").unwrap().total, 1);
 }
 
+/// Fields narrow a search by the document's key: a folder (at any depth,
+/// not a sibling that shares its start), a piece of the path, a type by
+/// extension or family; several of one field are alternatives, negated ones
+/// exclude; the total counts only what they leave.
+fn fields_narrow_by_folder_path_and_type(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.handle(60_000);
+    for key in [
+        "notes/a.txt",
+        "notes/old/b.md",
+        "notesx/c.pdf",
+        "docs/d.PDF",
+        "docs/e.docx",
+    ] {
+        index(&store, key, "v1", "common words here");
+    }
+    index(&store, "notes/z.txt", "v1", "other words");
+    for (query, want) in [
+        ("common dir:notes", &["notes/a.txt", "notes/old/b.md"][..]),
+        ("common dir:./notes/", &["notes/a.txt", "notes/old/b.md"]),
+        ("common dir:notes -dir:notes/old", &["notes/a.txt"]),
+        ("common type:pdf", &["docs/d.PDF", "notesx/c.pdf"]),
+        (
+            "common type:pdf type:docx",
+            &["docs/d.PDF", "docs/e.docx", "notesx/c.pdf"],
+        ),
+        ("common type:word", &["docs/e.docx"]),
+        ("common path:OLD", &["notes/old/b.md"]),
+        (
+            "common -type:pdf",
+            &["docs/e.docx", "notes/a.txt", "notes/old/b.md"],
+        ),
+        ("common dir:notes type:pdf", &[]),
+        (
+            "words dir:notes",
+            &["notes/a.txt", "notes/old/b.md", "notes/z.txt"],
+        ),
+    ] {
+        let found: BTreeSet<String> = keys(&store, query).into_iter().collect();
+        let want: BTreeSet<String> = want.iter().map(|k| k.to_string()).collect();
+        assert_eq!(found, want, "{query:?}");
+    }
+    // A cut page counts what the fields leave.
+    let page = store
+        .search_page(&Search::new("words dir:notes").limit(1))
+        .unwrap();
+    assert_eq!((page.hits.len(), page.total), (1, 3));
+    match store.search("dir:notes", 10) {
+        Err(Error::InvalidInput { reason, .. }) => assert!(reason.contains("add a word"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// People's language: a word with punctuation is the phrase of its parts,
 /// exclusions, OR binding tighter than the space, groups; pages and the
 /// total.
@@ -466,6 +519,7 @@ on_both_backends!(
     korean_particles_and_unspaced_scripts,
     a_malformed_query_is_an_invalid_input,
     ordinary_terms_are_searched_as_written,
+    fields_narrow_by_folder_path_and_type,
     results_equal_a_brute_force_scan,
     the_best_match_comes_first_and_ties_keep_id_order,
 );

@@ -11,10 +11,12 @@
 use std::borrow::Cow;
 
 use ::postgres::error::SqlState;
+use ::postgres::types::ToSql;
 use ::postgres::{Client, Transaction};
 
 use crate::store::completion::Completion;
 use crate::store::postgres::conn::{Fail, Sql};
+use crate::store::search::fields::{self, Dialect, Filter};
 use crate::store::search::{
     Found, Hit, IndexCheck, IndexDoc, Search, SearchPage, Snippet, MARK_CLOSE, MARK_OPEN,
 };
@@ -130,12 +132,28 @@ pub(crate) fn check(c: &mut Client) -> Sql<IndexCheck> {
     Ok(out)
 }
 
+/// The fields of a search as SQL beside a match on `search_text s` (empty
+/// without fields), its parameters numbered from `first`.
+fn narrowing(filters: &[Filter], first: usize) -> fields::Condition {
+    if filters.is_empty() {
+        return fields::Condition::default();
+    }
+    let cond = fields::condition(filters, Dialect::Postgres, first);
+    fields::Condition {
+        sql: format!(
+            " AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = s.job_id AND {})",
+            cond.sql
+        ),
+        params: cond.params,
+    }
+}
+
 /// The page of matches asked for, then a headline for each: in a
 /// subquery, so that `ts_headline` (which reads the text) runs on the hits
 /// only, not on every match; then how many documents match in all.
 pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time::Duration) -> Sql<Found> {
-    let tsquery = match search.pg_tsquery() {
-        Ok(t) => t,
+    let (tsquery, filters) = match search.pg_tsquery() {
+        Ok(planned) => planned,
         Err(why) => return Ok(Found::BadQuery(why)),
     };
     // The server stops the statement at the limit (57014, query_canceled);
@@ -151,24 +169,30 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
         "StartSel=\"{MARK_OPEN}\", StopSel=\"{MARK_CLOSE}\", MaxWords=16, MinWords=6, ShortWord=0, \
          MaxFragments=1, FragmentDelimiter=…"
     );
+    let narrow = narrowing(&filters, 7);
+    let mut values: Vec<&(dyn ToSql + Sync)> = vec![
+        &tsquery,
+        &limit,
+        &options,
+        &SEARCHABLE_CHARS,
+        &offset,
+        &search.snippets,
+    ];
+    values.extend(narrow.params.iter().map(|p| p as &(dyn ToSql + Sync)));
     let rows = tx.query(
-        "SELECT j.doc_key, best.path, best.rank,
+        &format!(
+            "SELECT j.doc_key, best.path, best.rank,
                 CASE WHEN $6 THEN ts_headline('simple', left(best.body, $4), to_tsquery('simple', $1), $3)
                      ELSE '' END
            FROM (SELECT s.job_id, s.path, s.body, ts_rank(s.tsv, q) AS rank
                    FROM search_text s, to_tsquery('simple', $1) q
-                  WHERE s.tsv @@ q
+                  WHERE s.tsv @@ q{}
                   ORDER BY rank DESC, s.job_id LIMIT $2 OFFSET $5) best
            JOIN jobs j ON j.id = best.job_id
           ORDER BY best.rank DESC, best.job_id",
-        &[
-            &tsquery,
-            &limit,
-            &options,
-            &SEARCHABLE_CHARS,
-            &offset,
-            &search.snippets,
-        ],
+            narrow.sql
+        ),
+        &values,
     );
     let rows = match rows {
         Ok(rows) => rows,
@@ -203,9 +227,15 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
             .as_millis()
             .clamp(1, i32::MAX as u128);
         tx.batch_execute(&format!("SET LOCAL statement_timeout = {left}"))?;
+        let narrow = narrowing(&filters, 2);
+        let mut values: Vec<&(dyn ToSql + Sync)> = vec![&tsquery];
+        values.extend(narrow.params.iter().map(|p| p as &(dyn ToSql + Sync)));
         let counted = tx.query_one(
-            "SELECT count(*) FROM search_text WHERE tsv @@ to_tsquery('simple', $1)",
-            &[&tsquery],
+            &format!(
+                "SELECT count(*) FROM search_text s WHERE s.tsv @@ to_tsquery('simple', $1){}",
+                narrow.sql
+            ),
+            &values,
         );
         match counted {
             Ok(row) => u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0),

@@ -13,6 +13,7 @@
 //! `OR` binds tighter than the space between words, as in Recoll and web
 //! search engines: `install guide OR manual` is `install (guide OR manual)`.
 
+use super::fields::{self, Field, Filter};
 use super::Tokenizer;
 
 /// A query that cannot be read: where (a column, counted in characters
@@ -52,6 +53,13 @@ pub(crate) enum Node {
     Any(Vec<Node>),
 }
 
+/// A query, read: what to match, and the fields that narrow it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Query {
+    pub root: Node,
+    pub filters: Vec<Filter>,
+}
+
 /// The deepest nesting of parentheses taken: far beyond what a person
 /// types, and it bounds the reader's recursion.
 const MAX_DEPTH: usize = 32;
@@ -61,7 +69,7 @@ const MAX_DEPTH: usize = 32;
 /// without a term on one side, an exclusion joined by `OR`, a query or a
 /// group that only excludes, one with nothing to search for, and one beyond
 /// [`super::query::MAX_QUERY_BYTES`] or [`super::query::MAX_QUERY_TERMS`].
-pub(crate) fn read(query: &str, tokenizer: Tokenizer) -> Result<Node, SyntaxError> {
+pub(crate) fn read(query: &str, tokenizer: Tokenizer) -> Result<Query, SyntaxError> {
     use super::query::{MAX_QUERY_BYTES, MAX_QUERY_TERMS};
     if query.len() > MAX_QUERY_BYTES {
         return error(
@@ -78,6 +86,9 @@ pub(crate) fn read(query: &str, tokenizer: Tokenizer) -> Result<Node, SyntaxErro
         at: 0,
         tokenizer,
         terms: 0,
+        filters: Vec::new(),
+        first_field: None,
+        last_was_field: false,
     };
     let root = reader.sequence(0, None)?;
     if reader.terms > MAX_QUERY_TERMS {
@@ -89,10 +100,14 @@ pub(crate) fn read(query: &str, tokenizer: Tokenizer) -> Result<Node, SyntaxErro
             ),
         );
     }
-    root.ok_or_else(|| SyntaxError {
-        column: 1,
-        why: "nothing to search for: the query has no letters or digits".into(),
-    })
+    match (root, reader.first_field) {
+        (Some(root), _) => Ok(Query {
+            root,
+            filters: reader.filters,
+        }),
+        (None, Some(column)) => error(column, "fields only narrow a search: add a word to look for"),
+        (None, None) => error(1, "nothing to search for: the query has no letters or digits"),
+    }
 }
 
 /// One piece of the query as written, with its column.
@@ -112,6 +127,11 @@ enum Token {
     Exclude,
     /// `OR` or `|`.
     Or,
+    /// `dir:notes`, `type:pdf`, `path:"two words"`.
+    Field {
+        field: Field,
+        value: String,
+    },
 }
 
 /// Cut `query` into tokens. A word runs to a space, a parenthesis or a
@@ -161,6 +181,21 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
                 "AND" => {}
                 "OR" => out.push((column, Token::Or)),
                 "NOT" => out.push((column, Token::Exclude)),
+                _ if field_of(&word).is_some() => {
+                    let (field, mut value) = field_of(&word).expect("just checked");
+                    // `dir:"My Documents"`: the quoted text is the value.
+                    if value.is_empty() && chars.get(i) == Some(&'"') {
+                        let Some(len) = chars[i + 1..].iter().position(|&c| c == '"') else {
+                            return error(i + 1, "this quote is not closed (a \" is missing)");
+                        };
+                        value = chars[i + 1..i + 1 + len].iter().collect();
+                        i += len + 2;
+                    }
+                    if let Some(why) = fields::refused(field, &value) {
+                        return error(column, why);
+                    }
+                    out.push((column, Token::Field { field, value }));
+                }
                 _ => {
                     let text = word.trim_end_matches('*');
                     let prefix = text.len() < word.len();
@@ -178,6 +213,14 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
     Ok(out)
 }
 
+/// The field a word names (`dir:notes` → Dir, `notes`), with its value
+/// (empty when the word ends at the colon). A word whose name is no field
+/// (`https://…`, `body:x`) is a word.
+fn field_of(word: &str) -> Option<(Field, String)> {
+    let (name, value) = word.split_once(':')?;
+    Some((Field::named(name)?, value.to_owned()))
+}
+
 /// The recursive reader over the tokens.
 struct Reader<'t> {
     tokens: &'t [(usize, Token)],
@@ -185,6 +228,11 @@ struct Reader<'t> {
     tokenizer: Tokenizer,
     /// Terms read so far (words and phrases kept).
     terms: usize,
+    /// The fields read so far, and the column of the first.
+    filters: Vec<Filter>,
+    first_field: Option<usize>,
+    /// The last item read was a field (which `OR` may not join).
+    last_was_field: bool,
 }
 
 impl Reader<'_> {
@@ -240,9 +288,12 @@ impl Reader<'_> {
 
     /// One item and the ones `OR` joins to it; whether it is excluded.
     fn either(&mut self, depth: usize) -> Result<(Option<Node>, bool), SyntaxError> {
-        let (first, excluded) = self.unary(depth)?;
+        let (first, excluded) = self.unary(depth, false)?;
         let mut any: Vec<Node> = first.into_iter().collect();
         while let Some(&(column, Token::Or)) = self.peek() {
+            if self.last_was_field {
+                return error(column, "OR cannot join a field (dir:, path:, type:)");
+            }
             self.at += 1;
             match self.peek() {
                 None | Some((_, Token::Close)) | Some((_, Token::Or)) => {
@@ -250,7 +301,10 @@ impl Reader<'_> {
                 }
                 _ => {}
             }
-            let (next, next_excluded) = self.unary(depth)?;
+            let (next, next_excluded) = self.unary(depth, false)?;
+            if self.last_was_field {
+                return error(column, "OR cannot join a field (dir:, path:, type:)");
+            }
             if excluded || next_excluded {
                 return error(
                     column,
@@ -267,12 +321,14 @@ impl Reader<'_> {
         Ok((node, excluded))
     }
 
-    /// A word, a phrase or a group, maybe excluded.
-    fn unary(&mut self, depth: usize) -> Result<(Option<Node>, bool), SyntaxError> {
+    /// A word, a phrase, a group or a field, maybe excluded (`negated`:
+    /// after a `-` or `NOT`).
+    fn unary(&mut self, depth: usize, negated: bool) -> Result<(Option<Node>, bool), SyntaxError> {
         let Some((column, token)) = self.peek().cloned() else {
             return Ok((None, false));
         };
         self.at += 1;
+        self.last_was_field = false;
         match token {
             Token::Exclude => match self.peek() {
                 None => error(column, "- or NOT needs a term after it"),
@@ -280,7 +336,7 @@ impl Reader<'_> {
                 Some((_, Token::Or)) | Some((_, Token::Close)) => {
                     error(column, "- or NOT needs a term after it")
                 }
-                Some(_) => Ok((self.unary(depth)?.0, true)),
+                Some(_) => Ok((self.unary(depth, true)?.0, true)),
             },
             Token::Open => {
                 if depth + 1 > MAX_DEPTH {
@@ -290,6 +346,22 @@ impl Reader<'_> {
                     );
                 }
                 Ok((self.sequence(depth + 1, Some(column))?, false))
+            }
+            Token::Field { field, value } => {
+                if depth > 0 {
+                    return error(
+                        column,
+                        "a field (dir:, path:, type:) goes at the top of a query, not inside ( )",
+                    );
+                }
+                self.filters.push(Filter {
+                    field,
+                    value,
+                    negated,
+                });
+                self.first_field.get_or_insert(column);
+                self.last_was_field = true;
+                Ok((None, negated))
             }
             Token::Word { text, prefix } => Ok((self.term(text, prefix, false), false)),
             Token::Phrase { text, prefix } => Ok((self.term(text, prefix, true), false)),
@@ -425,7 +497,7 @@ mod tests {
     use super::*;
 
     fn fts(q: &str) -> String {
-        fts5(&read(q, Tokenizer::Unicode61).unwrap(), true)
+        fts5(&read(q, Tokenizer::Unicode61).unwrap().root, true)
     }
 
     fn refused(q: &str) -> SyntaxError {
@@ -481,7 +553,7 @@ mod tests {
         assert_eq!(fts("a — b"), "\"a\" AND \"b\"");
         assert_eq!(fts("a OR +"), "\"a\"");
         assert_eq!(refused("+ —").column, 1);
-        let t = read("+ *", Tokenizer::Trigram).unwrap();
+        let t = read("+ *", Tokenizer::Trigram).unwrap().root;
         assert_eq!(
             t,
             Node::Term {
@@ -490,6 +562,47 @@ mod tests {
                 quoted: false
             }
         );
+    }
+
+    #[test]
+    fn fields_narrow_at_the_top_and_other_colons_are_words() {
+        let q = read(
+            "report dir:notes -type:pdf path:\"q3 final\" TYPE:Docx",
+            Tokenizer::Unicode61,
+        )
+        .unwrap();
+        assert_eq!(fts5(&q.root, true), "\"report\"");
+        let f = |field, value: &str, negated| Filter {
+            field,
+            value: value.into(),
+            negated,
+        };
+        assert_eq!(
+            q.filters,
+            [
+                f(Field::Dir, "notes", false),
+                f(Field::Type, "pdf", true),
+                f(Field::Path, "q3 final", false),
+                f(Field::Type, "Docx", false)
+            ]
+        );
+        assert!(read("https://x.org/a body:x", Tokenizer::Unicode61)
+            .unwrap()
+            .filters
+            .is_empty());
+        let cases = [
+            ("dir:notes", 1, "add a word"),
+            ("a (dir:x b)", 4, "top of a query"),
+            ("a OR dir:x", 3, "cannot join a field"),
+            ("dir:x OR a", 7, "cannot join a field"),
+            ("a type:p.d", 3, "type: takes"),
+            ("a dir:\"open", 7, "not closed"),
+        ];
+        for (q, column, says) in cases {
+            let e = refused(q);
+            assert_eq!(e.column, column, "{q:?}: {e}");
+            assert!(e.to_string().contains(says), "{q:?}: {e}");
+        }
     }
 
     #[test]
@@ -536,7 +649,7 @@ mod tests {
 
     #[test]
     fn plain_lists_only_for_like() {
-        let node = |q| read(q, Tokenizer::Trigram).unwrap();
+        let node = |q| read(q, Tokenizer::Trigram).unwrap().root;
         assert_eq!(
             plain_terms(&node("ab \"c d\"")),
             Some(vec!["ab".into(), "c d".into()])
@@ -548,7 +661,7 @@ mod tests {
 
     #[test]
     fn tsquery_translation() {
-        let ts = |q| tsquery(&read(q, Tokenizer::PgSimple).unwrap());
+        let ts = |q| tsquery(&read(q, Tokenizer::PgSimple).unwrap().root);
         assert_eq!(ts("qemu-img"), "'qemu-img'");
         assert_eq!(ts("계정"), "'계정':*");
         assert_eq!(ts("a b*"), "('a') & ('b':*)");

@@ -27,6 +27,7 @@
 //! result (the fenced completion, the source going away), so a refused
 //! completion can never reach the index.
 
+pub(crate) mod fields;
 pub(crate) mod language;
 pub(crate) mod parts;
 pub(crate) mod query;
@@ -244,28 +245,34 @@ impl<'q> Search<'q> {
         self.query
     }
 
-    /// What SQLite runs for this search on an index cut by `tokenizer`.
-    pub(crate) fn sqlite_plan(&self, tokenizer: Tokenizer) -> std::result::Result<query::Plan, String> {
+    /// What SQLite runs for this search on an index cut by `tokenizer`,
+    /// and the fields that narrow it.
+    pub(crate) fn sqlite_plan(
+        &self,
+        tokenizer: Tokenizer,
+    ) -> std::result::Result<(query::Plan, Vec<fields::Filter>), String> {
         match self.syntax {
-            QuerySyntax::Fts5 => query::plan(self.query, tokenizer),
+            QuerySyntax::Fts5 => Ok((query::plan(self.query, tokenizer)?, Vec::new())),
             QuerySyntax::Plain => {
-                let node = language::read(self.query, tokenizer).map_err(|e| e.to_string())?;
-                if tokenizer == Tokenizer::Trigram {
-                    return query::trigram_node_plan(&node);
-                }
-                Ok(query::Plan::Match(language::fts5(&node, true)))
+                let q = language::read(self.query, tokenizer).map_err(|e| e.to_string())?;
+                let plan = match tokenizer {
+                    Tokenizer::Trigram => query::trigram_node_plan(&q.root)?,
+                    _ => query::Plan::Match(language::fts5(&q.root, true)),
+                };
+                Ok((plan, q.filters))
             }
         }
     }
 
-    /// The tsquery PostgreSQL runs for this search.
+    /// The tsquery PostgreSQL runs for this search, and the fields that
+    /// narrow it.
     // PostgreSQL only (feature `postgres`).
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn pg_tsquery(&self) -> std::result::Result<String, String> {
+    pub(crate) fn pg_tsquery(&self) -> std::result::Result<(String, Vec<fields::Filter>), String> {
         match self.syntax {
-            QuerySyntax::Fts5 => query::pg_tsquery(self.query),
+            QuerySyntax::Fts5 => Ok((query::pg_tsquery(self.query)?, Vec::new())),
             QuerySyntax::Plain => language::read(self.query, Tokenizer::PgSimple)
-                .map(|node| language::tsquery(&node))
+                .map(|q| (language::tsquery(&q.root), q.filters))
                 .map_err(|e| e.to_string()),
         }
     }

@@ -7,8 +7,10 @@
 
 use std::time::{Duration, Instant};
 
-use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, ErrorCode, OptionalExtension};
 
+use crate::store::search::fields::{self, Dialect, Filter};
 use crate::store::search::parts::TX_TEXT_BYTES;
 use crate::store::search::query::{self, Plan};
 use crate::store::search::{Found, Search, SearchPage, Snippet, TOKENIZER_META};
@@ -407,15 +409,26 @@ pub(crate) fn search(
     time_limit: Duration,
 ) -> rusqlite::Result<Found> {
     let tokenizer = table_tokenizer(c)?;
-    let plan = match search.sqlite_plan(tokenizer) {
-        Ok(plan) => plan,
+    let (plan, filters) = match search.sqlite_plan(tokenizer) {
+        Ok(planned) => planned,
         Err(why) => return Ok(Found::BadQuery(why)),
     };
     let stops = Deadline::on(c, Instant::now() + time_limit)?;
     let c: &Connection = &stops;
     let found = match &plan {
-        Plan::Match(expr) => search_match(c, expr, search, crate::store::search::snippet_tokens(tokenizer)),
-        Plan::Like(terms) => search_like(c, terms, search),
+        Plan::Match(expr) => {
+            let tokens = crate::store::search::snippet_tokens(tokenizer);
+            search_match(
+                c,
+                &Matching {
+                    expr,
+                    filters: &filters,
+                },
+                search,
+                tokens,
+            )
+        }
+        Plan::Like(terms) => search_like(c, terms, &filters, search),
     };
     match found {
         Ok(page) => Ok(Found::Hits(page)),
@@ -470,18 +483,19 @@ impl Drop for Deadline<'_> {
 /// would be run on all the matches.
 fn search_match(
     c: &Connection,
-    expr: &str,
+    m: &Matching<'_>,
     search: &Search<'_>,
     tokens: i64,
 ) -> rusqlite::Result<SearchPage> {
+    let expr = m.expr;
     let wanted = search
         .wanted()
         .map_or(-1, |w| i64::try_from(w).unwrap_or(i64::MAX));
-    let (best, seen_all) = best_documents(c, expr, wanted)?;
+    let (best, seen_all) = best_documents(c, m, wanted)?;
     // A ranking that saw every match found all the documents; else count.
     let total = match seen_all {
         Some(all) => all,
-        None => matching_documents(c, expr)?,
+        None => matching_documents(c, m)?,
     };
     let mut hits = Vec::with_capacity(best.len().saturating_sub(search.offset));
     for (rowid, id, rank) in best.into_iter().skip(search.offset) {
@@ -518,16 +532,27 @@ fn search_match(
 /// document's id is its first part's rowid), and the documents of the live
 /// further parts that match whose first part does not (rare: only long
 /// texts have further parts).
-fn matching_documents(c: &Connection, expr: &str) -> rusqlite::Result<u64> {
-    let firsts: i64 = c
-        .prepare_cached("SELECT count(*) FROM search_text WHERE search_text MATCH ?1 AND rowid < ?2")?
-        .query_row(params![expr, PART_ROWID_BASE], |r| r.get(0))?;
-    let mut others = std::collections::HashSet::new();
-    let mut stmt = c.prepare_cached(
-        "SELECT p.doc FROM search_text s JOIN search_parts p ON p.rowid = s.rowid AND p.state = 'live'
-         WHERE search_text MATCH ?1 AND s.rowid >= ?2",
+fn matching_documents(c: &Connection, m: &Matching<'_>) -> rusqlite::Result<u64> {
+    let expr = m.expr;
+    let (narrow, values) = narrowing(m.filters, "search_text.rowid", 3);
+    let sql = format!("SELECT count(*) FROM search_text WHERE search_text MATCH ?1 AND rowid < ?2{narrow}");
+    let firsts: i64 = c.prepare_cached(&sql)?.query_row(
+        params_from_iter(with(
+            &[Value::Text(expr.to_owned()), PART_ROWID_BASE.into()],
+            values,
+        )),
+        |r| r.get(0),
     )?;
-    let mut rows = stmt.query(params![expr, PART_ROWID_BASE])?;
+    let mut others = std::collections::HashSet::new();
+    let (narrow, values) = narrowing(m.filters, "s.rowid", 3);
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT p.doc FROM search_text s JOIN search_parts p ON p.rowid = s.rowid AND p.state = 'live'
+         WHERE search_text MATCH ?1 AND s.rowid >= ?2{narrow}"
+    ))?;
+    let mut rows = stmt.query(params_from_iter(with(
+        &[Value::Text(expr.to_owned()), PART_ROWID_BASE.into()],
+        values,
+    )))?;
     while let Some(r) = rows.next()? {
         others.insert(r.get::<_, i64>(0)?);
     }
@@ -552,10 +577,14 @@ fn matching_documents(c: &Connection, expr: &str) -> rusqlite::Result<u64> {
 /// parts are not searched. When that leaves fewer than `limit` of the rows
 /// ranked, more rows are ranked (rare: only long texts in flight or matching
 /// in several parts take places).
-fn best_documents(c: &Connection, expr: &str, limit: i64) -> rusqlite::Result<(Vec<BestRow>, Option<u64>)> {
+fn best_documents(
+    c: &Connection,
+    m: &Matching<'_>,
+    limit: i64,
+) -> rusqlite::Result<(Vec<BestRow>, Option<u64>)> {
     let mut want = limit;
     loop {
-        let rows = ranked(c, expr, want)?;
+        let rows = ranked(c, m, want)?;
         if want < 0 || (rows.len() as i64) < want {
             // Every match is in `rows`: their documents are all of them.
             let mut docs = documents_of(c, &rows, -1)?;
@@ -609,30 +638,68 @@ fn document_of(c: &Connection, rowid: i64) -> rusqlite::Result<Option<i64>> {
 /// FTS5's own `bm25()` (lower is better; `body` is the one indexed column,
 /// so no weights), ties by rowid. Every match is scored; SQLite's sorter
 /// keeps only `limit`.
-fn ranked(c: &Connection, expr: &str, limit: i64) -> rusqlite::Result<Vec<(i64, f64)>> {
-    c.prepare_cached(
+fn ranked(c: &Connection, m: &Matching<'_>, limit: i64) -> rusqlite::Result<Vec<(i64, f64)>> {
+    let (narrow, values) = narrowing(m.filters, "search_text.rowid", 3);
+    c.prepare_cached(&format!(
         "SELECT rowid, bm25(search_text) AS r FROM search_text
-         WHERE search_text MATCH ?1 ORDER BY r, rowid LIMIT ?2",
+         WHERE search_text MATCH ?1{narrow} ORDER BY r, rowid LIMIT ?2"
+    ))?
+    .query_map(
+        params_from_iter(with(&[Value::Text(m.expr.to_owned()), limit.into()], values)),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?
-    .query_map(params![expr, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
     .collect()
+}
+
+/// An FTS5 expression to match, and the fields that narrow it.
+struct Matching<'a> {
+    expr: &'a str,
+    filters: &'a [Filter],
+}
+
+/// The fields of a search as SQL beside a match (empty without fields):
+/// ` AND EXISTS (…)` on the document that the row at `row` (an SQL
+/// expression of its rowid) belongs to, its parameters numbered from
+/// `first`, returned as values to bind after the statement's own.
+fn narrowing(filters: &[Filter], row: &str, first: usize) -> (String, Vec<Value>) {
+    if filters.is_empty() {
+        return (String::new(), Vec::new());
+    }
+    let cond = fields::condition(filters, Dialect::Sqlite, first);
+    let sql = format!(
+        " AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = CASE WHEN {row} < {PART_ROWID_BASE} THEN {row}
+             ELSE (SELECT doc FROM search_parts WHERE rowid = {row}) END AND {})",
+        cond.sql
+    );
+    (sql, cond.params.into_iter().map(Value::Text).collect())
+}
+
+/// A statement's own values, then `more`.
+fn with(own: &[Value], more: Vec<Value>) -> Vec<Value> {
+    own.iter().cloned().chain(more).collect()
 }
 
 /// Every term a substring (LIKE, case folded for ASCII as LIKE does), in id
 /// order: the trigram tokenizer's fallback for short terms. No rank. The
 /// scan goes on past the page to count the matching documents.
-fn search_like(c: &Connection, terms: &[String], search: &Search<'_>) -> rusqlite::Result<SearchPage> {
+fn search_like(
+    c: &Connection,
+    terms: &[String],
+    filters: &[Filter],
+    search: &Search<'_>,
+) -> rusqlite::Result<SearchPage> {
     let patterns = query::like_patterns(terms);
+    let (narrow, values) = narrowing(filters, "search_text.rowid", patterns.len() + 1);
     let clauses: Vec<String> = (0..patterns.len())
         .map(|i| format!("body LIKE ?{} ESCAPE '\\'", i + 1))
         .collect();
     let sql = format!(
-        "SELECT rowid, path, body FROM search_text WHERE {} ORDER BY rowid",
+        "SELECT rowid, path, body FROM search_text WHERE {}{narrow} ORDER BY rowid",
         clauses.join(" AND ")
     );
-    let values: Vec<&dyn rusqlite::ToSql> = patterns.iter().map(|p| p as &dyn rusqlite::ToSql).collect();
+    let own: Vec<Value> = patterns.into_iter().map(Value::Text).collect();
     let mut stmt = c.prepare(&sql)?;
-    let mut rows = stmt.query(&values[..])?;
+    let mut rows = stmt.query(params_from_iter(with(&own, values)))?;
     let mut hits = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let end = search.wanted().unwrap_or(usize::MAX);
