@@ -156,6 +156,20 @@ pub fn samples() -> PathBuf {
     workspace().join("samples")
 }
 
+/// A copy of the tree `from` (folders and files) at `to`.
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
 /// Each sample file and the phrase its extracted text must contain.
 pub const SAMPLE_PHRASES: [(&str, &str); 13] = [
     ("notes.txt", "amber lighthouse"),

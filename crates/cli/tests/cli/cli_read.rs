@@ -21,20 +21,6 @@ fn leasehold_in(cwd: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
 
 use common::output::{json, ok, stderr, stdout};
 
-/// A copy of `from` (files and directories) at `to`.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 /// A copy of the samples plus one broken PDF (which dies), run once into
 /// `data`: 13 indexed, 1 dead.
 struct Corpus {
@@ -46,7 +32,7 @@ struct Corpus {
 fn corpus() -> Corpus {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("docs");
-    copy_tree(&samples(), &source);
+    common::copy_tree(&samples(), &source);
     std::fs::write(source.join("broken.pdf"), b"%PDF-1.4 this is not a pdf").unwrap();
     let data = dir.path().join("data");
     let summary = json(leasehold(&data, &["run", source.to_str().unwrap(), "--json"]));
@@ -304,7 +290,7 @@ fn inspect_takes_an_id_a_dot_key_and_paths_inside_the_source_with_local_times() 
 fn run_dot_with_the_data_directory_inside_the_source_never_indexes_its_own_files() {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("docs");
-    copy_tree(&samples(), &source);
+    common::copy_tree(&samples(), &source);
     let run = || {
         json(leasehold_in(
             &source,
@@ -441,7 +427,7 @@ fn a_data_directory_on_a_read_only_mount_is_read_immutable_when_it_has_no_wal() 
     assert!(!stderr(&probe).contains("immutable"), "{}", stderr(&probe));
 
     let copy = tmp.path().join("copy");
-    copy_tree(&c.data, &copy);
+    common::copy_tree(&c.data, &copy);
     {
         let db = rusqlite::Connection::open(copy.join("leasehold.db")).unwrap();
         db.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))

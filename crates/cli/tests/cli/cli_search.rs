@@ -173,20 +173,6 @@ fn search_prints_the_original_its_facts_score_and_snippet_then_the_total() {
     );
 }
 
-/// Copy the tree `from` into `to` (files and folders only).
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// The search corpus (`tests/search/corpus`, with the repository's samples
 /// under `samples/`: real files in every format, English and Korean, UTF-8
 /// and CP949) answers every query of `tests/search/queries.tsv` with exactly
@@ -196,8 +182,8 @@ fn the_search_corpus_answers_its_table_of_queries() {
     let here = common::workspace().join("tests/search");
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
-    copy_tree(&here.join("corpus"), &src);
-    copy_tree(&samples(), &src.join("samples"));
+    common::copy_tree(&here.join("corpus"), &src);
+    common::copy_tree(&samples(), &src.join("samples"));
     let data = dir.path().join("data");
     let out = leasehold(&data, &["run", src.to_str().unwrap(), "-q"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

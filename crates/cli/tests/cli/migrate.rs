@@ -48,7 +48,7 @@ impl Corpus {
     fn new() -> Corpus {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("src");
-        copy_dir(&samples(), &src);
+        common::copy_tree(&samples(), &src);
         std::fs::write(src.join("broken.pdf"), b"%PDF-1.4 this is not a pdf").unwrap();
         std::fs::write(src.join("broken.docx"), b"PK not a zip at all").unwrap();
         Corpus {
@@ -60,19 +60,6 @@ impl Corpus {
 
     fn src(&self) -> &str {
         self.src.to_str().unwrap()
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
     }
 }
 
