@@ -61,7 +61,6 @@ pub(crate) trait JobReads: Rows {
     fn job_by_id(&mut self, id: i64) -> Result<Option<Job>, Self::Error>;
     /// The document of `key`.
     fn job_by_key(&mut self, key: &str) -> Result<Option<Job>, Self::Error>;
-    /// Up to `n` documents of `statuses` (all when empty) after id `after`, by id.
     /// At most `n` documents after id `after` in id order, in `statuses` (any
     /// when empty) and, when `gone` says, whose source is or is not gone.
     fn jobs_after(
