@@ -81,6 +81,10 @@ struct HitLine {
     /// Where the original is: its path, or its URL for an HTTP source; null
     /// when the data directory records no source.
     location: Option<String>,
+    /// The original's type, as `type:` filters it: its extension, lower
+    /// case (null without one).
+    #[serde(rename = "type")]
+    kind: Option<String>,
     /// The original's size in bytes and modification time (RFC 3339, UTC),
     /// as a stat finds them now; null for an HTTP source or a file gone.
     size: Option<u64>,
@@ -109,6 +113,7 @@ impl HitLine {
             _ => (None, None),
         };
         HitLine {
+            kind: extension(&hit.key),
             location: location.map(|l| match l {
                 Location::Path(p) => p.display().to_string(),
                 Location::Url(u) => u,
@@ -129,6 +134,16 @@ impl HitLine {
             result_path: hit.result_path,
             marked: hit.snippet,
         }
+    }
+}
+
+/// The extension of the file a key names, lower case: `pdf` for
+/// `reports/Q3.PDF`; None for `README` or `.profile`.
+fn extension(key: &str) -> Option<String> {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() && !ext.is_empty() => Some(ext.to_ascii_lowercase()),
+        _ => None,
     }
 }
 
@@ -265,6 +280,9 @@ fn block(out: &mut String, h: &HitLine, color: bool) {
     let (path_on, off) = if color { (PATH_COLOR, RESET) } else { ("", "") };
     out.push_str(&format!("{path_on}{}{off}\n", shown(location)));
     let mut facts = Vec::new();
+    if let Some(kind) = &h.kind {
+        facts.push(on_one_line(kind));
+    }
     if let Some(size) = h.size {
         facts.push(size_shown(size));
     }

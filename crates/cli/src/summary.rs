@@ -220,8 +220,13 @@ impl Summary {
             println!("{}", serde_json::to_string_pretty(self).unwrap_or_default());
             return;
         }
+        // Removed sources are not failures: said apart, when there are some.
+        let removed = match self.gone {
+            0 => String::new(),
+            n => format!(", removed {n}"),
+        };
         println!(
-            "indexed {}, failed {} ({} will retry, {} dead), unchanged {}, superseded {}, released {}",
+            "indexed {}, failed {} ({} will retry, {} dead), unchanged {}{removed}, superseded {}, released {}",
             self.indexed,
             self.failed,
             self.retrying,
@@ -256,7 +261,8 @@ impl Summary {
             );
         }
         if let Some(store) = &self.store {
-            println!("{}", store_line(store));
+            // The hint to `list --failed` once: here, or after the failures.
+            println!("{}", store_line(store, !self.failures_say_where_the_rest_are()));
         }
         self.print_failures();
         for e in &self.errors {
@@ -297,14 +303,26 @@ impl Summary {
         }
     }
 
+    /// Whether [`Summary::print_failures`] ends with [`MORE_FAILURES_HINT`].
+    fn failures_say_where_the_rest_are(&self) -> bool {
+        !self.failures.is_empty()
+            && (self.failures_shown_live_here() || self.failures.len() > MAX_LISTED_FAILURES)
+    }
+
+    /// The failures were shown as they happened, on the terminal this
+    /// summary goes to.
+    fn failures_shown_live_here(&self) -> bool {
+        use std::io::IsTerminal;
+        self.failures_shown_live && std::io::stdout().is_terminal() && std::io::stderr().is_terminal()
+    }
+
     /// The first failures, then how many more; on a terminal that already
     /// showed them as they happened, only the count.
     fn print_failures(&self) {
-        use std::io::IsTerminal;
         if self.failures.is_empty() {
             return;
         }
-        if self.failures_shown_live && std::io::stdout().is_terminal() && std::io::stderr().is_terminal() {
+        if self.failures_shown_live_here() {
             println!(
                 "  {} failure(s) shown above; {MORE_FAILURES_HINT}",
                 self.failures.len()
@@ -419,7 +437,7 @@ fn say_failures(summary: &Summary) {
 /// The store after the command in one line, e.g. `store: 3091 indexed, 2024
 /// dead, 3 removed, 0 retrying, 0 queued; ...`: a document whose source was
 /// removed did not fail, so it is not dead here.
-fn store_line(t: &Totals) -> String {
+fn store_line(t: &Totals, hint: bool) -> String {
     let mut line = format!("store: {} indexed, {} dead", t.indexed, t.dead);
     if t.removed > 0 {
         line.push_str(&format!(", {} removed", t.removed));
@@ -432,7 +450,7 @@ fn store_line(t: &Totals) -> String {
     if t.extracting > 0 {
         line.push_str(&format!(", {} being extracted", t.extracting));
     }
-    if t.dead + t.retrying > 0 {
+    if hint && t.dead + t.retrying > 0 {
         line.push_str("; `leasehold list --failed` lists the failed ones");
     }
     line

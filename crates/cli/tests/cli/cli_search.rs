@@ -112,7 +112,10 @@ fn search_prints_the_original_its_facts_score_and_snippet_then_the_total() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], src.join("ko.txt").display().to_string(), "{text}");
     let size = std::fs::metadata(src.join("ko.txt")).unwrap().len();
-    assert!(lines[1].starts_with(&format!("    {size} B · 20")), "{text}");
+    assert!(
+        lines[1].starts_with(&format!("    txt · {size} B · 20")),
+        "{text}"
+    );
     assert!(lines[1].contains(" · score "), "{text}");
     assert!(lines[2].contains("[계정이] 잠겼습니다"), "{text}");
     assert_eq!(lines[3], "1 document matches; showing 1–1", "{text}");
@@ -127,6 +130,7 @@ fn search_prints_the_original_its_facts_score_and_snippet_then_the_total() {
     assert_eq!(hit["location"], src.join("fox.txt").display().to_string());
     let size = std::fs::metadata(src.join("fox.txt")).unwrap().len();
     assert_eq!(hit["size"], size);
+    assert_eq!(hit["type"], "txt");
     assert!(hit["modified"].as_str().unwrap().ends_with('Z'), "{hit}");
     let stored = std::fs::read_to_string(hit["text_path"].as_str().unwrap()).expect("the accepted text");
     assert!(stored.contains("brown fox"));

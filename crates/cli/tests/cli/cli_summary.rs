@@ -58,6 +58,35 @@ impl Corpus {
     }
 }
 
+/// More failures than the summary lists: where the rest are is said once,
+/// not again on the store's line; a removed source is counted in the first
+/// line as removed, not failed.
+#[test]
+fn the_failed_hint_is_said_once_and_removed_sources_in_the_first_line() {
+    let c = Corpus::new();
+    for i in 0..21 {
+        std::fs::write(c.source.join(format!("big{i}.txt")), "x".repeat(5000)).unwrap();
+    }
+    let text = stdout(&c.run("1000", &["-q"]));
+    assert!(
+        text.contains("... 2 more failures; `leasehold list --failed`"),
+        "{text}"
+    );
+    assert_eq!(text.matches("leasehold list --failed").count(), 1, "{text}");
+    std::fs::remove_file(c.source.join("a.txt")).unwrap();
+    let text = stdout(&c.run("1000", &[]));
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.contains(", removed 1, ") && first.contains("failed 0 "),
+        "{first}"
+    );
+    assert_eq!(
+        text.matches("leasehold list --failed").count(),
+        1,
+        "the store line says it: {text}"
+    );
+}
+
 #[test]
 fn a_rerun_that_fails_nothing_still_reports_the_dead_in_the_store() {
     let c = Corpus::new();
