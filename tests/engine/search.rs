@@ -218,7 +218,16 @@ fn fields_narrow_by_folder_path_and_type(b: Backend) {
         index(&store, key, "v1", "common words here");
     }
     index(&store, "notes/z.txt", "v1", "other words");
+    // A key made on Windows, a hidden file named like an extension, and a
+    // name that is not UTF-8 (`hex:` and the bytes of `notes/` and 0xff).
+    for key in ["notes\\w.txt", "docs/.pdf", "hex:6e6f7465732fff"] {
+        index(&store, key, "v1", "rare tokens here");
+    }
     for (query, want) in [
+        ("rare dir:notes", &["notes\\w.txt", "hex:6e6f7465732fff"][..]),
+        ("rare type:pdf", &[]),
+        ("rare path:notes/w", &["notes\\w.txt"]),
+        ("rare path:ff", &[]),
         ("common dir:notes", &["notes/a.txt", "notes/old/b.md"][..]),
         ("common dir:./notes/", &["notes/a.txt", "notes/old/b.md"]),
         ("common dir:notes -dir:notes/old", &["notes/a.txt"]),

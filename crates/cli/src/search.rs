@@ -140,7 +140,10 @@ impl HitLine {
 /// The extension of the file a key names, lower case: `pdf` for
 /// `reports/Q3.PDF`; None for `README` or `.profile`.
 fn extension(key: &str) -> Option<String> {
-    let name = key.rsplit('/').next().unwrap_or(key);
+    if key.starts_with("hex:") {
+        return None;
+    }
+    let name = key.rsplit(['/', '\\']).next().unwrap_or(key);
     match name.rsplit_once('.') {
         Some((stem, ext)) if !stem.is_empty() && !ext.is_empty() => Some(ext.to_ascii_lowercase()),
         _ => None,

@@ -220,10 +220,11 @@ impl Summary {
             println!("{}", serde_json::to_string_pretty(self).unwrap_or_default());
             return;
         }
-        // Removed sources are not failures: said apart, when there are some.
-        let removed = match self.gone {
-            0 => String::new(),
-            n => format!(", removed {n}"),
+        // Removed sources are not failures: said apart, when there are some
+        // (`watch` says them on its own line).
+        let removed = match (self.gone, &self.watch) {
+            (0, _) | (_, Some(_)) => String::new(),
+            (n, None) => format!(", removed {n}"),
         };
         println!(
             "indexed {}, failed {} ({} will retry, {} dead), unchanged {}{removed}, superseded {}, released {}",

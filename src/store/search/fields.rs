@@ -2,8 +2,9 @@
 //! narrow a search to some documents by their key, and are written as a
 //! condition on `jobs.doc_key` that each engine puts beside its match.
 //!
-//! A key is the document's path relative to its source folder, `/`-joined
-//! on every system, so these work the same on Linux, macOS and Windows.
+//! A key is the document's path relative to its source folder: `/`-joined,
+//! `\\`-joined when it was made on Windows, `hex:` and the bytes for a name
+//! that is not UTF-8; the conditions read all three.
 
 /// What a field looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +54,13 @@ pub(crate) const FAMILIES: [(&str, &[&str]); 8] = [
 
 /// Why a field's value cannot be taken, if it cannot.
 pub(crate) fn refused(field: Field, value: &str) -> Option<String> {
+    if value.trim().is_empty() {
+        return Some(match field {
+            Field::Dir => "dir: takes a folder, such as dir:notes".into(),
+            Field::Path => "path: takes a piece of a path, such as path:2026".into(),
+            Field::Type => "type: takes a file type or extension, such as type:pdf".into(),
+        });
+    }
     match field {
         Field::Type if !value.chars().all(|c| c.is_ascii_alphanumeric()) => Some(format!(
             "type: takes a file type or extension such as pdf, docx or text, not {value:?}"
@@ -93,45 +101,19 @@ pub(crate) struct Condition {
 /// Parameters are numbered from `first`.
 pub(crate) fn condition(filters: &[Filter], dialect: Dialect, first: usize) -> Condition {
     let mut out = Condition::default();
-    let param = |value: String, out: &mut Condition| {
-        out.params.push(value);
-        match dialect {
-            Dialect::Sqlite => format!("?{}", first + out.params.len() - 1),
-            Dialect::Postgres => format!("${}", first + out.params.len() - 1),
-        }
-    };
     let mut all = Vec::new();
     for field in [Field::Dir, Field::Path, Field::Type] {
         let mut any = Vec::new();
         for f in filters.iter().filter(|f| f.field == field) {
+            let mut sql = Sql {
+                dialect,
+                first,
+                out: &mut out,
+            };
             let one = match field {
-                Field::Dir => {
-                    let dir = f.value.trim_start_matches("./").trim_matches('/');
-                    match dir.is_empty() {
-                        true => "1 = 1".to_owned(),
-                        // The keys below `dir/`: from `dir/` up to `dir0`
-                        // ('0' follows '/'), an index range on the key.
-                        false => format!(
-                            "(j.doc_key >= {} AND j.doc_key < {})",
-                            param(format!("{dir}/"), &mut out),
-                            param(format!("{dir}0"), &mut out)
-                        ),
-                    }
-                }
-                Field::Path => {
-                    let p = param(f.value.to_ascii_lowercase(), &mut out);
-                    match dialect {
-                        Dialect::Sqlite => format!("instr(lower(j.doc_key), {p}) > 0"),
-                        Dialect::Postgres => format!("strpos(lower(j.doc_key), {p}) > 0"),
-                    }
-                }
-                Field::Type => {
-                    let likes: Vec<String> = extensions(&f.value)
-                        .into_iter()
-                        .map(|e| format!("lower(j.doc_key) LIKE {}", param(format!("%.{e}"), &mut out)))
-                        .collect();
-                    format!("({})", likes.join(" OR "))
-                }
+                Field::Dir => sql.under(&f.value),
+                Field::Path => sql.holds(&f.value),
+                Field::Type => sql.of_type(&f.value),
             };
             match f.negated {
                 true => all.push(format!("NOT {one}")),
@@ -147,6 +129,102 @@ pub(crate) fn condition(filters: &[Filter], dialect: Dialect, first: usize) -> C
         false => all.join(" AND "),
     };
     out
+}
+
+/// Writes one field's condition, binding its values.
+struct Sql<'a> {
+    dialect: Dialect,
+    first: usize,
+    out: &'a mut Condition,
+}
+
+impl Sql<'_> {
+    /// A placeholder bound to `value`.
+    fn param(&mut self, value: String) -> String {
+        self.out.params.push(value);
+        let n = self.first + self.out.params.len() - 1;
+        match self.dialect {
+            Dialect::Sqlite => format!("?{n}"),
+            Dialect::Postgres => format!("${n}"),
+        }
+    }
+
+    /// The key folded to ASCII lower case alike on both engines: SQLite's
+    /// `lower()` folds ASCII only, and PostgreSQL's does under the C
+    /// collation.
+    fn folded(&self) -> &'static str {
+        match self.dialect {
+            Dialect::Sqlite => "lower(j.doc_key)",
+            Dialect::Postgres => "lower(j.doc_key COLLATE \"C\")",
+        }
+    }
+
+    /// The keys that start with `prefix`. On SQLite a range of the
+    /// binary collation, up to `prefix` with its last character's
+    /// successor; on PostgreSQL `starts_with`, which no collation sorts (its
+    /// default one sorts keys as words).
+    fn starting(&mut self, prefix: &str) -> String {
+        match self.dialect {
+            Dialect::Postgres => format!("starts_with(j.doc_key, {})", self.param(prefix.to_owned())),
+            Dialect::Sqlite => {
+                let mut end = prefix.to_owned();
+                let last = end.pop().expect("a prefix ends with a separator");
+                end.push(char::from_u32(last as u32 + 1).expect("a separator's successor"));
+                format!(
+                    "(j.doc_key >= {} AND j.doc_key < {})",
+                    self.param(prefix.to_owned()),
+                    self.param(end)
+                )
+            }
+        }
+    }
+
+    /// `dir:`: the keys below the folder, whichever separator the keys
+    /// were made with (`/`; `\\` on Windows), and the `hex:` keys of names
+    /// that are not UTF-8 (hex keeps a prefix a prefix).
+    fn under(&mut self, value: &str) -> String {
+        let dir = value.replace('\\', "/");
+        let dir = dir.trim_start_matches("./").trim_matches('/');
+        if dir.is_empty() || dir == "." {
+            return "1 = 1".to_owned();
+        }
+        let mut any = Vec::new();
+        for sep in ['/', '\\'] {
+            let prefix = format!("{}{sep}", dir.replace('/', &sep.to_string()));
+            any.push(self.starting(&prefix));
+        }
+        let hex = format!("hex:{}", hex::encode(format!("{dir}/")));
+        any.push(self.starting(&hex));
+        format!("({})", any.join(" OR "))
+    }
+
+    /// `path:`: the key, its separators read as `/` and ASCII case folded,
+    /// holds the text; a `hex:` key holds only hex digits, so it is left out.
+    fn holds(&mut self, value: &str) -> String {
+        let needle = self.param(value.replace('\\', "/").to_ascii_lowercase());
+        let key = format!("replace({}, '\\', '/')", self.folded());
+        let find = match self.dialect {
+            Dialect::Sqlite => format!("instr({key}, {needle}) > 0"),
+            Dialect::Postgres => format!("strpos({key}, {needle}) > 0"),
+        };
+        format!("({find} AND j.doc_key NOT LIKE 'hex:%')")
+    }
+
+    /// `type:`: the file name ends in `.ext` after at least one character
+    /// (`.bashrc` is a name, not an extension), for each extension the
+    /// type stands for.
+    fn of_type(&mut self, value: &str) -> String {
+        let key = self.folded();
+        let likes: Vec<String> = extensions(value)
+            .into_iter()
+            .map(|e| {
+                let ends = self.param(format!("%_.{e}"));
+                let hidden = self.param(format!("%/.{e}"));
+                format!("({key} LIKE {ends} AND {key} NOT LIKE {hidden})")
+            })
+            .collect();
+        format!("({})", likes.join(" OR "))
+    }
 }
 
 #[cfg(test)]
@@ -167,34 +245,56 @@ mod tests {
             &[
                 filter(Field::Type, "pdf", false),
                 filter(Field::Dir, "./notes/", false),
-                filter(Field::Type, "MD", false),
-                filter(Field::Dir, "notes/old", true),
+                filter(Field::Dir, "notes\\old", true),
                 filter(Field::Path, "Report", false),
             ],
             Dialect::Sqlite,
             3,
         );
         assert_eq!(
-            c.sql,
-            "NOT (j.doc_key >= ?5 AND j.doc_key < ?6) AND ((j.doc_key >= ?3 AND j.doc_key < ?4)) \
-             AND (instr(lower(j.doc_key), ?7) > 0) AND ((lower(j.doc_key) LIKE ?8) OR (lower(j.doc_key) LIKE ?9))"
-        );
-        assert_eq!(
             c.params,
             [
+                // The folder, under either separator and as hex.
                 "notes/",
                 "notes0",
+                "notes\\",
+                "notes]",
+                "hex:6e6f7465732f",
+                "hex:6e6f7465732g",
+                // The negated one.
                 "notes/old/",
                 "notes/old0",
+                "notes\\old\\",
+                "notes\\old]",
+                "hex:6e6f7465732f6f6c642f",
+                "hex:6e6f7465732f6f6c642g",
                 "report",
-                "%.pdf",
-                "%.md"
+                "%_.pdf",
+                "%/.pdf",
             ]
         );
-        let pg = condition(&[filter(Field::Type, "word", false)], Dialect::Postgres, 7);
-        assert_eq!(pg.params, ["%.docx", "%.doc", "%.odt", "%.rtf"]);
-        assert!(pg.sql.starts_with("((lower(j.doc_key) LIKE $7 OR "), "{}", pg.sql);
+        for n in 3..3 + c.params.len() {
+            assert!(c.sql.contains(&format!("?{n}")), "?{n} in {}", c.sql);
+        }
+        assert!(c.sql.starts_with("NOT ("), "{}", c.sql);
+        let pg = condition(
+            &[filter(Field::Type, "word", false), filter(Field::Dir, "a", false)],
+            Dialect::Postgres,
+            7,
+        );
+        assert_eq!(pg.params.len(), 3 + 8);
+        assert!(pg.sql.contains("starts_with(j.doc_key, $7)"), "{}", pg.sql);
+        assert!(
+            pg.sql.contains("lower(j.doc_key COLLATE \"C\") LIKE $10"),
+            "{}",
+            pg.sql
+        );
         assert_eq!(condition(&[], Dialect::Sqlite, 1).sql, "1 = 1");
+        assert_eq!(
+            condition(&[filter(Field::Dir, ".", false)], Dialect::Sqlite, 1).sql,
+            "(1 = 1)"
+        );
         assert!(refused(Field::Type, "p%").is_some() && refused(Field::Type, "pdf").is_none());
+        assert!(refused(Field::Dir, "").is_some() && refused(Field::Path, " ").is_some());
     }
 }
