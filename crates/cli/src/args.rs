@@ -439,7 +439,7 @@ pub enum Command {
         json: bool,
     },
     /// Search the accepted texts: per match the original's location, its
-    /// size and modification time, a score (higher is better) and a snippet
+    /// type, size and modification time, a score (higher is better) and a snippet
     /// with the matched terms highlighted; then how many documents match.
     /// Exit 1 when nothing matches.
     ///
