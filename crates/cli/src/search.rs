@@ -294,35 +294,19 @@ fn block(out: &mut String, h: &HitLine, color: bool) {
     }
     facts.push(format!("score {:.2}", h.score));
     out.push_str(&format!("    {}\n", facts.join(" · ")));
-    let snippet = if color {
-        h.marked.marked(MATCH_COLOR, RESET)
-    } else {
-        h.marked.marked("[", "]")
-    };
-    if !snippet.is_empty() {
-        out.push_str(&format!("    {}\n", snippet_safe(&snippet, color)));
-    }
-}
-
-/// The snippet's own text with what a terminal acts on made spaces, the
-/// colour codes we put in kept.
-fn snippet_safe(marked: &str, color: bool) -> String {
-    if !color {
-        return on_one_line(marked);
-    }
-    let mut out = String::with_capacity(marked.len());
-    let mut rest = marked;
-    while !rest.is_empty() {
-        if let Some(code) = [MATCH_COLOR, RESET].into_iter().find(|c| rest.starts_with(c)) {
-            out.push_str(code);
-            rest = &rest[code.len()..];
-        } else {
-            let c = rest.chars().next().expect("rest is not empty");
-            out.push_str(&on_one_line(c.encode_utf8(&mut [0; 4])));
-            rest = &rest[c.len_utf8()..];
+    // The document's own text made safe piece by piece (what a terminal
+    // acts on becomes spaces), the marks or colour codes put around.
+    let (open, close) = if color { (MATCH_COLOR, RESET) } else { ("[", "]") };
+    let mut snippet = String::new();
+    for (piece, matched) in h.marked.pieces() {
+        match matched {
+            true => snippet.extend([open, &on_one_line(piece), close]),
+            false => snippet.push_str(&on_one_line(piece)),
         }
     }
-    out
+    if !snippet.is_empty() {
+        out.push_str(&format!("    {snippet}\n"));
+    }
 }
 
 /// A size as people read it (`107 B`, `12.40 KiB`).

@@ -150,11 +150,7 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
             out.push((column, if c == '(' { Token::Open } else { Token::Close }));
             i += 1;
         } else if c == '"' {
-            let Some(len) = chars[i + 1..].iter().position(|&c| c == '"') else {
-                return error(column, "this quote is not closed (a \" is missing)");
-            };
-            let text: String = chars[i + 1..i + 1 + len].iter().collect();
-            i += len + 2;
+            let text = quoted(&chars, &mut i)?;
             let prefix = chars.get(i) == Some(&'*');
             if prefix {
                 i += 1;
@@ -185,11 +181,7 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
                     let (field, mut value) = field_of(&word).expect("just checked");
                     // `dir:"My Documents"`: the quoted text is the value.
                     if value.is_empty() && chars.get(i) == Some(&'"') {
-                        let Some(len) = chars[i + 1..].iter().position(|&c| c == '"') else {
-                            return error(i + 1, "this quote is not closed (a \" is missing)");
-                        };
-                        value = chars[i + 1..i + 1 + len].iter().collect();
-                        i += len + 2;
+                        value = quoted(&chars, &mut i)?;
                     }
                     if let Some(why) = fields::refused(field, &value) {
                         return error(column, why);
@@ -211,6 +203,17 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
         }
     }
     Ok(out)
+}
+
+/// The text between the quote at `chars[*at]` and the next one; `at` moves
+/// past the closing quote. An unclosed quote is an error at its column.
+fn quoted(chars: &[char], at: &mut usize) -> Result<String, SyntaxError> {
+    let open = *at;
+    let Some(len) = chars[open + 1..].iter().position(|&c| c == '"') else {
+        return error(open + 1, "this quote is not closed (a \" is missing)");
+    };
+    *at = open + len + 2;
+    Ok(chars[open + 1..open + 1 + len].iter().collect())
 }
 
 /// The field a word names (`dir:notes` → Dir, `notes`), with its value

@@ -330,16 +330,27 @@ impl Snippet {
     /// The text with each matched piece between `open` and `close`.
     pub fn marked(&self, open: &str, close: &str) -> String {
         let mut out = String::with_capacity(self.text.len() + 8);
+        for (piece, matched) in self.pieces() {
+            match matched {
+                true => out.extend([open, piece, close]),
+                false => out.push_str(piece),
+            }
+        }
+        out
+    }
+
+    /// The text in order, cut where a match starts or ends: each piece,
+    /// and whether it matched.
+    pub fn pieces(&self) -> impl Iterator<Item = (&str, bool)> {
         let mut at = 0;
+        let mut pieces = Vec::with_capacity(self.highlights.len() * 2 + 1);
         for h in &self.highlights {
-            out.push_str(&self.text[at..h.start]);
-            out.push_str(open);
-            out.push_str(&self.text[h.clone()]);
-            out.push_str(close);
+            pieces.push((&self.text[at..h.start], false));
+            pieces.push((&self.text[h.clone()], true));
             at = h.end;
         }
-        out.push_str(&self.text[at..]);
-        out
+        pieces.push((&self.text[at..], false));
+        pieces.into_iter().filter(|(piece, _)| !piece.is_empty())
     }
 
     /// Read an engine's snippet, whose matches are between [`MARK_OPEN`]
