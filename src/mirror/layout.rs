@@ -277,7 +277,10 @@ pub(super) fn scan_legacy_doc(dir: &Path) -> Result<Vec<(String, Kind)>, MirrorE
 /// Classified entries of document `job_id` in its shard directory (the names that start
 /// with `{job_id}.`), sorted by name; the other documents' entries are not looked at.
 pub(super) fn scan_shard_doc(shard: &Path, job_id: i64) -> Result<Vec<(String, Kind)>, MirrorError> {
-    Ok(ShardListing::read(shard)?.doc(job_id))
+    let prefix = format!("{job_id}.");
+    // Only this document's names are kept (and have their type read): a
+    // shard holds up to a thousand documents' files.
+    Ok(ShardListing::read_only(shard, |name| name.starts_with(prefix.as_bytes()))?.doc(job_id))
 }
 
 /// A shard directory's entries read once, to answer for several of its documents (a
@@ -291,12 +294,20 @@ pub(super) struct ShardListing {
 impl ShardListing {
     /// Lists `shard`; a shard that does not exist (yet, or any more) is empty.
     pub(super) fn read(shard: &Path) -> Result<ShardListing, MirrorError> {
+        Self::read_only(shard, |_| true)
+    }
+
+    /// Lists the entries of `shard` whose raw name `keep` takes.
+    fn read_only(shard: &Path, keep: impl Fn(&[u8]) -> bool) -> Result<ShardListing, MirrorError> {
         let Some(rd) = read_dir_if_present(shard)? else {
             return Ok(ShardListing { entries: Vec::new() });
         };
         let mut entries = Vec::new();
         for entry in rd {
             let entry = entry.map_err(io_err(shard))?;
+            if !keep(entry.file_name().as_encoded_bytes()) {
+                continue;
+            }
             let is_file = entry.file_type().map_err(io_err(&entry.path()))?.is_file();
             let (name, utf8) = match entry.file_name().into_string() {
                 Ok(name) => (name, true),

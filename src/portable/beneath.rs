@@ -47,7 +47,13 @@ pub fn open_beneath(dir: &File, rel: &Path) -> Option<File> {
         // SAFETY: the call returned a new descriptor that nothing else owns.
         return Some(unsafe { File::from_raw_fd(fd as i32) });
     }
-    if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+    // No openat2 (an older kernel), or a sandbox that refuses syscalls it
+    // does not know with EPERM (older container profiles): the old path for
+    // good, rather than a failed call per document.
+    if matches!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::ENOSYS | libc::EPERM)
+    ) {
         UNAVAILABLE.store(true, Ordering::Relaxed);
     }
     None
