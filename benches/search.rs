@@ -42,7 +42,7 @@ use leasehold::extract::{ExtractError, Extractor};
 use leasehold::mirror::Mirror;
 use leasehold::pipeline::{Pipeline, PoolOptions, WorkerPool};
 use leasehold::source::DirSource;
-use leasehold::{Claim, Completion, NewDoc, Store, StoreOptions, Tokenizer};
+use leasehold::{Claim, Completion, NewDoc, Search, Stemming, Store, StoreOptions, Tokenizer};
 
 /// Passes the bytes through: the bench measures the machinery, not parsing.
 struct NoopExtractor;
@@ -174,24 +174,48 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// Each query with stemming (the default) and without, in alternating
+/// order, so the pair's ratio comes from one run.
 fn report_latency(store: &Store, texts: &[String], n: usize) {
     let mut rng = fastrand::Rng::with_seed(7);
     for kind in ["word", "phrase", "prefix"] {
         let asked = queries(kind, texts, n, &mut rng);
-        let mut took = Vec::with_capacity(n);
+        let (mut stemmed, mut exact) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut hits = 0;
-        for q in &asked {
-            let start = Instant::now();
-            hits += store.search(q, 10).unwrap().len();
-            took.push(start.elapsed());
+        for (i, q) in asked.iter().enumerate() {
+            let time = |stemming: Stemming| {
+                let start = Instant::now();
+                let page = store
+                    .search_page(&Search::new(q).limit(10).stemming(stemming))
+                    .unwrap();
+                (start.elapsed(), page.hits.len())
+            };
+            let (on, off) = if i % 2 == 0 {
+                let on = time(Stemming::English);
+                (on, time(Stemming::Off))
+            } else {
+                let off = time(Stemming::Off);
+                (time(Stemming::English), off)
+            };
+            hits += on.1;
+            stemmed.push(on.0);
+            exact.push(off.0);
         }
-        took.sort();
+        stemmed.sort();
+        exact.sort();
         println!(
             "{kind:<7} queries: {n}, p50 {:>7.2} ms (target <= 10), p99 {:>7.2} ms (target <= 50), max {:>7.2} ms, {:.1} hits each",
-            ms(percentile(&took, 0.50)),
-            ms(percentile(&took, 0.99)),
-            ms(percentile(&took, 1.0)),
+            ms(percentile(&stemmed, 0.50)),
+            ms(percentile(&stemmed, 0.99)),
+            ms(percentile(&stemmed, 1.0)),
             hits as f64 / n as f64
+        );
+        println!(
+            "{kind:<7} without stemming: p50 {:>7.2} ms, p99 {:>7.2} ms; stemming costs p50 {:.2}x, p99 {:.2}x",
+            ms(percentile(&exact, 0.50)),
+            ms(percentile(&exact, 0.99)),
+            ms(percentile(&stemmed, 0.50)) / ms(percentile(&exact, 0.50)),
+            ms(percentile(&stemmed, 0.99)) / ms(percentile(&exact, 0.99)),
         );
     }
     let korean = store.search("계정", 10).unwrap();

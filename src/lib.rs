@@ -90,7 +90,7 @@ pub use job::{
 };
 pub use store::{
     Backoff, Completion, CompletionText, Hit, KnownSource, NewDoc, QuerySyntax, Search, SearchPage, Snippet,
-    Store, StoreOptions, Synchronous, Tokenizer, Vanished,
+    Stemming, Store, StoreOptions, Synchronous, Tokenizer, Vanished,
 };
 
 /// Hooks for the project's own tests (crash points, injected mirror faults, the

@@ -77,6 +77,8 @@
 //! # "unicode61" (words; the default) or "trigram" (substrings).
 //! [search]
 //! # tokenizer = "trigram"
+//! # Whether a word also finds its other forms: "english" (the default) or "none".
+//! # stemming = "none"
 //! ```
 //!
 //! # Keys
@@ -109,6 +111,10 @@
 //!   search index's tokenizer when the data directory is made (the flag
 //!   `--tokenizer` overrides it). A data directory keeps the one it was made
 //!   with; asking for another is refused until `leasehold reindex --tokenizer`.
+//!   `stemming`, `"english"` (the default) or `"none"`: whether a query's words
+//!   also find their other forms (the flag `--stemming` overrides it); recorded
+//!   in the data directory, and changed at any time (the index does not
+//!   depend on it).
 //!   flag `--db` and the variable `LEASEHOLD_DB` override it. `history_keep` (a
 //!   duration, default `"30d"`): `gc` removes history lines older than this,
 //!   except each document's last. `clock_skew` (a duration, default `"1s"`,
@@ -243,6 +249,9 @@ pub struct SearchConfig {
     /// `tokenizer`: asked of the store when it is opened by a command that
     /// works (`None`: the data directory's own, the default for a new one).
     pub tokenizer: Option<crate::Tokenizer>,
+    /// `stemming`: recorded in the store when a command that works opens it
+    /// (`None`: the data directory's own).
+    pub stemming: Option<crate::Stemming>,
 }
 
 /// `[store]`: the database, a SQLite file or a PostgreSQL database, and the

@@ -40,6 +40,7 @@ pub(super) struct RawFile {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSearch {
     tokenizer: Option<String>,
+    stemming: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -209,7 +210,8 @@ impl Validator<'_> {
         })
     }
 
-    /// `[search]`: `tokenizer` is `unicode61` or `trigram`.
+    /// `[search]`: `tokenizer` is `unicode61` or `trigram`, `stemming`
+    /// `english` or `none`.
     fn search(&self, raw: RawSearch) -> Result<SearchConfig, ConfigError> {
         let tokenizer = raw
             .tokenizer
@@ -222,7 +224,18 @@ impl Validator<'_> {
                 })
             })
             .transpose()?;
-        Ok(SearchConfig { tokenizer })
+        let stemming = raw
+            .stemming
+            .map(|name| {
+                crate::Stemming::parse(&name).map_err(|_| {
+                    self.invalid(
+                        "[search] stemming",
+                        format!("{name:?}: use \"english\" or \"none\""),
+                    )
+                })
+            })
+            .transpose()?;
+        Ok(SearchConfig { tokenizer, stemming })
     }
 
     // ----- store -----

@@ -66,7 +66,7 @@ pub use postgres::{
 pub use queue::{NewDoc, Vanished};
 pub use read::{KnownSource, Totals};
 pub use retention::HistoryPrune;
-pub use search::{Hit, IndexCheck, IndexDoc, QuerySyntax, Search, SearchPage, Snippet, Tokenizer};
+pub use search::{Hit, IndexCheck, IndexDoc, QuerySyntax, Search, SearchPage, Snippet, Stemming, Tokenizer};
 pub use sqlite::open::{schema_version, Access};
 #[doc(hidden)]
 pub use sqlite::write::claim_candidate_queries;
@@ -792,6 +792,18 @@ impl Store {
     /// The tokenizer the search index is made with.
     pub fn search_tokenizer(&self) -> Result<Tokenizer> {
         self.engine().search_tokenizer()
+    }
+
+    /// Whether a query's words also find their other forms: what the data
+    /// directory records ([`StoreOptions::stemming`]). Always
+    /// [`Stemming::Off`] on PostgreSQL, whose edition searches words as
+    /// written.
+    pub fn search_stemming(&self) -> Result<Stemming> {
+        match &self.inner.backend {
+            Backend::Sqlite(s) => s.stemming(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => Ok(Stemming::Off),
+        }
     }
 
     /// The search index compared with the accepted results (`doctor`).

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::outbox::OutboxCap;
-use super::search::Tokenizer;
+use super::search::{Stemming, Tokenizer};
 use crate::clock::{duration_ms, Clock, Millis, SystemClock};
 use crate::error::{Error, Result};
 
@@ -113,6 +113,12 @@ pub struct StoreOptions {
     /// the index is empty: changing it means rebuilding the index
     /// (`leasehold reindex --tokenizer`).
     pub tokenizer: Option<Tokenizer>,
+    /// Whether a query's words also find their other forms, recorded in the
+    /// data directory when the store is opened for writing. `None` keeps
+    /// what the store records ([`Stemming::English`] when it records
+    /// nothing). Changed at any time: the index does not depend on it.
+    /// SQLite only: the PostgreSQL edition searches words as written.
+    pub stemming: Option<Stemming>,
     /// Make each accepted text searchable in the completion's transaction.
     /// On by default; off only to measure what indexing costs (an accepted
     /// result then takes the previous text out and puts none in, so such
@@ -158,6 +164,7 @@ impl Default for StoreOptions {
             create: true,
             secure_delete: true,
             tokenizer: None,
+            stemming: None,
             search_index: true,
             search_timeout: Duration::from_secs(10),
             read_only: false,
@@ -236,6 +243,12 @@ impl StoreOptions {
     /// Sets [`StoreOptions::tokenizer`].
     pub fn tokenizer(mut self, tokenizer: Tokenizer) -> Self {
         self.tokenizer = Some(tokenizer);
+        self
+    }
+
+    /// Sets [`StoreOptions::stemming`].
+    pub fn stemming(mut self, stemming: Stemming) -> Self {
+        self.stemming = Some(stemming);
         self
     }
 

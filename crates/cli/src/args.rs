@@ -148,7 +148,8 @@ pub struct WorkFlags {
     pub search: SearchFlags,
 }
 
-/// The search index's tokenizer, chosen when the data directory is made.
+/// The search index's tokenizer, chosen when the data directory is made,
+/// and its stemming.
 #[derive(Debug, Clone, Default, Args)]
 pub struct SearchFlags {
     /// The search index's tokenizer for a new data directory: unicode61
@@ -157,6 +158,30 @@ pub struct SearchFlags {
     /// `leasehold reindex --tokenizer`.
     #[arg(long, value_enum, value_name = "NAME")]
     pub tokenizer: Option<TokenizerName>,
+    /// Whether a search word also finds its other forms (`install` finds
+    /// `installed`, `installation`): english (the default) or none. Recorded
+    /// in the data directory; change it at any time, nothing is re-indexed.
+    /// A word in quotes is always searched as written.
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub stemming: Option<StemmingName>,
+}
+
+/// The stemmings a data directory may choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StemmingName {
+    /// English words (Snowball's Porter2).
+    English,
+    /// Words as written only.
+    None,
+}
+
+impl StemmingName {
+    pub fn stemming(self) -> leasehold::Stemming {
+        match self {
+            StemmingName::English => leasehold::Stemming::English,
+            StemmingName::None => leasehold::Stemming::Off,
+        }
+    }
 }
 
 /// When to colour output.
@@ -215,6 +240,7 @@ impl WorkFlags {
             in_process: self.in_process || earlier.in_process,
             search: SearchFlags {
                 tokenizer: self.search.tokenizer.or(earlier.search.tokenizer),
+                stemming: self.search.stemming.or(earlier.search.stemming),
             },
             metrics_file: self.metrics_file.or(earlier.metrics_file),
         }
@@ -452,6 +478,10 @@ pub enum Command {
     /// argument starting with - is read as an option: write NOT word, or put
     /// the query after -- (leasehold search -- linux -windows). Words in
     /// Hangul, Han, Kana and Thai are searched as prefixes (계정 finds 계정이).
+    /// An English word also finds its other forms (install finds installed
+    /// and installation; those with the word as written come first) unless
+    /// it is in quotes, --exact is given or the data directory's stemming is
+    /// none.
     Search {
         /// What to look for.
         #[arg(value_name = "QUERY", required = true, num_args = 1..)]
@@ -460,6 +490,10 @@ pub enum Command {
         /// column filters) instead.
         #[arg(long)]
         fts: bool,
+        /// Search every word as written only, without its other forms (as
+        /// if each were in quotes).
+        #[arg(long)]
+        exact: bool,
         /// Show at most N matches, best first; 0 shows all [default: 20,
         /// all with --files].
         #[arg(long, value_name = "N")]

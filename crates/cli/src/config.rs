@@ -193,6 +193,7 @@ impl Config {
         // Commands that read an existing store never create one.
         let mut options = store_options(work, lease).create_if_missing(existing.is_none());
         options.tokenizer = tokenizer_at_creation(work, file.as_ref(), &db, existing.is_none());
+        options.stemming = stemming_asked(work, file.as_ref(), &db, existing.is_none());
         if let Some(f) = &file {
             options.outbox = OutboxCap {
                 max_age_ms: leasehold::clock::duration_ms(f.outbox.max_age),
@@ -498,6 +499,25 @@ fn tokenizer_at_creation(
     let given = w.search.tokenizer.map(|t| t.tokenizer()).or(configured);
     let new_file = matches!(db, DbLocation::Sqlite(path) if !path.exists());
     given.or(new_file.then_some(leasehold::Tokenizer::Unicode61))
+}
+
+/// The stemming the store is asked to record: `--stemming` or the
+/// configuration's `[search] stemming` when given, else for a SQLite file
+/// about to be made, the default, so that the data directory records it from
+/// the start. PostgreSQL's edition has none to record.
+fn stemming_asked(
+    w: &WorkFlags,
+    file: Option<&FileConfig>,
+    db: &DbLocation,
+    creating: bool,
+) -> Option<leasehold::Stemming> {
+    if !matches!(db, DbLocation::Sqlite(_)) {
+        return None;
+    }
+    let given = w.search.stemming.map(|s| s.stemming());
+    let given = given.or(file.and_then(|f| f.search.stemming));
+    let new_file = creating && matches!(db, DbLocation::Sqlite(path) if !path.exists());
+    given.or(new_file.then_some(leasehold::Stemming::English))
 }
 
 fn store_options(w: &WorkFlags, lease: Duration) -> StoreOptions {

@@ -102,8 +102,9 @@ struct Checked {
     live_leases: u64,
     indexed: u64,
     results_verified: u64,
-    /// The search index: its tokenizer and rows.
+    /// The search index: its tokenizer, its stemming and rows.
     search_tokenizer: Option<String>,
+    search_stemming: Option<String>,
     search_rows: u64,
     /// Generation and temp files of known documents (kept and leftovers).
     mirror_files: u64,
@@ -480,6 +481,7 @@ impl Doctor {
             }
         };
         self.checked.search_tokenizer = check.tokenizer.map(|t| t.name().to_owned());
+        self.checked.search_stemming = store.search_stemming().ok().map(|s| s.name().to_owned());
         self.checked.search_rows = check.rows;
         if check.is_healthy() {
             return;

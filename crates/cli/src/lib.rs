@@ -312,6 +312,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Search {
             query,
             fts,
+            exact,
             limit,
             offset,
             files,
@@ -323,6 +324,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let asked = search::Asked {
                 query: query.join(" "),
                 fts,
+                exact,
                 limit,
                 offset,
                 output: search::Output::of(files, null, json, color),

@@ -18,6 +18,8 @@ use super::CliError;
 pub struct Asked {
     pub query: String,
     pub fts: bool,
+    /// Words as written only (no stemming).
+    pub exact: bool,
     /// None: the default (20, all with `--files`); 0: all.
     pub limit: Option<u64>,
     pub offset: u64,
@@ -192,6 +194,9 @@ pub fn search(cfg: &Config, asked: &Asked) -> Result<ExitCode, CliError> {
     };
     if asked.fts {
         request = request.syntax(QuerySyntax::Fts5);
+    }
+    if asked.exact {
+        request = request.stemming(leasehold::Stemming::Off);
     }
     if matches!(asked.output, Output::Files { .. }) {
         request = request.without_snippets();

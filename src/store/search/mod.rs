@@ -11,6 +11,8 @@
 //! - `query.rs`: a query in FTS5's own syntax (`--fts`), read once into terms
 //!   and operators, and turned into what each engine runs (an FTS5 MATCH, a
 //!   LIKE fallback, a PostgreSQL tsquery); the caps both languages share.
+//! - `stemming.rs`: a word's other forms (English Snowball stems), looked up
+//!   in the index's vocabulary at query time.
 //! - `parts.rs`: a long text cut into the parts the index takes one at a
 //!   time, so memory and write transactions stay bounded.
 //!
@@ -31,6 +33,9 @@ pub(crate) mod fields;
 pub(crate) mod language;
 pub(crate) mod parts;
 pub(crate) mod query;
+pub(crate) mod stemming;
+
+pub use stemming::Stemming;
 
 use std::time::Duration;
 
@@ -186,6 +191,7 @@ pub struct Search<'q> {
     pub(crate) limit: Option<usize>,
     pub(crate) snippets: bool,
     pub(crate) time_limit: Option<Duration>,
+    pub(crate) stemming: Option<Stemming>,
 }
 
 impl<'q> Search<'q> {
@@ -199,6 +205,7 @@ impl<'q> Search<'q> {
             limit: Some(20),
             snippets: true,
             time_limit: None,
+            stemming: None,
         }
     }
 
@@ -240,26 +247,39 @@ impl<'q> Search<'q> {
         self
     }
 
+    /// Stem the words (or not) as `stemming` says instead of as the data
+    /// directory records ([`crate::StoreOptions::stemming`]).
+    pub fn stemming(mut self, stemming: Stemming) -> Self {
+        self.stemming = Some(stemming);
+        self
+    }
+
     /// The query as written.
     pub fn query(&self) -> &str {
         self.query
     }
 
     /// What SQLite runs for this search on an index cut by `tokenizer`,
-    /// and the fields that narrow it.
-    pub(crate) fn sqlite_plan(
-        &self,
-        tokenizer: Tokenizer,
-    ) -> std::result::Result<(query::Plan, Vec<fields::Filter>), String> {
+    /// the fields that narrow it, and the words stemming may widen (a query
+    /// in people's language on a word index).
+    pub(crate) fn sqlite_plan(&self, tokenizer: Tokenizer) -> std::result::Result<SqlitePlan, String> {
         match self.syntax {
-            QuerySyntax::Fts5 => Ok((query::plan(self.query, tokenizer)?, Vec::new())),
+            QuerySyntax::Fts5 => Ok(SqlitePlan {
+                plan: query::plan(self.query, tokenizer)?,
+                filters: Vec::new(),
+                words: None,
+            }),
             QuerySyntax::Plain => {
                 let q = language::read(self.query, tokenizer).map_err(|e| e.to_string())?;
-                let plan = match tokenizer {
-                    Tokenizer::Trigram => query::trigram_node_plan(&q.root)?,
-                    _ => query::Plan::Match(language::fts5(&q.root, true)),
+                let (plan, words) = match tokenizer {
+                    Tokenizer::Trigram => (query::trigram_node_plan(&q.root)?, None),
+                    _ => (query::Plan::Match(language::fts5(&q.root, true)), Some(q.root)),
                 };
-                Ok((plan, q.filters))
+                Ok(SqlitePlan {
+                    plan,
+                    filters: q.filters,
+                    words,
+                })
             }
         }
     }
@@ -283,6 +303,24 @@ impl<'q> Search<'q> {
     }
 }
 
+/// What SQLite runs for a search ([`Search::sqlite_plan`]).
+pub(crate) struct SqlitePlan {
+    pub plan: query::Plan,
+    pub filters: Vec<fields::Filter>,
+    /// The query read, when stemming may widen its words.
+    pub words: Option<language::Node>,
+}
+
+/// The FTS5 expression of `words` widened by stemming
+/// ([`stemming::expand`]), or None when no word has another form in the
+/// index. `vocabulary` lists the index's terms in a range.
+pub(crate) fn stemmed_fts5<E>(
+    words: &language::Node,
+    vocabulary: &mut dyn FnMut(&stemming::VocabularyRange) -> std::result::Result<Vec<String>, E>,
+) -> std::result::Result<Option<String>, E> {
+    Ok(stemming::expand(words, vocabulary)?.map(|n| language::fts5(&n, true)))
+}
+
 /// One page of a search's matches.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SearchPage {
@@ -299,7 +337,9 @@ pub struct Hit {
     pub key: String,
     /// How well it matched, higher is better: minus FTS5's bm25 on SQLite,
     /// `ts_rank` on PostgreSQL. 0 for a match found by the trigram
-    /// tokenizer's LIKE fallback, which has no rank.
+    /// tokenizer's LIKE fallback, which has no rank. With stemming, the
+    /// documents that match the words as written come first, each group
+    /// by score.
     pub score: f64,
     /// A short piece of the text around the match.
     pub snippet: Snippet,

@@ -20,6 +20,7 @@ use crate::store::fencing::{WriteOp, WriteOut};
 use crate::store::options::Policy;
 use crate::store::read::KnownSource;
 use crate::store::retention::{sweep as sweep_history, window as history_window, HistoryPrune};
+use crate::store::search::stemming::{Stemming, STEMMING_META};
 use crate::store::search::{self, IndexCheck, IndexDoc, Search, SearchPage, Tokenizer};
 use crate::store::sqlite::search_index::Chosen;
 use checkpoint::Checkpointer;
@@ -122,6 +123,9 @@ impl Sqlite {
         let writable = access == Access::ReadWrite;
         if writable && (sqlite.opts.create || sqlite.opts.tokenizer.is_some()) {
             sqlite.choose_tokenizer()?;
+        }
+        if let (true, Some(stemming)) = (writable, sqlite.opts.stemming) {
+            sqlite.record_stemming(stemming)?;
         }
         Ok(sqlite)
     }
@@ -373,6 +377,24 @@ impl Sqlite {
                 ),
             }),
         }
+    }
+}
+
+impl Sqlite {
+    /// Record `stemming` in the meta table, unless it is already: a read
+    /// first, so that an open that changes nothing takes no write lock.
+    fn record_stemming(&self, stemming: Stemming) -> Result<()> {
+        let recorded = self.read(|c| meta::meta(c, STEMMING_META))?;
+        if recorded.as_deref() == Some(stemming.name()) {
+            return Ok(());
+        }
+        self.write_tx(|tx, _| meta::meta_set(tx, STEMMING_META, stemming.name()))
+    }
+
+    /// The stemming the data directory records (the default when none).
+    pub(crate) fn stemming(&self) -> Result<Stemming> {
+        self.read(|c| meta::meta(c, STEMMING_META))
+            .map(|v| Stemming::recorded(v.as_deref()))
     }
 }
 

@@ -11,9 +11,11 @@ use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, ErrorCode, OptionalExtension};
 
 use crate::store::search::fields::{self, Dialect, Filter};
+use crate::store::search::language::Node;
 use crate::store::search::parts::TX_TEXT_BYTES;
 use crate::store::search::query::{self, Plan};
-use crate::store::search::{Found, Search, SearchPage, Snippet, TOKENIZER_META};
+use crate::store::search::stemming::{Stemming, VocabularyRange, STEMMING_META};
+use crate::store::search::{stemmed_fts5, Found, Search, SearchPage, Snippet, TOKENIZER_META};
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 use crate::store::sqlite::search_purge as purge;
 
@@ -409,26 +411,37 @@ pub(crate) fn search(
     time_limit: Duration,
 ) -> rusqlite::Result<Found> {
     let tokenizer = table_tokenizer(c)?;
-    let (plan, filters) = match search.sqlite_plan(tokenizer) {
+    let planned = match search.sqlite_plan(tokenizer) {
         Ok(planned) => planned,
         Err(why) => return Ok(Found::BadQuery(why)),
     };
+    let stemming = match search.stemming {
+        Some(asked) => asked,
+        None => Stemming::recorded(crate::store::sqlite::meta::meta(c, STEMMING_META)?.as_deref()),
+    };
     let stops = Deadline::on(c, Instant::now() + time_limit)?;
     let c: &Connection = &stops;
-    let found = match &plan {
-        Plan::Match(expr) => {
+    let filters = &planned.filters;
+    let found = match &planned.plan {
+        Plan::Match(written) => {
             let tokens = crate::store::search::snippet_tokens(tokenizer);
-            search_match(
-                c,
-                &Matching {
-                    expr,
-                    filters: &filters,
-                },
-                search,
-                tokens,
-            )
+            stemmed(c, planned.words.as_ref(), stemming).and_then(|widened| {
+                let m = match &widened {
+                    Some(expr) => Matching {
+                        expr,
+                        written: Some(written),
+                        filters,
+                    },
+                    None => Matching {
+                        expr: written,
+                        written: None,
+                        filters,
+                    },
+                };
+                search_match(c, &m, search, tokens)
+            })
         }
-        Plan::Like(terms) => search_like(c, terms, &filters, search),
+        Plan::Like(terms) => search_like(c, terms, filters, search),
     };
     match found {
         Ok(page) => Ok(Found::Hits(page)),
@@ -442,6 +455,24 @@ pub(crate) fn search(
         }
         Err(e) => Err(e),
     }
+}
+
+/// The FTS5 expression of `words` with each word's other forms in the
+/// index, when `stemming` is on and some word has one.
+fn stemmed(c: &Connection, words: Option<&Node>, stemming: Stemming) -> rusqlite::Result<Option<String>> {
+    let (Some(words), Stemming::English) = (words, stemming) else {
+        return Ok(None);
+    };
+    // The index's vocabulary, a view made for this connection only (the
+    // temp schema), so the file is not changed by a search.
+    c.execute_batch(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_vocabulary USING fts5vocab(main, search_text, row)",
+    )?;
+    let mut stmt =
+        c.prepare_cached("SELECT term FROM temp.search_vocabulary WHERE term >= ?1 AND term < ?2")?;
+    stemmed_fts5(words, &mut |range: &VocabularyRange| {
+        stmt.query_map([&range.lo, &range.hi], |r| r.get(0))?.collect()
+    })
 }
 
 /// Stops the statements of a connection once a deadline passes (SQLite's
@@ -639,21 +670,31 @@ fn document_of(c: &Connection, rowid: i64) -> rusqlite::Result<Option<i64>> {
 /// so no weights), ties by rowid. Every match is scored; SQLite's sorter
 /// keeps only `limit`.
 fn ranked(c: &Connection, m: &Matching<'_>, limit: i64) -> rusqlite::Result<Vec<(i64, f64)>> {
-    let (narrow, values) = narrowing(m.filters, "search_text.rowid", 3);
+    let mut own = vec![Value::Text(m.expr.to_owned()), limit.into()];
+    // With stemming, the rows that match the words as written first.
+    let written_first = match m.written {
+        Some(written) => {
+            own.push(Value::Text(written.to_owned()));
+            "rowid IN (SELECT rowid FROM search_text WHERE search_text MATCH ?3) DESC, "
+        }
+        None => "",
+    };
+    let (narrow, values) = narrowing(m.filters, "search_text.rowid", own.len() + 1);
     c.prepare_cached(&format!(
         "SELECT rowid, bm25(search_text) AS r FROM search_text
-         WHERE search_text MATCH ?1{narrow} ORDER BY r, rowid LIMIT ?2"
+         WHERE search_text MATCH ?1{narrow} ORDER BY {written_first}r, rowid LIMIT ?2"
     ))?
-    .query_map(
-        params_from_iter(with(&[Value::Text(m.expr.to_owned()), limit.into()], values)),
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?
+    .query_map(params_from_iter(with(&own, values)), |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })?
     .collect()
 }
 
-/// An FTS5 expression to match, and the fields that narrow it.
+/// An FTS5 expression to match, the query as written when stemming widened
+/// it (its matches rank first), and the fields that narrow it.
 struct Matching<'a> {
     expr: &'a str,
+    written: Option<&'a str>,
     filters: &'a [Filter],
 }
 

@@ -211,6 +211,67 @@ fn the_search_corpus_answers_its_table_of_queries() {
     assert!(checked >= 40, "the table was read: {checked} queries");
 }
 
+/// Stemming: a word finds its other forms, the documents holding it as
+/// written come first (however often the others use its forms), quotes and
+/// `--exact` keep it as written, and the data directory records the
+/// setting, which a later run changes without re-indexing.
+#[test]
+fn a_word_finds_its_forms_written_first_and_the_setting_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, data) = (dir.path().join("src"), dir.path().join("data"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("forms.txt"), "Installation: the installer installed it.").unwrap();
+    let filler = "pebble ".repeat(300);
+    std::fs::write(src.join("word.txt"), format!("{filler} install {filler}")).unwrap();
+    std::fs::write(src.join("other.txt"), "An instance of nothing").unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", src.to_str().unwrap(), "-q"];
+        args.extend_from_slice(extra);
+        let out = leasehold(&data, &args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&[]);
+    let v = search_json(&data, "install");
+    assert_eq!(hit_keys(&v), ["word.txt", "forms.txt"], "{v}");
+    let scores: Vec<f64> = hits(&v).iter().map(|h| h["score"].as_f64().unwrap()).collect();
+    assert!(
+        scores[1] > scores[0],
+        "ranked first for the word as written, not by score: {v}"
+    );
+    assert_eq!(
+        marked(&hits(&v)[1]),
+        "[Installation]: the [installer] [installed] it."
+    );
+    assert_eq!(hit_keys(&search_json(&data, "\"install\"")), ["word.txt"]);
+    assert_eq!(
+        hit_keys(&search_json(&data, "installing")),
+        ["forms.txt", "word.txt"]
+    );
+    let exact = leasehold(&data, &["search", "--exact", "-l", "install"]);
+    assert_eq!(String::from_utf8_lossy(&exact.stdout).lines().count(), 1);
+    assert!(String::from_utf8_lossy(&exact.stdout).ends_with("word.txt\n"));
+
+    // Recorded: a run asked for none keeps words as written from then on...
+    run(&["--stemming", "none"]);
+    assert_eq!(hit_keys(&search_json(&data, "install")), ["word.txt"]);
+    run(&[]);
+    assert_eq!(hit_keys(&search_json(&data, "install")), ["word.txt"]);
+    // ...until one asks for English again, with no re-indexing.
+    run(&["--stemming", "english"]);
+    assert_eq!(
+        hit_keys(&search_json(&data, "install")),
+        ["word.txt", "forms.txt"]
+    );
+    // The configuration file says the same.
+    std::fs::write(data.join("leasehold.toml"), "[search]\nstemming = \"none\"\n").unwrap();
+    run(&[]);
+    assert_eq!(hit_keys(&search_json(&data, "install")), ["word.txt"]);
+    std::fs::write(data.join("leasehold.toml"), "[search]\nstemming = \"porter\"\n").unwrap();
+    let out = leasehold(&data, &["run", src.to_str().unwrap(), "-q"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[search] stemming"));
+}
+
 /// A file dated before 1970 (archives carry any date) is found and shown
 /// with no time, not a crash.
 #[test]
