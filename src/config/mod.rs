@@ -198,6 +198,8 @@ max_text = "64MiB"
 # "unicode61" (words; the default) or "trigram" (substrings).
 [search]
 # tokenizer = "trigram"
+# Whether a word also finds its other forms: "english" (the default) or "none".
+# stemming = "none"
 "#;
 
 /// The largest account pool a source may rotate through (DESIGN §6: "e.g. up to 5").
