@@ -413,9 +413,9 @@ fn text_keys_verify_under_a_linguistic_collation() {
     }
     drop(store);
     let report = json(ok(leasehold(&c.data, None, &["migrate", "--to", &url, "--json"])));
-    // source_root, search_tokenizer, write_waits (the run's waits for the
-    // write lock) and the four keys above.
-    assert_eq!(rows_of(&tables(&report), "meta"), 7, "{report}");
+    // source_root, search_tokenizer, search_stemming, write_waits (the run's
+    // waits for the write lock) and the four keys above.
+    assert_eq!(rows_of(&tables(&report), "meta"), 8, "{report}");
 }
 
 /// A worker that was running on the store during the move stops claiming
