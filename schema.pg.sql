@@ -251,3 +251,9 @@ CREATE INDEX jobs_doc_key_bytes ON jobs (doc_key COLLATE "C");
 
 -- The counts by status read partial indexes (see schema.sql's version 10).
 CREATE INDEX jobs_dead ON jobs (source_gone) WHERE status = 'dead';
+
+-- version: 11
+
+-- A result without words, and why (see schema.sql's version 11).
+ALTER TABLE jobs ADD COLUMN no_text TEXT;
+CREATE INDEX jobs_no_text ON jobs (id) WHERE no_text IS NOT NULL;

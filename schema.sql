@@ -278,3 +278,15 @@ INSERT INTO search_text (search_text, rank) VALUES ('secure-delete', 0);
 -- one state without an index of its own; this gives it one. Partial, so that
 -- no claim query can take it for an index on `status`.
 CREATE INDEX jobs_dead ON jobs (source_gone) WHERE status = 'dead';
+
+-- version: 11
+
+-- An accepted result whose text holds no word (no letter or digit): an empty
+-- file, a PDF of scanned pages without a text layer. NULL for a result with
+-- words, and for results accepted before this version; otherwise why there
+-- is none, as far as the worker could tell. Written by every fenced
+-- completion, so a changed source that now yields text clears it. Counted
+-- and listed apart from the indexed (`status`, `list --no-text`) through
+-- the partial index, which holds only those rows.
+ALTER TABLE jobs ADD COLUMN no_text TEXT;
+CREATE INDEX jobs_no_text ON jobs (id) WHERE no_text IS NOT NULL;

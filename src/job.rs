@@ -271,6 +271,10 @@ pub struct Job {
     pub checksum: Option<String>,
     /// The accepted result's size in bytes, when its completion recorded it.
     pub result_bytes: Option<u64>,
+    /// Set when the accepted result's text holds no word (no letter or
+    /// digit): why, as far as the worker could tell (an empty file, a PDF
+    /// without a text layer). None for a result with words.
+    pub no_text: Option<String>,
     /// The source file has disappeared; `gc` removes its mirror files.
     pub source_gone: bool,
     /// When the document was first enqueued (ms from the injected clock).
@@ -342,6 +346,9 @@ pub struct Counts {
     /// Documents whose source was removed (dead in the queue: never claimed
     /// again unless the source comes back). Not a failure.
     pub removed: u64,
+    /// Of the indexed: their text holds no word ([`Job::no_text`]). Part of
+    /// [`Counts::indexed`], not counted again in [`Counts::total`].
+    pub no_text: u64,
 }
 
 impl Counts {
@@ -385,6 +392,8 @@ pub struct JobFilter {
     pub statuses: Vec<Status>,
     /// Only those whose source is gone (`Some(true)`) or is not; either when None.
     pub source_gone: Option<bool>,
+    /// Only those whose accepted text holds no word ([`Job::no_text`]).
+    pub no_text: bool,
 }
 
 impl JobFilter {
@@ -394,6 +403,7 @@ impl JobFilter {
         JobFilter {
             statuses: vec![s],
             source_gone: (s == Status::Dead).then_some(false),
+            no_text: false,
         }
     }
 
@@ -402,6 +412,7 @@ impl JobFilter {
         JobFilter {
             statuses: vec![Status::Retrying, Status::Dead],
             source_gone: Some(false),
+            no_text: false,
         }
     }
 
@@ -410,12 +421,28 @@ impl JobFilter {
         JobFilter {
             statuses: vec![Status::Dead],
             source_gone: Some(true),
+            no_text: false,
+        }
+    }
+
+    /// The indexed documents whose text holds no word.
+    pub fn no_text() -> JobFilter {
+        JobFilter {
+            statuses: vec![Status::Indexed],
+            source_gone: None,
+            no_text: true,
         }
     }
 
     /// How many documents this filter takes, from the counts. Only dead
     /// documents have their source gone (the store marks them so).
     pub fn count(&self, counts: &Counts) -> u64 {
+        if self.no_text {
+            return match self.statuses.is_empty() || self.statuses.contains(&Status::Indexed) {
+                true => counts.no_text,
+                false => 0,
+            };
+        }
         let statuses: &[Status] = match self.statuses.is_empty() {
             true => &Status::ALL,
             false => &self.statuses,
@@ -466,12 +493,19 @@ mod tests {
             retrying: 8,
             dead: 16,
             removed: 32,
+            no_text: 3,
         };
         let gone = |statuses: Vec<Status>, source_gone| JobFilter {
             statuses,
             source_gone,
+            no_text: false,
         };
-        assert_eq!(JobFilter::default().count(&counts), 63);
+        assert_eq!(
+            JobFilter::default().count(&counts),
+            63,
+            "no text is part of the indexed"
+        );
+        assert_eq!(JobFilter::no_text().count(&counts), 3);
         assert_eq!(JobFilter::failed().count(&counts), 24);
         assert_eq!(JobFilter::removed().count(&counts), 32);
         assert_eq!(JobFilter::status(Status::Dead).count(&counts), 16);

@@ -188,6 +188,8 @@ struct Staging {
     text: Held,
     /// What extraction decided (format, encoding, converter), for the history.
     note: Option<String>,
+    /// Why the text holds no word ([`no_text_reason`]); None when it has.
+    no_text: Option<String>,
 }
 
 /// A result durable in the mirror, waiting for its fenced completion.
@@ -195,6 +197,7 @@ struct Ready {
     written: Written,
     text: Held,
     note: Option<String>,
+    no_text: Option<String>,
 }
 
 /// A result's text as a worker holds it until its completion: in memory
@@ -399,7 +402,7 @@ impl Worker {
             match step {
                 Ok(ready) => {
                     staged.push(ready.staged);
-                    rest.push((claim, Ok((ready.text, ready.note))));
+                    rest.push((claim, Ok((ready.text, ready.note, ready.no_text))));
                 }
                 Err(stop) => rest.push((claim, Err(stop))),
             }
@@ -407,8 +410,13 @@ impl Worker {
         let mut synced = self.pipeline.mirror.sync(staged).into_iter();
         rest.into_iter()
             .map(|(claim, step)| {
-                let done = step.and_then(|(text, note)| match synced.next() {
-                    Some(Ok(written)) => Ok(Ready { written, text, note }),
+                let done = step.and_then(|(text, note, no_text)| match synced.next() {
+                    Some(Ok(written)) => Ok(Ready {
+                        written,
+                        text,
+                        note,
+                        no_text,
+                    }),
                     Some(Err(e)) => Err(self.stop_for_mirror(&claim, e)),
                     None => Err(Stop::Failed {
                         error: "mirror write failed: its sync round gave no answer".into(),
@@ -457,6 +465,7 @@ impl Worker {
             .map_err(|e| self.stop_for_mirror(claim, e))?;
         Ok(Staging {
             staged,
+            no_text: no_text_reason(&bytes, &text),
             text: Held::new(text),
             note,
         })
@@ -602,6 +611,7 @@ impl Worker {
                 };
                 let completion = Completion::new(&r.written.rel_path, &r.written.sha256)
                     .note(r.note.as_deref())
+                    .no_text(r.no_text.as_deref())
                     .deliver(text.filter(|_| deliver))
                     .index(text)
                     .result_bytes(r.written.len);
@@ -659,6 +669,7 @@ impl Worker {
         };
         let completion = Completion::new(result.0, result.1)
             .note(r.note.as_deref())
+            .no_text(r.no_text.as_deref())
             .deliver(whole.as_deref())
             .index(first.as_deref());
         let key = claim.key.clone();
@@ -835,6 +846,24 @@ pub(super) fn panic_message(p: &(dyn Any + Send)) -> String {
     } else {
         "(no message)".into()
     }
+}
+
+/// Why `text`, extracted from the source `bytes`, holds no word (no letter
+/// or digit, so a search can never find it), as far as the bytes tell: an
+/// empty file, a PDF whose pages carry no text layer (scanned pages or
+/// images; there is no OCR yet). None when it has a word.
+fn no_text_reason(bytes: &[u8], text: &str) -> Option<String> {
+    if text.chars().any(char::is_alphanumeric) {
+        return None;
+    }
+    let why = if bytes.is_empty() {
+        "the file is empty"
+    } else if bytes.starts_with(b"%PDF-") {
+        "a PDF without a text layer (scanned pages or images; no OCR yet)"
+    } else {
+        "its text holds no letter or digit"
+    };
+    Some(why.to_owned())
 }
 
 #[cfg(test)]

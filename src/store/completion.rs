@@ -31,6 +31,8 @@ pub struct Completion<'a> {
     pub(crate) index: Option<Cow<'a, str>>,
     /// The result file's size in bytes.
     pub(crate) result_bytes: Option<u64>,
+    /// Why the result's text holds no word; None when it has words.
+    pub(crate) no_text: Option<Cow<'a, str>>,
 }
 
 impl<'a> Completion<'a> {
@@ -44,7 +46,17 @@ impl<'a> Completion<'a> {
             deliver: None,
             index: None,
             result_bytes: None,
+            no_text: None,
         }
+    }
+
+    /// Mark the result's text as holding no word (no letter or digit), with
+    /// why as far as the caller can tell (`"the file is empty"`): the store
+    /// counts and lists such documents apart ([`crate::store::Totals::no_text`],
+    /// [`crate::JobFilter::no_text`]). None (the default) for a text with words.
+    pub fn no_text(mut self, reason: impl CompletionText<'a>) -> Self {
+        self.no_text = reason.text().map(Cow::Borrowed);
+        self
     }
 
     /// A note for the document's history: what extraction decided.
@@ -88,6 +100,7 @@ impl<'a> Completion<'a> {
             deliver: self.deliver.map(own),
             index: self.index.map(own),
             result_bytes: self.result_bytes,
+            no_text: self.no_text.map(own),
         }
     }
 

@@ -676,7 +676,7 @@ impl Store {
         self.jobs_where(
             &JobFilter {
                 statuses: statuses.to_vec(),
-                source_gone: None,
+                ..JobFilter::default()
             },
             after,
             n,
@@ -687,8 +687,7 @@ impl Store {
     /// failed ones, or those whose source was removed).
     pub fn jobs_where(&self, filter: &JobFilter, after: JobId, n: usize) -> Result<Vec<Job>> {
         let n = i64::try_from(n).unwrap_or(i64::MAX);
-        self.engine()
-            .jobs_after(&filter.statuses, filter.source_gone, after, n)
+        self.engine().jobs_after(filter, after, n)
     }
 
     /// Everything that happened to a document, oldest first.

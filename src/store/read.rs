@@ -6,12 +6,12 @@
 
 use super::driver::Rows;
 use crate::clock::Millis;
-use crate::job::{Counts, HistoryEntry, Job, LiveLease, Status, UnknownStatus};
+use crate::job::{Counts, HistoryEntry, Job, JobFilter, LiveLease, Status, UnknownStatus};
 
 /// A document's columns, in the order [`job_from`] reads them.
 pub(crate) const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
     lease_expires_at, attempts, max_attempts, retry_at, last_error, result_path, checksum,
-    source_gone, created_at, updated_at, lost_leases, result_bytes";
+    source_gone, created_at, updated_at, lost_leases, result_bytes, no_text";
 
 /// A history line's columns, in the order [`history_entry_from`] reads them.
 pub(crate) const HISTORY_COLUMNS: &str = "job_id, at, event, token, fence, detail";
@@ -61,15 +61,9 @@ pub(crate) trait JobReads: Rows {
     fn job_by_id(&mut self, id: i64) -> Result<Option<Job>, Self::Error>;
     /// The document of `key`.
     fn job_by_key(&mut self, key: &str) -> Result<Option<Job>, Self::Error>;
-    /// At most `n` documents after id `after` in id order, in `statuses` (any
-    /// when empty) and, when `gone` says, whose source is or is not gone.
-    fn jobs_after(
-        &mut self,
-        statuses: &[Status],
-        gone: Option<bool>,
-        after: i64,
-        n: i64,
-    ) -> Result<Vec<Job>, Self::Error>;
+    /// At most `n` documents after id `after` in id order, those `filter`
+    /// takes.
+    fn jobs_after(&mut self, filter: &JobFilter, after: i64, n: i64) -> Result<Vec<Job>, Self::Error>;
     /// Document `id`'s history, oldest first.
     fn history(&mut self, id: i64) -> Result<Vec<HistoryEntry>, Self::Error>;
     /// The documents per status.
@@ -104,7 +98,8 @@ pub(crate) const TOTALS: &str = "SELECT (SELECT count(*) FROM jobs),
      (SELECT count(*) FROM jobs WHERE status = 'retrying'),
      (SELECT count(*) FROM jobs WHERE status = 'retrying' AND parked_on IS NOT NULL),
      (SELECT count(*) FROM jobs WHERE status = 'dead' AND NOT source_gone),
-     (SELECT count(*) FROM jobs WHERE status = 'dead' AND source_gone)";
+     (SELECT count(*) FROM jobs WHERE status = 'dead' AND source_gone),
+     (SELECT count(*) FROM jobs WHERE no_text IS NOT NULL AND status = 'indexed')";
 
 /// What decides when a claim could next take something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +151,7 @@ pub(crate) fn job_from<C: Columns + ?Sized>(r: &C) -> Result<Job, C::Error> {
         updated_at: r.int(16)?,
         lost_leases: r.int(17)?,
         result_bytes: bytes(r.opt_int(18)?),
+        no_text: r.opt_text(19)?,
     })
 }
 
@@ -184,9 +180,14 @@ pub(crate) fn live_lease_from<C: Columns + ?Sized>(r: &C) -> Result<LiveLease, C
 }
 
 /// Count `n` documents of status `status` (a name no status has is skipped).
-pub(crate) fn add_count(counts: &mut Counts, status: &str, gone: bool, n: i64) {
+/// `[all, without text]`: `n[1]` of them have no word in their text
+/// (counted for the indexed only).
+pub(crate) fn add_count(counts: &mut Counts, status: &str, gone: bool, n: [i64; 2]) {
     if let Ok(s) = status.parse::<Status>() {
-        counts.add(s, gone, n.max(0) as u64);
+        counts.add(s, gone, n[0].max(0) as u64);
+        if s == Status::Indexed {
+            counts.no_text += n[1].max(0) as u64;
+        }
     }
 }
 
@@ -232,14 +233,18 @@ pub struct Totals {
     /// not counted in `dead` (`retry` cannot help; the source coming back
     /// queues it again).
     pub removed: u64,
+    /// Of the indexed: their text holds no word (an empty file, a scan
+    /// without a text layer). Nothing of them can be found by a search.
+    pub no_text: u64,
 }
 
 impl Totals {
     /// The totals from [`TOTALS`]' row: every document, then each count in
     /// the order of the statement. Every row has one of the five statuses
     /// (the schema checks it), so the indexed are the rest.
-    pub(crate) fn from_counts(counts: [i64; 7]) -> Totals {
-        let [all, queued, extracting, retrying, parked, dead, removed] = counts.map(|n| n.max(0) as u64);
+    pub(crate) fn from_counts(counts: [i64; 8]) -> Totals {
+        let [all, queued, extracting, retrying, parked, dead, removed, no_text] =
+            counts.map(|n| n.max(0) as u64);
         Totals {
             queued,
             extracting,
@@ -248,6 +253,7 @@ impl Totals {
             parked,
             dead,
             removed,
+            no_text,
         }
     }
 }

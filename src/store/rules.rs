@@ -19,7 +19,7 @@ use super::queue::{self, NewDoc, QueueRows, Vanished};
 use super::read::{self, JobReads, ReadRows, Totals};
 use crate::clock::Millis;
 use crate::error::Result;
-use crate::job::{Counts, Enqueued, HistoryEntry, Job, JobId, LiveLease, Status};
+use crate::job::{Counts, Enqueued, HistoryEntry, Job, JobFilter, JobId, LiveLease};
 
 /// What an engine gives the rules: its transactions and its reads, each over
 /// rows of its own that implement every area's row trait.
@@ -146,7 +146,7 @@ pub(crate) trait Rules {
 
     fn job(&self, id: JobId) -> Result<Option<Job>>;
     fn job_by_key(&self, key: &str) -> Result<Option<Job>>;
-    fn jobs_after(&self, statuses: &[Status], gone: Option<bool>, after: JobId, n: i64) -> Result<Vec<Job>>;
+    fn jobs_after(&self, filter: &JobFilter, after: JobId, n: i64) -> Result<Vec<Job>>;
     fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>>;
     fn counts(&self) -> Result<Counts>;
     fn totals(&self) -> Result<Totals>;
@@ -303,8 +303,8 @@ impl<D: Driver> Rules for D {
         self.read(|r| r.job_by_key(key))
     }
 
-    fn jobs_after(&self, statuses: &[Status], gone: Option<bool>, after: JobId, n: i64) -> Result<Vec<Job>> {
-        self.read(|r| r.jobs_after(statuses, gone, after.0, n))
+    fn jobs_after(&self, filter: &JobFilter, after: JobId, n: i64) -> Result<Vec<Job>> {
+        self.read(|r| r.jobs_after(filter, after.0, n))
     }
 
     fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>> {

@@ -383,6 +383,8 @@ impl Model {
             checksum: r.result.as_ref().map(|(_, s)| s.clone()),
             // `Store::complete` gives no size.
             result_bytes: None,
+            // Nor a reason for having no text.
+            no_text: None,
             source_gone: false,
             created_at: r.created_at,
             updated_at: r.updated_at,

@@ -456,6 +456,10 @@ pub enum Command {
         /// Only documents whose source was removed (--status removed).
         #[arg(long, conflicts_with = "status")]
         removed: bool,
+        /// Only indexed documents whose text holds no word (an empty file,
+        /// a PDF of scanned pages), with why.
+        #[arg(long, conflicts_with_all = ["status", "failed", "removed"])]
+        no_text: bool,
         /// Show at most N documents (then say how many more there are); 0
         /// shows them all.
         #[arg(long, value_name = "N", default_value_t = 100)]

@@ -303,10 +303,14 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             status,
             failed,
             removed,
+            no_text,
             limit,
             json,
         } => {
-            let filter = report::ListFilter::of(status.as_deref(), failed, removed);
+            let filter = match no_text {
+                true => report::ListFilter::no_text(),
+                false => report::ListFilter::of(status.as_deref(), failed, removed),
+            };
             report::list(&reading(Existing::StoreAndMirror)?, &filter, limit, json)
         }
         Command::Search {

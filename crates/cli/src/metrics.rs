@@ -321,6 +321,12 @@ fn documents(x: &mut Exposition, store: &Store) -> leasehold::Result<()> {
         totals.removed as f64,
     );
     x.single(
+        "leasehold_documents_no_text",
+        "gauge",
+        "Indexed documents whose text holds no word (an empty file, a PDF of scanned pages).",
+        totals.no_text as f64,
+    );
+    x.single(
         "leasehold_live_leases",
         "gauge",
         "Claims whose lease has not run out.",

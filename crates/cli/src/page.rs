@@ -223,6 +223,19 @@ pub fn render(store: &Store) -> leasehold::Result<String> {
         );
     }
     html.push_str(".</p>");
+    let t = store.totals()?;
+    let _ = write!(
+        html,
+        "<p id=\"store\">Now: {} indexed, of which {} without text (nothing in them to search: \
+         <code>leasehold list --no-text</code>); {} failed ({} retrying, {} dead); {} removed; {} queued.</p>",
+        t.indexed,
+        t.no_text,
+        t.retrying + t.dead,
+        t.retrying,
+        t.dead,
+        t.removed,
+        t.queued + t.extracting
+    );
     let labels = range.as_ref().map(Range::labels).unwrap_or_default();
     let over_time = |keep: &dyn Fn(&HistoryLine) -> bool| -> Vec<f64> {
         range

@@ -160,6 +160,12 @@ pub fn status(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
         println!("{:>11} {}", s.as_str(), report.counts.get(s));
     }
     println!("{:>11} {}", "removed", report.counts.removed);
+    if report.counts.no_text > 0 {
+        println!(
+            "{:>11} {} of the indexed hold no word: `leasehold list --no-text` says why",
+            "no text", report.counts.no_text
+        );
+    }
     if let Some(l) = &report.listing {
         print_listing(l);
     }
@@ -333,6 +339,9 @@ pub fn inspect(cfg: &Config, doc: &DocRef, json: bool) -> Result<ExitCode, CliEr
             one_line(sum)
         );
     }
+    if let Some(why) = &job.no_text {
+        println!("  no text: {} (a search cannot find it)", one_line(why));
+    }
     if let Some(at) = job.lease_expires_at {
         println!(
             "  lease until {} ({})",
@@ -393,6 +402,13 @@ impl ListFilter {
         };
         ListFilter { filter }
     }
+
+    /// `--no-text`: the indexed documents whose text holds no word.
+    pub fn no_text() -> ListFilter {
+        ListFilter {
+            filter: JobFilter::no_text(),
+        }
+    }
 }
 
 /// Documents read per query by `list`: memory stays bounded by a page, and no
@@ -410,6 +426,8 @@ struct ListLine {
     /// The accepted result's file (absolute), if any.
     result: Option<String>,
     last_error: Option<String>,
+    /// Why the accepted text holds no word, when it holds none.
+    no_text: Option<String>,
 }
 
 impl ListLine {
@@ -421,6 +439,11 @@ impl ListLine {
                 .as_ref()
                 .map(|p| mirror.root().join(p).display().to_string()),
             last_error: job.last_error.as_deref().map(one_line),
+            no_text: job
+                .no_text
+                .as_deref()
+                .filter(|_| job.status == Status::Indexed)
+                .map(one_line),
             // A dead document whose source was removed did not fail.
             status: if job.status == Status::Dead && job.source_gone {
                 "removed"
@@ -495,6 +518,9 @@ fn print_list_page(out: &mut Out, lines: &[ListLine]) {
         }
         if let Some(e) = &l.last_error {
             line.push_str(&format!("  {e}"));
+        }
+        if let Some(why) = &l.no_text {
+            line.push_str(&format!("  no text: {why}"));
         }
         out.line(line.trim_end());
     }

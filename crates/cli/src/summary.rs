@@ -435,11 +435,19 @@ fn say_failures(summary: &Summary) {
     }
 }
 
-/// The store after the command in one line, e.g. `store: 3091 indexed, 2024
-/// dead, 3 removed, 0 retrying, 0 queued; ...`: a document whose source was
-/// removed did not fail, so it is not dead here.
+/// The store after the command in one line, e.g. `store: 3091 indexed (2
+/// without text: ...), 2024 dead, 3 removed, 0 retrying, 0 queued; ...`: a
+/// document whose source was removed did not fail, so it is not dead here;
+/// one whose text holds no word is indexed, but nothing finds it.
 fn store_line(t: &Totals, hint: bool) -> String {
-    let mut line = format!("store: {} indexed, {} dead", t.indexed, t.dead);
+    let mut line = format!("store: {} indexed", t.indexed);
+    if t.no_text > 0 {
+        line.push_str(&format!(
+            " ({} without text: `leasehold list --no-text`)",
+            t.no_text
+        ));
+    }
+    line.push_str(&format!(", {} dead", t.dead));
     if t.removed > 0 {
         line.push_str(&format!(", {} removed", t.removed));
     }

@@ -87,6 +87,7 @@ pub(crate) const TABLES: &[Table] = &[
             int("lease_ms"),
             int("lost_leases"),
             int("result_bytes"),
+            text("no_text"),
         ],
         key: &["id"],
         identity: true,

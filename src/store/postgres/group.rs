@@ -90,11 +90,8 @@ impl PgStore {
         }
         let (owner, c) = op.plain_completion()?;
         Some(
-            self.on_its_own(false, |conn, now| {
-                let given = (&*c.result_path, &*c.checksum, c.result_bytes);
-                write::complete_alone(conn, now, owner, given, c.note.as_deref())
-            })
-            .map(WriteOut::Fenced),
+            self.on_its_own(false, |conn, now| write::complete_alone(conn, now, owner, c))
+                .map(WriteOut::Fenced),
         )
     }
 }

@@ -8,7 +8,7 @@ use ::postgres::{Client, Row};
 
 use super::conn::{Fail, Sql};
 use crate::clock::Millis;
-use crate::job::{Counts, HistoryEntry, Job, LiveLease, Status, UnknownStatus};
+use crate::job::{Counts, HistoryEntry, Job, JobFilter, LiveLease, UnknownStatus};
 use crate::store::check::{
     broken_owner, indexed_row_from, shared_key, shared_token, CheckReads, IndexedRow, INDEXED_COLUMNS,
 };
@@ -69,15 +69,15 @@ impl JobReads for Client {
 
     /// Up to `n` documents with an id above `after`, in id order, only those in
     /// `statuses` (all when empty).
-    fn jobs_after(&mut self, statuses: &[Status], gone: Option<bool>, after: i64, n: i64) -> Sql<Vec<Job>> {
+    fn jobs_after(&mut self, filter: &JobFilter, after: i64, n: i64) -> Sql<Vec<Job>> {
         let c = self;
-        let names: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
+        let names: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE id > $1 AND (cardinality($3::TEXT[]) = 0 OR status = ANY($3))
-               AND ($4::BOOLEAN IS NULL OR source_gone = $4)
+               AND ($4::BOOLEAN IS NULL OR source_gone = $4) AND (NOT $5 OR no_text IS NOT NULL)
              ORDER BY id LIMIT $2"
         );
-        c.query(&sql, &[&after, &n, &names, &gone])?
+        c.query(&sql, &[&after, &n, &names, &filter.source_gone, &filter.no_text])?
             .iter()
             .map(job_from)
             .collect()
@@ -93,10 +93,11 @@ impl JobReads for Client {
         let c = self;
         let mut counts = Counts::default();
         for r in c.query(
-            "SELECT status, source_gone, count(*) FROM jobs GROUP BY status, source_gone",
+            "SELECT status, source_gone, count(*), count(no_text) FROM jobs GROUP BY status, source_gone",
             &[],
         )? {
-            let (status, gone, n): (String, bool, i64) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
+            let (status, gone) = (r.try_get::<_, String>(0)?, r.try_get(1)?);
+            let n = [r.try_get(2)?, r.try_get(3)?];
             add_count(&mut counts, &status, gone, n);
         }
         Ok(counts)
@@ -105,7 +106,7 @@ impl JobReads for Client {
     /// The store's [`Totals`], in one statement of counts ([`crate::store::read::TOTALS`]).
     fn totals(&mut self) -> Sql<Totals> {
         let r = self.query_one(crate::store::read::TOTALS, &[])?;
-        let mut counts = [0i64; 7];
+        let mut counts = [0i64; 8];
         for (i, n) in counts.iter_mut().enumerate() {
             *n = r.try_get(i)?;
         }

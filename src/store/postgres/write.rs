@@ -245,13 +245,13 @@ const RENEW: &str = concat!(
 
 /// The fenced completion and its `completed` history line in one statement:
 /// $6 the fence, $7 the detail after the version (`complete_detail_after`),
-/// $8 the result's size in bytes.
+/// $8 the result's size in bytes, $9 why its text has no word (NULL: it has).
 /// It also takes the previous version's searchable text out (an accepted
 /// result without text has none); a completion with text puts its own in
 /// afterwards, in the same transaction (`search::accepted`).
 const COMPLETE: &str = concat!(
     "WITH u AS (
-        UPDATE jobs SET status = 'indexed', result_path = $3, checksum = $4, result_bytes = $8,
+        UPDATE jobs SET status = 'indexed', result_path = $3, checksum = $4, result_bytes = $8, no_text = $9,
                 owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = $5
          WHERE ",
@@ -525,15 +525,9 @@ pub(crate) fn renew(tx: &mut Transaction<'_>, now: Millis, policy: &Policy, o: &
 }
 
 /// Accept `path` and `checksum` as the document's result.
-pub(crate) fn complete(
-    tx: &mut Tx<'_>,
-    now: Millis,
-    o: &Owner,
-    result: (&str, &str, Option<u64>),
-    note: Option<&str>,
-) -> Sql<Fenced> {
+pub(crate) fn complete(tx: &mut Tx<'_>, now: Millis, o: &Owner, c: &Completion<'_>) -> Sql<Fenced> {
     let update = tx.prepared(COMPLETE)?;
-    if completed(&mut **tx, &update, now, o, result, note)? {
+    if completed(&mut **tx, &update, now, o, c)? {
         return Ok(Fenced::Accepted);
     }
     settle(tx, now, o, 0, "complete", None)
@@ -542,15 +536,9 @@ pub(crate) fn complete(
 /// [`complete`] outside any transaction: the statement commits on its own
 /// with its history line, one round trip; a refusal is settled (read and
 /// recorded) in a transaction of its own.
-pub(crate) fn complete_alone(
-    conn: &mut Conn,
-    now: Millis,
-    o: &Owner,
-    result: (&str, &str, Option<u64>),
-    note: Option<&str>,
-) -> Sql<Fenced> {
+pub(crate) fn complete_alone(conn: &mut Conn, now: Millis, o: &Owner, c: &Completion<'_>) -> Sql<Fenced> {
     let update = conn.prepared(COMPLETE)?;
-    if completed(&mut **conn, &update, now, o, result, note)? {
+    if completed(&mut **conn, &update, now, o, c)? {
         return Ok(Fenced::Accepted);
     }
     let mut tx = conn.transaction()?;
@@ -566,15 +554,16 @@ fn completed(
     update: &Statement,
     now: Millis,
     o: &Owner,
-    (path, checksum, bytes): (&str, &str, Option<u64>),
-    note: Option<&str>,
+    c: &Completion<'_>,
 ) -> Sql<bool> {
-    let after = complete_detail_after(path, checksum, note);
-    let bytes = bytes.and_then(|b| i64::try_from(b).ok());
+    let (path, checksum) = (&*c.result_path, &*c.checksum);
+    let after = complete_detail_after(path, checksum, c.note.as_deref());
+    let bytes = c.result_bytes.and_then(|b| i64::try_from(b).ok());
+    let no_text = c.no_text.as_deref();
     let row = db.query_opt(
         update,
         &[
-            &o.id.0, &o.token, &path, &checksum, &now, &o.fence, &after, &bytes,
+            &o.id.0, &o.token, &path, &checksum, &now, &o.fence, &after, &bytes, &no_text,
         ],
     )?;
     Ok(row.is_some())
@@ -736,10 +725,10 @@ fn record_each(
 
 /// [`COMPLETE`] for many claims of distinct documents in one statement.
 const COMPLETE_EACH: &str = "UPDATE jobs SET status = 'indexed', result_path = d.path, checksum = d.sum,
-            result_bytes = d.bytes, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL,
-            retry_at = NULL, last_error = NULL, parked_on = NULL, updated_at = $1
-     FROM unnest($2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::BIGINT[])
-          AS d (id, token, path, sum, bytes)
+            result_bytes = d.bytes, no_text = d.no_text, owner_token = NULL, owner_worker = NULL,
+            lease_expires_at = NULL, retry_at = NULL, last_error = NULL, parked_on = NULL, updated_at = $1
+     FROM unnest($2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::TEXT[])
+          AS d (id, token, path, sum, bytes, no_text)
      WHERE jobs.id = d.id AND jobs.owner_token = d.token AND jobs.status = 'extracting'
      RETURNING jobs.id, jobs.version";
 
@@ -771,7 +760,11 @@ pub(crate) fn complete_each(
         .iter()
         .map(|(_, c)| c.result_bytes.and_then(|b| i64::try_from(b).ok()))
         .collect();
-    let rows = tx.query(COMPLETE_EACH, &[&now, &ids, &tokens, &paths, &sums, &sizes])?;
+    let no_text: Vec<Option<&str>> = done.iter().map(|(_, c)| c.no_text.as_deref()).collect();
+    let rows = tx.query(
+        COMPLETE_EACH,
+        &[&now, &ids, &tokens, &paths, &sums, &sizes, &no_text],
+    )?;
     let mut versions: Vec<Option<String>> = vec![None; done.len()];
     for r in &rows {
         let id: i64 = r.try_get(0)?;
@@ -829,8 +822,7 @@ pub(crate) fn complete_and_push(
     o: &Owner,
     c: &Completion<'_>,
 ) -> Sql<Fenced> {
-    let given = (&*c.result_path, &*c.checksum, c.result_bytes);
-    let out = complete(tx, now, o, given, c.note.as_deref())?;
+    let out = complete(tx, now, o, c)?;
     if let (Fenced::Accepted, Some(text)) = (&out, &c.deliver) {
         crate::store::outbox::push(tx, now, cap, o.id.0, &c.checksum, text)?;
     }

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::Rows;
 use crate::clock::Millis;
-use crate::job::{Counts, HistoryEntry, Job, LiveLease, Owner, Status, UnknownStatus};
+use crate::job::{Counts, HistoryEntry, Job, JobFilter, LiveLease, Owner, UnknownStatus};
 use crate::store::read::{
     add_count, history_entry_from, job_from, live_lease_from, Claimable, Columns, EachRow, JobReads,
     KnownSource, ReadRows, Totals, HISTORY_COLUMNS, JOB_COLUMNS, LEASE_COLUMNS,
@@ -79,23 +79,24 @@ impl JobReads for Rows<'_> {
     /// `statuses` (every document when it is empty). A range over the rowid that
     /// stops after `n` matches, so a listing pages through a store of any size
     /// with bounded memory and without holding a read snapshot between pages.
-    fn jobs_after(
-        &mut self,
-        statuses: &[Status],
-        gone: Option<bool>,
-        after: i64,
-        n: i64,
-    ) -> rusqlite::Result<Vec<Job>> {
+    fn jobs_after(&mut self, taken: &JobFilter, after: i64, n: i64) -> rusqlite::Result<Vec<Job>> {
         let c = self.0;
         // The status names are the enum's own constants, never user text.
-        let mut filter = if statuses.is_empty() {
+        let mut filter = if taken.statuses.is_empty() {
             String::new()
         } else {
-            let names: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
+            let names: Vec<String> = taken
+                .statuses
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect();
             format!(" AND status IN ({})", names.join(", "))
         };
-        if let Some(gone) = gone {
+        if let Some(gone) = taken.source_gone {
             filter.push_str(&format!(" AND source_gone = {}", i32::from(gone)));
+        }
+        if taken.no_text {
+            filter.push_str(" AND no_text IS NOT NULL");
         }
         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id > ?1{filter} ORDER BY id LIMIT ?2");
         let mut stmt = c.prepare_cached(&sql)?;
@@ -114,11 +115,15 @@ impl JobReads for Rows<'_> {
     fn counts(&mut self) -> rusqlite::Result<Counts> {
         let c = self.0;
         let mut stmt = c.prepare_cached(
-            "SELECT status, source_gone <> 0, count(*) FROM jobs GROUP BY status, source_gone",
+            "SELECT status, source_gone <> 0, count(*), count(no_text) FROM jobs GROUP BY status, source_gone",
         )?;
         let mut counts = Counts::default();
         let rows = stmt.query_map([], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, i64>(2)?))
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, bool>(1)?,
+                [r.get::<_, i64>(2)?, r.get::<_, i64>(3)?],
+            ))
         })?;
         for row in rows {
             let (status, gone, n) = row?;
@@ -133,7 +138,7 @@ impl JobReads for Rows<'_> {
             .0
             .prepare_cached(crate::store::read::TOTALS)?
             .query_row([], |r| {
-                let mut counts = [0i64; 7];
+                let mut counts = [0i64; 8];
                 for (i, n) in counts.iter_mut().enumerate() {
                     *n = r.get(i)?;
                 }

@@ -154,12 +154,12 @@ macro_rules! fence_each {
     };
 }
 
-/// [`COMPLETE`] for the `(id, token, result path, checksum, bytes)` rows of a
+/// [`COMPLETE`] for the `(id, token, result path, checksum, bytes, no text)` rows of a
 /// `VALUES` list between this head and [`COMPLETE_EACH_TAIL`]; ?1 now, the
 /// rows from ?2.
 const COMPLETE_EACH_HEAD: &str =
     "UPDATE jobs SET status = 'indexed', result_path = c.column3, checksum = c.column4,
-                result_bytes = c.column5, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                result_bytes = c.column5, no_text = c.column6, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = ?1
          FROM (VALUES ";
 
@@ -223,7 +223,7 @@ const RENEW: &str = concat!(
 );
 
 const COMPLETE: &str = concat!(
-    "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, result_bytes = ?6,
+    "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, result_bytes = ?6, no_text = ?7,
                 owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = ?5
          WHERE ",
@@ -466,13 +466,16 @@ pub(crate) fn complete(
     tx: &Connection,
     now: Millis,
     o: &Owner,
-    (path, checksum, bytes): (&str, &str, Option<u64>),
-    note: Option<&str>,
+    c: &Completion<'_>,
 ) -> rusqlite::Result<Fenced> {
-    let bytes = bytes.and_then(|b| i64::try_from(b).ok());
+    let (path, checksum, note) = (&*c.result_path, &*c.checksum, c.note.as_deref());
+    let bytes = c.result_bytes.and_then(|b| i64::try_from(b).ok());
     let version: Option<String> = tx
         .prepare_cached(COMPLETE)?
-        .query_row(params![o.id.0, o.token, path, checksum, now, bytes], |r| r.get(0))
+        .query_row(
+            params![o.id.0, o.token, path, checksum, now, bytes, c.no_text.as_deref()],
+            |r| r.get(0),
+        )
         .optional()?;
     let detail = version
         .as_deref()
@@ -531,12 +534,19 @@ fn complete_slice(
         .collect();
     let mut p: Vec<&dyn ToSql> = vec![&now];
     for ((o, c), size) in done.iter().zip(&sizes) {
-        p.extend([&o.id.0 as &dyn ToSql, &o.token, &c.result_path, &c.checksum, size]);
+        p.extend([
+            &o.id.0 as &dyn ToSql,
+            &o.token,
+            &c.result_path,
+            &c.checksum,
+            size,
+            &c.no_text,
+        ]);
     }
-    p.resize(p.len() + (rows - done.len()) * 5, &Null);
+    p.resize(p.len() + (rows - done.len()) * 6, &Null);
     let mut versions: Vec<Option<String>> = done.iter().map(|_| None).collect();
     {
-        let mut stmt = tx.prepare_cached(&values(COMPLETE_EACH_HEAD, 2, rows, 5, COMPLETE_EACH_TAIL))?;
+        let mut stmt = tx.prepare_cached(&values(COMPLETE_EACH_HEAD, 2, rows, 6, COMPLETE_EACH_TAIL))?;
         let mut out = stmt.query(&p[..])?;
         while let Some(r) = out.next()? {
             let id: i64 = r.get(0)?;
@@ -588,8 +598,7 @@ fn complete_one(
     o: &Owner,
     c: &Completion<'_>,
 ) -> rusqlite::Result<Fenced> {
-    let given = (&*c.result_path, &*c.checksum, c.result_bytes);
-    let out = complete(tx, now, o, given, c.note.as_deref())?;
+    let out = complete(tx, now, o, c)?;
     if out.is_accepted() {
         deliver(tx, now, policy, o, c)?;
         crate::store::sqlite::search_index::accepted(tx, &search_text(policy, o, c))?;

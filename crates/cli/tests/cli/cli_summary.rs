@@ -266,3 +266,116 @@ fn the_skipped_list_says_how_many_more_it_left_out() {
     let s = json(c.run("1000", &["--json"]));
     assert_eq!(s["skipped"].as_array().map(Vec::len), Some(25), "{s}");
 }
+
+/// A PDF of one page with no text on it, as a scanner's image-only page
+/// is to a text extractor.
+fn pdf_without_text() -> Vec<u8> {
+    let objects: [&[u8]; 4] = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << >> >>",
+        b"<< /Length 0 >>\nstream\n\nendstream",
+    ];
+    let mut pdf = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, o) in objects.iter().enumerate() {
+        offsets.push(pdf.len());
+        pdf.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        pdf.extend_from_slice(o);
+        pdf.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = pdf.len();
+    pdf.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    for o in offsets {
+        pdf.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    let trailer = format!(
+        "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+        objects.len() + 1
+    );
+    pdf.extend_from_slice(trailer.as_bytes());
+    pdf
+}
+
+/// Documents that yield no word are indexed, but said apart with why: the
+/// store's line, `status` (and its JSON), `list --no-text`, `inspect` and
+/// the metrics; one that later yields words is no longer among them. On
+/// both engines (`db`: a PostgreSQL URL).
+fn documents_without_text_are_counted_listed_and_explained(db: Option<&str>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (source, data) = (dir.path().join("docs"), dir.path().join("data"));
+    std::fs::create_dir(&source).unwrap();
+    std::fs::write(source.join("words.txt"), "amber lighthouse").unwrap();
+    std::fs::write(source.join("empty.txt"), "").unwrap();
+    std::fs::write(source.join("blank.txt"), " \n\t\u{c} ").unwrap();
+    std::fs::write(source.join("scan.pdf"), pdf_without_text()).unwrap();
+    let run = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(common::BIN);
+        cmd.arg("--data").arg(&data).env_remove("LEASEHOLD_DB");
+        if let Some(db) = db {
+            cmd.env("LEASEHOLD_DB", db);
+        }
+        cmd.args(args).output().unwrap()
+    };
+    let first = run(&["run", source.to_str().unwrap()]);
+    let said = stdout(&ok(first));
+    assert!(said.contains("indexed 4,"), "{said}");
+    assert!(
+        said.contains("store: 4 indexed (3 without text: `leasehold list --no-text`)"),
+        "{said}"
+    );
+    let status = json(run(&["status", "--json"]));
+    assert_eq!(status["counts"]["indexed"], 4, "{status}");
+    assert_eq!(status["counts"]["no_text"], 3, "{status}");
+    assert!(stdout(&ok(run(&["status"]))).contains("no text 3 of the indexed"));
+
+    let listed = stdout(&ok(run(&["list", "--no-text"])));
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 3, "{listed}");
+    assert!(
+        lines[0].starts_with("blank.txt") && lines[0].ends_with("no text: its text holds no letter or digit")
+    );
+    assert!(lines[1].starts_with("empty.txt") && lines[1].ends_with("no text: the file is empty"));
+    assert!(lines[2].starts_with("scan.pdf") && lines[2].contains("no text: a PDF without a text layer"));
+    let listed = json(run(&["list", "--no-text", "--json"]));
+    assert_eq!(listed.as_array().unwrap().len(), 3, "{listed}");
+    assert_eq!(listed[1]["no_text"], "the file is empty");
+    assert!(stdout(&ok(run(&["inspect", "scan.pdf"]))).contains("no text: a PDF without a text layer"));
+    let all = json(run(&["list", "--json"]));
+    let words = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["key"] == "words.txt")
+        .unwrap();
+    assert!(words["no_text"].is_null(), "{words}");
+    assert!(stdout(&ok(run(&["metrics"]))).contains("leasehold_documents_no_text 3"));
+    let page = dir.path().join("report.html");
+    ok(run(&["report", "--html", page.to_str().unwrap()]));
+    let page = std::fs::read_to_string(&page).unwrap();
+    assert!(page.contains("4 indexed, of which 3 without text"), "{page}");
+
+    // A file that now has words leaves the list; the summary stops saying so
+    // when none is left.
+    std::fs::write(source.join("empty.txt"), "copper kettle").unwrap();
+    ok(run(&["run", source.to_str().unwrap()]));
+    assert_eq!(json(run(&["status", "--json"]))["counts"]["no_text"], 2);
+    let listed = stdout(&ok(run(&["list", "--no-text"])));
+    assert!(!listed.contains("empty.txt"), "{listed}");
+    std::fs::remove_file(source.join("blank.txt")).unwrap();
+    std::fs::remove_file(source.join("scan.pdf")).unwrap();
+    let said = stdout(&ok(run(&["run", source.to_str().unwrap()])));
+    assert!(!said.contains("without text"), "{said}");
+    assert_eq!(json(run(&["status", "--json"]))["counts"]["no_text"], 0);
+}
+
+#[test]
+fn documents_without_text_on_sqlite() {
+    documents_without_text_are_counted_listed_and_explained(None);
+}
+
+#[test]
+fn documents_without_text_on_postgres() {
+    let url = common::pg::server().fresh_database();
+    documents_without_text_are_counted_listed_and_explained(Some(&url));
+}
