@@ -853,7 +853,10 @@ pub(super) fn panic_message(p: &(dyn Any + Send)) -> String {
 /// empty file, a PDF whose pages carry no text layer (scanned pages or
 /// images; there is no OCR yet). None when it has a word.
 fn no_text_reason(bytes: &[u8], text: &str) -> Option<String> {
-    if text.chars().any(char::is_alphanumeric) {
+    // The word index's tokenizer keeps private-use characters too (a PDF's
+    // custom font encoding gives them): such a text can be found.
+    let private_use = |c: char| matches!(c as u32, 0xE000..=0xF8FF | 0xF0000..=0x10FFFD);
+    if text.chars().any(|c| c.is_alphanumeric() || private_use(c)) {
         return None;
     }
     let why = if bytes.is_empty() {

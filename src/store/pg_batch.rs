@@ -15,6 +15,8 @@ pub enum Op {
     Claim(String),
     /// A completion of `r` with checksum `s` by its owner, with a note.
     Complete(Owner, Option<String>),
+    /// The same, of a text that holds no word, with why.
+    CompleteWithoutText(Owner, String),
     /// A renewal (never part of a batch statement).
     Renew(Owner),
 }
@@ -39,6 +41,9 @@ pub fn in_one_statement(store: &Store, ops: Vec<Op>) -> Option<Vec<Result<Out>>>
             Op::Claim(worker) => WriteOp::claim(&worker, 1),
             Op::Complete(owner, note) => {
                 WriteOp::complete(&owner, Completion::new("r", "s").note(note.as_deref()))
+            }
+            Op::CompleteWithoutText(owner, why) => {
+                WriteOp::complete(&owner, Completion::new("r", "s").no_text(why.as_str()))
             }
             Op::Renew(owner) => WriteOp::Renew(owner),
         })

@@ -66,6 +66,27 @@ fn a_claim_never_takes_the_document_its_statement_completes() {
     );
 }
 
+/// A completion in the batch statement records why its text holds no word,
+/// as a lone one does; the count of such documents sees it.
+#[test]
+fn a_batch_statement_completion_records_a_text_without_words() {
+    let t = TestDb::new(Backend::Postgres);
+    let store = store_with(&t, &["a", "b"], 3);
+    let a = store.claim_batch("w1", 1).unwrap().pop().unwrap();
+    let outs = run(
+        &store,
+        vec![
+            Op::CompleteWithoutText(a.owner(), "the file is empty".into()),
+            claim("w2"),
+        ],
+    );
+    assert!(matches!(outs[0], Out::Fenced(Fenced::Accepted)), "{outs:?}");
+    let job = store.job(a.id).unwrap().unwrap();
+    assert_eq!(job.no_text.as_deref(), Some("the file is empty"));
+    assert_eq!(store.counts().unwrap().no_text, 1);
+    assert_eq!(store.totals().unwrap().no_text, 1);
+}
+
 /// A stale owner's completion in a batch statement is refused and the
 /// refusal recorded, as a lone one's is.
 #[test]

@@ -339,7 +339,7 @@ pub fn inspect(cfg: &Config, doc: &DocRef, json: bool) -> Result<ExitCode, CliEr
             one_line(sum)
         );
     }
-    if let Some(why) = &job.no_text {
+    if let (Some(why), Status::Indexed) = (&job.no_text, job.status) {
         println!("  no text: {} (a search cannot find it)", one_line(why));
     }
     if let Some(at) = job.lease_expires_at {

@@ -47,7 +47,8 @@ use crate::store::options::Policy;
 /// end and length, the lost leases allowed, the two ways a lease is over);
 /// $10–$16 the completions, one element each: document, token, result
 /// path, checksum, fence, the history detail after the version
-/// (`complete_detail_after`), and the result's size in bytes. No candidate is one of $10. Each row is a
+/// (`complete_detail_after`), the result's size in bytes; $17 why each
+/// text holds no word (NULL: it has words). No candidate is one of $10. Each row is a
 /// candidate as [`write::claim_columns`] gives it (NULLs when there was
 /// none) and the ids of the accepted completions (NULL when none was).
 const CLAIM_AND_COMPLETE: &str = concat!(
@@ -56,12 +57,12 @@ const CLAIM_AND_COMPLETE: &str = concat!(
     ",
      given AS (
         SELECT * FROM unnest($10::BIGINT[], $11::TEXT[], $12::TEXT[], $13::TEXT[],
-                             $14::BIGINT[], $15::TEXT[], $16::BIGINT[])
-                      AS g (id, token, path, sum, fence, after, bytes)
+                             $14::BIGINT[], $15::TEXT[], $16::BIGINT[], $17::TEXT[])
+                      AS g (id, token, path, sum, fence, after, bytes, no_text)
      ),
      accepted AS (
         UPDATE jobs SET status = 'indexed', result_path = given.path, checksum = given.sum,
-                result_bytes = given.bytes, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                result_bytes = given.bytes, no_text = given.no_text, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = $1
         FROM given
         WHERE jobs.id = given.id AND jobs.owner_token = given.token AND jobs.status = 'extracting'
@@ -161,6 +162,11 @@ impl<'a> Plan<'a> {
             .iter()
             .map(|d| d.completion.result_bytes.and_then(|b| i64::try_from(b).ok()))
             .collect();
+        let no_text: Vec<Option<&str>> = self
+            .done
+            .iter()
+            .map(|d| d.completion.no_text.as_deref())
+            .collect();
         let afters: Vec<String> = self
             .done
             .iter()
@@ -188,6 +194,7 @@ impl<'a> Plan<'a> {
                 &fences,
                 &afters,
                 &sizes,
+                &no_text,
             ],
         )?;
         let mut taken = Vec::new();
