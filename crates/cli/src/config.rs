@@ -501,22 +501,24 @@ fn tokenizer_at_creation(
     given.or(new_file.then_some(leasehold::Tokenizer::Unicode61))
 }
 
-/// The stemming the store is asked to record: `--stemming` or the
-/// configuration's `[search] stemming` when given, else for a SQLite file
-/// about to be made, the default, so that the data directory records it from
-/// the start. PostgreSQL's edition has none to record.
+/// The stemming the store is asked to record, by a command that works
+/// (one that may create the store): `--stemming` or the configuration's
+/// `[search] stemming` when given, else for a SQLite file about to be made,
+/// the default, so that the data directory records it from the start.
+/// Commands that only read record nothing (and search with what is
+/// recorded); PostgreSQL's edition has none to record.
 fn stemming_asked(
     w: &WorkFlags,
     file: Option<&FileConfig>,
     db: &DbLocation,
     creating: bool,
 ) -> Option<leasehold::Stemming> {
-    if !matches!(db, DbLocation::Sqlite(_)) {
+    if !creating || !matches!(db, DbLocation::Sqlite(_)) {
         return None;
     }
     let given = w.search.stemming.map(|s| s.stemming());
     let given = given.or(file.and_then(|f| f.search.stemming));
-    let new_file = creating && matches!(db, DbLocation::Sqlite(path) if !path.exists());
+    let new_file = matches!(db, DbLocation::Sqlite(path) if !path.exists());
     given.or(new_file.then_some(leasehold::Stemming::English))
 }
 

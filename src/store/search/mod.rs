@@ -313,10 +313,10 @@ pub(crate) struct SqlitePlan {
 
 /// The FTS5 expression of `words` widened by stemming
 /// ([`stemming::expand`]), or None when no word has another form in the
-/// index. `vocabulary` lists the index's terms in a range.
+/// index. `vocabulary` lists the index's terms in a range, in order.
 pub(crate) fn stemmed_fts5<E>(
     words: &language::Node,
-    vocabulary: &mut dyn FnMut(&stemming::VocabularyRange) -> std::result::Result<Vec<String>, E>,
+    vocabulary: &mut stemming::Vocabulary<'_, E>,
 ) -> std::result::Result<Option<String>, E> {
     Ok(stemming::expand(words, vocabulary)?.map(|n| language::fts5(&n, true)))
 }

@@ -62,9 +62,15 @@ impl Stemming {
         }
     }
 
-    /// The setting a meta row records; absent or unknown, the default.
+    /// The setting a meta row records: absent (a data directory made before
+    /// stemming), the default; a value this build does not know (a newer
+    /// one's language), none, since words as written never find what the
+    /// user did not ask for.
     pub(crate) fn recorded(value: Option<&str>) -> Stemming {
-        value.and_then(|v| Stemming::parse(v).ok()).unwrap_or_default()
+        match value {
+            None => Stemming::default(),
+            Some(v) => Stemming::parse(v).unwrap_or(Stemming::Off),
+        }
     }
 }
 
@@ -81,6 +87,17 @@ pub(crate) const STEMMING_META: &str = "search_stemming";
 /// (`install` has nine), it bounds the expression a strange vocabulary
 /// could make.
 pub(crate) const MAX_FORMS: usize = 32;
+
+/// The most terms of the vocabulary read for one word: a range holds a few
+/// dozen in English, and reading one costs its posting list (FTS5 counts its
+/// documents), so a vocabulary packed under one prefix (a hostile document)
+/// cannot make a query read it all.
+pub(crate) const MAX_SCANNED: usize = 10_000;
+
+/// Lists the index's terms in a range, in order, to `visit`, until it
+/// returns false.
+pub(crate) type Vocabulary<'w, E> =
+    dyn FnMut(&VocabularyRange, &mut dyn FnMut(&str) -> bool) -> Result<(), E> + 'w;
 
 /// The terms of the index a word's other forms lie among: those from `lo`
 /// (inclusive) to `hi` (exclusive), in the index's byte order.
@@ -125,13 +142,10 @@ fn vocabulary_range(stem: &str) -> VocabularyRange {
     VocabularyRange { lo, hi }
 }
 
-/// `node` with each stemmable word joined by its other forms in the index:
-/// `words(range)` lists the index's terms in a range. None when no word
-/// gained a form (the query is run as written).
-pub(crate) fn expand<E>(
-    node: &Node,
-    words: &mut dyn FnMut(&VocabularyRange) -> Result<Vec<String>, E>,
-) -> Result<Option<Node>, E> {
+/// `node` with each stemmable word joined by its other forms in the index,
+/// which `words` lists. None when no word gained a form (the query is run
+/// as written).
+pub(crate) fn expand<E>(node: &Node, words: &mut Vocabulary<'_, E>) -> Result<Option<Node>, E> {
     let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
     let mut expander = Expander {
         stemmer,
@@ -144,13 +158,13 @@ pub(crate) fn expand<E>(
 
 /// One query's expansion: the stemmer, the vocabulary, and the forms found
 /// for each word already met (a word repeated is looked up once).
-struct Expander<'w, E> {
+struct Expander<'w, 'v, E> {
     stemmer: rust_stemmers::Stemmer,
-    words: &'w mut dyn FnMut(&VocabularyRange) -> Result<Vec<String>, E>,
+    words: &'w mut Vocabulary<'v, E>,
     seen: HashMap<String, Vec<String>>,
 }
 
-impl<E> Expander<'_, E> {
+impl<E> Expander<'_, '_, E> {
     fn node(&mut self, node: &Node) -> Result<Node, E> {
         Ok(match node {
             Node::Term {
@@ -202,16 +216,20 @@ impl<E> Expander<'_, E> {
     }
 
     /// The index's terms other than `word` whose stem is `word`'s, at most
-    /// [`MAX_FORMS`].
+    /// [`MAX_FORMS`], from at most [`MAX_SCANNED`] terms of its range.
     fn forms(&mut self, word: &str) -> Result<Vec<String>, E> {
-        let stem = stem(&self.stemmer, word);
-        let terms = (self.words)(&vocabulary_range(&stem))?;
-        Ok(terms
-            .into_iter()
-            .filter(|t| t != word && t.bytes().all(|b| b.is_ascii_alphabetic()))
-            .filter(|t| self::stem(&self.stemmer, t) == stem)
-            .take(MAX_FORMS)
-            .collect())
+        let stemmer = &self.stemmer;
+        let stem = stem(stemmer, word);
+        let (mut forms, mut scanned) = (Vec::new(), 0);
+        (self.words)(&vocabulary_range(&stem), &mut |t: &str| {
+            scanned += 1;
+            let alike = t != word && t.bytes().all(|b| b.is_ascii_alphabetic());
+            if alike && self::stem(stemmer, t) == stem {
+                forms.push(t.to_owned());
+            }
+            forms.len() < MAX_FORMS && scanned < MAX_SCANNED
+        })?;
+        Ok(forms)
     }
 }
 
@@ -226,12 +244,16 @@ mod tests {
         let root = language::read(query, Tokenizer::Unicode61).unwrap().root;
         let mut sorted: Vec<&str> = vocab.to_vec();
         sorted.sort_unstable();
-        let mut words = |r: &VocabularyRange| -> Result<Vec<String>, ()> {
-            Ok(sorted
+        let mut words = |r: &VocabularyRange, visit: &mut dyn FnMut(&str) -> bool| -> Result<(), ()> {
+            for t in sorted
                 .iter()
                 .filter(|t| **t >= r.lo.as_str() && **t < r.hi.as_str())
-                .map(|t| t.to_string())
-                .collect())
+            {
+                if !visit(t) {
+                    break;
+                }
+            }
+            Ok(())
         };
         expand(&root, &mut words).unwrap().map(|n| fts5(&n, true))
     }
@@ -332,5 +354,10 @@ mod tests {
         assert!(Stemming::parse("porter").is_err());
         assert_eq!(Stemming::recorded(None), Stemming::English);
         assert_eq!(Stemming::recorded(Some("none")), Stemming::Off);
+        assert_eq!(
+            Stemming::recorded(Some("french")),
+            Stemming::Off,
+            "a newer build's"
+        );
     }
 }

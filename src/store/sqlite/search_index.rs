@@ -470,9 +470,18 @@ fn stemmed(c: &Connection, words: Option<&Node>, stemming: Stemming) -> rusqlite
     )?;
     let mut stmt =
         c.prepare_cached("SELECT term FROM temp.search_vocabulary WHERE term >= ?1 AND term < ?2")?;
-    stemmed_fts5(words, &mut |range: &VocabularyRange| {
-        stmt.query_map([&range.lo, &range.hi], |r| r.get(0))?.collect()
-    })
+    stemmed_fts5(
+        words,
+        &mut |range: &VocabularyRange, visit: &mut dyn FnMut(&str) -> bool| {
+            let mut rows = stmt.query([&range.lo, &range.hi])?;
+            while let Some(r) = rows.next()? {
+                if !visit(r.get_ref(0)?.as_str()?) {
+                    break;
+                }
+            }
+            Ok(())
+        },
+    )
 }
 
 /// Stops the statements of a connection once a deadline passes (SQLite's
