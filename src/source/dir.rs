@@ -91,6 +91,9 @@ pub struct Discovered {
     pub changed: usize,
     /// Known files with the same version: left alone.
     pub unchanged: usize,
+    /// Of the unchanged, those whose document still waits for work from an
+    /// earlier command (an interrupted run, a retry): this command may do it.
+    pub pending: usize,
     /// Documents the store knew that the scan no longer found: marked gone
     /// (dead, result forgotten, so cleanup removes its files). Stays 0 when part
     /// of the walk failed, since an unread directory is not a removed one.
@@ -212,6 +215,9 @@ impl DirSource {
                 .get(&e.key)
                 .is_some_and(|k| k.stat == stat && (k.hashed || !fits(meta.as_ref(), max_bytes)));
             if same {
+                if known.get(&e.key).is_some_and(|k| k.pending) {
+                    report.pending += 1;
+                }
                 if e.link == Link::Inside {
                     relinked.push(e.key);
                 }
@@ -227,11 +233,16 @@ impl DirSource {
         if changed.is_empty() {
             return Ok(());
         }
-        for outcome in store.enqueue_many(&changed)? {
+        for (doc, outcome) in changed.iter().zip(store.enqueue_many(&changed)?) {
             match outcome {
                 crate::job::Enqueued::Inserted(_) => report.new += 1,
                 crate::job::Enqueued::Requeued(_) => report.changed += 1,
-                crate::job::Enqueued::Unchanged(_) => report.unchanged += 1,
+                crate::job::Enqueued::Unchanged(_) => {
+                    report.unchanged += 1;
+                    if known.get(&doc.key).is_some_and(|k| k.pending) {
+                        report.pending += 1;
+                    }
+                }
             }
         }
         Ok(())

@@ -209,6 +209,9 @@ pub struct KnownSource {
     /// large (or unreadable) then, and a scan whose limit it now fits hashes
     /// it, which queues it again.
     pub hashed: bool,
+    /// Its document waits for work from an earlier command (queued, retrying,
+    /// or under a claim): an unchanged source that is not done yet.
+    pub pending: bool,
 }
 
 /// The store's documents after a command, as its summary reports them: the

@@ -24,7 +24,16 @@ pub struct Summary {
     pub released: u64,
     /// Handed back until an upstream account can be used again (not failures).
     pub waiting: u64,
+    /// Sources the scan found as they were, whose document needs nothing.
     pub unchanged: usize,
+    /// Sources the scan found as they were, whose document was still to do
+    /// from an earlier command (an interrupted run, a retry): work for this
+    /// one, so not among the unchanged.
+    pub resumed: usize,
+    /// Documents the scan accounted for (new, changed, as they were, and
+    /// removed): `indexed + failed + unchanged + removed + left`. None for a
+    /// command without a scan (`work`).
+    pub seen: Option<u64>,
     pub new: usize,
     pub changed: usize,
     pub gone: usize,
@@ -48,7 +57,9 @@ pub struct Summary {
     pub halted: Option<String>,
     /// The signal that stopped the command early, if one did.
     pub interrupted: Option<Interrupt>,
-    /// Documents left to do when a signal stopped the command.
+    /// Documents left to do at the end (queued, retrying from an earlier
+    /// command, under a claim); for a command without a scan, only when a
+    /// signal stopped it.
     pub left: Option<u64>,
     /// Failures were shown on stderr as they happened (not `--quiet`).
     #[serde(skip)]
@@ -146,6 +157,17 @@ impl Summary {
         self.set_seconds(more.seconds);
     }
 
+    /// After a scan, what is left to do: the store's documents waiting for
+    /// work (queued, under a claim, retrying) less the ones that failed in
+    /// this command and will be retried, which count as failed. One source
+    /// per data directory, so the store's are the scan's.
+    fn count_left(&mut self) {
+        if let (Some(_), Some(t)) = (self.seen, &self.store) {
+            let waiting = t.queued + t.extracting + t.retrying;
+            self.left = Some(waiting.saturating_sub(self.retrying));
+        }
+    }
+
     /// The run took `seconds`; the rate counts every document processed in it.
     pub fn set_seconds(&mut self, seconds: f64) {
         self.seconds = seconds;
@@ -226,8 +248,14 @@ impl Summary {
             (0, _) | (_, Some(_)) => String::new(),
             (n, None) => format!(", removed {n}"),
         };
+        // The documents the scan saw, each counted once: what is left to do
+        // and the total, which the counts before add up to.
+        let seen = match (self.seen, self.left, &self.watch) {
+            (Some(seen), Some(left), None) => format!(", left {left} (of {seen} seen)"),
+            _ => String::new(),
+        };
         println!(
-            "indexed {}, failed {} ({} will retry, {} dead), unchanged {}{removed}, superseded {}, released {}",
+            "indexed {}, failed {} ({} will retry, {} dead), unchanged {}{removed}{seen}; superseded {}, released {}",
             self.indexed,
             self.failed,
             self.retrying,
@@ -343,6 +371,7 @@ impl Summary {
 }
 
 pub fn finish(mut summary: Summary, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
+    summary.count_left();
     summary.measure_memory();
     log_finished(&summary);
     summary.print(json);
@@ -475,7 +504,9 @@ pub fn add_recheck(s: &mut Summary, r: &leasehold::pipeline::Rechecked) {
 }
 
 pub fn add_discovery(s: &mut Summary, d: &Discovered) {
-    s.unchanged = d.unchanged;
+    s.unchanged = d.unchanged.saturating_sub(d.pending);
+    s.resumed = d.pending;
+    s.seen = Some((d.new + d.changed + d.unchanged + d.gone) as u64);
     s.new = d.new;
     s.changed = d.changed;
     s.gone = d.gone;

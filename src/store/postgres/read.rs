@@ -179,12 +179,14 @@ pub(crate) fn sources_after(
     let limit = limit as i64;
     let rows = match after {
         None => c.query(
-            r#"SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
+            r#"SELECT doc_key, source_stat, version LIKE 'sha256:%',
+               status IN ('discovered', 'retrying', 'extracting') FROM jobs
                WHERE NOT source_gone ORDER BY doc_key COLLATE "C" LIMIT $1"#,
             &[&limit],
         )?,
         Some(after) => c.query(
-            r#"SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
+            r#"SELECT doc_key, source_stat, version LIKE 'sha256:%',
+               status IN ('discovered', 'retrying', 'extracting') FROM jobs
                WHERE doc_key COLLATE "C" > $1::TEXT COLLATE "C" AND NOT source_gone
                ORDER BY doc_key COLLATE "C" LIMIT $2"#,
             &[&after, &limit],
@@ -197,6 +199,7 @@ pub(crate) fn sources_after(
                 KnownSource {
                     stat: r.try_get(1)?,
                     hashed: r.try_get(2)?,
+                    pending: r.try_get(3)?,
                 },
             ))
         })
@@ -206,7 +209,8 @@ pub(crate) fn sources_after(
 /// The stored fingerprint of each key, one statement for the batch.
 pub(crate) fn source_stats(c: &mut Client, keys: &[String]) -> Sql<HashMap<String, KnownSource>> {
     let rows = c.query(
-        "SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
+        "SELECT doc_key, source_stat, version LIKE 'sha256:%',
+               status IN ('discovered', 'retrying', 'extracting') FROM jobs
          WHERE doc_key = ANY($1) AND NOT source_gone",
         &[&keys],
     )?;
@@ -217,6 +221,7 @@ pub(crate) fn source_stats(c: &mut Client, keys: &[String]) -> Sql<HashMap<Strin
             KnownSource {
                 stat: r.try_get(1)?,
                 hashed: r.try_get(2)?,
+                pending: r.try_get(3)?,
             },
         );
     }

@@ -228,13 +228,15 @@ pub(crate) fn renewal_is_noop(
 }
 
 /// The first page of a scan's known documents ([`sources_after`]).
-pub(crate) const FIRST_SOURCES: &str = "SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
+pub(crate) const FIRST_SOURCES: &str = "SELECT doc_key, source_stat, version LIKE 'sha256:%',
+     status IN ('discovered', 'retrying', 'extracting') FROM jobs
      WHERE source_gone = 0 ORDER BY doc_key LIMIT ?1";
 /// Every later page: a seek into `doc_key`'s index. One statement for both
 /// (`?1 IS NULL OR doc_key > ?1`) is planned without knowing ?1, so SQLite
 /// scanned the index from its start for every page, which made a scan's
 /// reads grow with the square of the documents.
-pub(crate) const SOURCES_AFTER: &str = "SELECT doc_key, source_stat, version LIKE 'sha256:%' FROM jobs
+pub(crate) const SOURCES_AFTER: &str = "SELECT doc_key, source_stat, version LIKE 'sha256:%',
+     status IN ('discovered', 'retrying', 'extracting') FROM jobs
      WHERE doc_key > ?1 AND source_gone = 0 ORDER BY doc_key LIMIT ?2";
 
 /// A page of present documents' keys and fingerprints after `after`, in
@@ -251,6 +253,7 @@ pub(crate) fn sources_after(
             KnownSource {
                 stat: r.get(1)?,
                 hashed: r.get(2)?,
+                pending: r.get(3)?,
             },
         ))
     };
@@ -273,7 +276,8 @@ pub(crate) fn source_stats(
     keys: &[String],
 ) -> rusqlite::Result<HashMap<String, KnownSource>> {
     let mut stmt = c.prepare_cached(
-        "SELECT source_stat, version LIKE 'sha256:%' FROM jobs WHERE doc_key = ?1 AND source_gone = 0",
+        "SELECT source_stat, version LIKE 'sha256:%', status IN ('discovered', 'retrying', 'extracting')
+         FROM jobs WHERE doc_key = ?1 AND source_gone = 0",
     )?;
     let mut out = HashMap::with_capacity(keys.len());
     for k in keys {
@@ -282,6 +286,7 @@ pub(crate) fn source_stats(
                 Ok(KnownSource {
                     stat: r.get(0)?,
                     hashed: r.get(1)?,
+                    pending: r.get(2)?,
                 })
             })
             .optional()?;

@@ -145,6 +145,34 @@ fn sigint_stops_a_run_gracefully_and_exits_130() {
     assert_eq!(summary["indexed"].as_i64(), Some(indexed), "{summary}");
     assert_eq!(summary["left"].as_i64(), Some(300 - indexed), "{summary}");
     assert_eq!(count(data.path(), "extracting"), 0, "a lease was left held");
+    adds_up(&summary, 300);
+
+    // The next run takes up what is left: those are not unchanged, and the
+    // counts still add up to what the scan saw.
+    let again = leasehold(data.path(), &["run", docs.path().to_str().unwrap(), "--json"]);
+    let again: serde_json::Value = serde_json::from_slice(&again.stdout).expect("JSON summary");
+    assert_eq!(again["indexed"].as_i64(), Some(300 - indexed), "{again}");
+    assert_eq!(again["unchanged"].as_i64(), Some(indexed), "{again}");
+    assert_eq!(again["resumed"].as_i64(), Some(300 - indexed), "{again}");
+    assert_eq!(again["left"], 0, "{again}");
+    adds_up(&again, 300);
+    let text = leasehold(data.path(), &["run", docs.path().to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.starts_with("indexed 0, failed 0 (0 will retry, 0 dead), unchanged 300, left 0 (of 300 seen);"),
+        "{text}"
+    );
+}
+
+/// `indexed + failed + unchanged + removed + left` is what the scan saw.
+fn adds_up(summary: &serde_json::Value, seen: u64) {
+    let n = |k: &str| summary[k].as_u64().unwrap_or_else(|| panic!("{k} in {summary}"));
+    assert_eq!(summary["seen"].as_u64(), Some(seen), "{summary}");
+    assert_eq!(
+        n("indexed") + n("failed") + n("unchanged") + n("gone") + n("left"),
+        seen,
+        "{summary}"
+    );
 }
 
 /// A second signal does not wait for the documents in flight: the process
