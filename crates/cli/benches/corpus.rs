@@ -30,9 +30,11 @@
 //!
 //! After the rounds, the last round's `leasehold run` with 2 workers (its
 //! search index built as it ran) and `recollindex` answer the same 20 fixed
-//! one-word queries (`leasehold search` and `recollq` with stem expansion
-//! off, both without a result limit): per query the documents each found,
-//! those both found, and leasehold's recall against Recoll's set.
+//! one-word queries, both without a result limit, twice: with stemming (each
+//! side's default: `leasehold search` and `recollq`'s English stem
+//! expansion), then with words as written (`search --exact`, `recollq -s ""`):
+//! per query the documents each found, those both found, and leasehold's
+//! recall against Recoll's set.
 //!
 //! `--by-format` adds one run of each side per format folder (`html`, `pdf`, ...),
 //! leasehold with 1 worker, to show where the time goes.
@@ -353,18 +355,29 @@ const RECALL_QUERIES: [&str; 20] = [
     "security",
 ];
 
-/// Per query: what `leasehold search` (the run in `ours`) and `recollq` (the
-/// index in `theirs`) found, and leasehold's recall against Recoll's set.
+/// [`print_recall_of`] with stemming on both sides, then with words as written.
 fn print_recall(docs: &Path, ours: &Path, theirs: &Path) {
-    println!("\nrecall, leasehold search vs recollq (stem expansion off), same corpus:");
+    print_recall_of(docs, ours, theirs, true);
+    print_recall_of(docs, ours, theirs, false);
+}
+
+/// Per query: what `leasehold search` (the run in `ours`) and `recollq` (the
+/// index in `theirs`) found, and leasehold's recall against Recoll's set;
+/// `stems`: each side expands words to their other forms.
+fn print_recall_of(docs: &Path, ours: &Path, theirs: &Path, stems: bool) {
+    let how = match stems {
+        true => "stemming on both sides",
+        false => "words as written: search --exact, recollq -s \"\"",
+    };
+    println!("\nrecall, leasehold search vs recollq ({how}), same corpus:");
     println!(
         "{:<10} {:>9} {:>8} {:>6} {:>7}",
         "query", "leasehold", "recoll", "both", "recall"
     );
     let (mut sum_both, mut sum_theirs) = (0usize, 0usize);
     for q in RECALL_QUERIES {
-        let mine = leasehold_search(ours, q);
-        let recoll = recollq(docs, theirs, q);
+        let mine = leasehold_search(ours, q, stems);
+        let recoll = recollq(docs, theirs, q, stems);
         let both = mine.intersection(&recoll).count();
         let recall = if recoll.is_empty() {
             1.0
@@ -385,8 +398,9 @@ fn print_recall(docs: &Path, ours: &Path, theirs: &Path) {
     );
 }
 
-/// The keys `leasehold search QUERY` finds in the run's data directory.
-fn leasehold_search(run: &Path, query: &str) -> std::collections::BTreeSet<String> {
+/// The keys `leasehold search QUERY` finds in the run's data directory
+/// (`--exact` unless `stems`).
+fn leasehold_search(run: &Path, query: &str, stems: bool) -> std::collections::BTreeSet<String> {
     #[derive(Deserialize)]
     struct Hit {
         key: String,
@@ -399,6 +413,7 @@ fn leasehold_search(run: &Path, query: &str) -> std::collections::BTreeSet<Strin
         .arg("--data")
         .arg(run.join("data"))
         .args(["search", query, "--json", "--limit", "0"])
+        .args((!stems).then_some("--exact"))
         .output()
         .expect("leasehold search");
     // Exit 1 with an empty page is no match, as for grep.
@@ -410,13 +425,17 @@ fn leasehold_search(run: &Path, query: &str) -> std::collections::BTreeSet<Strin
 }
 
 /// The documents (as keys: paths relative to `docs`) `recollq` finds for
-/// `query` in the index of the run in `run`.
-fn recollq(docs: &Path, run: &Path, query: &str) -> std::collections::BTreeSet<String> {
+/// `query` in the index of the run in `run`; without `stems`, with its stem
+/// expansion off (`-s ""`).
+fn recollq(docs: &Path, run: &Path, query: &str, stems: bool) -> std::collections::BTreeSet<String> {
     let conf = run.join("recoll");
+    let no_stems: &[&str] = if stems { &[] } else { &["-s", ""] };
     let out = Command::new("recollq")
         .arg("-c")
         .arg(&conf)
-        .args(["-b", "-n", "0", "-s", "", query])
+        .args(["-b", "-n", "0"])
+        .args(no_stems)
+        .arg(query)
         .env("RECOLL_CONFDIR", &conf)
         .env("PATH", recoll_path())
         .output()
