@@ -46,6 +46,8 @@ pub mod pipeline;
 #[doc(hidden)]
 pub mod portable;
 pub mod secret;
+/// Sizes as people write them: the configuration's, and search's `size>`.
+mod size;
 pub mod source;
 pub mod store;
 #[cfg(feature = "http")]

@@ -130,10 +130,9 @@ use crate::clock::Millis;
 use crate::secret::Secret;
 use crate::store::DbLocation;
 
-mod size;
 mod validate;
 
-pub use size::{format_size, parse_size, SIZE_FORM};
+pub use crate::size::{format_size, parse_size, SIZE_FORM};
 use validate::{toml_message, RawFile, Validator};
 
 /// The example file from the module documentation, kept in one place so a unit

@@ -476,9 +476,10 @@ pub enum Command {
     /// QUERY: words (each must occur; one with punctuation, such as
     /// qemu-img, C++ or a URL, is searched as the phrase of its parts),
     /// "a phrase", prefix*, -word or NOT word to exclude, OR (or |) between
-    /// alternatives, (parentheses); fields dir:FOLDER, path:TEXT and
-    /// type:pdf (or a family: text, word, spreadsheet...) narrow it, -dir:
-    /// and the like exclude. Several arguments are one query. An
+    /// alternatives, (parentheses); fields dir:FOLDER, path:TEXT,
+    /// type:pdf (or a family: text, word, spreadsheet...), size>1MB,
+    /// size<=500kB, after:2026-01-31 and before:2026-01 (the source's
+    /// modification day, UTC) narrow it, -dir: and the like exclude. Several arguments are one query. An
     /// argument starting with - is read as an option: write NOT word, or put
     /// the query after -- (leasehold search -- linux -windows). Words in
     /// Hangul, Han, Kana and Thai are searched as prefixes (계정 finds 계정이).

@@ -1,6 +1,14 @@
-//! Fields of a query in people's language (`dir:`, `path:`, `type:`): they
-//! narrow a search to some documents by their key, and are written as a
-//! condition on `jobs.doc_key` that each engine puts beside its match.
+//! Fields of a query in people's language (`dir:`, `path:`, `type:`,
+//! `size>`/`size<`, `after:`, `before:`): they narrow a search to some
+//! documents by their key or by their source's size and modification time,
+//! and are written as a condition on the `jobs` row (`j`) that each engine
+//! puts beside its match.
+//!
+//! Size and time come from the source's fingerprint as the last scan
+//! recorded it (`source_stat`: `SIZE:SECONDS.NANOS:LINK` for a file that
+//! could be read), so they need no column of their own; a document without
+//! one (an HTTP source, an unreadable file) matches no size or date, and is
+//! kept by a negated one.
 //!
 //! A key is the document's path relative to its source folder: `/`-joined,
 //! `\\`-joined when it was made on Windows, `hex:` and the bytes for a name
@@ -17,6 +25,12 @@ pub(crate) enum Field {
     /// `type:pdf`: the documents of that type, by extension (`pdf`,
     /// `docx`…) or family ([`FAMILIES`]).
     Type,
+    /// `size>1MB`, `size<=500kB` (or `size:>1MB`): by the source's size.
+    Size,
+    /// `after:2026-01-01`: modified on that day (UTC) or later.
+    After,
+    /// `before:2026-01-01`: modified before that day (UTC).
+    Before,
 }
 
 impl Field {
@@ -27,9 +41,66 @@ impl Field {
             "dir" | "folder" => Some(Field::Dir),
             "path" => Some(Field::Path),
             "type" | "ext" => Some(Field::Type),
+            "size" => Some(Field::Size),
+            "after" => Some(Field::After),
+            "before" => Some(Field::Before),
             _ => None,
         }
     }
+
+    /// Whether several values of the field are alternatives (`type:pdf
+    /// type:docx`) rather than each a bound that must hold (`size>1MB
+    /// size<10MB`, `after:2026 before:2027`).
+    fn alternatives(self) -> bool {
+        matches!(self, Field::Dir | Field::Path | Field::Type)
+    }
+}
+
+/// A size bound: `>N`, `>=N`, `<N` or `<=N` bytes (N as `--max-input`
+/// takes it: `1MB`, `500kB`, `2MiB`, or bytes; `0` too).
+fn size_bound(value: &str) -> Result<(&'static str, u64), String> {
+    let form = || format!("size takes a bound such as size>1MB or size<=500kB, not {value:?}");
+    let (op, number) = [">=", "<=", ">", "<"]
+        .into_iter()
+        .find_map(|op| value.strip_prefix(op).map(|n| (op, n)))
+        .ok_or_else(form)?;
+    let bytes = match number.trim() {
+        "0" => 0,
+        n => crate::size::parse_size(n).map_err(|why| format!("size{op}{n}: {why}"))?,
+    };
+    Ok((op, bytes))
+}
+
+/// The first second (UTC, since 1970) of the day `value` names:
+/// `YYYY-MM-DD`, or `YYYY-MM` and `YYYY` for the first day of a month or
+/// year; from 1970 on (a file dated earlier is found by `before:1971`).
+fn day_start(field: Field, value: &str) -> Result<i64, String> {
+    let name = if field == Field::After { "after" } else { "before" };
+    let form = || format!("{name}: takes a date such as {name}:2026-01-31, 2026-01 or 2026, not {value:?}");
+    let parts: Vec<&str> = value.split('-').collect();
+    let day = match parts.as_slice() {
+        [y] => format!("{y}-01-01"),
+        [y, m] => format!("{y}-{m}-01"),
+        [y, m, d] => format!("{y}-{m}-{d}"),
+        _ => return Err(form()),
+    };
+    let well_formed = day.len() == 10
+        && day
+            .bytes()
+            .enumerate()
+            .all(|(i, b)| (i == 4 || i == 7) == (b == b'-'));
+    if !well_formed {
+        return Err(form());
+    }
+    if day.as_str() < "1970" {
+        return Err(format!("{name}: takes a date from 1970 on, not {value:?}"));
+    }
+    let at = humantime::parse_rfc3339(&format!("{day}T00:00:00Z")).map_err(|_| form())?;
+    let secs = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| form())?
+        .as_secs();
+    i64::try_from(secs).map_err(|_| form())
 }
 
 /// One field of a query: `-dir:archive` is `Filter { Dir, "archive", negated }`.
@@ -59,12 +130,17 @@ pub(crate) fn refused(field: Field, value: &str) -> Option<String> {
             Field::Dir => "dir: takes a folder, such as dir:notes".into(),
             Field::Path => "path: takes a piece of a path, such as path:2026".into(),
             Field::Type => "type: takes a file type or extension, such as type:pdf".into(),
+            Field::Size => "size takes a bound, such as size>1MB".into(),
+            Field::After => "after: takes a date, such as after:2026-01-31".into(),
+            Field::Before => "before: takes a date, such as before:2026-01-31".into(),
         });
     }
     match field {
         Field::Type if !value.chars().all(|c| c.is_ascii_alphanumeric()) => Some(format!(
             "type: takes a file type or extension such as pdf, docx or text, not {value:?}"
         )),
+        Field::Size => size_bound(value).err(),
+        Field::After | Field::Before => day_start(field, value).err(),
         _ => None,
     }
 }
@@ -95,14 +171,22 @@ pub(crate) struct Condition {
     pub params: Vec<String>,
 }
 
-/// `filters` as one condition on `j.doc_key` (true when there are none):
-/// the values of one field not negated are alternatives (`type:pdf
-/// type:docx`), negated ones each exclude, and the fields all hold.
-/// Parameters are numbered from `first`.
+/// `filters` as one condition on the row `j` (true when there are none):
+/// the values of one of `dir:`, `path:` and `type:` not negated are
+/// alternatives (`type:pdf type:docx`), a size or date is a bound that
+/// holds with the others, negated ones each exclude, and the fields all
+/// hold. Parameters are numbered from `first`.
 pub(crate) fn condition(filters: &[Filter], dialect: Dialect, first: usize) -> Condition {
     let mut out = Condition::default();
     let mut all = Vec::new();
-    for field in [Field::Dir, Field::Path, Field::Type] {
+    for field in [
+        Field::Dir,
+        Field::Path,
+        Field::Type,
+        Field::Size,
+        Field::After,
+        Field::Before,
+    ] {
         let mut any = Vec::new();
         for f in filters.iter().filter(|f| f.field == field) {
             let mut sql = Sql {
@@ -114,10 +198,13 @@ pub(crate) fn condition(filters: &[Filter], dialect: Dialect, first: usize) -> C
                 Field::Dir => sql.under(&f.value),
                 Field::Path => sql.holds(&f.value),
                 Field::Type => sql.of_type(&f.value),
+                Field::Size => sql.sized(&f.value),
+                Field::After | Field::Before => sql.modified(field, &f.value),
             };
-            match f.negated {
-                true => all.push(format!("NOT {one}")),
-                false => any.push(one),
+            match (f.negated, field.alternatives()) {
+                (true, _) => all.push(format!("NOT {one}")),
+                (false, true) => any.push(one),
+                (false, false) => all.push(one),
             }
         }
         if !any.is_empty() {
@@ -210,6 +297,49 @@ impl Sql<'_> {
         format!("({find} AND j.doc_key NOT LIKE 'hex:%')")
     }
 
+    /// The source's size in bytes from its fingerprint, NULL without one.
+    fn size(&self) -> &'static str {
+        match self.dialect {
+            Dialect::Sqlite => {
+                "(CASE WHEN j.source_stat GLOB '[0-9]*:*' THEN CAST(j.source_stat AS INTEGER) END)"
+            }
+            Dialect::Postgres => {
+                "(CASE WHEN j.source_stat ~ '^[0-9]+:' THEN split_part(j.source_stat, ':', 1)::BIGINT END)"
+            }
+        }
+    }
+
+    /// The source's modification time (whole seconds since 1970, UTC) from
+    /// its fingerprint, NULL without one.
+    fn mtime(&self) -> &'static str {
+        match self.dialect {
+            Dialect::Sqlite => {
+                "(CASE WHEN j.source_stat GLOB '[0-9]*:*' \
+                 THEN CAST(substr(j.source_stat, instr(j.source_stat, ':') + 1) AS INTEGER) END)"
+            }
+            Dialect::Postgres => {
+                "(CASE WHEN j.source_stat ~ '^[0-9]+:-?[0-9]+' \
+                 THEN substring(j.source_stat from '^[0-9]+:(-?[0-9]+)')::BIGINT END)"
+            }
+        }
+    }
+
+    /// `size>N` and the like; false (not unknown) for a document without a
+    /// size, so that a negated bound keeps it. The bound is a number this
+    /// reader parsed, written into the SQL.
+    fn sized(&mut self, value: &str) -> String {
+        let (op, bytes) = size_bound(value).expect("checked when the query was read");
+        format!("COALESCE({} {op} {bytes}, FALSE)", self.size())
+    }
+
+    /// `after:`/`before:` a day: modified at or after its first second, or
+    /// before it; false for a document without a time.
+    fn modified(&mut self, field: Field, value: &str) -> String {
+        let at = day_start(field, value).expect("checked when the query was read");
+        let op = if field == Field::After { ">=" } else { "<" };
+        format!("COALESCE({} {op} {at}, FALSE)", self.mtime())
+    }
+
     /// `type:`: the file name ends in `.ext` after at least one character
     /// (`.bashrc` is a name, not an extension), for each extension the
     /// type stands for.
@@ -295,6 +425,51 @@ mod tests {
             "(1 = 1)"
         );
         assert!(refused(Field::Type, "p%").is_some() && refused(Field::Type, "pdf").is_none());
+
+        // Sizes and dates: bounds that all hold, written as numbers.
+        let c = condition(
+            &[
+                filter(Field::Size, ">1kB", false),
+                filter(Field::Size, "<=2MiB", false),
+                filter(Field::After, "2026-01", false),
+                filter(Field::Before, "2025", true),
+            ],
+            Dialect::Sqlite,
+            1,
+        );
+        assert!(c.params.is_empty());
+        assert!(
+            c.sql.contains(" > 1000, FALSE)") && c.sql.contains(" <= 2097152, FALSE)"),
+            "{}",
+            c.sql
+        );
+        assert!(c.sql.contains(" >= 1767225600, FALSE)"), "{}", c.sql);
+        assert!(
+            c.sql.contains("NOT COALESCE(") && c.sql.contains(" < 1735689600, FALSE)"),
+            "{}",
+            c.sql
+        );
+        assert!(!c.sql.contains(" OR "), "bounds are not alternatives: {}", c.sql);
+        assert_eq!(
+            size_bound("=0").unwrap_err(),
+            "size takes a bound such as size>1MB or size<=500kB, not \"=0\""
+        );
+        assert_eq!(size_bound(">0"), Ok((">", 0)));
+        assert!(size_bound(">1XB").unwrap_err().contains("unknown unit"));
+        assert_eq!(day_start(Field::Before, "1970-01-02"), Ok(86_400));
+        assert!(day_start(Field::Before, "1969-12-31")
+            .unwrap_err()
+            .contains("from 1970 on"));
+        for bad in [
+            "2026-13-01",
+            "2026-02-30",
+            "26-01-01",
+            "2026-1-1",
+            "yesterday",
+            "2026-01-01-01",
+        ] {
+            assert!(refused(Field::After, bad).is_some(), "{bad}");
+        }
         assert!(refused(Field::Dir, "").is_some() && refused(Field::Path, " ").is_some());
     }
 }

@@ -220,6 +220,11 @@ fn quoted(chars: &[char], at: &mut usize) -> Result<String, SyntaxError> {
 /// (empty when the word ends at the colon). A word whose name is no field
 /// (`https://…`, `body:x`) is a word.
 fn field_of(word: &str) -> Option<(Field, String)> {
+    // `size>1MB`, `size<=2MiB`: the bound is the value.
+    let bound = word.get(..4).filter(|n| n.eq_ignore_ascii_case("size"));
+    if let Some(rest) = bound.and(word.get(4..)).filter(|r| r.starts_with(['<', '>'])) {
+        return Some((Field::Size, rest.to_owned()));
+    }
     let (name, value) = word.split_once(':')?;
     Some((Field::named(name)?, value.to_owned()))
 }
@@ -295,7 +300,10 @@ impl Reader<'_> {
         let mut any: Vec<Node> = first.into_iter().collect();
         while let Some(&(column, Token::Or)) = self.peek() {
             if self.last_was_field {
-                return error(column, "OR cannot join a field (dir:, path:, type:)");
+                return error(
+                    column,
+                    "OR cannot join a field (dir:, path:, type:, size, after:, before:)",
+                );
             }
             self.at += 1;
             match self.peek() {
@@ -306,7 +314,10 @@ impl Reader<'_> {
             }
             let (next, next_excluded) = self.unary(depth, false)?;
             if self.last_was_field {
-                return error(column, "OR cannot join a field (dir:, path:, type:)");
+                return error(
+                    column,
+                    "OR cannot join a field (dir:, path:, type:, size, after:, before:)",
+                );
             }
             if excluded || next_excluded {
                 return error(
@@ -354,7 +365,7 @@ impl Reader<'_> {
                 if depth > 0 {
                     return error(
                         column,
-                        "a field (dir:, path:, type:) goes at the top of a query, not inside ( )",
+                        "a field (dir:, path:, type:, size, after:, before:) goes at the top of a query, not inside ( )",
                     );
                 }
                 self.filters.push(Filter {
@@ -606,6 +617,36 @@ mod tests {
             assert_eq!(e.column, column, "{q:?}: {e}");
             assert!(e.to_string().contains(says), "{q:?}: {e}");
         }
+    }
+
+    #[test]
+    fn sizes_and_dates_are_fields_and_bad_ones_name_their_column() {
+        let q = read(
+            "report size>1MB SIZE<=2MiB -after:2026-03 before:2027",
+            Tokenizer::Unicode61,
+        )
+        .unwrap();
+        let got: Vec<(Field, &str, bool)> = q
+            .filters
+            .iter()
+            .map(|f| (f.field, f.value.as_str(), f.negated))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Field::Size, ">1MB", false),
+                (Field::Size, "<=2MiB", false),
+                (Field::After, "2026-03", true),
+                (Field::Before, "2027", false),
+            ]
+        );
+        assert_eq!(fts("sizeable size"), r#""sizeable" AND "size""#);
+        let e = refused("report size>1XB");
+        assert_eq!(e.column, 8, "{e}");
+        assert!(e.why.contains("unknown unit"), "{e}");
+        let e = refused("report after:2026-02-30");
+        assert_eq!(e.column, 8, "{e}");
+        assert!(refused("size>1MB").why.contains("add a word"));
     }
 
     #[test]

@@ -188,6 +188,14 @@ fn the_search_corpus_answers_its_table_of_queries() {
     let src = dir.path().join("src");
     common::copy_tree(&here.join("corpus"), &src);
     common::copy_tree(&samples(), &src.join("samples"));
+    // 2020-06-15T12:00:00Z, for the table's dates.
+    let june = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_592_222_400);
+    let file = std::fs::File::options()
+        .write(true)
+        .open(src.join("notes/installs.txt"))
+        .unwrap();
+    file.set_modified(june).unwrap();
+    drop(file);
     let data = dir.path().join("data");
     let out = leasehold(&data, &["run", src.to_str().unwrap(), "-q"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -513,6 +521,25 @@ fn search_on_postgres() {
     assert_eq!(hit_keys(&search_json_on(db, &data, "cards -fox")), ["cards.md"]);
     assert_eq!(hit_keys(&search_json_on(db, &data, "\"brown fox\"")), ["fox.txt"]);
     assert_eq!(hit_keys(&search_json_on(db, &data, "car*")), ["cards.md"]);
+    // Sizes and dates from the fingerprint, in PostgreSQL's SQL.
+    let none = Vec::<String>::new();
+    assert_eq!(
+        hit_keys(&search_json_on(db, &data, "cards size>10 size<1kB")),
+        ["cards.md"]
+    );
+    assert_eq!(hit_keys(&search_json_on(db, &data, "cards size>1MB")), none);
+    assert_eq!(
+        hit_keys(&search_json_on(db, &data, "cards after:2000")),
+        ["cards.md"]
+    );
+    assert_eq!(
+        hit_keys(&search_json_on(db, &data, "cards before:2000-01-01")),
+        none
+    );
+    assert_eq!(
+        hit_keys(&search_json_on(db, &data, "cards -before:2000")),
+        ["cards.md"]
+    );
     assert_eq!(
         hit_keys(&search_json_on(db, &data, "quick NOT lazy")),
         Vec::<String>::new()

@@ -1,5 +1,5 @@
 //! Sizes as people write them (`64MiB`, `1 GB`, `1.5GiB`, `4096`), one parser
-//! for the flags and the configuration file. Our own rather than `bytesize`'s:
+//! for the flags, the configuration file and search's `size>` field. Our own rather than `bytesize`'s:
 //! that one took `20000PiB` as 16 EiB without a word and answered a number too
 //! big for 64 bits with `couldn't parse "" into a known SI unit`.
 
@@ -78,6 +78,8 @@ fn scaled(number: &str, unit_bytes: u128) -> Option<u128> {
 
 /// `bytes` as a size that [`parse_size`] reads back exactly, in the largest
 /// binary unit that divides it (`512MiB`, `6GiB`, `1000001`).
+// The configuration's (feature `http`) and the command line's.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub fn format_size(bytes: u64) -> String {
     const BINARY: [(&str, u64); 5] = [
         ("PiB", 1 << 50),
