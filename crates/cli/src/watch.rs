@@ -76,6 +76,9 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
     }
     add_discovery(&mut summary, &found);
     add_recheck(&mut summary, &rechecked);
+    // Passes add up over time, and a document can be seen by many of them:
+    // no total of documents seen.
+    summary.seen = None;
     summary.watch = Some(totals);
     settle_courier(cfg, courier, &mut summary)?;
     finish_watch(summary, json, fail_on_error)
