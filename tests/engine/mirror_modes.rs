@@ -1,5 +1,8 @@
 //! The mirror's files are 0600 and its directories 0700 whatever the umask.
-//! One test in its own binary: the umask is per process.
+//! The umask is per process, and this binary runs its tests on threads: a
+//! umask that strips the owner's bits made another test's temporary
+//! directory unwritable. So the body runs alone, in a child of this binary
+//! that runs this one test.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -10,8 +13,29 @@ fn mode(path: &Path) -> u32 {
     std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
 }
 
+/// Set in the child that runs the body.
+const ALONE: &str = "LEASEHOLD_TEST_UMASK_ALONE";
+
 #[test]
 fn files_are_0600_and_directories_0700_whatever_the_umask() {
+    if std::env::var_os(ALONE).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "mirror_modes::files_are_0600_and_directories_0700_whatever_the_umask",
+                "--test-threads=1",
+            ])
+            .env(ALONE, "1")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.contains("1 passed"),
+            "the child ran the body alone: {said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
     // A umask that strips even the owner's bits: without an explicit chmod, new
     // directories would be 0400 and new files 0400.
     // SAFETY: umask(2) only swaps the process's mask.
