@@ -191,6 +191,9 @@ impl Store {
                     postgres::only_simple(t)?;
                 }
                 let pg = PgStore::open(&url, opts.clone())?;
+                if let Some(stemming) = opts.stemming {
+                    search::stemming::record(&pg, stemming)?;
+                }
                 let name = PathBuf::from(pg.url());
                 (Backend::Postgres(pg), name)
             }
@@ -794,15 +797,10 @@ impl Store {
     }
 
     /// Whether a query's words also find their other forms: what the data
-    /// directory records ([`StoreOptions::stemming`]). Always
-    /// [`Stemming::Off`] on PostgreSQL, whose edition searches words as
-    /// written.
+    /// directory records ([`StoreOptions::stemming`]).
     pub fn search_stemming(&self) -> Result<Stemming> {
-        match &self.inner.backend {
-            Backend::Sqlite(s) => s.stemming(),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(_) => Ok(Stemming::Off),
-        }
+        let recorded = self.meta(search::stemming::STEMMING_META)?;
+        Ok(Stemming::recorded(recorded.as_deref()))
     }
 
     /// The search index compared with the accepted results (`doctor`).

@@ -117,7 +117,6 @@ pub struct StoreOptions {
     /// data directory when the store is opened for writing. `None` keeps
     /// what the store records ([`Stemming::English`] when it records
     /// nothing). Changed at any time: the index does not depend on it.
-    /// SQLite only: the PostgreSQL edition searches words as written.
     pub stemming: Option<Stemming>,
     /// Make each accepted text searchable in the completion's transaction.
     /// On by default; off only to measure what indexing costs (an accepted

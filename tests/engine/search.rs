@@ -413,8 +413,8 @@ fn results_equal_a_brute_force_scan(b: Backend) {
             .unwrap();
         page.hits.into_iter().map(|h| h.key).collect()
     };
-    // Of the words, only these two share a stem (English Snowball); the
-    // PostgreSQL edition does not stem.
+    // Of the words, only these two share a stem (English Snowball), on
+    // both engines.
     let stems = store.search_stemming().unwrap() == Stemming::English;
     let same_word =
         |w: &str, x: &str| x == w || (stems && matches!((w, x), ("delta", "deltas") | ("deltas", "delta")));

@@ -506,14 +506,14 @@ fn tokenizer_at_creation(
 /// `[search] stemming` when given, else for a SQLite file about to be made,
 /// the default, so that the data directory records it from the start.
 /// Commands that only read record nothing (and search with what is
-/// recorded); PostgreSQL's edition has none to record.
+/// recorded).
 fn stemming_asked(
     w: &WorkFlags,
     file: Option<&FileConfig>,
     db: &DbLocation,
     creating: bool,
 ) -> Option<leasehold::Stemming> {
-    if !creating || !matches!(db, DbLocation::Sqlite(_)) {
+    if !creating {
         return None;
     }
     let given = w.search.stemming.map(|s| s.stemming());

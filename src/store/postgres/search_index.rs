@@ -17,8 +17,9 @@ use ::postgres::{Client, Transaction};
 use crate::store::completion::Completion;
 use crate::store::postgres::conn::{Fail, Sql};
 use crate::store::search::fields::{self, Dialect, Filter};
+use crate::store::search::stemming::{Stemming, STEMMING_META};
 use crate::store::search::{
-    Found, Hit, IndexCheck, IndexDoc, Search, SearchPage, Snippet, MARK_CLOSE, MARK_OPEN,
+    stemmed_tsquery, Found, Hit, IndexCheck, IndexDoc, Search, SearchPage, Snippet, MARK_CLOSE, MARK_OPEN,
 };
 
 /// How much of a text `ts_headline` reads for a snippet (the tsvector holds
@@ -152,16 +153,35 @@ fn narrowing(filters: &[Filter], first: usize) -> fields::Condition {
 /// subquery, so that `ts_headline` (which reads the text) runs on the hits
 /// only, not on every match; then how many documents match in all.
 pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time::Duration) -> Sql<Found> {
-    let (tsquery, filters) = match search.pg_tsquery() {
+    let planned = match search.pg_plan() {
         Ok(planned) => planned,
         Err(why) => return Ok(Found::BadQuery(why)),
     };
+    let stemming = match search.stemming {
+        Some(asked) => asked,
+        None => Stemming::recorded(super::read::meta(c, STEMMING_META)?.as_deref()),
+    };
+    let filters = planned.filters;
     // The server stops the statement at the limit (57014, query_canceled);
     // SET LOCAL keeps the setting to this transaction.
     let started = std::time::Instant::now();
     let mut tx = c.transaction()?;
     let ms = time_limit.as_millis().clamp(1, i32::MAX as u128);
     tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}"))?;
+    // With stemming, the words as written rank first ($7); without, $7 is
+    // the query itself, so every match is in the first rank.
+    let written = planned.tsquery;
+    let stemmed = match (&planned.words, stemming) {
+        (Some(words), Stemming::English) => {
+            stemmed_tsquery(words, &mut |forms: &[String]| held_forms(&mut tx, forms))
+        }
+        _ => Ok(None),
+    };
+    let tsquery = match stemmed {
+        Ok(widened) => widened.unwrap_or_else(|| written.clone()),
+        Err(e) if e.code() == Some(&SqlState::QUERY_CANCELED) => return Ok(Found::TimedOut(time_limit)),
+        Err(e) => return Err(Fail::Pg(e)),
+    };
     // NULL: no limit.
     let limit = search.limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
     let offset = i64::try_from(search.offset).unwrap_or(i64::MAX);
@@ -169,7 +189,7 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
         "StartSel=\"{MARK_OPEN}\", StopSel=\"{MARK_CLOSE}\", MaxWords=16, MinWords=6, ShortWord=0, \
          MaxFragments=1, FragmentDelimiter=…"
     );
-    let narrow = narrowing(&filters, 7);
+    let narrow = narrowing(&filters, 8);
     let mut values: Vec<&(dyn ToSql + Sync)> = vec![
         &tsquery,
         &limit,
@@ -177,6 +197,7 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
         &SEARCHABLE_CHARS,
         &offset,
         &search.snippets,
+        &written,
     ];
     values.extend(narrow.params.iter().map(|p| p as &(dyn ToSql + Sync)));
     let rows = tx.query(
@@ -184,12 +205,13 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
             "SELECT j.doc_key, best.path, best.rank,
                 CASE WHEN $6 THEN ts_headline('simple', left(best.body, $4), to_tsquery('simple', $1), $3)
                      ELSE '' END
-           FROM (SELECT s.job_id, s.path, s.body, ts_rank(s.tsv, q) AS rank
+           FROM (SELECT s.job_id, s.path, s.body, ts_rank(s.tsv, q) AS rank,
+                        s.tsv @@ to_tsquery('simple', $7) AS as_written
                    FROM search_text s, to_tsquery('simple', $1) q
                   WHERE s.tsv @@ q{}
-                  ORDER BY rank DESC, s.job_id LIMIT $2 OFFSET $5) best
+                  ORDER BY as_written DESC, rank DESC, s.job_id LIMIT $2 OFFSET $5) best
            JOIN jobs j ON j.id = best.job_id
-          ORDER BY best.rank DESC, best.job_id",
+          ORDER BY best.as_written DESC, best.rank DESC, best.job_id",
             narrow.sql
         ),
         &values,
@@ -245,6 +267,19 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
     };
     tx.commit()?;
     Ok(Found::Hits(SearchPage { hits, total }))
+}
+
+/// Of the candidate `forms` (ASCII letters only, see `stemming.rs`), those
+/// the index holds: one probe of the GIN index each, which stops at the
+/// first document.
+fn held_forms(tx: &mut Transaction<'_>, forms: &[String]) -> Result<Vec<String>, ::postgres::Error> {
+    let rows = tx.query(
+        "SELECT f FROM unnest($1::TEXT[]) WITH ORDINALITY AS u (f, n)
+          WHERE EXISTS (SELECT 1 FROM search_text s WHERE s.tsv @@ to_tsquery('simple', quote_literal(f)))
+          ORDER BY n",
+        &[&forms],
+    )?;
+    rows.iter().map(|r| r.try_get(0)).collect()
 }
 
 /// `to_tsquery` refuses what it cannot read as a syntax error.

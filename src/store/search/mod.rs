@@ -284,15 +284,23 @@ impl<'q> Search<'q> {
         }
     }
 
-    /// The tsquery PostgreSQL runs for this search, and the fields that
-    /// narrow it.
+    /// The tsquery PostgreSQL runs for this search, the fields that narrow
+    /// it, and the words stemming may widen (people's language).
     // PostgreSQL only (feature `postgres`).
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn pg_tsquery(&self) -> std::result::Result<(String, Vec<fields::Filter>), String> {
+    pub(crate) fn pg_plan(&self) -> std::result::Result<PgPlan, String> {
         match self.syntax {
-            QuerySyntax::Fts5 => Ok((query::pg_tsquery(self.query)?, Vec::new())),
+            QuerySyntax::Fts5 => Ok(PgPlan {
+                tsquery: query::pg_tsquery(self.query)?,
+                filters: Vec::new(),
+                words: None,
+            }),
             QuerySyntax::Plain => language::read(self.query, Tokenizer::PgSimple)
-                .map(|q| (language::tsquery(&q.root), q.filters))
+                .map(|q| PgPlan {
+                    tsquery: language::tsquery(&q.root),
+                    filters: q.filters,
+                    words: Some(q.root),
+                })
                 .map_err(|e| e.to_string()),
         }
     }
@@ -309,6 +317,28 @@ pub(crate) struct SqlitePlan {
     pub filters: Vec<fields::Filter>,
     /// The query read, when stemming may widen its words.
     pub words: Option<language::Node>,
+}
+
+/// What PostgreSQL runs for a search ([`Search::pg_plan`]).
+// PostgreSQL only (feature `postgres`).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) struct PgPlan {
+    pub tsquery: String,
+    pub filters: Vec<fields::Filter>,
+    /// The query read, when stemming may widen its words.
+    pub words: Option<language::Node>,
+}
+
+/// The tsquery of `words` widened by stemming through `probe`, which keeps
+/// the candidate forms the index holds; None when no word has another form
+/// there.
+// PostgreSQL only (feature `postgres`).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) fn stemmed_tsquery<E>(
+    words: &language::Node,
+    probe: &mut stemming::Probe<'_, E>,
+) -> std::result::Result<Option<String>, E> {
+    Ok(stemming::expand_with(words, stemming::Lookup::Probe(probe))?.map(|n| language::tsquery(&n)))
 }
 
 /// The FTS5 expression of `words` widened by stemming

@@ -390,12 +390,6 @@ impl Sqlite {
         }
         self.write_tx(|tx, _| meta::meta_set(tx, STEMMING_META, stemming.name()))
     }
-
-    /// The stemming the data directory records (the default when none).
-    pub(crate) fn stemming(&self) -> Result<Stemming> {
-        self.read(|c| meta::meta(c, STEMMING_META))
-            .map(|v| Stemming::recorded(v.as_deref()))
-    }
 }
 
 impl Driver for Sqlite {
