@@ -447,18 +447,16 @@ impl JobFilter {
             true => &Status::ALL,
             false => &self.statuses,
         };
-        let with_dead = statuses.contains(&Status::Dead);
+        // Only dead documents have their source gone.
+        let removed = match statuses.contains(&Status::Dead) {
+            true => counts.removed,
+            false => 0,
+        };
+        let present: u64 = statuses.iter().map(|s| counts.get(*s)).sum();
         match self.source_gone {
-            Some(true) if with_dead => counts.removed,
-            Some(true) => 0,
-            gone => {
-                let removed = if gone.is_none() && with_dead {
-                    counts.removed
-                } else {
-                    0
-                };
-                statuses.iter().map(|s| counts.get(*s)).sum::<u64>() + removed
-            }
+            Some(true) => removed,
+            Some(false) => present,
+            None => present + removed,
         }
     }
 }

@@ -213,29 +213,31 @@ impl Validator<'_> {
     /// `[search]`: `tokenizer` is `unicode61` or `trigram`, `stemming`
     /// `english` or `none`.
     fn search(&self, raw: RawSearch) -> Result<SearchConfig, ConfigError> {
-        let tokenizer = raw
-            .tokenizer
-            .map(|name| {
-                crate::Tokenizer::parse(&name).map_err(|_| {
-                    self.invalid(
-                        "[search] tokenizer",
-                        format!("{name:?}: use \"unicode61\" or \"trigram\""),
-                    )
-                })
-            })
-            .transpose()?;
-        let stemming = raw
-            .stemming
-            .map(|name| {
-                crate::Stemming::parse(&name).map_err(|_| {
-                    self.invalid(
-                        "[search] stemming",
-                        format!("{name:?}: use \"english\" or \"none\""),
-                    )
-                })
-            })
-            .transpose()?;
+        let tokenizer = self.named(raw.tokenizer, "tokenizer", "\"unicode61\" or \"trigram\"", |n| {
+            crate::Tokenizer::parse(n).ok()
+        })?;
+        let stemming = self.named(raw.stemming, "stemming", "\"english\" or \"none\"", |n| {
+            crate::Stemming::parse(n).ok()
+        })?;
         Ok(SearchConfig { tokenizer, stemming })
+    }
+
+    /// `[search] key`'s value read by `parse`; one it cannot read is refused
+    /// naming the ones it takes (`choices`).
+    fn named<T>(
+        &self,
+        value: Option<String>,
+        key: &str,
+        choices: &str,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<Option<T>, ConfigError> {
+        value
+            .map(|name| {
+                parse(&name).ok_or_else(|| {
+                    self.invalid(format!("[search] {key}"), format!("{name:?}: use {choices}"))
+                })
+            })
+            .transpose()
     }
 
     // ----- store -----

@@ -211,13 +211,11 @@ impl DirSource {
         let mut stats = Stats::default();
         for e in batch.drain(..) {
             let (stat, meta) = self.fingerprint(&e, &mut stats);
-            let same = known
-                .get(&e.key)
-                .is_some_and(|k| k.stat == stat && (k.hashed || !fits(meta.as_ref(), max_bytes)));
+            let stored = known.get(&e.key);
+            let same =
+                stored.is_some_and(|k| k.stat == stat && (k.hashed || !fits(meta.as_ref(), max_bytes)));
             if same {
-                if known.get(&e.key).is_some_and(|k| k.pending) {
-                    report.pending += 1;
-                }
+                report.pending += usize::from(stored.is_some_and(|k| k.pending));
                 if e.link == Link::Inside {
                     relinked.push(e.key);
                 }

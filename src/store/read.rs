@@ -8,6 +8,16 @@ use super::driver::Rows;
 use crate::clock::Millis;
 use crate::job::{Counts, HistoryEntry, Job, JobFilter, LiveLease, Status, UnknownStatus};
 
+/// What a scan reads of a known document, after its key where it asks for
+/// it: [`KnownSource`]'s fingerprint, whether its version is a content
+/// hash, and whether it waits for work (queued, retrying, under a claim).
+macro_rules! known_source_columns {
+    () => {
+        "source_stat, version LIKE 'sha256:%', status IN ('discovered', 'retrying', 'extracting')"
+    };
+}
+pub(crate) use known_source_columns;
+
 /// A document's columns, in the order [`job_from`] reads them.
 pub(crate) const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
     lease_expires_at, attempts, max_attempts, retry_at, last_error, result_path, checksum,

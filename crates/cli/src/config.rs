@@ -481,45 +481,43 @@ fn memory_origin(w: &WorkFlags, f: &ExtractConfig, file_path: Option<&Path>) -> 
 }
 
 /// The tokenizer the store is asked for: `--tokenizer` or the configuration's
-/// `[search] tokenizer` when given (a store with text made with another one
-/// refuses it), else for a SQLite file about to be made, the default, so that
-/// the data directory records it from the start. A PostgreSQL database has
-/// its one configuration. Commands that only read ask for nothing: they
-/// search with whatever the index was made with.
+/// `[search] tokenizer` ([`asked_when_working`]; a store with text made with
+/// another one refuses it). A PostgreSQL database has its one configuration.
 fn tokenizer_at_creation(
     w: &WorkFlags,
     file: Option<&FileConfig>,
     db: &DbLocation,
     creating: bool,
 ) -> Option<leasehold::Tokenizer> {
-    if !creating {
-        return None;
-    }
-    let configured = file.and_then(|f| f.search.tokenizer);
-    let given = w.search.tokenizer.map(|t| t.tokenizer()).or(configured);
-    let new_file = matches!(db, DbLocation::Sqlite(path) if !path.exists());
-    given.or(new_file.then_some(leasehold::Tokenizer::Unicode61))
+    let given = w.search.tokenizer.map(|t| t.tokenizer());
+    let given = given.or(file.and_then(|f| f.search.tokenizer));
+    asked_when_working(creating, db, given, leasehold::Tokenizer::Unicode61)
 }
 
-/// The stemming the store is asked to record, by a command that works
-/// (one that may create the store): `--stemming` or the configuration's
-/// `[search] stemming` when given, else for a SQLite file about to be made,
-/// the default, so that the data directory records it from the start.
-/// Commands that only read record nothing (and search with what is
-/// recorded).
+/// The stemming the store is asked to record: `--stemming` or the
+/// configuration's `[search] stemming` ([`asked_when_working`]).
 fn stemming_asked(
     w: &WorkFlags,
     file: Option<&FileConfig>,
     db: &DbLocation,
     creating: bool,
 ) -> Option<leasehold::Stemming> {
+    let given = w.search.stemming.map(|s| s.stemming());
+    let given = given.or(file.and_then(|f| f.search.stemming));
+    asked_when_working(creating, db, given, leasehold::Stemming::English)
+}
+
+/// A search setting a command asks of the store: only a command that works
+/// (one that may create the store) asks; it asks for what was `given`, else,
+/// for a SQLite file about to be made, `default`, so that the data directory
+/// records it from the start. Commands that only read ask for nothing: they
+/// search with what the data directory records.
+fn asked_when_working<T>(creating: bool, db: &DbLocation, given: Option<T>, default: T) -> Option<T> {
     if !creating {
         return None;
     }
-    let given = w.search.stemming.map(|s| s.stemming());
-    let given = given.or(file.and_then(|f| f.search.stemming));
     let new_file = matches!(db, DbLocation::Sqlite(path) if !path.exists());
-    given.or(new_file.then_some(leasehold::Stemming::English))
+    given.or(new_file.then_some(default))
 }
 
 fn store_options(w: &WorkFlags, lease: Duration) -> StoreOptions {

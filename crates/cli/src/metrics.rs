@@ -318,13 +318,13 @@ fn documents(x: &mut Exposition, store: &Store) -> leasehold::Result<()> {
         "leasehold_documents_gone",
         "gauge",
         "Documents whose source was removed (also leasehold_documents{status=\"removed\"}).",
-        totals.removed as f64,
+        counts.removed as f64,
     );
     x.single(
         "leasehold_documents_no_text",
         "gauge",
         "Indexed documents whose text holds no word (an empty file, a PDF of scanned pages).",
-        totals.no_text as f64,
+        counts.no_text as f64,
     );
     x.single(
         "leasehold_live_leases",

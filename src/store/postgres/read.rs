@@ -13,8 +13,8 @@ use crate::store::check::{
     broken_owner, indexed_row_from, shared_key, shared_token, CheckReads, IndexedRow, INDEXED_COLUMNS,
 };
 use crate::store::read::{
-    add_count, history_entry_from, job_from, live_lease_from, Claimable, Columns, EachRow, JobReads,
-    KnownSource, ReadRows, Totals, HISTORY_COLUMNS, JOB_COLUMNS, LEASE_COLUMNS,
+    add_count, history_entry_from, job_from, known_source_columns, live_lease_from, Claimable, Columns,
+    EachRow, JobReads, KnownSource, ReadRows, Totals, HISTORY_COLUMNS, JOB_COLUMNS, LEASE_COLUMNS,
 };
 
 impl Columns for Row {
@@ -179,16 +179,20 @@ pub(crate) fn sources_after(
     let limit = limit as i64;
     let rows = match after {
         None => c.query(
-            r#"SELECT doc_key, source_stat, version LIKE 'sha256:%',
-               status IN ('discovered', 'retrying', 'extracting') FROM jobs
-               WHERE NOT source_gone ORDER BY doc_key COLLATE "C" LIMIT $1"#,
+            concat!(
+                "SELECT doc_key, ",
+                known_source_columns!(),
+                r#" FROM jobs WHERE NOT source_gone ORDER BY doc_key COLLATE "C" LIMIT $1"#
+            ),
             &[&limit],
         )?,
         Some(after) => c.query(
-            r#"SELECT doc_key, source_stat, version LIKE 'sha256:%',
-               status IN ('discovered', 'retrying', 'extracting') FROM jobs
-               WHERE doc_key COLLATE "C" > $1::TEXT COLLATE "C" AND NOT source_gone
-               ORDER BY doc_key COLLATE "C" LIMIT $2"#,
+            concat!(
+                "SELECT doc_key, ",
+                known_source_columns!(),
+                r#" FROM jobs WHERE doc_key COLLATE "C" > $1::TEXT COLLATE "C" AND NOT source_gone
+               ORDER BY doc_key COLLATE "C" LIMIT $2"#
+            ),
             &[&after, &limit],
         )?,
     };
@@ -209,9 +213,11 @@ pub(crate) fn sources_after(
 /// The stored fingerprint of each key, one statement for the batch.
 pub(crate) fn source_stats(c: &mut Client, keys: &[String]) -> Sql<HashMap<String, KnownSource>> {
     let rows = c.query(
-        "SELECT doc_key, source_stat, version LIKE 'sha256:%',
-               status IN ('discovered', 'retrying', 'extracting') FROM jobs
-         WHERE doc_key = ANY($1) AND NOT source_gone",
+        concat!(
+            "SELECT doc_key, ",
+            known_source_columns!(),
+            " FROM jobs WHERE doc_key = ANY($1) AND NOT source_gone"
+        ),
         &[&keys],
     )?;
     let mut out = HashMap::with_capacity(rows.len());

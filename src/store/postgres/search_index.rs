@@ -157,10 +157,6 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
         Ok(planned) => planned,
         Err(why) => return Ok(Found::BadQuery(why)),
     };
-    let stemming = match search.stemming {
-        Some(asked) => asked,
-        None => Stemming::recorded(super::read::meta(c, STEMMING_META)?.as_deref()),
-    };
     let filters = planned.filters;
     // The server stops the statement at the limit (57014, query_canceled);
     // SET LOCAL keeps the setting to this transaction.
@@ -168,20 +164,17 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
     let mut tx = c.transaction()?;
     let ms = time_limit.as_millis().clamp(1, i32::MAX as u128);
     tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}"))?;
-    // With stemming, the words as written rank first ($7); without, $7 is
-    // the query itself, so every match is in the first rank.
     let written = planned.tsquery;
-    let stemmed = match (&planned.words, stemming) {
-        (Some(words), Stemming::English) => {
-            stemmed_tsquery(words, &mut |forms: &[String]| held_forms(&mut tx, forms))
-        }
-        _ => Ok(None),
+    let widened = match planned.words {
+        Some(words) => stemmed(&mut tx, &words, search.stemming),
+        None => Ok(None),
     };
-    let tsquery = match stemmed {
-        Ok(widened) => widened.unwrap_or_else(|| written.clone()),
+    let widened = match widened {
+        Ok(widened) => widened,
         Err(e) if e.code() == Some(&SqlState::QUERY_CANCELED) => return Ok(Found::TimedOut(time_limit)),
         Err(e) => return Err(Fail::Pg(e)),
     };
+    let tsquery = widened.as_ref().unwrap_or(&written);
     // NULL: no limit.
     let limit = search.limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
     let offset = i64::try_from(search.offset).unwrap_or(i64::MAX);
@@ -189,16 +182,24 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
         "StartSel=\"{MARK_OPEN}\", StopSel=\"{MARK_CLOSE}\", MaxWords=16, MinWords=6, ShortWord=0, \
          MaxFragments=1, FragmentDelimiter=…"
     );
-    let narrow = narrowing(&filters, 8);
     let mut values: Vec<&(dyn ToSql + Sync)> = vec![
-        &tsquery,
+        tsquery,
         &limit,
         &options,
         &SEARCHABLE_CHARS,
         &offset,
         &search.snippets,
-        &written,
     ];
+    // Widened by stemming, the words as written ($7) rank first; else every
+    // match is written alike and nothing is tested per row.
+    let as_written = match widened {
+        Some(_) => {
+            values.push(&written);
+            "s.tsv @@ to_tsquery('simple', $7)"
+        }
+        None => "TRUE",
+    };
+    let narrow = narrowing(&filters, values.len() + 1);
     values.extend(narrow.params.iter().map(|p| p as &(dyn ToSql + Sync)));
     let rows = tx.query(
         &format!(
@@ -206,7 +207,7 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
                 CASE WHEN $6 THEN ts_headline('simple', left(best.body, $4), to_tsquery('simple', $1), $3)
                      ELSE '' END
            FROM (SELECT s.job_id, s.path, s.body, ts_rank(s.tsv, q) AS rank,
-                        s.tsv @@ to_tsquery('simple', $7) AS as_written
+                        {as_written} AS as_written
                    FROM search_text s, to_tsquery('simple', $1) q
                   WHERE s.tsv @@ q{}
                   ORDER BY as_written DESC, rank DESC, s.job_id LIMIT $2 OFFSET $5) best
@@ -250,7 +251,7 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
             .clamp(1, i32::MAX as u128);
         tx.batch_execute(&format!("SET LOCAL statement_timeout = {left}"))?;
         let narrow = narrowing(&filters, 2);
-        let mut values: Vec<&(dyn ToSql + Sync)> = vec![&tsquery];
+        let mut values: Vec<&(dyn ToSql + Sync)> = vec![tsquery];
         values.extend(narrow.params.iter().map(|p| p as &(dyn ToSql + Sync)));
         let counted = tx.query_one(
             &format!(
@@ -267,6 +268,28 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
     };
     tx.commit()?;
     Ok(Found::Hits(SearchPage { hits, total }))
+}
+
+/// The tsquery of `words` with each word's other forms the index holds, when
+/// stemming is on (`asked`, else as the data directory records) and some
+/// word has one.
+fn stemmed(
+    tx: &mut Transaction<'_>,
+    words: &crate::store::search::language::Node,
+    asked: Option<Stemming>,
+) -> Result<Option<String>, ::postgres::Error> {
+    let stemming = match asked {
+        Some(asked) => asked,
+        None => {
+            let row = tx.query_opt("SELECT value FROM meta WHERE name = $1", &[&STEMMING_META])?;
+            let recorded: Option<String> = row.map(|r| r.try_get(0)).transpose()?;
+            Stemming::recorded(recorded.as_deref())
+        }
+    };
+    if stemming == Stemming::Off {
+        return Ok(None);
+    }
+    stemmed_tsquery(words, &mut |forms: &[String]| held_forms(tx, forms))
 }
 
 /// Of the candidate `forms` (ASCII letters only, see `stemming.rs`), those

@@ -84,10 +84,8 @@ impl std::fmt::Display for Stemming {
 pub(crate) const STEMMING_META: &str = "search_stemming";
 
 /// Record `stemming` in `engine`'s meta table unless it is already: a read
-/// first, so that an open that changes nothing writes nothing.
-// PostgreSQL's open (feature `postgres`); SQLite records it in its own open,
-// which knows whether the file may be written.
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+/// first, so that an open that changes nothing takes no write lock. Called
+/// by the opens that may write (SQLite's knows whether the file may be).
 pub(crate) fn record(engine: &dyn crate::store::engine::Engine, stemming: Stemming) -> crate::Result<()> {
     if engine.meta(STEMMING_META)?.as_deref() != Some(stemming.name()) {
         engine.set_meta(STEMMING_META, stemming.name())?;
@@ -430,7 +428,10 @@ mod tests {
         assert_eq!(vocabulary_range("possibl").lo, "possib");
         assert_eq!(vocabulary_range("run").lo, "run");
         assert_eq!(vocabulary_range("instal").lo, "instal");
-        assert!("happ\u{10FFFF}" > "happzzzz");
+        // The bound is above every longer term of the prefix, in byte order.
+        let r = vocabulary_range("happi");
+        assert!(r.lo.as_str() <= "happzzzz" && "happzzzz" < r.hi.as_str());
+        assert!("happ\u{ffff}" < r.hi.as_str() && "hapq" > r.hi.as_str());
     }
 
     #[test]

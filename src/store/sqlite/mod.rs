@@ -20,7 +20,6 @@ use crate::store::fencing::{WriteOp, WriteOut};
 use crate::store::options::Policy;
 use crate::store::read::KnownSource;
 use crate::store::retention::{sweep as sweep_history, window as history_window, HistoryPrune};
-use crate::store::search::stemming::{Stemming, STEMMING_META};
 use crate::store::search::{self, IndexCheck, IndexDoc, Search, SearchPage, Tokenizer};
 use crate::store::sqlite::search_index::Chosen;
 use checkpoint::Checkpointer;
@@ -125,7 +124,7 @@ impl Sqlite {
             sqlite.choose_tokenizer()?;
         }
         if let (true, Some(stemming)) = (writable, sqlite.opts.stemming) {
-            sqlite.record_stemming(stemming)?;
+            search::stemming::record(&sqlite, stemming)?;
         }
         Ok(sqlite)
     }
@@ -377,18 +376,6 @@ impl Sqlite {
                 ),
             }),
         }
-    }
-}
-
-impl Sqlite {
-    /// Record `stemming` in the meta table, unless it is already: a read
-    /// first, so that an open that changes nothing takes no write lock.
-    fn record_stemming(&self, stemming: Stemming) -> Result<()> {
-        let recorded = self.read(|c| meta::meta(c, STEMMING_META))?;
-        if recorded.as_deref() == Some(stemming.name()) {
-            return Ok(());
-        }
-        self.write_tx(|tx, _| meta::meta_set(tx, STEMMING_META, stemming.name()))
     }
 }
 

@@ -11,8 +11,8 @@ use super::Rows;
 use crate::clock::Millis;
 use crate::job::{Counts, HistoryEntry, Job, JobFilter, LiveLease, Owner, UnknownStatus};
 use crate::store::read::{
-    add_count, history_entry_from, job_from, live_lease_from, Claimable, Columns, EachRow, JobReads,
-    KnownSource, ReadRows, Totals, HISTORY_COLUMNS, JOB_COLUMNS, LEASE_COLUMNS,
+    add_count, history_entry_from, job_from, known_source_columns, live_lease_from, Claimable, Columns,
+    EachRow, JobReads, KnownSource, ReadRows, Totals, HISTORY_COLUMNS, JOB_COLUMNS, LEASE_COLUMNS,
 };
 
 impl Columns for Row<'_> {
@@ -228,16 +228,20 @@ pub(crate) fn renewal_is_noop(
 }
 
 /// The first page of a scan's known documents ([`sources_after`]).
-pub(crate) const FIRST_SOURCES: &str = "SELECT doc_key, source_stat, version LIKE 'sha256:%',
-     status IN ('discovered', 'retrying', 'extracting') FROM jobs
-     WHERE source_gone = 0 ORDER BY doc_key LIMIT ?1";
+pub(crate) const FIRST_SOURCES: &str = concat!(
+    "SELECT doc_key, ",
+    known_source_columns!(),
+    " FROM jobs WHERE source_gone = 0 ORDER BY doc_key LIMIT ?1"
+);
 /// Every later page: a seek into `doc_key`'s index. One statement for both
 /// (`?1 IS NULL OR doc_key > ?1`) is planned without knowing ?1, so SQLite
 /// scanned the index from its start for every page, which made a scan's
 /// reads grow with the square of the documents.
-pub(crate) const SOURCES_AFTER: &str = "SELECT doc_key, source_stat, version LIKE 'sha256:%',
-     status IN ('discovered', 'retrying', 'extracting') FROM jobs
-     WHERE doc_key > ?1 AND source_gone = 0 ORDER BY doc_key LIMIT ?2";
+pub(crate) const SOURCES_AFTER: &str = concat!(
+    "SELECT doc_key, ",
+    known_source_columns!(),
+    " FROM jobs WHERE doc_key > ?1 AND source_gone = 0 ORDER BY doc_key LIMIT ?2"
+);
 
 /// A page of present documents' keys and fingerprints after `after`, in
 /// byte order: `doc_key`'s unique index compares with SQLite's BINARY
@@ -275,10 +279,11 @@ pub(crate) fn source_stats(
     c: &Connection,
     keys: &[String],
 ) -> rusqlite::Result<HashMap<String, KnownSource>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT source_stat, version LIKE 'sha256:%', status IN ('discovered', 'retrying', 'extracting')
-         FROM jobs WHERE doc_key = ?1 AND source_gone = 0",
-    )?;
+    let mut stmt = c.prepare_cached(concat!(
+        "SELECT ",
+        known_source_columns!(),
+        " FROM jobs WHERE doc_key = ?1 AND source_gone = 0"
+    ))?;
     let mut out = HashMap::with_capacity(keys.len());
     for k in keys {
         let known = stmt

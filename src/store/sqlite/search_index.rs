@@ -415,28 +415,17 @@ pub(crate) fn search(
         Ok(planned) => planned,
         Err(why) => return Ok(Found::BadQuery(why)),
     };
-    let stemming = match search.stemming {
-        Some(asked) => asked,
-        None => Stemming::recorded(crate::store::sqlite::meta::meta(c, STEMMING_META)?.as_deref()),
-    };
     let stops = Deadline::on(c, Instant::now() + time_limit)?;
     let c: &Connection = &stops;
     let filters = &planned.filters;
     let found = match &planned.plan {
         Plan::Match(written) => {
             let tokens = crate::store::search::snippet_tokens(tokenizer);
-            stemmed(c, planned.words.as_ref(), stemming).and_then(|widened| {
-                let m = match &widened {
-                    Some(expr) => Matching {
-                        expr,
-                        written: Some(written),
-                        filters,
-                    },
-                    None => Matching {
-                        expr: written,
-                        written: None,
-                        filters,
-                    },
+            stemmed(c, planned.words.as_ref(), search.stemming).and_then(|widened| {
+                let m = Matching {
+                    expr: widened.as_deref().unwrap_or(written),
+                    written: widened.is_some().then_some(written.as_str()),
+                    filters,
                 };
                 search_match(c, &m, search, tokens)
             })
@@ -457,19 +446,36 @@ pub(crate) fn search(
     }
 }
 
-/// The FTS5 expression of `words` with each word's other forms in the
-/// index, when `stemming` is on and some word has one.
-fn stemmed(c: &Connection, words: Option<&Node>, stemming: Stemming) -> rusqlite::Result<Option<String>> {
-    let (Some(words), Stemming::English) = (words, stemming) else {
+/// The FTS5 expression of `words` (a query that stemming may widen) with
+/// each word's other forms in the index, when stemming is on (`asked`, else
+/// as the data directory records) and some word has one.
+fn stemmed(
+    c: &Connection,
+    words: Option<&Node>,
+    asked: Option<Stemming>,
+) -> rusqlite::Result<Option<String>> {
+    let Some(words) = words else {
         return Ok(None);
     };
-    // The index's vocabulary, a view made for this connection only (the
-    // temp schema), so the file is not changed by a search.
-    c.execute_batch(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_vocabulary USING fts5vocab(main, search_text, row)",
-    )?;
-    let mut stmt =
-        c.prepare_cached("SELECT term FROM temp.search_vocabulary WHERE term >= ?1 AND term < ?2")?;
+    let stemming = match asked {
+        Some(asked) => asked,
+        None => Stemming::recorded(crate::store::sqlite::meta::meta(c, STEMMING_META)?.as_deref()),
+    };
+    if stemming == Stemming::Off {
+        return Ok(None);
+    }
+    const VOCABULARY: &str = "SELECT term FROM temp.search_vocabulary WHERE term >= ?1 AND term < ?2";
+    let mut stmt = match c.prepare_cached(VOCABULARY) {
+        Ok(stmt) => stmt,
+        // The index's vocabulary, a view made once per connection in its
+        // temp schema, so the file is not changed by a search.
+        Err(_) => {
+            c.execute_batch(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_vocabulary USING fts5vocab(main, search_text, row)",
+            )?;
+            c.prepare_cached(VOCABULARY)?
+        }
+    };
     stemmed_fts5(
         words,
         &mut |range: &VocabularyRange, visit: &mut dyn FnMut(&str) -> bool| {
