@@ -66,6 +66,7 @@ impl Extractor for CommandExtractor {
             Some(argv) => Ok(Extracted {
                 text: run_converter(argv, bytes, &self.limits, stop)?,
                 note: Some(format!("converter {}", argv[0])),
+                title: None,
             }),
             None => self.fallback.extract_noted(name, bytes, stop),
         }

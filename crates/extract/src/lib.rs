@@ -129,6 +129,7 @@ impl ExtractorRegistry {
                 text: String::new(),
                 format,
                 encoding: None,
+                title: None,
             });
         }
         let decoded = guard_panics(format, || self.extract_as(format, bytes, stop))?;
@@ -136,6 +137,7 @@ impl ExtractorRegistry {
             text: decoded.text,
             format,
             encoding: decoded.encoding,
+            title: None,
         })
     }
 
@@ -202,6 +204,7 @@ impl Extractor for ExtractorRegistry {
         Ok(Extracted {
             text: extraction.text,
             note,
+            title: extraction.title,
         })
     }
 }

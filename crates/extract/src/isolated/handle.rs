@@ -279,7 +279,11 @@ impl ChildHandle {
         let outcome = match response {
             Ok(Response::Ok { note }) => match self.take_text(PREFIX_LEN + header_len, total) {
                 Some(text) => Outcome {
-                    result: Ok(Extracted { text, note }),
+                    result: Ok(Extracted {
+                        text,
+                        note,
+                        title: None,
+                    }),
                     reusable: true,
                 },
                 None => self.kill_with(protocol_error("text that is not UTF-8")),
