@@ -275,6 +275,9 @@ pub struct Job {
     /// digit): why, as far as the worker could tell (an empty file, a PDF
     /// without a text layer). None for a result with words.
     pub no_text: Option<String>,
+    /// The title the accepted result's document gives itself
+    /// ([`crate::Completion::title`]); None when it gives none.
+    pub title: Option<String>,
     /// The source file has disappeared; `gc` removes its mirror files.
     pub source_gone: bool,
     /// When the document was first enqueued (ms from the injected clock).

@@ -186,18 +186,34 @@ impl std::fmt::Debug for StagedBatch {
 struct Staging {
     staged: Staged,
     text: Held,
-    /// What extraction decided (format, encoding, converter), for the history.
-    note: Option<String>,
-    /// Why the text holds no word ([`no_text_reason`]); None when it has.
-    no_text: Option<String>,
+    found: Found,
 }
 
 /// A result durable in the mirror, waiting for its fenced completion.
 struct Ready {
     written: Written,
     text: Held,
+    found: Found,
+}
+
+/// What extraction found besides the text, recorded by the completion.
+struct Found {
+    /// What it decided (format, encoding, converter), for the history.
     note: Option<String>,
+    /// Why the text holds no word ([`no_text_reason`]); None when it has.
     no_text: Option<String>,
+    /// The title the document gives itself.
+    title: Option<String>,
+}
+
+impl Found {
+    /// `completion` with what was found.
+    fn on<'a>(&'a self, completion: Completion<'a>) -> Completion<'a> {
+        completion
+            .note(self.note.as_deref())
+            .no_text(self.no_text.as_deref())
+            .title(self.title.as_deref())
+    }
 }
 
 /// A result's text as a worker holds it until its completion: in memory
@@ -402,7 +418,7 @@ impl Worker {
             match step {
                 Ok(ready) => {
                     staged.push(ready.staged);
-                    rest.push((claim, Ok((ready.text, ready.note, ready.no_text))));
+                    rest.push((claim, Ok((ready.text, ready.found))));
                 }
                 Err(stop) => rest.push((claim, Err(stop))),
             }
@@ -410,13 +426,8 @@ impl Worker {
         let mut synced = self.pipeline.mirror.sync(staged).into_iter();
         rest.into_iter()
             .map(|(claim, step)| {
-                let done = step.and_then(|(text, note, no_text)| match synced.next() {
-                    Some(Ok(written)) => Ok(Ready {
-                        written,
-                        text,
-                        note,
-                        no_text,
-                    }),
+                let done = step.and_then(|(text, found)| match synced.next() {
+                    Some(Ok(written)) => Ok(Ready { written, text, found }),
                     Some(Err(e)) => Err(self.stop_for_mirror(&claim, e)),
                     None => Err(Stop::Failed {
                         error: "mirror write failed: its sync round gave no answer".into(),
@@ -457,7 +468,7 @@ impl Worker {
         let bytes = self
             .stage(claim, |_| p.source.fetch(&claim.key, p.max_input_bytes))?
             .map_err(|e| self.stop_for_fetch(claim, e))?;
-        let Extracted { text, note, .. } = self.extract(claim, &bytes)?;
+        let Extracted { text, note, title } = self.extract(claim, &bytes)?;
         let staged = self
             .stage(claim, |_| {
                 p.mirror.stage(claim.id.0, claim.fence, text.as_bytes())
@@ -465,9 +476,12 @@ impl Worker {
             .map_err(|e| self.stop_for_mirror(claim, e))?;
         Ok(Staging {
             staged,
-            no_text: no_text_reason(&bytes, &text),
+            found: Found {
+                note,
+                no_text: no_text_reason(&bytes, &text),
+                title,
+            },
             text: Held::new(text),
-            note,
         })
     }
 
@@ -609,9 +623,9 @@ impl Worker {
                     Held::Whole(text) => Some(text.as_str()),
                     Held::InFile => None,
                 };
-                let completion = Completion::new(&r.written.rel_path, &r.written.sha256)
-                    .note(r.note.as_deref())
-                    .no_text(r.no_text.as_deref())
+                let completion = r
+                    .found
+                    .on(Completion::new(&r.written.rel_path, &r.written.sha256))
                     .deliver(text.filter(|_| deliver))
                     .index(text)
                     .result_bytes(r.written.len);
@@ -667,9 +681,9 @@ impl Worker {
             },
             false => None,
         };
-        let completion = Completion::new(result.0, result.1)
-            .note(r.note.as_deref())
-            .no_text(r.no_text.as_deref())
+        let completion = r
+            .found
+            .on(Completion::new(result.0, result.1))
             .deliver(whole.as_deref())
             .index(first.as_deref());
         let key = claim.key.clone();

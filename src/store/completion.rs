@@ -33,6 +33,8 @@ pub struct Completion<'a> {
     pub(crate) result_bytes: Option<u64>,
     /// Why the result's text holds no word; None when it has words.
     pub(crate) no_text: Option<Cow<'a, str>>,
+    /// The title the document gives itself; None when it gives none.
+    pub(crate) title: Option<Cow<'a, str>>,
 }
 
 impl<'a> Completion<'a> {
@@ -47,6 +49,7 @@ impl<'a> Completion<'a> {
             index: None,
             result_bytes: None,
             no_text: None,
+            title: None,
         }
     }
 
@@ -56,6 +59,16 @@ impl<'a> Completion<'a> {
     /// [`crate::JobFilter::no_text`]). None (the default) for a text with words.
     pub fn no_text(mut self, reason: impl CompletionText<'a>) -> Self {
         self.no_text = reason.text().map(Cow::Borrowed);
+        self
+    }
+
+    /// The title the document gives itself (see
+    /// [`crate::extract::Extracted::title`]), recorded with the result and
+    /// searched as the index's `title` column, ranked above the text. Without
+    /// one the index titles the document by its file name, and the previous
+    /// version's title is cleared.
+    pub fn title(mut self, title: impl CompletionText<'a>) -> Self {
+        self.title = title.text().map(Cow::Borrowed);
         self
     }
 
@@ -101,6 +114,7 @@ impl<'a> Completion<'a> {
             index: self.index.map(own),
             result_bytes: self.result_bytes,
             no_text: self.no_text.map(own),
+            title: self.title.map(own),
         }
     }
 

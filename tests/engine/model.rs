@@ -385,6 +385,8 @@ impl Model {
             result_bytes: None,
             // Nor a reason for having no text.
             no_text: None,
+            // Nor a title.
+            title: None,
             source_gone: false,
             created_at: r.created_at,
             updated_at: r.updated_at,

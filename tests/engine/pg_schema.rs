@@ -75,6 +75,36 @@ fn the_schema_applies_on_an_empty_database_and_a_second_open_applies_nothing() {
     assert_eq!(totals, 1, "the one totals row");
 }
 
+/// A version 11 database (before titles) with an indexed document is
+/// migrated in place: its rows are titled by their file names, which
+/// `title:` finds word by word, and its text is found as before.
+#[test]
+fn a_version_11_index_gets_titles_from_file_names() {
+    let url = pg::server().fresh_database();
+    let schema = include_str!("../../schema.pg.sql");
+    let v11 = &schema[..schema.find("-- version: 12").expect("a version 12 section")];
+    let mut c = client(&url);
+    c.batch_execute(&format!(
+        "CREATE TABLE leasehold_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL);
+         {v11}
+         INSERT INTO leasehold_schema (id, version) VALUES (1, 11);
+         INSERT INTO jobs (id, doc_key, status, result_path, checksum, max_attempts, created_at, updated_at)
+         VALUES (7, 'notes/heron-sightings.txt', 'indexed', 'r/7', 'sum', 5, 0, 0);
+         INSERT INTO search_text (job_id, body, path, checksum) VALUES (7, 'a cobalt heron by the weir', 'r/7', 'sum');"
+    ))
+    .expect("a version 11 database");
+    let store = open(&url).expect("the open migrates");
+    assert_eq!(store.applied_version().unwrap(), schema_version());
+    let keys = |q: &str| -> Vec<String> { store.search(q, 10).unwrap().into_iter().map(|h| h.key).collect() };
+    assert_eq!(keys("cobalt"), ["notes/heron-sightings.txt"]);
+    assert_eq!(keys("title:sightings"), ["notes/heron-sightings.txt"]);
+    assert_eq!(
+        keys("title:\"heron-sightings.txt\""),
+        ["notes/heron-sightings.txt"]
+    );
+    assert!(keys("title:cobalt").is_empty());
+}
+
 #[test]
 fn eight_openers_at_once_all_succeed_and_migrate_once() {
     let url = pg::server().fresh_database();

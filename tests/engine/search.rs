@@ -487,6 +487,81 @@ fn the_check_and_a_rebuild_through_the_library(b: Backend) {
     assert_eq!(store.prune_search_index().unwrap(), 0);
 }
 
+/// Complete `key` at `version` with `text` and the title the document
+/// gives itself, if any.
+fn index_titled(store: &Store, key: &str, version: &str, text: &str, title: Option<&str>) {
+    store.enqueue(&NewDoc::new(key, version)).unwrap();
+    let claim = store.claim("w").unwrap().expect("claimable");
+    let path = format!("r/{}/{}", claim.id.0, claim.fence);
+    let c = Completion::new(&path, "sum").index(text).title(title);
+    assert!(store.complete(claim, c).unwrap().is_accepted());
+}
+
+/// A title is searched with the text and ranked above it; `title:` looks
+/// there only; a document without a title is titled by its file name; the
+/// title is recorded with the result (a new version without one clears it)
+/// and comes back in hits and through a rebuild of the index.
+fn titles_rank_first_are_searched_alone_and_survive_a_rebuild(b: Backend) {
+    let t = TestDb::new(b);
+    let store = t.handle(1000);
+    let filler = "the orchard notes go on about the weather and the soil ".repeat(4);
+    index_titled(
+        &store,
+        "deep/pelican-plans.txt",
+        "v1",
+        &format!("{filler} walnut walnut walnut"),
+        None,
+    );
+    index_titled(
+        &store,
+        "recipes.html",
+        "v1",
+        &format!("{filler} walnut"),
+        Some("Walnut Recipes"),
+    );
+    index_titled(
+        &store,
+        "other.md",
+        "v1",
+        &format!("{filler} almond"),
+        Some("Almond notes"),
+    );
+    // One walnut in the text under a walnut title beats three in the text.
+    assert_eq!(keys(&store, "walnut"), ["recipes.html", "deep/pelican-plans.txt"]);
+    assert_eq!(keys(&store, "title:walnut"), ["recipes.html"]);
+    let mut untitled = keys(&store, "orchard -title:walnut");
+    untitled.sort();
+    assert_eq!(untitled, ["deep/pelican-plans.txt", "other.md"]);
+    // Stemming reaches into the title: `recipe` finds "Recipes".
+    assert_eq!(keys(&store, "title:recipe"), ["recipes.html"]);
+    // No title of its own: its file name is searched as its title.
+    assert_eq!(keys(&store, "title:pelican"), ["deep/pelican-plans.txt"]);
+    assert_eq!(keys(&store, "pelican"), ["deep/pelican-plans.txt"]);
+    let hits = store.search("walnut", 10).unwrap();
+    let titles: Vec<_> = hits.iter().map(|h| h.title.as_deref()).collect();
+    assert_eq!(titles, [Some("Walnut Recipes"), None]);
+    let job = store.job_by_key("recipes.html").unwrap().unwrap();
+    assert_eq!(job.title.as_deref(), Some("Walnut Recipes"));
+    // A rebuild takes the titles from the documents' rows.
+    let texts = [format!("{filler} walnut")];
+    store
+        .reset_search_index(store.search_tokenizer().unwrap())
+        .unwrap();
+    let docs = [IndexDoc {
+        id: job.id,
+        result_path: job.result_path.as_deref().unwrap(),
+        checksum: job.checksum.as_deref().unwrap(),
+        text: &texts[0],
+    }];
+    assert_eq!(store.reindex_texts(&docs).unwrap(), 1);
+    assert_eq!(keys(&store, "title:walnut"), ["recipes.html"]);
+    // A new version without a title clears it, and its file name stands in.
+    index_titled(&store, "recipes.html", "v2", "just walnut", None);
+    assert_eq!(store.job_by_key("recipes.html").unwrap().unwrap().title, None);
+    assert!(keys(&store, "title:walnut").is_empty());
+    assert_eq!(keys(&store, "title:recipes"), ["recipes.html"]);
+}
+
 /// A result found missing or altered is forgotten: its text leaves the index
 /// and the document is queued again with fresh attempts, while that result
 /// is still the accepted one (a newer one stands). A completion records the
@@ -547,6 +622,7 @@ on_both_backends!(
     fields_narrow_by_folder_path_and_type,
     results_equal_a_brute_force_scan,
     the_best_match_comes_first_and_ties_keep_id_order,
+    titles_rank_first_are_searched_alone_and_survive_a_rebuild,
 );
 
 /// The trigram tokenizer finds any substring of three or more characters,

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use common::TempStore;
 use leasehold::store::Access;
-use leasehold::{Error, NewDoc, Store, StoreOptions};
+use leasehold::{Error, NewDoc, Store, StoreOptions, Tokenizer};
 
 fn open_err(path: &Path) -> Error {
     Store::open(path, StoreOptions::default()).expect_err("open must fail")
@@ -258,6 +258,61 @@ fn a_version_3_file_with_a_lease_in_flight_migrates_to_version_4() {
     let c = store.claim("w").unwrap().expect("expired as before");
     assert_eq!((c.attempts, c.fence), (1, 2));
     assert_eq!(store.job(c.id).unwrap().unwrap().lost_leases, 1);
+}
+
+/// A version 11 file (before titles) is migrated in place: its search
+/// index is remade with a title column and the tokenizer it was made with,
+/// every row kept (a long text's further part too), each document titled by
+/// its file name; its text is found as before.
+#[test]
+fn a_version_11_index_gets_titles_and_keeps_its_tokenizer_and_rows() {
+    let schema = include_str!("../../schema.sql");
+    let v11 = &schema[..schema.find("-- version: 12").expect("a version 12 section")];
+    for (tokenizer, spec) in [
+        (Tokenizer::Unicode61, "unicode61 remove_diacritics 2"),
+        (Tokenizer::Trigram, "trigram"),
+    ] {
+        let t = TempStore::new();
+        {
+            let c = rusqlite::Connection::open(&t.path).unwrap();
+            c.execute_batch(v11).unwrap();
+            c.execute_batch(&format!(
+                "DROP TABLE search_text;
+                 CREATE VIRTUAL TABLE search_text USING fts5 (body, path UNINDEXED, checksum UNINDEXED, tokenize = '{spec}');
+                 INSERT INTO meta (name, value) VALUES ('search_tokenizer', '{spec}');
+                 INSERT INTO jobs (id, doc_key, status, result_path, checksum, max_attempts, created_at, updated_at)
+                 VALUES (7, 'notes/heron-sightings.txt', 'indexed', 'r/7', 'sum', 5, 0, 0);
+                 INSERT INTO search_text (rowid, body, path, checksum)
+                 VALUES (7, 'a cobalt heron by the weir', 'r/7', 'sum'),
+                        (281474976710656, 'the second part mentions kingfishers', 'r/7', 'sum');
+                 INSERT INTO search_parts (rowid, doc, tag, state) VALUES (281474976710656, 7, 'sum', 'live');
+                 PRAGMA user_version = 11;"
+            ))
+            .unwrap();
+        }
+        let store = t.handle(1_000);
+        assert_eq!(store.search_tokenizer().unwrap(), tokenizer);
+        let keys =
+            |q: &str| -> Vec<String> { store.search(q, 10).unwrap().into_iter().map(|h| h.key).collect() };
+        assert_eq!(keys("cobalt"), ["notes/heron-sightings.txt"], "{spec}");
+        assert_eq!(keys("kingfishers"), ["notes/heron-sightings.txt"], "{spec}");
+        assert_eq!(keys("title:sightings"), ["notes/heron-sightings.txt"], "{spec}");
+        assert!(keys("title:cobalt").is_empty(), "{spec}");
+        let check = store.check_search_index().unwrap();
+        assert_eq!(
+            (check.rows, check.missing, check.accepted),
+            (1, 0, 1),
+            "{check:?}"
+        );
+        assert_eq!(
+            store
+                .job_by_key("notes/heron-sightings.txt")
+                .unwrap()
+                .unwrap()
+                .title,
+            None
+        );
+    }
 }
 
 /// A read-only open reads what is there, refuses every write with a typed

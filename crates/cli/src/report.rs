@@ -331,6 +331,9 @@ pub fn inspect(cfg: &Config, doc: &DocRef, json: bool) -> Result<ExitCode, CliEr
         job.status, job.fence, job.attempts, job.max_attempts, job.lost_leases
     );
     println!("  version {}", job.version);
+    if let Some(title) = &job.title {
+        println!("  title {}", one_line(title));
+    }
     if let (Some(path), Some(sum)) = (&job.result_path, &job.checksum) {
         let file = cfg.mirror.root().join(path);
         println!(

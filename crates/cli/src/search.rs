@@ -83,6 +83,10 @@ struct HitLine {
     /// Where the original is: its path, or its URL for an HTTP source; null
     /// when the data directory records no source.
     location: Option<String>,
+    /// The title the document gives itself (HTML `<title>`, a PDF's or an
+    /// office document's properties, Markdown's first heading); null when
+    /// it gives none (the index then searches its file name as its title).
+    title: Option<String>,
     /// The original's type, as `type:` filters it: its extension, lower
     /// case (null without one).
     #[serde(rename = "type")]
@@ -124,6 +128,7 @@ impl HitLine {
             modified,
             text_path: cfg.mirror.root().join(&hit.result_path).display().to_string(),
             key: hit.key,
+            title: hit.title,
             // JSON has no NaN or infinity; the ranks give neither, but say 0 if one did.
             score: if hit.score.is_finite() { hit.score } else { 0.0 },
             snippet: hit.snippet.text().to_owned(),
@@ -281,13 +286,16 @@ const PATH_COLOR: &str = "\x1b[35m";
 const MATCH_COLOR: &str = "\x1b[1;31m";
 const RESET: &str = "\x1b[0m";
 
-/// One match: its location, then its size, time and score, then the
-/// snippet, indented.
+/// One match: its location, then its title, type, size, time and score,
+/// then the snippet, indented.
 fn block(out: &mut String, h: &HitLine, color: bool) {
     let location = h.location.as_deref().unwrap_or(&h.key);
     let (path_on, off) = if color { (PATH_COLOR, RESET) } else { ("", "") };
     out.push_str(&format!("{path_on}{}{off}\n", shown(location)));
     let mut facts = Vec::new();
+    if let Some(title) = &h.title {
+        facts.push(on_one_line(title));
+    }
     if let Some(kind) = &h.kind {
         facts.push(on_one_line(kind));
     }

@@ -88,6 +88,7 @@ pub(crate) const TABLES: &[Table] = &[
             int("lost_leases"),
             int("result_bytes"),
             text("no_text"),
+            text("title"),
         ],
         key: &["id"],
         identity: true,

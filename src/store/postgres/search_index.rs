@@ -19,7 +19,8 @@ use crate::store::postgres::conn::{Fail, Sql};
 use crate::store::search::fields::{self, Dialect, Filter};
 use crate::store::search::stemming::{Stemming, STEMMING_META};
 use crate::store::search::{
-    stemmed_tsquery, Found, Hit, IndexCheck, IndexDoc, Search, SearchPage, Snippet, MARK_CLOSE, MARK_OPEN,
+    indexed_title, stemmed_tsquery, Found, Hit, IndexCheck, IndexDoc, Search, SearchPage, Snippet,
+    MARK_CLOSE, MARK_OPEN, TITLE_WEIGHT,
 };
 
 /// How much of a text `ts_headline` reads for a snippet (the tsvector holds
@@ -54,13 +55,25 @@ fn put(tx: &mut Transaction<'_>, id: i64, path: &str, checksum: &str, text: &str
     } else {
         Cow::Borrowed(text)
     };
+    let title = indexed_title_of(tx, id)?;
     tx.execute(
-        "INSERT INTO search_text (job_id, body, path, checksum) VALUES ($1, $2, $3, $4)
+        "INSERT INTO search_text (job_id, body, path, checksum, title) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (job_id) DO UPDATE
-         SET body = excluded.body, path = excluded.path, checksum = excluded.checksum",
-        &[&id, &body.as_ref(), &path, &checksum],
+         SET body = excluded.body, path = excluded.path, checksum = excluded.checksum, title = excluded.title",
+        &[&id, &body.as_ref(), &path, &checksum, &title],
     )?;
     Ok(())
+}
+
+/// The title document `id` is indexed with, from its row (which the
+/// accepting transaction has just written): see [`indexed_title`].
+fn indexed_title_of(tx: &mut Transaction<'_>, id: i64) -> Sql<Option<String>> {
+    let row = tx.query_opt("SELECT doc_key, title FROM jobs WHERE id = $1", &[&id])?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let (key, own): (String, Option<String>) = (row.try_get(0)?, row.try_get(1)?);
+    Ok(indexed_title(&key, own.as_deref()).map(|t| t.replace('\0', " ")))
 }
 
 /// Take the documents `ids` out of the index (their sources went away).
@@ -205,15 +218,17 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
         &format!(
             "SELECT j.doc_key, best.path, best.rank,
                 CASE WHEN $6 THEN ts_headline('simple', left(best.body, $4), to_tsquery('simple', $1), $3)
-                     ELSE '' END
-           FROM (SELECT s.job_id, s.path, s.body, ts_rank(s.tsv, q) AS rank,
+                     ELSE '' END, j.title
+           FROM (SELECT s.job_id, s.path, s.body, ts_rank('{{0.1, 0.2, 0.4, {title_weight:.1}}}', s.tsv, q) AS rank,
                         {as_written} AS as_written
                    FROM search_text s, to_tsquery('simple', $1) q
                   WHERE s.tsv @@ q{}
                   ORDER BY as_written DESC, rank DESC, s.job_id LIMIT $2 OFFSET $5) best
            JOIN jobs j ON j.id = best.job_id
           ORDER BY best.as_written DESC, best.rank DESC, best.job_id",
-            narrow.sql
+            narrow.sql,
+            // The text's label D weighs 0.1 (PostgreSQL's default); the title's A that times TITLE_WEIGHT.
+            title_weight = 0.1 * TITLE_WEIGHT,
         ),
         &values,
     );
@@ -237,6 +252,7 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
             score: f64::from(rank),
             snippet: Snippet::from_marked(&snippet),
             result_path: r.try_get(1)?,
+            title: r.try_get(4)?,
         });
     }
     // A page not cut by its limit (and not past the end) holds every match

@@ -41,11 +41,13 @@ fn error<T>(column: usize, why: impl Into<String>) -> Result<T, SyntaxError> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Node {
     /// Text searched as the phrase of the terms the index cuts it into;
-    /// `prefix`: its last term may be the start of a longer one.
+    /// `prefix`: its last term may be the start of a longer one; `title`:
+    /// in the document's title only (`title:word`).
     Term {
         text: String,
         prefix: bool,
         quoted: bool,
+        title: bool,
     },
     /// Every one of `must` matches and none of `not` (`must` is never empty).
     All { must: Vec<Node>, not: Vec<Node> },
@@ -116,10 +118,12 @@ enum Token {
     Word {
         text: String,
         prefix: bool,
+        title: bool,
     },
     Phrase {
         text: String,
         prefix: bool,
+        title: bool,
     },
     Open,
     Close,
@@ -155,7 +159,14 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
             if prefix {
                 i += 1;
             }
-            out.push((column, Token::Phrase { text, prefix }));
+            out.push((
+                column,
+                Token::Phrase {
+                    text,
+                    prefix,
+                    title: false,
+                },
+            ));
         } else if c == '-'
             && chars
                 .get(i + 1)
@@ -177,6 +188,10 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
                 "AND" => {}
                 "OR" => out.push((column, Token::Or)),
                 "NOT" => out.push((column, Token::Exclude)),
+                _ if in_title(&word).is_some() => {
+                    let rest = in_title(&word).expect("just checked").to_owned();
+                    out.push((column, title_term(&chars, &mut i, column, rest)?));
+                }
                 _ if field_of(&word).is_some() => {
                     let (field, mut value) = field_of(&word).expect("just checked");
                     // `dir:"My Documents"`: the quoted text is the value.
@@ -196,6 +211,7 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
                         Token::Word {
                             text: text.to_owned(),
                             prefix,
+                            title: false,
                         },
                     ));
                 }
@@ -203,6 +219,53 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
         }
     }
     Ok(out)
+}
+
+/// What follows `title:` in a word (any case of the name), if it starts so.
+fn in_title(word: &str) -> Option<&str> {
+    let name = word.get(..6)?;
+    name.eq_ignore_ascii_case("title:").then(|| &word[6..])
+}
+
+/// The term `title:` names: the rest of the word (`title:report`,
+/// `title:ann*`), or the quoted phrase right after the colon
+/// (`title:"annual report"`); `chars[*at]` is where the word ended.
+fn title_term(chars: &[char], at: &mut usize, column: usize, rest: String) -> Result<Token, SyntaxError> {
+    let (text, quoted) = if rest.is_empty() && chars.get(*at) == Some(&'"') {
+        (quoted(chars, at)?, true)
+    } else {
+        (rest, false)
+    };
+    let star = if quoted {
+        let star = chars.get(*at) == Some(&'*');
+        *at += usize::from(star);
+        star
+    } else {
+        text.ends_with('*')
+    };
+    let text = if quoted {
+        text
+    } else {
+        text.trim_end_matches('*').to_owned()
+    };
+    if text.is_empty() {
+        return error(
+            column,
+            "title: needs a word or a \"quoted phrase\" right after the colon",
+        );
+    }
+    Ok(match quoted {
+        true => Token::Phrase {
+            text,
+            prefix: star,
+            title: true,
+        },
+        false => Token::Word {
+            text,
+            prefix: star,
+            title: true,
+        },
+    })
 }
 
 /// The text between the quote at `chars[*at]` and the next one; `at` moves
@@ -377,14 +440,14 @@ impl Reader<'_> {
                 self.last_was_field = true;
                 Ok((None, negated))
             }
-            Token::Word { text, prefix } => Ok((self.term(text, prefix, false), false)),
-            Token::Phrase { text, prefix } => Ok((self.term(text, prefix, true), false)),
+            Token::Word { text, prefix, title } => Ok((self.term(text, prefix, false, title), false)),
+            Token::Phrase { text, prefix, title } => Ok((self.term(text, prefix, true, title), false)),
             Token::Close | Token::Or => unreachable!("sequence and either take these"),
         }
     }
 
     /// A term, or None when the index would find nothing in its text.
-    fn term(&mut self, text: String, prefix: bool, quoted: bool) -> Option<Node> {
+    fn term(&mut self, text: String, prefix: bool, quoted: bool, title: bool) -> Option<Node> {
         let searchable = match self.tokenizer {
             // The trigram tokenizer keeps every character but spaces and
             // controls count for nothing in a snippet.
@@ -395,7 +458,12 @@ impl Reader<'_> {
             return None;
         }
         self.terms += 1;
-        Some(Node::Term { text, prefix, quoted })
+        Some(Node::Term {
+            text,
+            prefix,
+            quoted,
+            title,
+        })
     }
 }
 
@@ -410,10 +478,16 @@ pub(crate) fn fts5(node: &Node, prefixes: bool) -> String {
         _ => format!("({})", fts5(n, prefixes)),
     };
     match node {
-        Node::Term { text, prefix, quoted } => {
+        Node::Term {
+            text,
+            prefix,
+            quoted,
+            title,
+        } => {
             let glued = !quoted && text.chars().any(super::query::is_glued_script);
             let star = if prefixes && (*prefix || glued) { "*" } else { "" };
-            format!("\"{}\"{star}", text.replace('"', "\"\""))
+            let column = if *title { "title : " } else { "" };
+            format!("{column}\"{}\"{star}", text.replace('"', "\"\""))
         }
         Node::All { must, not } => {
             let mut out = must.iter().map(grouped).collect::<Vec<_>>().join(" AND ");
@@ -435,7 +509,10 @@ pub(crate) fn fts5(node: &Node, prefixes: bool) -> String {
 pub(crate) fn plain_terms(node: &Node) -> Option<Vec<String>> {
     match node {
         Node::Term {
-            text, prefix: false, ..
+            text,
+            prefix: false,
+            title: false,
+            ..
         } => Some(vec![text.clone()]),
         Node::All { must, not } if not.is_empty() => {
             let mut out = Vec::new();
@@ -464,11 +541,22 @@ pub(crate) fn first_term<'n>(node: &'n Node, pick: &dyn Fn(&str) -> bool) -> Opt
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn tsquery(node: &Node) -> String {
     match node {
-        Node::Term { text, prefix, quoted } => {
+        Node::Term {
+            text,
+            prefix,
+            quoted,
+            title,
+        } => {
             let glued = !quoted && text.chars().any(super::query::is_glued_script);
+            // `A` is the title's label in the stored tsvector, whose text
+            // is read with TITLE_SEPARATORS as spaces (schema.pg.sql).
+            let (text, weight) = match title {
+                true => (text.replace(super::TITLE_SEPARATORS, " "), "A"),
+                false => (text.clone(), ""),
+            };
             match *prefix || glued {
-                true => pg_prefix(text),
-                false => super::query::pg_quoted(text),
+                true => pg_prefix(&text, weight),
+                false => format!("{}{}", super::query::pg_quoted(&text), weight_suffix(weight)),
             }
         }
         Node::All { must, not } => {
@@ -489,7 +577,7 @@ pub(crate) fn tsquery(node: &Node) -> String {
 /// followed by a word starting `ca`, as in FTS5).
 // PostgreSQL only (feature `postgres`).
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-fn pg_prefix(text: &str) -> String {
+fn pg_prefix(text: &str, weight: &str) -> String {
     use super::query::pg_quoted;
     let end = text.trim_end_matches(|c: char| !c.is_alphanumeric()).len();
     let start = text[..end]
@@ -500,9 +588,24 @@ fn pg_prefix(text: &str) -> String {
         .map_or(end, |(i, _)| i);
     let (head, last) = (&text[..start], &text[start..end]);
     if head.chars().any(char::is_alphanumeric) {
-        format!("{} <-> {}:*", pg_quoted(head), pg_quoted(last))
+        format!(
+            "{}{} <-> {}:*{weight}",
+            pg_quoted(head),
+            weight_suffix(weight),
+            pg_quoted(last)
+        )
     } else {
-        format!("{}:*", pg_quoted(last))
+        format!("{}:*{weight}", pg_quoted(last))
+    }
+}
+
+/// A tsquery operand's weight restriction: `:A`, or nothing.
+// PostgreSQL only (feature `postgres`).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+fn weight_suffix(weight: &str) -> String {
+    match weight {
+        "" => String::new(),
+        w => format!(":{w}"),
     }
 }
 
@@ -573,7 +676,8 @@ mod tests {
             Node::Term {
                 text: "+".into(),
                 prefix: false,
-                quoted: false
+                quoted: false,
+                title: false
             }
         );
     }
@@ -714,6 +818,39 @@ mod tests {
         assert_eq!(
             ts("\"big cat\" OR dog -it's"),
             "(('big cat') | ('dog')) & !('it''s')"
+        );
+        assert_eq!(ts("title:report x"), "('report':A) & ('x')");
+        assert_eq!(ts("title:\"big ca\"*"), "'big ':A <-> 'ca':*A");
+        assert_eq!(ts("TITLE:rep*"), "'rep':*A");
+        assert_eq!(ts("title:plans.txt"), "'plans txt':A");
+    }
+
+    #[test]
+    fn title_terms_search_the_title_column_and_join_like_words() {
+        assert_eq!(fts("title:report"), "title : \"report\"");
+        assert_eq!(
+            fts("title:\"annual report\" q3"),
+            "title : \"annual report\" AND \"q3\""
+        );
+        assert_eq!(
+            fts("title:ann* -title:draft"),
+            "title : \"ann\"* NOT title : \"draft\""
+        );
+        assert_eq!(
+            fts("(title:walnut OR pelican) x"),
+            "(title : \"walnut\" OR \"pelican\") AND \"x\""
+        );
+        assert_eq!(fts("title:qemu-img"), "title : \"qemu-img\"");
+        // Only a field in a list of alternatives is refused; a title term is a term.
+        assert!(read("a OR title:b", Tokenizer::Unicode61).is_ok());
+        let e = refused("a title:");
+        assert_eq!(e.column, 3, "{e}");
+        assert!(e.to_string().contains("title: needs a word"), "{e}");
+        assert_eq!(refused("title:\"open").column, 7);
+        // The LIKE fallback reads the text only: a title term is not a plain list.
+        assert_eq!(
+            plain_terms(&read("ab title:cd", Tokenizer::Trigram).unwrap().root),
+            None
         );
     }
 }

@@ -375,6 +375,41 @@ pub struct Hit {
     pub snippet: Snippet,
     /// Where the text lives: the accepted result, relative to the mirror root.
     pub result_path: String,
+    /// The title the document gives itself, if it gives one (see
+    /// [`crate::Completion::title`]).
+    pub title: Option<String>,
+}
+
+/// How much more a match in a document's title counts than one in its text:
+/// FTS5's `bm25()` weight of the `title` column, and the ratio of
+/// PostgreSQL's default weights of the labels `A` (title) and `D` (text).
+pub(crate) const TITLE_WEIGHT: f64 = 10.0;
+
+/// The characters PostgreSQL's parser reads a title with as spaces (the
+/// stored tsvector's `translate`, schema.pg.sql version 12; a `title:`
+/// term's text alike): with them it takes `plans.txt`, `a/b` or `2.0`
+/// whole, as a file name or a number, and no word of a file name would
+/// find it.
+// PostgreSQL only (feature `postgres`).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) const TITLE_SEPARATORS: [char; 3] = ['.', '/', '\\'];
+
+/// What the index's `title` column holds for the document `key`: the title
+/// it gives itself, else its file name, so that a document without a title
+/// is found by its name and every document ranks a match in its name above
+/// one in its text.
+pub(crate) fn indexed_title<'a>(key: &'a str, own: Option<&'a str>) -> Option<&'a str> {
+    own.or_else(|| file_name(key))
+}
+
+/// The file name a key ends with (`Q3.pdf` for `reports/Q3.pdf`); None for
+/// a key that spells its name's bytes in hexadecimal (`hex:…`, a name that
+/// is not UTF-8), which holds no word.
+pub(crate) fn file_name(key: &str) -> Option<&str> {
+    if key.starts_with("hex:") {
+        return None;
+    }
+    key.rsplit(['/', '\\']).next().filter(|name| !name.is_empty())
 }
 
 /// A short piece of a document's text, on one line, with the places the

@@ -247,7 +247,8 @@ impl<E> Expander<'_, '_, E> {
                 text,
                 prefix: false,
                 quoted: false,
-            } => self.term(text)?,
+                title,
+            } => self.term(text, *title)?,
             Node::Term { .. } => node.clone(),
             Node::All { must, not } => Node::All {
                 must: self.nodes(must)?,
@@ -261,12 +262,14 @@ impl<E> Expander<'_, '_, E> {
         nodes.iter().map(|n| self.node(n)).collect()
     }
 
-    /// The word as written, or it OR its other forms.
-    fn term(&mut self, text: &str) -> Result<Node, E> {
+    /// The word as written, or it OR its other forms (in the title too
+    /// when the word is a title term).
+    fn term(&mut self, text: &str, title: bool) -> Result<Node, E> {
         let written = Node::Term {
             text: text.to_owned(),
             prefix: false,
             quoted: false,
+            title,
         };
         let Some(word) = stemmable(text) else {
             return Ok(written);
@@ -287,6 +290,7 @@ impl<E> Expander<'_, '_, E> {
             text,
             prefix: false,
             quoted: true,
+            title,
         }));
         Ok(Node::Any(any))
     }

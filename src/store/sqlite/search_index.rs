@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use rusqlite::types::Value;
+use rusqlite::types::{ToSqlOutput, Value};
 use rusqlite::{params, params_from_iter, Connection, ErrorCode, OptionalExtension};
 
 use crate::store::search::fields::{self, Dialect, Filter};
@@ -15,6 +15,7 @@ use crate::store::search::language::Node;
 use crate::store::search::parts::TX_TEXT_BYTES;
 use crate::store::search::query::{self, Plan};
 use crate::store::search::stemming::{Stemming, VocabularyRange, STEMMING_META};
+use crate::store::search::{file_name, indexed_title, TITLE_WEIGHT};
 use crate::store::search::{stemmed_fts5, Found, Search, SearchPage, Snippet, TOKENIZER_META};
 use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 use crate::store::sqlite::search_purge as purge;
@@ -73,11 +74,13 @@ pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Re
     for d in &docs {
         deleted += delete_first_part(tx, d.id)?;
         if let Some(body) = d.text {
+            let title = indexed_title_of(tx, d.id)?;
             insert_rows(
                 tx,
                 &[Row {
                     rowid: d.id,
                     body,
+                    title: title.as_deref(),
                     result: d.result,
                 }],
             )?;
@@ -86,10 +89,12 @@ pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Re
     purge::note_deleted(tx, deleted)
 }
 
-/// One row of the index: a document's first part at its id, or a further part.
+/// One row of the index: a document's first part at its id, with its
+/// title, or a further part, without.
 struct Row<'a> {
     rowid: i64,
     body: &'a str,
+    title: Option<&'a str>,
     result: (&'a str, &'a str),
 }
 
@@ -97,10 +102,23 @@ struct Row<'a> {
 fn insert_rows(tx: &Connection, rows: &[Row<'_>]) -> rusqlite::Result<()> {
     for r in rows {
         let (path, checksum) = r.result;
-        tx.prepare_cached("INSERT INTO search_text (rowid, body, path, checksum) VALUES (?1, ?2, ?3, ?4)")?
-            .execute(params![r.rowid, r.body, path, checksum])?;
+        tx.prepare_cached(
+            "INSERT INTO search_text (rowid, body, title, path, checksum) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![r.rowid, r.body, r.title, path, checksum])?;
     }
     Ok(())
+}
+
+/// The title document `id`'s first part is indexed with, from its row
+/// (which the accepting transaction has just written): see
+/// [`indexed_title`].
+fn indexed_title_of(tx: &Connection, id: i64) -> rusqlite::Result<Option<String>> {
+    let row: Option<(String, Option<String>)> = tx
+        .prepare_cached("SELECT doc_key, title FROM jobs WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(row.and_then(|(key, own)| indexed_title(&key, own.as_deref()).map(str::to_owned)))
 }
 
 /// `docs` with only the last of each document (as one after the other
@@ -180,7 +198,12 @@ pub(crate) fn put_parts(
         let rowid = first + i as i64;
         tx.prepare_cached("INSERT INTO search_parts (rowid, doc, tag, state) VALUES (?1, ?2, ?3, 'staged')")?
             .execute(params![rowid, doc, tag])?;
-        rows.push(Row { rowid, body, result });
+        rows.push(Row {
+            rowid,
+            body,
+            title: None,
+            result,
+        });
     }
     insert_rows(tx, &rows)
 }
@@ -275,17 +298,69 @@ fn is_empty(c: &Connection) -> rusqlite::Result<bool> {
 
 /// Drop the index and make it again, empty, with `tokenizer`, recorded in meta.
 pub(crate) fn reset(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
-    // The options are constants of `Tokenizer`, never user text.
-    tx.execute_batch(&format!(
-        "DROP TABLE search_text;
-         CREATE VIRTUAL TABLE search_text USING fts5 (
-             body, path UNINDEXED, checksum UNINDEXED,
-             {}
-         );
-         DELETE FROM search_parts;",
-        tokenizer.fts5_options()
-    ))?;
+    tx.execute_batch("DROP TABLE search_text; DELETE FROM search_parts;")?;
+    create_table(tx, tokenizer)?;
     crate::store::sqlite::meta::meta_set(tx, TOKENIZER_META, tokenizer.spec())
+}
+
+/// Make the FTS5 table as this version has it, empty: the text, the title
+/// (weighted [`TITLE_WEIGHT`] in the ranking), and the accepted result the
+/// row was read from.
+pub(crate) fn create_table(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
+    // The options are constants of `Tokenizer`, never user text.
+    c.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE search_text USING fts5 (
+             body, title, path UNINDEXED, checksum UNINDEXED,
+             {}
+         );",
+        tokenizer.fts5_options()
+    ))
+}
+
+/// Schema version 12: the table remade with a `title` column and the
+/// tokenizer it had, every row copied into it (rowids kept, so the parts
+/// list still holds), each document's first part titled by its file name,
+/// since results accepted before it carry no title of their own. FTS5
+/// cannot add a column; the copy costs what indexing the texts again does,
+/// once, without reading the mirror.
+pub(crate) fn add_title_column(tx: &Connection) -> rusqlite::Result<()> {
+    if has_title_column(tx)? {
+        return Ok(());
+    }
+    let tokenizer = table_tokenizer(tx)?;
+    tx.execute_batch("ALTER TABLE search_text RENAME TO search_text_untitled")?;
+    create_table(tx, tokenizer)?;
+    {
+        let mut old = tx.prepare(
+            "SELECT s.rowid, s.body, s.path, s.checksum, j.doc_key
+               FROM search_text_untitled s LEFT JOIN jobs j ON j.id = s.rowid ORDER BY s.rowid",
+        )?;
+        let mut rows = old.query([])?;
+        while let Some(r) = rows.next()? {
+            let key: Option<String> = r.get(4)?;
+            tx.prepare_cached(
+                "INSERT INTO search_text (rowid, body, title, path, checksum) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                r.get::<_, i64>(0)?,
+                ToSqlOutput::Borrowed(r.get_ref(1)?),
+                key.as_deref().and_then(file_name),
+                ToSqlOutput::Borrowed(r.get_ref(2)?),
+                ToSqlOutput::Borrowed(r.get_ref(3)?)
+            ])?;
+        }
+    }
+    tx.execute_batch("DROP TABLE search_text_untitled")
+}
+
+/// Whether the table has its `title` column (made by this version).
+fn has_title_column(c: &Connection) -> rusqlite::Result<bool> {
+    let n: i64 = c.query_row(
+        "SELECT count(*) FROM pragma_table_info('search_text') WHERE name = 'title'",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(n > 0)
 }
 
 /// Put texts read back from the mirror into the index, each only if it is
@@ -561,7 +636,7 @@ fn search_match(
                 .optional()?
         };
         // A completion or a gone source between the two reads: skip it.
-        let (Some((path, snippet)), Some(key)) = (row, key_of(c, id)?) else {
+        let (Some((path, snippet)), Some((key, title))) = (row, key_and_title(c, id)?) else {
             continue;
         };
         hits.push(Hit {
@@ -569,6 +644,7 @@ fn search_match(
             score: -rank,
             snippet: Snippet::from_marked(&snippet),
             result_path: path,
+            title,
         });
     }
     Ok(SearchPage { hits, total })
@@ -681,8 +757,8 @@ fn document_of(c: &Connection, rowid: i64) -> rusqlite::Result<Option<i64>> {
 }
 
 /// The best `limit` rows for `expr` (all when negative) and their ranks:
-/// FTS5's own `bm25()` (lower is better; `body` is the one indexed column,
-/// so no weights), ties by rowid. Every match is scored; SQLite's sorter
+/// FTS5's own `bm25()` (lower is better), a match in the title weighted
+/// [`TITLE_WEIGHT`] times one in the text, ties by rowid. Every match is scored; SQLite's sorter
 /// keeps only `limit`.
 fn ranked(c: &Connection, m: &Matching<'_>, limit: i64) -> rusqlite::Result<Vec<(i64, f64)>> {
     let mut own = vec![Value::Text(m.expr.to_owned()), limit.into()];
@@ -696,7 +772,7 @@ fn ranked(c: &Connection, m: &Matching<'_>, limit: i64) -> rusqlite::Result<Vec<
     };
     let (narrow, values) = narrowing(m.filters, "search_text.rowid", own.len() + 1);
     c.prepare_cached(&format!(
-        "SELECT rowid, bm25(search_text) AS r FROM search_text
+        "SELECT rowid, bm25(search_text, 1.0, {TITLE_WEIGHT:.1}) AS r FROM search_text
          WHERE search_text MATCH ?1{narrow} ORDER BY {written_first}r, rowid LIMIT ?2"
     ))?
     .query_map(params_from_iter(with(&own, values)), |r| {
@@ -768,7 +844,7 @@ fn search_like(
             continue;
         }
         let (path, body): (String, String) = (r.get(1)?, r.get(2)?);
-        if let Some(key) = key_of(c, id)? {
+        if let Some((key, title)) = key_and_title(c, id)? {
             let snippet = if search.snippets {
                 Snippet::from_marked(&query::excerpt(&body, terms))
             } else {
@@ -779,6 +855,7 @@ fn search_like(
                 score: 0.0,
                 snippet,
                 result_path: path,
+                title,
             });
         }
     }
@@ -788,8 +865,9 @@ fn search_like(
     })
 }
 
-fn key_of(c: &Connection, id: i64) -> rusqlite::Result<Option<String>> {
-    c.prepare_cached("SELECT doc_key FROM jobs WHERE id = ?1")?
-        .query_row([id], |r| r.get(0))
+/// Document `id`'s key and the title it gives itself; None once it is gone.
+fn key_and_title(c: &Connection, id: i64) -> rusqlite::Result<Option<(String, Option<String>)>> {
+    c.prepare_cached("SELECT doc_key, title FROM jobs WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
 }

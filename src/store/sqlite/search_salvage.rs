@@ -78,14 +78,7 @@ fn remake(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
         let forgot = c.execute(&format!("DELETE FROM sqlite_master WHERE {INDEX_ROWS}"), []);
         c.execute_batch("PRAGMA writable_schema = RESET")?;
         forgot?;
-        // The options are constants of `Tokenizer`, never user text.
-        c.execute_batch(&format!(
-            "CREATE VIRTUAL TABLE search_text USING fts5 (
-                 body, path UNINDEXED, checksum UNINDEXED,
-                 {}
-             );",
-            tokenizer.fts5_options()
-        ))?;
+        super::search_index::create_table(c, tokenizer)?;
         for sql in &parts {
             c.execute_batch(sql)?;
         }

@@ -154,12 +154,12 @@ macro_rules! fence_each {
     };
 }
 
-/// [`COMPLETE`] for the `(id, token, result path, checksum, bytes, no text)` rows of a
+/// [`COMPLETE`] for the `(id, token, result path, checksum, bytes, no text, title)` rows of a
 /// `VALUES` list between this head and [`COMPLETE_EACH_TAIL`]; ?1 now, the
 /// rows from ?2.
 const COMPLETE_EACH_HEAD: &str =
     "UPDATE jobs SET status = 'indexed', result_path = c.column3, checksum = c.column4,
-                result_bytes = c.column5, no_text = c.column6, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                result_bytes = c.column5, no_text = c.column6, title = c.column7, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = ?1
          FROM (VALUES ";
 
@@ -223,7 +223,7 @@ const RENEW: &str = concat!(
 );
 
 const COMPLETE: &str = concat!(
-    "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, result_bytes = ?6, no_text = ?7,
+    "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, result_bytes = ?6, no_text = ?7, title = ?8,
                 owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = ?5
          WHERE ",
@@ -473,7 +473,16 @@ pub(crate) fn complete(
     let version: Option<String> = tx
         .prepare_cached(COMPLETE)?
         .query_row(
-            params![o.id.0, o.token, path, checksum, now, bytes, c.no_text.as_deref()],
+            params![
+                o.id.0,
+                o.token,
+                path,
+                checksum,
+                now,
+                bytes,
+                c.no_text.as_deref(),
+                c.title.as_deref()
+            ],
             |r| r.get(0),
         )
         .optional()?;
@@ -541,12 +550,13 @@ fn complete_slice(
             &c.checksum,
             size,
             &c.no_text,
+            &c.title,
         ]);
     }
-    p.resize(p.len() + (rows - done.len()) * 6, &Null);
+    p.resize(p.len() + (rows - done.len()) * 7, &Null);
     let mut versions: Vec<Option<String>> = done.iter().map(|_| None).collect();
     {
-        let mut stmt = tx.prepare_cached(&values(COMPLETE_EACH_HEAD, 2, rows, 6, COMPLETE_EACH_TAIL))?;
+        let mut stmt = tx.prepare_cached(&values(COMPLETE_EACH_HEAD, 2, rows, 7, COMPLETE_EACH_TAIL))?;
         let mut out = stmt.query(&p[..])?;
         while let Some(r) = out.next()? {
             let id: i64 = r.get(0)?;
