@@ -1,14 +1,20 @@
 """Regenerates the office/e-book samples with their real producers.
 
-Each file carries one unique two-word phrase that the extractor tests look for.
-Needs: pip install odfpy openpyxl python-pptx ebooklib; LibreOffice (soffice) for RTF.
-Run from the repository's top: python3 tests/make_samples.py (writes samples/formats/).
+Each file carries one unique two-word phrase that the extractor tests look for, and
+(except the RTF) a title in its metadata that the title tests look for.
+Needs: pip install odfpy openpyxl python-pptx ebooklib reportlab; LibreOffice (soffice)
+for RTF.
+Run from the repository's top: python3 tests/make_samples.py (writes samples/formats/,
+and tests/fixtures/ for the files that are no sample); name samples (odt ods odp epub
+xlsx pptx rtf pdf) to regenerate only those.
 """
 
 import os
 import subprocess
+import sys
 
 from ebooklib import epub
+from odf.dc import Title
 from odf.opendocument import (
     OpenDocumentPresentation,
     OpenDocumentSpreadsheet,
@@ -21,10 +27,16 @@ from odf.text import H, P
 from openpyxl import Workbook
 from pptx import Presentation
 from pptx.util import Inches
+from reportlab.pdfgen import canvas
+
+# Files for the extractor's tests that are not samples: the command line's tests count
+# and search every file under samples/.
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 
 
 def odt():
     doc = OpenDocumentText()
+    doc.meta.addElement(Title(text="Field notes: herons"))
     doc.text.addElement(H(outlinelevel=1, text="Field notes"))
     doc.text.addElement(P(text="We saw a cobalt heron by the weir."))
     doc.text.addElement(P(text="Second paragraph."))
@@ -33,6 +45,7 @@ def odt():
 
 def ods():
     doc = OpenDocumentSpreadsheet()
+    doc.meta.addElement(Title(text="Workshop inventory"))
     table = Table(name="Inventory")
     for left, right in [("item", "count"), ("juniper anvil", "3")]:
         row = TableRow()
@@ -47,6 +60,7 @@ def ods():
 
 def odp():
     doc = OpenDocumentPresentation()
+    doc.meta.addElement(Title(text="Falcon sightings \u2013 2026"))
     layout = PageLayout(name="Layout")
     doc.automaticstyles.addElement(layout)
     master = MasterPage(name="Default", pagelayoutname=layout)
@@ -81,6 +95,7 @@ def epub_book():
 
 def xlsx():
     wb = Workbook()
+    wb.properties.title = "Walnut ledger"
     sheet = wb.active
     sheet.title = "Ledger"
     sheet.append(["name", "amount"])
@@ -91,11 +106,23 @@ def xlsx():
 
 def pptx():
     prs = Presentation()
+    prs.core_properties.title = "Quarterly review deck"
     slide = prs.slides.add_slide(prs.slide_layouts[5])
     slide.shapes.title.text = "Quarterly review"
     box = slide.shapes.add_textbox(Inches(1), Inches(2), Inches(6), Inches(1))
     box.text_frame.text = "The ivory pelican has landed"
     prs.save("deck.pptx")
+
+
+def pdf():
+    # A title beyond Latin-1, which reportlab writes as UTF-16BE after a byte-order mark;
+    # `invariant` keeps the file the same from run to run.
+    os.makedirs(FIXTURES, exist_ok=True)
+    c = canvas.Canvas(os.path.join(FIXTURES, "tides.pdf"), invariant=1)
+    c.setTitle("Tides of the \u00c5land sea \u2013 \u6f6e\u6c50")
+    c.setAuthor("leasehold sample generator")
+    c.drawString(72, 720, "The saffron lagoon rose at dawn.")
+    c.save()
 
 
 def rtf():
@@ -112,10 +139,15 @@ if __name__ == "__main__":
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "samples", "formats")
     os.makedirs(out, exist_ok=True)
     os.chdir(out)
-    odt()
-    ods()
-    odp()
-    epub_book()
-    xlsx()
-    pptx()
-    rtf()
+    makers = {
+        "odt": odt,
+        "ods": ods,
+        "odp": odp,
+        "epub": epub_book,
+        "xlsx": xlsx,
+        "pptx": pptx,
+        "rtf": rtf,
+        "pdf": pdf,
+    }
+    for name in sys.argv[1:] or list(makers):
+        makers[name]()
