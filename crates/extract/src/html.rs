@@ -48,6 +48,13 @@
 //! (except inside `<pre>`), as a reader of the rendered page would see them; an image's
 //! `alt` text stands in for the image. Attributes past a tag's 64th never reach the
 //! tokenizer (`attr_limit` says why).
+//!
+//! # The title
+//!
+//! The page's title is what a browser shows as `document.title`: the text of the first
+//! `<title>` element, with its character references decoded, wherever it stands (a page
+//! that forgot its `<head>` still has one). A `<title>` inside `<svg>` names the drawing,
+//! not the page, and one inside `<template>` is not in the document: both are passed over.
 
 use std::cell::RefCell;
 use std::sync::atomic::AtomicBool;
@@ -58,6 +65,7 @@ use html5ever::tokenizer::{
     BufferQueue, Tag, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts,
 };
 
+use super::title::TitleText;
 use super::{check_stop, text, Decoded, ExtractError};
 
 mod attr_limit;
@@ -78,15 +86,27 @@ const META_PRESCAN_BYTES: usize = 1024;
 pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, ExtractError> {
     let declared = meta_charset(&bytes[..bytes.len().min(META_PRESCAN_BYTES)]);
     let decoded = text::decode_with_hint(bytes, declared);
-    let text = to_text(&decoded.text, stop)?;
+    let rendered = render(&decoded.text, stop)?;
     Ok(Decoded {
-        text,
+        text: rendered.text,
         encoding: decoded.encoding,
+        title: rendered.title,
     })
+}
+
+/// A page's visible text and its title.
+pub(super) struct Rendered {
+    pub(super) text: String,
+    pub(super) title: Option<String>,
 }
 
 /// Renders HTML to text in one linear pass, polling `stop` every [`CHUNK_BYTES`].
 pub(super) fn to_text(html: &str, stop: &AtomicBool) -> Result<String, ExtractError> {
+    render(html, stop).map(|rendered| rendered.text)
+}
+
+/// [`to_text`], with the page's title (see the module's docs for which one).
+pub(super) fn render(html: &str, stop: &AtomicBool) -> Result<Rendered, ExtractError> {
     let tokenizer = Tokenizer::new(TextSink::default(), TokenizerOpts::default());
     tokenize(&tokenizer, html, stop)?;
     Ok(tokenizer.sink.out.into_inner().finish())
@@ -143,6 +163,9 @@ fn raw_kind(name: &str) -> Option<RawKind> {
 
 /// `<template>` holds ordinary markup that is never rendered; it nests, so it is counted.
 const TEMPLATE: &str = "template";
+
+/// `<svg>` may hold a `<title>` of its own (the drawing's); it nests, so it is counted.
+const SVG: &str = "svg";
 
 /// Elements that start and end a line when rendered.
 fn is_block(name: &str) -> bool {
@@ -222,6 +245,24 @@ struct TextOut {
     pre_depth: usize,
     /// A space is owed before the next word (collapsed white space).
     pending_space: bool,
+    /// Depth of open `<svg>` elements, whose `<title>` is not the page's.
+    svg_depth: usize,
+    /// Where the page's title is in the token stream.
+    title: TitleState,
+    /// The text of the title element, once it starts.
+    title_text: TitleText,
+}
+
+/// Where the tokenizer is relative to the page's title: the first `<title>` counts.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum TitleState {
+    /// No `<title>` has started yet.
+    #[default]
+    Before,
+    /// Inside the page's `<title>`: its characters are the title.
+    Inside,
+    /// The title has ended; later `<title>` elements are ignored.
+    Taken,
 }
 
 impl TokenSink for TextSink {
@@ -231,6 +272,9 @@ impl TokenSink for TextSink {
         let mut out = self.out.borrow_mut();
         match token {
             Token::TagToken(tag) => return out.tag(&tag),
+            Token::CharacterTokens(chars) if out.title == TitleState::Inside => {
+                out.title_text.push_str(&chars)
+            }
             Token::CharacterTokens(chars) if !out.hidden() => out.chars(&chars),
             _ => {}
         }
@@ -247,20 +291,30 @@ impl TextOut {
         let name: &str = &tag.name;
         if self.in_raw {
             self.in_raw = tag.kind != TagKind::EndTag;
+            if !self.in_raw && self.title == TitleState::Inside {
+                self.title = TitleState::Taken;
+            }
             return TokenSinkResult::Continue;
         }
         match tag.kind {
             TagKind::StartTag => {
                 if let Some(kind) = raw_kind(name) {
                     self.in_raw = true;
+                    self.title_starts(name);
                     return TokenSinkResult::RawData(kind);
                 }
                 if name == TEMPLATE && !tag.self_closing {
                     self.template_depth += 1;
                 }
+                if name == SVG && !tag.self_closing {
+                    self.svg_depth += 1;
+                }
             }
             TagKind::EndTag if name == TEMPLATE => {
                 self.template_depth = self.template_depth.saturating_sub(1);
+            }
+            TagKind::EndTag if name == SVG => {
+                self.svg_depth = self.svg_depth.saturating_sub(1);
             }
             TagKind::EndTag => {}
         }
@@ -268,6 +322,15 @@ impl TextOut {
             self.visible_tag(tag);
         }
         TokenSinkResult::Continue
+    }
+
+    /// A raw-text element `name` has started: if it is the page's first `<title>` outside
+    /// SVG and templates, its characters are the title.
+    fn title_starts(&mut self, name: &str) {
+        let in_document = self.svg_depth == 0 && self.template_depth == 0;
+        if name == "title" && self.title == TitleState::Before && in_document {
+            self.title = TitleState::Inside;
+        }
     }
 
     fn visible_tag(&mut self, tag: &Tag) {
@@ -336,9 +399,12 @@ impl TextOut {
         }
     }
 
-    fn finish(mut self) -> String {
+    fn finish(mut self) -> Rendered {
         self.text.truncate(self.text.trim_end().len());
-        self.text
+        Rendered {
+            text: self.text,
+            title: self.title_text.finish(),
+        }
     }
 }
 
@@ -449,6 +515,65 @@ mod tests {
         for hidden in ["forbidden", "color", "console", "display", "nested", "Title"] {
             assert!(!text.contains(hidden), "{hidden:?} leaked into {text:?}");
         }
+    }
+
+    fn title(html: &str) -> Option<String> {
+        super::render(html, &AtomicBool::new(false)).unwrap().title
+    }
+
+    #[test]
+    fn the_title_is_the_first_title_elements_text_decoded() {
+        assert_eq!(
+            extract_text(PAGE.as_bytes()).title.as_deref(),
+            Some("Title words")
+        );
+        assert_eq!(
+            title("<title>\n  Fish &amp; chips &#8211;\tmenu </title><title>second</title>").as_deref(),
+            Some("Fish & chips \u{2013} menu")
+        );
+        // No head, no html: a browser still finds it.
+        assert_eq!(
+            title("<p>body first</p><title>late</title>").as_deref(),
+            Some("late")
+        );
+        // The title is not page text, and the text is the same with or without one.
+        assert_eq!(render("<title>T</title><p>x</p>"), "x");
+    }
+
+    #[test]
+    fn titles_of_drawings_and_templates_are_not_the_pages() {
+        let page = "<html><body><svg><title>a circle</title><circle/></svg>\
+                    <template><title>templated</title></template><title>Page</title></body></html>";
+        assert_eq!(title(page).as_deref(), Some("Page"));
+        assert_eq!(title("<svg><title>only the drawing</title></svg>"), None);
+    }
+
+    #[test]
+    fn no_title_empty_titles_and_placeholders_are_none() {
+        for page in [
+            "<p>no title</p>",
+            "<title></title><p>x</p>",
+            "<title>  \n </title>",
+            "<title>Untitled Document</title>",
+            "<title>untitled</title><title>the second is not looked at</title>",
+        ] {
+            assert_eq!(title(page), None, "{page:?}");
+        }
+    }
+
+    #[test]
+    fn a_megabyte_title_is_cut_to_one_line_of_300_characters() {
+        let words = "harbor ".repeat(150_000);
+        let page = format!("<title>{words}</title><p>velvet harbor</p>");
+        assert!(page.len() > 1 << 20);
+        let rendered = super::render(&page, &AtomicBool::new(false)).unwrap();
+        let kept = rendered.title.expect("a title");
+        // 43 words of 6 letters and the 42 spaces between them.
+        assert_eq!(kept.chars().count(), 300);
+        assert!(kept.starts_with("harbor harbor") && !kept.contains("  "));
+        assert_eq!(rendered.text, "velvet harbor");
+        let one_word = format!("<title>{}</title>", "x".repeat(1 << 20));
+        assert_eq!(title(&one_word).unwrap().len(), 300);
     }
 
     #[test]

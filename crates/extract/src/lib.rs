@@ -19,6 +19,8 @@
 //!   ODP) and `epub` read their parts; `office` hands DOCX, XLSX and PPTX to office_oxide
 //!   after `zipped`'s checks.
 //! - `rtf`, `pdf`: the remaining binary formats.
+//! - `title`: what every format hands the document's own title to, which cleans and
+//!   bounds it.
 
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
@@ -40,6 +42,7 @@ mod office;
 mod pdf;
 mod rtf;
 mod text;
+mod title;
 #[cfg(feature = "office")]
 mod zipped;
 
@@ -112,7 +115,8 @@ impl ExtractorRegistry {
         Ok(text_format(ext.as_deref()).unwrap_or_else(|| sniff_text(bytes)))
     }
 
-    /// Extracts text and reports the format and encoding chosen for it. Cheap checks first
+    /// Extracts text and reports the format and encoding chosen for it, and the title the
+    /// document gives itself (`None` for plain text and for an empty input). Cheap checks first
     /// (size, stop) so hostile or abandoned work costs nothing; empty input is a legitimate
     /// empty document in every format, so it never reaches a parser.
     pub fn extract_detailed(
@@ -137,7 +141,7 @@ impl ExtractorRegistry {
             text: decoded.text,
             format,
             encoding: decoded.encoding,
-            title: None,
+            title: decoded.title,
         })
     }
 
@@ -163,26 +167,35 @@ impl ExtractorRegistry {
     fn extract_as(&self, format: Format, bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, ExtractError> {
         #[cfg_attr(not(feature = "office"), allow(unused_variables))]
         let inflate = self.max_inflated_bytes();
-        let text = match format {
-            Format::PlainText => return Ok(text::extract(bytes)),
+        match format {
+            // Plain text has no place for a title: it stays `None`.
+            Format::PlainText => Ok(text::extract(bytes)),
             #[cfg(feature = "markdown")]
-            Format::Markdown => return markdown::extract(bytes, stop),
+            Format::Markdown => markdown::extract(bytes, stop),
             #[cfg(feature = "html")]
-            Format::Html => return html::extract(bytes, stop),
+            Format::Html => html::extract(bytes, stop),
             #[cfg(feature = "pdf")]
-            Format::Pdf => pdf::extract(bytes, stop),
+            Format::Pdf => pdf::extract(bytes, stop).map(untitled),
             #[cfg(feature = "office")]
-            Format::Docx | Format::Xlsx | Format::Pptx => office::extract(bytes, format, inflate, stop),
+            Format::Docx | Format::Xlsx | Format::Pptx => {
+                office::extract(bytes, format, inflate, stop).map(untitled)
+            }
             #[cfg(feature = "office")]
-            Format::Odt | Format::Ods | Format::Odp => odf::extract(bytes, format, inflate, stop),
+            Format::Odt | Format::Ods | Format::Odp => {
+                odf::extract(bytes, format, inflate, stop).map(untitled)
+            }
             #[cfg(feature = "office")]
-            Format::Epub => epub::extract(bytes, inflate, stop),
-            Format::Rtf => rtf::extract(bytes, stop),
+            Format::Epub => epub::extract(bytes, inflate, stop).map(untitled),
+            Format::Rtf => rtf::extract(bytes, stop).map(untitled),
             #[allow(unreachable_patterns)]
-            other => return Err(not_built(other)),
-        }?;
-        Ok(Decoded { text, encoding: None })
+            other => Err(not_built(other)),
+        }
     }
+}
+
+/// The text of a format whose title is not read yet.
+fn untitled(text: String) -> Decoded {
+    Decoded::titled(text, None)
 }
 
 impl Default for ExtractorRegistry {

@@ -1,10 +1,20 @@
 //! Markdown: parsed by pulldown-cmark (CommonMark plus the common GitHub extensions) and
 //! flattened to the text a reader would see, so markup never reaches the search index.
+//!
+//! # The title
+//!
+//! Markdown has no title of its own, but a document's first heading is what its author
+//! put at the top, so that is the title: the text of the first ATX (`#`) or setext
+//! (underlined) heading of any level that has any, its markup dropped as in the text.
+//! Raw HTML headings (`<h1>`) are not looked at. YAML front matter is not read (the text
+//! keeps it as written), but a heading inside it is no title: front matter's closing `---`
+//! would otherwise make its last line a setext heading ("title: My post").
 
 use std::sync::atomic::AtomicBool;
 
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
+use super::title::TitleText;
 use super::{check_stop, html, text, Decoded, ExtractError};
 
 /// Events between two polls of the stop flag: cheap enough to poll often, rare enough to
@@ -13,9 +23,11 @@ const STOP_POLL_EVENTS: usize = 1024;
 
 pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, ExtractError> {
     let decoded = text::decode(bytes);
+    let (text, title) = to_text(&decoded.text, stop)?;
     Ok(Decoded {
-        text: to_text(&decoded.text, stop)?,
+        text,
         encoding: decoded.encoding,
+        title,
     })
 }
 
@@ -26,32 +38,125 @@ pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, Extrac
 const SEGMENT_BYTES: usize = 256 * 1024;
 
 /// Walks the event stream keeping text and code, replacing block boundaries with line
-/// breaks. Raw HTML blocks are collected and rendered by the HTML extractor so their text
-/// is kept but their tags (and any script/style) are not.
-fn to_text(source: &str, stop: &AtomicBool) -> Result<String, ExtractError> {
+/// breaks, and finds the title (the first heading). Raw HTML blocks are collected and
+/// rendered by the HTML extractor so their text is kept but their tags (and any
+/// script/style) are not.
+fn to_text(source: &str, stop: &AtomicBool) -> Result<(String, Option<String>), ExtractError> {
     let mut out = String::new();
+    let mut title = FirstHeading::new(front_matter_end(source));
+    let mut base = 0;
     for segment in segments(source, SEGMENT_BYTES) {
         check_stop(stop)?;
-        render(segment, &mut out, stop)?;
+        render(segment, base, &mut out, &mut title, stop)?;
         end_block(&mut out);
+        base += segment.len();
     }
     out.truncate(out.trim_end().len());
-    Ok(out)
+    Ok((out, title.finish()))
 }
 
-fn render(source: &str, out: &mut String, stop: &AtomicBool) -> Result<(), ExtractError> {
+/// Renders one segment, which starts `base` bytes into the document, onto `out`.
+fn render(
+    source: &str,
+    base: usize,
+    out: &mut String,
+    title: &mut FirstHeading,
+    stop: &AtomicBool,
+) -> Result<(), ExtractError> {
     let mut flat = Flattener {
         out,
         html_block: String::new(),
         open_lists: 0,
     };
-    for (i, event) in Parser::new_ext(source, options()).enumerate() {
+    let events = Parser::new_ext(source, options()).into_offset_iter();
+    for (i, (event, at)) in events.enumerate() {
         if i % STOP_POLL_EVENTS == 0 {
             check_stop(stop)?;
         }
+        title.event(&event, base + at.start);
         flat.event(event, stop)?;
     }
     Ok(())
+}
+
+/// Finds the document's title, its first heading with text, in the event stream.
+struct FirstHeading {
+    /// Headings that start before this byte are inside front matter.
+    from: usize,
+    state: HeadingState,
+    text: TitleText,
+}
+
+/// Where the event stream is relative to the title's heading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HeadingState {
+    /// No heading with text yet.
+    Looking,
+    /// Inside a heading: its text is the title if it has any.
+    Inside,
+    /// The title is found; later headings are not looked at.
+    Found,
+}
+
+impl FirstHeading {
+    fn new(from: usize) -> Self {
+        Self {
+            from,
+            state: HeadingState::Looking,
+            text: TitleText::default(),
+        }
+    }
+
+    /// Takes in one event, which starts `at` bytes into the document.
+    fn event(&mut self, event: &Event<'_>, at: usize) {
+        match (self.state, event) {
+            (HeadingState::Looking, Event::Start(Tag::Heading { .. })) if at >= self.from => {
+                self.state = HeadingState::Inside;
+            }
+            (
+                HeadingState::Inside,
+                Event::Text(t) | Event::Code(t) | Event::InlineMath(t) | Event::DisplayMath(t),
+            ) => self.text.push_str(t),
+            (HeadingState::Inside, Event::SoftBreak | Event::HardBreak) => self.text.push(' '),
+            (HeadingState::Inside, Event::End(TagEnd::Heading(_))) => {
+                self.state = if self.text.is_empty() {
+                    HeadingState::Looking
+                } else {
+                    HeadingState::Found
+                };
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(self) -> Option<String> {
+        self.text.finish()
+    }
+}
+
+/// Front matter is at most this long; a longer "block" is not front matter but a document
+/// that opens with a thematic break.
+const MAX_FRONT_MATTER_BYTES: usize = 64 * 1024;
+
+/// The byte where YAML front matter ends (after its closing line), or 0 when the document
+/// has none: a first line of `---`, then a line of `---` or `...` within
+/// [`MAX_FRONT_MATTER_BYTES`].
+fn front_matter_end(source: &str) -> usize {
+    let mut lines = source.split_inclusive('\n');
+    let Some(first) = lines.next().filter(|line| line.trim_end() == "---") else {
+        return 0;
+    };
+    let mut end = first.len();
+    for line in lines {
+        end += line.len();
+        if end > MAX_FRONT_MATTER_BYTES {
+            return 0;
+        }
+        if matches!(line.trim_end(), "---" | "...") {
+            return end;
+        }
+    }
+    0
 }
 
 /// Turns the event stream into text. A block's words are never joined to the next
@@ -220,7 +325,55 @@ mod tests {
     use super::*;
 
     fn run(md: &str) -> String {
-        to_text(md, &AtomicBool::new(false)).unwrap()
+        to_text(md, &AtomicBool::new(false)).unwrap().0
+    }
+
+    fn title(md: &str) -> Option<String> {
+        to_text(md, &AtomicBool::new(false)).unwrap().1
+    }
+
+    #[test]
+    fn the_title_is_the_first_heading_with_text_of_any_level() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("# The *copper* `kettle`\n\n# Second\n", Some("The copper kettle")),
+            ("Intro text.\n\n### Deep &amp; low\n\n# Top\n", Some("Deep & low")),
+            (
+                "Setext *title*\nwrapped\n===\n\n# Later\n",
+                Some("Setext title wrapped"),
+            ),
+            ("Minor\n-----\n", Some("Minor")),
+            (
+                "#\n\n## ![logo](l.png) Real <em>one</em>\n",
+                Some("logo Real one"),
+            ),
+            ("no heading at all\n", None),
+            ("    # indented code, not a heading\n", None),
+            ("# Untitled\n", None),
+        ];
+        for (md, expected) in cases {
+            assert_eq!(title(md).as_deref(), *expected, "{md:?}");
+        }
+    }
+
+    #[test]
+    fn front_matter_is_no_heading() {
+        // Without the skip its last line would be a setext heading: "title: My post".
+        let md = "---\ntitle: My post\n---\n\nBody text.\n\n## Section\n";
+        assert_eq!(title(md).as_deref(), Some("Section"));
+        assert_eq!(front_matter_end(md), 23);
+        assert_eq!(title("---\ntitle: x\n...\n").as_deref(), None);
+        // A thematic break that never closes is not front matter.
+        assert_eq!(front_matter_end("---\nHeading\n===\n"), 0);
+        assert_eq!(title("---\nHeading\n===\n").as_deref(), Some("Heading"));
+        let long = format!("---\n{}---\n", "key: value\n".repeat(10_000));
+        assert_eq!(front_matter_end(&long), 0);
+    }
+
+    #[test]
+    fn the_title_is_found_past_the_first_segment() {
+        let md = format!("{}# Far down\n", "para\n\n".repeat(SEGMENT_BYTES / 3));
+        assert!(segments(&md, SEGMENT_BYTES).len() > 1);
+        assert_eq!(title(&md).as_deref(), Some("Far down"));
     }
 
     #[test]
@@ -385,12 +538,14 @@ mod tests {
         let block = "# The *copper* kettle\n\nSome **bold** text\nwrapped.\n\n- item\n- item two\n\n  continued\n\n\
                      ```\nfn main() {}\n\n```\n\n| a | b |\n|---|---|\n| c | d |\n\n<div>\n<p>html</p>\n</div>\n\n";
         let doc = block.repeat(50);
+        let no_stop = AtomicBool::new(false);
         let mut whole = String::new();
-        render(&doc, &mut whole, &AtomicBool::new(false)).unwrap();
+        render(&doc, 0, &mut whole, &mut FirstHeading::new(0), &no_stop).unwrap();
         whole.truncate(whole.trim_end().len());
         let mut pieces = String::new();
+        let mut title = FirstHeading::new(0);
         for segment in segments(&doc, 300) {
-            render(segment, &mut pieces, &AtomicBool::new(false)).unwrap();
+            render(segment, 0, &mut pieces, &mut title, &no_stop).unwrap();
             end_block(&mut pieces);
         }
         pieces.truncate(pieces.trim_end().len());

@@ -13,12 +13,26 @@ use encoding_rs::Encoding;
 /// small enough that sniffing a large file stays cheap.
 const SNIFF_BYTES: usize = 8 * 1024;
 
-/// Decoded text and the encoding it was decoded from, by its WHATWG name
-/// (`"UTF-8"`, `"windows-1252"`, `"Shift_JIS"`, `"UTF-16LE"`...).
+/// What a format's reader hands the registry: the text, the encoding it was decoded from,
+/// by its WHATWG name (`"UTF-8"`, `"windows-1252"`, `"Shift_JIS"`, `"UTF-16LE"`...), for
+/// the formats decoded from bytes, and the title the document gives itself, already
+/// cleaned (see `title.rs`, the only way a title is made).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Decoded {
     pub(crate) text: String,
     pub(crate) encoding: Option<&'static str>,
+    pub(crate) title: Option<String>,
+}
+
+impl Decoded {
+    /// The text of a format that fixes its own encoding, with the document's title.
+    pub(crate) fn titled(text: String, title: Option<String>) -> Self {
+        Self {
+            text,
+            encoding: None,
+            title,
+        }
+    }
 }
 
 pub(super) fn extract(bytes: &[u8]) -> Decoded {
@@ -42,6 +56,7 @@ pub(super) fn decode_with_hint(bytes: &[u8], declared: Option<&'static Encoding>
     Decoded {
         text,
         encoding: Some(encoding.name()),
+        title: None,
     }
 }
 
@@ -256,14 +271,16 @@ mod tests {
             extract(&le),
             Decoded {
                 text: "h\u{e9}llo \u{1F600}".into(),
-                encoding: Some("UTF-16LE")
+                encoding: Some("UTF-16LE"),
+                title: None,
             }
         );
         assert_eq!(
             extract(&be),
             Decoded {
                 text: "h\u{e9}llo".into(),
-                encoding: Some("UTF-16BE")
+                encoding: Some("UTF-16BE"),
+                title: None,
             }
         );
         assert!(!looks_binary(&le), "UTF-16 has NULs but is text");
