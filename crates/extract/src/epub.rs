@@ -1,7 +1,9 @@
 //! EPUB: a zip whose `META-INF/container.xml` names the package document (OPF); the OPF's
 //! spine lists the chapters in reading order, and each chapter is XHTML that the HTML
 //! extractor renders. Reading order matters for search snippets, so the spine, not the
-//! archive's order, decides.
+//! archive's order, decides. The title is the OPF's first `<dc:title>`, read in the same
+//! pass as the spine (an EPUB 3 book may have several, the first is the main one); the
+//! chapters' own `<title>` elements are not the book's.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -9,7 +11,8 @@ use std::sync::atomic::AtomicBool;
 use quick_xml::events::Event;
 
 use super::odf::attr;
-use super::zipped::{check_output, Container};
+use super::text::Decoded;
+use super::zipped::{check_output, Container, FirstTitle};
 use super::{check_stop, html, ExtractError, Format};
 
 const CONTAINER_XML: &str = "META-INF/container.xml";
@@ -17,10 +20,10 @@ const CONTAINER_XML: &str = "META-INF/container.xml";
 /// Media types of spine items that hold text; images or SVG pages in the spine are skipped.
 const TEXT_TYPES: [&str; 2] = ["application/xhtml+xml", "text/html"];
 
-pub(super) fn extract(bytes: &[u8], max_inflated: u64, stop: &AtomicBool) -> Result<String, ExtractError> {
+pub(super) fn extract(bytes: &[u8], max_inflated: u64, stop: &AtomicBool) -> Result<Decoded, ExtractError> {
     let mut container = Container::open(bytes, Format::Epub, max_inflated)?;
     let opf = package_path(&mut container, stop)?;
-    let chapters = spine(&mut container, &opf, stop)?;
+    let Package { chapters, title } = package(&mut container, &opf, stop)?;
     let mut out = String::new();
     for chapter in chapters {
         check_stop(stop)?;
@@ -33,7 +36,7 @@ pub(super) fn extract(bytes: &[u8], max_inflated: u64, stop: &AtomicBool) -> Res
         check_output(&out, max_inflated, Format::Epub)?;
     }
     out.truncate(out.trim_end().len());
-    Ok(out)
+    Ok(Decoded::titled(out, title))
 }
 
 /// The OPF's path inside the zip: the first `<rootfile full-path="...">`.
@@ -52,11 +55,21 @@ fn package_path(container: &mut Container<'_>, stop: &AtomicBool) -> Result<Stri
     container.resolve("", &path, CONTAINER_XML)
 }
 
-/// The zip paths of the spine's text chapters, in reading order.
-fn spine(container: &mut Container<'_>, opf: &str, stop: &AtomicBool) -> Result<Vec<String>, ExtractError> {
+/// What the package document says: the chapters and the book's title.
+struct Package {
+    /// The zip paths of the spine's text chapters, in reading order.
+    chapters: Vec<String>,
+    title: Option<String>,
+}
+
+/// Reads the package document: the spine's text chapters and the first `<dc:title>`.
+fn package(container: &mut Container<'_>, opf: &str, stop: &AtomicBool) -> Result<Package, ExtractError> {
     let mut manifest: HashMap<String, (String, String)> = HashMap::new();
     let mut order = Vec::new();
+    let mut title = FirstTitle::default();
     container.each_xml_event(opf, stop, |event| {
+        // The title never ends the pass: the manifest and spine come after it.
+        let _ = title.event(&event, opf, Format::Epub);
         if let Event::Start(e) | Event::Empty(e) = &event {
             match e.local_name().as_ref() {
                 "item" => {
@@ -71,12 +84,16 @@ fn spine(container: &mut Container<'_>, opf: &str, stop: &AtomicBool) -> Result<
         Ok(())
     })?;
     let base = opf.rsplit_once('/').map_or("", |(dir, _)| dir);
-    order
+    let chapters = order
         .iter()
         .filter_map(|id| manifest.get(id))
         .filter(|(_, media_type)| TEXT_TYPES.contains(&media_type.as_str()))
         .map(|(href, _)| container.resolve(base, href, opf))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok(Package {
+        chapters,
+        title: title.finish(),
+    })
 }
 
 #[cfg(test)]
@@ -94,7 +111,46 @@ mod tests {
         </manifest><spine><itemref idref="c1"/><itemref idref="img"/><itemref idref="c2"/><itemref idref="missing"/></spine></package>"#;
 
     fn run(bytes: &[u8]) -> Result<String, ExtractError> {
-        extract(bytes, u64::MAX, &AtomicBool::new(false))
+        extract(bytes, u64::MAX, &AtomicBool::new(false)).map(|done| done.text)
+    }
+
+    /// A one-chapter book whose package document has `metadata` as its metadata.
+    fn book_with_metadata(metadata: &str) -> Vec<u8> {
+        let opf = format!(
+            r#"<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/">{metadata}</metadata><manifest><item id="c1" href="one.xhtml" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="c1"/></spine></package>"#
+        );
+        zip_with(&[
+            ("mimetype", b"application/epub+zip".as_slice()),
+            (CONTAINER_XML, CONTAINER),
+            ("OEBPS/pkg/book.opf", opf.as_bytes()),
+            (
+                "OEBPS/pkg/one.xhtml",
+                b"<html><head><title>Chapter one</title></head><body><p>indigo compass</p></body></html>"
+                    .as_slice(),
+            ),
+        ])
+    }
+
+    fn title_of(metadata: &str) -> Option<String> {
+        let done = extract(&book_with_metadata(metadata), u64::MAX, &AtomicBool::new(false)).unwrap();
+        assert_eq!(done.text, "indigo compass");
+        done.title
+    }
+
+    #[test]
+    fn the_title_is_the_packages_first_dc_title() {
+        let main = r#"<dc:identifier>x</dc:identifier><dc:title id="t1">The  Indigo
+            Compass</dc:title><dc:title id="t2">A subtitle</dc:title>"#;
+        assert_eq!(title_of(main).as_deref(), Some("The Indigo Compass"));
+        // Old OEB packages capitalise it.
+        assert_eq!(
+            title_of("<dc:Title>Old book</dc:Title>").as_deref(),
+            Some("Old book")
+        );
+        // A chapter's own <title> is not the book's.
+        assert_eq!(title_of("<dc:language>en</dc:language>"), None);
+        // A title that cannot be read is no title; the book is still read.
+        assert_eq!(title_of("<dc:title>&nosuch;</dc:title>"), None);
     }
 
     #[test]

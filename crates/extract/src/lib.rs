@@ -20,7 +20,7 @@
 //!   after `zipped`'s checks.
 //! - `rtf`, `pdf`: the remaining binary formats.
 //! - `title`: what every format hands the document's own title to, which cleans and
-//!   bounds it.
+//!   bounds it; a title that cannot be read is no title, never a failed document.
 
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
@@ -177,15 +177,11 @@ impl ExtractorRegistry {
             #[cfg(feature = "pdf")]
             Format::Pdf => pdf::extract(bytes, stop).map(untitled),
             #[cfg(feature = "office")]
-            Format::Docx | Format::Xlsx | Format::Pptx => {
-                office::extract(bytes, format, inflate, stop).map(untitled)
-            }
+            Format::Docx | Format::Xlsx | Format::Pptx => office::extract(bytes, format, inflate, stop),
             #[cfg(feature = "office")]
-            Format::Odt | Format::Ods | Format::Odp => {
-                odf::extract(bytes, format, inflate, stop).map(untitled)
-            }
+            Format::Odt | Format::Ods | Format::Odp => odf::extract(bytes, format, inflate, stop),
             #[cfg(feature = "office")]
-            Format::Epub => epub::extract(bytes, inflate, stop).map(untitled),
+            Format::Epub => epub::extract(bytes, inflate, stop),
             Format::Rtf => rtf::extract(bytes, stop).map(untitled),
             #[allow(unreachable_patterns)]
             other => Err(not_built(other)),
@@ -443,6 +439,16 @@ mod tests {
         for (file, format, phrase) in CONTAINER_SAMPLES {
             assert_sample(file, &read_sample(file), format, phrase);
         }
+    }
+
+    #[test]
+    fn a_title_is_found_whatever_the_documents_name() {
+        let registry = ExtractorRegistry::default();
+        let bytes = read_sample("formats/notes.odt");
+        let extraction = registry
+            .extract_detailed("upload.bin", &bytes, &AtomicBool::new(false))
+            .unwrap();
+        assert_eq!(extraction.title.as_deref(), Some("Field notes: herons"));
     }
 
     #[test]

@@ -1,16 +1,23 @@
 //! OpenDocument (ODT, ODS, ODP): all three keep their text in `content.xml` as `<text:p>`
 //! and `<text:h>` paragraphs, in the body of a text document, in spreadsheet cells or in
-//! presentation frames, so one streaming pass serves them all.
+//! presentation frames, so one streaming pass serves them all. The title is `meta.xml`'s
+//! `<dc:title>` (inside `<office:meta>`), read after the text under what is left of the
+//! same inflate budget; a package without one, or with a broken one, has no title.
 
 use std::sync::atomic::AtomicBool;
 
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::XmlVersion;
 
+use super::text::Decoded;
+use super::title;
 use super::zipped::{check_output, event_text, Container};
 use super::{ExtractError, Format};
 
 const CONTENT_XML: &str = "content.xml";
+
+/// The part that holds the document's metadata, its title among them.
+const META_XML: &str = "meta.xml";
 
 /// One `<text:s/>` may stand for many spaces; more than this is layout, not text, and
 /// clamping keeps a hostile count from turning a few bytes into gigabytes.
@@ -22,7 +29,7 @@ pub(super) fn extract(
     format: Format,
     max_inflated: u64,
     stop: &AtomicBool,
-) -> Result<String, ExtractError> {
+) -> Result<Decoded, ExtractError> {
     let mut container = Container::open(bytes, format, max_inflated)?;
     let mut body = Body::default();
     container.each_xml_event(CONTENT_XML, stop, |event| {
@@ -30,7 +37,8 @@ pub(super) fn extract(
         check_output(&body.out, max_inflated, format)
     })?;
     body.out.truncate(body.out.trim_end().len());
-    Ok(body.out)
+    let title = title::lookup(container.metadata_title(META_XML, stop))?;
+    Ok(Decoded::titled(body.out, title))
 }
 
 /// Where we are in the content. Elements are matched by local name, so any prefix works.
@@ -144,7 +152,49 @@ mod tests {
     }
 
     fn run(bytes: &[u8]) -> Result<String, ExtractError> {
-        extract(bytes, Format::Odt, u64::MAX, &AtomicBool::new(false))
+        extract(bytes, Format::Odt, u64::MAX, &AtomicBool::new(false)).map(|done| done.text)
+    }
+
+    /// An ODT with one paragraph and `meta` as its `meta.xml`.
+    fn odt_with_meta(meta: &[u8]) -> Vec<u8> {
+        let content = br#"<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:text><text:p>cobalt heron</text:p></office:text></office:body></office:document-content>"#;
+        zip_with(&[
+            ("mimetype", b"application/vnd.oasis.opendocument.text".as_slice()),
+            (CONTENT_XML, content.as_slice()),
+            (META_XML, meta),
+        ])
+    }
+
+    fn titled(bytes: &[u8]) -> Decoded {
+        extract(bytes, Format::Odt, u64::MAX, &AtomicBool::new(false)).unwrap()
+    }
+
+    #[test]
+    fn the_title_is_meta_xmls_dc_title() {
+        let meta = br#"<?xml version="1.0"?><office:document-meta xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0"><office:meta><meta:generator>x</meta:generator><dc:title>Field
+            notes &amp; sketches</dc:title><dc:title>second</dc:title></office:meta></office:document-meta>"#;
+        let done = titled(&odt_with_meta(meta));
+        assert_eq!(done.title.as_deref(), Some("Field notes & sketches"));
+        assert_eq!(done.text, "cobalt heron");
+    }
+
+    #[test]
+    fn a_missing_or_broken_meta_xml_is_no_title_but_the_text_stays() {
+        let broken: [&[u8]; 4] = [
+            b"<office:meta><dc:title>unclosed</office:meta",
+            b"<office:meta><dc:title>bad &nosuch; entity</dc:title></office:meta>",
+            b"<office:meta><dc:title/></office:meta>",
+            b"not xml at all \xFF\xFE",
+        ];
+        for meta in broken {
+            let done = titled(&odt_with_meta(meta));
+            assert_eq!(
+                (done.title, done.text.as_str()),
+                (None, "cobalt heron"),
+                "{meta:?}"
+            );
+        }
+        assert_eq!(titled(&odt("<text:p>x</text:p>")).title, None, "no meta.xml");
     }
 
     #[test]
@@ -159,7 +209,9 @@ mod tests {
                 env!("CARGO_MANIFEST_DIR")
             ))
             .unwrap();
-            let text = extract(&bytes, format, u64::MAX, &AtomicBool::new(false)).unwrap();
+            let text = extract(&bytes, format, u64::MAX, &AtomicBool::new(false))
+                .unwrap()
+                .text;
             assert!(text.contains(phrase), "{file}: {text:?}");
         }
     }

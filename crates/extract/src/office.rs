@@ -42,6 +42,13 @@
 //! isolated extractor a document that needs more fails at the child's memory limit.
 //! The stop flag is polled between the pre-check's parts and before and after the parse,
 //! not inside it (a 200 MiB part takes about 5 s).
+//!
+//! The title is the core properties' `<dc:title>` in `docProps/core.xml`, read by our own
+//! streaming reader (`zipped`'s inflate budget and entity refusal, stopping at the
+//! element's end) rather than through office_oxide, which would hold the whole part. Every
+//! producer we know writes the core properties there; a package that puts them elsewhere
+//! (its root relationships may) has no title here. A package without the part, or with a
+//! broken one, keeps its text and has no title.
 
 use std::io::Cursor;
 use std::sync::atomic::AtomicBool;
@@ -49,8 +56,13 @@ use std::sync::atomic::AtomicBool;
 use office_oxide::options::ParseOptions;
 use office_oxide::{Document, DocumentFormat};
 
-use super::zipped::{check_output, precheck};
+use super::text::Decoded;
+use super::title;
+use super::zipped::{check_output, precheck, Container};
 use super::{check_stop, ExtractError, Format};
+
+/// Where Office Open XML packages keep their core properties, the title among them.
+const CORE_XML: &str = "docProps/core.xml";
 
 /// A compound file (OLE2) where a zip should be: how Office stores an encrypted package.
 const CFB_MAGIC: &[u8] = b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1";
@@ -62,7 +74,7 @@ pub(super) fn extract(
     format: Format,
     max_inflated: u64,
     stop: &AtomicBool,
-) -> Result<String, ExtractError> {
+) -> Result<Decoded, ExtractError> {
     let kind = match format {
         Format::Docx => DocumentFormat::Docx,
         Format::Xlsx => DocumentFormat::Xlsx,
@@ -85,7 +97,19 @@ pub(super) fn extract(
     check_stop(stop)?;
     // A text cut at office_oxide's budget carries a notice past it, so this refuses it.
     check_output(&text, max_inflated, format)?;
-    Ok(text.trim_end().to_owned())
+    let title = title::lookup(core_title(bytes, format, max_inflated, stop))?;
+    Ok(Decoded::titled(text.trim_end().to_owned(), title))
+}
+
+/// The title in the package's core properties. The pre-check has already held every part
+/// to the budget and refused entities; the part is read again under a budget of its own.
+fn core_title(
+    bytes: &[u8],
+    format: Format,
+    max_inflated: u64,
+    stop: &AtomicBool,
+) -> Result<Option<String>, ExtractError> {
+    Container::open(bytes, format, max_inflated)?.metadata_title(CORE_XML, stop)
 }
 
 #[cfg(test)]
@@ -204,7 +228,62 @@ pub(super) mod tests {
     }
 
     fn run(bytes: &[u8], format: Format) -> Result<String, ExtractError> {
-        extract(bytes, format, NO_LIMIT, &AtomicBool::new(false))
+        extract(bytes, format, NO_LIMIT, &AtomicBool::new(false)).map(|done| done.text)
+    }
+
+    /// A one-slide deck with `core` as its `docProps/core.xml`, added after the parts
+    /// office_oxide reads.
+    fn pptx_with_core(core: &[u8]) -> Vec<u8> {
+        let deck = pptx_with(&[slide("ivory pelican", 0)]);
+        let mut archive = zip::ZipArchive::new(Cursor::new(deck)).unwrap();
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        for i in 0..archive.len() {
+            let mut entry = archive.by_index(i).unwrap();
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut data).unwrap();
+            files.push((entry.name().unwrap().into_owned(), data));
+        }
+        files.push((CORE_XML.to_owned(), core.to_vec()));
+        let borrowed: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (n.as_str(), d.as_slice())).collect();
+        zip_with(&borrowed)
+    }
+
+    fn titled(bytes: &[u8]) -> Decoded {
+        extract(bytes, Format::Pptx, NO_LIMIT, &AtomicBool::new(false)).unwrap()
+    }
+
+    const CORE_NS: &str = r#"xmlns:cp="http://schemas.openxmlformats.org/package/2006/metadata/core-properties" xmlns:dc="http://purl.org/dc/elements/1.1/""#;
+
+    #[test]
+    fn the_title_is_the_core_properties_dc_title() {
+        let core = format!(
+            r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?><cp:coreProperties {CORE_NS}><dc:creator>someone</dc:creator><dc:title>  Quarterly
+            review &#8212; Q3</dc:title></cp:coreProperties>"#
+        );
+        let done = titled(&pptx_with_core(core.as_bytes()));
+        assert_eq!(done.title.as_deref(), Some("Quarterly review \u{2014} Q3"));
+        assert!(done.text.contains("ivory pelican"), "{:?}", done.text);
+        // No core properties at all: no title.
+        assert_eq!(titled(&pptx_with(&[slide("x", 0)])).title, None);
+    }
+
+    #[test]
+    fn a_malformed_core_xml_is_no_title_and_the_text_still_extracts() {
+        let broken: Vec<Vec<u8>> = vec![
+            format!(r#"<cp:coreProperties {CORE_NS}><dc:title>half"#).into_bytes(),
+            format!(r#"<cp:coreProperties {CORE_NS}><dc:title>a</dc:creator></cp:coreProperties>"#)
+                .into_bytes(),
+            format!(r#"<cp:coreProperties {CORE_NS}><dc:title>&unknown;</dc:title></cp:coreProperties>"#)
+                .into_bytes(),
+            format!(r#"<cp:coreProperties {CORE_NS}><dc:title>Untitled</dc:title></cp:coreProperties>"#)
+                .into_bytes(),
+            b"\x00\x01 binary junk, not XML <<<".to_vec(),
+        ];
+        for core in broken {
+            let done = titled(&pptx_with_core(&core));
+            assert_eq!(done.title, None, "{:?}", String::from_utf8_lossy(&core));
+            assert!(done.text.contains("ivory pelican"), "{:?}", done.text);
+        }
     }
 
     #[test]

@@ -5,8 +5,13 @@
 //! a title leaves a format module, so every title is cleaned by [`clean_title`] and no
 //! placeholder gets through. The collector keeps at most [`MAX_TITLE_CHARS`] characters,
 //! so a hostile document that puts megabytes in its title costs no memory for it.
+//!
+//! Looking a title up must never cost the document its text: [`lookup`] turns a failed
+//! lookup (a missing part, bad XML) into no title.
 
 use leasehold::extract::{clean_title, MAX_TITLE_CHARS};
+
+use super::ExtractError;
 
 /// Titles that say there is none: a word processor's name for a new document, kept by
 /// authors who never set one. Compared after cleaning, ignoring ASCII case.
@@ -80,6 +85,17 @@ pub(crate) fn tidy(raw: &str) -> Option<String> {
     })
 }
 
+/// A title lookup whose failure is forgotten: the document's text does not depend on its
+/// title, so a missing or broken metadata part means no title, not a failed document. A
+/// raised stop flag still stops: the worker has lost its lease either way.
+pub(crate) fn lookup(result: Result<Option<String>, ExtractError>) -> Result<Option<String>, ExtractError> {
+    match result {
+        Err(ExtractError::Stopped) => Err(ExtractError::Stopped),
+        Err(_) => Ok(None),
+        Ok(title) => Ok(title),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +149,16 @@ mod tests {
             tidy("Microsoft Word - x.doc").as_deref(),
             Some("Microsoft Word - x.doc")
         );
+    }
+
+    #[test]
+    fn a_failed_lookup_is_no_title_but_a_stop_still_stops() {
+        let broken = ExtractError::malformed(leasehold::extract::Format::Docx, "bad XML");
+        assert_eq!(lookup(Err(broken)).unwrap(), None);
+        assert!(matches!(
+            lookup(Err(ExtractError::Stopped)),
+            Err(ExtractError::Stopped)
+        ));
+        assert_eq!(lookup(Ok(Some("T".into()))).unwrap().as_deref(), Some("T"));
     }
 }

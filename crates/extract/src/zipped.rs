@@ -8,13 +8,15 @@
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Cursor, Read};
+use std::ops::ControlFlow;
 use std::sync::atomic::AtomicBool;
 
-use quick_xml::events::Event;
+use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 use zip::result::ZipError;
 use zip::ZipArchive;
 
+use super::title::TitleText;
 use super::{check_stop, ExtractError, Format};
 
 /// Names the zip-based format from the entries, or `None` for any other zip. ODF and EPUB
@@ -165,6 +167,20 @@ impl<'a> Container<'a> {
         stop: &AtomicBool,
         mut on_event: impl FnMut(Event<'_>) -> Result<(), ExtractError>,
     ) -> Result<(), ExtractError> {
+        self.xml_events_until(name, stop, |event| {
+            on_event(event)?;
+            Ok(ControlFlow::Continue(()))
+        })
+    }
+
+    /// [`Container::each_xml_event`] until `on_event` breaks: a reader that has what it
+    /// came for (a title near the top of a metadata part) reads and inflates no further.
+    fn xml_events_until(
+        &mut self,
+        name: &str,
+        stop: &AtomicBool,
+        mut on_event: impl FnMut(Event<'_>) -> Result<ControlFlow<()>, ExtractError>,
+    ) -> Result<(), ExtractError> {
         let format = self.format;
         self.with_part(name, |input| {
             let mut reader = Reader::from_reader(input);
@@ -177,12 +193,88 @@ impl<'a> Container<'a> {
                 match event {
                     Event::Eof => return Ok(()),
                     Event::DocType(doctype) => refuse_entities(&doctype, name, format)?,
-                    event => on_event(event)?,
+                    event => {
+                        if on_event(event)?.is_break() {
+                            return Ok(());
+                        }
+                    }
                 }
                 buf.clear();
             }
         })
     }
+
+    /// The title in the metadata part `name` (ODF's `meta.xml`, OOXML's
+    /// `docProps/core.xml`): the text of its first `title` element ([`FirstTitle`]).
+    /// Reading stops at that element's end; the part is read under the same budget and
+    /// rules as every other, and any failure (no such part, bad XML, the budget) is
+    /// reported for the caller to forget ([`title::lookup`](super::title::lookup)).
+    pub(super) fn metadata_title(
+        &mut self,
+        name: &str,
+        stop: &AtomicBool,
+    ) -> Result<Option<String>, ExtractError> {
+        let format = self.format;
+        let mut title = FirstTitle::default();
+        self.xml_events_until(name, stop, |event| Ok(title.event(&event, name, format)))?;
+        Ok(title.finish())
+    }
+}
+
+/// The text of the first element whose local name is `title` (any prefix, any ASCII case:
+/// Dublin Core's `dc:title`, as ODF's `meta.xml`, OOXML's `core.xml` and EPUB's package
+/// document write it, and old OEB packages' `dc:Title`). Text it cannot read (an unknown
+/// entity) leaves it without a title rather than failing the part.
+#[derive(Debug, Default)]
+pub(super) struct FirstTitle {
+    /// Elements open inside the title element, counting itself; 0 outside it.
+    depth: usize,
+    /// The element has been read (or could not be): later ones are ignored.
+    done: bool,
+    /// Its text could not be read: no title.
+    broken: bool,
+    text: TitleText,
+}
+
+impl FirstTitle {
+    /// Takes in one event of `part`; breaks once the title element has been read.
+    pub(super) fn event(&mut self, event: &Event<'_>, part: &str, format: Format) -> ControlFlow<()> {
+        if self.done {
+            return ControlFlow::Break(());
+        }
+        match event {
+            Event::Start(e) if self.depth > 0 || is_title(e) => self.depth += 1,
+            Event::Empty(e) if self.depth == 0 && is_title(e) => self.done = true,
+            Event::End(_) if self.depth > 0 => {
+                self.depth -= 1;
+                self.done = self.depth == 0;
+            }
+            _ if self.depth > 0 => match event_text(event, part, format) {
+                Ok(Some(text)) => self.text.push_str(&text),
+                Ok(None) => {}
+                Err(_) => (self.broken, self.done) = (true, true),
+            },
+            _ => {}
+        }
+        if self.done {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+
+    /// The cleaned title, if the element was found and read to its end (a part cut off
+    /// inside it has lost how the title ends).
+    pub(super) fn finish(self) -> Option<String> {
+        if self.broken || self.depth > 0 {
+            return None;
+        }
+        self.text.finish()
+    }
+}
+
+fn is_title(e: &BytesStart<'_>) -> bool {
+    e.local_name().as_ref().eq_ignore_ascii_case("title")
 }
 
 /// Checks an Office Open XML package before office_oxide reads it (see `office.rs`), so
