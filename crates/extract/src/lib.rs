@@ -175,7 +175,7 @@ impl ExtractorRegistry {
             #[cfg(feature = "html")]
             Format::Html => html::extract(bytes, stop),
             #[cfg(feature = "pdf")]
-            Format::Pdf => pdf::extract(bytes, stop).map(untitled),
+            Format::Pdf => pdf::extract(bytes, stop),
             #[cfg(feature = "office")]
             Format::Docx | Format::Xlsx | Format::Pptx => office::extract(bytes, format, inflate, stop),
             #[cfg(feature = "office")]

@@ -25,26 +25,49 @@
 //!
 //! Both engines are third-party parsers: the registry runs this module under
 //! `catch_unwind`, and the isolated extractor runs it in a child process.
+//!
+//! The title is the document information dictionary's `/Title` (the trailer's `/Info`),
+//! read by the engine whose text is kept, or by pdf_oxide when lopdf's text is kept but
+//! lopdf finds none; both hand over the raw (decrypted) string, which [`text_string`]
+//! decodes as the PDF standard says a text string is written. The XMP metadata stream's
+//! `dc:title` is not read: producers that write it write `/Title` too.
 
 use std::sync::atomic::AtomicBool;
 
+use super::text::Decoded;
+use super::title::TitleText;
 use super::{check_stop, ExtractError, Format};
+
+/// One engine's reading of the document: its text and the title it found, cleaned.
+struct PdfText {
+    text: String,
+    title: Option<String>,
+}
 
 /// The text of the PDF: pdf_oxide's, or lopdf's when pdf_oxide fails or finds
 /// no words. The stop flag is checked between pages.
-pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
+pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, ExtractError> {
     let first = with_pdf_oxide(bytes, stop);
     match &first {
-        Ok(text) if has_words(text) => return first,
-        Err(ExtractError::Stopped) => return first,
+        Ok(found) if has_words(&found.text) => return first.map(PdfText::into_decoded),
+        Err(ExtractError::Stopped) => return Err(ExtractError::Stopped),
         _ => {}
     }
     match with_lopdf(bytes, stop) {
-        Ok(text) if has_words(&text) => Ok(text),
+        Ok(second) if has_words(&second.text) => {
+            let title = second.title.or_else(|| first.ok().and_then(|found| found.title));
+            Ok(Decoded::titled(second.text, title))
+        }
         Err(ExtractError::Stopped) => Err(ExtractError::Stopped),
         // Neither found words: pdf_oxide's verdict stands (an empty text for a
         // scanned PDF, or its error).
-        _ => first,
+        _ => first.map(PdfText::into_decoded),
+    }
+}
+
+impl PdfText {
+    fn into_decoded(self) -> Decoded {
+        Decoded::titled(self.text, self.title)
     }
 }
 
@@ -84,7 +107,7 @@ fn join_pages<E: std::fmt::Display>(
     }
 }
 
-fn with_pdf_oxide(bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
+fn with_pdf_oxide(bytes: &[u8], stop: &AtomicBool) -> Result<PdfText, ExtractError> {
     let doc = pdf_oxide::PdfDocument::from_bytes(bytes.to_vec())
         .map_err(|e| ExtractError::malformed(Format::Pdf, e))?;
     // Opening tries the empty password; pdf_oxide then answers an undecryptable
@@ -107,16 +130,108 @@ fn with_pdf_oxide(bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractErro
         detect_headings: false,
         ..Default::default()
     };
-    join_pages(pages, stop, |i| doc.extract_text_with_options(i, &options))
+    let text = join_pages(pages, stop, |i| doc.extract_text_with_options(i, &options))?;
+    Ok(PdfText {
+        text,
+        title: oxide_title(&doc),
+    })
 }
 
-fn with_lopdf(bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
+/// `/Title` of the trailer's `/Info` through pdf_oxide, whose `load_object` decrypts the
+/// strings of the objects it loads; `None` when any step is missing or fails.
+fn oxide_title(doc: &pdf_oxide::PdfDocument) -> Option<String> {
+    let info = doc.trailer().as_dict()?.get("Info")?;
+    let info = doc.resolve_object(info).ok()?;
+    let title = doc.resolve_object(info.as_dict()?.get("Title")?).ok()?;
+    text_string(title.as_string()?)
+}
+
+fn with_lopdf(bytes: &[u8], stop: &AtomicBool) -> Result<PdfText, ExtractError> {
     let mut doc = lopdf::Document::load_mem(bytes).map_err(|e| ExtractError::malformed(Format::Pdf, e))?;
     if doc.is_encrypted() {
         doc.decrypt("").map_err(|e| needs_password(&e.to_string()))?;
     }
     let pages: Vec<u32> = doc.get_pages().keys().copied().collect();
-    join_pages(pages.len(), stop, |i| doc.extract_text(&[pages[i]]))
+    let text = join_pages(pages.len(), stop, |i| doc.extract_text(&[pages[i]]))?;
+    Ok(PdfText {
+        text,
+        title: lopdf_title(&doc),
+    })
+}
+
+/// `/Title` of the trailer's `/Info` through lopdf (decrypted with the document).
+fn lopdf_title(doc: &lopdf::Document) -> Option<String> {
+    let info = doc.trailer.get_deref(b"Info", doc).ok()?.as_dict().ok()?;
+    let title = info.get_deref(b"Title", doc).ok()?.as_str().ok()?;
+    text_string(title)
+}
+
+/// A PDF text string (ISO 32000-2, 7.9.2.2), decoded and cleaned: UTF-16BE after the
+/// byte-order mark `FE FF`, UTF-8 after `EF BB BF` (PDF 2.0), otherwise PDFDocEncoding.
+/// UTF-16LE after `FF FE` is not in the standard but some producers write it, and it
+/// cannot be mistaken for PDFDocEncoding text (which would start `ÿþ`). In UTF-16 a
+/// language tag may sit between two U+001B escapes; it is not title text. Only as much
+/// of the string as the title keeps is decoded.
+fn text_string(raw: &[u8]) -> Option<String> {
+    let mut title = TitleText::default();
+    if let Some(be) = raw.strip_prefix(b"\xFE\xFF") {
+        utf16_title(be, u16::from_be_bytes, &mut title);
+    } else if let Some(le) = raw.strip_prefix(b"\xFF\xFE") {
+        utf16_title(le, u16::from_le_bytes, &mut title);
+    } else if let Some(utf8) = raw.strip_prefix(b"\xEF\xBB\xBF") {
+        title.push_str(&String::from_utf8_lossy(
+            &utf8[..utf8.len().min(TITLE_UTF8_BYTES)],
+        ));
+    } else {
+        for &byte in raw {
+            if title.is_full() {
+                break;
+            }
+            title.push(pdf_doc_char(byte));
+        }
+    }
+    title.finish()
+}
+
+/// Bytes of a UTF-8 text string decoded: enough for any title the title keeps (four bytes
+/// to a character), unless the string opens with a long run of spaces.
+const TITLE_UTF8_BYTES: usize = 64 * 1024;
+
+/// Decodes UTF-16 code units into `title` until it is full, skipping language escapes.
+fn utf16_title(bytes: &[u8], unit: fn([u8; 2]) -> u16, title: &mut TitleText) {
+    let units = bytes.chunks_exact(2).map(|pair| unit([pair[0], pair[1]]));
+    let mut in_language_tag = false;
+    for c in char::decode_utf16(units) {
+        if title.is_full() {
+            return;
+        }
+        match c.unwrap_or(char::REPLACEMENT_CHARACTER) {
+            '\u{1B}' => in_language_tag = !in_language_tag,
+            _ if in_language_tag => {}
+            c => title.push(c),
+        }
+    }
+}
+
+/// One byte of PDFDocEncoding (ISO 32000-2, Annex D). It is Latin-1 except for two ranges:
+/// 0x18-0x1F hold spacing accents, 0x80-0xA0 typographic marks and a few letters; the
+/// bytes it leaves undefined (0x7F, 0x9F, 0xAD) become U+FFFD.
+fn pdf_doc_char(byte: u8) -> char {
+    const ACCENTS: [char; 8] = [
+        '\u{2D8}', '\u{2C7}', '\u{2C6}', '\u{2D9}', '\u{2DD}', '\u{2DB}', '\u{2DA}', '\u{2DC}',
+    ];
+    const MARKS: [char; 33] = [
+        '\u{2022}', '\u{2020}', '\u{2021}', '\u{2026}', '\u{2014}', '\u{2013}', '\u{192}', '\u{2044}',
+        '\u{2039}', '\u{203A}', '\u{2212}', '\u{2030}', '\u{201E}', '\u{201C}', '\u{201D}', '\u{2018}',
+        '\u{2019}', '\u{201A}', '\u{2122}', '\u{FB01}', '\u{FB02}', '\u{141}', '\u{152}', '\u{160}',
+        '\u{178}', '\u{17D}', '\u{131}', '\u{142}', '\u{153}', '\u{161}', '\u{17E}', '\u{FFFD}', '\u{20AC}',
+    ];
+    match byte {
+        0x18..=0x1F => ACCENTS[usize::from(byte - 0x18)],
+        0x80..=0xA0 => MARKS[usize::from(byte - 0x80)],
+        0x7F | 0xAD => char::REPLACEMENT_CHARACTER,
+        _ => char::from(byte),
+    }
 }
 
 /// Intact but unreadable to us: hence `Unsupported` rather than `Malformed`.
@@ -139,8 +254,143 @@ mod tests {
 
     #[test]
     fn sample_text_is_extracted() {
-        let text = extract(REPORT, &AtomicBool::new(false)).unwrap();
-        assert!(text.contains("granite orchard"), "{text:?}");
+        let done = extract(REPORT, &AtomicBool::new(false)).unwrap();
+        assert!(done.text.contains("granite orchard"), "{:?}", done.text);
+        assert_eq!(done.title.as_deref(), Some("Quarterly Report"));
+    }
+
+    /// A one-page PDF saying "granite orchard" whose Info dictionary (object 6) is `info`.
+    fn pdf_with_info(info: &[u8]) -> Vec<u8> {
+        const CONTENT: &str = "BT /F1 14 Tf 72 720 Td (granite orchard) Tj ET";
+        let objects: [Vec<u8>; 6] = [
+            b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>".to_vec(),
+            format!("<< /Length {} >>\nstream\n{CONTENT}\nendstream", CONTENT.len()).into_bytes(),
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
+            info.to_vec(),
+        ];
+        let mut pdf = b"%PDF-1.4\n".to_vec();
+        let mut offsets = Vec::new();
+        for (i, body) in objects.iter().enumerate() {
+            offsets.push(pdf.len());
+            pdf.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+            pdf.extend_from_slice(body);
+            pdf.extend_from_slice(b"\nendobj\n");
+        }
+        let xref = pdf.len();
+        let size = objects.len() + 1;
+        pdf.extend_from_slice(format!("xref\n0 {size}\n0000000000 65535 f \n").as_bytes());
+        for offset in offsets {
+            pdf.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+        }
+        let trailer =
+            format!("trailer\n<< /Size {size} /Root 1 0 R /Info 6 0 R >>\nstartxref\n{xref}\n%%EOF\n");
+        pdf.extend_from_slice(trailer.as_bytes());
+        pdf
+    }
+
+    fn run(bytes: &[u8]) -> Decoded {
+        extract(bytes, &AtomicBool::new(false)).unwrap()
+    }
+
+    #[test]
+    fn the_title_is_the_info_title_of_a_real_producer_in_utf16() {
+        // reportlab's output (tests/make_samples.py): UTF-16BE after FE FF, in octal escapes.
+        let tides = include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/tides.pdf"
+        ));
+        let done = run(tides);
+        assert!(done.text.contains("saffron lagoon"), "{:?}", done.text);
+        assert_eq!(
+            done.title.as_deref(),
+            Some("Tides of the \u{c5}land sea \u{2013} \u{6f6e}\u{6c50}")
+        );
+    }
+
+    #[test]
+    fn titles_in_each_encoding_of_a_text_string() {
+        let cases: [(&[u8], &str); 4] = [
+            // PDFDocEncoding: Latin-1 but for its own marks (fi ligature, em dash, euro).
+            (
+                b"<< /Title (caf\\351 \\223x \\204 \\240) >>",
+                "caf\u{e9} \u{fb01}x \u{2014} \u{20ac}",
+            ),
+            (b"<< /Title <FEFF00480069> >>", "Hi"),
+            (b"<< /Title <EFBBBF48C3A9> >>", "H\u{e9}"),
+            (b"<< /Title (Two\\nlines) /Author (x) >>", "Two lines"),
+        ];
+        for (info, expected) in cases {
+            let done = run(&pdf_with_info(info));
+            assert_eq!(
+                done.title.as_deref(),
+                Some(expected),
+                "{}",
+                String::from_utf8_lossy(info)
+            );
+            assert_eq!(done.text.trim(), "granite orchard");
+        }
+    }
+
+    #[test]
+    fn a_missing_or_odd_info_title_is_none_and_the_text_stays() {
+        for info in [
+            b"<< /Author (no title) >>".as_slice(),
+            b"<< /Title 42 >>",
+            b"<< /Title 99 0 R >>",
+            b"<< /Title 6 0 R >>",
+            b"<< /Title (Untitled) >>",
+            b"<< /Title () >>",
+            b"(not a dictionary)",
+        ] {
+            let done = run(&pdf_with_info(info));
+            assert_eq!(done.title, None, "{}", String::from_utf8_lossy(info));
+            assert_eq!(done.text.trim(), "granite orchard");
+        }
+    }
+
+    #[test]
+    fn a_megabyte_title_is_cut_to_one_line() {
+        let info = [b"<< /Title (".as_slice(), &b"tide ".repeat(220_000), b") >>"].concat();
+        let done = run(&pdf_with_info(&info));
+        assert_eq!(done.title.unwrap().chars().count(), 299);
+        assert_eq!(done.text.trim(), "granite orchard");
+    }
+
+    #[test]
+    fn text_strings_decode_as_the_standard_says() {
+        let utf16 = |text: &str, be: bool| -> Vec<u8> {
+            let bom: &[u8] = if be { b"\xFE\xFF" } else { b"\xFF\xFE" };
+            let units = text
+                .encode_utf16()
+                .flat_map(|u| if be { u.to_be_bytes() } else { u.to_le_bytes() });
+            bom.iter().copied().chain(units).collect()
+        };
+        assert_eq!(
+            text_string(&utf16("\u{6f6e} tide", true)).as_deref(),
+            Some("\u{6f6e} tide")
+        );
+        assert_eq!(
+            text_string(&utf16("low tide", false)).as_deref(),
+            Some("low tide")
+        );
+        // A language tag between escapes is not text.
+        assert_eq!(
+            text_string(&utf16("\u{1b}en\u{1b}tide", true)).as_deref(),
+            Some("tide")
+        );
+        // A lone surrogate and an odd last byte do not fail the title.
+        assert_eq!(
+            text_string(b"\xFE\xFF\xD8\x00\x00a\x00").as_deref(),
+            Some("\u{fffd}a")
+        );
+        assert_eq!(
+            text_string(b"\x18a\x7F\x9F\xAD\xFF").as_deref(),
+            Some("\u{2d8}a\u{fffd}\u{fffd}\u{fffd}\u{ff}")
+        );
+        assert_eq!(text_string(b"\xFE\xFF"), None);
+        assert_eq!(text_string(b""), None);
     }
 
     #[test]
