@@ -182,16 +182,11 @@ impl ExtractorRegistry {
             Format::Odt | Format::Ods | Format::Odp => odf::extract(bytes, format, inflate, stop),
             #[cfg(feature = "office")]
             Format::Epub => epub::extract(bytes, inflate, stop),
-            Format::Rtf => rtf::extract(bytes, stop).map(untitled),
+            Format::Rtf => rtf::extract(bytes, stop),
             #[allow(unreachable_patterns)]
             other => Err(not_built(other)),
         }
     }
-}
-
-/// The text of a format whose title is not read yet.
-fn untitled(text: String) -> Decoded {
-    Decoded::titled(text, None)
 }
 
 impl Default for ExtractorRegistry {
@@ -441,6 +436,41 @@ mod tests {
         }
     }
 
+    /// Every sample and the title it gives itself: HTML's `<title>`, Markdown's first
+    /// heading, the PDF's Info title, the core properties or `meta.xml` of the office
+    /// files (set by `tests/make_samples.py`), the EPUB's `dc:title`. Plain text has no
+    /// place for one, and the RTF (from LibreOffice) and python-pptx's template leave it out.
+    const SAMPLE_TITLES: [(&str, Option<&str>); 13] = [
+        ("notes.txt", None),
+        ("guide.md", Some("Brewing Guide")),
+        ("nested/more.md", Some("Evening Reading")),
+        ("page.html", Some("Harbor News")),
+        ("report.pdf", Some("Quarterly Report")),
+        ("letter.docx", Some("Letter")),
+        ("formats/notes.odt", Some("Field notes: herons")),
+        ("formats/inventory.ods", Some("Workshop inventory")),
+        ("formats/slides.odp", Some("Falcon sightings \u{2013} 2026")),
+        ("formats/book.epub", Some("Sample book")),
+        ("formats/memo.rtf", None),
+        ("formats/ledger.xlsx", Some("Walnut ledger")),
+        ("formats/deck.pptx", Some("Quarterly review deck")),
+    ];
+
+    #[test]
+    fn every_sample_reports_its_own_title() {
+        let registry = ExtractorRegistry::default();
+        let no_stop = AtomicBool::new(false);
+        for (file, title) in SAMPLE_TITLES {
+            let bytes = read_sample(file);
+            let extraction = registry.extract_detailed(file, &bytes, &no_stop).unwrap();
+            assert_eq!(extraction.title.as_deref(), title, "{file}");
+            // The title reaches the pipeline's `Extracted` too, beside the text.
+            let noted = registry.extract_noted(file, &bytes, &no_stop).unwrap();
+            assert_eq!(noted.title.as_deref(), title, "{file}");
+            assert_eq!(noted.text, extraction.text, "{file}");
+        }
+    }
+
     #[test]
     fn a_title_is_found_whatever_the_documents_name() {
         let registry = ExtractorRegistry::default();
@@ -449,6 +479,39 @@ mod tests {
             .extract_detailed("upload.bin", &bytes, &AtomicBool::new(false))
             .unwrap();
         assert_eq!(extraction.title.as_deref(), Some("Field notes: herons"));
+    }
+
+    /// A title that is no one line of text is cleaned on the way out, whatever the format.
+    #[test]
+    fn titles_are_cleaned_in_every_format() {
+        let core = br#"<cp:coreProperties xmlns:cp="c" xmlns:dc="d"><dc:title>
+            Two	lines &#9; and a bell</dc:title></cp:coreProperties>"#;
+        let docx = zipped::tests::zip_with(&[
+            ("[Content_Types].xml", br#"<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>"#.as_slice()),
+            ("_rels/.rels", br#"<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>"#.as_slice()),
+            ("word/document.xml", br#"<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>silver meadow</w:t></w:r></w:p></w:body></w:document>"#.as_slice()),
+            ("docProps/core.xml", core.as_slice()),
+        ]);
+        let registry = ExtractorRegistry::default();
+        let no_stop = AtomicBool::new(false);
+        let cases: [(&str, &[u8]); 4] = [
+            ("a.html", b"<title>\n  Two\tlines &#7; and a bell \n</title>"),
+            ("a.md", b"Two\tlines \x07 and a bell\n===\n"),
+            (
+                "a.rtf",
+                b"{\\rtf1{\\info{\\title Two\\tab lines \\'07 and a bell}}x}",
+            ),
+            ("a.docx", &docx),
+        ];
+        for (name, bytes) in cases {
+            let extraction = registry.extract_detailed(name, bytes, &no_stop).unwrap();
+            assert_eq!(
+                extraction.title.as_deref(),
+                Some("Two lines and a bell"),
+                "{name}: {:?}",
+                extraction.text
+            );
+        }
     }
 
     #[test]

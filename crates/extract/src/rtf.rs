@@ -7,11 +7,17 @@
 //! the escapes for bytes and Unicode, and which groups are not text ("destinations" such as
 //! the font table or embedded pictures). This reader does that in one pass over the bytes,
 //! with O(depth) state, polling `stop` as it goes.
+//!
+//! The title is the `{\title ...}` group inside `{\info ...}`, the document information
+//! group: its text is read like body text (code-page and Unicode escapes alike) but
+//! collected apart, while the rest of `\info` stays skipped.
 
 use std::sync::atomic::AtomicBool;
 
 use encoding_rs::Encoding;
 
+use super::text::Decoded;
+use super::title::TitleText;
 use super::{check_stop, ExtractError, Format};
 
 /// Bytes between two polls of the stop flag.
@@ -55,13 +61,14 @@ pub(super) fn looks_like_rtf(bytes: &[u8]) -> bool {
     bytes.starts_with(b"{\\rtf")
 }
 
-pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
+pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, ExtractError> {
     if !looks_like_rtf(bytes) {
         return Err(ExtractError::malformed(Format::Rtf, "does not start with {\\rtf"));
     }
     let mut reader = RtfReader::new(bytes);
     reader.run(stop)?;
-    Ok(reader.finish())
+    let (text, title) = reader.finish();
+    Ok(Decoded::titled(text, title.finish()))
 }
 
 /// What a group inherits from its parent and may change for itself.
@@ -71,6 +78,10 @@ struct Group {
     skip: bool,
     /// How many fallback characters follow each `\uN` (set by `\ucN`).
     unicode_skip: usize,
+    /// Inside the `\info` group, where the title is.
+    info: bool,
+    /// Inside `\info`'s `\title` group: text goes to the title, not the body.
+    title: bool,
 }
 
 struct RtfReader<'a> {
@@ -89,6 +100,8 @@ struct RtfReader<'a> {
     /// The group just opened: its first control word may name a destination.
     at_group_start: bool,
     out: String,
+    /// The text of the `\title` group, apart from the body's.
+    title: TitleText,
 }
 
 impl<'a> RtfReader<'a> {
@@ -100,6 +113,8 @@ impl<'a> RtfReader<'a> {
             group: Group {
                 skip: false,
                 unicode_skip: 1,
+                info: false,
+                title: false,
             },
             encoding: encoding_rs::WINDOWS_1252,
             pending: Vec::new(),
@@ -107,6 +122,7 @@ impl<'a> RtfReader<'a> {
             high_surrogate: None,
             at_group_start: false,
             out: String::new(),
+            title: TitleText::default(),
         }
     }
 
@@ -176,10 +192,22 @@ impl<'a> RtfReader<'a> {
             self.pos += 1;
         }
         let group_start = std::mem::replace(&mut self.at_group_start, false);
-        if group_start && SKIPPED_DESTINATIONS.contains(&word) {
-            self.group.skip = true;
+        if group_start {
+            self.destination(word);
         }
         self.word(word, param);
+    }
+
+    /// The first control word of a group, which may name a destination: one that is not
+    /// text is skipped, except that `\info`'s `\title` is read into the title.
+    fn destination(&mut self, word: &str) {
+        if word == "title" && self.group.info {
+            self.group.title = true;
+            self.group.skip = false;
+        } else if SKIPPED_DESTINATIONS.contains(&word) {
+            self.group.skip = true;
+            self.group.info |= word == "info";
+        }
     }
 
     /// The optional signed decimal parameter of a control word.
@@ -261,15 +289,24 @@ impl<'a> RtfReader<'a> {
             (None, 0xD800..=0xDBFF) => self.high_surrogate = Some(unit),
             (Some(high), 0xDC00..=0xDFFF) => {
                 let c = char::decode_utf16([high, unit]).next().and_then(Result::ok);
-                self.out.push(c.unwrap_or(char::REPLACEMENT_CHARACTER));
+                self.emit(c.unwrap_or(char::REPLACEMENT_CHARACTER));
             }
             (high, unit) => {
                 if high.is_some() {
-                    self.out.push(char::REPLACEMENT_CHARACTER);
+                    self.emit(char::REPLACEMENT_CHARACTER);
                 }
                 let c = char::from_u32(u32::from(unit)).unwrap_or(char::REPLACEMENT_CHARACTER);
-                self.out.push(c);
+                self.emit(c);
             }
+        }
+    }
+
+    /// Writes one character of text: to the title inside `\title`, else to the body.
+    fn emit(&mut self, c: char) {
+        if self.group.title {
+            self.title.push(c);
+        } else {
+            self.out.push(c);
         }
     }
 
@@ -290,7 +327,7 @@ impl<'a> RtfReader<'a> {
         }
         if byte.is_ascii() {
             self.flush();
-            self.out.push(byte as char);
+            self.emit(char::from(byte));
         } else {
             // Raw 8-bit text is in the document code page, like `\'hh`.
             self.pending.push(byte);
@@ -300,23 +337,28 @@ impl<'a> RtfReader<'a> {
     fn push_char(&mut self, c: char) {
         if !self.group.skip {
             self.flush();
-            self.out.push(c);
+            self.emit(c);
         }
     }
 
-    /// Decodes the pending code-page bytes.
+    /// Decodes the pending code-page bytes, which belong to the current group.
     fn flush(&mut self) {
         if !self.pending.is_empty() {
             let (text, _) = self.encoding.decode_without_bom_handling(&self.pending);
-            self.out.push_str(&text);
+            if self.group.title {
+                self.title.push_str(&text);
+            } else {
+                self.out.push_str(&text);
+            }
             self.pending.clear();
         }
     }
 
-    fn finish(mut self) -> String {
+    /// The body text and the title's.
+    fn finish(mut self) -> (String, TitleText) {
         self.flush();
         self.out.truncate(self.out.trim_end().len());
-        self.out
+        (self.out, self.title)
     }
 }
 
@@ -351,7 +393,36 @@ mod tests {
     ));
 
     fn run(rtf: &[u8]) -> String {
-        extract(rtf, &AtomicBool::new(false)).unwrap()
+        extract(rtf, &AtomicBool::new(false)).unwrap().text
+    }
+
+    fn title(rtf: &[u8]) -> Option<String> {
+        extract(rtf, &AtomicBool::new(false)).unwrap().title
+    }
+
+    #[test]
+    fn the_title_is_the_info_groups_title() {
+        let rtf = br"{\rtf1\ansi\ansicpg1252{\info{\author Someone}{\title Crimson {\b tundra} caf\'e9 \u8212? memo}{\subject other}}\pard body text\par}";
+        let done = extract(rtf, &AtomicBool::new(false)).unwrap();
+        assert_eq!(
+            done.title.as_deref(),
+            Some("Crimson tundra caf\u{e9} \u{2014} memo")
+        );
+        assert_eq!(done.text, "body text");
+        // A `\title` outside `\info` is not the document's title, and is body text.
+        assert_eq!(title(br"{\rtf1 {\title not info}x}"), None);
+        assert_eq!(title(br"{\rtf1 {\info{\title   }}x}"), None);
+        assert_eq!(title(br"{\rtf1 {\info{\title Untitled}}x}"), None);
+        // The sample, from LibreOffice, has an `\info` group without a title.
+        assert_eq!(title(MEMO), None);
+    }
+
+    #[test]
+    fn a_megabyte_title_is_cut_and_the_body_is_whole() {
+        let rtf = format!(r"{{\rtf1{{\info{{\title {}}}}}body}}", "word ".repeat(250_000));
+        let done = extract(rtf.as_bytes(), &AtomicBool::new(false)).unwrap();
+        assert_eq!(done.title.unwrap().chars().count(), 299);
+        assert_eq!(done.text, "body");
     }
 
     #[test]
