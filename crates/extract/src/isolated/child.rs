@@ -136,7 +136,11 @@ fn serve(config: ChildConfig, mut protocol: File) -> io::Result<()> {
                 protocol.write_all(&reply(Response::Err(cap), b"").0)?;
             }
             Ok(done) => {
-                let (head, rest) = reply(Response::Ok { note: done.note }, done.text.as_bytes());
+                let ok = Response::Ok {
+                    note: done.note,
+                    title: done.title,
+                };
+                let (head, rest) = reply(ok, done.text.as_bytes());
                 protocol.write_all(&head)?;
                 protocol.write_all(rest)?;
             }

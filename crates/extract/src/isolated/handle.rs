@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::super::title::tidy;
 use super::super::{ExtractError, Extracted};
 use super::capture::Capture;
 use super::child::{ChildConfig, CHILD_ARG};
@@ -277,12 +278,13 @@ impl ChildHandle {
             reply.response
         });
         let outcome = match response {
-            Ok(Response::Ok { note }) => match self.take_text(PREFIX_LEN + header_len, total) {
+            Ok(Response::Ok { note, title }) => match self.take_text(PREFIX_LEN + header_len, total) {
                 Some(text) => Outcome {
                     result: Ok(Extracted {
                         text,
                         note,
-                        title: None,
+                        // Cleaned again: the child's word is not trusted to be one line.
+                        title: title.as_deref().and_then(tidy),
                     }),
                     reusable: true,
                 },

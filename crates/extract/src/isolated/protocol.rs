@@ -53,9 +53,14 @@ pub(super) enum Response {
     Ready {
         protocol: u32,
     },
-    /// The text follows the header; `note` is the registry's note of its decisions.
+    /// The text follows the header; `note` is the registry's note of its decisions and
+    /// `title` the document's own title (at most `MAX_TITLE_CHARS` characters, so the
+    /// header stays far below [`MAX_HEADER_LEN`]). A child that sends no title (an older
+    /// build) means none, so the protocol's version did not change.
     Ok {
         note: Option<String>,
+        #[serde(default)]
+        title: Option<String>,
     },
     Err(WireError),
 }
@@ -206,9 +211,38 @@ mod tests {
 
     #[test]
     fn oversized_body_is_refused_before_reading_it() {
-        let frame = encode(&Response::Ok { note: None }, &[b'x'; 64]);
+        let frame = encode(
+            &Response::Ok {
+                note: None,
+                title: None,
+            },
+            &[b'x'; 64],
+        );
         let err = read_frame::<Response>(&mut &frame[..], 63).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn a_title_crosses_in_the_header_and_an_absent_one_is_none() {
+        let title = "\u{ac}".repeat(leasehold::extract::MAX_TITLE_CHARS);
+        let ok = Response::Ok {
+            note: Some("html, encoding UTF-8".into()),
+            title: Some(title.clone()),
+        };
+        let frame = encode(&ok, b"text");
+        let (header_len, _) = lengths(frame[..PREFIX_LEN].try_into().unwrap());
+        assert!(header_len < MAX_HEADER_LEN / 16, "{header_len}");
+        let (back, body): (Response, Vec<u8>) = read_frame(&mut &frame[..], 4).unwrap().unwrap();
+        assert!(matches!(back, Response::Ok { title: Some(ref t), .. } if *t == title));
+        assert_eq!(body, b"text");
+        let old: Response = serde_json::from_str(r#"{"Ok":{"note":null}}"#).unwrap();
+        assert!(matches!(
+            old,
+            Response::Ok {
+                title: None,
+                note: None
+            }
+        ));
     }
 
     #[test]
@@ -258,10 +292,22 @@ mod tests {
     fn a_split_frame_is_the_whole_frame_in_two_pieces() {
         for len in [0, 10, FRAME_INLINE, FRAME_INLINE + 1, 3 * FRAME_INLINE] {
             let body = vec![7u8; len];
-            let (head, rest) = encode_split(&Response::Ok { note: None }, &body);
+            let (head, rest) = encode_split(
+                &Response::Ok {
+                    note: None,
+                    title: None,
+                },
+                &body,
+            );
             assert_eq!(
                 [head.as_slice(), rest].concat(),
-                encode(&Response::Ok { note: None }, &body)
+                encode(
+                    &Response::Ok {
+                        note: None,
+                        title: None
+                    },
+                    &body
+                )
             );
             // A large body is not copied.
             assert_eq!(rest.is_empty(), len <= FRAME_INLINE);

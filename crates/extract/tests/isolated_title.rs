@@ -1,0 +1,107 @@
+//! A document's title crosses the isolated extractor's process boundary: the child sends
+//! it in its reply's header, and the parent hands it on in `Extracted::title`, the same
+//! as the in-process registry's.
+//!
+//! This test binary is its own extraction child: started with [`CHILD_ARG`] it serves
+//! documents through [`child_main`], as the leasehold binary does. It has no test harness
+//! (`harness = false` in Cargo.toml) because libtest would take the child's arguments for
+//! test filters; `main` runs the checks itself, and a failed one panics, which fails the
+//! test.
+
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+
+use leasehold_extract::{
+    child_main, Extracted, Extractor, ExtractorRegistry, IsolatedExtractor, Limits, CHILD_ARG,
+};
+
+fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some(CHILD_ARG) {
+        return child_main();
+    }
+    // Children need unix; elsewhere every document is `Unavailable` (see `isolated`).
+    if cfg!(unix) {
+        run(
+            "titles_cross_the_process_boundary",
+            titles_cross_the_process_boundary,
+        );
+        run(
+            "isolated_and_in_process_extractions_agree_on_every_sample",
+            isolated_and_in_process_extractions_agree_on_every_sample,
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn run(name: &str, test: fn()) {
+    test();
+    println!("test {name} ... ok");
+}
+
+fn extractor() -> IsolatedExtractor {
+    let program = std::env::current_exe().expect("the test binary's path");
+    IsolatedExtractor::new(program, Limits::default())
+}
+
+fn extract(extractor: &dyn Extractor, name: &str, bytes: &[u8]) -> Extracted {
+    extractor
+        .extract_noted(name, bytes, &AtomicBool::new(false))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn read(path: &str) -> Vec<u8> {
+    let full = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
+}
+
+fn titles_cross_the_process_boundary() {
+    let isolated = extractor();
+    let page = b"<html><head><title>Harbor\n  News &amp; Notes</title></head><body><p>velvet harbor</p></body></html>";
+    let done = extract(&isolated, "page.html", page);
+    assert_eq!(done.title.as_deref(), Some("Harbor News & Notes"));
+    assert_eq!(done.text, "velvet harbor");
+    assert_eq!(done.note.as_deref(), Some("html, encoding UTF-8"));
+    // The same child serves the next document, which has no title: none is left over.
+    let done = extract(&isolated, "notes.txt", b"amber lighthouse");
+    assert_eq!((done.title, done.text.as_str()), (None, "amber lighthouse"));
+    assert_eq!(isolated.idle_children(), 1, "one child served both");
+    // Beyond ASCII, through the JSON header: a PDF's UTF-16 Info title.
+    let done = extract(&isolated, "tides.pdf", &read("tests/fixtures/tides.pdf"));
+    assert_eq!(
+        done.title.as_deref(),
+        Some("Tides of the \u{c5}land sea \u{2013} \u{6f6e}\u{6c50}")
+    );
+    // A megabyte title arrives cut to one line of at most 300 characters.
+    let long = format!("<title>{}</title><p>x</p>", "tide ".repeat(220_000));
+    let done = extract(&isolated, "long.html", long.as_bytes());
+    assert_eq!(done.title.map(|t| t.chars().count()), Some(299));
+}
+
+fn isolated_and_in_process_extractions_agree_on_every_sample() {
+    let isolated = extractor();
+    let registry = ExtractorRegistry::default();
+    for file in [
+        "samples/notes.txt",
+        "samples/guide.md",
+        "samples/page.html",
+        "samples/report.pdf",
+        "samples/letter.docx",
+        "samples/formats/notes.odt",
+        "samples/formats/inventory.ods",
+        "samples/formats/slides.odp",
+        "samples/formats/book.epub",
+        "samples/formats/memo.rtf",
+        "samples/formats/ledger.xlsx",
+        "samples/formats/deck.pptx",
+    ] {
+        let bytes = read(file);
+        let there = extract(&isolated, file, &bytes);
+        let here = extract(&registry, file, &bytes);
+        assert_eq!(there, here, "{file}");
+    }
+    let titled = read("samples/letter.docx");
+    assert_eq!(
+        extract(&isolated, "letter.docx", &titled).title.as_deref(),
+        Some("Letter")
+    );
+}
