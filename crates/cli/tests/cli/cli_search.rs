@@ -217,6 +217,35 @@ fn the_search_corpus_answers_its_table_of_queries() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert!(checked >= 40, "the table was read: {checked} queries");
+    titles_are_shown(&data);
+}
+
+/// A match in a title ranks first; the title the document gives itself is
+/// in `--json` (null without one), on the facts line, and in `inspect`.
+fn titles_are_shown(data: &Path) {
+    let v = search_json(data, "quarterly");
+    let shown: Vec<(&str, &serde_json::Value)> = hits(&v)
+        .iter()
+        .map(|h| (h["key"].as_str().unwrap(), &h["title"]))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("samples/report.pdf", &serde_json::json!("Quarterly Report")),
+            (
+                "samples/formats/deck.pptx",
+                &serde_json::json!("Quarterly review deck")
+            ),
+        ]
+    );
+    let v = search_json(data, "lighthouse");
+    assert_eq!(hits(&v)[0]["title"], serde_json::Value::Null, "{v}");
+    let text = leasehold(data, &["search", "quarterly", "--color", "never"]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("\n    Quarterly Report · pdf · "), "{text}");
+    let inspect = leasehold(data, &["inspect", "samples/report.pdf"]);
+    let inspect = String::from_utf8(inspect.stdout).unwrap();
+    assert!(inspect.contains("\n  title Quarterly Report\n"), "{inspect}");
 }
 
 /// Stemming: a word finds its other forms, the documents holding it as

@@ -1,46 +1,18 @@
-//! A document's title crosses the isolated extractor's process boundary: the child sends
-//! it in its reply's header, and the parent hands it on in `Extracted::title`, the same
-//! as the in-process registry's.
-//!
-//! This test binary is its own extraction child: started with [`CHILD_ARG`] it serves
-//! documents through [`child_main`], as the leasehold binary does. It has no test harness
-//! (`harness = false` in Cargo.toml) because libtest would take the child's arguments for
-//! test filters; `main` runs the checks itself, and a failed one panics, which fails the
-//! test.
+//! A document's title crosses the isolated extractor's process boundary: the
+//! child (the built binary) sends it in its reply's header, and the parent
+//! hands it on in `Extracted::title`, the same as the in-process registry's.
+//! Children need unix (`isolated`); elsewhere every document is `Unavailable`.
+#![cfg_attr(not(unix), allow(dead_code, unused_imports))]
 
-use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
-use leasehold_extract::{
-    child_main, Extracted, Extractor, ExtractorRegistry, IsolatedExtractor, Limits, CHILD_ARG,
-};
+use leasehold_extract::{Extracted, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
 
-fn main() -> ExitCode {
-    if std::env::args().nth(1).as_deref() == Some(CHILD_ARG) {
-        return child_main();
-    }
-    // Children need unix; elsewhere every document is `Unavailable` (see `isolated`).
-    if cfg!(unix) {
-        run(
-            "titles_cross_the_process_boundary",
-            titles_cross_the_process_boundary,
-        );
-        run(
-            "isolated_and_in_process_extractions_agree_on_every_sample",
-            isolated_and_in_process_extractions_agree_on_every_sample,
-        );
-    }
-    ExitCode::SUCCESS
-}
+use crate::common::BIN;
 
-fn run(name: &str, test: fn()) {
-    test();
-    println!("test {name} ... ok");
-}
-
+/// The isolated extractor with the built binary as its child, as `run` has it.
 fn extractor() -> IsolatedExtractor {
-    let program = std::env::current_exe().expect("the test binary's path");
-    IsolatedExtractor::new(program, Limits::default())
+    IsolatedExtractor::new(std::path::PathBuf::from(BIN), Limits::default())
 }
 
 fn extract(extractor: &dyn Extractor, name: &str, bytes: &[u8]) -> Extracted {
@@ -50,10 +22,12 @@ fn extract(extractor: &dyn Extractor, name: &str, bytes: &[u8]) -> Extracted {
 }
 
 fn read(path: &str) -> Vec<u8> {
-    let full = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
+    let full = crate::common::workspace().join(path);
+    std::fs::read(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
 }
 
+#[test]
+#[cfg(unix)]
 fn titles_cross_the_process_boundary() {
     let isolated = extractor();
     let page = b"<html><head><title>Harbor\n  News &amp; Notes</title></head><body><p>velvet harbor</p></body></html>";
@@ -77,6 +51,8 @@ fn titles_cross_the_process_boundary() {
     assert_eq!(done.title.map(|t| t.chars().count()), Some(299));
 }
 
+#[test]
+#[cfg(unix)]
 fn isolated_and_in_process_extractions_agree_on_every_sample() {
     let isolated = extractor();
     let registry = ExtractorRegistry::default();
