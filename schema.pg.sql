@@ -264,19 +264,20 @@ CREATE INDEX jobs_no_text ON jobs (id) WHERE no_text IS NOT NULL;
 -- index's title: a column of its own, weighted `A` in the stored tsvector
 -- (the text keeps the default `D`), so that `title:` finds it alone and a
 -- match in it ranks above one in the text. A generated column's expression
--- cannot be changed, so the tsvector and its index are made again. A
+-- cannot be changed, so the tsvector and its index are made again (dropped
+-- first, so that titling the rows rewrites no GIN entries). A
 -- title's dots and slashes are spaces to the parser, as `title:` terms' are
 -- (TITLE_SEPARATORS in src/store/search/mod.rs): the parser takes
 -- `plans.txt` or `a/b` whole, as a file name, and a title that is a file
 -- name would be found by no word of it. Rows
 -- indexed before this version are titled by their file names.
 ALTER TABLE jobs ADD COLUMN title TEXT;
+ALTER TABLE search_text DROP COLUMN tsv;
 ALTER TABLE search_text ADD COLUMN title TEXT;
 UPDATE search_text s
    SET title = regexp_replace(j.doc_key, '^.*[/\\]', '')
   FROM jobs j
  WHERE j.id = s.job_id AND j.doc_key NOT LIKE 'hex:%';
-ALTER TABLE search_text DROP COLUMN tsv;
 ALTER TABLE search_text ADD COLUMN tsv tsvector GENERATED ALWAYS AS (
     setweight(to_tsvector('simple', translate(coalesce(title, ''), './\', '   ')), 'A')
     || to_tsvector('simple', left(body, 200000))

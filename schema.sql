@@ -298,7 +298,7 @@ CREATE INDEX jobs_no_text ON jobs (id) WHERE no_text IS NOT NULL;
 -- every fenced completion like `no_text`; NULL when it gives none, and for
 -- results accepted before this version. The search index gains a `title`
 -- column, ranked above the text, holding this title or else the file name:
--- FTS5 cannot add a column to a table, so the table is remade after this
--- section with the tokenizer it had, and its rows copied into it, titled by
--- their file names (src/store/sqlite/search_index.rs, `add_title_column`).
+-- FTS5 cannot add a column to a table, so the table is remade after the
+-- migrations with the tokenizer it had, and its rows copied into it, titled
+-- by their file names (src/store/sqlite/search_index.rs, `add_title_column`).
 ALTER TABLE jobs ADD COLUMN title TEXT;

@@ -8,6 +8,10 @@
 //! converters live in the `leasehold-extract` crate, so an embedder that brings
 //! its own extractor compiles none of their parsers.
 
+mod title;
+
+pub use title::{clean_title, TitleText, MAX_TITLE_CHARS};
+
 use std::fmt;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -119,31 +123,6 @@ pub struct Extracted {
     /// The document's own title, cleaned by [`clean_title`]; `None` when it gives
     /// none (the store then titles it by its file name in the index).
     pub title: Option<String>,
-}
-
-/// The longest title kept, in characters: a title is a line, and a document
-/// that puts its whole text in `<title>` should not double its index entry.
-pub const MAX_TITLE_CHARS: usize = 300;
-
-/// A title as the document wrote it, made one tidy line: runs of spaces,
-/// line breaks and control characters become one space, the ends are
-/// trimmed, and at most [`MAX_TITLE_CHARS`] characters are kept. `None` when
-/// nothing with a letter or digit is left (`"Untitled"` placeholders are the
-/// extractor's to drop).
-pub fn clean_title(raw: &str) -> Option<String> {
-    let words = raw
-        .split(|c: char| c.is_whitespace() || c.is_control())
-        .filter(|w| !w.is_empty());
-    let mut out = String::new();
-    for word in words {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(word);
-    }
-    let out: String = out.chars().take(MAX_TITLE_CHARS).collect();
-    let out = out.trim_end();
-    out.chars().any(char::is_alphanumeric).then(|| out.to_owned())
 }
 
 impl Extraction {
@@ -477,22 +456,5 @@ mod tests {
         assert_eq!(memory, "extraction exceeded its memory limit of 256 MiB");
         let output = LimitKind::Output { cap: 10 }.to_string();
         assert_eq!(output, "extracted text over the 10-byte cap");
-    }
-
-    #[test]
-    fn titles_are_one_tidy_line_or_none() {
-        assert_eq!(
-            clean_title("  Annual\n\treport\u{7}  2026 ").as_deref(),
-            Some("Annual report 2026")
-        );
-        assert_eq!(clean_title(" \n -- "), None);
-        assert_eq!(clean_title(""), None);
-        let long = "word ".repeat(100);
-        let kept = clean_title(&long).expect("a title");
-        assert!(
-            kept.chars().count() <= MAX_TITLE_CHARS && !kept.ends_with(' '),
-            "{kept:?}"
-        );
-        assert_eq!(clean_title("계정 관리").as_deref(), Some("계정 관리"));
     }
 }

@@ -186,18 +186,18 @@ impl std::fmt::Debug for StagedBatch {
 struct Staging {
     staged: Staged,
     text: Held,
-    found: Found,
+    findings: Findings,
 }
 
 /// A result durable in the mirror, waiting for its fenced completion.
 struct Ready {
     written: Written,
     text: Held,
-    found: Found,
+    findings: Findings,
 }
 
 /// What extraction found besides the text, recorded by the completion.
-struct Found {
+struct Findings {
     /// What it decided (format, encoding, converter), for the history.
     note: Option<String>,
     /// Why the text holds no word ([`no_text_reason`]); None when it has.
@@ -206,7 +206,7 @@ struct Found {
     title: Option<String>,
 }
 
-impl Found {
+impl Findings {
     /// `completion` with what was found.
     fn on<'a>(&'a self, completion: Completion<'a>) -> Completion<'a> {
         completion
@@ -418,7 +418,7 @@ impl Worker {
             match step {
                 Ok(ready) => {
                     staged.push(ready.staged);
-                    rest.push((claim, Ok((ready.text, ready.found))));
+                    rest.push((claim, Ok((ready.text, ready.findings))));
                 }
                 Err(stop) => rest.push((claim, Err(stop))),
             }
@@ -426,8 +426,12 @@ impl Worker {
         let mut synced = self.pipeline.mirror.sync(staged).into_iter();
         rest.into_iter()
             .map(|(claim, step)| {
-                let done = step.and_then(|(text, found)| match synced.next() {
-                    Some(Ok(written)) => Ok(Ready { written, text, found }),
+                let done = step.and_then(|(text, findings)| match synced.next() {
+                    Some(Ok(written)) => Ok(Ready {
+                        written,
+                        text,
+                        findings,
+                    }),
                     Some(Err(e)) => Err(self.stop_for_mirror(&claim, e)),
                     None => Err(Stop::Failed {
                         error: "mirror write failed: its sync round gave no answer".into(),
@@ -476,7 +480,7 @@ impl Worker {
             .map_err(|e| self.stop_for_mirror(claim, e))?;
         Ok(Staging {
             staged,
-            found: Found {
+            findings: Findings {
                 note,
                 no_text: no_text_reason(&bytes, &text),
                 title,
@@ -624,7 +628,7 @@ impl Worker {
                     Held::InFile => None,
                 };
                 let completion = r
-                    .found
+                    .findings
                     .on(Completion::new(&r.written.rel_path, &r.written.sha256))
                     .deliver(text.filter(|_| deliver))
                     .index(text)
@@ -652,7 +656,7 @@ impl Worker {
     fn complete_long(&self, claim: Claim, r: Ready) -> Result<Processed> {
         let (store, mirror) = (&self.pipeline.store, &self.pipeline.mirror);
         let result = (r.written.rel_path.as_str(), r.written.sha256.as_str());
-        let first = match self.stage_from_file(&claim, result) {
+        let first = match self.stage_from_file(&claim, result, r.findings.title.as_deref()) {
             Ok(first) => first,
             Err(why) => {
                 let error = format!("could not index the result: {why}");
@@ -682,7 +686,7 @@ impl Worker {
             false => None,
         };
         let completion = r
-            .found
+            .findings
             .on(Completion::new(result.0, result.1))
             .deliver(whole.as_deref())
             .index(first.as_deref());
@@ -700,6 +704,7 @@ impl Worker {
         &self,
         claim: &Claim,
         result: (&str, &str),
+        title: Option<&str>,
     ) -> std::result::Result<Option<String>, String> {
         let (store, mirror) = (&self.pipeline.store, &self.pipeline.mirror);
         let file = mirror
@@ -716,7 +721,7 @@ impl Worker {
             if (full || next.is_none()) && !run.is_empty() {
                 let texts: Vec<&str> = run.iter().map(String::as_str).collect();
                 let out = store
-                    .stage_search_parts(claim, result, &texts)
+                    .stage_search_parts(claim, result, title, &texts)
                     .map_err(|e| e.to_string())?;
                 if !out.is_accepted() {
                     break;

@@ -67,8 +67,13 @@ impl<'a> Completion<'a> {
     /// searched as the index's `title` column, ranked above the text. Without
     /// one the index titles the document by its file name, and the previous
     /// version's title is cleared.
+    ///
+    /// The title is cleaned as extractors clean theirs
+    /// ([`crate::extract::clean_title`]: one line, at most 300 characters,
+    /// none without a letter or digit), so that whatever an embedder's
+    /// extractor returns (a NUL, a megabyte) is a title both engines store.
     pub fn title(mut self, title: impl CompletionText<'a>) -> Self {
-        self.title = title.text().map(Cow::Borrowed);
+        self.title = title.text().and_then(crate::extract::clean_title).map(Cow::Owned);
         self
     }
 

@@ -97,7 +97,13 @@ pub(crate) trait Engine: super::rules::Rules + Send + Sync {
     /// checksum) into the index, staged until its completion is accepted,
     /// and renew its lease, in one transaction. Fenced. An engine that
     /// indexes only the first part renews alone.
-    fn search_stage(&self, owner: &Owner, result: (&str, &str), parts: &[&str]) -> Result<Fenced>;
+    fn search_stage(
+        &self,
+        owner: &Owner,
+        result: (&str, &str),
+        title: Option<&str>,
+        parts: &[&str],
+    ) -> Result<Fenced>;
     /// Put further parts of `doc`'s accepted text into the index, staged
     /// under its checksum for [`Engine::search_put`] of its first part;
     /// `fresh` first retires what an earlier try staged.

@@ -19,12 +19,24 @@ impl Store {
     /// Put further parts of `claim`'s result text into the search index,
     /// invisible until the claim's completion is accepted (or gone with its
     /// refusal), and renew the claim's lease: one short transaction, fenced.
-    /// `result` is the result (path, checksum) the completion will name.
-    /// The caller keeps `parts` within [`parts::TX_TEXT_BYTES`] a call; a rejection
-    /// means the claim is no longer ours, and its completion will be refused.
-    pub fn stage_search_parts(&self, claim: &Claim, result: (&str, &str), parts: &[&str]) -> Result<Fenced> {
+    /// `result` is the result (path, checksum) and `title` the document's
+    /// own title ([`Completion::title`]) the completion will name: every part
+    /// is searched with the title, so that `title:` terms and a title's
+    /// words hold in each. The caller keeps `parts` within
+    /// [`parts::TX_TEXT_BYTES`] a call; a rejection means the claim is no
+    /// longer ours, and its completion will be refused.
+    pub fn stage_search_parts(
+        &self,
+        claim: &Claim,
+        result: (&str, &str),
+        title: Option<&str>,
+        parts: &[&str],
+    ) -> Result<Fenced> {
         let owner = claim.owner();
-        let out = self.engine().search_stage(&owner, result, parts)?;
+        let title = title.and_then(crate::extract::clean_title);
+        let out = self
+            .engine()
+            .search_stage(&owner, result, title.as_deref(), parts)?;
         super::events::refused("renew", &owner, &out);
         Ok(out)
     }
@@ -47,9 +59,12 @@ impl Store {
         let first = cut.next().map_or(0, str::len);
         let further: Vec<&str> = cut.collect();
         for group in by_text_bytes(&further, |p| p.len()) {
-            let out = self
-                .engine()
-                .search_stage(owner, (&c.result_path, &c.checksum), group)?;
+            let out = self.engine().search_stage(
+                owner,
+                (&c.result_path, &c.checksum),
+                c.title.as_deref(),
+                group,
+            )?;
             super::events::refused("renew", owner, &out);
             if !out.is_accepted() {
                 break;

@@ -524,8 +524,11 @@ fn titles_rank_first_are_searched_alone_and_survive_a_rebuild(b: Backend) {
         "other.md",
         "v1",
         &format!("{filler} almond"),
-        Some("Almond notes"),
+        // A title from an embedder's extractor is cleaned as the built-in ones are.
+        Some(" Almond\0notes \n"),
     );
+    let other = store.job_by_key("other.md").unwrap().unwrap();
+    assert_eq!(other.title.as_deref(), Some("Almond notes"));
     // One walnut in the text under a walnut title beats three in the text.
     assert_eq!(keys(&store, "walnut"), ["recipes.html", "deep/pelican-plans.txt"]);
     assert_eq!(keys(&store, "title:walnut"), ["recipes.html"]);
@@ -934,6 +937,9 @@ fn sqlite_only_a_long_text_is_searchable_in_parts_and_replaced_whole() {
     index(&store, "short.txt", "v1", "common short words");
     assert_eq!(keys(&store, "alphastart"), ["long.txt"]);
     assert_eq!(keys(&store, "omegaend"), ["long.txt"], "a word of the last part");
+    // Every part is searched with the document's title (its file name here).
+    assert_eq!(keys(&store, "title:long omegaend"), ["long.txt"]);
+    assert!(keys(&store, "omegaend -title:long").is_empty());
     // Counted (the page is cut) as one document, whichever parts match.
     for q in ["omegaend", "alphastart OR omegaend"] {
         assert_eq!(
@@ -988,14 +994,14 @@ fn sqlite_only_staged_parts_are_searchable_only_through_an_accepted_completion()
     a.enqueue(&NewDoc::new("doc", "v1")).unwrap();
     let claim_a = a.claim("A").unwrap().unwrap();
     let staged = a
-        .stage_search_parts(&claim_a, ("r/a", "sum-a"), &["stalepart words"])
+        .stage_search_parts(&claim_a, ("r/a", "sum-a"), None, &["stalepart words"])
         .unwrap();
     assert!(staged.is_accepted());
     assert!(keys(&a, "stalepart").is_empty(), "a staged part was searchable");
     t.clock.set(20);
     let claim_b = b.claim("B").unwrap().expect("B takes the expired lease");
     let late = a
-        .stage_search_parts(&claim_a, ("r/a", "sum-a"), &["laterpart words"])
+        .stage_search_parts(&claim_a, ("r/a", "sum-a"), None, &["laterpart words"])
         .unwrap();
     assert!(!late.is_accepted(), "a worker that lost its lease staged a part");
     assert!(finish(&b, claim_b, "fresh words").is_accepted());
@@ -1033,6 +1039,11 @@ fn sqlite_only_a_reindex_puts_a_long_text_back_once() {
         .unwrap();
     assert_eq!(store.reindex_texts(&[doc]).unwrap(), 1);
     assert_eq!(keys(&store, "lastword"), ["long.txt"]);
+    assert_eq!(
+        keys(&store, "title:long lastword"),
+        ["long.txt"],
+        "the parts put back are titled"
+    );
     assert!(
         keys(&store, "again").is_empty(),
         "the interrupted reindex's part is live"

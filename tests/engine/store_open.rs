@@ -315,6 +315,41 @@ fn a_version_11_index_gets_titles_and_keeps_its_tokenizer_and_rows() {
     }
 }
 
+/// A version 11 file whose index has a damaged page still opens: the index
+/// cannot be copied into the titled table, so it is made again, empty, and
+/// every document is kept for a reindex to index again.
+#[test]
+fn a_version_11_file_with_a_damaged_index_opens_with_an_empty_one() {
+    let schema = include_str!("../../schema.sql");
+    let v11 = &schema[..schema.find("-- version: 12").expect("a version 12 section")];
+    let t = TempStore::new();
+    {
+        let c = rusqlite::Connection::open(&t.path).unwrap();
+        c.execute_batch(v11).unwrap();
+        for i in 0..40 {
+            let words: Vec<String> = (0..200).map(|w| format!("w{i}x{w}")).collect();
+            c.execute(
+                "INSERT INTO jobs (id, doc_key, status, result_path, checksum, max_attempts, created_at, updated_at)
+                 VALUES (?1, 'doc' || ?1, 'indexed', 'r/' || ?1, 'sum', 5, 0, 0)",
+                [i + 1],
+            )
+            .unwrap();
+            c.execute(
+                "INSERT INTO search_text (rowid, body, path, checksum) VALUES (?1, ?2, 'r/' || ?1, 'sum')",
+                rusqlite::params![i + 1, words.join(" ")],
+            )
+            .unwrap();
+        }
+        c.execute_batch("PRAGMA user_version = 11").unwrap();
+    }
+    common::damage_a_page(&t.path, "search_text_content");
+    let store = t.handle(1_000);
+    assert_eq!(store.counts().unwrap().total(), 40, "every document kept");
+    let check = store.check_search_index().unwrap();
+    assert_eq!((check.rows, check.missing), (0, 40), "{check:?}");
+    assert!(store.search("w7x3", 10).unwrap().is_empty());
+}
+
 /// A read-only open reads what is there, refuses every write with a typed
 /// error, and leaves the file as it was; one of a missing file creates none.
 #[test]

@@ -111,7 +111,13 @@ impl Engine for PgStore {
 
     /// PostgreSQL indexes a document's first 200,000 characters, all in
     /// its first part: the further parts are not kept, the lease is renewed.
-    fn search_stage(&self, owner: &Owner, _result: (&str, &str), _parts: &[&str]) -> Result<Fenced> {
+    fn search_stage(
+        &self,
+        owner: &Owner,
+        _result: (&str, &str),
+        _title: Option<&str>,
+        _parts: &[&str],
+    ) -> Result<Fenced> {
         self.renew(owner)
     }
 

@@ -385,6 +385,10 @@ pub struct Hit {
 /// PostgreSQL's default weights of the labels `A` (title) and `D` (text).
 pub(crate) const TITLE_WEIGHT: f64 = 10.0;
 
+// PostgreSQL gives the title's label `A` 0.1 times this (the text's `D`
+// weighs 0.1), and `ts_rank` refuses a weight above 1.
+const _: () = assert!(TITLE_WEIGHT > 1.0 && TITLE_WEIGHT <= 10.0);
+
 /// The characters PostgreSQL's parser reads a title with as spaces (the
 /// stored tsvector's `translate`, schema.pg.sql version 12; a `title:`
 /// term's text alike): with them it takes `plans.txt`, `a/b` or `2.0`

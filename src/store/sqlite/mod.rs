@@ -304,12 +304,19 @@ impl Engine for Sqlite {
         self.write_tx(|tx, _| search_index::prune(tx))
     }
 
-    fn search_stage(&self, owner: &Owner, result: (&str, &str), parts: &[&str]) -> Result<Fenced> {
+    fn search_stage(
+        &self,
+        owner: &Owner,
+        result: (&str, &str),
+        title: Option<&str>,
+        parts: &[&str],
+    ) -> Result<Fenced> {
         let policy = &self.policy;
         self.write_tx(|tx, now| {
             let renewed = write::renew(tx, now, policy, owner)?;
             if renewed.is_accepted() {
-                search_index::put_parts(tx, owner.id.0, &owner.token, result, parts)?;
+                let title = search_index::title_of_version(tx, owner.id.0, title)?;
+                search_index::put_parts(tx, owner.id.0, &owner.token, result, title.as_deref(), parts)?;
             }
             Ok(renewed)
         })
@@ -320,7 +327,9 @@ impl Engine for Sqlite {
             if fresh {
                 search_index::retire_staged(tx, doc.id, doc.checksum)?;
             }
-            search_index::put_parts(tx, doc.id, doc.checksum, (doc.result_path, doc.checksum), parts)
+            let title = search_index::indexed_title_of(tx, doc.id)?;
+            let result = (doc.result_path, doc.checksum);
+            search_index::put_parts(tx, doc.id, doc.checksum, result, title.as_deref(), parts)
         })
     }
 

@@ -119,6 +119,9 @@ fn open_read_write(path: &Path, opts: &StoreOptions) -> Result<Pool> {
     }
     enable_wal(&conn, path)?;
     migrate(&mut conn, path, version)?;
+    // What SQL cannot say in a section: the index's title column (version 12).
+    crate::store::sqlite::search_index::add_title_column(&mut conn)
+        .map_err(|e| Error::from_sqlite(path, e))?;
     drop(conn);
     pool::build(path, pool_target(path, Access::ReadWrite), opts)
 }
@@ -391,22 +394,11 @@ fn migrate(conn: &mut Connection, path: &Path, from: i64) -> Result<()> {
             continue;
         }
         tx.execute_batch(&sql).map_err(|e| Error::from_sqlite(path, e))?;
-        after_section(&tx, version).map_err(|e| Error::from_sqlite(path, e))?;
         tx.pragma_update(None, "user_version", version)
             .map_err(|e| Error::from_sqlite(path, e))?;
         tx.commit().map_err(|e| Error::from_sqlite(path, e))?;
     }
     Ok(())
-}
-
-/// The part of a section SQL cannot say, run in its transaction after it:
-/// version 12 remakes the FTS5 table with a title column, keeping the
-/// tokenizer its definition names.
-fn after_section(tx: &Connection, version: i64) -> rusqlite::Result<()> {
-    match version {
-        12 => crate::store::sqlite::search_index::add_title_column(tx),
-        _ => Ok(()),
-    }
 }
 
 /// What the pool opens for `access`: the file itself, read-write, or its

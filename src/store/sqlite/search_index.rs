@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use rusqlite::types::{ToSqlOutput, Value};
+use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, ErrorCode, OptionalExtension};
 
 use crate::store::search::fields::{self, Dialect, Filter};
@@ -89,8 +89,8 @@ pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Re
     purge::note_deleted(tx, deleted)
 }
 
-/// One row of the index: a document's first part at its id, with its
-/// title, or a further part, without.
+/// One row of the index: a document's first part at its id, or a further
+/// part, each with the document's title.
 struct Row<'a> {
     rowid: i64,
     body: &'a str,
@@ -110,15 +110,23 @@ fn insert_rows(tx: &Connection, rows: &[Row<'_>]) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// The title document `id`'s first part is indexed with, from its row
-/// (which the accepting transaction has just written): see
-/// [`indexed_title`].
-fn indexed_title_of(tx: &Connection, id: i64) -> rusqlite::Result<Option<String>> {
-    let row: Option<(String, Option<String>)> = tx
-        .prepare_cached("SELECT doc_key, title FROM jobs WHERE id = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+/// The title document `id`'s rows are indexed with, from its row (which
+/// the accepting transaction has just written, or the accepted result's):
+/// see [`indexed_title`].
+pub(crate) fn indexed_title_of(tx: &Connection, id: i64) -> rusqlite::Result<Option<String>> {
+    let row = key_and_title(tx, id)?;
     Ok(row.and_then(|(key, own)| indexed_title(&key, own.as_deref()).map(str::to_owned)))
+}
+
+/// The title the parts of a version not yet accepted are indexed with: its
+/// own `title`, else the document's file name.
+pub(crate) fn title_of_version(
+    tx: &Connection,
+    id: i64,
+    title: Option<&str>,
+) -> rusqlite::Result<Option<String>> {
+    let row = key_and_title(tx, id)?;
+    Ok(row.and_then(|(key, _)| indexed_title(&key, title).map(str::to_owned)))
 }
 
 /// `docs` with only the last of each document (as one after the other
@@ -180,14 +188,16 @@ fn settle_parts(tx: &Connection, id: i64, keep: Option<&str>) -> rusqlite::Resul
 }
 
 /// Put further parts of document `doc`'s text into the index, staged under
-/// `tag`: invisible until the transaction that accepts `result` makes them
-/// live ([`accepted`], [`put_if_accepted`]). At most [`TX_TEXT_BYTES`] a
-/// transaction is the caller's to keep.
+/// `tag`, each with the document's indexed `title`: invisible until the
+/// transaction that accepts `result` makes them live ([`accepted`],
+/// [`put_if_accepted`]). At most [`TX_TEXT_BYTES`] a transaction is the
+/// caller's to keep.
 pub(crate) fn put_parts(
     tx: &Connection,
     doc: i64,
     tag: &str,
     result: (&str, &str),
+    title: Option<&str>,
     parts: &[&str],
 ) -> rusqlite::Result<()> {
     let first: i64 = tx
@@ -201,7 +211,7 @@ pub(crate) fn put_parts(
         rows.push(Row {
             rowid,
             body,
-            title: None,
+            title,
             result,
         });
     }
@@ -317,17 +327,37 @@ pub(crate) fn create_table(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Re
     ))
 }
 
-/// Schema version 12: the table remade with a `title` column and the
-/// tokenizer it had, every row copied into it (rowids kept, so the parts
-/// list still holds), each document's first part titled by its file name,
-/// since results accepted before it carry no title of their own. FTS5
-/// cannot add a column; the copy costs what indexing the texts again does,
-/// once, without reading the mirror.
-pub(crate) fn add_title_column(tx: &Connection) -> rusqlite::Result<()> {
-    if has_title_column(tx)? {
+/// The table remade with a `title` column (schema version 12) and the
+/// tokenizer it had, when it has none yet, every row copied into it (rowids
+/// kept, so the parts list still holds), each document's first part titled
+/// by its file name, since results accepted before it carry no title of
+/// their own. FTS5 cannot add a column; the copy costs what indexing the
+/// texts again does, once, without reading the mirror. Run at every
+/// read-write open, in a transaction of its own after the migrations (a
+/// look at the table's columns when there is nothing to do).
+///
+/// An index too damaged to be read is made again empty instead, its pages
+/// orphaned as a reindex of a damaged index leaves them
+/// ([`super::search_salvage`]): the store still opens, and `leasehold
+/// reindex` (which `doctor` names) fills the index from the mirror.
+pub(crate) fn add_title_column(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    if has_title_column(&tx)? {
         return Ok(());
     }
-    let tokenizer = table_tokenizer(tx)?;
+    let tokenizer = table_tokenizer(&tx)?;
+    match copy_into_titled_table(&tx, tokenizer) {
+        Ok(()) => tx.commit(),
+        Err(_) => {
+            drop(tx);
+            super::search_salvage::remake(conn, tokenizer)
+        }
+    }
+}
+
+/// [`add_title_column`]'s copy: the table renamed, the new one made, every
+/// row put in it, the old one dropped.
+fn copy_into_titled_table(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
     tx.execute_batch("ALTER TABLE search_text RENAME TO search_text_untitled")?;
     create_table(tx, tokenizer)?;
     {
@@ -338,16 +368,16 @@ pub(crate) fn add_title_column(tx: &Connection) -> rusqlite::Result<()> {
         let mut rows = old.query([])?;
         while let Some(r) = rows.next()? {
             let key: Option<String> = r.get(4)?;
-            tx.prepare_cached(
-                "INSERT INTO search_text (rowid, body, title, path, checksum) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![
-                r.get::<_, i64>(0)?,
-                ToSqlOutput::Borrowed(r.get_ref(1)?),
-                key.as_deref().and_then(file_name),
-                ToSqlOutput::Borrowed(r.get_ref(2)?),
-                ToSqlOutput::Borrowed(r.get_ref(3)?)
-            ])?;
+            let (body, path, checksum): (String, String, String) = (r.get(1)?, r.get(2)?, r.get(3)?);
+            insert_rows(
+                tx,
+                &[Row {
+                    rowid: r.get(0)?,
+                    body: &body,
+                    title: key.as_deref().and_then(file_name),
+                    result: (&path, &checksum),
+                }],
+            )?;
         }
     }
     tx.execute_batch("DROP TABLE search_text_untitled")

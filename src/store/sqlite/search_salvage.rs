@@ -63,7 +63,7 @@ impl Sqlite {
 /// (their pages are left orphaned, unread), reload the schema, and create
 /// the tables again as they were defined (`search_parts` by its own
 /// statements; the FTS5 table with `tokenizer`).
-fn remake(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
+pub(crate) fn remake(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
     c.execute_batch("BEGIN IMMEDIATE")?;
     let done = (|| {
         // The table first, then its indexes: the order they are made in.

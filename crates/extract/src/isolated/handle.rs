@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::super::title::tidy;
 use super::super::{ExtractError, Extracted};
 use super::capture::Capture;
 use super::child::{ChildConfig, CHILD_ARG};
@@ -27,6 +26,7 @@ use super::protocol::{
     encode_split, lengths, Reply, Request, Response, MAX_HEADER_LEN, PREFIX_LEN, PROTOCOL_VERSION,
 };
 use super::{LimitKind, Limits};
+use leasehold::extract::clean_title;
 
 /// How long one poll(2) waits before the stop flag and the deadline are checked again.
 const SLICE: Duration = Duration::from_millis(50);
@@ -284,7 +284,7 @@ impl ChildHandle {
                         text,
                         note,
                         // Cleaned again: the child's word is not trusted to be one line.
-                        title: title.as_deref().and_then(tidy),
+                        title: title.as_deref().and_then(clean_title),
                     }),
                     reusable: true,
                 },

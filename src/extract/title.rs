@@ -1,0 +1,126 @@
+//! The title a document gives itself, cleaned the one way every title is:
+//! collected piece by piece as a format's reader meets it ([`TitleText`]),
+//! or at once ([`clean_title`], for a title from elsewhere, such as an
+//! embedder's extractor). At most [`MAX_TITLE_CHARS`] characters are kept,
+//! so a hostile document that puts megabytes in its title costs no memory
+//! for it.
+
+/// The longest title kept, in characters: a title is a line, and a document
+/// that puts its whole text in `<title>` should not double its index entry.
+pub const MAX_TITLE_CHARS: usize = 300;
+
+/// Titles that say there is none: a word processor's name for a new document, kept by
+/// authors who never set one. Compared after cleaning, ignoring ASCII case.
+const PLACEHOLDERS: [&str; 2] = ["untitled", "untitled document"];
+
+/// Raw title text, made one line as it arrives and cut at [`MAX_TITLE_CHARS`] characters.
+/// White space and control characters separate words, so a long run of them costs one
+/// space. Formats feed it piece by piece as their readers meet the title; [`clean_title`]
+/// is it fed at once.
+#[derive(Debug, Default)]
+pub struct TitleText {
+    text: String,
+    chars: usize,
+    /// A separator came after the last word: a space is owed before the next one.
+    space_owed: bool,
+}
+
+impl TitleText {
+    /// Adds raw text; once full, it is ignored at no cost.
+    pub fn push_str(&mut self, raw: &str) {
+        for c in raw.chars() {
+            if self.is_full() {
+                return;
+            }
+            self.push(c);
+        }
+    }
+
+    /// Adds one raw character.
+    pub fn push(&mut self, c: char) {
+        if self.is_full() {
+            return;
+        }
+        if c.is_whitespace() || c.is_control() {
+            self.space_owed = !self.text.is_empty();
+            return;
+        }
+        if std::mem::take(&mut self.space_owed) {
+            self.text.push(' ');
+            self.chars += 1;
+            if self.is_full() {
+                return;
+            }
+        }
+        self.text.push(c);
+        self.chars += 1;
+    }
+
+    /// Whether no word has come yet.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    /// Whether nothing more will be kept.
+    pub fn is_full(&self) -> bool {
+        self.chars >= MAX_TITLE_CHARS
+    }
+
+    /// The title: `None` when nothing with a letter or digit was collected,
+    /// or only a placeholder such as "Untitled".
+    pub fn finish(self) -> Option<String> {
+        let title = self.text.trim_end();
+        let placeholder = PLACEHOLDERS.iter().any(|p| title.eq_ignore_ascii_case(p));
+        (title.chars().any(char::is_alphanumeric) && !placeholder).then(|| title.to_owned())
+    }
+}
+
+/// A title as the document wrote it, made one tidy line: runs of spaces,
+/// line breaks and control characters become one space, the ends are
+/// trimmed, and at most [`MAX_TITLE_CHARS`] characters are kept. `None`
+/// when nothing with a letter or digit is left, or a placeholder
+/// ("Untitled").
+pub fn clean_title(raw: &str) -> Option<String> {
+    let mut title = TitleText::default();
+    title.push_str(raw);
+    title.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_one_tidy_line_or_none() {
+        assert_eq!(
+            clean_title("  Annual\n\treport\u{7}  2026 ").as_deref(),
+            Some("Annual report 2026")
+        );
+        assert_eq!(clean_title(" \n -- "), None);
+        assert_eq!(clean_title(""), None);
+        let long = "word ".repeat(100);
+        let kept = clean_title(&long).expect("a title");
+        assert!(
+            kept.chars().count() <= MAX_TITLE_CHARS && !kept.ends_with(' '),
+            "{kept:?}"
+        );
+        assert_eq!(clean_title("계정 관리").as_deref(), Some("계정 관리"));
+        let long_word = "x".repeat(1 << 20);
+        assert_eq!(clean_title(&long_word).unwrap().chars().count(), MAX_TITLE_CHARS);
+        let spaced = format!("{}word{}", " ".repeat(1 << 20), " more".repeat(100));
+        assert!(clean_title(&spaced).unwrap().starts_with("word more"));
+    }
+
+    #[test]
+    fn placeholders_are_no_title() {
+        for placeholder in [
+            "Untitled",
+            "  untitled\n",
+            "UNTITLED DOCUMENT",
+            "Untitled  document",
+        ] {
+            assert_eq!(clean_title(placeholder), None, "{placeholder:?}");
+        }
+        assert_eq!(clean_title("Untitled 3").as_deref(), Some("Untitled 3"));
+    }
+}
