@@ -225,7 +225,7 @@ pub(crate) fn trigram_node_plan(node: &super::language::Node) -> Result<Plan, Qu
     } else if let Some(t) = super::language::first_term(node, &short) {
         return Err(format!(
             "{t:?} is shorter than 3 characters: with the trigram tokenizer such terms work only \
-             in a plain list of words (no OR, exclusions, prefixes or parentheses)"
+             in a plain list of words (no OR, exclusions, prefixes, parentheses or title:)"
         ));
     }
     Ok(Plan::Match(super::language::fts5(node, false)))
