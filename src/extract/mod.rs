@@ -10,7 +10,7 @@
 
 mod title;
 
-pub use title::{clean_title, TitleText, MAX_TITLE_CHARS};
+pub use title::{clean_date, clean_title, TitleText, MAX_TITLE_CHARS};
 
 use std::fmt;
 use std::sync::atomic::AtomicBool;
@@ -109,6 +109,13 @@ pub struct Extraction {
     /// office document's core properties, Markdown's first heading), cleaned by
     /// [`clean_title`]; `None` when it gives none.
     pub title: Option<String>,
+    /// Who the document says wrote it (a PDF's Info author, the `dc:creator` of an
+    /// office document or an e-book, HTML's `<meta name="author">`, RTF's `\author`),
+    /// cleaned by [`clean_title`]; `None` when it names nobody.
+    pub author: Option<String>,
+    /// The date the document gives itself: when it says it was last modified, else
+    /// created, as [`clean_date`] writes it (`2026-01-15`); `None` when it gives none.
+    pub date: Option<String>,
 }
 
 /// A document's text and a one-line note of what was decided on the way (the
@@ -123,6 +130,10 @@ pub struct Extracted {
     /// The document's own title, cleaned by [`clean_title`]; `None` when it gives
     /// none (the store then titles it by its file name in the index).
     pub title: Option<String>,
+    /// Who the document says wrote it ([`Extraction::author`]).
+    pub author: Option<String>,
+    /// The date the document gives itself ([`Extraction::date`]).
+    pub date: Option<String>,
 }
 
 impl Extraction {
@@ -240,6 +251,8 @@ pub trait Extractor: Send + Sync {
             text,
             note: None,
             title: None,
+            author: None,
+            date: None,
         })
     }
 }

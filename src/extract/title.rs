@@ -86,6 +86,35 @@ pub fn clean_title(raw: &str) -> Option<String> {
     title.finish()
 }
 
+/// A date as a document records it, as `YYYY-MM-DD` (or `YYYY-MM`, `YYYY` when it
+/// says no more): ISO 8601 (`2026-01-15T09:30:00Z`, `2026-01-15`, `2026-01`, `2026`),
+/// as office documents and e-books write it, and a PDF date (`D:20260115093000+01'00'`,
+/// `D:2026`). The time and zone are left out: a day is what a person reads. `None` for
+/// anything else, a month or day out of range, or a year before 1000.
+pub fn clean_date(raw: &str) -> Option<String> {
+    let raw = raw.trim();
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let (year, month, day) = match raw.strip_prefix("D:") {
+        Some(pdf) => (pdf.get(..4)?, pdf.get(4..6), pdf.get(6..8)),
+        None => {
+            let mut parts = raw.split(['T', ' ']).next()?.splitn(3, '-');
+            (parts.next()?, parts.next(), parts.next())
+        }
+    };
+    let (month, day) = (month.filter(|m| !m.is_empty()), day.filter(|d| !d.is_empty()));
+    if year.len() != 4 || !digits(year) || year < "1000" {
+        return None;
+    }
+    let in_range =
+        |s: &str, max: u32| s.len() == 2 && digits(s) && (1..=max).contains(&s.parse::<u32>().unwrap_or(0));
+    Some(match (month, day) {
+        (None, _) => year.to_owned(),
+        (Some(m), None) if in_range(m, 12) => format!("{year}-{m}"),
+        (Some(m), Some(d)) if in_range(m, 12) && in_range(d, 31) => format!("{year}-{m}-{d}"),
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +138,30 @@ mod tests {
         assert_eq!(clean_title(&long_word).unwrap().chars().count(), MAX_TITLE_CHARS);
         let spaced = format!("{}word{}", " ".repeat(1 << 20), " more".repeat(100));
         assert!(clean_title(&spaced).unwrap().starts_with("word more"));
+    }
+
+    #[test]
+    fn dates_are_days_from_iso_and_pdf_forms_or_none() {
+        let cases = [
+            ("2026-01-15T09:30:00Z", Some("2026-01-15")),
+            ("2026-01-15", Some("2026-01-15")),
+            (" 2026-01 ", Some("2026-01")),
+            ("2026", Some("2026")),
+            ("D:20260115093000+01'00'", Some("2026-01-15")),
+            ("D:202601", Some("2026-01")),
+            ("D:2026", Some("2026")),
+            ("2026-13-01", None),
+            ("2026-02-00", None),
+            ("0999-01-01", None),
+            ("D:20x6", None),
+            ("yesterday", None),
+            ("", None),
+            ("2026-1-5", None),
+            ("D:", None),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(clean_date(raw).as_deref(), want, "{raw:?}");
+        }
     }
 
     #[test]

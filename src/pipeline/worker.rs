@@ -472,7 +472,9 @@ impl Worker {
         let bytes = self
             .stage(claim, |_| p.source.fetch(&claim.key, p.max_input_bytes))?
             .map_err(|e| self.stop_for_fetch(claim, e))?;
-        let Extracted { text, note, title } = self.extract(claim, &bytes)?;
+        let Extracted {
+            text, note, title, ..
+        } = self.extract(claim, &bytes)?;
         let staged = self
             .stage(claim, |_| {
                 p.mirror.stage(claim.id.0, claim.fence, text.as_bytes())

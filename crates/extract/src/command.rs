@@ -67,6 +67,8 @@ impl Extractor for CommandExtractor {
                 text: run_converter(argv, bytes, &self.limits, stop)?,
                 note: Some(format!("converter {}", argv[0])),
                 title: None,
+                author: None,
+                date: None,
             }),
             None => self.fallback.extract_noted(name, bytes, stop),
         }

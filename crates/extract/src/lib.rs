@@ -134,6 +134,8 @@ impl ExtractorRegistry {
                 format,
                 encoding: None,
                 title: None,
+                author: None,
+                date: None,
             });
         }
         let decoded = guard_panics(format, || self.extract_as(format, bytes, stop))?;
@@ -142,6 +144,8 @@ impl ExtractorRegistry {
             format,
             encoding: decoded.encoding,
             title: decoded.title,
+            author: None,
+            date: None,
         })
     }
 
@@ -209,6 +213,8 @@ impl Extractor for ExtractorRegistry {
             text: extraction.text,
             note,
             title: extraction.title,
+            author: extraction.author,
+            date: extraction.date,
         })
     }
 }

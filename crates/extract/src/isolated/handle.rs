@@ -285,6 +285,8 @@ impl ChildHandle {
                         note,
                         // Cleaned again: the child's word is not trusted to be one line.
                         title: title.as_deref().and_then(clean_title),
+                        author: None,
+                        date: None,
                     }),
                     reusable: true,
                 },
