@@ -260,10 +260,11 @@ CREATE INDEX jobs_no_text ON jobs (id) WHERE no_text IS NOT NULL;
 
 -- version: 12
 
--- The title a document gives itself (see schema.sql's version 12), and the
--- index's title: a column of its own, weighted `A` in the stored tsvector
--- (the text keeps the default `D`), so that `title:` finds it alone and a
--- match in it ranks above one in the text. A generated column's expression
+-- The title, the author and the date a document gives itself (see
+-- schema.sql's version 12), and the index's title and author: columns of
+-- their own, weighted `A` and `B` in the stored tsvector (the text keeps
+-- the default `D`), so that `title:` and `author:` find them alone and a
+-- match in them ranks above one in the text. A generated column's expression
 -- cannot be changed, so the tsvector and its index are made again (dropped
 -- first, so that titling the rows rewrites no GIN entries). A
 -- title's dots and slashes are spaces to the parser, as `title:` terms' are
@@ -272,14 +273,18 @@ CREATE INDEX jobs_no_text ON jobs (id) WHERE no_text IS NOT NULL;
 -- name would be found by no word of it. Rows
 -- indexed before this version are titled by their file names.
 ALTER TABLE jobs ADD COLUMN title TEXT;
+ALTER TABLE jobs ADD COLUMN author TEXT;
+ALTER TABLE jobs ADD COLUMN doc_date TEXT;
 ALTER TABLE search_text DROP COLUMN tsv;
 ALTER TABLE search_text ADD COLUMN title TEXT;
+ALTER TABLE search_text ADD COLUMN author TEXT;
 UPDATE search_text s
    SET title = regexp_replace(j.doc_key, '^.*[/\\]', '')
   FROM jobs j
  WHERE j.id = s.job_id AND j.doc_key NOT LIKE 'hex:%';
 ALTER TABLE search_text ADD COLUMN tsv tsvector GENERATED ALWAYS AS (
     setweight(to_tsvector('simple', translate(coalesce(title, ''), './\', '   ')), 'A')
+    || setweight(to_tsvector('simple', translate(coalesce(author, ''), './\', '   ')), 'B')
     || to_tsvector('simple', left(body, 200000))
 ) STORED;
 CREATE INDEX search_text_tsv ON search_text USING GIN (tsv);

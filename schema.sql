@@ -293,12 +293,16 @@ CREATE INDEX jobs_no_text ON jobs (id) WHERE no_text IS NOT NULL;
 
 -- version: 12
 
--- The title a document gives itself (HTML <title>, a PDF's Info title, an
--- office document's core properties, Markdown's first heading), recorded by
--- every fenced completion like `no_text`; NULL when it gives none, and for
--- results accepted before this version. The search index gains a `title`
--- column, ranked above the text, holding this title or else the file name:
--- FTS5 cannot add a column to a table, so the table is remade after the
--- migrations with the tokenizer it had, and its rows copied into it, titled
--- by their file names (src/store/sqlite/search_index.rs, `add_title_column`).
+-- The title, the author and the date a document gives itself (HTML
+-- <title>, a PDF's Info dictionary, an office document's core properties,
+-- Markdown's first heading; the date as YYYY-MM-DD, or YYYY-MM or YYYY),
+-- recorded by every fenced completion like `no_text`; NULL when it gives
+-- none, and for results accepted before this version. The search index
+-- gains `title` and `author` columns, ranked above the text, the title
+-- being the document's or else its file name: FTS5 cannot add a column to a
+-- table, so the table is remade after the migrations with the tokenizer it
+-- had, and its rows copied into it, titled by their file names
+-- (src/store/sqlite/search_index.rs, `add_metadata_columns`).
 ALTER TABLE jobs ADD COLUMN title TEXT;
+ALTER TABLE jobs ADD COLUMN author TEXT;
+ALTER TABLE jobs ADD COLUMN doc_date TEXT;

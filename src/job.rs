@@ -278,6 +278,12 @@ pub struct Job {
     /// The title the accepted result's document gives itself
     /// ([`crate::Completion::title`]); None when it gives none.
     pub title: Option<String>,
+    /// Who the accepted result's document says wrote it
+    /// ([`crate::Completion::author`]).
+    pub author: Option<String>,
+    /// The date it gives itself ([`crate::Completion::date`]): `YYYY-MM-DD`,
+    /// or `YYYY-MM`, `YYYY`.
+    pub doc_date: Option<String>,
     /// The source file has disappeared; `gc` removes its mirror files.
     pub source_gone: bool,
     /// When the document was first enqueued (ms from the injected clock).

@@ -202,8 +202,10 @@ struct Findings {
     note: Option<String>,
     /// Why the text holds no word ([`no_text_reason`]); None when it has.
     no_text: Option<String>,
-    /// The title the document gives itself.
+    /// The title, the author and the date the document gives itself.
     title: Option<String>,
+    author: Option<String>,
+    date: Option<String>,
 }
 
 impl Findings {
@@ -213,6 +215,8 @@ impl Findings {
             .note(self.note.as_deref())
             .no_text(self.no_text.as_deref())
             .title(self.title.as_deref())
+            .author(self.author.as_deref())
+            .date(self.date.as_deref())
     }
 }
 
@@ -473,7 +477,11 @@ impl Worker {
             .stage(claim, |_| p.source.fetch(&claim.key, p.max_input_bytes))?
             .map_err(|e| self.stop_for_fetch(claim, e))?;
         let Extracted {
-            text, note, title, ..
+            text,
+            note,
+            title,
+            author,
+            date,
         } = self.extract(claim, &bytes)?;
         let staged = self
             .stage(claim, |_| {
@@ -486,6 +494,8 @@ impl Worker {
                 note,
                 no_text: no_text_reason(&bytes, &text),
                 title,
+                author,
+                date,
             },
             text: Held::new(text),
         })
@@ -658,7 +668,7 @@ impl Worker {
     fn complete_long(&self, claim: Claim, r: Ready) -> Result<Processed> {
         let (store, mirror) = (&self.pipeline.store, &self.pipeline.mirror);
         let result = (r.written.rel_path.as_str(), r.written.sha256.as_str());
-        let first = match self.stage_from_file(&claim, result, r.findings.title.as_deref()) {
+        let first = match self.stage_from_file(&claim, result, &r.findings) {
             Ok(first) => first,
             Err(why) => {
                 let error = format!("could not index the result: {why}");
@@ -706,7 +716,7 @@ impl Worker {
         &self,
         claim: &Claim,
         result: (&str, &str),
-        title: Option<&str>,
+        findings: &Findings,
     ) -> std::result::Result<Option<String>, String> {
         let (store, mirror) = (&self.pipeline.store, &self.pipeline.mirror);
         let file = mirror
@@ -723,7 +733,13 @@ impl Worker {
             if (full || next.is_none()) && !run.is_empty() {
                 let texts: Vec<&str> = run.iter().map(String::as_str).collect();
                 let out = store
-                    .stage_search_parts(claim, result, title, &texts)
+                    .stage_search_parts(
+                        claim,
+                        result,
+                        findings.title.as_deref(),
+                        findings.author.as_deref(),
+                        &texts,
+                    )
                     .map_err(|e| e.to_string())?;
                 if !out.is_accepted() {
                     break;

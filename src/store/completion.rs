@@ -35,6 +35,10 @@ pub struct Completion<'a> {
     pub(crate) no_text: Option<Cow<'a, str>>,
     /// The title the document gives itself; None when it gives none.
     pub(crate) title: Option<Cow<'a, str>>,
+    /// Who it says wrote it.
+    pub(crate) author: Option<Cow<'a, str>>,
+    /// The date it gives itself, as `clean_date` writes it.
+    pub(crate) date: Option<Cow<'a, str>>,
 }
 
 impl<'a> Completion<'a> {
@@ -50,6 +54,8 @@ impl<'a> Completion<'a> {
             result_bytes: None,
             no_text: None,
             title: None,
+            author: None,
+            date: None,
         }
     }
 
@@ -74,6 +80,25 @@ impl<'a> Completion<'a> {
     /// extractor returns (a NUL, a megabyte) is a title both engines store.
     pub fn title(mut self, title: impl CompletionText<'a>) -> Self {
         self.title = title.text().and_then(crate::extract::clean_title).map(Cow::Owned);
+        self
+    }
+
+    /// Who the document says wrote it ([`crate::extract::Extracted::author`]),
+    /// recorded with the result and searched as the index's `author` column
+    /// (`author:`), ranked above the text; cleaned as a title is.
+    pub fn author(mut self, author: impl CompletionText<'a>) -> Self {
+        self.author = author
+            .text()
+            .and_then(crate::extract::clean_title)
+            .map(Cow::Owned);
+        self
+    }
+
+    /// The date the document gives itself ([`crate::extract::Extracted::date`]),
+    /// recorded with the result and shown with it; a date
+    /// [`crate::extract::clean_date`] cannot read is left out.
+    pub fn date(mut self, date: impl CompletionText<'a>) -> Self {
+        self.date = date.text().and_then(crate::extract::clean_date).map(Cow::Owned);
         self
     }
 
@@ -120,6 +145,8 @@ impl<'a> Completion<'a> {
             result_bytes: self.result_bytes,
             no_text: self.no_text.map(own),
             title: self.title.map(own),
+            author: self.author.map(own),
+            date: self.date.map(own),
         }
     }
 

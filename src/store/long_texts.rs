@@ -19,10 +19,11 @@ impl Store {
     /// Put further parts of `claim`'s result text into the search index,
     /// invisible until the claim's completion is accepted (or gone with its
     /// refusal), and renew the claim's lease: one short transaction, fenced.
-    /// `result` is the result (path, checksum) and `title` the document's
-    /// own title ([`Completion::title`]) the completion will name: every part
-    /// is searched with the title, so that `title:` terms and a title's
-    /// words hold in each. The caller keeps `parts` within
+    /// `result` is the result (path, checksum), `title` and `author` what
+    /// the document says of itself ([`Completion::title`],
+    /// [`Completion::author`]), as the completion will name them: every part
+    /// is searched with them, so that `title:` and `author:` terms hold in
+    /// each. The caller keeps `parts` within
     /// [`parts::TX_TEXT_BYTES`] a call; a rejection means the claim is no
     /// longer ours, and its completion will be refused.
     pub fn stage_search_parts(
@@ -30,13 +31,16 @@ impl Store {
         claim: &Claim,
         result: (&str, &str),
         title: Option<&str>,
+        author: Option<&str>,
         parts: &[&str],
     ) -> Result<Fenced> {
         let owner = claim.owner();
-        let title = title.and_then(crate::extract::clean_title);
-        let out = self
-            .engine()
-            .search_stage(&owner, result, title.as_deref(), parts)?;
+        let (title, author) = (
+            title.and_then(crate::extract::clean_title),
+            author.and_then(crate::extract::clean_title),
+        );
+        let own = (title.as_deref(), author.as_deref());
+        let out = self.engine().search_stage(&owner, result, own, parts)?;
         super::events::refused("renew", &owner, &out);
         Ok(out)
     }
@@ -62,7 +66,7 @@ impl Store {
             let out = self.engine().search_stage(
                 owner,
                 (&c.result_path, &c.checksum),
-                c.title.as_deref(),
+                (c.title.as_deref(), c.author.as_deref()),
                 group,
             )?;
             super::events::refused("renew", owner, &out);

@@ -21,7 +21,7 @@ pub(crate) use known_source_columns;
 /// A document's columns, in the order [`job_from`] reads them.
 pub(crate) const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
     lease_expires_at, attempts, max_attempts, retry_at, last_error, result_path, checksum,
-    source_gone, created_at, updated_at, lost_leases, result_bytes, no_text, title";
+    source_gone, created_at, updated_at, lost_leases, result_bytes, no_text, title, author, doc_date";
 
 /// A history line's columns, in the order [`history_entry_from`] reads them.
 pub(crate) const HISTORY_COLUMNS: &str = "job_id, at, event, token, fence, detail";
@@ -163,6 +163,8 @@ pub(crate) fn job_from<C: Columns + ?Sized>(r: &C) -> Result<Job, C::Error> {
         result_bytes: bytes(r.opt_int(18)?),
         no_text: r.opt_text(19)?,
         title: r.opt_text(20)?,
+        author: r.opt_text(21)?,
+        doc_date: r.opt_text(22)?,
     })
 }
 

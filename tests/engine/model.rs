@@ -385,8 +385,10 @@ impl Model {
             result_bytes: None,
             // Nor a reason for having no text.
             no_text: None,
-            // Nor a title.
+            // Nor a title, an author or a date.
             title: None,
+            author: None,
+            doc_date: None,
             source_gone: false,
             created_at: r.created_at,
             updated_at: r.updated_at,

@@ -529,12 +529,35 @@ fn titles_rank_first_are_searched_alone_and_survive_a_rebuild(b: Backend) {
     );
     let other = store.job_by_key("other.md").unwrap().unwrap();
     assert_eq!(other.title.as_deref(), Some("Almond notes"));
+    // An author is searched too (author: alone), and the date is recorded as a day.
+    store.enqueue(&NewDoc::new("memo.pdf", "v1")).unwrap();
+    let claim = store.claim("w").unwrap().expect("claimable");
+    let path = format!("r/{}/{}", claim.id.0, claim.fence);
+    let text = format!("{filler} chestnut");
+    let c = Completion::new(&path, "sum")
+        .index(&text)
+        .author("Jane Chestnutt")
+        .date("D:20260115093000+01'00'");
+    assert!(store.complete(claim, c).unwrap().is_accepted());
+    let memo = store.job_by_key("memo.pdf").unwrap().unwrap();
+    assert_eq!(
+        (memo.author.as_deref(), memo.doc_date.as_deref()),
+        (Some("Jane Chestnutt"), Some("2026-01-15"))
+    );
+    assert_eq!(keys(&store, "author:jane"), ["memo.pdf"]);
+    assert!(keys(&store, "author:chestnut").is_empty());
+    assert_eq!(keys(&store, "jane"), ["memo.pdf"]);
+    let hit = &store.search("author:chestnutt", 1).unwrap()[0];
+    assert_eq!(
+        (hit.author.as_deref(), hit.date.as_deref()),
+        (Some("Jane Chestnutt"), Some("2026-01-15"))
+    );
     // One walnut in the text under a walnut title beats three in the text.
     assert_eq!(keys(&store, "walnut"), ["recipes.html", "deep/pelican-plans.txt"]);
     assert_eq!(keys(&store, "title:walnut"), ["recipes.html"]);
     let mut untitled = keys(&store, "orchard -title:walnut");
     untitled.sort();
-    assert_eq!(untitled, ["deep/pelican-plans.txt", "other.md"]);
+    assert_eq!(untitled, ["deep/pelican-plans.txt", "memo.pdf", "other.md"]);
     // Stemming reaches into the title: `recipe` finds "Recipes".
     assert_eq!(keys(&store, "title:recipe"), ["recipes.html"]);
     // No title of its own: its file name is searched as its title.
@@ -994,14 +1017,14 @@ fn sqlite_only_staged_parts_are_searchable_only_through_an_accepted_completion()
     a.enqueue(&NewDoc::new("doc", "v1")).unwrap();
     let claim_a = a.claim("A").unwrap().unwrap();
     let staged = a
-        .stage_search_parts(&claim_a, ("r/a", "sum-a"), None, &["stalepart words"])
+        .stage_search_parts(&claim_a, ("r/a", "sum-a"), None, None, &["stalepart words"])
         .unwrap();
     assert!(staged.is_accepted());
     assert!(keys(&a, "stalepart").is_empty(), "a staged part was searchable");
     t.clock.set(20);
     let claim_b = b.claim("B").unwrap().expect("B takes the expired lease");
     let late = a
-        .stage_search_parts(&claim_a, ("r/a", "sum-a"), None, &["laterpart words"])
+        .stage_search_parts(&claim_a, ("r/a", "sum-a"), None, None, &["laterpart words"])
         .unwrap();
     assert!(!late.is_accepted(), "a worker that lost its lease staged a part");
     assert!(finish(&b, claim_b, "fresh words").is_accepted());

@@ -334,6 +334,12 @@ pub fn inspect(cfg: &Config, doc: &DocRef, json: bool) -> Result<ExitCode, CliEr
     if let Some(title) = &job.title {
         println!("  title {}", one_line(title));
     }
+    if let Some(author) = &job.author {
+        println!("  author {}", one_line(author));
+    }
+    if let Some(date) = &job.doc_date {
+        println!("  dated {}", one_line(date));
+    }
     if let (Some(path), Some(sum)) = (&job.result_path, &job.checksum) {
         let file = cfg.mirror.root().join(path);
         println!(

@@ -87,6 +87,11 @@ struct HitLine {
     /// office document's properties, Markdown's first heading); null when
     /// it gives none (the index then searches its file name as its title).
     title: Option<String>,
+    /// Who it says wrote it; null when it names nobody.
+    author: Option<String>,
+    /// The date it gives itself (`2026-01-15`, or `2026-01`, `2026`); null
+    /// when it gives none.
+    date: Option<String>,
     /// The original's type, as `type:` filters it: its extension, lower
     /// case (null without one).
     #[serde(rename = "type")]
@@ -129,6 +134,8 @@ impl HitLine {
             text_path: cfg.mirror.root().join(&hit.result_path).display().to_string(),
             key: hit.key,
             title: hit.title,
+            author: hit.author,
+            date: hit.date,
             // JSON has no NaN or infinity; the ranks give neither, but say 0 if one did.
             score: if hit.score.is_finite() { hit.score } else { 0.0 },
             snippet: hit.snippet.text().to_owned(),
@@ -286,7 +293,7 @@ const PATH_COLOR: &str = "\x1b[35m";
 const MATCH_COLOR: &str = "\x1b[1;31m";
 const RESET: &str = "\x1b[0m";
 
-/// One match: its location, then its title, type, size, time and score,
+/// One match: its location, then its title, author, date, type, size, time and score,
 /// then the snippet, indented.
 fn block(out: &mut String, h: &HitLine, color: bool) {
     let location = h.location.as_deref().unwrap_or(&h.key);
@@ -295,6 +302,12 @@ fn block(out: &mut String, h: &HitLine, color: bool) {
     let mut facts = Vec::new();
     if let Some(title) = &h.title {
         facts.push(on_one_line(title));
+    }
+    if let Some(author) = &h.author {
+        facts.push(format!("by {}", on_one_line(author)));
+    }
+    if let Some(date) = &h.date {
+        facts.push(format!("dated {}", on_one_line(date)));
     }
     if let Some(kind) = &h.kind {
         facts.push(on_one_line(kind));

@@ -89,6 +89,8 @@ pub(crate) const TABLES: &[Table] = &[
             int("result_bytes"),
             text("no_text"),
             text("title"),
+            text("author"),
+            text("doc_date"),
         ],
         key: &["id"],
         identity: true,

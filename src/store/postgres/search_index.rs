@@ -19,8 +19,8 @@ use crate::store::postgres::conn::{Fail, Sql};
 use crate::store::search::fields::{self, Dialect, Filter};
 use crate::store::search::stemming::{Stemming, STEMMING_META};
 use crate::store::search::{
-    indexed_title, stemmed_tsquery, Found, Hit, IndexCheck, IndexDoc, Search, SearchPage, Snippet,
-    MARK_CLOSE, MARK_OPEN, TITLE_WEIGHT,
+    stemmed_tsquery, Described, Found, IndexCheck, IndexDoc, Labels, Search, SearchPage, Snippet,
+    AUTHOR_WEIGHT, MARK_CLOSE, MARK_OPEN, TITLE_WEIGHT,
 };
 
 /// How much of a text `ts_headline` reads for a snippet (the tsvector holds
@@ -55,25 +55,27 @@ fn put(tx: &mut Transaction<'_>, id: i64, path: &str, checksum: &str, text: &str
     } else {
         Cow::Borrowed(text)
     };
-    let title = indexed_title_of(tx, id)?;
+    let labels = indexed_labels_of(tx, id)?;
     tx.execute(
-        "INSERT INTO search_text (job_id, body, path, checksum, title) VALUES ($1, $2, $3, $4, $5)
+        "INSERT INTO search_text (job_id, body, path, checksum, title, author) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (job_id) DO UPDATE
-         SET body = excluded.body, path = excluded.path, checksum = excluded.checksum, title = excluded.title",
-        &[&id, &body.as_ref(), &path, &checksum, &title],
+         SET body = excluded.body, path = excluded.path, checksum = excluded.checksum,
+             title = excluded.title, author = excluded.author",
+        &[&id, &body.as_ref(), &path, &checksum, &labels.title, &labels.author],
     )?;
     Ok(())
 }
 
-/// The title document `id` is indexed with, from its row (which the
-/// accepting transaction has just written): see [`indexed_title`].
-fn indexed_title_of(tx: &mut Transaction<'_>, id: i64) -> Sql<Option<String>> {
-    let row = tx.query_opt("SELECT doc_key, title FROM jobs WHERE id = $1", &[&id])?;
+/// The title and author document `id` is indexed with, from its row (which
+/// the accepting transaction has just written): see [`Labels::of`].
+fn indexed_labels_of(tx: &mut Transaction<'_>, id: i64) -> Sql<Labels> {
+    let row = tx.query_opt("SELECT doc_key, title, author FROM jobs WHERE id = $1", &[&id])?;
     let Some(row) = row else {
-        return Ok(None);
+        return Ok(Labels::default());
     };
-    let (key, own): (String, Option<String>) = (row.try_get(0)?, row.try_get(1)?);
-    Ok(indexed_title(&key, own.as_deref()).map(|t| t.replace('\0', " ")))
+    let (key, title, author): (String, Option<String>, Option<String>) =
+        (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+    Ok(Labels::of(&key, title.as_deref(), author.as_deref()))
 }
 
 /// Take the documents `ids` out of the index (their sources went away).
@@ -218,8 +220,9 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
         &format!(
             "SELECT j.doc_key, best.path, best.rank,
                 CASE WHEN $6 THEN ts_headline('simple', left(best.body, $4), to_tsquery('simple', $1), $3)
-                     ELSE '' END, j.title
-           FROM (SELECT s.job_id, s.path, s.body, ts_rank('{{0.1, 0.2, 0.4, {title_weight:.1}}}', s.tsv, q) AS rank,
+                     ELSE '' END, j.title, j.author, j.doc_date
+           FROM (SELECT s.job_id, s.path, s.body,
+                        ts_rank('{{0.1, 0.2, {author_weight:.1}, {title_weight:.1}}}', s.tsv, q) AS rank,
                         {as_written} AS as_written
                    FROM search_text s, to_tsquery('simple', $1) q
                   WHERE s.tsv @@ q{}
@@ -227,8 +230,10 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
            JOIN jobs j ON j.id = best.job_id
           ORDER BY best.as_written DESC, best.rank DESC, best.job_id",
             narrow.sql,
-            // The text's label D weighs 0.1 (PostgreSQL's default); the title's A that times TITLE_WEIGHT.
+            // The text's label D weighs 0.1 (PostgreSQL's default); the
+            // title's A and the author's B that times their weights.
             title_weight = 0.1 * TITLE_WEIGHT,
+            author_weight = 0.1 * AUTHOR_WEIGHT,
         ),
         &values,
     );
@@ -247,13 +252,13 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
     for r in &rows {
         let rank: f32 = r.try_get(2)?;
         let snippet: String = r.try_get(3)?;
-        hits.push(Hit {
+        let doc = Described {
             key: r.try_get(0)?,
-            score: f64::from(rank),
-            snippet: Snippet::from_marked(&snippet),
-            result_path: r.try_get(1)?,
             title: r.try_get(4)?,
-        });
+            author: r.try_get(5)?,
+            date: r.try_get(6)?,
+        };
+        hits.push(doc.hit(f64::from(rank), Snippet::from_marked(&snippet), r.try_get(1)?));
     }
     // A page not cut by its limit (and not past the end) holds every match
     // from the offset on; else count, within what is left of the limit.

@@ -41,18 +41,63 @@ fn error<T>(column: usize, why: impl Into<String>) -> Result<T, SyntaxError> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Node {
     /// Text searched as the phrase of the terms the index cuts it into;
-    /// `prefix`: its last term may be the start of a longer one; `title`:
-    /// in the document's title only (`title:word`).
+    /// `prefix`: its last term may be the start of a longer one; `column`:
+    /// where it is looked for (`title:word`, `author:word`).
     Term {
         text: String,
         prefix: bool,
         quoted: bool,
-        title: bool,
+        column: Column,
     },
     /// Every one of `must` matches and none of `not` (`must` is never empty).
     All { must: Vec<Node>, not: Vec<Node> },
     /// At least one of them matches.
     Any(Vec<Node>),
+}
+
+/// Where a term is looked for: anywhere (the text, the title and the
+/// author), or only in the document's title or author (`title:word`,
+/// `author:word`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Column {
+    Any,
+    Title,
+    Author,
+}
+
+impl Column {
+    /// The column a word names before its colon (`title:`, `author:`, any
+    /// case), with what follows the colon.
+    fn named(word: &str) -> Option<(Column, &str)> {
+        let (name, rest) = word.split_once(':')?;
+        let column = match name.to_ascii_lowercase().as_str() {
+            "title" => Column::Title,
+            "author" => Column::Author,
+            _ => return None,
+        };
+        Some((column, rest))
+    }
+
+    /// The FTS5 column filter it writes before a term (`title : `).
+    fn fts5_filter(self) -> &'static str {
+        match self {
+            Column::Any => "",
+            Column::Title => "title : ",
+            Column::Author => "author : ",
+        }
+    }
+
+    /// Its weight label in PostgreSQL's stored tsvector (schema.pg.sql):
+    /// the title `A`, the author `B`; none for any.
+    // PostgreSQL only (feature `postgres`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    fn pg_label(self) -> &'static str {
+        match self {
+            Column::Any => "",
+            Column::Title => "A",
+            Column::Author => "B",
+        }
+    }
 }
 
 /// A query, read: what to match, and the fields that narrow it.
@@ -118,12 +163,12 @@ enum Token {
     Word {
         text: String,
         prefix: bool,
-        title: bool,
+        column: Column,
     },
     Phrase {
         text: String,
         prefix: bool,
-        title: bool,
+        column: Column,
     },
     Open,
     Close,
@@ -164,7 +209,7 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
                 Token::Phrase {
                     text,
                     prefix,
-                    title: false,
+                    column: Column::Any,
                 },
             ));
         } else if c == '-'
@@ -188,9 +233,10 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
                 "AND" => {}
                 "OR" => out.push((column, Token::Or)),
                 "NOT" => out.push((column, Token::Exclude)),
-                _ if in_title(&word).is_some() => {
-                    let rest = in_title(&word).expect("just checked").to_owned();
-                    out.push((column, title_term(&chars, &mut i, column, rest)?));
+                _ if Column::named(&word).is_some() => {
+                    let (named, rest) = Column::named(&word).expect("just checked");
+                    let rest = rest.to_owned();
+                    out.push((column, column_term(&chars, &mut i, column, named, rest)?));
                 }
                 _ if field_of(&word).is_some() => {
                     let (field, mut value) = field_of(&word).expect("just checked");
@@ -211,7 +257,7 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
                         Token::Word {
                             text: text.to_owned(),
                             prefix,
-                            title: false,
+                            column: Column::Any,
                         },
                     ));
                 }
@@ -221,16 +267,16 @@ fn lex(query: &str) -> Result<Vec<(usize, Token)>, SyntaxError> {
     Ok(out)
 }
 
-/// What follows `title:` in a word (any case of the name), if it starts so.
-fn in_title(word: &str) -> Option<&str> {
-    let name = word.get(..6)?;
-    name.eq_ignore_ascii_case("title:").then(|| &word[6..])
-}
-
-/// The term `title:` names: the rest of the word (`title:report`,
-/// `title:ann*`), or the quoted phrase right after the colon
-/// (`title:"annual report"`); `chars[*at]` is where the word ended.
-fn title_term(chars: &[char], at: &mut usize, column: usize, rest: String) -> Result<Token, SyntaxError> {
+/// The term `title:` or `author:` names: the rest of the word
+/// (`title:report`, `author:smi*`), or the quoted phrase right after the
+/// colon (`title:"annual report"`); `chars[*at]` is where the word ended.
+fn column_term(
+    chars: &[char],
+    at: &mut usize,
+    column: usize,
+    named: Column,
+    rest: String,
+) -> Result<Token, SyntaxError> {
     let (text, quoted) = if rest.is_empty() && chars.get(*at) == Some(&'"') {
         (quoted(chars, at)?, true)
     } else {
@@ -251,19 +297,22 @@ fn title_term(chars: &[char], at: &mut usize, column: usize, rest: String) -> Re
     if text.is_empty() {
         return error(
             column,
-            "title: needs a word or a \"quoted phrase\" right after the colon",
+            format!(
+                "{}: needs a word or a \"quoted phrase\" right after the colon",
+                if named == Column::Title { "title" } else { "author" }
+            ),
         );
     }
     Ok(match quoted {
         true => Token::Phrase {
             text,
             prefix: star,
-            title: true,
+            column: named,
         },
         false => Token::Word {
             text,
             prefix: star,
-            title: true,
+            column: named,
         },
     })
 }
@@ -440,14 +489,14 @@ impl Reader<'_> {
                 self.last_was_field = true;
                 Ok((None, negated))
             }
-            Token::Word { text, prefix, title } => Ok((self.term(text, prefix, false, title), false)),
-            Token::Phrase { text, prefix, title } => Ok((self.term(text, prefix, true, title), false)),
+            Token::Word { text, prefix, column } => Ok((self.term(text, prefix, false, column), false)),
+            Token::Phrase { text, prefix, column } => Ok((self.term(text, prefix, true, column), false)),
             Token::Close | Token::Or => unreachable!("sequence and either take these"),
         }
     }
 
     /// A term, or None when the index would find nothing in its text.
-    fn term(&mut self, text: String, prefix: bool, quoted: bool, title: bool) -> Option<Node> {
+    fn term(&mut self, text: String, prefix: bool, quoted: bool, column: Column) -> Option<Node> {
         let searchable = match self.tokenizer {
             // The trigram tokenizer keeps every character but spaces and
             // controls count for nothing in a snippet.
@@ -462,7 +511,7 @@ impl Reader<'_> {
             text,
             prefix,
             quoted,
-            title,
+            column,
         })
     }
 }
@@ -482,12 +531,12 @@ pub(crate) fn fts5(node: &Node, prefixes: bool) -> String {
             text,
             prefix,
             quoted,
-            title,
+            column,
         } => {
             let glued = !quoted && text.chars().any(super::query::is_glued_script);
             let star = if prefixes && (*prefix || glued) { "*" } else { "" };
-            let column = if *title { "title : " } else { "" };
-            format!("{column}\"{}\"{star}", text.replace('"', "\"\""))
+            let filter = column.fts5_filter();
+            format!("{filter}\"{}\"{star}", text.replace('"', "\"\""))
         }
         Node::All { must, not } => {
             let mut out = must.iter().map(grouped).collect::<Vec<_>>().join(" AND ");
@@ -511,7 +560,7 @@ pub(crate) fn plain_terms(node: &Node) -> Option<Vec<String>> {
         Node::Term {
             text,
             prefix: false,
-            title: false,
+            column: Column::Any,
             ..
         } => Some(vec![text.clone()]),
         Node::All { must, not } if not.is_empty() => {
@@ -545,14 +594,15 @@ pub(crate) fn tsquery(node: &Node) -> String {
             text,
             prefix,
             quoted,
-            title,
+            column,
         } => {
             let glued = !quoted && text.chars().any(super::query::is_glued_script);
-            // `A` is the title's label in the stored tsvector, whose text
-            // is read with TITLE_SEPARATORS as spaces (schema.pg.sql).
-            let (text, weight) = match title {
-                true => (text.replace(super::TITLE_SEPARATORS, " "), "A"),
-                false => (text.clone(), ""),
+            // The column's label in the stored tsvector, whose title and
+            // author are read with TITLE_SEPARATORS as spaces (schema.pg.sql).
+            let weight = column.pg_label();
+            let text = match column {
+                Column::Any => text.clone(),
+                Column::Title | Column::Author => text.replace(super::TITLE_SEPARATORS, " "),
             };
             match *prefix || glued {
                 true => pg_prefix(&text, weight),
@@ -677,7 +727,7 @@ mod tests {
                 text: "+".into(),
                 prefix: false,
                 quoted: false,
-                title: false
+                column: Column::Any
             }
         );
     }
@@ -823,6 +873,7 @@ mod tests {
         assert_eq!(ts("title:\"big ca\"*"), "'big ':A <-> 'ca':*A");
         assert_eq!(ts("TITLE:rep*"), "'rep':*A");
         assert_eq!(ts("title:plans.txt"), "'plans txt':A");
+        assert_eq!(ts("author:smith"), "'smith':B");
     }
 
     #[test]
@@ -841,6 +892,11 @@ mod tests {
             "(title : \"walnut\" OR \"pelican\") AND \"x\""
         );
         assert_eq!(fts("title:qemu-img"), "title : \"qemu-img\"");
+        assert_eq!(
+            fts("Author:\"Jane Doe\" -author:smi*"),
+            "author : \"Jane Doe\" NOT author : \"smi\"*"
+        );
+        assert_eq!(refused("x author:").column, 3);
         // Only a field in a list of alternatives is refused; a title term is a term.
         assert!(read("a OR title:b", Tokenizer::Unicode61).is_ok());
         let e = refused("a title:");

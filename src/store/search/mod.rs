@@ -378,6 +378,59 @@ pub struct Hit {
     /// The title the document gives itself, if it gives one (see
     /// [`crate::Completion::title`]).
     pub title: Option<String>,
+    /// Who it says wrote it ([`crate::Completion::author`]).
+    pub author: Option<String>,
+    /// The date it gives itself, `YYYY-MM-DD` (or `YYYY-MM`, `YYYY`)
+    /// ([`crate::Completion::date`]).
+    pub date: Option<String>,
+}
+
+/// A document found, as its row describes it: its key, and what it says of
+/// itself.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Described {
+    pub key: String,
+    pub title: Option<String>,
+    pub author: Option<String>,
+    pub date: Option<String>,
+}
+
+impl Described {
+    /// The hit of this document.
+    pub(crate) fn hit(self, score: f64, snippet: Snippet, result_path: String) -> Hit {
+        Hit {
+            key: self.key,
+            score,
+            snippet,
+            result_path,
+            title: self.title,
+            author: self.author,
+            date: self.date,
+        }
+    }
+}
+
+/// What the index's `title` and `author` columns hold for a document.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Labels {
+    pub title: Option<String>,
+    pub author: Option<String>,
+}
+
+impl Labels {
+    /// The labels of document `key` whose own title and author are these
+    /// (the title else its file name: [`indexed_title`]).
+    pub(crate) fn of(key: &str, title: Option<&str>, author: Option<&str>) -> Labels {
+        Labels {
+            title: indexed_title(key, title).map(str::to_owned),
+            author: author.map(str::to_owned),
+        }
+    }
+
+    /// (title, author), borrowed.
+    pub(crate) fn as_refs(&self) -> (Option<&str>, Option<&str>) {
+        (self.title.as_deref(), self.author.as_deref())
+    }
 }
 
 /// How much more a match in a document's title counts than one in its text:
@@ -385,9 +438,15 @@ pub struct Hit {
 /// PostgreSQL's default weights of the labels `A` (title) and `D` (text).
 pub(crate) const TITLE_WEIGHT: f64 = 10.0;
 
+/// How much more a match in the document's author counts than one in its
+/// text: FTS5's weight of the `author` column, and the ratio of PostgreSQL's
+/// default weights of the labels `B` (author) and `D` (text).
+pub(crate) const AUTHOR_WEIGHT: f64 = 4.0;
+
 // PostgreSQL gives the title's label `A` 0.1 times this (the text's `D`
 // weighs 0.1), and `ts_rank` refuses a weight above 1.
 const _: () = assert!(TITLE_WEIGHT > 1.0 && TITLE_WEIGHT <= 10.0);
+const _: () = assert!(AUTHOR_WEIGHT > 1.0 && AUTHOR_WEIGHT <= 10.0);
 
 /// The characters PostgreSQL's parser reads a title with as spaces (the
 /// stored tsvector's `translate`, schema.pg.sql version 12; a `title:`

@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 
-use super::language::Node;
+use super::language::{Column, Node};
 
 /// Whether the words of a query also find their other forms; chosen per
 /// data directory (recorded in its meta table) and changed at any time, since
@@ -247,8 +247,8 @@ impl<E> Expander<'_, '_, E> {
                 text,
                 prefix: false,
                 quoted: false,
-                title,
-            } => self.term(text, *title)?,
+                column,
+            } => self.term(text, *column)?,
             Node::Term { .. } => node.clone(),
             Node::All { must, not } => Node::All {
                 must: self.nodes(must)?,
@@ -262,14 +262,13 @@ impl<E> Expander<'_, '_, E> {
         nodes.iter().map(|n| self.node(n)).collect()
     }
 
-    /// The word as written, or it OR its other forms (in the title too
-    /// when the word is a title term).
-    fn term(&mut self, text: &str, title: bool) -> Result<Node, E> {
+    /// The word as written, or it OR its other forms (in the same column).
+    fn term(&mut self, text: &str, column: Column) -> Result<Node, E> {
         let written = Node::Term {
             text: text.to_owned(),
             prefix: false,
             quoted: false,
-            title,
+            column,
         };
         let Some(word) = stemmable(text) else {
             return Ok(written);
@@ -290,7 +289,7 @@ impl<E> Expander<'_, '_, E> {
             text,
             prefix: false,
             quoted: true,
-            title,
+            column,
         }));
         Ok(Node::Any(any))
     }

@@ -308,15 +308,15 @@ impl Engine for Sqlite {
         &self,
         owner: &Owner,
         result: (&str, &str),
-        title: Option<&str>,
+        (title, author): (Option<&str>, Option<&str>),
         parts: &[&str],
     ) -> Result<Fenced> {
         let policy = &self.policy;
         self.write_tx(|tx, now| {
             let renewed = write::renew(tx, now, policy, owner)?;
             if renewed.is_accepted() {
-                let title = search_index::title_of_version(tx, owner.id.0, title)?;
-                search_index::put_parts(tx, owner.id.0, &owner.token, result, title.as_deref(), parts)?;
+                let labels = search_index::labels_of_version(tx, owner.id.0, title, author)?;
+                search_index::put_parts(tx, owner.id.0, &owner.token, result, &labels, parts)?;
             }
             Ok(renewed)
         })
@@ -327,9 +327,9 @@ impl Engine for Sqlite {
             if fresh {
                 search_index::retire_staged(tx, doc.id, doc.checksum)?;
             }
-            let title = search_index::indexed_title_of(tx, doc.id)?;
+            let labels = search_index::indexed_labels_of(tx, doc.id)?;
             let result = (doc.result_path, doc.checksum);
-            search_index::put_parts(tx, doc.id, doc.checksum, result, title.as_deref(), parts)
+            search_index::put_parts(tx, doc.id, doc.checksum, result, &labels, parts)
         })
     }
 

@@ -15,9 +15,9 @@ use crate::store::search::language::Node;
 use crate::store::search::parts::TX_TEXT_BYTES;
 use crate::store::search::query::{self, Plan};
 use crate::store::search::stemming::{Stemming, VocabularyRange, STEMMING_META};
-use crate::store::search::{file_name, indexed_title, TITLE_WEIGHT};
+use crate::store::search::{file_name, Described, Labels, AUTHOR_WEIGHT, TITLE_WEIGHT};
 use crate::store::search::{stemmed_fts5, Found, Search, SearchPage, Snippet, TOKENIZER_META};
-use crate::store::search::{Hit, IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
+use crate::store::search::{IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 use crate::store::sqlite::search_purge as purge;
 
 /// The first rowid of a long text's further parts: far above any document
@@ -74,13 +74,13 @@ pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Re
     for d in &docs {
         deleted += delete_first_part(tx, d.id)?;
         if let Some(body) = d.text {
-            let title = indexed_title_of(tx, d.id)?;
+            let labels = indexed_labels_of(tx, d.id)?;
             insert_rows(
                 tx,
                 &[Row {
                     rowid: d.id,
                     body,
-                    title: title.as_deref(),
+                    labels: labels.as_refs(),
                     result: d.result,
                 }],
             )?;
@@ -90,11 +90,11 @@ pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Re
 }
 
 /// One row of the index: a document's first part at its id, or a further
-/// part, each with the document's title.
+/// part, each with the document's title and author.
 struct Row<'a> {
     rowid: i64,
     body: &'a str,
-    title: Option<&'a str>,
+    labels: (Option<&'a str>, Option<&'a str>),
     result: (&'a str, &'a str),
 }
 
@@ -103,30 +103,35 @@ fn insert_rows(tx: &Connection, rows: &[Row<'_>]) -> rusqlite::Result<()> {
     for r in rows {
         let (path, checksum) = r.result;
         tx.prepare_cached(
-            "INSERT INTO search_text (rowid, body, title, path, checksum) VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO search_text (rowid, body, title, author, path, checksum) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?
-        .execute(params![r.rowid, r.body, r.title, path, checksum])?;
+        .execute(params![r.rowid, r.body, r.labels.0, r.labels.1, path, checksum])?;
     }
     Ok(())
 }
 
-/// The title document `id`'s rows are indexed with, from its row (which
-/// the accepting transaction has just written, or the accepted result's):
-/// see [`indexed_title`].
-pub(crate) fn indexed_title_of(tx: &Connection, id: i64) -> rusqlite::Result<Option<String>> {
-    let row = key_and_title(tx, id)?;
-    Ok(row.and_then(|(key, own)| indexed_title(&key, own.as_deref()).map(str::to_owned)))
+/// The title and author document `id`'s rows are indexed with, from its
+/// row (which the accepting transaction has just written, or the accepted
+/// result's): see [`Labels::of`].
+pub(crate) fn indexed_labels_of(tx: &Connection, id: i64) -> rusqlite::Result<Labels> {
+    Ok(match described(tx, id)? {
+        Some(d) => Labels::of(&d.key, d.title.as_deref(), d.author.as_deref()),
+        None => Labels::default(),
+    })
 }
 
-/// The title the parts of a version not yet accepted are indexed with: its
-/// own `title`, else the document's file name.
-pub(crate) fn title_of_version(
+/// The title and author the parts of a version not yet accepted are
+/// indexed with: its own, the title else the document's file name.
+pub(crate) fn labels_of_version(
     tx: &Connection,
     id: i64,
     title: Option<&str>,
-) -> rusqlite::Result<Option<String>> {
-    let row = key_and_title(tx, id)?;
-    Ok(row.and_then(|(key, _)| indexed_title(&key, title).map(str::to_owned)))
+    author: Option<&str>,
+) -> rusqlite::Result<Labels> {
+    Ok(match described(tx, id)? {
+        Some(d) => Labels::of(&d.key, title, author),
+        None => Labels::default(),
+    })
 }
 
 /// `docs` with only the last of each document (as one after the other
@@ -188,7 +193,7 @@ fn settle_parts(tx: &Connection, id: i64, keep: Option<&str>) -> rusqlite::Resul
 }
 
 /// Put further parts of document `doc`'s text into the index, staged under
-/// `tag`, each with the document's indexed `title`: invisible until the
+/// `tag`, each with the document's indexed `labels`: invisible until the
 /// transaction that accepts `result` makes them live ([`accepted`],
 /// [`put_if_accepted`]). At most [`TX_TEXT_BYTES`] a transaction is the
 /// caller's to keep.
@@ -197,7 +202,7 @@ pub(crate) fn put_parts(
     doc: i64,
     tag: &str,
     result: (&str, &str),
-    title: Option<&str>,
+    labels: &Labels,
     parts: &[&str],
 ) -> rusqlite::Result<()> {
     let first: i64 = tx
@@ -211,7 +216,7 @@ pub(crate) fn put_parts(
         rows.push(Row {
             rowid,
             body,
-            title,
+            labels: labels.as_refs(),
             result,
         });
     }
@@ -314,20 +319,20 @@ pub(crate) fn reset(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<(
 }
 
 /// Make the FTS5 table as this version has it, empty: the text, the title
-/// (weighted [`TITLE_WEIGHT`] in the ranking), and the accepted result the
-/// row was read from.
+/// and the author (weighted [`TITLE_WEIGHT`] and [`AUTHOR_WEIGHT`] in the
+/// ranking), and the accepted result the row was read from.
 pub(crate) fn create_table(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
     // The options are constants of `Tokenizer`, never user text.
     c.execute_batch(&format!(
         "CREATE VIRTUAL TABLE search_text USING fts5 (
-             body, title, path UNINDEXED, checksum UNINDEXED,
+             body, title, author, path UNINDEXED, checksum UNINDEXED,
              {}
          );",
         tokenizer.fts5_options()
     ))
 }
 
-/// The table remade with a `title` column (schema version 12) and the
+/// The table remade with `title` and `author` columns (schema version 12) and the
 /// tokenizer it had, when it has none yet, every row copied into it (rowids
 /// kept, so the parts list still holds), each document's first part titled
 /// by its file name, since results accepted before it carry no title of
@@ -340,9 +345,9 @@ pub(crate) fn create_table(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Re
 /// orphaned as a reindex of a damaged index leaves them
 /// ([`super::search_salvage`]): the store still opens, and `leasehold
 /// reindex` (which `doctor` names) fills the index from the mirror.
-pub(crate) fn add_title_column(conn: &mut Connection) -> rusqlite::Result<()> {
+pub(crate) fn add_metadata_columns(conn: &mut Connection) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    if has_title_column(&tx)? {
+    if has_metadata_columns(&tx)? {
         return Ok(());
     }
     let tokenizer = table_tokenizer(&tx)?;
@@ -355,7 +360,7 @@ pub(crate) fn add_title_column(conn: &mut Connection) -> rusqlite::Result<()> {
     }
 }
 
-/// [`add_title_column`]'s copy: the table renamed, the new one made, every
+/// [`add_metadata_columns`]'s copy: the table renamed, the new one made, every
 /// row put in it, the old one dropped.
 fn copy_into_titled_table(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
     tx.execute_batch("ALTER TABLE search_text RENAME TO search_text_untitled")?;
@@ -374,7 +379,7 @@ fn copy_into_titled_table(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Re
                 &[Row {
                     rowid: r.get(0)?,
                     body: &body,
-                    title: key.as_deref().and_then(file_name),
+                    labels: (key.as_deref().and_then(file_name), None),
                     result: (&path, &checksum),
                 }],
             )?;
@@ -383,10 +388,11 @@ fn copy_into_titled_table(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Re
     tx.execute_batch("DROP TABLE search_text_untitled")
 }
 
-/// Whether the table has its `title` column (made by this version).
-fn has_title_column(c: &Connection) -> rusqlite::Result<bool> {
+/// Whether the table has its `author` column, made with `title` by this
+/// version.
+fn has_metadata_columns(c: &Connection) -> rusqlite::Result<bool> {
     let n: i64 = c.query_row(
-        "SELECT count(*) FROM pragma_table_info('search_text') WHERE name = 'title'",
+        "SELECT count(*) FROM pragma_table_info('search_text') WHERE name = 'author'",
         [],
         |r| r.get(0),
     )?;
@@ -666,16 +672,10 @@ fn search_match(
                 .optional()?
         };
         // A completion or a gone source between the two reads: skip it.
-        let (Some((path, snippet)), Some((key, title))) = (row, key_and_title(c, id)?) else {
+        let (Some((path, snippet)), Some(doc)) = (row, described(c, id)?) else {
             continue;
         };
-        hits.push(Hit {
-            key,
-            score: -rank,
-            snippet: Snippet::from_marked(&snippet),
-            result_path: path,
-            title,
-        });
+        hits.push(doc.hit(-rank, Snippet::from_marked(&snippet), path));
     }
     Ok(SearchPage { hits, total })
 }
@@ -788,7 +788,8 @@ fn document_of(c: &Connection, rowid: i64) -> rusqlite::Result<Option<i64>> {
 
 /// The best `limit` rows for `expr` (all when negative) and their ranks:
 /// FTS5's own `bm25()` (lower is better), a match in the title weighted
-/// [`TITLE_WEIGHT`] times one in the text, ties by rowid. Every match is scored; SQLite's sorter
+/// [`TITLE_WEIGHT`] times one in the text and one in the author
+/// [`AUTHOR_WEIGHT`] times, ties by rowid. Every match is scored; SQLite's sorter
 /// keeps only `limit`.
 fn ranked(c: &Connection, m: &Matching<'_>, limit: i64) -> rusqlite::Result<Vec<(i64, f64)>> {
     let mut own = vec![Value::Text(m.expr.to_owned()), limit.into()];
@@ -802,7 +803,7 @@ fn ranked(c: &Connection, m: &Matching<'_>, limit: i64) -> rusqlite::Result<Vec<
     };
     let (narrow, values) = narrowing(m.filters, "search_text.rowid", own.len() + 1);
     c.prepare_cached(&format!(
-        "SELECT rowid, bm25(search_text, 1.0, {TITLE_WEIGHT:.1}) AS r FROM search_text
+        "SELECT rowid, bm25(search_text, 1.0, {TITLE_WEIGHT:.1}, {AUTHOR_WEIGHT:.1}) AS r FROM search_text
          WHERE search_text MATCH ?1{narrow} ORDER BY {written_first}r, rowid LIMIT ?2"
     ))?
     .query_map(params_from_iter(with(&own, values)), |r| {
@@ -874,19 +875,13 @@ fn search_like(
             continue;
         }
         let (path, body): (String, String) = (r.get(1)?, r.get(2)?);
-        if let Some((key, title)) = key_and_title(c, id)? {
+        if let Some(doc) = described(c, id)? {
             let snippet = if search.snippets {
                 Snippet::from_marked(&query::excerpt(&body, terms))
             } else {
                 Snippet::default()
             };
-            hits.push(Hit {
-                key,
-                score: 0.0,
-                snippet,
-                result_path: path,
-                title,
-            });
+            hits.push(doc.hit(0.0, snippet, path));
         }
     }
     Ok(SearchPage {
@@ -895,9 +890,16 @@ fn search_like(
     })
 }
 
-/// Document `id`'s key and the title it gives itself; None once it is gone.
-fn key_and_title(c: &Connection, id: i64) -> rusqlite::Result<Option<(String, Option<String>)>> {
-    c.prepare_cached("SELECT doc_key, title FROM jobs WHERE id = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+/// Document `id`'s key and what it says of itself; None once it is gone.
+fn described(c: &Connection, id: i64) -> rusqlite::Result<Option<Described>> {
+    c.prepare_cached("SELECT doc_key, title, author, doc_date FROM jobs WHERE id = ?1")?
+        .query_row([id], |r| {
+            Ok(Described {
+                key: r.get(0)?,
+                title: r.get(1)?,
+                author: r.get(2)?,
+                date: r.get(3)?,
+            })
+        })
         .optional()
 }

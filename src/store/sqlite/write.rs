@@ -154,12 +154,12 @@ macro_rules! fence_each {
     };
 }
 
-/// [`COMPLETE`] for the `(id, token, result path, checksum, bytes, no text, title)` rows of a
+/// [`COMPLETE`] for the `(id, token, result path, checksum, bytes, no text, title, author, date)` rows of a
 /// `VALUES` list between this head and [`COMPLETE_EACH_TAIL`]; ?1 now, the
 /// rows from ?2.
 const COMPLETE_EACH_HEAD: &str =
     "UPDATE jobs SET status = 'indexed', result_path = c.column3, checksum = c.column4,
-                result_bytes = c.column5, no_text = c.column6, title = c.column7, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                result_bytes = c.column5, no_text = c.column6, title = c.column7, author = c.column8, doc_date = c.column9, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = ?1
          FROM (VALUES ";
 
@@ -223,7 +223,7 @@ const RENEW: &str = concat!(
 );
 
 const COMPLETE: &str = concat!(
-    "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, result_bytes = ?6, no_text = ?7, title = ?8,
+    "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, result_bytes = ?6, no_text = ?7, title = ?8, author = ?9, doc_date = ?10,
                 owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = ?5
          WHERE ",
@@ -481,7 +481,9 @@ pub(crate) fn complete(
                 now,
                 bytes,
                 c.no_text.as_deref(),
-                c.title.as_deref()
+                c.title.as_deref(),
+                c.author.as_deref(),
+                c.date.as_deref()
             ],
             |r| r.get(0),
         )
@@ -551,12 +553,14 @@ fn complete_slice(
             size,
             &c.no_text,
             &c.title,
+            &c.author,
+            &c.date,
         ]);
     }
-    p.resize(p.len() + (rows - done.len()) * 7, &Null);
+    p.resize(p.len() + (rows - done.len()) * 9, &Null);
     let mut versions: Vec<Option<String>> = done.iter().map(|_| None).collect();
     {
-        let mut stmt = tx.prepare_cached(&values(COMPLETE_EACH_HEAD, 2, rows, 7, COMPLETE_EACH_TAIL))?;
+        let mut stmt = tx.prepare_cached(&values(COMPLETE_EACH_HEAD, 2, rows, 9, COMPLETE_EACH_TAIL))?;
         let mut out = stmt.query(&p[..])?;
         while let Some(r) = out.next()? {
             let id: i64 = r.get(0)?;
