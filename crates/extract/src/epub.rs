@@ -3,7 +3,9 @@
 //! extractor renders. Reading order matters for search snippets, so the spine, not the
 //! archive's order, decides. The title is the OPF's first `<dc:title>`, read in the same
 //! pass as the spine (an EPUB 3 book may have several, the first is the main one); the
-//! chapters' own `<title>` elements are not the book's.
+//! chapters' own `<title>` elements are not the book's. The author is the first
+//! `<dc:creator>`; the date EPUB 3's `<meta property="dcterms:modified">`, else the first
+//! `<dc:date>` (an EPUB 2 book's publication date).
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -11,8 +13,8 @@ use std::sync::atomic::AtomicBool;
 use quick_xml::events::Event;
 
 use super::odf::attr;
-use super::text::Decoded;
-use super::zipped::{check_output, Container, FirstTitle};
+use super::text::{Decoded, Meta};
+use super::zipped::{check_output, Container, MetaReader};
 use super::{check_stop, html, ExtractError, Format};
 
 const CONTAINER_XML: &str = "META-INF/container.xml";
@@ -23,7 +25,7 @@ const TEXT_TYPES: [&str; 2] = ["application/xhtml+xml", "text/html"];
 pub(super) fn extract(bytes: &[u8], max_inflated: u64, stop: &AtomicBool) -> Result<Decoded, ExtractError> {
     let mut container = Container::open(bytes, Format::Epub, max_inflated)?;
     let opf = package_path(&mut container, stop)?;
-    let Package { chapters, title } = package(&mut container, &opf, stop)?;
+    let Package { chapters, meta } = package(&mut container, &opf, stop)?;
     let mut out = String::new();
     for chapter in chapters {
         check_stop(stop)?;
@@ -36,7 +38,7 @@ pub(super) fn extract(bytes: &[u8], max_inflated: u64, stop: &AtomicBool) -> Res
         check_output(&out, max_inflated, Format::Epub)?;
     }
     out.truncate(out.trim_end().len());
-    Ok(Decoded::titled(out, title))
+    Ok(Decoded::described(out, meta))
 }
 
 /// The OPF's path inside the zip: the first `<rootfile full-path="...">`.
@@ -55,21 +57,22 @@ fn package_path(container: &mut Container<'_>, stop: &AtomicBool) -> Result<Stri
     container.resolve("", &path, CONTAINER_XML)
 }
 
-/// What the package document says: the chapters and the book's title.
+/// What the package document says: the chapters and the book's title, author and date.
 struct Package {
     /// The zip paths of the spine's text chapters, in reading order.
     chapters: Vec<String>,
-    title: Option<String>,
+    meta: Meta,
 }
 
-/// Reads the package document: the spine's text chapters and the first `<dc:title>`.
+/// Reads the package document: the spine's text chapters, the first `<dc:title>`, the
+/// first `<dc:creator>`, and the date (EPUB 3's `<meta property="dcterms:modified">`,
+/// else the first `<dc:date>`).
 fn package(container: &mut Container<'_>, opf: &str, stop: &AtomicBool) -> Result<Package, ExtractError> {
     let mut manifest: HashMap<String, (String, String)> = HashMap::new();
     let mut order = Vec::new();
-    let mut title = FirstTitle::default();
+    let mut meta = MetaReader::default();
     container.each_xml_event(opf, stop, |event| {
-        // The title never ends the pass: the manifest and spine come after it.
-        let _ = title.event(&event, opf, Format::Epub);
+        meta.event(&event, opf, Format::Epub);
         if let Event::Start(e) | Event::Empty(e) = &event {
             match e.local_name().as_ref() {
                 "item" => {
@@ -92,7 +95,7 @@ fn package(container: &mut Container<'_>, opf: &str, stop: &AtomicBool) -> Resul
         .collect::<Result<_, _>>()?;
     Ok(Package {
         chapters,
-        title: title.finish(),
+        meta: meta.finish(),
     })
 }
 

@@ -87,17 +87,21 @@ pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, Extrac
     let declared = meta_charset(&bytes[..bytes.len().min(META_PRESCAN_BYTES)]);
     let decoded = text::decode_with_hint(bytes, declared);
     let rendered = render(&decoded.text, stop)?;
+    // HTML has no standard date of its own: a page's date is left to its server.
     Ok(Decoded {
         text: rendered.text,
         encoding: decoded.encoding,
         title: rendered.title,
+        author: rendered.author,
+        date: None,
     })
 }
 
-/// A page's visible text and its title.
+/// A page's visible text, its title and its author.
 pub(super) struct Rendered {
     pub(super) text: String,
     pub(super) title: Option<String>,
+    pub(super) author: Option<String>,
 }
 
 /// Renders HTML to text in one linear pass, polling `stop` every [`CHUNK_BYTES`].
@@ -251,6 +255,8 @@ struct TextOut {
     title: TitleState,
     /// The text of the title element, once it starts.
     title_text: TitleText,
+    /// The first `<meta name="author">`'s content, once one is met.
+    author: Option<TitleText>,
 }
 
 /// Where the tokenizer is relative to the page's title: the first `<title>` counts.
@@ -319,9 +325,26 @@ impl TextOut {
             TagKind::EndTag => {}
         }
         if !self.hidden() {
+            self.author_meta(tag);
             self.visible_tag(tag);
         }
         TokenSinkResult::Continue
+    }
+
+    /// `<meta name="author" content="...">` (the standard metadata name, in any ASCII
+    /// case): the first one outside SVG and templates names the page's author, even with
+    /// no content (the page then says it has none).
+    fn author_meta(&mut self, tag: &Tag) {
+        if tag.kind != TagKind::StartTag || &*tag.name != "meta" || self.author.is_some() {
+            return;
+        }
+        let value = |name: &str| tag.attrs.iter().find(|a| &*a.name.local == name).map(|a| &*a.value);
+        let named_author = value("name").is_some_and(|n| n.trim().eq_ignore_ascii_case("author"));
+        if named_author && self.svg_depth == 0 {
+            let mut author = TitleText::default();
+            author.push_str(value("content").unwrap_or_default());
+            self.author = Some(author);
+        }
     }
 
     /// A raw-text element `name` has started: if it is the page's first `<title>` outside
@@ -404,6 +427,7 @@ impl TextOut {
         Rendered {
             text: self.text,
             title: self.title_text.finish(),
+            author: self.author.and_then(TitleText::finish),
         }
     }
 }

@@ -144,8 +144,8 @@ impl ExtractorRegistry {
             format,
             encoding: decoded.encoding,
             title: decoded.title,
-            author: None,
-            date: None,
+            author: decoded.author,
+            date: decoded.date,
         })
     }
 

@@ -24,10 +24,13 @@ const STOP_POLL_EVENTS: usize = 1024;
 pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, ExtractError> {
     let decoded = text::decode(bytes);
     let (text, title) = to_text(&decoded.text, stop)?;
+    // Markdown has no standard place for an author or a date (front matter is not read).
     Ok(Decoded {
         text,
         encoding: decoded.encoding,
         title,
+        author: None,
+        date: None,
     })
 }
 

@@ -1,8 +1,10 @@
 //! OpenDocument (ODT, ODS, ODP): all three keep their text in `content.xml` as `<text:p>`
 //! and `<text:h>` paragraphs, in the body of a text document, in spreadsheet cells or in
 //! presentation frames, so one streaming pass serves them all. The title is `meta.xml`'s
-//! `<dc:title>` (inside `<office:meta>`), read after the text under what is left of the
-//! same inflate budget; a package without one, or with a broken one, has no title.
+//! `<dc:title>` (inside `<office:meta>`), the author its `<meta:initial-creator>` else its
+//! `<dc:creator>`, the date its `<dc:date>` (the last save) else `<meta:creation-date>`,
+//! all read in one pass after the text under what is left of the same inflate budget; a
+//! package without them, or with a broken `meta.xml`, has none.
 
 use std::sync::atomic::AtomicBool;
 
@@ -16,7 +18,7 @@ use super::{ExtractError, Format};
 
 const CONTENT_XML: &str = "content.xml";
 
-/// The part that holds the document's metadata, its title among them.
+/// The part that holds the document's metadata: title, author, dates.
 const META_XML: &str = "meta.xml";
 
 /// One `<text:s/>` may stand for many spaces; more than this is layout, not text, and
@@ -37,8 +39,8 @@ pub(super) fn extract(
         check_output(&body.out, max_inflated, format)
     })?;
     body.out.truncate(body.out.trim_end().len());
-    let title = title::lookup(container.metadata_title(META_XML, stop))?;
-    Ok(Decoded::titled(body.out, title))
+    let meta = title::lookup(container.metadata(META_XML, stop))?;
+    Ok(Decoded::described(body.out, meta))
 }
 
 /// Where we are in the content. Elements are matched by local name, so any prefix works.

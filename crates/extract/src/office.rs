@@ -43,12 +43,13 @@
 //! The stop flag is polled between the pre-check's parts and before and after the parse,
 //! not inside it (a 200 MiB part takes about 5 s).
 //!
-//! The title is the core properties' `<dc:title>` in `docProps/core.xml`, read by our own
-//! streaming reader (`zipped`'s inflate budget and entity refusal, stopping at the
-//! element's end) rather than through office_oxide, which would hold the whole part. Every
-//! producer we know writes the core properties there; a package that puts them elsewhere
-//! (its root relationships may) has no title here. A package without the part, or with a
-//! broken one, keeps its text and has no title.
+//! The title is the core properties' `<dc:title>` in `docProps/core.xml`, the author its
+//! `<dc:creator>`, the date its `<dcterms:modified>` else `<dcterms:created>`, all read in
+//! one pass by our own streaming reader (`zipped`'s inflate budget and entity refusal)
+//! rather than through office_oxide, which would hold the whole part. Every producer we
+//! know writes the core properties there; a package that puts them elsewhere (its root
+//! relationships may) has none here. A package without the part, or with a broken one,
+//! keeps its text and has no title, author or date.
 
 use std::io::Cursor;
 use std::sync::atomic::AtomicBool;
@@ -56,12 +57,12 @@ use std::sync::atomic::AtomicBool;
 use office_oxide::options::ParseOptions;
 use office_oxide::{Document, DocumentFormat};
 
-use super::text::Decoded;
+use super::text::{Decoded, Meta};
 use super::title;
 use super::zipped::{check_output, precheck, Container};
 use super::{check_stop, ExtractError, Format};
 
-/// Where Office Open XML packages keep their core properties, the title among them.
+/// Where Office Open XML packages keep their core properties: title, author, dates.
 const CORE_XML: &str = "docProps/core.xml";
 
 /// A compound file (OLE2) where a zip should be: how Office stores an encrypted package.
@@ -97,19 +98,21 @@ pub(super) fn extract(
     check_stop(stop)?;
     // A text cut at office_oxide's budget carries a notice past it, so this refuses it.
     check_output(&text, max_inflated, format)?;
-    let title = title::lookup(core_title(bytes, format, max_inflated, stop))?;
-    Ok(Decoded::titled(text.trim_end().to_owned(), title))
+    let meta = title::lookup(core_properties(bytes, format, max_inflated, stop))?;
+    Ok(Decoded::described(text.trim_end().to_owned(), meta))
 }
 
-/// The title in the package's core properties. The pre-check has already held every part
-/// to the budget and refused entities; the part is read again under a budget of its own.
-fn core_title(
+/// The title, author (`dc:creator`) and date (`dcterms:modified`, else `dcterms:created`)
+/// in the package's core properties, read in one pass over the part. The pre-check has
+/// already held every part to the budget and refused entities; the part is read again
+/// under a budget of its own.
+fn core_properties(
     bytes: &[u8],
     format: Format,
     max_inflated: u64,
     stop: &AtomicBool,
-) -> Result<Option<String>, ExtractError> {
-    Container::open(bytes, format, max_inflated)?.metadata_title(CORE_XML, stop)
+) -> Result<Meta, ExtractError> {
+    Container::open(bytes, format, max_inflated)?.metadata(CORE_XML, stop)
 }
 
 #[cfg(test)]

@@ -29,19 +29,22 @@
 //! The title is the document information dictionary's `/Title` (the trailer's `/Info`),
 //! read by the engine whose text is kept, or by pdf_oxide when lopdf's text is kept but
 //! lopdf finds none; both hand over the raw (decrypted) string, which [`text_string`]
-//! decodes as the PDF standard says a text string is written. The XMP metadata stream's
-//! `dc:title` is not read: producers that write it write `/Title` too.
+//! decodes as the PDF standard says a text string is written. The author is `/Author`
+//! and the date `/ModDate`, else `/CreationDate`, read alike from the same dictionary
+//! (each field from the kept engine, else from the other). The XMP metadata stream is
+//! not read: producers that write it write the Info entries too.
 
 use std::sync::atomic::AtomicBool;
 
-use super::text::Decoded;
-use super::title::TitleText;
+use super::text::{Decoded, Meta};
+use super::title::{clean_date, TitleText};
 use super::{check_stop, ExtractError, Format};
 
-/// One engine's reading of the document: its text and the title it found, cleaned.
+/// One engine's reading of the document: its text and the title, author and date its
+/// Info dictionary gives, cleaned.
 struct PdfText {
     text: String,
-    title: Option<String>,
+    meta: Meta,
 }
 
 /// The text of the PDF: pdf_oxide's, or lopdf's when pdf_oxide fails or finds
@@ -55,8 +58,11 @@ pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, Extrac
     }
     match with_lopdf(bytes, stop) {
         Ok(second) if has_words(&second.text) => {
-            let title = second.title.or_else(|| first.ok().and_then(|found| found.title));
-            Ok(Decoded::titled(second.text, title))
+            let meta = match first {
+                Ok(found) => second.meta.or(found.meta),
+                Err(_) => second.meta,
+            };
+            Ok(Decoded::described(second.text, meta))
         }
         Err(ExtractError::Stopped) => Err(ExtractError::Stopped),
         // Neither found words: pdf_oxide's verdict stands (an empty text for a
@@ -67,7 +73,7 @@ pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, Extrac
 
 impl PdfText {
     fn into_decoded(self) -> Decoded {
-        Decoded::titled(self.text, self.title)
+        Decoded::described(self.text, self.meta)
     }
 }
 
@@ -133,17 +139,30 @@ fn with_pdf_oxide(bytes: &[u8], stop: &AtomicBool) -> Result<PdfText, ExtractErr
     let text = join_pages(pages, stop, |i| doc.extract_text_with_options(i, &options))?;
     Ok(PdfText {
         text,
-        title: oxide_title(&doc),
+        meta: info_meta(|key| oxide_info(&doc, key)),
     })
 }
 
-/// `/Title` of the trailer's `/Info` through pdf_oxide, whose `load_object` decrypts the
-/// strings of the objects it loads; `None` when any step is missing or fails.
-fn oxide_title(doc: &pdf_oxide::PdfDocument) -> Option<String> {
+/// The title (`/Title`), author (`/Author`) and date (`/ModDate`, else `/CreationDate`) of
+/// an Info dictionary whose entries `text` looks up by key and decodes ([`text_string`]).
+/// A date is a text string too (ISO 32000-2, 7.9.4), decoded alike (so cut at a title's
+/// length) before `clean_date` reads it.
+fn info_meta(text: impl Fn(&str) -> Option<String>) -> Meta {
+    let date = |key: &str| text(key).and_then(|raw| clean_date(&raw));
+    Meta {
+        title: text("Title"),
+        author: text("Author"),
+        date: date("ModDate").or_else(|| date("CreationDate")),
+    }
+}
+
+/// The text string `key` of the trailer's `/Info` through pdf_oxide, whose `load_object`
+/// decrypts the strings of the objects it loads; `None` when any step is missing or fails.
+fn oxide_info(doc: &pdf_oxide::PdfDocument, key: &str) -> Option<String> {
     let info = doc.trailer().as_dict()?.get("Info")?;
     let info = doc.resolve_object(info).ok()?;
-    let title = doc.resolve_object(info.as_dict()?.get("Title")?).ok()?;
-    text_string(title.as_string()?)
+    let value = doc.resolve_object(info.as_dict()?.get(key)?).ok()?;
+    text_string(value.as_string()?)
 }
 
 fn with_lopdf(bytes: &[u8], stop: &AtomicBool) -> Result<PdfText, ExtractError> {
@@ -155,15 +174,15 @@ fn with_lopdf(bytes: &[u8], stop: &AtomicBool) -> Result<PdfText, ExtractError> 
     let text = join_pages(pages.len(), stop, |i| doc.extract_text(&[pages[i]]))?;
     Ok(PdfText {
         text,
-        title: lopdf_title(&doc),
+        meta: info_meta(|key| lopdf_info(&doc, key)),
     })
 }
 
-/// `/Title` of the trailer's `/Info` through lopdf (decrypted with the document).
-fn lopdf_title(doc: &lopdf::Document) -> Option<String> {
+/// The text string `key` of the trailer's `/Info` through lopdf (decrypted with the
+/// document).
+fn lopdf_info(doc: &lopdf::Document, key: &str) -> Option<String> {
     let info = doc.trailer.get_deref(b"Info", doc).ok()?.as_dict().ok()?;
-    let title = info.get_deref(b"Title", doc).ok()?.as_str().ok()?;
-    text_string(title)
+    text_string(info.get_deref(key.as_bytes(), doc).ok()?.as_str().ok()?)
 }
 
 /// A PDF text string (ISO 32000-2, 7.9.2.2), decoded and cleaned: UTF-16BE after the

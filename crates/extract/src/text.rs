@@ -15,22 +15,58 @@ const SNIFF_BYTES: usize = 8 * 1024;
 
 /// What a format's reader hands the registry: the text, the encoding it was decoded from,
 /// by its WHATWG name (`"UTF-8"`, `"windows-1252"`, `"Shift_JIS"`, `"UTF-16LE"`...), for
-/// the formats decoded from bytes, and the title the document gives itself, already
-/// cleaned (see `title.rs`, the only way a title is made).
+/// the formats decoded from bytes, and what the document says of itself (title, author,
+/// date), already cleaned (see `title.rs`, the only way these are made).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Decoded {
     pub(crate) text: String,
     pub(crate) encoding: Option<&'static str>,
     pub(crate) title: Option<String>,
+    pub(crate) author: Option<String>,
+    pub(crate) date: Option<String>,
+}
+
+/// What a document says of itself, read from the same metadata as its title: each field
+/// cleaned (title and author by `TitleText`, the date by `clean_date`), `None` when absent
+/// or unreadable.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub(crate) title: Option<String>,
+    pub(crate) author: Option<String>,
+    pub(crate) date: Option<String>,
+}
+
+impl Meta {
+    /// Each field of `self`, else `other`'s: for a format read twice (PDF's two engines).
+    pub(crate) fn or(self, other: Meta) -> Meta {
+        Meta {
+            title: self.title.or(other.title),
+            author: self.author.or(other.author),
+            date: self.date.or(other.date),
+        }
+    }
 }
 
 impl Decoded {
-    /// The text of a format that fixes its own encoding, with the document's title.
+    /// The text of a format that fixes its own encoding, with the document's title only.
     pub(crate) fn titled(text: String, title: Option<String>) -> Self {
+        Self::described(
+            text,
+            Meta {
+                title,
+                ..Meta::default()
+            },
+        )
+    }
+
+    /// The text of a format that fixes its own encoding, with what it says of itself.
+    pub(crate) fn described(text: String, meta: Meta) -> Self {
         Self {
             text,
             encoding: None,
-            title,
+            title: meta.title,
+            author: meta.author,
+            date: meta.date,
         }
     }
 }
@@ -57,6 +93,8 @@ pub(super) fn decode_with_hint(bytes: &[u8], declared: Option<&'static Encoding>
         text,
         encoding: Some(encoding.name()),
         title: None,
+        author: None,
+        date: None,
     }
 }
 
@@ -273,6 +311,8 @@ mod tests {
                 text: "h\u{e9}llo \u{1F600}".into(),
                 encoding: Some("UTF-16LE"),
                 title: None,
+                author: None,
+                date: None,
             }
         );
         assert_eq!(
@@ -281,6 +321,8 @@ mod tests {
                 text: "h\u{e9}llo".into(),
                 encoding: Some("UTF-16BE"),
                 title: None,
+                author: None,
+                date: None,
             }
         );
         assert!(!looks_binary(&le), "UTF-16 has NULs but is text");

@@ -16,7 +16,9 @@ use quick_xml::Reader;
 use zip::result::ZipError;
 use zip::ZipArchive;
 
-use super::title::TitleText;
+use super::odf::attr;
+use super::text::Meta;
+use super::title::{DateText, TitleText};
 use super::{check_stop, ExtractError, Format};
 
 /// Names the zip-based format from the entries, or `None` for any other zip. ODF and EPUB
@@ -204,77 +206,184 @@ impl<'a> Container<'a> {
         })
     }
 
-    /// The title in the metadata part `name` (ODF's `meta.xml`, OOXML's
-    /// `docProps/core.xml`): the text of its first `title` element ([`FirstTitle`]).
-    /// Reading stops at that element's end; the part is read under the same budget and
-    /// rules as every other, and any failure (no such part, bad XML, the budget) is
-    /// reported for the caller to forget ([`title::lookup`](super::title::lookup)).
-    pub(super) fn metadata_title(
-        &mut self,
-        name: &str,
-        stop: &AtomicBool,
-    ) -> Result<Option<String>, ExtractError> {
+    /// What the metadata part `name` (ODF's `meta.xml`, OOXML's `docProps/core.xml`)
+    /// says of the document: its title, author and date ([`MetaReader`]). The part is read
+    /// under the same budget and rules as every other; a failure part-way (bad XML, the
+    /// budget, no such part) keeps the fields read whole before it, since none of them
+    /// depends on what follows, and costs the document nothing else.
+    pub(super) fn metadata(&mut self, name: &str, stop: &AtomicBool) -> Result<Meta, ExtractError> {
         let format = self.format;
-        let mut title = FirstTitle::default();
-        self.xml_events_until(name, stop, |event| Ok(title.event(&event, name, format)))?;
-        Ok(title.finish())
+        let mut meta = MetaReader::default();
+        let read = self.each_xml_event(name, stop, |event| {
+            meta.event(&event, name, format);
+            Ok(())
+        });
+        match read {
+            Err(ExtractError::Stopped) => Err(ExtractError::Stopped),
+            _ => Ok(meta.finish()),
+        }
     }
 }
 
-/// The text of the first element whose local name is `title` (any prefix, any ASCII case:
-/// Dublin Core's `dc:title`, as ODF's `meta.xml`, OOXML's `core.xml` and EPUB's package
-/// document write it, and old OEB packages' `dc:Title`). Text it cannot read (an unknown
-/// entity) leaves it without a title rather than failing the part.
-#[derive(Debug, Default)]
-pub(super) struct FirstTitle {
-    /// Elements open inside the title element, counting itself; 0 outside it.
-    depth: usize,
-    /// The element has been read (or could not be): later ones are ignored.
-    done: bool,
-    /// Its text could not be read: no title.
-    broken: bool,
-    text: TitleText,
+/// The metadata elements a document describes itself with, by local name (any prefix, any
+/// ASCII case), as Dublin Core and the formats' own vocabularies write them in ODF's
+/// `meta.xml`, OOXML's `core.xml` and EPUB's package document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    /// `dc:title` (and old OEB packages' `dc:Title`).
+    Title,
+    /// ODF's `meta:initial-creator`: who wrote it, before `dc:creator` (who saved it last).
+    InitialCreator,
+    /// `dc:creator`.
+    Creator,
+    /// OOXML's `dcterms:modified`, EPUB 3's `<meta property="dcterms:modified">`.
+    Modified,
+    /// `dc:date`: ODF's last save, EPUB's publication.
+    Date,
+    /// OOXML's `dcterms:created`, ODF's `meta:creation-date`.
+    Created,
 }
 
-impl FirstTitle {
-    /// Takes in one event of `part`; breaks once the title element has been read.
-    pub(super) fn event(&mut self, event: &Event<'_>, part: &str, format: Format) -> ControlFlow<()> {
-        if self.done {
-            return ControlFlow::Break(());
-        }
-        match event {
-            Event::Start(e) if self.depth > 0 || is_title(e) => self.depth += 1,
-            Event::Empty(e) if self.depth == 0 && is_title(e) => self.done = true,
-            Event::End(_) if self.depth > 0 => {
-                self.depth -= 1;
-                self.done = self.depth == 0;
-            }
-            _ if self.depth > 0 => match event_text(event, part, format) {
-                Ok(Some(text)) => self.text.push_str(&text),
-                Ok(None) => {}
-                Err(_) => (self.broken, self.done) = (true, true),
-            },
-            _ => {}
-        }
-        if self.done {
-            ControlFlow::Break(())
+const FIELDS: usize = 6;
+
+impl Field {
+    fn of(e: &BytesStart<'_>) -> Option<Field> {
+        let name = e.local_name();
+        let local: &str = name.into_inner();
+        let is = |wanted: &str| local.eq_ignore_ascii_case(wanted);
+        Some(if is("title") {
+            Field::Title
+        } else if is("initial-creator") {
+            Field::InitialCreator
+        } else if is("creator") {
+            Field::Creator
+        } else if is("modified") {
+            Field::Modified
+        } else if is("date") {
+            Field::Date
+        } else if is("created") || is("creation-date") {
+            Field::Created
+        } else if is("meta") && attr(e, "property").is_some_and(|p| p.trim() == "dcterms:modified") {
+            Field::Modified
         } else {
-            ControlFlow::Continue(())
+            return None;
+        })
+    }
+
+    fn is_date(self) -> bool {
+        matches!(self, Field::Modified | Field::Date | Field::Created)
+    }
+}
+
+/// The text of one field's first element, bounded as it arrives: words for a title or an
+/// author, raw text for a date.
+#[derive(Debug)]
+enum FieldText {
+    Words(TitleText),
+    Date(DateText),
+}
+
+/// One field: its first element only (an EPUB's first `dc:creator` is its main author).
+#[derive(Debug, Default)]
+struct Slot {
+    /// The element has been read whole (or could not be): later ones are ignored.
+    done: bool,
+    /// Its text could not be read (an unknown entity), or it held markup: no value.
+    broken: bool,
+    text: Option<FieldText>,
+}
+
+impl Slot {
+    fn push(&mut self, text: &str) {
+        match &mut self.text {
+            Some(FieldText::Words(words)) => words.push_str(text),
+            Some(FieldText::Date(date)) => date.push_str(text),
+            None => {}
         }
     }
 
-    /// The cleaned title, if the element was found and read to its end (a part cut off
-    /// inside it has lost how the title ends).
-    pub(super) fn finish(self) -> Option<String> {
-        if self.broken || self.depth > 0 {
+    fn finish(self) -> Option<String> {
+        if !self.done || self.broken {
             return None;
         }
-        self.text.finish()
+        match self.text? {
+            FieldText::Words(words) => words.finish(),
+            FieldText::Date(date) => date.finish(),
+        }
     }
 }
 
-fn is_title(e: &BytesStart<'_>) -> bool {
-    e.local_name().as_ref().eq_ignore_ascii_case("title")
+/// Reads a metadata part's events for the title, author and date, holding at most a
+/// title's worth of text per field however long the elements are.
+#[derive(Debug, Default)]
+pub(super) struct MetaReader {
+    slots: [Slot; FIELDS],
+    /// The field whose element is open, and how many elements are open inside it,
+    /// counting itself.
+    open: Option<(Field, usize)>,
+}
+
+impl MetaReader {
+    /// Takes in one event of `part`; never ends the pass (an EPUB's spine follows).
+    pub(super) fn event(&mut self, event: &Event<'_>, part: &str, format: Format) {
+        match (self.open, event) {
+            (Some((field, depth)), Event::Start(_)) => self.open = Some((field, depth + 1)),
+            (Some((field, 1)), Event::End(_)) => {
+                self.slots[field as usize].done = true;
+                self.open = None;
+            }
+            (Some((field, depth)), Event::End(_)) => self.open = Some((field, depth - 1)),
+            (Some((field, _)), event) => self.text(field, event, part, format),
+            (None, Event::Start(e)) => self.start(e, false),
+            (None, Event::Empty(e)) => self.start(e, true),
+            _ => {}
+        }
+    }
+
+    /// An element starts: if it is a field's first, its text is collected (an empty one
+    /// is that field's first, with no value).
+    fn start(&mut self, e: &BytesStart<'_>, empty: bool) {
+        let Some(field) = Field::of(e) else { return };
+        let slot = &mut self.slots[field as usize];
+        if slot.done || slot.text.is_some() {
+            return;
+        }
+        slot.text = Some(if field.is_date() {
+            FieldText::Date(DateText::default())
+        } else {
+            FieldText::Words(TitleText::default())
+        });
+        if empty {
+            slot.done = true;
+        } else {
+            self.open = Some((field, 1));
+        }
+    }
+
+    fn text(&mut self, field: Field, event: &Event<'_>, part: &str, format: Format) {
+        let slot = &mut self.slots[field as usize];
+        match event_text(event, part, format) {
+            Ok(Some(text)) => slot.push(&text),
+            Ok(None) => {}
+            Err(_) => slot.broken = true,
+        }
+    }
+
+    /// The cleaned fields: a field whose element was cut off inside (the part ended or
+    /// failed there) has lost how it ends, and is `None`. The author is who first wrote
+    /// the document if it says, else its creator; the date is the last change it records,
+    /// else its date, else its creation.
+    pub(super) fn finish(self) -> Meta {
+        let [title, initial_creator, creator, modified, date, created] = self.slots;
+        Meta {
+            title: title.finish(),
+            author: initial_creator.finish().or_else(|| creator.finish()),
+            date: modified
+                .finish()
+                .or_else(|| date.finish())
+                .or_else(|| created.finish()),
+        }
+    }
 }
 
 /// Checks an Office Open XML package before office_oxide reads it (see `office.rs`), so
