@@ -9,15 +9,17 @@
 //! with O(depth) state, polling `stop` as it goes.
 //!
 //! The title is the `{\title ...}` group inside `{\info ...}`, the document information
-//! group: its text is read like body text (code-page and Unicode escapes alike) but
-//! collected apart, while the rest of `\info` stays skipped.
+//! group, and the author its `{\author ...}`: their text is read like body text (code-page
+//! and Unicode escapes alike) but collected apart, while the rest of `\info` stays
+//! skipped. The date is `{\revtim\yrN\moN\dyN...}` (the last revision), else
+//! `{\creatim...}`, in the same group.
 
 use std::sync::atomic::AtomicBool;
 
 use encoding_rs::Encoding;
 
-use super::text::Decoded;
-use super::title::TitleText;
+use super::text::{Decoded, Meta};
+use super::title::{clean_date, TitleText};
 use super::{check_stop, ExtractError, Format};
 
 /// Bytes between two polls of the stop flag.
@@ -67,8 +69,7 @@ pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, Extrac
     }
     let mut reader = RtfReader::new(bytes);
     reader.run(stop)?;
-    let (text, title) = reader.finish();
-    Ok(Decoded::titled(text, title.finish()))
+    Ok(reader.finish())
 }
 
 /// What a group inherits from its parent and may change for itself.
@@ -78,10 +79,49 @@ struct Group {
     skip: bool,
     /// How many fallback characters follow each `\uN` (set by `\ucN`).
     unicode_skip: usize,
-    /// Inside the `\info` group, where the title is.
+    /// Inside the `\info` group, where the title, author and dates are.
     info: bool,
-    /// Inside `\info`'s `\title` group: text goes to the title, not the body.
-    title: bool,
+    /// Inside `\info`'s `\title` or `\author` group: text goes there, not to the body.
+    field: Option<InfoText>,
+    /// Inside `\info`'s `\revtim` or `\creatim` group: `\yr`, `\mo`, `\dy` set it.
+    date: Option<InfoDate>,
+}
+
+/// The `\info` groups whose text is collected.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum InfoText {
+    Title,
+    Author,
+}
+
+/// The `\info` groups that hold a date as control words.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum InfoDate {
+    Revised,
+    Created,
+}
+
+/// A date written as `\yrN\moN\dyN` (and hours and minutes, which are not kept).
+#[derive(Debug, Default, Clone, Copy)]
+struct RtfDate {
+    year: Option<i32>,
+    month: Option<i32>,
+    day: Option<i32>,
+}
+
+impl RtfDate {
+    /// As much of the date as is given in range, read by `clean_date` like any other (so
+    /// LibreOffice's `\yr0\mo0\dy0`, its "never", is no date).
+    fn finish(self) -> Option<String> {
+        let year = self.year.filter(|y| (1..=9999).contains(y))?;
+        let part = |value: Option<i32>, max: i32| value.filter(|v| (1..=max).contains(v));
+        let raw = match (part(self.month, 12), part(self.day, 31)) {
+            (Some(month), Some(day)) => format!("{year:04}-{month:02}-{day:02}"),
+            (Some(month), None) => format!("{year:04}-{month:02}"),
+            (None, _) => format!("{year:04}"),
+        };
+        clean_date(&raw)
+    }
 }
 
 struct RtfReader<'a> {
@@ -102,6 +142,12 @@ struct RtfReader<'a> {
     out: String,
     /// The text of the `\title` group, apart from the body's.
     title: TitleText,
+    /// The text of the `\author` group.
+    author: TitleText,
+    /// The `\revtim` group's date.
+    revised: RtfDate,
+    /// The `\creatim` group's date.
+    created: RtfDate,
 }
 
 impl<'a> RtfReader<'a> {
@@ -114,7 +160,8 @@ impl<'a> RtfReader<'a> {
                 skip: false,
                 unicode_skip: 1,
                 info: false,
-                title: false,
+                field: None,
+                date: None,
             },
             encoding: encoding_rs::WINDOWS_1252,
             pending: Vec::new(),
@@ -123,6 +170,9 @@ impl<'a> RtfReader<'a> {
             at_group_start: false,
             out: String::new(),
             title: TitleText::default(),
+            author: TitleText::default(),
+            revised: RtfDate::default(),
+            created: RtfDate::default(),
         }
     }
 
@@ -199,11 +249,24 @@ impl<'a> RtfReader<'a> {
     }
 
     /// The first control word of a group, which may name a destination: one that is not
-    /// text is skipped, except that `\info`'s `\title` is read into the title.
+    /// text is skipped, except that `\info`'s `\title` and `\author` are read into their
+    /// fields, and its `\revtim` and `\creatim` into their dates.
     fn destination(&mut self, word: &str) {
-        if word == "title" && self.group.info {
-            self.group.title = true;
+        let info_text = match word {
+            "title" => Some(InfoText::Title),
+            "author" => Some(InfoText::Author),
+            _ => None,
+        };
+        let info_date = match word {
+            "revtim" => Some(InfoDate::Revised),
+            "creatim" => Some(InfoDate::Created),
+            _ => None,
+        };
+        if self.group.info && info_text.is_some() {
+            self.group.field = info_text;
             self.group.skip = false;
+        } else if self.group.info && info_date.is_some() {
+            self.group.date = info_date;
         } else if SKIPPED_DESTINATIONS.contains(&word) {
             self.group.skip = true;
             self.group.info |= word == "info";
@@ -262,6 +325,7 @@ impl<'a> RtfReader<'a> {
             "u" => self.unicode(param.unwrap_or(0)),
             "uc" => self.group.unicode_skip = param.unwrap_or(1).clamp(0, 16) as usize,
             "ansicpg" => self.encoding = code_page(param.unwrap_or(1252)),
+            "yr" | "mo" | "dy" => self.date_part(word, param),
             "mac" => self.encoding = encoding_rs::MACINTOSH,
             "bin" => {
                 // Raw binary data of the given length: not text, and may contain braces.
@@ -269,6 +333,20 @@ impl<'a> RtfReader<'a> {
                 self.pos = self.pos.saturating_add(len).min(self.input.len());
             }
             _ => {}
+        }
+    }
+
+    /// A part of the date whose group this is (`\yr`, `\mo`, `\dy`); elsewhere nothing.
+    fn date_part(&mut self, word: &str, param: Option<i32>) {
+        let date = match self.group.date {
+            Some(InfoDate::Revised) => &mut self.revised,
+            Some(InfoDate::Created) => &mut self.created,
+            None => return,
+        };
+        match word {
+            "yr" => date.year = param,
+            "mo" => date.month = param,
+            _ => date.day = param,
         }
     }
 
@@ -301,12 +379,13 @@ impl<'a> RtfReader<'a> {
         }
     }
 
-    /// Writes one character of text: to the title inside `\title`, else to the body.
+    /// Writes one character of text: to the title inside `\title`, the author inside
+    /// `\author`, else to the body.
     fn emit(&mut self, c: char) {
-        if self.group.title {
-            self.title.push(c);
-        } else {
-            self.out.push(c);
+        match self.group.field {
+            Some(InfoText::Title) => self.title.push(c),
+            Some(InfoText::Author) => self.author.push(c),
+            None => self.out.push(c),
         }
     }
 
@@ -345,20 +424,26 @@ impl<'a> RtfReader<'a> {
     fn flush(&mut self) {
         if !self.pending.is_empty() {
             let (text, _) = self.encoding.decode_without_bom_handling(&self.pending);
-            if self.group.title {
-                self.title.push_str(&text);
-            } else {
-                self.out.push_str(&text);
+            match self.group.field {
+                Some(InfoText::Title) => self.title.push_str(&text),
+                Some(InfoText::Author) => self.author.push_str(&text),
+                None => self.out.push_str(&text),
             }
             self.pending.clear();
         }
     }
 
-    /// The body text and the title's.
-    fn finish(mut self) -> (String, TitleText) {
+    /// The body text, with the title, the author and the date (the last revision's,
+    /// else the creation's).
+    fn finish(mut self) -> Decoded {
         self.flush();
         self.out.truncate(self.out.trim_end().len());
-        (self.out, self.title)
+        let meta = Meta {
+            title: self.title.finish(),
+            author: self.author.finish(),
+            date: self.revised.finish().or_else(|| self.created.finish()),
+        };
+        Decoded::described(self.out, meta)
     }
 }
 

@@ -48,17 +48,6 @@ impl Meta {
 }
 
 impl Decoded {
-    /// The text of a format that fixes its own encoding, with the document's title only.
-    pub(crate) fn titled(text: String, title: Option<String>) -> Self {
-        Self::described(
-            text,
-            Meta {
-                title,
-                ..Meta::default()
-            },
-        )
-    }
-
     /// The text of a format that fixes its own encoding, with what it says of itself.
     pub(crate) fn described(text: String, meta: Meta) -> Self {
         Self {
