@@ -157,6 +157,20 @@ mod tests {
     }
 
     #[test]
+    fn author_is_the_first_creator_and_date_the_modified_else_dc_date() {
+        let meta = |metadata: &str| {
+            let done = extract(&book_with_metadata(metadata), u64::MAX, &AtomicBool::new(false)).unwrap();
+            assert_eq!(done.text, "indigo compass");
+            (done.author, done.date)
+        };
+        let epub3 = r#"<dc:title>T</dc:title><dc:date>2020-05-01</dc:date><dc:creator id="a1">Ana Ruiz</dc:creator><dc:creator>Bo Li</dc:creator><meta property="dcterms:modified">2026-01-15T09:30:00Z</meta><meta refines="a1" property="role">aut</meta>"#;
+        assert_eq!(meta(epub3), (Some("Ana Ruiz".into()), Some("2026-01-15".into())));
+        let epub2 = r#"<dc:creator opf:role="aut" xmlns:opf="http://www.idpf.org/2007/opf">Ana</dc:creator><dc:date>2020-05</dc:date><dc:date>2021</dc:date><meta name="cover" content="img"/>"#;
+        assert_eq!(meta(epub2), (Some("Ana".into()), Some("2020-05".into())));
+        assert_eq!(meta("<dc:title>T</dc:title>"), (None, None));
+    }
+
+    #[test]
     fn sample_has_its_phrase_without_script() {
         let bytes = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),

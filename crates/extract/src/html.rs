@@ -338,7 +338,12 @@ impl TextOut {
         if tag.kind != TagKind::StartTag || &*tag.name != "meta" || self.author.is_some() {
             return;
         }
-        let value = |name: &str| tag.attrs.iter().find(|a| &*a.name.local == name).map(|a| &*a.value);
+        let value = |name: &str| {
+            tag.attrs
+                .iter()
+                .find(|a| &*a.name.local == name)
+                .map(|a| &*a.value)
+        };
         let named_author = value("name").is_some_and(|n| n.trim().eq_ignore_ascii_case("author"));
         if named_author && self.svg_depth == 0 {
             let mut author = TitleText::default();
@@ -570,6 +575,29 @@ mod tests {
                     <template><title>templated</title></template><title>Page</title></body></html>";
         assert_eq!(title(page).as_deref(), Some("Page"));
         assert_eq!(title("<svg><title>only the drawing</title></svg>"), None);
+    }
+
+    fn author(html: &str) -> Option<String> {
+        super::render(html, &AtomicBool::new(false)).unwrap().author
+    }
+
+    #[test]
+    fn the_author_is_the_first_author_meta() {
+        let page = r#"<head><meta name="description" content="not this"><META NAME=" Author " CONTENT="Ana
+            Ruiz &amp; co"><meta name="author" content="second"></head><p>x</p>"#;
+        assert_eq!(author(page).as_deref(), Some("Ana Ruiz & co"));
+        assert_eq!(render(page), "x", "the author is not page text");
+        assert_eq!(author(r#"<meta property="author" content="og"><p>x</p>"#), None);
+        assert_eq!(
+            author(r#"<meta name="author"><meta name="author" content="late">"#),
+            None
+        );
+        let hidden = r#"<template><meta name="author" content="templated"></template><svg><meta name="author" content="drawn"/></svg>"#;
+        assert_eq!(author(hidden), None);
+        let long = format!(r#"<meta name="author" content="{}">"#, "word ".repeat(220_000));
+        assert_eq!(author(&long).map(|a| a.chars().count()), Some(299));
+        let done = extract_text(br#"<meta name=author content="Bo Li"><p>x</p>"#);
+        assert_eq!((done.author.as_deref(), done.date), (Some("Bo Li"), None));
     }
 
     #[test]

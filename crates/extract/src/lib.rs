@@ -477,6 +477,76 @@ mod tests {
         }
     }
 
+    /// Every sample's author and date, as their producers wrote them: python-docx's and
+    /// openpyxl's `dc:creator`, openpyxl's and python-pptx's template's `dcterms:modified`,
+    /// ebooklib's `dcterms:modified`. odfpy, reportlab and the HTML, Markdown and
+    /// LibreOffice's RTF (its zero dates) give none.
+    const SAMPLE_META: [(&str, Option<&str>, Option<&str>); 13] = [
+        ("notes.txt", None, None),
+        ("guide.md", None, None),
+        ("nested/more.md", None, None),
+        ("page.html", None, None),
+        ("report.pdf", None, None),
+        ("letter.docx", Some("leasehold sample generator"), None),
+        ("formats/notes.odt", None, None),
+        ("formats/inventory.ods", None, None),
+        ("formats/slides.odp", None, None),
+        ("formats/book.epub", None, Some("2026-11-30")),
+        ("formats/memo.rtf", None, None),
+        ("formats/ledger.xlsx", Some("openpyxl"), Some("2026-12-03")),
+        ("formats/deck.pptx", None, Some("2013-01-27")),
+    ];
+
+    #[test]
+    fn every_sample_reports_its_own_author_and_date() {
+        let registry = ExtractorRegistry::default();
+        let no_stop = AtomicBool::new(false);
+        for (file, author, date) in SAMPLE_META {
+            let bytes = read_sample(file);
+            let extraction = registry.extract_detailed(file, &bytes, &no_stop).unwrap();
+            assert_eq!(extraction.author.as_deref(), author, "{file}");
+            assert_eq!(extraction.date.as_deref(), date, "{file}");
+            let noted = registry.extract_noted(file, &bytes, &no_stop).unwrap();
+            assert_eq!(
+                (noted.author, noted.date),
+                (extraction.author, extraction.date),
+                "{file}"
+            );
+        }
+    }
+
+    /// Author and date from each format's own metadata, through the registry.
+    #[test]
+    fn authors_and_dates_in_every_format() {
+        let core = br#"<cp:coreProperties xmlns:cp="c" xmlns:dc="d" xmlns:dcterms="t"><dc:creator>Ana Ruiz</dc:creator><dcterms:modified>2026-01-15T09:30:00Z</dcterms:modified></cp:coreProperties>"#;
+        let docx = zipped::tests::zip_with(&[
+            ("[Content_Types].xml", br#"<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>"#.as_slice()),
+            ("_rels/.rels", br#"<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>"#.as_slice()),
+            ("word/document.xml", br#"<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>silver meadow</w:t></w:r></w:p></w:body></w:document>"#.as_slice()),
+            ("docProps/core.xml", core.as_slice()),
+        ]);
+        let registry = ExtractorRegistry::default();
+        let no_stop = AtomicBool::new(false);
+        let cases: [(&str, &[u8], Option<&str>); 3] = [
+            (
+                "a.html",
+                br#"<meta name="author" content="Ana Ruiz"><p>x</p>"#,
+                None,
+            ),
+            (
+                "a.rtf",
+                b"{\\rtf1{\\info{\\author Ana Ruiz}{\\revtim\\yr2026\\mo1\\dy15}}x}",
+                Some("2026-01-15"),
+            ),
+            ("a.docx", &docx, Some("2026-01-15")),
+        ];
+        for (name, bytes, date) in cases {
+            let extraction = registry.extract_detailed(name, bytes, &no_stop).unwrap();
+            assert_eq!(extraction.author.as_deref(), Some("Ana Ruiz"), "{name}");
+            assert_eq!(extraction.date.as_deref(), date, "{name}");
+        }
+    }
+
     #[test]
     fn a_title_is_found_whatever_the_documents_name() {
         let registry = ExtractorRegistry::default();

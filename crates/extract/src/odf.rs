@@ -180,6 +180,33 @@ mod tests {
         assert_eq!(done.text, "cobalt heron");
     }
 
+    /// A `meta.xml` whose `<office:meta>` holds `fields`.
+    fn meta_with(fields: &str) -> Vec<u8> {
+        format!(r#"<?xml version="1.0"?><office:document-meta xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0"><office:meta>{fields}</office:meta></office:document-meta>"#).into_bytes()
+    }
+
+    #[test]
+    fn the_author_is_the_initial_creator_else_the_creator() {
+        let author = |fields: &str| titled(&odt_with_meta(&meta_with(fields))).author;
+        let both = "<dc:creator>Last Saver</dc:creator><meta:initial-creator>Ana Ruiz</meta:initial-creator>";
+        assert_eq!(author(both).as_deref(), Some("Ana Ruiz"));
+        assert_eq!(
+            author("<dc:creator>Last Saver</dc:creator>").as_deref(),
+            Some("Last Saver")
+        );
+        assert_eq!(author("<meta:generator>odfpy</meta:generator>"), None);
+    }
+
+    #[test]
+    fn the_date_is_dc_date_else_the_creation_date() {
+        let date = |fields: &str| titled(&odt_with_meta(&meta_with(fields))).date;
+        let both = "<meta:creation-date>2024-03-01T08:00:00</meta:creation-date><dc:date>2026-01-15T09:30:00.123</dc:date>";
+        assert_eq!(date(both).as_deref(), Some("2026-01-15"));
+        let created = "<meta:creation-date>2024-03-01T08:00:00</meta:creation-date>";
+        assert_eq!(date(created).as_deref(), Some("2024-03-01"));
+        assert_eq!(date("<dc:date>15/01/2026</dc:date>"), None, "not ISO 8601");
+    }
+
     #[test]
     fn a_missing_or_broken_meta_xml_is_no_title_but_the_text_stays() {
         let broken: [&[u8]; 4] = [

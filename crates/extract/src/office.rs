@@ -270,6 +270,60 @@ pub(super) mod tests {
         assert_eq!(titled(&pptx_with(&[slide("x", 0)])).title, None);
     }
 
+    const TERMS_NS: &str =
+        r#"xmlns:dcterms="http://purl.org/dc/terms/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance""#;
+
+    #[test]
+    fn author_and_date_are_the_core_properties_creator_and_last_change() {
+        let core = format!(
+            r#"<cp:coreProperties {CORE_NS} {TERMS_NS}><dc:creator> Ana
+            Ruiz &amp; co</dc:creator><dc:creator>second</dc:creator><cp:lastModifiedBy>Bo</cp:lastModifiedBy><dcterms:created xsi:type="dcterms:W3CDTF">2024-03-01T08:00:00Z</dcterms:created><dcterms:modified xsi:type="dcterms:W3CDTF">2026-01-15T09:30:00Z</dcterms:modified></cp:coreProperties>"#
+        );
+        let done = titled(&pptx_with_core(core.as_bytes()));
+        assert_eq!(done.author.as_deref(), Some("Ana Ruiz & co"));
+        assert_eq!(done.date.as_deref(), Some("2026-01-15"));
+        assert!(done.text.contains("ivory pelican"), "{:?}", done.text);
+        // No modified date, or a malformed one: the creation date.
+        for modified in ["", "<dcterms:modified>last Tuesday</dcterms:modified>"] {
+            let core = format!(
+                r#"<cp:coreProperties {CORE_NS} {TERMS_NS}>{modified}<dcterms:created>2024-03-01T08:00:00Z</dcterms:created></cp:coreProperties>"#
+            );
+            let done = titled(&pptx_with_core(core.as_bytes()));
+            assert_eq!((done.author, done.date.as_deref()), (None, Some("2024-03-01")));
+        }
+    }
+
+    #[test]
+    fn a_megabyte_creator_is_cut_and_a_megabyte_date_is_none() {
+        let core = format!(
+            r#"<cp:coreProperties {CORE_NS} {TERMS_NS}><dc:creator>{}</dc:creator><dcterms:modified>2026-01-15{}</dcterms:modified></cp:coreProperties>"#,
+            "word ".repeat(220_000),
+            "0".repeat(1 << 20)
+        );
+        let done = titled(&pptx_with_core(core.as_bytes()));
+        assert_eq!(done.author.map(|a| a.chars().count()), Some(299));
+        assert_eq!(done.date, None);
+        assert!(done.text.contains("ivory pelican"), "{:?}", done.text);
+    }
+
+    #[test]
+    fn a_malformed_core_xml_keeps_what_came_before_the_fault_and_the_text() {
+        let core = format!(
+            r#"<cp:coreProperties {CORE_NS} {TERMS_NS}><dc:creator>Ana</dc:creator><dcterms:modified>2026-01-15</dcterms:modified><dc:title>cut"#
+        );
+        let done = titled(&pptx_with_core(core.as_bytes()));
+        assert_eq!(
+            (done.title, done.author.as_deref(), done.date.as_deref()),
+            (None, Some("Ana"), Some("2026-01-15"))
+        );
+        let core = format!(
+            r#"<cp:coreProperties {CORE_NS}><dc:creator>&nosuch; Ana</dc:creator></cp:coreProperties>"#
+        );
+        let done = titled(&pptx_with_core(core.as_bytes()));
+        assert_eq!(done.author, None);
+        assert!(done.text.contains("ivory pelican"), "{:?}", done.text);
+    }
+
     #[test]
     fn a_malformed_core_xml_is_no_title_and_the_text_still_extracts() {
         let broken: Vec<Vec<u8>> = vec![

@@ -370,6 +370,37 @@ mod tests {
     }
 
     #[test]
+    fn author_and_date_come_from_the_info_dictionary() {
+        let done = run(&pdf_with_info(
+            b"<< /Title (T) /Author <FEFF00C50073006100200042> /CreationDate (D:20240301) /ModDate (D:20260115093000+01'00') >>",
+        ));
+        assert_eq!(done.author.as_deref(), Some("\u{c5}sa B"));
+        assert_eq!(
+            done.date.as_deref(),
+            Some("2026-01-15"),
+            "ModDate before CreationDate"
+        );
+        let created = run(&pdf_with_info(b"<< /CreationDate (D:202403) >>"));
+        assert_eq!(created.date.as_deref(), Some("2024-03"), "else CreationDate");
+        // A malformed ModDate is no date; the creation date stands in for it.
+        let odd = run(&pdf_with_info(
+            b"<< /ModDate (yesterday) /CreationDate (D:2024) /Author 7 >>",
+        ));
+        assert_eq!((odd.author, odd.date.as_deref()), (None, Some("2024")));
+        let bad = run(&pdf_with_info(b"<< /ModDate (D:20261399) >>"));
+        assert_eq!(bad.date, None);
+        assert_eq!(bad.text.trim(), "granite orchard");
+    }
+
+    #[test]
+    fn a_megabyte_author_is_cut_to_one_line() {
+        let info = [b"<< /Author (".as_slice(), &b"tide ".repeat(220_000), b") >>"].concat();
+        let done = run(&pdf_with_info(&info));
+        assert_eq!(done.author.unwrap().chars().count(), 299);
+        assert_eq!(done.text.trim(), "granite orchard");
+    }
+
+    #[test]
     fn a_megabyte_title_is_cut_to_one_line() {
         let info = [b"<< /Title (".as_slice(), &b"tide ".repeat(220_000), b") >>"].concat();
         let done = run(&pdf_with_info(&info));

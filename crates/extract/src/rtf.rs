@@ -503,6 +503,45 @@ mod tests {
     }
 
     #[test]
+    fn author_and_date_are_the_info_groups() {
+        let rtf = br"{\rtf1\ansi\ansicpg1252{\info{\title T}{\author Ana \'c9lise {\i Ruiz}}{\creatim\yr2024\mo3\dy1\hr9\min5}{\revtim\yr2026\mo1\dy15\hr10\min0}}\pard body\par}";
+        let done = extract(rtf, &AtomicBool::new(false)).unwrap();
+        assert_eq!(done.author.as_deref(), Some("Ana \u{c9}lise Ruiz"));
+        assert_eq!(
+            done.date.as_deref(),
+            Some("2026-01-15"),
+            "the revision before the creation"
+        );
+        assert_eq!(done.text, "body");
+        let date = |rtf: &[u8]| extract(rtf, &AtomicBool::new(false)).unwrap().date;
+        assert_eq!(
+            date(br"{\rtf1{\info{\creatim\yr2024\mo3\dy1}{\revtim\yr0\mo0\dy0}}x}").as_deref(),
+            Some("2024-03-01"),
+            "LibreOffice's zero revision is no date"
+        );
+        assert_eq!(
+            date(br"{\rtf1{\info{\revtim\yr2026\mo13\dy40}}x}").as_deref(),
+            Some("2026")
+        );
+        assert_eq!(date(br"{\rtf1{\info{\revtim\yr99999999999}}x}"), None);
+        assert_eq!(date(br"{\rtf1\yr2026{\revtim\yr2026}x}"), None, "outside \\info");
+        // `\author` outside `\info` is not the document's author, and is body text.
+        let outside = extract(br"{\rtf1 {\author not info}x}", &AtomicBool::new(false)).unwrap();
+        assert_eq!((outside.author, outside.text.as_str()), (None, "not infox"));
+        // The sample, from LibreOffice, has no author and zero dates.
+        let memo = extract(MEMO, &AtomicBool::new(false)).unwrap();
+        assert_eq!((memo.author, memo.date), (None, None));
+    }
+
+    #[test]
+    fn a_megabyte_author_is_cut_and_the_body_is_whole() {
+        let rtf = format!(r"{{\rtf1{{\info{{\author {}}}}}body}}", "word ".repeat(250_000));
+        let done = extract(rtf.as_bytes(), &AtomicBool::new(false)).unwrap();
+        assert_eq!(done.author.unwrap().chars().count(), 299);
+        assert_eq!(done.text, "body");
+    }
+
+    #[test]
     fn a_megabyte_title_is_cut_and_the_body_is_whole() {
         let rtf = format!(r"{{\rtf1{{\info{{\title {}}}}}body}}", "word ".repeat(250_000));
         let done = extract(rtf.as_bytes(), &AtomicBool::new(false)).unwrap();

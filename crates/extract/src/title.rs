@@ -100,11 +100,11 @@ mod tests {
     #[test]
     fn a_failed_lookup_is_no_title_but_a_stop_still_stops() {
         let broken = ExtractError::malformed(leasehold::extract::Format::Docx, "bad XML");
-        assert_eq!(lookup(Err(broken)).unwrap(), None);
+        assert_eq!(lookup::<Option<String>>(Err(broken)).unwrap(), None);
         assert!(matches!(
-            lookup(Err(ExtractError::Stopped)),
+            lookup::<Option<String>>(Err(ExtractError::Stopped)),
             Err(ExtractError::Stopped)
         ));
-        assert_eq!(lookup(Ok(Some("T".into()))).unwrap().as_deref(), Some("T"));
+        assert_eq!(lookup(Ok(Some("T".to_owned()))).unwrap().as_deref(), Some("T"));
     }
 }

@@ -139,6 +139,8 @@ fn serve(config: ChildConfig, mut protocol: File) -> io::Result<()> {
                 let ok = Response::Ok {
                     note: done.note,
                     title: done.title,
+                    author: done.author,
+                    date: done.date,
                 };
                 let (head, rest) = reply(ok, done.text.as_bytes());
                 protocol.write_all(&head)?;

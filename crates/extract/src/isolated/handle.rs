@@ -26,7 +26,7 @@ use super::protocol::{
     encode_split, lengths, Reply, Request, Response, MAX_HEADER_LEN, PREFIX_LEN, PROTOCOL_VERSION,
 };
 use super::{LimitKind, Limits};
-use leasehold::extract::clean_title;
+use leasehold::extract::{clean_date, clean_title};
 
 /// How long one poll(2) waits before the stop flag and the deadline are checked again.
 const SLICE: Duration = Duration::from_millis(50);
@@ -278,15 +278,20 @@ impl ChildHandle {
             reply.response
         });
         let outcome = match response {
-            Ok(Response::Ok { note, title }) => match self.take_text(PREFIX_LEN + header_len, total) {
+            Ok(Response::Ok {
+                note,
+                title,
+                author,
+                date,
+            }) => match self.take_text(PREFIX_LEN + header_len, total) {
                 Some(text) => Outcome {
                     result: Ok(Extracted {
                         text,
                         note,
                         // Cleaned again: the child's word is not trusted to be one line.
                         title: title.as_deref().and_then(clean_title),
-                        author: None,
-                        date: None,
+                        author: author.as_deref().and_then(clean_title),
+                        date: date.as_deref().and_then(clean_date),
                     }),
                     reusable: true,
                 },

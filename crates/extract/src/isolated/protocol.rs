@@ -55,12 +55,17 @@ pub(super) enum Response {
     },
     /// The text follows the header; `note` is the registry's note of its decisions and
     /// `title` the document's own title (at most `MAX_TITLE_CHARS` characters, so the
-    /// header stays far below [`MAX_HEADER_LEN`]). A child that sends no title (an older
+    /// header stays far below [`MAX_HEADER_LEN`]), `author` its author (as bounded) and
+    /// `date` its date (`YYYY-MM-DD` at most). A child that sends none of them (an older
     /// build) means none, so the protocol's version did not change.
     Ok {
         note: Option<String>,
         #[serde(default)]
         title: Option<String>,
+        #[serde(default)]
+        author: Option<String>,
+        #[serde(default)]
+        date: Option<String>,
     },
     Err(WireError),
 }
@@ -215,6 +220,8 @@ mod tests {
             &Response::Ok {
                 note: None,
                 title: None,
+                author: None,
+                date: None,
             },
             &[b'x'; 64],
         );
@@ -228,19 +235,27 @@ mod tests {
         let ok = Response::Ok {
             note: Some("html, encoding UTF-8".into()),
             title: Some(title.clone()),
+            author: Some(title.clone()),
+            date: Some("2026-01-15".into()),
         };
         let frame = encode(&ok, b"text");
         let (header_len, _) = lengths(frame[..PREFIX_LEN].try_into().unwrap());
         assert!(header_len < MAX_HEADER_LEN / 16, "{header_len}");
         let (back, body): (Response, Vec<u8>) = read_frame(&mut &frame[..], 4).unwrap().unwrap();
-        assert!(matches!(back, Response::Ok { title: Some(ref t), .. } if *t == title));
+        assert!(matches!(
+            back,
+            Response::Ok { title: Some(ref t), author: Some(ref a), date: Some(ref d), .. }
+                if *t == title && *a == title && d == "2026-01-15"
+        ));
         assert_eq!(body, b"text");
         let old: Response = serde_json::from_str(r#"{"Ok":{"note":null}}"#).unwrap();
         assert!(matches!(
             old,
             Response::Ok {
                 title: None,
-                note: None
+                note: None,
+                author: None,
+                date: None
             }
         ));
     }
@@ -296,6 +311,8 @@ mod tests {
                 &Response::Ok {
                     note: None,
                     title: None,
+                    author: None,
+                    date: None,
                 },
                 &body,
             );
@@ -304,7 +321,9 @@ mod tests {
                 encode(
                     &Response::Ok {
                         note: None,
-                        title: None
+                        title: None,
+                        author: None,
+                        date: None,
                     },
                     &body
                 )
