@@ -81,3 +81,25 @@ fn isolated_and_in_process_extractions_agree_on_every_sample() {
         Some("Letter")
     );
 }
+
+#[test]
+#[cfg(unix)]
+fn authors_and_dates_cross_the_process_boundary() {
+    let isolated = extractor();
+    // The sample workbook's core properties: openpyxl as creator, its modified date.
+    let done = extract(&isolated, "ledger.xlsx", &read("samples/formats/ledger.xlsx"));
+    assert_eq!(done.author.as_deref(), Some("openpyxl"));
+    assert_eq!(done.date.as_deref(), Some("2026-12-03"));
+    let rtf = b"{\\rtf1{\\info{\\author Ana \\u201? Ruiz}{\\revtim\\yr2026\\mo1\\dy15}}crimson}";
+    let done = extract(&isolated, "memo.rtf", rtf);
+    assert_eq!(done.author.as_deref(), Some("Ana \u{c9} Ruiz"));
+    assert_eq!(done.date.as_deref(), Some("2026-01-15"));
+    assert_eq!(done.text, "crimson");
+    // The same child serves the next document, which has neither: none is left over.
+    let done = extract(&isolated, "notes.txt", b"amber lighthouse");
+    assert_eq!((done.author, done.date), (None, None));
+    // A megabyte author arrives cut to one line of at most 300 characters.
+    let long = format!(r#"<meta name="author" content="{}"><p>x</p>"#, "tide ".repeat(220_000));
+    let done = extract(&isolated, "long.html", long.as_bytes());
+    assert_eq!(done.author.map(|a| a.chars().count()), Some(299));
+}
