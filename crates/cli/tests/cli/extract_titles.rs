@@ -99,7 +99,10 @@ fn authors_and_dates_cross_the_process_boundary() {
     let done = extract(&isolated, "notes.txt", b"amber lighthouse");
     assert_eq!((done.author, done.date), (None, None));
     // A megabyte author arrives cut to one line of at most 300 characters.
-    let long = format!(r#"<meta name="author" content="{}"><p>x</p>"#, "tide ".repeat(220_000));
+    let long = format!(
+        r#"<meta name="author" content="{}"><p>x</p>"#,
+        "tide ".repeat(220_000)
+    );
     let done = extract(&isolated, "long.html", long.as_bytes());
     assert_eq!(done.author.map(|a| a.chars().count()), Some(299));
 }
