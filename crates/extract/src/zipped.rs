@@ -176,7 +176,8 @@ impl<'a> Container<'a> {
     }
 
     /// [`Container::each_xml_event`] until `on_event` breaks: a reader that has what it
-    /// came for (a title near the top of a metadata part) reads and inflates no further.
+    /// came for would read and inflate no further (the metadata reader reads its part
+    /// to the end, since the title, author and date may come in any order).
     fn xml_events_until(
         &mut self,
         name: &str,

@@ -246,6 +246,25 @@ fn titles_are_shown(data: &Path) {
     let inspect = leasehold(data, &["inspect", "samples/report.pdf"]);
     let inspect = String::from_utf8(inspect.stdout).unwrap();
     assert!(inspect.contains("\n  title Quarterly Report\n"), "{inspect}");
+    let v = search_json(data, "author:openpyxl");
+    let hit = &hits(&v)[0];
+    assert_eq!(
+        (&hit["author"], &hit["date"]),
+        (&serde_json::json!("openpyxl"), &serde_json::json!("2026-12-03")),
+        "{v}"
+    );
+    let text = leasehold(data, &["search", "author:openpyxl", "--color", "never"]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains(" · by openpyxl · dated 2026-12-03 · xlsx · "),
+        "{text}"
+    );
+    let inspect = leasehold(data, &["inspect", "samples/formats/ledger.xlsx"]);
+    let inspect = String::from_utf8(inspect.stdout).unwrap();
+    assert!(
+        inspect.contains("\n  author openpyxl\n  dated 2026-12-03\n"),
+        "{inspect}"
+    );
 }
 
 /// Stemming: a word finds its other forms, the documents holding it as
