@@ -515,16 +515,21 @@ mod tests {
         }
     }
 
+    /// A DOCX whose text is "silver meadow" and whose `docProps/core.xml` is `core`.
+    fn docx_with_core(core: &[u8]) -> Vec<u8> {
+        zipped::tests::zip_with(&[
+            ("[Content_Types].xml", br#"<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>"#.as_slice()),
+            ("_rels/.rels", br#"<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>"#.as_slice()),
+            ("word/document.xml", br#"<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>silver meadow</w:t></w:r></w:p></w:body></w:document>"#.as_slice()),
+            ("docProps/core.xml", core),
+        ])
+    }
+
     /// Author and date from each format's own metadata, through the registry.
     #[test]
     fn authors_and_dates_in_every_format() {
         let core = br#"<cp:coreProperties xmlns:cp="c" xmlns:dc="d" xmlns:dcterms="t"><dc:creator>Ana Ruiz</dc:creator><dcterms:modified>2026-01-15T09:30:00Z</dcterms:modified></cp:coreProperties>"#;
-        let docx = zipped::tests::zip_with(&[
-            ("[Content_Types].xml", br#"<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>"#.as_slice()),
-            ("_rels/.rels", br#"<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>"#.as_slice()),
-            ("word/document.xml", br#"<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>silver meadow</w:t></w:r></w:p></w:body></w:document>"#.as_slice()),
-            ("docProps/core.xml", core.as_slice()),
-        ]);
+        let docx = docx_with_core(core);
         let registry = ExtractorRegistry::default();
         let no_stop = AtomicBool::new(false);
         let cases: [(&str, &[u8], Option<&str>); 3] = [
@@ -562,12 +567,7 @@ mod tests {
     fn titles_are_cleaned_in_every_format() {
         let core = br#"<cp:coreProperties xmlns:cp="c" xmlns:dc="d"><dc:title>
             Two	lines &#9; and a bell</dc:title></cp:coreProperties>"#;
-        let docx = zipped::tests::zip_with(&[
-            ("[Content_Types].xml", br#"<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>"#.as_slice()),
-            ("_rels/.rels", br#"<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>"#.as_slice()),
-            ("word/document.xml", br#"<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>silver meadow</w:t></w:r></w:p></w:body></w:document>"#.as_slice()),
-            ("docProps/core.xml", core.as_slice()),
-        ]);
+        let docx = docx_with_core(core);
         let registry = ExtractorRegistry::default();
         let no_stop = AtomicBool::new(false);
         let cases: [(&str, &[u8]); 4] = [
