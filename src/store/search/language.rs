@@ -599,14 +599,17 @@ pub(crate) fn tsquery(node: &Node) -> String {
             let glued = !quoted && text.chars().any(super::query::is_glued_script);
             // The column's label in the stored tsvector, whose title and
             // author are read with TITLE_SEPARATORS as spaces (schema.pg.sql).
-            let weight = column.pg_label();
-            let text = match column {
-                Column::Any => text.clone(),
-                Column::Title | Column::Author => text.replace(super::TITLE_SEPARATORS, " "),
+            let one = |text: &str, weight: &str| match *prefix || glued {
+                true => pg_prefix(text, weight),
+                false => format!("{}{}", super::query::pg_quoted(text), weight_suffix(weight)),
             };
-            match *prefix || glued {
-                true => pg_prefix(&text, weight),
-                false => format!("{}{}", super::query::pg_quoted(&text), weight_suffix(weight)),
+            let spaced = text.replace(super::TITLE_SEPARATORS, " ");
+            match column {
+                // A word the parser would take whole (`plans.txt`) is also
+                // looked for as the title and author hold it.
+                Column::Any if spaced != *text => format!("({}) | ({})", one(text, ""), one(&spaced, "AB")),
+                Column::Any => one(text, ""),
+                Column::Title | Column::Author => one(&spaced, column.pg_label()),
             }
         }
         Node::All { must, not } => {
@@ -874,6 +877,11 @@ mod tests {
         assert_eq!(ts("TITLE:rep*"), "'rep':*A");
         assert_eq!(ts("title:plans.txt"), "'plans txt':A");
         assert_eq!(ts("author:smith"), "'smith':B");
+        assert_eq!(ts("plans.txt"), "('plans.txt') | ('plans txt':AB)");
+        assert_eq!(
+            ts("libffi.so*"),
+            "('libffi.' <-> 'so':*) | ('libffi ':AB <-> 'so':*AB)"
+        );
     }
 
     #[test]
