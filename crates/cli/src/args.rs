@@ -479,7 +479,9 @@ pub enum Command {
     /// alternatives, (parentheses); fields dir:FOLDER, path:TEXT,
     /// type:pdf (or a family: text, word, spreadsheet...), size>1MB,
     /// size<=500kB, after:2026-01-31 and before:2026-01 (the source's
-    /// modification day, UTC) narrow it, -dir: and the like exclude. Several arguments are one query. An
+    /// modification day, UTC) narrow it, -dir: and the like exclude;
+    /// title:WORD and author:NAME look in the document's title or author
+    /// only (a title is searched with the text too, ranked higher). Several arguments are one query. An
     /// argument starting with - is read as an option: write NOT word, or put
     /// the query after -- (leasehold search -- linux -windows). Words in
     /// Hangul, Han, Kana and Thai are searched as prefixes (계정 finds 계정이).

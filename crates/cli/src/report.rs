@@ -11,7 +11,7 @@ use leasehold::upstream::ListingReport;
 use leasehold::{Job, JobFilter, JobId, Millis, Status, Store};
 
 use super::config::Config;
-use super::shown::shown;
+use super::shown::{on_one_line, shown};
 use super::CliError;
 use leasehold::upstream::one_line;
 
@@ -332,13 +332,13 @@ pub fn inspect(cfg: &Config, doc: &DocRef, json: bool) -> Result<ExitCode, CliEr
     );
     println!("  version {}", job.version);
     if let Some(title) = &job.title {
-        println!("  title {}", one_line(title));
+        println!("  title {}", on_one_line(title));
     }
     if let Some(author) = &job.author {
-        println!("  author {}", one_line(author));
+        println!("  author {}", on_one_line(author));
     }
     if let Some(date) = &job.doc_date {
-        println!("  dated {}", one_line(date));
+        println!("  dated {}", on_one_line(date));
     }
     if let (Some(path), Some(sum)) = (&job.result_path, &job.checksum) {
         let file = cfg.mirror.root().join(path);

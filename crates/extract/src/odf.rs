@@ -12,7 +12,6 @@ use quick_xml::events::{BytesStart, Event};
 use quick_xml::XmlVersion;
 
 use super::text::Decoded;
-use super::title;
 use super::zipped::{check_output, event_text, Container};
 use super::{ExtractError, Format};
 
@@ -39,7 +38,8 @@ pub(super) fn extract(
         check_output(&body.out, max_inflated, format)
     })?;
     body.out.truncate(body.out.trim_end().len());
-    let meta = title::lookup(container.metadata(META_XML, stop))?;
+    // A metadata part that cannot be read is no title, author or date: `metadata` says so.
+    let meta = container.metadata(META_XML, stop)?;
     Ok(Decoded::described(body.out, meta))
 }
 

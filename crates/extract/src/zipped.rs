@@ -8,7 +8,6 @@
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Cursor, Read};
-use std::ops::ControlFlow;
 use std::sync::atomic::AtomicBool;
 
 use quick_xml::events::{BytesStart, Event};
@@ -169,21 +168,6 @@ impl<'a> Container<'a> {
         stop: &AtomicBool,
         mut on_event: impl FnMut(Event<'_>) -> Result<(), ExtractError>,
     ) -> Result<(), ExtractError> {
-        self.xml_events_until(name, stop, |event| {
-            on_event(event)?;
-            Ok(ControlFlow::Continue(()))
-        })
-    }
-
-    /// [`Container::each_xml_event`] until `on_event` breaks: a reader that has what it
-    /// came for would read and inflate no further (the metadata reader reads its part
-    /// to the end, since the title, author and date may come in any order).
-    fn xml_events_until(
-        &mut self,
-        name: &str,
-        stop: &AtomicBool,
-        mut on_event: impl FnMut(Event<'_>) -> Result<ControlFlow<()>, ExtractError>,
-    ) -> Result<(), ExtractError> {
         let format = self.format;
         self.with_part(name, |input| {
             let mut reader = Reader::from_reader(input);
@@ -196,11 +180,7 @@ impl<'a> Container<'a> {
                 match event {
                     Event::Eof => return Ok(()),
                     Event::DocType(doctype) => refuse_entities(&doctype, name, format)?,
-                    event => {
-                        if on_event(event)?.is_break() {
-                            return Ok(());
-                        }
-                    }
+                    event => on_event(event)?,
                 }
                 buf.clear();
             }
