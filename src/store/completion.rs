@@ -3,6 +3,8 @@
 
 use std::borrow::Cow;
 
+use crate::store::search::Labels;
+
 /// What a completion records besides the claim ([`Store::complete`]): the
 /// accepted result and its checksum, and optionally a note for the history,
 /// the text for the sink, the text to make searchable and the result's size.
@@ -39,6 +41,11 @@ pub struct Completion<'a> {
     pub(crate) author: Option<Cow<'a, str>>,
     /// The date it gives itself, as `clean_date` writes it.
     pub(crate) date: Option<Cow<'a, str>>,
+    /// What the index's title and author columns get, made once from the
+    /// claim's key by [`Completion::labelled`] (the store's `complete`), so
+    /// that no engine reads the row back for them. Boxed: a completion
+    /// waits in the write queue beside much smaller operations.
+    pub(crate) labels: Option<Box<Labels>>,
 }
 
 impl<'a> Completion<'a> {
@@ -56,6 +63,7 @@ impl<'a> Completion<'a> {
             title: None,
             author: None,
             date: None,
+            labels: None,
         }
     }
 
@@ -147,7 +155,19 @@ impl<'a> Completion<'a> {
             title: self.title.map(own),
             author: self.author.map(own),
             date: self.date.map(own),
+            labels: self.labels,
         }
+    }
+
+    /// The completion with the index's labels of document `key` (its title
+    /// else its file name, and its author).
+    pub(crate) fn labelled(mut self, key: &str) -> Self {
+        self.labels = Some(Box::new(Labels::of(
+            key,
+            self.title.as_deref(),
+            self.author.as_deref(),
+        )));
+        self
     }
 
     /// The text to index, if any.

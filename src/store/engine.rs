@@ -101,7 +101,7 @@ pub(crate) trait Engine: super::rules::Rules + Send + Sync {
         &self,
         owner: &Owner,
         result: (&str, &str),
-        own: (Option<&str>, Option<&str>),
+        labels: &crate::store::search::Labels,
         parts: &[&str],
     ) -> Result<Fenced>;
     /// Put further parts of `doc`'s accepted text into the index, staged

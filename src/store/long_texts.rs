@@ -14,6 +14,7 @@ use super::search::IndexDoc;
 use super::Store;
 use crate::error::Result;
 use crate::job::{Claim, Fenced, Owner};
+use crate::store::search::Labels;
 
 impl Store {
     /// Put further parts of `claim`'s result text into the search index,
@@ -39,8 +40,8 @@ impl Store {
             title.and_then(crate::extract::clean_title),
             author.and_then(crate::extract::clean_title),
         );
-        let own = (title.as_deref(), author.as_deref());
-        let out = self.engine().search_stage(&owner, result, own, parts)?;
+        let labels = Labels::of(&claim.key, title.as_deref(), author.as_deref());
+        let out = self.engine().search_stage(&owner, result, &labels, parts)?;
         super::events::refused("renew", &owner, &out);
         Ok(out)
     }
@@ -66,7 +67,7 @@ impl Store {
             let out = self.engine().search_stage(
                 owner,
                 (&c.result_path, &c.checksum),
-                (c.title.as_deref(), c.author.as_deref()),
+                c.labels.as_deref().unwrap_or(&Labels::default()),
                 group,
             )?;
             super::events::refused("renew", owner, &out);

@@ -581,7 +581,7 @@ impl Store {
     /// that renew the lease, invisible until this completion is accepted.
     pub fn complete(&self, claim: Claim, c: Completion<'_>) -> Result<Fenced> {
         let owner = claim.owner();
-        let c = self.stage_further_parts(&owner, c)?;
+        let c = self.stage_further_parts(&owner, c.labelled(&claim.key))?;
         let out = self.engine().complete(&owner, c)?;
         events::refused("complete", &owner, &out);
         self.purge_search_parts_step()?;
@@ -598,7 +598,7 @@ impl Store {
         let mut staged = Vec::with_capacity(done.len());
         for (claim, c) in done {
             let owner = claim.owner();
-            let c = self.stage_further_parts(&owner, c)?;
+            let c = self.stage_further_parts(&owner, c.labelled(&claim.key))?;
             staged.push((owner, c));
         }
         let mut out = Vec::with_capacity(staged.len());

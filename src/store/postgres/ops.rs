@@ -115,7 +115,7 @@ impl Engine for PgStore {
         &self,
         owner: &Owner,
         _result: (&str, &str),
-        _own: (Option<&str>, Option<&str>),
+        _labels: &crate::store::search::Labels,
         _parts: &[&str],
     ) -> Result<Fenced> {
         self.renew(owner)

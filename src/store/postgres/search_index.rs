@@ -40,7 +40,13 @@ pub(crate) fn gated(mut c: Completion<'_>, index_on: bool) -> Completion<'_> {
 /// the previous one out). Called in the transaction that accepted `c`.
 pub(crate) fn accepted(tx: &mut Transaction<'_>, id: i64, c: &Completion<'_>) -> Sql<()> {
     match &c.index {
-        Some(text) => put(tx, id, &c.result_path, &c.checksum, text),
+        Some(text) => {
+            let labels = match c.labels.as_deref() {
+                Some(labels) => labels.clone(),
+                None => indexed_labels_of(tx, id)?,
+            };
+            put(tx, id, (&c.result_path, &c.checksum), text, &labels)
+        }
         None => {
             tx.execute("DELETE FROM search_text WHERE job_id = $1", &[&id])?;
             Ok(())
@@ -48,14 +54,19 @@ pub(crate) fn accepted(tx: &mut Transaction<'_>, id: i64, c: &Completion<'_>) ->
     }
 }
 
-fn put(tx: &mut Transaction<'_>, id: i64, path: &str, checksum: &str, text: &str) -> Sql<()> {
+fn put(
+    tx: &mut Transaction<'_>,
+    id: i64,
+    (path, checksum): (&str, &str),
+    text: &str,
+    labels: &Labels,
+) -> Sql<()> {
     // PostgreSQL's text cannot hold NUL; the mirror's copy keeps them.
     let body = if text.contains('\0') {
         Cow::Owned(text.replace('\0', " "))
     } else {
         Cow::Borrowed(text)
     };
-    let labels = indexed_labels_of(tx, id)?;
     tx.execute(
         "INSERT INTO search_text (job_id, body, path, checksum, title, author) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (job_id) DO UPDATE
@@ -70,9 +81,11 @@ fn put(tx: &mut Transaction<'_>, id: i64, path: &str, checksum: &str, text: &str
 /// the accepting transaction has just written): see [`Labels::of`].
 fn indexed_labels_of(tx: &mut Transaction<'_>, id: i64) -> Sql<Labels> {
     let row = tx.query_opt("SELECT doc_key, title, author FROM jobs WHERE id = $1", &[&id])?;
-    let Some(row) = row else {
-        return Ok(Labels::default());
-    };
+    row.as_ref().map_or(Ok(Labels::default()), labels_of_row)
+}
+
+/// The labels of a row of `doc_key, title, author`.
+fn labels_of_row(row: &::postgres::Row) -> Sql<Labels> {
     let (key, title, author): (String, Option<String>, Option<String>) =
         (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
     Ok(Labels::of(&key, title.as_deref(), author.as_deref()))
@@ -99,11 +112,12 @@ pub(crate) fn put_if_accepted(tx: &mut Transaction<'_>, docs: &[IndexDoc<'_>]) -
     let mut n = 0;
     for d in docs {
         let current = tx.query_opt(
-            "SELECT 1 FROM jobs WHERE id = $1 AND result_path = $2 AND checksum = $3 FOR UPDATE",
+            "SELECT doc_key, title, author FROM jobs WHERE id = $1 AND result_path = $2 AND checksum = $3 FOR UPDATE",
             &[&d.id, &d.result_path, &d.checksum],
         )?;
-        if current.is_some() {
-            put(tx, d.id, d.result_path, d.checksum, d.text)?;
+        if let Some(row) = current {
+            let labels = labels_of_row(&row)?;
+            put(tx, d.id, (d.result_path, d.checksum), d.text, &labels)?;
             n += 1;
         }
     }

@@ -411,7 +411,7 @@ impl Described {
 }
 
 /// What the index's `title` and `author` columns hold for a document.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Labels {
     pub title: Option<String>,
     pub author: Option<String>,

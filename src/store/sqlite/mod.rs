@@ -308,15 +308,14 @@ impl Engine for Sqlite {
         &self,
         owner: &Owner,
         result: (&str, &str),
-        (title, author): (Option<&str>, Option<&str>),
+        labels: &crate::store::search::Labels,
         parts: &[&str],
     ) -> Result<Fenced> {
         let policy = &self.policy;
         self.write_tx(|tx, now| {
             let renewed = write::renew(tx, now, policy, owner)?;
             if renewed.is_accepted() {
-                let labels = search_index::labels_of_version(tx, owner.id.0, title, author)?;
-                search_index::put_parts(tx, owner.id.0, &owner.token, result, &labels, parts)?;
+                search_index::put_parts(tx, owner.id.0, &owner.token, result, labels, parts)?;
             }
             Ok(renewed)
         })

@@ -44,6 +44,8 @@ pub(crate) struct Accepted<'a> {
     pub(crate) result: (&'a str, &'a str),
     pub(crate) text: Option<&'a str>,
     pub(crate) parts_tag: Option<&'a str>,
+    /// Its title and author for the index; None: read from its row.
+    pub(crate) labels: Option<&'a Labels>,
 }
 
 /// Make `doc`'s text the document's text in the index, replacing what it
@@ -74,7 +76,14 @@ pub(crate) fn accept_all(tx: &Connection, docs: &[Accepted<'_>]) -> rusqlite::Re
     for d in &docs {
         deleted += delete_first_part(tx, d.id)?;
         if let Some(body) = d.text {
-            let labels = indexed_labels_of(tx, d.id)?;
+            let read;
+            let labels = match d.labels {
+                Some(labels) => labels,
+                None => {
+                    read = indexed_labels_of(tx, d.id)?;
+                    &read
+                }
+            };
             insert_rows(
                 tx,
                 &[Row {
@@ -116,20 +125,6 @@ fn insert_rows(tx: &Connection, rows: &[Row<'_>]) -> rusqlite::Result<()> {
 pub(crate) fn indexed_labels_of(tx: &Connection, id: i64) -> rusqlite::Result<Labels> {
     Ok(match described(tx, id)? {
         Some(d) => Labels::of(&d.key, d.title.as_deref(), d.author.as_deref()),
-        None => Labels::default(),
-    })
-}
-
-/// The title and author the parts of a version not yet accepted are
-/// indexed with: its own, the title else the document's file name.
-pub(crate) fn labels_of_version(
-    tx: &Connection,
-    id: i64,
-    title: Option<&str>,
-    author: Option<&str>,
-) -> rusqlite::Result<Labels> {
-    Ok(match described(tx, id)? {
-        Some(d) => Labels::of(&d.key, title, author),
         None => Labels::default(),
     })
 }
@@ -404,34 +399,43 @@ fn has_metadata_columns(c: &Connection) -> rusqlite::Result<bool> {
 /// newer one itself): its first part, and the further parts staged under its
 /// checksum ([`put_parts`]) made live. Returns how many went in.
 pub(crate) fn put_if_accepted(tx: &Connection, docs: &[IndexDoc<'_>]) -> rusqlite::Result<usize> {
-    let mut current_docs = Vec::new();
+    let mut current = Vec::new();
     for d in docs {
-        if is_accepted(tx, d.id, (d.result_path, d.checksum))? {
-            current_docs.push(Accepted {
-                id: d.id,
-                result: (d.result_path, d.checksum),
-                text: Some(d.text),
-                parts_tag: Some(d.checksum),
-            });
-        } else {
-            retire_staged(tx, d.id, d.checksum)?;
+        match accepted_labels(tx, d.id, (d.result_path, d.checksum))? {
+            Some(labels) => current.push((d, labels)),
+            None => retire_staged(tx, d.id, d.checksum)?,
         }
     }
+    let current_docs: Vec<Accepted<'_>> = current
+        .iter()
+        .map(|(d, labels)| Accepted {
+            id: d.id,
+            result: (d.result_path, d.checksum),
+            text: Some(d.text),
+            parts_tag: Some(d.checksum),
+            labels: Some(labels),
+        })
+        .collect();
     accept_all(tx, &current_docs)?;
     Ok(current_docs.len())
 }
 
-/// Whether document `id`'s accepted result is `result` (path, checksum).
-pub(crate) fn is_accepted(
+/// The index's labels of document `id` when its accepted result is
+/// `result` (path, checksum); None when it is not.
+fn accepted_labels(
     tx: &Connection,
     id: i64,
     (path, checksum): (&str, &str),
-) -> rusqlite::Result<bool> {
-    Ok(tx
-        .prepare_cached("SELECT 1 FROM jobs WHERE id = ?1 AND result_path = ?2 AND checksum = ?3")?
-        .query_row(params![id, path, checksum], |r| r.get::<_, i64>(0))
-        .optional()?
-        .is_some())
+) -> rusqlite::Result<Option<Labels>> {
+    tx.prepare_cached(
+        "SELECT doc_key, title, author FROM jobs WHERE id = ?1 AND result_path = ?2 AND checksum = ?3",
+    )?
+    .query_row(params![id, path, checksum], |r| {
+        let (key, title, author): (String, Option<String>, Option<String>) =
+            (r.get(0)?, r.get(1)?, r.get(2)?);
+        Ok(Labels::of(&key, title.as_deref(), author.as_deref()))
+    })
+    .optional()
 }
 
 /// Retire the parts of document `id` staged under `tag`: a version that

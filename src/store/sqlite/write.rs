@@ -649,6 +649,7 @@ fn search_text<'a>(
         result: (&c.result_path, &c.checksum),
         text: c.index.as_deref().filter(|_| policy.search_index),
         parts_tag: Some(o.token.as_str()),
+        labels: c.labels.as_deref(),
     }
 }
 
