@@ -43,6 +43,10 @@ pub struct DirSource {
     root_dir: Option<std::sync::Arc<std::fs::File>>,
     include_hidden: bool,
     excluded: Excluded,
+    /// What every key of this folder starts with: nothing when keys are
+    /// paths relative to the root, the root's full path when the folder is
+    /// one of several a store indexes ([`DirSource::keyed_by_full_path`]).
+    key_prefix: String,
 }
 
 /// leasehold's own files, never taken as documents when they lie inside the
@@ -121,7 +125,65 @@ impl DirSource {
             root: canonical,
             include_hidden: false,
             excluded: Excluded::default(),
+            key_prefix: String::new(),
         })
+    }
+
+    /// Key this folder's documents by their full path (the root's, then the
+    /// path below it as [`key_for`] writes it) instead of the path relative
+    /// to the root, so that it can share a store with other folders: one
+    /// folder keyed relative and any number keyed by full path never make
+    /// the same key, since a relative key never starts with a separator
+    /// ([`is_full_path_key`]) and two full-path roots that are not nested
+    /// never prefix each other's keys. A root whose path is not UTF-8 has no
+    /// such key.
+    pub fn keyed_by_full_path(mut self) -> std::result::Result<DirSource, SourceError> {
+        let Some(root) = self.root.to_str() else {
+            return Err(SourceError::Scan {
+                path: self.root.clone(),
+                reason: "its path is not UTF-8, so it cannot be one of several folders".into(),
+            });
+        };
+        let mut prefix = root.to_owned();
+        if !prefix.ends_with(std::path::MAIN_SEPARATOR) {
+            prefix.push(std::path::MAIN_SEPARATOR);
+        }
+        self.key_prefix = prefix;
+        Ok(self)
+    }
+
+    /// What every key of this folder starts with (empty when keys are
+    /// relative to the root).
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    /// Whether document `key` would be this folder's: a relative key for a
+    /// folder keyed relative, a key under its root for one keyed by full
+    /// path. Says nothing of whether the file exists.
+    pub fn owns(&self, key: &str) -> bool {
+        match self.key_prefix.as_str() {
+            "" => !is_full_path_key(key),
+            prefix => key.starts_with(prefix),
+        }
+    }
+
+    /// The key of the file at `rel` below the root.
+    fn key_of(&self, rel: &Path) -> String {
+        let key = key_for(rel);
+        match self.key_prefix.as_str() {
+            "" => key,
+            prefix => format!("{prefix}{key}"),
+        }
+    }
+
+    /// `key` without this folder's prefix (as [`key_for`] made it), or
+    /// `None` when it is not this folder's.
+    fn below_root<'k>(&self, key: &'k str) -> Option<&'k str> {
+        match self.key_prefix.as_str() {
+            "" => (!is_full_path_key(key)).then_some(key),
+            prefix => key.strip_prefix(prefix),
+        }
     }
 
     /// Never take the directory `dir` (the data directory, the mirror) nor
@@ -169,7 +231,7 @@ impl DirSource {
     /// files need no second pass. Works in batches, so memory does not grow
     /// with the size of the tree (only with the number of vanished files).
     pub fn discover(&self, store: &Store, max_bytes: u64) -> Result<Discovered> {
-        let mut scan = ScanState::new(store);
+        let mut scan = ScanState::new(store, self);
         let mut report = Discovered::default();
         let mut batch = Vec::with_capacity(SCAN_BATCH);
         let mut skipped = Vec::new();
@@ -310,7 +372,7 @@ impl DirSource {
         }
         let rel = entry.path().strip_prefix(&self.root).ok()?;
         Some(Entry {
-            key: key_for(rel),
+            key: self.key_of(rel),
             path: entry.path().to_path_buf(),
             link,
         })
@@ -409,10 +471,12 @@ impl DirSource {
 
     /// The file behind `key`, refusing keys that would leave the root.
     fn path_of(&self, key: &str) -> std::result::Result<PathBuf, SourceError> {
-        let rel = relative_path_of(key).map_err(|reason| SourceError::BadKey {
+        let bad = |reason| SourceError::BadKey {
             key: key.to_owned(),
             reason,
-        })?;
+        };
+        let below = self.below_root(key).ok_or_else(|| bad("not a key of this folder"))?;
+        let rel = relative_path_of(below).map_err(bad)?;
         Ok(self.root.join(rel))
     }
 }
@@ -630,6 +694,14 @@ pub fn relative_path_of(key: &str) -> std::result::Result<PathBuf, &'static str>
         return Err("not a plain relative path");
     }
     Ok(rel)
+}
+
+/// Whether `key` is a full-path key ([`DirSource::keyed_by_full_path`]): it
+/// starts with a separator, which a key relative to a root never does (a
+/// root's full path starts with `/` on Unix and `\\?\` once Windows has
+/// made it canonical).
+pub fn is_full_path_key(key: &str) -> bool {
+    key.starts_with(['/', '\\'])
 }
 
 /// The document key of a path relative to the root: '/'-joined UTF-8, or the raw

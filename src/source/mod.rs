@@ -4,8 +4,10 @@
 //! `upstream` (feature `http`).
 
 mod dir;
+mod folders;
 
-pub use dir::{key_for, relative_path_of, DirSource, Discovered};
+pub use dir::{is_full_path_key, key_for, relative_path_of, DirSource, Discovered};
+pub use folders::Folders;
 
 use std::path::PathBuf;
 

@@ -86,7 +86,7 @@ impl DirSource {
         self.record_batch(store, &mut batch, by_key(store), max_bytes, &mut report)?;
         report.skipped = skipped;
         if !removed.is_empty() {
-            let (keys, prefixes) = removed_keys(&removed);
+            let (keys, prefixes) = removed_keys(&removed, self.key_prefix());
             report.gone = store.mark_gone(&keys, &prefixes)?;
         }
         Ok(report)
@@ -97,18 +97,19 @@ impl DirSource {
 /// (they may have been directories). A file under a directory is keyed
 /// `dir/name`, or `hex:` and the bytes of `dir/name` in hex when the whole
 /// path is not UTF-8 (`key_for`), so both spellings of `dir/` are prefixes.
-fn removed_keys(removed: &[PathBuf]) -> (Vec<String>, Vec<String>) {
+/// Each is written after `folder`, the folder's own key prefix.
+fn removed_keys(removed: &[PathBuf], folder: &str) -> (Vec<String>, Vec<String>) {
     let mut keys = Vec::with_capacity(removed.len());
     let mut prefixes = Vec::with_capacity(2 * removed.len());
     for rel in removed {
         let key = key_for(rel);
         if !key.starts_with(HEX_KEY) {
-            prefixes.push(format!("{key}/"));
+            prefixes.push(format!("{folder}{key}/"));
         }
         let mut bytes = rel.as_os_str().as_encoded_bytes().to_vec();
         bytes.push(b'/');
-        prefixes.push(format!("{HEX_KEY}{}", hex::encode(bytes)));
-        keys.push(key);
+        prefixes.push(format!("{folder}{HEX_KEY}{}", hex::encode(bytes)));
+        keys.push(format!("{folder}{key}"));
     }
     (keys, prefixes)
 }

@@ -8,16 +8,21 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::HEX_KEY;
+use super::{DirSource, HEX_KEY};
 use crate::error::Result;
 use crate::store::{KnownSource, Store, Vanished};
 
 /// Rows read from the store per query.
 const PAGE: usize = 1000;
 
-/// The store's present documents in key order, read a page ahead.
+/// The store's present documents of one folder in key order, read a page
+/// ahead. A store may index several folders: one keyed relative to its root
+/// and others by full path (`DirSource::keyed_by_full_path`); a folder's
+/// keys are one range for a full-path folder, and all but the full-path
+/// ones for the relative folder, so the others' rows are passed over.
 pub(super) struct KnownCursor<'s> {
     store: &'s Store,
+    source: &'s DirSource,
     ahead: VecDeque<(String, KnownSource)>,
     /// The last key read from the store (the next page starts after it).
     read_to: Option<String>,
@@ -26,11 +31,14 @@ pub(super) struct KnownCursor<'s> {
 }
 
 impl<'s> KnownCursor<'s> {
-    pub(super) fn new(store: &'s Store) -> Self {
+    pub(super) fn new(store: &'s Store, source: &'s DirSource) -> Self {
+        let prefix = source.key_prefix();
         KnownCursor {
             store,
+            source,
             ahead: VecDeque::new(),
-            read_to: None,
+            // Every key of a full-path folder sorts after its prefix.
+            read_to: (!prefix.is_empty()).then(|| prefix.to_owned()),
             exhausted: false,
         }
     }
@@ -62,12 +70,16 @@ impl<'s> KnownCursor<'s> {
             return Ok(false);
         }
         let page = self.store.sources_after(self.read_to.as_deref(), PAGE)?;
-        self.exhausted = page.len() < PAGE;
+        let prefix = self.source.key_prefix();
+        // A folder's keys are contiguous: past its prefix, nothing is its.
+        let past = !prefix.is_empty() && page.last().is_some_and(|(k, _)| !k.starts_with(prefix));
+        self.exhausted = page.len() < PAGE || past;
         if let Some((last, _)) = page.last() {
             self.read_to = Some(last.clone());
         }
         let got = !page.is_empty();
-        self.ahead.extend(page);
+        let source = self.source;
+        self.ahead.extend(page.into_iter().filter(|(k, _)| source.owns(k)));
         Ok(got)
     }
 }
@@ -92,9 +104,9 @@ pub(super) struct ScanState<'s> {
 }
 
 impl<'s> ScanState<'s> {
-    pub(super) fn new(store: &'s Store) -> Self {
+    pub(super) fn new(store: &'s Store, source: &'s DirSource) -> Self {
         ScanState {
-            cursor: KnownCursor::new(store),
+            cursor: KnownCursor::new(store, source),
             through: None,
             passed: Vec::new(),
             hex_known: Vec::new(),
@@ -108,9 +120,11 @@ impl<'s> ScanState<'s> {
     /// are looked up one by one. Known rows the walk passed are noted.
     pub(super) fn known_for(&mut self, keys: &[&str], last: bool) -> Result<KnownInRange> {
         let after = self.through.as_deref();
+        let source = self.cursor.source;
+        let hex = |key: &str| source.below_root(key).is_some_and(|k| k.starts_with(HEX_KEY));
         let (ordered, apart): (Vec<&str>, Vec<&str>) = keys
             .iter()
-            .partition(|k| !k.starts_with(HEX_KEY) && after.is_none_or(|t| **k > t));
+            .partition(|k| !hex(k) && after.is_none_or(|t| **k > t));
         let through = if last {
             None
         } else {
@@ -125,7 +139,7 @@ impl<'s> ScanState<'s> {
         self.cursor.take_through(through.as_deref(), |key, known| {
             if wanted.contains(key.as_str()) {
                 out.insert(key, known);
-            } else if key.starts_with(HEX_KEY) {
+            } else if hex(&key) {
                 hex_known.push(Vanished {
                     key,
                     stat: known.stat,

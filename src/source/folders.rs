@@ -1,0 +1,126 @@
+//! Several folders as one source: a store may index a person's documents
+//! and notes together. Each folder keys its documents so that no two make
+//! the same key (at most one keyed relative to its root, the others by full
+//! path: [`DirSource::keyed_by_full_path`]), and a document is read from the
+//! folder its key belongs to.
+
+use super::{DirSource, Source, SourceError};
+
+/// The folders of one store, each a [`DirSource`].
+#[derive(Debug, Clone, Default)]
+pub struct Folders {
+    folders: Vec<DirSource>,
+}
+
+impl Folders {
+    /// The folders `folders`; the caller keeps their keys apart (one keyed
+    /// relative at most, none nested in another).
+    pub fn new(folders: Vec<DirSource>) -> Folders {
+        Folders { folders }
+    }
+
+    /// The folders, in the order given.
+    pub fn iter(&self) -> impl Iterator<Item = &DirSource> {
+        self.folders.iter()
+    }
+
+    /// Whether there is no folder.
+    pub fn is_empty(&self) -> bool {
+        self.folders.is_empty()
+    }
+
+    /// The folder document `key` belongs to, if any.
+    pub fn owner_of(&self, key: &str) -> Option<&DirSource> {
+        self.folders.iter().find(|f| f.owns(key))
+    }
+}
+
+impl Source for Folders {
+    fn fetch(&self, key: &str, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
+        match self.owner_of(key) {
+            Some(folder) => folder.fetch(key, max_bytes),
+            None => Err(SourceError::BadKey {
+                key: key.to_owned(),
+                reason: "no folder of this data directory holds it",
+            }),
+        }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use crate::job::Status;
+    use crate::store::Store;
+    use std::path::Path;
+
+    fn write(root: &Path, rel: &str) {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, rel).unwrap();
+    }
+
+    fn status(store: &Store, key: &str) -> Option<Status> {
+        store.job_by_key(key).unwrap().map(|j| j.status)
+    }
+
+    /// Two folders in one store, one keyed relative and one by full path:
+    /// each scan reads and judges only its own documents (the full-path keys
+    /// sort among the relative ones: `-dash.txt` < `/…` < `a.txt`), a file
+    /// removed from one folder is gone there only, and each document is read
+    /// from its own folder.
+    #[test]
+    fn two_folders_share_a_store_and_never_judge_each_others_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        let (docs, notes) = (dir.path().join("docs"), dir.path().join("notes"));
+        for rel in ["-dash.txt", "a.txt", "sub/b.txt", "zz.txt"] {
+            write(&docs, rel);
+        }
+        for rel in ["n.txt", "sub/b.txt"] {
+            write(&notes, rel);
+        }
+        let store = Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap();
+        let first = DirSource::open(&docs).unwrap();
+        let second = DirSource::open(&notes).unwrap().keyed_by_full_path().unwrap();
+        let prefix = second.key_prefix().to_owned();
+        assert!(prefix.starts_with('/') && prefix.ends_with('/'), "{prefix}");
+        assert_eq!(first.discover(&store, 1 << 20).unwrap().new, 4);
+        assert_eq!(second.discover(&store, 1 << 20).unwrap().new, 2);
+        for _ in 0..2 {
+            let again = first.discover(&store, 1 << 20).unwrap();
+            assert_eq!((again.unchanged, again.new, again.gone), (4, 0, 0), "{again:?}");
+            let again = second.discover(&store, 1 << 20).unwrap();
+            assert_eq!((again.unchanged, again.new, again.gone), (2, 0, 0), "{again:?}");
+        }
+
+        std::fs::remove_file(notes.join("n.txt")).unwrap();
+        assert_eq!(first.discover(&store, 1 << 20).unwrap().gone, 0);
+        assert_eq!(second.discover(&store, 1 << 20).unwrap().gone, 1);
+        assert_eq!(status(&store, &format!("{prefix}n.txt")), Some(Status::Dead));
+        assert_eq!(status(&store, "a.txt"), Some(Status::Discovered));
+
+        // A removed directory, as a watcher names it: only that folder's.
+        std::fs::remove_dir_all(notes.join("sub")).unwrap();
+        let second_notes = second.root().join("sub");
+        let found = second.discover_paths(&store, &[second_notes], 1 << 20).unwrap();
+        assert_eq!(found.gone, 1, "{found:?}");
+        assert_eq!(status(&store, "sub/b.txt"), Some(Status::Discovered));
+
+        write(&notes, "again.txt");
+        let folders = Folders::new(vec![first.clone(), second.clone()]);
+        assert_eq!(folders.fetch("sub/b.txt", 100).unwrap(), b"sub/b.txt");
+        assert_eq!(folders.fetch(&format!("{prefix}again.txt"), 100).unwrap(), b"again.txt");
+        assert!(matches!(
+            second.fetch("a.txt", 100),
+            Err(SourceError::BadKey { .. })
+        ));
+        assert!(matches!(
+            first.fetch(&format!("{prefix}again.txt"), 100),
+            Err(SourceError::BadKey { .. })
+        ));
+        assert!(matches!(
+            folders.fetch("/elsewhere/x.txt", 100),
+            Err(SourceError::BadKey { .. })
+        ));
+    }
+}
