@@ -138,17 +138,10 @@ impl DirSource {
     /// never prefix each other's keys. A root whose path is not UTF-8 has no
     /// such key.
     pub fn keyed_by_full_path(mut self) -> std::result::Result<DirSource, SourceError> {
-        let Some(root) = self.root.to_str() else {
-            return Err(SourceError::Scan {
-                path: self.root.clone(),
-                reason: "its path is not UTF-8, so it cannot be one of several folders".into(),
-            });
-        };
-        let mut prefix = root.to_owned();
-        if !prefix.ends_with(std::path::MAIN_SEPARATOR) {
-            prefix.push(std::path::MAIN_SEPARATOR);
-        }
-        self.key_prefix = prefix;
+        self.key_prefix = full_path_prefix(&self.root).ok_or_else(|| SourceError::Scan {
+            path: self.root.clone(),
+            reason: "its path is not UTF-8, so it cannot be one of several folders".into(),
+        })?;
         Ok(self)
     }
 
@@ -162,10 +155,7 @@ impl DirSource {
     /// folder keyed relative, a key under its root for one keyed by full
     /// path. Says nothing of whether the file exists.
     pub fn owns(&self, key: &str) -> bool {
-        match self.key_prefix.as_str() {
-            "" => !is_full_path_key(key),
-            prefix => key.starts_with(prefix),
-        }
+        owns_key(&self.key_prefix, key)
     }
 
     /// The key of the file at `rel` below the root.
@@ -475,7 +465,9 @@ impl DirSource {
             key: key.to_owned(),
             reason,
         };
-        let below = self.below_root(key).ok_or_else(|| bad("not a key of this folder"))?;
+        let below = self
+            .below_root(key)
+            .ok_or_else(|| bad("not a key of this folder"))?;
         let rel = relative_path_of(below).map_err(bad)?;
         Ok(self.root.join(rel))
     }
@@ -702,6 +694,47 @@ pub fn relative_path_of(key: &str) -> std::result::Result<PathBuf, &'static str>
 /// made it canonical).
 pub fn is_full_path_key(key: &str) -> bool {
     key.starts_with(['/', '\\'])
+}
+
+/// What every key of the folder at `root` (canonical) starts with when it is
+/// keyed by full path: the root and a separator. `None` when the path is not
+/// UTF-8.
+pub fn full_path_prefix(root: &Path) -> Option<String> {
+    let mut prefix = root.to_str()?.to_owned();
+    if !prefix.ends_with(std::path::MAIN_SEPARATOR) {
+        prefix.push(std::path::MAIN_SEPARATOR);
+    }
+    Some(prefix)
+}
+
+/// Whether `key` belongs to the folder whose keys start with `prefix`
+/// (empty: the folder keyed relative, which holds every key but the
+/// full-path ones).
+fn owns_key(prefix: &str, key: &str) -> bool {
+    match prefix {
+        "" => !is_full_path_key(key),
+        prefix => key.starts_with(prefix),
+    }
+}
+
+/// Mark every present document of the folder whose keys start with
+/// `prefix` ([`DirSource::key_prefix`]) gone, as a scan that found the
+/// folder empty would: the folder is no longer indexed. The folder itself
+/// need not exist any more. Returns how many.
+pub fn mark_folder_gone(store: &Store, prefix: &str) -> Result<usize> {
+    let mut cursor = known::KnownCursor::new(store, prefix);
+    let mut vanished = Vec::new();
+    cursor.take_through(None, |key, known| {
+        vanished.push(crate::store::Vanished {
+            key,
+            stat: known.stat,
+        })
+    })?;
+    let mut gone = 0;
+    for chunk in vanished.chunks(SCAN_BATCH) {
+        gone += store.mark_vanished(chunk)?;
+    }
+    Ok(gone)
 }
 
 /// The document key of a path relative to the root: '/'-joined UTF-8, or the raw

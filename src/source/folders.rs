@@ -109,7 +109,10 @@ mod tests {
         write(&notes, "again.txt");
         let folders = Folders::new(vec![first.clone(), second.clone()]);
         assert_eq!(folders.fetch("sub/b.txt", 100).unwrap(), b"sub/b.txt");
-        assert_eq!(folders.fetch(&format!("{prefix}again.txt"), 100).unwrap(), b"again.txt");
+        assert_eq!(
+            folders.fetch(&format!("{prefix}again.txt"), 100).unwrap(),
+            b"again.txt"
+        );
         assert!(matches!(
             second.fetch("a.txt", 100),
             Err(SourceError::BadKey { .. })
@@ -122,5 +125,13 @@ mod tests {
             folders.fetch("/elsewhere/x.txt", 100),
             Err(SourceError::BadKey { .. })
         ));
+
+        // A folder taken out of the store: its documents only are gone.
+        assert_eq!(second.discover(&store, 1 << 20).unwrap().new, 1);
+        assert_eq!(super::super::mark_folder_gone(&store, &prefix).unwrap(), 1);
+        assert_eq!(status(&store, &format!("{prefix}again.txt")), Some(Status::Dead));
+        assert_eq!(status(&store, "a.txt"), Some(Status::Discovered));
+        assert_eq!(super::super::mark_folder_gone(&store, "").unwrap(), 4);
+        assert_eq!(store.counts().unwrap().discovered, 0);
     }
 }

@@ -6,7 +6,9 @@
 mod dir;
 mod folders;
 
-pub use dir::{is_full_path_key, key_for, relative_path_of, DirSource, Discovered};
+pub use dir::{
+    full_path_prefix, is_full_path_key, key_for, mark_folder_gone, relative_path_of, DirSource, Discovered,
+};
 pub use folders::Folders;
 
 use std::path::PathBuf;

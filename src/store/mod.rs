@@ -494,6 +494,22 @@ impl Store {
         self.engine().meta_set_once_among(name, value, rivals)
     }
 
+    /// Read the settings `names`, let `edit` change them in place (`None`
+    /// removes one) and say what it decided, and write what changed, in one
+    /// transaction: several settings decided together, as a data directory's
+    /// folders are, even when two processes change them at once. `edit` may
+    /// be called again if the transaction has to be retried.
+    pub fn edit_meta<T>(
+        &self,
+        names: &[&str],
+        mut edit: impl FnMut(&mut [Option<String>]) -> T,
+    ) -> Result<T> {
+        let mut decided = None;
+        self.engine()
+            .edit_meta(names, &mut |values| decided = Some(edit(values)))?;
+        Ok(decided.expect("edit_meta ran the edit"))
+    }
+
     fn notify_if_queued(&self, out: &[Enqueued]) {
         if out.iter().any(|e| e.queued()) {
             self.notify_work();

@@ -133,6 +133,8 @@ pub(crate) trait QueueRows: Rows {
     fn meta_insert(&mut self, name: &str, value: &str) -> Result<(), Self::Error>;
     /// Set `name` to `value`, replacing any value it had.
     fn meta_put(&mut self, name: &str, value: &str) -> Result<(), Self::Error>;
+    /// Remove setting `name`, if it is set.
+    fn meta_remove(&mut self, name: &str) -> Result<(), Self::Error>;
     /// Make "set once among rivals" one decision at a time, where the engine
     /// lets two write transactions run together.
     fn lock_meta(&mut self) -> Result<(), Self::Error>;
@@ -344,6 +346,31 @@ pub(crate) fn meta_set_once_among<R: QueueRows + ?Sized>(
     rows.meta_insert(name, value)?;
     let held = rows.meta(name)?.unwrap_or_else(|| value.to_owned());
     Ok((name.to_owned(), held))
+}
+
+/// Read the settings `names`, let `edit` change them, and write back the
+/// ones it changed (`None` removes one): a decision over several settings
+/// made one at a time, as [`meta_set_once_among`]'s.
+pub(crate) fn edit_meta<R: QueueRows + ?Sized>(
+    rows: &mut R,
+    names: &[&str],
+    edit: &mut dyn FnMut(&mut [Option<String>]),
+) -> Result<(), R::Error> {
+    rows.lock_meta()?;
+    let mut before = Vec::with_capacity(names.len());
+    for name in names {
+        before.push(rows.meta(name)?);
+    }
+    let mut after = before.clone();
+    edit(&mut after);
+    for ((name, old), new) in names.iter().zip(&before).zip(&after) {
+        match new {
+            _ if new == old => {}
+            Some(value) => rows.meta_put(name, value)?,
+            None => rows.meta_remove(name)?,
+        }
+    }
+    Ok(())
 }
 
 /// Set `name` to `value`, replacing any value it had.

@@ -92,6 +92,10 @@ pub(crate) trait Rules {
     /// setting in force.
     fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)>;
 
+    /// Read the settings `names`, let `edit` change them, and write what it
+    /// changed (`None` removes a setting), in one transaction.
+    fn edit_meta(&self, names: &[&str], edit: &mut dyn FnMut(&mut [Option<String>])) -> Result<()>;
+
     fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission>;
 
     fn report(
@@ -204,6 +208,10 @@ impl<D: Driver> Rules for D {
 
     fn meta_set_once_among(&self, name: &str, value: &str, rivals: &[&str]) -> Result<(String, String)> {
         self.write(|tx, _| queue::meta_set_once_among(tx, name, value, rivals))
+    }
+
+    fn edit_meta(&self, names: &[&str], edit: &mut dyn FnMut(&mut [Option<String>])) -> Result<()> {
+        self.write(|tx, _| queue::edit_meta(tx, names, &mut *edit))
     }
 
     fn admit(&self, account: &str, holder: &str, policy: &GatePolicy) -> Result<Admission> {

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::{DirSource, HEX_KEY};
+use super::{owns_key, DirSource, HEX_KEY};
 use crate::error::Result;
 use crate::store::{KnownSource, Store, Vanished};
 
@@ -22,7 +22,8 @@ const PAGE: usize = 1000;
 /// ones for the relative folder, so the others' rows are passed over.
 pub(super) struct KnownCursor<'s> {
     store: &'s Store,
-    source: &'s DirSource,
+    /// The folder's key prefix (`DirSource::key_prefix`).
+    prefix: &'s str,
     ahead: VecDeque<(String, KnownSource)>,
     /// The last key read from the store (the next page starts after it).
     read_to: Option<String>,
@@ -31,11 +32,10 @@ pub(super) struct KnownCursor<'s> {
 }
 
 impl<'s> KnownCursor<'s> {
-    pub(super) fn new(store: &'s Store, source: &'s DirSource) -> Self {
-        let prefix = source.key_prefix();
+    pub(super) fn new(store: &'s Store, prefix: &'s str) -> Self {
         KnownCursor {
             store,
-            source,
+            prefix,
             ahead: VecDeque::new(),
             // Every key of a full-path folder sorts after its prefix.
             read_to: (!prefix.is_empty()).then(|| prefix.to_owned()),
@@ -70,7 +70,7 @@ impl<'s> KnownCursor<'s> {
             return Ok(false);
         }
         let page = self.store.sources_after(self.read_to.as_deref(), PAGE)?;
-        let prefix = self.source.key_prefix();
+        let prefix = self.prefix;
         // A folder's keys are contiguous: past its prefix, nothing is its.
         let past = !prefix.is_empty() && page.last().is_some_and(|(k, _)| !k.starts_with(prefix));
         self.exhausted = page.len() < PAGE || past;
@@ -78,8 +78,8 @@ impl<'s> KnownCursor<'s> {
             self.read_to = Some(last.clone());
         }
         let got = !page.is_empty();
-        let source = self.source;
-        self.ahead.extend(page.into_iter().filter(|(k, _)| source.owns(k)));
+        self.ahead
+            .extend(page.into_iter().filter(|(k, _)| owns_key(prefix, k)));
         Ok(got)
     }
 }
@@ -90,6 +90,7 @@ pub(super) type KnownInRange = HashMap<String, KnownSource>;
 /// What a scan has learnt so far, beside its walk: where the store's range
 /// stands and which known documents the walk passed without finding.
 pub(super) struct ScanState<'s> {
+    source: &'s DirSource,
     cursor: KnownCursor<'s>,
     /// The last key of the ranges read so far.
     through: Option<String>,
@@ -106,7 +107,8 @@ pub(super) struct ScanState<'s> {
 impl<'s> ScanState<'s> {
     pub(super) fn new(store: &'s Store, source: &'s DirSource) -> Self {
         ScanState {
-            cursor: KnownCursor::new(store, source),
+            source,
+            cursor: KnownCursor::new(store, source.key_prefix()),
             through: None,
             passed: Vec::new(),
             hex_known: Vec::new(),
@@ -120,7 +122,7 @@ impl<'s> ScanState<'s> {
     /// are looked up one by one. Known rows the walk passed are noted.
     pub(super) fn known_for(&mut self, keys: &[&str], last: bool) -> Result<KnownInRange> {
         let after = self.through.as_deref();
-        let source = self.cursor.source;
+        let source = self.source;
         let hex = |key: &str| source.below_root(key).is_some_and(|k| k.starts_with(HEX_KEY));
         let (ordered, apart): (Vec<&str>, Vec<&str>) = keys
             .iter()

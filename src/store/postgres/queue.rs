@@ -207,6 +207,11 @@ impl QueueRows for Tx<'_> {
         meta_set(self, name, value)
     }
 
+    fn meta_remove(&mut self, name: &str) -> Sql<()> {
+        self.execute("DELETE FROM meta WHERE name = $1", &[&name])?;
+        Ok(())
+    }
+
     fn lock_meta(&mut self) -> Sql<()> {
         self.execute("SELECT pg_advisory_xact_lock($1)", &[&META_LOCK])?;
         Ok(())

@@ -220,6 +220,11 @@ impl QueueRows for Rows<'_> {
         meta::meta_set(self.0, name, value)
     }
 
+    fn meta_remove(&mut self, name: &str) -> rusqlite::Result<()> {
+        self.0.execute("DELETE FROM meta WHERE name = ?1", [name])?;
+        Ok(())
+    }
+
     /// One writer holds the file: the decision is one at a time already.
     fn lock_meta(&mut self) -> rusqlite::Result<()> {
         Ok(())
