@@ -106,6 +106,19 @@ pub struct Discovered {
     pub skipped: Vec<String>,
 }
 
+impl Discovered {
+    /// Add what another scan found (of another folder): the figures add
+    /// up, the skipped entries follow.
+    pub fn absorb(&mut self, other: Discovered) {
+        self.new += other.new;
+        self.changed += other.changed;
+        self.unchanged += other.unchanged;
+        self.pending += other.pending;
+        self.gone += other.gone;
+        self.skipped.extend(other.skipped);
+    }
+}
+
 impl DirSource {
     /// A source rooted at `root`, which must be a directory.
     pub fn open(root: impl AsRef<Path>) -> std::result::Result<DirSource, SourceError> {

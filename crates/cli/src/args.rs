@@ -6,7 +6,7 @@
 //! commands that work the queue (`run`, `work`, `sync`; `discover` takes
 //! `--max-input`), so `status --help` does not list them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum, ValueHint};
@@ -28,9 +28,16 @@ pub struct Cli {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct Global {
-    /// Data directory holding leasehold.db and mirror/.
-    #[arg(long, global = true, env = "LEASEHOLD_DATA", value_name = "DIR",
-          default_value = "leasehold-data", value_hint = ValueHint::DirPath)]
+    /// Data directory holding leasehold.db and mirror/ (default:
+    /// ./leasehold-data where it exists, else the user's data directory:
+    /// $XDG_DATA_HOME/leasehold on Linux, ~/Library/Application
+    /// Support/leasehold on macOS, %LOCALAPPDATA%\leasehold on Windows).
+    #[arg(id = "data", long = "data", global = true, env = "LEASEHOLD_DATA", value_name = "DIR",
+          value_hint = ValueHint::DirPath)]
+    pub data_given: Option<PathBuf>,
+    /// The data directory in force: `data_given`, else the default
+    /// ([`Global::settle_data`]).
+    #[arg(skip)]
     pub data: PathBuf,
     /// Database: a SQLite file, or a PostgreSQL database as
     /// postgres://USER[:PASSWORD]@HOST[:PORT]/NAME (default: [store] db in
@@ -69,6 +76,31 @@ pub struct Global {
         default_value = "text"
     )]
     pub log_format: LogFormat,
+}
+
+/// The data directory of a command line that names none, in the current
+/// directory: the one older releases made there keeps being used.
+pub const LOCAL_DATA_DIR: &str = "leasehold-data";
+
+impl Global {
+    /// Decide the data directory: `--data` or `LEASEHOLD_DATA` when given;
+    /// else `./leasehold-data` where it exists (a data directory made by an
+    /// older release, or on purpose beside a project); else the user's data
+    /// directory ([`dirs::data_local_dir`]: `$XDG_DATA_HOME` or
+    /// `~/.local/share` on Linux and the BSDs, `~/Library/Application
+    /// Support` on macOS, `%LOCALAPPDATA%` on Windows) and `leasehold`
+    /// below it, so that one index serves every folder wherever the command
+    /// runs; `./leasehold-data` again when the system names no such place.
+    pub fn settle_data(&mut self) {
+        self.data = match &self.data_given {
+            Some(given) => given.clone(),
+            None if Path::new(LOCAL_DATA_DIR).is_dir() => PathBuf::from(LOCAL_DATA_DIR),
+            None => match dirs::data_local_dir() {
+                Some(user) => user.join("leasehold"),
+                None => PathBuf::from(LOCAL_DATA_DIR),
+            },
+        };
+    }
 }
 
 /// The form of the log lines on stderr.
@@ -328,11 +360,13 @@ pub enum Sync {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Discover DIR, extract everything claimable, print a summary.
+    /// Discover the folders, extract everything claimable, print a summary.
     Run {
-        /// The source directory; keys are paths relative to it.
+        /// Folders to index: each not indexed yet is added to the data
+        /// directory (`leasehold folders` lists them); none given runs every
+        /// folder the data directory indexes.
         #[arg(value_name = "DIR", value_hint = ValueHint::DirPath)]
-        dir: PathBuf,
+        dirs: Vec<PathBuf>,
         /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
@@ -348,14 +382,15 @@ pub enum Command {
         #[command(flatten)]
         work: WorkFlags,
     },
-    /// Run DIR, then keep it current until SIGINT or SIGTERM: files created
-    /// or changed are extracted, removed ones marked gone. Without change
-    /// notifications (a network file system, inotify limits) it rescans on
-    /// a timer and says so.
+    /// Run the folders, then keep them current until SIGINT or SIGTERM:
+    /// files created or changed are extracted, removed ones marked gone.
+    /// Without change notifications (a network file system, inotify limits)
+    /// it rescans on a timer and says so.
     Watch {
-        /// The source directory; keys are paths relative to it.
+        /// Folders to watch, added as `run` adds them; none given watches
+        /// every folder the data directory indexes.
         #[arg(value_name = "DIR", value_hint = ValueHint::DirPath)]
-        dir: PathBuf,
+        dirs: Vec<PathBuf>,
         /// One JSON object per line on stdout: each pass of discovery
         /// (`"kind": "pass"`), a fallback to rescans (`"rescanning"`), a
         /// failed pass (`"failed"`), and the summary at the end (`"summary"`).
@@ -387,12 +422,13 @@ pub enum Command {
         #[command(flatten)]
         work: WorkFlags,
     },
-    /// Enqueue new and changed files of DIR and mark vanished ones; without
-    /// DIR, list the configured HTTP source (through the auth gate).
+    /// Enqueue new and changed files of the folders and mark vanished ones;
+    /// without DIR, list the configured HTTP source (through the auth gate),
+    /// else every folder the data directory indexes.
     Discover {
-        /// The source directory (default: the configured HTTP source).
+        /// Folders to scan, added as `run` adds them.
         #[arg(value_name = "DIR", value_hint = ValueHint::DirPath)]
-        dir: Option<PathBuf>,
+        dirs: Vec<PathBuf>,
         /// Fail instead of waiting when the source's account is locked.
         #[arg(long)]
         no_wait: bool,
@@ -421,6 +457,12 @@ pub enum Command {
         no_wait: bool,
         #[command(flatten)]
         work: WorkFlags,
+    },
+    /// The folders this data directory indexes: list them (the default),
+    /// add some, or take some out.
+    Folders {
+        #[command(subcommand)]
+        action: Option<FoldersAction>,
     },
     /// Counts by status and live leases.
     Status {
@@ -651,6 +693,33 @@ pub enum Command {
     },
 }
 
+/// `leasehold folders`'s subcommands.
+#[derive(Debug, Subcommand)]
+pub enum FoldersAction {
+    /// List the folders, with how many documents each holds.
+    List {
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add folders to index (`leasehold run` then indexes them); a folder
+    /// inside an indexed one, or holding one, is refused.
+    Add {
+        /// The folders to add.
+        #[arg(value_name = "DIR", required = true, value_hint = ValueHint::DirPath)]
+        dirs: Vec<PathBuf>,
+    },
+    /// Take folders out: they are no longer run or watched, and their
+    /// documents leave the index (`gc` then removes their results).
+    Remove {
+        /// The folders to take out (as `leasehold folders` lists them, or
+        /// any path to them; one that no longer exists too).
+        #[arg(value_name = "DIR", required = true, value_hint = ValueHint::DirPath)]
+        dirs: Vec<PathBuf>,
+    },
+}
+
+/// `leasehold auth`'s subcommands.
 #[derive(Debug, Subcommand)]
 pub enum AuthCommand {
     /// Per account: open/locked/probing, until when, epoch, last error, probes,

@@ -1,5 +1,5 @@
 //! From flags to built objects: the store is opened, the mirror checked, the
-//! source root pinned, before any work starts. Every failure here is a
+//! folders recorded and opened, before any work starts. Every failure here is a
 //! configuration error (exit 2) naming the thing.
 
 use std::collections::BTreeMap;
@@ -10,32 +10,29 @@ use std::time::Duration;
 use leasehold::config::{format_size, ExtractConfig, FileConfig};
 use leasehold::mirror::{Fencing, Mirror};
 use leasehold::pipeline::{Pipeline, PoolOptions};
-use leasehold::source::DirSource;
-use leasehold::source::Source;
+use leasehold::source::{DirSource, Folders, Source};
 use leasehold::store::{DbLocation, OutboxCap};
 use leasehold::upstream::HttpClient;
-use leasehold::upstream::{Gate, HttpSource, ListingReport, Sink};
+use leasehold::upstream::{Gate, HttpSource, Sink};
 use leasehold::{Store, StoreOptions, Synchronous};
 use leasehold_extract::{CommandExtractor, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
 
 use super::args::{Global, Sync, WorkFlags, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_INPUT};
+use super::folders::{self, Recorded, FOLDER_SETTINGS, SOURCE_URL};
 use super::CliError;
-
-/// The meta key holding the source directory this data directory indexes.
-/// A data directory records exactly one source: this or [`SOURCE_URL`].
-const SOURCE_ROOT: &str = "source_root";
-/// The meta key holding the HTTP source's base URL this data directory
-/// indexes (`sync`, `discover` without DIR). Keys of one source mean nothing
-/// to another: a local file under an HTTP document's key would replace its
-/// text in the sink, and the HTTP documents would go dead.
-const SOURCE_URL: &str = "source_url";
 
 /// Everything a command needs, opened and validated.
 pub struct Config {
     pub store: Store,
     pub mirror: Mirror,
-    /// The directory documents are read from (pinned in the database).
-    pub source: Option<DirSource>,
+    /// Every recorded folder that could be opened: documents are read from
+    /// the one their key belongs to.
+    pub folders: Folders,
+    /// The folders this command scans (`run`, `discover`, `watch`): the ones
+    /// named on its command line, or every recorded one when none is.
+    pub scanned: Vec<DirSource>,
+    /// Where the data directory's documents come from, as it records it.
+    pub recorded: Recorded,
     pub workers: usize,
     /// Most documents a worker claims at once ([`PoolOptions::claim_ahead`]).
     pub claim_ahead: usize,
@@ -137,20 +134,26 @@ impl Config {
         &self.data_name
     }
 
-    /// The source this data directory indexes, as `status` shows it: the
-    /// directory's root, or the recorded HTTP base URL.
-    pub fn recorded_source(&self) -> Result<Option<String>, CliError> {
-        if let Some(dir) = &self.source {
-            return Ok(Some(dir.root().display().to_string()));
-        }
-        Ok(self.store.meta(SOURCE_URL)?)
+    /// The sources this data directory indexes, as `status` shows them: its
+    /// folders, or the recorded HTTP base URL.
+    pub fn recorded_sources(&self) -> Vec<String> {
+        let folders = self.recorded.folders().into_iter();
+        let mut shown: Vec<String> = folders.map(|(root, _)| root.display().to_string()).collect();
+        shown.extend(self.recorded.url.clone());
+        shown
     }
 
-    /// Open everything. `source` is the directory given on the command line (for
-    /// `run`/`discover`); other commands use the one pinned in the database.
-    /// `work` holds the work flags of the commands that take them (empty,
-    /// i.e. the defaults, for the others).
-    pub fn build(g: &Global, work: &WorkFlags, source: Option<(&PathBuf, bool)>) -> Result<Config, CliError> {
+    /// Open everything. `source` is the folders given on the command line
+    /// of a command that scans (`run`, `discover`, `watch`: recorded first,
+    /// then scanned; none given scans every recorded one), with whether
+    /// hidden files are taken; other commands read the folders recorded in
+    /// the database. `work` holds the work flags of the commands that take
+    /// them (empty, i.e. the defaults, for the others).
+    pub fn build(
+        g: &Global,
+        work: &WorkFlags,
+        source: Option<(&[PathBuf], bool)>,
+    ) -> Result<Config, CliError> {
         Config::build_opening(g, work, source, |root| Mirror::open(root), None, FileUse::Needed)
     }
 
@@ -160,7 +163,7 @@ impl Config {
     fn build_opening(
         g: &Global,
         work: &WorkFlags,
-        source: Option<(&PathBuf, bool)>,
+        source: Option<(&[PathBuf], bool)>,
         open_mirror: fn(&Path) -> Result<Mirror, leasehold::mirror::MirrorError>,
         existing: Option<Existing>,
         file_use: FileUse,
@@ -220,19 +223,43 @@ impl Config {
             (DbLocation::Sqlite(path), Some(_)) => path.display().to_string(),
             (DbLocation::Sqlite(_), None) => g.data.display().to_string(),
         };
-        let source = match source {
-            Some((dir, hidden)) => Some(pin_source(&store, &data_name, dir, hidden)?),
-            // Reading needs the source only to take a file's path for its
-            // key: a copy of a data directory read where its source is not
-            // (a backup, another machine) reads by key.
-            None if reading => pinned_source(&store).unwrap_or(None),
-            None => pinned_source(&store)?,
+        let named = match source {
+            Some((dirs, _)) if !dirs.is_empty() => Some(folders::add(&store, &data_name, dirs)?),
+            _ => None,
         };
-        let source = source.map(|s| without_own_files(s, g, &db, &mirror));
+        let recorded = Recorded::load(&store)?;
+        let (opened, unavailable) = folders::open(&recorded);
+        // Reading needs the folders only to take a file's path for its key:
+        // a copy of a data directory read where its folders are not (a
+        // backup, another machine) reads by key.
+        if !reading {
+            for line in &unavailable {
+                eprintln!("leasehold: warning: {line}; its documents are left as they are");
+            }
+        }
+        let hidden = source.is_some_and(|(_, hidden)| hidden);
+        let opened: Vec<DirSource> = opened
+            .into_iter()
+            .map(|s| without_own_files(s.include_hidden(hidden), g, &db, &mirror))
+            .collect();
+        let scanned = match &named {
+            Some(roots) => opened
+                .iter()
+                .filter(|s| roots.iter().any(|r| r == s.root()))
+                .cloned()
+                .collect(),
+            None if source.is_some() => opened.clone(),
+            None => Vec::new(),
+        };
+        if source.is_some() && scanned.is_empty() {
+            return Err(CliError::Config(no_folder_line(&data_name, &recorded)));
+        }
         Ok(Config {
             store,
             mirror,
-            source,
+            folders: Folders::new(opened),
+            scanned,
+            recorded,
             workers: work.workers.unwrap_or(PoolOptions::default().workers),
             claim_ahead: work.claim_ahead.unwrap_or(PoolOptions::default().claim_ahead),
             max_input: extract.limits.max_input_bytes,
@@ -253,12 +280,18 @@ impl Config {
             return Ok(None);
         };
         let url = recorded_url(&configured.base_url);
-        let (kind, held) = self.store.meta_set_once_among(SOURCE_URL, &url, &[SOURCE_ROOT])?;
+        let (kind, held) = self
+            .store
+            .meta_set_once_among(SOURCE_URL, &url, &FOLDER_SETTINGS)?;
         let data = &self.data_name;
-        if kind == SOURCE_ROOT {
+        if kind != SOURCE_URL {
+            let record = Recorded::load(&self.store)?;
+            let folders = record.folders().into_iter();
+            let held: Vec<String> = folders.map(|(root, _)| root.display().to_string()).collect();
             return Err(CliError::Config(format!(
-                "{data} belongs to the source directory {held}, not the HTTP source {url}; \
-                 use another --data for {url}"
+                "{data} belongs to the source directory {}, not the HTTP source {url}; \
+                 use another --data for {url}",
+                held.join(", ")
             )));
         }
         if held != url {
@@ -271,6 +304,11 @@ impl Config {
         Ok(Some(Arc::clone(http)))
     }
 
+    /// Whether the configuration file names an HTTP source.
+    pub fn http_configured(&self) -> bool {
+        self.upstream.as_ref().is_some_and(|u| u.http_source.is_some())
+    }
+
     /// Refuse, as [`Config::pipeline`] would, a data directory whose source
     /// cannot be worked (none recorded, or another than the configured one).
     pub fn check_source(&self) -> Result<(), CliError> {
@@ -280,8 +318,16 @@ impl Config {
     /// Where documents come from: the directory given or pinned, else the HTTP
     /// source of the configuration file.
     fn document_source(&self) -> Result<Arc<dyn Source>, CliError> {
-        if let Some(dir) = &self.source {
-            return Ok(Arc::new(dir.clone()));
+        if !self.folders.is_empty() {
+            return Ok(Arc::new(self.folders.clone()));
+        }
+        if !self.recorded.has_no_folder() {
+            return Err(CliError::Config(format!(
+                "{}: none of its folders can be opened ({}); mount them again, or \
+                 take them out (`leasehold folders remove DIR`)",
+                self.data_name,
+                self.recorded_sources().join(", ")
+            )));
         }
         if let Some(http) = self.http_source()? {
             return Ok(http);
@@ -534,64 +580,17 @@ fn store_options(w: &WorkFlags, lease: Duration) -> StoreOptions {
         })
 }
 
-/// Keys are relative to one root: a data directory indexes one source. The
-/// directory is recorded on first use, in the same transaction that checks no
-/// HTTP source holds the data directory; another source is refused before
-/// anything is enqueued.
-fn pin_source(store: &Store, data: &str, dir: &Path, hidden: bool) -> Result<DirSource, CliError> {
-    let source = DirSource::open(dir).map_err(|e| CliError::Config(e.to_string()))?;
-    let root = source.root().display().to_string();
-    if listed_before_sources_were_recorded(store)? {
-        return Err(CliError::Config(format!(
-            "{data} belongs to an HTTP source (listed by an older leasehold, which did \
-             not record its base URL); use another --data for {root}"
-        )));
-    }
-    let (kind, held) = store.meta_set_once_among(SOURCE_ROOT, &root, &[SOURCE_URL])?;
-    if kind == SOURCE_URL {
-        return Err(CliError::Config(format!(
-            "{data} belongs to the HTTP source {held}; use another --data for {root}"
-        )));
-    }
-    if held != root {
-        return Err(CliError::Config(format!(
-            "{data} belongs to the source directory {held}, not {root}; use another --data for {root}"
-        )));
-    }
-    Ok(source.include_hidden(hidden))
-}
-
-/// Where a data directory's documents come from, as it records it.
-pub enum Origin {
-    /// A source directory: a key is a path relative to it.
-    Folder(PathBuf),
-    /// An HTTP source's base URL.
-    Http(String),
-    /// Nothing recorded (a data directory filled through the library).
-    Unrecorded,
-}
-
-impl Origin {
-    /// The source this data directory records.
-    pub fn of(store: &Store) -> Result<Origin, CliError> {
-        if let Some(root) = store.meta(SOURCE_ROOT)? {
-            return Ok(Origin::Folder(PathBuf::from(root)));
+/// The line for a command that scans when there is no folder to scan.
+fn no_folder_line(data: &str, recorded: &Recorded) -> String {
+    match &recorded.url {
+        Some(url) => format!("{data} belongs to the HTTP source {url}; give a folder to another --data"),
+        None if recorded.has_no_folder() => {
+            format!("{data} indexes no folder yet: `leasehold run DIR` indexes one")
         }
-        Ok(store.meta(SOURCE_URL)?.map_or(Origin::Unrecorded, Origin::Http))
-    }
-
-    /// Where the original of document `key` is: its path for a folder,
-    /// its URL for an HTTP source, None when nothing is recorded.
-    pub fn location(&self, key: &str) -> Option<Location> {
-        match self {
-            // A key that names no path below the root (a malformed hex
-            // key) has no location.
-            Origin::Folder(root) => leasehold::source::relative_path_of(key)
-                .ok()
-                .map(|rel| Location::Path(root.join(rel))),
-            Origin::Http(base) => leasehold::upstream::document_url(base, key).map(Location::Url),
-            Origin::Unrecorded => None,
-        }
+        None => format!(
+            "{data}: none of its folders can be opened; mount them again, or take them out \
+             (`leasehold folders remove DIR`)"
+        ),
     }
 }
 
@@ -601,29 +600,21 @@ pub enum Location {
     Url(String),
 }
 
-/// Whether this data directory was listed from an HTTP source by a leasehold
-/// that did not yet record its source: a listing's figures are there, and no
-/// source is recorded. Today `source_url` is recorded before the first
-/// listing, so this holds only for such older data directories.
-fn listed_before_sources_were_recorded(store: &Store) -> Result<bool, CliError> {
-    Ok(store.meta(SOURCE_ROOT)?.is_none()
-        && store.meta(SOURCE_URL)?.is_none()
-        && ListingReport::load(store)?.is_some())
+impl Recorded {
+    /// Where the original of document `key` is: its path in its folder,
+    /// its URL for an HTTP source, None when nothing recorded holds it.
+    pub fn location(&self, key: &str) -> Option<Location> {
+        if let Some(base) = &self.url {
+            return leasehold::upstream::document_url(base, key).map(Location::Url);
+        }
+        self.path_of(key).map(Location::Path)
+    }
 }
 
 /// A base URL as recorded and compared: `https://x/api/` and `https://x/api`
 /// name the same endpoints (requests trim the trailing slash).
 fn recorded_url(base_url: &str) -> String {
     base_url.trim_end_matches('/').to_owned()
-}
-
-fn pinned_source(store: &Store) -> Result<Option<DirSource>, CliError> {
-    match store.meta(SOURCE_ROOT)? {
-        None => Ok(None),
-        Some(root) => DirSource::open(&root)
-            .map(Some)
-            .map_err(|e| CliError::Config(format!("recorded source directory: {e}"))),
-    }
 }
 
 /// What of an existing data directory a command uses: the database always,

@@ -6,6 +6,7 @@ mod auth;
 mod charts;
 mod config;
 mod doctor;
+mod folders;
 mod logs;
 mod metrics;
 mod migrate;
@@ -27,7 +28,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use args::{AuthCommand, Cli, Command, WorkFlags};
+use args::{AuthCommand, Cli, Command, FoldersAction, WorkFlags};
 use config::{Existing, FileUse};
 
 /// A failure of the command, with the exit code it maps to.
@@ -96,7 +97,8 @@ pub fn main() -> ExitCode {
     use clap::Parser;
     quiet_panics();
     ignore_file_size_signal();
-    let args = Cli::parse();
+    let mut args = Cli::parse();
+    args.global.settle_data();
     progress::set_verbosity(args.global.quiet, args.global.verbose);
     if let Err(e) = logs::init(
         args.global.log_level.as_deref(),
@@ -216,19 +218,19 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
     let reading = |needs: Existing| config::Config::build_existing(g, &early, needs, FileUse::ReadsOnly);
     match cli.command {
         Command::Run {
-            dir,
+            dirs,
             json,
             fail_on_error,
             include_hidden,
             work,
         } => {
             let work = work.or(early);
-            let cfg = config::Config::build(g, &work, Some((&dir, include_hidden)))?;
+            let cfg = config::Config::build(g, &work, Some((&dirs, include_hidden)))?;
             let _metrics = metrics::keep_file(&cfg, &work)?;
             run::run(&cfg, json, fail_on_error)
         }
         Command::Watch {
-            dir,
+            dirs,
             json,
             fail_on_error,
             include_hidden,
@@ -239,7 +241,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             work,
         } => {
             let work = work.or(early);
-            let cfg = config::Config::build(g, &work, Some((&dir, include_hidden)))?;
+            let cfg = config::Config::build(g, &work, Some((&dirs, include_hidden)))?;
             let _metrics = metrics::keep_file(&cfg, &work)?;
             let flags = watch::WatchFlags {
                 debounce,
@@ -250,7 +252,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             watch::watch(&cfg, flags, json, fail_on_error)
         }
         Command::Discover {
-            dir,
+            dirs,
             json,
             include_hidden,
             no_wait,
@@ -263,13 +265,17 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 ..Default::default()
             }
             .or(early);
-            match dir {
-                Some(dir) => report::discover(
-                    &config::Config::build(g, &work, Some((&dir, include_hidden)))?,
-                    json,
-                ),
-                None => sync::discover(&build(&work)?, json, no_wait),
+            if !dirs.is_empty() {
+                let cfg = config::Config::build(g, &work, Some((&dirs, include_hidden)))?;
+                return report::discover(&cfg, json);
             }
+            let cfg = build(&work)?;
+            if cfg.http_configured() || cfg.recorded.has_no_folder() {
+                return sync::discover(&cfg, json, no_wait);
+            }
+            drop(cfg);
+            let cfg = config::Config::build(g, &work, Some((&[], include_hidden)))?;
+            report::discover(&cfg, json)
         }
         Command::Work {
             until_empty,
@@ -293,6 +299,11 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         // Work flags written before these commands are still taken (and
         // mostly unused), as they were when every flag was global. Commands
         // that only read never create a data directory, database or mirror.
+        Command::Folders { action } => match action.unwrap_or(FoldersAction::List { json: false }) {
+            FoldersAction::List { json } => folders::list(&reading(Existing::StoreToRead)?, json),
+            FoldersAction::Add { dirs } => folders::add_command(&build(&early)?, &dirs),
+            FoldersAction::Remove { dirs } => folders::remove_command(&existing(Existing::Store)?, &dirs),
+        },
         Command::Status { json } => report::status(&reading(Existing::StoreAndMirror)?, json),
         Command::Inspect { doc, id, json } => report::inspect(
             &reading(Existing::StoreAndMirror)?,

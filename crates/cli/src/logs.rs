@@ -66,7 +66,7 @@ pub fn init(level: Option<&str>, format: LogFormat, default: &str) -> Result<(),
 /// configuration file and the defaults made them.
 pub fn started(command: &'static str, cfg: &Config) {
     let limits = &cfg.extract.limits;
-    let source = cfg.recorded_source().ok().flatten().unwrap_or_default();
+    let source = cfg.recorded_sources().join(", ");
     // Strings, not `Display`s: the text format then escapes what they hold.
     let database = cfg.store.path().display().to_string();
     let mirror = cfg.mirror.root().display().to_string();

@@ -11,6 +11,7 @@ use leasehold::upstream::ListingReport;
 use leasehold::{Job, JobFilter, JobId, Millis, Status, Store};
 
 use super::config::Config;
+use super::folders::Recorded;
 use super::shown::{on_one_line, shown};
 use super::CliError;
 use leasehold::upstream::one_line;
@@ -98,13 +99,9 @@ fn readable_detail(detail: &str) -> String {
     }
 }
 
-/// `leasehold discover DIR`.
+/// `leasehold discover [DIR…]`.
 pub fn discover(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
-    let source = cfg
-        .source
-        .as_ref()
-        .ok_or_else(|| CliError::Config("no source directory".into()))?;
-    let found = source.discover(&cfg.store, cfg.max_input)?;
+    let found = super::run::discover_all(cfg, &cfg.scanned)?;
     super::logs::discovered(&found);
     if json {
         print_json(&found);
@@ -128,7 +125,10 @@ pub fn discover(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
 struct StatusReport {
     database: String,
     mirror: String,
+    /// The first of `sources` (what older releases printed).
     source: Option<String>,
+    /// The folders the data directory indexes, or its HTTP source's URL.
+    sources: Vec<String>,
     counts: leasehold::Counts,
     leases: Vec<leasehold::LiveLease>,
     /// The last HTTP listing's figures; absent if this data directory was
@@ -142,7 +142,8 @@ pub fn status(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
     let report = StatusReport {
         database: cfg.store.path().display().to_string(),
         mirror: cfg.mirror.root().display().to_string(),
-        source: cfg.recorded_source()?,
+        source: cfg.recorded_sources().into_iter().next(),
+        sources: cfg.recorded_sources(),
         counts: cfg.store.counts()?,
         leases: cfg.store.live_leases()?,
         listing: ListingReport::load(&cfg.store)?,
@@ -153,7 +154,7 @@ pub fn status(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
     }
     println!("database {}", shown(&report.database));
     println!("mirror   {}", shown(&report.mirror));
-    if let Some(s) = &report.source {
+    for s in &report.sources {
         println!("source   {}", shown(s));
     }
     for s in Status::ALL {
@@ -232,8 +233,7 @@ fn find_ref(cfg: &Config, doc: &DocRef) -> Result<Job, CliError> {
             .job(JobId(*id))?
             .ok_or_else(|| CliError::Runtime(format!("id {id}: no such document"))),
         DocRef::Key(key) => {
-            let root = cfg.source.as_ref().map(|s| s.root());
-            for candidate in key_candidates(key, root) {
+            for candidate in key_candidates(key, &cfg.recorded) {
                 if let Some(job) = cfg.store.job_by_key(&candidate)? {
                     return Ok(job);
                 }
@@ -243,20 +243,22 @@ fn find_ref(cfg: &Config, doc: &DocRef) -> Result<Job, CliError> {
     }
 }
 
-/// The keys `given` may stand for, most literal first: itself; the path it
-/// names (absolute, or relative to the working directory) relative to the
-/// source root; and itself without `./` and other `.` components.
-fn key_candidates(given: &str, root: Option<&Path>) -> Vec<String> {
+/// The keys `given` may stand for, most literal first: itself; the key of
+/// the file it names (absolute, or relative to the working directory) in
+/// the recorded folder holding it; and itself without `./` and other `.`
+/// components.
+fn key_candidates(given: &str, recorded: &Recorded) -> Vec<String> {
     let mut keys = vec![given.to_owned()];
     let path = Path::new(given);
-    if let Some(root) = root {
-        let absolute = match path.is_absolute() {
-            true => Some(path.to_path_buf()),
-            false => std::env::current_dir().ok().map(|d| d.join(path)),
-        };
-        if let Some(rel) = absolute.and_then(|a| relative_to_root(&a, root)) {
-            keys.push(key_for(&rel));
-        }
+    let absolute = match path.is_absolute() {
+        true => Some(path.to_path_buf()),
+        false => std::env::current_dir().ok().map(|d| d.join(path)),
+    };
+    if let Some(key) = absolute
+        .and_then(|a| resolved(&a))
+        .and_then(|a| recorded.key_of(&a))
+    {
+        keys.push(key);
     }
     if path.is_relative() {
         let plain: PathBuf = path
@@ -271,14 +273,12 @@ fn key_candidates(given: &str, root: Option<&Path>) -> Vec<String> {
     keys
 }
 
-/// `path` relative to the (canonical) source root, if it lies inside it. The
-/// directory part is resolved (symlinks, `..`), the file name is kept as it
-/// is: a document may itself be a symbolic link, keyed by its own name.
-fn relative_to_root(path: &Path, root: &Path) -> Option<PathBuf> {
+/// `path` with its directory part resolved (symlinks, `..`) as the
+/// recorded folders are; the file name is kept as it is: a document may
+/// itself be a symbolic link, keyed by its own name.
+fn resolved(path: &Path) -> Option<PathBuf> {
     let name = path.file_name()?;
-    let dir = path.parent()?.canonicalize().ok()?;
-    let rel = dir.join(name).strip_prefix(root).ok()?.to_path_buf();
-    (!rel.as_os_str().is_empty()).then_some(rel)
+    Some(path.parent()?.canonicalize().ok()?.join(name))
 }
 
 /// A key, or a numeric id when no document has that key.

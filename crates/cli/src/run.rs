@@ -12,16 +12,12 @@ use super::summary::{add_discovery, add_recheck, finish};
 use super::CliError;
 use leasehold::pipeline::Rechecked;
 
-/// `leasehold run DIR`.
+/// `leasehold run [DIR…]`.
 pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
-    let source = cfg
-        .source
-        .as_ref()
-        .ok_or_else(|| CliError::Config("no source directory".into()))?;
     catch_interrupts();
     logs::started("run", cfg);
     let started = Instant::now();
-    let (found, rechecked) = discover_and_recheck(cfg, source)?;
+    let (found, rechecked) = discover_and_recheck(cfg, &cfg.scanned)?;
     logs::discovered(&found);
     let courier = start_courier(cfg);
     let mut summary = work_pool(cfg, true, false, started)?;
@@ -31,9 +27,10 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
     finish(summary, json, fail_on_error)
 }
 
-/// The discovery of `source` and, on a thread beside it, the check of the
-/// accepted results ([`recheck`]): over an unchanged tree both are a stat per
-/// document, and on two cores they take the time of the longer one.
+/// The discovery of the folders `scanned`, one after the other, and, on a
+/// thread beside them, the check of the accepted results ([`recheck`]): over
+/// an unchanged tree both are a stat per document, and on two cores they
+/// take the time of the longer one.
 ///
 /// Why they may overlap: each changes a row only through the store's fenced
 /// writes, and either order leaves the same rows. A document the discovery
@@ -42,17 +39,29 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
 /// and the discovery still judges its source by its fingerprint.
 fn discover_and_recheck(
     cfg: &Config,
-    source: &leasehold::source::DirSource,
+    scanned: &[leasehold::source::DirSource],
 ) -> Result<(leasehold::source::Discovered, Rechecked), CliError> {
     std::thread::scope(|s| {
         let rechecked = s.spawn(|| leasehold::pipeline::recheck_results(&cfg.store, &cfg.mirror));
-        let found = source.discover(&cfg.store, cfg.max_input);
+        let found = discover_all(cfg, scanned);
         let rechecked = rechecked
             .join()
             .map_err(|_| CliError::Runtime("the check of the accepted results stopped".into()))?;
         let found = found.map_err(|e| CliError::Runtime(e.to_string()))?;
         Ok((found, say_rechecked(rechecked?)))
     })
+}
+
+/// Discover each of the folders `scanned` and add up what they found.
+pub(super) fn discover_all(
+    cfg: &Config,
+    scanned: &[leasehold::source::DirSource],
+) -> leasehold::Result<leasehold::source::Discovered> {
+    let mut found = leasehold::source::Discovered::default();
+    for folder in scanned {
+        found.absorb(folder.discover(&cfg.store, cfg.max_input)?);
+    }
+    Ok(found)
 }
 
 /// After a full discovery, before the pool: the accepted results of the

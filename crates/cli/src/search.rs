@@ -10,7 +10,8 @@ use leasehold::pipeline::ReindexReport;
 use leasehold::{Hit, QuerySyntax, Search, Snippet, Tokenizer};
 
 use super::args::ColorWhen;
-use super::config::{Config, Location, Origin};
+use super::config::{Config, Location};
+use super::folders::Recorded;
 use super::shown::{on_one_line, shown};
 use super::CliError;
 
@@ -114,7 +115,7 @@ struct HitLine {
 }
 
 impl HitLine {
-    fn of(hit: Hit, cfg: &Config, origin: &Origin) -> HitLine {
+    fn of(hit: Hit, cfg: &Config, origin: &Recorded) -> HitLine {
         let location = origin.location(&hit.key);
         let (size, modified) = match &location {
             Some(Location::Path(path)) => match std::fs::metadata(path) {
@@ -217,7 +218,7 @@ pub fn search(cfg: &Config, asked: &Asked) -> Result<ExitCode, CliError> {
     if found.total == 0 {
         refuse_a_damaged_index(cfg)?;
     }
-    let origin = Origin::of(&cfg.store)?;
+    let origin = &cfg.recorded;
     // Where the page ends, also when a hit is left out below.
     let shown_to = asked.offset.saturating_add(found.hits.len() as u64);
     let mut hits = Vec::new();
@@ -232,7 +233,7 @@ pub fn search(cfg: &Config, asked: &Asked) -> Result<ExitCode, CliError> {
             );
             continue;
         }
-        hits.push(HitLine::of(hit, cfg, &origin));
+        hits.push(HitLine::of(hit, cfg, origin));
     }
     let code = if found.total == 0 {
         ExitCode::from(1)

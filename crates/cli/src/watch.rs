@@ -1,5 +1,5 @@
-//! `watch DIR`: the watcher (`leasehold::watch`) beside a worker pool that
-//! never goes idle, until SIGINT or SIGTERM; then the summary.
+//! `watch [DIR…]`: a watcher (`leasehold::watch`) per folder beside a worker
+//! pool that never goes idle, until SIGINT or SIGTERM; then the summary.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -28,12 +28,8 @@ pub struct WatchFlags {
     pub max_pending: Option<usize>,
 }
 
-/// `leasehold watch DIR`.
+/// `leasehold watch [DIR…]`.
 pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
-    let source = cfg
-        .source
-        .clone()
-        .ok_or_else(|| CliError::Config("no source directory".into()))?;
     catch_interrupts();
     super::logs::started("watch", cfg);
     let started = Instant::now();
@@ -45,13 +41,27 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
         max_pending: flags.max_pending.unwrap_or(defaults.max_pending),
         max_input: cfg.max_input,
     };
-    let root = source.root().display().to_string();
+    let watching = match cfg.scanned.as_slice() {
+        [one] => one.root().display().to_string(),
+        several => format!("{} folders", several.len()),
+    };
     let (tx, rx) = crossbeam_channel::unbounded();
-    let watcher = Watcher::start(source, cfg.store.clone(), opts, tx)?;
+    let mut watchers = Vec::with_capacity(cfg.scanned.len());
+    for folder in &cfg.scanned {
+        let started = Watcher::start(folder.clone(), cfg.store.clone(), opts.clone(), tx.clone());
+        match started {
+            Ok(w) => watchers.push(w),
+            Err(e) => {
+                watchers.into_iter().for_each(Watcher::stop);
+                return Err(e.into());
+            }
+        }
+    }
+    drop(tx);
     let courier = start_courier(cfg);
     let mut totals = WatchTotals::default();
     let mut found = Discovered::default();
-    first_pass(&rx, json, &mut totals, &mut found);
+    first_pass(&rx, watchers.len(), json, &mut totals, &mut found);
     let rechecked = super::run::recheck(cfg)?;
     let mut on_report = |report: WatchReport, _: &mut Summary, progress: &mut Progress| {
         let shown = take_report(report, json, &mut totals, &mut found);
@@ -63,10 +73,10 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
     let beside = Beside {
         reports: &rx,
         on_report: &mut on_report,
-        waiting_for: format!("watching {root} for changes"),
+        waiting_for: format!("watching {watching} for changes"),
     };
     let pool = work_pool_beside(cfg, false, false, started, Some(beside));
-    watcher.stop();
+    watchers.into_iter().for_each(Watcher::stop);
     let mut summary = pool?;
     // What the last pass sent while the pool was ending.
     for report in rx.try_iter() {
@@ -84,21 +94,26 @@ pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -
     finish_watch(summary, json, fail_on_error)
 }
 
-/// Wait for the watcher's first pass (the initial run's scan) before the
-/// pool starts, as `run` discovers before it works: the pool's progress then
-/// starts from the queue that scan found. A signal ends the wait (the pool
-/// then starts stopped and the summary follows).
-fn first_pass(rx: &Receiver<WatchReport>, json: bool, totals: &mut WatchTotals, found: &mut Discovered) {
-    loop {
+/// Wait for each of the `watchers`' first pass (the initial run's scan)
+/// before the pool starts, as `run` discovers before it works: the pool's
+/// progress then starts from the queue those scans found. A signal ends the
+/// wait (the pool then starts stopped and the summary follows).
+fn first_pass(
+    rx: &Receiver<WatchReport>,
+    watchers: usize,
+    json: bool,
+    totals: &mut WatchTotals,
+    found: &mut Discovered,
+) {
+    let mut left = watchers;
+    while left > 0 {
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(report) => {
                 let done = matches!(report, WatchReport::Pass { .. } | WatchReport::Failed { .. });
                 if let Some(line) = take_report(report, json, totals, found).notice {
                     say(&line);
                 }
-                if done {
-                    return;
-                }
+                left -= usize::from(done);
             }
             Err(RecvTimeoutError::Timeout) if !stop_requested() => {}
             Err(_) => return,

@@ -268,9 +268,14 @@ impl Sql<'_> {
 
     /// `dir:`: the keys below the folder, whichever separator the keys
     /// were made with (`/`; `\\` on Windows), and the `hex:` keys of names
-    /// that are not UTF-8 (hex keeps a prefix a prefix).
+    /// that are not UTF-8 (hex keeps a prefix a prefix). A full path
+    /// (`dir:/home/me/notes`) takes the keys that start with it: those of a
+    /// folder added beside a data directory's first one are full paths.
     fn under(&mut self, value: &str) -> String {
         let dir = value.replace('\\', "/");
+        if dir.starts_with('/') {
+            return self.starting(&format!("{}/", dir.trim_end_matches('/')));
+        }
         let dir = dir.trim_start_matches("./").trim_matches('/');
         if dir.is_empty() || dir == "." {
             return "1 = 1".to_owned();

@@ -188,19 +188,6 @@ fn bad_configuration_exits_2_with_one_line_naming_the_thing() {
 }
 
 #[test]
-fn a_data_directory_refuses_a_second_source() {
-    let data = tempfile::tempdir().unwrap();
-    let other = tempfile::tempdir().unwrap();
-    json(&leasehold(
-        data.path(),
-        &["discover", samples().to_str().unwrap(), "--json"],
-    ));
-    let out = leasehold(data.path(), &["run", other.path().to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--data"));
-}
-
-#[test]
 fn a_changed_file_is_extracted_again_and_a_removed_one_is_swept_by_gc() {
     let data = tempfile::tempdir().unwrap();
     let corpus = tempfile::tempdir().unwrap();

@@ -30,6 +30,11 @@ struct Watch {
 
 impl Watch {
     fn start(data: &Path, dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Watch {
+        Watch::start_on(data, &[dir], extra, env)
+    }
+
+    /// [`Watch::start`] on the folders `dirs` (none: every recorded one).
+    fn start_on(data: &Path, dirs: &[&Path], extra: &[&str], env: &[(&str, &str)]) -> Watch {
         let mut cmd = Command::new(BIN);
         cmd.env_remove("LEASEHOLD_DB")
             .env_remove("LEASEHOLD_CONFIG")
@@ -40,7 +45,7 @@ impl Watch {
             cmd.args(["--debounce", "50ms"]);
         }
         cmd.args(extra)
-            .arg(dir)
+            .args(dirs)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         for (k, v) in env {
@@ -272,6 +277,41 @@ fn watch_follows_creates_changes_removals_and_renames() {
 /// Without notifications (forced by the test hook that makes the notifier
 /// fail as if the inotify watch limit were reached) the tree is rescanned on
 /// the timer, and that is said once on stderr and once in JSON.
+/// One `watch` without a folder follows every folder the data directory
+/// indexes: files created in each are taken under their folder's keys, and
+/// a removal is marked gone in its folder only.
+#[test]
+fn one_watch_follows_every_folder_of_the_data_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (docs, notes) = (tmp.path().join("docs"), tmp.path().join("notes"));
+    std::fs::create_dir(&docs).unwrap();
+    std::fs::create_dir(&notes).unwrap();
+    write(&docs.join("a.txt"), "first folder");
+    write(&notes.join("a.txt"), "second folder");
+    let data = tmp.path().join("data");
+    let out = common::leasehold(
+        &data,
+        &["run", docs.to_str().unwrap(), notes.to_str().unwrap(), "-q"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let notes_key = |name: &str| format!("{}/{name}", notes.canonicalize().unwrap().display());
+
+    let w = Watch::start_on(&data, &[], &[], &[]);
+    wait_until("both folders' first passes are done", || {
+        store_if_there(&data).is_some_and(|s| s.counts().is_ok_and(|c| c.indexed == 2))
+    });
+    write(&docs.join("new.txt"), "new in the first");
+    write(&notes.join("new.txt"), "new in the second");
+    wait_indexed(&data, "new.txt", "new in the first");
+    wait_indexed(&data, &notes_key("new.txt"), "new in the second");
+    std::fs::remove_file(notes.join("a.txt")).unwrap();
+    wait_gone(&data, &notes_key("a.txt"));
+    assert!(is_indexed(&store(&data), "a.txt", "first folder"));
+    let (code, lines, stderr) = w.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+    json_lines(&lines);
+}
+
 #[test]
 fn without_notifications_it_rescans_and_says_so_once() {
     let (_tmp, dir, data) = tree();

@@ -29,6 +29,7 @@ mod doctor;
 mod extract_encodings;
 mod extract_titles;
 mod faults;
+mod folders;
 mod gate_pool;
 mod history_retention;
 mod hostile;
