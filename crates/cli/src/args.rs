@@ -472,8 +472,9 @@ pub enum Command {
     },
     /// One document and its history, including refused stale writes.
     Inspect {
-        /// Document key (its path relative to the source directory); also
-        /// `./key`, or a path to the file inside the source directory.
+        /// Document key (its path relative to the first folder, or its full
+        /// path in a folder added after it); also `./key`, or a path to the
+        /// file inside one of the folders.
         #[arg(required_unless_present = "id", conflicts_with = "id")]
         doc: Option<String>,
         /// The document with this numeric id instead of a key.
@@ -584,8 +585,9 @@ pub enum Command {
     },
     /// Print the accepted text of a document (checked against its checksum).
     Show {
-        /// Document key (its path relative to the source directory); also
-        /// `./key`, or a path to the file inside the source directory.
+        /// Document key (its path relative to the first folder, or its full
+        /// path in a folder added after it); also `./key`, or a path to the
+        /// file inside one of the folders.
         #[arg(required_unless_present = "id", conflicts_with = "id")]
         doc: Option<String>,
         /// The document with this numeric id instead of a key.

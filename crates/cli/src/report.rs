@@ -292,7 +292,7 @@ fn find(store: &Store, doc: &str) -> Result<Job, CliError> {
         }
     }
     Err(CliError::Runtime(format!(
-        "{doc:?}: no such document (give its key, a path inside the source directory, or --id N)"
+        "{doc:?}: no such document (give its key, a path inside one of the folders, or --id N)"
     )))
 }
 
