@@ -168,7 +168,7 @@ impl DirSource {
     /// folder keyed relative, a key under its root for one keyed by full
     /// path. Says nothing of whether the file exists.
     pub fn owns(&self, key: &str) -> bool {
-        owns_key(&self.key_prefix, key)
+        key_in_folder(&self.key_prefix, key)
     }
 
     /// The key of the file at `rel` below the root.
@@ -721,9 +721,9 @@ pub fn full_path_prefix(root: &Path) -> Option<String> {
 }
 
 /// Whether `key` belongs to the folder whose keys start with `prefix`
-/// (empty: the folder keyed relative, which holds every key but the
-/// full-path ones).
-fn owns_key(prefix: &str, key: &str) -> bool {
+/// ([`DirSource::key_prefix`]; empty: the folder keyed relative, which holds
+/// every key but the full-path ones).
+pub fn key_in_folder(prefix: &str, key: &str) -> bool {
     match prefix {
         "" => !is_full_path_key(key),
         prefix => key.starts_with(prefix),

@@ -7,7 +7,8 @@ mod dir;
 mod folders;
 
 pub use dir::{
-    full_path_prefix, is_full_path_key, key_for, mark_folder_gone, relative_path_of, DirSource, Discovered,
+    full_path_prefix, is_full_path_key, key_for, key_in_folder, mark_folder_gone, relative_path_of,
+    DirSource, Discovered,
 };
 pub use folders::Folders;
 

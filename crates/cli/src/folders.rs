@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use leasehold::source::{full_path_prefix, is_full_path_key, key_for, relative_path_of, DirSource};
+use leasehold::source::{full_path_prefix, key_for, key_in_folder, relative_path_of, DirSource};
 use leasehold::upstream::ListingReport;
 use leasehold::Store;
 
@@ -52,6 +52,19 @@ pub enum Keys {
     Relative,
     /// By their full path.
     FullPath,
+}
+
+impl Keys {
+    /// What the keys of the folder at `root` start with: nothing when they
+    /// are relative; the root and a separator when they are full paths (a
+    /// root that is not UTF-8 is never recorded so: NUL, which starts no
+    /// key, stands in).
+    fn prefix(self, root: &Path) -> String {
+        match self {
+            Keys::Relative => String::new(),
+            Keys::FullPath => full_path_prefix(root).unwrap_or_else(|| "\0".into()),
+        }
+    }
 }
 
 /// Why a folder cannot be added.
@@ -167,12 +180,9 @@ impl Recorded {
     /// Where the original of document `key` is, when a recorded folder
     /// holds it. Says nothing of whether the file exists.
     pub fn path_of(&self, key: &str) -> Option<PathBuf> {
-        if !is_full_path_key(key) {
-            let rel = relative_path_of(key).ok()?;
-            return self.relative.as_ref().map(|root| root.join(rel));
-        }
-        self.full.iter().find_map(|root| {
-            let below = key.strip_prefix(full_path_prefix(root)?.as_str())?;
+        self.folders().into_iter().find_map(|(root, keys)| {
+            let prefix = keys.prefix(root);
+            let below = key_in_folder(&prefix, key).then(|| &key[prefix.len()..])?;
             relative_path_of(below).ok().map(|rel| root.join(rel))
         })
     }
@@ -185,10 +195,7 @@ impl Recorded {
             if rel.as_os_str().is_empty() {
                 return None;
             }
-            match keys {
-                Keys::Relative => Some(key_for(rel)),
-                Keys::FullPath => Some(format!("{}{}", full_path_prefix(root)?, key_for(rel))),
-            }
+            Some(format!("{}{}", keys.prefix(root), key_for(rel)))
         })
     }
 }
@@ -261,11 +268,7 @@ pub fn remove(store: &Store, data: &str, dirs: &[PathBuf]) -> Result<Vec<(PathBu
     })??;
     let mut gone = Vec::with_capacity(taken.len());
     for (root, keys) in taken {
-        let prefix = match keys {
-            Keys::Relative => String::new(),
-            Keys::FullPath => full_path_prefix(&root).unwrap_or_default(),
-        };
-        let n = leasehold::source::mark_folder_gone(store, &prefix)
+        let n = leasehold::source::mark_folder_gone(store, &keys.prefix(&root))
             .map_err(|e| CliError::Runtime(e.to_string()))?;
         gone.push((root, n));
     }
@@ -376,25 +379,17 @@ pub fn remove_command(cfg: &Config, dirs: &[PathBuf]) -> Result<ExitCode, CliErr
 /// How many present documents each recorded folder holds, in
 /// [`Recorded::folders`] order: one read of every present row's key.
 fn documents_per_folder(store: &Store, record: &Recorded) -> Result<Vec<u64>, CliError> {
-    let folders = record.folders();
-    let prefixes: Vec<Option<String>> = folders
+    let prefixes: Vec<String> = record
+        .folders()
         .iter()
-        .map(|(root, keys)| match keys {
-            Keys::Relative => None,
-            // A prefix no key starts with: a full-path folder always has one.
-            Keys::FullPath => Some(full_path_prefix(root).unwrap_or_else(|| "\0".into())),
-        })
+        .map(|(root, keys)| keys.prefix(root))
         .collect();
-    let mut counts = vec![0u64; folders.len()];
+    let mut counts = vec![0u64; prefixes.len()];
     let mut after: Option<String> = None;
     loop {
         let page = store.sources_after(after.as_deref(), 1000)?;
         for (key, _) in &page {
-            let owner = prefixes.iter().position(|p| match p {
-                None => !is_full_path_key(key),
-                Some(prefix) => key.starts_with(prefix.as_str()),
-            });
-            if let Some(i) = owner {
+            if let Some(i) = prefixes.iter().position(|p| key_in_folder(p, key)) {
                 counts[i] += 1;
             }
         }

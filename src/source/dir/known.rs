@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::{owns_key, DirSource, HEX_KEY};
+use super::{key_in_folder, DirSource, HEX_KEY};
 use crate::error::Result;
 use crate::store::{KnownSource, Store, Vanished};
 
@@ -79,7 +79,7 @@ impl<'s> KnownCursor<'s> {
         }
         let got = !page.is_empty();
         self.ahead
-            .extend(page.into_iter().filter(|(k, _)| owns_key(prefix, k)));
+            .extend(page.into_iter().filter(|(k, _)| key_in_folder(prefix, k)));
         Ok(got)
     }
 }
