@@ -288,3 +288,13 @@ ALTER TABLE search_text ADD COLUMN tsv tsvector GENERATED ALWAYS AS (
     || to_tsvector('simple', left(body, 200000))
 ) STORED;
 CREATE INDEX search_text_tsv ON search_text USING GIN (tsv);
+
+-- version: 13
+
+-- No table changes. A data directory may index several folders: the first
+-- keyed relative to it (`source_root` in meta), the ones added after it by
+-- full path (`source_folders`, a JSON array). A release that knows one
+-- folder only would scan the first and take every other folder's documents
+-- for removed files; this version makes such a release refuse the data
+-- directory ("newer schema") instead.
+SELECT 1;

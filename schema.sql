@@ -306,3 +306,13 @@ CREATE INDEX jobs_no_text ON jobs (id) WHERE no_text IS NOT NULL;
 ALTER TABLE jobs ADD COLUMN title TEXT;
 ALTER TABLE jobs ADD COLUMN author TEXT;
 ALTER TABLE jobs ADD COLUMN doc_date TEXT;
+
+-- version: 13
+
+-- No table changes. A data directory may index several folders: the first
+-- keyed relative to it (`source_root` in meta), the ones added after it by
+-- full path (`source_folders`, a JSON array). A release that knows one
+-- folder only would scan the first and take every other folder's documents
+-- for removed files; this version makes such a release refuse the data
+-- directory ("newer schema") instead.
+SELECT 1;
