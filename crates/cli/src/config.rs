@@ -228,14 +228,17 @@ impl Config {
             _ => None,
         };
         let recorded = Recorded::load(&store)?;
-        let (opened, unavailable) = folders::open(&recorded);
-        // Reading needs the folders only to take a file's path for its key:
-        // a copy of a data directory read where its folders are not (a
-        // backup, another machine) reads by key.
-        if !reading {
-            for line in &unavailable {
-                eprintln!("leasehold: warning: {line}; its documents are left as they are");
-            }
+        // Reading needs the record only (a file's path for its key, a
+        // key's location): the folders are not opened, so a copy of a data
+        // directory read where its folders are not (a backup, another
+        // machine), or a folder on a mount that does not answer, costs a
+        // search nothing.
+        let (opened, unavailable) = match reading {
+            true => Default::default(),
+            false => folders::open(&recorded),
+        };
+        for line in &unavailable {
+            eprintln!("leasehold: warning: {line}; its documents are left as they are");
         }
         let hidden = source.is_some_and(|(_, hidden)| hidden);
         let opened: Vec<DirSource> = opened

@@ -316,7 +316,7 @@ pub fn list(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
                 Keys::Relative => "relative",
                 Keys::FullPath => "full-path",
             },
-            available: cfg.folders.iter().any(|s| s.root() == *root),
+            available: root.is_dir(),
         })
         .collect();
     if json {
@@ -330,7 +330,7 @@ pub fn list(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
         }
     }
     for row in &rows {
-        let note = if row.available { "" } else { "  (cannot be opened)" };
+        let note = if row.available { "" } else { "  (not there now)" };
         println!("{:>9} {}{note}", row.documents, super::shown::shown(&row.path));
     }
     Ok(ExitCode::SUCCESS)
@@ -344,7 +344,7 @@ struct FolderRow {
     documents: u64,
     /// How its documents are keyed: `relative` to it, or by `full-path`.
     keys: &'static str,
-    /// Whether the folder could be opened now.
+    /// Whether the folder is there now (a directory at its path).
     available: bool,
 }
 

@@ -276,3 +276,25 @@ fn the_default_data_directory_is_the_users_and_leasehold_data_still_works() {
         serde_json::json!([s(&here.canonicalize().unwrap())])
     );
 }
+
+/// A recorded folder that is not there (an unmounted disk) is left out of
+/// a run with a warning, its documents kept as they were: only a scan of
+/// the folder itself marks files gone.
+#[test]
+fn a_folder_that_is_not_there_is_left_out_and_its_documents_kept() {
+    let (tmp, docs, notes) = two_folders();
+    let data = tmp.path().join("data");
+    ok(leasehold(&data, &["run", s(&docs), s(&notes), "-q"]));
+    let away = tmp.path().join("away");
+    std::fs::rename(&notes, &away).unwrap();
+    let out = ok(leasehold(&data, &["run", "--json"]));
+    assert_eq!(json(&out)["gone"], 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains(s(&notes)), "{}", stderr(&out));
+    let listed = json(&ok(leasehold(&data, &["folders", "list", "--json"])));
+    assert_eq!(listed[1]["available"], false, "{listed}");
+    assert_eq!(listed[1]["documents"], 2, "{listed}");
+    assert_eq!(found(&data, "notebook").len(), 2);
+    std::fs::rename(&away, &notes).unwrap();
+    let back = json(&ok(leasehold(&data, &["run", "--json"])));
+    assert_eq!((back["unchanged"].clone(), back["gone"].clone()), (4.into(), 0.into()), "{back}");
+}
