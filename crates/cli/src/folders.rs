@@ -122,6 +122,14 @@ impl Recorded {
             .collect()
     }
 
+    /// Every folder with what its keys start with ([`Keys::prefix`]).
+    pub fn key_prefixes(&self) -> Vec<(PathBuf, String)> {
+        let folders = self.folders().into_iter();
+        folders
+            .map(|(root, keys)| (root.to_path_buf(), keys.prefix(root)))
+            .collect()
+    }
+
     /// Whether no folder is recorded.
     pub fn has_no_folder(&self) -> bool {
         self.relative.is_none() && self.full.is_empty()
@@ -379,11 +387,7 @@ pub fn remove_command(cfg: &Config, dirs: &[PathBuf]) -> Result<ExitCode, CliErr
 /// How many present documents each recorded folder holds, in
 /// [`Recorded::folders`] order: one read of every present row's key.
 fn documents_per_folder(store: &Store, record: &Recorded) -> Result<Vec<u64>, CliError> {
-    let prefixes: Vec<String> = record
-        .folders()
-        .iter()
-        .map(|(root, keys)| keys.prefix(root))
-        .collect();
+    let prefixes: Vec<String> = record.key_prefixes().into_iter().map(|(_, p)| p).collect();
     let mut counts = vec![0u64; prefixes.len()];
     let mut after: Option<String> = None;
     loop {

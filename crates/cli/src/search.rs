@@ -198,9 +198,11 @@ pub fn search(cfg: &Config, asked: &Asked) -> Result<ExitCode, CliError> {
         (None, Output::Files { .. }) => 0,
         (None, _) => DEFAULT_LIMIT,
     };
+    let folders = cfg.recorded.key_prefixes();
     let mut request = Search::new(&asked.query)
         .offset(usize::try_from(asked.offset).unwrap_or(usize::MAX))
-        .time_limit(asked.timeout);
+        .time_limit(asked.timeout)
+        .folders(&folders);
     request = match usize::try_from(limit) {
         Ok(0) | Err(_) => request.unlimited(),
         Ok(n) => request.limit(n),

@@ -171,6 +171,38 @@ pub(crate) struct Condition {
     pub params: Vec<String>,
 }
 
+/// What a `dir:` value becomes when it names a folder keyed relative to it
+/// itself (`dir:/home/me/docs` for that folder): every key that is not a
+/// full path. A NUL, which no query can hold, keeps it apart from values
+/// people write.
+const WHOLE_RELATIVE_FOLDER: &str = "\0whole relative folder";
+
+/// `filters` with each `dir:` value that is a full path inside one of
+/// `folders` (root, key prefix) written as that folder's keys are: the
+/// path below the root for a folder keyed relative to it (the folder
+/// itself: [`WHOLE_RELATIVE_FOLDER`]); a full path stays one, as the keys
+/// of a folder keyed by full path are.
+pub(crate) fn in_folders(mut filters: Vec<Filter>, folders: &[(std::path::PathBuf, String)]) -> Vec<Filter> {
+    for f in filters.iter_mut().filter(|f| f.field == Field::Dir) {
+        let path = std::path::Path::new(&f.value);
+        if !path.is_absolute() {
+            continue;
+        }
+        let relative = folders.iter().filter(|(_, prefix)| prefix.is_empty());
+        let Some(below) = relative
+            .filter_map(|(root, _)| path.strip_prefix(root).ok())
+            .next()
+        else {
+            continue;
+        };
+        f.value = match below.as_os_str().is_empty() {
+            true => WHOLE_RELATIVE_FOLDER.to_owned(),
+            false => below.to_string_lossy().replace('\\', "/"),
+        };
+    }
+    filters
+}
+
 /// `filters` as one condition on the row `j` (true when there are none):
 /// the values of one of `dir:`, `path:` and `type:` not negated are
 /// alternatives (`type:pdf type:docx`), a size or date is a bound that
@@ -272,6 +304,9 @@ impl Sql<'_> {
     /// (`dir:/home/me/notes`) takes the keys that start with it: those of a
     /// folder added beside a data directory's first one are full paths.
     fn under(&mut self, value: &str) -> String {
+        if value == WHOLE_RELATIVE_FOLDER {
+            return "(substr(j.doc_key, 1, 1) NOT IN ('/', '\\'))".to_owned();
+        }
         let dir = value.replace('\\', "/");
         if dir.starts_with('/') {
             return self.starting(&format!("{}/", dir.trim_end_matches('/')));
@@ -371,6 +406,29 @@ mod tests {
             field,
             value: value.into(),
             negated,
+        }
+    }
+
+    /// A full path in `dir:` is written as its folder's keys are.
+    #[cfg(unix)]
+    #[test]
+    fn a_full_path_in_dir_is_read_in_its_folder() {
+        let folders = [
+            (std::path::PathBuf::from("/home/u/docs"), String::new()),
+            (std::path::PathBuf::from("/home/u/notes"), "/home/u/notes/".to_owned()),
+        ];
+        let values = |given: &[&str]| -> Vec<String> {
+            let filters = given.iter().map(|v| filter(Field::Dir, v, false)).collect();
+            in_folders(filters, &folders).into_iter().map(|f| f.value).collect()
+        };
+        assert_eq!(
+            values(&["/home/u/docs/a/b", "/home/u/notes/x", "rel", "/elsewhere", "/home/u/docs2"]),
+            ["a/b", "/home/u/notes/x", "rel", "/elsewhere", "/home/u/docs2"]
+        );
+        assert_eq!(values(&["/home/u/docs"]), [WHOLE_RELATIVE_FOLDER]);
+        for dialect in [Dialect::Sqlite, Dialect::Postgres] {
+            let whole = condition(&[filter(Field::Dir, WHOLE_RELATIVE_FOLDER, false)], dialect, 1);
+            assert!(whole.sql.contains("NOT IN ('/', '\\')") && whole.params.is_empty(), "{}", whole.sql);
         }
     }
 

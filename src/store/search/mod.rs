@@ -192,6 +192,9 @@ pub struct Search<'q> {
     pub(crate) snippets: bool,
     pub(crate) time_limit: Option<Duration>,
     pub(crate) stemming: Option<Stemming>,
+    /// The folders keys are made from, each with its key prefix
+    /// ([`Search::folders`]).
+    pub(crate) folders: &'q [(std::path::PathBuf, String)],
 }
 
 impl<'q> Search<'q> {
@@ -206,6 +209,7 @@ impl<'q> Search<'q> {
             snippets: true,
             time_limit: None,
             stemming: None,
+            folders: &[],
         }
     }
 
@@ -247,6 +251,15 @@ impl<'q> Search<'q> {
         self
     }
 
+    /// The folders the keys were made from, each with what its keys start
+    /// with (`DirSource::key_prefix`: nothing for the folder keyed relative
+    /// to it): `dir:` with a full path inside one of them then takes that
+    /// folder's keys under it, whichever way they are written.
+    pub fn folders(mut self, folders: &'q [(std::path::PathBuf, String)]) -> Self {
+        self.folders = folders;
+        self
+    }
+
     /// Stem the words (or not) as `stemming` says instead of as the data
     /// directory records ([`crate::StoreOptions::stemming`]).
     pub fn stemming(mut self, stemming: Stemming) -> Self {
@@ -277,7 +290,7 @@ impl<'q> Search<'q> {
                 };
                 Ok(SqlitePlan {
                     plan,
-                    filters: q.filters,
+                    filters: fields::in_folders(q.filters, self.folders),
                     words,
                 })
             }
@@ -298,7 +311,7 @@ impl<'q> Search<'q> {
             QuerySyntax::Plain => language::read(self.query, Tokenizer::PgSimple)
                 .map(|q| PgPlan {
                     tsquery: language::tsquery(&q.root),
-                    filters: q.filters,
+                    filters: fields::in_folders(q.filters, self.folders),
                     words: Some(q.root),
                 })
                 .map_err(|e| e.to_string()),

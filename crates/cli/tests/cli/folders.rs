@@ -78,9 +78,13 @@ fn several_folders_share_one_data_directory_and_keep_their_own_keys() {
     .map(|p| p.display().to_string())
     .collect();
     assert_eq!(all, want);
-    // `dir:` takes a folder by its full path.
+    // `dir:` takes a folder by its full path, whichever way its keys are made.
     assert_eq!(found(&data, &format!("shared dir:{}", s(&notes))), want[2..]);
     assert_eq!(found(&data, &format!("shared dir:{}/sub/", s(&notes))), want[3..]);
+    assert_eq!(found(&data, &format!("shared dir:{}", s(&docs))), want[..2]);
+    assert_eq!(found(&data, &format!("shared dir:{}/sub", s(&docs))), want[1..2]);
+    assert_eq!(found(&data, &format!("shared -dir:{}", s(&docs))), want[2..]);
+    assert_eq!(found(&data, "shared dir:sub"), want[1..2]);
 
     // `run` alone runs them all: nothing new, nothing gone.
     let again = json(&ok(leasehold(&data, &["run", "--json"])));
@@ -296,5 +300,9 @@ fn a_folder_that_is_not_there_is_left_out_and_its_documents_kept() {
     assert_eq!(found(&data, "notebook").len(), 2);
     std::fs::rename(&away, &notes).unwrap();
     let back = json(&ok(leasehold(&data, &["run", "--json"])));
-    assert_eq!((back["unchanged"].clone(), back["gone"].clone()), (4.into(), 0.into()), "{back}");
+    assert_eq!(
+        (back["unchanged"].clone(), back["gone"].clone()),
+        (4.into(), 0.into()),
+        "{back}"
+    );
 }
