@@ -174,7 +174,75 @@ fn a_document_recorded_again_meanwhile_is_not_taken_for_vanished(b: Backend) {
     assert_eq!(present(&store), BTreeSet::from(["kept".to_string()]));
 }
 
+/// Two folders in one store, one keyed relative and one by full path, each
+/// past a page of the scan's reads (1,000 rows), the full-path keys sorting
+/// among the relative ones: each rescan judges only its own folder's rows,
+/// a removal is seen in its folder only, and `mark_folder_gone` takes one
+/// folder out. On PostgreSQL this also holds its reads to byte order.
+fn two_folders_each_judge_only_their_own_documents(b: Backend) {
+    let t = TestDb::new(b);
+    let (first, second) = (t.dir.path().join("first"), t.dir.path().join("second"));
+    for i in 0..1100 {
+        write(
+            &first,
+            &format!("{}{i:04}.txt", if i % 2 == 0 { "-" } else { "z" }),
+            "one",
+        );
+        write(&second, &format!("d{}/f{i:04}.txt", i % 7), "two");
+    }
+    for rel in TRICKY {
+        write(&first, rel, rel);
+    }
+    let store = store(&t);
+    let relative = DirSource::open(&first).unwrap();
+    let full = DirSource::open(&second).unwrap().keyed_by_full_path().unwrap();
+    let n_first = 1100 + TRICKY.len();
+    assert_eq!(relative.discover(&store, LIMIT).unwrap().new, n_first);
+    assert_eq!(full.discover(&store, LIMIT).unwrap().new, 1100);
+    for _ in 0..2 {
+        let again = relative.discover(&store, LIMIT).unwrap();
+        assert_eq!((again.unchanged, again.gone), (n_first, 0), "{again:?}");
+        let again = full.discover(&store, LIMIT).unwrap();
+        assert_eq!((again.unchanged, again.gone), (1100, 0), "{again:?}");
+    }
+    std::fs::remove_file(first.join("a.txt")).unwrap();
+    std::fs::remove_file(second.join("d0/f0000.txt")).unwrap();
+    assert_eq!(relative.discover(&store, LIMIT).unwrap().gone, 1);
+    assert_eq!(full.discover(&store, LIMIT).unwrap().gone, 1);
+    assert_eq!(present(&store).len(), n_first - 1 + 1099);
+    let gone = leasehold::source::mark_folder_gone(&store, full.key_prefix()).unwrap();
+    assert_eq!(gone, 1099);
+    let left = present(&store);
+    assert_eq!(left.len(), n_first - 1);
+    assert!(
+        left.iter().all(|k| relative.owns(k)),
+        "only the first folder's documents are left"
+    );
+}
+
+/// `Store::edit_meta` reads several settings, and writes and removes them
+/// as the edit decides, in one transaction.
+fn settings_are_edited_together(b: Backend) {
+    let t = TestDb::new(b);
+    let store = store(&t);
+    store.set_meta("one", "1").unwrap();
+    let names = ["one", "two", "three"];
+    let seen = store
+        .edit_meta(&names, |values| {
+            let before = values.to_vec();
+            values[0] = None;
+            values[1] = Some("2".into());
+            before
+        })
+        .unwrap();
+    assert_eq!(seen, [Some("1".to_owned()), None, None]);
+    let now: Vec<Option<String>> = names.iter().map(|n| store.meta(n).unwrap()).collect();
+    assert_eq!(now, [None, Some("2".to_owned()), None]);
+}
+
 on_both_backends!(
+    two_folders_each_judge_only_their_own_documents,
+    settings_are_edited_together,
     the_walk_and_the_store_agree_on_the_order_of_keys,
     vanished_files_are_found_across_batches_and_nothing_present_is_gone,
     a_document_recorded_again_meanwhile_is_not_taken_for_vanished,

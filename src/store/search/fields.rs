@@ -415,20 +415,36 @@ mod tests {
     fn a_full_path_in_dir_is_read_in_its_folder() {
         let folders = [
             (std::path::PathBuf::from("/home/u/docs"), String::new()),
-            (std::path::PathBuf::from("/home/u/notes"), "/home/u/notes/".to_owned()),
+            (
+                std::path::PathBuf::from("/home/u/notes"),
+                "/home/u/notes/".to_owned(),
+            ),
         ];
         let values = |given: &[&str]| -> Vec<String> {
             let filters = given.iter().map(|v| filter(Field::Dir, v, false)).collect();
-            in_folders(filters, &folders).into_iter().map(|f| f.value).collect()
+            in_folders(filters, &folders)
+                .into_iter()
+                .map(|f| f.value)
+                .collect()
         };
         assert_eq!(
-            values(&["/home/u/docs/a/b", "/home/u/notes/x", "rel", "/elsewhere", "/home/u/docs2"]),
+            values(&[
+                "/home/u/docs/a/b",
+                "/home/u/notes/x",
+                "rel",
+                "/elsewhere",
+                "/home/u/docs2"
+            ]),
             ["a/b", "/home/u/notes/x", "rel", "/elsewhere", "/home/u/docs2"]
         );
         assert_eq!(values(&["/home/u/docs"]), [WHOLE_RELATIVE_FOLDER]);
         for dialect in [Dialect::Sqlite, Dialect::Postgres] {
             let whole = condition(&[filter(Field::Dir, WHOLE_RELATIVE_FOLDER, false)], dialect, 1);
-            assert!(whole.sql.contains("NOT IN ('/', '\\')") && whole.params.is_empty(), "{}", whole.sql);
+            assert!(
+                whole.sql.contains("NOT IN ('/', '\\')") && whole.params.is_empty(),
+                "{}",
+                whole.sql
+            );
         }
     }
 
