@@ -702,11 +702,12 @@ pub fn relative_path_of(key: &str) -> std::result::Result<PathBuf, &'static str>
 }
 
 /// Whether `key` is a full-path key ([`DirSource::keyed_by_full_path`]): it
-/// starts with a separator, which a key relative to a root never does (a
-/// root's full path starts with `/` on Unix and `\\?\` once Windows has
-/// made it canonical).
+/// starts with this system's separator, which a key relative to a root never
+/// does (a root's full path starts with `/` on Unix and `\\?\` once Windows
+/// has made it canonical). Only the system's own: a file on Unix may be
+/// named `\odd.txt`, and its relative key starts with a backslash.
 pub fn is_full_path_key(key: &str) -> bool {
-    key.starts_with(['/', '\\'])
+    key.starts_with(std::path::MAIN_SEPARATOR)
 }
 
 /// What every key of the folder at `root` (canonical) starts with when it is

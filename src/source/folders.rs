@@ -4,19 +4,38 @@
 //! path: [`DirSource::keyed_by_full_path`]), and a document is read from the
 //! folder its key belongs to.
 
+use std::sync::Arc;
+
 use super::{DirSource, Source, SourceError};
+use crate::clock::{Clock, Millis};
+
+/// How long a document whose folder this process cannot read waits before
+/// it is claimed again.
+const FOLDER_AWAY_WAIT_MS: Millis = 60_000;
 
 /// The folders of one store, each a [`DirSource`].
 #[derive(Debug, Clone, Default)]
 pub struct Folders {
     folders: Vec<DirSource>,
+    /// The clock a document waits by when no folder here holds its key
+    /// ([`Folders::waiting_by`]); without one such a document fails.
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl Folders {
     /// The folders `folders`; the caller keeps their keys apart (one keyed
     /// relative at most, none nested in another).
     pub fn new(folders: Vec<DirSource>) -> Folders {
-        Folders { folders }
+        Folders { folders, clock: None }
+    }
+
+    /// Let a document no folder here holds wait (parked by `clock`'s time,
+    /// its attempts kept) instead of failing: its folder may be recorded
+    /// but not there now (an unmounted disk), or added by another process
+    /// after this one opened its folders, and either will read it later.
+    pub fn waiting_by(mut self, clock: Arc<dyn Clock>) -> Folders {
+        self.clock = Some(clock);
+        self
     }
 
     /// The folders, in the order given.
@@ -37,9 +56,17 @@ impl Folders {
 
 impl Source for Folders {
     fn fetch(&self, key: &str, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
-        match self.owner_of(key) {
-            Some(folder) => folder.fetch(key, max_bytes),
-            None => Err(SourceError::BadKey {
+        match (self.owner_of(key), &self.clock) {
+            (Some(folder), _) => folder.fetch(key, max_bytes),
+            (None, Some(clock)) => Err(SourceError::Deferred {
+                key: key.to_owned(),
+                reason: "no folder this process has open holds it (not there now, or added \
+                         since it started): waiting"
+                    .into(),
+                until: clock.now_ms().saturating_add(FOLDER_AWAY_WAIT_MS),
+                account: None,
+            }),
+            (None, None) => Err(SourceError::BadKey {
                 key: key.to_owned(),
                 reason: "no folder of this data directory holds it",
             }),
@@ -60,6 +87,10 @@ mod tests {
         std::fs::write(path, rel).unwrap();
     }
 
+    fn folders_of(a: &DirSource, b: &DirSource) -> Folders {
+        Folders::new(vec![a.clone(), b.clone()])
+    }
+
     fn status(store: &Store, key: &str) -> Option<Status> {
         store.job_by_key(key).unwrap().map(|j| j.status)
     }
@@ -72,6 +103,8 @@ mod tests {
     #[test]
     fn two_folders_share_a_store_and_never_judge_each_others_documents() {
         let dir = tempfile::tempdir().unwrap();
+        // A relative name that starts with a backslash is a relative key.
+        write(&dir.path().join("docs"), "\\odd.txt");
         let (docs, notes) = (dir.path().join("docs"), dir.path().join("notes"));
         for rel in ["-dash.txt", "a.txt", "sub/b.txt", "zz.txt"] {
             write(&docs, rel);
@@ -84,15 +117,25 @@ mod tests {
         let second = DirSource::open(&notes).unwrap().keyed_by_full_path().unwrap();
         let prefix = second.key_prefix().to_owned();
         assert!(prefix.starts_with('/') && prefix.ends_with('/'), "{prefix}");
-        assert_eq!(first.discover(&store, 1 << 20).unwrap().new, 4);
+        assert_eq!(first.discover(&store, 1 << 20).unwrap().new, 5);
         assert_eq!(second.discover(&store, 1 << 20).unwrap().new, 2);
         for _ in 0..2 {
             let again = first.discover(&store, 1 << 20).unwrap();
-            assert_eq!((again.unchanged, again.new, again.gone), (4, 0, 0), "{again:?}");
+            assert_eq!((again.unchanged, again.new, again.gone), (5, 0, 0), "{again:?}");
             let again = second.discover(&store, 1 << 20).unwrap();
             assert_eq!((again.unchanged, again.new, again.gone), (2, 0, 0), "{again:?}");
         }
 
+        assert_eq!(
+            folders_of(&first, &second).fetch("\\odd.txt", 100).unwrap(),
+            b"\\odd.txt"
+        );
+        // A name, not a root: on Unix a backslash is a character.
+        let odd = "\\odd.txt";
+        let mut path = docs.clone();
+        path.push(std::ffi::OsStr::new(odd));
+        std::fs::remove_file(path).unwrap();
+        assert_eq!(first.discover(&store, 1 << 20).unwrap().gone, 1);
         std::fs::remove_file(notes.join("n.txt")).unwrap();
         assert_eq!(first.discover(&store, 1 << 20).unwrap().gone, 0);
         assert_eq!(second.discover(&store, 1 << 20).unwrap().gone, 1);
@@ -124,6 +167,12 @@ mod tests {
         assert!(matches!(
             folders.fetch("/elsewhere/x.txt", 100),
             Err(SourceError::BadKey { .. })
+        ));
+        let clock = Arc::new(crate::ManualClock::new(1_000));
+        let waiting = Folders::new(vec![first.clone()]).waiting_by(clock);
+        assert!(matches!(
+            waiting.fetch(&format!("{prefix}again.txt"), 100),
+            Err(SourceError::Deferred { until: 61_000, .. })
         ));
 
         // A folder taken out of the store: its documents only are gone.

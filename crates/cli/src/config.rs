@@ -260,7 +260,10 @@ impl Config {
         Ok(Config {
             store,
             mirror,
-            folders: Folders::new(opened),
+            // A document of a folder not open here (unmounted, or added by
+            // another process since this one started) waits, attempts kept.
+            folders: Folders::new(opened)
+                .waiting_by(super::testing::clock().unwrap_or_else(|| Arc::new(leasehold::SystemClock))),
             scanned,
             recorded,
             workers: work.workers.unwrap_or(PoolOptions::default().workers),

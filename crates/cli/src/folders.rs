@@ -252,7 +252,10 @@ pub fn add(store: &Store, data: &str, dirs: &[PathBuf]) -> Result<Vec<PathBuf>, 
 /// Take the folders `dirs` out of `store`: each is no longer scanned or
 /// watched, and its documents are marked gone (their search entries go,
 /// `gc` removes their results). Returns, per folder, how many documents
-/// went. A folder not recorded is refused before anything changes.
+/// went. A folder not recorded is refused before anything changes. The
+/// documents go first and the record after: a removal cut short leaves the
+/// folder recorded (its next run finds its files again, a second removal
+/// finishes), never documents that no recorded folder holds.
 pub fn remove(store: &Store, data: &str, dirs: &[PathBuf]) -> Result<Vec<(PathBuf, usize)>, CliError> {
     let record = Recorded::load(store)?;
     let mut roots = Vec::with_capacity(dirs.len());
@@ -265,21 +268,24 @@ pub fn remove(store: &Store, data: &str, dirs: &[PathBuf]) -> Result<Vec<(PathBu
         })?;
         roots.push(root);
     }
-    let taken = store.edit_meta(&SETTINGS, |values| {
-        let mut record = Recorded::from_settings(values).map_err(CliError::Config)?;
-        let taken: Vec<(PathBuf, Keys)> = roots
-            .iter()
-            .filter_map(|root| record.remove(root).map(|keys| (root.clone(), keys)))
-            .collect();
-        record.to_settings(values);
-        Ok::<_, CliError>(taken)
-    })??;
-    let mut gone = Vec::with_capacity(taken.len());
-    for (root, keys) in taken {
-        let n = leasehold::source::mark_folder_gone(store, &keys.prefix(&root))
+    let mut gone = Vec::with_capacity(roots.len());
+    for (root, keys) in record
+        .folders()
+        .into_iter()
+        .filter(|(r, _)| roots.iter().any(|x| x == r))
+    {
+        let n = leasehold::source::mark_folder_gone(store, &keys.prefix(root))
             .map_err(|e| CliError::Runtime(e.to_string()))?;
-        gone.push((root, n));
+        gone.push((root.to_path_buf(), n));
     }
+    store.edit_meta(&SETTINGS, |values| {
+        let mut record = Recorded::from_settings(values).map_err(CliError::Config)?;
+        for root in &roots {
+            record.remove(root);
+        }
+        record.to_settings(values);
+        Ok::<_, CliError>(())
+    })??;
     Ok(gone)
 }
 

@@ -305,7 +305,9 @@ impl Sql<'_> {
     /// folder added beside a data directory's first one are full paths.
     fn under(&mut self, value: &str) -> String {
         if value == WHOLE_RELATIVE_FOLDER {
-            return "(substr(j.doc_key, 1, 1) NOT IN ('/', '\\'))".to_owned();
+            // This system's separator: a relative key on Unix may start
+            // with a backslash (`is_full_path_key`).
+            return format!("(substr(j.doc_key, 1, 1) <> '{}')", std::path::MAIN_SEPARATOR);
         }
         let dir = value.replace('\\', "/");
         if dir.starts_with('/') {
@@ -441,7 +443,7 @@ mod tests {
         for dialect in [Dialect::Sqlite, Dialect::Postgres] {
             let whole = condition(&[filter(Field::Dir, WHOLE_RELATIVE_FOLDER, false)], dialect, 1);
             assert!(
-                whole.sql.contains("NOT IN ('/', '\\')") && whole.params.is_empty(),
+                whole.sql.contains("<> '/'") && whole.params.is_empty(),
                 "{}",
                 whole.sql
             );

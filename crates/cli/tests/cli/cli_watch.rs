@@ -274,9 +274,6 @@ fn watch_follows_creates_changes_removals_and_renames() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// Without notifications (forced by the test hook that makes the notifier
-/// fail as if the inotify watch limit were reached) the tree is rescanned on
-/// the timer, and that is said once on stderr and once in JSON.
 /// One `watch` without a folder follows every folder the data directory
 /// indexes: files created in each are taken under their folder's keys, and
 /// a removal is marked gone in its folder only.
@@ -312,6 +309,9 @@ fn one_watch_follows_every_folder_of_the_data_directory() {
     json_lines(&lines);
 }
 
+/// Without notifications (forced by the test hook that makes the notifier
+/// fail as if the inotify watch limit were reached) the tree is rescanned on
+/// the timer, and that is said once on stderr and once in JSON.
 #[test]
 fn without_notifications_it_rescans_and_says_so_once() {
     let (_tmp, dir, data) = tree();
