@@ -310,6 +310,21 @@ impl Config {
         Ok(Some(Arc::clone(http)))
     }
 
+    /// Scan every folder this command opened (`discover` without a folder,
+    /// once it knows there is no HTTP source to list), hidden files too
+    /// when `hidden`.
+    pub fn scan_every_folder(&mut self, hidden: bool) -> Result<(), CliError> {
+        self.scanned = self
+            .folders
+            .iter()
+            .map(|s| s.clone().include_hidden(hidden))
+            .collect();
+        match self.scanned.is_empty() {
+            true => Err(CliError::Config(no_folder_line(&self.data_name, &self.recorded))),
+            false => Ok(()),
+        }
+    }
+
     /// Whether the configuration file names an HTTP source.
     pub fn http_configured(&self) -> bool {
         self.upstream.as_ref().is_some_and(|u| u.http_source.is_some())

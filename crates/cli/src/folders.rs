@@ -308,7 +308,8 @@ pub fn open(record: &Recorded) -> (Vec<DirSource>, Vec<String>) {
                 root.display(),
                 s.root().display()
             )),
-            Err(e) => unavailable.push(format!("recorded folder {}: {e}", root.display())),
+            // The error names the folder.
+            Err(e) => unavailable.push(format!("recorded folder {e}")),
         }
     }
     (opened, unavailable)

@@ -269,12 +269,11 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 let cfg = config::Config::build(g, &work, Some((&dirs, include_hidden)))?;
                 return report::discover(&cfg, json);
             }
-            let cfg = build(&work)?;
+            let mut cfg = build(&work)?;
             if cfg.http_configured() || cfg.recorded.has_no_folder() {
                 return sync::discover(&cfg, json, no_wait);
             }
-            drop(cfg);
-            let cfg = config::Config::build(g, &work, Some((&[], include_hidden)))?;
+            cfg.scan_every_folder(include_hidden)?;
             report::discover(&cfg, json)
         }
         Command::Work {
