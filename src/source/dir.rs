@@ -183,10 +183,7 @@ impl DirSource {
     /// `key` without this folder's prefix (as [`key_for`] made it), or
     /// `None` when it is not this folder's.
     fn below_root<'k>(&self, key: &'k str) -> Option<&'k str> {
-        match self.key_prefix.as_str() {
-            "" => (!is_full_path_key(key)).then_some(key),
-            prefix => key.strip_prefix(prefix),
-        }
+        key_below_folder(&self.key_prefix, key)
     }
 
     /// Never take the directory `dir` (the data directory, the mirror) nor
@@ -725,30 +722,54 @@ pub fn full_path_prefix(root: &Path) -> Option<String> {
 /// ([`DirSource::key_prefix`]; empty: the folder keyed relative, which holds
 /// every key but the full-path ones).
 pub fn key_in_folder(prefix: &str, key: &str) -> bool {
+    key_below_folder(prefix, key).is_some()
+}
+
+/// `key` without the prefix of the folder it belongs to (what [`key_for`]
+/// made of the path below the root), or `None` when it is not that
+/// folder's ([`key_in_folder`]).
+pub fn key_below_folder<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
     match prefix {
-        "" => !is_full_path_key(key),
-        prefix => key.starts_with(prefix),
+        "" => (!is_full_path_key(key)).then_some(key),
+        prefix => key.strip_prefix(prefix),
     }
 }
 
 /// Mark every present document of the folder whose keys start with
 /// `prefix` ([`DirSource::key_prefix`]) gone, as a scan that found the
 /// folder empty would: the folder is no longer indexed. The folder itself
-/// need not exist any more. Returns how many.
+/// need not exist any more. Written a batch at a time as the folder's rows
+/// are read, so memory does not grow with the folder. Returns how many.
 pub fn mark_folder_gone(store: &Store, prefix: &str) -> Result<usize> {
-    let mut cursor = known::KnownCursor::new(store, prefix);
-    let mut vanished = Vec::new();
-    cursor.take_through(None, |key, known| {
-        vanished.push(crate::store::Vanished {
+    let (mut batch, mut gone, mut failed) = (Vec::with_capacity(SCAN_BATCH), 0, None);
+    let mut flush = |batch: &mut Vec<crate::store::Vanished>| -> Result<()> {
+        gone += store.mark_vanished(batch)?;
+        batch.clear();
+        Ok(())
+    };
+    known::KnownCursor::new(store, prefix).take_through(None, |key, known| {
+        batch.push(crate::store::Vanished {
             key,
             stat: known.stat,
-        })
+        });
+        if batch.len() == SCAN_BATCH && failed.is_none() {
+            failed = flush(&mut batch).err();
+        }
     })?;
-    let mut gone = 0;
-    for chunk in vanished.chunks(SCAN_BATCH) {
-        gone += store.mark_vanished(chunk)?;
+    if let Some(e) = failed {
+        return Err(e);
     }
+    flush(&mut batch)?;
     Ok(gone)
+}
+
+/// How many present documents the folder whose keys start with `prefix`
+/// holds: one read of its rows, beside nothing (a full-path folder's range
+/// only).
+pub fn count_folder_documents(store: &Store, prefix: &str) -> Result<u64> {
+    let mut n = 0u64;
+    known::KnownCursor::new(store, prefix).take_through(None, |_, _| n += 1)?;
+    Ok(n)
 }
 
 /// The document key of a path relative to the root: '/'-joined UTF-8, or the raw

@@ -7,8 +7,8 @@ mod dir;
 mod folders;
 
 pub use dir::{
-    full_path_prefix, is_full_path_key, key_for, key_in_folder, mark_folder_gone, relative_path_of,
-    DirSource, Discovered,
+    count_folder_documents, full_path_prefix, is_full_path_key, key_below_folder, key_for, key_in_folder,
+    mark_folder_gone, relative_path_of, DirSource, Discovered,
 };
 pub use folders::Folders;
 

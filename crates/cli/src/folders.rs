@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use leasehold::source::{full_path_prefix, key_for, key_in_folder, relative_path_of, DirSource};
+use leasehold::source::{full_path_prefix, key_below_folder, key_for, relative_path_of, DirSource};
 use leasehold::upstream::ListingReport;
 use leasehold::Store;
 
@@ -189,8 +189,7 @@ impl Recorded {
     /// holds it. Says nothing of whether the file exists.
     pub fn path_of(&self, key: &str) -> Option<PathBuf> {
         self.folders().into_iter().find_map(|(root, keys)| {
-            let prefix = keys.prefix(root);
-            let below = key_in_folder(&prefix, key).then(|| &key[prefix.len()..])?;
+            let below = key_below_folder(&keys.prefix(root), key)?;
             relative_path_of(below).ok().map(|rel| root.join(rel))
         })
     }
@@ -392,23 +391,13 @@ pub fn remove_command(cfg: &Config, dirs: &[PathBuf]) -> Result<ExitCode, CliErr
 }
 
 /// How many present documents each recorded folder holds, in
-/// [`Recorded::folders`] order: one read of every present row's key.
+/// [`Recorded::folders`] order: a read of each folder's rows.
 fn documents_per_folder(store: &Store, record: &Recorded) -> Result<Vec<u64>, CliError> {
-    let prefixes: Vec<String> = record.key_prefixes().into_iter().map(|(_, p)| p).collect();
-    let mut counts = vec![0u64; prefixes.len()];
-    let mut after: Option<String> = None;
-    loop {
-        let page = store.sources_after(after.as_deref(), 1000)?;
-        for (key, _) in &page {
-            if let Some(i) = prefixes.iter().position(|p| key_in_folder(p, key)) {
-                counts[i] += 1;
-            }
-        }
-        match page.last() {
-            Some((last, _)) if page.len() == 1000 => after = Some(last.clone()),
-            _ => return Ok(counts),
-        }
-    }
+    let prefixes = record.key_prefixes().into_iter();
+    let counts = prefixes.map(|(_, prefix)| leasehold::source::count_folder_documents(store, &prefix));
+    counts
+        .collect::<leasehold::Result<_>>()
+        .map_err(|e| CliError::Runtime(e.to_string()))
 }
 
 /// The line refusing to add `root` to data directory `data`.
