@@ -507,7 +507,7 @@ impl Store {
         let mut decided = None;
         self.engine()
             .edit_meta(names, &mut |values| decided = Some(edit(values)))?;
-        Ok(decided.expect("edit_meta ran the edit"))
+        decided.ok_or_else(|| Error::Internal("the settings edit was never run".into()))
     }
 
     fn notify_if_queued(&self, out: &[Enqueued]) {
