@@ -43,12 +43,16 @@ pub enum Format {
     Xlsx,
     /// PowerPoint's Office Open XML deck: slide text, slide by slide.
     Pptx,
+    /// Hancom's Hangul word processor, HWP 5.x (an OLE compound file).
+    Hwp,
+    /// Hancom's Hangul word processor, HWPX (zip + OWPML XML).
+    Hwpx,
 }
 
 impl Format {
     /// Every format, for reading names back ([`Format::from_name`]).
     #[doc(hidden)]
-    pub const ALL: [Format; 12] = [
+    pub const ALL: [Format; 14] = [
         Format::PlainText,
         Format::Markdown,
         Format::Html,
@@ -61,6 +65,8 @@ impl Format {
         Format::Rtf,
         Format::Xlsx,
         Format::Pptx,
+        Format::Hwp,
+        Format::Hwpx,
     ];
 
     /// The format [`Format::as_str`] names, e.g. in an error an extraction child sends.
@@ -83,6 +89,8 @@ impl Format {
             Format::Rtf => "rtf",
             Format::Xlsx => "xlsx",
             Format::Pptx => "pptx",
+            Format::Hwp => "hwp",
+            Format::Hwpx => "hwpx",
         }
     }
 }

@@ -171,7 +171,7 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 }
 
 /// Each sample file and the phrase its extracted text must contain.
-pub const SAMPLE_PHRASES: [(&str, &str); 13] = [
+pub const SAMPLE_PHRASES: [(&str, &str); 15] = [
     ("notes.txt", "amber lighthouse"),
     ("guide.md", "copper kettle"),
     ("page.html", "velvet harbor"),
@@ -185,6 +185,8 @@ pub const SAMPLE_PHRASES: [(&str, &str); 13] = [
     ("formats/memo.rtf", "crimson tundra"),
     ("formats/ledger.xlsx", "walnut glacier"),
     ("formats/deck.pptx", "ivory pelican"),
+    ("formats/weekly-report.hwp", "주간업무보고서"),
+    ("formats/draft-form.hwpx", "생산등록번호"),
 ];
 
 /// The binary on the data directory `data`, for a caller to add its

@@ -31,6 +31,10 @@ mod command;
 mod epub;
 #[cfg(feature = "html")]
 mod html;
+#[cfg(feature = "hwp")]
+mod hwp;
+#[cfg(feature = "hwp")]
+mod hwpx;
 mod isolated;
 #[cfg(feature = "markdown")]
 mod markdown;
@@ -101,6 +105,9 @@ impl ExtractorRegistry {
         }
         if rtf::looks_like_rtf(bytes) {
             return Ok(Format::Rtf);
+        }
+        if is_hwp(bytes) {
+            return Ok(Format::Hwp);
         }
         // Named as a binary format but without its magic: let that extractor say how it is
         // broken instead of calling it unsupported.
@@ -187,6 +194,10 @@ impl ExtractorRegistry {
             #[cfg(feature = "office")]
             Format::Epub => epub::extract(bytes, inflate, stop),
             Format::Rtf => rtf::extract(bytes, stop),
+            #[cfg(feature = "hwp")]
+            Format::Hwp => hwp::extract(bytes, inflate, stop),
+            #[cfg(feature = "hwp")]
+            Format::Hwpx => hwpx::extract(bytes, inflate, stop),
             #[allow(unreachable_patterns)]
             other => Err(not_built(other)),
         }
@@ -285,6 +296,7 @@ fn not_built(format: Format) -> ExtractError {
         Format::Pdf => "pdf",
         Format::Html => "html",
         Format::Markdown => "markdown",
+        Format::Hwp | Format::Hwpx => "hwp",
         _ => "office",
     };
     ExtractError::Unsupported {
@@ -297,7 +309,7 @@ fn not_built(format: Format) -> ExtractError {
 fn is_zip_format(format: Format) -> bool {
     !matches!(
         format,
-        Format::PlainText | Format::Markdown | Format::Html | Format::Pdf | Format::Rtf
+        Format::PlainText | Format::Markdown | Format::Html | Format::Pdf | Format::Rtf | Format::Hwp
     )
 }
 
@@ -313,6 +325,8 @@ fn binary_format(ext: &str) -> Option<Format> {
         "rtf" => Format::Rtf,
         "xlsx" => Format::Xlsx,
         "pptx" => Format::Pptx,
+        "hwp" => Format::Hwp,
+        "hwpx" => Format::Hwpx,
         _ => return None,
     })
 }
@@ -323,6 +337,20 @@ fn text_format(ext: Option<&str>) -> Option<Format> {
         "md" | "markdown" => Some(Format::Markdown),
         "html" | "htm" => Some(Format::Html),
         _ => None,
+    }
+}
+
+/// An HWP document by its content: HWP 5.x's compound file with an HWP `FileHeader`
+/// (legacy Office files share the container), or HWP 3.x's own signature.
+fn is_hwp(bytes: &[u8]) -> bool {
+    #[cfg(feature = "hwp")]
+    {
+        bytes.starts_with(hwp::HWP3_SIGNATURE) || (bytes.starts_with(hwp::CFB_MAGIC) && hwp::is_hwp5(bytes))
+    }
+    #[cfg(not(feature = "hwp"))]
+    {
+        let _ = bytes;
+        false
     }
 }
 
@@ -341,7 +369,8 @@ fn sniff_text(bytes: &[u8]) -> Format {
     feature = "pdf",
     feature = "office",
     feature = "html",
-    feature = "markdown"
+    feature = "markdown",
+    feature = "hwp"
 ))]
 mod tests {
     use super::*;
@@ -419,7 +448,7 @@ mod tests {
     /// The office and e-book samples: file under `samples/`, format, phrase. Made by real
     /// producers (odfpy, openpyxl, python-pptx, ebooklib, LibreOffice) with
     /// `tests/make_samples.py`.
-    const CONTAINER_SAMPLES: [(&str, Format, &str); 8] = [
+    const CONTAINER_SAMPLES: [(&str, Format, &str); 10] = [
         ("formats/notes.odt", Format::Odt, "cobalt heron"),
         ("formats/inventory.ods", Format::Ods, "juniper anvil"),
         ("formats/slides.odp", Format::Odp, "marble falcon"),
@@ -428,6 +457,8 @@ mod tests {
         ("formats/ledger.xlsx", Format::Xlsx, "walnut glacier"),
         ("formats/deck.pptx", Format::Pptx, "ivory pelican"),
         ("letter.docx", Format::Docx, "silver meadow"),
+        ("formats/weekly-report.hwp", Format::Hwp, "주간업무보고서"),
+        ("formats/draft-form.hwpx", Format::Hwpx, "생산등록번호"),
     ];
 
     fn read_sample(file: &str) -> Vec<u8> {
@@ -445,8 +476,9 @@ mod tests {
     /// Every sample and the title it gives itself: HTML's `<title>`, Markdown's first
     /// heading, the PDF's Info title, the core properties or `meta.xml` of the office
     /// files (set by `tests/make_samples.py`), the EPUB's `dc:title`. Plain text has no
-    /// place for one, and the RTF (from LibreOffice) and python-pptx's template leave it out.
-    const SAMPLE_TITLES: [(&str, Option<&str>); 13] = [
+    /// place for one, and the RTF (from LibreOffice) and python-pptx's template leave it out,
+    /// as Naver's HWP form and the HWPX draft form do (their titles are empty).
+    const SAMPLE_TITLES: [(&str, Option<&str>); 15] = [
         ("notes.txt", None),
         ("guide.md", Some("Brewing Guide")),
         ("nested/more.md", Some("Evening Reading")),
@@ -460,6 +492,8 @@ mod tests {
         ("formats/memo.rtf", None),
         ("formats/ledger.xlsx", Some("Walnut ledger")),
         ("formats/deck.pptx", Some("Quarterly review deck")),
+        ("formats/weekly-report.hwp", None),
+        ("formats/draft-form.hwpx", None),
     ];
 
     #[test]

@@ -56,6 +56,7 @@ fn format_for_mimetype(mimetype: &str) -> Option<Format> {
         Some("spreadsheet") => Some(Format::Ods),
         Some("presentation") => Some(Format::Odp),
         _ if mimetype == "application/epub+zip" => Some(Format::Epub),
+        _ if mimetype == "application/hwp+zip" => Some(Format::Hwpx),
         _ => None,
     }
 }
@@ -537,6 +538,11 @@ impl<R> Capped<R> {
     /// Whether the limit was hit (then the last read failed).
     pub(super) fn exceeded(&self) -> bool {
         self.exceeded
+    }
+
+    /// How many bytes may still come through.
+    pub(super) fn remaining(&self) -> u64 {
+        self.remaining
     }
 }
 

@@ -116,11 +116,14 @@ pub(crate) const FAMILIES: [(&str, &[&str]); 8] = [
     ("text", &["txt", "text", "log", "md", "markdown", "csv", "tsv"]),
     ("markdown", &["md", "markdown"]),
     ("html", &["html", "htm", "xhtml"]),
-    ("word", &["docx", "doc", "odt", "rtf"]),
+    ("word", &["docx", "doc", "odt", "rtf", "hwp", "hwpx"]),
     ("spreadsheet", &["xlsx", "xls", "ods", "csv"]),
     ("presentation", &["pptx", "ppt", "odp"]),
     ("ebook", &["epub"]),
-    ("office", &["docx", "xlsx", "pptx", "odt", "ods", "odp", "rtf"]),
+    (
+        "office",
+        &["docx", "xlsx", "pptx", "odt", "ods", "odp", "rtf", "hwp", "hwpx"],
+    ),
 ];
 
 /// Why a field's value cannot be taken, if it cannot.

@@ -22,7 +22,7 @@ fn leasehold_in(cwd: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
 use common::output::{json, ok, stderr, stdout};
 
 /// A copy of the samples plus one broken PDF (which dies), run once into
-/// `data`: 13 indexed, 1 dead.
+/// `data`: every sample indexed, 1 dead.
 struct Corpus {
     _dir: tempfile::TempDir,
     source: PathBuf,
@@ -170,14 +170,16 @@ fn list_shows_documents_by_status_failed_ones_json_and_says_how_many_more() {
     let limited = stdout(&ok(leasehold(&c.data, &["list", "--limit", "3"])));
     let lines: Vec<&str> = limited.lines().collect();
     assert_eq!(lines.len(), 4, "{limited}");
-    assert_eq!(lines[3], "... 11 more (use --limit)");
+    // The samples and the broken PDF, three of them shown.
+    let more = SAMPLE_PHRASES.len() + 1 - 3;
+    assert_eq!(lines[3], format!("... {more} more (use --limit)"));
     let limited = json(leasehold(&c.data, &["list", "--json", "--limit", "2"]));
     assert_eq!(limited.as_array().unwrap().len(), 2);
     // 0: every document, as `search --limit 0`.
     let all = json(leasehold(&c.data, &["list", "--json", "--limit", "0"]));
-    assert_eq!(all.as_array().unwrap().len(), 14);
+    assert_eq!(all.as_array().unwrap().len(), SAMPLE_PHRASES.len() + 1);
     let all = stdout(&ok(leasehold(&c.data, &["list", "--limit", "0"])));
-    assert_eq!(all.lines().count(), 14, "{all}");
+    assert_eq!(all.lines().count(), SAMPLE_PHRASES.len() + 1, "{all}");
 
     let bad = leasehold(&c.data, &["list", "--status", "banana"]);
     assert_eq!(bad.status.code(), Some(2));
