@@ -69,8 +69,10 @@
 //! [extract]
 //! isolation = true
 //! timeout = "60s"
+//! timeout_per_mib = "2s"
 //! memory = "1GiB"
 //! cpu = "60s"
+//! cpu_per_mib = "1s"
 //! max_text = "64MiB"
 //!
 //! # The search index's tokenizer for a SQLite data directory made now:
@@ -97,9 +99,11 @@
 //!   as one JSON line on its standard input. `webhook` is a URL.
 //! - `[outbox]`: `max_age` (a duration) and `max_bytes` (`"256MiB"` or a number of bytes).
 //! - `[extract]`: `isolation` (run parsers in child processes; default true), and the
-//!   limits of one document: `timeout` and `cpu` (durations), `memory` and `max_text`
-//!   (sizes). The flags `--extract-timeout`, `--extract-cpu`, `--extract-memory`,
-//!   `--max-text` and `--in-process` override them. `[extract.commands]` maps
+//!   limits of one document: `timeout` and `cpu` (durations), each grown by
+//!   `timeout_per_mib` and `cpu_per_mib` (durations) for every MiB of the document,
+//!   `memory` and `max_text` (sizes). The flags `--extract-timeout`,
+//!   `--extract-timeout-per-mib`, `--extract-cpu`, `--extract-cpu-per-mib`,
+//!   `--extract-memory`, `--max-text` and `--in-process` override them. `[extract.commands]` maps
 //!   extensions to external converters, e.g. `pdf = ["pdftotext", "-enc", "UTF-8", "{}", "-"]`
 //!   (`{}` is the document's temporary file; without it the document is on standard input);
 //!   they run under the same limits.
@@ -189,8 +193,10 @@ clock_skew = "1s"
 [extract]
 isolation = true
 timeout = "60s"
+timeout_per_mib = "2s"
 memory = "1GiB"
 cpu = "60s"
+cpu_per_mib = "1s"
 max_text = "64MiB"
 
 # The search index's tokenizer for a SQLite data directory made now:
@@ -312,12 +318,16 @@ pub struct ExtractConfig {
     /// Run parsers in child processes (the default); `false` runs them inside
     /// the worker process, where a hostile file can crash it.
     pub isolation: bool,
-    /// Wall-clock time one document may take.
+    /// Wall-clock time one document may take, before its size's allowance.
     pub timeout: Duration,
+    /// Wall-clock time added per MiB of the document.
+    pub timeout_per_mib: Duration,
     /// Address space of an extraction child, in bytes.
     pub memory: u64,
-    /// CPU time one document may take.
+    /// CPU time one document may take, before its size's allowance.
     pub cpu: Duration,
+    /// CPU time added per MiB of the document.
+    pub cpu_per_mib: Duration,
     /// Extracted text of one document, in bytes.
     pub max_text: u64,
 }
@@ -329,8 +339,10 @@ impl Default for ExtractConfig {
             commands: Default::default(),
             isolation: true,
             timeout: Limits::DEFAULT_DEADLINE,
+            timeout_per_mib: Limits::DEFAULT_DEADLINE_PER_MIB,
             memory: Limits::DEFAULT_MEMORY_BYTES,
             cpu: Limits::DEFAULT_CPU_TIME,
+            cpu_per_mib: Limits::DEFAULT_CPU_TIME_PER_MIB,
             max_text: Limits::DEFAULT_MAX_OUTPUT_BYTES,
         }
     }
@@ -1037,6 +1049,16 @@ mod tests {
         err_key("[auth]\nnotify_every = \"\"\n", "[auth] notify_every");
         err_key("[auth]\nexpiry_warning = \"soon\"\n", "[auth] expiry_warning");
         err_key("[outbox]\nmax_age = \"0s\"\n", "[outbox] max_age");
+
+        // The time limits' allowances per MiB may be turned off; the bases may not.
+        let c = parse("[extract]\ntimeout_per_mib = \"5s\"\ncpu_per_mib = \"0s\"\n").unwrap();
+        assert_eq!(
+            (c.extract.timeout_per_mib, c.extract.cpu_per_mib),
+            (Duration::from_secs(5), Duration::ZERO)
+        );
+        assert_eq!(parse("").unwrap().extract.timeout_per_mib, Duration::from_secs(2));
+        err_key("[extract]\ntimeout = \"0s\"\n", "[extract] timeout");
+        err_key("[extract]\ncpu_per_mib = \"lots\"\n", "[extract] cpu_per_mib");
     }
 
     #[test]

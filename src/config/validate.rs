@@ -123,8 +123,10 @@ pub(super) struct RawOutbox {
 pub(super) struct RawExtract {
     isolation: Option<bool>,
     timeout: Option<String>,
+    timeout_per_mib: Option<String>,
     memory: Option<toml::Value>,
     cpu: Option<String>,
+    cpu_per_mib: Option<String>,
     max_text: Option<toml::Value>,
     #[serde(default)]
     commands: toml::Table,
@@ -623,8 +625,15 @@ impl Validator<'_> {
             commands: self.converters(raw.commands)?,
             isolation: raw.isolation.unwrap_or(d.isolation),
             timeout: self.duration("[extract] timeout", raw.timeout, d.timeout, false)?,
+            timeout_per_mib: self.duration(
+                "[extract] timeout_per_mib",
+                raw.timeout_per_mib,
+                d.timeout_per_mib,
+                true,
+            )?,
             memory: size("[extract] memory", raw.memory, d.memory)?,
             cpu: self.duration("[extract] cpu", raw.cpu, d.cpu, false)?,
+            cpu_per_mib: self.duration("[extract] cpu_per_mib", raw.cpu_per_mib, d.cpu_per_mib, true)?,
             max_text: size("[extract] max_text", raw.max_text, d.max_text)?,
         })
     }

@@ -234,6 +234,24 @@ impl ExtractError {
         )
     }
 
+    /// The failure as the reason a document of `input_bytes` records: a limit also says
+    /// the document's size and what would let it through, since a big honest document
+    /// and a hostile one end the same way.
+    pub fn reason_for(&self, input_bytes: u64) -> String {
+        let size = Size(input_bytes);
+        match self {
+            ExtractError::Limit {
+                what: LimitKind::Deadline(_) | LimitKind::CpuTime { .. },
+            } => format!(
+                "{self} for a document of {size} (the limit grows with the size: raise it, or its allowance per MiB, to read this one)"
+            ),
+            ExtractError::Limit {
+                what: LimitKind::Memory { .. } | LimitKind::Output { .. },
+            } => format!("{self} for a document of {size} (raise the limit to read this one)"),
+            other => other.to_string(),
+        }
+    }
+
     /// Shorthand used by the format modules, which all report parser failures the same way.
     #[doc(hidden)]
     pub fn malformed(format: Format, reason: impl fmt::Display) -> Self {
@@ -267,7 +285,10 @@ pub trait Extractor: Send + Sync {
 
 /// What one document may cost its child. The defaults suit a desktop or edge machine: a
 /// minute of time, a gigabyte of memory. Deadline, CPU time and output cap apply per
-/// document; memory, input size and stack are fixed when a child starts.
+/// document; memory, input size and stack are fixed when a child starts. The deadline and
+/// the CPU time grow with the document ([`Limits::for_input`]): a 1,400-page PDF is not
+/// hostile for needing more than a minute on a busy machine, while a small file that
+/// hangs is still ended at the base.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Wall-clock time from sending the document to having its text, measured by the
@@ -281,6 +302,11 @@ pub struct Limits {
     /// CPU time (user + system) for one document, enforced with `RLIMIT_CPU` in the child
     /// (whole seconds, rounded up; the child dies of SIGXCPU). Default 60 s.
     pub cpu_time: Duration,
+    /// Added to the deadline for each MiB of the document (in proportion, so a small
+    /// file adds next to nothing). Default 2 s.
+    pub deadline_per_mib: Duration,
+    /// Added to the CPU time for each MiB of the document. Default 1 s.
+    pub cpu_time_per_mib: Duration,
     /// Largest extracted text accepted, in bytes. The child checks it, and the parent never
     /// reads more than this plus a small header. Default 64 MiB.
     pub max_output_bytes: u64,
@@ -300,12 +326,33 @@ impl Limits {
     pub const DEFAULT_MEMORY_BYTES: u64 = 1 << 30;
     /// CPU time one document may take: 60 s.
     pub const DEFAULT_CPU_TIME: Duration = Duration::from_secs(60);
+    /// Deadline added per MiB of input: 2 s (twice the CPU allowance, for a busy machine).
+    pub const DEFAULT_DEADLINE_PER_MIB: Duration = Duration::from_secs(2);
+    /// CPU time added per MiB of input: 1 s. The slowest honest PDFs measured (Chromium's
+    /// printer, 57 MB) needed about 0.6 s of CPU per MiB.
+    pub const DEFAULT_CPU_TIME_PER_MIB: Duration = Duration::from_secs(1);
     /// Extracted text of one document: 64 MiB.
     pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64 << 20;
     /// Input of one document: 64 MiB.
     pub const DEFAULT_MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
     /// Stack of the child's extraction thread: 256 MiB.
     pub const DEFAULT_STACK_BYTES: u64 = 256 << 20;
+
+    /// These limits for a document of `input_bytes`: the deadline and the CPU time each
+    /// grown by their allowance per MiB, in proportion to the size and to the
+    /// millisecond (so a small file's limits read as configured); the rest unchanged.
+    pub fn for_input(&self, input_bytes: u64) -> Limits {
+        let mib = input_bytes as f64 / (1024.0 * 1024.0);
+        let grown = |base: Duration, per_mib: Duration| {
+            let extra_ms = (per_mib.as_secs_f64() * mib * 1000.0).round();
+            base.saturating_add(Duration::from_millis(extra_ms as u64))
+        };
+        Limits {
+            deadline: grown(self.deadline, self.deadline_per_mib),
+            cpu_time: grown(self.cpu_time, self.cpu_time_per_mib),
+            ..self.clone()
+        }
+    }
 }
 
 impl Default for Limits {
@@ -314,6 +361,8 @@ impl Default for Limits {
             deadline: Self::DEFAULT_DEADLINE,
             memory_bytes: Self::DEFAULT_MEMORY_BYTES,
             cpu_time: Self::DEFAULT_CPU_TIME,
+            deadline_per_mib: Self::DEFAULT_DEADLINE_PER_MIB,
+            cpu_time_per_mib: Self::DEFAULT_CPU_TIME_PER_MIB,
             max_output_bytes: Self::DEFAULT_MAX_OUTPUT_BYTES,
             max_input_bytes: Self::DEFAULT_MAX_INPUT_BYTES,
             stack_bytes: Self::DEFAULT_STACK_BYTES,
@@ -409,15 +458,34 @@ impl fmt::Display for Interruption {
     }
 }
 
-/// "60 s", or "200 ms" below a second or off the whole second.
+/// "60 s"; "200 ms" below a second; "174.3 s" off the whole second above it (a
+/// deadline grown with a document's size).
 struct Seconds(Duration);
 
 impl fmt::Display for Seconds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.0.subsec_nanos() == 0 {
             write!(f, "{} s", self.0.as_secs())
-        } else {
+        } else if self.0 < Duration::from_secs(1) {
             write!(f, "{} ms", self.0.as_millis())
+        } else {
+            write!(f, "{:.1} s", self.0.as_secs_f64())
+        }
+    }
+}
+
+/// A document's size as a person reads it: "57.0 MiB", "12.5 KiB", "300 bytes".
+struct Size(u64);
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0 as f64;
+        if n >= 1024.0 * 1024.0 {
+            write!(f, "{:.1} MiB", n / (1024.0 * 1024.0))
+        } else if n >= 1024.0 {
+            write!(f, "{:.1} KiB", n / 1024.0)
+        } else {
+            write!(f, "{} bytes", self.0)
         }
     }
 }
@@ -465,6 +533,45 @@ pub fn signal_name(_signal: i32) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn time_limits_grow_with_the_input_and_the_reason_names_its_size() {
+        let limits = Limits::default();
+        let small = limits.for_input(30);
+        assert_eq!(
+            (small.deadline, small.cpu_time),
+            (limits.deadline, limits.cpu_time)
+        );
+        let big = limits.for_input(57 << 20);
+        assert_eq!(big.deadline, Duration::from_secs(60 + 2 * 57));
+        assert_eq!(big.cpu_time, Duration::from_secs(60 + 57));
+        assert_eq!(
+            (big.memory_bytes, big.max_output_bytes),
+            (limits.memory_bytes, limits.max_output_bytes)
+        );
+        let half = limits.for_input(3 << 19);
+        assert_eq!(half.deadline, Duration::from_secs(63));
+        assert!(limits.for_input(u64::MAX).deadline > Duration::from_secs(1 << 40));
+
+        let err = ExtractError::Limit {
+            what: LimitKind::Deadline(Duration::from_millis(174_300)),
+        };
+        assert_eq!(
+            err.reason_for(59_768_832),
+            "extraction exceeded its 174.3 s deadline for a document of 57.0 MiB \
+             (the limit grows with the size: raise it, or its allowance per MiB, to read this one)"
+        );
+        let err = ExtractError::Limit {
+            what: LimitKind::Memory { bytes: 1 << 30 },
+        };
+        assert!(err
+            .reason_for(2048)
+            .ends_with("for a document of 2.0 KiB (raise the limit to read this one)"));
+        let crash = ExtractError::Crashed {
+            reason: "stack overflow".into(),
+        };
+        assert_eq!(crash.reason_for(10), crash.to_string());
+    }
+
     use super::*;
 
     #[test]

@@ -517,12 +517,13 @@ impl Worker {
             // the document's; it waits without spending the attempt.
             Ok(Err(e @ ExtractError::Unavailable { .. })) => Err(self.park_for_backoff(claim, e.to_string())),
             Ok(Err(e)) => {
+                let error = e.reason_for(bytes.len() as u64);
                 if matches!(e, ExtractError::Limit { .. } | ExtractError::TooLarge { .. }) {
-                    log_limit(&claim.key, &e.to_string());
+                    log_limit(&claim.key, &error);
                 }
                 Err(Stop::Failed {
                     permanent: e.is_permanent(),
-                    error: e.to_string(),
+                    error,
                 })
             }
             Err(panic) => Err(Stop::Failed {

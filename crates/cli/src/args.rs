@@ -155,6 +155,10 @@ pub struct WorkFlags {
     /// (default: [extract] timeout, else 60s).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub extract_timeout: Option<Duration>,
+    /// Wall-clock time added to the extraction timeout for each MiB of a
+    /// document, e.g. 2s; 0s for none (default: [extract] timeout_per_mib, else 2s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_allowance)]
+    pub extract_timeout_per_mib: Option<Duration>,
     /// Memory (address space) of an extraction process, e.g. 1GiB
     /// (default: [extract] memory, else 1GiB).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
@@ -163,6 +167,10 @@ pub struct WorkFlags {
     /// (default: [extract] cpu, else 60s).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub extract_cpu: Option<Duration>,
+    /// CPU time added to the extraction CPU limit for each MiB of a document,
+    /// e.g. 1s; 0s for none (default: [extract] cpu_per_mib, else 1s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_allowance)]
+    pub extract_cpu_per_mib: Option<Duration>,
     /// Largest extracted text of one document, e.g. 64MiB
     /// (default: [extract] max_text, else 64MiB).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
@@ -266,8 +274,10 @@ impl WorkFlags {
             max_attempts: self.max_attempts.or(earlier.max_attempts),
             synchronous: self.synchronous.or(earlier.synchronous),
             extract_timeout: self.extract_timeout.or(earlier.extract_timeout),
+            extract_timeout_per_mib: self.extract_timeout_per_mib.or(earlier.extract_timeout_per_mib),
             extract_memory: self.extract_memory.or(earlier.extract_memory),
             extract_cpu: self.extract_cpu.or(earlier.extract_cpu),
+            extract_cpu_per_mib: self.extract_cpu_per_mib.or(earlier.extract_cpu_per_mib),
             max_text: self.max_text.or(earlier.max_text),
             in_process: self.in_process || earlier.in_process,
             search: SearchFlags {
@@ -324,6 +334,14 @@ const DURATION_FORM: &str = "expected a number with a unit, e.g. 30s, 2m or 1h30
 
 /// A duration such as `60s`, `2m` or `1h30m`. The error says what is
 /// expected; clap puts the flag and the value in front of it.
+/// [`parse_duration`] that also takes zero: an allowance that may be turned off.
+pub fn parse_allowance(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text.trim()) {
+        Ok(zero) if zero.is_zero() => Ok(zero),
+        _ => parse_duration(text),
+    }
+}
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text.trim()).map_err(|e| {
         let detail = match e {

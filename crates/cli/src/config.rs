@@ -77,8 +77,10 @@ impl Extraction {
             commands: f.commands,
             limits: Limits {
                 deadline: w.extract_timeout.unwrap_or(f.timeout),
+                deadline_per_mib: w.extract_timeout_per_mib.unwrap_or(f.timeout_per_mib),
                 memory_bytes: memory,
                 cpu_time: w.extract_cpu.unwrap_or(f.cpu),
+                cpu_time_per_mib: w.extract_cpu_per_mib.unwrap_or(f.cpu_per_mib),
                 max_output_bytes: w.max_text.unwrap_or(f.max_text),
                 max_input_bytes: max_input,
                 ..Limits::default()

@@ -84,7 +84,9 @@ pub fn started(command: &'static str, cfg: &Config) {
         max_input = limits.max_input_bytes,
         extract_memory = limits.memory_bytes,
         extract_timeout_ms = leasehold::clock::duration_ms(limits.deadline),
+        extract_timeout_per_mib_ms = leasehold::clock::duration_ms(limits.deadline_per_mib),
         extract_cpu_ms = leasehold::clock::duration_ms(limits.cpu_time),
+        extract_cpu_per_mib_ms = leasehold::clock::duration_ms(limits.cpu_time_per_mib),
         max_text = limits.max_output_bytes,
         isolated = cfg.extract.isolated,
         "{command} started"

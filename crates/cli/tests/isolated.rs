@@ -245,6 +245,7 @@ fn deadline_kills_a_slow_document() {
     // deadline is the document's fault only when its child was running on it.
     let extractor = extractor(Limits {
         deadline: Duration::from_millis(800),
+        deadline_per_mib: Duration::ZERO,
         ..Limits::default()
     });
     let busy = busy_pdf(800_000);
@@ -259,11 +260,38 @@ fn deadline_kills_a_slow_document() {
     assert_eq!(run(&extractor, "a.txt", b"after").unwrap(), "after");
 }
 
+/// A big honest document (a 2.3 MiB PDF that keeps its parser busy for about two
+/// seconds) is killed by a fixed 800 ms deadline, and read whole when the deadline
+/// grows by 10 s for each MiB of it (room for a machine busy with other tests).
+#[test]
+fn the_deadline_grows_with_the_document() {
+    let _shared = beside_others();
+    let busy = busy_pdf(50_000);
+    let fixed = extractor(Limits {
+        deadline: Duration::from_millis(800),
+        deadline_per_mib: Duration::ZERO,
+        ..Limits::default()
+    });
+    let err = run(&fixed, "busy.pdf", &busy).unwrap_err();
+    assert!(
+        matches!(err, ExtractError::Limit { what: LimitKind::Deadline(d) } if d == Duration::from_millis(800)),
+        "{err:?}"
+    );
+    let grown = extractor(Limits {
+        deadline: Duration::from_millis(800),
+        deadline_per_mib: Duration::from_secs(10),
+        ..Limits::default()
+    });
+    let text = run(&grown, "busy.pdf", &busy).unwrap();
+    assert!(text.contains("hello world again"), "{} bytes", text.len());
+}
+
 #[test]
 fn cpu_limit_ends_a_document_that_spins() {
     let _shared = beside_others();
     let extractor = extractor(Limits {
         cpu_time: Duration::from_secs(1),
+        cpu_time_per_mib: Duration::ZERO,
         memory_bytes: 4 << 30,
         ..Limits::default()
     });
@@ -422,6 +450,7 @@ fn a_child_that_never_reads_cannot_block_the_sender() {
         silent_child(dir.path()),
         Limits {
             deadline: Duration::from_millis(300),
+            deadline_per_mib: Duration::ZERO,
             ..Limits::default()
         },
     );

@@ -64,7 +64,7 @@ impl Extractor for CommandExtractor {
         let argv = extension(name).and_then(|ext| self.commands.get(&ext));
         match argv {
             Some(argv) => Ok(Extracted {
-                text: run_converter(argv, bytes, &self.limits, stop)?,
+                text: run_converter(argv, bytes, &self.limits.for_input(bytes.len() as u64), stop)?,
                 note: Some(format!("converter {}", argv[0])),
                 title: None,
                 author: None,
@@ -377,6 +377,29 @@ mod tests {
         let stop = AtomicBool::new(true);
         let err = x.extract("f.slow", b"", &stop).unwrap_err();
         assert!(matches!(err, ExtractError::Stopped), "{err:?}");
+    }
+
+    /// A converter that hangs on a 64 KiB document is killed at the deadline grown by
+    /// that size's allowance (300 ms and 2 s per MiB: 425 ms), not later.
+    #[test]
+    fn a_hanging_converter_is_killed_at_its_size_scaled_deadline() {
+        let limits = Limits {
+            deadline: Duration::from_millis(300),
+            deadline_per_mib: Duration::from_secs(2),
+            ..Limits::default()
+        };
+        let x = with("slow", sh("sleep 30"), limits);
+        let started = Instant::now();
+        let err = run(&x, "f.slow", &[b'x'; 64 << 10]).unwrap_err();
+        assert!(
+            matches!(err, ExtractError::Limit { what: LimitKind::Deadline(d) } if d == Duration::from_millis(425)),
+            "{err:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

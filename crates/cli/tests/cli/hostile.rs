@@ -233,6 +233,11 @@ fn each_hostile_file_fails_alone_with_its_reason_and_the_rest_is_indexed() {
     assert!(alloc.contains("memory limit of 512 MiB"), "{alloc}");
     let spin = reason("hostile/fault-spin.txt");
     assert!(spin.contains("exceeded its 5 s deadline"), "{spin}");
+    // What would let it through: the limit grows with a document's size.
+    assert!(
+        spin.contains("for a document of") && spin.contains("allowance per MiB"),
+        "{spin}"
+    );
     let abort = reason("hostile/fault-abort.txt");
     assert!(
         abort.contains("extractor crashed") && abort.contains("signal 6"),

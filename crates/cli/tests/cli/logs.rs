@@ -301,6 +301,8 @@ fn info_logs_say_the_lifecycle_and_warn_of_each_failed_document() {
         "1KiB",
         "--workers",
         "2",
+        "--extract-timeout-per-mib",
+        "0s",
         "--json",
     ];
     let out = leasehold_logging(&data, &args, Some("info"));
@@ -322,6 +324,12 @@ fn info_logs_say_the_lifecycle_and_warn_of_each_failed_document() {
         "{s}"
     );
     assert_eq!(s["extract_memory"], 1u64 << 30, "{s}");
+    // The time limits' allowances per MiB: turned off by the flag, and the default.
+    assert_eq!(
+        (&s["extract_timeout_per_mib_ms"], &s["extract_cpu_per_mib_ms"]),
+        (&0.into(), &1000.into()),
+        "{s}"
+    );
     assert_eq!(s["data"], data.to_str().unwrap(), "{s}");
     assert_eq!(s["source"], docs.canonicalize().unwrap().to_str().unwrap(), "{s}");
     let discovered = events(&log, "discovered");

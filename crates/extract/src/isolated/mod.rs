@@ -191,7 +191,7 @@ impl Extractor for IsolatedExtractor {
         }
         check_stop(stop)?;
         let mut child = self.take_child(stop)?;
-        let outcome = child.extract(name, bytes, &self.limits, stop);
+        let outcome = child.extract(name, bytes, &self.limits.for_input(size), stop);
         if outcome.reusable {
             self.idle
                 .lock()
