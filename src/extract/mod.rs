@@ -47,12 +47,14 @@ pub enum Format {
     Hwp,
     /// Hancom's Hangul word processor, HWPX (zip + OWPML XML).
     Hwpx,
+    /// An e-mail message (`.eml`): headers, body and attachments.
+    Email,
 }
 
 impl Format {
     /// Every format, for reading names back ([`Format::from_name`]).
     #[doc(hidden)]
-    pub const ALL: [Format; 14] = [
+    pub const ALL: [Format; 15] = [
         Format::PlainText,
         Format::Markdown,
         Format::Html,
@@ -67,6 +69,7 @@ impl Format {
         Format::Pptx,
         Format::Hwp,
         Format::Hwpx,
+        Format::Email,
     ];
 
     /// The format [`Format::as_str`] names, e.g. in an error an extraction child sends.
@@ -91,6 +94,7 @@ impl Format {
             Format::Pptx => "pptx",
             Format::Hwp => "hwp",
             Format::Hwpx => "hwpx",
+            Format::Email => "email",
         }
     }
 }
@@ -338,18 +342,25 @@ impl Limits {
     /// Stack of the child's extraction thread: 256 MiB.
     pub const DEFAULT_STACK_BYTES: u64 = 256 << 20;
 
+    /// The longest a time limit may grow to: a year, so that a deadline added to
+    /// `Instant::now()` can never overflow, whatever a configuration says.
+    pub const MAX_TIME_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
     /// These limits for a document of `input_bytes`: the deadline and the CPU time each
-    /// grown by their allowance per MiB, in proportion to the size and to the
-    /// millisecond (so a small file's limits read as configured); the rest unchanged.
+    /// grown by their allowance per MiB, in proportion to the size (the deadline to the
+    /// millisecond, the CPU time, which the child enforces in whole seconds, to the whole
+    /// second below, so a small file's limits read as configured), at most
+    /// [`Limits::MAX_TIME_LIMIT`]; the rest unchanged.
     pub fn for_input(&self, input_bytes: u64) -> Limits {
         let mib = input_bytes as f64 / (1024.0 * 1024.0);
-        let grown = |base: Duration, per_mib: Duration| {
-            let extra_ms = (per_mib.as_secs_f64() * mib * 1000.0).round();
+        let grown = |base: Duration, per_mib: Duration, unit_ms: f64| {
+            let extra_ms = (per_mib.as_secs_f64() * mib * 1000.0 / unit_ms).floor() * unit_ms;
             base.saturating_add(Duration::from_millis(extra_ms as u64))
+                .min(Self::MAX_TIME_LIMIT)
         };
         Limits {
-            deadline: grown(self.deadline, self.deadline_per_mib),
-            cpu_time: grown(self.cpu_time, self.cpu_time_per_mib),
+            deadline: grown(self.deadline, self.deadline_per_mib, 1.0),
+            cpu_time: grown(self.cpu_time, self.cpu_time_per_mib, 1000.0),
             ..self.clone()
         }
     }
@@ -373,7 +384,8 @@ impl Default for Limits {
 /// Which limit a document exceeded; carried by [`ExtractError::Limit`](ExtractError).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LimitKind {
-    /// The wall-clock deadline, as configured.
+    /// The wall-clock deadline, as it was for the document (the base and its size's
+    /// allowance, [`Limits::for_input`]).
     Deadline(Duration),
     /// The memory budget: an allocation failed under `RLIMIT_AS`.
     Memory {
@@ -459,17 +471,18 @@ impl fmt::Display for Interruption {
 }
 
 /// "60 s"; "200 ms" below a second; "174.3 s" off the whole second above it (a
-/// deadline grown with a document's size).
+/// deadline grown with a document's size), or "60 s" when the tenths are nought.
 struct Seconds(Duration);
 
 impl fmt::Display for Seconds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.subsec_nanos() == 0 {
-            write!(f, "{} s", self.0.as_secs())
-        } else if self.0 < Duration::from_secs(1) {
+        let tenths = (self.0.as_secs_f64() * 10.0).round() as u64;
+        if self.0.subsec_nanos() != 0 && self.0 < Duration::from_secs(1) {
             write!(f, "{} ms", self.0.as_millis())
+        } else if tenths.is_multiple_of(10) {
+            write!(f, "{} s", tenths / 10)
         } else {
-            write!(f, "{:.1} s", self.0.as_secs_f64())
+            write!(f, "{}.{} s", tenths / 10, tenths % 10)
         }
     }
 }
@@ -549,8 +562,17 @@ mod tests {
             (limits.memory_bytes, limits.max_output_bytes)
         );
         let half = limits.for_input(3 << 19);
-        assert_eq!(half.deadline, Duration::from_secs(63));
-        assert!(limits.for_input(u64::MAX).deadline > Duration::from_secs(1 << 40));
+        assert_eq!(
+            (half.deadline, half.cpu_time),
+            (Duration::from_secs(63), Duration::from_secs(61))
+        );
+        // A kilobyte adds 1 ms to the deadline (1.95, to the ms below) and nothing to the CPU time.
+        let kib = limits.for_input(1024);
+        assert_eq!(
+            (kib.deadline, kib.cpu_time),
+            (Duration::from_millis(60_001), limits.cpu_time)
+        );
+        assert_eq!(limits.for_input(u64::MAX).deadline, Limits::MAX_TIME_LIMIT);
 
         let err = ExtractError::Limit {
             what: LimitKind::Deadline(Duration::from_millis(174_300)),

@@ -171,7 +171,7 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 }
 
 /// Each sample file and the phrase its extracted text must contain.
-pub const SAMPLE_PHRASES: [(&str, &str); 15] = [
+pub const SAMPLE_PHRASES: [(&str, &str); 16] = [
     ("notes.txt", "amber lighthouse"),
     ("guide.md", "copper kettle"),
     ("page.html", "velvet harbor"),
@@ -187,6 +187,7 @@ pub const SAMPLE_PHRASES: [(&str, &str); 15] = [
     ("formats/deck.pptx", "ivory pelican"),
     ("formats/weekly-report.hwp", "주간업무보고서"),
     ("formats/draft-form.hwpx", "생산등록번호"),
+    ("formats/fable.eml", "Hasen klagten"),
 ];
 
 /// The binary on the data directory `data`, for a caller to add its

@@ -135,8 +135,10 @@ fn pdftotext_available() -> bool {
 /// Runs every file on [`THREADS`] threads sharing one index; files that cannot be
 /// read are reported and left out. Results come back in corpus order.
 fn run_all(root: &Path, files: &[PathBuf], have_reference: bool) -> Vec<Outcome> {
+    // A flat deadline, as pdftotext gets: no allowance for the size.
     let limits = Limits {
         deadline: TIMEOUT,
+        deadline_per_mib: Duration::ZERO,
         ..Limits::default()
     };
     let extractor = IsolatedExtractor::new(env!("CARGO_BIN_EXE_leasehold"), limits);

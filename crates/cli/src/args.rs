@@ -334,14 +334,6 @@ const DURATION_FORM: &str = "expected a number with a unit, e.g. 30s, 2m or 1h30
 
 /// A duration such as `60s`, `2m` or `1h30m`. The error says what is
 /// expected; clap puts the flag and the value in front of it.
-/// [`parse_duration`] that also takes zero: an allowance that may be turned off.
-pub fn parse_allowance(text: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(text.trim()) {
-        Ok(zero) if zero.is_zero() => Ok(zero),
-        _ => parse_duration(text),
-    }
-}
-
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text.trim()).map_err(|e| {
         let detail = match e {
@@ -357,6 +349,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err("must be longer than 0".into());
     }
     Ok(d)
+}
+
+/// [`parse_duration`] that also takes zero: an allowance that may be turned off.
+pub fn parse_allowance(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text.trim()) {
+        Ok(zero) if zero.is_zero() => Ok(zero),
+        _ => parse_duration(text),
+    }
 }
 
 /// A size such as `64MiB`, `1GiB`, `500kB` or a number of bytes: the same

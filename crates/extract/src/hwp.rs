@@ -57,6 +57,10 @@ const DRM: u32 = 1 << 4;
 /// The record that holds a paragraph's text (`HWPTAG_BEGIN + 51`).
 const HWPTAG_PARA_TEXT: u32 = 0x10 + 51;
 
+/// The longest paragraph read: eight million characters. A record is read whole to be
+/// decoded, and no honest paragraph comes near this.
+const MAX_PARAGRAPH_BYTES: u32 = 16 << 20;
+
 /// The record that opens a distribution document's section (`HWPTAG_BEGIN + 12`), and
 /// its fixed length.
 const HWPTAG_DISTRIBUTE_DOC_DATA: u32 = 0x10 + 12;
@@ -97,13 +101,18 @@ pub(super) fn extract(bytes: &[u8], max_inflated: u64, stop: &AtomicBool) -> Res
     } else {
         "/BodyText"
     };
-    for name in section_names(&file, storage) {
+    let sections = section_names(&file, storage);
+    if sections.is_empty() {
+        return Err(malformed(format!("no sections in {storage}")));
+    }
+    for name in sections {
         check_stop(stop)?;
         let stream = file
             .open_stream(&name)
             .map_err(|e| malformed(format!("cannot open {name}: {e}")))?;
         budget = if header.distribution {
-            let plain = decrypt_section(stream, bytes.len(), &name)?;
+            let plain = decrypt_section(stream, budget, &name)?;
+            budget -= plain.len() as u64;
             read_section(
                 Cursor::new(plain),
                 header.compressed,
@@ -176,14 +185,20 @@ fn read_header<F: Read + io::Seek>(file: &mut CompoundFile<F>) -> Result<Header,
 
 /// A distribution document's section, decrypted: its first record holds the key
 /// ([`distribution_key`]), the rest is AES-128 in ECB mode, as the specification has it.
-/// The stream is read whole (it is at most the file's `file_len`), since a block cipher
-/// needs its blocks.
-fn decrypt_section(stream: impl Read, file_len: usize, name: &str) -> Result<Vec<u8>, ExtractError> {
+/// The stream is read whole, since a block cipher needs its blocks, and is charged to the
+/// `budget` (the caller takes its length off): many directory entries may name one big
+/// stream, and each would otherwise be read and decrypted in full.
+fn decrypt_section(stream: impl Read, budget: u64, name: &str) -> Result<Vec<u8>, ExtractError> {
     let mut bytes = Vec::new();
     stream
-        .take(file_len as u64)
+        .take(budget.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|e| malformed(format!("cannot read {name}: {e}")))?;
+    if bytes.len() as u64 > budget {
+        return Err(malformed(format!(
+            "{name} passes the limit of {budget} bytes left to read"
+        )));
+    }
     let mut input = bytes.as_slice();
     let first = record_header(&mut input).map_err(|e| malformed(format!("cannot read {name}: {e}")))?;
     let data = match first {
@@ -194,7 +209,9 @@ fn decrypt_section(stream: impl Read, file_len: usize, name: &str) -> Result<Vec
     };
     let cipher =
         Aes128::new_from_slice(&distribution_key(data)).map_err(|e| malformed(format!("{name}: {e}")))?;
-    let mut encrypted = input[DISTRIBUTE_DATA_LEN..].to_vec();
+    let key_record_end = bytes.len() - input.len() + DISTRIBUTE_DATA_LEN;
+    let mut encrypted = bytes;
+    encrypted.drain(..key_record_end);
     let whole = encrypted.len() - encrypted.len() % 16;
     encrypted.truncate(whole);
     for chunk in encrypted.chunks_exact_mut(16) {
@@ -299,6 +316,10 @@ fn read_records(input: &mut impl BufRead, stop: &AtomicBool, out: &mut String) -
         check_stop(stop).map_err(Halt::Stop)?;
         let mut body = input.take(u64::from(size));
         if tag == HWPTAG_PARA_TEXT {
+            if size > MAX_PARAGRAPH_BYTES {
+                let why = format!("a paragraph of {size} bytes, over the {MAX_PARAGRAPH_BYTES} read");
+                return Err(io::Error::new(io::ErrorKind::InvalidData, why).into());
+            }
             let mut bytes = Vec::new();
             body.read_to_end(&mut bytes)?;
             if bytes.len() as u64 != u64::from(size) {
@@ -312,13 +333,21 @@ fn read_records(input: &mut impl BufRead, stop: &AtomicBool, out: &mut String) -
     Ok(())
 }
 
-/// The next record's tag and size, or `None` at the end of the stream. The header packs
-/// tag (10 bits), level (10) and size (12); a size of 0xFFF means the real one follows.
-fn record_header(input: &mut impl BufRead) -> io::Result<Option<(u32, u32)>> {
-    if input.fill_buf()?.is_empty() {
-        return Ok(None);
+/// The next record's tag and size, or `None` at the end of the stream (or at a few bytes
+/// of padding after its last record). The header packs tag (10 bits), level (10) and
+/// size (12); a size of 0xFFF means the real one follows.
+fn record_header(input: &mut impl Read) -> io::Result<Option<(u32, u32)>> {
+    let mut word = [0u8; 4];
+    let mut got = 0;
+    while got < word.len() {
+        match input.read(&mut word[got..]) {
+            Ok(0) => return Ok(None),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
-    let header = read_u32(input)?;
+    let header = u32::from_le_bytes(word);
     let tag = header & 0x3FF;
     let size = match header >> 20 {
         0xFFF => read_u32(input)?,
@@ -532,6 +561,14 @@ mod tests {
         }
         assert_eq!(read.author.as_deref(), Some("(주)한글과컴퓨터"));
         assert!(read.text.len() > 90_000, "{} bytes", read.text.len());
+        // Its encrypted sections are charged to the budget before they are decrypted.
+        let err = run(&fixture("hwp-format-distribution.hwp"), 1000)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("passes the limit of 1000 bytes left to read"),
+            "{err}"
+        );
     }
 
     /// Controls below 32 take their width: a tab and a table stand for eight code units
@@ -573,15 +610,35 @@ mod tests {
         assert!(err.contains("inflates past the limit of 1048576 bytes"), "{err}");
     }
 
-    /// A record may say it holds four gigabytes: only what arrives is read.
+    /// A record may say it holds four gigabytes: only what arrives is read, a paragraph
+    /// that long is refused before it is read, and a few bytes after the last record
+    /// are padding, not a record.
     #[test]
     fn a_record_claiming_gigabytes_is_cut_short_not_believed() {
-        let mut section = (HWPTAG_PARA_TEXT | 0xFFF << 20).to_le_bytes().to_vec();
-        section.extend_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
-        section.extend_from_slice(&[0x41, 0, 0x42, 0]);
-        let file = hwp_file(0, &[("/BodyText/Section0", &section)]);
-        let err = run(&file, NO_LIMIT).unwrap_err().to_string();
+        let claims = |tag: u32| {
+            let mut section = (tag | 0xFFF << 20).to_le_bytes().to_vec();
+            section.extend_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+            section.extend_from_slice(&[0x41, 0, 0x42, 0]);
+            let file = hwp_file(0, &[("/BodyText/Section0", &section)]);
+            run(&file, NO_LIMIT).unwrap_err().to_string()
+        };
+        let err = claims(HWPTAG_PARA_TEXT);
+        assert!(
+            err.contains("a paragraph of 4294967280 bytes, over the 16777216 read"),
+            "{err}"
+        );
+        let err = claims(HWPTAG_PARA_TEXT - 1);
         assert!(err.contains("cut short"), "{err}");
+
+        let mut padded = para_text(&utf16("kept\r"));
+        padded.extend_from_slice(&[0, 0]);
+        let file = hwp_file(0, &[("/BodyText/Section0", &padded)]);
+        assert_eq!(run(&file, NO_LIMIT).unwrap().text, "kept");
+        let file = hwp_file(0, &[("/Other/Stream", b"x")]);
+        assert!(run(&file, NO_LIMIT)
+            .unwrap_err()
+            .to_string()
+            .contains("no sections in /BodyText"));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use quick_xml::events::{BytesStart, Event};
 
 use super::odf::attr;
 use super::text::{Decoded, Meta};
-use super::title::{self, DateText, TitleText};
+use super::title::{DateText, TitleText};
 use super::zipped::{check_output, event_text, Container};
 use super::{ExtractError, Format};
 
@@ -37,7 +37,7 @@ pub(super) fn extract(bytes: &[u8], max_inflated: u64, stop: &AtomicBool) -> Res
         })?;
     }
     body.out.truncate(body.out.trim_end().len());
-    let meta = title::lookup(package_meta(&mut container, stop))?;
+    let meta = package_meta(&mut container, stop)?;
     Ok(Decoded::described(body.out, meta))
 }
 
@@ -96,14 +96,19 @@ impl Body {
     }
 }
 
-/// The title, author and date of `content.hpf`'s `<opf:metadata>`.
+/// The title, author and date of `content.hpf`'s `<opf:metadata>`. A part that fails
+/// part-way (bad XML, the budget, no such part) keeps the fields read whole before it,
+/// and costs the document nothing else; only a raised stop flag stops.
 fn package_meta(container: &mut Container<'_>, stop: &AtomicBool) -> Result<Meta, ExtractError> {
     let mut meta = PackageMeta::default();
-    container.each_xml_event(CONTENT_HPF, stop, |event| {
+    let read = container.each_xml_event(CONTENT_HPF, stop, |event| {
         meta.event(&event);
         Ok(())
-    })?;
-    Ok(meta.finish())
+    });
+    match read {
+        Err(ExtractError::Stopped) => Err(ExtractError::Stopped),
+        _ => Ok(meta.finish()),
+    }
 }
 
 /// Which metadata element is open.
@@ -137,12 +142,14 @@ impl PackageMeta {
                     self.closed.push(field);
                 }
             }
-            Event::Text(t) => {
-                if let Some(field) = self.open {
-                    self.push(field, &t.xml10_content());
+            // Text, CDATA and references (`&amp;`, `&#xAC00;`) alike.
+            event => {
+                if let (Some(field), Ok(Some(text))) =
+                    (self.open, event_text(event, CONTENT_HPF, Format::Hwpx))
+                {
+                    self.push(field, &text);
                 }
             }
-            _ => {}
         }
     }
 
@@ -237,7 +244,7 @@ mod tests {
             cell("첫 칸"),
             cell("둘째 칸"),
         ));
-        let hpf = r#"<opf:package xmlns:opf="http://www.idpf.org/2007/opf/"><opf:metadata><opf:title>계정 안내</opf:title><opf:meta name="creator" content="text">행정안전부</opf:meta><opf:meta name="ModifiedDate" content="text">2026-03-02T09:00:00Z</opf:meta></opf:metadata></opf:package>"#;
+        let hpf = r#"<opf:package xmlns:opf="http://www.idpf.org/2007/opf/"><opf:metadata><opf:title>계정 &amp; 안내</opf:title><opf:meta name="creator" content="text">행정안전부</opf:meta><opf:meta name="ModifiedDate" content="text">2026-03-02T09:00:00Z</opf:meta></opf:metadata></opf:package>"#;
         let bytes = zip_with(&[
             ("mimetype", b"application/hwp+zip"),
             ("Contents/content.hpf", hpf.as_bytes()),
@@ -250,7 +257,7 @@ mod tests {
             read.text,
             "계정\t잠금\n해제 안내 & 절차\n첫 칸\n둘째 칸\n\n중간\n끝"
         );
-        assert_eq!(read.title.as_deref(), Some("계정 안내"));
+        assert_eq!(read.title.as_deref(), Some("계정 & 안내"));
         assert_eq!(read.author.as_deref(), Some("행정안전부"));
         assert_eq!(read.date.as_deref(), Some("2026-03-02"));
     }
@@ -286,5 +293,14 @@ mod tests {
         ]);
         let read = run(&bytes, NO_LIMIT).unwrap();
         assert_eq!((read.text.as_str(), read.title), ("본문", None));
+        let bytes = zip_with(&[
+            ("Contents/section0.xml", section(&para("본문")).as_bytes()),
+            (
+                "Contents/content.hpf",
+                b"<m><title>whole</title><meta name=\"creator\">bad &undefined; xml",
+            ),
+        ]);
+        let read = run(&bytes, NO_LIMIT).unwrap();
+        assert_eq!((read.title.as_deref(), read.author), (Some("whole"), None));
     }
 }

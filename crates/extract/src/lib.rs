@@ -27,6 +27,8 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 mod command;
+#[cfg(feature = "mail")]
+mod email;
 #[cfg(feature = "office")]
 mod epub;
 #[cfg(feature = "html")]
@@ -198,6 +200,8 @@ impl ExtractorRegistry {
             Format::Hwp => hwp::extract(bytes, inflate, stop),
             #[cfg(feature = "hwp")]
             Format::Hwpx => hwpx::extract(bytes, inflate, stop),
+            #[cfg(feature = "mail")]
+            Format::Email => email::extract(self, bytes, inflate, stop),
             #[allow(unreachable_patterns)]
             other => Err(not_built(other)),
         }
@@ -297,6 +301,7 @@ fn not_built(format: Format) -> ExtractError {
         Format::Html => "html",
         Format::Markdown => "markdown",
         Format::Hwp | Format::Hwpx => "hwp",
+        Format::Email => "mail",
         _ => "office",
     };
     ExtractError::Unsupported {
@@ -309,7 +314,13 @@ fn not_built(format: Format) -> ExtractError {
 fn is_zip_format(format: Format) -> bool {
     !matches!(
         format,
-        Format::PlainText | Format::Markdown | Format::Html | Format::Pdf | Format::Rtf | Format::Hwp
+        Format::PlainText
+            | Format::Markdown
+            | Format::Html
+            | Format::Pdf
+            | Format::Rtf
+            | Format::Hwp
+            | Format::Email
     )
 }
 
@@ -336,6 +347,7 @@ fn text_format(ext: Option<&str>) -> Option<Format> {
         "txt" | "text" | "log" => Some(Format::PlainText),
         "md" | "markdown" => Some(Format::Markdown),
         "html" | "htm" => Some(Format::Html),
+        "eml" => Some(Format::Email),
         _ => None,
     }
 }
@@ -370,7 +382,8 @@ fn sniff_text(bytes: &[u8]) -> Format {
     feature = "office",
     feature = "html",
     feature = "markdown",
-    feature = "hwp"
+    feature = "hwp",
+    feature = "mail"
 ))]
 mod tests {
     use super::*;
@@ -477,8 +490,9 @@ mod tests {
     /// heading, the PDF's Info title, the core properties or `meta.xml` of the office
     /// files (set by `tests/make_samples.py`), the EPUB's `dc:title`. Plain text has no
     /// place for one, and the RTF (from LibreOffice) and python-pptx's template leave it out,
-    /// as Naver's HWP form and the HWPX draft form do (their titles are empty).
-    const SAMPLE_TITLES: [(&str, Option<&str>); 15] = [
+    /// as Naver's HWP form and the HWPX draft form do (their titles are empty); a
+    /// message's is its subject.
+    const SAMPLE_TITLES: [(&str, Option<&str>); 16] = [
         ("notes.txt", None),
         ("guide.md", Some("Brewing Guide")),
         ("nested/more.md", Some("Evening Reading")),
@@ -494,6 +508,7 @@ mod tests {
         ("formats/deck.pptx", Some("Quarterly review deck")),
         ("formats/weekly-report.hwp", None),
         ("formats/draft-form.hwpx", None),
+        ("formats/fable.eml", Some("Die Hasen und die Frösche")),
     ];
 
     #[test]

@@ -112,7 +112,7 @@ pub(crate) struct Filter {
 }
 
 /// Type names that stand for several extensions.
-pub(crate) const FAMILIES: [(&str, &[&str]); 8] = [
+pub(crate) const FAMILIES: [(&str, &[&str]); 9] = [
     ("text", &["txt", "text", "log", "md", "markdown", "csv", "tsv"]),
     ("markdown", &["md", "markdown"]),
     ("html", &["html", "htm", "xhtml"]),
@@ -120,6 +120,7 @@ pub(crate) const FAMILIES: [(&str, &[&str]); 8] = [
     ("spreadsheet", &["xlsx", "xls", "ods", "csv"]),
     ("presentation", &["pptx", "ppt", "odp"]),
     ("ebook", &["epub"]),
+    ("mail", &["eml", "mbox"]),
     (
         "office",
         &["docx", "xlsx", "pptx", "odt", "ods", "odp", "rtf", "hwp", "hwpx"],

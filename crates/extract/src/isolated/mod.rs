@@ -148,7 +148,8 @@ impl IsolatedExtractor {
         &self.program
     }
 
-    /// The limits every document runs under.
+    /// The limits every document runs under, before its size's allowance
+    /// ([`Limits::for_input`]).
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
