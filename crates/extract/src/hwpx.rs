@@ -5,16 +5,15 @@
 //! paragraphs of their own (`<hp:tc>` → `<hp:subList>` → `<hp:p>`), so one streaming pass
 //! over every `<hp:t>` reads the tables too. The title, author and date are in the package
 //! document `Contents/content.hpf` (`<opf:title>`, `<opf:meta name="creator">`,
-//! `<opf:meta name="ModifiedDate">`). Every part is read through `zipped`'s container,
+//! `<opf:meta name="ModifiedDate">`), read by `zipped`'s metadata reader as every
+//! container's are. Every part is read through `zipped`'s container,
 //! under its inflate budget and its refusal of entity declarations.
 
 use std::sync::atomic::AtomicBool;
 
 use quick_xml::events::{BytesStart, Event};
 
-use super::odf::attr;
-use super::text::{Decoded, Meta};
-use super::title::{DateText, TitleText};
+use super::text::Decoded;
 use super::zipped::{check_output, event_text, Container};
 use super::{ExtractError, Format};
 
@@ -37,7 +36,8 @@ pub(super) fn extract(bytes: &[u8], max_inflated: u64, stop: &AtomicBool) -> Res
         })?;
     }
     body.out.truncate(body.out.trim_end().len());
-    let meta = package_meta(&mut container, stop)?;
+    // A package document that cannot be read is no title, author or date: `metadata` says so.
+    let meta = container.metadata(CONTENT_HPF, stop)?;
     Ok(Decoded::described(body.out, meta))
 }
 
@@ -92,106 +92,6 @@ impl Body {
             "hyphen" => self.out.push('-'),
             "p" => self.out.push('\n'),
             _ => {}
-        }
-    }
-}
-
-/// The title, author and date of `content.hpf`'s `<opf:metadata>`. A part that fails
-/// part-way (bad XML, the budget, no such part) keeps the fields read whole before it,
-/// and costs the document nothing else; only a raised stop flag stops.
-fn package_meta(container: &mut Container<'_>, stop: &AtomicBool) -> Result<Meta, ExtractError> {
-    let mut meta = PackageMeta::default();
-    let read = container.each_xml_event(CONTENT_HPF, stop, |event| {
-        meta.event(&event);
-        Ok(())
-    });
-    match read {
-        Err(ExtractError::Stopped) => Err(ExtractError::Stopped),
-        _ => Ok(meta.finish()),
-    }
-}
-
-/// Which metadata element is open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Field {
-    Title,
-    Creator,
-    Modified,
-    Created,
-}
-
-/// The metadata fields, each its first element's text, bounded as it arrives. A field
-/// whose element never closes (the part ended or failed inside it) has lost how it ends,
-/// and is no value.
-#[derive(Default)]
-struct PackageMeta {
-    open: Option<Field>,
-    closed: Vec<Field>,
-    title: Option<TitleText>,
-    creator: Option<TitleText>,
-    modified: Option<DateText>,
-    created: Option<DateText>,
-}
-
-impl PackageMeta {
-    fn event(&mut self, event: &Event<'_>) {
-        match event {
-            Event::Start(e) => self.open = self.field(e),
-            Event::End(_) => {
-                if let Some(field) = self.open.take() {
-                    self.closed.push(field);
-                }
-            }
-            // Text, CDATA and references (`&amp;`, `&#xAC00;`) alike.
-            event => {
-                if let (Some(field), Ok(Some(text))) =
-                    (self.open, event_text(event, CONTENT_HPF, Format::Hwpx))
-                {
-                    self.push(field, &text);
-                }
-            }
-        }
-    }
-
-    /// The field an element starts, if it is one not read yet.
-    fn field(&mut self, e: &BytesStart<'_>) -> Option<Field> {
-        let field = match e.local_name().as_ref() {
-            "title" => Field::Title,
-            "meta" => match attr(e, "name")?.as_str() {
-                "creator" => Field::Creator,
-                "ModifiedDate" => Field::Modified,
-                "CreatedDate" => Field::Created,
-                _ => return None,
-            },
-            _ => return None,
-        };
-        let fresh = match field {
-            Field::Title => self.title.is_none(),
-            Field::Creator => self.creator.is_none(),
-            Field::Modified => self.modified.is_none(),
-            Field::Created => self.created.is_none(),
-        };
-        fresh.then_some(field)
-    }
-
-    fn push(&mut self, field: Field, text: &str) {
-        match field {
-            Field::Title => self.title.get_or_insert_with(TitleText::default).push_str(text),
-            Field::Creator => self.creator.get_or_insert_with(TitleText::default).push_str(text),
-            Field::Modified => self.modified.get_or_insert_with(DateText::default).push_str(text),
-            Field::Created => self.created.get_or_insert_with(DateText::default).push_str(text),
-        }
-    }
-
-    fn finish(self) -> Meta {
-        let closed = |field: Field| self.closed.contains(&field);
-        let words =
-            |text: Option<TitleText>, field| text.filter(|_| closed(field)).and_then(TitleText::finish);
-        let day = |text: Option<DateText>, field| text.filter(|_| closed(field)).and_then(DateText::finish);
-        Meta {
-            title: words(self.title, Field::Title),
-            author: words(self.creator, Field::Creator),
-            date: day(self.modified, Field::Modified).or_else(|| day(self.created, Field::Created)),
         }
     }
 }

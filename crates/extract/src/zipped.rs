@@ -209,20 +209,22 @@ impl<'a> Container<'a> {
 
 /// The metadata elements a document describes itself with, by local name (any prefix, any
 /// ASCII case), as Dublin Core and the formats' own vocabularies write them in ODF's
-/// `meta.xml`, OOXML's `core.xml` and EPUB's package document.
+/// `meta.xml`, OOXML's `core.xml`, EPUB's package document and HWPX's `content.hpf`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Field {
     /// `dc:title` (and old OEB packages' `dc:Title`).
     Title,
     /// ODF's `meta:initial-creator`: who wrote it, before `dc:creator` (who saved it last).
     InitialCreator,
-    /// `dc:creator`.
+    /// `dc:creator`, HWPX's `<opf:meta name="creator">`.
     Creator,
-    /// OOXML's `dcterms:modified`, EPUB 3's `<meta property="dcterms:modified">`.
+    /// OOXML's `dcterms:modified`, EPUB 3's `<meta property="dcterms:modified">`, HWPX's
+    /// `<opf:meta name="ModifiedDate">`.
     Modified,
     /// `dc:date`: ODF's last save, EPUB's publication.
     Date,
-    /// OOXML's `dcterms:created`, ODF's `meta:creation-date`.
+    /// OOXML's `dcterms:created`, ODF's `meta:creation-date`, HWPX's
+    /// `<opf:meta name="CreatedDate">`.
     Created,
 }
 
@@ -245,11 +247,24 @@ impl Field {
             Field::Date
         } else if is("created") || is("creation-date") {
             Field::Created
-        } else if is("meta") && attr(e, "property").is_some_and(|p| p.trim() == "dcterms:modified") {
-            Field::Modified
+        } else if is("meta") {
+            Self::of_meta(e)?
         } else {
             return None;
         })
+    }
+
+    /// A `<meta>` element that names a field: EPUB 3's by `property`, HWPX's by `name`.
+    fn of_meta(e: &BytesStart<'_>) -> Option<Field> {
+        if attr(e, "property").is_some_and(|p| p.trim() == "dcterms:modified") {
+            return Some(Field::Modified);
+        }
+        match attr(e, "name")?.trim() {
+            "creator" => Some(Field::Creator),
+            "ModifiedDate" => Some(Field::Modified),
+            "CreatedDate" => Some(Field::Created),
+            _ => None,
+        }
     }
 
     fn is_date(self) -> bool {
