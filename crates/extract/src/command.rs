@@ -189,6 +189,10 @@ fn spawn(argv: &[String], temp: Option<&TempDoc>, limits: &Limits) -> io::Result
 
 /// `RLIMIT_AS` and `RLIMIT_CPU` for the command, set between fork and exec. Only Linux is
 /// held to the memory limit: macOS does not enforce `RLIMIT_AS` and may refuse to set it.
+/// The CPU limit's hard value is a second past the soft one: at the soft limit the
+/// command gets SIGXCPU, which [`classify`] names as the CPU limit; Linux checks the hard
+/// limit first and would send SIGKILL, indistinguishable from a kill from outside, were
+/// they equal. A command that ignores SIGXCPU still dies at the hard limit.
 #[cfg(unix)]
 fn limit_before_exec(cmd: &mut Command, limits: &Limits) {
     use crate::process::set_limit;
@@ -202,7 +206,7 @@ fn limit_before_exec(cmd: &mut Command, limits: &Limits) {
             if cfg!(target_os = "linux") {
                 memory_set?;
             }
-            set_limit(libc::RLIMIT_CPU, cpu, cpu)
+            set_limit(libc::RLIMIT_CPU, cpu, cpu.saturating_add(1))
         });
     }
 }
@@ -377,6 +381,27 @@ mod tests {
         let stop = AtomicBool::new(true);
         let err = x.extract("f.slow", b"", &stop).unwrap_err();
         assert!(matches!(err, ExtractError::Stopped), "{err:?}");
+    }
+
+    /// A converter that spins is ended by the CPU limit, and says so.
+    #[test]
+    fn a_converter_over_its_cpu_time_is_named_as_such() {
+        let limits = Limits {
+            cpu_time: Duration::from_secs(1),
+            cpu_time_per_mib: Duration::ZERO,
+            ..Limits::default()
+        };
+        let x = with("spin", sh("while :; do :; done"), limits);
+        let err = run(&x, "f.spin", b"").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ExtractError::Limit {
+                    what: LimitKind::CpuTime { secs: 1 }
+                }
+            ),
+            "{err:?}"
+        );
     }
 
     /// A converter that hangs on a 64 KiB document is killed at the deadline grown by
