@@ -57,6 +57,48 @@ pub struct Extraction {
     pub commands: BTreeMap<String, Vec<String>>,
 }
 
+/// Legacy Office formats, read as Recoll reads them: through the tools of the
+/// antiword and catdoc packages, when they are installed and the configuration
+/// names no command of its own for the extension. Each extension's choices in
+/// order (catdoc when antiword is missing); all write UTF-8 text.
+const LEGACY_OFFICE: [(&str, &[&[&str]]); 3] = [
+    (
+        "doc",
+        &[
+            &["antiword", "-m", "UTF-8.txt", "{}"],
+            &["catdoc", "-d", "utf-8", "{}"],
+        ],
+    ),
+    ("xls", &[&["xls2csv", "-d", "utf-8", "{}"]]),
+    ("ppt", &[&["catppt", "-d", "utf-8", "{}"]]),
+];
+
+/// The configured converters, and for each legacy Office extension they leave
+/// out, the first of its tools found on `PATH` ([`LEGACY_OFFICE`]).
+fn with_installed_converters(mut commands: BTreeMap<String, Vec<String>>) -> BTreeMap<String, Vec<String>> {
+    for (ext, choices) in LEGACY_OFFICE {
+        if commands.contains_key(ext) {
+            continue;
+        }
+        if let Some(argv) = choices.iter().find(|argv| on_path(argv[0])) {
+            commands.insert(ext.to_owned(), argv.iter().map(|a| (*a).to_owned()).collect());
+        }
+    }
+    commands
+}
+
+/// Whether `program` is a file in one of `PATH`'s directories (with `.exe` on
+/// Windows), as the converter's `Command` will look it up.
+fn on_path(program: &str) -> bool {
+    let Some(path) = std::env::var_os("PATH") else {
+        return false;
+    };
+    std::env::split_paths(&path).any(|dir| {
+        let file = dir.join(program);
+        file.is_file() || (cfg!(windows) && file.with_extension("exe").is_file())
+    })
+}
+
 impl Extraction {
     /// The flags over the file's `[extract]` (at `file_path`), checked to fit
     /// together: an input limit the extraction memory cannot hold is refused.
@@ -74,7 +116,7 @@ impl Extraction {
         Ok(Extraction {
             // Children need unix (extract::isolated): elsewhere in-process.
             isolated: f.isolation && !w.in_process && cfg!(unix),
-            commands: f.commands,
+            commands: with_installed_converters(f.commands),
             limits: Limits {
                 deadline: w.extract_timeout.unwrap_or(f.timeout),
                 deadline_per_mib: w.extract_timeout_per_mib.unwrap_or(f.timeout_per_mib),

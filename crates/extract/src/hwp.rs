@@ -36,9 +36,6 @@ use super::title::{self, TitleText};
 use super::zipped::{check_output, Capped};
 use super::{check_stop, ExtractError, Format};
 
-/// The OLE compound file signature, shared by HWP 5.x and legacy Office files.
-pub(super) const CFB_MAGIC: &[u8] = b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1";
-
 /// What `FileHeader` starts with (then NULs up to 32 bytes).
 const SIGNATURE: &[u8] = b"HWP Document File";
 

@@ -79,6 +79,10 @@ pub struct ExtractorRegistry {
 /// figure bounds the text a container may produce (see `zipped::check_output`).
 const INFLATE_FACTOR: u64 = 4;
 
+/// The OLE compound file signature: HWP 5.x, the legacy Office formats, and how Office
+/// stores an encrypted OOXML package.
+const CFB_MAGIC: &[u8] = b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1";
+
 impl ExtractorRegistry {
     /// The input limit when none is configured (64 MiB).
     pub const DEFAULT_MAX_INPUT_BYTES: u64 = Limits::DEFAULT_MAX_INPUT_BYTES;
@@ -110,6 +114,9 @@ impl ExtractorRegistry {
         }
         if is_hwp(bytes) {
             return Ok(Format::Hwp);
+        }
+        if let Some(reason) = ext.as_deref().and_then(|ext| legacy_office(ext, bytes)) {
+            return Err(ExtractError::Unsupported { reason });
         }
         // Named as a binary format but without its magic: let that extractor say how it is
         // broken instead of calling it unsupported.
@@ -352,12 +359,27 @@ fn text_format(ext: Option<&str>) -> Option<Format> {
     }
 }
 
+/// Why a legacy Office file (Word, Excel or PowerPoint 97-2003: a compound file named
+/// `.doc`, `.xls` or `.ppt`) is not read here: no built-in reader, and no converter
+/// took it (the command line sets antiword's and catdoc's tools up when installed).
+fn legacy_office(ext: &str, bytes: &[u8]) -> Option<String> {
+    let (what, tools) = match ext {
+        "doc" => ("a Word 97-2003 document", "antiword or catdoc"),
+        "xls" => ("an Excel 97-2003 workbook", "xls2csv (catdoc)"),
+        "ppt" => ("a PowerPoint 97-2003 deck", "catppt (catdoc)"),
+        _ => return None,
+    };
+    bytes.starts_with(CFB_MAGIC).then(|| {
+        format!("{what}: read through {tools}, which is not installed; install it, or name a converter for .{ext} in [extract.commands]")
+    })
+}
+
 /// An HWP document by its content: HWP 5.x's compound file with an HWP `FileHeader`
 /// (legacy Office files share the container), or HWP 3.x's own signature.
 fn is_hwp(bytes: &[u8]) -> bool {
     #[cfg(feature = "hwp")]
     {
-        bytes.starts_with(hwp::HWP3_SIGNATURE) || (bytes.starts_with(hwp::CFB_MAGIC) && hwp::is_hwp5(bytes))
+        bytes.starts_with(hwp::HWP3_SIGNATURE) || (bytes.starts_with(CFB_MAGIC) && hwp::is_hwp5(bytes))
     }
     #[cfg(not(feature = "hwp"))]
     {

@@ -60,13 +60,10 @@ use office_oxide::{Document, DocumentFormat};
 use super::text::{Decoded, Meta};
 use super::title;
 use super::zipped::{check_output, precheck, Container};
-use super::{check_stop, ExtractError, Format};
+use super::{check_stop, ExtractError, Format, CFB_MAGIC};
 
 /// Where Office Open XML packages keep their core properties: title, author, dates.
 const CORE_XML: &str = "docProps/core.xml";
-
-/// A compound file (OLE2) where a zip should be: how Office stores an encrypted package.
-const CFB_MAGIC: &[u8] = b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1";
 
 /// The text of a DOCX, XLSX or PPTX; reads at most `max_inflated` bytes out of the zip
 /// and writes at most as many bytes of text.

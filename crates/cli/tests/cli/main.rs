@@ -27,6 +27,7 @@ mod cli_watch;
 mod crash;
 mod doctor;
 mod extract_encodings;
+mod extract_legacy;
 mod extract_titles;
 mod faults;
 mod folders;

@@ -1,0 +1,112 @@
+//! Legacy Office files (Word and Excel 97-2003) through the tools Recoll uses,
+//! which `.ci/run` installs from the distribution's packages (antiword, catdoc):
+//! found on `PATH`, they read `.doc` and `.xls` with nothing configured; without
+//! them, the document fails saying what would read it.
+
+use std::path::Path;
+
+use crate::common::output::{json, ok, stdout};
+use crate::common::{leasehold, leasehold_command};
+
+/// Real files: a document saved as Word 97-2003 (olefile's test file) and a
+/// workbook saved as Excel 97-2003 (oletools' test data).
+fn corpus(dir: &Path) -> std::path::PathBuf {
+    let docs = dir.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    for file in ["word-97.doc", "excel-97.xls"] {
+        std::fs::copy(fixtures.join(file), docs.join(file)).unwrap();
+    }
+    docs
+}
+
+#[test]
+fn legacy_office_files_are_read_through_the_installed_converters() {
+    for program in ["antiword", "xls2csv"] {
+        assert!(
+            std::env::var_os("PATH")
+                .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file())),
+            "{program} is not installed: .ci/run installs antiword and catdoc"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus(dir.path());
+    let data = dir.path().join("data");
+    let summary = json(leasehold(&data, &["run", docs.to_str().unwrap(), "--json"]));
+    assert_eq!(
+        (&summary["indexed"], &summary["dead"]),
+        (&2.into(), &0.into()),
+        "{summary}"
+    );
+    let found = |query: &str| stdout(&ok(leasehold(&data, &["search", "-l", query])));
+    assert!(found("\"saved as Word 97-2003\"").contains("word-97.doc"));
+    assert!(found("\"have fun parsing\"").contains("excel-97.xls"));
+    let note = stdout(&ok(leasehold(&data, &["inspect", "word-97.doc"])));
+    assert!(note.contains("converter antiword"), "{note}");
+}
+
+#[test]
+fn without_the_converters_a_legacy_file_says_what_would_read_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus(dir.path());
+    let data = dir.path().join("data");
+    let out = leasehold_command(&data)
+        .args(["run", docs.to_str().unwrap(), "--json"])
+        .env("PATH", dir.path().join("no-tools"))
+        .output()
+        .unwrap();
+    let summary = json(out);
+    assert_eq!(
+        (&summary["indexed"], &summary["dead"]),
+        (&0.into(), &2.into()),
+        "{summary}"
+    );
+    let reasons = summary["failures"].to_string();
+    assert!(
+        reasons.contains("a Word 97-2003 document: read through antiword or catdoc, which is not installed"),
+        "{reasons}"
+    );
+    assert!(
+        reasons.contains("an Excel 97-2003 workbook: read through xls2csv (catdoc)"),
+        "{reasons}"
+    );
+}
+
+/// The fixtures' container damaged as a hostile file would be: a loop in the
+/// directory's sector chain (xls2csv then spins) and a header claiming 2^32 FAT
+/// sectors (antiword then fails to allocate). Each ends dead within its limits,
+/// the spinning one at its deadline, and the run goes on.
+#[test]
+fn damaged_legacy_files_end_within_their_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus(dir.path());
+    let word = |bytes: &[u8], at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    let mut looped = std::fs::read(docs.join("excel-97.xls")).unwrap();
+    let (dir_start, fat) = (word(&looped, 0x30), word(&looped, 0x4C));
+    let entry = 512 * (fat + 1) + 4 * dir_start;
+    looped[entry..entry + 4].copy_from_slice(&(dir_start as u32).to_le_bytes());
+    std::fs::write(docs.join("excel-97.xls"), looped).unwrap();
+    let mut huge = std::fs::read(docs.join("word-97.doc")).unwrap();
+    huge[0x2C..0x30].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(docs.join("word-97.doc"), huge).unwrap();
+
+    let data = dir.path().join("data");
+    let args = [
+        "run",
+        docs.to_str().unwrap(),
+        "--extract-timeout",
+        "2s",
+        "--extract-timeout-per-mib",
+        "0s",
+        "--json",
+    ];
+    let summary = json(leasehold(&data, &args));
+    assert_eq!(
+        (&summary["dead"], &summary["left"]),
+        (&2.into(), &0.into()),
+        "{summary}"
+    );
+    let reasons = summary["failures"].to_string();
+    assert!(reasons.contains("exceeded its 2 s deadline"), "{reasons}");
+    assert!(reasons.contains("converter antiword"), "{reasons}");
+}
