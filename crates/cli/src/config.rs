@@ -53,8 +53,12 @@ pub struct Config {
 pub struct Extraction {
     pub isolated: bool,
     pub limits: Limits,
-    /// External converters by extension (`[extract.commands]`).
+    /// External converters by extension: `[extract.commands]`, and the legacy
+    /// Office tools found on `PATH` for the extensions it leaves out.
     pub commands: BTreeMap<String, Vec<String>>,
+    /// The extensions whose converter was found on `PATH`: it takes OLE
+    /// compound files only ([`CommandExtractor::compound_files_only`]).
+    pub installed: Vec<String>,
 }
 
 /// Legacy Office formats, read as Recoll reads them: through the tools of the
@@ -73,30 +77,40 @@ const LEGACY_OFFICE: [(&str, &[&[&str]]); 3] = [
     ("ppt", &[&["catppt", "-d", "utf-8", "{}"]]),
 ];
 
-/// The configured converters, and for each legacy Office extension they leave
-/// out, the first of its tools found on `PATH` ([`LEGACY_OFFICE`]).
-fn with_installed_converters(mut commands: BTreeMap<String, Vec<String>>) -> BTreeMap<String, Vec<String>> {
-    for (ext, choices) in LEGACY_OFFICE {
-        if commands.contains_key(ext) {
-            continue;
-        }
-        if let Some(argv) = choices.iter().find(|argv| on_path(argv[0])) {
-            commands.insert(ext.to_owned(), argv.iter().map(|a| (*a).to_owned()).collect());
-        }
-    }
-    commands
+/// For each legacy Office extension `configured` leaves out, the first of its
+/// tools found on `PATH` ([`LEGACY_OFFICE`]).
+fn installed_converters(configured: &BTreeMap<String, Vec<String>>) -> BTreeMap<String, Vec<String>> {
+    LEGACY_OFFICE
+        .iter()
+        .filter(|(ext, _)| !configured.contains_key(*ext))
+        .filter_map(|(ext, choices)| {
+            let argv = choices.iter().find(|argv| on_path(argv[0]))?;
+            Some((ext.to_string(), argv.iter().map(|a| a.to_string()).collect()))
+        })
+        .collect()
 }
 
-/// Whether `program` is a file in one of `PATH`'s directories (with `.exe` on
-/// Windows), as the converter's `Command` will look it up.
+/// Whether `program` is an executable file in one of `PATH`'s directories
+/// (with `.exe` on Windows), as the converter's `Command` will look it up.
 fn on_path(program: &str) -> bool {
     let Some(path) = std::env::var_os("PATH") else {
         return false;
     };
     std::env::split_paths(&path).any(|dir| {
         let file = dir.join(program);
-        file.is_file() || (cfg!(windows) && file.with_extension("exe").is_file())
+        is_executable(&file) || (cfg!(windows) && file.with_extension("exe").is_file())
     })
+}
+
+#[cfg(unix)]
+fn is_executable(file: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(file).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(file: &Path) -> bool {
+    file.is_file()
 }
 
 impl Extraction {
@@ -113,10 +127,12 @@ impl Extraction {
             Some(given) => checked_input_limit(given, memory, || memory_origin(w, &f, file_path))?,
             None => default_input_limit(memory),
         };
+        let installed = installed_converters(&f.commands);
         Ok(Extraction {
             // Children need unix (extract::isolated): elsewhere in-process.
             isolated: f.isolation && !w.in_process && cfg!(unix),
-            commands: with_installed_converters(f.commands),
+            installed: installed.keys().cloned().collect(),
+            commands: installed.into_iter().chain(f.commands).collect(),
             limits: Limits {
                 deadline: w.extract_timeout.unwrap_or(f.timeout),
                 deadline_per_mib: w.extract_timeout_per_mib.unwrap_or(f.timeout_per_mib),
@@ -139,11 +155,10 @@ impl Extraction {
             return Ok(built_in);
         }
         let commands = self.commands.clone();
-        Ok(Arc::new(CommandExtractor::new(
-            commands,
-            self.limits.clone(),
-            built_in,
-        )))
+        Ok(Arc::new(
+            CommandExtractor::new(commands, self.limits.clone(), built_in)
+                .compound_files_only(self.installed.iter().cloned()),
+        ))
     }
 
     fn built_in(&self) -> Result<Arc<dyn Extractor>, CliError> {

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::{extension, ExtractError, Extracted, Extractor, LimitKind, Limits};
+use super::{extension, ExtractError, Extracted, Extractor, LimitKind, Limits, CFB_MAGIC};
 use crate::process::{describe_exit, own_group, wait_bounded, Waited};
 
 /// How much of a converter's error output is kept for a failure's reason.
@@ -36,6 +36,8 @@ pub struct CommandExtractor {
     commands: BTreeMap<String, Vec<String>>,
     limits: Limits,
     fallback: Arc<dyn Extractor>,
+    /// Extensions whose command takes OLE compound files only ([`Self::compound_files_only`]).
+    compound_only: std::collections::BTreeSet<String>,
 }
 
 impl CommandExtractor {
@@ -51,7 +53,16 @@ impl CommandExtractor {
             commands,
             limits,
             fallback,
+            compound_only: Default::default(),
         }
+    }
+
+    /// The commands of `extensions` take only OLE compound files (as the legacy Office
+    /// tools do); a file so named that is not one (RTF or HTML saved as `.doc`, a renamed
+    /// DOCX) goes to the fallback, which reads those.
+    pub fn compound_files_only(mut self, extensions: impl IntoIterator<Item = String>) -> Self {
+        self.compound_only.extend(extensions);
+        self
     }
 }
 
@@ -61,7 +72,9 @@ impl Extractor for CommandExtractor {
     }
 
     fn extract_noted(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extracted, ExtractError> {
-        let argv = extension(name).and_then(|ext| self.commands.get(&ext));
+        let argv = extension(name)
+            .filter(|ext| !self.compound_only.contains(ext) || bytes.starts_with(CFB_MAGIC))
+            .and_then(|ext| self.commands.get(&ext));
         match argv {
             Some(argv) => Ok(Extracted {
                 text: run_converter(argv, bytes, &self.limits.for_input(bytes.len() as u64), stop)?,
@@ -192,7 +205,8 @@ fn spawn(argv: &[String], temp: Option<&TempDoc>, limits: &Limits) -> io::Result
 /// The CPU limit's hard value is a second past the soft one: at the soft limit the
 /// command gets SIGXCPU, which [`classify`] names as the CPU limit; Linux checks the hard
 /// limit first and would send SIGKILL, indistinguishable from a kill from outside, were
-/// they equal. A command that ignores SIGXCPU still dies at the hard limit.
+/// they equal. A command that ignores SIGXCPU still dies at the hard limit on Linux;
+/// elsewhere the deadline ends it.
 #[cfg(unix)]
 fn limit_before_exec(cmd: &mut Command, limits: &Limits) {
     use crate::process::set_limit;
@@ -206,6 +220,8 @@ fn limit_before_exec(cmd: &mut Command, limits: &Limits) {
             if cfg!(target_os = "linux") {
                 memory_set?;
             }
+            // SIGXCPU's default action dumps core: none, in whatever directory.
+            set_limit(libc::RLIMIT_CORE, 0, 0)?;
             set_limit(libc::RLIMIT_CPU, cpu, cpu.saturating_add(1))
         });
     }

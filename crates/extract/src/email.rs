@@ -26,6 +26,19 @@ use super::{check_stop, ExtractError, ExtractorRegistry, Format};
 const MAX_ATTACHMENTS: usize = 256;
 /// Messages inside messages read at most this deep.
 const MAX_NESTED: usize = 4;
+/// `message/rfc822` parts a message may declare at most: the parser nests plain (not
+/// transfer-encoded) attached messages without a bound, and each level costs its stack
+/// when the parsed tree is dropped, so a hostile chain of them is refused unparsed.
+const MAX_DECLARED_MESSAGES: usize = 256;
+/// The headers that make a file a message; without one, a file named `.eml` is text.
+const MESSAGE_HEADERS: [&str; 6] = [
+    "from",
+    "date",
+    "subject",
+    "message-id",
+    "received",
+    "mime-version",
+];
 
 /// The text of a message; attachments go through `registry`, the whole stays within
 /// `max_text` bytes.
@@ -35,131 +48,181 @@ pub(super) fn extract(
     max_text: u64,
     stop: &AtomicBool,
 ) -> Result<Decoded, ExtractError> {
-    let message = parse(bytes)?;
-    let mut out = String::new();
-    write_message(registry, &message, 0, stop, &mut out)?;
-    if out.len() as u64 > max_text {
-        return Err(ExtractError::malformed(
-            Format::Email,
-            format!("extracted text passes the limit of {max_text} bytes"),
-        ));
-    }
+    let message = match parse(bytes)? {
+        Some(message) => message,
+        // Headers were all it lacked: read it as the text it is.
+        None => return Ok(super::text::extract(bytes)),
+    };
+    let mut writer = Writer {
+        registry,
+        stop,
+        max_text,
+        out: String::new(),
+    };
+    writer.message(&message, 0)?;
+    let mut out = writer.out;
     out.truncate(out.trim_end().len());
     let meta = Meta {
         title: words(message.subject()),
         author: message
             .from()
-            .and_then(|from| words(from.first().and_then(addr_name))),
+            .and_then(|from| words(from.first().and_then(|a| a.name().or(a.address())))),
         date: message.date().and_then(|date| clean_date(&date.to_rfc3339())),
     };
     Ok(Decoded::described(out, meta))
 }
 
-fn parse(bytes: &[u8]) -> Result<Message<'_>, ExtractError> {
-    MessageParser::default()
-        .parse(bytes)
-        .filter(|message| !message.headers().is_empty())
-        .ok_or_else(|| ExtractError::malformed(Format::Email, "no message headers"))
+/// The message in `bytes`, or `None` when it has none of [`MESSAGE_HEADERS`]; a chain
+/// of more than [`MAX_DECLARED_MESSAGES`] attached messages is refused before parsing.
+fn parse(bytes: &[u8]) -> Result<Option<Message<'_>>, ExtractError> {
+    let declared = memchr_count(bytes, b"message/rfc822");
+    if declared > MAX_DECLARED_MESSAGES {
+        return Err(ExtractError::malformed(
+            Format::Email,
+            format!("{declared} attached messages declared, over the {MAX_DECLARED_MESSAGES} read"),
+        ));
+    }
+    Ok(MessageParser::default().parse(bytes).filter(|message| {
+        message.headers().iter().any(|h| {
+            MESSAGE_HEADERS
+                .iter()
+                .any(|name| h.name().eq_ignore_ascii_case(name))
+        })
+    }))
 }
 
-/// Appends one message: its headers, its body, its attachments.
-fn write_message(
-    registry: &ExtractorRegistry,
-    message: &Message<'_>,
-    depth: usize,
-    stop: &AtomicBool,
-    out: &mut String,
-) -> Result<(), ExtractError> {
-    check_stop(stop)?;
-    if let Some(subject) = message.subject() {
-        out.push_str(&format!("Subject: {subject}\n"));
-    }
-    for (label, list) in [
-        ("From", message.from()),
-        ("To", message.to()),
-        ("Cc", message.cc()),
-    ] {
-        let names: Vec<&str> = list
-            .into_iter()
-            .flat_map(|l| l.iter())
-            .filter_map(addr_name)
-            .collect();
-        if !names.is_empty() {
-            out.push_str(&format!("{label}: {}\n", names.join(", ")));
-        }
-    }
-    if let Some(date) = message.date() {
-        out.push_str(&format!("Date: {}\n", date.to_rfc3339()));
-    }
-    out.push('\n');
-    for body in message.text_bodies() {
-        check_stop(stop)?;
-        write_part(registry, body, "body", depth, stop, out)?;
-    }
-    for (n, part) in message.attachments().enumerate() {
-        check_stop(stop)?;
-        if n == MAX_ATTACHMENTS {
-            out.push_str(&format!(
-                "\n[attachments past the first {MAX_ATTACHMENTS} are not read]\n"
+/// How many times `needle` occurs in `bytes`, any ASCII case.
+fn memchr_count(bytes: &[u8], needle: &[u8]) -> usize {
+    bytes
+        .windows(needle.len())
+        .filter(|w| w.eq_ignore_ascii_case(needle))
+        .count()
+}
+
+/// The text being written, and what every part needs to be read.
+struct Writer<'r> {
+    registry: &'r ExtractorRegistry,
+    stop: &'r AtomicBool,
+    max_text: u64,
+    out: String,
+}
+
+impl Writer<'_> {
+    /// Appends `text` and a line break, within the cap.
+    fn push(&mut self, text: &str) -> Result<(), ExtractError> {
+        self.out.push_str(text);
+        self.out.push('\n');
+        if self.out.len() as u64 > self.max_text {
+            return Err(ExtractError::malformed(
+                Format::Email,
+                format!("extracted text passes the limit of {} bytes", self.max_text),
             ));
-            break;
         }
-        let name = part.attachment_name().unwrap_or("attachment");
-        out.push_str(&format!("\n[attachment: {name}]\n"));
-        write_part(registry, part, name, depth, stop, out)?;
+        Ok(())
     }
-    Ok(())
+
+    /// One message: its headers, its body, its attachments.
+    fn message(&mut self, message: &Message<'_>, depth: usize) -> Result<(), ExtractError> {
+        check_stop(self.stop)?;
+        if let Some(subject) = message.subject() {
+            self.push(&format!("Subject: {subject}"))?;
+        }
+        for (label, list) in [
+            ("From", message.from()),
+            ("To", message.to()),
+            ("Cc", message.cc()),
+        ] {
+            let people: Vec<String> = list
+                .into_iter()
+                .flat_map(|l| l.iter())
+                .filter_map(person)
+                .collect();
+            if !people.is_empty() {
+                self.push(&format!("{label}: {}", people.join(", ")))?;
+            }
+        }
+        if let Some(date) = message.date() {
+            self.push(&format!("Date: {}", date.to_rfc3339()))?;
+        }
+        self.push("")?;
+        // Inline images and the like are in the body's list too; they are read once,
+        // as attachments.
+        for body in message.text_bodies().filter(|part| part.is_text()) {
+            check_stop(self.stop)?;
+            self.part(body, "body", depth)?;
+        }
+        for (n, part) in message.attachments().enumerate() {
+            check_stop(self.stop)?;
+            if n == MAX_ATTACHMENTS {
+                return self.push(&format!(
+                    "\n[attachments past the first {MAX_ATTACHMENTS} are not read]"
+                ));
+            }
+            let name = part.attachment_name().unwrap_or("attachment");
+            self.push(&format!("\n[attachment: {name}]"))?;
+            self.part(part, name, depth)?;
+        }
+        Ok(())
+    }
+
+    /// One part: a message nests (so deep), plain text is itself, anything else (HTML,
+    /// a PDF, a DOCX...) is read by its own format; what cannot be read is named with
+    /// the reason.
+    fn part(&mut self, part: &MessagePart<'_>, name: &str, depth: usize) -> Result<(), ExtractError> {
+        let attached;
+        let nested = match part.message() {
+            Some(nested) => Some(nested),
+            // A message attached as a file (not as `message/rfc822`) is a message all the
+            // same, and nests as one: the registry would read it with no bound on the depth.
+            None if self.registry.detect(name, part.contents()).ok() == Some(Format::Email) => {
+                attached = parse(part.contents()).ok().flatten();
+                attached.as_ref()
+            }
+            None => None,
+        };
+        if let Some(nested) = nested {
+            if depth + 1 < MAX_NESTED {
+                return self.message(nested, depth + 1);
+            }
+            return self.push("[a message nested too deep: not read]");
+        }
+        if is_plain_text(part) {
+            return self.push(part.text_contents().unwrap_or_default());
+        }
+        let read = if part.is_text_html() {
+            // Decoded to UTF-8 already: a byte-order mark says so over the page's own
+            // `<meta charset>`, which names the charset it was sent in.
+            let html = [b"\xEF\xBB\xBF".as_slice(), part.contents()].concat();
+            self.registry.extract_detailed("part.html", &html, self.stop)
+        } else {
+            self.registry.extract_detailed(name, part.contents(), self.stop)
+        };
+        match read {
+            Ok(read) => self.push(&read.text),
+            Err(ExtractError::Stopped) => Err(ExtractError::Stopped),
+            Err(why) => self.push(&format!("[not read: {why}]")),
+        }
+    }
 }
 
-/// Appends one part: a message nests (so deep), plain text is itself, anything else
-/// (HTML, a PDF, a DOCX...) is read by its own format; what cannot be read is named
-/// with the reason.
-fn write_part(
-    registry: &ExtractorRegistry,
-    part: &MessagePart<'_>,
-    name: &str,
-    depth: usize,
-    stop: &AtomicBool,
-    out: &mut String,
-) -> Result<(), ExtractError> {
-    let attached;
-    let nested = match part.message() {
-        Some(nested) => Some(nested),
-        // A message attached as a file (not as `message/rfc822`) is a message all the
-        // same, and nests as one: the registry would read it with no bound on the depth.
-        None if registry.detect(name, part.contents()).ok() == Some(Format::Email) => {
-            attached = parse(part.contents()).ok();
-            attached.as_ref()
+/// A `text/plain` part, or a text part that names no type (plain by default): written
+/// as it is. Other text (`text/rtf`, `text/xml`) is read by its format.
+fn is_plain_text(part: &MessagePart<'_>) -> bool {
+    match part.content_type() {
+        Some(kind) => {
+            kind.ctype().eq_ignore_ascii_case("text")
+                && kind.subtype().is_none_or(|sub| sub.eq_ignore_ascii_case("plain"))
         }
-        None => None,
-    };
-    if let Some(nested) = nested {
-        if depth + 1 < MAX_NESTED {
-            return write_message(registry, nested, depth + 1, stop, out);
-        }
-        out.push_str("[a message nested too deep: not read]\n");
-        return Ok(());
+        None => part.is_text(),
     }
-    if part.is_text() && !part.is_text_html() {
-        out.push_str(part.text_contents().unwrap_or_default());
-        out.push('\n');
-        return Ok(());
-    }
-    let name = if part.is_text_html() { "part.html" } else { name };
-    match registry.extract_detailed(name, part.contents(), stop) {
-        Ok(read) => {
-            out.push_str(&read.text);
-            out.push('\n');
-        }
-        Err(ExtractError::Stopped) => return Err(ExtractError::Stopped),
-        Err(why) => out.push_str(&format!("[not read: {why}]\n")),
-    }
-    Ok(())
 }
 
-/// An address as a person reads it: the name, else the address.
-fn addr_name<'a>(addr: &'a Addr<'_>) -> Option<&'a str> {
-    addr.name().or(addr.address())
+/// A person as a header names them: `Name <address>`, or whichever of the two it gives.
+fn person(addr: &Addr<'_>) -> Option<String> {
+    match (addr.name(), addr.address()) {
+        (Some(name), Some(address)) => Some(format!("{name} <{address}>")),
+        (name, address) => name.or(address).map(str::to_owned),
+    }
 }
 
 /// A header as a title or author: cleaned, bounded, no placeholder.
@@ -271,10 +334,43 @@ mod tests {
             .contains("[attachments past the first 256 are not read]"));
     }
 
+    /// An HTML body whose page names the charset it was sent in is read as the UTF-8
+    /// the parser decoded it to; an image beside it is read once, as an attachment;
+    /// people are written with their addresses.
+    #[test]
+    fn html_in_its_declared_charset_inline_images_and_addresses() {
+        let message = "From: Bo <bo@example.com>\r\nTo: Jürgen <j@example.com>, x@example.com\r\nSubject: s\r\nContent-Type: multipart/related; boundary=r\r\n\r\n--r\r\nContent-Type: text/html; charset=iso-8859-1\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n<html><head><meta http-equiv=3D\"Content-Type\" content=3D\"text/html; charset=3Dwindows-1252\"></head><body>Gr=FC=DFe, J=FCrgen</body></html>\r\n--r\r\nContent-Type: image/png\r\nContent-Disposition: inline; filename=\"dot.png\"\r\n\r\nnot really a png\r\n--r--\r\n";
+        let read = run(message.as_bytes()).unwrap();
+        assert!(read.text.contains("Grüße, Jürgen"), "{}", read.text);
+        assert_eq!(read.text.matches("not really a png").count(), 1, "{}", read.text);
+        assert!(
+            read.text
+                .contains("From: Bo <bo@example.com>\nTo: Jürgen <j@example.com>, x@example.com"),
+            "{}",
+            read.text
+        );
+    }
+
+    /// A file named `.eml` with none of a message's headers is the text it is; a chain
+    /// of attached messages past the bound is refused before it is parsed.
+    #[test]
+    fn text_named_eml_and_a_chain_of_messages() {
+        let notes = b"Agenda: budget\n\nfirst item, second item\n";
+        assert_eq!(run(notes).unwrap().text.as_bytes(), notes);
+        let mut chain = String::from("Subject: core\r\n\r\ncore text\r\n");
+        for level in 0..300 {
+            chain = format!("Subject: l{level}\r\nContent-Type: message/rfc822\r\n\r\n{chain}");
+        }
+        let err = run(chain.as_bytes()).unwrap_err().to_string();
+        assert!(
+            err.contains("300 attached messages declared, over the 256 read"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn no_headers_a_cap_and_a_stop_end_the_message() {
-        let err = run(b"").unwrap_err();
-        assert!(err.to_string().contains("no message headers"), "{err}");
+        assert_eq!(run(b"").unwrap().text, "");
         let big = format!("Subject: long\r\n\r\n{}", "word ".repeat(10_000));
         let err = extract(
             &ExtractorRegistry::default(),
