@@ -19,7 +19,7 @@ use std::sync::atomic::AtomicBool;
 use mail_parser::{Addr, Message, MessageParser, MessagePart, MimeHeaders};
 
 use super::text::{Decoded, Meta};
-use super::title::{clean_date, TitleText};
+use super::title::{clean_date, clean_title};
 use super::{check_stop, ExtractError, ExtractorRegistry, Format};
 
 /// Attachments read at most; the others are named as left out.
@@ -63,10 +63,10 @@ pub(super) fn extract(
     let mut out = writer.out;
     out.truncate(out.trim_end().len());
     let meta = Meta {
-        title: words(message.subject()),
+        title: message.subject().and_then(clean_title),
         author: message
             .from()
-            .and_then(|from| words(from.first().and_then(|a| a.name().or(a.address())))),
+            .and_then(|from| clean_title(from.first().and_then(|a| a.name().or(a.address()))?)),
         date: message.date().and_then(|date| clean_date(&date.to_rfc3339())),
     };
     Ok(Decoded::described(out, meta))
@@ -75,7 +75,7 @@ pub(super) fn extract(
 /// The message in `bytes`, or `None` when it has none of [`MESSAGE_HEADERS`]; a chain
 /// of more than [`MAX_DECLARED_MESSAGES`] attached messages is refused before parsing.
 fn parse(bytes: &[u8]) -> Result<Option<Message<'_>>, ExtractError> {
-    let declared = memchr_count(bytes, b"message/rfc822");
+    let declared = count_ignoring_case(bytes, b"message/rfc822");
     if declared > MAX_DECLARED_MESSAGES {
         return Err(ExtractError::malformed(
             Format::Email,
@@ -92,7 +92,7 @@ fn parse(bytes: &[u8]) -> Result<Option<Message<'_>>, ExtractError> {
 }
 
 /// How many times `needle` occurs in `bytes`, any ASCII case.
-fn memchr_count(bytes: &[u8], needle: &[u8]) -> usize {
+fn count_ignoring_case(bytes: &[u8], needle: &[u8]) -> usize {
     bytes
         .windows(needle.len())
         .filter(|w| w.eq_ignore_ascii_case(needle))
@@ -223,13 +223,6 @@ fn person(addr: &Addr<'_>) -> Option<String> {
         (Some(name), Some(address)) => Some(format!("{name} <{address}>")),
         (name, address) => name.or(address).map(str::to_owned),
     }
-}
-
-/// A header as a title or author: cleaned, bounded, no placeholder.
-fn words(raw: Option<&str>) -> Option<String> {
-    let mut text = TitleText::default();
-    text.push_str(raw?);
-    text.finish()
 }
 
 #[cfg(test)]

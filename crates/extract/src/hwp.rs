@@ -32,7 +32,7 @@ use cfb::CompoundFile;
 use flate2::read::DeflateDecoder;
 
 use super::text::{Decoded, Meta};
-use super::title::{self, TitleText};
+use super::title::{self, clean_title};
 use super::zipped::{check_output, Capped};
 use super::{check_stop, ExtractError, Format};
 
@@ -404,7 +404,7 @@ fn summary<F: Read + io::Seek>(file: &mut CompoundFile<F>) -> Result<Meta, Extra
         .take(MAX_SUMMARY_BYTES)
         .read_to_end(&mut bytes)
         .map_err(|e| malformed(format!("cannot read the summary: {e}")))?;
-    let text = |id: u32| property_set(&bytes, id).and_then(|raw| label(&raw));
+    let text = |id: u32| property_set(&bytes, id).and_then(|raw| clean_title(&raw));
     Ok(Meta {
         title: text(PIDSI_TITLE),
         author: text(PIDSI_AUTHOR),
@@ -454,13 +454,6 @@ fn property_set(bytes: &[u8], id: u32) -> Option<String> {
         _ => return None,
     };
     Some(raw.trim_end_matches('\0').to_owned())
-}
-
-/// A summary string as a title or author: cleaned, bounded, no placeholder.
-fn label(raw: &str) -> Option<String> {
-    let mut text = TitleText::default();
-    text.push_str(raw);
-    text.finish()
 }
 
 #[cfg(test)]
