@@ -72,12 +72,27 @@ impl Extractor for CommandExtractor {
     }
 
     fn extract_noted(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extracted, ExtractError> {
-        let argv = extension(name)
-            .filter(|ext| !self.compound_only.contains(ext) || bytes.starts_with(CFB_MAGIC))
-            .and_then(|ext| self.commands.get(&ext));
+        let ext = extension(name).unwrap_or_default();
+        let compound_only = self.compound_only.contains(&ext);
+        let argv = Some(&ext)
+            .filter(|_| !compound_only || bytes.starts_with(CFB_MAGIC))
+            .and_then(|ext| self.commands.get(ext));
+        // catdoc's tools exit 0 after "is not OLE file or Error": for them, no
+        // text with a complaint is a failure, not an empty document.
+        let rule = if compound_only {
+            Silence::WithComplaintFails
+        } else {
+            Silence::IsNoText
+        };
         match argv {
             Some(argv) => Ok(Extracted {
-                text: run_converter(argv, bytes, &self.limits.for_input(bytes.len() as u64), stop)?,
+                text: run_converter(
+                    argv,
+                    bytes,
+                    &self.limits.for_input(bytes.len() as u64),
+                    rule,
+                    stop,
+                )?,
                 note: Some(format!("converter {}", argv[0])),
                 title: None,
                 author: None,
@@ -113,10 +128,21 @@ impl Drop for TempDoc {
 }
 
 /// Run `argv` on the document under `limits`; its standard output is the text.
+/// What a converter that exits 0 with no text means.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Silence {
+    /// The document has no text (the rule for the user's own commands, since
+    /// tools such as tesseract chatter on their error output as they succeed).
+    IsNoText,
+    /// If the command wrote to its error output, it failed with those words.
+    WithComplaintFails,
+}
+
 fn run_converter(
     argv: &[String],
     bytes: &[u8],
     limits: &Limits,
+    silence: Silence,
     stop: &AtomicBool,
 ) -> Result<String, ExtractError> {
     let program = argv.first().cloned().unwrap_or_default();
@@ -149,7 +175,7 @@ fn run_converter(
     // A result that is thrown away (stopped, timed out) is not waited for.
     let status = status?;
     if !status.success() {
-        let err_text = collect(stderr).unwrap_or_default();
+        let err_text = error_output(stderr, temp.as_ref());
         return Err(classify(status, limits).unwrap_or_else(|| failed(with_last_words(status, &err_text))));
     }
     let text = collect(stdout);
@@ -160,6 +186,11 @@ fn run_converter(
         )));
     };
 
+    if silence == Silence::WithComplaintFails && text.iter().all(u8::is_ascii_whitespace) {
+        if let Some(words) = last_words(&error_output(stderr, temp.as_ref())) {
+            return Err(failed(format!("it wrote no text, only: {words}")));
+        }
+    }
     if text.len() as u64 > limits.max_output_bytes {
         return Err(ExtractError::Limit {
             what: LimitKind::Output {
@@ -284,9 +315,30 @@ fn classify(status: ExitStatus, limits: &Limits) -> Option<ExtractError> {
     }
 }
 
+/// What the command wrote to its error output, with the temporary copy's path
+/// (a machine path, and no name of the user's) said as "the document".
+fn error_output(stderr: Option<Receiver<Vec<u8>>>, temp: Option<&TempDoc>) -> Vec<u8> {
+    let text = String::from_utf8_lossy(&collect(stderr).unwrap_or_default()).into_owned();
+    match temp {
+        Some(doc) => text
+            .replace(&*doc.0.to_string_lossy(), "the document")
+            .into_bytes(),
+        None => text.into_bytes(),
+    }
+}
+
 /// How the command ended, with the last few lines it wrote to its error output.
 fn with_last_words(status: ExitStatus, stderr: &[u8]) -> String {
     let how = describe_exit(status);
+    match last_words(stderr) {
+        Some(words) => format!("{how} ({words})"),
+        None => how,
+    }
+}
+
+/// The last three non-empty lines of a command's error output, without control
+/// characters, each cut to 200 characters.
+fn last_words(stderr: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(stderr);
     let lines: Vec<String> = text
         .lines()
@@ -296,10 +348,10 @@ fn with_last_words(status: ExitStatus, stderr: &[u8]) -> String {
         .map(|l| l.chars().filter(|c| !c.is_control()).take(200).collect())
         .collect();
     if lines.is_empty() {
-        return how;
+        return None;
     }
     let tail: Vec<String> = lines.into_iter().rev().collect();
-    format!("{how} ({})", tail.join(" | "))
+    Some(tail.join(" | "))
 }
 
 impl std::fmt::Debug for CommandExtractor {
@@ -366,6 +418,25 @@ mod tests {
         let missing = with("gone", vec!["/nonexistent/converter".into()], Limits::default());
         let err = run(&missing, "f.gone", b"x").unwrap_err();
         assert!(matches!(err, ExtractError::Unavailable { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_legacy_tool_that_only_complains_failed_and_a_users_command_found_no_text() {
+        let mut complain = sh("echo \"$1 is not OLE file or Error\" >&2; exit 0");
+        complain.push(FILE_PLACEHOLDER.into());
+        let mut ole = CFB_MAGIC.to_vec();
+        ole.extend_from_slice(b"rest of the container");
+        let legacy =
+            with("doc", complain.clone(), Limits::default()).compound_files_only(["doc".to_string()]);
+        let err = run(&legacy, "f.doc", &ole).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "converter sh failed: it wrote no text, only: the document is not OLE file or Error"
+        );
+        let quiet = with("doc", sh("exit 0"), Limits::default()).compound_files_only(["doc".to_string()]);
+        assert_eq!(run(&quiet, "f.doc", &ole).unwrap(), "");
+        let users = with("png", complain, Limits::default());
+        assert_eq!(run(&users, "f.png", b"x").unwrap(), "");
     }
 
     #[test]
