@@ -25,6 +25,8 @@ pub use cleanup::{cleanup, cleanup_accepted, keep_for, sweep, CleanupError};
 pub use lease::{Holding, LeaseFlag, LeaseKeeper, LeaseLost, Ticks};
 pub use memory::parent_memory_bound;
 pub use pool::{Event, PoolOptions, StopHandle, WorkerPool};
-pub use recheck::{recheck_results, requeue_damaged, stat_damage, Damage, Rechecked};
+pub use recheck::{
+    recheck_results, recheck_results_writing_after, requeue_damaged, stat_damage, Damage, Rechecked,
+};
 pub use reindex::{reindex, ReindexReport};
 pub use worker::{Batch, Pipeline, Processed, StagedBatch, Worker};

@@ -98,13 +98,29 @@ pub struct Rechecked {
 /// Stat every indexed document's accepted result; queue again each one whose
 /// file is missing or not of the recorded size (see the module docs). Run
 /// beside or after a full discovery (`run` does it beside, on its own
-/// thread): what both leave indexed is unchanged and whole as far as a stat
-/// can tell. Beside one, a document the discovery also queues (changed) or
-/// marks gone may be counted here too; the rows end the same either way.
+/// thread, through [`recheck_results_writing_after`]): what both leave
+/// indexed is unchanged and whole as far as a stat can tell. Beside one, a
+/// document the discovery also queues (changed) or marks gone may be counted
+/// here too; the rows end the same either way.
 ///
 /// # Failure
 /// The store's errors; a result that cannot be looked at is listed, not an error.
 pub fn recheck_results(store: &Store, mirror: &Mirror) -> Result<Rechecked> {
+    recheck_results_writing_after(store, mirror, || ())
+}
+
+/// [`recheck_results`], calling `wait` before each document it queues again:
+/// beside a discovery, the stats overlap it and the writes come after it (the
+/// caller's `wait` returns once it has ended), so the discovery never meets
+/// a document this queued and counts it as one left from an earlier run.
+///
+/// # Failure
+/// As [`recheck_results`].
+pub fn recheck_results_writing_after(
+    store: &Store,
+    mirror: &Mirror,
+    mut wait: impl FnMut(),
+) -> Result<Rechecked> {
     let mut out = Rechecked::default();
     let mut after = i64::MIN;
     let mut stats = crate::portable::Stats::default();
@@ -129,6 +145,7 @@ pub fn recheck_results(store: &Store, mirror: &Mirror) -> Result<Rechecked> {
                 }
             };
             let Some(damage) = damage else { continue };
+            wait();
             if requeue_damaged(store, row.id, path, damage)? {
                 out.requeued += 1;
                 if out.named.len() < NAMED {

@@ -36,20 +36,67 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
 /// writes, and either order leaves the same rows. A document the discovery
 /// queues again (changed) or marks gone is extracted again or removed
 /// whatever the check finds; one whose result the check forgets is queued,
-/// and the discovery still judges its source by its fingerprint.
+/// and the discovery still judges its source by its fingerprint. Only the
+/// stats overlap: the check's writes wait for the discovery's end, or the
+/// discovery would count a document the check had just queued as one an
+/// earlier run left (`resumed`) and the summary would count it twice.
 fn discover_and_recheck(
     cfg: &Config,
     scanned: &[leasehold::source::DirSource],
 ) -> Result<(leasehold::source::Discovered, Rechecked), CliError> {
+    let discovered = Ended::default();
     std::thread::scope(|s| {
-        let rechecked = s.spawn(|| leasehold::pipeline::recheck_results(&cfg.store, &cfg.mirror));
-        let found = discover_all(cfg, scanned);
+        let rechecked = s.spawn(|| {
+            leasehold::pipeline::recheck_results_writing_after(&cfg.store, &cfg.mirror, || discovered.wait())
+        });
+        let found = {
+            // Ended even when the discovery panics: the check would wait forever.
+            let _ending = discovered.on_drop();
+            discover_all(cfg, scanned)
+        };
         let rechecked = rechecked
             .join()
             .map_err(|_| CliError::Runtime("the check of the accepted results stopped".into()))?;
         let found = found.map_err(|e| CliError::Runtime(e.to_string()))?;
         Ok((found, say_rechecked(rechecked?)))
     })
+}
+
+/// A one-way latch: [`Ended::wait`] returns once [`Ended::end`] was called.
+#[derive(Default)]
+struct Ended {
+    ended: std::sync::Mutex<bool>,
+    signal: std::sync::Condvar,
+}
+
+/// Ends its latch when dropped.
+struct Ending<'a>(&'a Ended);
+
+impl Drop for Ending<'_> {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
+impl Ended {
+    /// A guard that ends the latch when it goes, however it goes.
+    fn on_drop(&self) -> Ending<'_> {
+        Ending(self)
+    }
+
+    fn end(&self) {
+        *self.ended.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.signal.notify_all();
+    }
+
+    fn wait(&self) {
+        let ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        drop(
+            self.signal
+                .wait_while(ended, |ended| !*ended)
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+    }
 }
 
 /// Discover each of the folders `scanned` and add up what they found.
