@@ -74,6 +74,9 @@
 //! cpu = "60s"
 //! cpu_per_mib = "1s"
 //! max_text = "64MiB"
+//! # Languages OCR reads in pictures and scanned pages, when tesseract is
+//! # installed (default ["eng"]; [] for no OCR).
+//! # ocr_languages = ["eng", "kor"]
 //!
 //! # The search index's tokenizer for a SQLite data directory made now:
 //! # "unicode61" (words; the default) or "trigram" (substrings).
@@ -106,7 +109,10 @@
 //!   `--extract-memory`, `--max-text` and `--in-process` override them. `[extract.commands]` maps
 //!   extensions to external converters, e.g. `pdf = ["pdftotext", "-enc", "UTF-8", "{}", "-"]`
 //!   (`{}` is the document's temporary file; without it the document is on standard input);
-//!   they run under the same limits.
+//!   they run under the same limits. `ocr_languages` (tesseract's codes, e.g.
+//!   `["eng", "kor"]`; default `["eng"]`, `[]` for no OCR) are read in pictures and in
+//!   a PDF's pages without a text layer when `tesseract` (and, for PDFs, `pdftoppm`)
+//!   is installed.
 //! - `[store]`: `db`, a SQLite path (relative to the directory of the configuration
 //!   file) or a `postgres://` URL, which must not hold a password; with a URL,
 //!   optionally one of `password_env` or `password_file` (as for an account). The
@@ -198,6 +204,9 @@ memory = "1GiB"
 cpu = "60s"
 cpu_per_mib = "1s"
 max_text = "64MiB"
+# Languages OCR reads in pictures and scanned pages, when tesseract is
+# installed (default ["eng"]; [] for no OCR).
+# ocr_languages = ["eng", "kor"]
 
 # The search index's tokenizer for a SQLite data directory made now:
 # "unicode61" (words; the default) or "trigram" (substrings).
@@ -330,6 +339,10 @@ pub struct ExtractConfig {
     pub cpu_per_mib: Duration,
     /// Extracted text of one document, in bytes.
     pub max_text: u64,
+    /// `ocr_languages`: tesseract's languages for pictures and scanned pages;
+    /// `None` reads English when its pack is installed, an empty list turns
+    /// OCR off.
+    pub ocr_languages: Option<Vec<String>>,
 }
 
 impl Default for ExtractConfig {
@@ -344,6 +357,7 @@ impl Default for ExtractConfig {
             cpu: Limits::DEFAULT_CPU_TIME,
             cpu_per_mib: Limits::DEFAULT_CPU_TIME_PER_MIB,
             max_text: Limits::DEFAULT_MAX_OUTPUT_BYTES,
+            ocr_languages: None,
         }
     }
 }
@@ -1033,6 +1047,27 @@ mod tests {
             &format!("{ACCOUNTS}[sink.http]\nurl = \"http://s\"\naccount = \"c\"\n"),
             "[sink.http] account",
         );
+    }
+
+    #[test]
+    fn ocr_languages_are_codes_named_once_and_an_empty_list_is_no_ocr() {
+        assert_eq!(parse("").unwrap().extract.ocr_languages, None);
+        let c = parse("[extract]\nocr_languages = [\"eng\", \"kor\", \"chi_sim\"]\n").unwrap();
+        assert_eq!(
+            c.extract.ocr_languages,
+            Some(vec!["eng".into(), "kor".into(), "chi_sim".into()])
+        );
+        let off = parse("[extract]\nocr_languages = []\n").unwrap();
+        assert_eq!(off.extract.ocr_languages, Some(vec![]));
+        err_key(
+            "[extract]\nocr_languages = [\"../../etc/x\"]\n",
+            "[extract] ocr_languages",
+        );
+        err_key(
+            "[extract]\nocr_languages = [\"eng\", \"eng\"]\n",
+            "[extract] ocr_languages",
+        );
+        err_key("[extract]\nocr_languages = [\"\"]\n", "[extract] ocr_languages");
     }
 
     #[test]

@@ -128,6 +128,7 @@ pub(super) struct RawExtract {
     cpu: Option<String>,
     cpu_per_mib: Option<String>,
     max_text: Option<toml::Value>,
+    ocr_languages: Option<Vec<String>>,
     #[serde(default)]
     commands: toml::Table,
 }
@@ -635,7 +636,28 @@ impl Validator<'_> {
             cpu: self.duration("[extract] cpu", raw.cpu, d.cpu, false)?,
             cpu_per_mib: self.duration("[extract] cpu_per_mib", raw.cpu_per_mib, d.cpu_per_mib, true)?,
             max_text: size("[extract] max_text", raw.max_text, d.max_text)?,
+            ocr_languages: raw.ocr_languages.map(|l| self.ocr_languages(l)).transpose()?,
         })
+    }
+
+    /// `[extract] ocr_languages`: tesseract's codes (`eng`, `chi_sim`), each
+    /// once; a code names a file in its data folder, so nothing else is taken.
+    fn ocr_languages(&self, languages: Vec<String>) -> Result<Vec<String>, ConfigError> {
+        let key = "[extract] ocr_languages";
+        let code = |l: &String| {
+            !l.is_empty() && l.len() <= 32 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        };
+        if let Some(bad) = languages.iter().find(|l| !code(l)) {
+            return Err(self.invalid(
+                key,
+                format!("{bad:?} is not a tesseract language code such as \"eng\" or \"chi_sim\""),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(twice) = languages.iter().find(|l| !seen.insert(*l)) {
+            return Err(self.invalid(key, format!("names {twice} twice")));
+        }
+        Ok(languages)
     }
 
     /// `[extract.commands]`: each key an extension, each value a command line.

@@ -49,12 +49,14 @@ pub enum Format {
     Hwpx,
     /// An e-mail message (`.eml`): headers, body and attachments.
     Email,
+    /// A picture ([`image_kind`]): no text of its own, only what OCR reads in it.
+    Image,
 }
 
 impl Format {
     /// Every format, for reading names back ([`Format::from_name`]).
     #[doc(hidden)]
-    pub const ALL: [Format; 15] = [
+    pub const ALL: [Format; 16] = [
         Format::PlainText,
         Format::Markdown,
         Format::Html,
@@ -70,6 +72,7 @@ impl Format {
         Format::Hwp,
         Format::Hwpx,
         Format::Email,
+        Format::Image,
     ];
 
     /// The format [`Format::as_str`] names, e.g. in an error an extraction child sends.
@@ -95,9 +98,44 @@ impl Format {
             Format::Hwp => "hwp",
             Format::Hwpx => "hwpx",
             Format::Email => "email",
+            Format::Image => "image",
         }
     }
 }
+
+/// The kind of picture `bytes` hold, by their magic (PNG, JPEG, TIFF, WebP, GIF: what
+/// tesseract reads), or `None`.
+pub fn image_kind(bytes: &[u8]) -> Option<&'static str> {
+    let riff_webp = bytes.len() >= 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP";
+    Some(match bytes {
+        _ if bytes.starts_with(b"\x89PNG\r\n\x1a\n") => "png",
+        _ if bytes.starts_with(b"\xff\xd8\xff") => "jpeg",
+        _ if bytes.starts_with(b"II*\0") || bytes.starts_with(b"MM\0*") => "tiff",
+        _ if riff_webp => "webp",
+        _ if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") => "gif",
+        _ => return None,
+    })
+}
+
+/// Whether `text` holds something a search can find: a letter or a digit, or a
+/// private-use character, which the word index's tokenizer keeps too (a PDF's
+/// custom font encoding gives them).
+pub fn has_a_word(text: &str) -> bool {
+    let private_use = |c: char| matches!(c as u32, 0xE000..=0xF8FF | 0xF0000..=0x10FFFD);
+    text.chars().any(|c| c.is_alphanumeric() || private_use(c))
+}
+
+/// What the note of a text read by OCR says: "OCR by tesseract (eng+kor)".
+pub fn ocr_note(languages: &[String]) -> String {
+    format!("{OCR_NOTE} ({})", languages.join("+"))
+}
+
+/// Whether a result's note says its text, or part of it, was read by OCR.
+pub fn was_ocred(note: Option<&str>) -> bool {
+    note.is_some_and(|note| note.contains(OCR_NOTE))
+}
+
+const OCR_NOTE: &str = "OCR by tesseract";
 
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::cleanup::OwedCleanups;
 use crate::clock::Millis;
 use crate::error::{Error, Result};
-use crate::extract::{ExtractError, Extracted, Extractor};
+use crate::extract::{has_a_word, image_kind, was_ocred, ExtractError, Extracted, Extractor};
 use crate::fault::{crash_point, stall_point, wait_out_stall, CrashPoint};
 use crate::job::{Claim, Fenced, JobId, Parked, Rejection, Status};
 use crate::mirror::{Mirror, Staged, Written};
@@ -483,6 +483,7 @@ impl Worker {
             author,
             date,
         } = self.extract(claim, &bytes)?;
+        let no_text = no_text_reason(&bytes, &text, note.as_deref());
         let staged = self
             .stage(claim, |_| {
                 p.mirror.stage(claim.id.0, claim.fence, text.as_bytes())
@@ -492,7 +493,7 @@ impl Worker {
             staged,
             findings: Findings {
                 note,
-                no_text: no_text_reason(&bytes, &text),
+                no_text,
                 title,
                 author,
                 date,
@@ -886,21 +887,29 @@ pub(super) fn panic_message(p: &(dyn Any + Send)) -> String {
     }
 }
 
-/// Why `text`, extracted from the source `bytes`, holds no word (no letter
-/// or digit, so a search can never find it), as far as the bytes tell: an
-/// empty file, a PDF whose pages carry no text layer (scanned pages or
-/// images; there is no OCR yet). None when it has a word.
-fn no_text_reason(bytes: &[u8], text: &str) -> Option<String> {
-    // The word index's tokenizer keeps private-use characters too (a PDF's
-    // custom font encoding gives them): such a text can be found.
-    let private_use = |c: char| matches!(c as u32, 0xE000..=0xF8FF | 0xF0000..=0x10FFFD);
-    if text.chars().any(|c| c.is_alphanumeric() || private_use(c)) {
+/// Why `text`, extracted from the source `bytes` with the extractor's
+/// `note`, holds no word (no letter or digit, so a search can never find it),
+/// as far as the bytes tell: an empty file, a picture or a PDF without a text
+/// layer, and whether OCR read them. None when it has a word.
+fn no_text_reason(bytes: &[u8], text: &str, note: Option<&str>) -> Option<String> {
+    if has_a_word(text) {
         return None;
     }
+    let (pdf, picture, ocred) = (
+        bytes.starts_with(b"%PDF-"),
+        image_kind(bytes).is_some(),
+        was_ocred(note),
+    );
     let why = if bytes.is_empty() {
         "the file is empty"
-    } else if bytes.starts_with(b"%PDF-") {
-        "a PDF without a text layer (scanned pages or images; no OCR yet)"
+    } else if pdf && ocred {
+        "a PDF without a text layer, and OCR found no word in it"
+    } else if picture && ocred {
+        "a picture in which OCR found no word"
+    } else if pdf {
+        "a PDF without a text layer (scanned pages or images): OCR reads them when tesseract and pdftoppm are installed"
+    } else if picture {
+        "a picture: OCR reads it when tesseract is installed"
     } else {
         "its text holds no letter or digit"
     };

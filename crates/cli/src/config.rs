@@ -15,7 +15,9 @@ use leasehold::store::{DbLocation, OutboxCap};
 use leasehold::upstream::HttpClient;
 use leasehold::upstream::{Gate, HttpSource, Sink};
 use leasehold::{Store, StoreOptions, Synchronous};
-use leasehold_extract::{CommandExtractor, Extractor, ExtractorRegistry, IsolatedExtractor, Limits};
+use leasehold_extract::{
+    CommandExtractor, Extractor, ExtractorRegistry, IsolatedExtractor, Limits, Ocr, OcrExtractor,
+};
 
 use super::args::{Global, Sync, WorkFlags, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_INPUT};
 use super::folders::{self, Recorded, FOLDER_SETTINGS, SOURCE_URL};
@@ -59,6 +61,9 @@ pub struct Extraction {
     /// The extensions whose converter was found on `PATH`: it takes OLE
     /// compound files only ([`CommandExtractor::compound_files_only`]).
     pub installed: Vec<String>,
+    /// OCR for pictures and scanned PDF pages, when tesseract is installed and
+    /// `[extract] ocr_languages` is not empty.
+    pub ocr: Option<Ocr>,
 }
 
 /// Legacy Office formats, read as Recoll reads them: through the tools of the
@@ -76,6 +81,50 @@ const LEGACY_OFFICE: [(&str, &[&[&str]]); 3] = [
     ("xls", &[&["xls2csv", "-d", "utf-8", "{}"]]),
     ("ppt", &[&["catppt", "-d", "utf-8", "{}"]]),
 ];
+
+/// OCR through tesseract when it is on `PATH`, in `configured` languages (else
+/// English, else every language installed), drawing PDF pages with poppler's
+/// pdftoppm when that is on `PATH` too. A configured language that is not
+/// installed is refused; an empty list turns OCR off.
+fn installed_ocr(configured: Option<&[String]>, limits: &Limits) -> Result<Option<Ocr>, CliError> {
+    if configured.is_some_and(|l| l.is_empty()) || !on_path(TESSERACT) {
+        return Ok(None);
+    }
+    let installed = match Ocr::installed_languages(TESSERACT) {
+        Ok(installed) => installed,
+        Err(e) => {
+            tracing::warn!("no OCR: tesseract cannot list its languages: {e}");
+            return Ok(None);
+        }
+    };
+    let languages = match configured {
+        Some(wanted) => {
+            if let Some(missing) = wanted.iter().find(|l| !installed.contains(l)) {
+                return Err(CliError::Config(format!(
+                    "[extract] ocr_languages: tesseract has no {missing} (it has: {}); install its language pack, e.g. tesseract-ocr-{missing}",
+                    installed.join(", ")
+                )));
+            }
+            wanted.to_vec()
+        }
+        None if installed.iter().any(|l| l == "eng") => vec!["eng".to_owned()],
+        None => installed,
+    };
+    if languages.is_empty() {
+        return Ok(None);
+    }
+    let pdftoppm = on_path(PDFTOPPM).then(|| PDFTOPPM.to_owned());
+    Ok(Some(Ocr::new(
+        TESSERACT.to_owned(),
+        pdftoppm,
+        languages,
+        limits.clone(),
+    )))
+}
+
+/// The OCR program, and poppler's program that draws a PDF page for it.
+const TESSERACT: &str = "tesseract";
+const PDFTOPPM: &str = "pdftoppm";
 
 /// For each legacy Office extension `configured` leaves out, the first of its
 /// tools found on `PATH` ([`LEGACY_OFFICE`]).
@@ -128,21 +177,23 @@ impl Extraction {
             None => default_input_limit(memory),
         };
         let installed = installed_converters(&f.commands);
+        let limits = Limits {
+            deadline: w.extract_timeout.unwrap_or(f.timeout),
+            deadline_per_mib: w.extract_timeout_per_mib.unwrap_or(f.timeout_per_mib),
+            memory_bytes: memory,
+            cpu_time: w.extract_cpu.unwrap_or(f.cpu),
+            cpu_time_per_mib: w.extract_cpu_per_mib.unwrap_or(f.cpu_per_mib),
+            max_output_bytes: w.max_text.unwrap_or(f.max_text),
+            max_input_bytes: max_input,
+            ..Limits::default()
+        };
         Ok(Extraction {
             // Children need unix (extract::isolated): elsewhere in-process.
             isolated: f.isolation && !w.in_process && cfg!(unix),
             installed: installed.keys().cloned().collect(),
             commands: installed.into_iter().chain(f.commands).collect(),
-            limits: Limits {
-                deadline: w.extract_timeout.unwrap_or(f.timeout),
-                deadline_per_mib: w.extract_timeout_per_mib.unwrap_or(f.timeout_per_mib),
-                memory_bytes: memory,
-                cpu_time: w.extract_cpu.unwrap_or(f.cpu),
-                cpu_time_per_mib: w.extract_cpu_per_mib.unwrap_or(f.cpu_per_mib),
-                max_output_bytes: w.max_text.unwrap_or(f.max_text),
-                max_input_bytes: max_input,
-                ..Limits::default()
-            },
+            ocr: installed_ocr(f.ocr_languages.as_deref(), &limits)?,
+            limits,
         })
     }
 
@@ -150,7 +201,10 @@ impl Extraction {
     /// built-in registry for the rest, in supervised children of this very
     /// binary unless `--in-process`.
     fn extractor(&self) -> Result<Arc<dyn Extractor>, CliError> {
-        let built_in = self.built_in()?;
+        let mut built_in = self.built_in()?;
+        if let Some(ocr) = &self.ocr {
+            built_in = Arc::new(OcrExtractor::new(ocr.clone(), built_in));
+        }
         if self.commands.is_empty() {
             return Ok(built_in);
         }

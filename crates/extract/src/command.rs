@@ -130,7 +130,7 @@ impl Drop for TempDoc {
 /// Run `argv` on the document under `limits`; its standard output is the text.
 /// What a converter that exits 0 with no text means.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Silence {
+pub(crate) enum Silence {
     /// The document has no text (the rule for the user's own commands, since
     /// tools such as tesseract chatter on their error output as they succeed).
     IsNoText,
@@ -145,6 +145,20 @@ fn run_converter(
     silence: Silence,
     stop: &AtomicBool,
 ) -> Result<String, ExtractError> {
+    let output = run_command(argv, bytes, limits, silence, stop)?;
+    Ok(String::from_utf8_lossy(&output).into_owned())
+}
+
+/// Run one converter on `bytes` under `limits`: its standard output (at most
+/// `limits.max_output_bytes`), or why it gave none. OCR uses it for a page's
+/// picture too, which is bytes, not text.
+pub(crate) fn run_command(
+    argv: &[String],
+    bytes: &[u8],
+    limits: &Limits,
+    silence: Silence,
+    stop: &AtomicBool,
+) -> Result<Vec<u8>, ExtractError> {
     let program = argv.first().cloned().unwrap_or_default();
     let failed = |reason: String| ExtractError::Converter {
         program: program.clone(),
@@ -198,7 +212,7 @@ fn run_converter(
             },
         });
     }
-    Ok(String::from_utf8_lossy(&text).into_owned())
+    Ok(text)
 }
 
 fn unavailable(program: &str, e: &io::Error) -> ExtractError {
@@ -222,7 +236,10 @@ fn spawn(argv: &[String], temp: Option<&TempDoc>, limits: &Limits) -> io::Result
             Stdio::piped()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        // One converter runs per worker: a thread pool of its own (tesseract's
+        // OpenMP) would fight the others for the cores and slow them all.
+        .env("OMP_THREAD_LIMIT", "1");
     own_group(&mut cmd);
     #[cfg(unix)]
     limit_before_exec(&mut cmd, limits);

@@ -40,6 +40,7 @@ mod hwpx;
 mod isolated;
 #[cfg(feature = "markdown")]
 mod markdown;
+mod ocr;
 #[cfg(feature = "office")]
 mod odf;
 #[cfg(feature = "office")]
@@ -56,9 +57,11 @@ use text::Decoded;
 
 pub use command::CommandExtractor;
 pub use isolated::{child_main, IsolatedExtractor, CHILD_ARG};
+use leasehold::extract::image_kind;
 pub use leasehold::extract::{
     ExtractError, Extracted, Extraction, Extractor, Format, Interruption, LimitKind, Limits,
 };
+pub use ocr::{Ocr, OcrExtractor};
 
 // The engine's leashed-process and fault-injection helpers, under the names
 // the modules here have always used.
@@ -108,6 +111,9 @@ impl ExtractorRegistry {
         }
         if bytes.starts_with(b"PK\x03\x04") {
             return detect_zip(ext.as_deref(), bytes);
+        }
+        if image_kind(bytes).is_some() {
+            return Ok(Format::Image);
         }
         if rtf::looks_like_rtf(bytes) {
             return Ok(Format::Rtf);
@@ -209,6 +215,7 @@ impl ExtractorRegistry {
             Format::Hwpx => hwpx::extract(bytes, inflate, stop),
             #[cfg(feature = "mail")]
             Format::Email => email::extract(self, bytes, inflate, stop),
+            Format::Image => image(bytes),
             #[allow(unreachable_patterns)]
             other => Err(not_built(other)),
         }
@@ -300,6 +307,18 @@ fn detect_zip(ext: Option<&str>, bytes: &[u8]) -> Result<Format, ExtractError> {
         })
 }
 
+/// A picture's own text: none (OCR, when installed, reads it: [`OcrExtractor`]); one
+/// named as a picture that is none is malformed.
+fn image(bytes: &[u8]) -> Result<Decoded, ExtractError> {
+    match image_kind(bytes) {
+        Some(_) => Ok(Decoded::described(String::new(), text::Meta::default())),
+        None => Err(ExtractError::malformed(
+            Format::Image,
+            "named as a picture, but none of PNG, JPEG, TIFF, WebP or GIF",
+        )),
+    }
+}
+
 /// A format this build leaves out (a feature of `leasehold-extract` turned off):
 /// the document is recognised, and the message says what would read it.
 fn not_built(format: Format) -> ExtractError {
@@ -328,6 +347,7 @@ fn is_zip_format(format: Format) -> bool {
             | Format::Rtf
             | Format::Hwp
             | Format::Email
+            | Format::Image
     )
 }
 
@@ -345,6 +365,7 @@ fn binary_format(ext: &str) -> Option<Format> {
         "pptx" => Format::Pptx,
         "hwp" => Format::Hwp,
         "hwpx" => Format::Hwpx,
+        "png" | "jpg" | "jpeg" | "tif" | "tiff" | "webp" | "gif" => Format::Image,
         _ => return None,
     })
 }
@@ -891,17 +912,46 @@ mod tests {
 
     #[test]
     fn binary_junk_is_unsupported() {
-        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01";
         let controls: Vec<u8> = (1u8..32).cycle().take(256).collect();
-        for (name, bytes) in [
-            ("image.png", &png[..]),
-            ("notes.txt", &png[..]),
-            ("noext", &controls[..]),
-        ] {
+        for (name, bytes) in [("noext", &controls[..]), ("notes.txt", &controls[..])] {
             let err = extract(name, bytes).unwrap_err();
             assert!(matches!(err, ExtractError::Unsupported { .. }), "{name}: {err:?}");
             assert!(err.is_permanent());
         }
+    }
+
+    /// A picture by its magic, whatever its name, has no text of its own (OCR reads
+    /// it: `ocr.rs`); a file named as a picture that is none is malformed.
+    #[test]
+    fn pictures_have_no_text_of_their_own_and_a_false_one_is_malformed() {
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01";
+        let webp = b"RIFF\x24\0\0\0WEBPVP8 ";
+        for (name, bytes) in [
+            ("image.png", &png[..]),
+            ("notes.txt", &png[..]),
+            ("photo.jpg", &b"\xff\xd8\xff\xe0\0\x10JFIF"[..]),
+            ("scan.tif", &b"II*\0\x08\0\0\0"[..]),
+            ("fax.tiff", &b"MM\0*\0\0\0\x08"[..]),
+            ("pic.webp", &webp[..]),
+            ("anim.gif", &b"GIF89a\x01\0\x01\0"[..]),
+        ] {
+            let registry = ExtractorRegistry::default();
+            let got = registry
+                .extract_detailed(name, bytes, &AtomicBool::new(false))
+                .unwrap();
+            assert_eq!((got.format, got.text.as_str()), (Format::Image, ""), "{name}");
+        }
+        let err = extract("holiday.jpg", b"not a picture at all").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ExtractError::Malformed {
+                    format: Format::Image,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -112,7 +112,7 @@ pub(crate) struct Filter {
 }
 
 /// Type names that stand for several extensions.
-pub(crate) const FAMILIES: [(&str, &[&str]); 9] = [
+pub(crate) const FAMILIES: [(&str, &[&str]); 10] = [
     ("text", &["txt", "text", "log", "md", "markdown", "csv", "tsv"]),
     ("markdown", &["md", "markdown"]),
     ("html", &["html", "htm", "xhtml"]),
@@ -121,6 +121,7 @@ pub(crate) const FAMILIES: [(&str, &[&str]); 9] = [
     ("presentation", &["pptx", "ppt", "odp"]),
     ("ebook", &["epub"]),
     ("mail", &["eml", "mbox"]),
+    ("image", &["png", "jpg", "jpeg", "tif", "tiff", "webp", "gif"]),
     (
         "office",
         &["docx", "xlsx", "pptx", "odt", "ods", "odp", "rtf", "hwp", "hwpx"],

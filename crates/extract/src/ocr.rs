@@ -1,0 +1,302 @@
+//! OCR: the text of pictures, and of a PDF's pages that have no text layer
+//! (scans), read by `tesseract` when it is installed — Recoll's way.
+//!
+//! Each run is a supervised converter ([`run_command`]): its own process
+//! group, the document's limits (deadline, CPU, memory), the stop flag. A PDF
+//! is first read by the extractor it wraps; only the pages that gave no word
+//! are drawn by poppler's `pdftoppm` (one page at a time, its long side
+//! bounded, so a huge page cannot make a huge picture) and read by tesseract.
+//! A result read this way says so in its note ([`ocr_note`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use leasehold::extract::{has_a_word, image_kind, ocr_note};
+
+use super::command::{run_command, Silence};
+use super::{ExtractError, Extracted, Extractor, LimitKind, Limits};
+
+/// The long side, in pixels, of a PDF page drawn for OCR: an A4 page at
+/// 300 dpi, what tesseract reads best; larger pages are scaled down to it.
+const PAGE_PIXELS: u32 = 3508;
+
+/// tesseract's page segmentation: "a single column of text of variable
+/// sizes" (4), not its default, "fully automatic" (3), which finds no text at
+/// all in many a clean Korean page ("Empty page!!"). Word recall against the
+/// text, measured with tesseract 5.3: a Korean page printed by Chromium 0.25
+/// with 3, 0.976 with 4; OCRmyPDF's two-column English test scan 0.964 with
+/// 3, 0.963 with 4.
+const PAGE_SEGMENTATION: &str = "4";
+
+/// How long `tesseract --list-langs` may take at start.
+const LIST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The OCR tools found on this machine and the languages to read.
+#[derive(Debug, Clone)]
+pub struct Ocr {
+    /// The tesseract program.
+    tesseract: String,
+    /// poppler's pdftoppm, which draws a PDF page; without it PDFs are not OCR'd.
+    pdftoppm: Option<String>,
+    /// tesseract's language codes (`eng`, `kor`), tried together.
+    languages: Vec<String>,
+    limits: Limits,
+}
+
+impl Ocr {
+    /// OCR through `tesseract` in `languages` (at least one), drawing PDF pages
+    /// with `pdftoppm` when given; every run under `limits`, scaled to its input.
+    pub fn new(tesseract: String, pdftoppm: Option<String>, languages: Vec<String>, limits: Limits) -> Self {
+        Ocr {
+            tesseract,
+            pdftoppm,
+            languages,
+            limits,
+        }
+    }
+
+    /// The languages `tesseract` has installed (`tesseract --list-langs`),
+    /// without `osd`, which detects a script but reads no language.
+    pub fn installed_languages(tesseract: &str) -> Result<Vec<String>, ExtractError> {
+        let argv = vec![tesseract.to_owned(), "--list-langs".into()];
+        let limits = Limits {
+            deadline: LIST_DEADLINE,
+            ..Limits::default()
+        };
+        let listed = run_command(&argv, b"", &limits, Silence::IsNoText, &AtomicBool::new(false))?;
+        // The first line says where the data folder is ("List of available languages in ...").
+        Ok(String::from_utf8_lossy(&listed)
+            .lines()
+            .skip(1)
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && *l != "osd")
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// The languages read, as tesseract names them together (`eng+kor`).
+    pub fn languages(&self) -> String {
+        self.languages.join("+")
+    }
+
+    /// The text tesseract reads in a picture (any format it takes: PNG, JPEG,
+    /// TIFF, WebP, GIF).
+    fn read_picture(&self, picture: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
+        let argv = vec![
+            self.tesseract.clone(),
+            "{}".into(),
+            "stdout".into(),
+            "-l".into(),
+            self.languages(),
+            "--psm".into(),
+            PAGE_SEGMENTATION.into(),
+        ];
+        let limits = self.limits.for_input(picture.len() as u64);
+        let text = run_command(&argv, picture, &limits, Silence::IsNoText, stop)?;
+        Ok(String::from_utf8_lossy(&text).into_owned())
+    }
+
+    /// Page `number` (from 1) of `pdf` drawn as a grey PNG.
+    fn draw_page(
+        &self,
+        pdftoppm: &str,
+        pdf: &[u8],
+        number: usize,
+        stop: &AtomicBool,
+    ) -> Result<Vec<u8>, ExtractError> {
+        let page = number.to_string();
+        let argv: Vec<String> = [
+            pdftoppm,
+            "-f",
+            &page,
+            "-l",
+            &page,
+            "-scale-to",
+            &PAGE_PIXELS.to_string(),
+            "-gray",
+            "-png",
+            "{}",
+        ]
+        .map(String::from)
+        .into();
+        run_command(
+            &argv,
+            pdf,
+            &self.limits.for_input(pdf.len() as u64),
+            Silence::IsNoText,
+            stop,
+        )
+    }
+
+    /// `text` (a PDF's pages joined by form feeds) with each page that has no
+    /// word read by OCR; the note's addition, or `None` when no page needed it.
+    fn fill_pages(
+        &self,
+        pdf: &[u8],
+        text: &mut String,
+        stop: &AtomicBool,
+    ) -> Result<Option<String>, ExtractError> {
+        let Some(pdftoppm) = self.pdftoppm.as_deref() else {
+            return Ok(None);
+        };
+        let mut pages: Vec<String> = text.split('\x0c').map(str::to_owned).collect();
+        let blank: Vec<usize> = (0..pages.len()).filter(|&i| !has_a_word(&pages[i])).collect();
+        if blank.is_empty() {
+            return Ok(None);
+        }
+        for &i in &blank {
+            if stop.load(Ordering::Relaxed) {
+                return Err(ExtractError::Stopped);
+            }
+            let picture = self.draw_page(pdftoppm, pdf, i + 1, stop)?;
+            pages[i] = self.read_picture(&picture, stop)?;
+        }
+        *text = pages.join("\x0c");
+        if text.len() as u64 > self.limits.max_output_bytes {
+            return Err(ExtractError::Limit {
+                what: LimitKind::Output {
+                    cap: self.limits.max_output_bytes,
+                },
+            });
+        }
+        Ok(Some(format!(
+            "{} on {} of {} pages",
+            ocr_note(&self.languages),
+            blank.len(),
+            pages.len()
+        )))
+    }
+}
+
+/// Pictures read by OCR, PDFs read by `inner` and their pages without text by
+/// OCR; everything else by `inner` alone.
+pub struct OcrExtractor {
+    ocr: Ocr,
+    inner: Arc<dyn Extractor>,
+}
+
+impl OcrExtractor {
+    /// `inner` with OCR for what it cannot read.
+    pub fn new(ocr: Ocr, inner: Arc<dyn Extractor>) -> Self {
+        OcrExtractor { ocr, inner }
+    }
+}
+
+impl Extractor for OcrExtractor {
+    fn extract(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
+        self.extract_noted(name, bytes, stop).map(|done| done.text)
+    }
+
+    fn extract_noted(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extracted, ExtractError> {
+        if let Some(kind) = image_kind(bytes) {
+            return Ok(Extracted {
+                text: self.ocr.read_picture(bytes, stop)?,
+                note: Some(format!("{kind} image, {}", ocr_note(&self.ocr.languages))),
+                title: None,
+                author: None,
+                date: None,
+            });
+        }
+        let mut done = self.inner.extract_noted(name, bytes, stop)?;
+        if bytes.starts_with(b"%PDF-") {
+            if let Some(added) = self.ocr.fill_pages(bytes, &mut done.text, stop)? {
+                done.note = Some(match done.note {
+                    Some(note) => format!("{note}, {added}"),
+                    None => added,
+                });
+            }
+        }
+        Ok(done)
+    }
+}
+
+impl std::fmt::Debug for OcrExtractor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OcrExtractor")
+            .field("ocr", &self.ocr)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// An extractor that gives a fixed text, as the PDF reader would.
+    struct Fixed(&'static str);
+
+    impl Extractor for Fixed {
+        fn extract(&self, _: &str, _: &[u8], _: &AtomicBool) -> Result<String, ExtractError> {
+            Ok(self.0.to_owned())
+        }
+    }
+
+    /// A shell script named `name` in `dir` that runs `body`.
+    fn script(dir: &std::path::Path, name: &str, body: &str) -> String {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.display().to_string()
+    }
+
+    /// Stand-ins for the tools: pdftoppm "draws" the page number it was asked
+    /// for (its second argument), tesseract "reads" back what it was given.
+    fn ocr(dir: &std::path::Path) -> Ocr {
+        let tesseract = script(dir, "tesseract", "printf 'read %s' \"$(cat \"$1\")\"");
+        let pdftoppm = script(dir, "pdftoppm", "printf 'page %s' \"$2\"");
+        Ocr::new(tesseract, Some(pdftoppm), vec!["eng".into()], Limits::default())
+    }
+
+    #[test]
+    fn only_the_pages_without_a_word_are_read_and_the_note_says_how_many() {
+        let dir = tempfile::tempdir().unwrap();
+        let x = OcrExtractor::new(ocr(dir.path()), Arc::new(Fixed("first\x0c \x0cthird\x0c")));
+        let done = x
+            .extract_noted("a.pdf", b"%PDF-1.7 scan", &AtomicBool::new(false))
+            .unwrap();
+        assert_eq!(done.text, "first\x0cread page 2\x0cthird\x0cread page 4");
+        assert_eq!(
+            done.note.as_deref(),
+            Some("OCR by tesseract (eng) on 2 of 4 pages")
+        );
+
+        let picture = b"\x89PNG\r\n\x1a\nrest";
+        let done = x
+            .extract_noted("a.png", picture, &AtomicBool::new(false))
+            .unwrap();
+        assert_eq!(done.text, format!("read {}", String::from_utf8_lossy(picture)));
+        assert_eq!(done.note.as_deref(), Some("png image, OCR by tesseract (eng)"));
+
+        // Not a PDF: the wrapped extractor's text, untouched.
+        let done = x
+            .extract_noted("a.txt", b"text", &AtomicBool::new(false))
+            .unwrap();
+        assert_eq!((done.text.as_str(), done.note), ("first\x0c \x0cthird\x0c", None));
+    }
+
+    #[test]
+    fn a_raised_stop_flag_ends_before_the_next_page_and_a_failing_tool_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let x = OcrExtractor::new(ocr(dir.path()), Arc::new(Fixed(" \x0c ")));
+        let err = x
+            .extract_noted("a.pdf", b"%PDF-1.7", &AtomicBool::new(true))
+            .unwrap_err();
+        assert!(matches!(err, ExtractError::Stopped), "{err:?}");
+
+        let broken = script(
+            dir.path(),
+            "broken",
+            "echo 'Error during processing.' >&2; exit 1",
+        );
+        let ocr = Ocr::new(broken, None, vec!["eng".into()], Limits::default());
+        let err = OcrExtractor::new(ocr, Arc::new(Fixed("")))
+            .extract_noted("a.jpg", b"\xff\xd8\xff\xe0", &AtomicBool::new(false))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("exited with status 1 (Error during processing.)"),
+            "{err}"
+        );
+    }
+}
