@@ -1,4 +1,4 @@
-//! Legacy Office files (Word and Excel 97-2003) through the tools Recoll uses,
+//! Legacy Office files (Word, Excel and PowerPoint 97-2003) through the tools Recoll uses,
 //! which `.ci/run` installs from the distribution's packages (antiword, catdoc):
 //! found on `PATH`, they read `.doc` and `.xls` with nothing configured; without
 //! them, the document fails saying what would read it.
@@ -8,13 +8,14 @@ use std::path::Path;
 use crate::common::output::{json, ok, stdout};
 use crate::common::{leasehold, leasehold_command};
 
-/// Real files: a document saved as Word 97-2003 (olefile's test file) and a
-/// workbook saved as Excel 97-2003 (oletools' test data).
+/// Real files: a document saved as Word 97-2003 (olefile's test file), a
+/// workbook saved as Excel 97-2003 and a deck saved as PowerPoint 97-2003
+/// (oletools' test data).
 fn corpus(dir: &Path) -> std::path::PathBuf {
     let docs = dir.join("docs");
     std::fs::create_dir_all(&docs).unwrap();
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
-    for file in ["word-97.doc", "excel-97.xls"] {
+    for file in ["word-97.doc", "excel-97.xls", "powerpoint-97.ppt"] {
         std::fs::copy(fixtures.join(file), docs.join(file)).unwrap();
     }
     docs
@@ -22,7 +23,7 @@ fn corpus(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn legacy_office_files_are_read_through_the_installed_converters() {
-    for program in ["antiword", "xls2csv"] {
+    for program in ["antiword", "xls2csv", "catppt"] {
         assert!(
             std::env::var_os("PATH")
                 .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file())),
@@ -39,15 +40,19 @@ fn legacy_office_files_are_read_through_the_installed_converters() {
     let summary = json(leasehold(&data, &["run", docs.to_str().unwrap(), "--json"]));
     assert_eq!(
         (&summary["indexed"], &summary["dead"]),
-        (&3.into(), &0.into()),
+        (&4.into(), &0.into()),
         "{summary}"
     );
     let found = |query: &str| stdout(&ok(leasehold(&data, &["search", "-l", query])));
     assert!(found("\"crimson tundra\"").contains("memo.doc"));
     assert!(found("\"saved as Word 97-2003\"").contains("word-97.doc"));
     assert!(found("\"have fun parsing\"").contains("excel-97.xls"));
+    // The deck's one slide holds an embedded object; its design's name is its text.
+    assert!(found("Larissa").contains("powerpoint-97.ppt"));
     let note = stdout(&ok(leasehold(&data, &["inspect", "word-97.doc"])));
     assert!(note.contains("converter antiword"), "{note}");
+    let note = stdout(&ok(leasehold(&data, &["inspect", "powerpoint-97.ppt"])));
+    assert!(note.contains("converter catppt"), "{note}");
 }
 
 #[test]
@@ -63,7 +68,7 @@ fn without_the_converters_a_legacy_file_says_what_would_read_it() {
     let summary = json(out);
     assert_eq!(
         (&summary["indexed"], &summary["dead"]),
-        (&0.into(), &2.into()),
+        (&0.into(), &3.into()),
         "{summary}"
     );
     let reasons = summary["failures"].to_string();
@@ -73,6 +78,10 @@ fn without_the_converters_a_legacy_file_says_what_would_read_it() {
     );
     assert!(
         reasons.contains("an Excel 97-2003 workbook: read through xls2csv (catdoc)"),
+        "{reasons}"
+    );
+    assert!(
+        reasons.contains("a PowerPoint 97-2003 deck: read through catppt (catdoc)"),
         "{reasons}"
     );
 }
