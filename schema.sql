@@ -316,3 +316,13 @@ ALTER TABLE jobs ADD COLUMN doc_date TEXT;
 -- for removed files; this version makes such a release refuse the data
 -- directory ("newer schema") instead.
 SELECT 1;
+
+-- version: 14
+
+-- How many pages a document says it has (a PDF's page count, a word
+-- processor's statistics, a deck's slides) and the language it says it is in
+-- (HTML's lang, dc:language, a PDF's /Lang; a BCP 47 tag as clean_language
+-- writes it), recorded by every fenced completion like the title; NULL when
+-- it does not say, and for results accepted before this version.
+ALTER TABLE jobs ADD COLUMN pages INTEGER;
+ALTER TABLE jobs ADD COLUMN language TEXT;

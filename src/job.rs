@@ -284,6 +284,11 @@ pub struct Job {
     /// The date it gives itself ([`crate::Completion::date`]): `YYYY-MM-DD`,
     /// or `YYYY-MM`, `YYYY`.
     pub doc_date: Option<String>,
+    /// How many pages it says it has ([`crate::Completion::pages`]).
+    pub pages: Option<u32>,
+    /// The language it says it is in ([`crate::Completion::language`]): a
+    /// BCP 47 tag (`ko`, `en-US`).
+    pub language: Option<String>,
     /// The source file has disappeared; `gc` removes its mirror files.
     pub source_gone: bool,
     /// When the document was first enqueued (ms from the injected clock).

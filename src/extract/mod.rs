@@ -10,7 +10,7 @@
 
 mod title;
 
-pub use title::{clean_date, clean_title, TitleText, MAX_TITLE_CHARS};
+pub use title::{clean_date, clean_language, clean_title, TitleText, MAX_TITLE_CHARS};
 
 use std::fmt;
 use std::sync::atomic::AtomicBool;
@@ -166,6 +166,12 @@ pub struct Extraction {
     /// The date the document gives itself: when it says it was last modified, else
     /// created, as [`clean_date`] writes it (`2026-01-15`); `None` when it gives none.
     pub date: Option<String>,
+    /// How many pages (a PDF's, a word processor's count, a deck's slides) the
+    /// document says it has; `None` when it does not say.
+    pub pages: Option<u32>,
+    /// The language the document says it is in (`ko`, `en-US`), as
+    /// [`clean_language`] writes it; `None` when it does not say.
+    pub language: Option<String>,
 }
 
 /// A document's text and a one-line note of what was decided on the way (the
@@ -184,6 +190,25 @@ pub struct Extracted {
     pub author: Option<String>,
     /// The date the document gives itself ([`Extraction::date`]).
     pub date: Option<String>,
+    /// Its page count ([`Extraction::pages`]).
+    pub pages: Option<u32>,
+    /// Its language ([`Extraction::language`]).
+    pub language: Option<String>,
+}
+
+impl Extracted {
+    /// `text` and nothing else: no note, nothing the document says of itself.
+    pub fn text_only(text: String) -> Self {
+        Extracted {
+            text,
+            note: None,
+            title: None,
+            author: None,
+            date: None,
+            pages: None,
+            language: None,
+        }
+    }
 }
 
 impl Extraction {
@@ -315,13 +340,7 @@ pub trait Extractor: Send + Sync {
     /// document's history. Extractors that decide nothing worth recording keep
     /// this default.
     fn extract_noted(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extracted, ExtractError> {
-        self.extract(name, bytes, stop).map(|text| Extracted {
-            text,
-            note: None,
-            title: None,
-            author: None,
-            date: None,
-        })
+        self.extract(name, bytes, stop).map(Extracted::text_only)
     }
 }
 

@@ -115,9 +115,49 @@ pub fn clean_date(raw: &str) -> Option<String> {
     })
 }
 
+/// A language tag as a document gives it (`ko`, `en-US`, `ko_KR`, `x-none`
+/// dropped), in BCP 47's shape: parts of 1 to 8 ASCII letters or digits joined
+/// by `-` (`_` is read as `-`), the first of 2 or 3 letters, lower case, the
+/// rest as given; at most 35 characters. `None` for anything else.
+pub fn clean_language(raw: &str) -> Option<String> {
+    let tag = raw.trim().replace('_', "-");
+    let mut parts = tag.split('-');
+    let primary = parts.next()?;
+    let letters = |s: &str, n: std::ops::RangeInclusive<usize>| {
+        n.contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphabetic())
+    };
+    let part = |s: &str| (1..=8).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric());
+    if tag.len() > 35 || !letters(primary, 2..=3) || !parts.all(part) {
+        return None;
+    }
+    Some(match tag.split_once('-') {
+        Some((primary, rest)) => format!("{}-{rest}", primary.to_ascii_lowercase()),
+        None => tag.to_ascii_lowercase(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn language_tags_keep_their_shape_or_are_none() {
+        for (raw, tag) in [
+            ("ko", Some("ko")),
+            (" en-US ", Some("en-US")),
+            ("ko_KR", Some("ko-KR")),
+            ("DE-de", Some("de-de")),
+            ("zh-Hant-TW", Some("zh-Hant-TW")),
+            ("x-none", None),
+            ("", None),
+            ("english", None),
+            ("en--US", None),
+            ("en-<script>", None),
+        ] {
+            assert_eq!(clean_language(raw).as_deref(), tag, "{raw:?}");
+        }
+        assert_eq!(clean_language(&format!("en-{}", "-abc".repeat(10))), None);
+    }
 
     #[test]
     fn titles_are_one_tidy_line_or_none() {

@@ -206,6 +206,9 @@ struct Findings {
     title: Option<String>,
     author: Option<String>,
     date: Option<String>,
+    /// Its page count and language, when it says.
+    pages: Option<u32>,
+    language: Option<String>,
 }
 
 impl Findings {
@@ -217,6 +220,8 @@ impl Findings {
             .title(self.title.as_deref())
             .author(self.author.as_deref())
             .date(self.date.as_deref())
+            .pages(self.pages)
+            .language(self.language.as_deref())
     }
 }
 
@@ -482,6 +487,8 @@ impl Worker {
             title,
             author,
             date,
+            pages,
+            language,
         } = self.extract(claim, &bytes)?;
         let no_text = no_text_reason(&bytes, &text, note.as_deref());
         let staged = self
@@ -497,6 +504,8 @@ impl Worker {
                 title,
                 author,
                 date,
+                pages,
+                language,
             },
             text: Held::new(text),
         })

@@ -41,6 +41,10 @@ pub struct Completion<'a> {
     pub(crate) author: Option<Cow<'a, str>>,
     /// The date it gives itself, as `clean_date` writes it.
     pub(crate) date: Option<Cow<'a, str>>,
+    /// Its page count, when it says.
+    pub(crate) pages: Option<u32>,
+    /// Its language, as `clean_language` writes it.
+    pub(crate) language: Option<Cow<'a, str>>,
     /// What the index's title and author columns get, made once from the
     /// claim's key by [`Completion::labelled`] (the store's `complete`), so
     /// that no engine reads the row back for them. Boxed: a completion
@@ -63,6 +67,8 @@ impl<'a> Completion<'a> {
             title: None,
             author: None,
             date: None,
+            pages: None,
+            language: None,
             labels: None,
         }
     }
@@ -107,6 +113,24 @@ impl<'a> Completion<'a> {
     /// [`crate::extract::clean_date`] cannot read is left out.
     pub fn date(mut self, date: impl CompletionText<'a>) -> Self {
         self.date = date.text().and_then(crate::extract::clean_date).map(Cow::Owned);
+        self
+    }
+
+    /// How many pages the document says it has ([`crate::extract::Extracted::pages`]),
+    /// recorded with the result and shown with it.
+    pub fn pages(mut self, pages: impl Into<Option<u32>>) -> Self {
+        self.pages = pages.into();
+        self
+    }
+
+    /// The language the document says it is in ([`crate::extract::Extracted::language`]),
+    /// recorded with the result and shown with it; a tag
+    /// [`crate::extract::clean_language`] cannot read is left out.
+    pub fn language(mut self, language: impl CompletionText<'a>) -> Self {
+        self.language = language
+            .text()
+            .and_then(crate::extract::clean_language)
+            .map(Cow::Owned);
         self
     }
 
@@ -155,6 +179,8 @@ impl<'a> Completion<'a> {
             title: self.title.map(own),
             author: self.author.map(own),
             date: self.date.map(own),
+            pages: self.pages,
+            language: self.language.map(own),
             labels: self.labels,
         }
     }

@@ -185,7 +185,8 @@ pub(crate) enum WriteOp {
     Renew(Owner),
     Complete {
         owner: Owner,
-        completion: Completion<'static>,
+        /// Boxed: a completion is several times the size of the other operations.
+        completion: Box<Completion<'static>>,
     },
     Fail {
         owner: Owner,
@@ -212,7 +213,7 @@ impl WriteOp {
     pub(crate) fn complete(owner: &Owner, c: Completion<'_>) -> WriteOp {
         WriteOp::Complete {
             owner: owner.clone(),
-            completion: c.into_owned(),
+            completion: Box::new(c.into_owned()),
         }
     }
 
@@ -229,7 +230,7 @@ impl WriteOp {
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn completion(&self) -> Option<(&Owner, &Completion<'static>)> {
         match self {
-            WriteOp::Complete { owner, completion } => Some((owner, completion)),
+            WriteOp::Complete { owner, completion } => Some((owner, &**completion)),
             _ => None,
         }
     }

@@ -21,7 +21,7 @@ pub(crate) use known_source_columns;
 /// A document's columns, in the order [`job_from`] reads them.
 pub(crate) const JOB_COLUMNS: &str = "id, doc_key, version, status, owner_token, owner_worker, fence,
     lease_expires_at, attempts, max_attempts, retry_at, last_error, result_path, checksum,
-    source_gone, created_at, updated_at, lost_leases, result_bytes, no_text, title, author, doc_date";
+    source_gone, created_at, updated_at, lost_leases, result_bytes, no_text, title, author, doc_date, pages, language";
 
 /// A history line's columns, in the order [`history_entry_from`] reads them.
 pub(crate) const HISTORY_COLUMNS: &str = "job_id, at, event, token, fence, detail";
@@ -165,6 +165,8 @@ pub(crate) fn job_from<C: Columns + ?Sized>(r: &C) -> Result<Job, C::Error> {
         title: r.opt_text(20)?,
         author: r.opt_text(21)?,
         doc_date: r.opt_text(22)?,
+        pages: r.opt_int(23)?.and_then(|n| u32::try_from(n).ok()),
+        language: r.opt_text(24)?,
     })
 }
 

@@ -389,6 +389,8 @@ impl Model {
             title: None,
             author: None,
             doc_date: None,
+            pages: None,
+            language: None,
             source_gone: false,
             created_at: r.created_at,
             updated_at: r.updated_at,

@@ -537,13 +537,36 @@ fn titles_rank_first_are_searched_alone_and_survive_a_rebuild(b: Backend) {
     let c = Completion::new(&path, "sum")
         .index(&text)
         .author("Jane Chestnutt")
-        .date("D:20260115093000+01'00'");
+        .date("D:20260115093000+01'00'")
+        .pages(12)
+        .language("en_GB");
     assert!(store.complete(claim, c).unwrap().is_accepted());
     let memo = store.job_by_key("memo.pdf").unwrap().unwrap();
     assert_eq!(
         (memo.author.as_deref(), memo.doc_date.as_deref()),
         (Some("Jane Chestnutt"), Some("2026-01-15"))
     );
+    assert_eq!((memo.pages, memo.language.as_deref()), (Some(12), Some("en-GB")));
+    // In a batch too; a tag that is none is left out.
+    for key in ["scan-1.pdf", "scan-2.pdf"] {
+        store.enqueue(&NewDoc::new(key, "v1")).unwrap();
+    }
+    let claims = [
+        store.claim("w").unwrap().unwrap(),
+        store.claim("w").unwrap().unwrap(),
+    ];
+    let done = claims
+        .into_iter()
+        .zip([(3, "ko"), (4, "not a language")])
+        .map(|(c, (pages, language))| (c, Completion::new("r/s", "s").pages(pages).language(language)))
+        .collect();
+    assert!(store.complete_many(done).unwrap().iter().all(|f| f.is_accepted()));
+    let scans: Vec<_> = ["scan-1.pdf", "scan-2.pdf"]
+        .iter()
+        .map(|k| store.job_by_key(k).unwrap().unwrap())
+        .map(|j| (j.pages, j.language))
+        .collect();
+    assert_eq!(scans, [(Some(3), Some("ko".to_owned())), (Some(4), None)]);
     assert_eq!(keys(&store, "author:jane"), ["memo.pdf"]);
     assert!(keys(&store, "author:chestnut").is_empty());
     assert_eq!(keys(&store, "jane"), ["memo.pdf"]);

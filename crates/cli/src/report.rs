@@ -340,6 +340,12 @@ pub fn inspect(cfg: &Config, doc: &DocRef, json: bool) -> Result<ExitCode, CliEr
     if let Some(date) = &job.doc_date {
         println!("  dated {}", on_one_line(date));
     }
+    if let Some(pages) = job.pages {
+        println!("  pages {pages}");
+    }
+    if let Some(language) = &job.language {
+        println!("  language {}", on_one_line(language));
+    }
     if let (Some(path), Some(sum)) = (&job.result_path, &job.checksum) {
         let file = cfg.mirror.root().join(path);
         println!(

@@ -86,17 +86,14 @@ impl Extractor for CommandExtractor {
         };
         match argv {
             Some(argv) => Ok(Extracted {
-                text: run_converter(
+                note: Some(format!("converter {}", argv[0])),
+                ..Extracted::text_only(run_converter(
                     argv,
                     bytes,
                     &self.limits.for_input(bytes.len() as u64),
                     rule,
                     stop,
-                )?,
-                note: Some(format!("converter {}", argv[0])),
-                title: None,
-                author: None,
-                date: None,
+                )?)
             }),
             None => self.fallback.extract_noted(name, bytes, stop),
         }

@@ -68,6 +68,7 @@ pub(super) fn extract(
             .from()
             .and_then(|from| clean_title(from.first().and_then(|a| a.name().or(a.address()))?)),
         date: message.date().and_then(|date| clean_date(&date.to_rfc3339())),
+        ..Meta::default()
     };
     Ok(Decoded::described(out, meta))
 }

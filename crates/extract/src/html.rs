@@ -65,7 +65,7 @@ use html5ever::tokenizer::{
     BufferQueue, Tag, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts,
 };
 
-use super::title::TitleText;
+use super::title::{clean_language, TitleText};
 use super::{check_stop, text, Decoded, ExtractError};
 
 mod attr_limit;
@@ -94,14 +94,17 @@ pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, Extrac
         title: rendered.title,
         author: rendered.author,
         date: None,
+        pages: None,
+        language: rendered.language,
     })
 }
 
-/// A page's visible text, its title and its author.
+/// A page's visible text, its title, its author and its language.
 pub(super) struct Rendered {
     pub(super) text: String,
     pub(super) title: Option<String>,
     pub(super) author: Option<String>,
+    pub(super) language: Option<String>,
 }
 
 /// Renders HTML to text in one linear pass, polling `stop` every [`CHUNK_BYTES`].
@@ -257,6 +260,8 @@ struct TextOut {
     title_text: TitleText,
     /// The first `<meta name="author">`'s content, once one is met.
     author: Option<TitleText>,
+    /// The root `<html>` element's `lang`, once it is met.
+    language: Option<String>,
 }
 
 /// Where the tokenizer is relative to the page's title: the first `<title>` counts.
@@ -326,6 +331,7 @@ impl TextOut {
         }
         if !self.hidden() {
             self.author_meta(tag);
+            self.root_language(tag);
             self.visible_tag(tag);
         }
         TokenSinkResult::Continue
@@ -350,6 +356,16 @@ impl TextOut {
             author.push_str(value("content").unwrap_or_default());
             self.author = Some(author);
         }
+    }
+
+    /// `<html lang="...">`: the page's language (the first `<html>` tag's, as a
+    /// browser takes it), as `clean_language` reads it.
+    fn root_language(&mut self, tag: &Tag) {
+        if tag.kind != TagKind::StartTag || &*tag.name != "html" || self.language.is_some() {
+            return;
+        }
+        let lang = tag.attrs.iter().find(|a| &*a.name.local == "lang");
+        self.language = Some(lang.and_then(|a| clean_language(&a.value)).unwrap_or_default());
     }
 
     /// A raw-text element `name` has started: if it is the page's first `<title>` outside
@@ -433,6 +449,7 @@ impl TextOut {
             text: self.text,
             title: self.title_text.finish(),
             author: self.author.and_then(TitleText::finish),
+            language: self.language.filter(|l| !l.is_empty()),
         }
     }
 }

@@ -408,7 +408,7 @@ fn summary<F: Read + io::Seek>(file: &mut CompoundFile<F>) -> Result<Meta, Extra
     Ok(Meta {
         title: text(PIDSI_TITLE),
         author: text(PIDSI_AUTHOR),
-        date: None,
+        ..Meta::default()
     })
 }
 

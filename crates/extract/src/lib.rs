@@ -158,6 +158,8 @@ impl ExtractorRegistry {
                 title: None,
                 author: None,
                 date: None,
+                pages: None,
+                language: None,
             });
         }
         let decoded = guard_panics(format, || self.extract_as(format, bytes, stop))?;
@@ -168,6 +170,8 @@ impl ExtractorRegistry {
             title: decoded.title,
             author: decoded.author,
             date: decoded.date,
+            pages: decoded.pages,
+            language: decoded.language,
         })
     }
 
@@ -244,6 +248,8 @@ impl Extractor for ExtractorRegistry {
             title: extraction.title,
             author: extraction.author,
             date: extraction.date,
+            pages: extraction.pages,
+            language: extraction.language,
         })
     }
 }

@@ -31,6 +31,8 @@ pub(super) fn extract(bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, Extrac
         title,
         author: None,
         date: None,
+        pages: None,
+        language: None,
     })
 }
 

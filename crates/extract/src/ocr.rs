@@ -190,11 +190,8 @@ impl Extractor for OcrExtractor {
     fn extract_noted(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extracted, ExtractError> {
         if let Some(kind) = image_kind(bytes) {
             return Ok(Extracted {
-                text: self.ocr.read_picture(bytes, stop)?,
                 note: Some(format!("{kind} image, {}", ocr_note(&self.ocr.languages))),
-                title: None,
-                author: None,
-                date: None,
+                ..Extracted::text_only(self.ocr.read_picture(bytes, stop)?)
             });
         }
         let mut done = self.inner.extract_noted(name, bytes, stop)?;

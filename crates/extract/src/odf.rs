@@ -198,6 +198,19 @@ mod tests {
     }
 
     #[test]
+    fn page_count_and_language_are_the_statistics_and_dc_language() {
+        let meta = meta_with(
+            r#"<dc:language>de-DE</dc:language><meta:document-statistic meta:table-count="0" meta:page-count="12" meta:word-count="3012"/>"#,
+        );
+        let done = titled(&odt_with_meta(&meta));
+        assert_eq!((done.pages, done.language.as_deref()), (Some(12), Some("de-DE")));
+        let odd =
+            meta_with(r#"<dc:language>x-none</dc:language><meta:document-statistic meta:page-count="0"/>"#);
+        let done = titled(&odt_with_meta(&odd));
+        assert_eq!((done.pages, done.language), (None, None));
+    }
+
+    #[test]
     fn the_date_is_dc_date_else_the_creation_date() {
         let date = |fields: &str| titled(&odt_with_meta(&meta_with(fields))).date;
         let both = "<meta:creation-date>2024-03-01T08:00:00</meta:creation-date><dc:date>2026-01-15T09:30:00.123</dc:date>";

@@ -99,18 +99,28 @@ pub(super) fn extract(
     Ok(Decoded::described(text.trim_end().to_owned(), meta))
 }
 
-/// The title, author (`dc:creator`) and date (`dcterms:modified`, else `dcterms:created`)
-/// in the package's core properties, read in one pass over the part. The pre-check has
-/// already held every part to the budget and refused entities; the part is read again
-/// under a budget of its own.
+/// The title, author (`dc:creator`), date (`dcterms:modified`, else `dcterms:created`) and
+/// language in the package's core properties, and the page or slide count in its
+/// extended properties, each part read in one pass. The pre-check has already held every
+/// part to the budget and refused entities; the parts are read again under a budget of
+/// their own.
 fn core_properties(
     bytes: &[u8],
     format: Format,
     max_inflated: u64,
     stop: &AtomicBool,
 ) -> Result<Meta, ExtractError> {
-    Container::open(bytes, format, max_inflated)?.metadata(CORE_XML, stop)
+    let mut container = Container::open(bytes, format, max_inflated)?;
+    let core = container.metadata(CORE_XML, stop)?;
+    let extended = title::lookup(container.metadata(APP_XML, stop))?;
+    Ok(core.or(Meta {
+        pages: extended.pages,
+        ..Meta::default()
+    }))
 }
+
+/// The package's extended properties, where Word counts pages and PowerPoint slides.
+const APP_XML: &str = "docProps/app.xml";
 
 #[cfg(test)]
 pub(super) mod tests {
@@ -234,18 +244,7 @@ pub(super) mod tests {
     /// A one-slide deck with `core` as its `docProps/core.xml`, added after the parts
     /// office_oxide reads.
     fn pptx_with_core(core: &[u8]) -> Vec<u8> {
-        let deck = pptx_with(&[slide("ivory pelican", 0)]);
-        let mut archive = zip::ZipArchive::new(Cursor::new(deck)).unwrap();
-        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-        for i in 0..archive.len() {
-            let mut entry = archive.by_index(i).unwrap();
-            let mut data = Vec::new();
-            std::io::Read::read_to_end(&mut entry, &mut data).unwrap();
-            files.push((entry.name().unwrap().into_owned(), data));
-        }
-        files.push((CORE_XML.to_owned(), core.to_vec()));
-        let borrowed: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (n.as_str(), d.as_slice())).collect();
-        zip_with(&borrowed)
+        with_part(&pptx_with(&[slide("ivory pelican", 0)]), CORE_XML, core)
     }
 
     fn titled(bytes: &[u8]) -> Decoded {
@@ -265,6 +264,33 @@ pub(super) mod tests {
         assert!(done.text.contains("ivory pelican"), "{:?}", done.text);
         // No core properties at all: no title.
         assert_eq!(titled(&pptx_with(&[slide("x", 0)])).title, None);
+    }
+
+    #[test]
+    fn pages_are_the_extended_properties_slides_and_language_the_core_properties() {
+        let core =
+            format!(r#"<cp:coreProperties {CORE_NS}><dc:language>ko-KR</dc:language></cp:coreProperties>"#);
+        let mut deck = pptx_with_core(core.as_bytes());
+        let app = br#"<Properties xmlns="http://schemas.openxmlformats.org/officeDocument/2006/extended-properties"><Application>Microsoft Office PowerPoint</Application><TitlesOfParts/><Slides>7</Slides><Notes>0</Notes></Properties>"#;
+        deck = with_part(&deck, APP_XML, app);
+        let done = titled(&deck);
+        assert_eq!((done.pages, done.language.as_deref()), (Some(7), Some("ko-KR")));
+        assert!(done.text.contains("ivory pelican"), "{:?}", done.text);
+    }
+
+    /// `bytes` (a zip) with one more part.
+    fn with_part(bytes: &[u8], name: &str, data: &[u8]) -> Vec<u8> {
+        let mut archive = zip::ZipArchive::new(Cursor::new(bytes)).unwrap();
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        for i in 0..archive.len() {
+            let mut entry = archive.by_index(i).unwrap();
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut data).unwrap();
+            files.push((entry.name().unwrap().into_owned(), data));
+        }
+        files.push((name.to_owned(), data.to_vec()));
+        let borrowed: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (n.as_str(), d.as_slice())).collect();
+        zip_with(&borrowed)
     }
 
     const TERMS_NS: &str =

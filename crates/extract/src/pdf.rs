@@ -37,7 +37,7 @@
 use std::sync::atomic::AtomicBool;
 
 use super::text::{Decoded, Meta};
-use super::title::{clean_date, TitleText};
+use super::title::{clean_date, clean_language, TitleText};
 use super::{check_stop, ExtractError, Format};
 
 /// One engine's reading of the document: its text and the title, author and date its
@@ -139,8 +139,20 @@ fn with_pdf_oxide(bytes: &[u8], stop: &AtomicBool) -> Result<PdfText, ExtractErr
     let text = join_pages(pages, stop, |i| doc.extract_text_with_options(i, &options))?;
     Ok(PdfText {
         text,
-        meta: info_meta(|key| oxide_info(&doc, key)),
+        meta: Meta {
+            pages: u32::try_from(pages).ok(),
+            language: oxide_language(&doc),
+            ..info_meta(|key| oxide_info(&doc, key))
+        },
     })
+}
+
+/// The catalog's `/Lang` (the document's natural language, ISO 32000-2, 14.9.2) through
+/// pdf_oxide, as `clean_language` reads it.
+fn oxide_language(doc: &pdf_oxide::PdfDocument) -> Option<String> {
+    let root = doc.resolve_object(doc.trailer().as_dict()?.get("Root")?).ok()?;
+    let lang = doc.resolve_object(root.as_dict()?.get("Lang")?).ok()?;
+    clean_language(&text_string(lang.as_string()?)?)
 }
 
 /// The title (`/Title`), author (`/Author`) and date (`/ModDate`, else `/CreationDate`) of
@@ -153,6 +165,7 @@ fn info_meta(text: impl Fn(&str) -> Option<String>) -> Meta {
         title: text("Title"),
         author: text("Author"),
         date: date("ModDate").or_else(|| date("CreationDate")),
+        ..Meta::default()
     }
 }
 
@@ -174,8 +187,18 @@ fn with_lopdf(bytes: &[u8], stop: &AtomicBool) -> Result<PdfText, ExtractError> 
     let text = join_pages(pages.len(), stop, |i| doc.extract_text(&[pages[i]]))?;
     Ok(PdfText {
         text,
-        meta: info_meta(|key| lopdf_info(&doc, key)),
+        meta: Meta {
+            pages: u32::try_from(pages.len()).ok(),
+            language: lopdf_language(&doc),
+            ..info_meta(|key| lopdf_info(&doc, key))
+        },
     })
+}
+
+/// The catalog's `/Lang` through lopdf.
+fn lopdf_language(doc: &lopdf::Document) -> Option<String> {
+    let lang = doc.catalog().ok()?.get_deref(b"Lang", doc).ok()?.as_str().ok()?;
+    clean_language(&text_string(lang)?)
 }
 
 /// The text string `key` of the trailer's `/Info` through lopdf (decrypted with the

@@ -442,6 +442,7 @@ impl<'a> RtfReader<'a> {
             title: self.title.finish(),
             author: self.author.finish(),
             date: self.revised.finish().or_else(|| self.created.finish()),
+            ..Meta::default()
         };
         Decoded::described(self.out, meta)
     }

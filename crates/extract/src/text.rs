@@ -24,6 +24,8 @@ pub(crate) struct Decoded {
     pub(crate) title: Option<String>,
     pub(crate) author: Option<String>,
     pub(crate) date: Option<String>,
+    pub(crate) pages: Option<u32>,
+    pub(crate) language: Option<String>,
 }
 
 /// What a document says of itself, read from the same metadata as its title: each field
@@ -34,6 +36,10 @@ pub(crate) struct Meta {
     pub(crate) title: Option<String>,
     pub(crate) author: Option<String>,
     pub(crate) date: Option<String>,
+    /// Its page count (pages, or a deck's slides), when it says.
+    pub(crate) pages: Option<u32>,
+    /// Its language, cleaned by `clean_language`.
+    pub(crate) language: Option<String>,
 }
 
 impl Meta {
@@ -43,6 +49,8 @@ impl Meta {
             title: self.title.or(other.title),
             author: self.author.or(other.author),
             date: self.date.or(other.date),
+            pages: self.pages.or(other.pages),
+            language: self.language.or(other.language),
         }
     }
 }
@@ -56,6 +64,8 @@ impl Decoded {
             title: meta.title,
             author: meta.author,
             date: meta.date,
+            pages: meta.pages,
+            language: meta.language,
         }
     }
 }
@@ -84,6 +94,8 @@ pub(super) fn decode_with_hint(bytes: &[u8], declared: Option<&'static Encoding>
         title: None,
         author: None,
         date: None,
+        pages: None,
+        language: None,
     }
 }
 
@@ -302,6 +314,8 @@ mod tests {
                 title: None,
                 author: None,
                 date: None,
+                pages: None,
+                language: None,
             }
         );
         assert_eq!(
@@ -312,6 +326,8 @@ mod tests {
                 title: None,
                 author: None,
                 date: None,
+                pages: None,
+                language: None,
             }
         );
         assert!(!looks_binary(&le), "UTF-16 has NULs but is text");

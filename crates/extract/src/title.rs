@@ -8,7 +8,7 @@
 //! Looking a title up must never cost the document its text: [`lookup`] turns a failed
 //! lookup (a missing part, bad XML) into no title.
 
-pub(crate) use leasehold::extract::{clean_date, clean_title, TitleText};
+pub(crate) use leasehold::extract::{clean_date, clean_language, clean_title, TitleText};
 
 use super::ExtractError;
 

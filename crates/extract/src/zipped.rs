@@ -17,7 +17,7 @@ use zip::ZipArchive;
 
 use super::odf::attr;
 use super::text::Meta;
-use super::title::{DateText, TitleText};
+use super::title::{clean_language, DateText, TitleText};
 use super::{check_stop, ExtractError, Format};
 
 /// Names the zip-based format from the entries, or `None` for any other zip. ODF and EPUB
@@ -226,9 +226,14 @@ enum Field {
     /// OOXML's `dcterms:created`, ODF's `meta:creation-date`, HWPX's
     /// `<opf:meta name="CreatedDate">`.
     Created,
+    /// `dc:language`.
+    Language,
+    /// OOXML's extended properties (`docProps/app.xml`): `Pages` (a word
+    /// processor's count), `Slides` (a deck's).
+    Pages,
 }
 
-const FIELDS: usize = 6;
+const FIELDS: usize = 8;
 
 impl Field {
     fn of(e: &BytesStart<'_>) -> Option<Field> {
@@ -247,6 +252,10 @@ impl Field {
             Field::Date
         } else if is("created") || is("creation-date") {
             Field::Created
+        } else if is("language") {
+            Field::Language
+        } else if is("pages") || is("slides") {
+            Field::Pages
         } else if is("meta") {
             Self::of_meta(e)?
         } else {
@@ -315,6 +324,8 @@ impl Slot {
 #[derive(Debug, Default)]
 pub(super) struct MetaReader {
     slots: [Slot; FIELDS],
+    /// ODF's `<meta:document-statistic meta:page-count="...">`, an attribute.
+    page_count: Option<u32>,
     /// The field whose element is open, and how many elements are open inside it,
     /// counting itself.
     open: Option<(Field, usize)>,
@@ -340,6 +351,13 @@ impl MetaReader {
     /// An element starts: if it is a field's first, its text is collected (an empty one
     /// is that field's first, with no value).
     fn start(&mut self, e: &BytesStart<'_>, empty: bool) {
+        if e.local_name()
+            .into_inner()
+            .eq_ignore_ascii_case("document-statistic")
+            && self.page_count.is_none()
+        {
+            self.page_count = attr(e, "page-count").and_then(|n| n.trim().parse().ok());
+        }
         let Some(field) = Field::of(e) else { return };
         let slot = &mut self.slots[field as usize];
         if slot.done || slot.text.is_some() {
@@ -369,10 +387,18 @@ impl MetaReader {
     /// The cleaned fields: a field whose element was cut off inside (the part ended or
     /// failed there) has lost how it ends, and is `None`. The author is who first wrote
     /// the document if it says, else its creator; the date is the last change it records,
-    /// else its date, else its creation.
+    /// else its date, else its creation. The page count is what the metadata
+    /// says (ODF's statistics, OOXML's extended properties), not a count of pages.
     pub(super) fn finish(self) -> Meta {
-        let [title, initial_creator, creator, modified, date, created] = self.slots;
+        let [title, initial_creator, creator, modified, date, created, language, pages] = self.slots;
         Meta {
+            language: language.finish().and_then(|l| clean_language(&l)),
+            // Zero is no count (a generator that wrote its default), not a document.
+            pages: pages
+                .finish()
+                .and_then(|n| n.parse().ok())
+                .or(self.page_count)
+                .filter(|&n| n > 0),
             title: title.finish(),
             author: initial_creator.finish().or_else(|| creator.finish()),
             date: modified

@@ -91,6 +91,8 @@ pub(crate) const TABLES: &[Table] = &[
             text("title"),
             text("author"),
             text("doc_date"),
+            int("pages"),
+            text("language"),
         ],
         key: &["id"],
         identity: true,

@@ -30,7 +30,7 @@
 use super::conn::Conn;
 use super::conn::Sql;
 use super::write::{
-    self, candidates_of, claim_columns, claim_ctes, claimable_at, exhausted, next_seq, Taken,
+    self, candidates_of, claim_columns, claim_ctes, claimable_at, exhausted, next_seq, pages_column, Taken,
 };
 use super::PgStore;
 use crate::clock::Millis;
@@ -49,7 +49,7 @@ use crate::store::options::Policy;
 /// path, checksum, fence, the history detail after the version
 /// (`complete_detail_after`), the result's size in bytes; $17 why each
 /// text holds no word (NULL: it has words); $18–$20 each document's own
-/// title, author and date. No candidate is one of $10. Each row is a
+/// title, author and date; $21–$22 its page count and language. No candidate is one of $10. Each row is a
 /// candidate as [`write::claim_columns`] gives it (NULLs when there was
 /// none) and the ids of the accepted completions (NULL when none was).
 const CLAIM_AND_COMPLETE: &str = concat!(
@@ -59,12 +59,12 @@ const CLAIM_AND_COMPLETE: &str = concat!(
      given AS (
         SELECT * FROM unnest($10::BIGINT[], $11::TEXT[], $12::TEXT[], $13::TEXT[],
                              $14::BIGINT[], $15::TEXT[], $16::BIGINT[], $17::TEXT[], $18::TEXT[],
-                             $19::TEXT[], $20::TEXT[])
-                      AS g (id, token, path, sum, fence, after, bytes, no_text, title, author, date)
+                             $19::TEXT[], $20::TEXT[], $21::BIGINT[], $22::TEXT[])
+                      AS g (id, token, path, sum, fence, after, bytes, no_text, title, author, date, pages, language)
      ),
      accepted AS (
         UPDATE jobs SET status = 'indexed', result_path = given.path, checksum = given.sum,
-                result_bytes = given.bytes, no_text = given.no_text, title = given.title, author = given.author, doc_date = given.date, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                result_bytes = given.bytes, no_text = given.no_text, title = given.title, author = given.author, doc_date = given.date, pages = given.pages, language = given.language, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = $1
         FROM given
         WHERE jobs.id = given.id AND jobs.owner_token = given.token AND jobs.status = 'extracting'
@@ -172,6 +172,16 @@ impl<'a> Plan<'a> {
         let titles: Vec<Option<&str>> = self.done.iter().map(|d| d.completion.title.as_deref()).collect();
         let authors: Vec<Option<&str>> = self.done.iter().map(|d| d.completion.author.as_deref()).collect();
         let dates: Vec<Option<&str>> = self.done.iter().map(|d| d.completion.date.as_deref()).collect();
+        let pages: Vec<Option<i64>> = self
+            .done
+            .iter()
+            .map(|d| pages_column(d.completion.pages))
+            .collect();
+        let languages: Vec<Option<&str>> = self
+            .done
+            .iter()
+            .map(|d| d.completion.language.as_deref())
+            .collect();
         let afters: Vec<String> = self
             .done
             .iter()
@@ -203,6 +213,8 @@ impl<'a> Plan<'a> {
                 &titles,
                 &authors,
                 &dates,
+                &pages,
+                &languages,
             ],
         )?;
         let mut taken = Vec::new();

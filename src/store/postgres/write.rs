@@ -246,14 +246,15 @@ const RENEW: &str = concat!(
 /// The fenced completion and its `completed` history line in one statement:
 /// $6 the fence, $7 the detail after the version (`complete_detail_after`),
 /// $8 the result's size in bytes, $9 why its text has no word (NULL: it has),
-/// $10–$12 the document's own title, author and date.
+/// $10–$12 the document's own title, author and date, $13–$14 its page count
+/// and language.
 /// It also takes the previous version's searchable text out (an accepted
 /// result without text has none); a completion with text puts its own in
 /// afterwards, in the same transaction (`search::accepted`).
 const COMPLETE: &str = concat!(
     "WITH u AS (
         UPDATE jobs SET status = 'indexed', result_path = $3, checksum = $4, result_bytes = $8, no_text = $9, title = $10, author = $11, doc_date = $12,
-                owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                pages = $13, language = $14, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = $5
          WHERE ",
     fence!(),
@@ -562,14 +563,20 @@ fn completed(
     let bytes = c.result_bytes.and_then(|b| i64::try_from(b).ok());
     let no_text = c.no_text.as_deref();
     let (title, author, date) = (c.title.as_deref(), c.author.as_deref(), c.date.as_deref());
+    let (pages, language) = (pages_column(c.pages), c.language.as_deref());
     let row = db.query_opt(
         update,
         &[
             &o.id.0, &o.token, &path, &checksum, &now, &o.fence, &after, &bytes, &no_text, &title, &author,
-            &date,
+            &date, &pages, &language,
         ],
     )?;
     Ok(row.is_some())
+}
+
+/// A page count as the `pages` column (BIGINT, as every count here) takes it.
+pub(super) fn pages_column(pages: Option<u32>) -> Option<i64> {
+    pages.map(i64::from)
 }
 
 /// Record a failure: retrying with backoff, or dead.
@@ -728,11 +735,12 @@ fn record_each(
 
 /// [`COMPLETE`] for many claims of distinct documents in one statement.
 const COMPLETE_EACH: &str = "UPDATE jobs SET status = 'indexed', result_path = d.path, checksum = d.sum,
-            result_bytes = d.bytes, no_text = d.no_text, title = d.title, author = d.author, doc_date = d.date, owner_token = NULL, owner_worker = NULL,
+            result_bytes = d.bytes, no_text = d.no_text, title = d.title, author = d.author, doc_date = d.date,
+            pages = d.pages, language = d.language, owner_token = NULL, owner_worker = NULL,
             lease_expires_at = NULL, retry_at = NULL, last_error = NULL, parked_on = NULL, updated_at = $1
      FROM unnest($2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::TEXT[], $8::TEXT[],
-                 $9::TEXT[], $10::TEXT[])
-          AS d (id, token, path, sum, bytes, no_text, title, author, date)
+                 $9::TEXT[], $10::TEXT[], $11::BIGINT[], $12::TEXT[])
+          AS d (id, token, path, sum, bytes, no_text, title, author, date, pages, language)
      WHERE jobs.id = d.id AND jobs.owner_token = d.token AND jobs.status = 'extracting'
      RETURNING jobs.id, jobs.version";
 
@@ -768,10 +776,13 @@ pub(crate) fn complete_each(
     let titles: Vec<Option<&str>> = done.iter().map(|(_, c)| c.title.as_deref()).collect();
     let authors: Vec<Option<&str>> = done.iter().map(|(_, c)| c.author.as_deref()).collect();
     let dates: Vec<Option<&str>> = done.iter().map(|(_, c)| c.date.as_deref()).collect();
+    let pages: Vec<Option<i64>> = done.iter().map(|(_, c)| pages_column(c.pages)).collect();
+    let languages: Vec<Option<&str>> = done.iter().map(|(_, c)| c.language.as_deref()).collect();
     let rows = tx.query(
         COMPLETE_EACH,
         &[
-            &now, &ids, &tokens, &paths, &sums, &sizes, &no_text, &titles, &authors, &dates,
+            &now, &ids, &tokens, &paths, &sums, &sizes, &no_text, &titles, &authors, &dates, &pages,
+            &languages,
         ],
     )?;
     let mut versions: Vec<Option<String>> = vec![None; done.len()];

@@ -96,7 +96,7 @@ impl QueueRows for Rows<'_> {
     fn clear_result(&mut self, id: i64, now: Millis) -> rusqlite::Result<()> {
         self.0
             .prepare_cached(
-                "UPDATE jobs SET result_path = NULL, checksum = NULL, result_bytes = NULL, no_text = NULL, title = NULL, author = NULL, doc_date = NULL, updated_at = ?2,
+                "UPDATE jobs SET result_path = NULL, checksum = NULL, result_bytes = NULL, no_text = NULL, title = NULL, author = NULL, doc_date = NULL, pages = NULL, language = NULL, updated_at = ?2,
                         status = CASE status WHEN 'indexed' THEN 'discovered' ELSE status END,
                         attempts = CASE status WHEN 'indexed' THEN 0 ELSE attempts END,
                         lost_leases = CASE status WHEN 'indexed' THEN 0 ELSE lost_leases END

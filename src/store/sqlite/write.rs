@@ -154,14 +154,17 @@ macro_rules! fence_each {
     };
 }
 
-/// [`COMPLETE`] for the `(id, token, result path, checksum, bytes, no text, title, author, date)` rows of a
+/// [`COMPLETE`] for the `(id, token, result path, checksum, bytes, no text, title, author, date, pages, language)` rows of a
 /// `VALUES` list between this head and [`COMPLETE_EACH_TAIL`]; ?1 now, the
 /// rows from ?2.
 const COMPLETE_EACH_HEAD: &str =
     "UPDATE jobs SET status = 'indexed', result_path = c.column3, checksum = c.column4,
-                result_bytes = c.column5, no_text = c.column6, title = c.column7, author = c.column8, doc_date = c.column9, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                result_bytes = c.column5, no_text = c.column6, title = c.column7, author = c.column8, doc_date = c.column9, pages = c.column10, language = c.column11, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = ?1
          FROM (VALUES ";
+
+/// The parameters of one row of [`COMPLETE_EACH_HEAD`].
+const COMPLETE_COLUMNS: usize = 11;
 
 const COMPLETE_EACH_TAIL: &str = concat!(") AS c WHERE ", fence_each!(), " RETURNING id, version");
 
@@ -224,7 +227,7 @@ const RENEW: &str = concat!(
 
 const COMPLETE: &str = concat!(
     "UPDATE jobs SET status = 'indexed', result_path = ?3, checksum = ?4, result_bytes = ?6, no_text = ?7, title = ?8, author = ?9, doc_date = ?10,
-                owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
+                pages = ?11, language = ?12, owner_token = NULL, owner_worker = NULL, lease_expires_at = NULL, retry_at = NULL,
                 last_error = NULL, parked_on = NULL, updated_at = ?5
          WHERE ",
     fence!(),
@@ -483,7 +486,9 @@ pub(crate) fn complete(
                 c.no_text.as_deref(),
                 c.title.as_deref(),
                 c.author.as_deref(),
-                c.date.as_deref()
+                c.date.as_deref(),
+                c.pages,
+                c.language.as_deref()
             ],
             |r| r.get(0),
         )
@@ -555,12 +560,20 @@ fn complete_slice(
             &c.title,
             &c.author,
             &c.date,
+            &c.pages,
+            &c.language,
         ]);
     }
-    p.resize(p.len() + (rows - done.len()) * 9, &Null);
+    p.resize(p.len() + (rows - done.len()) * COMPLETE_COLUMNS, &Null);
     let mut versions: Vec<Option<String>> = done.iter().map(|_| None).collect();
     {
-        let mut stmt = tx.prepare_cached(&values(COMPLETE_EACH_HEAD, 2, rows, 9, COMPLETE_EACH_TAIL))?;
+        let mut stmt = tx.prepare_cached(&values(
+            COMPLETE_EACH_HEAD,
+            2,
+            rows,
+            COMPLETE_COLUMNS,
+            COMPLETE_EACH_TAIL,
+        ))?;
         let mut out = stmt.query(&p[..])?;
         while let Some(r) = out.next()? {
             let id: i64 = r.get(0)?;

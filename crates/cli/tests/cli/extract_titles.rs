@@ -106,3 +106,55 @@ fn authors_and_dates_cross_the_process_boundary() {
     let done = extract(&isolated, "long.html", long.as_bytes());
     assert_eq!(done.author.map(|a| a.chars().count()), Some(299));
 }
+
+/// Page counts and languages, as real producers write them, cross the process boundary:
+/// a PDF printed by Chromium (its catalog's `/Lang`, one page), a PDF joined by poppler's
+/// `pdfunite` (two pages, no language), a Korean public body's HWPX (`<opf:language>`),
+/// an e-book (`dc:language`) and a page's `<html lang>`.
+#[test]
+#[cfg(unix)]
+fn page_counts_and_languages_cross_the_process_boundary() {
+    let isolated = extractor();
+    let registry = ExtractorRegistry::default();
+    for (file, pages, language) in [
+        ("tests/fixtures/korean-notice.pdf", Some(1), Some("ko")),
+        ("tests/fixtures/scanned-page.pdf", Some(2), None),
+        ("samples/formats/draft-form.hwpx", None, Some("ko")),
+        ("samples/formats/book.epub", None, Some("en")),
+        ("samples/page.html", None, Some("en")),
+        ("samples/notes.txt", None, None),
+    ] {
+        let bytes = read(file);
+        let there = extract(&isolated, file, &bytes);
+        assert_eq!(
+            (there.pages, there.language.as_deref()),
+            (pages, language),
+            "{file}"
+        );
+        assert_eq!(there, extract(&registry, file, &bytes), "{file}");
+    }
+}
+
+/// What a document says of its pages and language is kept with its result:
+/// `inspect` shows it and `inspect --json` carries it.
+#[test]
+#[cfg(unix)]
+fn the_page_count_and_language_are_kept_and_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("notice.pdf"), read("tests/fixtures/korean-notice.pdf")).unwrap();
+    let data = dir.path().join("data");
+    let run = crate::common::leasehold(&data, &["run", docs.to_str().unwrap()]);
+    assert!(run.status.success(), "{run:?}");
+    let shown = crate::common::leasehold(&data, &["inspect", "notice.pdf"]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("  title 주간 업무 보고\n"), "{shown}");
+    assert!(shown.contains("  pages 1\n  language ko\n"), "{shown}");
+    let json = crate::common::leasehold(&data, &["inspect", "notice.pdf", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        (&json["job"]["pages"], &json["job"]["language"]),
+        (&1.into(), &"ko".into())
+    );
+}

@@ -141,6 +141,8 @@ fn serve(config: ChildConfig, mut protocol: File) -> io::Result<()> {
                     title: done.title,
                     author: done.author,
                     date: done.date,
+                    pages: done.pages,
+                    language: done.language,
                 };
                 let (head, rest) = reply(ok, done.text.as_bytes());
                 protocol.write_all(&head)?;

@@ -26,7 +26,7 @@ use super::protocol::{
     encode_split, lengths, Reply, Request, Response, MAX_HEADER_LEN, PREFIX_LEN, PROTOCOL_VERSION,
 };
 use super::{LimitKind, Limits};
-use leasehold::extract::{clean_date, clean_title};
+use leasehold::extract::{clean_date, clean_language, clean_title};
 
 /// How long one poll(2) waits before the stop flag and the deadline are checked again.
 const SLICE: Duration = Duration::from_millis(50);
@@ -283,6 +283,8 @@ impl ChildHandle {
                 title,
                 author,
                 date,
+                pages,
+                language,
             }) => match self.take_text(PREFIX_LEN + header_len, total) {
                 Some(text) => Outcome {
                     result: Ok(Extracted {
@@ -292,6 +294,8 @@ impl ChildHandle {
                         title: title.as_deref().and_then(clean_title),
                         author: author.as_deref().and_then(clean_title),
                         date: date.as_deref().and_then(clean_date),
+                        pages,
+                        language: language.as_deref().and_then(clean_language),
                     }),
                     reusable: true,
                 },

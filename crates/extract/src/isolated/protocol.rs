@@ -56,7 +56,8 @@ pub(super) enum Response {
     /// The text follows the header; `note` is the registry's note of its decisions and
     /// `title` the document's own title (at most `MAX_TITLE_CHARS` characters, so the
     /// header stays far below [`MAX_HEADER_LEN`]), `author` its author (as bounded) and
-    /// `date` its date (`YYYY-MM-DD` at most). A child that sends none of them (an older
+    /// `date` its date (`YYYY-MM-DD` at most), `pages` and `language` its page count and
+    /// language tag (35 characters at most). A child that sends none of them (an older
     /// build) means none, so the protocol's version did not change.
     Ok {
         note: Option<String>,
@@ -66,6 +67,10 @@ pub(super) enum Response {
         author: Option<String>,
         #[serde(default)]
         date: Option<String>,
+        #[serde(default)]
+        pages: Option<u32>,
+        #[serde(default)]
+        language: Option<String>,
     },
     Err(WireError),
 }
@@ -222,6 +227,8 @@ mod tests {
                 title: None,
                 author: None,
                 date: None,
+                pages: None,
+                language: None,
             },
             &[b'x'; 64],
         );
@@ -237,6 +244,8 @@ mod tests {
             title: Some(title.clone()),
             author: Some(title.clone()),
             date: Some("2026-01-15".into()),
+            pages: Some(1446),
+            language: Some("en-US".into()),
         };
         let frame = encode(&ok, b"text");
         let (header_len, _) = lengths(frame[..PREFIX_LEN].try_into().unwrap());
@@ -244,8 +253,8 @@ mod tests {
         let (back, body): (Response, Vec<u8>) = read_frame(&mut &frame[..], 4).unwrap().unwrap();
         assert!(matches!(
             back,
-            Response::Ok { title: Some(ref t), author: Some(ref a), date: Some(ref d), .. }
-                if *t == title && *a == title && d == "2026-01-15"
+            Response::Ok { title: Some(ref t), author: Some(ref a), date: Some(ref d), pages: Some(1446), language: Some(ref l), .. }
+                if *t == title && *a == title && d == "2026-01-15" && l == "en-US"
         ));
         assert_eq!(body, b"text");
         let old: Response = serde_json::from_str(r#"{"Ok":{"note":null}}"#).unwrap();
@@ -255,7 +264,9 @@ mod tests {
                 title: None,
                 note: None,
                 author: None,
-                date: None
+                date: None,
+                pages: None,
+                language: None
             }
         ));
     }
@@ -313,6 +324,8 @@ mod tests {
                     title: None,
                     author: None,
                     date: None,
+                    pages: None,
+                    language: None,
                 },
                 &body,
             );
@@ -324,6 +337,8 @@ mod tests {
                         title: None,
                         author: None,
                         date: None,
+                        pages: None,
+                        language: None,
                     },
                     &body
                 )
