@@ -61,6 +61,9 @@ pub struct Extraction {
     /// The extensions whose converter was found on `PATH`: it takes OLE
     /// compound files only ([`CommandExtractor::compound_files_only`]).
     pub installed: Vec<String>,
+    /// The second of those tools, where two are found, tried when the first
+    /// fails ([`CommandExtractor::second_tries`]).
+    pub second_tries: BTreeMap<String, Vec<String>>,
     /// OCR for pictures and scanned PDF pages, when tesseract is installed and
     /// `[extract] ocr_languages` is not empty.
     pub ocr: Option<Ocr>,
@@ -126,16 +129,19 @@ fn installed_ocr(configured: Option<&[String]>, limits: &Limits) -> Result<Optio
 const TESSERACT: &str = "tesseract";
 const PDFTOPPM: &str = "pdftoppm";
 
-/// For each legacy Office extension `configured` leaves out, the first of its
-/// tools found on `PATH` ([`LEGACY_OFFICE`]).
-fn installed_converters(configured: &BTreeMap<String, Vec<String>>) -> BTreeMap<String, Vec<String>> {
+/// For each legacy Office extension `configured` leaves out, its tools found on
+/// `PATH`, in [`LEGACY_OFFICE`]'s order (the first reads, the second is tried
+/// when the first fails).
+fn installed_converters(configured: &BTreeMap<String, Vec<String>>) -> BTreeMap<String, Vec<Vec<String>>> {
     LEGACY_OFFICE
         .iter()
         .filter(|(ext, _)| !configured.contains_key(*ext))
-        .filter_map(|(ext, choices)| {
-            let argv = choices.iter().find(|argv| on_path(argv[0]))?;
-            Some((ext.to_string(), argv.iter().map(|a| a.to_string()).collect()))
+        .map(|(ext, choices)| {
+            let found = choices.iter().filter(|argv| on_path(argv[0]));
+            let found = found.map(|argv| argv.iter().map(|a| a.to_string()).collect());
+            (ext.to_string(), found.collect::<Vec<Vec<String>>>())
         })
+        .filter(|(_, found)| !found.is_empty())
         .collect()
 }
 
@@ -191,7 +197,15 @@ impl Extraction {
             // Children need unix (extract::isolated): elsewhere in-process.
             isolated: f.isolation && !w.in_process && cfg!(unix),
             installed: installed.keys().cloned().collect(),
-            commands: installed.into_iter().chain(f.commands).collect(),
+            second_tries: installed
+                .iter()
+                .filter_map(|(ext, found)| Some((ext.clone(), found.get(1)?.clone())))
+                .collect(),
+            commands: installed
+                .into_iter()
+                .map(|(ext, mut found)| (ext, found.swap_remove(0)))
+                .chain(f.commands)
+                .collect(),
             ocr: installed_ocr(f.ocr_languages.as_deref(), &limits)?,
             limits,
         })
@@ -211,7 +225,8 @@ impl Extraction {
         let commands = self.commands.clone();
         Ok(Arc::new(
             CommandExtractor::new(commands, self.limits.clone(), built_in)
-                .compound_files_only(self.installed.iter().cloned()),
+                .compound_files_only(self.installed.iter().cloned())
+                .second_tries(self.second_tries.clone()),
         ))
     }
 

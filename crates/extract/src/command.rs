@@ -38,6 +38,8 @@ pub struct CommandExtractor {
     fallback: Arc<dyn Extractor>,
     /// Extensions whose command takes OLE compound files only ([`Self::compound_files_only`]).
     compound_only: std::collections::BTreeSet<String>,
+    /// Second commands, tried when the first fails ([`Self::second_tries`]).
+    second: BTreeMap<String, Vec<String>>,
 }
 
 impl CommandExtractor {
@@ -54,6 +56,7 @@ impl CommandExtractor {
             limits,
             fallback,
             compound_only: Default::default(),
+            second: Default::default(),
         }
     }
 
@@ -63,6 +66,30 @@ impl CommandExtractor {
     pub fn compound_files_only(mut self, extensions: impl IntoIterator<Item = String>) -> Self {
         self.compound_only.extend(extensions);
         self
+    }
+
+    /// For each extension of `commands`, a command tried when the first one fails
+    /// (exits with an error, or complains and writes nothing): catdoc reads Word files
+    /// antiword refuses. Not after a limit (the second would only meet it again) or a
+    /// stop.
+    pub fn second_tries(mut self, commands: BTreeMap<String, Vec<String>>) -> Self {
+        self.second.extend(commands);
+        self
+    }
+
+    /// Run `argv` on the document as [`Extractor::extract_noted`] does.
+    fn convert(
+        &self,
+        argv: &[String],
+        bytes: &[u8],
+        rule: Silence,
+        stop: &AtomicBool,
+    ) -> Result<Extracted, ExtractError> {
+        let limits = self.limits.for_input(bytes.len() as u64);
+        Ok(Extracted {
+            note: Some(format!("converter {}", argv[0])),
+            ..Extracted::text_only(run_converter(argv, bytes, &limits, rule, stop)?)
+        })
     }
 }
 
@@ -84,18 +111,24 @@ impl Extractor for CommandExtractor {
         } else {
             Silence::IsNoText
         };
-        match argv {
-            Some(argv) => Ok(Extracted {
-                note: Some(format!("converter {}", argv[0])),
-                ..Extracted::text_only(run_converter(
-                    argv,
-                    bytes,
-                    &self.limits.for_input(bytes.len() as u64),
-                    rule,
-                    stop,
-                )?)
-            }),
-            None => self.fallback.extract_noted(name, bytes, stop),
+        let Some(argv) = argv else {
+            return self.fallback.extract_noted(name, bytes, stop);
+        };
+        match (self.convert(argv, bytes, rule, stop), self.second.get(&ext)) {
+            (Err(ExtractError::Converter { program, reason }), Some(second)) => {
+                match self.convert(second, bytes, rule, stop) {
+                    Ok(mut done) => {
+                        done.note = Some(format!("converter {}, after {program} failed", second[0]));
+                        Ok(done)
+                    }
+                    // Both reasons: the first is often the telling one.
+                    Err(then) => Err(ExtractError::Converter {
+                        program,
+                        reason: format!("{reason}; then {then}"),
+                    }),
+                }
+            }
+            (done, _) => done,
         }
     }
 }
@@ -451,6 +484,47 @@ mod tests {
         assert_eq!(run(&quiet, "f.doc", &ole).unwrap(), "");
         let users = with("png", complain, Limits::default());
         assert_eq!(run(&users, "f.png", b"x").unwrap(), "");
+    }
+
+    #[test]
+    fn a_second_command_is_tried_when_the_first_fails_but_not_after_a_limit() {
+        let ole = [CFB_MAGIC, b"rest"].concat();
+        let legacy = |first: Vec<String>, second: Vec<String>| {
+            with("doc", first, Limits::default())
+                .compound_files_only(["doc".to_string()])
+                .second_tries(BTreeMap::from([("doc".to_string(), second)]))
+        };
+        let x = legacy(
+            sh("echo 'not a Word document' >&2; exit 1"),
+            sh("echo read by the second"),
+        );
+        let done = x.extract_noted("f.doc", &ole, &AtomicBool::new(false)).unwrap();
+        assert_eq!(done.text, "read by the second\n");
+        assert_eq!(done.note.as_deref(), Some("converter sh, after sh failed"));
+
+        let x = legacy(
+            sh("echo 'not a Word document' >&2; exit 1"),
+            sh("echo 'nor this' >&2; exit 2"),
+        );
+        let err = x
+            .extract_noted("f.doc", &ole, &AtomicBool::new(false))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "converter sh failed: exited with status 1 (not a Word document); then converter sh failed: exited with status 2 (nor this)"
+        );
+
+        let small = Limits {
+            max_output_bytes: 4,
+            ..Limits::default()
+        };
+        let x = with("doc", sh("echo 'far too long'"), small)
+            .compound_files_only(["doc".to_string()])
+            .second_tries(BTreeMap::from([("doc".to_string(), sh("echo ok"))]));
+        let err = x
+            .extract_noted("f.doc", &ole, &AtomicBool::new(false))
+            .unwrap_err();
+        assert!(matches!(err, ExtractError::Limit { .. }), "{err:?}");
     }
 
     #[test]

@@ -133,3 +133,42 @@ fn damaged_legacy_files_end_dead_within_their_memory() {
         "{reasons}"
     );
 }
+
+/// Where antiword and catdoc are both installed, catdoc is tried when antiword
+/// fails (here an antiword that refuses every file): the document is read, and
+/// its note says by which tool and after which.
+#[test]
+fn catdoc_reads_a_word_file_antiword_fails_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus(dir.path());
+    let tools = dir.path().join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let catdoc = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("catdoc"))
+        .find(|p| p.is_file())
+        .expect("catdoc is installed: .ci/run installs it");
+    std::os::unix::fs::symlink(catdoc, tools.join("catdoc")).unwrap();
+    let antiword = tools.join("antiword");
+    std::fs::write(
+        &antiword,
+        "#!/bin/sh\necho 'this is not a Word document' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&antiword, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let data = dir.path().join("data");
+    let out = leasehold_command(&data)
+        .args(["run", docs.to_str().unwrap(), "--json"])
+        .env("PATH", &tools)
+        .output()
+        .unwrap();
+    let summary = json(out);
+    assert_eq!(summary["failures"].as_array().unwrap().len(), 2, "{summary}");
+    assert!(
+        !summary["failures"].to_string().contains("word-97.doc"),
+        "{summary}"
+    );
+    let found = |query: &str| stdout(&ok(leasehold(&data, &["search", "-l", query])));
+    assert!(found("\"saved as Word 97-2003\"").contains("word-97.doc"));
+    let note = stdout(&ok(leasehold(&data, &["inspect", "word-97.doc"])));
+    assert!(note.contains("converter catdoc, after antiword failed"), "{note}");
+}
