@@ -16,6 +16,15 @@
 //! "reads at least pdftotext's count minus 2%" and "median recall at least 0.95".
 //!
 //! Without `pdftotext` on PATH it reports leasehold's own figures only.
+//!
+//! Then the large PDFs (at least [`LARGE_PAGES`] pages, as leasehold counts them):
+//! each side [`ROUNDS`] times in a process of its own, interleaved, with the CPU
+//! time (user + system) and peak RSS that `wait4` reports; the median of each is
+//! compared. The target is issue 31's: leasehold's CPU at most 1.5 × pdftotext's on
+//! every large file. Its peak memory is shown against the file's size; the fixed cap
+//! is the extraction memory limit (`--extract-memory`, 1 GiB by default), which the
+//! child runs under. leasehold's side is this bench binary run again with
+//! `--extract-one FILE`, reading it through the same registry the child uses.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -37,6 +46,18 @@ const THREADS: usize = 2;
 const PROGRESS_EVERY: usize = 50;
 /// At most this many missed files are listed: enough to spot a pattern.
 const MAX_LISTED: usize = 20;
+/// What one run cost: CPU seconds (user + system) and peak RSS in bytes.
+type Cost = (f64, u64);
+
+/// A PDF of this many pages or more is large (issue 31's "large PDFs").
+const LARGE_PAGES: u32 = 500;
+/// Runs of each side per large file; the median is reported.
+const ROUNDS: usize = 3;
+/// The argument that makes this binary extract one file and exit.
+const EXTRACT_ONE: &str = "--extract-one";
+/// The argument that makes this binary run a command and print its CPU seconds
+/// and peak RSS ([`measure_command`]).
+const MEASURE: &str = "--measure";
 
 /// What one file gave each side.
 struct Outcome {
@@ -47,6 +68,8 @@ struct Outcome {
     reference: Option<Side>,
     /// Word recall, when both sides read the file.
     recall: Option<f64>,
+    /// The page count leasehold read, when it read the file.
+    pages: Option<u32>,
 }
 
 /// One side's verdict on one file.
@@ -59,6 +82,15 @@ struct Side {
 }
 
 fn main() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(at) = args.iter().position(|a| a == MEASURE) {
+        measure_command(&args[at + 1..]);
+        return;
+    }
+    if let Some(file) = args.iter().skip_while(|a| *a != EXTRACT_ONE).nth(1) {
+        extract_one(Path::new(file));
+        return;
+    }
     let Some(dir) = corpus_arg() else {
         println!("{}", how_to_get_a_corpus());
         return;
@@ -71,6 +103,9 @@ fn main() {
     }
     let outcomes = run_all(&root, &files, have_reference);
     report(&root, &outcomes, files.len() - outcomes.len(), have_reference);
+    if have_reference {
+        report_large(&root, &outcomes);
+    }
 }
 
 /// The corpus folder: the first argument that is not a flag (cargo passes
@@ -183,7 +218,7 @@ fn run_one(extractor: &IsolatedExtractor, root: &Path, path: &Path, have_referen
             return None;
         }
     };
-    let (ours, our_words) = run_ours(extractor, &name, &bytes);
+    let (ours, our_words, pages) = run_ours(extractor, &name, &bytes);
     let (reference, ref_words) = if have_reference {
         let (side, words) = run_pdftotext(path);
         (Some(side), words)
@@ -197,18 +232,22 @@ fn run_one(extractor: &IsolatedExtractor, root: &Path, path: &Path, have_referen
         ours,
         reference,
         recall,
+        pages,
     })
 }
 
 /// leasehold's extraction through the `Extractor` trait, timed per call (a fresh
 /// child's start-up lands in the first call of each thread and after a crash).
-fn run_ours(extractor: &IsolatedExtractor, name: &str, bytes: &[u8]) -> (Side, Vec<String>) {
+fn run_ours(extractor: &IsolatedExtractor, name: &str, bytes: &[u8]) -> (Side, Vec<String>, Option<u32>) {
     let start = Instant::now();
-    let result = extractor.extract(name, bytes, &AtomicBool::new(false));
+    let result = extractor.extract_noted(name, bytes, &AtomicBool::new(false));
     let elapsed = start.elapsed();
     match result {
-        Ok(text) => side_from_text(&text, elapsed),
-        Err(e) => (failed(e.to_string(), elapsed), Vec::new()),
+        Ok(done) => {
+            let (side, words) = side_from_text(&done.text, elapsed);
+            (side, words, done.pages)
+        }
+        Err(e) => (failed(e.to_string(), elapsed), Vec::new(), None),
     }
 }
 
@@ -419,6 +458,170 @@ fn report_missed(outcomes: &[Outcome]) {
     for o in &missed[..shown] {
         println!("  {}: {}", o.name, o.ours.error.as_deref().unwrap_or("?"));
     }
+}
+
+/// leasehold's side of a large file, in a process of its own: the registry the
+/// extraction child runs, on `file`, its text thrown away.
+fn extract_one(file: &Path) {
+    let bytes = std::fs::read(file).unwrap_or_default();
+    let registry = leasehold_extract::ExtractorRegistry::new(u64::MAX);
+    let _ = registry.extract(&file.display().to_string(), &bytes, &AtomicBool::new(false));
+}
+
+/// CPU seconds and peak RSS (bytes) of one large file on each side, each side run
+/// [`ROUNDS`] times, interleaved; then the target.
+fn report_large(root: &Path, outcomes: &[Outcome]) {
+    let large: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|o| o.recall.is_some() && o.pages.is_some_and(|p| p >= LARGE_PAGES))
+        .collect();
+    println!("large PDFs (>= {LARGE_PAGES} pages) both read: {}", large.len());
+    if large.is_empty() {
+        return;
+    }
+    println!("  file: pages, MB | pdftotext CPU s, peak MB | leasehold CPU s, peak MB (x file) | CPU ratio");
+    let mut worst: Option<f64> = None;
+    let mut over_memory = Vec::new();
+    for o in large {
+        let path = root.join(&o.name);
+        let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+        let (theirs, ours) = measure_both(&path);
+        let (Some((t_cpu, t_rss)), Some((o_cpu, o_rss))) = (theirs, ours) else {
+            println!("  {}: could not be measured", o.name);
+            continue;
+        };
+        let ratio = o_cpu / t_cpu.max(0.001);
+        if o_rss > memory_bound(size) {
+            over_memory.push(o.name.as_str());
+        }
+        worst = Some(worst.map_or(ratio, |w: f64| w.max(ratio)));
+        println!(
+            "  {}: {}, {:.1} | {t_cpu:.2}, {:.0} | {o_cpu:.2}, {:.0} ({:.1}x) | {ratio:.2}x",
+            o.name,
+            o.pages.unwrap_or(0),
+            mb(size),
+            mb(t_rss),
+            mb(o_rss),
+            o_rss as f64 / size.max(1) as f64,
+        );
+    }
+    let met = worst.is_some_and(|w| w <= 1.5);
+    println!(
+        "target: leasehold CPU <= 1.5 x pdftotext's on every large PDF (worst {}): {}",
+        worst.map_or("n/a".into(), |w| format!("{w:.2}x")),
+        verdict(met)
+    );
+    println!(
+        "target: leasehold's peak memory <= {MEMORY_PER_FILE_BYTE} x the file's size or {} MB, whichever is larger: {}{}",
+        MEMORY_FLOOR / 1_000_000,
+        verdict(over_memory.is_empty()),
+        if over_memory.is_empty() { String::new() } else { format!(" ({})", over_memory.join(", ")) }
+    );
+}
+
+/// The documented bound on an extraction's peak memory for a large PDF (the README's
+/// PDF section): this many bytes per byte of the file...
+const MEMORY_PER_FILE_BYTE: u64 = 5;
+/// ...or this many bytes, whichever is larger.
+const MEMORY_FLOOR: u64 = 64_000_000;
+
+fn memory_bound(file_bytes: u64) -> u64 {
+    (file_bytes.saturating_mul(MEMORY_PER_FILE_BYTE)).max(MEMORY_FLOOR)
+}
+
+/// The median CPU seconds and peak RSS of pdftotext and of leasehold on `path`,
+/// [`ROUNDS`] runs each, one after the other in turn.
+fn measure_both(path: &Path) -> (Option<Cost>, Option<Cost>) {
+    let (mut theirs, mut ours) = (Vec::new(), Vec::new());
+    let this = std::env::current_exe().expect("this bench binary");
+    for _ in 0..ROUNDS {
+        theirs.extend(measured(&[
+            "pdftotext".as_ref(),
+            "-enc".as_ref(),
+            "UTF-8".as_ref(),
+            path.as_os_str(),
+            "-".as_ref(),
+        ]));
+        ours.extend(measured(&[
+            this.as_os_str(),
+            EXTRACT_ONE.as_ref(),
+            path.as_os_str(),
+        ]));
+    }
+    (median_pair(theirs), median_pair(ours))
+}
+
+/// `argv` run by a fresh process of this binary ([`measure_command`]), which
+/// prints what it measured. Not run from here: a child's peak RSS as `wait4`
+/// reports it starts from its parent's high-water mark (Linux carries the old
+/// address space's peak across `exec`), and this process has read the corpus.
+fn measured(argv: &[&std::ffi::OsStr]) -> Option<Cost> {
+    let out = Command::new(std::env::current_exe().ok()?)
+        .arg(MEASURE)
+        .args(argv)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let line = String::from_utf8_lossy(&out.stdout);
+    let mut fields = line.split_whitespace();
+    Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
+}
+
+/// Runs `argv` with its output thrown away and prints its CPU seconds and peak RSS
+/// in bytes, or nothing when it could not be measured.
+fn measure_command(argv: &[std::ffi::OsString]) {
+    let Some((program, args)) = argv.split_first() else {
+        return;
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    if let Some((cpu, rss)) = wait_measured(cmd) {
+        println!("{cpu} {rss}");
+    }
+}
+
+/// The median CPU time and the median peak RSS of `runs`.
+fn median_pair(runs: Vec<Cost>) -> Option<Cost> {
+    let cpu = median(runs.iter().map(|r| r.0).collect())?;
+    let rss = median(runs.iter().map(|r| r.1 as f64).collect())?;
+    Some((cpu, rss as u64))
+}
+
+/// CPU seconds (user + system) and peak RSS in bytes of `cmd`, run to its end
+/// with its output thrown away, as `wait4` reports them.
+#[cfg(unix)]
+fn wait_measured(mut cmd: Command) -> Option<Cost> {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet waited for; both pointers are live.
+    if unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } != pid {
+        return None;
+    }
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    // Linux counts ru_maxrss in KiB, macOS in bytes.
+    let unit = if cfg!(target_os = "macos") { 1 } else { 1024 };
+    Some((
+        seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        usage.ru_maxrss.max(0) as u64 * unit,
+    ))
+}
+
+#[cfg(not(unix))]
+fn wait_measured(_cmd: Command) -> Option<Cost> {
+    None
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1e6
 }
 
 fn verdict(met: bool) -> &'static str {

@@ -23,6 +23,19 @@
 //! fallback. The corpus recipe and the comparison harness are described in the
 //! README's benchmarks section.
 //!
+//! Long documents (at least [`ONE_PASS_PAGES`] pages) and pages with a content stream
+//! over [`ONE_PASS_CONTENT_BYTES`] are read one content-stream pass per page, pdf_oxide's
+//! raw spans joined into lines here ([`spans_text`]), not through its layout path, which
+//! makes three passes per page (one of them over every page of the document, for running
+//! headers, on the first call), parses the whole structure tree of a tagged PDF and lays
+//! out a page superlinearly in its text runs. On Chromium's print of the Node.js manual
+//! (1,317 pages, 38 MB) that was 2.8x pdftotext's CPU time and 468 MB; one pass is
+//! 0.75x and 172 MB, with the same words (recall against pdftotext 0.9994 against
+//! 0.9999; `cargo bench --bench pdf`). Short documents keep the layout path: on the
+//! corpus's small files one pass would lose form-field and annotation text and figure
+//! labels (a form 1.0 → 0.67). Given up on long documents: reading order from the
+//! structure tree, its `/ActualText`, and vertical CJK handling.
+//!
 //! Both engines are third-party parsers: the registry runs this module under
 //! `catch_unwind`, and the isolated extractor runs it in a child process.
 //!
@@ -136,7 +149,22 @@ fn with_pdf_oxide(bytes: &[u8], stop: &AtomicBool) -> Result<PdfText, ExtractErr
         detect_headings: false,
         ..Default::default()
     };
-    let text = join_pages(pages, stop, |i| doc.extract_text_with_options(i, &options))?;
+    // A long document, or a page with a huge content stream, is read in one
+    // content-stream pass per page (see the module's docs for why and the figures).
+    let one_pass_document = pages >= ONE_PASS_PAGES;
+    let merging = pdf_oxide::extractors::SpanMergingConfig::default();
+    let text = join_pages(pages, stop, |i| {
+        let one_pass = one_pass_document
+            || doc
+                .get_page_content_data(i)
+                .is_ok_and(|content| content.len() > ONE_PASS_CONTENT_BYTES);
+        if one_pass {
+            doc.extract_spans_with_config(i, merging.clone())
+                .map(|spans| spans_text(&spans))
+        } else {
+            doc.extract_text_with_options(i, &options)
+        }
+    })?;
     Ok(PdfText {
         text,
         meta: Meta {
@@ -153,6 +181,45 @@ fn oxide_language(doc: &pdf_oxide::PdfDocument) -> Option<String> {
     let root = doc.resolve_object(doc.trailer().as_dict()?.get("Root")?).ok()?;
     let lang = doc.resolve_object(root.as_dict()?.get("Lang")?).ok()?;
     clean_language(&text_string(lang.as_string()?)?)
+}
+
+/// Documents of this many pages or more are read one content-stream pass per page
+/// ([`spans_text`]) rather than through `extract_text_with_options`.
+const ONE_PASS_PAGES: usize = 100;
+
+/// A page whose decoded content stream is longer than this is read in one pass
+/// too, whatever the document's length: pdf_oxide's layout passes grow
+/// superlinearly with a page's text runs (a one-page Chromium print with 37,000
+/// runs took 21x pdftotext's CPU). Four of the bench corpus's 363 files have such
+/// a page (three MetaPost drawings and pypdf's issue-301.pdf); one pass reads them
+/// within 0.004 of pdf_oxide's recall, or better.
+const ONE_PASS_CONTENT_BYTES: usize = 1 << 20;
+
+/// A page's text from its raw spans in content-stream order: a line break where
+/// the baseline moves by more than half the font size, a space where the gap to
+/// the previous span on the line exceeds a tenth of it or the span starts left of
+/// the previous one's end by more than the font size.
+fn spans_text(spans: &[pdf_oxide::layout::TextSpan]) -> String {
+    let mut text = String::new();
+    // (baseline, right edge, font size) of the previous span.
+    let mut previous: Option<(f32, f32, f32)> = None;
+    for span in spans {
+        if span.text.is_empty() {
+            continue;
+        }
+        let size = span.font_size.abs().max(1.0);
+        if let Some((y, right, previous_size)) = previous {
+            let spaced = text.ends_with(char::is_whitespace) || span.text.starts_with(char::is_whitespace);
+            if (span.bbox.y - y).abs() > 0.5 * size.max(previous_size) {
+                text.push('\n');
+            } else if !spaced && (span.bbox.x - right > 0.1 * size || span.bbox.x < right - size) {
+                text.push(' ');
+            }
+        }
+        text.push_str(&span.text);
+        previous = Some((span.bbox.y, span.bbox.x + span.bbox.width, size));
+    }
+    text
 }
 
 /// The title (`/Title`), author (`/Author`) and date (`/ModDate`, else `/CreationDate`) of
@@ -334,6 +401,71 @@ mod tests {
 
     fn run(bytes: &[u8]) -> Decoded {
         extract(bytes, &AtomicBool::new(false)).unwrap()
+    }
+
+    /// A PDF of `pages` pages, each of two lines in Helvetica: "page N granite" and,
+    /// below it, two runs set apart on one line ("left" and "right").
+    fn pdf_of_pages(pages: usize) -> Vec<u8> {
+        let mut objects: Vec<Vec<u8>> = vec![
+            b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+            Vec::new(),
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
+        ];
+        let mut kids = Vec::new();
+        for n in 1..=pages {
+            let content = format!(
+                "BT /F1 12 Tf 72 720 Td (page {n} granite) Tj ET BT /F1 12 Tf 72 700 Td (left) Tj ET BT /F1 12 Tf 300 700 Td (right) Tj ET"
+            );
+            let page = objects.len() + 1;
+            kids.push(format!("{page} 0 R"));
+            objects.push(format!("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {} 0 R >>", page + 1).into_bytes());
+            objects
+                .push(format!("<< /Length {} >>\nstream\n{content}\nendstream", content.len()).into_bytes());
+        }
+        objects[1] = format!("<< /Type /Pages /Kids [{}] /Count {pages} >>", kids.join(" ")).into_bytes();
+        let mut pdf = b"%PDF-1.4\n".to_vec();
+        let mut offsets = Vec::new();
+        for (i, body) in objects.iter().enumerate() {
+            offsets.push(pdf.len());
+            pdf.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+            pdf.extend_from_slice(body);
+            pdf.extend_from_slice(b"\nendobj\n");
+        }
+        let xref = pdf.len();
+        let size = objects.len() + 1;
+        pdf.extend_from_slice(format!("xref\n0 {size}\n0000000000 65535 f \n").as_bytes());
+        for offset in offsets {
+            pdf.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+        }
+        pdf.extend_from_slice(
+            format!("trailer\n<< /Size {size} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n").as_bytes(),
+        );
+        pdf
+    }
+
+    /// A document of `ONE_PASS_PAGES` pages is read one content-stream pass per page and
+    /// gives the words, lines and spaces the layout path gives one page shorter.
+    #[test]
+    fn a_long_document_is_read_in_one_pass_per_page_with_the_same_words() {
+        let long = run(&pdf_of_pages(ONE_PASS_PAGES));
+        let short = run(&pdf_of_pages(ONE_PASS_PAGES - 1));
+        let pages: Vec<&str> = long.text.split('\x0c').collect();
+        assert_eq!(
+            (pages.len(), long.pages),
+            (ONE_PASS_PAGES, Some(ONE_PASS_PAGES as u32))
+        );
+        assert_eq!(pages[0].trim(), "page 1 granite\nleft right");
+        assert_eq!(
+            pages[ONE_PASS_PAGES - 1].trim(),
+            format!("page {ONE_PASS_PAGES} granite\nleft right")
+        );
+        let words = |text: &str| text.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        let laid_out: Vec<String> = short.text.split('\x0c').flat_map(words).collect();
+        let one_pass: Vec<String> = pages[..ONE_PASS_PAGES - 1]
+            .iter()
+            .flat_map(|p| words(p))
+            .collect();
+        assert_eq!(one_pass, laid_out);
     }
 
     #[test]
