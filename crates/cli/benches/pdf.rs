@@ -603,7 +603,11 @@ fn wait_measured(mut cmd: Command) -> Option<Cost> {
     // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `pid` is our own child, not yet waited for; both pointers are live.
-    if unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } != pid {
+    // A run that failed is no measurement: it would count as a cheap one.
+    if unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } != pid
+        || !libc::WIFEXITED(status)
+        || libc::WEXITSTATUS(status) != 0
+    {
         return None;
     }
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;

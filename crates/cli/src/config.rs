@@ -64,9 +64,10 @@ pub struct Extraction {
     /// The second of those tools, where two are found, tried when the first
     /// fails ([`CommandExtractor::second_tries`]).
     pub second_tries: BTreeMap<String, Vec<String>>,
-    /// OCR for pictures and scanned PDF pages, when tesseract is installed and
-    /// `[extract] ocr_languages` is not empty.
-    pub ocr: Option<Ocr>,
+    /// `[extract] ocr_languages`: OCR is looked up when the extractor is made
+    /// ([`installed_ocr`]), so that commands that extract nothing never start
+    /// tesseract nor refuse a language it lacks.
+    pub ocr_languages: Option<Vec<String>>,
 }
 
 /// Legacy Office formats, read as Recoll reads them: through the tools of the
@@ -86,7 +87,7 @@ const LEGACY_OFFICE: [(&str, &[&[&str]]); 3] = [
 ];
 
 /// OCR through tesseract when it is on `PATH`, in `configured` languages (else
-/// English, else every language installed), drawing PDF pages with poppler's
+/// English, else the first language installed), drawing PDF pages with poppler's
 /// pdftoppm when that is on `PATH` too. A configured language that is not
 /// installed is refused; an empty list turns OCR off.
 fn installed_ocr(configured: Option<&[String]>, limits: &Limits) -> Result<Option<Ocr>, CliError> {
@@ -111,7 +112,8 @@ fn installed_ocr(configured: Option<&[String]>, limits: &Limits) -> Result<Optio
             wanted.to_vec()
         }
         None if installed.iter().any(|l| l == "eng") => vec!["eng".to_owned()],
-        None => installed,
+        // Not every pack at once: a full install would read each picture in a hundred.
+        None => installed.into_iter().take(1).collect(),
     };
     if languages.is_empty() {
         return Ok(None);
@@ -206,7 +208,7 @@ impl Extraction {
                 .map(|(ext, mut found)| (ext, found.swap_remove(0)))
                 .chain(f.commands)
                 .collect(),
-            ocr: installed_ocr(f.ocr_languages.as_deref(), &limits)?,
+            ocr_languages: f.ocr_languages.clone(),
             limits,
         })
     }
@@ -216,8 +218,9 @@ impl Extraction {
     /// binary unless `--in-process`.
     fn extractor(&self) -> Result<Arc<dyn Extractor>, CliError> {
         let mut built_in = self.built_in()?;
-        if let Some(ocr) = &self.ocr {
-            built_in = Arc::new(OcrExtractor::new(ocr.clone(), built_in));
+        if let Some(ocr) = installed_ocr(self.ocr_languages.as_deref(), &self.limits)? {
+            tracing::info!(target: super::logs::TARGET, event = "ocr", languages = ocr.languages().as_str(), "OCR through tesseract");
+            built_in = Arc::new(OcrExtractor::new(ocr, built_in));
         }
         if self.commands.is_empty() {
             return Ok(built_in);

@@ -89,7 +89,6 @@ pub fn started(command: &'static str, cfg: &Config) {
         extract_cpu_per_mib_ms = leasehold::clock::duration_ms(limits.cpu_time_per_mib),
         max_text = limits.max_output_bytes,
         isolated = cfg.extract.isolated,
-        ocr = cfg.extract.ocr.as_ref().map(|ocr| ocr.languages()).unwrap_or_default().as_str(),
         "{command} started"
     );
 }

@@ -137,10 +137,10 @@ impl Extractor for CommandExtractor {
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// A private temporary copy of the document, removed on drop.
-struct TempDoc(PathBuf);
+pub(crate) struct TempDoc(PathBuf);
 
 impl TempDoc {
-    fn write(bytes: &[u8]) -> io::Result<TempDoc> {
+    pub(crate) fn write(bytes: &[u8]) -> io::Result<TempDoc> {
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!("leasehold-doc-{}-{seq}", std::process::id()));
         let mut f = crate::portable::private_open(OpenOptions::new().write(true).create_new(true), 0o600)
@@ -151,13 +151,19 @@ impl TempDoc {
     }
 }
 
+impl TempDoc {
+    /// Where the copy is, for a command's argument.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
 impl Drop for TempDoc {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
 }
 
-/// Run `argv` on the document under `limits`; its standard output is the text.
 /// What a converter that exits 0 with no text means.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Silence {
@@ -168,6 +174,7 @@ pub(crate) enum Silence {
     WithComplaintFails,
 }
 
+/// Run `argv` on the document under `limits`; its standard output is the text.
 fn run_converter(
     argv: &[String],
     bytes: &[u8],

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use leasehold::extract::{has_a_word, image_kind, ocr_note};
 
-use super::command::{run_command, Silence};
+use super::command::{run_command, Silence, TempDoc};
 use super::{ExtractError, Extracted, Extractor, LimitKind, Limits};
 
 /// The long side, in pixels, of a PDF page drawn for OCR: an A4 page at
@@ -27,6 +27,11 @@ const PAGE_PIXELS: u32 = 3508;
 /// with 3, 0.976 with 4; OCRmyPDF's two-column English test scan 0.964 with
 /// 3, 0.963 with 4.
 const PAGE_SEGMENTATION: &str = "4";
+
+/// At most this many pages of one PDF are OCR'd (a page takes seconds): a
+/// thousand-page scan is read in part, and its note says so, rather than
+/// holding a worker for an hour; a hostile PDF of empty pages costs no more.
+const MAX_OCR_PAGES: usize = 200;
 
 /// How long `tesseract --list-langs` may take at start.
 const LIST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -96,15 +101,18 @@ impl Ocr {
         Ok(String::from_utf8_lossy(&text).into_owned())
     }
 
-    /// Page `number` (from 1) of `pdf` drawn as a grey PNG.
+    /// Page `number` (from 1) of the PDF at `pdf` (`size` bytes, written once for
+    /// all its pages) drawn as a grey PNG.
     fn draw_page(
         &self,
         pdftoppm: &str,
-        pdf: &[u8],
+        pdf: &TempDoc,
+        size: u64,
         number: usize,
         stop: &AtomicBool,
     ) -> Result<Vec<u8>, ExtractError> {
         let page = number.to_string();
+        let path = pdf.path().display().to_string();
         let argv: Vec<String> = [
             pdftoppm,
             "-f",
@@ -115,43 +123,58 @@ impl Ocr {
             &PAGE_PIXELS.to_string(),
             "-gray",
             "-png",
-            "{}",
+            &path,
         ]
         .map(String::from)
         .into();
-        run_command(
-            &argv,
-            pdf,
-            &self.limits.for_input(pdf.len() as u64),
-            Silence::IsNoText,
-            stop,
-        )
+        run_command(&argv, b"", &self.limits.for_input(size), Silence::IsNoText, stop)
     }
 
-    /// `text` (a PDF's pages joined by form feeds) with each page that has no
-    /// word read by OCR; the note's addition, or `None` when no page needed it.
+    /// `text` (a PDF's `pages` pages joined by form feeds) with each page that
+    /// has no word read by OCR, the first [`MAX_OCR_PAGES`] of them; the note's
+    /// addition, or `None` when no page needed it (or the pages cannot be told
+    /// apart: a form feed inside a page's text). A page OCR fails on keeps its
+    /// text layer and is counted in the note: the rest of the PDF is not lost
+    /// for it.
     fn fill_pages(
         &self,
         pdf: &[u8],
+        pages: Option<u32>,
         text: &mut String,
         stop: &AtomicBool,
     ) -> Result<Option<String>, ExtractError> {
         let Some(pdftoppm) = self.pdftoppm.as_deref() else {
             return Ok(None);
         };
-        let mut pages: Vec<String> = text.split('\x0c').map(str::to_owned).collect();
-        let blank: Vec<usize> = (0..pages.len()).filter(|&i| !has_a_word(&pages[i])).collect();
+        let mut texts: Vec<String> = text.split('\x0c').map(str::to_owned).collect();
+        if pages.is_some_and(|n| n as usize != texts.len()) {
+            return Ok(None);
+        }
+        let blank: Vec<usize> = (0..texts.len()).filter(|&i| !has_a_word(&texts[i])).collect();
         if blank.is_empty() {
             return Ok(None);
         }
-        for &i in &blank {
+        let copy = TempDoc::write(pdf).map_err(|e| ExtractError::Unavailable {
+            reason: format!("cannot write a copy of the PDF for OCR: {e}"),
+        })?;
+        let (mut read, mut failed) = (0, 0);
+        for &i in blank.iter().take(MAX_OCR_PAGES) {
             if stop.load(Ordering::Relaxed) {
                 return Err(ExtractError::Stopped);
             }
-            let picture = self.draw_page(pdftoppm, pdf, i + 1, stop)?;
-            pages[i] = self.read_picture(&picture, stop)?;
+            let page = self
+                .draw_page(pdftoppm, &copy, pdf.len() as u64, i + 1, stop)
+                .and_then(|picture| self.read_picture(&picture, stop));
+            match page {
+                Ok(page) => {
+                    texts[i] = page;
+                    read += 1;
+                }
+                Err(ExtractError::Stopped) => return Err(ExtractError::Stopped),
+                Err(_) => failed += 1,
+            }
         }
-        *text = pages.join("\x0c");
+        *text = texts.join("\x0c");
         if text.len() as u64 > self.limits.max_output_bytes {
             return Err(ExtractError::Limit {
                 what: LimitKind::Output {
@@ -159,12 +182,17 @@ impl Ocr {
                 },
             });
         }
-        Ok(Some(format!(
-            "{} on {} of {} pages",
-            ocr_note(&self.languages),
-            blank.len(),
-            pages.len()
-        )))
+        let mut note = format!("{} on {read} of {} pages", ocr_note(&self.languages), texts.len());
+        if failed > 0 {
+            note.push_str(&format!(" ({failed} failed)"));
+        }
+        if blank.len() > MAX_OCR_PAGES {
+            note.push_str(&format!(
+                " (the first {MAX_OCR_PAGES} of {} without text)",
+                blank.len()
+            ));
+        }
+        Ok(Some(note))
     }
 }
 
@@ -196,7 +224,7 @@ impl Extractor for OcrExtractor {
         }
         let mut done = self.inner.extract_noted(name, bytes, stop)?;
         if bytes.starts_with(b"%PDF-") {
-            if let Some(added) = self.ocr.fill_pages(bytes, &mut done.text, stop)? {
+            if let Some(added) = self.ocr.fill_pages(bytes, done.pages, &mut done.text, stop)? {
                 done.note = Some(match done.note {
                     Some(note) => format!("{note}, {added}"),
                     None => added,
@@ -294,6 +322,19 @@ mod tests {
             err.to_string()
                 .ends_with("exited with status 1 (Error during processing.)"),
             "{err}"
+        );
+
+        // In a PDF, a page OCR fails on keeps its text layer: the document is not lost.
+        let failing = script(dir.path(), "failing", "exit 1");
+        let pdftoppm = script(dir.path(), "pdftoppm", "printf 'page %s' \"$2\"");
+        let ocr = Ocr::new(failing, Some(pdftoppm), vec!["eng".into()], Limits::default());
+        let done = OcrExtractor::new(ocr, Arc::new(Fixed("first\x0c ")))
+            .extract_noted("a.pdf", b"%PDF-1.7", &AtomicBool::new(false))
+            .unwrap();
+        assert_eq!(done.text, "first\x0c ");
+        assert_eq!(
+            done.note.as_deref(),
+            Some("OCR by tesseract (eng) on 0 of 2 pages (1 failed)")
         );
     }
 }

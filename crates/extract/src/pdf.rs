@@ -379,6 +379,12 @@ mod tests {
             b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
             info.to_vec(),
         ];
+        assemble(&objects, "/Info 6 0 R")
+    }
+
+    /// A PDF file of `objects` (numbered from 1, the first the catalog) with its
+    /// cross-reference table, and `trailer` added to the trailer's dictionary.
+    fn assemble(objects: &[Vec<u8>], trailer: &str) -> Vec<u8> {
         let mut pdf = b"%PDF-1.4\n".to_vec();
         let mut offsets = Vec::new();
         for (i, body) in objects.iter().enumerate() {
@@ -394,7 +400,7 @@ mod tests {
             pdf.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
         }
         let trailer =
-            format!("trailer\n<< /Size {size} /Root 1 0 R /Info 6 0 R >>\nstartxref\n{xref}\n%%EOF\n");
+            format!("trailer\n<< /Size {size} /Root 1 0 R {trailer} >>\nstartxref\n{xref}\n%%EOF\n");
         pdf.extend_from_slice(trailer.as_bytes());
         pdf
     }
@@ -423,24 +429,7 @@ mod tests {
                 .push(format!("<< /Length {} >>\nstream\n{content}\nendstream", content.len()).into_bytes());
         }
         objects[1] = format!("<< /Type /Pages /Kids [{}] /Count {pages} >>", kids.join(" ")).into_bytes();
-        let mut pdf = b"%PDF-1.4\n".to_vec();
-        let mut offsets = Vec::new();
-        for (i, body) in objects.iter().enumerate() {
-            offsets.push(pdf.len());
-            pdf.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
-            pdf.extend_from_slice(body);
-            pdf.extend_from_slice(b"\nendobj\n");
-        }
-        let xref = pdf.len();
-        let size = objects.len() + 1;
-        pdf.extend_from_slice(format!("xref\n0 {size}\n0000000000 65535 f \n").as_bytes());
-        for offset in offsets {
-            pdf.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
-        }
-        pdf.extend_from_slice(
-            format!("trailer\n<< /Size {size} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n").as_bytes(),
-        );
-        pdf
+        assemble(&objects, "")
     }
 
     /// A document of `ONE_PASS_PAGES` pages is read one content-stream pass per page and

@@ -3,7 +3,6 @@
 //! on `PATH`, it reads pictures and the scanned pages of a PDF; without it,
 //! those are kept as "no text" saying what would read them.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::common::output::{json, ok, stdout};
@@ -144,6 +143,7 @@ fn without_tesseract_pictures_are_kept_as_no_text_saying_what_would_read_them() 
 
 #[test]
 fn a_language_tesseract_does_not_have_is_refused_at_start() {
+    assert!(installed("tesseract"), ".ci/run installs tesseract-ocr");
     let dir = tempfile::tempdir().unwrap();
     let docs = corpus(dir.path());
     let config = config(dir.path(), "ocr_languages = [\"eng\", \"tlh\"]");
@@ -159,7 +159,7 @@ fn a_language_tesseract_does_not_have_is_refused_at_start() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
-        said.contains("[extract] ocr_languages: tesseract has no tlh (it has: eng, kor)"),
+        said.contains("[extract] ocr_languages: tesseract has no tlh (it has: "),
         "{said}"
     );
     assert!(out.stdout.is_empty());
@@ -167,8 +167,10 @@ fn a_language_tesseract_does_not_have_is_refused_at_start() {
 
 /// A PNG that claims 20,000 × 20,000 grey pixels: 400 MB once inflated, from
 /// a file of 390 KB. tesseract's reader fails at the memory limit and the
-/// document is dead with its words; the picture beside it is read.
+/// document is dead with its words; the picture beside it is read. Linux only:
+/// macOS does not enforce the memory limit (`RLIMIT_AS`).
 #[test]
+#[cfg(target_os = "linux")]
 fn a_picture_bomb_ends_dead_at_the_memory_limit() {
     let dir = tempfile::tempdir().unwrap();
     let docs = dir.path().join("docs");
@@ -202,7 +204,9 @@ fn a_picture_bomb_ends_dead_at_the_memory_limit() {
 }
 
 /// A grey PNG of `side` × `side` zero pixels, compressed as far as zlib goes.
+#[cfg(target_os = "linux")]
 fn png_bomb(side: u32) -> Vec<u8> {
+    use std::io::Write;
     fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
         out.extend_from_slice(&(data.len() as u32).to_be_bytes());
         let mut crc = flate2::Crc::new();
