@@ -206,6 +206,29 @@ pub fn leasehold(data: &std::path::Path, args: &[&str]) -> std::process::Output 
         .expect("run leasehold")
 }
 
+/// `leasehold run DOCS --json` on `data` with `PATH` only `path` (the tools a
+/// test lends it, or none at all), and the run's JSON summary.
+pub fn run_with_path(
+    data: &std::path::Path,
+    docs: &std::path::Path,
+    path: &std::path::Path,
+) -> serde_json::Value {
+    let run = leasehold_command(data)
+        .args(["run", docs.to_str().expect("a UTF-8 path"), "--json"])
+        .env("PATH", path)
+        .output()
+        .expect("run leasehold");
+    output::json(run)
+}
+
+/// The file `program` in the first of `PATH`'s directories that has it.
+pub fn on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|file| file.is_file())
+}
+
 /// Overwrite the first 2,000 bytes (header and cell pointers) of one b-tree
 /// leaf page of `table` in the SQLite file at `db`, found through `dbstat`
 /// after a checkpoint: page-level damage, which SQLite reports as a corrupt

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::common::output::{json, ok, stdout};
-use crate::common::{leasehold, leasehold_command};
+use crate::common::{leasehold, on_path, run_with_path};
 
 /// Real files: a document saved as Word 97-2003 (olefile's test file), a
 /// workbook saved as Excel 97-2003 and a deck saved as PowerPoint 97-2003
@@ -25,8 +25,7 @@ fn corpus(dir: &Path) -> std::path::PathBuf {
 fn legacy_office_files_are_read_through_the_installed_converters() {
     for program in ["antiword", "xls2csv", "catppt"] {
         assert!(
-            std::env::var_os("PATH")
-                .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file())),
+            on_path(program).is_some(),
             "{program} is not installed: .ci/run installs antiword and catdoc"
         );
     }
@@ -60,12 +59,7 @@ fn without_the_converters_a_legacy_file_says_what_would_read_it() {
     let dir = tempfile::tempdir().unwrap();
     let docs = corpus(dir.path());
     let data = dir.path().join("data");
-    let out = leasehold_command(&data)
-        .args(["run", docs.to_str().unwrap(), "--json"])
-        .env("PATH", dir.path().join("no-tools"))
-        .output()
-        .unwrap();
-    let summary = json(out);
+    let summary = run_with_path(&data, &docs, &dir.path().join("no-tools"));
     assert_eq!(
         (&summary["indexed"], &summary["dead"]),
         (&0.into(), &3.into()),
@@ -145,10 +139,7 @@ fn catdoc_reads_a_word_file_antiword_fails_on() {
     let docs = corpus(dir.path());
     let tools = dir.path().join("tools");
     std::fs::create_dir_all(&tools).unwrap();
-    let catdoc = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("catdoc"))
-        .find(|p| p.is_file())
-        .expect("catdoc is installed: .ci/run installs it");
+    let catdoc = on_path("catdoc").expect("catdoc is installed: .ci/run installs it");
     std::os::unix::fs::symlink(catdoc, tools.join("catdoc")).unwrap();
     let antiword = tools.join("antiword");
     std::fs::write(
@@ -158,12 +149,7 @@ fn catdoc_reads_a_word_file_antiword_fails_on() {
     .unwrap();
     std::fs::set_permissions(&antiword, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let data = dir.path().join("data");
-    let out = leasehold_command(&data)
-        .args(["run", docs.to_str().unwrap(), "--json"])
-        .env("PATH", &tools)
-        .output()
-        .unwrap();
-    let summary = json(out);
+    let summary = run_with_path(&data, &docs, &tools);
     assert_eq!(summary["failures"].as_array().unwrap().len(), 2, "{summary}");
     assert!(
         !summary["failures"].to_string().contains("word-97.doc"),

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::output::{json, ok, stdout};
-use crate::common::{leasehold, leasehold_command};
+use crate::common::{leasehold, on_path, run_with_path};
 
 /// Real pictures and a real scan (tests/fixtures/README.md): a typewritten
 /// recipe (PNG), a map (JPEG), a Korean notice scanned black and white (TIFF),
@@ -49,7 +49,7 @@ fn names(out: std::process::Output) -> Vec<String> {
 }
 
 fn installed(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+    on_path(program).is_some()
 }
 
 #[test]
@@ -100,12 +100,7 @@ fn without_tesseract_pictures_are_kept_as_no_text_saying_what_would_read_them() 
     let dir = tempfile::tempdir().unwrap();
     let docs = corpus(dir.path());
     let data = dir.path().join("data");
-    let out = leasehold_command(&data)
-        .args(["run", docs.to_str().unwrap(), "--json"])
-        .env("PATH", dir.path().join("no-tools"))
-        .output()
-        .unwrap();
-    let summary = json(out);
+    let summary = run_with_path(&data, &docs, &dir.path().join("no-tools"));
     assert_eq!(
         (&summary["indexed"], &summary["dead"]),
         (&4.into(), &0.into()),
