@@ -55,15 +55,10 @@ pub struct Config {
 pub struct Extraction {
     pub isolated: bool,
     pub limits: Limits,
-    /// External converters by extension: `[extract.commands]`, and the legacy
-    /// Office tools found on `PATH` for the extensions it leaves out.
+    /// External converters by extension: `[extract.commands]`. The legacy
+    /// Office tools on `PATH` join them when the extractor is made
+    /// ([`installed_converters`]), as OCR does.
     pub commands: BTreeMap<String, Vec<String>>,
-    /// The extensions whose converter was found on `PATH`: it takes OLE
-    /// compound files only ([`CommandExtractor::compound_files_only`]).
-    pub installed: Vec<String>,
-    /// The second of those tools, where two are found, tried when the first
-    /// fails ([`CommandExtractor::second_tries`]).
-    pub second_tries: BTreeMap<String, Vec<String>>,
     /// `[extract] ocr_languages`: OCR is looked up when the extractor is made
     /// ([`installed_ocr`]), so that commands that extract nothing never start
     /// tesseract nor refuse a language it lacks.
@@ -184,7 +179,6 @@ impl Extraction {
             Some(given) => checked_input_limit(given, memory, || memory_origin(w, &f, file_path))?,
             None => default_input_limit(memory),
         };
-        let installed = installed_converters(&f.commands);
         let limits = Limits {
             deadline: w.extract_timeout.unwrap_or(f.timeout),
             deadline_per_mib: w.extract_timeout_per_mib.unwrap_or(f.timeout_per_mib),
@@ -198,17 +192,8 @@ impl Extraction {
         Ok(Extraction {
             // Children need unix (extract::isolated): elsewhere in-process.
             isolated: f.isolation && !w.in_process && cfg!(unix),
-            installed: installed.keys().cloned().collect(),
-            second_tries: installed
-                .iter()
-                .filter_map(|(ext, found)| Some((ext.clone(), found.get(1)?.clone())))
-                .collect(),
-            commands: installed
-                .into_iter()
-                .map(|(ext, mut found)| (ext, found.swap_remove(0)))
-                .chain(f.commands)
-                .collect(),
-            ocr_languages: f.ocr_languages.clone(),
+            commands: f.commands,
+            ocr_languages: f.ocr_languages,
             limits,
         })
     }
@@ -222,14 +207,25 @@ impl Extraction {
             tracing::info!(target: super::logs::TARGET, event = "ocr", languages = ocr.languages().as_str(), "OCR through tesseract");
             built_in = Arc::new(OcrExtractor::new(ocr, built_in));
         }
-        if self.commands.is_empty() {
+        // Each legacy Office extension's first tool reads it, OLE files only;
+        // its second, where there is one, is tried when the first fails.
+        let installed = installed_converters(&self.commands);
+        if self.commands.is_empty() && installed.is_empty() {
             return Ok(built_in);
         }
-        let commands = self.commands.clone();
+        let compound_only: Vec<String> = installed.keys().cloned().collect();
+        let mut commands = self.commands.clone();
+        let mut second = BTreeMap::new();
+        for (ext, mut found) in installed {
+            if found.len() > 1 {
+                second.insert(ext.clone(), found.remove(1));
+            }
+            commands.insert(ext, found.swap_remove(0));
+        }
         Ok(Arc::new(
             CommandExtractor::new(commands, self.limits.clone(), built_in)
-                .compound_files_only(self.installed.iter().cloned())
-                .second_tries(self.second_tries.clone()),
+                .compound_files_only(compound_only)
+                .second_tries(second),
         ))
     }
 

@@ -260,8 +260,9 @@ struct TextOut {
     title_text: TitleText,
     /// The first `<meta name="author">`'s content, once one is met.
     author: Option<TitleText>,
-    /// The root `<html>` element's `lang`, once it is met.
-    language: Option<String>,
+    /// The root `<html>` element's `lang` once that element is met (`Some(None)`:
+    /// met, without a language one can read).
+    language: Option<Option<String>>,
 }
 
 /// Where the tokenizer is relative to the page's title: the first `<title>` counts.
@@ -365,7 +366,7 @@ impl TextOut {
             return;
         }
         let lang = tag.attrs.iter().find(|a| &*a.name.local == "lang");
-        self.language = Some(lang.and_then(|a| clean_language(&a.value)).unwrap_or_default());
+        self.language = Some(lang.and_then(|a| clean_language(&a.value)));
     }
 
     /// A raw-text element `name` has started: if it is the page's first `<title>` outside
@@ -449,7 +450,7 @@ impl TextOut {
             text: self.text,
             title: self.title_text.finish(),
             author: self.author.and_then(TitleText::finish),
-            language: self.language.filter(|l| !l.is_empty()),
+            language: self.language.flatten(),
         }
     }
 }

@@ -146,18 +146,23 @@ impl Ocr {
         let Some(pdftoppm) = self.pdftoppm.as_deref() else {
             return Ok(None);
         };
+        // Looked at in place: most PDFs have no blank page, and their text is
+        // the worker's to hold, not copied here.
+        let count = text.split('\x0c').count();
+        let blank: Vec<usize> = text
+            .split('\x0c')
+            .enumerate()
+            .filter(|(_, page)| !has_a_word(page))
+            .map(|(i, _)| i)
+            .collect();
+        if blank.is_empty() || pages.is_some_and(|n| n as usize != count) {
+            return Ok(None);
+        }
         let mut texts: Vec<String> = text.split('\x0c').map(str::to_owned).collect();
-        if pages.is_some_and(|n| n as usize != texts.len()) {
-            return Ok(None);
-        }
-        let blank: Vec<usize> = (0..texts.len()).filter(|&i| !has_a_word(&texts[i])).collect();
-        if blank.is_empty() {
-            return Ok(None);
-        }
         let copy = TempDoc::write(pdf).map_err(|e| ExtractError::Unavailable {
             reason: format!("cannot write a copy of the PDF for OCR: {e}"),
         })?;
-        let (mut read, mut failed) = (0, 0);
+        let (mut read, mut failed, mut total) = (0, 0, text.len());
         for &i in blank.iter().take(MAX_OCR_PAGES) {
             if stop.load(Ordering::Relaxed) {
                 return Err(ExtractError::Stopped);
@@ -167,6 +172,11 @@ impl Ocr {
                 .and_then(|picture| self.read_picture(&picture, stop));
             match page {
                 Ok(page) => {
+                    // The cap is held page by page, not once all are read.
+                    total = total - texts[i].len() + page.len();
+                    if total as u64 > self.limits.max_output_bytes {
+                        return Err(over_cap(&self.limits));
+                    }
                     texts[i] = page;
                     read += 1;
                 }
@@ -175,13 +185,6 @@ impl Ocr {
             }
         }
         *text = texts.join("\x0c");
-        if text.len() as u64 > self.limits.max_output_bytes {
-            return Err(ExtractError::Limit {
-                what: LimitKind::Output {
-                    cap: self.limits.max_output_bytes,
-                },
-            });
-        }
         let mut note = format!("{} on {read} of {} pages", ocr_note(&self.languages), texts.len());
         if failed > 0 {
             note.push_str(&format!(" ({failed} failed)"));
@@ -193,6 +196,15 @@ impl Ocr {
             ));
         }
         Ok(Some(note))
+    }
+}
+
+/// The text cap of `limits`, passed.
+fn over_cap(limits: &Limits) -> ExtractError {
+    ExtractError::Limit {
+        what: LimitKind::Output {
+            cap: limits.max_output_bytes,
+        },
     }
 }
 

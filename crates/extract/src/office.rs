@@ -112,7 +112,7 @@ fn core_properties(
 ) -> Result<Meta, ExtractError> {
     let mut container = Container::open(bytes, format, max_inflated)?;
     let core = container.metadata(CORE_XML, stop)?;
-    let extended = title::lookup(container.metadata(APP_XML, stop))?;
+    let extended = container.metadata(APP_XML, stop)?;
     Ok(core.or(Meta {
         pages: extended.pages,
         ..Meta::default()

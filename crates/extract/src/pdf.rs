@@ -178,7 +178,7 @@ fn with_pdf_oxide(bytes: &[u8], stop: &AtomicBool) -> Result<PdfText, ExtractErr
 /// The catalog's `/Lang` (the document's natural language, ISO 32000-2, 14.9.2) through
 /// pdf_oxide, as `clean_language` reads it.
 fn oxide_language(doc: &pdf_oxide::PdfDocument) -> Option<String> {
-    let root = doc.resolve_object(doc.trailer().as_dict()?.get("Root")?).ok()?;
+    let root = doc.catalog().ok()?;
     let lang = doc.resolve_object(root.as_dict()?.get("Lang")?).ok()?;
     clean_language(&text_string(lang.as_string()?)?)
 }
