@@ -48,6 +48,8 @@ pub(super) fn extract(
     max_text: u64,
     stop: &AtomicBool,
 ) -> Result<Decoded, ExtractError> {
+    let unwrapped = from_mailbox(bytes);
+    let bytes = unwrapped.as_deref().unwrap_or(bytes);
     let message = match parse(bytes)? {
         Some(message) => message,
         // Headers were all it lacked: read it as the text it is.
@@ -71,6 +73,20 @@ pub(super) fn extract(
         ..Meta::default()
     };
     Ok(Decoded::described(out, meta))
+}
+
+/// A message cut from a mailbox (a message of an mbox, or one saved with its
+/// envelope) starts with the mailbox's `From ` line and has the lines of its own
+/// that start so escaped (`>From `): the message without the one and with the others
+/// as written, as mail-parser's mbox reader gives it. `None` for a bare message.
+fn from_mailbox(bytes: &[u8]) -> Option<Vec<u8>> {
+    if !bytes.starts_with(b"From ") {
+        return None;
+    }
+    let message = mail_parser::mailbox::mbox::MessageIterator::new(bytes)
+        .next()?
+        .ok()?;
+    Some(message.unwrap_contents())
 }
 
 /// The message in `bytes`, or `None` when it has none of [`MESSAGE_HEADERS`]; a chain
@@ -270,6 +286,21 @@ mod tests {
         assert_eq!(read.title.as_deref(), Some("Die Hasen und die Frösche"));
         assert_eq!(read.author.as_deref(), Some("Doug Sauder"));
         assert_eq!(read.date.as_deref(), Some("2000-05-19"));
+    }
+
+    /// A message cut from a mailbox: its envelope line is not a header, and its
+    /// escaped `>From ` lines read as written.
+    #[test]
+    fn a_message_from_a_mailbox_loses_its_envelope_and_escapes() {
+        let bytes = b"From ann@example.org Tue Jul 23 19:39:23 2002\n\
+                      From: Ann <ann@example.org>\nSubject: Harbour tides\n\n\
+                      The tide turns at noon.\n>From the pier, wave.\n>>From quoted\n";
+        let read = run(bytes).unwrap();
+        assert_eq!(read.title.as_deref(), Some("Harbour tides"));
+        assert_eq!(read.author.as_deref(), Some("Ann"));
+        assert!(read.text.contains("\nFrom the pier, wave."), "{}", read.text);
+        assert!(read.text.contains("\n>From quoted"), "{}", read.text);
+        assert!(!read.text.contains("19:39:23"), "{}", read.text);
     }
 
     /// An HTML body is read as text; a DOCX attached is read by its own format; a
