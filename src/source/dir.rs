@@ -27,6 +27,7 @@ use crate::store::{NewDoc, Store};
 
 mod changed;
 mod known;
+mod mailbox;
 
 use known::{KnownInRange, ScanState};
 
@@ -47,6 +48,8 @@ pub struct DirSource {
     /// paths relative to the root, the root's full path when the folder is
     /// one of several a store indexes ([`DirSource::keyed_by_full_path`]).
     key_prefix: String,
+    /// Where the messages of the mailboxes read last lie, for fetching them.
+    mailboxes: mailbox::MailboxIndexes,
 }
 
 /// leasehold's own files, never taken as documents when they lie inside the
@@ -139,6 +142,7 @@ impl DirSource {
             include_hidden: false,
             excluded: Excluded::default(),
             key_prefix: String::new(),
+            mailboxes: Default::default(),
         })
     }
 
@@ -234,16 +238,22 @@ impl DirSource {
         let mut scan = ScanState::new(store, self);
         let mut report = Discovered::default();
         let mut batch = Vec::with_capacity(SCAN_BATCH);
-        let mut skipped = Vec::new();
+        let (mut skipped, mut mailbox_notes) = (Vec::new(), Vec::new());
         for entry in self.walk(&mut skipped) {
-            batch.push(entry);
-            if batch.len() == SCAN_BATCH {
-                let known = |keys: &[&str]| scan.known_for(keys, false);
-                self.record_batch(store, &mut batch, known, max_bytes, &mut report)?;
+            for entry in self
+                .documents_of(store, entry, max_bytes, &mut mailbox_notes)?
+                .entries
+            {
+                batch.push(entry);
+                if batch.len() == SCAN_BATCH {
+                    let known = |keys: &[&str]| scan.known_for(keys, false);
+                    self.record_batch(store, &mut batch, known, max_bytes, &mut report)?;
+                }
             }
         }
         let known = |keys: &[&str]| scan.known_for(keys, true);
         self.record_batch(store, &mut batch, known, max_bytes, &mut report)?;
+        skipped.append(&mut mailbox_notes);
         // A part of the tree that could not be read is not a part that is gone:
         // only a complete walk may mark documents removed.
         let walk_failed = skipped.iter().any(|s| s.starts_with(WALK_ERROR));
@@ -272,7 +282,10 @@ impl DirSource {
         let (mut unchanged, mut changed, mut relinked) = (0, Vec::new(), Vec::new());
         let mut stats = Stats::default();
         for e in batch.drain(..) {
-            let (stat, meta) = self.fingerprint(&e, &mut stats);
+            let (stat, meta) = match &e.message {
+                Some(message) => (message.stat.clone(), None),
+                None => self.fingerprint(&e, &mut stats),
+            };
             let stored = known.get(&e.key);
             let same =
                 stored.is_some_and(|k| k.stat == stat && (k.hashed || !fits(meta.as_ref(), max_bytes)));
@@ -283,7 +296,13 @@ impl DirSource {
                 }
                 unchanged += 1;
             } else {
-                let version = self.version_of(&e, &stat, meta.as_ref(), max_bytes);
+                let version = match &e.message {
+                    // A message whose mailbox was not read (its first message
+                    // says it did not change) but whose own row was written
+                    // under another fingerprint, by a scan cut short: read again.
+                    Some(message) => message.version.clone().unwrap_or_else(|| format!("stat:{stat}")),
+                    None => self.version_of(&e, &stat, meta.as_ref(), max_bytes),
+                };
                 changed.push(NewDoc::new(e.key, version).with_stat(stat));
             }
         }
@@ -375,6 +394,7 @@ impl DirSource {
             key: self.key_of(rel),
             path: entry.path().to_path_buf(),
             link,
+            message: None,
         })
     }
 
@@ -494,6 +514,11 @@ fn fits(meta: Option<&FileStat>, max_bytes: u64) -> bool {
 impl Source for DirSource {
     fn fetch(&self, key: &str, max_bytes: u64) -> std::result::Result<Vec<u8>, SourceError> {
         let path = self.path_of(key)?;
+        if let Some((mailbox, n)) = mailbox::message_path(&path) {
+            if let Some(bytes) = self.fetch_message(key, mailbox, n, max_bytes)? {
+                return Ok(bytes);
+            }
+        }
         let opened = self.open_inside(&path).map_err(|e| e.for_document(key, &path))?;
         let Some(file) = opened else {
             return Err(SourceError::OutsideRoot { key: key.to_owned() });
@@ -533,14 +558,16 @@ impl Source for DirSource {
 }
 
 /// The order a directory's entries are walked in: by name, a directory's
-/// name taken with the separator after it. Siblings then come in the byte
+/// name (and a mailbox's, whose messages are keyed below it as a
+/// directory's files are) taken with the separator after it. Siblings then come in the byte
 /// order of their keys (`a-b`, `a.txt`, then `a/…`, where sorting by name
 /// alone would walk `a/…` before `a-b`), and so does the whole walk, which
 /// `dir/known.rs` reads the store beside. Names hold no separator, so two
 /// keys are decided within the first component where they differ.
 fn walk_order(a: &walkdir::DirEntry, b: &walkdir::DirEntry) -> std::cmp::Ordering {
     fn with_separator(e: &walkdir::DirEntry) -> impl Iterator<Item = u8> + '_ {
-        let sep = e.file_type().is_dir().then_some(std::path::MAIN_SEPARATOR as u8);
+        let below = e.file_type().is_dir() || mailbox::is_mailbox_name(name_bytes(e));
+        let sep = below.then_some(std::path::MAIN_SEPARATOR as u8);
         name_bytes(e).iter().copied().chain(sep)
     }
     with_separator(a).cmp(with_separator(b))
@@ -670,11 +697,20 @@ const WALK_ERROR: &str = "unreadable, nothing marked removed: ";
 /// How many files a scan compares and records per transaction.
 const SCAN_BATCH: usize = 1000;
 
-/// One file found by a scan.
+/// One file found by a scan, or one message of a mailbox file.
 struct Entry {
     key: String,
+    /// The file (a message's: its mailbox).
     path: PathBuf,
     link: Link,
+    /// Set for a message of a mailbox (`dir/mailbox.rs`).
+    message: Option<MessageVersion>,
+}
+
+/// A mailbox message's fingerprint, and its version when its mailbox was read.
+struct MessageVersion {
+    stat: String,
+    version: Option<String>,
 }
 
 /// The path relative to the root that document `key` names ([`key_for`]

@@ -59,6 +59,8 @@ impl DirSource {
         let mut batch = Vec::with_capacity(SCAN_BATCH.min(paths.len()));
         let mut removed = Vec::new();
         let mut skipped = Vec::new();
+        // Mailboxes read, with their message count: the messages past it are gone.
+        let mut lost_messages = Vec::new();
         for path in paths {
             if !self.concerns(path) {
                 continue;
@@ -76,14 +78,24 @@ impl DirSource {
                     continue;
                 }
             }
+            let (mut read_mailboxes, mut notes) = (Vec::new(), Vec::new());
             for entry in self.walk_from(path, &mut skipped) {
-                batch.push(entry);
-                if batch.len() == SCAN_BATCH {
-                    self.record_batch(store, &mut batch, by_key(store), max_bytes, &mut report)?;
+                let documents = self.documents_of(store, entry, max_bytes, &mut notes)?;
+                read_mailboxes.extend(documents.read_mailbox);
+                for entry in documents.entries {
+                    batch.push(entry);
+                    if batch.len() == SCAN_BATCH {
+                        self.record_batch(store, &mut batch, by_key(store), max_bytes, &mut report)?;
+                    }
                 }
             }
+            skipped.append(&mut notes);
+            lost_messages.append(&mut read_mailboxes);
         }
         self.record_batch(store, &mut batch, by_key(store), max_bytes, &mut report)?;
+        for (mailbox, count) in lost_messages {
+            report.gone += self.forget_messages_after(store, &mailbox, count)?;
+        }
         report.skipped = skipped;
         if !removed.is_empty() {
             let (keys, prefixes) = removed_keys(&removed, self.key_prefix());

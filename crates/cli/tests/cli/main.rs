@@ -28,6 +28,7 @@ mod crash;
 mod doctor;
 mod extract_encodings;
 mod extract_legacy;
+mod extract_mailbox;
 mod extract_ocr;
 mod extract_titles;
 mod faults;

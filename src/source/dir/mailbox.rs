@@ -1,0 +1,706 @@
+//! Mailboxes: an mbox file is read as a folder of messages, each message a
+//! document of its own, keyed `<mailbox key>/<n>.eml` (`n` counting from 1
+//! in file order), so a search finds the message and not a 2 GB file, and a
+//! message that fails costs the mailbox nothing else.
+//!
+//! A file is a mailbox by its name (`*.mbox`, `*.mbx`, or `mbox` itself, as
+//! inside the folders Apple Mail exports) and by its first line (`From `);
+//! a file so named that does not start like a mailbox is an ordinary
+//! document. Messages are split where a line starts with `From ` (the mbox
+//! convention that every writer escapes, as `>From `, inside a message); the
+//! extractor takes the separator line off and undoes the escaping.
+//!
+//! The walk yields a mailbox where a directory of that name would be, and
+//! its messages in the byte order of their keys, so the scan reads the
+//! store's rows beside them as it does a directory's (`known.rs`). Each
+//! message's fingerprint is the mailbox's with the message count after it,
+//! the same for all of them: when the first message's stored fingerprint is
+//! the mailbox's present one, the mailbox has not changed and its messages
+//! are listed without a read. Otherwise one pass over the file finds where
+//! each message starts and hashes each, so a mailbox that grew queues its new
+//! messages and leaves the unchanged ones, and a message no longer there is
+//! gone. Memory grows with the number of messages (a bound per message, at
+//! most [`MAX_MESSAGES`]), never with their size.
+//!
+//! Reading one message needs where it starts: workers share an index of the
+//! last mailboxes read ([`MailboxIndexes`]), rebuilt when the mailbox's size
+//! or modification time changed, so a mailbox of many messages is read
+//! through once, not once per message.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use super::{DirSource, Entry, Link, OpenError, WALK_ERROR};
+use crate::error::Result;
+use crate::portable::Stats;
+use crate::source::SourceError;
+use crate::store::{Store, Vanished};
+
+/// Messages of one mailbox taken at most; the rest are left out with a note.
+/// A message costs the scan about 50 bytes while its mailbox is read.
+pub(super) const MAX_MESSAGES: usize = 1_000_000;
+/// How a message's key ends: the message is an e-mail, read as an `.eml` is.
+const MESSAGE_SUFFIX: &str = ".eml";
+/// What every message starts with; inside a message the writer escapes it.
+const FROM_LINE: &[u8] = b"From ";
+/// Bytes read per block while a mailbox is split.
+const BLOCK: usize = 64 * 1024;
+/// Mailboxes whose index the workers keep.
+const INDEXES_KEPT: usize = 4;
+
+/// Whether a file named `name` is read as a mailbox (when it also starts
+/// like one). Asked for every comparison of the walk's sort: no allocation.
+pub(super) fn is_mailbox_name(name: &[u8]) -> bool {
+    let ends_with = |suffix: &[u8]| {
+        name.len() >= suffix.len() && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+    };
+    name.eq_ignore_ascii_case(b"mbox") || ends_with(b".mbox") || ends_with(b".mbx")
+}
+
+/// The name of message `n` (from 1) below its mailbox.
+fn message_name(n: u64) -> String {
+    format!("{n}{MESSAGE_SUFFIX}")
+}
+
+/// The message number a name below a mailbox stands for, when it is one
+/// [`message_name`] writes (no sign, no leading zero, from 1).
+fn message_number(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(MESSAGE_SUFFIX)?;
+    let canonical =
+        !digits.is_empty() && !digits.starts_with('0') && digits.bytes().all(|b| b.is_ascii_digit());
+    canonical.then(|| digits.parse().ok()).flatten()
+}
+
+/// 1 to `n` in the byte order of their message names (`1.eml`, `10.eml`,
+/// `100.eml`, `11.eml`, ..., `2.eml`): a name's digits sort as text, and the
+/// `.` after them sorts before any digit, so a number comes before the
+/// numbers it begins. Made one at a time, nothing held.
+pub(super) fn in_key_order(n: u64) -> impl Iterator<Item = u64> {
+    let (mut next, mut left) = (1u64, n);
+    std::iter::from_fn(move || {
+        if left == 0 {
+            return None;
+        }
+        left -= 1;
+        let this = next;
+        if next.saturating_mul(10) <= n {
+            next *= 10;
+        } else {
+            while next % 10 == 9 || next + 1 > n {
+                next /= 10;
+            }
+            next += 1;
+        }
+        Some(this)
+    })
+}
+
+/// Where a mailbox's messages lie: message `i` (from 1) is the bytes from
+/// `bounds[i - 1]` to `bounds[i]`.
+#[derive(Debug, Default)]
+pub(super) struct Split {
+    bounds: Vec<u64>,
+    /// Each message's SHA-256, when asked for.
+    hashes: Vec<[u8; 32]>,
+    /// More than [`MAX_MESSAGES`] messages: the rest were left out.
+    capped: bool,
+}
+
+impl Split {
+    /// How many messages were taken.
+    pub(super) fn count(&self) -> u64 {
+        self.bounds.len().saturating_sub(1) as u64
+    }
+
+    /// Message `n`'s byte range (from 1), if there is one.
+    fn range(&self, n: u64) -> Option<(u64, u64)> {
+        let i = usize::try_from(n).ok()?.checked_sub(1)?;
+        Some((*self.bounds.get(i)?, *self.bounds.get(i + 1)?))
+    }
+}
+
+/// Splits the mailbox `reader` holds into messages, hashing each when `hash`;
+/// `None` when it does not start with a `From ` line (not a mailbox). Reads
+/// block by block, so a line of any length costs one block.
+pub(super) fn split(mut reader: impl Read, hash: bool) -> io::Result<Option<Split>> {
+    use sha2::Digest;
+    // A separator is a line break and `From `: a block keeps its last bytes
+    // for the next, so that one cut across two blocks is still seen.
+    const KEEP: usize = FROM_LINE.len();
+    let mut buf = vec![0u8; BLOCK + KEEP];
+    let (mut held, mut base) = (0usize, 0u64);
+    let mut out = Split::default();
+    let mut hasher = sha2::Sha256::new();
+    loop {
+        let read = read_some(&mut reader, &mut buf[held..])?;
+        let end = held + read;
+        let eof = read == 0;
+        if out.bounds.is_empty() {
+            if end < FROM_LINE.len() && !eof {
+                held = end;
+                continue;
+            }
+            if !buf[..end].starts_with(FROM_LINE) {
+                return Ok(None);
+            }
+            out.bounds.push(0);
+        }
+        let data = &buf[..end];
+        let mut hashed_to = 0;
+        let mut at = 0;
+        while let Some(nl) = data[at..].iter().position(|&b| b == b'\n') {
+            let line = at + nl + 1;
+            if end - line < FROM_LINE.len() {
+                break;
+            }
+            if data[line..].starts_with(FROM_LINE) {
+                if out.bounds.len() > MAX_MESSAGES {
+                    out.capped = true;
+                    return Ok(Some(out));
+                }
+                if hash {
+                    hasher.update(&data[hashed_to..line]);
+                    out.hashes.push(std::mem::take(&mut hasher).finalize().into());
+                }
+                hashed_to = line;
+                out.bounds.push(base + line as u64);
+            }
+            at = line;
+        }
+        // A separator begun in the last bytes is looked for again with the next block.
+        let keep = if eof { 0 } else { KEEP.min(end - hashed_to) };
+        if hash {
+            hasher.update(&data[hashed_to..end - keep]);
+        }
+        if eof {
+            if hash {
+                out.hashes.push(hasher.finalize().into());
+            }
+            out.bounds.push(base + end as u64);
+            return Ok(Some(out));
+        }
+        buf.copy_within(end - keep..end, 0);
+        base += (end - keep) as u64;
+        held = keep;
+    }
+}
+
+/// One read, retried when interrupted.
+fn read_some(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match reader.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}
+
+/// The message entries of a mailbox found by a scan: their fingerprint, and
+/// their versions when the mailbox was read (`None`: it has not changed
+/// since the store's rows were written).
+struct Listing {
+    stat: String,
+    count: u64,
+    split: Option<Split>,
+}
+
+/// The documents a walk's entry stands for ([`DirSource::documents_of`]).
+pub(super) struct Documents {
+    /// The entries, in key order.
+    pub(super) entries: Box<dyn Iterator<Item = Entry> + Send>,
+    /// For a mailbox that was read: its key and how many messages it holds now.
+    pub(super) read_mailbox: Option<(String, u64)>,
+}
+
+impl Documents {
+    fn one(entry: Entry) -> Self {
+        Documents {
+            entries: Box::new(std::iter::once(entry)),
+            read_mailbox: None,
+        }
+    }
+}
+
+impl DirSource {
+    /// The documents a walk's `entry` stands for: itself, or, when it is a
+    /// mailbox, its messages in key order. Why anything was left out is added
+    /// to `skipped` (a mailbox that could not be read, starting with the
+    /// walk's error marker, so that nothing is marked gone).
+    pub(super) fn documents_of(
+        &self,
+        store: &Store,
+        entry: Entry,
+        max_bytes: u64,
+        skipped: &mut Vec<String>,
+    ) -> Result<Documents> {
+        let name = entry
+            .path
+            .file_name()
+            .map(|n| n.as_encoded_bytes())
+            .unwrap_or_default();
+        if matches!(entry.link, Link::Outside | Link::Broken) || !is_mailbox_name(name) {
+            return Ok(Documents::one(entry));
+        }
+        let (stat, meta) = self.fingerprint(&entry, &mut Stats::default());
+        if !meta.is_some_and(|m| m.is_file) {
+            return Ok(Documents::one(entry));
+        }
+        let Some(listing) = self.listing(store, &entry, format!("mailbox:{stat}"), skipped)? else {
+            return Ok(Documents::one(entry));
+        };
+        let read_mailbox = listing
+            .split
+            .is_some()
+            .then(|| (entry.key.clone(), listing.count));
+        Ok(Documents {
+            entries: Box::new(self.message_entries(entry, listing, max_bytes)),
+            read_mailbox,
+        })
+    }
+
+    /// What the scan takes of the mailbox `entry`: from the store when its
+    /// first message was recorded with the mailbox as it is now, else from a
+    /// read. `None` when it is no mailbox, or could not be read (noted).
+    fn listing(
+        &self,
+        store: &Store,
+        entry: &Entry,
+        stat: String,
+        skipped: &mut Vec<String>,
+    ) -> Result<Option<Listing>> {
+        let first = self.key_of(&self.rel_of(&entry.path).join(message_name(1)));
+        let stored = store.source_stats(std::slice::from_ref(&first))?;
+        let count = stored.get(&first).and_then(|known| {
+            known
+                .stat
+                .strip_prefix(stat.as_str())?
+                .strip_prefix(':')?
+                .parse()
+                .ok()
+        });
+        if let Some(count) = count {
+            return Ok(Some(Listing {
+                stat,
+                count,
+                split: None,
+            }));
+        }
+        let read = match self.open_inside(&entry.path) {
+            Ok(Some(file)) => split(file, true),
+            // Outside the root after all (swapped since the walk): fetch refuses it.
+            Ok(None) => return Ok(None),
+            Err(OpenError::Resolving(e) | OpenError::Opening(e)) => Err(e),
+        };
+        match read {
+            Ok(Some(split)) => {
+                if split.capped {
+                    skipped.push(format!(
+                        "{}: a mailbox of more than {MAX_MESSAGES} messages: the messages after those are left out",
+                        entry.path.display()
+                    ));
+                }
+                Ok(Some(Listing {
+                    stat,
+                    count: split.count(),
+                    split: Some(split),
+                }))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => {
+                // Unread is not empty: its messages are not marked gone.
+                skipped.push(format!("{WALK_ERROR}{}: {e}", entry.path.display()));
+                Ok(Some(Listing {
+                    stat,
+                    count: 0,
+                    split: None,
+                }))
+            }
+        }
+    }
+
+    /// The entries of a mailbox's messages, in key order.
+    fn message_entries(
+        &self,
+        mailbox: Entry,
+        listing: Listing,
+        max_bytes: u64,
+    ) -> impl Iterator<Item = Entry> + Send {
+        let rel = self.rel_of(&mailbox.path);
+        let source = self.clone();
+        let stat = format!("{}:{}", listing.stat, listing.count);
+        in_key_order(listing.count).map(move |n| {
+            let version = listing.split.as_ref().map(|split| {
+                let (start, end) = split.range(n).unwrap_or_default();
+                match split.hashes.get(n as usize - 1) {
+                    Some(hash) if end - start <= max_bytes => format!("sha256:{}", hex::encode(hash)),
+                    _ => format!("stat:{stat}"),
+                }
+            });
+            Entry {
+                key: source.key_of(&rel.join(message_name(n))),
+                path: mailbox.path.clone(),
+                link: mailbox.link,
+                message: Some(super::MessageVersion {
+                    stat: stat.clone(),
+                    version,
+                }),
+            }
+        })
+    }
+
+    /// `path` below the root.
+    fn rel_of(&self, path: &Path) -> PathBuf {
+        path.strip_prefix(&self.root).unwrap_or(path).to_path_buf()
+    }
+
+    /// Mark gone the stored messages of the mailbox keyed `mailbox` past its
+    /// first `count`: a watcher's look at one mailbox has no walk beside the
+    /// store's rows to find them. Returns how many.
+    pub(super) fn forget_messages_after(&self, store: &Store, mailbox: &str, count: u64) -> Result<usize> {
+        let prefix = format!("{mailbox}/");
+        let mut lost = Vec::new();
+        super::known::KnownCursor::new(store, &prefix).take_through(None, |key, known| {
+            let number = key.strip_prefix(prefix.as_str()).and_then(message_number);
+            if number.is_none_or(|n| n > count) {
+                lost.push(Vanished {
+                    key,
+                    stat: known.stat,
+                });
+            }
+        })?;
+        let mut gone = 0;
+        for chunk in lost.chunks(super::SCAN_BATCH) {
+            gone += store.mark_vanished(chunk)?;
+        }
+        Ok(gone)
+    }
+
+    /// The bytes of message `n` of the mailbox at `mailbox`, or `None` when
+    /// `mailbox` is not a file (a folder named like one: the key is a path).
+    pub(super) fn fetch_message(
+        &self,
+        key: &str,
+        mailbox: &Path,
+        n: u64,
+        max_bytes: u64,
+    ) -> std::result::Result<Option<Vec<u8>>, SourceError> {
+        let opened = self
+            .open_inside(mailbox)
+            .map_err(|e| e.for_document(key, mailbox))?;
+        let Some(mut file) = opened else {
+            return Err(SourceError::OutsideRoot { key: key.to_owned() });
+        };
+        let unreadable = |source| SourceError::Unreadable {
+            key: key.to_owned(),
+            path: mailbox.to_path_buf(),
+            source,
+        };
+        let meta = file.metadata().map_err(unreadable)?;
+        if !meta.is_file() {
+            return Ok(None);
+        }
+        let stamp = (mailbox.to_path_buf(), meta.len(), meta.modified().ok());
+        let split = self.mailboxes.split_of(stamp, &mut file).map_err(unreadable)?;
+        let Some((start, end)) = split.as_deref().and_then(|s| s.range(n)) else {
+            // Changed since the scan listed it: the next scan settles it.
+            return Err(SourceError::NotFound { key: key.to_owned() });
+        };
+        if end - start > max_bytes {
+            return Err(SourceError::TooLarge {
+                key: key.to_owned(),
+                size: end - start,
+                limit: max_bytes,
+            });
+        }
+        let mut bytes = vec![0; (end - start) as usize];
+        file.seek(SeekFrom::Start(start)).map_err(unreadable)?;
+        file.read_exact(&mut bytes).map_err(unreadable)?;
+        Ok(Some(bytes))
+    }
+}
+
+/// The mailbox and message number a path below the root names, when its
+/// last part is a message name and the part before it a mailbox name.
+pub(super) fn message_path(path: &Path) -> Option<(&Path, u64)> {
+    let n = message_number(path.file_name()?.to_str()?)?;
+    let mailbox = path.parent()?;
+    is_mailbox_name(mailbox.file_name()?.as_encoded_bytes()).then_some((mailbox, n))
+}
+
+/// A mailbox file as it was when split: its path, size and modification time.
+type Stamp = (PathBuf, u64, Option<SystemTime>);
+
+/// The splits of the mailboxes read last, shared by every worker fetching
+/// from this source, so the messages of one mailbox cost one read of it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct MailboxIndexes(Arc<Mutex<VecDeque<KeptSplit>>>);
+
+/// A mailbox's split (`None`: it was no mailbox) while its stamp stands.
+type KeptSplit = (Stamp, Option<Arc<Split>>);
+
+impl MailboxIndexes {
+    /// The split of the mailbox `file` (stamped `stamp`), read once while
+    /// `stamp` stands. Held under the lock while read: two workers on one
+    /// mailbox wait for one read rather than make two. `None`: not a mailbox.
+    fn split_of(&self, stamp: Stamp, file: &mut std::fs::File) -> io::Result<Option<Arc<Split>>> {
+        let mut kept = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, split)) = kept.iter().find(|(s, _)| *s == stamp) {
+            return Ok(split.clone());
+        }
+        file.seek(SeekFrom::Start(0))?;
+        let split = split(&mut *file, false)?.map(Arc::new);
+        kept.retain(|(s, _)| s.0 != stamp.0);
+        if kept.len() == INDEXES_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back((stamp, split.clone()));
+        Ok(split)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numbers_in_key_order(n: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = (1..=n).collect();
+        v.sort_by_key(|i| message_name(*i));
+        v
+    }
+
+    #[test]
+    fn messages_come_in_the_byte_order_of_their_names() {
+        for n in [0, 1, 9, 10, 11, 99, 100, 101, 1234, 10_000] {
+            assert_eq!(
+                in_key_order(n).collect::<Vec<_>>(),
+                numbers_in_key_order(n),
+                "n = {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn message_names_round_trip_and_odd_ones_are_refused() {
+        assert_eq!(message_number(&message_name(17)), Some(17));
+        for odd in ["0.eml", "017.eml", "+1.eml", "1.EML", ".eml", "1", "1.eml.txt"] {
+            assert_eq!(message_number(odd), None, "{odd}");
+        }
+    }
+
+    #[test]
+    fn mailbox_names() {
+        for yes in ["Inbox.mbox", "archive.MBX", "mbox", "MBOX"] {
+            assert!(is_mailbox_name(yes.as_bytes()), "{yes}");
+        }
+        for no in ["mbox.txt", "Inbox", "x.mboxes", ".mbox.d"] {
+            assert!(!is_mailbox_name(no.as_bytes()), "{no}");
+        }
+    }
+
+    fn split_bytes(bytes: &[u8], block: usize) -> Option<Split> {
+        // A reader that hands out at most `block` bytes per read, so that
+        // separators fall across the blocks.
+        struct Dribble<'a>(&'a [u8], usize);
+        impl Read for Dribble<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let n = self.0.len().min(self.1).min(buf.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        split(Dribble(bytes, block), true).unwrap()
+    }
+
+    #[test]
+    fn messages_are_split_at_from_lines_wherever_the_reads_end() {
+        let mailbox = b"From a@x Mon Jan  1 00:00:00 2024\nSubject: one\n\n>From the start\n\n\
+                        From b@x Mon Jan  1 00:00:00 2024\nSubject: two\n\nFromage\n\n\
+                        From c@x Mon Jan  1 00:00:00 2024\nSubject: three\n";
+        let second = mailbox.windows(8).position(|w| w == b"From b@x").unwrap() as u64;
+        let third = mailbox.windows(8).position(|w| w == b"From c@x").unwrap() as u64;
+        for block in [1, 2, 3, 5, 6, 7, 64, 100_000] {
+            let split = split_bytes(mailbox, block).expect("a mailbox");
+            assert_eq!(split.count(), 3, "block {block}");
+            assert_eq!(split.range(1), Some((0, second)));
+            assert_eq!(split.range(2), Some((second, third)));
+            assert_eq!(split.range(3), Some((third, mailbox.len() as u64)));
+            assert_eq!(split.range(4), None);
+            use sha2::Digest;
+            let want: [u8; 32] = sha2::Sha256::digest(&mailbox[second as usize..third as usize]).into();
+            assert_eq!(split.hashes[1], want, "block {block}");
+            assert_eq!(split.hashes.len(), 3);
+        }
+    }
+
+    /// A line longer than a block (a base64 attachment without line breaks)
+    /// is read through block by block; a separator right after it is found.
+    #[test]
+    fn a_line_longer_than_a_block_is_read_through() {
+        let mut mailbox = b"From a@x Mon Jan  1 00:00:00 2024\nSubject: long\n\n".to_vec();
+        mailbox.extend(std::iter::repeat_n(b'Q', 3 * BLOCK + 7));
+        let second = mailbox.len() as u64 + 1;
+        mailbox.extend_from_slice(b"\nFrom b@x Mon Jan  1 00:00:00 2024\nSubject: short\n");
+        let split = split(&mailbox[..], false).unwrap().unwrap();
+        assert_eq!(split.count(), 2);
+        assert_eq!(split.range(2), Some((second, mailbox.len() as u64)));
+    }
+
+    #[test]
+    fn a_file_not_starting_with_a_from_line_is_no_mailbox() {
+        assert!(split_bytes(b"Subject: hi\n\nFrom here on\n", 4).is_none());
+        assert!(split_bytes(b"", 4).is_none());
+        assert!(split_bytes(b"Fro", 4).is_none());
+        assert_eq!(split_bytes(b"From ", 2).map(|s| s.count()), Some(1));
+    }
+
+    const MAILBOX: &[u8] = b"From a@x Mon Jan  1 00:00:00 2024\nSubject: one\n\nfirst\n\n\
+                             From b@x Mon Jan  1 00:00:00 2024\nSubject: two\n\nsecond\n\n\
+                             From c@x Mon Jan  1 00:00:00 2024\nSubject: three\n\nthird\n";
+
+    fn setup() -> (tempfile::TempDir, PathBuf, Store, DirSource) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("src");
+        std::fs::create_dir(&root).unwrap();
+        let store = Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap();
+        let src = DirSource::open(&root).unwrap();
+        let root = src.root().to_path_buf();
+        (dir, root, store, src)
+    }
+
+    fn version(store: &Store, key: &str) -> String {
+        store.job_by_key(key).unwrap().expect(key).version
+    }
+
+    /// The rescan of a mailbox whose size and time did not change reads none
+    /// of it: bytes changed under the same fingerprint go unseen, as a file's
+    /// do (here, bytes that would make it no mailbox at all).
+    #[test]
+    fn an_unchanged_mailbox_is_listed_without_a_read() {
+        let (_dir, root, store, src) = setup();
+        let path = root.join("inbox.mbox");
+        std::fs::write(&path, MAILBOX).unwrap();
+        let found = src.discover(&store, 1 << 20).unwrap();
+        assert_eq!((found.new, found.skipped.len()), (3, 0), "{found:?}");
+        let before = version(&store, "inbox.mbox/2.eml");
+
+        let time = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let same_size = String::from_utf8(MAILBOX.to_vec())
+            .unwrap()
+            .replacen("From", "Frog", 1);
+        std::fs::write(&path, same_size.replace("second", "SECOND")).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(time)
+            .unwrap();
+        let found = src.discover(&store, 1 << 20).unwrap();
+        assert_eq!(
+            (found.new, found.changed, found.unchanged),
+            (0, 0, 3),
+            "{found:?}"
+        );
+        std::fs::write(
+            &path,
+            String::from_utf8(MAILBOX.to_vec())
+                .unwrap()
+                .replace("second", "SECOND"),
+        )
+        .unwrap();
+
+        let later = time + std::time::Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        let found = src.discover(&store, 1 << 20).unwrap();
+        assert_eq!(
+            (found.new, found.changed, found.unchanged),
+            (0, 1, 2),
+            "{found:?}"
+        );
+        assert_ne!(version(&store, "inbox.mbox/2.eml"), before);
+        use crate::source::Source;
+        let second = src.fetch("inbox.mbox/2.eml", 1 << 20).unwrap();
+        assert!(second.starts_with(b"From b@x") && second.ends_with(b"SECOND\n\n"));
+    }
+
+    /// A watcher's look at a mailbox queues its new messages and marks the
+    /// ones it no longer holds gone.
+    #[test]
+    fn a_watcher_sees_a_mailbox_grow_and_shrink() {
+        let (_dir, root, store, src) = setup();
+        let path = root.join("inbox.mbox");
+        let third = MAILBOX.windows(8).position(|w| w == b"From c@x").unwrap();
+        std::fs::write(&path, &MAILBOX[..third]).unwrap();
+        let one = |store: &Store| {
+            src.discover_paths(store, std::slice::from_ref(&path), 1 << 20)
+                .unwrap()
+        };
+        assert_eq!(one(&store).new, 2);
+        std::fs::write(&path, MAILBOX).unwrap();
+        let found = one(&store);
+        assert_eq!(
+            (found.new, found.changed, found.unchanged),
+            (1, 0, 2),
+            "{found:?}"
+        );
+        let first = MAILBOX.windows(6).position(|w| w == b"\nFrom ").unwrap() + 1;
+        std::fs::write(&path, &MAILBOX[..first]).unwrap();
+        let found = one(&store);
+        assert_eq!((found.unchanged, found.gone), (1, 2), "{found:?}");
+        for key in ["inbox.mbox/2.eml", "inbox.mbox/3.eml"] {
+            let job = store.job_by_key(key).unwrap().unwrap();
+            assert!(job.source_gone, "{key}");
+        }
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(one(&store).gone, 1);
+    }
+
+    /// Apple Mail exports a mailbox as a folder named `*.mbox` holding a file
+    /// named `mbox`: the folder's files are files, the file's messages messages.
+    #[test]
+    fn a_folder_named_like_a_mailbox_is_a_folder() {
+        use crate::source::Source;
+        let (_dir, root, store, src) = setup();
+        let folder = root.join("Inbox.mbox");
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join("mbox"), MAILBOX).unwrap();
+        std::fs::write(folder.join("1.eml"), b"Subject: a file\n\nsaved apart\n").unwrap();
+        std::fs::write(root.join("notes.mbox"), b"not a mailbox at all\n").unwrap();
+        let found = src.discover(&store, 1 << 20).unwrap();
+        assert_eq!(found.new, 5, "{found:?}");
+        assert_eq!(
+            src.fetch("Inbox.mbox/1.eml", 1 << 20).unwrap(),
+            b"Subject: a file\n\nsaved apart\n"
+        );
+        let third = src.fetch("Inbox.mbox/mbox/3.eml", 1 << 20).unwrap();
+        assert!(third.starts_with(b"From c@x") && third.ends_with(b"third\n"));
+        assert_eq!(
+            src.fetch("notes.mbox", 1 << 20).unwrap(),
+            b"not a mailbox at all\n"
+        );
+        assert!(matches!(
+            src.fetch("Inbox.mbox/mbox/4.eml", 1 << 20),
+            Err(SourceError::NotFound { .. })
+        ));
+        assert!(matches!(
+            src.fetch("Inbox.mbox/mbox/2.eml", 10),
+            Err(SourceError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn a_flood_of_separators_is_capped() {
+        let flood = b"From \n".repeat(MAX_MESSAGES + 10);
+        let split = split(&flood[..], false).unwrap().unwrap();
+        assert!(split.capped);
+        assert_eq!(split.count(), MAX_MESSAGES as u64);
+    }
+}
