@@ -240,10 +240,7 @@ impl DirSource {
         let mut batch = Vec::with_capacity(SCAN_BATCH);
         let (mut skipped, mut mailbox_notes) = (Vec::new(), Vec::new());
         for entry in self.walk(&mut skipped) {
-            for entry in self
-                .documents_of(store, entry, max_bytes, &mut mailbox_notes)?
-                .entries
-            {
+            for entry in self.documents_of(store, entry, &mut mailbox_notes)?.entries {
                 batch.push(entry);
                 if batch.len() == SCAN_BATCH {
                     let known = |keys: &[&str]| scan.known_for(keys, false);

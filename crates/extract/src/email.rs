@@ -76,17 +76,27 @@ pub(super) fn extract(
 }
 
 /// A message cut from a mailbox (a message of an mbox, or one saved with its
-/// envelope) starts with the mailbox's `From ` line and has the lines of its own
-/// that start so escaped (`>From `): the message without the one and with the others
-/// as written, as mail-parser's mbox reader gives it. `None` for a bare message.
+/// envelope, as Thunderbird's "Save as" writes `From - <date>`) starts with the
+/// mailbox's `From ` line, and the writer escaped the lines of its own that start so
+/// (`>From `, `>>From ` for an escaped one): the message without the envelope line and
+/// with one `>` taken off each such line. `None` for a bare message. Not mail-parser's
+/// mbox reader: it would end the message at a `From ` line a saved message left
+/// unescaped, and lose the rest.
 fn from_mailbox(bytes: &[u8]) -> Option<Vec<u8>> {
     if !bytes.starts_with(b"From ") {
         return None;
     }
-    let message = mail_parser::mailbox::mbox::MessageIterator::new(bytes)
-        .next()?
-        .ok()?;
-    Some(message.unwrap_contents())
+    let body = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(&[][..], |end| &bytes[end + 1..]);
+    let mut out = Vec::with_capacity(body.len());
+    for line in body.split_inclusive(|&b| b == b'\n') {
+        let quotes = line.iter().take_while(|&&b| b == b'>').count();
+        let escaped = quotes > 0 && line[quotes..].starts_with(b"From ");
+        out.extend_from_slice(if escaped { &line[1..] } else { line });
+    }
+    Some(out)
 }
 
 /// The message in `bytes`, or `None` when it has none of [`MESSAGE_HEADERS`]; a chain
@@ -294,13 +304,16 @@ mod tests {
     fn a_message_from_a_mailbox_loses_its_envelope_and_escapes() {
         let bytes = b"From ann@example.org Tue Jul 23 19:39:23 2002\n\
                       From: Ann <ann@example.org>\nSubject: Harbour tides\n\n\
-                      The tide turns at noon.\n>From the pier, wave.\n>>From quoted\n";
+                      The tide turns at noon.\n>From the pier, wave.\n>>From quoted\n\
+                      From the log: calm.\n";
         let read = run(bytes).unwrap();
         assert_eq!(read.title.as_deref(), Some("Harbour tides"));
         assert_eq!(read.author.as_deref(), Some("Ann"));
         assert!(read.text.contains("\nFrom the pier, wave."), "{}", read.text);
         assert!(read.text.contains("\n>From quoted"), "{}", read.text);
         assert!(!read.text.contains("19:39:23"), "{}", read.text);
+        // A line a saved message left unescaped is the message's, not a new one.
+        assert!(read.text.contains("\nFrom the log: calm."), "{}", read.text);
     }
 
     /// An HTML body is read as text; a DOCX attached is read by its own format; a

@@ -80,7 +80,7 @@ impl DirSource {
             }
             let (mut read_mailboxes, mut notes) = (Vec::new(), Vec::new());
             for entry in self.walk_from(path, &mut skipped) {
-                let documents = self.documents_of(store, entry, max_bytes, &mut notes)?;
+                let documents = self.documents_of(store, entry, &mut notes)?;
                 read_mailboxes.extend(documents.read_mailbox);
                 for entry in documents.entries {
                     batch.push(entry);
@@ -99,7 +99,7 @@ impl DirSource {
         report.skipped = skipped;
         if !removed.is_empty() {
             let (keys, prefixes) = removed_keys(&removed, self.key_prefix());
-            report.gone = store.mark_gone(&keys, &prefixes)?;
+            report.gone += store.mark_gone(&keys, &prefixes)?;
         }
         Ok(report)
     }

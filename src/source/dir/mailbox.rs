@@ -30,10 +30,10 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
-use super::{DirSource, Entry, Link, OpenError, WALK_ERROR};
+use super::{DirSource, Entry, Link, OpenError, HEX_KEY};
 use crate::error::Result;
 use crate::portable::Stats;
 use crate::source::SourceError;
@@ -157,16 +157,17 @@ pub(super) fn split(mut reader: impl Read, hash: bool) -> io::Result<Option<Spli
                 break;
             }
             if data[line..].starts_with(FROM_LINE) {
-                if out.bounds.len() > MAX_MESSAGES {
-                    out.capped = true;
-                    return Ok(Some(out));
-                }
                 if hash {
                     hasher.update(&data[hashed_to..line]);
                     out.hashes.push(std::mem::take(&mut hasher).finalize().into());
                 }
                 hashed_to = line;
                 out.bounds.push(base + line as u64);
+                if out.bounds.len() > MAX_MESSAGES {
+                    // The last message taken ends here; another begins.
+                    out.capped = true;
+                    return Ok(Some(out));
+                }
             }
             at = line;
         }
@@ -211,8 +212,9 @@ struct Listing {
 pub(super) struct Documents {
     /// The entries, in key order.
     pub(super) entries: Box<dyn Iterator<Item = Entry> + Send>,
-    /// For a mailbox that was read: its key and how many messages it holds now.
-    pub(super) read_mailbox: Option<(String, u64)>,
+    /// For a mailbox-named file that was read: its path and how many
+    /// messages it holds now (0: it is no mailbox, or no longer one).
+    pub(super) read_mailbox: Option<(PathBuf, u64)>,
 }
 
 impl Documents {
@@ -227,13 +229,11 @@ impl Documents {
 impl DirSource {
     /// The documents a walk's `entry` stands for: itself, or, when it is a
     /// mailbox, its messages in key order. Why anything was left out is added
-    /// to `skipped` (a mailbox that could not be read, starting with the
-    /// walk's error marker, so that nothing is marked gone).
+    /// to `skipped` (a mailbox that could not be read, or past the cap).
     pub(super) fn documents_of(
         &self,
         store: &Store,
         entry: Entry,
-        max_bytes: u64,
         skipped: &mut Vec<String>,
     ) -> Result<Documents> {
         let name = entry
@@ -249,21 +249,29 @@ impl DirSource {
             return Ok(Documents::one(entry));
         }
         let Some(listing) = self.listing(store, &entry, format!("mailbox:{stat}"), skipped)? else {
-            return Ok(Documents::one(entry));
+            // No mailbox (any more): a watcher looking at it forgets its messages.
+            let path = entry.path.clone();
+            return Ok(Documents {
+                read_mailbox: Some((path, 0)),
+                ..Documents::one(entry)
+            });
         };
         let read_mailbox = listing
             .split
             .is_some()
-            .then(|| (entry.key.clone(), listing.count));
+            .then(|| (entry.path.clone(), listing.count));
         Ok(Documents {
-            entries: Box::new(self.message_entries(entry, listing, max_bytes)),
+            entries: Box::new(self.message_entries(entry, listing)),
             read_mailbox,
         })
     }
 
     /// What the scan takes of the mailbox `entry`: from the store when its
-    /// first message was recorded with the mailbox as it is now, else from a
-    /// read. `None` when it is no mailbox, or could not be read (noted).
+    /// first and last messages (in key order: the first and the last a scan
+    /// writes) were recorded with the mailbox as it is now, else from a read.
+    /// `None` when it is no mailbox. One that cannot be read keeps what the
+    /// store holds of it (noted), so it costs no message and blocks nothing
+    /// else from being marked gone.
     fn listing(
         &self,
         store: &Store,
@@ -271,22 +279,24 @@ impl DirSource {
         stat: String,
         skipped: &mut Vec<String>,
     ) -> Result<Option<Listing>> {
-        let first = self.key_of(&self.rel_of(&entry.path).join(message_name(1)));
+        let rel = self.rel_of(&entry.path);
+        let first = self.key_of(&rel.join(message_name(1)));
         let stored = store.source_stats(std::slice::from_ref(&first))?;
-        let count = stored.get(&first).and_then(|known| {
-            known
-                .stat
-                .strip_prefix(stat.as_str())?
-                .strip_prefix(':')?
-                .parse()
-                .ok()
+        let recorded = stored.get(&first).and_then(|known| {
+            let (stat, count) = known.stat.rsplit_once(':')?;
+            Some((stat.to_owned(), count.parse::<u64>().ok()?))
         });
-        if let Some(count) = count {
-            return Ok(Some(Listing {
-                stat,
-                count,
-                split: None,
-            }));
+        if let Some((_, count)) = recorded.as_ref().filter(|(was, _)| *was == stat) {
+            let last = self.key_of(&rel.join(message_name(in_key_order(*count).last().unwrap_or(1))));
+            let whole = format!("{stat}:{count}");
+            let stored = store.source_stats(std::slice::from_ref(&last))?;
+            if stored.get(&last).is_some_and(|known| known.stat == whole) {
+                return Ok(Some(Listing {
+                    stat,
+                    count: *count,
+                    split: None,
+                }));
+            }
         }
         let read = match self.open_inside(&entry.path) {
             Ok(Some(file)) => split(file, true),
@@ -310,11 +320,13 @@ impl DirSource {
             }
             Ok(None) => Ok(None),
             Err(e) => {
-                // Unread is not empty: its messages are not marked gone.
-                skipped.push(format!("{WALK_ERROR}{}: {e}", entry.path.display()));
-                Ok(Some(Listing {
+                skipped.push(format!(
+                    "{}: cannot read the mailbox ({e}): its messages are left as they were",
+                    entry.path.display()
+                ));
+                Ok(recorded.map(|(stat, count)| Listing {
                     stat,
-                    count: 0,
+                    count,
                     split: None,
                 }))
             }
@@ -322,27 +334,26 @@ impl DirSource {
     }
 
     /// The entries of a mailbox's messages, in key order.
-    fn message_entries(
-        &self,
-        mailbox: Entry,
-        listing: Listing,
-        max_bytes: u64,
-    ) -> impl Iterator<Item = Entry> + Send {
+    fn message_entries(&self, mailbox: Entry, listing: Listing) -> impl Iterator<Item = Entry> + Send {
         let rel = self.rel_of(&mailbox.path);
         let source = self.clone();
         let stat = format!("{}:{}", listing.stat, listing.count);
         in_key_order(listing.count).map(move |n| {
-            let version = listing.split.as_ref().map(|split| {
-                let (start, end) = split.range(n).unwrap_or_default();
-                match split.hashes.get(n as usize - 1) {
-                    Some(hash) if end - start <= max_bytes => format!("sha256:{}", hex::encode(hash)),
-                    _ => format!("stat:{stat}"),
-                }
-            });
+            // A message over the input limit is versioned by its hash too: it
+            // fails at fetch, and stays failed until it changes.
+            let version = listing
+                .split
+                .as_ref()
+                .map(|split| match split.hashes.get(n as usize - 1) {
+                    Some(hash) => format!("sha256:{}", hex::encode(hash)),
+                    None => format!("stat:{stat}"),
+                });
             Entry {
                 key: source.key_of(&rel.join(message_name(n))),
                 path: mailbox.path.clone(),
-                link: mailbox.link,
+                // A link's own checks are the mailbox's (`open_inside` at
+                // each read), not each message's.
+                link: Link::No,
                 message: Some(super::MessageVersion {
                     stat: stat.clone(),
                     version,
@@ -356,21 +367,49 @@ impl DirSource {
         path.strip_prefix(&self.root).unwrap_or(path).to_path_buf()
     }
 
-    /// Mark gone the stored messages of the mailbox keyed `mailbox` past its
-    /// first `count`: a watcher's look at one mailbox has no walk beside the
-    /// store's rows to find them. Returns how many.
-    pub(super) fn forget_messages_after(&self, store: &Store, mailbox: &str, count: u64) -> Result<usize> {
-        let prefix = format!("{mailbox}/");
+    /// What the keys of the messages of the mailbox at `path` start with,
+    /// and whether the rest of each is in hex (a path that is not UTF-8).
+    fn messages_prefix(&self, path: &Path) -> (String, bool) {
+        let first = self.key_of(&self.rel_of(path).join(message_name(1)));
+        let hexed = self.below_root(&first).is_some_and(|k| k.starts_with(HEX_KEY));
+        let name = match hexed {
+            true => hex::encode(message_name(1)),
+            false => message_name(1),
+        };
+        let prefix = first.strip_suffix(name.as_str()).unwrap_or(&first).to_owned();
+        (prefix, hexed)
+    }
+
+    /// Mark gone what the store holds of the mailbox-named file at `path`
+    /// that it no longer has: its messages past the first `count`, and, when
+    /// it is a mailbox, the row of the file itself (from before it was one).
+    /// A watcher's look at one file has no walk beside the store's rows to
+    /// find them. Returns how many.
+    pub(super) fn forget_messages_after(&self, store: &Store, path: &Path, count: u64) -> Result<usize> {
+        let (prefix, hexed) = self.messages_prefix(path);
         let mut lost = Vec::new();
         super::known::KnownCursor::new(store, &prefix).take_through(None, |key, known| {
-            let number = key.strip_prefix(prefix.as_str()).and_then(message_number);
-            if number.is_none_or(|n| n > count) {
+            let rest = key.strip_prefix(prefix.as_str()).unwrap_or_default();
+            let name = match hexed {
+                true => hex::decode(rest).ok().and_then(|b| String::from_utf8(b).ok()),
+                false => Some(rest.to_owned()),
+            };
+            if name.as_deref().and_then(message_number).is_none_or(|n| n > count) {
                 lost.push(Vanished {
                     key,
                     stat: known.stat,
                 });
             }
         })?;
+        if count > 0 {
+            let file = self.key_of(&self.rel_of(path));
+            if let Some(known) = store.source_stats(std::slice::from_ref(&file))?.remove(&file) {
+                lost.push(Vanished {
+                    key: file,
+                    stat: known.stat,
+                });
+            }
+        }
         let mut gone = 0;
         for chunk in lost.chunks(super::SCAN_BATCH) {
             gone += store.mark_vanished(chunk)?;
@@ -380,6 +419,9 @@ impl DirSource {
 
     /// The bytes of message `n` of the mailbox at `mailbox`, or `None` when
     /// `mailbox` is not a file (a folder named like one: the key is a path).
+    /// A mailbox rewritten since it was split (the bytes found do not start a
+    /// message) is split again once; a message not found is worth retrying,
+    /// since a mailbox being rewritten may hold it again.
     pub(super) fn fetch_message(
         &self,
         key: &str,
@@ -387,6 +429,11 @@ impl DirSource {
         n: u64,
         max_bytes: u64,
     ) -> std::result::Result<Option<Vec<u8>>, SourceError> {
+        // Checked before the open: a directory is not opened for reading
+        // everywhere (Windows, a folder that can be entered but not listed).
+        if !std::fs::metadata(mailbox).is_ok_and(|m| m.is_file()) {
+            return Ok(None);
+        }
         let opened = self
             .open_inside(mailbox)
             .map_err(|e| e.for_document(key, mailbox))?;
@@ -398,27 +445,36 @@ impl DirSource {
             path: mailbox.to_path_buf(),
             source,
         };
-        let meta = file.metadata().map_err(unreadable)?;
-        if !meta.is_file() {
-            return Ok(None);
+        for _ in 0..2 {
+            let meta = file.metadata().map_err(unreadable)?;
+            if !meta.is_file() {
+                return Ok(None);
+            }
+            let stamp = (mailbox.to_path_buf(), meta.len(), meta.modified().ok());
+            let split = self.mailboxes.split_of(&stamp, &mut file).map_err(unreadable)?;
+            let Some((start, end)) = split.as_deref().and_then(|s| s.range(n)) else {
+                let moved = io::Error::other(format!(
+                    "the mailbox holds no message {n} now (it changed since the scan)"
+                ));
+                return Err(unreadable(moved));
+            };
+            if end - start > max_bytes {
+                return Err(SourceError::TooLarge {
+                    key: key.to_owned(),
+                    size: end - start,
+                    limit: max_bytes,
+                });
+            }
+            let mut bytes = vec![0; (end - start) as usize];
+            file.seek(SeekFrom::Start(start)).map_err(unreadable)?;
+            file.read_exact(&mut bytes).map_err(unreadable)?;
+            if bytes.starts_with(FROM_LINE) {
+                return Ok(Some(bytes));
+            }
+            self.mailboxes.forget(&stamp);
         }
-        let stamp = (mailbox.to_path_buf(), meta.len(), meta.modified().ok());
-        let split = self.mailboxes.split_of(stamp, &mut file).map_err(unreadable)?;
-        let Some((start, end)) = split.as_deref().and_then(|s| s.range(n)) else {
-            // Changed since the scan listed it: the next scan settles it.
-            return Err(SourceError::NotFound { key: key.to_owned() });
-        };
-        if end - start > max_bytes {
-            return Err(SourceError::TooLarge {
-                key: key.to_owned(),
-                size: end - start,
-                limit: max_bytes,
-            });
-        }
-        let mut bytes = vec![0; (end - start) as usize];
-        file.seek(SeekFrom::Start(start)).map_err(unreadable)?;
-        file.read_exact(&mut bytes).map_err(unreadable)?;
-        Ok(Some(bytes))
+        let moved = io::Error::other("the mailbox is being rewritten");
+        Err(unreadable(moved))
     }
 }
 
@@ -435,29 +491,56 @@ type Stamp = (PathBuf, u64, Option<SystemTime>);
 
 /// The splits of the mailboxes read last, shared by every worker fetching
 /// from this source, so the messages of one mailbox cost one read of it.
+/// The list is locked only to find or add a mailbox's slot; the slot is
+/// filled once, outside the list's lock, and the workers on that mailbox wait
+/// for that one read while the others go on.
 #[derive(Debug, Clone, Default)]
-pub(super) struct MailboxIndexes(Arc<Mutex<VecDeque<KeptSplit>>>);
+pub(super) struct MailboxIndexes(Arc<Mutex<VecDeque<(Stamp, Slot)>>>);
 
-/// A mailbox's split (`None`: it was no mailbox) while its stamp stands.
-type KeptSplit = (Stamp, Option<Arc<Split>>);
+/// A mailbox's split once read (`None`: it was no mailbox), or why it could not be.
+type Slot = Arc<OnceLock<std::result::Result<Option<Arc<Split>>, String>>>;
 
 impl MailboxIndexes {
     /// The split of the mailbox `file` (stamped `stamp`), read once while
-    /// `stamp` stands. Held under the lock while read: two workers on one
-    /// mailbox wait for one read rather than make two. `None`: not a mailbox.
-    fn split_of(&self, stamp: Stamp, file: &mut std::fs::File) -> io::Result<Option<Arc<Split>>> {
-        let mut kept = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((_, split)) = kept.iter().find(|(s, _)| *s == stamp) {
-            return Ok(split.clone());
+    /// `stamp` stands. `None`: not a mailbox.
+    fn split_of(&self, stamp: &Stamp, file: &mut std::fs::File) -> io::Result<Option<Arc<Split>>> {
+        let slot = self.slot(stamp);
+        let read = slot.get_or_init(|| {
+            file.seek(SeekFrom::Start(0))
+                .and_then(|_| split(&mut *file, false))
+                .map(|split| split.map(Arc::new))
+                .map_err(|e| e.to_string())
+        });
+        match read {
+            Ok(split) => Ok(split.clone()),
+            Err(why) => {
+                // A failed read is not kept: the next fetch tries again.
+                self.forget(stamp);
+                Err(io::Error::other(why.clone()))
+            }
         }
-        file.seek(SeekFrom::Start(0))?;
-        let split = split(&mut *file, false)?.map(Arc::new);
+    }
+
+    /// The slot for `stamp`, made the most recent; a mailbox's older stamps
+    /// and the least recent mailbox past [`INDEXES_KEPT`] are dropped.
+    fn slot(&self, stamp: &Stamp) -> Slot {
+        let mut kept = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let slot = match kept.iter().position(|(s, _)| s == stamp) {
+            Some(at) => kept.remove(at).map(|(_, slot)| slot).unwrap_or_default(),
+            None => Slot::default(),
+        };
         kept.retain(|(s, _)| s.0 != stamp.0);
-        if kept.len() == INDEXES_KEPT {
+        if kept.len() >= INDEXES_KEPT {
             kept.pop_front();
         }
-        kept.push_back((stamp, split.clone()));
-        Ok(split)
+        kept.push_back((stamp.clone(), slot.clone()));
+        slot
+    }
+
+    /// Drop what is kept for `stamp`.
+    fn forget(&self, stamp: &Stamp) {
+        let mut kept = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        kept.retain(|(s, _)| s != stamp);
     }
 }
 
@@ -659,8 +742,18 @@ mod tests {
             let job = store.job_by_key(key).unwrap().unwrap();
             assert!(job.source_gone, "{key}");
         }
+        // No longer a mailbox: its last message goes, the file is a document.
+        std::fs::write(&path, b"notes, not mail\n").unwrap();
+        let found = one(&store);
+        assert_eq!((found.new, found.gone), (1, 1), "{found:?}");
+        assert!(store.job_by_key("inbox.mbox/1.eml").unwrap().unwrap().source_gone);
+        // A mailbox again: the file's own row goes, its messages come.
+        std::fs::write(&path, MAILBOX).unwrap();
+        let found = one(&store);
+        assert_eq!((found.new, found.changed, found.gone), (0, 3, 1), "{found:?}");
+        assert!(store.job_by_key("inbox.mbox").unwrap().unwrap().source_gone);
         std::fs::remove_file(&path).unwrap();
-        assert_eq!(one(&store).gone, 1);
+        assert_eq!(one(&store).gone, 3);
     }
 
     /// Apple Mail exports a mailbox as a folder named `*.mbox` holding a file
@@ -686,10 +779,12 @@ mod tests {
             src.fetch("notes.mbox", 1 << 20).unwrap(),
             b"not a mailbox at all\n"
         );
-        assert!(matches!(
-            src.fetch("Inbox.mbox/mbox/4.eml", 1 << 20),
-            Err(SourceError::NotFound { .. })
-        ));
+        // Not there now, but a mailbox being rewritten may hold it again.
+        let missing = src.fetch("Inbox.mbox/mbox/4.eml", 1 << 20).unwrap_err();
+        assert!(
+            matches!(missing, SourceError::Unreadable { .. }) && !missing.is_permanent(),
+            "{missing}"
+        );
         assert!(matches!(
             src.fetch("Inbox.mbox/mbox/2.eml", 10),
             Err(SourceError::TooLarge { .. })
@@ -698,9 +793,16 @@ mod tests {
 
     #[test]
     fn a_flood_of_separators_is_capped() {
-        let flood = b"From \n".repeat(MAX_MESSAGES + 10);
-        let split = split(&flood[..], false).unwrap().unwrap();
+        let flood = b"From \n".repeat(MAX_MESSAGES + 1);
+        let split = split(&flood[..], true).unwrap().unwrap();
         assert!(split.capped);
+        assert_eq!(
+            (split.count(), split.hashes.len()),
+            (MAX_MESSAGES as u64, MAX_MESSAGES)
+        );
+        let full = b"From \n".repeat(MAX_MESSAGES);
+        let split = super::split(&full[..], false).unwrap().unwrap();
+        assert!(!split.capped);
         assert_eq!(split.count(), MAX_MESSAGES as u64);
     }
 }
