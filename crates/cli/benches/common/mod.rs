@@ -1,6 +1,9 @@
 //! What the benches that time the real binary share.
 
 use std::process::{Command, Stdio};
+
+#[allow(dead_code)]
+pub mod tree;
 use std::time::{Duration, Instant};
 
 /// What one child process cost, as the kernel counted it when it was reaped.
