@@ -4,10 +4,12 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod cdp;
 pub mod gate_env;
 pub mod hostile;
 pub mod output;
 pub mod pg;
+pub mod served;
 pub mod upstream_server;
 
 use std::path::PathBuf;

@@ -623,6 +623,32 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the search page and the status page on a local web server:
+    /// prints the address to open (it holds a random token every request
+    /// must carry) and answers until stopped.
+    Serve {
+        /// Listen on this address instead of 127.0.0.1 (say, 0.0.0.0 for
+        /// every interface: other machines can then reach it).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::IpAddr>,
+        /// The port (default: any free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Open the page in the system's browser.
+        #[arg(long)]
+        open: bool,
+        /// Let the status page queue failed documents again (otherwise the
+        /// server writes nothing).
+        #[arg(long)]
+        allow_retry: bool,
+        /// Requests answered at once.
+        #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+        handlers: u16,
+        /// How long a request's head may take to arrive, and a connection
+        /// stay idle, e.g. 10s. Hidden: tests make it short.
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration, hide = true)]
+        head_timeout: std::time::Duration,
+    },
     /// A self-contained HTML page of charts drawn from the history:
     /// throughput, failures by reason and format, queue depth, takeovers and
     /// refused writes, the gate's incidents, the slowest documents.

@@ -360,7 +360,8 @@ impl Config {
         // directory read where its folders are not (a backup, another
         // machine), or a folder on a mount that does not answer, costs a
         // search nothing.
-        let (opened, unavailable) = match reading {
+        let originals = existing.is_some_and(|e| e.reads_originals());
+        let (opened, unavailable) = match reading && !originals {
             true => Default::default(),
             false => folders::open(&recorded),
         };
@@ -783,13 +784,27 @@ pub enum Existing {
     StoreAndMirrorToWrite,
     /// The database and the mirror, which the command sweeps (`gc`).
     MirrorToSweep,
+    /// The database and the mirror, read, and the folders, whose originals
+    /// it serves (`serve`).
+    ServingToRead,
+    /// As [`Existing::ServingToRead`], and the database written (`serve
+    /// --allow-retry`).
+    Serving,
 }
 
 impl Existing {
     /// Whether the command only reads, and may open a read-only data
     /// directory read-only.
     fn only_reads(self) -> bool {
-        matches!(self, Existing::StoreToRead | Existing::StoreAndMirror)
+        matches!(
+            self,
+            Existing::StoreToRead | Existing::StoreAndMirror | Existing::ServingToRead
+        )
+    }
+
+    /// Whether the command reads originals, so the folders are opened.
+    fn reads_originals(self) -> bool {
+        matches!(self, Existing::ServingToRead | Existing::Serving)
     }
 
     /// Whether the command needs the mirror to be there.

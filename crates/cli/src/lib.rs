@@ -16,6 +16,7 @@ mod progress;
 mod report;
 mod run;
 mod search;
+mod serve;
 mod shown;
 mod signals;
 mod summary;
@@ -360,6 +361,34 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             AuthCommand::Unlock { account } => auth::unlock(&existing(Existing::Store)?, &account),
         },
         Command::Metrics => metrics::metrics(&reading(Existing::StoreToRead)?),
+        Command::Serve {
+            listen,
+            port,
+            open,
+            allow_retry,
+            handlers,
+            head_timeout,
+        } => {
+            let needs = match allow_retry {
+                true => Existing::Serving,
+                false => Existing::ServingToRead,
+            };
+            let options = serve::Options {
+                listen,
+                port,
+                open,
+                allow_retry,
+                handlers: usize::from(handlers),
+                head_timeout,
+            };
+            // Read-only, it goes on past a broken configuration file as the
+            // other readers do; to write it needs the file as `retry` does.
+            let cfg = match allow_retry {
+                true => existing(needs)?,
+                false => reading(needs)?,
+            };
+            serve::serve(&cfg, &options)
+        }
         Command::Report { html } => page::report(&reading(Existing::StoreToRead)?, &html),
         Command::Doctor { json, fix } => doctor::doctor(g, json, fix),
         Command::Migrate { to, json } => migrate::migrate(&existing(Existing::Store)?, &to, json),

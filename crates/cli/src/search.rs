@@ -77,9 +77,9 @@ fn console_takes_ansi() -> bool {
 /// The default page: 20 matches, or all of them for a list of files.
 const DEFAULT_LIMIT: u64 = 20;
 
-/// One match as `search` prints it.
+/// One match as `search` prints it (and `serve` sends it).
 #[derive(Debug, serde::Serialize)]
-struct HitLine {
+pub(crate) struct HitLine {
     key: String,
     /// Where the original is: its path, or its URL for an HTTP source; null
     /// when the data directory records no source.
@@ -216,27 +216,10 @@ pub fn search(cfg: &Config, asked: &Asked) -> Result<ExitCode, CliError> {
     if matches!(asked.output, Output::Files { .. }) {
         request = request.without_snippets();
     }
-    let found = cfg.store.search_page(&request).map_err(damaged_index)?;
-    if found.total == 0 {
-        refuse_a_damaged_index(cfg)?;
-    }
-    let origin = &cfg.recorded;
-    // Where the page ends, also when a hit is left out below.
-    let shown_to = asked.offset.saturating_add(found.hits.len() as u64);
-    let mut hits = Vec::new();
-    for hit in found.hits {
-        if let Some(damage) =
-            leasehold::pipeline::stat_damage(&cfg.store, &cfg.mirror, &hit.key, &hit.result_path)?
-        {
-            eprintln!(
-                "leasehold: {:?}: {}: left out (`leasehold doctor --fix` queues it to be extracted again)",
-                hit.key,
-                damage.describe(&hit.result_path)
-            );
-            continue;
-        }
-        hits.push(HitLine::of(hit, cfg, origin));
-    }
+    let found = find(cfg, &cfg.recorded, &request, |line| {
+        eprintln!("leasehold: {line}")
+    })?;
+    let (hits, shown_to) = (found.hits, asked.offset.saturating_add(found.listed));
     let code = if found.total == 0 {
         ExitCode::from(1)
     } else {
@@ -270,6 +253,51 @@ pub fn search(cfg: &Config, asked: &Asked) -> Result<ExitCode, CliError> {
     };
     super::print_bytes(out.as_bytes())?;
     Ok(code)
+}
+
+/// A page of matches as they are shown.
+pub(crate) struct Found {
+    pub total: u64,
+    pub hits: Vec<HitLine>,
+    /// How many the page held, the left-out ones counted: where it ends.
+    pub listed: u64,
+}
+
+/// The page of matches `request` asks for, each with where its original
+/// is, as `origin` records it. A match whose accepted result is missing or altered (as far as a
+/// stat tells) is left out and said through `left_out` (one line naming
+/// the fix): its text would be the index's copy of a result the mirror no
+/// longer holds. No match at all is checked for a damaged index.
+pub(crate) fn find(
+    cfg: &Config,
+    origin: &Recorded,
+    request: &Search<'_>,
+    left_out: impl Fn(&str),
+) -> Result<Found, CliError> {
+    let found = cfg.store.search_page(request).map_err(damaged_index)?;
+    if found.total == 0 {
+        refuse_a_damaged_index(cfg)?;
+    }
+    let listed = found.hits.len() as u64;
+    let mut hits = Vec::new();
+    for hit in found.hits {
+        if let Some(damage) =
+            leasehold::pipeline::stat_damage(&cfg.store, &cfg.mirror, &hit.key, &hit.result_path)?
+        {
+            left_out(&format!(
+                "{:?}: {}: left out (`leasehold doctor --fix` queues it to be extracted again)",
+                hit.key,
+                damage.describe(&hit.result_path)
+            ));
+            continue;
+        }
+        hits.push(HitLine::of(hit, cfg, origin));
+    }
+    Ok(Found {
+        total: found.total,
+        hits,
+        listed,
+    })
 }
 
 /// The locations, one per line or NUL-ended, as they are for a tool that

@@ -42,6 +42,8 @@ mod metrics;
 mod migrate;
 mod private_files;
 mod report;
+mod serve;
+mod serve_browser;
 mod soak;
 mod stopped_lock;
 mod store_failures;

@@ -1,0 +1,228 @@
+// leasehold serve: the search page and the status page. No framework, nothing
+// fetched from elsewhere; every text from the index is set as text, never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const meta = (name) => document.querySelector(`meta[name="${name}"]`).content;
+const PAGE = 20;
+
+async function getJson(url, options) {
+  const answer = await fetch(url, Object.assign({ credentials: "same-origin" }, options));
+  let body = {};
+  try { body = await answer.json(); } catch (e) { body = { error: `${answer.status} ${answer.statusText}` }; }
+  if (!answer.ok) throw new Error(body.error || `${answer.status}`);
+  return body;
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v; else node.setAttribute(k, v);
+  }
+  for (const child of children) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+// ---- the search page ----
+
+const search = { q: "", type: "", folder: "", page: 0, sent: 0, selected: -1, timer: null };
+
+function readAddress() {
+  const p = new URLSearchParams(location.search);
+  search.q = p.get("q") || "";
+  search.type = p.get("type") || "";
+  search.folder = p.get("folder") || "";
+  search.page = Math.max(0, (parseInt(p.get("page") || "1", 10) || 1) - 1);
+  $("q").value = search.q;
+  $("type").value = search.type;
+}
+
+function writeAddress() {
+  const p = new URLSearchParams();
+  if (search.q) p.set("q", search.q);
+  if (search.type) p.set("type", search.type);
+  if (search.folder) p.set("folder", search.folder);
+  if (search.page > 0) p.set("page", String(search.page + 1));
+  const address = p.toString() ? `/?${p}` : "/";
+  if (address !== location.pathname + location.search) history.replaceState(null, "", address);
+}
+
+function later() {
+  clearTimeout(search.timer);
+  search.timer = setTimeout(find, 200);
+}
+
+async function find() {
+  clearTimeout(search.timer);
+  writeAddress();
+  const mine = ++search.sent;
+  if (!search.q.trim()) { show(null); return; }
+  const p = new URLSearchParams({ q: search.q, offset: String(search.page * PAGE) });
+  if (search.type) p.set("type", search.type);
+  if (search.folder) p.set("folder", search.folder);
+  try {
+    const found = await getJson(`/api/search?${p}`);
+    if (mine === search.sent) show(found);
+  } catch (e) {
+    if (mine === search.sent) problem(e.message);
+  }
+}
+
+function problem(message) {
+  $("summary").textContent = message;
+  $("summary").className = "error";
+  $("hits").replaceChildren();
+  $("pager").hidden = true;
+}
+
+// The snippet with its matches marked; the highlights are byte offsets into its UTF-8.
+function snippet(text, highlights) {
+  const bytes = new TextEncoder().encode(text);
+  const decode = (a, b) => new TextDecoder().decode(bytes.subarray(a, b));
+  const out = el("p", { class: "snippet" });
+  let at = 0;
+  for (const [start, end] of highlights) {
+    if (start < at || end > bytes.length) continue;
+    out.append(decode(at, start), el("mark", {}, decode(start, end)));
+    at = end;
+  }
+  out.append(decode(at, bytes.length));
+  return out;
+}
+
+function hitItem(hit) {
+  const name = hit.key.split(/[\\/]/).pop();
+  const original = `/doc/original?key=${encodeURIComponent(hit.key)}`;
+  const facts = [hit.type && hit.type.toUpperCase(), hit.date, hit.author].filter(Boolean).join(" · ");
+  return el("li", { class: "hit" },
+    el("a", { class: "title", href: original }, hit.title || name),
+    facts ? el("span", { class: "facts" }, facts) : null,
+    el("a", { class: "more", href: `/doc/text?key=${encodeURIComponent(hit.key)}` }, "text"),
+    el("div", { class: "where" }, hit.location || hit.key),
+    snippet(hit.snippet, hit.highlights));
+}
+
+function show(found) {
+  search.selected = -1;
+  $("summary").className = "";
+  if (!found) {
+    $("summary").textContent = "";
+    $("hits").replaceChildren();
+    $("pager").hidden = true;
+    return;
+  }
+  const first = found.offset + 1, last = found.offset + found.hits.length;
+  $("summary").textContent = found.total === 0
+    ? "No document matches."
+    : `${found.total} ${found.total === 1 ? "document matches" : "documents match"}` +
+      (found.total > found.hits.length ? `, ${first}–${last} shown` : "");
+  $("hits").replaceChildren(...found.hits.map(hitItem));
+  const pages = Math.ceil(found.total / PAGE);
+  $("pager").hidden = pages <= 1;
+  $("prev").disabled = search.page === 0;
+  $("next").disabled = search.page + 1 >= pages;
+  $("page-of").textContent = `page ${search.page + 1} of ${pages}`;
+}
+
+function select(step) {
+  const items = [...document.querySelectorAll("#hits .hit")];
+  if (!items.length) return;
+  search.selected = Math.max(0, Math.min(items.length - 1, search.selected + step));
+  items.forEach((item, i) => item.classList.toggle("selected", i === search.selected));
+  items[search.selected].scrollIntoView({ block: "nearest" });
+}
+
+async function loadFolders() {
+  try {
+    const status = await getJson("/api/status");
+    const options = status.folders.map((f) => el("option", { value: f }, f));
+    $("folder").append(...options);
+    if (search.folder) $("folder").value = search.folder;
+  } catch (e) { /* the search works without the list */ }
+}
+
+function searchPage() {
+  readAddress();
+  $("search").addEventListener("submit", (e) => { e.preventDefault(); search.page = 0; find(); });
+  $("q").addEventListener("input", () => { search.q = $("q").value; search.page = 0; later(); });
+  for (const id of ["type", "folder"]) {
+    $(id).addEventListener("change", () => { search[id] = $(id).value; search.page = 0; find(); });
+  }
+  $("prev").addEventListener("click", () => { search.page = Math.max(0, search.page - 1); find(); });
+  $("next").addEventListener("click", () => { search.page += 1; find(); });
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "ArrowDown") { e.preventDefault(); select(1); }
+    else if (e.key === "ArrowUp") { e.preventDefault(); select(-1); }
+    else if (e.key === "Enter" && search.selected >= 0) {
+      e.preventDefault();
+      location.href = document.querySelectorAll("#hits .hit .title")[search.selected].href;
+    }
+  });
+  loadFolders();
+  $("q").focus();
+  if (search.q) find();
+}
+
+// ---- the status page ----
+
+const LABELS = [
+  ["indexed", "Indexed"], ["no_text", "No text"], ["queued", "Queued"], ["extracting", "Extracting"],
+  ["retrying", "Retrying"], ["failed", "Failed"], ["removed", "Removed"],
+];
+
+async function retry(key, button) {
+  button.disabled = true;
+  try {
+    await getJson(`/api/retry?key=${encodeURIComponent(key)}`,
+      { method: "POST", headers: { [meta("csrf-header")]: meta("csrf") } });
+    button.textContent = "Queued";
+  } catch (e) {
+    button.textContent = e.message;
+  }
+  refresh();
+}
+
+function failureRow(failure, canRetry) {
+  const button = canRetry ? el("button", { type: "button", class: "retry" }, "Retry") : null;
+  if (button) button.addEventListener("click", () => retry(failure.key, button));
+  return el("tr", { "data-key": failure.key },
+    el("td", {}, failure.location || failure.key),
+    el("td", { class: "why" }, failure.error || ""),
+    el("td", {}, String(failure.attempts)),
+    el("td", {}, button));
+}
+
+function showStatus(status) {
+  $("error").hidden = true;
+  const t = status.totals;
+  $("totals").replaceChildren(...LABELS.filter(([k]) => t[k] > 0 || ["indexed", "queued", "failed"].includes(k))
+    .map(([k, label]) => el("div", { "data-count": k }, el("dt", {}, label), el("dd", {}, t[k].toLocaleString()))));
+  const done = t.indexed + t.failed + t.removed;
+  const all = done + t.queued + t.extracting + t.retrying;
+  $("progress").max = Math.max(all, 1);
+  $("progress").value = done;
+  $("progress-text").textContent = all === done
+    ? `All ${all.toLocaleString()} documents settled.`
+    : `${done.toLocaleString()} of ${all.toLocaleString()} settled; ${(t.queued + t.retrying).toLocaleString()} waiting, ${t.extracting.toLocaleString()} being extracted.`;
+  $("folders").replaceChildren(...status.folders.map((f) => el("li", {}, f)));
+  $("failures-section").hidden = status.failures.length === 0;
+  $("failures-note").textContent = status.failures.length >= status.failures_listed
+    ? `The first ${status.failures_listed} are listed; \`leasehold status\` lists them all.` : "";
+  $("failures").replaceChildren(...status.failures.map((f) => failureRow(f, status.can_retry)));
+}
+
+async function refresh() {
+  try {
+    showStatus(await getJson("/api/status"));
+  } catch (e) {
+    $("error").textContent = `Cannot read the status: ${e.message}`;
+    $("error").hidden = false;
+  }
+}
+
+function statusPage() {
+  refresh();
+  setInterval(refresh, 1000);
+}
+
+if (document.body.dataset.page === "search") searchPage(); else statusPage();

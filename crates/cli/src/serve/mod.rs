@@ -1,0 +1,227 @@
+//! `leasehold serve`: the search page and the status page of one data
+//! directory, on a web server on the loopback interface.
+//!
+//! Every request passes the guard (`serve/guard.rs`) before a route
+//! (`serve/routes.rs`) sees it; every answer carries headers that keep it
+//! from being framed, sniffed, cached or read by another origin. The pages
+//! are built into the binary and fetch nothing from the network. The HTTP
+//! side (`serve/http.rs`) reads the connections on one thread; a fixed
+//! number of handler threads do the work, so no more searches run at once
+//! than there are handlers, however many connections are open.
+
+mod guard;
+mod http;
+mod routes;
+
+use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use leasehold::source::Folders;
+use leasehold::Store;
+
+use crate::config::Config;
+use crate::folders::Recorded;
+use crate::CliError;
+
+pub use guard::Access;
+
+/// How `serve` was asked to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The address to listen on (loopback unless given).
+    pub listen: Option<IpAddr>,
+    /// The port (0: any free one).
+    pub port: u16,
+    /// Open the page in the system's browser once listening.
+    pub open: bool,
+    /// Let the status page queue a failed document again (the one write).
+    pub allow_retry: bool,
+    /// Requests answered at once.
+    pub handlers: usize,
+    /// How long a request's head may take to arrive (and a connection idle).
+    pub head_timeout: std::time::Duration,
+}
+
+/// The folders the data directory records, and each opened to read its
+/// originals: read again when the record changed, so a folder a `run` adds
+/// while the server runs is searched, listed and served without a restart.
+pub struct Sources {
+    pub recorded: Recorded,
+    pub folders: Folders,
+}
+
+/// The [`Sources`] last read, shared by the handlers.
+struct Live(Mutex<Arc<Sources>>);
+
+impl Live {
+    fn new(cfg: &Config) -> Live {
+        Live(Mutex::new(Arc::new(Sources::of(cfg.recorded.clone()))))
+    }
+
+    /// The sources as the store records them now (a few settings read);
+    /// the folders opened again only when the record changed.
+    fn current(&self, store: &Store) -> Arc<Sources> {
+        let mut held = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match Recorded::load(store) {
+            Ok(now) if now != held.recorded => {
+                *held = Arc::new(Sources::of(now));
+                held.clone()
+            }
+            _ => held.clone(),
+        }
+    }
+}
+
+impl Sources {
+    fn of(recorded: Recorded) -> Sources {
+        let (opened, _unavailable) = crate::folders::open(&recorded);
+        Sources {
+            recorded,
+            folders: Folders::new(opened),
+        }
+    }
+}
+
+/// An answer before it is sent.
+pub struct Answer {
+    status: u16,
+    content_type: String,
+    body: Vec<u8>,
+    headers: Vec<(String, String)>,
+}
+
+impl Answer {
+    fn bytes(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Answer {
+        Answer {
+            status,
+            content_type: content_type.to_owned(),
+            body: body.into(),
+            headers: Vec::new(),
+        }
+    }
+
+    fn json(status: u16, value: &serde_json::Value) -> Answer {
+        Answer::bytes(status, "application/json", value.to_string())
+    }
+
+    /// A refusal or failure: `{"error": why}`, which the pages show.
+    fn problem(status: u16, why: &str) -> Answer {
+        Answer::json(status, &serde_json::json!({ "error": why }))
+    }
+
+    fn problem_owned(status: u16, why: String) -> Answer {
+        Answer::problem(status, &why)
+    }
+
+    fn header(&mut self, name: &str, value: &str) {
+        self.headers.push((name.to_owned(), value.to_owned()));
+    }
+}
+
+/// Headers every answer carries: no framing, no sniffing, no cache, no
+/// referrer (an address may hold the token), and for the pages a policy
+/// that runs only their own script.
+const ALWAYS: [(&str, &str); 5] = [
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Cache-Control", "no-store"),
+    ("Referrer-Policy", "no-referrer"),
+    (
+        "Content-Security-Policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+         connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+];
+
+/// `leasehold serve`: listen, print the address (with its token), answer
+/// until the process is stopped.
+pub fn serve(cfg: &Config, opts: &Options) -> Result<ExitCode, CliError> {
+    let ip = opts.listen.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    if !ip.is_loopback() {
+        eprintln!(
+            "leasehold: warning: listening on {ip}, which other machines can reach; \
+             the token in the address is all that keeps them out, and nothing is encrypted"
+        );
+    }
+    let cannot =
+        |e: std::io::Error| CliError::Runtime(format!("cannot listen on {ip} port {}: {e}", opts.port));
+    let listener = std::net::TcpListener::bind(SocketAddr::new(ip, opts.port)).map_err(cannot)?;
+    let access = Arc::new(Access::new(http::bound(&listener).map_err(cannot)?));
+    let live = Live::new(cfg);
+    let url = format!("{}/?token={}", access.origin(), access.token());
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{url}")
+        .and_then(|_| out.flush())
+        .map_err(|e| CliError::Runtime(format!("writing the address: {e}")))?;
+    drop(out);
+    eprintln!("leasehold: serving {} (Ctrl-C stops)", cfg.store.path().display());
+    if opts.open {
+        open_in_browser(&url);
+    }
+    let (jobs, queued) = crossbeam_channel::bounded::<http::Job>(http::QUEUE);
+    std::thread::scope(|scope| {
+        for _ in 0..opts.handlers.max(1) {
+            let (queued, live, access) = (queued.clone(), &live, &access);
+            scope.spawn(move || {
+                for job in queued {
+                    let sources = live.current(&cfg.store);
+                    let asked = (job.method.as_str(), job.path.as_str(), job.query.as_str());
+                    let _ = job.reply.send(routes::route(cfg, &sources, access, opts, asked));
+                }
+            });
+        }
+        let served = http::run(listener, access.clone(), jobs, opts.head_timeout);
+        served.map_err(|e| CliError::Runtime(format!("serving: {e}")))
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The HTTP response of `answer` (its body left out for a `HEAD`).
+fn response(answer: Answer, head: bool) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
+    // An original's own policy replaces the pages' one.
+    let own_policy = |name: &str| answer.headers.iter().any(|(n, _)| n == name);
+    let mut builder = hyper::Response::builder().status(answer.status);
+    let headers = ALWAYS
+        .iter()
+        .filter(|(name, _)| !own_policy(name))
+        .map(|(n, v)| (*n, *v))
+        .chain([("Content-Type", answer.content_type.as_str())])
+        .chain(answer.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    for (name, value) in headers {
+        builder = builder.header(name, value);
+    }
+    let body = if head { Vec::new() } else { answer.body };
+    builder
+        .body(http_body_util::Full::new(hyper::body::Bytes::from(body)))
+        .unwrap_or_else(|_| {
+            // A header value the answer made that HTTP cannot carry.
+            let mut refused = hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::new()));
+            *refused.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+            refused
+        })
+}
+
+/// Open `url` with the system's opener; a failure is said, not fatal.
+fn open_in_browser(url: &str) {
+    #[cfg(target_os = "macos")]
+    let mut command = std::process::Command::new("open");
+    #[cfg(windows)]
+    let mut command = {
+        let mut c = std::process::Command::new("cmd");
+        c.args(["/C", "start", ""]);
+        c
+    };
+    #[cfg(not(any(target_os = "macos", windows)))]
+    let mut command = std::process::Command::new("xdg-open");
+    let opened = command
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    if let Err(e) = opened {
+        eprintln!("leasehold: cannot open a browser ({e}); open the address above");
+    }
+}
