@@ -112,7 +112,8 @@ impl Answer {
 }
 
 /// One request on its own connection (`Connection: close`); every header as
-/// given, nothing added but the body's length. The read timeout only bounds a hang.
+/// given, nothing added but an empty body's length when none is given. The
+/// read timeout only bounds a hang.
 pub fn request(port: u16, method: &str, target: &str, headers: &[(&str, &str)]) -> Answer {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to serve");
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -120,7 +121,13 @@ pub fn request(port: u16, method: &str, target: &str, headers: &[(&str, &str)]) 
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
-    head.push_str("Connection: close\r\nContent-Length: 0\r\n\r\n");
+    if !headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+    {
+        head.push_str("Content-Length: 0\r\n");
+    }
+    head.push_str("Connection: close\r\n\r\n");
     stream.write_all(head.as_bytes()).unwrap();
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).expect("read the answer");

@@ -125,7 +125,9 @@ pub fn main() -> ExitCode {
 /// `run`'s progress), and any command asked to be `--quiet`, only warn.
 fn default_log_level(command: &Command, quiet: bool) -> &'static str {
     match command {
-        Command::Work { .. } | Command::Sync { .. } if !quiet => logs::SERVICE_DEFAULT,
+        Command::Work { .. } | Command::Sync { .. } | Command::Serve { .. } if !quiet => {
+            logs::SERVICE_DEFAULT
+        }
         _ => logs::PERSON_DEFAULT,
     }
 }

@@ -91,10 +91,19 @@ impl Access {
         )
     }
 
-    /// The address to print: `localhost`'s loopback as an IP literal, which
-    /// every browser reaches without a lookup.
+    /// The address to print: the listening one, an IP literal every
+    /// browser reaches without a lookup; on every interface, loopback's.
     pub fn origin(&self) -> String {
-        format!("http://{}", self.addr)
+        let ip = match self.addr.ip() {
+            std::net::IpAddr::V4(v4) if v4.is_unspecified() => {
+                std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+            }
+            std::net::IpAddr::V6(v6) if v6.is_unspecified() => {
+                std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
+            }
+            ip => ip,
+        };
+        format!("http://{}", std::net::SocketAddr::new(ip, self.addr.port()))
     }
 
     /// The decision for `asked`.
@@ -148,16 +157,22 @@ impl Access {
     }
 
     /// Whether `host` (a Host header) names this server: its address and
-    /// port, or `localhost` and the port when it listens on loopback.
+    /// port, or `localhost` and the port when it listens on loopback. On
+    /// every interface (`0.0.0.0`, `::`) any address of the machine may be
+    /// asked for, so any IP literal with the port is taken, never a name
+    /// (a rebinding page sends its own name).
     fn host_is_ours(&self, host: &str) -> bool {
         if host.eq_ignore_ascii_case(&self.addr.to_string()) {
             return true;
         }
         let port = format!(":{}", self.addr.port());
-        self.addr.ip().is_loopback()
-            && host
-                .strip_suffix(port.as_str())
-                .is_some_and(|name| name.eq_ignore_ascii_case("localhost"))
+        let Some(name) = host.strip_suffix(port.as_str()) else {
+            return false;
+        };
+        let ip = name.trim_start_matches('[').trim_end_matches(']');
+        let loopback = self.addr.ip().is_loopback() || self.addr.ip().is_unspecified();
+        (loopback && name.eq_ignore_ascii_case("localhost"))
+            || (self.addr.ip().is_unspecified() && ip.parse::<std::net::IpAddr>().is_ok())
     }
 
     fn is_localhost_origin(&self, origin: &str) -> bool {
@@ -204,9 +219,16 @@ fn without_token(target: &str) -> String {
     let Some((path, query)) = target.split_once('?') else {
         return target.to_owned();
     };
+    // Judged by the decoded name, as the token was read (`%74oken` too).
+    let is_token = |pair: &str| {
+        let name = pair.split('=').next().unwrap_or_default();
+        super::routes::query_pairs(name)
+            .next()
+            .is_some_and(|(k, _)| k == "token")
+    };
     let kept: Vec<&str> = query
         .split('&')
-        .filter(|p| !p.is_empty() && p.split('=').next() != Some("token"))
+        .filter(|p| !p.is_empty() && !is_token(p))
         .collect();
     match kept.is_empty() {
         true => path.to_owned(),
@@ -284,6 +306,27 @@ mod tests {
     }
 
     #[test]
+    fn on_every_interface_any_address_of_the_machine_but_no_name() {
+        let a = Access::new("0.0.0.0:8123".parse().unwrap());
+        assert_eq!(a.origin(), "http://127.0.0.1:8123");
+        let cookie = a.cookie();
+        let mut asked = get("/", Some(cookie.split(';').next().unwrap()));
+        for host in [
+            "192.168.1.20:8123",
+            "[fe80::1]:8123",
+            "localhost:8123",
+            "127.0.0.1:8123",
+        ] {
+            asked.host = Some(host);
+            assert_eq!(a.judge(&asked), Verdict::Pass, "{host}");
+        }
+        for host in ["evil.example:8123", "192.168.1.20:80", "192.168.1.20"] {
+            asked.host = Some(host);
+            assert!(matches!(a.judge(&asked), Verdict::Refuse(421, _)), "{host}");
+        }
+    }
+
+    #[test]
     fn a_write_needs_the_page_token_and_our_origin() {
         let a = access();
         let cookie = a.cookie();
@@ -300,6 +343,14 @@ mod tests {
         assert!(matches!(a.judge(&post), Verdict::Refuse(403, _)));
         post.fetch_site = Some("same-origin");
         assert_eq!(a.judge(&post), Verdict::Pass);
+        let encoded = format!("/?q=x&%74oken={}", a.token());
+        assert_eq!(
+            a.judge(&get(&encoded, None)),
+            Verdict::TradeForCookie {
+                location: "/?q=x".into()
+            },
+            "an encoded name is the token too, and taken out"
+        );
         let target = format!("/api/retry?key=a&token={}", a.token());
         let mut by_token = get(&target, None);
         by_token.method = "POST";

@@ -17,6 +17,7 @@ use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use leasehold::source::Folders;
 use leasehold::Store;
@@ -52,24 +53,40 @@ pub struct Sources {
     pub folders: Folders,
 }
 
-/// The [`Sources`] last read, shared by the handlers.
-struct Live(Mutex<Arc<Sources>>);
+/// The [`Sources`] last read, shared by the handlers, and when the record
+/// was last looked at.
+struct Live(Mutex<(Arc<Sources>, Instant)>);
+
+/// How often the record is read again: a folder added shows within it.
+const RECORD_CHECKED_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Live {
     fn new(cfg: &Config) -> Live {
-        Live(Mutex::new(Arc::new(Sources::of(cfg.recorded.clone()))))
+        let sources = Arc::new(Sources::of(cfg.recorded.clone()));
+        Live(Mutex::new((sources, Instant::now())))
     }
 
-    /// The sources as the store records them now (a few settings read);
-    /// the folders opened again only when the record changed.
+    /// The sources as the store records them, read again at most every
+    /// [`RECORD_CHECKED_EVERY`]; the folders are opened again, outside the
+    /// lock (a folder on a mount that does not answer stalls no other
+    /// request), only when the record changed.
     fn current(&self, store: &Store) -> Arc<Sources> {
-        let mut held = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let held = {
+            let mut held = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if held.1.elapsed() < RECORD_CHECKED_EVERY {
+                return held.0.clone();
+            }
+            held.1 = Instant::now();
+            held.0.clone()
+        };
         match Recorded::load(store) {
             Ok(now) if now != held.recorded => {
-                *held = Arc::new(Sources::of(now));
-                held.clone()
+                let fresh = Arc::new(Sources::of(now));
+                let mut held = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                held.0 = fresh.clone();
+                fresh
             }
-            _ => held.clone(),
+            _ => held,
         }
     }
 }
@@ -158,7 +175,7 @@ pub fn serve(cfg: &Config, opts: &Options) -> Result<ExitCode, CliError> {
     drop(out);
     eprintln!("leasehold: serving {} (Ctrl-C stops)", cfg.store.path().display());
     if opts.open {
-        open_in_browser(&url);
+        open_in_browser(&url, cfg);
     }
     let (jobs, queued) = crossbeam_channel::bounded::<http::Job>(http::QUEUE);
     std::thread::scope(|scope| {
@@ -166,6 +183,10 @@ pub fn serve(cfg: &Config, opts: &Options) -> Result<ExitCode, CliError> {
             let (queued, live, access) = (queued.clone(), &live, &access);
             scope.spawn(move || {
                 for job in queued {
+                    // Its client is gone (a keystroke the page no longer shows).
+                    if job.reply.is_closed() {
+                        continue;
+                    }
                     let sources = live.current(&cfg.store);
                     let asked = (job.method.as_str(), job.path.as_str(), job.query.as_str());
                     let _ = job.reply.send(routes::route(cfg, &sources, access, opts, asked));
@@ -192,7 +213,9 @@ fn response(answer: Answer, head: bool) -> hyper::Response<http_body_util::Full<
     for (name, value) in headers {
         builder = builder.header(name, value);
     }
-    let body = if head { Vec::new() } else { answer.body };
+    // A HEAD's body is left out by hyper, which still says its length.
+    let _ = head;
+    let body = answer.body;
     builder
         .body(http_body_util::Full::new(hyper::body::Bytes::from(body)))
         .unwrap_or_else(|_| {
@@ -203,8 +226,28 @@ fn response(answer: Answer, head: bool) -> hyper::Response<http_body_util::Full<
         })
 }
 
-/// Open `url` with the system's opener; a failure is said, not fatal.
-fn open_in_browser(url: &str) {
+/// Open `url` with the system's opener; a failure is said, not fatal. The
+/// opener is given a page in the data directory, readable by this user
+/// only, that sends the browser on to `url`: a command line is seen by
+/// every user of the machine (`ps`), and the token must not be.
+fn open_in_browser(url: &str, cfg: &Config) {
+    let page = cfg.mirror.root().with_file_name(".serve-open.html");
+    let redirect = format!(
+        "<!DOCTYPE html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url={url}\">\
+         <title>leasehold</title><a href=\"{url}\">Open leasehold</a>\n"
+    );
+    let _ = std::fs::remove_file(&page);
+    let mut options = std::fs::OpenOptions::new();
+    leasehold::portable::private_open(options.write(true).create_new(true), 0o600);
+    if let Err(e) = options
+        .open(&page)
+        .and_then(|mut f| f.write_all(redirect.as_bytes()))
+    {
+        eprintln!("leasehold: cannot open a browser ({e}); open the address above");
+        return;
+    }
+    let target = page.display().to_string();
+    let url = target.as_str();
     #[cfg(target_os = "macos")]
     let mut command = std::process::Command::new("open");
     #[cfg(windows)]

@@ -93,19 +93,23 @@ fn search(
     if q.len() > MAX_QUERY {
         return Answer::problem(414, "the query is longer than 1000 bytes");
     }
-    let mut query = q.trim().to_owned();
+    // The filters first (fields hold for the whole query wherever they
+    // stand): an operator the words end with (`tide NOT`, half typed) would
+    // take a field after it as its term, and negate the filter.
+    let mut query = String::new();
     if let Some(kind) = kind.filter(|k| !k.is_empty()) {
         if !kind.bytes().all(|b| b.is_ascii_alphanumeric()) || kind.len() > 16 {
             return Answer::problem(400, "type: takes a file type, such as pdf");
         }
-        query.push_str(&format!(" type:{kind}"));
+        query.push_str(&format!("type:{kind} "));
     }
     if let Some(folder) = folder.filter(|f| !f.is_empty()) {
         if folder.contains('"') {
             return Answer::problem(400, "a folder with a double quote in its name cannot be a filter");
         }
-        query.push_str(&format!(" dir:\"{folder}\""));
+        query.push_str(&format!("dir:\"{folder}\" "));
     }
+    query.push_str(q.trim());
     let offset: usize = match offset.as_deref().map(str::parse).transpose() {
         Ok(n) => n.unwrap_or(0),
         Err(_) => return Answer::problem(400, "offset takes a number"),
@@ -131,6 +135,7 @@ fn search(
                 "total": found.total,
                 "offset": offset,
                 "limit": PAGE,
+                "listed": found.listed,
                 "hits": found.hits,
             }),
         ),
@@ -329,7 +334,7 @@ mod tests {
     fn a_disposition_names_the_file_safely() {
         assert_eq!(
             disposition("보고서 \"final\".pdf"),
-            "inline; filename=\"____final_.pdf\"; filename*=UTF-8''%EB%B3%B4%EA%B3%A0%EC%84%9C%20%22final%22%2Epdf"
+            "inline; filename=\"___ _final_.pdf\"; filename*=UTF-8''%EB%B3%B4%EA%B3%A0%EC%84%9C%20%22final%22%2Epdf"
         );
     }
 }

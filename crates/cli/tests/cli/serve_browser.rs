@@ -127,7 +127,8 @@ fn the_status_page_follows_a_run_and_retries_a_failure() {
         "the failure listed",
     );
 
-    // A run of 60 documents that each take 40-60 ms (the test extractor).
+    // A run of 60 documents that each take 80-120 ms (the test extractor):
+    // some seconds, against the page's poll every second.
     let more = dir.path().join("more");
     std::fs::create_dir_all(&more).unwrap();
     for n in 0..60 {
@@ -135,7 +136,7 @@ fn the_status_page_follows_a_run_and_retries_a_failure() {
     }
     let mut run = crate::common::leasehold_command(&data)
         .args(["run", more.to_str().unwrap(), "-q", "--workers", "1"])
-        .env("LEASEHOLD_TEST_EXTRACTOR", "sleep:40:60")
+        .env("LEASEHOLD_TEST_EXTRACTOR", "sleep:80:120")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

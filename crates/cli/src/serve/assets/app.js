@@ -25,7 +25,7 @@ function el(tag, attrs, ...children) {
 
 // ---- the search page ----
 
-const search = { q: "", type: "", folder: "", page: 0, sent: 0, selected: -1, timer: null };
+const search = { q: "", type: "", folder: "", page: 0, sent: 0, selected: -1, timer: null, pending: null };
 
 function readAddress() {
   const p = new URLSearchParams(location.search);
@@ -56,15 +56,18 @@ async function find() {
   clearTimeout(search.timer);
   writeAddress();
   const mine = ++search.sent;
+  // A search the page will not show is stopped: the server drops it unrun.
+  if (search.pending) search.pending.abort();
+  search.pending = new AbortController();
   if (!search.q.trim()) { show(null); return; }
   const p = new URLSearchParams({ q: search.q, offset: String(search.page * PAGE) });
   if (search.type) p.set("type", search.type);
   if (search.folder) p.set("folder", search.folder);
   try {
-    const found = await getJson(`/api/search?${p}`);
+    const found = await getJson(`/api/search?${p}`, { signal: search.pending.signal });
     if (mine === search.sent) show(found);
   } catch (e) {
-    if (mine === search.sent) problem(e.message);
+    if (mine === search.sent && e.name !== "AbortError") problem(e.message);
   }
 }
 
@@ -111,11 +114,12 @@ function show(found) {
     $("pager").hidden = true;
     return;
   }
-  const first = found.offset + 1, last = found.offset + found.hits.length;
+  // `listed` counts the matches left out for a damaged result too.
+  const first = found.offset + 1, last = found.offset + (found.listed ?? found.hits.length);
   $("summary").textContent = found.total === 0
     ? "No document matches."
     : `${found.total} ${found.total === 1 ? "document matches" : "documents match"}` +
-      (found.total > found.hits.length ? `, ${first}–${last} shown` : "");
+      (found.total > found.hits.length && last >= first ? `, ${first}–${last} shown` : "");
   $("hits").replaceChildren(...found.hits.map(hitItem));
   const pages = Math.ceil(found.total / PAGE);
   $("pager").hidden = pages <= 1;
@@ -151,6 +155,8 @@ function searchPage() {
   $("prev").addEventListener("click", () => { search.page = Math.max(0, search.page - 1); find(); });
   $("next").addEventListener("click", () => { search.page += 1; find(); });
   document.addEventListener("keydown", (e) => {
+    // A list or a button keeps its own keys.
+    if (["SELECT", "BUTTON", "A"].includes(e.target.tagName)) return;
     if (e.key === "ArrowDown") { e.preventDefault(); select(1); }
     else if (e.key === "ArrowUp") { e.preventDefault(); select(-1); }
     else if (e.key === "Enter" && search.selected >= 0) {
@@ -172,12 +178,13 @@ const LABELS = [
 
 async function retry(key, button) {
   button.disabled = true;
+  const note = $("retry-note");
   try {
     await getJson(`/api/retry?key=${encodeURIComponent(key)}`,
       { method: "POST", headers: { [meta("csrf-header")]: meta("csrf") } });
-    button.textContent = "Queued";
+    note.textContent = `Queued again: ${key}`;
   } catch (e) {
-    button.textContent = e.message;
+    note.textContent = `Not queued: ${key}: ${e.message}`;
   }
   refresh();
 }
@@ -197,7 +204,8 @@ function showStatus(status) {
   const t = status.totals;
   $("totals").replaceChildren(...LABELS.filter(([k]) => t[k] > 0 || ["indexed", "queued", "failed"].includes(k))
     .map(([k, label]) => el("div", { "data-count": k }, el("dt", {}, label), el("dd", {}, t[k].toLocaleString()))));
-  const done = t.indexed + t.failed + t.removed;
+  // Documents removed from their folder are no part of any run's work.
+  const done = t.indexed + t.failed;
   const all = done + t.queued + t.extracting + t.retrying;
   $("progress").max = Math.max(all, 1);
   $("progress").value = done;
@@ -211,12 +219,18 @@ function showStatus(status) {
   $("failures").replaceChildren(...status.failures.map((f) => failureRow(f, status.can_retry)));
 }
 
+let polling = false;
+
 async function refresh() {
+  if (polling) return;
+  polling = true;
   try {
     showStatus(await getJson("/api/status"));
   } catch (e) {
     $("error").textContent = `Cannot read the status: ${e.message}`;
     $("error").hidden = false;
+  } finally {
+    polling = false;
   }
 }
 
