@@ -112,12 +112,16 @@ fn main() {
         .spawn()
         .expect("the run beside the load");
     let words: Vec<(usize, String)> = RANKS.iter().map(|&r| (r, vocab[r].clone())).collect();
+    let cpu_before = cpu_seconds(server.child.id());
     let load = load(
         &mut server,
         &words,
         args.clients,
         Duration::from_secs(args.seconds),
     );
+    let cpu_used = cpu_seconds(server.child.id())
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     let mut summary = String::new();
     run.stdout.take().unwrap().read_to_string(&mut summary).unwrap();
     let run_done = run.wait().expect("the run's end").success();
@@ -125,6 +129,11 @@ fn main() {
         .ok()
         .and_then(|s| s["docs_per_second"].as_f64());
     let commonest = load_one_word(&server, &vocab[0], Duration::from_secs(5));
+    // Each word alone, one client, the run over: what one search costs.
+    let alone: Vec<(usize, Vec<f64>)> = words
+        .iter()
+        .map(|(rank, word)| (*rank, load_one_word(&server, word, Duration::from_secs(3))))
+        .collect();
     server.stop();
 
     let all: Vec<f64> = load
@@ -144,6 +153,8 @@ fn main() {
             "requests": all.len(), "requests_per_second": rate, "errors": load.errors,
             "ms": percentiles(&all), "per_rank": per_rank,
             "commonest_word_ms": percentiles(&commonest),
+            "alone_ms": alone.iter().map(|(r, l)| serde_json::json!({ "rank": r, "ms": percentiles(l) })).collect::<Vec<_>>(),
+            "server_cpu_ms_per_request": cpu_used.map(|c| c * 1e3 / all.len().max(1) as f64),
             "server_rss_kib": { "start": server.rss_start, "peak": server.rss_peak, "end": server.rss_end },
             "run_beside": { "succeeded": run_done, "docs_per_second": run_rate },
         });
@@ -184,6 +195,22 @@ fn main() {
         c[2],
         commonest.len()
     );
+    for (rank, l) in &alone {
+        let p = percentiles(l);
+        println!(
+            "| rank {rank} word alone, one client | p50 {:.2} ms, p99 {:.2} ms ({} requests) |",
+            p[0],
+            p[2],
+            l.len()
+        );
+    }
+    if let Some(cpu) = cpu_used {
+        println!(
+            "| server CPU during the load | {:.1} s, {:.2} ms per request (the run beside used the rest) |",
+            cpu,
+            cpu * 1e3 / all.len().max(1) as f64
+        );
+    }
     let kib = |v: Option<u64>| v.map_or("n/a".to_owned(), |k| format!("{:.1} MB", k as f64 / 1024.0));
     println!(
         "| server memory | start {}, peak {}, end {} |",
@@ -263,6 +290,18 @@ impl Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The user and system CPU seconds process `pid` used so far (Linux's `/proc`).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(ticks / per_second)
 }
 
 /// The resident set of process `pid` in KiB (Linux's `/proc`).
