@@ -475,8 +475,12 @@ impl Worker {
             .collect()
     }
 
-    /// fetch → extract → mirror write (staged, not yet durable), each under the lease.
+    /// fetch → extract → mirror write (staged, not yet durable), each under
+    /// the lease. The note says how long the three took for this document
+    /// (`; took 12 ms`): a batch's claims and completions share their times,
+    /// so the history's slowest documents are timed by it.
     fn work_on(&self, claim: &Claim) -> std::result::Result<Staging, Stop> {
+        let started = Instant::now();
         let p = &self.pipeline;
         let bytes = self
             .stage(claim, |_| p.source.fetch(&claim.key, p.max_input_bytes))?
@@ -496,6 +500,8 @@ impl Worker {
                 p.mirror.stage(claim.id.0, claim.fence, text.as_bytes())
             })?
             .map_err(|e| self.stop_for_mirror(claim, e))?;
+        let took = format!("took {} ms", started.elapsed().as_millis());
+        let note = Some(note.map_or(took.clone(), |note| format!("{note}; {took}")));
         Ok(Staging {
             staged,
             findings: Findings {

@@ -369,7 +369,7 @@ fn the_encoding_decision_is_recorded_in_the_history() {
         .expect("a completed event");
     let detail = completed["detail"].as_str().unwrap();
     assert!(
-        detail.ends_with("extracted as plain_text, encoding windows-1252"),
+        detail.contains("extracted as plain_text, encoding windows-1252; took "),
         "{detail}"
     );
     let rows = accepted(&data);
