@@ -56,6 +56,10 @@ pub fn route(
             param("offset"),
         ),
         ("GET" | "HEAD", "/api/status") => status(cfg, sources, opts),
+        ("GET" | "HEAD", "/api/history") => match crate::page::figures(&cfg.store) {
+            Ok(figures) => Answer::json(200, &figures),
+            Err(e) => Answer::problem_owned(500, e.to_string()),
+        },
         ("GET" | "HEAD", "/doc/original") => original(cfg, sources, &param("key").unwrap_or_default()),
         ("GET" | "HEAD", "/doc/text") => text(cfg, &param("key").unwrap_or_default()),
         ("POST", "/api/retry") if opts.allow_retry => retry(cfg, &param("key").unwrap_or_default()),
@@ -63,9 +67,10 @@ pub fn route(
             403,
             "this server was started read-only: `leasehold serve --allow-retry` lets the page retry",
         ),
-        (_, "/" | "/status" | "/api/search" | "/api/status" | "/doc/original" | "/doc/text") => {
-            Answer::problem(405, "not answered with this method")
-        }
+        (
+            _,
+            "/" | "/status" | "/api/search" | "/api/status" | "/api/history" | "/doc/original" | "/doc/text",
+        ) => Answer::problem(405, "not answered with this method"),
         _ => Answer::problem(404, "no such page"),
     }
 }

@@ -168,6 +168,50 @@ fn the_status_page_follows_a_run_and_retries_a_failure() {
         "[...document.querySelectorAll('#folders li')].some(li => li.textContent.endsWith('/more'))",
         "the folder the run added",
     );
+    // The history's charts: times on the axis in local time (no ISO
+    // stamps), the legend off the plot, empty sections closed, the slowest
+    // documents timed each by its own work (80-120 ms here, not the batch's).
+    let ticks = browser.wait_for(
+        "[...document.querySelectorAll('#chart-throughput text.tick')].map(t => t.textContent)",
+        "the throughput chart's time axis",
+    );
+    let ticks: Vec<&str> = ticks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        !ticks.is_empty()
+            && ticks
+                .iter()
+                .all(|t| t.contains(':') && !t.contains('T') && !t.contains('Z')),
+        "{ticks:?}"
+    );
+    assert!(browser.eval("document.querySelectorAll('#chart-throughput rect').length > 0") == true);
+    assert_eq!(
+        browser.eval("document.getElementById('chart-fencing').open"),
+        false
+    );
+    let values =
+        "[...document.querySelectorAll('#chart-slowest text.value')].map(t => parseFloat(t.textContent))";
+    let slowest = browser.wait_for(
+        &format!("{values}.length >= 5 && {values}[0] >= 0.08 && {values}"),
+        "the run's documents among the slowest",
+    );
+    let slowest: Vec<f64> = slowest
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    // The batch of 60 was claimed together and completed together, some
+    // seconds apart: its time is not any document's.
+    assert!(slowest.iter().all(|&s| s < 1.0), "no batch's time: {slowest:?}");
+    assert!(
+        slowest.iter().any(|&s| s != slowest[0]),
+        "each document its own time: {slowest:?}"
+    );
     browser.screenshot(&screenshots().join("status.png"));
 
     // Retry the failed PDF: queued, no longer failed.

@@ -234,9 +234,139 @@ async function refresh() {
   }
 }
 
+// ---- the status page's charts: the report's figures, drawn here so that
+// the time axes are in the reader's local time ----
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const COLOURS = ["#3a6ea5", "#c0504d", "#9bbb59", "#8064a2"];
+const W = 720, H = 190, LEFT = 46, RIGHT = 12, TOP = 8, BOTTOM = 24;
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// Round steps for the time axis, from a second to a week.
+const STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800]
+  .map((s) => s * 1000);
+
+// Ticks at a round local-time step, at most seven across the range.
+function timeTicks(start, end) {
+  const step = STEPS.find((s) => (end - start) / s <= 7) || STEPS[STEPS.length - 1];
+  const offset = new Date(start).getTimezoneOffset() * 60000;
+  const ticks = [];
+  for (let t = Math.ceil((start - offset) / step) * step + offset; t <= end; t += step) ticks.push(t);
+  return { ticks, step };
+}
+
+function tickLabel(t, step, span) {
+  const o = step < 60000 ? { hour: "2-digit", minute: "2-digit", second: "2-digit" }
+    : step >= 86400000 ? { month: "short", day: "numeric" }
+    : span >= 86400000 ? { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" }
+    : { hour: "2-digit", minute: "2-digit" };
+  return new Intl.DateTimeFormat(undefined, o).format(new Date(t));
+}
+
+function niceMax(v) {
+  if (v <= 0) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  return [1, 2, 5, 10].map((m) => m * p).find((m) => m >= v);
+}
+
+// Columns (one group per bucket) or a line over time; the legend goes above
+// the plot, never on it.
+function timeChart(kind, figures, series) {
+  const starts = figures.starts, end = figures.end, span = end - starts[0];
+  const max = niceMax(Math.max(0, ...series.flatMap((s) => s.values)));
+  const x = (t) => LEFT + (W - LEFT - RIGHT) * (t - starts[0]) / span;
+  const y = (v) => H - BOTTOM - (H - BOTTOM - TOP) * v / max;
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img" });
+  for (const v of [0, max / 2, max]) {
+    chart.append(svg("line", { class: v ? "grid" : "axis", x1: LEFT, x2: W - RIGHT, y1: y(v), y2: y(v) }),
+      svg("text", { x: LEFT - 6, y: y(v) + 4, "text-anchor": "end" }, v.toLocaleString()));
+  }
+  const bucket = span / starts.length;
+  series.forEach((s, k) => {
+    if (kind === "line") {
+      const points = s.values.map((v, i) => `${x(starts[i] + bucket / 2).toFixed(1)},${y(v).toFixed(1)}`);
+      chart.append(svg("polyline", { points: points.join(" "), fill: "none", stroke: COLOURS[k], "stroke-width": 2 }));
+      return;
+    }
+    const width = (x(starts[0] + bucket) - x(starts[0])) * 0.8 / series.length;
+    s.values.forEach((v, i) => {
+      if (!v) return;
+      const bar = svg("rect", { x: x(starts[i]) + width * k + 1, y: y(v), width: Math.max(width, 1), height: y(0) - y(v), fill: COLOURS[k] });
+      bar.append(svg("title", {}, `${s.name}: ${v} from ${tickLabel(starts[i], 1000, span)}`));
+      chart.append(bar);
+    });
+  });
+  const { ticks, step } = timeTicks(starts[0], end);
+  for (const t of ticks) {
+    chart.append(svg("line", { class: "axis", x1: x(t), x2: x(t), y1: H - BOTTOM, y2: H - BOTTOM + 4 }),
+      svg("text", { class: "tick", x: x(t), y: H - 6, "text-anchor": "middle" }, tickLabel(t, step, span)));
+  }
+  return chart;
+}
+
+// Horizontal bars, largest first, a label and the value on each row.
+function barChart(items, unit) {
+  const rows = items.slice(0, 10), row = 22, labelWidth = 260;
+  const max = Math.max(...rows.map(([, v]) => v), 0) || 1;
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${rows.length * row + 4}`, class: "chart bars", role: "img" });
+  rows.forEach(([name, v], i) => {
+    const yTop = i * row + 2;
+    const shown = name.length > 40 ? `…${name.slice(-39)}` : name;
+    const label = svg("text", { x: labelWidth - 8, y: yTop + 14, "text-anchor": "end" }, shown);
+    label.append(svg("title", {}, name));
+    const width = (W - labelWidth - 90) * v / max;
+    chart.append(label, svg("rect", { x: labelWidth, y: yTop + 3, width: Math.max(width, 1), height: row - 8, fill: COLOURS[0] }),
+      svg("text", { class: "value", x: labelWidth + width + 6, y: yTop + 14 }, `${v.toLocaleString()}${unit}`));
+  });
+  return chart;
+}
+
+function legend(names) {
+  return el("ul", { class: "legend" }, ...names.map((n, k) => el("li", {}, el("span", { class: `swatch c${k}` }), n)));
+}
+
+// One chart in its own section, closed and said empty when it has no data.
+function chartSection(id, title, hasData, draw) {
+  const section = el("details", { id: `chart-${id}` }, el("summary", {}, title, hasData ? null : el("span", { class: "none" }, " — nothing yet")));
+  if (hasData) {
+    section.open = true;
+    section.append(...draw());
+  }
+  return section;
+}
+
+async function drawCharts() {
+  let f;
+  try { f = await getJson("/api/history"); } catch (e) { return; }
+  const any = (values) => (values || []).some((v) => v > 0);
+  const over = !!f.starts.length;
+  $("charts").replaceChildren(
+    chartSection("throughput", "Documents completed over time", over && any(f.completed),
+      () => [timeChart("columns", f, [{ name: "completed", values: f.completed }])]),
+    chartSection("queue", "Documents waiting or in work", over && any(f.queue),
+      () => [timeChart("line", f, [{ name: "waiting or in work", values: f.queue }])]),
+    chartSection("fencing", "Lease takeovers and refused writes", over && (any(f.takeovers) || any(f.refused)),
+      () => [legend(["lease takeovers", "refused writes"]),
+        timeChart("columns", f, [{ name: "lease takeovers", values: f.takeovers }, { name: "refused writes", values: f.refused }])]),
+    chartSection("failures-by-reason", "Failures by reason", over && f.failures_by_reason.length > 0,
+      () => [barChart(f.failures_by_reason, "")]),
+    chartSection("failures-by-format", "Failures by format", over && f.failures_by_format.length > 0,
+      () => [barChart(f.failures_by_format, "")]),
+    chartSection("slowest", "Slowest documents (each one's fetch, extraction and write)", over && f.slowest.length > 0,
+      () => [barChart(f.slowest.map(([k, v]) => [k, v]), " s")]));
+}
+
 function statusPage() {
   refresh();
+  drawCharts();
   setInterval(refresh, 1000);
+  setInterval(drawCharts, 5000);
 }
 
 if (document.body.dataset.page === "search") searchPage(); else statusPage();
