@@ -814,6 +814,19 @@ pub fn key_for(rel: &Path) -> String {
     }
 }
 
+/// A source folder `src` and a store beside it, in a temporary directory
+/// (the store's, the folder's canonical root, the store, the source).
+#[cfg(test)]
+fn test_folder() -> (tempfile::TempDir, PathBuf, Store, DirSource) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("src");
+    std::fs::create_dir(&root).unwrap();
+    let store = Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap();
+    let src = DirSource::open(&root).unwrap();
+    let root = src.root().to_path_buf();
+    (dir, root, store, src)
+}
+
 // The tests use Unix file modes, symlinks and FIFOs; the code paths other
 // systems take are run on Linux through LEASEHOLD_FORCE_PORTABLE (src/portable.rs).
 #[cfg(all(test, unix))]

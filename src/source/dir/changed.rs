@@ -143,15 +143,7 @@ mod tests {
     use super::*;
     use crate::job::Status;
 
-    fn setup() -> (tempfile::TempDir, PathBuf, Store, DirSource) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("src");
-        std::fs::create_dir(&root).unwrap();
-        let store = Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap();
-        let src = DirSource::open(&root).unwrap();
-        let root = src.root().to_path_buf();
-        (dir, root, store, src)
-    }
+    use super::super::test_folder as setup;
 
     fn status(store: &Store, key: &str) -> Option<(Status, bool)> {
         store.job_by_key(key).unwrap().map(|j| (j.status, j.source_gone))

@@ -644,15 +644,7 @@ mod tests {
                              From b@x Mon Jan  1 00:00:00 2024\nSubject: two\n\nsecond\n\n\
                              From c@x Mon Jan  1 00:00:00 2024\nSubject: three\n\nthird\n";
 
-    fn setup() -> (tempfile::TempDir, PathBuf, Store, DirSource) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("src");
-        std::fs::create_dir(&root).unwrap();
-        let store = Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap();
-        let src = DirSource::open(&root).unwrap();
-        let root = src.root().to_path_buf();
-        (dir, root, store, src)
-    }
+    use super::super::test_folder as setup;
 
     fn version(store: &Store, key: &str) -> String {
         store.job_by_key(key).unwrap().expect(key).version

@@ -26,7 +26,8 @@ const SEARCH_TIME: Duration = Duration::from_secs(2);
 const FAILURES_LISTED: usize = 100;
 
 /// The pages and their assets, built into the binary: nothing is fetched
-/// from anywhere else.
+/// from anywhere else. Each page is its `<main>` in the frame both share.
+const FRAME: &str = include_str!("assets/frame.html");
 const SEARCH_PAGE: &str = include_str!("assets/search.html");
 const STATUS_PAGE: &str = include_str!("assets/status.html");
 const SCRIPT: &str = include_str!("assets/app.js");
@@ -43,8 +44,8 @@ pub fn route(
 ) -> Answer {
     let param = |name: &str| query_pairs(query).find(|(k, _)| k == name).map(|(_, v)| v);
     match (method, path) {
-        ("GET" | "HEAD", "/") => page(SEARCH_PAGE, access, opts),
-        ("GET" | "HEAD", "/status") => page(STATUS_PAGE, access, opts),
+        ("GET" | "HEAD", "/") => page(Page::Search, access, opts),
+        ("GET" | "HEAD", "/status") => page(Page::Status, access, opts),
         ("GET" | "HEAD", "/assets/app.js") => Answer::bytes(200, "text/javascript; charset=utf-8", SCRIPT),
         ("GET" | "HEAD", "/assets/style.css") => Answer::bytes(200, "text/css; charset=utf-8", STYLE),
         ("GET" | "HEAD", "/api/search") => search(
@@ -75,9 +76,32 @@ pub fn route(
     }
 }
 
-/// A page with this server's CSRF token and whether it may retry.
-fn page(template: &str, access: &Access, opts: &Options) -> Answer {
-    let html = template
+/// The two pages.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Page {
+    Search,
+    Status,
+}
+
+/// A page in its frame, with this server's CSRF token and whether it may retry.
+fn page(which: Page, access: &Access, opts: &Options) -> Answer {
+    let (name, title, main) = match which {
+        Page::Search => ("search", "Search", SEARCH_PAGE),
+        Page::Status => ("status", "Status", STATUS_PAGE),
+    };
+    let current = |page| {
+        if which == page {
+            " aria-current=\"page\""
+        } else {
+            ""
+        }
+    };
+    let html = FRAME
+        .replace("{{main}}", main)
+        .replace("{{page}}", name)
+        .replace("{{title}}", title)
+        .replace("{{current_search}}", current(Page::Search))
+        .replace("{{current_status}}", current(Page::Status))
         .replace("{{csrf}}", access.csrf())
         .replace("{{csrf_header}}", CSRF_HEADER)
         .replace("{{retry}}", if opts.allow_retry { "yes" } else { "no" });
