@@ -12,6 +12,8 @@ const HEIGHT: f64 = 220.0;
 const LEFT: f64 = 48.0;
 const BOTTOM: f64 = 28.0;
 const TOP: f64 = 12.0;
+/// Room above the plot for a legend: it never covers the data.
+const LEGEND: f64 = 18.0;
 
 /// Colours of the series, in order.
 pub const COLOURS: [&str; 4] = ["#3a6ea5", "#c0504d", "#9bbb59", "#8064a2"];
@@ -41,17 +43,20 @@ fn open_svg(class: &str, height: f64, label: &str) -> String {
     )
 }
 
+/// What a chart with nothing to draw says.
+pub const EMPTY: &str = "no data in the history";
+
 fn empty(svg: &mut String, height: f64) {
     let _ = write!(
         svg,
-        "<text class=\"empty\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">no data in the history</text>",
+        "<text class=\"empty\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{EMPTY}</text>",
         WIDTH / 2.0,
         height / 2.0
     );
 }
 
-/// The y axis: a baseline and the largest value.
-fn y_axis(svg: &mut String, max: f64) {
+/// The y axis: a baseline and the largest value, at the plot's `top`.
+fn y_axis(svg: &mut String, max: f64, top: f64) {
     let base = HEIGHT - BOTTOM;
     let _ = write!(
         svg,
@@ -59,7 +64,7 @@ fn y_axis(svg: &mut String, max: f64) {
          <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\
          <text x=\"{}\" y=\"{base}\" text-anchor=\"end\">0</text>",
         LEFT - 4.0,
-        TOP + 10.0,
+        top + 10.0,
         trim(max),
         LEFT - 4.0
     );
@@ -86,10 +91,12 @@ pub fn columns(label: &str, labels: &[String], series: &[(&str, Vec<f64>)]) -> S
     if labels.is_empty() || max <= 0.0 {
         empty(&mut svg, HEIGHT);
     } else {
-        y_axis(&mut svg, max);
+        // Several series are named in a row above the plot.
+        let top = if series.len() > 1 { TOP + LEGEND } else { TOP };
+        y_axis(&mut svg, max, top);
         let slot = (WIDTH - LEFT) / labels.len() as f64;
         let bar = (slot * 0.8 / series.len().max(1) as f64).max(1.0);
-        let plot = HEIGHT - BOTTOM - TOP;
+        let plot = HEIGHT - BOTTOM - top;
         for (s, (name, values)) in series.iter().enumerate() {
             for (i, v) in values.iter().enumerate() {
                 let h = plot * v / max;
@@ -107,13 +114,27 @@ pub fn columns(label: &str, labels: &[String], series: &[(&str, Vec<f64>)]) -> S
             }
         }
         x_labels(&mut svg, labels);
+        if series.len() > 1 {
+            legend(&mut svg, series.iter().map(|(n, _)| *n));
+        }
     }
-    legend(&mut svg, series.iter().map(|(n, _)| *n));
     svg.push_str("</svg>");
     svg
 }
 
-/// The first, middle and last bucket names under the x axis.
+/// What the axis shows of a bucket's time (`2026-12-04T09:30:15.250+01:00`,
+/// local): its time of day when the range lies within one day, else its
+/// month, day and minute. The full time is each column's tooltip.
+fn axis_time(label: &str, first: &str, last: &str) -> String {
+    let same_day = first.get(..10).is_some() && first.get(..10) == last.get(..10);
+    match (same_day, label.get(11..19), label.get(5..10), label.get(11..16)) {
+        (true, Some(time), _, _) => time.to_owned(),
+        (false, _, Some(day), Some(minute)) => format!("{day} {minute}"),
+        _ => label.to_owned(),
+    }
+}
+
+/// The first, middle and last bucket times under the x axis, short.
 fn x_labels(svg: &mut String, labels: &[String]) {
     let slot = (WIDTH - LEFT) / labels.len() as f64;
     let mut shown = vec![0, labels.len() / 2, labels.len() - 1];
@@ -135,15 +156,16 @@ fn x_labels(svg: &mut String, labels: &[String]) {
             svg,
             "<text x=\"{x:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>",
             HEIGHT - 8.0,
-            escape(&labels[i])
+            escape(&axis_time(&labels[i], &labels[0], &labels[labels.len() - 1]))
         );
     }
 }
 
+/// The series' names in a row above the plot, from its left edge.
 fn legend<'a>(svg: &mut String, names: impl Iterator<Item = &'a str>) {
+    let mut x = LEFT;
     for (i, name) in names.enumerate() {
-        let x = WIDTH - 160.0;
-        let y = TOP + 14.0 * i as f64;
+        let y = TOP - 6.0;
         let _ = write!(
             svg,
             "<rect x=\"{x}\" y=\"{y}\" width=\"10\" height=\"10\" fill=\"{}\"/>\
@@ -153,6 +175,7 @@ fn legend<'a>(svg: &mut String, names: impl Iterator<Item = &'a str>) {
             y + 9.0,
             escape(name)
         );
+        x += 14.0 + 7.0 * name.chars().count() as f64 + 24.0;
     }
 }
 
@@ -209,7 +232,7 @@ pub fn line(label: &str, labels: &[String], values: &[f64]) -> String {
         empty(&mut svg, HEIGHT);
     } else {
         let max = max.max(1.0);
-        y_axis(&mut svg, max);
+        y_axis(&mut svg, max, TOP);
         let slot = (WIDTH - LEFT) / labels.len() as f64;
         let plot = HEIGHT - BOTTOM - TOP;
         let points: Vec<String> = values
@@ -310,6 +333,15 @@ mod tests {
         assert!(columns("c", &[], &[("x", vec![])]).contains("no data"));
         assert!(line("l", &["a".into()], &[3.0]).contains("<polyline"));
         assert_eq!(shorten("abcdef", 4), "abc…");
+        let (a, b) = ("2026-12-04T09:30:15.250+01:00", "2026-12-04T17:05:00.000+01:00");
+        assert_eq!(axis_time(a, a, b), "09:30:15");
+        assert_eq!(axis_time(a, a, "2026-12-06T01:00:00.000+01:00"), "12-04 09:30");
+        // Two series: the legend lies above the plot's top, not on it.
+        let two = columns("c", &["t".into()], &[("a", vec![1.0]), ("b", vec![2.0])]);
+        let legend_y = TOP - 6.0;
+        assert!(two.contains(&format!("y=\"{legend_y}\" width=\"10\"")), "{two}");
+        let tallest_bar_top = HEIGHT - BOTTOM - (HEIGHT - BOTTOM - TOP - LEGEND);
+        assert!(legend_y + 10.0 < tallest_bar_top, "{two}");
         assert_eq!(
             (trim(2.0), trim(0.0125), trim(1.5)),
             ("2".into(), "0.013".into(), "1.5".into())

@@ -237,7 +237,7 @@ fn incidents(store: &Store) -> leasehold::Result<(Vec<String>, Vec<Incident>)> {
 }
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#222;max-width:800px}\
-h1{font-size:1.4em}h2{font-size:1.1em;margin-top:2em}svg text{font-size:11px;fill:#333}";
+h1{font-size:1.4em}h2{font-size:1.1em;margin-top:2em}summary h2{display:inline}summary{cursor:pointer}svg text{font-size:11px;fill:#333}";
 
 /// The whole page.
 pub fn render(store: &Store) -> leasehold::Result<String> {
@@ -358,10 +358,15 @@ pub fn render(store: &Store) -> leasehold::Result<String> {
     Ok(html)
 }
 
+/// A chart under its title; one with no data is a closed section saying so.
 fn section(html: &mut String, id: &str, title: &str, chart: &str) {
+    let (open, none) = match chart.contains(charts::EMPTY) {
+        true => ("", " <small>(no data)</small>"),
+        false => (" open", ""),
+    };
     let _ = write!(
         html,
-        "<section id=\"{id}\"><h2>{}</h2>{chart}</section>",
+        "<section id=\"{id}\"><details{open}><summary><h2>{}{none}</h2></summary>{chart}</details></section>",
         escape(title)
     );
 }
@@ -387,6 +392,26 @@ mod tests {
             key: format!("k{job_id}.txt"),
             status: status.into(),
         }
+    }
+
+    #[test]
+    fn a_chart_without_data_is_a_closed_section() {
+        let mut html = String::new();
+        section(
+            &mut html,
+            "a",
+            "Empty",
+            &charts::columns("c", &[], &[("x", vec![])]),
+        );
+        section(&mut html, "b", "Full", &charts::line("l", &["t".into()], &[1.0]));
+        assert!(
+            html.contains("<section id=\"a\"><details><summary><h2>Empty <small>(no data)</small>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<section id=\"b\"><details open><summary><h2>Full</h2>"),
+            "{html}"
+        );
     }
 
     /// A batch's documents share their claim and completion times; each is

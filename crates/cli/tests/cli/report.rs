@@ -93,7 +93,10 @@ fn chart<'a>(page: &'a str, id: &str) -> &'a str {
         .find(&format!("<section id=\"{id}\">"))
         .unwrap_or_else(|| panic!("no section {id}"));
     let end = start + page[start..].find("</section>").expect("section closed");
-    let section = &page[start..end];
+    // A section holds its chart in a <details>, closed when it has no data.
+    let section = page[start..end]
+        .strip_suffix("</details>")
+        .unwrap_or(&page[start..end]);
     let svg = section.find("<svg").unwrap_or_else(|| panic!("no chart in {id}"));
     assert!(section.ends_with("</svg>"), "{id}: {section}");
     &section[svg..]
