@@ -187,9 +187,15 @@ pub fn serve(cfg: &Config, opts: &Options) -> Result<ExitCode, CliError> {
                     if job.reply.is_closed() {
                         continue;
                     }
-                    let sources = live.current(&cfg.store);
                     let asked = (job.method.as_str(), job.path.as_str(), job.query.as_str());
-                    let _ = job.reply.send(routes::route(cfg, &sources, access, opts, asked));
+                    // A bug in one route answers 500 and leaves this handler
+                    // serving: a handler that died would leave its queue unread.
+                    let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let sources = live.current(&cfg.store);
+                        routes::route(cfg, &sources, access, opts, asked)
+                    }))
+                    .unwrap_or_else(|_| Answer::problem(500, "the server failed on this request"));
+                    let _ = job.reply.send(answer);
                 }
             });
         }
