@@ -177,7 +177,7 @@ pub struct Extraction {
 /// A document's text and a one-line note of what was decided on the way (the
 /// format, the encoding, the converter), which the pipeline records in the
 /// document's history so that odd text can be explained later.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Extracted {
     /// The extracted text.
     pub text: String,
@@ -201,12 +201,7 @@ impl Extracted {
     pub fn text_only(text: String) -> Self {
         Extracted {
             text,
-            note: None,
-            title: None,
-            author: None,
-            date: None,
-            pages: None,
-            language: None,
+            ..Extracted::default()
         }
     }
 }

@@ -208,6 +208,14 @@ pub fn leasehold(data: &std::path::Path, args: &[&str]) -> std::process::Output 
         .expect("run leasehold")
 }
 
+/// `leasehold run DOCS --json EXTRA...` on `data`, and the run's JSON
+/// summary (the run must succeed).
+pub fn run_json(data: &std::path::Path, docs: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["run", docs.to_str().expect("a UTF-8 path"), "--json"];
+    args.extend_from_slice(extra);
+    output::json(leasehold(data, &args))
+}
+
 /// `leasehold run DOCS --json` on `data` with `PATH` only `path` (the tools a
 /// test lends it, or none at all), and the run's JSON summary.
 pub fn run_with_path(

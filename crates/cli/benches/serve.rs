@@ -292,7 +292,15 @@ impl Server {
     }
 }
 
+/// The user and system CPU seconds process `pid` used so far (Linux's
+/// `/proc`; elsewhere not reported).
+#[cfg(not(target_os = "linux"))]
+fn cpu_seconds(_pid: u32) -> Option<f64> {
+    None
+}
+
 /// The user and system CPU seconds process `pid` used so far (Linux's `/proc`).
+#[cfg(target_os = "linux")]
 fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.

@@ -340,7 +340,12 @@ mod tests {
         let two = columns("c", &["t".into()], &[("a", vec![1.0]), ("b", vec![2.0])]);
         let legend_y = TOP - 6.0;
         assert!(two.contains(&format!("y=\"{legend_y}\" width=\"10\"")), "{two}");
-        let tallest_bar_top = HEIGHT - BOTTOM - (HEIGHT - BOTTOM - TOP - LEGEND);
+        // The highest bar drawn starts below the legend's swatches.
+        let tallest_bar_top = two
+            .split("<rect class=\"bar\"")
+            .skip(1)
+            .filter_map(|bar| bar.split("y=\"").nth(1)?.split('"').next()?.parse::<f64>().ok())
+            .fold(f64::INFINITY, f64::min);
         assert!(legend_y + 10.0 < tallest_bar_top, "{two}");
         assert_eq!(
             (trim(2.0), trim(0.0125), trim(1.5)),

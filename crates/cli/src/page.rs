@@ -57,12 +57,27 @@ impl Range {
         (at - self.start) as f64 / (self.end - self.start) as f64
     }
 
-    /// Each bucket's start, as people read it.
-    fn labels(&self) -> Vec<String> {
+    /// Each bucket's start.
+    fn starts(&self) -> Vec<Millis> {
         (0..BUCKETS)
-            .map(|i| when(self.start + (self.width() * i as f64) as Millis))
+            .map(|i| self.start + (self.width() * i as f64) as Millis)
             .collect()
     }
+
+    /// Each bucket's start, as people read it.
+    fn labels(&self) -> Vec<String> {
+        self.starts().into_iter().map(when).collect()
+    }
+}
+
+/// A claim that took a lease over from a lapsed one.
+fn is_takeover(l: &HistoryLine) -> bool {
+    l.event == "claimed" && l.detail.contains("took over from fence")
+}
+
+/// A write the fencing rule refused.
+fn is_refused(l: &HistoryLine) -> bool {
+    l.event.ends_with("_rejected")
 }
 
 /// Lines of `event` per bucket.
@@ -173,16 +188,13 @@ pub(crate) fn figures(store: &Store) -> leasehold::Result<serde_json::Value> {
     let Some(range) = Range::of(&lines, std::iter::empty()) else {
         return Ok(serde_json::json!({ "starts": [] }));
     };
-    let starts: Vec<Millis> = (0..BUCKETS)
-        .map(|i| range.start + (range.width() * i as f64) as Millis)
-        .collect();
     let (by_reason, by_format) = failures(&lines);
     Ok(serde_json::json!({
-        "starts": starts,
+        "starts": range.starts(),
         "end": range.end,
         "completed": per_bucket(&range, &lines, |l| l.event == "completed"),
-        "takeovers": per_bucket(&range, &lines, |l| l.event == "claimed" && l.detail.contains("took over from fence")),
-        "refused": per_bucket(&range, &lines, |l| l.event.ends_with("_rejected")),
+        "takeovers": per_bucket(&range, &lines, is_takeover),
+        "refused": per_bucket(&range, &lines, is_refused),
         "queue": queue_depth(&range, &lines),
         "failures_by_reason": by_reason,
         "failures_by_format": by_format,
@@ -313,8 +325,8 @@ pub fn render(store: &Store) -> leasehold::Result<String> {
         "Queue depth over time",
         &charts::line("documents waiting or in work", &labels, &depth),
     );
-    let takeovers = over_time(&|l| l.event == "claimed" && l.detail.contains("took over from fence"));
-    let refused = over_time(&|l| l.event.ends_with("_rejected"));
+    let takeovers = over_time(&is_takeover);
+    let refused = over_time(&is_refused);
     section(
         &mut html,
         "fencing",

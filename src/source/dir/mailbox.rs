@@ -211,16 +211,34 @@ struct Listing {
 /// The documents a walk's entry stands for ([`DirSource::documents_of`]).
 pub(super) struct Documents {
     /// The entries, in key order.
-    pub(super) entries: Box<dyn Iterator<Item = Entry> + Send>,
+    pub(super) entries: Entries,
     /// For a mailbox-named file that was read: its path and how many
     /// messages it holds now (0: it is no mailbox, or no longer one).
     pub(super) read_mailbox: Option<(PathBuf, u64)>,
 }
 
+/// A walk's entry itself (every file's case, with no allocation), or a
+/// mailbox's messages.
+pub(super) enum Entries {
+    One(Option<Entry>),
+    Messages(Box<dyn Iterator<Item = Entry> + Send>),
+}
+
+impl Iterator for Entries {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Entry> {
+        match self {
+            Entries::One(entry) => entry.take(),
+            Entries::Messages(messages) => messages.next(),
+        }
+    }
+}
+
 impl Documents {
     fn one(entry: Entry) -> Self {
         Documents {
-            entries: Box::new(std::iter::once(entry)),
+            entries: Entries::One(Some(entry)),
             read_mailbox: None,
         }
     }
@@ -261,7 +279,7 @@ impl DirSource {
             .is_some()
             .then(|| (entry.path.clone(), listing.count));
         Ok(Documents {
-            entries: Box::new(self.message_entries(entry, listing)),
+            entries: Entries::Messages(Box::new(self.message_entries(entry, listing))),
             read_mailbox,
         })
     }

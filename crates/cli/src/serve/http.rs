@@ -28,6 +28,9 @@ use super::Answer;
 pub const MAX_CONNECTIONS: usize = 256;
 /// Requests waiting for a handler; more are answered 503 at once.
 pub const QUEUE: usize = 256;
+/// How long a request may wait for its handler's answer: a folder on a mount
+/// that stopped answering holds a handler, not the client for ever (504).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// The largest request head read (hyper answers 431 past it).
 const MAX_HEAD: usize = 16 * 1024;
 
@@ -143,7 +146,7 @@ async fn answer(
         ms = started.elapsed().as_millis() as u64,
         "request"
     );
-    Ok(super::response(answer, method == "HEAD"))
+    Ok(super::response(answer))
 }
 
 /// The answer of a handler thread, or 503 when the queue is full.
@@ -158,9 +161,11 @@ async fn hand_over(shared: &Shared, method: &str, path: &str, query: &str) -> An
     if shared.jobs.try_send(job).is_err() {
         return Answer::problem(503, "busy: too many requests at once; try again");
     }
-    answer
-        .await
-        .unwrap_or_else(|_| Answer::problem(500, "the request was dropped"))
+    match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(_)) => Answer::problem(500, "the request was dropped"),
+        Err(_) => Answer::problem(504, "no answer within 60 s (a folder that does not answer?)"),
+    }
 }
 
 /// The listening address of `listener`.

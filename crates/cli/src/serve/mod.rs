@@ -205,8 +205,9 @@ pub fn serve(cfg: &Config, opts: &Options) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The HTTP response of `answer` (its body left out for a `HEAD`).
-fn response(answer: Answer, head: bool) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
+/// The HTTP response of `answer` (hyper leaves a `HEAD`'s body out and still
+/// says its length).
+fn response(answer: Answer) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
     // An original's own policy replaces the pages' one.
     let own_policy = |name: &str| answer.headers.iter().any(|(n, _)| n == name);
     let mut builder = hyper::Response::builder().status(answer.status);
@@ -219,11 +220,8 @@ fn response(answer: Answer, head: bool) -> hyper::Response<http_body_util::Full<
     for (name, value) in headers {
         builder = builder.header(name, value);
     }
-    // A HEAD's body is left out by hyper, which still says its length.
-    let _ = head;
-    let body = answer.body;
     builder
-        .body(http_body_util::Full::new(hyper::body::Bytes::from(body)))
+        .body(http_body_util::Full::new(hyper::body::Bytes::from(answer.body)))
         .unwrap_or_else(|_| {
             // A header value the answer made that HTTP cannot carry.
             let mut refused = hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::new()));

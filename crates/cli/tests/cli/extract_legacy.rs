@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use crate::common::output::{json, ok, stdout};
-use crate::common::{leasehold, on_path, run_with_path};
+use crate::common::output::{ok, stdout};
+use crate::common::{leasehold, on_path, run_json, run_with_path};
 
 /// Real files: a document saved as Word 97-2003 (olefile's test file), a
 /// workbook saved as Excel 97-2003 and a deck saved as PowerPoint 97-2003
@@ -36,7 +36,7 @@ fn legacy_office_files_are_read_through_the_installed_converters() {
     // antiword's; the built-in reader takes it.
     let memo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/formats/memo.rtf");
     std::fs::copy(memo, docs.join("memo.doc")).unwrap();
-    let summary = json(leasehold(&data, &["run", docs.to_str().unwrap(), "--json"]));
+    let summary = run_json(&data, &docs, &[]);
     assert_eq!(
         (&summary["indexed"], &summary["dead"]),
         (&4.into(), &0.into()),
@@ -103,16 +103,8 @@ fn damaged_legacy_files_end_dead_within_their_memory() {
     std::fs::write(docs.join("word-97.doc"), huge).unwrap();
 
     let data = dir.path().join("data");
-    let args = [
-        "run",
-        docs.to_str().unwrap(),
-        "--extract-memory",
-        "128MiB",
-        "--extract-timeout",
-        "60s",
-        "--json",
-    ];
-    let summary = json(leasehold(&data, &args));
+    let limits = ["--extract-memory", "128MiB", "--extract-timeout", "60s"];
+    let summary = run_json(&data, &docs, &limits);
     assert_eq!(
         (&summary["dead"], &summary["left"]),
         (&2.into(), &0.into()),

@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::leasehold;
-use crate::common::output::{json, ok, stdout};
+use crate::common::output::{ok, stdout};
+use crate::common::{leasehold, run_json as run};
 
 /// A mailbox written by Python's `mailbox` module: three of Doug Sauder's
 /// test messages (Eudora and Outlook, Latin-1 quoted-printable, attachments)
@@ -26,12 +26,6 @@ fn corpus(dir: &Path) -> (PathBuf, PathBuf) {
         std::fs::write(mail.join(neighbour), format!("the neighbour {neighbour}\n")).unwrap();
     }
     (dir.join("docs"), mail.join("fables.mbox"))
-}
-
-fn run(data: &Path, docs: &Path, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec!["run", docs.to_str().unwrap(), "--json"];
-    args.extend_from_slice(extra);
-    json(leasehold(data, &args))
 }
 
 fn figures(summary: &serde_json::Value) -> [u64; 5] {

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::output::{json, ok, stdout};
-use crate::common::{leasehold, on_path, run_with_path};
+use crate::common::{leasehold, on_path, run_json, run_with_path};
 
 /// Real pictures and a real scan (tests/fixtures/README.md): a typewritten
 /// recipe (PNG), a map (JPEG), a Korean notice scanned black and white (TIFF),
@@ -174,14 +174,7 @@ fn a_picture_bomb_ends_dead_at_the_memory_limit() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
     std::fs::copy(fixtures.join("typewriter.png"), docs.join("typewriter.png")).unwrap();
     let data = dir.path().join("data");
-    let args = [
-        "run",
-        docs.to_str().unwrap(),
-        "--extract-memory",
-        "256MiB",
-        "--json",
-    ];
-    let summary = json(leasehold(&data, &args));
+    let summary = run_json(&data, &docs, &["--extract-memory", "256MiB"]);
     assert_eq!(
         (&summary["indexed"], &summary["dead"]),
         (&1.into(), &1.into()),
