@@ -24,6 +24,7 @@
 //! | [`error`] | the one error type, with SQLite's codes mapped to what they mean |
 //! | [`secret`] | passwords that never print |
 //! | `service`, `process` | one start/stop shape for background threads; commands run on a leash (own process group, bounded wait) |
+//! | `digest` | SHA-256 of a stream, the checksum of results and sources |
 //! | `group` | leader–follower group commit: concurrent callers share one transaction (store) or one round of fsyncs (mirror) |
 //!
 //! # Embedding
@@ -36,6 +37,7 @@
 pub mod clock;
 #[cfg(feature = "http")]
 pub mod config;
+mod digest;
 pub mod error;
 pub mod extract;
 pub mod job;
@@ -67,23 +69,6 @@ pub(crate) mod group;
 #[doc(hidden)]
 pub mod process;
 pub(crate) mod service;
-
-/// The SHA-256 of everything `reader` yields, as lowercase hex, read in
-/// blocks (sha2 0.11 hashers are not `io::Write`, so `io::copy` cannot feed
-/// them).
-pub(crate) fn sha256_hex(reader: &mut impl std::io::Read) -> std::io::Result<String> {
-    use sha2::Digest;
-    let mut hasher = sha2::Sha256::new();
-    let mut block = vec![0u8; 64 * 1024];
-    loop {
-        match reader.read(&mut block) {
-            Ok(0) => return Ok(hex::encode(hasher.finalize())),
-            Ok(n) => hasher.update(&block[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-}
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use error::{DatabaseError, Error, Result};

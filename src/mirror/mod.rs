@@ -677,7 +677,7 @@ impl Mirror {
     pub fn open_verified(&self, rel_path: &str, sha256_hex: &str) -> Result<Option<File>, MirrorError> {
         use std::io::Seek;
         let (path, mut file) = self.open_rel(rel_path)?;
-        if !crate::sha256_hex(&mut file)
+        if !crate::digest::sha256_hex(&mut file)
             .map_err(io_err(&path))?
             .eq_ignore_ascii_case(sha256_hex)
         {

@@ -477,7 +477,7 @@ impl DirSource {
             return format!("stat:{stat}");
         }
         match self.open_inside(&e.path) {
-            Ok(Some(mut f)) => match crate::sha256_hex(&mut f) {
+            Ok(Some(mut f)) => match crate::digest::sha256_hex(&mut f) {
                 Ok(hex) => format!("sha256:{hex}"),
                 Err(_) => format!("stat:{stat}"),
             },

@@ -159,6 +159,17 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Record the stemming a store was opened with in its meta table unless
+/// it is already: a read first, so that an open that changes nothing takes
+/// no write lock. Called by the opens that may write.
+fn record_stemming(engine: &dyn Engine, stemming: Option<Stemming>) -> Result<()> {
+    let Some(stemming) = stemming else { return Ok(()) };
+    if engine.meta(search::stemming::STEMMING_META)?.as_deref() != Some(stemming.name()) {
+        engine.set_meta(search::stemming::STEMMING_META, stemming.name())?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Open (creating if needed) the store at `location`: a PostgreSQL
     /// database when it begins with `postgres://` or `postgresql://`, else a
@@ -184,16 +195,20 @@ impl Store {
     pub fn open(location: impl AsRef<OsStr>, opts: StoreOptions) -> Result<Store> {
         opts.validate()?;
         let (backend, name) = match DbLocation::of(location) {
-            DbLocation::Sqlite(path) => (Backend::Sqlite(Sqlite::open(&path, opts.clone())?), path),
+            DbLocation::Sqlite(path) => {
+                let sqlite = Sqlite::open(&path, opts.clone())?;
+                if sqlite.access == Access::ReadWrite {
+                    record_stemming(&sqlite, opts.stemming)?;
+                }
+                (Backend::Sqlite(sqlite), path)
+            }
             #[cfg(feature = "postgres")]
             DbLocation::Postgres(url) => {
                 if let Some(t) = opts.tokenizer {
                     postgres::only_simple(t)?;
                 }
                 let pg = PgStore::open(&url, opts.clone())?;
-                if let Some(stemming) = opts.stemming {
-                    search::stemming::record(&pg, stemming)?;
-                }
+                record_stemming(&pg, opts.stemming)?;
                 let name = PathBuf::from(pg.url());
                 (Backend::Postgres(pg), name)
             }

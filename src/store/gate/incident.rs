@@ -1,7 +1,8 @@
 //! An incident's life: admit, report, lock, probe, recover, unlock.
 
+use super::rows::{AccountRow, GateRows};
 use super::text::{self, answer_name, lock_until, notice_due, Incident, Outage, Recovery};
-use super::{AccountRow, Admission, Answer, GateChange, GatePolicy, GateRows, ProbePermit};
+use super::vocabulary::{Admission, Answer, GateChange, GatePolicy, ProbePermit};
 use crate::clock::Millis;
 
 /// May `holder` use `account` now?

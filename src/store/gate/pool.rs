@@ -1,8 +1,9 @@
 //! Pools of accounts (which process uses which) and expiry warnings.
 
 use super::incident::shared_cause_active;
+use super::rows::GateRows;
 use super::text::{best_of, day_of, expiry_notice};
-use super::{GatePolicy, GateRows};
+use super::vocabulary::GatePolicy;
 use crate::clock::Millis;
 
 /// Once a day (per account, across processes) from `warn_days` before the

@@ -1,6 +1,7 @@
 //! The gate's reads: until when an account is blocked, its history, every state.
 
-use super::{AccountState, GateEvent, GateReads};
+use super::rows::GateReads;
+use super::vocabulary::{AccountState, GateEvent};
 use crate::clock::Millis;
 
 /// Until when nobody should call the upstream with `account` (locked, being

@@ -3,7 +3,7 @@
 //! the engine's own SQL, inside the transaction (or read) its driver opened.
 
 use super::text::{Incident, NoticeText};
-use super::{AccountState, GateEvent};
+use super::vocabulary::{AccountState, GateEvent};
 use crate::clock::Millis;
 use crate::store::driver::Rows;
 

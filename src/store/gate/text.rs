@@ -2,7 +2,7 @@
 //! notice is due, and the texts of the notices and history lines, so an
 //! incident reads the same on SQLite and PostgreSQL.
 
-use super::{Answer, GatePolicy};
+use super::vocabulary::{Answer, GatePolicy};
 use crate::clock::Millis;
 
 /// Until when a rejection locks: what the upstream said, else one lock TTL;

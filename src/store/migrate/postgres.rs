@@ -5,8 +5,8 @@
 use ::postgres::types::ToSql;
 use ::postgres::{IsolationLevel, Transaction};
 
+use super::sides::{MigrateError, Reader, Result, Writer, BATCH};
 use super::tables::{Cell, Kind, Row, Table, TABLES};
-use super::{MigrateError, Reader, Result, Writer, BATCH};
 use crate::clock::Millis;
 use crate::error::Error;
 use crate::store::postgres::PgStore;

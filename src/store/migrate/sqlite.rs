@@ -6,8 +6,8 @@ use std::path::Path;
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Transaction, TransactionBehavior};
 
+use super::sides::{MigrateError, Reader, Result, Writer, BATCH};
 use super::tables::{Cell, Kind, Row, Table};
-use super::{MigrateError, Reader, Result, Writer, BATCH};
 use crate::clock::Millis;
 use crate::error::Error;
 use crate::store::sqlite::Sqlite;

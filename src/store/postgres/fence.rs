@@ -10,27 +10,16 @@
 //! [`ROW_LOCK_WAIT`] (a stopped process) makes the cleanup give up, like a
 //! busy fs2 lock: nothing waits forever.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ::postgres::error::SqlState;
 
 use super::conn::Fail;
 use super::read::job_by_id_locked;
-use super::PgStore;
+use super::{PgStore, CLEANUP_DEADLINE, ROW_LOCK_WAIT};
 use crate::error::Result;
 use crate::job::Job;
 use crate::store::fencing::RowLock;
-
-/// Longest a cleanup waits for a document's row lock; the same bound as the
-/// SQLite edition's wait for its `.lock` (`mirror::CLEANUP_LOCK_WAIT`).
-pub const ROW_LOCK_WAIT: Duration = Duration::from_millis(100);
-
-/// How long after the row lock was granted a cleanup may still delete: half
-/// the time after which the server ends a session idle in its transaction
-/// ([`super::IDLE_IN_TRANSACTION`]) and so releases the lock. A cleanup
-/// stopped past it (SIGSTOP) must not resume deleting on a decision a new
-/// claim may have overtaken.
-pub const CLEANUP_DEADLINE: Duration = Duration::from_secs(30);
 
 impl PgStore {
     /// Lock document `id`'s row (`SELECT … FOR UPDATE`, waiting at most

@@ -12,7 +12,7 @@
 //! [`write::claim_for`] (one `CLAIM` and one history INSERT for every
 //! caller) and its completions into one [`write::complete_each`], and
 //! commits once. A lone caller's claim or plain completion is one statement
-//! of its own. A handle has [`LANES`] queues (see there why one).
+//! of its own. A handle has [`LANES`](super::LANES) queues (see there why one).
 //!
 //! Order inside a batch: renewals, then failures and releases, then
 //! completions, then claims. The operations of a batch were concurrent, so
@@ -188,28 +188,6 @@ fn claim_all(
         outs[i] = Some(WriteOut::Claims(claims));
     }
     Ok(())
-}
-
-/// Group-commit queues of one handle, each with at most one batch in
-/// flight. A caller takes the first idle lane, else its thread's own. One
-/// lane keeps a single batch in flight, so the threads wait on each other's
-/// commits where the bare protocol has one per thread in flight; more lanes
-/// make smaller batches. Measured with the store bench's interleaved rounds
-/// (store/raw, same run), 4 and 16 threads. While a batch was a transaction
-/// of several round trips: 1 lane 0.48–0.57 and 0.82–0.93; 2 lanes
-/// 0.74–0.77 and 0.90–0.92; 4 lanes 1.11 and 0.76; 8 lanes 1.13 and 0.63.
-/// Since a batch of claims and completions is one statement, whose cost
-/// hardly grows with its size, the biggest batches win: lanes compared in
-/// the same run, 1 lane against 2 at 16 threads 3.25 against 1.94 (and 2.50
-/// against 1.69 in another run), at 4 threads 1.12 against 0.83 (1.17
-/// against 0.82); 3, 4 and 16 lanes did worse than 2.
-pub(super) const LANES: usize = 1;
-
-/// [`LANES`] empty queues.
-pub(super) fn lanes() -> Vec<GroupCommit<WriteOp, Result<WriteOut>>> {
-    (0..LANES)
-        .map(|_| GroupCommit::new(|reason| Err(Error::Internal(format!("group commit: {reason}")))))
-        .collect()
 }
 
 /// A lane for this thread when none is idle: the same one every time.

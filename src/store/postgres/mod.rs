@@ -56,10 +56,20 @@ use crate::group::GroupCommit;
 use crate::store::fencing::{WriteOp, WriteOut};
 use crate::store::options::Policy;
 use crate::store::options::StoreOptions;
-pub use fence::{CLEANUP_DEADLINE, ROW_LOCK_WAIT};
+use crate::store::search::Tokenizer;
 pub use migrate::schema_version;
-pub(crate) use ops::only_simple;
 use url::Target;
+
+/// The PostgreSQL edition searches with PostgreSQL's `simple` configuration
+/// only (prefix terms make Korean particles findable, as on SQLite).
+pub(crate) fn only_simple(tokenizer: Tokenizer) -> Result<()> {
+    if tokenizer == Tokenizer::PgSimple {
+        return Ok(());
+    }
+    Err(Error::NotOnPostgres {
+        operation: "a tokenizer choice (the PostgreSQL edition searches with its 'simple' configuration)",
+    })
+}
 
 /// Connection pool of a PostgreSQL store.
 type Pool = r2d2::Pool<conn::Manager>;
@@ -81,8 +91,34 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 /// Longest a session may sit inside a transaction without a statement before
 /// the server ends it and releases its locks: a process stopped (SIGSTOP, a
 /// debugger) while holding a document's row cannot hold it longer. A cleanup
-/// stops deleting well before ([`fence::CLEANUP_DEADLINE`]).
+/// stops deleting well before ([`CLEANUP_DEADLINE`]).
 pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(60);
+
+/// Group-commit queues of one handle, each with at most one batch in
+/// flight (`group.rs`). A caller takes the first idle lane, else its
+/// thread's own. One lane keeps a single batch in flight, so threads wait on
+/// each other's commits; since a batch of claims and completions is one
+/// statement whose cost hardly grows with its size, the biggest batches win
+/// (the lanes measured: docs/DESIGN.md, "PostgreSQL").
+const LANES: usize = 1;
+
+/// [`LANES`] empty queues.
+fn lanes() -> Vec<GroupCommit<WriteOp, Result<WriteOut>>> {
+    (0..LANES)
+        .map(|_| GroupCommit::new(|reason| Err(Error::Internal(format!("group commit: {reason}")))))
+        .collect()
+}
+
+/// Longest a cleanup waits for a document's row lock; the same bound as the
+/// SQLite edition's wait for its `.lock` (`mirror::CLEANUP_LOCK_WAIT`).
+pub const ROW_LOCK_WAIT: Duration = Duration::from_millis(100);
+
+/// How long after the row lock was granted a cleanup may still delete: half
+/// the time after which the server ends a session idle in its transaction
+/// ([`IDLE_IN_TRANSACTION`]) and so releases the lock. A cleanup
+/// stopped past it (SIGSTOP) must not resume deleting on a decision a new
+/// claim may have overtaken.
+pub const CLEANUP_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The session settings above, as one statement run on every new connection.
 fn session_limits() -> String {
@@ -121,7 +157,7 @@ struct Inner {
     /// The part of the options the SQL needs.
     policy: Policy,
     /// Claims and fenced writes of this process waiting to share a
-    /// transaction, in [`group::LANES`] lanes.
+    /// transaction, in [`LANES`] lanes.
     group: Vec<GroupCommit<WriteOp, Result<WriteOut>>>,
 }
 
@@ -176,7 +212,7 @@ impl PgStore {
                 pool,
                 opts,
                 policy,
-                group: group::lanes(),
+                group: lanes(),
             }),
         })
     }

@@ -7,9 +7,9 @@
 
 use std::collections::HashMap;
 
-use super::{read, retention, write, PgStore};
+use super::{only_simple, read, retention, write, PgStore};
 use crate::clock::Millis;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::job::{Claim, Fenced, Owner, Parked};
 use crate::store::completion::Completion;
 use crate::store::engine::Engine;
@@ -129,17 +129,6 @@ impl Engine for PgStore {
     fn search_purge(&self, _now: bool) -> Result<bool> {
         Ok(false)
     }
-}
-
-/// The PostgreSQL edition searches with PostgreSQL's `simple` configuration
-/// only (prefix terms make Korean particles findable, as on SQLite).
-pub(crate) fn only_simple(tokenizer: Tokenizer) -> Result<()> {
-    if tokenizer == Tokenizer::PgSimple {
-        return Ok(());
-    }
-    Err(Error::NotOnPostgres {
-        operation: "a tokenizer choice (the PostgreSQL edition searches with its 'simple' configuration)",
-    })
 }
 
 impl crate::store::rules::Driver for PgStore {

@@ -14,7 +14,8 @@
 //! search engines: `install guide OR manual` is `install (guide OR manual)`.
 
 use super::fields::{self, Field, Filter};
-use super::Tokenizer;
+use super::query::{Plan, QueryError};
+use super::tokenizer::Tokenizer;
 
 /// A query that cannot be read: where (a column, counted in characters
 /// from 1) and why.
@@ -110,6 +111,15 @@ pub(crate) struct Query {
 /// The deepest nesting of parentheses taken: far beyond what a person
 /// types, and it bounds the reader's recursion.
 const MAX_DEPTH: usize = 32;
+
+/// The characters PostgreSQL's parser reads a title with as spaces (the
+/// stored tsvector's `translate`, schema.pg.sql version 12; a `title:`
+/// term's text alike): with them it takes `plans.txt`, `a/b` or `2.0`
+/// whole, as a file name or a number, and no word of a file name would
+/// find it.
+// PostgreSQL only (feature `postgres`).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+const TITLE_SEPARATORS: [char; 3] = ['.', '/', '\\'];
 
 /// Read `query` (people's language) for an index cut by `tokenizer`.
 /// Refused with the column: an unclosed quote or parenthesis, an `OR`
@@ -603,7 +613,7 @@ pub(crate) fn tsquery(node: &Node) -> String {
                 true => pg_prefix(text, weight),
                 false => format!("{}{}", super::query::pg_quoted(text), weight_suffix(weight)),
             };
-            let spaced = text.replace(super::TITLE_SEPARATORS, " ");
+            let spaced = text.replace(TITLE_SEPARATORS, " ");
             match column {
                 // A word the parser would take whole (`plans.txt`) is also
                 // looked for as the title and author hold it.
@@ -660,6 +670,25 @@ fn weight_suffix(weight: &str) -> String {
         "" => String::new(),
         w => format!(":{w}"),
     }
+}
+
+/// The trigram plan of a query in people's language: the LIKE fallback for
+/// a plain list with a term shorter than three characters, a MATCH (no
+/// prefixes: any substring matches already) otherwise, refused when such a
+/// term is in a query with operators.
+pub(crate) fn trigram_plan(node: &Node) -> Result<Plan, QueryError> {
+    let short = |text: &str| text.chars().count() < 3;
+    if let Some(terms) = plain_terms(node) {
+        if terms.iter().any(|t| short(t)) {
+            return Ok(Plan::Like(terms));
+        }
+    } else if let Some(t) = first_term(node, &short) {
+        return Err(format!(
+            "{t:?} is shorter than 3 characters: with the trigram tokenizer such terms work only \
+             in a plain list of words (no OR, exclusions, prefixes, parentheses or title:)"
+        ));
+    }
+    Ok(Plan::Match(fts5(node, false)))
 }
 
 #[cfg(test)]

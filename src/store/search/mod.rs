@@ -33,9 +33,15 @@ pub(crate) mod fields;
 pub(crate) mod language;
 pub(crate) mod parts;
 pub(crate) mod query;
+pub(crate) mod snippet;
 pub(crate) mod stemming;
+pub(crate) mod tokenizer;
 
+pub use snippet::{Snippet, ELLIPSIS};
+pub(crate) use snippet::{MARK_CLOSE, MARK_OPEN};
 pub use stemming::Stemming;
+pub use tokenizer::Tokenizer;
+pub(crate) use tokenizer::{snippet_tokens, TOKENIZER_META};
 
 use std::time::Duration;
 
@@ -76,86 +82,6 @@ fn shown(query: &str) -> String {
     match query.char_indices().nth(SHOWN) {
         Some((end, _)) => format!("{:?}…", &query[..end]),
         None => format!("{query:?}"),
-    }
-}
-
-/// The meta row that records the data directory's tokenizer. Absent, the
-/// engine's default is in force (the one its schema section creates).
-pub(crate) const TOKENIZER_META: &str = "search_tokenizer";
-
-/// How text is cut into searchable terms; chosen per data directory when its
-/// store is created (`--tokenizer`), changed later only by `leasehold reindex
-/// --tokenizer`, since the index must be rebuilt with the new one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tokenizer {
-    /// FTS5's `unicode61 remove_diacritics 2`: words split at spaces and
-    /// punctuation, case and diacritics folded. The default on SQLite. Query
-    /// terms in Hangul, Han, Kana, Thai, Lao, Khmer and Myanmar are searched
-    /// as prefixes, so `계정` finds `계정이`.
-    Unicode61,
-    /// FTS5's `trigram`: any substring of three or more characters matches;
-    /// shorter terms are matched with LIKE (a scan). A larger index.
-    Trigram,
-    /// PostgreSQL's `simple` configuration (the PostgreSQL edition's only
-    /// one): words lower-cased, no stemming, no stop words.
-    PgSimple,
-}
-
-impl Tokenizer {
-    /// The tokenizer named on the command line or in the configuration:
-    /// `unicode61` or `trigram`.
-    pub fn parse(name: &str) -> Result<Tokenizer> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "unicode61" => Ok(Tokenizer::Unicode61),
-            "trigram" => Ok(Tokenizer::Trigram),
-            other => Err(Error::InvalidInput {
-                what: "tokenizer",
-                reason: format!("{other:?} is not a tokenizer: use unicode61 (the default) or trigram"),
-            }),
-        }
-    }
-
-    /// The short name (`unicode61`, `trigram`, `simple`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Tokenizer::Unicode61 => "unicode61",
-            Tokenizer::Trigram => "trigram",
-            Tokenizer::PgSimple => "simple",
-        }
-    }
-
-    /// What the meta row holds, and for SQLite the FTS5 `tokenize` argument.
-    pub(crate) fn spec(self) -> &'static str {
-        match self {
-            Tokenizer::Unicode61 => "unicode61 remove_diacritics 2",
-            Tokenizer::Trigram => "trigram",
-            Tokenizer::PgSimple => "simple",
-        }
-    }
-
-    /// The FTS5 options of a table made with this tokenizer: the
-    /// tokenizer, and for words, prefix indexes of 2 and 3 characters (short
-    /// prefix queries, as the glued-script terms are, read one list instead
-    /// of merging every term they begin). A trigram index answers prefixes
-    /// as substrings already.
-    pub(crate) fn fts5_options(self) -> String {
-        match self {
-            Tokenizer::Unicode61 => format!("prefix = '2 3', tokenize = '{}'", self.spec()),
-            Tokenizer::Trigram | Tokenizer::PgSimple => format!("tokenize = '{}'", self.spec()),
-        }
-    }
-
-    /// The tokenizer a meta row or a table definition names.
-    pub(crate) fn from_spec(spec: &str) -> Option<Tokenizer> {
-        [Tokenizer::Unicode61, Tokenizer::Trigram, Tokenizer::PgSimple]
-            .into_iter()
-            .find(|t| t.spec() == spec.trim())
-    }
-}
-
-impl std::fmt::Display for Tokenizer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -285,7 +211,7 @@ impl<'q> Search<'q> {
             QuerySyntax::Plain => {
                 let q = language::read(self.query, tokenizer).map_err(|e| e.to_string())?;
                 let (plan, words) = match tokenizer {
-                    Tokenizer::Trigram => (query::trigram_node_plan(&q.root)?, None),
+                    Tokenizer::Trigram => (language::trigram_plan(&q.root)?, None),
                     _ => (query::Plan::Match(language::fts5(&q.root, true)), Some(q.root)),
                 };
                 Ok(SqlitePlan {
@@ -461,15 +387,6 @@ pub(crate) const AUTHOR_WEIGHT: f64 = 4.0;
 const _: () = assert!(TITLE_WEIGHT > 1.0 && TITLE_WEIGHT <= 10.0);
 const _: () = assert!(AUTHOR_WEIGHT > 1.0 && AUTHOR_WEIGHT <= 10.0);
 
-/// The characters PostgreSQL's parser reads a title with as spaces (the
-/// stored tsvector's `translate`, schema.pg.sql version 12; a `title:`
-/// term's text alike): with them it takes `plans.txt`, `a/b` or `2.0`
-/// whole, as a file name or a number, and no word of a file name would
-/// find it.
-// PostgreSQL only (feature `postgres`).
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-pub(crate) const TITLE_SEPARATORS: [char; 3] = ['.', '/', '\\'];
-
 /// What the index's `title` column holds for the document `key`: the title
 /// it gives itself, else its file name, so that a document without a title
 /// is found by its name and every document ranks a match in its name above
@@ -486,108 +403,6 @@ pub(crate) fn file_name(key: &str) -> Option<&str> {
         return None;
     }
     key.rsplit(['/', '\\']).next().filter(|name| !name.is_empty())
-}
-
-/// A short piece of a document's text, on one line, with the places the
-/// query matched.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Snippet {
-    text: String,
-    highlights: Vec<std::ops::Range<usize>>,
-}
-
-impl Snippet {
-    /// The text: line breaks and control characters are spaces, [`ELLIPSIS`]
-    /// marks text left out.
-    pub fn text(&self) -> &str {
-        &self.text
-    }
-
-    /// The matched pieces of [`Snippet::text`], as byte ranges in order.
-    pub fn highlights(&self) -> &[std::ops::Range<usize>] {
-        &self.highlights
-    }
-
-    /// The text with each matched piece between `open` and `close`.
-    pub fn marked(&self, open: &str, close: &str) -> String {
-        let mut out = String::with_capacity(self.text.len() + 8);
-        for (piece, matched) in self.pieces() {
-            match matched {
-                true => out.extend([open, piece, close]),
-                false => out.push_str(piece),
-            }
-        }
-        out
-    }
-
-    /// The text in order, cut where a match starts or ends: each piece,
-    /// and whether it matched.
-    pub fn pieces(&self) -> impl Iterator<Item = (&str, bool)> {
-        let mut at = 0;
-        let mut pieces = Vec::with_capacity(self.highlights.len() * 2 + 1);
-        for h in &self.highlights {
-            pieces.push((&self.text[at..h.start], false));
-            pieces.push((&self.text[h.clone()], true));
-            at = h.end;
-        }
-        pieces.push((&self.text[at..], false));
-        pieces.into_iter().filter(|(piece, _)| !piece.is_empty())
-    }
-
-    /// Read an engine's snippet, whose matches are between [`MARK_OPEN`]
-    /// and [`MARK_CLOSE`]: control characters become spaces, the marks
-    /// become highlights, and the ends are trimmed.
-    pub(crate) fn from_marked(marked: &str) -> Snippet {
-        let mut text = String::with_capacity(marked.len());
-        let mut highlights = Vec::new();
-        let mut open = None;
-        let mut rest = marked;
-        while !rest.is_empty() {
-            if let Some(after) = rest.strip_prefix(MARK_OPEN) {
-                open.get_or_insert(text.len());
-                rest = after;
-            } else if let Some(after) = rest.strip_prefix(MARK_CLOSE) {
-                if let Some(start) = open.take() {
-                    if start < text.len() {
-                        highlights.push(start..text.len());
-                    }
-                }
-                rest = after;
-            } else {
-                let c = rest.chars().next().expect("rest is not empty");
-                text.push(if c.is_control() { ' ' } else { c });
-                rest = &rest[c.len_utf8()..];
-            }
-        }
-        // Trim, moving the highlights with the start.
-        let lead = text.len() - text.trim_start().len();
-        let end = text.trim_end().len().max(lead);
-        let text = text[lead..end].to_owned();
-        let highlights = highlights
-            .into_iter()
-            .map(|h| h.start.saturating_sub(lead).min(text.len())..h.end.saturating_sub(lead).min(text.len()))
-            .filter(|h| h.start < h.end)
-            .collect();
-        Snippet { text, highlights }
-    }
-}
-
-/// Put by the engines before a matched term in a snippet, and
-/// [`MARK_CLOSE`] after it; [`Snippet::from_marked`] turns them into
-/// highlights. Two control characters: a document's text could fake one
-/// only by holding both, and then it only moves a highlight.
-pub(crate) const MARK_OPEN: &str = "\u{1}\u{2}";
-/// See [`MARK_OPEN`].
-pub(crate) const MARK_CLOSE: &str = "\u{2}\u{1}";
-/// Marks text left out of a snippet.
-pub const ELLIPSIS: &str = "…";
-/// About how many terms a snippet shows: words, or for the trigram
-/// tokenizer, characters (each a trigram; 64 is FTS5's most).
-pub(crate) fn snippet_tokens(tokenizer: Tokenizer) -> i64 {
-    match tokenizer {
-        Tokenizer::Trigram => 64,
-        Tokenizer::Unicode61 | Tokenizer::PgSimple => 16,
-    }
 }
 
 /// What `doctor` found comparing the index with the accepted results.

@@ -12,7 +12,8 @@
 //! start. Text inside such a run is found only by the trigram tokenizer
 //! (docs/DESIGN.md, "The search index").
 
-use super::Tokenizer;
+use super::snippet::{ELLIPSIS, MARK_CLOSE, MARK_OPEN};
+use super::tokenizer::Tokenizer;
 
 /// What the engine runs for a query.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,25 +213,6 @@ fn trigram_plan(query: &str, pieces: &[Piece]) -> Result<Plan, QueryError> {
     }
 }
 
-/// The trigram plan of a query in people's language: the LIKE fallback for
-/// a plain list with a term shorter than three characters, a MATCH (no
-/// prefixes: any substring matches already) otherwise, refused when such a
-/// term is in a query with operators.
-pub(crate) fn trigram_node_plan(node: &super::language::Node) -> Result<Plan, QueryError> {
-    let short = |text: &str| text.chars().count() < 3;
-    if let Some(terms) = super::language::plain_terms(node) {
-        if terms.iter().any(|t| short(t)) {
-            return Ok(Plan::Like(terms));
-        }
-    } else if let Some(t) = super::language::first_term(node, &short) {
-        return Err(format!(
-            "{t:?} is shorter than 3 characters: with the trigram tokenizer such terms work only \
-             in a plain list of words (no OR, exclusions, prefixes, parentheses or title:)"
-        ));
-    }
-    Ok(Plan::Match(super::language::fts5(node, false)))
-}
-
 /// `query` as a PostgreSQL tsquery for `to_tsquery('simple', …)`: words and
 /// phrases quoted (a quoted phrase becomes `<->`), glued-script words and
 /// `word*` prefixes `:*`, AND `&`, OR `|`, NOT `& !`, adjacent terms ANDed.
@@ -335,18 +317,14 @@ pub(crate) fn excerpt(body: &str, terms: &[String]) -> String {
         .rev()
         .collect();
     let after: String = body[at + len..].chars().take(40).collect();
-    let lead = if before.len() < at { super::ELLIPSIS } else { "" };
+    let lead = if before.len() < at { ELLIPSIS } else { "" };
     let tail = if at + len + after.len() < body.len() {
-        super::ELLIPSIS
+        ELLIPSIS
     } else {
         ""
     };
     let matched = &body[at..at + len];
-    format!(
-        "{lead}{before}{}{matched}{}{after}{tail}",
-        super::MARK_OPEN,
-        super::MARK_CLOSE
-    )
+    format!("{lead}{before}{}{matched}{}{after}{tail}", MARK_OPEN, MARK_CLOSE)
 }
 
 #[cfg(test)]
@@ -427,7 +405,7 @@ mod tests {
     #[test]
     fn excerpts_mark_the_first_term_and_stay_on_one_line() {
         let e = excerpt("line one\nthe 계정이 is here", &["계정".into()]);
-        let snippet = super::super::Snippet::from_marked(&e);
+        let snippet = crate::store::search::snippet::Snippet::from_marked(&e);
         assert_eq!(snippet.marked("[", "]"), "line one the [계정]이 is here");
         assert_eq!(&snippet.text()[snippet.highlights()[0].clone()], "계정");
     }

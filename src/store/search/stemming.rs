@@ -43,11 +43,11 @@ pub enum Stemming {
 impl Stemming {
     /// The setting named on the command line or in the configuration:
     /// `english` or `none`.
-    pub fn parse(name: &str) -> crate::Result<Stemming> {
+    pub fn parse(name: &str) -> crate::error::Result<Stemming> {
         match name.trim().to_ascii_lowercase().as_str() {
             "english" => Ok(Stemming::English),
             "none" | "off" => Ok(Stemming::Off),
-            other => Err(crate::Error::InvalidInput {
+            other => Err(crate::error::Error::InvalidInput {
                 what: "stemming",
                 reason: format!("{other:?} is not a stemming: use english (the default) or none"),
             }),
@@ -82,16 +82,6 @@ impl std::fmt::Display for Stemming {
 
 /// The meta row that records a data directory's stemming.
 pub(crate) const STEMMING_META: &str = "search_stemming";
-
-/// Record `stemming` in `engine`'s meta table unless it is already: a read
-/// first, so that an open that changes nothing takes no write lock. Called
-/// by the opens that may write (SQLite's knows whether the file may be).
-pub(crate) fn record(engine: &dyn crate::store::engine::Engine, stemming: Stemming) -> crate::Result<()> {
-    if engine.meta(STEMMING_META)?.as_deref() != Some(stemming.name()) {
-        engine.set_meta(STEMMING_META, stemming.name())?;
-    }
-    Ok(())
-}
 
 /// The most other forms one word takes: far beyond what English has
 /// (`install` has nine), it bounds the expression a strange vocabulary

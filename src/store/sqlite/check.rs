@@ -6,7 +6,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::Rows;
+use super::rows::Rows;
 use crate::store::check::{
     broken_owner, indexed_row_from, shared_key, shared_token, CheckReads, IndexedRow, IntegrityProblem,
     INDEXED_COLUMNS,

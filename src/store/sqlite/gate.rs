@@ -4,7 +4,7 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::Rows;
+use super::rows::Rows;
 use crate::clock::Millis;
 use crate::store::gate::text::{Incident, NoticeText};
 use crate::store::gate::{AccountRow, AccountState, GateEvent, GateReads, GateRows, GateState};

@@ -14,17 +14,17 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::store::driver::Rows as EngineRows;
 use crate::store::engine::Engine;
 use crate::store::fencing::{WriteOp, WriteOut};
 use crate::store::options::Policy;
 use crate::store::read::KnownSource;
 use crate::store::retention::{sweep as sweep_history, window as history_window, HistoryPrune};
-use crate::store::search::{self, IndexCheck, IndexDoc, Search, SearchPage, Tokenizer};
-use crate::store::sqlite::search_index::Chosen;
+use crate::store::search::{IndexCheck, IndexDoc, Search, SearchPage, Tokenizer, TOKENIZER_META};
+use crate::store::sqlite::search_table::Chosen;
 use checkpoint::Checkpointer;
 use open::Access;
-use pool::{ClosesConnections, Pool};
+use pool::{ClosesConnections, Pool, Pooled};
+use rows::Rows;
 use turnstile::Turnstile;
 
 use crate::clock::Millis;
@@ -51,20 +51,14 @@ mod plan;
 mod queue;
 mod read;
 mod retention;
+pub(crate) mod rows;
 pub(crate) mod search_index;
 pub(crate) mod search_purge;
 mod search_salvage;
+pub(crate) mod search_table;
 
 mod gate;
 mod outbox;
-
-/// A connection (a write transaction or a pooled read connection) as the
-/// engine-neutral rules see it: the SQLite side of [`EngineRows`].
-pub(crate) struct Rows<'c>(pub(crate) &'c rusqlite::Connection);
-
-impl EngineRows for Rows<'_> {
-    type Error = rusqlite::Error;
-}
 
 /// One SQLite file: its pool, its group-commit queue, its turnstile and its
 /// checkpointer.
@@ -77,7 +71,7 @@ pub(crate) struct Sqlite {
     pub(crate) turnstile: Arc<Turnstile>,
     /// The connection write transactions run on (see `tx.rs`: `writer_conn`),
     /// taken at the first write.
-    pub(crate) writer: std::sync::Mutex<Option<tx::Writer>>,
+    pub(crate) writer: std::sync::Mutex<Option<Pooled>>,
     /// This handle's write-lock waits not yet folded into the store.
     pub(crate) waits: write_waits::Pending,
     /// Read-write, or read only (every write then refused, see `tx.rs`).
@@ -90,7 +84,7 @@ pub(crate) struct Sqlite {
 }
 
 impl Sqlite {
-    /// Validate, migrate and pool the file at `path` (see [`crate::Store::open`]).
+    /// Validate, migrate and pool the file at `path`.
     pub(crate) fn open(path: &Path, opts: StoreOptions) -> Result<Sqlite> {
         let path = path.to_path_buf();
         let (pool, access) = open::open_pool(&path, &opts)?;
@@ -123,9 +117,6 @@ impl Sqlite {
         if writable && (sqlite.opts.create || sqlite.opts.tokenizer.is_some()) {
             sqlite.choose_tokenizer()?;
         }
-        if let (true, Some(stemming)) = (writable, sqlite.opts.stemming) {
-            search::stemming::record(&sqlite, stemming)?;
-        }
         Ok(sqlite)
     }
 
@@ -145,7 +136,10 @@ impl Sqlite {
     }
 
     /// [`Sqlite::check_integrity`]'s problems, each with the table it is about.
-    pub(crate) fn check_integrity_by_table(&self, full: bool) -> Result<Vec<super::IntegrityProblem>> {
+    pub(crate) fn check_integrity_by_table(
+        &self,
+        full: bool,
+    ) -> Result<Vec<crate::store::check::IntegrityProblem>> {
         self.read(|c| check::integrity_by_table(c, full))
     }
 
@@ -280,7 +274,7 @@ impl Engine for Sqlite {
     }
 
     fn search_tokenizer(&self) -> Result<Tokenizer> {
-        self.read(search_index::table_tokenizer)
+        self.read(search_table::table_tokenizer)
     }
 
     fn search_check(&self) -> Result<IndexCheck> {
@@ -289,7 +283,7 @@ impl Engine for Sqlite {
 
     fn search_reset(&self, tokenizer: Tokenizer) -> Result<()> {
         refuse_pg_tokenizer(tokenizer)?;
-        match self.write_tx(|tx, _| search_index::reset(tx, tokenizer)) {
+        match self.write_tx(|tx, _| search_table::reset(tx, tokenizer)) {
             // Its pages are damaged: dropping it reads them (`search_salvage.rs`).
             Err(e) if e.is_corrupt() => self.search_reset_hard(tokenizer),
             done => done,
@@ -365,15 +359,15 @@ impl Sqlite {
             refuse_pg_tokenizer(t)?;
         }
         let (table, recorded) = self.read(|c| {
-            let recorded = meta::meta(c, search::TOKENIZER_META)?;
-            Ok((search_index::table_tokenizer(c)?, recorded))
+            let recorded = meta::meta(c, TOKENIZER_META)?;
+            Ok((search_table::table_tokenizer(c)?, recorded))
         })?;
         let recorded = recorded.as_deref().and_then(Tokenizer::from_spec);
         let wanted = requested.or(recorded).unwrap_or(table);
         if wanted == table && (requested.is_none() || recorded == requested) {
             return Ok(());
         }
-        match self.write_tx(|tx, _| search_index::choose(tx, requested))? {
+        match self.write_tx(|tx, _| search_table::choose(tx, requested))? {
             Chosen::InForce(_) => Ok(()),
             Chosen::Mismatch { table, wanted } => Err(Error::InvalidInput {
                 what: "tokenizer",

@@ -4,7 +4,7 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::Rows;
+use super::rows::Rows;
 use crate::clock::Millis;
 use crate::store::outbox::{
     breaks_cap, NoticeRecord, OutboxBatch, OutboxCap, OutboxItem, OutboxReads, OutboxRows, OutboxTotals,

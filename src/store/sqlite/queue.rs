@@ -3,8 +3,9 @@
 
 use rusqlite::{params, OptionalExtension};
 
+use super::meta;
+use super::rows::Rows;
 use super::write::record;
-use super::{meta, Rows};
 use crate::clock::Millis;
 use crate::store::queue::{KnownDoc, NewDoc, QueueRows, Vanished};
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use super::Rows;
+use super::rows::Rows;
 use crate::clock::Millis;
 use crate::job::{Counts, HistoryEntry, Job, JobFilter, LiveLease, Owner, UnknownStatus};
 use crate::store::read::{
@@ -300,37 +300,4 @@ pub(crate) fn source_stats(
         }
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    /// A scan reads its pages with [`super::SOURCES_AFTER`]: each page must
-    /// seek into `doc_key`'s index, not step over every key before it.
-    #[test]
-    fn a_later_page_of_known_sources_seeks_the_key_index() {
-        let plan = super::super::plan::query_plan(super::SOURCES_AFTER, rusqlite::params!["a", 10i64], false);
-        let joined = plan.join(" | ");
-        assert!(
-            joined.contains("SEARCH jobs USING INDEX") && joined.contains("(doc_key>?)"),
-            "{joined}"
-        );
-        assert!(!joined.contains("TEMP B-TREE"), "{joined}");
-    }
-
-    /// The summary's counts read the partial index of each state that is
-    /// not `indexed`; the count of all reads the smallest full index. No
-    /// count reads the table (schema version 10).
-    #[test]
-    fn the_totals_read_partial_indexes_not_the_table() {
-        let plan = super::super::plan::query_plan(crate::store::read::TOTALS, [], false);
-        let joined = plan.join(" | ");
-        for index in ["jobs_discovered", "jobs_retry_due", "jobs_dead"] {
-            assert!(joined.contains(index), "{index}: {joined}");
-        }
-        assert!(
-            plan.iter()
-                .all(|l| !l.starts_with("SCAN jobs") || l.contains("INDEX")),
-            "{joined}"
-        );
-    }
 }

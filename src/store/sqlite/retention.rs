@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection};
 
-use super::Rows;
+use super::rows::Rows;
 use crate::clock::Millis;
 use crate::store::retention::{RetentionRows, WindowCounts};
 

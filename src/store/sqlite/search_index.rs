@@ -16,23 +16,14 @@ use crate::store::search::parts::TX_TEXT_BYTES;
 use crate::store::search::query::{self, Plan};
 use crate::store::search::stemming::{Stemming, VocabularyRange, STEMMING_META};
 use crate::store::search::{file_name, Described, Labels, AUTHOR_WEIGHT, TITLE_WEIGHT};
-use crate::store::search::{stemmed_fts5, Found, Search, SearchPage, Snippet, TOKENIZER_META};
+use crate::store::search::{stemmed_fts5, Found, Search, SearchPage, Snippet};
 use crate::store::search::{IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 use crate::store::sqlite::search_purge as purge;
+use crate::store::sqlite::search_table::{self, create_table, table_tokenizer};
 
 /// The first rowid of a long text's further parts: far above any document
 /// id, so a rowid tells a document's first part (its id) from a further one.
 pub(crate) const PART_ROWID_BASE: i64 = 1 << 48;
-
-/// What choosing a tokenizer at open did ([`choose`]).
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Chosen {
-    /// The table is made with the tokenizer wanted (now, or already).
-    InForce(Tokenizer),
-    /// The table holds text made with `table`, and `wanted` differs: only a
-    /// reindex may change it.
-    Mismatch { table: Tokenizer, wanted: Tokenizer },
-}
 
 /// A document's accepted text, for the index: its id, the accepted result
 /// (path, checksum) the text came from, its first part (None: the result has
@@ -218,17 +209,6 @@ pub(crate) fn put_parts(
     insert_rows(tx, &rows)
 }
 
-/// Whether any part waits for [`purge_retired`]: a read, so that a store
-/// with nothing to purge takes no write lock for it.
-pub(crate) fn has_parts_to_purge(c: &Connection) -> rusqlite::Result<bool> {
-    Ok(
-        c.prepare_cached("SELECT 1 FROM search_parts WHERE state <> 'live' LIMIT 1")?
-            .query_row([], |r| r.get::<_, i64>(0))
-            .optional()?
-            .is_some(),
-    )
-}
-
 /// Delete retired parts from the index, about [`TX_TEXT_BYTES`] of text in
 /// this transaction, after retiring staged parts nobody will make live (the
 /// claim that staged them is over, and they are not a reindex's of the
@@ -258,75 +238,6 @@ pub(crate) fn purge_retired(tx: &Connection) -> rusqlite::Result<bool> {
     Ok(gone.len() > per_tx)
 }
 
-/// The tokenizer the table was made with, read from its definition (the
-/// truth: the meta row is the record of the choice).
-pub(crate) fn table_tokenizer(c: &Connection) -> rusqlite::Result<Tokenizer> {
-    let sql: Option<String> = c
-        .query_row(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'search_text'",
-            [],
-            |r| r.get(0),
-        )
-        .optional()?;
-    let spec = sql.as_deref().and_then(|s| {
-        let start = s.find("tokenize = '")? + "tokenize = '".len();
-        let len = s[start..].find('\'')?;
-        Some(&s[start..start + len])
-    });
-    Ok(spec
-        .and_then(Tokenizer::from_spec)
-        .unwrap_or(Tokenizer::Unicode61))
-}
-
-/// Make the table's tokenizer the one wanted: `requested`, else the one the
-/// meta row records, else the table's. An empty index is remade with it and
-/// the choice recorded; a non-empty one is left alone ([`Chosen::Mismatch`]).
-pub(crate) fn choose(tx: &Connection, requested: Option<Tokenizer>) -> rusqlite::Result<Chosen> {
-    let table = table_tokenizer(tx)?;
-    let recorded = crate::store::sqlite::meta::meta(tx, TOKENIZER_META)?
-        .as_deref()
-        .and_then(Tokenizer::from_spec);
-    let wanted = requested.or(recorded).unwrap_or(table);
-    if wanted != table {
-        if !is_empty(tx)? {
-            return Ok(Chosen::Mismatch { table, wanted });
-        }
-        reset(tx, wanted)?;
-    }
-    if recorded != Some(wanted) {
-        crate::store::sqlite::meta::meta_set(tx, TOKENIZER_META, wanted.spec())?;
-    }
-    Ok(Chosen::InForce(wanted))
-}
-
-fn is_empty(c: &Connection) -> rusqlite::Result<bool> {
-    let any: Option<i64> = c
-        .query_row("SELECT rowid FROM search_text LIMIT 1", [], |r| r.get(0))
-        .optional()?;
-    Ok(any.is_none())
-}
-
-/// Drop the index and make it again, empty, with `tokenizer`, recorded in meta.
-pub(crate) fn reset(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
-    tx.execute_batch("DROP TABLE search_text; DELETE FROM search_parts;")?;
-    create_table(tx, tokenizer)?;
-    crate::store::sqlite::meta::meta_set(tx, TOKENIZER_META, tokenizer.spec())
-}
-
-/// Make the FTS5 table as this version has it, empty: the text, the title
-/// and the author (weighted [`TITLE_WEIGHT`] and [`AUTHOR_WEIGHT`] in the
-/// ranking), and the accepted result the row was read from.
-pub(crate) fn create_table(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
-    // The options are constants of `Tokenizer`, never user text.
-    c.execute_batch(&format!(
-        "CREATE VIRTUAL TABLE search_text USING fts5 (
-             body, title, author, path UNINDEXED, checksum UNINDEXED,
-             {}
-         );",
-        tokenizer.fts5_options()
-    ))
-}
-
 /// The table remade with `title` and `author` columns (schema version 12) and the
 /// tokenizer it had, when it has none yet, every row copied into it (rowids
 /// kept, so the parts list still holds), each document's first part titled
@@ -338,7 +249,7 @@ pub(crate) fn create_table(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Re
 ///
 /// An index too damaged to be read is made again empty instead, its pages
 /// orphaned as a reindex of a damaged index leaves them
-/// ([`super::search_salvage`]): the store still opens, and `leasehold
+/// ([`search_table::remake`]): the store still opens, and `leasehold
 /// reindex` (which `doctor` names) fills the index from the mirror.
 pub(crate) fn add_metadata_columns(conn: &mut Connection) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -350,7 +261,7 @@ pub(crate) fn add_metadata_columns(conn: &mut Connection) -> rusqlite::Result<()
         Ok(()) => tx.commit(),
         Err(_) => {
             drop(tx);
-            super::search_salvage::remake(conn, tokenizer)
+            search_table::remake(conn, tokenizer)
         }
     }
 }

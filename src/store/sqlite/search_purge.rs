@@ -12,10 +12,10 @@
 //! purge merges the whole index into one segment, which keeps no deleted
 //! row. It goes in steps of [`MERGE_PAGES`] pages, one short write
 //! transaction each, taken after completions as the retired parts' purge
-//! is ([`crate::store::Store::complete`]), so no writer waits long on it.
+//! is (after a completion, by the store's upkeep), so no writer waits long on it.
 //! SQLite's own `secure_delete` pragma zeroes the pages a merge frees.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use super::meta::{meta, meta_set};
 
@@ -87,7 +87,7 @@ pub(crate) enum Upkeep {
 /// What upkeep is due, in one read: a store with nothing to do takes no
 /// write lock and one read transaction for it.
 pub(crate) fn next(c: &Connection, now: bool) -> rusqlite::Result<Upkeep> {
-    Ok(if super::search_index::has_parts_to_purge(c)? {
+    Ok(if has_parts_to_purge(c)? {
         Upkeep::Parts
     } else if due(c, now)? {
         Upkeep::Purge
@@ -133,6 +133,17 @@ fn merge(tx: &Connection, pages: i64) -> rusqlite::Result<u64> {
 /// A meta setting read as a number (`None`: unset or not a number).
 fn number(c: &Connection, name: &str) -> rusqlite::Result<Option<i64>> {
     Ok(meta(c, name)?.and_then(|v| v.trim().parse().ok()))
+}
+
+/// Whether any part waits for [`search_index::purge_retired`](super::search_index::purge_retired): a read, so that a store
+/// with nothing to purge takes no write lock for it.
+pub(crate) fn has_parts_to_purge(c: &Connection) -> rusqlite::Result<bool> {
+    Ok(
+        c.prepare_cached("SELECT 1 FROM search_parts WHERE state <> 'live' LIMIT 1")?
+            .query_row([], |r| r.get::<_, i64>(0))
+            .optional()?
+            .is_some(),
+    )
 }
 
 #[cfg(test)]

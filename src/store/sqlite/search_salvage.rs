@@ -1,7 +1,7 @@
 //! The search index removed the hard way, when its own pages are damaged
 //! (SQLite only).
 //!
-//! The ordinary reset ([`super::search_index::reset`]) drops the FTS5 table, and
+//! The ordinary reset ([`super::search_table::reset`]) drops the FTS5 table, and
 //! FTS5 drops its shadow tables. Both need the damaged pages: a `DROP TABLE`
 //! of the virtual table first connects to it (reading its configuration and
 //! structure record: "vtable constructor failed"), and dropping a b-tree
@@ -28,13 +28,9 @@
 use rusqlite::Connection;
 
 use crate::error::{Error, Result};
-use crate::store::search::{Tokenizer, TOKENIZER_META};
+use crate::store::search::Tokenizer;
+use crate::store::sqlite::search_table::remake;
 use crate::store::sqlite::Sqlite;
-
-/// The schema rows of the search index: the FTS5 table, its shadow tables
-/// (`search_text_data`, `_idx`, `_content`, `_docsize`, `_config`) and
-/// their automatic indexes, and `search_parts` with its indexes.
-const INDEX_ROWS: &str = "name = 'search_text' OR tbl_name GLOB 'search_text_*' OR tbl_name = 'search_parts'";
 
 impl Sqlite {
     /// Remove the search index without reading its pages and make it again,
@@ -56,39 +52,5 @@ impl Sqlite {
         let _turn = self.turnstile.enter();
         let conn = self.conn()?;
         f(&conn).map_err(|e| Error::from_sqlite(&self.path, e))
-    }
-}
-
-/// In one `BEGIN IMMEDIATE` transaction: forget the index's schema rows
-/// (their pages are left orphaned, unread), reload the schema, and create
-/// the tables again as they were defined (`search_parts` by its own
-/// statements; the FTS5 table with `tokenizer`).
-pub(crate) fn remake(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
-    c.execute_batch("BEGIN IMMEDIATE")?;
-    let done = (|| {
-        // The table first, then its indexes: the order they are made in.
-        let parts: Vec<String> = c
-            .prepare(
-                "SELECT sql FROM sqlite_schema WHERE tbl_name = 'search_parts' AND sql IS NOT NULL
-                 ORDER BY type = 'index', rowid",
-            )?
-            .query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        c.execute_batch("PRAGMA writable_schema = ON")?;
-        let forgot = c.execute(&format!("DELETE FROM sqlite_master WHERE {INDEX_ROWS}"), []);
-        c.execute_batch("PRAGMA writable_schema = RESET")?;
-        forgot?;
-        super::search_index::create_table(c, tokenizer)?;
-        for sql in &parts {
-            c.execute_batch(sql)?;
-        }
-        crate::store::sqlite::meta::meta_set(c, TOKENIZER_META, tokenizer.spec())
-    })();
-    match done {
-        Ok(()) => c.execute_batch("COMMIT"),
-        Err(e) => {
-            let _ = c.execute_batch("ROLLBACK");
-            Err(e)
-        }
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::holder;
+use super::pool::Pooled;
 use super::write;
 use super::write_waits;
 use super::Sqlite;
@@ -172,7 +173,7 @@ impl Sqlite {
     /// written; FTS5's merges made that dozens of `pread`s per document. On
     /// one connection, a write finds the pages of the writes before it
     /// (unless another process wrote in between).
-    fn writer_conn(&self) -> Result<Writer> {
+    fn writer_conn(&self) -> Result<Pooled> {
         let conn = self.conn()?;
         conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)
             .map_err(|e| Error::from_sqlite(&self.path, e))?;
@@ -186,11 +187,6 @@ impl Sqlite {
         })
     }
 }
-
-pub(crate) use super::pool::Pooled;
-
-/// The pooled connection the handle's writes run on ([`Sqlite::writer_conn`]).
-pub(crate) type Writer = Pooled;
 
 /// Page cache of the writer connection, in KiB: room for the pages a run of
 /// writes keeps touching (the b-trees' upper levels, the search index's

@@ -2,7 +2,7 @@
 //! `leasehold metrics`, run anywhere, sees every process's waits (the same
 //! rule as the other figures: read from the store, not one process's memory).
 //!
-//! A wait is measured in [`crate::store::tx`]: from a write transaction being
+//! A wait is measured in [`super::tx`]: from a write transaction being
 //! asked for (before the turnstile that takes processes in turn) to its
 //! `BEGIN IMMEDIATE` holding the lock. Each handle adds its waits to a tally in
 //! memory and folds it into the `meta` row [`META`] inside a write transaction

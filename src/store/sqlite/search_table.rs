@@ -1,0 +1,128 @@
+//! The FTS5 table itself: how it is made, which tokenizer it was made with
+//! and which one a store wants, and how it is made again, empty (a plain
+//! reset, or the hard way when its own pages are damaged). The rows it holds
+//! are `search_index.rs`'s.
+
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::store::search::{Tokenizer, TOKENIZER_META};
+use crate::store::sqlite::meta;
+
+/// What choosing a tokenizer at open did ([`choose`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Chosen {
+    /// The table is made with the tokenizer wanted (now, or already).
+    InForce(Tokenizer),
+    /// The table holds text made with `table`, and `wanted` differs: only a
+    /// reindex may change it.
+    Mismatch { table: Tokenizer, wanted: Tokenizer },
+}
+
+/// The tokenizer the table was made with, read from its definition (the
+/// truth: the meta row is the record of the choice).
+pub(crate) fn table_tokenizer(c: &Connection) -> rusqlite::Result<Tokenizer> {
+    let sql: Option<String> = c
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'search_text'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let spec = sql.as_deref().and_then(|s| {
+        let start = s.find("tokenize = '")? + "tokenize = '".len();
+        let len = s[start..].find('\'')?;
+        Some(&s[start..start + len])
+    });
+    Ok(spec
+        .and_then(Tokenizer::from_spec)
+        .unwrap_or(Tokenizer::Unicode61))
+}
+
+/// Make the table's tokenizer the one wanted: `requested`, else the one the
+/// meta row records, else the table's. An empty index is remade with it and
+/// the choice recorded; a non-empty one is left alone ([`Chosen::Mismatch`]).
+pub(crate) fn choose(tx: &Connection, requested: Option<Tokenizer>) -> rusqlite::Result<Chosen> {
+    let table = table_tokenizer(tx)?;
+    let recorded = meta::meta(tx, TOKENIZER_META)?
+        .as_deref()
+        .and_then(Tokenizer::from_spec);
+    let wanted = requested.or(recorded).unwrap_or(table);
+    if wanted != table {
+        if !is_empty(tx)? {
+            return Ok(Chosen::Mismatch { table, wanted });
+        }
+        reset(tx, wanted)?;
+    }
+    if recorded != Some(wanted) {
+        meta::meta_set(tx, TOKENIZER_META, wanted.spec())?;
+    }
+    Ok(Chosen::InForce(wanted))
+}
+
+fn is_empty(c: &Connection) -> rusqlite::Result<bool> {
+    let any: Option<i64> = c
+        .query_row("SELECT rowid FROM search_text LIMIT 1", [], |r| r.get(0))
+        .optional()?;
+    Ok(any.is_none())
+}
+
+/// Drop the index and make it again, empty, with `tokenizer`, recorded in meta.
+pub(crate) fn reset(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
+    tx.execute_batch("DROP TABLE search_text; DELETE FROM search_parts;")?;
+    create_table(tx, tokenizer)?;
+    meta::meta_set(tx, TOKENIZER_META, tokenizer.spec())
+}
+
+/// Make the FTS5 table as this version has it, empty: the text, the title
+/// and the author (weighted [`TITLE_WEIGHT`](crate::store::search::TITLE_WEIGHT) and
+/// [`AUTHOR_WEIGHT`](crate::store::search::AUTHOR_WEIGHT) in the
+/// ranking), and the accepted result the row was read from.
+pub(crate) fn create_table(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
+    // The options are constants of `Tokenizer`, never user text.
+    c.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE search_text USING fts5 (
+             body, title, author, path UNINDEXED, checksum UNINDEXED,
+             {}
+         );",
+        tokenizer.fts5_options()
+    ))
+}
+
+/// The schema rows of the search index: the FTS5 table, its shadow tables
+/// (`search_text_data`, `_idx`, `_content`, `_docsize`, `_config`) and
+/// their automatic indexes, and `search_parts` with its indexes.
+const INDEX_ROWS: &str = "name = 'search_text' OR tbl_name GLOB 'search_text_*' OR tbl_name = 'search_parts'";
+
+/// In one `BEGIN IMMEDIATE` transaction: forget the index's schema rows
+/// (their pages are left orphaned, unread), reload the schema, and create
+/// the tables again as they were defined (`search_parts` by its own
+/// statements; the FTS5 table with `tokenizer`).
+pub(crate) fn remake(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
+    c.execute_batch("BEGIN IMMEDIATE")?;
+    let done = (|| {
+        // The table first, then its indexes: the order they are made in.
+        let parts: Vec<String> = c
+            .prepare(
+                "SELECT sql FROM sqlite_schema WHERE tbl_name = 'search_parts' AND sql IS NOT NULL
+                 ORDER BY type = 'index', rowid",
+            )?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        c.execute_batch("PRAGMA writable_schema = ON")?;
+        let forgot = c.execute(&format!("DELETE FROM sqlite_master WHERE {INDEX_ROWS}"), []);
+        c.execute_batch("PRAGMA writable_schema = RESET")?;
+        forgot?;
+        create_table(c, tokenizer)?;
+        for sql in &parts {
+            c.execute_batch(sql)?;
+        }
+        crate::store::sqlite::meta::meta_set(c, TOKENIZER_META, tokenizer.spec())
+    })();
+    match done {
+        Ok(()) => c.execute_batch("COMMIT"),
+        Err(e) => {
+            let _ = c.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
