@@ -19,26 +19,13 @@
 use std::fs::{DirBuilder, File, Metadata, OpenOptions};
 use std::io;
 use std::path::Path;
-use std::sync::OnceLock;
 
 mod beneath;
 mod stat;
+mod switch;
 pub use beneath::{open_beneath, open_dir_handle};
 pub use stat::{stat_path, FileStat, Stats};
-
-/// The environment variable that forces the portable paths (value `1`).
-pub const FORCE_PORTABLE_ENV: &str = "LEASEHOLD_FORCE_PORTABLE";
-
-/// Whether `LEASEHOLD_FORCE_PORTABLE=1` was set when this process first asked.
-pub fn forced() -> bool {
-    static FORCED: OnceLock<bool> = OnceLock::new();
-    *FORCED.get_or_init(|| std::env::var_os(FORCE_PORTABLE_ENV).is_some_and(|v| v == "1"))
-}
-
-/// Whether the Linux fast paths are to be taken: on Linux, unless forced off.
-pub fn fast() -> bool {
-    cfg!(target_os = "linux") && !forced()
-}
+pub use switch::{fast, forced, FORCE_PORTABLE_ENV};
 
 /// `FILE_FLAG_OPEN_REPARSE_POINT`: open a symbolic link itself, not its target.
 #[cfg(windows)]

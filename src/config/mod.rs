@@ -133,7 +133,7 @@
 
 use std::ffi::OsString;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::clock::Millis;
@@ -143,7 +143,6 @@ use crate::store::DbLocation;
 mod validate;
 
 pub use crate::size::{format_size, parse_size, SIZE_FORM};
-use validate::{toml_message, RawFile, Validator};
 
 /// The example file from the module documentation, kept in one place so a unit
 /// test proves the documented example is valid.
@@ -549,11 +548,8 @@ impl ConfigError {
 }
 
 // ---------------------------------------------------------------------------
-// Raw, as-written structures (serde); validation turns them into the types above
-// ---------------------------------------------------------------------------
-
-// ---------------------------------------------------------------------------
-// Loading
+// Loading (`FileConfig::load` and `parse` are in validate.rs, beside the raw
+// as-written tables they read)
 // ---------------------------------------------------------------------------
 
 /// How an account's `password_env` is looked up; injected so tests need not
@@ -561,52 +557,16 @@ impl ConfigError {
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
 impl FileConfig {
-    /// Reads, parses and validates the file at `path`, and resolves passwords.
-    ///
-    /// # Failure
-    /// [`ConfigError::Read`] if the file cannot be read; otherwise as [`FileConfig::parse`].
-    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        FileConfig::parse(&text, path)
-    }
-
-    /// Parses and validates `text`, resolving `password_env` from the process
-    /// environment. `origin` is the file the text came from: it names the file in
-    /// errors, and relative `password_file` paths are resolved against its directory.
-    ///
-    /// # Failure
-    /// The first problem found, naming its key. A TOML error quotes the offending
-    /// line only if the text contains no inline `password` key; otherwise it gives
-    /// just the line and column, so a refused password is never echoed.
-    pub fn parse(text: &str, origin: &Path) -> Result<FileConfig, ConfigError> {
-        FileConfig::parse_with_env(text, origin, &|name| std::env::var_os(name))
-    }
-
-    /// [`FileConfig::parse`] with `password_env` looked up through `env` instead
-    /// of the process environment (for tests, and for embedders that keep secrets elsewhere).
-    pub fn parse_with_env(text: &str, origin: &Path, env: EnvLookup<'_>) -> Result<FileConfig, ConfigError> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError::Syntax {
-            path: origin.to_path_buf(),
-            message: toml_message(text, &e),
-        })?;
-        Validator { path: origin, env }.file(raw)
-    }
-
     /// The `[[account]]` called `name`.
     pub fn account(&self, name: &str) -> Option<&AccountConfig> {
         self.accounts.iter().find(|a| a.name == name)
     }
 }
 
-// ---------------------------------------------------------------------------
-// Validation
-// ---------------------------------------------------------------------------
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     const ORIGIN: &str = "leasehold.toml";

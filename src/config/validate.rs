@@ -11,6 +11,42 @@ use serde::Deserialize;
 
 use super::*;
 
+impl FileConfig {
+    /// Reads, parses and validates the file at `path`, and resolves passwords.
+    ///
+    /// # Failure
+    /// [`ConfigError::Read`] if the file cannot be read; otherwise as [`FileConfig::parse`].
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        FileConfig::parse(&text, path)
+    }
+
+    /// Parses and validates `text`, resolving `password_env` from the process
+    /// environment. `origin` is the file the text came from: it names the file in
+    /// errors, and relative `password_file` paths are resolved against its directory.
+    ///
+    /// # Failure
+    /// The first problem found, naming its key. A TOML error quotes the offending
+    /// line only if the text contains no inline `password` key; otherwise it gives
+    /// just the line and column, so a refused password is never echoed.
+    pub fn parse(text: &str, origin: &Path) -> Result<FileConfig, ConfigError> {
+        FileConfig::parse_with_env(text, origin, &|name| std::env::var_os(name))
+    }
+
+    /// [`FileConfig::parse`] with `password_env` looked up through `env` instead
+    /// of the process environment (for tests, and for embedders that keep secrets elsewhere).
+    pub fn parse_with_env(text: &str, origin: &Path, env: EnvLookup<'_>) -> Result<FileConfig, ConfigError> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: origin.to_path_buf(),
+            message: toml_message(text, &e),
+        })?;
+        Validator { path: origin, env }.file(raw)
+    }
+}
+
 /// Fields that need a message naming the key when missing or mistyped are
 /// `Option` or `toml::Value` here and checked in the validation pass.
 #[derive(Deserialize, Default)]

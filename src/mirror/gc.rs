@@ -8,13 +8,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::error::MirrorError;
 use super::layout::{
     check_ids, entry_id, generation_of, is_legacy_shard_name, is_real_dir, is_shard_rel, is_shard_top,
     legacy_doc_rel, list_dir, parse_legacy_doc_dir, remove_dir_if_empty, remove_if_present, removed,
-    scan_legacy_doc, scan_shard_doc, shard_rel, Kind, ShardListing,
+    scan_legacy_doc, scan_shard_doc, shard_rel, Kind, ShardListing, LOCK_NAME, PROBE_PREFIX,
 };
+use super::lock::CLEANUP_LOCK_WAIT;
 use super::lock::{lock_dir, LockMode};
-use super::{CleanupReport, Fencing, Keep, Mirror, MirrorError, CLEANUP_LOCK_WAIT, LOCK_NAME, PROBE_PREFIX};
+use super::{CleanupReport, Fencing, Keep, Mirror};
 
 /// What a walk of the root found: document ids (of either layout), the shard directories,
 /// probe leftovers, entries not ours.

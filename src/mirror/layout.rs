@@ -11,10 +11,34 @@
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{MirrorError, DIR_MODE, FILE_MODE, LEGACY_TEMP_PREFIX, LOCK_NAME, SEQ, TEMP_MARK};
+use super::error::MirrorError;
+
+/// The lock file of a shard (and of a legacy document directory).
+pub(super) const LOCK_NAME: &str = ".lock";
+/// What follows a generation's stem (`{id}.g{fence:06}`) in a temp file's name.
+pub(super) const TEMP_MARK: &str = ".tmp-";
+/// The start of a temp file's name in a legacy document directory.
+pub(super) const LEGACY_TEMP_PREFIX: &str = ".tmp-g";
+/// The start of the name of the file that checks the root is writable.
+pub(super) const PROBE_PREFIX: &str = ".probe-";
+/// Files and directories are the owner's alone: results hold documents' text.
+pub(super) const FILE_MODE: u32 = 0o600;
+/// See [`FILE_MODE`].
+pub(super) const DIR_MODE: u32 = 0o700;
+/// Per-process counter so temp/probe names from threads of one process never collide.
+pub(super) static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// The path as a C string, for the calls std does not wrap (unix only).
+#[cfg(unix)]
+pub(super) fn cstring(path: &Path) -> Result<std::ffi::CString, MirrorError> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| MirrorError::UnsafePath {
+        path: path.display().to_string(),
+    })
+}
 
 pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> MirrorError + '_ {
     move |source| MirrorError::Io {

@@ -13,8 +13,20 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::error::MirrorError;
 use super::layout::{create_private_dirs, io_err};
-use super::{MirrorError, FILE_MODE, LOCK_ATTEMPTS, LOCK_NAME};
+use super::layout::{FILE_MODE, LOCK_NAME};
+
+/// How often a locker retries when the `.lock` it locked was removed by a pruning sweep.
+pub(super) const LOCK_ATTEMPTS: usize = 64;
+/// Longest a write waits for its shard's lock. Only a cleanup holds it exclusive, for a
+/// few file deletions; a holder slower than this is stopped or stuck, and the write is handed
+/// back ([`MirrorError::LockBusy`]) rather than stalling its worker.
+pub const WRITE_LOCK_WAIT: Duration = Duration::from_secs(2);
+/// Longest a cleanup (or `gc`, or doctor's dry run) waits for a shard's lock. Writers hold
+/// it shared for a temp write and a rename, which may be long for a large text; a cleanup that cannot get it is skipped,
+/// and its leftovers go at the next cleanup of that document or the next `gc`.
+pub const CLEANUP_LOCK_WAIT: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone, Copy)]
 pub(super) enum LockMode {

@@ -22,9 +22,11 @@
 //! reported in [`CleanupReport::busy`] and counted ([`Mirror::cleanups_skipped`]), its files
 //! left for a later cleanup or `gc`.
 
+mod error;
 mod gc;
 mod layout;
 mod lock;
+mod staged;
 // The tests use Unix file modes, symlinks and FIFOs; the code paths other
 // systems take are run on Linux through LEASEHOLD_FORCE_PORTABLE (src/portable.rs).
 #[cfg(all(test, unix))]
@@ -36,162 +38,16 @@ use std::io::{self, Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-pub use write::Staged;
-use write::SyncGroup;
+pub use error::MirrorError;
+pub use lock::{CLEANUP_LOCK_WAIT, WRITE_LOCK_WAIT};
+use staged::SyncGroup;
+pub use staged::{Staged, Written};
 
 use layout::{
     check_ids, gen_name, io_err, legacy_doc_rel, new_file, scan_legacy_doc, scan_shard_doc, shard_rel,
-    unique_suffix, Kind,
+    unique_suffix, Kind, DIR_MODE, FILE_MODE, PROBE_PREFIX,
 };
-
-const LOCK_NAME: &str = ".lock";
-/// What follows a generation's stem (`{id}.g{fence:06}`) in a temp file's name.
-const TEMP_MARK: &str = ".tmp-";
-/// The start of a temp file's name in a legacy document directory.
-const LEGACY_TEMP_PREFIX: &str = ".tmp-g";
-const PROBE_PREFIX: &str = ".probe-";
-/// How often a locker retries when the `.lock` it locked was removed by a pruning sweep.
-const LOCK_ATTEMPTS: usize = 64;
-/// How often temp creation retries on a (practically impossible) name collision.
-const TEMP_ATTEMPTS: usize = 16;
-const FILE_MODE: u32 = 0o600;
-const DIR_MODE: u32 = 0o700;
-/// Longest a write waits for its shard's lock. Only a cleanup holds it exclusive, for a
-/// few file deletions; a holder slower than this is stopped or stuck, and the write is handed
-/// back ([`MirrorError::LockBusy`]) rather than stalling its worker.
-pub const WRITE_LOCK_WAIT: Duration = Duration::from_secs(2);
-/// Longest a cleanup (or `gc`, or doctor's dry run) waits for a shard's lock. Writers hold
-/// it shared for a temp write and a rename, which may be long for a large text; a cleanup that cannot get it is skipped,
-/// and its leftovers go at the next cleanup of that document or the next `gc`.
-pub const CLEANUP_LOCK_WAIT: Duration = Duration::from_millis(100);
-
-/// Per-process counter so temp/probe names from threads of one process never collide.
-static SEQ: AtomicU64 = AtomicU64::new(0);
-
-/// Errors of the mirror. Every variant that concerns a file names it.
-#[derive(Debug, thiserror::Error)]
-pub enum MirrorError {
-    /// A file-system operation failed; [`MirrorError::is_disk_full`] and
-    /// [`MirrorError::is_unwritable`] tell whether the document is to blame.
-    #[error("I/O error on {}: {source}", .path.display())]
-    Io {
-        /// The file or directory the operation was on.
-        path: PathBuf,
-        /// What the operating system said.
-        #[source]
-        source: io::Error,
-    },
-    /// The generation file is already there: generations are written once, so
-    /// a second write for the same fence is refused rather than replacing it.
-    #[error("generation file already exists: {}", .path.display())]
-    GenerationExists {
-        /// The generation file that exists.
-        path: PathBuf,
-    },
-    /// The mirror root cannot be used: missing parent, a symlink, not a
-    /// directory, or not writable.
-    #[error("unusable mirror root {}: {reason}", .path.display())]
-    BadRoot {
-        /// The root as given.
-        path: PathBuf,
-        /// Which of those it is.
-        reason: String,
-    },
-    /// A path that could lead outside the root: absolute, with `..` or a NUL,
-    /// resolving outside it, or a symlink where a directory belongs.
-    #[error("unsafe mirror path {path:?}")]
-    UnsafePath {
-        /// The path as given (or as found on disk).
-        path: String,
-    },
-    /// A negative job id or fence, which cannot name a document directory or a generation.
-    /// `fence` is 0 when only a job id was involved.
-    #[error("invalid job id {job_id} or fence {fence}: must be >= 0")]
-    InvalidId {
-        /// The job id given.
-        job_id: i64,
-        /// The fence given, or 0.
-        fence: i64,
-    },
-    /// The document's `.lock` was still held by another process after `waited`: that process
-    /// is slow, stopped or stuck, and nobody waits for it longer. Not the document's fault.
-    #[error("mirror lock {} still held by another process after {waited:?}; not waiting longer", .path.display())]
-    LockBusy {
-        /// The `.lock` file.
-        path: PathBuf,
-        /// How long this caller waited.
-        waited: Duration,
-    },
-    /// A cleanup through file locks asked of a mirror whose writers take none
-    /// ([`Fencing::RowLocks`]): it could delete a temp file a writer still needs.
-    #[error("mirror {}: its cleanup is fenced by database row locks, not file locks", .root.display())]
-    NotFileLocked {
-        /// The mirror root.
-        root: PathBuf,
-    },
-    /// The row's accepted path is not a generation file of this job: the store may be corrupt,
-    /// so cleanup deletes nothing.
-    #[error("accepted path {accepted:?} is not a generation of job {job_id}; nothing deleted")]
-    ForeignAccepted {
-        /// The document being cleaned up.
-        job_id: i64,
-        /// The row's accepted result path, which does not belong to it.
-        accepted: String,
-    },
-}
-
-impl MirrorError {
-    /// True for ENOSPC / EDQUOT, so callers can stop claiming work instead of retrying.
-    pub fn is_disk_full(&self) -> bool {
-        match self {
-            MirrorError::Io { source, .. } => {
-                #[cfg(unix)]
-                let full = matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
-                #[cfg(not(unix))]
-                let full = matches!(
-                    source.kind(),
-                    io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
-                );
-                full
-            }
-            _ => false,
-        }
-    }
-
-    /// True when the mirror cannot be written at all right now (read-only file
-    /// system, permissions): like a full disk, not the document's fault.
-    pub fn is_unwritable(&self) -> bool {
-        match self {
-            MirrorError::Io { source, .. } => {
-                #[cfg(unix)]
-                let unwritable = matches!(
-                    source.raw_os_error(),
-                    Some(libc::EROFS | libc::EACCES | libc::EPERM)
-                );
-                #[cfg(not(unix))]
-                let unwritable = matches!(
-                    source.kind(),
-                    io::ErrorKind::ReadOnlyFilesystem | io::ErrorKind::PermissionDenied
-                );
-                unwritable
-            }
-            _ => false,
-        }
-    }
-
-    /// True when another process held the document's lock for longer than we wait: the
-    /// document is not to blame; try it again later.
-    pub fn is_busy(&self) -> bool {
-        matches!(self, MirrorError::LockBusy { .. })
-    }
-
-    /// True when the error is a missing file (e.g. `verify` of a path that was never written).
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, MirrorError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
-    }
-}
 
 /// Fault injection for tests of callers: simulates failures that are hard to provoke for real.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,17 +83,6 @@ pub struct Mirror {
     skipped: Arc<AtomicU64>,
     /// Sync rounds shared by this process's writers (and by clones).
     syncs: Arc<SyncGroup>,
-}
-
-/// Result of a successful write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Written {
-    /// '/'-separated, relative to the root.
-    pub rel_path: String,
-    /// Lower-case hex SHA-256 of the bytes written.
-    pub sha256: String,
-    /// Bytes written.
-    pub len: u64,
 }
 
 /// What one stat says of an accepted result ([`Mirror::stat_result`]).
@@ -428,7 +273,7 @@ fn access_writable(root: &Path) -> Result<(), MirrorError> {
 
 #[cfg(unix)]
 fn access_writable(root: &Path) -> Result<(), MirrorError> {
-    let c = write::cstring(root)?;
+    let c = layout::cstring(root)?;
     // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
     let rc = unsafe {
         libc::faccessat(

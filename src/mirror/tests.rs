@@ -1,5 +1,6 @@
 //! Tests of the mirror: layout, atomic writes, fenced cleanup, sweeps and races.
 
+use super::layout::LOCK_NAME;
 use super::write::{link_then_unlink, rename_noreplace, sync_each};
 use super::*;
 use sha2::{Digest, Sha256};

@@ -15,7 +15,7 @@
 //! accepts it before its round says it is durable, and a crash before that leaves
 //! a generation file nobody accepted, which cleanup removes like any stale one.
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 use std::ffi::CString;
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -24,21 +24,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use sha2::{Digest, Sha256};
 
+use super::error::MirrorError;
+#[cfg(target_os = "linux")]
+use super::layout::cstring;
 use super::layout::{io_err, new_file, temp_stem, unique_suffix};
+use super::lock::WRITE_LOCK_WAIT;
 use super::lock::{create_dir, lock_dir, LockMode};
+use super::staged::{Staged, SyncResult, Written};
 use super::Fencing;
-use super::{Fault, Mirror, MirrorError, Written, TEMP_ATTEMPTS, WRITE_LOCK_WAIT};
+use super::{Fault, Mirror};
 use crate::fault::{crash_point, stop_point, CrashPoint, StopPoint};
-use crate::group::GroupCommit;
 
-/// The path as a C string, for the calls std does not wrap (unix only).
-#[cfg(unix)]
-pub(super) fn cstring(path: &Path) -> Result<CString, MirrorError> {
-    use std::os::unix::ffi::OsStrExt;
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| MirrorError::UnsafePath {
-        path: path.display().to_string(),
-    })
-}
+/// How often temp creation retries on a (practically impossible) name collision.
+const TEMP_ATTEMPTS: usize = 16;
 
 /// Renames without ever replacing `to`: a stale claim must not clobber a generation that exists.
 /// Uses renameat2(RENAME_NOREPLACE) on Linux ([`crate::portable::fast`]); elsewhere, and where
@@ -109,63 +107,6 @@ pub(super) fn create_temp(dir: &Path, job_id: i64, fence: i64) -> Result<(PathBu
             }
             Err(e) => return Err(io_err(&path)(e)),
         }
-    }
-}
-
-/// A generation renamed into place whose bytes and name are not yet durable.
-/// It holds no lock: once renamed, the generation is the claim's own file,
-/// which a cleanup keeps while the claim is current (and may delete once it
-/// is not, when its completion will be refused anyway). Dropping it unsynced
-/// withdraws the file.
-#[derive(Debug)]
-pub struct Staged {
-    written: Written,
-    /// Set by the sync round that made it durable; unset at drop means withdraw.
-    durable: AtomicBool,
-    file: File,
-    dir: PathBuf,
-    final_path: PathBuf,
-}
-
-impl Staged {
-    /// The generation as it will be accepted, once synced.
-    pub fn written(&self) -> &Written {
-        &self.written
-    }
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        // Not durable means nobody was told it is: a failed round, an error path
-        // or a panic. Withdraw it, so that "not synced" always means "nothing new
-        // is visible", as a failed write does.
-        if !self.durable.load(Ordering::SeqCst) {
-            let _ = fs::remove_file(&self.final_path);
-        }
-    }
-}
-
-/// The mirror's sync rounds: writes staged by this process's threads at about
-/// the same moment share one round of fsyncs. An op is a caller's staged
-/// writes; the answer, one result per write in order (or one error for all if
-/// the round itself failed to answer).
-/// The group's answer to one caller: its results, or why its round answered
-/// nobody (only after a panic in the round), turned into errors by [`Mirror::sync`].
-pub(super) struct SyncGroup(GroupCommit<Vec<Staged>, Result<Vec<SyncResult>, String>>);
-
-type SyncResult = Result<Written, MirrorError>;
-
-impl SyncGroup {
-    pub(super) fn new() -> Self {
-        SyncGroup(GroupCommit::new(|reason| {
-            Err(format!("mirror sync round: {reason}"))
-        }))
-    }
-}
-
-impl std::fmt::Debug for SyncGroup {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SyncGroup")
     }
 }
 
@@ -280,7 +221,7 @@ impl Mirror {
             }
             Err(e) => return Err(io_err(dir)(e)),
         };
-        crate::portable::set_file_mode(&file, super::FILE_MODE).map_err(io_err(dir))?;
+        crate::portable::set_file_mode(&file, super::layout::FILE_MODE).map_err(io_err(dir))?;
         // The inode has no name yet: errors name the generation it is for.
         self.fill_temp(&file, final_path, bytes)?;
         let by_fd = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).expect("no NUL in a number");

@@ -9,8 +9,9 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::cleanup::OwedCleanups;
+use super::lease::{LeaseKeeper, Ticks};
 use super::worker::panic_message;
-use super::{Batch, LeaseKeeper, Pipeline, Processed, StagedBatch, Ticks, Worker};
+use super::worker::{Batch, Pipeline, Processed, StagedBatch, Worker};
 use crate::error::Error;
 use crate::service::Service;
 use crate::store::Store;

@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cleanup::OwedCleanups;
+use super::lease::{Holding, LeaseFlag, LeaseKeeper};
 use crate::clock::Millis;
 use crate::error::{Error, Result};
 use crate::extract::{has_a_word, image_kind, was_ocred, ExtractError, Extracted, Extractor};
 use crate::fault::{crash_point, stall_point, wait_out_stall, CrashPoint};
 use crate::job::{Claim, Fenced, JobId, Parked, Rejection, Status};
 use crate::mirror::{Mirror, Staged, Written};
-use crate::pipeline::{Holding, LeaseFlag, LeaseKeeper};
 use crate::source::{Source, SourceError};
 use crate::store::search::parts::{PartReader, PART_BYTES, TX_TEXT_BYTES};
 use crate::store::{Completion, Store};
@@ -835,7 +835,7 @@ impl Worker {
                     self.owed.note(&report);
                     Ok(())
                 }
-                Err(super::CleanupError::Store(e)) if e.is_corrupt() => Err(e),
+                Err(super::cleanup::CleanupError::Store(e)) if e.is_corrupt() => Err(e),
                 Err(_) => Ok(()),
             })
             .collect()

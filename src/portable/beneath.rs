@@ -23,7 +23,7 @@ pub fn open_beneath(dir: &File, rel: &Path) -> Option<File> {
 
     /// Set when the kernel (or a sandbox) does not know the call.
     static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
-    if !super::fast() || UNAVAILABLE.load(Ordering::Relaxed) {
+    if !super::switch::fast() || UNAVAILABLE.load(Ordering::Relaxed) {
         return None;
     }
     let name = std::ffi::CString::new(rel.as_os_str().as_bytes()).ok()?;
@@ -111,7 +111,7 @@ mod tests {
                 s
             })
         };
-        if !crate::portable::fast() {
+        if !crate::portable::switch::fast() {
             assert_eq!(read("sub/a.txt"), None, "the portable switch is on");
             return;
         }

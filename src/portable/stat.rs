@@ -8,56 +8,14 @@
 //! the directory's descriptor, so only the file's own name is resolved; the
 //! descriptor is kept while the files come from the same directory (a walk
 //! in order, results in the order of their ids). Anywhere else, under
-//! [`super::forced`], or when that call fails for any reason, the joined
+//! [`super::switch::forced`], or when that call fails for any reason, the joined
 //! path is stat'ed as before, so errors read the same on every path.
 
-use std::fs::Metadata;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// What a rerun needs of a file: its kind, size and modification time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileStat {
-    /// A regular file (not a directory, link or special file).
-    pub is_file: bool,
-    /// Size in bytes.
-    pub len: u64,
-    /// Seconds since the epoch.
-    pub mtime_s: i64,
-    /// Nanoseconds within that second.
-    pub mtime_ns: u32,
-}
-
-impl FileStat {
-    /// The same facts from `std`'s metadata.
-    pub fn of(m: &Metadata) -> FileStat {
-        #[cfg(unix)]
-        let (mtime_s, mtime_ns) = {
-            use std::os::unix::fs::MetadataExt;
-            (m.mtime(), m.mtime_nsec() as u32)
-        };
-        #[cfg(not(unix))]
-        let (mtime_s, mtime_ns) = {
-            let since = m
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .unwrap_or_default();
-            (since.as_secs() as i64, since.subsec_nanos())
-        };
-        FileStat {
-            is_file: m.is_file(),
-            len: m.len(),
-            mtime_s,
-            mtime_ns,
-        }
-    }
-
-    /// The modification time as `seconds.nanoseconds`.
-    pub fn mtime_text(&self) -> String {
-        format!("{}.{:09}", self.mtime_s, self.mtime_ns)
-    }
-}
+mod file_stat;
+pub use file_stat::FileStat;
 
 /// Stats files given by full path, keeping the last directory open for the
 /// ones that follow in it.
@@ -94,7 +52,7 @@ impl Stats {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return by_path();
         };
-        if super::forced() {
+        if super::switch::forced() {
             return by_path();
         }
         let dir = self.in_dir(parent);

@@ -14,113 +14,29 @@
 //! inside again, the next scan queues the document again even if its
 //! fingerprint did not change.
 
-use std::ffi::OsString;
 use std::fs::File;
 use std::io::Read;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-use super::{Source, SourceError};
+use super::contract::{Source, SourceError};
 use crate::error::Result;
 use crate::job::Status;
 use crate::portable::{FileStat, Stats};
 use crate::store::{NewDoc, Store};
 
 mod changed;
+mod folder;
+mod keys;
 mod known;
 mod mailbox;
+mod mailbox_split;
 
+pub use folder::{DirSource, Discovered};
+use folder::{Entry, Excluded, Link, OpenError, SCAN_BATCH};
+pub use keys::{
+    full_path_prefix, is_full_path_key, key_below_folder, key_for, key_in_folder, relative_path_of,
+};
 use known::{KnownInRange, ScanState};
-
-/// Prefix of keys for paths that are not valid UTF-8: the raw bytes in hex, so
-/// the key maps back to exactly one file.
-const HEX_KEY: &str = "hex:";
-
-/// A local directory of documents.
-#[derive(Debug, Clone)]
-pub struct DirSource {
-    root: PathBuf,
-    /// The root, held open to resolve documents below it in one call where
-    /// the system can (`portable::open_beneath`).
-    root_dir: Option<std::sync::Arc<std::fs::File>>,
-    include_hidden: bool,
-    excluded: Excluded,
-    /// What every key of this folder starts with: nothing when keys are
-    /// paths relative to the root, the root's full path when the folder is
-    /// one of several a store indexes ([`DirSource::keyed_by_full_path`]).
-    key_prefix: String,
-    /// Where the messages of the mailboxes read last lie, for fetching them.
-    mailboxes: mailbox::MailboxIndexes,
-}
-
-/// leasehold's own files, never taken as documents when they lie inside the
-/// source (`cd docs && leasehold run .` keeps its data directory in `docs`):
-/// indexing the database and the mirror would add documents on every run.
-/// Paths are canonical, as the walk's are (it starts at the canonical root and
-/// enters no symlinked directory).
-#[derive(Debug, Clone, Default)]
-struct Excluded {
-    /// Directories not entered: the data directory, the mirror root.
-    dirs: Vec<PathBuf>,
-    /// Files not taken, each with its sidecars: the database and its
-    /// `-wal`, `-shm` and lock files, the configuration file.
-    families: Vec<(PathBuf, OsString)>,
-}
-
-impl Excluded {
-    /// Whether the walk must leave `path` out.
-    fn covers(&self, path: &Path) -> bool {
-        if self.dirs.is_empty() && self.families.is_empty() {
-            return false;
-        }
-        if self.dirs.iter().any(|d| d == path) {
-            return true;
-        }
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return false;
-        };
-        self.families.iter().any(|(d, base)| {
-            d == dir && {
-                let (name, base) = (name.as_encoded_bytes(), base.as_encoded_bytes());
-                name == base || name.strip_prefix(base).is_some_and(|rest| rest.starts_with(b"-"))
-            }
-        })
-    }
-}
-
-/// What a scan found, and what `discover` did with it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Discovered {
-    /// Files the store did not know: enqueued.
-    pub new: usize,
-    /// Known files whose version changed: queued again. Also counts links
-    /// whose document died because the link pointed outside the root when it
-    /// was fetched, and which point inside again.
-    pub changed: usize,
-    /// Known files with the same version: left alone.
-    pub unchanged: usize,
-    /// Of the unchanged, those whose document still waits for work from an
-    /// earlier command (an interrupted run, a retry): this command may do it.
-    pub pending: usize,
-    /// Documents the store knew that the scan no longer found: marked gone
-    /// (dead, result forgotten, so cleanup removes its files). Stays 0 when part
-    /// of the walk failed, since an unread directory is not a removed one.
-    pub gone: usize,
-    /// Entries skipped, with why (not a regular file, hidden, unreadable directory...).
-    pub skipped: Vec<String>,
-}
-
-impl Discovered {
-    /// Add what another scan found (of another folder): the figures add
-    /// up, the skipped entries follow.
-    pub fn absorb(&mut self, other: Discovered) {
-        self.new += other.new;
-        self.changed += other.changed;
-        self.unchanged += other.unchanged;
-        self.pending += other.pending;
-        self.gone += other.gone;
-        self.skipped.extend(other.skipped);
-    }
-}
 
 impl DirSource {
     /// A source rooted at `root`, which must be a directory.
@@ -637,136 +553,8 @@ fn requeue_relinked(store: &Store, keys: &[String]) -> Result<usize> {
     Ok(n)
 }
 
-/// Why [`DirSource::open_inside`] could not open a file: resolving its path
-/// (where a loop of links shows) or opening what it resolved to (where
-/// `ELOOP` means a link swapped in after the check, a race worth retrying).
-#[derive(Debug)]
-enum OpenError {
-    Resolving(std::io::Error),
-    Opening(std::io::Error),
-}
-
-impl OpenError {
-    /// The document's error: what will not change by trying again (gone, a
-    /// loop of links, no permission) is said as such; the rest is retried.
-    fn for_document(self, key: &str, path: &Path) -> SourceError {
-        let (key, path) = (key.to_owned(), path.to_path_buf());
-        let (resolving, e) = match self {
-            OpenError::Resolving(e) => (true, e),
-            OpenError::Opening(e) => (false, e),
-        };
-        match e.kind() {
-            std::io::ErrorKind::NotFound => SourceError::NotFound { key },
-            std::io::ErrorKind::PermissionDenied => SourceError::PermissionDenied { key, path },
-            _ if resolving && is_link_loop(&e) => SourceError::LinkLoop { key, path },
-            _ => SourceError::Unreadable { key, path, source: e },
-        }
-    }
-}
-
-/// `ELOOP`: too many symbolic links (unix; Windows says no such thing).
-fn is_link_loop(e: &std::io::Error) -> bool {
-    #[cfg(unix)]
-    return e.raw_os_error() == Some(libc::ELOOP);
-    #[cfg(not(unix))]
-    return {
-        let _ = e;
-        false
-    };
-}
-
-/// Whether a scanned entry is a symbolic link, and where it leads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Link {
-    /// A regular file.
-    No,
-    /// A link that resolves inside the root.
-    Inside,
-    /// A link that resolves outside the root: never followed.
-    Outside,
-    /// A link that resolves to nothing: enqueued so that fetch records why.
-    Broken,
-}
-
 /// Prefix of a skipped entry that the walk could not read (so nothing is marked gone).
 const WALK_ERROR: &str = "unreadable, nothing marked removed: ";
-
-/// How many files a scan compares and records per transaction.
-const SCAN_BATCH: usize = 1000;
-
-/// One file found by a scan, or one message of a mailbox file.
-struct Entry {
-    key: String,
-    /// The file (a message's: its mailbox).
-    path: PathBuf,
-    link: Link,
-    /// Set for a message of a mailbox (`dir/mailbox.rs`).
-    message: Option<MessageVersion>,
-}
-
-/// A mailbox message's fingerprint, and its version when its mailbox was read.
-struct MessageVersion {
-    stat: String,
-    version: Option<String>,
-}
-
-/// The path relative to the root that document `key` names ([`key_for`]
-/// backwards: a `hex:` key is decoded), or why it names none: a bad hex key,
-/// a name this system cannot hold, a NUL, or a path that is not plainly
-/// relative (`..`, a root, a prefix).
-pub fn relative_path_of(key: &str) -> std::result::Result<PathBuf, &'static str> {
-    let rel = match key.strip_prefix(HEX_KEY) {
-        Some(digits) => PathBuf::from(
-            crate::portable::os_string_from_bytes(hex::decode(digits).map_err(|_| "bad hex")?)
-                .ok_or("not a file name of this system")?,
-        ),
-        None => PathBuf::from(key),
-    };
-    if key.contains('\0') {
-        return Err("contains NUL");
-    }
-    if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-        return Err("not a plain relative path");
-    }
-    Ok(rel)
-}
-
-/// Whether `key` is a full-path key ([`DirSource::keyed_by_full_path`]): it
-/// starts with this system's separator, which a key relative to a root never
-/// does (a root's full path starts with `/` on Unix and `\\?\` once Windows
-/// has made it canonical). Only the system's own: a file on Unix may be
-/// named `\odd.txt`, and its relative key starts with a backslash.
-pub fn is_full_path_key(key: &str) -> bool {
-    key.starts_with(std::path::MAIN_SEPARATOR)
-}
-
-/// What every key of the folder at `root` (canonical) starts with when it is
-/// keyed by full path: the root and a separator. `None` when the path is not
-/// UTF-8.
-pub fn full_path_prefix(root: &Path) -> Option<String> {
-    let mut prefix = root.to_str()?.to_owned();
-    if !prefix.ends_with(std::path::MAIN_SEPARATOR) {
-        prefix.push(std::path::MAIN_SEPARATOR);
-    }
-    Some(prefix)
-}
-
-/// Whether `key` belongs to the folder whose keys start with `prefix`
-/// ([`DirSource::key_prefix`]; empty: the folder keyed relative, which holds
-/// every key but the full-path ones).
-pub fn key_in_folder(prefix: &str, key: &str) -> bool {
-    key_below_folder(prefix, key).is_some()
-}
-
-/// `key` without the prefix of the folder it belongs to (what [`key_for`]
-/// made of the path below the root), or `None` when it is not that
-/// folder's ([`key_in_folder`]).
-pub fn key_below_folder<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
-    match prefix {
-        "" => (!is_full_path_key(key)).then_some(key),
-        prefix => key.strip_prefix(prefix),
-    }
-}
 
 /// Mark every present document of the folder whose keys start with
 /// `prefix` ([`DirSource::key_prefix`]) gone, as a scan that found the
@@ -805,33 +593,12 @@ pub fn count_folder_documents(store: &Store, prefix: &str) -> Result<u64> {
     Ok(n)
 }
 
-/// The document key of a path relative to the root: '/'-joined UTF-8, or the raw
-/// bytes in hex when the path is not UTF-8 (or could be mistaken for such a key).
-pub fn key_for(rel: &Path) -> String {
-    match rel.to_str() {
-        Some(s) if !s.starts_with(HEX_KEY) => s.to_owned(),
-        _ => format!("{HEX_KEY}{}", hex::encode(rel.as_os_str().as_encoded_bytes())),
-    }
-}
-
-/// A source folder `src` and a store beside it, in a temporary directory
-/// (the store's, the folder's canonical root, the store, the source).
-#[cfg(test)]
-fn test_folder() -> (tempfile::TempDir, PathBuf, Store, DirSource) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("src");
-    std::fs::create_dir(&root).unwrap();
-    let store = Store::open(dir.path().join("q.db"), crate::StoreOptions::default()).unwrap();
-    let src = DirSource::open(&root).unwrap();
-    let root = src.root().to_path_buf();
-    (dir, root, store, src)
-}
-
 // The tests use Unix file modes, symlinks and FIFOs; the code paths other
 // systems take are run on Linux through LEASEHOLD_FORCE_PORTABLE (src/portable.rs).
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use std::ffi::OsString;
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
     #[test]

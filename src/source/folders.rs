@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use super::{DirSource, Source, SourceError};
+use super::contract::{Source, SourceError};
+use super::dir::DirSource;
 use crate::clock::{Clock, Millis};
 
 /// How long a document whose folder this process cannot read waits before
@@ -177,10 +178,10 @@ mod tests {
 
         // A folder taken out of the store: its documents only are gone.
         assert_eq!(second.discover(&store, 1 << 20).unwrap().new, 1);
-        assert_eq!(super::super::mark_folder_gone(&store, &prefix).unwrap(), 1);
+        assert_eq!(super::super::dir::mark_folder_gone(&store, &prefix).unwrap(), 1);
         assert_eq!(status(&store, &format!("{prefix}again.txt")), Some(Status::Dead));
         assert_eq!(status(&store, "a.txt"), Some(Status::Discovered));
-        assert_eq!(super::super::mark_folder_gone(&store, "").unwrap(), 4);
+        assert_eq!(super::super::dir::mark_folder_gone(&store, "").unwrap(), 4);
         assert_eq!(store.counts().unwrap().discovered, 0);
     }
 }

@@ -15,10 +15,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::client::{Account, HttpClient, UpstreamError};
+use super::gate::Gate;
+use super::sink::{DrainStep, Sink};
 use crate::clock::Millis;
 use crate::config::FileConfig;
 use crate::service::Service;
-use crate::upstream::{Account, DrainStep, Gate, HttpClient, Sink, UpstreamError};
 
 /// A cheap request that shows whether an account's credential works (any
 /// answer but a 401 or a lock answer counts as working).
@@ -140,8 +142,7 @@ impl Courier {
             };
             // A refused or failed probe is the gate's business (it re-locks or
             // frees the slot); only a store failure is the courier's error.
-            if let Err(e @ crate::upstream::GateError::Store(_)) =
-                self.gate.probe_if_due(account, |a| request(a))
+            if let Err(e @ super::gate::GateError::Store(_)) = self.gate.probe_if_due(account, |a| request(a))
             {
                 self.done.errors.push(e.to_string());
             }

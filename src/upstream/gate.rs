@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
-use super::{Account, UpstreamError};
-use super::{Notice, Notifier};
+use super::client::{Account, UpstreamError};
+use super::notify::{Notice, Notifier};
 use crate::clock::{duration_ms, rfc3339, Millis};
 use crate::config::{Day, FileConfig};
 use crate::error::Error;

@@ -29,7 +29,6 @@ pub use notify::{Notice, Notifier, NotifyError};
 pub use sink::{DrainStep, Sink, WaitReason};
 pub use source::{HttpSource, ListingReport};
 
-pub(crate) use client::agent;
 #[doc(hidden)]
 pub use client::one_line;
 #[doc(hidden)]

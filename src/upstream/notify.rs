@@ -19,10 +19,10 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::client::one_line;
 use crate::config::NotifyConfig;
 use crate::process::{describe_exit, feed_stdin, kill_group, own_group, wait_bounded, Fed, Waited};
 use crate::secret::redact;
-use crate::upstream::one_line;
 
 /// How long a command or webhook may take before the attempt counts as failed.
 /// A hung pager script must not hold the gate's tick forever.
@@ -113,7 +113,7 @@ impl Notifier {
         Notifier {
             command: cfg.command.clone(),
             webhook: cfg.webhook.clone(),
-            agent: crate::upstream::agent(DEFAULT_TIMEOUT),
+            agent: super::client::agent(DEFAULT_TIMEOUT),
             timeout: DEFAULT_TIMEOUT,
         }
     }
@@ -121,7 +121,7 @@ impl Notifier {
     /// The same notifier with another per-channel timeout (tests use a short one).
     #[cfg(test)]
     fn with_timeout(mut self, timeout: Duration) -> Notifier {
-        self.agent = crate::upstream::agent(timeout);
+        self.agent = super::client::agent(timeout);
         self.timeout = timeout;
         self
     }

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Delivery, Gate, GateError, HttpClient, UpstreamError};
+use super::client::{Delivery, HttpClient, UpstreamError};
+use super::gate::{Gate, GateError};
 use crate::clock::{duration_ms, Millis};
 use crate::config::HttpSinkConfig;
 use crate::fault::{crash_point, CrashPoint};

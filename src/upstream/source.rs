@@ -12,8 +12,9 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::client::{HttpClient, UpstreamError};
 use super::gate::PROBE_RECHECK_MS;
-use super::{Gate, GateError, HttpClient, UpstreamError};
+use super::gate::{Gate, GateError};
 use crate::clock::{duration_ms, Millis};
 use crate::config::HttpSourceConfig;
 use crate::source::{Source, SourceError};

@@ -1,7 +1,7 @@
 //! `fstatat` on a directory's descriptor, on the systems whose `stat` fields
 //! are named as read here (the list is on `mod at` in `stat.rs`).
 
-use super::FileStat;
+use super::file_stat::FileStat;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::path::Path;

@@ -4,6 +4,6 @@ pub(super) fn open_dir(_: &std::path::Path) -> Option<std::fs::File> {
     None
 }
 
-pub(super) fn stat_at(_: &std::fs::File, _: &std::ffi::OsStr, _: bool) -> Option<super::FileStat> {
+pub(super) fn stat_at(_: &std::fs::File, _: &std::ffi::OsStr, _: bool) -> Option<super::file_stat::FileStat> {
     None
 }

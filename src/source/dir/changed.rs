@@ -5,7 +5,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::{key_for, DirSource, Discovered, KnownInRange, HEX_KEY, SCAN_BATCH};
+use super::folder::{DirSource, Discovered, SCAN_BATCH};
+use super::keys::{key_for, HEX_KEY};
+use super::known::KnownInRange;
 use crate::error::Result;
 use crate::store::Store;
 
@@ -143,7 +145,7 @@ mod tests {
     use super::*;
     use crate::job::Status;
 
-    use super::super::test_folder as setup;
+    use super::super::folder::test_folder as setup;
 
     fn status(store: &Store, key: &str) -> Option<(Status, bool)> {
         store.job_by_key(key).unwrap().map(|j| (j.status, j.source_gone))

@@ -8,7 +8,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::{key_in_folder, DirSource, HEX_KEY};
+use super::folder::DirSource;
+use super::keys::{key_in_folder, HEX_KEY};
 use crate::error::Result;
 use crate::store::{KnownSource, Store, Vanished};
 
