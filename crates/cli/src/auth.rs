@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use super::config::Config;
-use super::CliError;
+use super::error::CliError;
 use leasehold::clock::rfc3339;
 use leasehold::config::Day;
 use leasehold::store::{GateState, OutboxTotals};

@@ -20,8 +20,8 @@ use leasehold_extract::{
 };
 
 use super::args::{Global, Sync, WorkFlags, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_INPUT};
+use super::error::CliError;
 use super::folders::{self, Recorded, FOLDER_SETTINGS, SOURCE_URL};
-use super::CliError;
 
 /// Everything a command needs, opened and validated.
 pub struct Config {
@@ -255,6 +255,38 @@ pub struct Upstream {
 const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Config {
+    /// A working command starts: the settings in force, as the flags, the
+    /// configuration file and the defaults made them.
+    pub fn log_started(&self, command: &'static str) {
+        let cfg = self;
+        let limits = &cfg.extract.limits;
+        let source = cfg.recorded_sources().join(", ");
+        // Strings, not `Display`s: the text format then escapes what they hold.
+        let database = cfg.store.path().display().to_string();
+        let mirror = cfg.mirror.root().display().to_string();
+        tracing::info!(
+            target: super::logs::TARGET,
+            event = "started",
+            command,
+            data = cfg.data_name(),
+            database = database.as_str(),
+            mirror = mirror.as_str(),
+            source = leasehold::secret::redact(&source).as_str(),
+            workers = cfg.workers,
+            claim_ahead = cfg.claim_ahead,
+            lease_ms = leasehold::clock::duration_ms(cfg.store.options().lease),
+            max_input = limits.max_input_bytes,
+            extract_memory = limits.memory_bytes,
+            extract_timeout_ms = leasehold::clock::duration_ms(limits.deadline),
+            extract_timeout_per_mib_ms = leasehold::clock::duration_ms(limits.deadline_per_mib),
+            extract_cpu_ms = leasehold::clock::duration_ms(limits.cpu_time),
+            extract_cpu_per_mib_ms = leasehold::clock::duration_ms(limits.cpu_time_per_mib),
+            max_text = limits.max_output_bytes,
+            isolated = cfg.extract.isolated,
+            "{command} started"
+        );
+    }
+
     /// The data directory as the user named it (`--data`, or `--db` when
     /// given; a PostgreSQL database by its URL without the password).
     pub fn data_name(&self) -> &str {

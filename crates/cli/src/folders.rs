@@ -12,14 +12,12 @@
 //! (keys of one source mean nothing to another).
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use leasehold::source::{full_path_prefix, key_below_folder, key_for, relative_path_of, DirSource};
 use leasehold::upstream::ListingReport;
 use leasehold::Store;
 
-use super::config::Config;
-use super::CliError;
+use super::error::CliError;
 
 /// The setting holding the folder keyed relative to it: the first one the
 /// data directory recorded (the only one older releases knew of).
@@ -312,92 +310,6 @@ pub fn open(record: &Recorded) -> (Vec<DirSource>, Vec<String>) {
         }
     }
     (opened, unavailable)
-}
-
-/// `leasehold folders` (`list`): each folder with how many documents it
-/// holds (present ones, not those whose file was removed), and whether it
-/// can be opened.
-pub fn list(cfg: &Config, json: bool) -> Result<ExitCode, CliError> {
-    let folders = cfg.recorded.folders();
-    let counts = documents_per_folder(&cfg.store, &cfg.recorded)?;
-    let rows: Vec<FolderRow> = folders
-        .iter()
-        .zip(counts)
-        .map(|((root, keys), documents)| FolderRow {
-            path: root.display().to_string(),
-            documents,
-            keys: match keys {
-                Keys::Relative => "relative",
-                Keys::FullPath => "full-path",
-            },
-            available: root.is_dir(),
-        })
-        .collect();
-    if json {
-        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
-        return Ok(ExitCode::SUCCESS);
-    }
-    if rows.is_empty() {
-        match &cfg.recorded.url {
-            Some(url) => println!("no folder: {} indexes the HTTP source {url}", cfg.data_name()),
-            None => println!("no folder yet: `leasehold run DIR` indexes one"),
-        }
-    }
-    for row in &rows {
-        let note = if row.available { "" } else { "  (not there now)" };
-        println!("{:>9} {}{note}", row.documents, super::shown::shown(&row.path));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// One line of `folders --json`.
-#[derive(serde::Serialize)]
-struct FolderRow {
-    path: String,
-    /// Documents present (their file not removed).
-    documents: u64,
-    /// How its documents are keyed: `relative` to it, or by `full-path`.
-    keys: &'static str,
-    /// Whether the folder is there now (a directory at its path).
-    available: bool,
-}
-
-/// `leasehold folders add DIR…`.
-pub fn add_command(cfg: &Config, dirs: &[PathBuf]) -> Result<ExitCode, CliError> {
-    let before = cfg.recorded.folders().len();
-    let roots = add(&cfg.store, cfg.data_name(), dirs)?;
-    let after = Recorded::load(&cfg.store)?.folders().len();
-    for root in &roots {
-        println!("{}", super::shown::shown(&root.display().to_string()));
-    }
-    if after > before {
-        super::progress::say(&format!(
-            "leasehold: {} folder(s) added; `leasehold run` indexes them",
-            after - before
-        ));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `leasehold folders remove DIR…`.
-pub fn remove_command(cfg: &Config, dirs: &[PathBuf]) -> Result<ExitCode, CliError> {
-    for (root, gone) in remove(&cfg.store, cfg.data_name(), dirs)? {
-        println!(
-            "removed {}: {gone} document(s) left the index",
-            super::shown::shown(&root.display().to_string())
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// How many present documents each recorded folder holds, in
-/// [`Recorded::folders`] order: a read of each folder's rows.
-fn documents_per_folder(store: &Store, record: &Recorded) -> Result<Vec<u64>, CliError> {
-    let prefixes = record.key_prefixes().into_iter();
-    let counts = prefixes.map(|(_, prefix)| leasehold::source::count_folder_documents(store, &prefix));
-    counts
-        .collect::<leasehold::Result<_>>()
-        .map_err(|e| CliError::Runtime(e.to_string()))
 }
 
 /// The line refusing to add `root` to data directory `data`.

@@ -6,6 +6,8 @@ mod auth;
 mod charts;
 mod config;
 mod doctor;
+mod error;
+mod folder_commands;
 mod folders;
 mod logs;
 mod metrics;
@@ -24,71 +26,14 @@ mod sync;
 mod testing;
 mod watch;
 
-use std::fmt;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use args::{AuthCommand, Cli, Command, FoldersAction, WorkFlags};
 use config::{Existing, FileUse};
-
-/// A failure of the command, with the exit code it maps to.
-#[derive(Debug)]
-pub enum CliError {
-    /// Bad flags or configuration found before any work (exit 2).
-    Config(String),
-    /// Something failed while running (exit 1).
-    Runtime(String),
-}
-
-impl CliError {
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            CliError::Config(_) => 2,
-            CliError::Runtime(_) => 1,
-        }
-    }
-}
-
-impl fmt::Display for CliError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CliError::Config(m) | CliError::Runtime(m) => f.write_str(m),
-        }
-    }
-}
-
-impl From<leasehold::Error> for CliError {
-    /// A damaged store and a read-only one are failures of what the command
-    /// met, not of how it was asked (exit 1, with the way on); other
-    /// configuration errors are exit 2.
-    fn from(e: leasehold::Error) -> Self {
-        // One line, whatever the error chain holds.
-        let line = e.to_string().replace('\n', " ");
-        if e.is_corrupt() {
-            CliError::Runtime(format!(
-                "{line} (`leasehold doctor` says what is damaged and what mends it)"
-            ))
-        } else if matches!(e, leasehold::Error::ReadOnly { .. }) {
-            CliError::Runtime(format!(
-                "{line} (commands that only read it, such as status, list, show, search and doctor, still work)"
-            ))
-        } else if e.is_config() {
-            CliError::Config(line)
-        } else {
-            CliError::Runtime(line)
-        }
-    }
-}
-
-impl From<leasehold::pipeline::CleanupError> for CliError {
-    fn from(e: leasehold::pipeline::CleanupError) -> Self {
-        match e {
-            leasehold::pipeline::CleanupError::Store(e) => e.into(),
-            mirror => CliError::Runtime(mirror.to_string().replace('\n', " ")),
-        }
-    }
-}
+use error::print_bytes;
+pub use error::CliError;
 
 /// The `leasehold` command: parse, validate, run one command; errors are one
 /// readable line on stderr. Exit codes: 0 success (and when the reader of our
@@ -302,9 +247,11 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         // mostly unused), as they were when every flag was global. Commands
         // that only read never create a data directory, database or mirror.
         Command::Folders { action } => match action.unwrap_or(FoldersAction::List { json: false }) {
-            FoldersAction::List { json } => folders::list(&reading(Existing::StoreToRead)?, json),
-            FoldersAction::Add { dirs } => folders::add_command(&build(&early)?, &dirs),
-            FoldersAction::Remove { dirs } => folders::remove_command(&existing(Existing::Store)?, &dirs),
+            FoldersAction::List { json } => folder_commands::list(&reading(Existing::StoreToRead)?, json),
+            FoldersAction::Add { dirs } => folder_commands::add_command(&build(&early)?, &dirs),
+            FoldersAction::Remove { dirs } => {
+                folder_commands::remove_command(&existing(Existing::Store)?, &dirs)
+            }
         },
         Command::Status { json } => report::status(&reading(Existing::StoreAndMirror)?, json),
         Command::Inspect { doc, id, json } => report::inspect(
@@ -432,15 +379,4 @@ fn man_page(subcommand: Option<&str>) -> Result<ExitCode, CliError> {
         .render(&mut roff)
         .map_err(|e| CliError::Runtime(format!("cannot render the manual page: {e}")))?;
     print_bytes(&roff)
-}
-
-/// Write generated text to stdout; a reader that went away (`| head`) is not an error.
-fn print_bytes(bytes: &[u8]) -> Result<ExitCode, CliError> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(CliError::Runtime(format!("cannot write to standard output: {e}"))),
-    }
 }

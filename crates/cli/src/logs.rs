@@ -19,9 +19,8 @@ use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 use super::args::LogFormat;
-use super::config::Config;
 
-use super::CliError;
+use super::error::CliError;
 use leasehold::source::Discovered;
 
 /// Where a command's own lifecycle events go.
@@ -60,37 +59,6 @@ pub fn init(level: Option<&str>, format: LogFormat, default: &str) -> Result<(),
             .try_init(),
     };
     Ok(())
-}
-
-/// A working command starts: the settings in force, as the flags, the
-/// configuration file and the defaults made them.
-pub fn started(command: &'static str, cfg: &Config) {
-    let limits = &cfg.extract.limits;
-    let source = cfg.recorded_sources().join(", ");
-    // Strings, not `Display`s: the text format then escapes what they hold.
-    let database = cfg.store.path().display().to_string();
-    let mirror = cfg.mirror.root().display().to_string();
-    tracing::info!(
-        target: TARGET,
-        event = "started",
-        command,
-        data = cfg.data_name(),
-        database = database.as_str(),
-        mirror = mirror.as_str(),
-        source = leasehold::secret::redact(&source).as_str(),
-        workers = cfg.workers,
-        claim_ahead = cfg.claim_ahead,
-        lease_ms = leasehold::clock::duration_ms(cfg.store.options().lease),
-        max_input = limits.max_input_bytes,
-        extract_memory = limits.memory_bytes,
-        extract_timeout_ms = leasehold::clock::duration_ms(limits.deadline),
-        extract_timeout_per_mib_ms = leasehold::clock::duration_ms(limits.deadline_per_mib),
-        extract_cpu_ms = leasehold::clock::duration_ms(limits.cpu_time),
-        extract_cpu_per_mib_ms = leasehold::clock::duration_ms(limits.cpu_time_per_mib),
-        max_text = limits.max_output_bytes,
-        isolated = cfg.extract.isolated,
-        "{command} started"
-    );
 }
 
 /// A scan of the source directory brought the store up to date.

@@ -26,7 +26,7 @@ use leasehold::{Status, Store};
 
 use super::args::WorkFlags;
 use super::config::Config;
-use super::CliError;
+use super::error::CliError;
 
 /// How often `--metrics-file` is rewritten while a command runs.
 pub const METRICS_FILE_EVERY: Duration = Duration::from_secs(5);

@@ -5,7 +5,7 @@ use std::ffi::OsStr;
 use std::process::ExitCode;
 
 use super::config::Config;
-use super::CliError;
+use super::error::CliError;
 use leasehold::store::migrate::{self, MigrateError, Migration};
 use leasehold::store::{DbLocation, Store};
 

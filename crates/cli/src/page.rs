@@ -18,9 +18,9 @@ use leasehold::{Millis, Store};
 
 use super::charts::{self, escape, Span};
 use super::config::Config;
+use super::error::CliError;
 use super::metrics::{format_of, reason_class, write_atomically};
 use super::report::when;
-use super::CliError;
 
 /// Time buckets of the charts over time.
 const BUCKETS: usize = 24;

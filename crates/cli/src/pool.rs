@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use super::config::Config;
+use super::error::CliError;
 use super::progress::{say, Progress};
 use super::signals::{self, Interrupt};
 use super::summary::{Failure, Summary, MAX_LISTED_FAILURES};
-use super::CliError;
 use leasehold::pipeline::{PoolOptions, StopHandle, WorkerPool};
 use leasehold::upstream::{Courier, CourierHandle};
 use leasehold::watch::WatchReport;

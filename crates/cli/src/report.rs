@@ -11,9 +11,9 @@ use leasehold::upstream::ListingReport;
 use leasehold::{Job, JobFilter, JobId, Millis, Status, Store};
 
 use super::config::Config;
+use super::error::CliError;
 use super::folders::Recorded;
 use super::shown::{on_one_line, shown};
-use super::CliError;
 use leasehold::upstream::one_line;
 
 fn print_json<T: serde::Serialize>(v: &T) {

@@ -5,17 +5,17 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use super::config::Config;
+use super::error::CliError;
 use super::logs;
 use super::pool::{catch_interrupts, settle_courier, start_courier, work_pool};
 use super::progress::say;
 use super::summary::{add_discovery, add_recheck, finish};
-use super::CliError;
 use leasehold::pipeline::Rechecked;
 
 /// `leasehold run [DIR…]`.
 pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
     catch_interrupts();
-    logs::started("run", cfg);
+    cfg.log_started("run");
     let started = Instant::now();
     let (found, rechecked) = discover_and_recheck(cfg, &cfg.scanned)?;
     logs::discovered(&found);
@@ -143,7 +143,7 @@ pub fn work(cfg: &Config, until_empty: bool, json: bool, no_wait: bool) -> Resul
     catch_interrupts();
     // A refused source is one line, with no start logged before it.
     cfg.check_source()?;
-    logs::started("work", cfg);
+    cfg.log_started("work");
     let courier = start_courier(cfg);
     let mut summary = work_pool(cfg, until_empty, no_wait, Instant::now())?;
     settle_courier(cfg, courier, &mut summary)?;

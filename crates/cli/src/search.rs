@@ -11,9 +11,9 @@ use leasehold::{Hit, QuerySyntax, Search, Snippet, Tokenizer};
 
 use super::args::ColorWhen;
 use super::config::{Config, Location};
+use super::error::CliError;
 use super::folders::Recorded;
 use super::shown::{on_one_line, shown};
-use super::CliError;
 
 /// A search as the command line asked for it.
 pub struct Asked {
@@ -251,7 +251,7 @@ pub fn search(cfg: &Config, asked: &Asked) -> Result<ExitCode, CliError> {
             text
         }
     };
-    super::print_bytes(out.as_bytes())?;
+    super::error::print_bytes(out.as_bytes())?;
     Ok(code)
 }
 

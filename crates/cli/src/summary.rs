@@ -3,9 +3,9 @@
 
 use std::process::ExitCode;
 
+use super::error::CliError;
 use super::shown::shown;
 use super::signals::Interrupt;
-use super::CliError;
 use leasehold::pipeline::{Event, Processed};
 use leasehold::source::Discovered;
 use leasehold::store::Totals;

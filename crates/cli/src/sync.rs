@@ -5,12 +5,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use super::config::Config;
+use super::error::CliError;
 use super::pool::{
     catch_interrupts, note_interruption, settle_courier, start_courier, stop_requested, work_pool,
 };
 use super::progress::{verbosity, Verbosity};
 use super::summary::{finish, Summary};
-use super::CliError;
 use leasehold::clock::Millis;
 use leasehold::upstream::{nap_until, DrainStep, GateError, ListingReport, Sink, WaitReason};
 
@@ -75,7 +75,7 @@ pub fn sync(cfg: &Config, json: bool, no_wait: bool) -> Result<ExitCode, CliErro
         .http_source()?
         .ok_or_else(|| CliError::Config("sync needs [source.http] in the configuration file".into()))?;
     catch_interrupts();
-    super::logs::started("sync", cfg);
+    cfg.log_started("sync");
     let started = Instant::now();
     let mut on_wait = waiting_line();
     let listing = http

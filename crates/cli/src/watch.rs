@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::config::Config;
+use super::error::CliError;
 use super::pool::{
     catch_interrupts, settle_courier, start_courier, stop_requested, work_pool_beside, Beside,
 };
 use super::progress::{say, Progress};
 use super::summary::{add_discovery, add_recheck, finish_watch, Summary, WatchTotals};
-use super::CliError;
 use leasehold::source::Discovered;
 use leasehold::watch::{WatchOptions, WatchReport, Watcher};
 
@@ -31,7 +31,7 @@ pub struct WatchFlags {
 /// `leasehold watch [DIR…]`.
 pub fn watch(cfg: &Config, flags: WatchFlags, json: bool, fail_on_error: bool) -> Result<ExitCode, CliError> {
     catch_interrupts();
-    super::logs::started("watch", cfg);
+    cfg.log_started("watch");
     let started = Instant::now();
     let defaults = WatchOptions::default();
     let opts = WatchOptions {

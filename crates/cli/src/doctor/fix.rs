@@ -18,7 +18,7 @@
 
 use std::process::ExitCode;
 
-use super::{exit_code, one_line, Doctor};
+use super::checks::{exit_code, one_line, Doctor};
 use leasehold::mirror::Mirror;
 use leasehold::pipeline::{reindex, requeue_damaged, sweep, Damage};
 use leasehold::Store;

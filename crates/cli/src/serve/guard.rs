@@ -209,7 +209,7 @@ fn cookie_value<'c>(header: &'c str, name: &str) -> Option<&'c str> {
 /// The `token` parameter of a request target's query.
 fn query_token(target: &str) -> Option<String> {
     let (_, query) = target.split_once('?')?;
-    super::routes::query_pairs(query)
+    super::query::query_pairs(query)
         .find(|(k, _)| k == "token")
         .map(|(_, v)| v)
 }
@@ -222,7 +222,7 @@ fn without_token(target: &str) -> String {
     // Judged by the decoded name, as the token was read (`%74oken` too).
     let is_token = |pair: &str| {
         let name = pair.split('=').next().unwrap_or_default();
-        super::routes::query_pairs(name)
+        super::query::query_pairs(name)
             .next()
             .is_some_and(|(k, _)| k == "token")
     };

@@ -21,8 +21,8 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 
+use super::answer::{response, Answer};
 use super::guard::{self, Access};
-use super::Answer;
 
 /// Connections open at once; more are closed as they are accepted.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -146,7 +146,7 @@ async fn answer(
         ms = started.elapsed().as_millis() as u64,
         "request"
     );
-    Ok(super::response(answer))
+    Ok(response(answer))
 }
 
 /// The answer of a handler thread, or 503 when the queue is full.

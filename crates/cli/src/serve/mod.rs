@@ -9,148 +9,26 @@
 //! number of handler threads do the work, so no more searches run at once
 //! than there are handlers, however many connections are open.
 
+mod answer;
 mod guard;
 mod http;
+mod options;
+mod query;
 mod routes;
+mod sources;
 
 use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
-
-use leasehold::source::Folders;
-use leasehold::Store;
+use std::sync::Arc;
 
 use crate::config::Config;
-use crate::folders::Recorded;
-use crate::CliError;
+use crate::error::CliError;
 
+use answer::Answer;
 pub use guard::Access;
-
-/// How `serve` was asked to run.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// The address to listen on (loopback unless given).
-    pub listen: Option<IpAddr>,
-    /// The port (0: any free one).
-    pub port: u16,
-    /// Open the page in the system's browser once listening.
-    pub open: bool,
-    /// Let the status page queue a failed document again (the one write).
-    pub allow_retry: bool,
-    /// Requests answered at once.
-    pub handlers: usize,
-    /// How long a request's head may take to arrive (and a connection idle).
-    pub head_timeout: std::time::Duration,
-}
-
-/// The folders the data directory records, and each opened to read its
-/// originals: read again when the record changed, so a folder a `run` adds
-/// while the server runs is searched, listed and served without a restart.
-pub struct Sources {
-    pub recorded: Recorded,
-    pub folders: Folders,
-}
-
-/// The [`Sources`] last read, shared by the handlers, and when the record
-/// was last looked at.
-struct Live(Mutex<(Arc<Sources>, Instant)>);
-
-/// How often the record is read again: a folder added shows within it.
-const RECORD_CHECKED_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-
-impl Live {
-    fn new(cfg: &Config) -> Live {
-        let sources = Arc::new(Sources::of(cfg.recorded.clone()));
-        Live(Mutex::new((sources, Instant::now())))
-    }
-
-    /// The sources as the store records them, read again at most every
-    /// [`RECORD_CHECKED_EVERY`]; the folders are opened again, outside the
-    /// lock (a folder on a mount that does not answer stalls no other
-    /// request), only when the record changed.
-    fn current(&self, store: &Store) -> Arc<Sources> {
-        let held = {
-            let mut held = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if held.1.elapsed() < RECORD_CHECKED_EVERY {
-                return held.0.clone();
-            }
-            held.1 = Instant::now();
-            held.0.clone()
-        };
-        match Recorded::load(store) {
-            Ok(now) if now != held.recorded => {
-                let fresh = Arc::new(Sources::of(now));
-                let mut held = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                held.0 = fresh.clone();
-                fresh
-            }
-            _ => held,
-        }
-    }
-}
-
-impl Sources {
-    fn of(recorded: Recorded) -> Sources {
-        let (opened, _unavailable) = crate::folders::open(&recorded);
-        Sources {
-            recorded,
-            folders: Folders::new(opened),
-        }
-    }
-}
-
-/// An answer before it is sent.
-pub struct Answer {
-    status: u16,
-    content_type: String,
-    body: Vec<u8>,
-    headers: Vec<(String, String)>,
-}
-
-impl Answer {
-    fn bytes(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Answer {
-        Answer {
-            status,
-            content_type: content_type.to_owned(),
-            body: body.into(),
-            headers: Vec::new(),
-        }
-    }
-
-    fn json(status: u16, value: &serde_json::Value) -> Answer {
-        Answer::bytes(status, "application/json", value.to_string())
-    }
-
-    /// A refusal or failure: `{"error": why}`, which the pages show.
-    fn problem(status: u16, why: &str) -> Answer {
-        Answer::json(status, &serde_json::json!({ "error": why }))
-    }
-
-    fn problem_owned(status: u16, why: String) -> Answer {
-        Answer::problem(status, &why)
-    }
-
-    fn header(&mut self, name: &str, value: &str) {
-        self.headers.push((name.to_owned(), value.to_owned()));
-    }
-}
-
-/// Headers every answer carries: no framing, no sniffing, no cache, no
-/// referrer (an address may hold the token), and for the pages a policy
-/// that runs only their own script.
-const ALWAYS: [(&str, &str); 5] = [
-    ("X-Content-Type-Options", "nosniff"),
-    ("X-Frame-Options", "DENY"),
-    ("Cache-Control", "no-store"),
-    ("Referrer-Policy", "no-referrer"),
-    (
-        "Content-Security-Policy",
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-         connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    ),
-];
+pub use options::Options;
+use sources::Live;
 
 /// `leasehold serve`: listen, print the address (with its token), answer
 /// until the process is stopped.
@@ -203,31 +81,6 @@ pub fn serve(cfg: &Config, opts: &Options) -> Result<ExitCode, CliError> {
         served.map_err(|e| CliError::Runtime(format!("serving: {e}")))
     })?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The HTTP response of `answer` (hyper leaves a `HEAD`'s body out and still
-/// says its length).
-fn response(answer: Answer) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
-    // An original's own policy replaces the pages' one.
-    let own_policy = |name: &str| answer.headers.iter().any(|(n, _)| n == name);
-    let mut builder = hyper::Response::builder().status(answer.status);
-    let headers = ALWAYS
-        .iter()
-        .filter(|(name, _)| !own_policy(name))
-        .map(|(n, v)| (*n, *v))
-        .chain([("Content-Type", answer.content_type.as_str())])
-        .chain(answer.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-    for (name, value) in headers {
-        builder = builder.header(name, value);
-    }
-    builder
-        .body(http_body_util::Full::new(hyper::body::Bytes::from(answer.body)))
-        .unwrap_or_else(|_| {
-            // A header value the answer made that HTTP cannot carry.
-            let mut refused = hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::new()));
-            *refused.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
-            refused
-        })
 }
 
 /// Open `url` with the system's opener; a failure is said, not fatal. The
