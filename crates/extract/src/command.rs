@@ -23,8 +23,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::{extension, ExtractError, Extracted, Extractor, LimitKind, Limits, CFB_MAGIC};
-use crate::process::{describe_exit, own_group, wait_bounded, Waited};
+use crate::detect::extension;
+use crate::detect::CFB_MAGIC;
+use leasehold::extract::{ExtractError, Extracted, Extractor, LimitKind, Limits};
+use leasehold::process::{describe_exit, own_group, wait_bounded, Waited};
 
 /// How much of a converter's error output is kept for a failure's reason.
 const STDERR_TAIL: usize = 4096;
@@ -143,7 +145,7 @@ impl TempDoc {
     pub(crate) fn write(bytes: &[u8]) -> io::Result<TempDoc> {
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!("leasehold-doc-{}-{seq}", std::process::id()));
-        let mut f = crate::portable::private_open(OpenOptions::new().write(true).create_new(true), 0o600)
+        let mut f = leasehold::portable::private_open(OpenOptions::new().write(true).create_new(true), 0o600)
             .open(&path)?;
         let doc = TempDoc(path);
         f.write_all(bytes)?;
@@ -294,7 +296,7 @@ fn spawn(argv: &[String], temp: Option<&TempDoc>, limits: &Limits) -> io::Result
 /// elsewhere the deadline ends it.
 #[cfg(unix)]
 fn limit_before_exec(cmd: &mut Command, limits: &Limits) {
-    use crate::process::set_limit;
+    use leasehold::process::set_limit;
     use std::os::unix::process::CommandExt;
     let (memory, cpu) = (limits.memory_bytes, limits.cpu_time.as_secs().max(1));
     // SAFETY: the closure runs in the forked child before exec and calls only
@@ -318,7 +320,7 @@ fn limit_before_exec(cmd: &mut Command, limits: &Limits) {
 /// document alive.
 fn feed_stdin(child: &mut Child, bytes: Vec<u8>, deadline: Instant) {
     if let Some(stdin) = child.stdin.take() {
-        std::thread::spawn(move || crate::process::feed_stdin(stdin, &bytes, deadline));
+        std::thread::spawn(move || leasehold::process::feed_stdin(stdin, &bytes, deadline));
     }
 }
 
@@ -418,8 +420,8 @@ impl std::fmt::Debug for CommandExtractor {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ExtractorRegistry;
     use super::*;
+    use crate::registry::ExtractorRegistry;
     use std::time::Duration;
 
     fn sh(script: &str) -> Vec<String> {

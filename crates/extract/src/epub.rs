@@ -12,10 +12,11 @@ use std::sync::atomic::AtomicBool;
 
 use quick_xml::events::Event;
 
-use super::odf::attr;
+use super::html;
 use super::text::{Decoded, Meta};
-use super::zipped::{check_output, Container, MetaReader};
-use super::{check_stop, html, ExtractError, Format};
+use super::zipped::{attr, check_output, Container, MetaReader};
+use crate::stop::check_stop;
+use leasehold::extract::{ExtractError, Format};
 
 const CONTAINER_XML: &str = "META-INF/container.xml";
 

@@ -60,17 +60,18 @@ use std::cell::RefCell;
 use std::sync::atomic::AtomicBool;
 
 use html5ever::tendril::StrTendril;
-use html5ever::tokenizer::states::RawKind;
 use html5ever::tokenizer::{
     BufferQueue, Tag, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts,
 };
 
+use super::text::{self, Decoded};
 use super::title::{clean_language, TitleText};
-use super::{check_stop, text, Decoded, ExtractError};
+use crate::stop::check_stop;
+use leasehold::extract::ExtractError;
 
 mod attr_limit;
 
-use attr_limit::AttributeLimit;
+use attr_limit::{chunks, raw_kind, AttributeLimit};
 
 /// Input is fed to the tokenizer in chunks of this many bytes, and `stop` is polled between
 /// chunks: the tokenizer's work per chunk is linear in its size, so this bounds how long a
@@ -137,35 +138,6 @@ fn tokenize<S: TokenSink>(
     check_stop(stop)?;
     tokenizer.end();
     Ok(())
-}
-
-/// Splits `s` into pieces of about `size` bytes on char boundaries.
-fn chunks(s: &str, size: usize) -> impl Iterator<Item = &str> {
-    let mut rest = s;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let mut end = rest.len().min(size);
-        while !rest.is_char_boundary(end) {
-            end += 1;
-        }
-        let (head, tail) = rest.split_at(end);
-        rest = tail;
-        Some(head)
-    })
-}
-
-/// Elements whose content is never visible text, by the tokenizer state their content
-/// needs. `noscript` is hidden because with scripting on, as in browsers, its content is
-/// unparsed markup rather than text; `title` is the tab's label, not the page's text.
-fn raw_kind(name: &str) -> Option<RawKind> {
-    match name {
-        "script" => Some(RawKind::ScriptData),
-        "style" | "noscript" | "iframe" | "noembed" | "noframes" => Some(RawKind::Rawtext),
-        "title" => Some(RawKind::Rcdata),
-        _ => None,
-    }
 }
 
 /// `<template>` holds ordinary markup that is never rendered; it nests, so it is counted.

@@ -34,7 +34,8 @@ use flate2::read::DeflateDecoder;
 use super::text::{Decoded, Meta};
 use super::title::{self, clean_title};
 use super::zipped::{check_output, Capped};
-use super::{check_stop, ExtractError, Format};
+use crate::stop::check_stop;
+use leasehold::extract::{ExtractError, Format};
 
 /// What `FileHeader` starts with (then NULs up to 32 bytes).
 const SIGNATURE: &[u8] = b"HWP Document File";

@@ -15,7 +15,7 @@ use quick_xml::events::{BytesStart, Event};
 
 use super::text::Decoded;
 use super::zipped::{check_output, event_text, Container};
-use super::{ExtractError, Format};
+use leasehold::extract::{ExtractError, Format};
 
 /// The package document: the metadata and the list of parts.
 const CONTENT_HPF: &str = "Contents/content.hpf";

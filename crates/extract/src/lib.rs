@@ -22,11 +22,8 @@
 //! - `title`: what every format hands the document's own title to, which cleans and
 //!   bounds it; a title that cannot be read is no title, never a failed document.
 
-use std::any::Any;
-use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-
 mod command;
+mod detect;
 #[cfg(feature = "mail")]
 mod email;
 #[cfg(feature = "office")]
@@ -47,382 +44,21 @@ mod odf;
 mod office;
 #[cfg(feature = "pdf")]
 mod pdf;
+mod registry;
 mod rtf;
+mod stop;
 mod text;
 mod title;
 #[cfg(feature = "office")]
 mod zipped;
 
-use text::Decoded;
-
 pub use command::CommandExtractor;
 pub use isolated::{child_main, IsolatedExtractor, CHILD_ARG};
-use leasehold::extract::image_kind;
 pub use leasehold::extract::{
     ExtractError, Extracted, Extraction, Extractor, Format, Interruption, LimitKind, Limits,
 };
 pub use ocr::{Ocr, OcrExtractor};
-
-// The engine's leashed-process and fault-injection helpers, under the names
-// the modules here have always used.
-#[cfg(unix)]
-use leasehold::fault;
-use leasehold::{portable, process};
-
-/// The built-in registry: chooses a format by content and by the extension of the name,
-/// then extracts.
-#[derive(Debug, Clone)]
-pub struct ExtractorRegistry {
-    max_input_bytes: u64,
-}
-
-/// How far a zip container's parts may inflate, in total, relative to the input limit. Real
-/// documents compress XML about 5-10x, so this admits any honest document near the input
-/// limit while still bounding a zip bomb to a small multiple of what we accepted. The same
-/// figure bounds the text a container may produce (see `zipped::check_output`).
-const INFLATE_FACTOR: u64 = 4;
-
-/// The OLE compound file signature: HWP 5.x, the legacy Office formats, and how Office
-/// stores an encrypted OOXML package.
-const CFB_MAGIC: &[u8] = b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1";
-
-impl ExtractorRegistry {
-    /// The input limit when none is configured (64 MiB).
-    pub const DEFAULT_MAX_INPUT_BYTES: u64 = Limits::DEFAULT_MAX_INPUT_BYTES;
-
-    /// A registry refusing inputs over `max_input_bytes`.
-    pub fn new(max_input_bytes: u64) -> Self {
-        Self { max_input_bytes }
-    }
-
-    /// The input limit in bytes.
-    pub fn max_input_bytes(&self) -> u64 {
-        self.max_input_bytes
-    }
-
-    /// Chooses the format. Magic bytes come first because they cannot be wrong by accident
-    /// (a zip is told apart by its entries); the extension decides between the text formats,
-    /// which have no magic; content sniffing is the last resort for unnamed text. Binary
-    /// content we cannot name is `Unsupported` rather than decoded into garbage.
-    pub fn detect(&self, name: &str, bytes: &[u8]) -> Result<Format, ExtractError> {
-        let ext = extension(name);
-        if bytes.starts_with(b"%PDF-") {
-            return Ok(Format::Pdf);
-        }
-        if bytes.starts_with(b"PK\x03\x04") {
-            return detect_zip(ext.as_deref(), bytes);
-        }
-        if image_kind(bytes).is_some() {
-            return Ok(Format::Image);
-        }
-        if rtf::looks_like_rtf(bytes) {
-            return Ok(Format::Rtf);
-        }
-        if is_hwp(bytes) {
-            return Ok(Format::Hwp);
-        }
-        if let Some(reason) = ext.as_deref().and_then(|ext| legacy_office(ext, bytes)) {
-            return Err(ExtractError::Unsupported { reason });
-        }
-        // Named as a binary format but without its magic: let that extractor say how it is
-        // broken instead of calling it unsupported.
-        if let Some(format) = ext.as_deref().and_then(binary_format) {
-            return Ok(format);
-        }
-        if text::looks_binary(bytes) {
-            return Err(ExtractError::Unsupported {
-                reason: "binary content of no known format".into(),
-            });
-        }
-        Ok(text_format(ext.as_deref()).unwrap_or_else(|| sniff_text(bytes)))
-    }
-
-    /// Extracts text and reports the format and encoding chosen for it, and the title the
-    /// document gives itself (`None` for plain text and for an empty input). Cheap checks first
-    /// (size, stop) so hostile or abandoned work costs nothing; empty input is a legitimate
-    /// empty document in every format, so it never reaches a parser.
-    pub fn extract_detailed(
-        &self,
-        name: &str,
-        bytes: &[u8],
-        stop: &AtomicBool,
-    ) -> Result<Extraction, ExtractError> {
-        self.check_size(bytes)?;
-        check_stop(stop)?;
-        let format = self.detect(name, bytes)?;
-        if bytes.is_empty() {
-            return Ok(Extraction {
-                text: String::new(),
-                format,
-                encoding: None,
-                title: None,
-                author: None,
-                date: None,
-                pages: None,
-                language: None,
-            });
-        }
-        let decoded = guard_panics(format, || self.extract_as(format, bytes, stop))?;
-        Ok(Extraction {
-            text: decoded.text,
-            format,
-            encoding: decoded.encoding,
-            title: decoded.title,
-            author: decoded.author,
-            date: decoded.date,
-            pages: decoded.pages,
-            language: decoded.language,
-        })
-    }
-
-    /// The zip-bomb guard for the containers, derived from the input limit so one knob
-    /// sizes both.
-    fn max_inflated_bytes(&self) -> u64 {
-        self.max_input_bytes.saturating_mul(INFLATE_FACTOR)
-    }
-
-    fn check_size(&self, bytes: &[u8]) -> Result<(), ExtractError> {
-        let size = bytes.len() as u64;
-        if size > self.max_input_bytes {
-            return Err(ExtractError::TooLarge {
-                size,
-                limit: self.max_input_bytes,
-            });
-        }
-        Ok(())
-    }
-
-    /// Runs one format's extractor. Kept separate from `extract_detailed` so the panic guard
-    /// wraps exactly the parsing and nothing else.
-    fn extract_as(&self, format: Format, bytes: &[u8], stop: &AtomicBool) -> Result<Decoded, ExtractError> {
-        #[cfg_attr(not(feature = "office"), allow(unused_variables))]
-        let inflate = self.max_inflated_bytes();
-        match format {
-            // Plain text has no place for a title: it stays `None`.
-            Format::PlainText => Ok(text::extract(bytes)),
-            #[cfg(feature = "markdown")]
-            Format::Markdown => markdown::extract(bytes, stop),
-            #[cfg(feature = "html")]
-            Format::Html => html::extract(bytes, stop),
-            #[cfg(feature = "pdf")]
-            Format::Pdf => pdf::extract(bytes, stop),
-            #[cfg(feature = "office")]
-            Format::Docx | Format::Xlsx | Format::Pptx => office::extract(bytes, format, inflate, stop),
-            #[cfg(feature = "office")]
-            Format::Odt | Format::Ods | Format::Odp => odf::extract(bytes, format, inflate, stop),
-            #[cfg(feature = "office")]
-            Format::Epub => epub::extract(bytes, inflate, stop),
-            Format::Rtf => rtf::extract(bytes, stop),
-            #[cfg(feature = "hwp")]
-            Format::Hwp => hwp::extract(bytes, inflate, stop),
-            #[cfg(feature = "hwp")]
-            Format::Hwpx => hwpx::extract(bytes, inflate, stop),
-            #[cfg(feature = "mail")]
-            Format::Email => email::extract(self, bytes, inflate, stop),
-            Format::Image => image(bytes),
-            #[allow(unreachable_patterns)]
-            other => Err(not_built(other)),
-        }
-    }
-}
-
-impl Default for ExtractorRegistry {
-    fn default() -> Self {
-        Self::new(Self::DEFAULT_MAX_INPUT_BYTES)
-    }
-}
-
-impl Extractor for ExtractorRegistry {
-    /// The text of [`ExtractorRegistry::extract_detailed`], for callers that only want text.
-    fn extract(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
-        self.extract_detailed(name, bytes, stop)
-            .map(|extraction| extraction.text)
-    }
-
-    fn extract_noted(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extracted, ExtractError> {
-        let extraction = self.extract_detailed(name, bytes, stop)?;
-        let note = Some(extraction.note());
-        Ok(Extracted {
-            text: extraction.text,
-            note,
-            title: extraction.title,
-            author: extraction.author,
-            date: extraction.date,
-            pages: extraction.pages,
-            language: extraction.language,
-        })
-    }
-}
-
-/// Returns `Stopped` once the lease is gone, so callers can bail out with `?`.
-fn check_stop(stop: &AtomicBool) -> Result<(), ExtractError> {
-    if stop.load(Ordering::Relaxed) {
-        Err(ExtractError::Stopped)
-    } else {
-        Ok(())
-    }
-}
-
-/// Contains panics from the parsers (a PDF parser in particular may panic on malformed
-/// files) so one hostile document fails as `Malformed` instead of killing its worker thread.
-/// The panic hook is left alone on purpose: the panic is still reported on stderr.
-fn guard_panics<T>(format: Format, run: impl FnOnce() -> Result<T, ExtractError>) -> Result<T, ExtractError> {
-    panic::catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|payload| {
-        Err(ExtractError::malformed(
-            format,
-            format!("parser panicked: {}", panic_message(payload.as_ref())),
-        ))
-    })
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> &str {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s
-    } else {
-        "non-string panic payload"
-    }
-}
-
-/// The lower-cased extension of the last path component; accepts `/` and `\` separators
-/// because names come from any platform.
-fn extension(name: &str) -> Option<String> {
-    let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    let (stem, ext) = file.rsplit_once('.')?;
-    if stem.is_empty() || ext.is_empty() {
-        return None;
-    }
-    Some(ext.to_ascii_lowercase())
-}
-
-/// A zip is named by its entries (see `zipped::detect`); a zip that is none of ours but is
-/// named as one of them goes to that extractor, which reports exactly what is missing.
-fn detect_zip(ext: Option<&str>, bytes: &[u8]) -> Result<Format, ExtractError> {
-    #[cfg(feature = "office")]
-    let named = zipped::detect(bytes);
-    #[cfg(not(feature = "office"))]
-    let named = {
-        let _ = bytes;
-        None
-    };
-    named
-        .or_else(|| ext.and_then(binary_format).filter(|f| is_zip_format(*f)))
-        .ok_or_else(|| ExtractError::Unsupported {
-            reason: "zip archive that is not a document of a known format".into(),
-        })
-}
-
-/// A picture's own text: none (OCR, when installed, reads it: [`OcrExtractor`]); one
-/// named as a picture that is none is malformed.
-fn image(bytes: &[u8]) -> Result<Decoded, ExtractError> {
-    match image_kind(bytes) {
-        Some(_) => Ok(Decoded::described(String::new(), text::Meta::default())),
-        None => Err(ExtractError::malformed(
-            Format::Image,
-            "named as a picture, but none of PNG, JPEG, TIFF, WebP or GIF",
-        )),
-    }
-}
-
-/// A format this build leaves out (a feature of `leasehold-extract` turned off):
-/// the document is recognised, and the message says what would read it.
-fn not_built(format: Format) -> ExtractError {
-    let feature = match format {
-        Format::Pdf => "pdf",
-        Format::Html => "html",
-        Format::Markdown => "markdown",
-        Format::Hwp | Format::Hwpx => "hwp",
-        Format::Email => "mail",
-        _ => "office",
-    };
-    ExtractError::Unsupported {
-        reason: format!(
-            "{format}: this build reads no {format} (leasehold-extract's feature `{feature}` is off)"
-        ),
-    }
-}
-
-fn is_zip_format(format: Format) -> bool {
-    !matches!(
-        format,
-        Format::PlainText
-            | Format::Markdown
-            | Format::Html
-            | Format::Pdf
-            | Format::Rtf
-            | Format::Hwp
-            | Format::Email
-            | Format::Image
-    )
-}
-
-/// The formats with magic bytes, by extension.
-fn binary_format(ext: &str) -> Option<Format> {
-    Some(match ext {
-        "pdf" => Format::Pdf,
-        "docx" => Format::Docx,
-        "odt" | "ott" => Format::Odt,
-        "ods" | "ots" => Format::Ods,
-        "odp" | "otp" => Format::Odp,
-        "epub" => Format::Epub,
-        "rtf" => Format::Rtf,
-        "xlsx" => Format::Xlsx,
-        "pptx" => Format::Pptx,
-        "hwp" => Format::Hwp,
-        "hwpx" => Format::Hwpx,
-        "png" | "jpg" | "jpeg" | "tif" | "tiff" | "webp" | "gif" => Format::Image,
-        _ => return None,
-    })
-}
-
-fn text_format(ext: Option<&str>) -> Option<Format> {
-    match ext? {
-        "txt" | "text" | "log" => Some(Format::PlainText),
-        "md" | "markdown" => Some(Format::Markdown),
-        "html" | "htm" => Some(Format::Html),
-        "eml" => Some(Format::Email),
-        _ => None,
-    }
-}
-
-/// Why a legacy Office file (Word, Excel or PowerPoint 97-2003: a compound file named
-/// `.doc`, `.xls` or `.ppt`) is not read here: no built-in reader, and no converter
-/// took it (the command line sets antiword's and catdoc's tools up when installed).
-fn legacy_office(ext: &str, bytes: &[u8]) -> Option<String> {
-    let (what, tools) = match ext {
-        "doc" => ("a Word 97-2003 document", "antiword or catdoc"),
-        "xls" => ("an Excel 97-2003 workbook", "xls2csv (catdoc)"),
-        "ppt" => ("a PowerPoint 97-2003 deck", "catppt (catdoc)"),
-        _ => return None,
-    };
-    bytes.starts_with(CFB_MAGIC).then(|| {
-        format!("{what}: read through {tools}, which is not installed; install it, or name a converter for .{ext} in [extract.commands]")
-    })
-}
-
-/// An HWP document by its content: HWP 5.x's compound file with an HWP `FileHeader`
-/// (legacy Office files share the container), or HWP 3.x's own signature.
-fn is_hwp(bytes: &[u8]) -> bool {
-    #[cfg(feature = "hwp")]
-    {
-        bytes.starts_with(hwp::HWP3_SIGNATURE) || (bytes.starts_with(CFB_MAGIC) && hwp::is_hwp5(bytes))
-    }
-    #[cfg(not(feature = "hwp"))]
-    {
-        let _ = bytes;
-        false
-    }
-}
-
-/// For text without a telling extension: HTML announces itself in its first tag.
-fn sniff_text(bytes: &[u8]) -> Format {
-    if text::looks_like_html(&text::decode_prefix(bytes)) {
-        Format::Html
-    } else {
-        Format::PlainText
-    }
-}
+pub use registry::ExtractorRegistry;
 
 // The format tests need every format built in (the default features).
 #[cfg(all(
@@ -435,6 +71,10 @@ fn sniff_text(bytes: &[u8]) -> Format {
     feature = "mail"
 ))]
 mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::detect::{binary_format, extension, text_format};
+    use super::registry::guard_panics;
     use super::*;
 
     /// Reads a file from the committed sample corpus.

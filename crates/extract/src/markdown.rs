@@ -14,8 +14,11 @@ use std::sync::atomic::AtomicBool;
 
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
+use super::html;
+use super::text::{self, Decoded};
 use super::title::TitleText;
-use super::{check_stop, html, text, Decoded, ExtractError};
+use crate::stop::check_stop;
+use leasehold::extract::ExtractError;
 
 /// Events between two polls of the stop flag: cheap enough to poll often, rare enough to
 /// cost nothing next to the parsing.

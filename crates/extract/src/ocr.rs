@@ -14,7 +14,7 @@ use std::sync::Arc;
 use leasehold::extract::{has_a_word, image_kind, ocr_note};
 
 use super::command::{run_command, Silence, TempDoc};
-use super::{ExtractError, Extracted, Extractor, LimitKind, Limits};
+use leasehold::extract::{ExtractError, Extracted, Extractor, LimitKind, Limits};
 
 /// The long side, in pixels, of a PDF page drawn for OCR: an A4 page at
 /// 300 dpi, what tesseract reads best; larger pages are scaled down to it.

@@ -9,11 +9,10 @@
 use std::sync::atomic::AtomicBool;
 
 use quick_xml::events::{BytesStart, Event};
-use quick_xml::XmlVersion;
 
 use super::text::Decoded;
-use super::zipped::{check_output, event_text, Container};
-use super::{ExtractError, Format};
+use super::zipped::{attr, check_output, event_text, Container};
+use leasehold::extract::{ExtractError, Format};
 
 const CONTENT_XML: &str = "content.xml";
 
@@ -124,18 +123,6 @@ impl Body {
             self.out.push(c);
         }
     }
-}
-
-/// The value of the attribute with this local name, whatever its prefix.
-pub(super) fn attr(e: &BytesStart<'_>, local: &str) -> Option<String> {
-    e.attributes()
-        .flatten()
-        .find(|a| a.key.local_name().as_ref() == local)
-        .and_then(|a| {
-            a.normalized_value(XmlVersion::Implicit1_0)
-                .ok()
-                .map(|v| v.into_owned())
-        })
 }
 
 #[cfg(test)]

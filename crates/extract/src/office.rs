@@ -60,7 +60,9 @@ use office_oxide::{Document, DocumentFormat};
 use super::text::{Decoded, Meta};
 use super::title;
 use super::zipped::{check_output, precheck, Container};
-use super::{check_stop, ExtractError, Format, CFB_MAGIC};
+use crate::detect::CFB_MAGIC;
+use crate::stop::check_stop;
+use leasehold::extract::{ExtractError, Format};
 
 /// Where Office Open XML packages keep their core properties: title, author, dates.
 const CORE_XML: &str = "docProps/core.xml";

@@ -51,7 +51,8 @@ use std::sync::atomic::AtomicBool;
 
 use super::text::{Decoded, Meta};
 use super::title::{clean_date, clean_language, TitleText};
-use super::{check_stop, ExtractError, Format};
+use crate::stop::check_stop;
+use leasehold::extract::{ExtractError, Format};
 
 /// One engine's reading of the document: its text and the title, author and date its
 /// Info dictionary gives, cleaned.

@@ -20,7 +20,8 @@ use encoding_rs::Encoding;
 
 use super::text::{Decoded, Meta};
 use super::title::{clean_date, TitleText};
-use super::{check_stop, ExtractError, Format};
+use crate::stop::check_stop;
+use leasehold::extract::{ExtractError, Format};
 
 /// Bytes between two polls of the stop flag.
 const STOP_POLL_BYTES: usize = 64 * 1024;

@@ -10,7 +10,7 @@
 
 pub(crate) use leasehold::extract::{clean_date, clean_language, clean_title, TitleText};
 
-use super::ExtractError;
+use leasehold::extract::ExtractError;
 
 /// A metadata lookup (a title, or title, author and date together) whose failure is
 /// forgotten: the document's text does not depend on them, so a missing or broken

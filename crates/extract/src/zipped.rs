@@ -11,14 +11,14 @@ use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::sync::atomic::AtomicBool;
 
 use quick_xml::events::{BytesStart, Event};
-use quick_xml::Reader;
+use quick_xml::{Reader, XmlVersion};
 use zip::result::ZipError;
 use zip::ZipArchive;
 
-use super::odf::attr;
 use super::text::Meta;
 use super::title::{clean_language, DateText, TitleText};
-use super::{check_stop, ExtractError, Format};
+use crate::stop::check_stop;
+use leasehold::extract::{ExtractError, Format};
 
 /// Names the zip-based format from the entries, or `None` for any other zip. ODF and EPUB
 /// say what they are in a stored `mimetype` entry; the Office Open XML formats are known by
@@ -603,6 +603,18 @@ impl<R: Read> Read for Capped<R> {
         self.remaining -= n as u64;
         Ok(n)
     }
+}
+
+/// The value of the attribute with this local name, whatever its prefix.
+pub(crate) fn attr(e: &BytesStart<'_>, local: &str) -> Option<String> {
+    e.attributes()
+        .flatten()
+        .find(|a| a.key.local_name().as_ref() == local)
+        .and_then(|a| {
+            a.normalized_value(XmlVersion::Implicit1_0)
+                .ok()
+                .map(|v| v.into_owned())
+        })
 }
 
 #[cfg(test)]

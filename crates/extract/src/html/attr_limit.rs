@@ -7,12 +7,12 @@
 //! To know where a tag's attributes are, this follows the tokenizer's states as far as
 //! that needs: tags and their attribute values (quoted ones may hold `>`), comments, other
 //! markup declarations (doctypes, bogus comments), and the raw-text elements the text sink
-//! switches to ([`super::raw_kind`]), whose content is not markup. It is fed the same
+//! switches to ([`raw_kind`]), whose content is not markup. It is fed the same
 //! chunks as the tokenizer and borrows every chunk it has nothing to drop from.
 
 use std::borrow::Cow;
 
-use super::raw_kind;
+use html5ever::tokenizer::states::RawKind;
 
 /// Attributes kept per tag. Real tags carry a few, framework components and SVG a few
 /// dozen; the tokenizer's work per tag is bounded by the square of this.
@@ -307,6 +307,35 @@ fn is_space(byte: u8) -> bool {
     matches!(byte, b'\t' | b'\n' | b'\x0C' | b'\r' | b' ')
 }
 
+/// Splits `s` into pieces of about `size` bytes on char boundaries.
+pub(super) fn chunks(s: &str, size: usize) -> impl Iterator<Item = &str> {
+    let mut rest = s;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut end = rest.len().min(size);
+        while !rest.is_char_boundary(end) {
+            end += 1;
+        }
+        let (head, tail) = rest.split_at(end);
+        rest = tail;
+        Some(head)
+    })
+}
+
+/// Elements whose content is never visible text, by the tokenizer state their content
+/// needs. `noscript` is hidden because with scripting on, as in browsers, its content is
+/// unparsed markup rather than text; `title` is the tab's label, not the page's text.
+pub(super) fn raw_kind(name: &str) -> Option<RawKind> {
+    match name {
+        "script" => Some(RawKind::ScriptData),
+        "style" | "noscript" | "iframe" | "noembed" | "noframes" => Some(RawKind::Rawtext),
+        "title" => Some(RawKind::Rcdata),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,7 +343,7 @@ mod tests {
     /// Filters `html` with a limit of two attributes, in chunks of `size` bytes.
     fn limited(html: &str, size: usize) -> String {
         let mut limit = AttributeLimit::new(2);
-        super::super::chunks(html, size)
+        chunks(html, size)
             .map(|chunk| limit.filter(chunk).into_owned())
             .collect()
     }

@@ -20,9 +20,10 @@ use std::sync::atomic::AtomicBool;
 use std::thread;
 use std::time::Duration;
 
-use super::super::{Extractor, ExtractorRegistry};
 use super::protocol::{encode_split, read_frame, Reply, Request, Response, WireError, PROTOCOL_VERSION};
-use crate::process::{set_limit, status_bytes};
+use crate::registry::ExtractorRegistry;
+use leasehold::extract::Extractor;
+use leasehold::process::{set_limit, status_bytes};
 
 /// The hidden first argument that turns `leasehold` into an extraction child. `main.rs`
 /// checks for it before parsing flags, so it never shows in `--help`.
@@ -124,7 +125,7 @@ fn serve(config: ChildConfig, mut protocol: File) -> io::Result<()> {
     protocol.write_all(&reply(ready, b"").0)?;
     while let Some((request, body)) = read_frame::<Request>(&mut input, config.max_input_bytes)? {
         limit_cpu(request.cpu_secs, cpu_hard);
-        crate::fault::child_fault(&body);
+        leasehold::fault::child_fault(&body);
         // No stop flag reaches the child: the parent kills it instead.
         let result = registry.extract_noted(&request.name, &body, &never);
         drop(body);

@@ -13,9 +13,9 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use super::super::ExtractError;
 use super::capture::last_lines;
-use super::{Interruption, LimitKind};
+use leasehold::extract::ExtractError;
+use leasehold::extract::{Interruption, LimitKind};
 
 /// A child that ran on a CPU for at least this share of its deadline (1/N) was running on the
 /// document when the deadline passed; below it, it was stopped or starved for most of it. A

@@ -18,15 +18,15 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::super::{ExtractError, Extracted};
 use super::capture::Capture;
 use super::child::{ChildConfig, CHILD_ARG};
 use super::ending::{self, Budget, Death};
 use super::protocol::{
     encode_split, lengths, Reply, Request, Response, MAX_HEADER_LEN, PREFIX_LEN, PROTOCOL_VERSION,
 };
-use super::{LimitKind, Limits};
 use leasehold::extract::{clean_date, clean_language, clean_title};
+use leasehold::extract::{ExtractError, Extracted};
+use leasehold::extract::{LimitKind, Limits};
 
 /// How long one poll(2) waits before the stop flag and the deadline are checked again.
 const SLICE: Duration = Duration::from_millis(50);

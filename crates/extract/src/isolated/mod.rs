@@ -38,10 +38,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, PoisonError};
 
-use super::{check_stop, ExtractError, Extracted, Extractor, Limits};
+use crate::stop::check_stop;
+use leasehold::extract::{ExtractError, Extracted, Extractor, Limits};
 #[cfg(unix)]
-use super::{Interruption, LimitKind};
-
 #[cfg(unix)]
 mod capture;
 #[cfg(unix)]
@@ -70,8 +69,8 @@ mod elsewhere {
     use std::process::ExitCode;
     use std::sync::atomic::AtomicBool;
 
-    use super::super::{ExtractError, Extracted};
-    use super::Limits;
+    use leasehold::extract::Limits;
+    use leasehold::extract::{ExtractError, Extracted};
 
     /// The hidden first argument that turns `leasehold` into an extraction child.
     pub const CHILD_ARG: &str = "__extract-child";

@@ -9,8 +9,8 @@ use std::io::{self, Read};
 
 use serde::{Deserialize, Serialize};
 
-use super::super::{ExtractError, Format};
-use super::LimitKind;
+use leasehold::extract::LimitKind;
+use leasehold::extract::{ExtractError, Format};
 
 /// Bytes before the header: its length (u32) and the body's length (u64).
 pub(super) const PREFIX_LEN: usize = 12;
