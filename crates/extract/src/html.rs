@@ -7,38 +7,12 @@
 //! quadratic time (and it ignored the stop flag). The tokenizer alone is linear: each token
 //! does O(1) work here, and the only state is a few counters. What we give up is the tree
 //! builder's error recovery (implied end tags, foster parenting), which moves text around
-//! rather than hiding or revealing it. On the real pages below the words differ from
+//! rather than hiding or revealing it. On the real pages measured the words differ from
 //! html2text's only where html2text decorates (strike-through as combining characters,
 //! `O(n²)` for `O(n<sup>2</sup>)`).
 //!
-//! Timings (release build, 2 shared cores, best of 3 runs, one run when over 60 s). A
-//! scratch crate outside this repository includes this file and `text.rs` with `#[path]`,
-//! depends on html2text 0.13.6 (what this module used before) and 0.17.4 (the latest) under
-//! renamed keys, and times `to_text` here against `config::with_decorator(TrivialDecorator)
-//! .allow_width_overflow().no_table_borders().no_link_wrapping()` of each, on
-//! `"<div>".repeat(n) + "velvet harbor" + "</div>".repeat(n)` and on real pages:
-//! `cargo run --release -- all /usr/share/doc/python3.11/html/library/stdtypes.html
-//! /usr/share/doc/python3.11/html/reference/datamodel.html
-//! /usr/share/doc/qemu-utils/qemu-storage-daemon-qmp-ref.html
-//! /usr/share/doc/libjs-underscore/index.html` (Debian `python3.11-doc`, `qemu-utils`,
-//! `libjs-underscore`).
-//!
-//! | input                               | html2text 0.13.6 | html2text 0.17.4 | tokenizer pass |
-//! |-------------------------------------|------------------|------------------|----------------|
-//! | 10k nested `<div>`                  |         540.7 ms |         491.8 ms |         2.2 ms |
-//! | 20k nested `<div>`                  |           2.26 s |           2.25 s |         4.7 ms |
-//! | 40k nested `<div>`                  |          10.60 s |          11.21 s |        16.6 ms |
-//! | 200k nested `<div>`                 |  > 420 s (killed)|    229 s (1 run) |        87.1 ms |
-//! | 400k / 800k nested `<div>`          |                - |                - | 162 / 352 ms   |
-//! | stdtypes.html (690 KB)              |          67.9 ms |          96.1 ms |        16.7 ms |
-//! | datamodel.html (370 KB)             |          36.1 ms |          38.1 ms |         5.0 ms |
-//! | qemu-storage-daemon-qmp-ref (1 MB)  |         103.2 ms |         177.0 ms |        25.0 ms |
-//! | underscore index.html (169 KB)      |          15.1 ms |          18.7 ms |         2.1 ms |
-//!
-//! html2text, old and new alike, grows 4x per doubling of the nesting (quadratic); this
-//! pass grows 2x (the step from 20k to 40k is the input leaving the CPU cache). The 200k
-//! html2text runs, and a rerun of the rest, had other work beside them (load average near
-//! 10): that rerun made every column 1.5-3x slower, with the same shape.
+//! The timings against html2text, old and new, are in docs/DESIGN.md ("Why each
+//! reader"): html2text grows quadratically with the nesting, this pass linearly.
 
 //! # What counts as text
 //!

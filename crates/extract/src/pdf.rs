@@ -1,40 +1,20 @@
-//! PDF: text by pdf_oxide, with plain lopdf as the fallback.
+//! PDF: text by pdf_oxide, with plain lopdf as the fallback (chosen by
+//! measurement against `pdftotext` and the other engines: docs/DESIGN.md,
+//! "Why each reader").
 //!
-//! Chosen by measurement against `pdftotext` (poppler) on 363 public PDFs (the
-//! test files of pypdf, pdfminer, PyPDF2 and pdf-parse, and the PDF manuals of
-//! Debian's TeX and Ghostscript documentation packages; 29 encrypted, 26 with a
-//! damaged cross-reference table), one process per file, 30 s each. pdftotext
-//! reads 321 of them; "read" counts those of the 321 an engine also reads;
-//! recall is the share of pdftotext's words an engine finds, on files both read.
-//!
-//! | engine | read | median / mean recall | empty password | damaged xref | panics | stdout junk |
-//! |---|---|---|---|---|---|---|
-//! | pdf-extract 0.7 (before) | 281 | 0.987 / 0.935 | 4 / 13 | 1 / 13 | 12 | 14.9 MB, 115 files |
-//! | pdf-extract 0.12 | 292 | 0.989 / 0.947 | 12 / 13 | 1 / 13 | 10 | 0 |
-//! | lopdf 0.47 | 306 | 0.970 / 0.832 | 13 / 13 | 13 / 13 | 0 | 0 |
-//! | pdf_oxide 0.3.78 | 318 | 0.993 / 0.963 | 10 / 13 | 13 / 13 | 0 | 0 |
-//! | unpdf 0.52 | 320 | 0.986 / 0.948 | 12 / 13 | 13 / 13 | 0 | 0 |
-//! | **pdf_oxide, then lopdf** | **321** | **0.993 / 0.963** | **13 / 13** | **13 / 13** | 0 | 0 |
-//!
-//! pdf_oxide repairs damaged files itself and gives the best text; the three
-//! files it misses are AES-256 (R5) documents it opens with the empty password
-//! but returns no text for, which lopdf reads. lopdf alone reads nearly every
-//! file but its text is poorer (66 files under 0.5 recall), so it is only the
-//! fallback. The corpus recipe and the comparison harness are described in the
-//! README's benchmarks section.
+//! pdf_oxide repairs damaged files itself and gives the best text; lopdf reads
+//! the AES-256 (R5) documents pdf_oxide opens but returns no text for, and is
+//! only the fallback because its text is poorer.
 //!
 //! Long documents (at least [`ONE_PASS_PAGES`] pages) and pages with a content stream
 //! over [`ONE_PASS_CONTENT_BYTES`] are read one content-stream pass per page, pdf_oxide's
 //! raw spans joined into lines here ([`spans_text`]), not through its layout path, which
 //! makes three passes per page (one of them over every page of the document, for running
 //! headers, on the first call), parses the whole structure tree of a tagged PDF and lays
-//! out a page superlinearly in its text runs. On Chromium's print of the Node.js manual
-//! (1,317 pages, 38 MB) that was 2.8x pdftotext's CPU time and 468 MB; one pass is
-//! 0.75x and 172 MB, with the same words (recall against pdftotext 0.9994 against
-//! 0.9999; `cargo bench --bench pdf`). Short documents keep the layout path: on the
-//! corpus's small files one pass would lose form-field and annotation text and figure
-//! labels (a form 1.0 → 0.67). Given up on long documents: reading order from the
-//! structure tree, its `/ActualText`, and vertical CJK handling.
+//! out a page superlinearly in its text runs (`cargo bench --bench pdf` measures it).
+//! Short documents keep the layout path: on small files one pass would lose form-field
+//! and annotation text and figure labels. Given up on long documents: reading order from
+//! the structure tree, its `/ActualText`, and vertical CJK handling.
 //!
 //! Both engines are third-party parsers: the registry runs this module under
 //! `catch_unwind`, and the isolated extractor runs it in a child process.

@@ -109,7 +109,8 @@ fn hostile_corpus(root: &Path) -> usize {
         ),
         ("hostile/zip-bomb.docx", zip_bomb_docx(300)),
         ("hostile/text-bomb.docx", text_bomb_docx(24)),
-        // pdf-extract prints debug lines about this font on stdout in-process.
+        // A font no parser knows: pdf-extract, the engine before pdf_oxide, printed debug
+        // lines about it on stdout in-process, and standard output must stay ours.
         ("hostile/junk-font.pdf", text_pdf("Junkfont", "hello junk")),
     ];
     std::fs::create_dir_all(root.join("hostile")).unwrap();
