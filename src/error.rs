@@ -344,6 +344,17 @@ impl DatabaseError {
         }
     }
 
+    /// A PostgreSQL client's error with a plainer word on what it means
+    /// (`hint`, said after it).
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres_explained(e: postgres::Error, hint: &'static str) -> DatabaseError {
+        DatabaseError {
+            sqlstate: e.code().map(|c| c.code().to_owned()),
+            inner: Box::new(Explained { inner: e, hint }),
+            sqlite_code: None,
+        }
+    }
+
     /// A connection pool's error (a timeout, or the last connect failure).
     pub(crate) fn pool(e: r2d2::Error) -> DatabaseError {
         DatabaseError {
@@ -381,6 +392,28 @@ impl DatabaseError {
     /// is (and its version) is not part of leasehold's API.
     pub fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
         &*self.inner
+    }
+}
+
+/// An error and what it means, said after it.
+#[cfg(feature = "postgres")]
+#[derive(Debug)]
+struct Explained {
+    inner: postgres::Error,
+    hint: &'static str,
+}
+
+#[cfg(feature = "postgres")]
+impl std::fmt::Display for Explained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.inner, self.hint)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl std::error::Error for Explained {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.inner)
     }
 }
 

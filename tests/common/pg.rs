@@ -55,11 +55,38 @@ pub fn private_server() -> PgServer {
         panic!("no initdb/pg_ctl/postgres on PATH or under /usr/lib/postgresql/*/bin: install PostgreSQL (apt-get install postgresql) or set {SERVER_ENV}")
     });
     let run_as = is_root().then(unprivileged_user);
-    let (cluster, port) = Cluster::create(bin, run_as);
+    let (cluster, port) = Cluster::create_with(bin, run_as, None);
     PgServer {
         url: format!("postgres://{SUPERUSER}@127.0.0.1:{port}/postgres"),
         cluster: Some(cluster),
     }
+}
+
+/// A cluster of the caller's own that speaks TLS: `server.crt`, `server.key`
+/// and `ca.crt` from `certs` (PEM) are its certificate, its key and the
+/// authority it trusts for client certificates. The superuser is trusted on
+/// 127.0.0.1 with and without TLS; the role `cert_role` may log in over TLS
+/// only, by a client certificate that authority signed for its name.
+pub fn private_tls_server(certs: &Path, cert_role: &str) -> PgServer {
+    let bin = find_bin_dir().unwrap_or_else(|| {
+        panic!("no initdb/pg_ctl/postgres on PATH or under /usr/lib/postgresql/*/bin: install PostgreSQL (apt-get install postgresql) or set {SERVER_ENV}")
+    });
+    let run_as = is_root().then(unprivileged_user);
+    let tls = Tls {
+        certs: certs.to_path_buf(),
+        cert_role: cert_role.to_owned(),
+    };
+    let (cluster, port) = Cluster::create_with(bin, run_as, Some(&tls));
+    PgServer {
+        url: format!("postgres://{SUPERUSER}@127.0.0.1:{port}/postgres"),
+        cluster: Some(cluster),
+    }
+}
+
+/// What [`private_tls_server`] sets its cluster up with.
+struct Tls {
+    certs: PathBuf,
+    cert_role: String,
 }
 
 /// A PostgreSQL server the tests connect to.
@@ -187,7 +214,7 @@ impl Drop for PgServer {
 impl Cluster {
     /// `initdb` into a new temporary directory, configure, start; returns the
     /// cluster and its port.
-    fn create(bin: PathBuf, run_as: Option<UnixUser>) -> (Cluster, u16) {
+    fn create_with(bin: PathBuf, run_as: Option<UnixUser>, tls: Option<&Tls>) -> (Cluster, u16) {
         let root = tempfile::Builder::new()
             .prefix("leasehold-pg-")
             .tempdir()
@@ -211,6 +238,9 @@ impl Cluster {
         };
         cluster.initdb();
         cluster.configure();
+        if let Some(tls) = tls {
+            cluster.configure_tls(tls);
+        }
         let port = cluster.start_on_free_port();
         (cluster, port)
     }
@@ -262,6 +292,28 @@ impl Cluster {
             self.root.display()
         );
         append(&self.data.join("postgresql.conf"), &conf);
+    }
+
+    /// TLS on: the certificate, key and client authority copied into the
+    /// data directory (the key readable by the server's user alone, as it
+    /// demands), and the certificate role's `hostssl ... cert` line first.
+    fn configure_tls(&self, tls: &Tls) {
+        for name in ["server.crt", "server.key", "ca.crt"] {
+            let to = self.data.join(name);
+            std::fs::copy(tls.certs.join(name), &to).unwrap_or_else(|e| panic!("copy {name}: {e}"));
+            std::fs::set_permissions(&to, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .expect("chmod a TLS file");
+            if let Some(user) = self.run_as {
+                std::os::unix::fs::chown(&to, Some(user.uid), Some(user.gid)).expect("chown a TLS file");
+            }
+        }
+        append(
+            &self.data.join("postgresql.conf"),
+            "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\nssl_ca_file = 'ca.crt'\n",
+        );
+        let hba = std::fs::read_to_string(self.data.join("pg_hba.conf")).expect("read pg_hba.conf");
+        let cert_line = format!("hostssl all {} 127.0.0.1/32 cert\n", tls.cert_role);
+        std::fs::write(self.data.join("pg_hba.conf"), cert_line + &hba).expect("write pg_hba.conf");
     }
 
     fn start_on_free_port(&self) -> u16 {

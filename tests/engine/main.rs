@@ -29,6 +29,7 @@ mod pg_batch;
 mod pg_cluster;
 mod pg_schema;
 mod pg_store;
+mod pg_tls;
 mod pipeline;
 mod search;
 mod store_batch;

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
-use ::postgres::{Client, NoTls, Statement, Transaction};
+use ::postgres::{Client, Statement, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
 /// How long after a connection last answered it is handed out unchecked.
@@ -103,8 +103,13 @@ impl DerefMut for Conn {
 }
 
 /// The pool's manager: `r2d2_postgres`'s, with a statement map per connection.
-#[derive(Debug)]
-pub(crate) struct Manager(pub(crate) PostgresConnectionManager<NoTls>);
+pub(crate) struct Manager(pub(crate) PostgresConnectionManager<super::tls::Connector>);
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Manager")
+    }
+}
 
 impl r2d2::ManageConnection for Manager {
     type Connection = Conn;

@@ -40,6 +40,7 @@ mod queue;
 mod read;
 mod retention;
 pub(crate) mod search_index;
+mod tls;
 mod tx;
 mod url;
 mod write;
@@ -47,7 +48,6 @@ mod write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::postgres::NoTls;
 use r2d2_postgres::PostgresConnectionManager;
 
 use crate::clock::Millis;
@@ -186,12 +186,16 @@ impl PgStore {
     pub fn open(url: &str, opts: StoreOptions) -> Result<PgStore> {
         opts.validate()?;
         let target = Target::parse(url)?;
+        let tls = target.tls.connector(&target.label)?;
         let mut client = target
             .config
-            .connect(NoTls)
+            .connect(tls.clone())
             .map_err(|source| Error::PostgresConnect {
                 url: target.label.clone(),
-                source: crate::error::DatabaseError::postgres(source),
+                source: match tls::hint(&source) {
+                    Some(hint) => crate::error::DatabaseError::postgres_explained(source, hint),
+                    None => crate::error::DatabaseError::postgres(source),
+                },
             })?;
         client
             .batch_execute(&session_limits())
@@ -204,7 +208,7 @@ impl PgStore {
         }
         migrate::migrate(&mut client, &target.label)?;
         drop(client);
-        let pool = build_pool(&target, &opts)?;
+        let pool = build_pool(&target, tls, &opts)?;
         let policy = Policy::of(&opts);
         Ok(PgStore {
             inner: Arc::new(Inner {
@@ -284,8 +288,8 @@ impl PgStore {
 /// The pool. Its own check on checkout is off: [`PgStore::connection`]
 /// checks, and skips the check for the callers that can start again
 /// (`conn.rs`).
-fn build_pool(target: &Target, opts: &StoreOptions) -> Result<Pool> {
-    let manager = PostgresConnectionManager::new(target.config.clone(), NoTls);
+fn build_pool(target: &Target, tls: tls::Connector, opts: &StoreOptions) -> Result<Pool> {
+    let manager = PostgresConnectionManager::new(target.config.clone(), tls);
     r2d2::Pool::builder()
         .max_size(opts.pool_size.max(2))
         .min_idle(Some(1))

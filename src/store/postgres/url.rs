@@ -11,6 +11,7 @@ use std::time::Duration;
 use ::postgres::config::Host;
 use ::postgres::Config;
 
+use super::tls::Tls;
 use crate::error::{Error, Result};
 use crate::secret::Secret;
 
@@ -34,6 +35,8 @@ pub(crate) struct Target {
     pub(crate) config: Config,
     /// The URL without its password, for messages.
     pub(crate) label: String,
+    /// How the connection is protected (`sslmode` and the certificates).
+    pub(crate) tls: Tls,
 }
 
 impl Target {
@@ -43,7 +46,9 @@ impl Target {
     /// [`Error::InvalidInput`] when the text is not a connection string; the
     /// reason is the client's, which names options, never their values.
     pub(crate) fn parse(url: &str) -> Result<Target> {
-        let mut config: Config = url.parse().map_err(|e: ::postgres::Error| Error::InvalidInput {
+        // The TLS options the client does not know are ours (`tls.rs`).
+        let (rest, tls) = super::tls::split(url)?;
+        let mut config: Config = rest.parse().map_err(|e: ::postgres::Error| Error::InvalidInput {
             what: "PostgreSQL URL",
             reason: e.to_string(),
         })?;
@@ -68,8 +73,9 @@ impl Target {
             // the process: text bound for a notice or a log loses it.
             Secret::new(String::from_utf8_lossy(password).into_owned());
         }
+        config.ssl_mode(tls.ssl_mode());
         let label = label(&config);
-        Ok(Target { config, label })
+        Ok(Target { config, label, tls })
     }
 }
 

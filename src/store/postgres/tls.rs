@@ -1,0 +1,461 @@
+//! TLS to the server with libpq's meanings, through rustls (no OpenSSL at
+//! build time): `sslmode=disable|prefer|require|verify-ca|verify-full`,
+//! `sslrootcert` (a PEM file, or `system` for the web's public roots), and a
+//! client certificate (`sslcert`, `sslkey`).
+//!
+//! The client library parses only `disable`, `prefer` and `require` and no
+//! certificate option, so these options are taken out of the connection
+//! string here (`split`) and the rest is handed to it. Then, as libpq does:
+//! - `prefer` (the default) encrypts when the server offers TLS and verifies
+//!   nothing; `require` insists on TLS and verifies nothing, unless a root
+//!   certificate is named, when it verifies the chain as `verify-ca` does;
+//! - `verify-ca` checks the server's chain against the roots, `verify-full`
+//!   also that the certificate names the host connected to;
+//! - the roots are `sslrootcert`, else `~/.postgresql/root.crt`
+//!   (`%APPDATA%\postgresql\root.crt` on Windows); a verifying mode without
+//!   any is refused before connecting.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ::postgres::config::SslMode;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::error::{Error, Result};
+
+/// What opens a connection's TLS session (used with `sslmode=disable` too: the
+/// client then never asks for one).
+pub(crate) type Connector = MakeRustlsConnect;
+
+/// The options of a connection string that this module reads.
+const OPTIONS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
+
+/// How the connection is protected, as libpq names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Disable,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+impl Mode {
+    fn parse(value: &str) -> Result<Mode> {
+        Ok(match value {
+            "disable" => Mode::Disable,
+            "prefer" => Mode::Prefer,
+            "require" => Mode::Require,
+            "verify-ca" => Mode::VerifyCa,
+            "verify-full" => Mode::VerifyFull,
+            // `allow` tries without TLS first: never worth the cleartext.
+            other => {
+                return Err(Error::InvalidInput {
+                    what: "PostgreSQL URL",
+                    reason: format!(
+                        "sslmode {other:?} is not one leasehold takes: disable, prefer, require, verify-ca or verify-full"
+                    ),
+                })
+            }
+        })
+    }
+}
+
+/// The TLS options of a connection string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Tls {
+    pub(crate) mode: Mode,
+    /// `sslrootcert`: a file, or `system`.
+    root: Option<String>,
+    /// `sslcert` and `sslkey`.
+    client: (Option<PathBuf>, Option<PathBuf>),
+}
+
+impl Default for Tls {
+    fn default() -> Tls {
+        Tls {
+            mode: Mode::Prefer,
+            root: None,
+            client: (None, None),
+        }
+    }
+}
+
+/// `url` without its TLS options, and those options.
+pub(crate) fn split(url: &str) -> Result<(String, Tls)> {
+    let (rest, pairs) = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        split_url(url)
+    } else {
+        split_key_value(url)
+    };
+    let mut tls = Tls::default();
+    for (key, value) in pairs {
+        match key.as_str() {
+            "sslmode" => tls.mode = Mode::parse(&value)?,
+            "sslrootcert" => tls.root = Some(value),
+            "sslcert" => tls.client.0 = Some(PathBuf::from(value)),
+            _ => tls.client.1 = Some(PathBuf::from(value)),
+        }
+    }
+    Ok((rest, tls))
+}
+
+/// A URL's query parameters that are ours, percent-decoded, cut out.
+fn split_url(url: &str) -> (String, Vec<(String, String)>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_owned(), Vec::new());
+    };
+    let (mut kept, mut ours) = (Vec::new(), Vec::new());
+    for param in query.split('&') {
+        let (key, value) = param.split_once('=').unwrap_or((param, ""));
+        let key = decode(key);
+        if OPTIONS.contains(&key.as_str()) {
+            ours.push((key, decode(value)));
+        } else {
+            kept.push(param);
+        }
+    }
+    let rest = match kept.is_empty() {
+        true => base.to_owned(),
+        false => format!("{base}?{}", kept.join("&")),
+    };
+    (rest, ours)
+}
+
+fn decode(text: &str) -> String {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// A `key=value` string's options that are ours, cut out; the rest kept as
+/// written (libpq's syntax: a value is a word, or single-quoted with `\'`
+/// and `\\` escapes).
+fn split_key_value(text: &str) -> (String, Vec<(String, String)>) {
+    let (mut kept, mut ours) = (String::new(), Vec::new());
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        while i < chars.len() && chars[i].is_whitespace() {
+            i += 1;
+        }
+        let start = i;
+        while i < chars.len() && chars[i] != '=' && !chars[i].is_whitespace() {
+            i += 1;
+        }
+        let key: String = chars[start..i].iter().collect();
+        while i < chars.len() && chars[i].is_whitespace() {
+            i += 1;
+        }
+        if i < chars.len() && chars[i] == '=' {
+            i += 1;
+        }
+        while i < chars.len() && chars[i].is_whitespace() {
+            i += 1;
+        }
+        let mut value = String::new();
+        if i < chars.len() && chars[i] == '\'' {
+            i += 1;
+            while i < chars.len() && chars[i] != '\'' {
+                if chars[i] == '\\' && i + 1 < chars.len() {
+                    i += 1;
+                }
+                value.push(chars[i]);
+                i += 1;
+            }
+            i += 1;
+        } else {
+            while i < chars.len() && !chars[i].is_whitespace() {
+                if chars[i] == '\\' && i + 1 < chars.len() {
+                    i += 1;
+                }
+                value.push(chars[i]);
+                i += 1;
+            }
+        }
+        let raw: String = chars[start..i.min(chars.len())].iter().collect();
+        if key.is_empty() {
+            continue;
+        }
+        if OPTIONS.contains(&key.as_str()) {
+            ours.push((key, value));
+        } else {
+            kept.push_str(raw.trim());
+            kept.push(' ');
+        }
+    }
+    (kept.trim_end().to_owned(), ours)
+}
+
+impl Tls {
+    /// The client library's own mode: it negotiates; the verifying modes
+    /// insist on TLS as `require` does, and the verifier does the rest.
+    pub(crate) fn ssl_mode(&self) -> SslMode {
+        match self.mode {
+            Mode::Disable => SslMode::Disable,
+            Mode::Prefer => SslMode::Prefer,
+            Mode::Require | Mode::VerifyCa | Mode::VerifyFull => SslMode::Require,
+        }
+    }
+
+    /// The connector, with the verifier of this mode and the client's
+    /// certificate. `label` names the database in errors.
+    pub(crate) fn connector(&self, label: &str) -> Result<Connector> {
+        let refused = |reason: String| Error::InvalidInput {
+            what: "PostgreSQL TLS settings",
+            reason: format!("{label}: {reason}"),
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| refused(e.to_string()))?;
+        let roots = self.roots().map_err(refused)?;
+        let verifier: Arc<dyn ServerCertVerifier> = match (self.mode, roots) {
+            (Mode::VerifyCa | Mode::VerifyFull, None) => {
+                return Err(refused(format!(
+                    "sslmode={} needs the certificate of the authority that signed the server's: \
+                     name it with sslrootcert=FILE (or sslrootcert=system for the public roots), \
+                     or put it in {}",
+                    if self.mode == Mode::VerifyCa {
+                        "verify-ca"
+                    } else {
+                        "verify-full"
+                    },
+                    default_root().map_or("~/.postgresql/root.crt".into(), |p| p.display().to_string())
+                )))
+            }
+            (Mode::Disable | Mode::Prefer, _) | (Mode::Require, None) => Arc::new(Unverified(provider)),
+            (mode, Some(roots)) => {
+                let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                    .build()
+                    .map_err(|e| refused(e.to_string()))?;
+                match mode {
+                    Mode::VerifyFull => webpki,
+                    _ => Arc::new(AnyName(webpki)),
+                }
+            }
+        };
+        let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
+        let config = match &self.client {
+            (None, None) => builder.with_no_client_auth(),
+            (Some(cert), Some(key)) => {
+                let certs = read(cert)
+                    .and_then(|pem| {
+                        CertificateDer::pem_slice_iter(&pem)
+                            .collect::<std::result::Result<Vec<_>, _>>()
+                            .map_err(|e| format!("{}: {e}", cert.display()))
+                    })
+                    .map_err(refused)?;
+                let key = read(key)
+                    .and_then(|pem| {
+                        PrivateKeyDer::from_pem_slice(&pem).map_err(|e| format!("{}: {e}", key.display()))
+                    })
+                    .map_err(refused)?;
+                builder
+                    .with_client_auth_cert(certs, key)
+                    .map_err(|e| refused(format!("the client certificate: {e}")))?
+            }
+            _ => return Err(refused("sslcert and sslkey go together: name both".into())),
+        };
+        Ok(MakeRustlsConnect::new(config))
+    }
+
+    /// The roots named by `sslrootcert`, else those of the default file when
+    /// it exists; `None` when there are none.
+    fn roots(&self) -> std::result::Result<Option<RootCertStore>, String> {
+        let file = match self.root.as_deref() {
+            Some("system") => {
+                let mut store = RootCertStore::empty();
+                store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+                return Ok(Some(store));
+            }
+            Some(file) => PathBuf::from(file),
+            None => match default_root().filter(|p| p.exists()) {
+                Some(p) => p,
+                None => return Ok(None),
+            },
+        };
+        let pem = read(&file)?;
+        let mut store = RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|e| format!("{}: {e}", file.display()))?;
+            store.add(cert).map_err(|e| format!("{}: {e}", file.display()))?;
+        }
+        if store.is_empty() {
+            return Err(format!("{}: no certificate in it", file.display()));
+        }
+        Ok(Some(store))
+    }
+}
+
+/// What a TLS refusal means, when the client's words are rustls's terse
+/// ones.
+pub(crate) fn hint(e: &::postgres::Error) -> Option<&'static str> {
+    // The client's own text names the handshake; rustls's reason is below it.
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    if text.contains("UnknownIssuer") {
+        Some("the server's certificate is not signed by an authority in sslrootcert")
+    } else if text.contains("certificate expired") || text.contains("Expired") {
+        Some("the server's certificate has expired")
+    } else {
+        None
+    }
+}
+
+fn read(path: &Path) -> std::result::Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// libpq's default root certificate file.
+fn default_root() -> Option<PathBuf> {
+    #[cfg(windows)]
+    let dir = std::env::var_os("APPDATA").map(|d| PathBuf::from(d).join("postgresql"));
+    #[cfg(not(windows))]
+    let dir = std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".postgresql"));
+    dir.map(|d| d.join("root.crt"))
+}
+
+/// `prefer` and `require` without roots: encrypted, the server not
+/// verified (libpq's meaning). The handshake's signatures are still checked.
+#[derive(Debug)]
+struct Unverified(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `verify-ca`: the chain checked against the roots, whatever host the
+/// certificate names.
+#[derive(Debug)]
+struct AnyName(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tls_options_leave_a_url_and_the_rest_stays() {
+        let (rest, tls) = split(
+            "postgres://u:p%40ss@db.example:5432/app?application_name=x&sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem",
+        )
+        .unwrap();
+        assert_eq!(rest, "postgres://u:p%40ss@db.example:5432/app?application_name=x");
+        assert_eq!(tls.mode, Mode::VerifyFull);
+        assert_eq!(tls.root.as_deref(), Some("/etc/ca.pem"));
+        let (rest, tls) = split("postgresql://h/db?sslmode=require").unwrap();
+        assert_eq!((rest.as_str(), tls.mode), ("postgresql://h/db", Mode::Require));
+        let (rest, tls) = split("postgres://h/db").unwrap();
+        assert_eq!((rest.as_str(), tls), ("postgres://h/db", Tls::default()));
+    }
+
+    #[test]
+    fn the_tls_options_leave_a_key_value_string() {
+        let (rest, tls) = split(
+            "host=db port=5432 sslmode = verify-ca password='it\\'s here' sslcert='/a b/c.crt' sslkey=/k.key dbname=x",
+        )
+        .unwrap();
+        assert_eq!(rest, "host=db port=5432 password='it\\'s here' dbname=x");
+        assert_eq!(tls.mode, Mode::VerifyCa);
+        assert_eq!(
+            tls.client,
+            (Some(PathBuf::from("/a b/c.crt")), Some(PathBuf::from("/k.key")))
+        );
+    }
+
+    #[test]
+    fn an_unknown_mode_and_a_verifying_mode_without_roots_are_refused() {
+        let err = split("postgres://h/db?sslmode=allow").unwrap_err().to_string();
+        assert!(err.contains("sslmode \"allow\""), "{err}");
+        let (_, tls) = split("postgres://h/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem").unwrap();
+        let err = tls.connector("postgres://h/db").err().unwrap().to_string();
+        assert!(err.contains("/nonexistent/ca.pem"), "{err}");
+        let (_, tls) = split("postgres://h/db?sslmode=require&sslcert=/c.crt").unwrap();
+        let err = tls.connector("postgres://h/db").err().unwrap().to_string();
+        assert!(err.contains("sslcert and sslkey go together"), "{err}");
+    }
+}
