@@ -216,7 +216,7 @@ impl Tls {
             .with_safe_default_protocol_versions()
             .map_err(|e| refused(e.to_string()))?;
         let roots = self.roots().map_err(refused)?;
-        let verifier: Arc<dyn ServerCertVerifier> = match (self.mode, roots) {
+        let chain = match (self.mode, roots) {
             (Mode::VerifyCa | Mode::VerifyFull, None) => {
                 return Err(refused(format!(
                     "sslmode={} needs the certificate of the authority that signed the server's: \
@@ -230,17 +230,18 @@ impl Tls {
                     default_root().map_or("~/.postgresql/root.crt".into(), |p| p.display().to_string())
                 )))
             }
-            (Mode::Disable | Mode::Prefer, _) | (Mode::Require, None) => Arc::new(Unverified(provider)),
-            (mode, Some(roots)) => {
-                let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            (Mode::Disable | Mode::Prefer, _) | (Mode::Require, None) => None,
+            (_, Some(roots)) => Some(
+                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                     .build()
-                    .map_err(|e| refused(e.to_string()))?;
-                match mode {
-                    Mode::VerifyFull => webpki,
-                    _ => Arc::new(AnyName(webpki)),
-                }
-            }
+                    .map_err(|e| refused(e.to_string()))?,
+            ),
         };
+        let verifier = Arc::new(ModeVerifier {
+            chain,
+            names: self.mode == Mode::VerifyFull,
+            provider,
+        });
         let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
         let config = match &self.client {
             (None, None) => builder.with_no_client_auth(),
@@ -326,52 +327,21 @@ fn default_root() -> Option<PathBuf> {
     dir.map(|d| d.join("root.crt"))
 }
 
-/// `prefer` and `require` without roots: encrypted, the server not
-/// verified (libpq's meaning). The handshake's signatures are still checked.
+/// The verifier of a mode: no check of the certificate (`prefer`, and
+/// `require` without roots: encrypted, the server not verified, as libpq
+/// means them), the chain against the roots (`verify-ca`), or the chain and
+/// the name connected to (`verify-full`). The handshake's signatures are
+/// checked in every mode.
 #[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct ModeVerifier {
+    /// The roots' verifier; `None`: the certificate is not checked.
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    /// Whether the certificate must name the host.
+    names: bool,
+    provider: Arc<CryptoProvider>,
 }
 
-/// `verify-ca`: the chain checked against the roots, whatever host the
-/// certificate names.
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for ModeVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -380,13 +350,13 @@ impl ServerCertVerifier for AnyName {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
+            )) if !self.names => Ok(ServerCertVerified::assertion()),
             other => other,
         }
     }
@@ -397,7 +367,12 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -406,11 +381,18 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
