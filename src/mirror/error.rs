@@ -60,7 +60,7 @@ pub enum MirrorError {
         waited: Duration,
     },
     /// A cleanup through file locks asked of a mirror whose writers take none
-    /// ([`Fencing::RowLocks`]): it could delete a temp file a writer still needs.
+    /// (`Fencing::RowLocks`): it could delete a temp file a writer still needs.
     #[error("mirror {}: its cleanup is fenced by database row locks, not file locks", .root.display())]
     NotFileLocked {
         /// The mirror root.

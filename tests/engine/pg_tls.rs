@@ -214,6 +214,11 @@ fn every_sslmode_connects_or_refuses_as_libpq_does() {
         (url("localhost", su, "sslmode=disable"), Some(false)),
         (url("localhost", su, "application_name=leasehold"), Some(true)), // prefer, the default
         (url("localhost", su, "sslmode=prefer"), Some(true)),
+        // An address without a host name: encrypted all the same.
+        (
+            format!("postgres://{su}@/postgres?hostaddr=127.0.0.1&port={port}&sslmode=require"),
+            Some(true),
+        ),
         (url("localhost", su, "sslmode=require"), Some(true)),
         (
             url("localhost", su, &format!("sslmode=require&sslrootcert={other}")),
@@ -279,6 +284,10 @@ fn every_sslmode_connects_or_refuses_as_libpq_does() {
             "leasehold with {url}: {ours:?}"
         );
     }
+    // The public roots (psql 15 here reads `system` as a file name: no oracle)
+    // mean verify-full, and they do not vouch for the test's authority.
+    let public = store(&server, &url("localhost", su, "sslrootcert=system")).unwrap_err();
+    assert!(public.contains("not signed by an authority"), "{public}");
     // The refusals say why, in one line.
     let wrong_ca = store(
         &server,
@@ -290,7 +299,8 @@ fn every_sslmode_connects_or_refuses_as_libpq_does() {
     )
     .unwrap_err();
     assert!(
-        wrong_ca.contains("not signed by an authority in sslrootcert") && !wrong_ca.contains('\n'),
+        wrong_ca.contains("not signed by an authority among the root certificates")
+            && !wrong_ca.contains('\n'),
         "{wrong_ca}"
     );
     let wrong_host = store(

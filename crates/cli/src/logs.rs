@@ -4,9 +4,9 @@
 //! The library emits events where things happen (a claim taken over, a
 //! refused write, the gate's lock, probe and recovery, a notice, an outbox
 //! drop, a limit hit, the pool's start, each claim, completion and failed
-//! document); this room adds a command's own life (its start with the
-//! settings in force, discovery's counts, its end with the summary's) and
-//! decides where events go and how many. The level comes from `--log-level`,
+//! document); this room adds discovery's counts (a command's start with the
+//! settings in force is `Config::log_started`, its end the summary's
+//! `log_finished`) and decides where events go and how many. The level comes from `--log-level`,
 //! else `RUST_LOG`, else the command's default: `warn` for commands a person
 //! runs and watches (`run`, `watch`, the small commands), which show each
 //! failed document on their own, so its log line waits for a level that is

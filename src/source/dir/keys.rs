@@ -29,7 +29,7 @@ pub fn relative_path_of(key: &str) -> std::result::Result<PathBuf, &'static str>
     Ok(rel)
 }
 
-/// Whether `key` is a full-path key ([`DirSource::keyed_by_full_path`]): it
+/// Whether `key` is a full-path key (`DirSource::keyed_by_full_path`): it
 /// starts with this system's separator, which a key relative to a root never
 /// does (a root's full path starts with `/` on Unix and `\\?\` once Windows
 /// has made it canonical). Only the system's own: a file on Unix may be
@@ -50,7 +50,7 @@ pub fn full_path_prefix(root: &Path) -> Option<String> {
 }
 
 /// Whether `key` belongs to the folder whose keys start with `prefix`
-/// ([`DirSource::key_prefix`]; empty: the folder keyed relative, which holds
+/// (`DirSource::key_prefix`; empty: the folder keyed relative, which holds
 /// every key but the full-path ones).
 pub fn key_in_folder(prefix: &str, key: &str) -> bool {
     key_below_folder(prefix, key).is_some()

@@ -21,11 +21,14 @@
 //! - `fence.rs`: the document's row lock that fences mirror cleanup.
 //! - `retention.rs`: the rows of `gc`'s history retention.
 //! - `ops.rs`: the seam: [`crate::store`]'s `Engine` for [`PgStore`].
+//! - `tls.rs`: TLS with libpq's `sslmode` meanings, through rustls.
+//! - `clock.rs`, `search_index.rs`: the server's clock offset; the search
+//!   index's statements.
 //!
-//! Callers use [`crate::Store`], which opens a `PgStore` for a `postgres://`
-//! location. The client is the synchronous `postgres` crate, which keeps the
-//! thread-pool design; connections are plain TCP or a Unix socket (no TLS
-//! connector yet).
+//! Callers use the store's facade, which opens a `PgStore` for a
+//! `postgres://` location. The client is the synchronous `postgres` crate,
+//! which keeps the thread-pool design; connections are TCP (TLS as the URL's
+//! `sslmode` says, `prefer` by default) or a Unix socket.
 
 mod batch;
 mod clock;

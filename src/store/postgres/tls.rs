@@ -58,10 +58,16 @@ impl Mode {
             other => {
                 return Err(Error::InvalidInput {
                     what: "PostgreSQL URL",
+                    // Not the value: a mistyped URL may have put a password there.
                     reason: format!(
-                        "sslmode {other:?} is not one leasehold takes: disable, prefer, require, verify-ca or verify-full"
+                        "sslmode takes disable, prefer, require, verify-ca or verify-full{}",
+                        if other == "allow" {
+                            " (not allow: it tries cleartext first)"
+                        } else {
+                            ""
+                        }
                     ),
-                })
+                });
             }
         })
     }
@@ -95,22 +101,46 @@ pub(crate) fn split(url: &str) -> Result<(String, Tls)> {
         split_key_value(url)
     };
     let mut tls = Tls::default();
+    let mut mode = None;
     for (key, value) in pairs {
         match key.as_str() {
-            "sslmode" => tls.mode = Mode::parse(&value)?,
+            "sslmode" => mode = Some(Mode::parse(&value)?),
             "sslrootcert" => tls.root = Some(value),
             "sslcert" => tls.client.0 = Some(PathBuf::from(value)),
             _ => tls.client.1 = Some(PathBuf::from(value)),
         }
     }
+    // The public roots vouch for anyone's own host name, so with them only
+    // `verify-full` means anything: it is their default, and libpq (16 and
+    // later) refuses a weaker mode beside them.
+    tls.mode = match (mode, tls.root.as_deref()) {
+        (None, Some("system")) => Mode::VerifyFull,
+        (Some(m), Some("system")) if m != Mode::VerifyFull => {
+            return Err(Error::InvalidInput {
+                what: "PostgreSQL URL",
+                reason: "sslrootcert=system goes with sslmode=verify-full only: any public \
+                         certificate passes a weaker check"
+                    .into(),
+            })
+        }
+        (m, _) => m.unwrap_or(Mode::Prefer),
+    };
     Ok((rest, tls))
 }
 
-/// A URL's query parameters that are ours, percent-decoded, cut out.
+/// A URL's query parameters that are ours, percent-decoded, cut out. The
+/// query is found where the client finds it: after the credentials (which
+/// end at the first `@`, whatever a password holds), the host (up to `/` or
+/// `?`) and the database (up to `?`).
 fn split_url(url: &str) -> (String, Vec<(String, String)>) {
-    let Some((base, query)) = url.split_once('?') else {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let after_credentials = url[after_scheme..]
+        .find('@')
+        .map_or(after_scheme, |i| after_scheme + i + 1);
+    let Some(at) = url[after_credentials..].find('?').map(|i| after_credentials + i) else {
         return (url.to_owned(), Vec::new());
     };
+    let (base, query) = (&url[..at], &url[at + 1..]);
     let (mut kept, mut ours) = (Vec::new(), Vec::new());
     for param in query.split('&') {
         let (key, value) = param.split_once('=').unwrap_or((param, ""));
@@ -215,7 +245,12 @@ impl Tls {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| refused(e.to_string()))?;
-        let roots = self.roots().map_err(refused)?;
+        // Nothing is read for a connection that will not be encrypted, and
+        // the roots only where the mode checks the server with them.
+        let roots = match self.mode {
+            Mode::Disable | Mode::Prefer => None,
+            Mode::Require | Mode::VerifyCa | Mode::VerifyFull => self.roots().map_err(refused)?,
+        };
         let chain = match (self.mode, roots) {
             (Mode::VerifyCa | Mode::VerifyFull, None) => {
                 return Err(refused(format!(
@@ -244,6 +279,7 @@ impl Tls {
         });
         let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
         let config = match &self.client {
+            _ if self.mode == Mode::Disable => builder.with_no_client_auth(),
             (None, None) => builder.with_no_client_auth(),
             (Some(cert), Some(key)) => {
                 let certs = read(cert)
@@ -306,7 +342,7 @@ pub(crate) fn hint(e: &::postgres::Error) -> Option<&'static str> {
         cause = c.source();
     }
     if text.contains("UnknownIssuer") {
-        Some("the server's certificate is not signed by an authority in sslrootcert")
+        Some("the server's certificate is not signed by an authority among the root certificates (sslrootcert)")
     } else if text.contains("certificate expired") || text.contains("Expired") {
         Some("the server's certificate has expired")
     } else {
@@ -432,7 +468,19 @@ mod tests {
     #[test]
     fn an_unknown_mode_and_a_verifying_mode_without_roots_are_refused() {
         let err = split("postgres://h/db?sslmode=allow").unwrap_err().to_string();
-        assert!(err.contains("sslmode \"allow\""), "{err}");
+        assert!(err.contains("not allow") && !err.contains("\"allow\""), "{err}");
+        let err = split("postgres://h/db?sslmode=require&sslrootcert=system")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("verify-full only"), "{err}");
+        let (_, tls) = split("postgres://h/db?sslrootcert=system").unwrap();
+        assert_eq!(tls.mode, Mode::VerifyFull);
+        // A `?` in the password is the password's: the query is after the host.
+        let (rest, tls) = split("postgres://u:pa?ss@db/app?sslmode=require&x=1").unwrap();
+        assert_eq!(
+            (rest.as_str(), tls.mode),
+            ("postgres://u:pa?ss@db/app?x=1", Mode::Require)
+        );
         let (_, tls) = split("postgres://h/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem").unwrap();
         let err = tls.connector("postgres://h/db").err().unwrap().to_string();
         assert!(err.contains("/nonexistent/ca.pem"), "{err}");

@@ -74,6 +74,23 @@ impl Target {
             Secret::new(String::from_utf8_lossy(password).into_owned());
         }
         config.ssl_mode(tls.ssl_mode());
+        // As libpq: TLS is never asked of a Unix socket, and an address
+        // given without a host name is the name TLS is told (the client
+        // would otherwise have none to give the handshake and fail).
+        let hosts = config.get_hosts();
+        let no_host = hosts.is_empty();
+        #[cfg(unix)]
+        let sockets_only = !no_host && hosts.iter().all(|h| matches!(h, Host::Unix(_)));
+        #[cfg(not(unix))]
+        let sockets_only = false;
+        if sockets_only {
+            config.ssl_mode(::postgres::config::SslMode::Disable);
+        }
+        if no_host {
+            for addr in config.get_hostaddrs().to_vec() {
+                config.host(&addr.to_string());
+            }
+        }
         let label = label(&config);
         Ok(Target { config, label, tls })
     }

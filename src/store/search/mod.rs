@@ -3,8 +3,11 @@
 //! and how a query is read.
 //!
 //! # Layout
-//! - `mod.rs`: the public vocabulary ([`Hit`], [`Tokenizer`], [`IndexCheck`],
-//!   [`IndexDoc`]).
+//! - `mod.rs`: the public vocabulary ([`Hit`], [`IndexCheck`], [`IndexDoc`],
+//!   [`Search`], [`SearchPage`]).
+//! - `tokenizer.rs`: how text is cut into terms ([`Tokenizer`]), its name
+//!   and meta row; `snippet.rs`: a hit's [`Snippet`] and the marks engines
+//!   put around a matched term.
 //! - `language.rs`: the query language people type (the default): words,
 //!   phrases, prefixes, exclusions, OR, groups, read into a tree and written
 //!   as an FTS5 expression or a PostgreSQL tsquery. Pure: no SQL is run there.
@@ -19,8 +22,9 @@
 //! Each engine's statements live in its driver, beside its other SQL:
 //! `sqlite/search_index.rs` (FTS5: written inside the completion's
 //! transaction, further parts staged before it, ranked by FTS5's own
-//! `bm25()`, checked, reset for another tokenizer), `sqlite/search_salvage.rs`
-//! (a damaged index removed without reading its pages) and
+//! `bm25()`, checked), `sqlite/search_table.rs` (the table made, its
+//! tokenizer chosen, reset for another, remade without reading its pages
+//! when they are damaged, which `sqlite/search_salvage.rs` runs) and
 //! `postgres/search_index.rs` (a `tsvector` column and its GIN index).
 //!
 //! The one rule: the index holds, for every document with an accepted result

@@ -41,7 +41,6 @@ use std::sync::{Mutex, PoisonError};
 use crate::stop::check_stop;
 use leasehold::extract::{ExtractError, Extracted, Extractor, Limits};
 #[cfg(unix)]
-#[cfg(unix)]
 mod capture;
 #[cfg(unix)]
 mod child;
