@@ -6,7 +6,9 @@
 //! What keeps it standing: at most [`MAX_CONNECTIONS`] connections (more are
 //! closed as they come), each closed when a request's head takes longer than
 //! the head timeout to arrive (a client that connects and sends nothing, or
-//! sends a byte a minute, or idles between requests); a head of at most 16
+//! sends a byte a minute, or idles between requests) or when an answer's
+//! write makes no progress for as long (a client that stopped reading, which
+//! would otherwise hold its connection for ever); a head of at most 16
 //! KiB; a queue of [`QUEUE`] requests before the handlers, past which the
 //! answer is 503 at once. A burst of keep-alive connections is read by the
 //! runtime, not by a thread per connection, so none waits on another's.
@@ -49,7 +51,8 @@ struct Shared {
 }
 
 /// Accept and answer on `listener` until the process ends; the guarded
-/// requests go to `jobs`. `head_timeout` bounds each request head's arrival.
+/// requests go to `jobs`. `head_timeout` bounds each request head's arrival,
+/// and how long an answer's write may make no progress.
 pub fn run(
     listener: std::net::TcpListener,
     access: Arc<Access>,
@@ -81,6 +84,8 @@ pub fn run(
                 continue;
             };
             let shared = shared.clone();
+            let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+            stream.set_write_timeout(Some(head_timeout));
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |request| answer(shared.clone(), request));
                 let connection = hyper::server::conn::http1::Builder::new()
@@ -88,7 +93,7 @@ pub fn run(
                     .header_read_timeout(head_timeout)
                     .max_buf_size(MAX_HEAD)
                     .keep_alive(true)
-                    .serve_connection(TokioIo::new(stream), service);
+                    .serve_connection(TokioIo::new(Box::pin(stream)), service);
                 if let Err(e) = connection.await {
                     tracing::debug!(target: "leasehold::serve", "{peer}: {e}");
                 }

@@ -322,3 +322,52 @@ fn idle_and_slow_connections_are_closed_and_others_served() {
     }
     assert_eq!(served.get("/api/search?q=lighthouse").json()["total"], 1);
 }
+
+/// A client that asks for a large answer and stops reading holds its
+/// connection no longer than the head timeout: the server stops writing
+/// and drops it, and serves the next request.
+#[test]
+fn a_client_that_stops_reading_is_dropped() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    // Far more than the loopback's socket buffers hold, so the write stalls.
+    let big = "lighthouse keeper\n".repeat(24 << 20 >> 4);
+    std::fs::write(docs.join("big.txt"), &big).unwrap();
+    let data = dir.path().join("data");
+    leasehold(&data, &["run", docs.to_str().unwrap(), "-q"]);
+    let served = Served::start(&data, &["--head-timeout", "500ms"]);
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    let ask = format!(
+        "GET /doc/original?key=big.txt HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\n\r\n",
+        served.host(),
+        served.cookie()
+    );
+    stream.write_all(ask.as_bytes()).unwrap();
+    // Not reading, for several times the timeout: the server's write stalls.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // What arrives now is what the buffers held: the server gave up on the
+    // rest and closed (the read timeout only bounds a hang: without the
+    // bound the whole answer comes, then the kept-alive connection waits).
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut got = Vec::new();
+    match stream.read_to_end(&mut got) {
+        Ok(_) => {}
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "not closed: {e}"),
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&got[..got.len().min(200)])
+    );
+    assert!(
+        got.len() < big.len(),
+        "the whole answer arrived ({} bytes)",
+        got.len()
+    );
+    // The server answers the next request.
+    assert_eq!(served.get("/api/status").status, 200);
+}
