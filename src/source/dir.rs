@@ -13,6 +13,12 @@
 //! attempt (and the document dies, the error being permanent); once it points
 //! inside again, the next scan queues the document again even if its
 //! fingerprint did not change.
+//!
+//! The files beside this one: `folder.rs` (the handle's fields, a walk's
+//! entries, why a file could not be opened), `keys.rs` (document keys),
+//! `known.rs` (the store's rows read beside the walk), `changed.rs` (a
+//! rescan of the paths a watcher saw change), `mailbox.rs` and
+//! `mailbox_split.rs` (a mailbox's messages as documents).
 
 use std::fs::File;
 use std::io::Read;

@@ -14,6 +14,8 @@
 //! between the steps of the third-party ones), and panic containment.
 //!
 //! # Layout
+//! - `registry`: [`ExtractorRegistry`], the guards every reader runs inside;
+//!   `detect`: which format a document is; `stop`: the stop flag's check.
 //! - `text`: decoding and binary sniffing; `html`, `markdown`: the markup formats.
 //! - `zipped`: opening zip containers, naming them, the inflate budget; `odf` (ODT, ODS,
 //!   ODP) and `epub` read their parts; `office` hands DOCX, XLSX and PPTX to office_oxide
@@ -21,6 +23,9 @@
 //! - `rtf`, `pdf`: the remaining binary formats.
 //! - `title`: what every format hands the document's own title to, which cleans and
 //!   bounds it; a title that cannot be read is no title, never a failed document.
+//! - `email`, `hwp`, `hwpx`, `ocr`: e-mail (attachments read through the
+//!   registry), Hangul, pictures' text through tesseract; `command`: external
+//!   converters; `isolated`: the child processes the formats run in.
 
 mod command;
 mod detect;

@@ -53,8 +53,11 @@ impl ExtractorRegistry {
         self.max_input_bytes
     }
 
-    /// Chooses the format ([`detect::detect`]: magic bytes first, then the
-    /// extension, then the content).
+    /// Chooses the format. Magic bytes come first because they cannot be wrong
+    /// by accident (a zip is told apart by its entries); the extension decides
+    /// between the text formats, which have no magic; content sniffing is the
+    /// last resort for unnamed text. Binary content no reader names is
+    /// `Unsupported` rather than decoded into garbage.
     pub fn detect(&self, name: &str, bytes: &[u8]) -> Result<Format, ExtractError> {
         detect::detect(name, bytes)
     }
