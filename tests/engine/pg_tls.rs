@@ -30,6 +30,23 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// `openssl req` with a new P-256 key (unencrypted) written to `key`, and
+/// `more` arguments.
+fn new_key_request(dir: &Path, key: &str, more: &[&str]) {
+    let mut args = vec![
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        key,
+    ];
+    args.extend_from_slice(more);
+    openssl(dir, &args);
+}
+
 /// An authority `name` (`name.key`, `name.crt`).
 fn authority(dir: &Path, name: &str) {
     let (key, crt, subject) = (
@@ -37,18 +54,11 @@ fn authority(dir: &Path, name: &str) {
         format!("{name}.crt"),
         format!("/CN={name}"),
     );
-    openssl(
+    new_key_request(
         dir,
+        &key,
         &[
-            "req",
             "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
             "-out",
             &crt,
             "-days",
@@ -73,23 +83,7 @@ fn signed(dir: &Path, name: &str, cn: &str, ca: &str, ext: &str) {
     );
     let ext_file = format!("{name}.ext");
     std::fs::write(dir.join(&ext_file), ext).unwrap();
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &format!("/CN={cn}"),
-        ],
-    );
+    new_key_request(dir, &key, &["-out", &csr, "-subj", &format!("/CN={cn}")]);
     openssl(
         dir,
         &[
