@@ -73,6 +73,25 @@ fn run_on_the_sample_corpus_indexes_every_format_and_a_rerun_does_nothing() {
     assert_eq!(accepted(data.path()), rows, "a re-run changed accepted results");
 }
 
+/// A command that ran a worker pool lets go of its store when it ends, as
+/// every other command does: the last handle's drop checkpoints the file and
+/// removes its `-wal` and `-shm` (the signal handler's stop handle kept one,
+/// and with it a WAL as large as the run's writes).
+#[test]
+fn a_run_leaves_no_write_ahead_log_behind() {
+    let data = tempfile::tempdir().unwrap();
+    let out = leasehold(data.path(), &["run", samples().to_str().unwrap(), "-q"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for sidecar in ["leasehold.db-wal", "leasehold.db-shm"] {
+        let path = data.path().join(sidecar);
+        assert!(
+            !path.exists(),
+            "{sidecar} left behind ({} bytes)",
+            std::fs::metadata(&path).map_or(0, |m| m.len())
+        );
+    }
+}
+
 #[test]
 fn two_work_processes_index_every_document_exactly_once() {
     let data = tempfile::tempdir().unwrap();
