@@ -421,7 +421,20 @@ fn a_data_directory_on_a_read_only_mount_is_read_immutable_when_it_has_no_wal() 
     let tmp = tempfile::tempdir().unwrap();
     let view = tmp.path().join("view");
     std::fs::create_dir(&view).unwrap();
-    let Some(probe) = through_read_only_mount(&c.data, &view, &["status"]) else {
+    // A data directory as a process leaves it while it works: its `-wal` and
+    // `-shm` beside the database (copied while a connection holds them; a
+    // command that ends takes them away).
+    let live = tmp.path().join("live");
+    {
+        let db = rusqlite::Connection::open(c.data.join("leasehold.db")).unwrap();
+        db.execute_batch("CREATE TABLE wal_probe (x); DROP TABLE wal_probe;")
+            .unwrap();
+        common::copy_tree(&c.data, &live);
+    }
+    for sidecar in ["leasehold.db-wal", "leasehold.db-shm"] {
+        assert!(live.join(sidecar).exists(), "{sidecar} not copied");
+    }
+    let Some(probe) = through_read_only_mount(&live, &view, &["status"]) else {
         eprintln!("skipped: no read-only bind mount here (unshare -r -m refused)");
         return;
     };
@@ -438,7 +451,7 @@ fn a_data_directory_on_a_read_only_mount_is_read_immutable_when_it_has_no_wal() 
     for sidecar in ["leasehold.db-wal", "leasehold.db-shm"] {
         let _ = std::fs::remove_file(copy.join(sidecar));
     }
-    for (data, immutable) in [(&c.data, false), (&copy, true)] {
+    for (data, immutable) in [(&live, false), (&copy, true)] {
         for (args, holds) in READS {
             let out = through_read_only_mount(data, &view, args).expect("mounted before");
             let err = stderr(&out);
