@@ -14,7 +14,7 @@ use super::worker::panic_message;
 use super::worker::{Batch, Pipeline, Processed, StagedBatch, Worker};
 use crate::error::Error;
 use crate::service::Service;
-use crate::store::Store;
+use crate::store::{Store, WorkWaker};
 
 /// How a pool runs.
 #[derive(Debug, Clone)]
@@ -124,7 +124,9 @@ pub struct StopHandle {
     stop_claiming: Arc<AtomicBool>,
     hard: Arc<AtomicBool>,
     cancel: Arc<Mutex<Option<Sender<()>>>>,
-    store: Store,
+    /// Wakes the pool's waiting workers (not the store itself: a handle kept
+    /// after its pool must not keep the database open).
+    wake: WorkWaker,
     failures: Arc<Failures>,
 }
 
@@ -139,7 +141,7 @@ impl StopHandle {
     /// Stop claiming; documents in flight may finish.
     pub fn stop_claiming(&self) {
         self.stop_claiming.store(true, Ordering::SeqCst);
-        self.store.notify_work();
+        self.wake.notify();
     }
 
     /// Stop claiming and ask running stages to stop; what is in flight is released.
@@ -238,7 +240,7 @@ impl WorkerPool {
             stop_claiming: Arc::new(AtomicBool::new(false)),
             hard: Arc::new(AtomicBool::new(false)),
             cancel: Arc::new(Mutex::new(Some(cancel_tx))),
-            store: pipeline.store.clone(),
+            wake: pipeline.store.work_waker(),
             failures: Arc::default(),
         };
         let mut pool = WorkerPool {
@@ -670,7 +672,7 @@ mod tests {
             stop_claiming: Arc::new(AtomicBool::new(false)),
             hard: Arc::new(AtomicBool::new(false)),
             cancel: Arc::new(Mutex::new(None)),
-            store,
+            wake: store.work_waker(),
             failures: Arc::default(),
         }
     }

@@ -110,6 +110,30 @@ struct WorkSignal {
     changed: Condvar,
 }
 
+impl WorkSignal {
+    /// Wake every thread in [`Store::wait_for_work`].
+    fn notify(&self) {
+        let mut g = self.generation.lock().unwrap_or_else(|e| e.into_inner());
+        g.count += 1;
+        if g.waiters > 0 {
+            self.changed.notify_all();
+        }
+    }
+}
+
+/// What wakes a store's waiting workers without holding the store: a pool's
+/// stop handle keeps one, so that a handle kept after its pool (a signal
+/// handler's) does not keep the database open.
+#[derive(Clone)]
+pub(crate) struct WorkWaker(Arc<WorkSignal>);
+
+impl WorkWaker {
+    /// As [`Store::notify_work`].
+    pub(crate) fn notify(&self) {
+        self.0.notify();
+    }
+}
+
 /// The count [`Store::work_token`] hands out, and how many threads wait on
 /// it: a notify with nobody waiting skips the wake-up (a system call per
 /// completion). Both change under the one mutex, so no wake-up is lost.
@@ -133,7 +157,7 @@ struct Inner {
     name: PathBuf,
     opts: StoreOptions,
     /// Kept here for both engines: it wakes threads of this process only.
-    signal: WorkSignal,
+    signal: Arc<WorkSignal>,
     /// What this handle last saw of the `migrate` marker.
     moved: Mutex<Moved>,
 }
@@ -234,7 +258,7 @@ impl Store {
                 backend,
                 name,
                 opts,
-                signal: WorkSignal::default(),
+                signal: Arc::default(),
                 moved: Mutex::new(Moved::default()),
             }),
         })
@@ -1002,12 +1026,12 @@ impl Store {
 
     /// Wake every thread in [`Store::wait_for_work`].
     pub fn notify_work(&self) {
-        let s = &self.inner.signal;
-        let mut g = s.generation.lock().unwrap_or_else(|e| e.into_inner());
-        g.count += 1;
-        if g.waiters > 0 {
-            s.changed.notify_all();
-        }
+        self.inner.signal.notify();
+    }
+
+    /// What wakes this store's waiting workers, without holding the store.
+    pub(crate) fn work_waker(&self) -> WorkWaker {
+        WorkWaker(self.inner.signal.clone())
     }
 }
 

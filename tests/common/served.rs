@@ -29,10 +29,18 @@ impl Served {
             .stderr(Stdio::null())
             .spawn()
             .expect("start leasehold serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("serve prints its address");
+        // Read on a thread of its own, so that a server that never prints
+        // fails the test instead of hanging it.
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("serve prints its address within a minute");
         let url = line.trim().to_owned();
         let rest = url
             .strip_prefix("http://127.0.0.1:")
@@ -79,10 +87,22 @@ impl Served {
     }
 }
 
-impl Drop for Served {
-    fn drop(&mut self) {
+impl Served {
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stop the server now (dropping it does the same).
+    pub fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -138,8 +138,11 @@ fn tls_server(dir: &Path) -> PgServer {
 /// Whether `psql` connects with `url`, and whether its session is encrypted.
 fn psql(url: &str, home: &Path) -> Option<bool> {
     let out = Command::new("psql")
+        // -w: never ask for a password (a case that falls to a password line
+        // fails at once instead of waiting on the terminal).
         .args([
             url,
+            "-w",
             "-Atc",
             "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
         ])
@@ -185,6 +188,13 @@ fn store(server: &PgServer, url: &str) -> Result<bool, String> {
 
 #[test]
 fn every_sslmode_connects_or_refuses_as_libpq_does() {
+    // The store reads this process's own default root file, psql an empty
+    // HOME's: with such a file here the two would judge `require` apart.
+    let own_root = std::env::var_os("HOME").map(|h| Path::new(&h).join(".postgresql/root.crt"));
+    if own_root.as_ref().is_some_and(|r| r.exists()) {
+        eprintln!("skipped: {} exists on this machine", own_root.unwrap().display());
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -30,10 +30,22 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The tests' server and client (`tests/common/served.rs`).
+#[path = "../../../tests/common/served.rs"]
+mod served;
+use served::Served;
+
+/// `leasehold --data DATA`, as `tests/common` spells it (`served.rs` asks for it).
+fn leasehold_command(data: &Path) -> Command {
+    let mut command = Command::new(BIN);
+    command.arg("--data").arg(data);
+    command
+}
 
 #[path = "common/tree.rs"]
 #[allow(dead_code)]
@@ -85,9 +97,7 @@ fn main() {
     ensure_tree(&tree, args.docs, &vocab);
     let data = tmp.path().join("data");
     let started = Instant::now();
-    let indexed = Command::new(BIN)
-        .arg("--data")
-        .arg(&data)
+    let indexed = leasehold_command(&data)
         .args(["run", "-q"])
         .arg(&tree)
         .status()
@@ -102,9 +112,7 @@ fn main() {
     let more = tmp.path().join("more");
     ensure_tree(&more, (args.docs / 10).max(100), &vocabulary(SEED + 1));
     let mut server = Server::start(&data, args.handlers);
-    let mut run = Command::new(BIN)
-        .arg("--data")
-        .arg(&data)
+    let mut run = leasehold_command(&data)
         .args(["run", "-q", "--json"])
         .arg(&more)
         .stdout(Stdio::piped())
@@ -112,14 +120,14 @@ fn main() {
         .spawn()
         .expect("the run beside the load");
     let words: Vec<(usize, String)> = RANKS.iter().map(|&r| (r, vocab[r].clone())).collect();
-    let cpu_before = cpu_seconds(server.child.id());
+    let cpu_before = cpu_seconds(server.served.pid());
     let load = load(
         &mut server,
         &words,
         args.clients,
         Duration::from_secs(args.seconds),
     );
-    let cpu_used = cpu_seconds(server.child.id())
+    let cpu_used = cpu_seconds(server.served.pid())
         .zip(cpu_before)
         .map(|(after, before)| after - before);
     let mut summary = String::new();
@@ -237,9 +245,10 @@ fn percentiles(v: &[f64]) -> [f64; 4] {
     [at(0.5), at(0.95), at(0.99), v.last().copied().unwrap_or(0.0)]
 }
 
-/// A running `leasehold serve`, and its memory as sampled.
+/// A running `leasehold serve` (the tests' own, `tests/common/served.rs`),
+/// and its memory as sampled.
 struct Server {
-    child: Child,
+    served: Served,
     port: u16,
     cookie: String,
     rss_start: Option<u64>,
@@ -249,31 +258,17 @@ struct Server {
 
 impl Server {
     fn start(data: &Path, handlers: Option<usize>) -> Server {
-        let mut command = Command::new(BIN);
-        command.arg("--data").arg(data).arg("serve");
-        if let Some(h) = handlers {
-            command.args(["--handlers", &h.to_string()]);
-        }
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("leasehold serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("the address");
-        let rest = line
-            .trim()
-            .strip_prefix("http://127.0.0.1:")
-            .expect("a loopback address");
-        let (port, token) = rest.split_once("/?token=").expect("a token");
-        let port: u16 = port.parse().unwrap();
-        let rss = rss_kib(child.id());
+        let handlers = handlers.map(|h| h.to_string());
+        let args: Vec<&str> = match &handlers {
+            Some(h) => vec!["--handlers", h],
+            None => vec![],
+        };
+        let served = Served::start(data, &args);
+        let rss = rss_kib(served.pid());
         Server {
-            child,
-            port,
-            cookie: format!("leasehold_{port}={token}"),
+            port: served.port,
+            cookie: served.cookie(),
+            served,
             rss_start: rss,
             rss_peak: rss,
             rss_end: None,
@@ -281,14 +276,13 @@ impl Server {
     }
 
     fn sample(&mut self) {
-        let now = rss_kib(self.child.id());
+        let now = rss_kib(self.served.pid());
         self.rss_peak = self.rss_peak.max(now);
         self.rss_end = now;
     }
 
     fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.served.stop();
     }
 }
 

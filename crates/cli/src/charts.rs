@@ -45,11 +45,14 @@ fn open_svg(class: &str, height: f64, label: &str) -> String {
 
 /// What a chart with nothing to draw says.
 pub const EMPTY: &str = "no data in the history";
+/// How that saying starts in the SVG: a label's own text, escaped, never holds
+/// it, so a chart whose labels say "no data" is not taken for an empty one.
+pub const EMPTY_MARK: &str = "<text class=\"empty\"";
 
 fn empty(svg: &mut String, height: f64) {
     let _ = write!(
         svg,
-        "<text class=\"empty\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{EMPTY}</text>",
+        "{EMPTY_MARK} x=\"{}\" y=\"{}\" text-anchor=\"middle\">{EMPTY}</text>",
         WIDTH / 2.0,
         height / 2.0
     );

@@ -202,9 +202,14 @@ pub(crate) fn figures(store: &Store) -> leasehold::Result<serde_json::Value> {
     }))
 }
 
-/// The milliseconds a completion's detail says its document took.
+/// The milliseconds a completion's detail says its document took: the
+/// worker's `took N ms`, after the extractor's note (`…; took N ms`) or as
+/// the whole note when the extractor gave none (`extracted as took N ms`).
 fn took_ms(detail: &str) -> Option<u64> {
-    let (_, rest) = detail.rsplit_once("; took ")?;
+    let (before, rest) = detail.rsplit_once("took ")?;
+    if !(before.ends_with("; ") || before.ends_with("extracted as ")) {
+        return None;
+    }
     rest.strip_suffix(" ms")?.parse().ok()
 }
 
@@ -363,7 +368,7 @@ pub fn render(store: &Store) -> leasehold::Result<String> {
     section(
         &mut html,
         "slowest",
-        "Slowest documents (seconds from claim to completion)",
+        "Slowest documents (seconds each took: fetch, extraction, write; from claim to completion before that was recorded)",
         &charts::bars("slowest documents", &slow),
     );
     html.push_str("</body></html>\n");
@@ -372,7 +377,7 @@ pub fn render(store: &Store) -> leasehold::Result<String> {
 
 /// A chart under its title; one with no data is a closed section saying so.
 fn section(html: &mut String, id: &str, title: &str, chart: &str) {
-    let (open, none) = match chart.contains(charts::EMPTY) {
+    let (open, none) = match chart.contains(charts::EMPTY_MARK) {
         true => ("", " <small>(no data)</small>"),
         false => (" open", ""),
     };
@@ -438,6 +443,11 @@ mod tests {
                 format!("version v; r; sha256 s; extracted as plain_text, encoding utf-8; took {took} ms");
             lines.push(done);
         }
+        // An extractor that names no format: the time is the whole note.
+        let mut bare = line(5, 2_000, "completed", "indexed");
+        bare.detail = "version v; r; sha256 s; extracted as took 300 ms".into();
+        lines.push(line(5, 1_000, "claimed", "extracting"));
+        lines.push(bare);
         let mut old = line(4, 2_500, "completed", "indexed");
         old.detail = "version v; r; sha256 s; extracted as plain_text".into();
         lines.push(line(4, 1_000, "claimed", "extracting"));
@@ -447,6 +457,7 @@ mod tests {
             [
                 ("k4.txt".to_owned(), 1.5),
                 ("k2.txt".to_owned(), 0.9),
+                ("k5.txt".to_owned(), 0.3),
                 ("k1.txt".to_owned(), 0.04),
                 ("k3.txt".to_owned(), 0.007)
             ]

@@ -102,7 +102,6 @@ pub fn work_pool_beside(
         }
     }
     pool.join();
-    forget_current_pool();
     progress.done();
     summary.failures_shown_live = progress.shows_failures();
     summary.halted = handle.halted();
@@ -189,13 +188,6 @@ pub fn stop_requested() -> bool {
 /// first step; the others keep the default (a signal ends them at once).
 pub fn catch_interrupts() {
     signals::catch(on_interrupt);
-}
-
-/// The pool has ended: a signal has nothing left to stop, and the store
-/// handle its stop handle holds is let go, so that the command's last handle
-/// closes the database when it ends (its log checkpointed and removed).
-fn forget_current_pool() {
-    *CURRENT_POOL.lock().unwrap_or_else(|e| e.into_inner()) = None;
 }
 
 /// Make `handle`'s pool the one a signal stops; if a signal already came

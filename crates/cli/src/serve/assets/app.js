@@ -341,9 +341,14 @@ function chartSection(id, title, hasData, draw) {
   return section;
 }
 
+// One history read at a time: on a large history a read may take longer
+// than the interval, and reads piled up would hold the handlers.
+let drawing = false;
 async function drawCharts() {
+  if (drawing) return;
+  drawing = true;
   let f;
-  try { f = await getJson("/api/history"); } catch (e) { return; }
+  try { f = await getJson("/api/history"); } catch (e) { return; } finally { drawing = false; }
   const any = (values) => (values || []).some((v) => v > 0);
   const over = !!f.starts.length;
   $("charts").replaceChildren(
