@@ -258,23 +258,22 @@ impl Config {
     /// A working command starts: the settings in force, as the flags, the
     /// configuration file and the defaults made them.
     pub fn log_started(&self, command: &'static str) {
-        let cfg = self;
-        let limits = &cfg.extract.limits;
-        let source = cfg.recorded_sources().join(", ");
+        let limits = &self.extract.limits;
+        let source = self.recorded_sources().join(", ");
         // Strings, not `Display`s: the text format then escapes what they hold.
-        let database = cfg.store.path().display().to_string();
-        let mirror = cfg.mirror.root().display().to_string();
+        let database = self.store.path().display().to_string();
+        let mirror = self.mirror.root().display().to_string();
         tracing::info!(
             target: super::logs::TARGET,
             event = "started",
             command,
-            data = cfg.data_name(),
+            data = self.data_name(),
             database = database.as_str(),
             mirror = mirror.as_str(),
             source = leasehold::secret::redact(&source).as_str(),
-            workers = cfg.workers,
-            claim_ahead = cfg.claim_ahead,
-            lease_ms = leasehold::clock::duration_ms(cfg.store.options().lease),
+            workers = self.workers,
+            claim_ahead = self.claim_ahead,
+            lease_ms = leasehold::clock::duration_ms(self.store.options().lease),
             max_input = limits.max_input_bytes,
             extract_memory = limits.memory_bytes,
             extract_timeout_ms = leasehold::clock::duration_ms(limits.deadline),
@@ -282,7 +281,7 @@ impl Config {
             extract_cpu_ms = leasehold::clock::duration_ms(limits.cpu_time),
             extract_cpu_per_mib_ms = leasehold::clock::duration_ms(limits.cpu_time_per_mib),
             max_text = limits.max_output_bytes,
-            isolated = cfg.extract.isolated,
+            isolated = self.extract.isolated,
             "{command} started"
         );
     }

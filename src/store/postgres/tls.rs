@@ -37,9 +37,11 @@ pub(crate) type Connector = MakeRustlsConnect;
 const OPTIONS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
 
 /// How the connection is protected, as libpq names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Mode {
     Disable,
+    /// libpq's default.
+    #[default]
     Prefer,
     Require,
     VerifyCa,
@@ -74,23 +76,13 @@ impl Mode {
 }
 
 /// The TLS options of a connection string.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Tls {
     pub(crate) mode: Mode,
     /// `sslrootcert`: a file, or `system`.
     root: Option<String>,
     /// `sslcert` and `sslkey`.
     client: (Option<PathBuf>, Option<PathBuf>),
-}
-
-impl Default for Tls {
-    fn default() -> Tls {
-        Tls {
-            mode: Mode::Prefer,
-            root: None,
-            client: (None, None),
-        }
-    }
 }
 
 /// `url` without its TLS options, and those options.
