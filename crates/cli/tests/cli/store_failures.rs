@@ -94,7 +94,11 @@ fn failing_store_writes_are_shown_then_stop_the_command_and_a_rerun_loses_nothin
         "no failure shown as it happened:\n{stderr}"
     );
     // ... without a flood: a failure repeated by every worker is a few lines.
-    assert!(lines.len() < 40, "{} lines on stderr:\n{stderr}", lines.len());
+    // (Counted apart from the other lines: the documents claimed ahead whose
+    // leases ran out while the store failed are taken over, one line each,
+    // and how many depends on the timing.)
+    let failures = lines.iter().filter(|l| l.contains("leasehold.db: ")).count();
+    assert!(failures < 40, "{failures} failure lines on stderr:\n{stderr}");
     // Standard output is still one JSON document, which says why it stopped.
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert!(summary["halted"]
