@@ -136,6 +136,15 @@ pub enum Error {
         #[source]
         source: DatabaseError,
     },
+    /// A pooler in front of the PostgreSQL server hands out server sessions
+    /// in a way the store cannot work with (per statement: no transactions).
+    #[error("{url}: {reason}")]
+    PostgresPooler {
+        /// The database's URL without its password.
+        url: String,
+        /// What the pooler refused and which pooling mode the store needs.
+        reason: String,
+    },
     /// A PostgreSQL statement or transaction failed.
     #[error("{url}: {}", pg_detail(.source))]
     Postgres {

@@ -90,6 +90,7 @@ webhook = "{hook}"
         let db_url = match backend {
             Backend::Sqlite => None,
             Backend::Postgres => Some(pg::server().fresh_database()),
+            Backend::PgBouncer => Some(super::pgbouncer::pooler().fresh_database()),
         };
         let dir = tempfile::tempdir().unwrap();
         let up = Upstream::start();

@@ -9,6 +9,7 @@ pub mod gate_env;
 pub mod hostile;
 pub mod output;
 pub mod pg;
+pub mod pgbouncer;
 pub mod served;
 pub mod upstream_server;
 
@@ -56,6 +57,9 @@ pub enum Backend {
     Sqlite,
     /// A fresh database on the test binary's PostgreSQL server (`pg::server`).
     Postgres,
+    /// The same, reached through PgBouncer in transaction pooling mode
+    /// (`pgbouncer::pooler`).
+    PgBouncer,
 }
 
 /// A database of one engine for one test, with the test's manual clock. The
@@ -75,6 +79,7 @@ impl TestDb {
         let location = match backend {
             Backend::Sqlite => dir.path().join("leasehold.db").display().to_string(),
             Backend::Postgres => pg::server().fresh_database(),
+            Backend::PgBouncer => pgbouncer::pooler().fresh_database(),
         };
         TestDb {
             backend,
@@ -105,8 +110,9 @@ impl TestDb {
     }
 }
 
-/// Run each named test body, a `fn(Backend)`, as two tests: `sqlite::NAME`
-/// and `postgres::NAME`.
+/// Run each named test body, a `fn(Backend)`, as three tests: `sqlite::NAME`,
+/// `postgres::NAME` and `pgbouncer::NAME` (PostgreSQL behind a pooler in
+/// transaction mode).
 #[macro_export]
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
@@ -120,6 +126,12 @@ macro_rules! on_both_backends {
             $(#[test]
             fn $name() {
                 super::$name($crate::common::Backend::Postgres)
+            })*
+        }
+        mod pgbouncer {
+            $(#[test]
+            fn $name() {
+                super::$name($crate::common::Backend::PgBouncer)
             })*
         }
     };

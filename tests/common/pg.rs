@@ -113,9 +113,9 @@ struct Cluster {
 }
 
 #[derive(Clone, Copy)]
-struct UnixUser {
-    uid: u32,
-    gid: u32,
+pub(super) struct UnixUser {
+    pub(super) uid: u32,
+    pub(super) gid: u32,
 }
 
 impl PgServer {
@@ -414,7 +414,7 @@ rm -rf "$2""#;
     (child, stdin)
 }
 
-fn as_user(cmd: &mut Command, user: Option<UnixUser>) {
+pub(super) fn as_user(cmd: &mut Command, user: Option<UnixUser>) {
     if let Some(user) = user {
         // Setting the uid from root also drops root's supplementary groups.
         cmd.uid(user.uid).gid(user.gid);
@@ -465,7 +465,7 @@ pub fn find_bin_dir() -> Option<PathBuf> {
     versions.pop().map(|(_, bin)| bin)
 }
 
-fn is_root() -> bool {
+pub(super) fn is_root() -> bool {
     // SAFETY: geteuid cannot fail and touches no memory of ours.
     unsafe { libc::geteuid() == 0 }
 }
@@ -474,7 +474,7 @@ fn is_root() -> bool {
 /// created as a system user if missing (under a file lock: test binaries may
 /// start together, and `useradd` refuses to run while another holds
 /// /etc/passwd).
-fn unprivileged_user() -> UnixUser {
+pub(super) fn unprivileged_user() -> UnixUser {
     for name in ["postgres", "leasehold-pg"] {
         if let Some(user) = lookup_user(name) {
             return user;

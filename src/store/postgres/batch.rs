@@ -190,8 +190,8 @@ impl<'a> Plan<'a> {
                 complete_detail_after(&c.result_path, &c.checksum, c.note.as_deref())
             })
             .collect();
-        let rows = conn.query(
-            &statement,
+        let rows = statement.query(
+            &mut **conn,
             &[
                 &now,
                 &ahead,

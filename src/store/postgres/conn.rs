@@ -5,7 +5,12 @@
 //! completion and their history lines) are prepared once per connection
 //! instead and kept with it, so each costs one round trip. A connection
 //! the pool drops (broken, or closed by a server restart) takes its
-//! statements with it; a new one prepares them again.
+//! statements with it; a new one prepares them again. Behind a pooler that
+//! hands out server sessions per transaction (`pooler.rs`), a statement
+//! prepared in one session is not there in the next: the hot statements are
+//! then sent unnamed with their parameter types, parsed and run in one
+//! round trip ([`Prepared::Unnamed`]); the types are learnt once per
+//! connection, inside a transaction, whose end closes what it prepared.
 //!
 //! Every connection is checked (an empty query) as it is handed out, except
 //! to the callers that can tell a connection that died from a failure of
@@ -19,16 +24,115 @@ use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
-use ::postgres::{Client, Statement, Transaction};
+use ::postgres::types::{ToSql, Type};
+use ::postgres::{Client, GenericClient, Row, Statement, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
+
+use super::pooler::{Pooling, SharedPooling};
 
 /// How long after a connection last answered it is handed out unchecked.
 pub(crate) const TRUSTED_FOR: Duration = Duration::from_millis(500);
 
+/// A hot statement ready to run on a connection (see the module's docs).
+#[derive(Clone)]
+pub(crate) enum Prepared {
+    /// Prepared under a name on this connection's one server session, kept.
+    Kept(Statement),
+    /// Sent with its text each time, unnamed, its parameters typed.
+    Unnamed { sql: &'static str, types: Vec<Type> },
+}
+
+impl Prepared {
+    /// Run it with `params`; its rows.
+    pub(crate) fn query(
+        &self,
+        db: &mut impl GenericClient,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, ::postgres::Error> {
+        match self {
+            Prepared::Kept(s) => db.query(s, params),
+            Prepared::Unnamed { sql, types } => db.query_typed(sql, &typed(params, types)),
+        }
+    }
+
+    /// Run it with `params`; its one row, if any (more is an error).
+    pub(crate) fn query_opt(
+        &self,
+        db: &mut impl GenericClient,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, ::postgres::Error> {
+        match self {
+            Prepared::Kept(s) => db.query_opt(s, params),
+            Prepared::Unnamed { sql, types } => db.query_typed_opt(sql, &typed(params, types)),
+        }
+    }
+
+    /// Run it with `params`; the rows it changed.
+    pub(crate) fn execute(
+        &self,
+        db: &mut impl GenericClient,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, ::postgres::Error> {
+        match self {
+            Prepared::Kept(s) => db.execute(s, params),
+            Prepared::Unnamed { sql, types } => db.execute_typed(sql, &typed(params, types)),
+        }
+    }
+}
+
+/// Each parameter with the type the server gave it when the statement was
+/// first prepared (a missing type, which a statement's text cannot make,
+/// goes as text and the server says what is wrong).
+fn typed<'p>(params: &[&'p (dyn ToSql + Sync)], types: &[Type]) -> Vec<(&'p (dyn ToSql + Sync), Type)> {
+    params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (*p, types.get(i).cloned().unwrap_or(Type::TEXT)))
+        .collect()
+}
+
+/// The statements of one connection, by their text: kept under their names,
+/// or only their parameter types ([`Pooling::PerTransaction`]).
+struct Statements {
+    pooling: SharedPooling,
+    kept: HashMap<&'static str, Statement>,
+    types: HashMap<&'static str, Vec<Type>>,
+}
+
+impl Statements {
+    fn known(&self, sql: &'static str) -> Option<Prepared> {
+        match self.pooling.get() {
+            Pooling::PerConnection => self.kept.get(sql).cloned().map(Prepared::Kept),
+            Pooling::PerTransaction => self.types.get(sql).map(|types| Prepared::Unnamed {
+                sql,
+                types: types.clone(),
+            }),
+        }
+    }
+
+    /// `statement`, just prepared inside a transaction or (per connection)
+    /// outside one, as it is run from now on.
+    fn learn(&mut self, sql: &'static str, statement: Statement) -> Prepared {
+        match self.pooling.get() {
+            Pooling::PerConnection => {
+                self.kept.insert(sql, statement.clone());
+                Prepared::Kept(statement)
+            }
+            Pooling::PerTransaction => {
+                // Dropping the statement closes it before the transaction
+                // that prepared it ends.
+                let types = statement.params().to_vec();
+                self.types.insert(sql, types.clone());
+                Prepared::Unnamed { sql, types }
+            }
+        }
+    }
+}
+
 /// One pooled connection and the statements prepared on it, by their text.
 pub(crate) struct Conn {
     client: Client,
-    statements: HashMap<&'static str, Statement>,
+    statements: Statements,
     /// When it last completed a transaction or a read; `None` when it never
     /// did, or failed since (it is checked before its next use).
     answered_at: Option<Instant>,
@@ -48,14 +152,36 @@ impl Conn {
     }
 
     /// `sql` prepared on this connection, for a statement that runs outside
-    /// any transaction: once, then kept.
-    pub(crate) fn prepared(&mut self, sql: &'static str) -> Result<Statement, ::postgres::Error> {
-        if let Some(s) = self.statements.get(sql) {
-            return Ok(s.clone());
+    /// any transaction: once, then kept (per transaction pooling: its types
+    /// learnt in a transaction of their own, once).
+    pub(crate) fn prepared(&mut self, sql: &'static str) -> Result<Prepared, ::postgres::Error> {
+        if let Some(p) = self.statements.known(sql) {
+            return Ok(p);
         }
-        let s = self.client.prepare(sql)?;
-        self.statements.insert(sql, s.clone());
-        Ok(s)
+        match self.statements.pooling.get() {
+            Pooling::PerConnection => {
+                let s = self.client.prepare(sql)?;
+                Ok(self.statements.learn(sql, s))
+            }
+            Pooling::PerTransaction => {
+                let mut tx = self.client.transaction()?;
+                let s = tx.prepare(sql)?;
+                let p = self.statements.learn(sql, s);
+                tx.commit()?;
+                Ok(p)
+            }
+        }
+    }
+
+    /// How this connection's server sessions are given out.
+    pub(crate) fn pooling(&self) -> Pooling {
+        self.statements.pooling.get()
+    }
+
+    /// Whether `e` showed that sessions are pooled per transaction (learnt
+    /// for every connection of the pool): the operation may run again.
+    pub(crate) fn learn_pooling(&self, e: &::postgres::Error) -> bool {
+        self.statements.pooling.learn_from(e)
     }
 
     /// Whether it may be handed out without a round trip.
@@ -78,14 +204,17 @@ impl Conn {
     }
 
     /// A transaction that can use (and add to) the connection's statements.
+    /// Per transaction pooling, it sets the time limits a direct connection
+    /// sets once ([`super::session_limits`]) for itself.
     pub(crate) fn transaction(&mut self) -> Result<Tx<'_>, ::postgres::Error> {
         let Conn {
             client, statements, ..
         } = self;
-        Ok(Tx {
-            tx: client.transaction()?,
-            statements,
-        })
+        let mut tx = client.transaction()?;
+        if statements.pooling.get() == Pooling::PerTransaction {
+            tx.batch_execute(&super::session_limits("SET LOCAL"))?;
+        }
+        Ok(Tx { tx, statements })
     }
 }
 
@@ -102,8 +231,12 @@ impl DerefMut for Conn {
     }
 }
 
-/// The pool's manager: `r2d2_postgres`'s, with a statement map per connection.
-pub(crate) struct Manager(pub(crate) PostgresConnectionManager<super::tls::Connector>);
+/// The pool's manager: `r2d2_postgres`'s, with a statement map per
+/// connection, and how the server's sessions are pooled.
+pub(crate) struct Manager(
+    pub(crate) PostgresConnectionManager<super::tls::Connector>,
+    pub(crate) SharedPooling,
+);
 
 impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -118,7 +251,11 @@ impl r2d2::ManageConnection for Manager {
     fn connect(&self) -> Result<Conn, ::postgres::Error> {
         Ok(Conn {
             client: self.0.connect()?,
-            statements: HashMap::new(),
+            statements: Statements {
+                pooling: self.1.clone(),
+                kept: HashMap::new(),
+                types: HashMap::new(),
+            },
             answered_at: None,
             broken: false,
         })
@@ -139,18 +276,17 @@ impl r2d2::ManageConnection for Manager {
 /// through `Deref`, and [`Tx::prepared`].
 pub(crate) struct Tx<'a> {
     tx: Transaction<'a>,
-    statements: &'a mut HashMap<&'static str, Statement>,
+    statements: &'a mut Statements,
 }
 
 impl<'a> Tx<'a> {
     /// `sql` prepared on this connection: once, then kept.
-    pub(crate) fn prepared(&mut self, sql: &'static str) -> Sql<Statement> {
-        if let Some(s) = self.statements.get(sql) {
-            return Ok(s.clone());
+    pub(crate) fn prepared(&mut self, sql: &'static str) -> Sql<Prepared> {
+        if let Some(p) = self.statements.known(sql) {
+            return Ok(p);
         }
         let s = self.tx.prepare(sql)?;
-        self.statements.insert(sql, s.clone());
-        Ok(s)
+        Ok(self.statements.learn(sql, s))
     }
 
     pub(crate) fn commit(self) -> Sql<()> {

@@ -58,18 +58,33 @@ pub(crate) fn migrate(client: &mut Client, label: &str) -> Result<i64> {
 
 /// Whether leasehold's tables were ever made here (the version table exists).
 pub(crate) fn has_schema(client: &mut Client, label: &str) -> Result<bool> {
-    client
-        .query_one("SELECT to_regclass('leasehold_schema') IS NOT NULL", &[])
-        .and_then(|row| row.try_get(0))
-        .map_err(|source| pg_error(label, source))
+    let value = one_value(
+        client,
+        "SELECT to_regclass('leasehold_schema') IS NOT NULL",
+        label,
+    )?;
+    Ok(value.as_deref() == Some("t"))
 }
 
 /// The applied version, read without taking the migration lock.
 pub(crate) fn applied_version(client: &mut Client, label: &str) -> Result<i64> {
-    client
-        .query_one("SELECT version FROM leasehold_schema", &[])
-        .and_then(|row| row.try_get(0))
-        .map_err(|source| pg_error(label, source))
+    let value = one_value(client, "SELECT version FROM leasehold_schema", label)?;
+    value
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| Error::Internal(format!("{label}: leasehold_schema holds no version")))
+}
+
+/// The first column of the first row of `sql`, as text: a simple query,
+/// one exchange with no statement left behind, as a pooler per transaction
+/// needs outside a transaction (`pooler.rs`).
+fn one_value(client: &mut Client, sql: &str, label: &str) -> Result<Option<String>> {
+    let answer = client
+        .simple_query(sql)
+        .map_err(|source| pg_error(label, source))?;
+    Ok(answer.iter().find_map(|m| match m {
+        ::postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+        _ => None,
+    }))
 }
 
 /// Create the version table if needed and read the version, refusing a newer one.
@@ -100,6 +115,10 @@ fn apply(client: &mut Client, label: &str, version: i64, sql: &str) -> Result<()
 
 fn begin_locked<'a>(client: &'a mut Client, label: &str) -> Result<Transaction<'a>> {
     let mut tx = client.transaction().map_err(|source| pg_error(label, source))?;
+    // The open's connection sets them for its session only when it keeps
+    // one (`pooler.rs`); a migration waits no longer either way.
+    tx.batch_execute(&super::session_limits("SET LOCAL"))
+        .map_err(|source| pg_error(label, source))?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .map_err(|source| pg_error(label, source))?;
     Ok(tx)

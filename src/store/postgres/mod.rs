@@ -8,6 +8,8 @@
 //! - `migrate.rs`: the versioned sections, applied once each under an
 //!   advisory lock.
 //! - `conn.rs`: pooled connections that keep their prepared statements.
+//! - `pooler.rs`: whether a pooler hands out server sessions per
+//!   transaction (then nothing is kept in a session).
 //! - `tx.rs`: READ COMMITTED transactions with "now" from the injected clock,
 //!   bounded retries after a serialization failure or a deadlock.
 //! - `queue.rs`: the queue's rows (enqueue, requeue, scans, settings).
@@ -39,6 +41,7 @@ mod group;
 mod migrate;
 mod ops;
 mod outbox;
+mod pooler;
 mod queue;
 mod read;
 mod retention;
@@ -123,22 +126,29 @@ pub const ROW_LOCK_WAIT: Duration = Duration::from_millis(100);
 /// claim may have overtaken.
 pub const CLEANUP_DEADLINE: Duration = Duration::from_secs(30);
 
-/// The session settings above, as one statement run on every new connection.
-fn session_limits() -> String {
+/// The time limits above as one statement: `set` is `SET` (run once on
+/// every new connection that keeps its server session) or `SET LOCAL` (run
+/// by every transaction behind a pooler per transaction, where a session's
+/// settings would stay with a server session other clients get next).
+fn session_limits(set: &str) -> String {
     format!(
-        "SET lock_timeout = '{}ms'; SET idle_in_transaction_session_timeout = '{}ms'",
+        "{set} lock_timeout = '{}ms'; {set} idle_in_transaction_session_timeout = '{}ms'",
         LOCK_WAIT.as_millis(),
         IDLE_IN_TRANSACTION.as_millis()
     )
 }
 
-/// Applies [`session_limits`] to each connection the pool makes.
+/// Applies [`session_limits`] to each connection the pool makes that keeps
+/// its server session.
 #[derive(Debug)]
 struct SessionLimits;
 
 impl r2d2::CustomizeConnection<conn::Conn, ::postgres::Error> for SessionLimits {
     fn on_acquire(&self, conn: &mut conn::Conn) -> std::result::Result<(), ::postgres::Error> {
-        conn.batch_execute(&session_limits())
+        match conn.pooling() {
+            pooler::Pooling::PerConnection => conn.batch_execute(&session_limits("SET")),
+            pooler::Pooling::PerTransaction => Ok(()),
+        }
     }
 }
 
@@ -190,28 +200,25 @@ impl PgStore {
         opts.validate()?;
         let target = Target::parse(url)?;
         let tls = target.tls.connector(&target.label)?;
-        let mut client = target
-            .config
-            .connect(tls.clone())
-            .map_err(|source| Error::PostgresConnect {
-                url: target.label.clone(),
-                source: match tls::hint(&source) {
-                    Some(hint) => crate::error::DatabaseError::postgres_explained(source, hint),
-                    None => crate::error::DatabaseError::postgres(source),
-                },
-            })?;
-        client
-            .batch_execute(&session_limits())
-            .map_err(|source| Error::Postgres {
-                url: target.label.clone(),
-                source: crate::error::DatabaseError::postgres(source),
-            })?;
+        let mut client = connect(&target, &tls)?;
+        let pooling = {
+            let mut second = connect(&target, &tls)?;
+            pooler::probe(&mut client, &mut second, &target.label)?
+        };
+        if pooling == pooler::Pooling::PerConnection {
+            client
+                .batch_execute(&session_limits("SET"))
+                .map_err(|source| Error::Postgres {
+                    url: target.label.clone(),
+                    source: crate::error::DatabaseError::postgres(source),
+                })?;
+        }
         if !opts.create && !migrate::has_schema(&mut client, &target.label)? {
             return Err(Error::NoStore { name: target.label });
         }
         migrate::migrate(&mut client, &target.label)?;
         drop(client);
-        let pool = build_pool(&target, tls, &opts)?;
+        let pool = build_pool(&target, tls, &opts, pooling)?;
         let policy = Policy::of(&opts);
         Ok(PgStore {
             inner: Arc::new(Inner {
@@ -288,10 +295,29 @@ impl PgStore {
     }
 }
 
+/// One connection to `target`, its failure explained where TLS is why.
+fn connect(target: &Target, tls: &tls::Connector) -> Result<::postgres::Client> {
+    target
+        .config
+        .connect(tls.clone())
+        .map_err(|source| Error::PostgresConnect {
+            url: target.label.clone(),
+            source: match tls::hint(&source) {
+                Some(hint) => crate::error::DatabaseError::postgres_explained(source, hint),
+                None => crate::error::DatabaseError::postgres(source),
+            },
+        })
+}
+
 /// The pool. Its own check on checkout is off: [`PgStore::connection`]
 /// checks, and skips the check for the callers that can start again
 /// (`conn.rs`).
-fn build_pool(target: &Target, tls: tls::Connector, opts: &StoreOptions) -> Result<Pool> {
+fn build_pool(
+    target: &Target,
+    tls: tls::Connector,
+    opts: &StoreOptions,
+    pooling: pooler::Pooling,
+) -> Result<Pool> {
     let manager = PostgresConnectionManager::new(target.config.clone(), tls);
     r2d2::Pool::builder()
         .max_size(opts.pool_size.max(2))
@@ -299,7 +325,7 @@ fn build_pool(target: &Target, tls: tls::Connector, opts: &StoreOptions) -> Resu
         .connection_timeout(POOL_WAIT)
         .test_on_check_out(false)
         .connection_customizer(Box::new(SessionLimits))
-        .build(conn::Manager(manager))
+        .build(conn::Manager(manager, pooler::SharedPooling::new(pooling)))
         .map_err(|source| Error::PostgresPool {
             url: target.label.clone(),
             source: crate::error::DatabaseError::pool(source),

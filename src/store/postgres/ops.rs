@@ -84,7 +84,7 @@ impl Engine for PgStore {
     }
 
     fn search(&self, search: &Search<'_>, time_limit: std::time::Duration) -> Result<SearchPage> {
-        self.read(|c| search::search(c, search, time_limit))?
+        self.read_tx(|tx| search::search(tx, search, time_limit))?
             .into_page(search.query())
     }
 

@@ -181,21 +181,24 @@ fn narrowing(filters: &[Filter], first: usize) -> fields::Condition {
 /// The page of matches asked for, then a headline for each: in a
 /// subquery, so that `ts_headline` (which reads the text) runs on the hits
 /// only, not on every match; then how many documents match in all.
-pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time::Duration) -> Sql<Found> {
+pub(crate) fn search(
+    tx: &mut Transaction<'_>,
+    search: &Search<'_>,
+    time_limit: std::time::Duration,
+) -> Sql<Found> {
     let planned = match search.pg_plan() {
         Ok(planned) => planned,
         Err(why) => return Ok(Found::BadQuery(why)),
     };
     let filters = planned.filters;
     // The server stops the statement at the limit (57014, query_canceled);
-    // SET LOCAL keeps the setting to this transaction.
+    // SET LOCAL keeps the setting to the caller's transaction.
     let started = std::time::Instant::now();
-    let mut tx = c.transaction()?;
     let ms = time_limit.as_millis().clamp(1, i32::MAX as u128);
     tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}"))?;
     let written = planned.tsquery;
     let widened = match planned.words {
-        Some(words) => stemmed(&mut tx, &words, search.stemming),
+        Some(words) => stemmed(tx, &words, search.stemming),
         None => Ok(None),
     };
     let widened = match widened {
@@ -301,7 +304,6 @@ pub(crate) fn search(c: &mut Client, search: &Search<'_>, time_limit: std::time:
             Err(e) => return Err(Fail::Pg(e)),
         }
     };
-    tx.commit()?;
     Ok(Found::Hits(SearchPage { hits, total }))
 }
 

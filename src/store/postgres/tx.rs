@@ -15,6 +15,7 @@ use ::postgres::error::SqlState;
 use ::postgres::Client;
 
 use super::conn::{Conn, Fail, Sql, Tx};
+use super::pooler::Pooling;
 
 use super::{PgStore, Pooled};
 use crate::clock::Millis;
@@ -64,6 +65,9 @@ impl PgStore {
                     attempt += 1;
                     pause(attempt)
                 }
+                Err(Step::Run(Fail::Pg(e))) if client.learn_pooling(&e) && attempt + 1 < RETRIES => {
+                    attempt += 1;
+                }
                 Err(Step::Run(e)) => {
                     client.failed();
                     return Err(self.error(e));
@@ -111,6 +115,9 @@ impl PgStore {
                     attempt += 1;
                     pause(attempt)
                 }
+                Err(Fail::Pg(e)) if client.learn_pooling(&e) && attempt + 1 < RETRIES => {
+                    attempt += 1;
+                }
                 Err(Fail::Pg(e)) if again_if_lost && is_lost(&e) && fresh + 1 < FRESH_CONNECTIONS => {
                     client.failed();
                     fresh += 1;
@@ -126,14 +133,42 @@ impl PgStore {
     /// Run the reads of `f` on one pooled connection, each statement in its
     /// own snapshot (no transaction is held between them); again on a
     /// checked connection if the first was lost (reads change nothing).
+    /// Behind a pooler per transaction, in one READ COMMITTED transaction
+    /// (each statement still reads its own snapshot), so that a statement
+    /// prepared and run in two exchanges meets one server session.
     pub(crate) fn read<T>(&self, mut f: impl FnMut(&mut Client) -> Sql<T>) -> Result<T> {
-        let mut fresh = 0;
+        self.again_if_lost(|conn| match conn.pooling() {
+            Pooling::PerConnection => f(conn),
+            Pooling::PerTransaction => in_one_transaction(conn, &mut f),
+        })
+    }
+
+    /// Run the reads of `f` in one transaction (READ COMMITTED: each
+    /// statement reads its own snapshot), for reads that set something for
+    /// themselves with `SET LOCAL`; again on a checked connection if the
+    /// first was lost.
+    pub(crate) fn read_tx<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> Sql<T>) -> Result<T> {
+        self.again_if_lost(|conn| {
+            let mut tx = conn.transaction()?;
+            let v = f(&mut tx)?;
+            tx.commit()?;
+            Ok(v)
+        })
+    }
+
+    /// Run `f` on a pooled connection; again on a checked one if the
+    /// connection was lost, for work that changes nothing.
+    fn again_if_lost<T>(&self, mut f: impl FnMut(&mut Conn) -> Sql<T>) -> Result<T> {
+        let (mut attempt, mut fresh) = (0, 0);
         loop {
             let mut client = self.connection_after(fresh)?;
             match f(&mut client) {
                 Ok(v) => {
                     client.answered();
                     return Ok(v);
+                }
+                Err(Fail::Pg(e)) if client.learn_pooling(&e) && attempt + 1 < RETRIES => {
+                    attempt += 1;
                 }
                 Err(Fail::Pg(e)) if is_lost(&e) && fresh + 1 < FRESH_CONNECTIONS => {
                     client.failed();
@@ -165,6 +200,25 @@ impl PgStore {
                 source: crate::error::DatabaseError::postgres(source),
             },
             Fail::Refused(what) => Error::Internal(format!("{}: {what}", self.url())),
+        }
+    }
+}
+
+/// `f` between a BEGIN that sets the transaction's time limits and its
+/// COMMIT (a ROLLBACK when it fails), on the connection itself: for the
+/// reads behind a pooler per transaction.
+fn in_one_transaction<T>(conn: &mut Conn, f: &mut impl FnMut(&mut Client) -> Sql<T>) -> Sql<T> {
+    conn.batch_execute(&format!("BEGIN; {}", super::session_limits("SET LOCAL")))?;
+    match f(conn) {
+        Ok(v) => {
+            conn.batch_execute("COMMIT")?;
+            Ok(v)
+        }
+        Err(e) => {
+            // A connection that cannot roll back is lost: the caller's
+            // error says what went wrong first.
+            let _ = conn.batch_execute("ROLLBACK");
+            Err(e)
         }
     }
 }

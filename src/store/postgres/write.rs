@@ -25,9 +25,9 @@
 //!   statement fails as a whole, and `tx.rs` runs it again: never a gap,
 //!   never a line lost.
 
-use ::postgres::{GenericClient, Row, Statement, Transaction};
+use ::postgres::{GenericClient, Row, Transaction};
 
-use super::conn::{Conn, Tx};
+use super::conn::{Conn, Prepared, Tx};
 use super::conn::{Fail, Sql};
 use crate::clock::Millis;
 use crate::job::{Claim, Fenced, JobId, Owner, Parked, Status};
@@ -365,7 +365,7 @@ trait Session {
 /// Rounds inside the caller's transaction.
 struct InTransaction<'a, 't> {
     tx: &'a mut Tx<'t>,
-    claim: Statement,
+    claim: Prepared,
     now: Millis,
     policy: &'a Policy,
 }
@@ -387,7 +387,7 @@ impl Session for InTransaction<'_, '_> {
 /// Rounds whose statements commit on their own.
 struct OnItsOwn<'a> {
     conn: &'a mut Conn,
-    claim: Statement,
+    claim: Prepared,
     now: Millis,
     policy: &'a Policy,
 }
@@ -462,7 +462,7 @@ pub(super) type Taken = (Candidate, Option<Claim>);
 /// it is, for `workers[i]`.
 fn take_some(
     db: &mut impl GenericClient,
-    claim: &Statement,
+    claim: &Prepared,
     now: Millis,
     policy: &Policy,
     workers: &[&str],
@@ -470,8 +470,8 @@ fn take_some(
     let limit = i64::try_from(workers.len()).unwrap_or(i64::MAX);
     let ahead = now.saturating_add(policy.clock_skew_ms);
     let lease_until = now.saturating_add(policy.lease_ms);
-    let rows = db.query(
-        claim,
+    let rows = claim.query(
+        db,
         &[
             &now,
             &ahead,
@@ -553,7 +553,7 @@ pub(crate) fn complete_alone(conn: &mut Conn, now: Millis, o: &Owner, c: &Comple
 /// history line written).
 fn completed(
     db: &mut impl GenericClient,
-    update: &Statement,
+    update: &Prepared,
     now: Millis,
     o: &Owner,
     c: &Completion<'_>,
@@ -564,8 +564,8 @@ fn completed(
     let no_text = c.no_text.as_deref();
     let (title, author, date) = (c.title.as_deref(), c.author.as_deref(), c.date.as_deref());
     let (pages, language) = (pages_column(c.pages), c.language.as_deref());
-    let row = db.query_opt(
-        update,
+    let row = update.query_opt(
+        db,
         &[
             &o.id.0, &o.token, &path, &checksum, &now, &o.fence, &after, &bytes, &no_text, &title, &author,
             &date, &pages, &language,
@@ -729,7 +729,7 @@ fn record_each(
     (ids, tokens, fences, details): Lines<'_>,
 ) -> Sql<()> {
     let insert = tx.prepared(RECORD_EACH)?;
-    tx.execute(&insert, &[&now, &event, &ids, &tokens, &fences, &details])?;
+    insert.execute(&mut **tx, &[&now, &event, &ids, &tokens, &fences, &details])?;
     Ok(())
 }
 

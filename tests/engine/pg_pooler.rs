@@ -1,0 +1,75 @@
+//! The PostgreSQL edition behind PgBouncer (`src/store/postgres/pooler.rs`).
+//! The conformance suite runs through a pooler in transaction mode as its
+//! third backend (`pgbouncer::` tests); these are what only a pooler shows:
+//! which modes the store takes, and what it leaves in shared sessions.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::pgbouncer::private_pooler;
+use leasehold::{Completion, Error, NewDoc, Store, StoreOptions};
+
+fn options() -> StoreOptions {
+    StoreOptions::default().lease(Duration::from_secs(60))
+}
+
+/// A pooler per statement allows no transaction; the store's operations
+/// need them, so it refuses to open and says which modes it needs.
+#[test]
+fn a_pooler_per_statement_is_refused_with_the_modes_it_needs() {
+    let pooler = private_pooler("statement");
+    let err = Store::open(pooler.fresh_database(), options()).expect_err("a pooler per statement is refused");
+    let Error::PostgresPooler { reason, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(reason.contains("pool_mode = transaction or session"), "{err}");
+}
+
+/// Per session, every statement of a connection meets one server session:
+/// the store keeps its statements there, and works.
+#[test]
+fn a_pooler_per_session_serves_the_store() {
+    let pooler = private_pooler("session");
+    let store = Store::open(pooler.fresh_database(), options()).expect("open through the pooler");
+    store.enqueue_many(&[NewDoc::new("a", "v1")]).unwrap();
+    let claim = store.claim("w").unwrap().expect("a claim");
+    let done = store.complete(claim, Completion::new("r/a", "sum")).unwrap();
+    assert!(done.is_accepted(), "{done:?}");
+}
+
+/// Per transaction, a server session serves other clients next: the store
+/// sets its time limits per transaction (`SET LOCAL`), never for the
+/// session, so no session it used keeps them.
+#[test]
+fn a_pooler_per_transaction_is_left_no_session_setting() {
+    let pooler = private_pooler("transaction");
+    let url = pooler.fresh_database();
+    let store = Store::open(&url, options()).expect("open through the pooler");
+    let docs: Vec<NewDoc> = (0..20).map(|i| NewDoc::new(format!("d{i}"), "v1")).collect();
+    store.enqueue_many(&docs).unwrap();
+    while let Some(c) = store.claim("w").unwrap() {
+        assert!(store
+            .complete(c, Completion::new("r", "sum"))
+            .unwrap()
+            .is_accepted());
+    }
+    // Every server session of the pool at once: each client holds a
+    // transaction, so each is given a session of its own.
+    let mut clients: Vec<postgres::Client> = (0..8)
+        .map(|_| postgres::Client::connect(&url, postgres::NoTls).expect("connect through the pooler"))
+        .collect();
+    let mut seen = Vec::new();
+    for c in &mut clients {
+        c.batch_execute("BEGIN").unwrap();
+        for m in c.simple_query("SHOW lock_timeout").unwrap() {
+            if let postgres::SimpleQueryMessage::Row(row) = m {
+                seen.push(row.get(0).unwrap_or_default().to_owned());
+            }
+        }
+    }
+    assert!(
+        seen.iter().all(|v| v == "0"),
+        "sessions keep a lock_timeout: {seen:?}"
+    );
+}
