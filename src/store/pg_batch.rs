@@ -6,7 +6,7 @@ use super::completion::Completion;
 use super::fencing::{WriteOp, WriteOut};
 use super::Store;
 use crate::error::Result;
-use crate::job::{Claim, Fenced, Owner};
+use crate::job::{Claim, Fenced, JobId, Owner};
 
 /// One operation of a batch.
 #[derive(Debug)]
@@ -59,5 +59,17 @@ pub fn in_one_statement(store: &Store, ops: Vec<Op>) -> Option<Vec<Result<Out>>>
                 })
             })
             .collect(),
+    )
+}
+
+/// The documents a batch statement's claim would take, `limit` wanted, while
+/// the statement completes `completing`, in the order it takes them; nothing
+/// is changed. `None` when the store is not on PostgreSQL.
+pub fn candidates(store: &Store, completing: &[JobId], limit: usize) -> Option<Result<Vec<JobId>>> {
+    let pg = store.postgres()?;
+    let ids: Vec<i64> = completing.iter().map(|id| id.0).collect();
+    Some(
+        pg.batch_candidates(&ids, limit)
+            .map(|ids| ids.into_iter().map(JobId).collect()),
     )
 }

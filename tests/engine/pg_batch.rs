@@ -7,7 +7,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::{Backend, TestDb};
-use leasehold::testing::pg_batch::{in_one_statement, Op, Out};
+use leasehold::testing::pg_batch::{candidates, in_one_statement, Op, Out};
 use leasehold::{Fenced, JobId, NewDoc, Rejection, Store};
 
 const LEASE_MS: u64 = 60_000;
@@ -64,6 +64,64 @@ fn a_claim_never_takes_the_document_its_statement_completes() {
         (lines[2].token.as_deref(), lines[2].fence),
         (Some(a.token.as_str()), Some(a.fence))
     );
+}
+
+/// The statement's claim never considers a document the same statement
+/// completes (here one whose lease ran out, which it would take first):
+/// two changes of one row in one statement, of which the server makes only
+/// the one it happens to run first.
+#[test]
+fn a_batch_claim_leaves_out_the_documents_its_statement_completes() {
+    let t = TestDb::new(Backend::Postgres);
+    let store = store_with(&t, &["a", "b"], 3);
+    let a = store.claim_batch("w1", 1).unwrap().pop().unwrap();
+    t.clock.advance(Duration::from_millis(LEASE_MS * 2));
+    let ids = |completing: &[JobId]| candidates(&store, completing, 1).unwrap().unwrap();
+    assert_eq!(ids(&[]), [a.id], "alone, the lapsed lease comes first");
+    let b = JobId(store.job_by_key("b").unwrap().unwrap().id);
+    assert_eq!(ids(&[a.id]), [b]);
+    // Nothing was claimed.
+    assert_eq!(events(&store, b), ["enqueued"]);
+}
+
+/// The statement's claim takes lapsed leases, then leases granted ahead,
+/// then due retries, then new documents, each set in its own order, as the
+/// SQL states it (not the order of ids, nor of a union's parts).
+#[test]
+fn a_batch_claim_takes_the_sets_in_their_order() {
+    let t = TestDb::new(Backend::Postgres);
+    let store = store_with(&t, &["a", "b", "c", "d", "e"], 3);
+    let mut first = store.claim_batch("w1", 3).unwrap().into_iter();
+    let (a, b, c) = (
+        first.next().unwrap(),
+        first.next().unwrap(),
+        first.next().unwrap(),
+    );
+    // a's lease now ends after b's; c waits for its retry.
+    t.clock.advance(Duration::from_millis(1_000));
+    assert!(store.renew(&a.owner()).unwrap().is_accepted());
+    let c_id = c.id;
+    assert!(store.fail(c, "flaky", false).unwrap().is_accepted());
+    // d is claimed late (a, b and c held by another transaction, so that
+    // the claim skips them), then the clock goes back: its lease was
+    // granted ahead.
+    t.clock.set(LEASE_MS as i64 * 20);
+    let mut other = postgres::Client::connect(&t.location, postgres::NoTls).unwrap();
+    let mut holding = other.transaction().unwrap();
+    holding
+        .execute(
+            "SELECT id FROM jobs WHERE doc_key IN ('a', 'b', 'c') FOR UPDATE",
+            &[],
+        )
+        .unwrap();
+    let d = store.claim_batch("w2", 1).unwrap().pop().unwrap();
+    holding.commit().unwrap();
+    assert_eq!(d.key, "d");
+    t.clock.set(LEASE_MS as i64 * 10);
+    let e = JobId(store.job_by_key("e").unwrap().unwrap().id);
+    let ids = |limit: usize| candidates(&store, &[], limit).unwrap().unwrap();
+    assert_eq!(ids(10), [b.id, a.id, d.id, c_id, e]);
+    assert_eq!(ids(3), [b.id, a.id, d.id]);
 }
 
 /// A completion in the batch statement records why its text holds no word,

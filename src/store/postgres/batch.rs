@@ -42,6 +42,25 @@ use crate::store::fencing::{
 };
 use crate::store::options::Policy;
 
+/// The claim's candidates leave out the documents the statement completes
+/// ($10). Without it, whether such a document is claimed or completed would
+/// rest on the order in which the server runs the statement's parts, which
+/// it does not promise: two changes of one row in one statement, of which
+/// only one happens.
+macro_rules! not_completed {
+    () => {
+        " AND id <> ALL($10::BIGINT[])"
+    };
+}
+
+/// The candidates [`CLAIM_AND_COMPLETE`]'s claim takes, in its order, and
+/// nothing else ([`PgStore::batch_candidates`]).
+const CANDIDATES: &str = concat!(
+    "WITH ",
+    claim_ctes!(not_completed!()),
+    " SELECT c.c_id FROM c ORDER BY c.c_pos"
+);
+
 /// Claims and completions in one statement. $1–$9 are [`write::claim_ctes`]'
 /// (now, now plus the skew allowed, rows wanted, their workers, the lease's
 /// end and length, the lost leases allowed, the two ways a lease is over);
@@ -54,7 +73,7 @@ use crate::store::options::Policy;
 /// none) and the ids of the accepted completions (NULL when none was).
 const CLAIM_AND_COMPLETE: &str = concat!(
     "WITH ",
-    claim_ctes!(" AND id <> ALL($10::BIGINT[])"),
+    claim_ctes!(not_completed!()),
     ",
      given AS (
         SELECT * FROM unnest($10::BIGINT[], $11::TEXT[], $12::TEXT[], $13::TEXT[],
@@ -233,6 +252,40 @@ impl<'a> Plan<'a> {
 }
 
 impl PgStore {
+    /// The documents [`CLAIM_AND_COMPLETE`] would claim, `limit` wanted,
+    /// while it completes `completing`, in the order it takes them; its
+    /// changes rolled back. For the tests of the exclusion and the order
+    /// (`leasehold::testing::pg_batch::candidates`).
+    pub(crate) fn batch_candidates(&self, completing: &[i64], limit: usize) -> Result<Vec<i64>> {
+        let policy = self.policy();
+        let now = self.now();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let workers: Vec<&str> = vec!["candidates"; usize::try_from(limit).unwrap_or(0)];
+        let mut conn = self.connection()?;
+        let mut tx = conn.transaction().map_err(|e| self.error(e.into()))?;
+        let rows = tx
+            .query(
+                CANDIDATES,
+                &[
+                    &now,
+                    &now.saturating_add(policy.clock_skew_ms),
+                    &limit,
+                    &workers,
+                    &now.saturating_add(policy.lease_ms),
+                    &policy.lease_ms,
+                    &policy.max_lost_leases,
+                    &LEASE_EXPIRED,
+                    &LEASE_AHEAD,
+                    &completing,
+                ],
+            )
+            .map_err(|e| self.error(e.into()))?;
+        // Dropping the transaction rolls the claims back.
+        rows.iter()
+            .map(|r| r.try_get(0).map_err(|e| self.error(e.into())))
+            .collect()
+    }
+
     /// `ops` in one statement that commits on its own (see the module's
     /// docs), then what it could not settle; `None` when they do not fit one
     /// statement ([`Plan::of`]) or the statement failed: the caller then runs

@@ -99,21 +99,27 @@ macro_rules! next_seq {
 pub(super) use next_seq;
 
 /// One claimable set's candidates as a CTE, its columns renamed so that the
-/// UPDATE that takes them can name the row's own columns unqualified. $1 is
-/// now, $2 now plus the clock skew allowed (for leases granted after now),
-/// $3 the limit.
+/// UPDATE that takes them can name the row's own columns unqualified, and
+/// tagged with the set's rank (`c_set`) and the row's place in it
+/// (`c_order`, then `c_id`), by which the claim orders them. $1 is now, $2
+/// now plus the clock skew allowed (for leases granted after now), $3 the
+/// limit.
 macro_rules! candidates_of {
-    ($name:literal, $where:literal, $also:literal, $order:literal) => {
+    ($name:literal, $set:literal, $where:literal, $also:expr, $order:literal) => {
         concat!(
             $name,
             " AS (SELECT id AS c_id, status AS c_status, owner_token AS c_token, fence AS c_fence,
-                     lease_expires_at AS c_expires, lost_leases AS c_lost
+                     lease_expires_at AS c_expires, lost_leases AS c_lost, ",
+            $set,
+            " AS c_set, ",
+            $order,
+            " AS c_order
               FROM jobs WHERE ",
             $where,
             $also,
             " ORDER BY ",
             $order,
-            " LIMIT $3 FOR UPDATE SKIP LOCKED)"
+            ", id LIMIT $3 FOR UPDATE SKIP LOCKED)"
         )
     };
 }
@@ -123,51 +129,60 @@ pub(super) use candidates_of;
 /// candidate (empty for [`CLAIM`]): the candidates of the four claimable
 /// sets in SQLite's order (older work first: expired leases, leases granted
 /// ahead, due retries, discovered; ties by id), each locking what it returns
-/// and skipping what another claim holds, as `c` in the order taken; `t` the
+/// and skipping what another claim holds; `c` the first $3 of them in that
+/// order, stated by the SQL (`ORDER BY` the set's rank, the row's place in
+/// its set, its id: `UNION ALL` promises no order), numbered by it; `t` the
 /// conditional UPDATE that takes them (claimability and exhaustion repeated,
 /// fence + 1, a fresh token); `h` their history lines. The sets are CTEs (a
-/// locking clause is not allowed inside `UNION`), read only as far as the
-/// `UNION ALL` under its `LIMIT` asks: a set is read (and its rows locked)
-/// only when the sets before it had too few. $4 is the workers, one per row
+/// locking clause is not allowed inside `UNION`). Every set is read, so when
+/// several hold rows, up to $3 of each are locked for the statement's
+/// length though only $3 in all are taken (another claim skips them
+/// meanwhile): the price of an order that does not rest on how the server
+/// reads a union. $4 is the workers, one per row
 /// asked for (the candidate in position i is taken for the i-th), $5 the
 /// lease's end, $6 its length, $7 the lost leases allowed. The `claimed`
 /// history line's detail is worded as `store/write.rs: claim_detail` words
 /// it ($8 and $9 its two ways a lease is over).
 macro_rules! claim_ctes {
-    ($also:literal) => {
+    ($also:expr) => {
         concat!(
             candidates_of!(
                 "expired",
+                "1",
                 "status = 'extracting' AND lease_expires_at <= $1",
                 $also,
-                "lease_expires_at, id"
+                "lease_expires_at"
             ),
             ", ",
             candidates_of!(
                 "ahead",
+                "2",
                 "status = 'extracting' AND lease_expires_at - lease_ms > $2",
                 $also,
-                "lease_expires_at - lease_ms, id"
+                "lease_expires_at - lease_ms"
             ),
             ", ",
             candidates_of!(
                 "due",
+                "3",
                 "status = 'retrying' AND retry_at <= $1",
                 $also,
-                "retry_at, id"
+                "retry_at"
             ),
             ", ",
             candidates_of!(
                 "fresh",
+                "4",
                 "status = 'discovered' AND $1::BIGINT IS NOT NULL",
                 $also,
                 "id"
             ),
             ",
      c AS (
-        SELECT u.*, row_number() OVER () AS c_pos FROM (
+        SELECT u.*, row_number() OVER (ORDER BY u.c_set, u.c_order, u.c_id) AS c_pos FROM (
             SELECT * FROM expired UNION ALL SELECT * FROM ahead
-            UNION ALL SELECT * FROM due UNION ALL SELECT * FROM fresh LIMIT $3) u
+            UNION ALL SELECT * FROM due UNION ALL SELECT * FROM fresh) u
+        ORDER BY u.c_set, u.c_order, u.c_id LIMIT $3
      ),
      t AS (
         UPDATE jobs SET status = 'extracting', owner_token = gen_random_uuid()::TEXT,
