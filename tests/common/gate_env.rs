@@ -29,6 +29,9 @@ pub struct Env {
     /// The PostgreSQL database every process uses (`LEASEHOLD_DB`), or
     /// `None` for the data directory's SQLite file.
     pub db_url: Option<String>,
+    /// The same database as the test's own checks reach it: straight to the
+    /// server (behind PgBouncer, `db_url` goes through the pooler).
+    check_url: Option<String>,
 }
 
 /// The `main` account (user [`USER`], password from `LH_TEST_PASSWORD`) and an
@@ -87,10 +90,17 @@ webhook = "{hook}"
         docs: usize,
         config: impl FnOnce(&str, &str, &str) -> String,
     ) -> Env {
-        let db_url = match backend {
-            Backend::Sqlite => None,
-            Backend::Postgres => Some(pg::server().fresh_database()),
-            Backend::PgBouncer => Some(super::pgbouncer::pooler().fresh_database()),
+        let (db_url, check_url) = match backend {
+            Backend::Sqlite => (None, None),
+            Backend::Postgres => {
+                let url = pg::server().fresh_database();
+                (Some(url.clone()), Some(url))
+            }
+            Backend::PgBouncer => {
+                let pooled = super::pgbouncer::pooler().fresh_database();
+                let direct = super::pgbouncer::direct_url(&pooled);
+                (Some(pooled), Some(direct))
+            }
         };
         let dir = tempfile::tempdir().unwrap();
         let up = Upstream::start();
@@ -112,6 +122,7 @@ webhook = "{hook}"
             up,
             outputs: Vec::new(),
             db_url,
+            check_url,
         };
         env.add_docs(0..docs);
         env
@@ -254,7 +265,7 @@ webhook = "{hook}"
 
     /// A client on the PostgreSQL database, `None` on SQLite.
     pub fn pg(&self) -> Option<postgres::Client> {
-        self.db_url.as_deref().map(pg_client)
+        self.check_url.as_deref().map(pg_client)
     }
 
     /// The first column of `sql`'s first row, an integer, on either engine
@@ -262,7 +273,10 @@ webhook = "{hook}"
     pub fn scalar(&self, sql: &str) -> i64 {
         match &self.db_url {
             None => self.db().query_row(sql, [], |r| r.get(0)).unwrap(),
-            Some(url) => pg_client(url).query_one(sql, &[]).unwrap().get(0),
+            Some(_) => pg_client(self.check_url.as_deref().unwrap())
+                .query_one(sql, &[])
+                .unwrap()
+                .get(0),
         }
     }
 
@@ -275,7 +289,7 @@ webhook = "{hook}"
                 let rows = s.query_map([], |r| r.get(0)).unwrap();
                 rows.map(|r| r.unwrap()).collect()
             }
-            Some(url) => pg_client(url)
+            Some(_) => pg_client(self.check_url.as_deref().unwrap())
                 .query(sql, &[])
                 .unwrap()
                 .iter()

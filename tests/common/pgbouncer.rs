@@ -97,6 +97,16 @@ impl Pooler {
     }
 }
 
+/// A database's URL through the pooler ([`Pooler::fresh_database`]) as the
+/// server's own: for a test's checks, which must not depend on the pooler.
+pub fn direct_url(pooled: &str) -> String {
+    let name = pooled
+        .rsplit('/')
+        .next()
+        .expect("a database URL ends with its name");
+    pg::with_database(pg::server().url(), name)
+}
+
 /// `pgbouncer.ini`: every database to the server at `server_port`, in
 /// `pool_mode`, listening on `port`.
 fn settings(server_port: u16, port: u16, dir: &std::path::Path, pool_mode: &str) -> String {
