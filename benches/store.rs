@@ -33,7 +33,7 @@ use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 #[path = "store/pg.rs"]
-mod pg;
+mod pg_rows;
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use leasehold::store::Drain;
@@ -456,7 +456,7 @@ criterion_group! {
     name = benches;
     config = config();
     targets = bench_raw_vs_store, bench_claim_latency, bench_outbox_secure_delete,
-        pg::bench_pairs, pg::bench_claim_latency
+        pg_rows::bench_pairs, pg_rows::bench_claim_latency
 }
 
 fn main() {
@@ -464,8 +464,8 @@ fn main() {
     if !std::env::args().any(|a| a == "--list") {
         fairness();
         print_ratios();
-        pg::print_latency();
-        pg::print_interleaved();
+        pg_rows::print_latency();
+        pg_rows::print_interleaved();
     }
     Criterion::default().configure_from_args().final_summary();
 }

@@ -17,11 +17,18 @@
 //! - At the end, the same pairs in interleaved rounds: raw and store take
 //!   turns (the order alternating round by round) on one database, so that a
 //!   burst of load on this noisy machine (every commit waits for an fsync)
-//!   falls on both; the store/raw ratios the targets are read from.
+//!   falls on both; the store/raw ratios the targets are read from. Then
+//!   the same again through PgBouncer in transaction mode
+//!   (`tests/common/pgbouncer.rs`; skipped without it), the raw side's two
+//!   statements sent unnamed (a named one may meet another server session
+//!   there).
 
 #[path = "../../tests/common/pg.rs"]
 #[allow(dead_code)]
-mod cluster;
+mod pg;
+#[path = "../../tests/common/pgbouncer.rs"]
+#[allow(dead_code)]
+mod pgbouncer;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -47,7 +54,7 @@ const RAW_COMPLETE: &str = "UPDATE jobs SET status = 'indexed', result_path = 'r
 /// A fresh database with leasehold's schema on the bench server (fsync on),
 /// or `None` when this machine has no PostgreSQL.
 fn database() -> Option<String> {
-    let server = std::panic::catch_unwind(cluster::server).ok()?;
+    let server = std::panic::catch_unwind(pg::server).ok()?;
     let mut admin = server.admin();
     admin
         .batch_execute("ALTER SYSTEM SET fsync = on")
@@ -85,11 +92,28 @@ pub fn print_interleaved() {
     let Some(url) = database() else {
         return;
     };
-    let mut setup = connect(&url);
-    let store = Store::open(&url, opts(Synchronous::Full)).expect("open the PostgreSQL store");
     println!("postgres, interleaved rounds ({ROUNDS} × {ROUND_PAIRS} pairs each side), pairs/s:");
+    interleaved(&url, &url, raw_pair);
+    match std::panic::catch_unwind(pgbouncer::pooler) {
+        Ok(pooler) => {
+            let name = url.rsplit('/').next().expect("a database URL ends with its name");
+            let pooled = format!("postgres://{}@127.0.0.1:{}/{name}", pg::SUPERUSER, pooler.port());
+            println!("postgres behind PgBouncer (pool_mode = transaction), the same rounds, pairs/s:");
+            interleaved(&url, &pooled, raw_pair_unnamed);
+        }
+        Err(_) => {
+            println!("postgres behind PgBouncer: skipped, no pgbouncer here (apt-get install pgbouncer)")
+        }
+    }
+}
+
+/// The interleaved rounds of [`print_interleaved`] on the database at
+/// `direct` (setup), its pairs run through `url`, the raw side's by `raw_pair`.
+fn interleaved(direct: &str, url: &str, raw_pair: fn(&mut Client, &str)) {
+    let mut setup = connect(direct);
+    let store = Store::open(url, opts(Synchronous::Full)).expect("open the PostgreSQL store");
     for threads in THREADS {
-        let conns: Vec<_> = (0..threads).map(|_| Mutex::new(connect(&url))).collect();
+        let conns: Vec<_> = (0..threads).map(|_| Mutex::new(connect(url))).collect();
         let raw = || {
             timed_threads(threads, ROUND_PAIRS, |t, quota| {
                 let mut c = conns[t].lock().unwrap();
@@ -136,6 +160,19 @@ fn raw_pair(c: &mut Client, token: &str) {
     let row = c.query_one(RAW_CLAIM, &[&token]).expect("a queued row");
     let id: i64 = row.get(0);
     assert_eq!(c.execute(RAW_COMPLETE, &[&id, &token]).expect("complete"), 1);
+}
+
+/// [`raw_pair`] with each statement unnamed, parsed and run in one exchange.
+fn raw_pair_unnamed(c: &mut Client, token: &str) {
+    use postgres::types::Type;
+    let row = c
+        .query_typed_one(RAW_CLAIM, &[(&token, Type::TEXT)])
+        .expect("a queued row");
+    let id: i64 = row.get(0);
+    let done = c
+        .execute_typed(RAW_COMPLETE, &[(&id, Type::INT8), (&token, Type::TEXT)])
+        .expect("complete");
+    assert_eq!(done, 1);
 }
 
 /// The PostgreSQL pairs: the raw protocol at 1, 4 and 16 threads.

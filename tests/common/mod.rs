@@ -5,6 +5,7 @@
 
 pub mod browser;
 pub mod cdp;
+pub mod cut_proxy;
 pub mod gate_env;
 pub mod hostile;
 pub mod output;

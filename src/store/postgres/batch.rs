@@ -29,6 +29,7 @@
 
 use super::conn::Conn;
 use super::conn::Sql;
+use super::recover::{fresh_tokens, recover, InFlight, Recovered};
 use super::write::{
     self, candidates_of, claim_columns, claim_ctes, claimable_at, exhausted, next_seq, pages_column, Taken,
 };
@@ -57,7 +58,7 @@ macro_rules! not_completed {
 /// nothing else ([`PgStore::batch_candidates`]).
 const CANDIDATES: &str = concat!(
     "WITH ",
-    claim_ctes!(not_completed!()),
+    claim_ctes!(not_completed!(), "$11"),
     " SELECT c.c_id FROM c ORDER BY c.c_pos"
 );
 
@@ -68,12 +69,13 @@ const CANDIDATES: &str = concat!(
 /// path, checksum, fence, the history detail after the version
 /// (`complete_detail_after`), the result's size in bytes; $17 why each
 /// text holds no word (NULL: it has words); $18–$20 each document's own
-/// title, author and date; $21–$22 its page count and language. No candidate is one of $10. Each row is a
+/// title, author and date; $21–$22 its page count and language; $23 the
+/// claims' owner tokens (`recover.rs`). No candidate is one of $10. Each row is a
 /// candidate as [`write::claim_columns`] gives it (NULLs when there was
 /// none) and the ids of the accepted completions (NULL when none was).
 const CLAIM_AND_COMPLETE: &str = concat!(
     "WITH ",
-    claim_ctes!(not_completed!()),
+    claim_ctes!(not_completed!(), "$23"),
     ",
      given AS (
         SELECT * FROM unnest($10::BIGINT[], $11::TEXT[], $12::TEXT[], $13::TEXT[],
@@ -167,8 +169,60 @@ impl<'a> Plan<'a> {
         (distinct && plan.slots.len() <= write::CLAIM_ROWS).then_some(plan)
     }
 
-    /// Run the statement; it commits on its own.
-    fn run(&self, conn: &mut Conn, now: Millis, policy: &Policy) -> Sql<Answer> {
+    /// Run the statement; it commits on its own. When a try before this
+    /// one sent it and lost the answer with its connection (`in_flight`),
+    /// what it did is looked for first and, when it committed, is the
+    /// answer (`recover.rs`).
+    fn run(
+        &self,
+        conn: &mut Conn,
+        now: Millis,
+        policy: &Policy,
+        in_flight: &mut Option<InFlight>,
+    ) -> Sql<Answer> {
+        if let Some(lost) = in_flight.take() {
+            if let Some(found) = recover(conn, &lost)? {
+                return Ok(self.recovered(now, found));
+            }
+        }
+        let tokens = fresh_tokens(self.workers.len());
+        let owners: Vec<&Owner> = self.done.iter().map(|d| d.owner).collect();
+        *in_flight = Some(InFlight::sent(&tokens, &owners));
+        let answer = self.send(conn, now, policy, &tokens)?;
+        *in_flight = None;
+        Ok(answer)
+    }
+
+    /// The answer of a statement that committed, rebuilt from its rows: its
+    /// claims in its slots' order (a candidate it did not take is not known
+    /// any more; a later claim buries it), and its completions' outcomes.
+    fn recovered(&self, now: Millis, found: Recovered) -> Answer {
+        let taken = found
+            .claims
+            .into_iter()
+            .map(|claim| {
+                // The row as the statement took it: the guard that follows
+                // checks only that a claim may take a row in this state.
+                let candidate = Candidate {
+                    id: claim.id.0,
+                    status: Status::Extracting.as_str().to_owned(),
+                    token: None,
+                    fence: claim.fence - 1,
+                    lease_expires_at: None,
+                    lost_leases: 0,
+                };
+                (candidate, Some(claim))
+            })
+            .collect();
+        Answer {
+            now,
+            taken,
+            accepted: found.accepted,
+        }
+    }
+
+    /// Send the statement with the claims' owner tokens; its answer.
+    fn send(&self, conn: &mut Conn, now: Millis, policy: &Policy, claim_tokens: &[String]) -> Sql<Answer> {
         let statement = conn.prepared(CLAIM_AND_COMPLETE)?;
         let limit = i64::try_from(self.workers.len()).unwrap_or(i64::MAX);
         let ahead = now.saturating_add(policy.clock_skew_ms);
@@ -234,6 +288,7 @@ impl<'a> Plan<'a> {
                 &dates,
                 &pages,
                 &languages,
+                &claim_tokens,
             ],
         )?;
         let mut taken = Vec::new();
@@ -277,6 +332,7 @@ impl PgStore {
                     &LEASE_EXPIRED,
                     &LEASE_AHEAD,
                     &completing,
+                    &super::recover::fresh_tokens(workers.len()),
                 ],
             )
             .map_err(|e| self.error(e.into()))?;
@@ -290,15 +346,16 @@ impl PgStore {
     /// docs), then what it could not settle; `None` when they do not fit one
     /// statement ([`Plan::of`]) or the statement failed: the caller then runs
     /// them in a transaction, as it would have (one that fails there fails
-    /// alone). A statement whose connection was lost may have committed; run
-    /// again, its completions are refused as not the owner's and its first
-    /// claims' leases run out unused, as after a transaction whose COMMIT
-    /// was lost. One answer per operation, in order.
+    /// alone). A statement whose connection was lost may have committed: on
+    /// a new connection, what it did is looked for by its tokens and is the
+    /// answer when it did; else it runs again (`recover.rs`). One answer per
+    /// operation, in order.
     pub(crate) fn in_one_statement(&self, ops: &[&WriteOp]) -> Option<Vec<Result<WriteOut>>> {
         let plan = Plan::of(ops)?;
         let policy = self.policy();
+        let mut in_flight = None;
         let answer = self
-            .on_its_own(false, |conn, now| plan.run(conn, now, policy))
+            .on_its_own(true, |conn, now| plan.run(conn, now, policy, &mut in_flight))
             .ok()?;
         let mut outs: Vec<Option<Result<WriteOut>>> = ops.iter().map(|_| None).collect();
         for (d, accepted) in plan.done.iter().zip(&answer.accepted) {
@@ -358,8 +415,9 @@ impl PgStore {
             for (at, entry) in got.iter_mut().enumerate() {
                 if let (WriteOp::Claim { worker, max }, Some(Ok(claims))) = (ops[at], &entry) {
                     if claims.is_empty() {
+                        let mut in_flight = None;
                         *entry = Some(self.on_its_own(true, |conn, now| {
-                            write::claim_alone(conn, now, self.policy(), worker, *max)
+                            write::claim_alone(conn, now, self.policy(), worker, *max, &mut in_flight)
                         }));
                     }
                 }

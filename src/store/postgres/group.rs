@@ -82,8 +82,9 @@ impl PgStore {
         let policy = self.policy();
         if let WriteOp::Claim { worker, max } = op {
             return (*max <= write::CLAIM_ROWS).then(|| {
+                let mut in_flight = None;
                 self.on_its_own(true, |conn, now| {
-                    write::claim_alone(conn, now, policy, worker, *max)
+                    write::claim_alone(conn, now, policy, worker, *max, &mut in_flight)
                 })
                 .map(WriteOut::Claims)
             });

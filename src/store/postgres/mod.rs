@@ -22,6 +22,8 @@
 //! - `outbox.rs`: the rows of results waiting for the sink, and of notices.
 //! - `fence.rs`: the document's row lock that fences mirror cleanup.
 //! - `retention.rs`: the rows of `gc`'s history retention.
+//! - `recover.rs`: what a statement whose answer was lost had done, found
+//!   by the owner tokens it carried.
 //! - `ops.rs`: the seam: [`crate::store`]'s `Engine` for [`PgStore`].
 //! - `tls.rs`: TLS with libpq's `sslmode` meanings, through rustls.
 //! - `clock.rs`, `search_index.rs`: the server's clock offset; the search
@@ -44,6 +46,7 @@ mod outbox;
 mod pooler;
 mod queue;
 mod read;
+mod recover;
 mod retention;
 pub(crate) mod search_index;
 mod tls;

@@ -29,6 +29,7 @@ use ::postgres::{GenericClient, Row, Transaction};
 
 use super::conn::{Conn, Prepared, Tx};
 use super::conn::{Fail, Sql};
+use super::recover::{fresh_tokens, recover, InFlight};
 use crate::clock::Millis;
 use crate::job::{Claim, Fenced, JobId, Owner, Parked, Status};
 use crate::store::completion::Completion;
@@ -140,11 +141,13 @@ pub(super) use candidates_of;
 /// meanwhile): the price of an order that does not rest on how the server
 /// reads a union. $4 is the workers, one per row
 /// asked for (the candidate in position i is taken for the i-th), $5 the
-/// lease's end, $6 its length, $7 the lost leases allowed. The `claimed`
+/// lease's end, $6 its length, $7 the lost leases allowed, `$tokens` the
+/// owner tokens, one per row asked for (made by the caller, so that a
+/// statement whose answer was lost can be found by them: `recover.rs`). The `claimed`
 /// history line's detail is worded as `store/write.rs: claim_detail` words
 /// it ($8 and $9 its two ways a lease is over).
 macro_rules! claim_ctes {
-    ($also:expr) => {
+    ($also:expr, $tokens:literal) => {
         concat!(
             candidates_of!(
                 "expired",
@@ -185,7 +188,9 @@ macro_rules! claim_ctes {
         ORDER BY u.c_set, u.c_order, u.c_id LIMIT $3
      ),
      t AS (
-        UPDATE jobs SET status = 'extracting', owner_token = gen_random_uuid()::TEXT,
+        UPDATE jobs SET status = 'extracting', owner_token = (",
+            $tokens,
+            "::TEXT[])[c.c_pos],
                 owner_worker = ($4::TEXT[])[c.c_pos],
                 fence = fence + 1, lease_expires_at = $5, lease_ms = $6,
                 attempts = CASE WHEN status = 'extracting' THEN attempts ELSE attempts + 1 END,
@@ -233,7 +238,7 @@ pub(super) use claim_columns;
 /// used up what it may spend: the caller buries it).
 const CLAIM: &str = concat!(
     "WITH ",
-    claim_ctes!(""),
+    claim_ctes!("", "$10"),
     " SELECT ",
     claim_columns!(),
     " FROM c LEFT JOIN t ON t.id = c.c_id ORDER BY c.c_pos"
@@ -341,20 +346,30 @@ pub(crate) fn claim_for(
 /// transaction of their own before the next statement, which runs only
 /// while nothing was claimed: the claims of one call are one statement's,
 /// and a failure after them cannot leave them orphaned (fewer than `max`
-/// may come back when rows were buried on the way).
+/// may come back when rows were buried on the way). `in_flight` is kept by
+/// the caller across tries: a statement whose answer was lost with its
+/// connection is looked for by its tokens before the claim runs again
+/// (`recover.rs`), and what it claimed is the answer.
 pub(crate) fn claim_alone(
     conn: &mut Conn,
     now: Millis,
     policy: &Policy,
     worker: &str,
     max: usize,
+    in_flight: &mut Option<InFlight>,
 ) -> Sql<Vec<Claim>> {
+    if let Some(lost) = in_flight.take() {
+        if let Some(found) = recover(conn, &lost)? {
+            return Ok(found.claims);
+        }
+    }
     let claim = conn.prepared(CLAIM)?;
     let mut rounds = OnItsOwn {
         conn,
         claim,
         now,
         policy,
+        in_flight,
     };
     Ok(claim_rounds(&mut rounds, &[(worker, max)], Rounds::UntilClaimed)?
         .pop()
@@ -387,7 +402,15 @@ struct InTransaction<'a, 't> {
 
 impl Session for InTransaction<'_, '_> {
     fn take(&mut self, workers: &[&str]) -> Sql<Vec<Taken>> {
-        take_some(&mut **self.tx, &self.claim, self.now, self.policy, workers)
+        let tokens = fresh_tokens(workers.len());
+        take_some(
+            &mut **self.tx,
+            &self.claim,
+            self.now,
+            self.policy,
+            workers,
+            &tokens,
+        )
     }
 
     fn bury(&mut self, dead: &[Candidate]) -> Sql<bool> {
@@ -405,11 +428,24 @@ struct OnItsOwn<'a> {
     claim: Prepared,
     now: Millis,
     policy: &'a Policy,
+    /// The statement sent and not yet answered, for the next try.
+    in_flight: &'a mut Option<InFlight>,
 }
 
 impl Session for OnItsOwn<'_> {
     fn take(&mut self, workers: &[&str]) -> Sql<Vec<Taken>> {
-        take_some(&mut **self.conn, &self.claim, self.now, self.policy, workers)
+        let tokens = fresh_tokens(workers.len());
+        *self.in_flight = Some(InFlight::sent(&tokens, &[]));
+        let taken = take_some(
+            &mut **self.conn,
+            &self.claim,
+            self.now,
+            self.policy,
+            workers,
+            &tokens,
+        )?;
+        *self.in_flight = None;
+        Ok(taken)
     }
 
     fn bury(&mut self, dead: &[Candidate]) -> Sql<bool> {
@@ -481,6 +517,7 @@ fn take_some(
     now: Millis,
     policy: &Policy,
     workers: &[&str],
+    tokens: &[String],
 ) -> Sql<Vec<Taken>> {
     let limit = i64::try_from(workers.len()).unwrap_or(i64::MAX);
     let ahead = now.saturating_add(policy.clock_skew_ms);
@@ -497,6 +534,7 @@ fn take_some(
             &policy.max_lost_leases,
             &LEASE_EXPIRED,
             &LEASE_AHEAD,
+            &tokens,
         ],
     )?;
     rows.iter().map(|r| taken_of(r, lease_until)).collect()

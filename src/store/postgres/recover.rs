@@ -1,0 +1,122 @@
+//! A statement that commits on its own (a claim, the batch of claims and
+//! completions) whose answer was lost with its connection: it may have
+//! committed or not, and running it again would claim other documents while
+//! the first ones' leases run out unused, and refuse its own completions as
+//! not the owner's.
+//!
+//! So its claims carry owner tokens the caller made (the claim's SQL takes
+//! them as a parameter, `write.rs: claim_ctes`), and before it runs again on
+//! a new connection the caller asks for them: a row that holds one of them
+//! was claimed by that statement, which then committed whole (a statement
+//! is atomic), and its answer is rebuilt from the rows; a completion of it
+//! was accepted when its `completed` history line, with its token and
+//! fence, is there. When nothing of it is found, it did not commit, or
+//! committed without effect: running it again is safe either way.
+
+use ::postgres::GenericClient;
+
+use super::conn::{Conn, Prepared, Sql};
+use crate::job::{Claim, JobId, Owner};
+
+/// The claims holding one of `tokens`, in the tokens' order, with whether
+/// each took over a lease that was over (its `claimed` line says so).
+const CLAIMED_WITH: &str = "SELECT j.id, j.doc_key, j.version, j.owner_token, j.fence, j.attempts,
+        j.lease_expires_at,
+        EXISTS (SELECT 1 FROM history h WHERE h.job_id = j.id AND h.token = j.owner_token
+                AND h.event = 'claimed' AND h.detail LIKE '%took over%')
+   FROM jobs j
+  WHERE j.owner_token = ANY($1::TEXT[]) AND j.status = 'extracting'
+  ORDER BY array_position($1::TEXT[], j.owner_token)";
+
+/// Per completion (document, token, fence), whether its `completed` line
+/// was written.
+const COMPLETED_WITH: &str = "SELECT EXISTS (SELECT 1 FROM history h
+        WHERE h.job_id = g.id AND h.event = 'completed' AND h.token = g.token AND h.fence = g.fence)
+   FROM unnest($1::BIGINT[], $2::TEXT[], $3::BIGINT[]) WITH ORDINALITY AS g (id, token, fence, n)
+  ORDER BY g.n";
+
+/// `n` owner tokens for the rows a claim asks for.
+pub(crate) fn fresh_tokens(n: usize) -> Vec<String> {
+    (0..n).map(|_| uuid::Uuid::new_v4().to_string()).collect()
+}
+
+/// A statement sent whose answer has not come back: its tokens and the
+/// completions it carried. Kept by the caller across tries.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    tokens: Vec<String>,
+    completions: Vec<(i64, String, i64)>,
+}
+
+impl InFlight {
+    /// `tokens` and `completions` (owners) are about to be sent.
+    pub(crate) fn sent(tokens: &[String], completions: &[&Owner]) -> InFlight {
+        InFlight {
+            tokens: tokens.to_vec(),
+            completions: completions
+                .iter()
+                .map(|o| (o.id.0, o.token.clone(), o.fence))
+                .collect(),
+        }
+    }
+}
+
+/// What a lost statement did, when it committed.
+pub(crate) struct Recovered {
+    /// Its claims, in the order of its tokens.
+    pub(crate) claims: Vec<Claim>,
+    /// Per completion it carried, whether it was accepted.
+    pub(crate) accepted: Vec<bool>,
+}
+
+/// Look for what `lost` did; `None` when nothing of it is there (it did not
+/// commit, or changed nothing: either way it may run again).
+pub(crate) fn recover(conn: &mut Conn, lost: &InFlight) -> Sql<Option<Recovered>> {
+    let claimed = conn.prepared(CLAIMED_WITH)?;
+    let claims = claims_with(&mut **conn, &claimed, &lost.tokens)?;
+    let accepted = if lost.completions.is_empty() {
+        Vec::new()
+    } else {
+        let completed = conn.prepared(COMPLETED_WITH)?;
+        completed_with(&mut **conn, &completed, &lost.completions)?
+    };
+    if claims.is_empty() && !accepted.contains(&true) {
+        return Ok(None);
+    }
+    tracing::info!(
+        claims = claims.len(),
+        accepted = accepted.iter().filter(|a| **a).count(),
+        "a statement whose answer was lost had committed: its answer rebuilt from the rows"
+    );
+    Ok(Some(Recovered { claims, accepted }))
+}
+
+fn claims_with(db: &mut impl GenericClient, claimed: &Prepared, tokens: &[String]) -> Sql<Vec<Claim>> {
+    let rows = claimed.query(db, &[&tokens])?;
+    let mut claims = Vec::with_capacity(rows.len());
+    for r in &rows {
+        claims.push(Claim {
+            id: JobId(r.try_get(0)?),
+            key: r.try_get(1)?,
+            version: r.try_get(2)?,
+            token: r.try_get(3)?,
+            fence: r.try_get(4)?,
+            attempts: r.try_get(5)?,
+            lease_expires_at: r.try_get(6)?,
+            took_over: r.try_get(7)?,
+        });
+    }
+    Ok(claims)
+}
+
+fn completed_with(
+    db: &mut impl GenericClient,
+    completed: &Prepared,
+    completions: &[(i64, String, i64)],
+) -> Sql<Vec<bool>> {
+    let ids: Vec<i64> = completions.iter().map(|c| c.0).collect();
+    let tokens: Vec<&str> = completions.iter().map(|c| c.1.as_str()).collect();
+    let fences: Vec<i64> = completions.iter().map(|c| c.2).collect();
+    let rows = completed.query(db, &[&ids, &tokens, &fences])?;
+    rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+}
