@@ -73,3 +73,10 @@ pub fn candidates(store: &Store, completing: &[JobId], limit: usize) -> Option<R
             .map(|ids| ids.into_iter().map(JobId).collect()),
     )
 }
+
+/// Whether the store reaches PostgreSQL's server sessions per transaction
+/// (a pooler in transaction mode, found when it opened or learnt since).
+/// `None` when the store is not on PostgreSQL.
+pub fn pooled_per_transaction(store: &Store) -> Option<Result<bool>> {
+    Some(store.postgres()?.pooled_per_transaction())
+}

@@ -21,8 +21,8 @@ pub struct CutProxy {
 }
 
 struct Shared {
-    /// The next statement's answer is to be lost.
-    armed: AtomicBool,
+    /// How many of the next statements' answers are to be lost.
+    armed: AtomicUsize,
     /// Answers lost so far.
     cuts: AtomicUsize,
     stop: AtomicBool,
@@ -34,7 +34,7 @@ impl CutProxy {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
         let port = listener.local_addr().expect("the proxy's address").port();
         let shared = Arc::new(Shared {
-            armed: AtomicBool::new(false),
+            armed: AtomicUsize::new(0),
             cuts: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
         });
@@ -59,9 +59,10 @@ impl CutProxy {
         self.port
     }
 
-    /// Lose the answer to the next statement any client runs.
+    /// Lose the answer to the next statement any client runs (one more
+    /// each call: the statements after it, on the connections made then).
     pub fn arm(&self) {
-        self.shared.armed.store(true, Ordering::SeqCst);
+        self.shared.armed.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Answers lost so far.
@@ -96,7 +97,13 @@ fn relay(client: TcpStream, server: TcpStream, shared: Arc<Shared>) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            if has_bind(&buf[..n]) && arming.armed.swap(false, Ordering::SeqCst) {
+            let take = |left: usize| left.checked_sub(1);
+            if has_bind(&buf[..n])
+                && arming
+                    .armed
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, take)
+                    .is_ok()
+            {
                 marked.store(true, Ordering::SeqCst);
             }
             if to_server.write_all(&buf[..n]).is_err() {

@@ -53,6 +53,23 @@ fn a_claim_whose_answer_was_lost_is_found_by_its_token_not_run_again() {
     assert!(done.is_accepted(), "its lease is live: {done:?}");
 }
 
+/// The lookup itself loses its answer too: the next try still looks for
+/// the claim (it is kept until answered), and finds it.
+#[test]
+fn a_claim_is_looked_for_again_when_the_lookup_loses_its_answer_too() {
+    let t = TestDb::new(Backend::Postgres);
+    let proxy = CutProxy::start(pg::server().port());
+    let store = store_through(&t, &proxy, &["a", "b", "c"]);
+    let warm = store.claim("w0").unwrap().expect("a claim");
+    assert_eq!(warm.key, "a");
+    proxy.arm();
+    proxy.arm();
+    let claim = store.claim("w1").unwrap().expect("a claim");
+    assert_eq!(proxy.cuts(), 2, "the claim's answer and the lookup's were lost");
+    assert_eq!(claim.key, "b");
+    assert_eq!(events(&store, "c"), ["enqueued"], "no second document claimed");
+}
+
 /// The batch statement (a completion and a claim) committed and its answer
 /// was lost: the completion is known accepted and the claim is the
 /// document it took.

@@ -8,6 +8,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::pgbouncer::private_pooler;
+use leasehold::testing::pg_batch::pooled_per_transaction;
 use leasehold::{Completion, Error, NewDoc, Store, StoreOptions};
 
 fn options() -> StoreOptions {
@@ -26,12 +27,24 @@ fn a_pooler_per_statement_is_refused_with_the_modes_it_needs() {
     assert!(reason.contains("pool_mode = transaction or session"), "{err}");
 }
 
+/// A direct connection is found to be one.
+#[test]
+fn a_direct_connection_is_found_per_connection() {
+    let t = common::TestDb::new(common::Backend::Postgres);
+    let store = t.handle(60_000);
+    assert!(!pooled_per_transaction(&store).unwrap().unwrap());
+}
+
 /// Per session, every statement of a connection meets one server session:
 /// the store keeps its statements there, and works.
 #[test]
 fn a_pooler_per_session_serves_the_store() {
     let pooler = private_pooler("session");
     let store = Store::open(pooler.fresh_database(), options()).expect("open through the pooler");
+    assert!(
+        !pooled_per_transaction(&store).unwrap().unwrap(),
+        "found per session"
+    );
     store.enqueue_many(&[NewDoc::new("a", "v1")]).unwrap();
     let claim = store.claim("w").unwrap().expect("a claim");
     let done = store.complete(claim, Completion::new("r/a", "sum")).unwrap();
@@ -46,6 +59,10 @@ fn a_pooler_per_transaction_is_left_no_session_setting() {
     let pooler = private_pooler("transaction");
     let url = pooler.fresh_database();
     let store = Store::open(&url, options()).expect("open through the pooler");
+    assert!(
+        pooled_per_transaction(&store).unwrap().unwrap(),
+        "found per transaction"
+    );
     let docs: Vec<NewDoc> = (0..20).map(|i| NewDoc::new(format!("d{i}"), "v1")).collect();
     store.enqueue_many(&docs).unwrap();
     while let Some(c) = store.claim("w").unwrap() {

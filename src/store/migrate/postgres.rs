@@ -23,11 +23,14 @@ struct Side<'c> {
 
 pub(super) fn with_snapshot<T>(db: &PgStore, f: &mut dyn FnMut(&mut dyn Reader) -> Result<T>) -> Result<T> {
     let mut conn = db.connection()?;
-    let tx = conn
+    let mut tx = conn
         .build_transaction()
         .isolation_level(IsolationLevel::RepeatableRead)
         .read_only(true)
         .start()
+        .map_err(|e| pg_error(db.url(), e))?;
+    // Behind a pooler per transaction the session has no limits of ours.
+    tx.batch_execute(&crate::store::postgres::local_limits())
         .map_err(|e| pg_error(db.url(), e))?;
     let mut side = Side {
         tx,
@@ -41,6 +44,9 @@ pub(super) fn with_write<T>(db: &PgStore, f: &mut dyn FnMut(&mut dyn Writer) -> 
     let mut conn = db.connection()?;
     // The client's own transaction, not the connection's statement-keeping one.
     let mut tx = ::postgres::Client::transaction(&mut conn).map_err(|e| pg_error(db.url(), e))?;
+    // Behind a pooler per transaction the session has no limits of ours.
+    tx.batch_execute(&crate::store::postgres::local_limits())
+        .map_err(|e| pg_error(db.url(), e))?;
     // Other writers (a worker pointed at the new database too early) wait
     // until the copy commits or rolls back: the emptiness checked first
     // still holds when the rows go in. Readers are not held up.

@@ -28,8 +28,9 @@
 //! claims again on its own.
 
 use super::conn::Conn;
-use super::conn::Sql;
+use super::conn::{Fail, Sql};
 use super::recover::{fresh_tokens, recover, InFlight, Recovered};
+use super::tx::is_lost;
 use super::write::{
     self, candidates_of, claim_columns, claim_ctes, claimable_at, exhausted, next_seq, pages_column, Taken,
 };
@@ -131,7 +132,8 @@ struct Done<'a> {
 /// was one) and the claim; per completion, whether it was accepted.
 struct Answer {
     now: Millis,
-    taken: Vec<Taken>,
+    /// Each candidate with the slot it was for (its place in the claim).
+    taken: Vec<(usize, Taken)>,
     accepted: Vec<bool>,
 }
 
@@ -180,27 +182,34 @@ impl<'a> Plan<'a> {
         policy: &Policy,
         in_flight: &mut Option<InFlight>,
     ) -> Sql<Answer> {
-        if let Some(lost) = in_flight.take() {
-            if let Some(found) = recover(conn, &lost)? {
+        if let Some(lost) = in_flight.as_ref() {
+            let found = recover(conn, lost)?;
+            *in_flight = None;
+            if let Some(found) = found {
                 return Ok(self.recovered(now, found));
             }
         }
         let tokens = fresh_tokens(self.workers.len());
         let owners: Vec<&Owner> = self.done.iter().map(|d| d.owner).collect();
         *in_flight = Some(InFlight::sent(&tokens, &owners));
-        let answer = self.send(conn, now, policy, &tokens)?;
-        *in_flight = None;
-        Ok(answer)
+        let answer = self.send(conn, now, policy, &tokens);
+        // An answer, or the server's refusal (nothing committed): nothing
+        // is left to look for. A lost connection leaves it in flight.
+        if !matches!(&answer, Err(Fail::Pg(e)) if is_lost(e)) {
+            *in_flight = None;
+        }
+        answer
     }
 
     /// The answer of a statement that committed, rebuilt from its rows: its
-    /// claims in its slots' order (a candidate it did not take is not known
-    /// any more; a later claim buries it), and its completions' outcomes.
+    /// claims in the slots they were for (a candidate it did not take is not
+    /// known any more; a later claim buries it), and its completions'
+    /// outcomes.
     fn recovered(&self, now: Millis, found: Recovered) -> Answer {
         let taken = found
             .claims
             .into_iter()
-            .map(|claim| {
+            .map(|(slot, claim)| {
                 // The row as the statement took it: the guard that follows
                 // checks only that a claim may take a row in this state.
                 let candidate = Candidate {
@@ -211,7 +220,7 @@ impl<'a> Plan<'a> {
                     lease_expires_at: None,
                     lost_leases: 0,
                 };
-                (candidate, Some(claim))
+                (slot, (candidate, Some(claim)))
             })
             .collect();
         Answer {
@@ -298,7 +307,7 @@ impl<'a> Plan<'a> {
                 accepted_ids = ids;
             }
             if r.try_get::<_, Option<i64>>(0)?.is_some() {
-                taken.push(write::taken_of(r, lease_until)?);
+                taken.push((taken.len(), write::taken_of(r, lease_until)?));
             }
         }
         let accepted = ids.iter().map(|id| accepted_ids.contains(id)).collect();
@@ -307,6 +316,13 @@ impl<'a> Plan<'a> {
 }
 
 impl PgStore {
+    /// Whether the store's connections reach server sessions per
+    /// transaction (a pooler: `pooler.rs`), as found or learnt so far.
+    pub(crate) fn pooled_per_transaction(&self) -> Result<bool> {
+        let conn = self.connection()?;
+        Ok(conn.pooling() == super::pooler::Pooling::PerTransaction)
+    }
+
     /// The documents [`CLAIM_AND_COMPLETE`] would claim, `limit` wanted,
     /// while it completes `completing`, in the order it takes them; its
     /// changes rolled back. For the tests of the exclusion and the order
@@ -354,9 +370,26 @@ impl PgStore {
         let plan = Plan::of(ops)?;
         let policy = self.policy();
         let mut in_flight = None;
-        let answer = self
-            .on_its_own(true, |conn, now| plan.run(conn, now, policy, &mut in_flight))
-            .ok()?;
+        let answer = match self.on_its_own(true, |conn, now| plan.run(conn, now, policy, &mut in_flight)) {
+            Ok(answer) => answer,
+            // Sent, and what it did could not be read back: running the
+            // operations again (the caller's transaction) could claim twice
+            // and refuse what was accepted. Each fails; the workers' backoff
+            // takes it from there.
+            Err(e) if in_flight.is_some() => {
+                let said = e.to_string();
+                return Some(
+                    ops.iter()
+                        .map(|_| {
+                            Err(Error::Internal(format!(
+                                "a batch statement's answer was lost and what it did could not be read back: {said}"
+                            )))
+                        })
+                        .collect(),
+                );
+            }
+            Err(_) => return None,
+        };
         let mut outs: Vec<Option<Result<WriteOut>>> = ops.iter().map(|_| None).collect();
         for (d, accepted) in plan.done.iter().zip(&answer.accepted) {
             outs[d.at] = Some(if *accepted {
@@ -392,14 +425,17 @@ impl PgStore {
         &self,
         plan: &Plan<'_>,
         ops: &[&WriteOp],
-        taken: Vec<Taken>,
+        taken: Vec<(usize, Taken)>,
     ) -> Vec<(usize, Result<Vec<Claim>>)> {
         let mut got: Vec<Option<Result<Vec<Claim>>>> = ops
             .iter()
             .map(|op| matches!(op, WriteOp::Claim { .. }).then(|| Ok(Vec::new())))
             .collect();
         let mut dead = Vec::new();
-        for (&at, (candidate, claim)) in plan.slots.iter().zip(taken) {
+        for (slot, (candidate, claim)) in taken {
+            let Some(&at) = plan.slots.get(slot) else {
+                continue;
+            };
             let Some(claim) = claim else {
                 dead.push(candidate);
                 continue;
@@ -441,5 +477,18 @@ impl PgStore {
             Ok(any)
         });
         matches!(buried, Ok(false))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The test of the exclusion reads [`CANDIDATES`]; the statement that
+    /// runs must hold the same clause.
+    #[test]
+    fn the_batch_statement_and_its_candidates_leave_out_what_it_completes() {
+        assert!(CLAIM_AND_COMPLETE.contains(not_completed!()));
+        assert!(CANDIDATES.contains(not_completed!()));
     }
 }

@@ -10,7 +10,8 @@
 //! prepared in one session is not there in the next: the hot statements are
 //! then sent unnamed with their parameter types, parsed and run in one
 //! round trip ([`Prepared::Unnamed`]); the types are learnt once per
-//! connection, inside a transaction, whose end closes what it prepared.
+//! connection, inside a transaction, and the named statement that taught
+//! them is closed (dropped) before that transaction ends.
 //!
 //! Every connection is checked (an empty query) as it is handed out, except
 //! to the callers that can tell a connection that died from a failure of

@@ -74,10 +74,10 @@ impl PgStore {
 impl PgStore {
     /// `op` outside any transaction, when it is a claim (of no more than one
     /// statement's rows) or a completion with no text for the sink or the
-    /// search index (`None` otherwise). A claim is run again on
-    /// another connection if its connection failed (an orphaned lease, if
-    /// the first had committed, runs out unused); a completion is not (it
-    /// would be refused as not the owner's if the first had committed).
+    /// search index (`None` otherwise). A claim is run again on another
+    /// connection if its connection failed, after looking for what the lost
+    /// statement claimed by its tokens (`recover.rs`); a completion is not
+    /// (it would be refused as not the owner's if the first had committed).
     fn alone(&self, op: &WriteOp) -> Option<Result<WriteOut>> {
         let policy = self.policy();
         if let WriteOp::Claim { worker, max } = op {

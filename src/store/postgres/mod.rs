@@ -141,6 +141,13 @@ fn session_limits(set: &str) -> String {
     )
 }
 
+/// [`session_limits`] for one transaction: for a transaction begun on a
+/// pooled connection's client itself, which [`conn::Conn::transaction`]
+/// does not see (a migration between stores).
+pub(crate) fn local_limits() -> String {
+    session_limits("SET LOCAL")
+}
+
 /// Applies [`session_limits`] to each connection the pool makes that keeps
 /// its server session.
 #[derive(Debug)]

@@ -28,10 +28,16 @@
 //!
 //! The probe can miss: other clients of the pooler may take and give back
 //! sessions between its steps so that each answer looks direct. Then the
-//! first statement that meets the pooler fails at once with "prepared
-//! statement ... does not exist" (or "already exists"), before anything
-//! ran: the store learns the pooling from it ([`SharedPooling`]), for every
-//! connection of its pool, and runs the operation again.
+//! first statement that meets another session usually fails at once with
+//! "prepared statement ... does not exist" (or "already exists"), before
+//! anything ran: the store learns the pooling from it ([`SharedPooling`]),
+//! for every connection of its pool, and runs the operation again. What a
+//! missed probe leaves: the client names its statements `s0`, `s1`, … in
+//! every process, so a statement may meet another leasehold process's
+//! statement of the same name and text in that session and run (the same
+//! statement: no harm, but nothing is learnt); and the connections made
+//! before it was learnt set their time limits for their sessions, which
+//! stay with those server sessions.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

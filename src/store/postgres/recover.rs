@@ -12,21 +12,35 @@
 //! was accepted when its `completed` history line, with its token and
 //! fence, is there. When nothing of it is found, it did not commit, or
 //! committed without effect: running it again is safe either way.
+//!
+//! The lost statement may still be running: the server notices a client
+//! gone only when it writes the answer. A completion's UPDATE may be
+//! waiting for a row lock; so the lookup first locks the completions' rows
+//! (`FOR UPDATE`, within the transaction's lock limit), which queues it
+//! behind that statement. A claim skips locked rows and waits for none, so
+//! its window is its own run; a claim that commits after the lookup found
+//! nothing leaves its leases to run out, as before.
 
 use ::postgres::GenericClient;
 
-use super::conn::{Conn, Prepared, Sql};
+use super::conn::{Conn, Prepared, Sql, Tx};
 use crate::job::{Claim, JobId, Owner};
 
 /// The claims holding one of `tokens`, in the tokens' order, with whether
-/// each took over a lease that was over (its `claimed` line says so).
+/// each took over a lease that was over (its `claimed` line says so) and
+/// the place of its token (from 1).
 const CLAIMED_WITH: &str = "SELECT j.id, j.doc_key, j.version, j.owner_token, j.fence, j.attempts,
         j.lease_expires_at,
         EXISTS (SELECT 1 FROM history h WHERE h.job_id = j.id AND h.token = j.owner_token
-                AND h.event = 'claimed' AND h.detail LIKE '%took over%')
+                AND h.event = 'claimed' AND h.detail LIKE '%took over%'),
+        array_position($1::TEXT[], j.owner_token)
    FROM jobs j
   WHERE j.owner_token = ANY($1::TEXT[]) AND j.status = 'extracting'
   ORDER BY array_position($1::TEXT[], j.owner_token)";
+
+/// The completions' rows, locked: behind the lost statement, if it still
+/// runs.
+const LOCK_COMPLETED: &str = "SELECT id FROM jobs WHERE id = ANY($1::BIGINT[]) ORDER BY id FOR UPDATE";
 
 /// Per completion (document, token, fence), whether its `completed` line
 /// was written.
@@ -63,8 +77,9 @@ impl InFlight {
 
 /// What a lost statement did, when it committed.
 pub(crate) struct Recovered {
-    /// Its claims, in the order of its tokens.
-    pub(crate) claims: Vec<Claim>,
+    /// Its claims, each with the place of its token (from 0): the slot it
+    /// was claimed for.
+    pub(crate) claims: Vec<(usize, Claim)>,
     /// Per completion it carried, whether it was accepted.
     pub(crate) accepted: Vec<bool>,
 }
@@ -72,39 +87,63 @@ pub(crate) struct Recovered {
 /// Look for what `lost` did; `None` when nothing of it is there (it did not
 /// commit, or changed nothing: either way it may run again).
 pub(crate) fn recover(conn: &mut Conn, lost: &InFlight) -> Sql<Option<Recovered>> {
-    let claimed = conn.prepared(CLAIMED_WITH)?;
-    let claims = claims_with(&mut **conn, &claimed, &lost.tokens)?;
-    let accepted = if lost.completions.is_empty() {
-        Vec::new()
-    } else {
-        let completed = conn.prepared(COMPLETED_WITH)?;
-        completed_with(&mut **conn, &completed, &lost.completions)?
-    };
-    if claims.is_empty() && !accepted.contains(&true) {
+    let mut tx = conn.transaction()?;
+    let found = look_for(&mut tx, lost)?;
+    tx.commit()?;
+    if found.claims.is_empty() && !found.accepted.contains(&true) {
         return Ok(None);
     }
     tracing::info!(
-        claims = claims.len(),
-        accepted = accepted.iter().filter(|a| **a).count(),
+        claims = found.claims.len(),
+        accepted = found.accepted.iter().filter(|a| **a).count(),
         "a statement whose answer was lost had committed: its answer rebuilt from the rows"
     );
-    Ok(Some(Recovered { claims, accepted }))
+    Ok(Some(found))
 }
 
-fn claims_with(db: &mut impl GenericClient, claimed: &Prepared, tokens: &[String]) -> Sql<Vec<Claim>> {
+/// The lost statement's claims and completions' outcomes, in `tx`.
+fn look_for(tx: &mut Tx<'_>, lost: &InFlight) -> Sql<Recovered> {
+    if lost.completions.is_empty() {
+        let claimed = tx.prepared(CLAIMED_WITH)?;
+        let claims = claims_with(&mut **tx, &claimed, &lost.tokens)?;
+        return Ok(Recovered {
+            claims,
+            accepted: Vec::new(),
+        });
+    }
+    let ids: Vec<i64> = lost.completions.iter().map(|c| c.0).collect();
+    let lock = tx.prepared(LOCK_COMPLETED)?;
+    lock.query(&mut **tx, &[&ids])?;
+    let claimed = tx.prepared(CLAIMED_WITH)?;
+    let claims = claims_with(&mut **tx, &claimed, &lost.tokens)?;
+    let completed = tx.prepared(COMPLETED_WITH)?;
+    let accepted = completed_with(&mut **tx, &completed, &lost.completions)?;
+    Ok(Recovered { claims, accepted })
+}
+
+fn claims_with(
+    db: &mut impl GenericClient,
+    claimed: &Prepared,
+    tokens: &[String],
+) -> Sql<Vec<(usize, Claim)>> {
     let rows = claimed.query(db, &[&tokens])?;
     let mut claims = Vec::with_capacity(rows.len());
     for r in &rows {
-        claims.push(Claim {
-            id: JobId(r.try_get(0)?),
-            key: r.try_get(1)?,
-            version: r.try_get(2)?,
-            token: r.try_get(3)?,
-            fence: r.try_get(4)?,
-            attempts: r.try_get(5)?,
-            lease_expires_at: r.try_get(6)?,
-            took_over: r.try_get(7)?,
-        });
+        let place: i32 = r.try_get(8)?;
+        let place = usize::try_from(place.saturating_sub(1)).unwrap_or(0);
+        claims.push((
+            place,
+            Claim {
+                id: JobId(r.try_get(0)?),
+                key: r.try_get(1)?,
+                version: r.try_get(2)?,
+                token: r.try_get(3)?,
+                fence: r.try_get(4)?,
+                attempts: r.try_get(5)?,
+                lease_expires_at: r.try_get(6)?,
+                took_over: r.try_get(7)?,
+            },
+        ));
     }
     Ok(claims)
 }

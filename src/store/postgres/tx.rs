@@ -95,8 +95,9 @@ impl PgStore {
     /// injected clock. Retried as [`PgStore::write_tx`] is after a
     /// serialization failure or a deadlock. After a failure of the
     /// connection, only when `again_if_lost`: `f`'s first statement may have
-    /// committed before the connection went, which the caller must be able
-    /// to afford (a claim: its lease runs out unused).
+    /// committed before the connection went, which the caller must find out
+    /// (`recover.rs`: a claim and the batch statement look for what their
+    /// lost statement did by its tokens before sending it again).
     pub(crate) fn on_its_own<T>(
         &self,
         again_if_lost: bool,
@@ -244,7 +245,7 @@ const HISTORY_KEY: &str = "history_pkey";
 
 /// The connection failed or the server went away (no answer, or an answer
 /// of class 57: shut down, crashed, cannot connect now).
-fn is_lost(e: &::postgres::Error) -> bool {
+pub(super) fn is_lost(e: &::postgres::Error) -> bool {
     e.is_closed() || e.code().is_none_or(|c| c.code().starts_with("57"))
 }
 

@@ -358,9 +358,11 @@ pub(crate) fn claim_alone(
     max: usize,
     in_flight: &mut Option<InFlight>,
 ) -> Sql<Vec<Claim>> {
-    if let Some(lost) = in_flight.take() {
-        if let Some(found) = recover(conn, &lost)? {
-            return Ok(found.claims);
+    if let Some(lost) = in_flight.as_ref() {
+        let found = recover(conn, lost)?;
+        *in_flight = None;
+        if let Some(found) = found {
+            return Ok(found.claims.into_iter().map(|(_, claim)| claim).collect());
         }
     }
     let claim = conn.prepared(CLAIM)?;
@@ -371,9 +373,10 @@ pub(crate) fn claim_alone(
         policy,
         in_flight,
     };
-    Ok(claim_rounds(&mut rounds, &[(worker, max)], Rounds::UntilClaimed)?
-        .pop()
-        .unwrap_or_default())
+    let mut got = claim_rounds(&mut rounds, &[(worker, max)], Rounds::UntilClaimed)?;
+    // Answered, and buried what was to bury: nothing is in flight.
+    *rounds.in_flight = None;
+    Ok(got.pop().unwrap_or_default())
 }
 
 /// How many rounds a claim runs: while rows were buried and more are
@@ -428,7 +431,9 @@ struct OnItsOwn<'a> {
     claim: Prepared,
     now: Millis,
     policy: &'a Policy,
-    /// The statement sent and not yet answered, for the next try.
+    /// The last statement sent, until the whole claim has its answer: a
+    /// try after a failure on the way (the statement's answer lost, or a
+    /// burial after it) looks for what it did first.
     in_flight: &'a mut Option<InFlight>,
 }
 
@@ -436,16 +441,16 @@ impl Session for OnItsOwn<'_> {
     fn take(&mut self, workers: &[&str]) -> Sql<Vec<Taken>> {
         let tokens = fresh_tokens(workers.len());
         *self.in_flight = Some(InFlight::sent(&tokens, &[]));
-        let taken = take_some(
+        // Replaced by each round: a round runs only while nothing was
+        // claimed, so the one before it left nothing to find.
+        take_some(
             &mut **self.conn,
             &self.claim,
             self.now,
             self.policy,
             workers,
             &tokens,
-        )?;
-        *self.in_flight = None;
-        Ok(taken)
+        )
     }
 
     fn bury(&mut self, dead: &[Candidate]) -> Sql<bool> {
