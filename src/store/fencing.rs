@@ -243,6 +243,15 @@ impl WriteOp {
         self.completion()
             .filter(|(_, c)| c.deliver.is_none() && c.index.is_none())
     }
+
+    /// This operation as a completion with nothing for the sink, whose text
+    /// for the search index (if any) comes with its labels: what PostgreSQL's
+    /// batch statement takes (`postgres/batch.rs`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn batchable_completion(&self) -> Option<(&Owner, &Completion<'static>)> {
+        self.completion()
+            .filter(|(_, c)| c.deliver.is_none() && (c.index.is_none() || c.labels.is_some()))
+    }
 }
 
 impl WriteOut {

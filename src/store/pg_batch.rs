@@ -17,6 +17,8 @@ pub enum Op {
     Complete(Owner, Option<String>),
     /// The same, of a text that holds no word, with why.
     CompleteWithoutText(Owner, String),
+    /// The same, with a text for the search index, of document `key`.
+    CompleteWithText { owner: Owner, key: String, text: String },
     /// A renewal (never part of a batch statement).
     Renew(Owner),
 }
@@ -45,6 +47,10 @@ pub fn in_one_statement(store: &Store, ops: Vec<Op>) -> Option<Vec<Result<Out>>>
             Op::CompleteWithoutText(owner, why) => {
                 WriteOp::complete(&owner, Completion::new("r", "s").no_text(why.as_str()))
             }
+            Op::CompleteWithText { owner, key, text } => WriteOp::complete(
+                &owner,
+                Completion::new("r", "s").index(text.as_str()).labelled(&key),
+            ),
             Op::Renew(owner) => WriteOp::Renew(owner),
         })
         .collect();

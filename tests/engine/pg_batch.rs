@@ -124,6 +124,41 @@ fn a_batch_claim_takes_the_sets_in_their_order() {
     assert_eq!(ids(3), [b.id, a.id, d.id]);
 }
 
+/// A completion with a text for the search index goes in the batch
+/// statement too: its text is searchable under its title at once, a new
+/// version's text replaces the old one, and one without text takes it out.
+#[test]
+fn a_batch_statement_indexes_the_texts_it_accepts() {
+    let t = TestDb::new(Backend::Postgres);
+    let store = store_with(&t, &["notes/a.txt", "b"], 3);
+    let hits = |q: &str| -> Vec<String> { store.search(q, 10).unwrap().into_iter().map(|h| h.key).collect() };
+    let text = |owner, text: &str| Op::CompleteWithText {
+        owner,
+        key: "notes/a.txt".into(),
+        text: text.into(),
+    };
+    let a = store.claim_batch("w1", 1).unwrap().pop().unwrap();
+    let outs = run(&store, vec![text(a.owner(), "a quokka\0 smiles"), claim("w2")]);
+    assert!(matches!(outs[0], Out::Fenced(Fenced::Accepted)), "{outs:?}");
+    assert_eq!(hits("quokka"), ["notes/a.txt"]);
+    // Its title label, the file's name, is in the index too.
+    assert_eq!(hits("title:a"), ["notes/a.txt"]);
+    // A new version: its text replaces the old one.
+    store.enqueue_many(&[NewDoc::new("notes/a.txt", "v2")]).unwrap();
+    let a2 = store.claim_batch("w1", 1).unwrap().pop().unwrap();
+    assert_eq!(a2.key, "notes/a.txt");
+    let outs = run(&store, vec![text(a2.owner(), "a wombat")]);
+    assert!(matches!(outs[0], Out::Fenced(Fenced::Accepted)), "{outs:?}");
+    assert!(hits("quokka").is_empty());
+    assert_eq!(hits("wombat"), ["notes/a.txt"]);
+    // A version without text takes it out.
+    store.enqueue_many(&[NewDoc::new("notes/a.txt", "v3")]).unwrap();
+    let a3 = store.claim_batch("w1", 1).unwrap().pop().unwrap();
+    let outs = run(&store, vec![Op::Complete(a3.owner(), None)]);
+    assert!(matches!(outs[0], Out::Fenced(Fenced::Accepted)), "{outs:?}");
+    assert!(hits("wombat").is_empty());
+}
+
 /// A completion in the batch statement records why its text holds no word,
 /// as a lone one does; the count of such documents sees it.
 #[test]

@@ -1,12 +1,14 @@
-//! A group-commit batch of claims and plain completions in one statement
-//! that commits on its own: one round trip for the batch, where a
-//! transaction costs its BEGIN, a statement per kind (and per completion
-//! the search index's delete) and its COMMIT, each waiting on the server.
+//! A group-commit batch of claims and completions (with or without a text
+//! for the search index, none for the sink) in one statement that commits
+//! on its own: one round trip for the batch, where a transaction costs its
+//! BEGIN, a statement per kind (and per completion the search index's
+//! write) and its COMMIT, each waiting on the server.
 //!
 //! That is the common batch of a busy pool (each worker completes one
 //! document and claims the next), so it is worth its own statement:
 //! [`CLAIM_AND_COMPLETE`], the claim's CTEs (`write.rs: claim_ctes`) beside
-//! the completions' UPDATE and their history lines. Every CTE of a
+//! the completions' UPDATE, their history lines and their search index
+//! rows (the text put in for those with one, taken out for the others). Every CTE of a
 //! statement reads one snapshot and the order in which its sub-statements
 //! change rows is not defined, so the claim never takes a document that a
 //! completion of the same statement names: whether that completion is
@@ -30,6 +32,7 @@
 use super::conn::Conn;
 use super::conn::{Fail, Sql};
 use super::recover::{fresh_tokens, recover, InFlight, Recovered};
+use super::search_index::without_nul;
 use super::tx::is_lost;
 use super::write::{
     self, candidates_of, claim_columns, claim_ctes, claimable_at, exhausted, next_seq, pages_column, Taken,
@@ -43,6 +46,8 @@ use crate::store::fencing::{
     complete_detail_after, status_of, Candidate, WriteOp, WriteOut, LEASE_AHEAD, LEASE_EXPIRED,
 };
 use crate::store::options::Policy;
+use crate::store::search::Labels;
+use std::borrow::Cow;
 
 /// The claim's candidates leave out the documents the statement completes
 /// ($10). Without it, whether such a document is claimed or completed would
@@ -71,7 +76,9 @@ const CANDIDATES: &str = concat!(
 /// (`complete_detail_after`), the result's size in bytes; $17 why each
 /// text holds no word (NULL: it has words); $18–$20 each document's own
 /// title, author and date; $21–$22 its page count and language; $23 the
-/// claims' owner tokens (`recover.rs`). No candidate is one of $10. Each row is a
+/// claims' owner tokens (`recover.rs`); $24–$26 each completion's text for
+/// the search index (NULL: none; the previous one is taken out) and the
+/// index's title and author (`search_index.rs: put`, as one statement). No candidate is one of $10. Each row is a
 /// candidate as [`write::claim_columns`] gives it (NULLs when there was
 /// none) and the ids of the accepted completions (NULL when none was).
 const CLAIM_AND_COMPLETE: &str = concat!(
@@ -81,8 +88,10 @@ const CLAIM_AND_COMPLETE: &str = concat!(
      given AS (
         SELECT * FROM unnest($10::BIGINT[], $11::TEXT[], $12::TEXT[], $13::TEXT[],
                              $14::BIGINT[], $15::TEXT[], $16::BIGINT[], $17::TEXT[], $18::TEXT[],
-                             $19::TEXT[], $20::TEXT[], $21::BIGINT[], $22::TEXT[])
-                      AS g (id, token, path, sum, fence, after, bytes, no_text, title, author, date, pages, language)
+                             $19::TEXT[], $20::TEXT[], $21::BIGINT[], $22::TEXT[],
+                             $24::TEXT[], $25::TEXT[], $26::TEXT[])
+                      AS g (id, token, path, sum, fence, after, bytes, no_text, title, author, date, pages, language,
+                            body, label_title, label_author)
      ),
      accepted AS (
         UPDATE jobs SET status = 'indexed', result_path = given.path, checksum = given.sum,
@@ -90,7 +99,8 @@ const CLAIM_AND_COMPLETE: &str = concat!(
                 last_error = NULL, parked_on = NULL, updated_at = $1
         FROM given
         WHERE jobs.id = given.id AND jobs.owner_token = given.token AND jobs.status = 'extracting'
-        RETURNING jobs.id, jobs.version, given.token, given.fence, given.after
+        RETURNING jobs.id, jobs.version, given.token, given.fence, given.after, given.path, given.sum,
+                  given.body, given.label_title, given.label_author
      ),
      accepted_lines AS (
         INSERT INTO history (job_id, seq, at, event, token, fence, detail)
@@ -100,7 +110,14 @@ const CLAIM_AND_COMPLETE: &str = concat!(
                'version ' || accepted.version || accepted.after
         FROM accepted
      ),
-     unindexed AS (DELETE FROM search_text WHERE job_id IN (SELECT id FROM accepted))
+     unindexed AS (DELETE FROM search_text WHERE job_id IN (SELECT id FROM accepted WHERE body IS NULL)),
+     indexed AS (
+        INSERT INTO search_text (job_id, body, path, checksum, title, author)
+        SELECT id, body, path, sum, label_title, label_author FROM accepted WHERE body IS NOT NULL
+        ON CONFLICT (job_id) DO UPDATE
+        SET body = excluded.body, path = excluded.path, checksum = excluded.checksum,
+            title = excluded.title, author = excluded.author
+     )
      SELECT ",
     claim_columns!(),
     ", a.ids
@@ -155,7 +172,7 @@ impl<'a> Plan<'a> {
                     plan.workers.extend(std::iter::repeat_n(worker.as_str(), *max));
                 }
                 _ => {
-                    let (owner, completion) = op.plain_completion()?;
+                    let (owner, completion) = op.batchable_completion()?;
                     plan.done.push(Done {
                         at,
                         owner,
@@ -264,6 +281,17 @@ impl<'a> Plan<'a> {
             .iter()
             .map(|d| d.completion.language.as_deref())
             .collect();
+        // PostgreSQL's text cannot hold NUL; the mirror's copy keeps them.
+        let bodies: Vec<Option<Cow<'_, str>>> = self
+            .done
+            .iter()
+            .map(|d| d.completion.index_text().map(without_nul))
+            .collect();
+        let label = |d: &Done<'_>, pick: fn(&Labels) -> &Option<String>| -> Option<String> {
+            d.completion.labels.as_deref().and_then(|l| pick(l).clone())
+        };
+        let label_titles: Vec<Option<String>> = self.done.iter().map(|d| label(d, |l| &l.title)).collect();
+        let label_authors: Vec<Option<String>> = self.done.iter().map(|d| label(d, |l| &l.author)).collect();
         let afters: Vec<String> = self
             .done
             .iter()
@@ -298,6 +326,9 @@ impl<'a> Plan<'a> {
                 &pages,
                 &languages,
                 &claim_tokens,
+                &bodies,
+                &label_titles,
+                &label_authors,
             ],
         )?;
         let mut taken = Vec::new();

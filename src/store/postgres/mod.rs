@@ -16,7 +16,7 @@
 //! - `write.rs`: claim (`FOR UPDATE SKIP LOCKED`) and the fenced writes.
 //! - `group.rs`: group commit: the claims and fenced writes of one moment in
 //!   one transaction, each kind in one statement.
-//! - `batch.rs`: a batch of claims and plain completions in one statement.
+//! - `batch.rs`: a batch of claims and completions in one statement.
 //! - `read.rs`: the reads and the checks `doctor` runs.
 //! - `gate.rs`: the auth gate's rows (DESIGN §6) under row and advisory locks.
 //! - `outbox.rs`: the rows of results waiting for the sink, and of notices.

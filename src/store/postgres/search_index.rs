@@ -54,6 +54,16 @@ pub(crate) fn accepted(tx: &mut Transaction<'_>, id: i64, c: &Completion<'_>) ->
     }
 }
 
+/// `text` as PostgreSQL's text can hold it: NUL is the one character it
+/// cannot (the mirror's copy keeps them), so each becomes a space.
+pub(crate) fn without_nul(text: &str) -> Cow<'_, str> {
+    if text.contains('\0') {
+        Cow::Owned(text.replace('\0', " "))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
 fn put(
     tx: &mut Transaction<'_>,
     id: i64,
@@ -61,12 +71,7 @@ fn put(
     text: &str,
     labels: &Labels,
 ) -> Sql<()> {
-    // PostgreSQL's text cannot hold NUL; the mirror's copy keeps them.
-    let body = if text.contains('\0') {
-        Cow::Owned(text.replace('\0', " "))
-    } else {
-        Cow::Borrowed(text)
-    };
+    let body = without_nul(text);
     tx.execute(
         "INSERT INTO search_text (job_id, body, path, checksum, title, author) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (job_id) DO UPDATE
