@@ -1,7 +1,7 @@
 //! A TCP proxy in front of a PostgreSQL server that can lose one answer: once
 //! armed, the reply to the next statement a client runs (its Bind message,
-//! whatever else came with it) is not passed on, and that connection is cut
-//! both ways. The server has run the statement, and committed it when it
+//! whatever else came with it), or to the next COMMIT, is not passed on, and
+//! that connection is cut both ways. The server has run the statement, and committed it when it
 //! commits on its own, before it answers: this is a commit whose answer was
 //! lost with its connection.
 //!
@@ -23,6 +23,8 @@ pub struct CutProxy {
 struct Shared {
     /// How many of the next statements' answers are to be lost.
     armed: AtomicUsize,
+    /// How many of the next COMMITs' answers are to be lost.
+    armed_commits: AtomicUsize,
     /// Answers lost so far.
     cuts: AtomicUsize,
     stop: AtomicBool,
@@ -35,6 +37,7 @@ impl CutProxy {
         let port = listener.local_addr().expect("the proxy's address").port();
         let shared = Arc::new(Shared {
             armed: AtomicUsize::new(0),
+            armed_commits: AtomicUsize::new(0),
             cuts: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
         });
@@ -65,6 +68,11 @@ impl CutProxy {
         self.shared.armed.fetch_add(1, Ordering::SeqCst);
     }
 
+    /// Lose the answer to the next COMMIT any client sends.
+    pub fn arm_commit(&self) {
+        self.shared.armed_commits.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// Answers lost so far.
     pub fn cuts(&self) -> usize {
         self.shared.cuts.load(Ordering::SeqCst)
@@ -82,6 +90,10 @@ impl Drop for CutProxy {
 /// Relay one connection both ways; the server's reply to a statement sent
 /// while armed is dropped and both sides closed.
 fn relay(client: TcpStream, server: TcpStream, shared: Arc<Shared>) {
+    // Each exchange is passed on at once, as without the proxy (Nagle's
+    // wait behind a delayed ACK would cost each round trip 40 ms).
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
     let doomed = Arc::new(AtomicBool::new(false));
     let (mut from_client, mut to_server) = (
         client.try_clone().expect("clone"),
@@ -98,12 +110,18 @@ fn relay(client: TcpStream, server: TcpStream, shared: Arc<Shared>) {
                 Ok(n) => n,
             };
             let take = |left: usize| left.checked_sub(1);
-            if has_bind(&buf[..n])
+            let chunk = &buf[..n];
+            let statement = has_message(chunk, |t, _| t == b'B')
                 && arming
                     .armed
                     .fetch_update(Ordering::SeqCst, Ordering::SeqCst, take)
-                    .is_ok()
-            {
+                    .is_ok();
+            let commit = has_message(chunk, |t, body| t == b'Q' && body.starts_with(b"COMMIT"))
+                && arming
+                    .armed_commits
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, take)
+                    .is_ok();
+            if statement || commit {
                 marked.store(true, Ordering::SeqCst);
             }
             if to_server.write_all(&buf[..n]).is_err() {
@@ -133,16 +151,17 @@ fn relay(client: TcpStream, server: TcpStream, shared: Arc<Shared>) {
     });
 }
 
-/// Whether `chunk`, read from a client after its start-up, holds a Bind
-/// message: the protocol's messages are a type byte and a length (which
-/// counts itself) each.
-fn has_bind(chunk: &[u8]) -> bool {
+/// Whether `chunk`, read from a client after its start-up, holds a message
+/// that `is` (its type byte and body): the protocol's messages are a type
+/// byte and a length (which counts itself) each.
+fn has_message(chunk: &[u8], is: impl Fn(u8, &[u8]) -> bool) -> bool {
     let mut at = 0;
     while at + 5 <= chunk.len() {
-        if chunk[at] == b'B' {
+        let len = u32::from_be_bytes([chunk[at + 1], chunk[at + 2], chunk[at + 3], chunk[at + 4]]) as usize;
+        let end = (at + 1 + len.max(4)).min(chunk.len());
+        if is(chunk[at], &chunk[at + 5..end.max(at + 5)]) {
             return true;
         }
-        let len = u32::from_be_bytes([chunk[at + 1], chunk[at + 2], chunk[at + 3], chunk[at + 4]]) as usize;
         at += 1 + len.max(4);
     }
     false

@@ -53,6 +53,38 @@ fn a_claim_whose_answer_was_lost_is_found_by_its_token_not_run_again() {
     assert!(done.is_accepted(), "its lease is live: {done:?}");
 }
 
+/// A batch in a transaction (more rows wanted than one claim statement
+/// asks for) whose COMMIT's answer was lost: its transaction id says it
+/// committed, and its claims are the answer, not a second set.
+#[test]
+fn a_batch_transaction_whose_commit_answer_was_lost_is_looked_up_not_run_again() {
+    let t = TestDb::new(Backend::Postgres);
+    let proxy = CutProxy::start(pg::server().port());
+    let keys: Vec<String> = (0..1100).map(|i| format!("d{i:04}")).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let store = store_through(&t, &proxy, &refs);
+    proxy.arm_commit();
+    let claims = store.claim_batch("w1", 1025).unwrap();
+    assert_eq!(proxy.cuts(), 1, "the COMMIT's answer was lost");
+    assert_eq!(claims.len(), 1025, "the committed claims are the answer");
+    let mut direct = postgres::Client::connect(&t.location, postgres::NoTls).unwrap();
+    let counted =
+        |sql: &str, direct: &mut postgres::Client| -> i64 { direct.query_one(sql, &[]).unwrap().get(0) };
+    let extracting = "SELECT count(*) FROM jobs WHERE status = 'extracting'";
+    assert_eq!(
+        counted(extracting, &mut direct),
+        1025,
+        "no document claimed by a second run"
+    );
+    let lines = "SELECT count(*) FROM history WHERE event = 'claimed'";
+    assert_eq!(counted(lines, &mut direct), 1025);
+    let first = claims.into_iter().next().unwrap();
+    assert!(store
+        .complete(first, Completion::new("r", "s"))
+        .unwrap()
+        .is_accepted());
+}
+
 /// The lookup itself loses its answer too: the next try still looks for
 /// the claim (it is kept until answered), and finds it.
 #[test]

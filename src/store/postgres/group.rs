@@ -57,13 +57,24 @@ impl PgStore {
         if let Some(outs) = self.in_one_statement(ops) {
             return outs;
         }
-        match self.write_tx(|tx, now| apply_batch(tx, now, policy, ops)) {
+        // Run again, a batch that committed would claim other documents
+        // and refuse its own completions: its COMMIT is looked up when its
+        // answer is lost (`tx.rs`), and one whose fate stays unknown fails
+        // every operation rather than running them again.
+        match self.write_tx_known(|tx, now| apply_batch(tx, now, policy, ops)) {
             Ok(outs) => outs.into_iter().map(Ok).collect(),
-            Err(e) if ops.len() == 1 => vec![Err(e)],
+            Err(u) if u.maybe_committed => {
+                let said = u.error.to_string();
+                ops.iter()
+                    .map(|_| Err(Error::Internal(format!("a batch's outcome is unknown: {said}"))))
+                    .collect()
+            }
+            Err(u) if ops.len() == 1 => vec![Err(u.error)],
             Err(_) => ops
                 .iter()
                 .map(|op| {
-                    self.write_tx(|tx, now| apply_batch(tx, now, policy, &[op]))
+                    self.write_tx_known(|tx, now| apply_batch(tx, now, policy, &[op]))
+                        .map_err(|u| u.error)
                         .and_then(only_answer)
                 })
                 .collect(),

@@ -34,10 +34,33 @@ const FRESH_CONNECTIONS: u32 = 4;
 
 /// Where a transaction failed: at its BEGIN (nothing ran: safe to run again
 /// on another connection), or after.
-enum Step {
+enum Step<T> {
     Begin(::postgres::Error),
     Run(Fail),
+    /// The connection went while COMMIT waited for its answer: the
+    /// transaction (its id) may have committed, with this outcome.
+    CommitLost(::postgres::Error, String, T),
 }
+
+/// Whether a transaction's COMMIT whose answer is lost is looked up by its
+/// transaction id ([`PgStore::write_tx_known`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Unknown,
+    Known,
+}
+
+/// A transaction of [`PgStore::write_tx_known`] that did not end well.
+pub(crate) struct Unsettled {
+    pub(crate) error: Error,
+    /// Its COMMIT's answer was lost and whether it committed could not be
+    /// found out.
+    pub(crate) maybe_committed: bool,
+}
+
+/// How long a lookup waits for a transaction the server still runs (its
+/// connection gone, its COMMIT not yet done).
+const COMMIT_LOOKUP: Duration = Duration::from_secs(10);
 
 impl PgStore {
     /// Run `f` in one transaction with `now` read from the injected clock
@@ -45,14 +68,59 @@ impl PgStore {
     /// failure or a deadlock runs the whole transaction again, at most
     /// [`RETRIES`] times, with a growing, jittered pause; a BEGIN that fails
     /// runs it on another connection.
-    pub(crate) fn write_tx<T>(&self, mut f: impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>) -> Result<T> {
+    pub(crate) fn write_tx<T>(&self, f: impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>) -> Result<T> {
+        self.write_tx_as(Outcome::Unknown, &mut false, f)
+    }
+
+    /// [`PgStore::write_tx`] for a transaction that must not run twice (a
+    /// batch of claims and completions: run again, it would claim other
+    /// documents and refuse its own completions). It reads its transaction
+    /// id first (one more round trip); when the connection goes while its
+    /// COMMIT waits for the answer, the server is asked on a new connection
+    /// whether that transaction committed (`pg_xact_status`): committed, its
+    /// outcome stands; aborted, it runs again; still running, the lookup
+    /// waits for it a while.
+    /// Its error says whether the transaction may have committed (its
+    /// COMMIT's answer lost and the lookup failed): then it must not run
+    /// again.
+    pub(crate) fn write_tx_known<T>(
+        &self,
+        f: impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>,
+    ) -> std::result::Result<T, Unsettled> {
+        let mut unsettled = false;
+        self.write_tx_as(Outcome::Known, &mut unsettled, f)
+            .map_err(|error| Unsettled {
+                error,
+                maybe_committed: unsettled,
+            })
+    }
+
+    fn write_tx_as<T>(
+        &self,
+        outcome: Outcome,
+        unsettled: &mut bool,
+        mut f: impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>,
+    ) -> Result<T> {
         let (mut attempt, mut fresh) = (0, 0);
         loop {
             let mut client = self.connection_after(fresh)?;
-            match self.try_tx(&mut client, &mut f) {
+            match self.try_tx(&mut client, outcome, &mut f) {
                 Ok(v) => {
                     client.answered();
                     return Ok(v);
+                }
+                Err(Step::CommitLost(e, xid, v)) => {
+                    client.failed();
+                    drop(client);
+                    match self.committed(&xid) {
+                        Ok(true) => return Ok(v),
+                        Ok(false) if fresh + 1 < FRESH_CONNECTIONS => fresh += 1,
+                        Ok(false) => return Err(self.error(Fail::Pg(e))),
+                        Err(lookup) => {
+                            *unsettled = true;
+                            return Err(lookup);
+                        }
+                    }
                 }
                 Err(Step::Begin(e)) => {
                     client.failed();
@@ -79,14 +147,48 @@ impl PgStore {
     fn try_tx<T>(
         &self,
         client: &mut Conn,
+        outcome: Outcome,
         f: &mut impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>,
-    ) -> std::result::Result<T, Step> {
+    ) -> std::result::Result<T, Step<T>> {
         let mut tx = client.transaction().map_err(Step::Begin)?;
+        let xid = match outcome {
+            Outcome::Known => Some(
+                first_value(&mut *tx, "SELECT pg_current_xact_id()").map_err(|e| Step::Run(Fail::Pg(e)))?,
+            ),
+            Outcome::Unknown => None,
+        };
         let now = self.now();
         // Dropping `tx` on an error rolls it back.
         let v = f(&mut tx, now).map_err(Step::Run)?;
-        tx.commit().map_err(Step::Run)?;
-        Ok(v)
+        match (tx.commit(), xid) {
+            (Ok(()), _) => Ok(v),
+            (Err(Fail::Pg(e)), Some(xid)) if is_lost(&e) => Err(Step::CommitLost(e, xid, v)),
+            (Err(e), _) => Err(Step::Run(e)),
+        }
+    }
+
+    /// Whether transaction `xid` committed, asked on a new connection;
+    /// while the server still runs it (its client gone), asked again for up
+    /// to [`COMMIT_LOOKUP`].
+    fn committed(&self, xid: &str) -> Result<bool> {
+        let started = std::time::Instant::now();
+        loop {
+            let status = self.again_if_lost(|conn| {
+                // A simple query: one exchange, nothing kept in the session.
+                first_value(&mut **conn, &format!("SELECT pg_xact_status('{xid}'::xid8)")).map_err(Fail::Pg)
+            })?;
+            match status.as_str() {
+                "committed" => return Ok(true),
+                "aborted" => return Ok(false),
+                _ if started.elapsed() < COMMIT_LOOKUP => std::thread::sleep(Duration::from_millis(20)),
+                other => {
+                    return Err(Error::Internal(format!(
+                    "{}: a transaction whose COMMIT lost its answer is still {other} after {COMMIT_LOOKUP:?}",
+                    self.url()
+                )))
+                }
+            }
+        }
     }
 
     /// Run `f` on a pooled connection outside any transaction (its
@@ -203,6 +305,21 @@ impl PgStore {
             Fail::Refused(what) => Error::Internal(format!("{}: {what}", self.url())),
         }
     }
+}
+
+/// The first column of the first row of `sql` (a simple query), as text.
+fn first_value(
+    db: &mut impl ::postgres::GenericClient,
+    sql: &str,
+) -> std::result::Result<String, ::postgres::Error> {
+    let answer = db.simple_query(sql)?;
+    Ok(answer
+        .iter()
+        .find_map(|m| match m {
+            ::postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+            _ => None,
+        })
+        .unwrap_or_default())
 }
 
 /// `f` between a BEGIN that sets the transaction's time limits and its
