@@ -33,24 +33,38 @@ fn events(store: &Store, key: &str) -> Vec<String> {
     store.history(id).unwrap().into_iter().map(|h| h.event).collect()
 }
 
-/// The claim committed and its answer was lost: the store answers with the
+/// A claim whose answer is lost after it committed, and then `more`
+/// answers of what follows (the lookup's): the store answers with the
 /// document it claimed, under a live lease, and claims no other.
-#[test]
-fn a_claim_whose_answer_was_lost_is_found_by_its_token_not_run_again() {
+fn a_lost_claim_is_found(more: usize) {
     let t = TestDb::new(Backend::Postgres);
     let proxy = CutProxy::start(pg::server().port());
     let store = store_through(&t, &proxy, &["a", "b", "c"]);
     // The claim's statement is prepared on the connection first.
     let warm = store.claim("w0").unwrap().expect("a claim");
     assert_eq!(warm.key, "a");
-    proxy.arm();
+    for _ in 0..=more {
+        proxy.arm();
+    }
     let claim = store.claim("w1").unwrap().expect("a claim");
-    assert_eq!(proxy.cuts(), 1, "the answer was lost");
+    assert_eq!(proxy.cuts(), 1 + more, "the answers were lost");
     assert_eq!(claim.key, "b", "the committed claim is the answer");
     assert_eq!(events(&store, "b"), ["enqueued", "claimed"]);
     assert_eq!(events(&store, "c"), ["enqueued"], "no second document claimed");
     let done = store.complete(claim, Completion::new("r/b", "sum")).unwrap();
     assert!(done.is_accepted(), "its lease is live: {done:?}");
+}
+
+#[test]
+fn a_claim_whose_answer_was_lost_is_found_by_its_token_not_run_again() {
+    a_lost_claim_is_found(0);
+}
+
+/// The lookup itself loses its answer too: the next try still looks for
+/// the claim (it is kept until answered), and finds it.
+#[test]
+fn a_claim_is_looked_for_again_when_the_lookup_loses_its_answer_too() {
+    a_lost_claim_is_found(1);
 }
 
 /// A batch in a transaction (more rows wanted than one claim statement
@@ -83,23 +97,6 @@ fn a_batch_transaction_whose_commit_answer_was_lost_is_looked_up_not_run_again()
         .complete(first, Completion::new("r", "s"))
         .unwrap()
         .is_accepted());
-}
-
-/// The lookup itself loses its answer too: the next try still looks for
-/// the claim (it is kept until answered), and finds it.
-#[test]
-fn a_claim_is_looked_for_again_when_the_lookup_loses_its_answer_too() {
-    let t = TestDb::new(Backend::Postgres);
-    let proxy = CutProxy::start(pg::server().port());
-    let store = store_through(&t, &proxy, &["a", "b", "c"]);
-    let warm = store.claim("w0").unwrap().expect("a claim");
-    assert_eq!(warm.key, "a");
-    proxy.arm();
-    proxy.arm();
-    let claim = store.claim("w1").unwrap().expect("a claim");
-    assert_eq!(proxy.cuts(), 2, "the claim's answer and the lookup's were lost");
-    assert_eq!(claim.key, "b");
-    assert_eq!(events(&store, "c"), ["enqueued"], "no second document claimed");
 }
 
 /// The batch statement (a completion and a claim) committed and its answer
