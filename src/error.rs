@@ -136,6 +136,17 @@ pub enum Error {
         #[source]
         source: DatabaseError,
     },
+    /// The connection to PostgreSQL went while a write waited for its
+    /// answer, and whether the write was done could not be found out. It is
+    /// not run again (it could claim twice or refuse its own completions);
+    /// what it claimed, if anything, lapses with its leases.
+    #[error("{url}: {reason}")]
+    PostgresOutcomeUnknown {
+        /// The database's URL without its password.
+        url: String,
+        /// What was lost and why the lookup failed.
+        reason: String,
+    },
     /// A pooler in front of the PostgreSQL server hands out server sessions
     /// in a way the store cannot work with (per statement: no transactions).
     #[error("{url}: {reason}")]

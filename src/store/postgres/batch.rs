@@ -412,9 +412,12 @@ impl PgStore {
                 return Some(
                     ops.iter()
                         .map(|_| {
-                            Err(Error::Internal(format!(
-                                "a batch statement's answer was lost and what it did could not be read back: {said}"
-                            )))
+                            Err(Error::PostgresOutcomeUnknown {
+                                url: self.url().to_owned(),
+                                reason: format!(
+                                    "a batch statement's answer was lost and what it did could not be read back: {said}"
+                                ),
+                            })
                         })
                         .collect(),
                 );

@@ -66,7 +66,12 @@ impl PgStore {
             Err(u) if u.maybe_committed => {
                 let said = u.error.to_string();
                 ops.iter()
-                    .map(|_| Err(Error::Internal(format!("a batch's outcome is unknown: {said}"))))
+                    .map(|_| {
+                        Err(Error::PostgresOutcomeUnknown {
+                            url: self.url().to_owned(),
+                            reason: format!("a batch's COMMIT lost its answer and its lookup failed: {said}"),
+                        })
+                    })
                     .collect()
             }
             Err(u) if ops.len() == 1 => vec![Err(u.error)],

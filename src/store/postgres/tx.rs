@@ -80,6 +80,7 @@ impl PgStore {
     /// whether that transaction committed (`pg_xact_status`): committed, its
     /// outcome stands; aborted, it runs again; still running, the lookup
     /// waits for it a while.
+    ///
     /// Its error says whether the transaction may have committed (its
     /// COMMIT's answer lost and the lookup failed): then it must not run
     /// again.
@@ -171,6 +172,13 @@ impl PgStore {
     /// while the server still runs it (its client gone), asked again for up
     /// to [`COMMIT_LOOKUP`].
     fn committed(&self, xid: &str) -> Result<bool> {
+        // The id is the server's answer, written into the query: digits only.
+        if xid.is_empty() || !xid.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Error::Internal(format!(
+                "{}: the server gave {xid:?} for a transaction id",
+                self.url()
+            )));
+        }
         let started = std::time::Instant::now();
         loop {
             let status = self.again_if_lost(|conn| {
@@ -182,10 +190,12 @@ impl PgStore {
                 "aborted" => return Ok(false),
                 _ if started.elapsed() < COMMIT_LOOKUP => std::thread::sleep(Duration::from_millis(20)),
                 other => {
-                    return Err(Error::Internal(format!(
-                    "{}: a transaction whose COMMIT lost its answer is still {other} after {COMMIT_LOOKUP:?}",
-                    self.url()
-                )))
+                    return Err(Error::PostgresOutcomeUnknown {
+                        url: self.url().to_owned(),
+                        reason: format!(
+                            "a transaction whose COMMIT lost its answer is still {other:?} after {COMMIT_LOOKUP:?}"
+                        ),
+                    })
                 }
             }
         }
