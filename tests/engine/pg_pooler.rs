@@ -51,6 +51,39 @@ fn a_pooler_per_session_serves_the_store() {
     assert!(done.is_accepted(), "{done:?}");
 }
 
+/// Per transaction, the claim and the completion that commit on their own
+/// run as functions the database keeps (their plans kept by each server
+/// session), called unnamed; a second store finds them made.
+#[test]
+fn a_pooler_per_transaction_runs_the_hot_statements_as_functions() {
+    let pooler = private_pooler("transaction");
+    let url = pooler.fresh_database();
+    let functions = || -> i64 {
+        let direct = common::pgbouncer::direct_url(&url);
+        let mut c = postgres::Client::connect(&direct, postgres::NoTls).unwrap();
+        let row = c
+            .query_one(
+                "SELECT count(*) FROM pg_proc WHERE proname LIKE 'leasehold_q_%'",
+                &[],
+            )
+            .unwrap();
+        row.get(0)
+    };
+    for round in 0..2 {
+        let store = Store::open(&url, options()).expect("open through the pooler");
+        store
+            .enqueue_many(&[NewDoc::new(format!("d{round}"), "v1")])
+            .unwrap();
+        let claim = store.claim("w").unwrap().expect("a claim");
+        assert!(store
+            .complete(claim, Completion::new("r", "sum"))
+            .unwrap()
+            .is_accepted());
+        // The claim's and the completion's.
+        assert_eq!(functions(), 2, "round {round}");
+    }
+}
+
 /// Per transaction, a server session serves other clients next: the store
 /// sets its time limits per transaction (`SET LOCAL`), never for the
 /// session, so no session it used keeps them.

@@ -9,9 +9,11 @@
 //! hands out server sessions per transaction (`pooler.rs`), a statement
 //! prepared in one session is not there in the next: the hot statements are
 //! then sent unnamed with their parameter types, parsed and run in one
-//! round trip ([`Prepared::Unnamed`]); the types are learnt once per
-//! connection, inside a transaction, and the named statement that taught
-//! them is closed (dropped) before that transaction ends.
+//! round trip ([`Prepared::Unnamed`]): inside a transaction as they are,
+//! outside one as the call of their function (`called.rs`); the types are
+//! learnt once per connection, inside a transaction, and the named
+//! statement that taught them is closed (dropped) before that transaction
+//! ends.
 //!
 //! Every connection is checked (an empty query) as it is handed out, except
 //! to the callers that can tell a connection that died from a failure of
@@ -23,6 +25,7 @@
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ::postgres::types::{ToSql, Type};
@@ -39,8 +42,10 @@ pub(crate) const TRUSTED_FOR: Duration = Duration::from_millis(500);
 pub(crate) enum Prepared {
     /// Prepared under a name on this connection's one server session, kept.
     Kept(Statement),
-    /// Sent with its text each time, unnamed, its parameters typed.
-    Unnamed { sql: &'static str, types: Vec<Type> },
+    /// Sent with its text each time, unnamed, its parameters typed: the
+    /// statement itself (inside a transaction), or the call of its function
+    /// (`called.rs`, outside one).
+    Unnamed { sql: Arc<str>, types: Arc<[Type]> },
 }
 
 impl Prepared {
@@ -93,11 +98,13 @@ fn typed<'p>(params: &[&'p (dyn ToSql + Sync)], types: &[Type]) -> Vec<(&'p (dyn
 }
 
 /// The statements of one connection, by their text: kept under their names,
-/// or only their parameter types ([`Pooling::PerTransaction`]).
+/// or ([`Pooling::PerTransaction`]) how to send them unnamed: as they are
+/// inside a transaction, as their functions' calls outside one.
 struct Statements {
     pooling: SharedPooling,
     kept: HashMap<&'static str, Statement>,
-    types: HashMap<&'static str, Vec<Type>>,
+    types: HashMap<&'static str, Arc<[Type]>>,
+    calls: HashMap<&'static str, Prepared>,
 }
 
 impl Statements {
@@ -105,10 +112,15 @@ impl Statements {
         match self.pooling.get() {
             Pooling::PerConnection => self.kept.get(sql).cloned().map(Prepared::Kept),
             Pooling::PerTransaction => self.types.get(sql).map(|types| Prepared::Unnamed {
-                sql,
-                types: types.clone(),
+                sql: Arc::from(sql),
+                types: Arc::clone(types),
             }),
         }
+    }
+
+    /// The call of `sql`'s function, once made ([`Pooling::PerTransaction`]).
+    fn called(&self, sql: &'static str) -> Option<Prepared> {
+        self.calls.get(sql).cloned()
     }
 
     /// `statement`, just prepared inside a transaction or (per connection)
@@ -122,9 +134,12 @@ impl Statements {
             Pooling::PerTransaction => {
                 // Dropping the statement closes it before the transaction
                 // that prepared it ends.
-                let types = statement.params().to_vec();
-                self.types.insert(sql, types.clone());
-                Prepared::Unnamed { sql, types }
+                let types: Arc<[Type]> = Arc::from(statement.params());
+                self.types.insert(sql, Arc::clone(&types));
+                Prepared::Unnamed {
+                    sql: Arc::from(sql),
+                    types,
+                }
             }
         }
     }
@@ -153,22 +168,32 @@ impl Conn {
     }
 
     /// `sql` prepared on this connection, for a statement that runs outside
-    /// any transaction: once, then kept (per transaction pooling: its types
-    /// learnt in a transaction of their own, once).
-    pub(crate) fn prepared(&mut self, sql: &'static str) -> Result<Prepared, ::postgres::Error> {
-        if let Some(p) = self.statements.known(sql) {
-            return Ok(p);
-        }
+    /// any transaction: once, then kept (per transaction pooling: as the
+    /// call of its function, made or found in a transaction of its own,
+    /// once: `called.rs`).
+    pub(crate) fn prepared(&mut self, sql: &'static str) -> Sql<Prepared> {
         match self.statements.pooling.get() {
             Pooling::PerConnection => {
+                if let Some(p) = self.statements.known(sql) {
+                    return Ok(p);
+                }
                 let s = self.client.prepare(sql)?;
                 Ok(self.statements.learn(sql, s))
             }
             Pooling::PerTransaction => {
+                if let Some(p) = self.statements.called(sql) {
+                    return Ok(p);
+                }
                 let mut tx = self.client.transaction()?;
                 let s = tx.prepare(sql)?;
-                let p = self.statements.learn(sql, s);
+                let called = super::called::function_of(&mut tx, sql, &s)?;
+                drop(s);
                 tx.commit()?;
+                let p = Prepared::Unnamed {
+                    sql: Arc::from(called.call),
+                    types: Arc::from(called.params),
+                };
+                self.statements.calls.insert(sql, p.clone());
                 Ok(p)
             }
         }
@@ -256,6 +281,7 @@ impl r2d2::ManageConnection for Manager {
                 pooling: self.1.clone(),
                 kept: HashMap::new(),
                 types: HashMap::new(),
+                calls: HashMap::new(),
             },
             answered_at: None,
             broken: false,

@@ -10,6 +10,8 @@
 //! - `conn.rs`: pooled connections that keep their prepared statements.
 //! - `pooler.rs`: whether a pooler hands out server sessions per
 //!   transaction (then nothing is kept in a session).
+//! - `called.rs`: behind such a pooler, the statements that commit on their
+//!   own as functions the database keeps.
 //! - `tx.rs`: READ COMMITTED transactions with "now" from the injected clock,
 //!   bounded retries after a serialization failure or a deadlock.
 //! - `queue.rs`: the queue's rows (enqueue, requeue, scans, settings).
@@ -35,6 +37,7 @@
 //! `sslmode` says, `prefer` by default) or a Unix socket.
 
 mod batch;
+mod called;
 mod clock;
 pub(crate) mod conn;
 mod fence;

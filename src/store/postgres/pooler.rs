@@ -8,11 +8,13 @@
 //! between them. What lives in a session outside a transaction is then
 //! lost or shared: a statement prepared under a name (the client prepares,
 //! then runs, in two exchanges), and a session's `SET`. So the store keeps
-//! nothing there ([`Pooling::PerTransaction`]): its hot statements are sent
-//! unnamed with their parameter types, parse and run in one exchange
-//! (`conn.rs`: [`super::conn::Prepared`]); every other statement runs inside
-//! a transaction, and every transaction sets its own time limits with
-//! `SET LOCAL`. Advisory locks were transaction-scoped already.
+//! nothing there ([`Pooling::PerTransaction`]): the statements that commit
+//! on their own run as functions the database keeps, called unnamed
+//! (`called.rs`), and the hot statements inside transactions are sent
+//! unnamed with their parameter types, parsed and run in one exchange
+//! (`conn.rs`: [`super::conn::Prepared`]); every other statement runs
+//! inside a transaction, and every transaction sets its own time limits
+//! with `SET LOCAL`. Advisory locks were transaction-scoped already.
 //!
 //! How it is found out: a direct connection (or one through a pooler in
 //! session mode) keeps one server process for its whole life, and no other

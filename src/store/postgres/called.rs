@@ -1,0 +1,90 @@
+//! Behind a pooler per transaction (`pooler.rs`), the statements that commit
+//! on their own (a claim, a completion, the batch statement) as functions
+//! the database keeps, called unnamed.
+//!
+//! An unnamed statement is planned on every run; these statements' plans
+//! cost more than their runs (DESIGN §12). A PL/pgSQL function's statement
+//! is planned by the server session that runs it and its plan kept there
+//! (custom plans first, then a generic one, as for a prepared statement),
+//! and every server session of the pool serves every client: so the plan
+//! is made once per server session, not once per call, while nothing of
+//! ours lives in a session. The call itself is short to plan.
+//!
+//! A function is named by a digest of the statement's text
+//! (`leasehold_q_` and 16 hex digits), made once per database and text
+//! under an advisory lock (two processes making it at once would collide),
+//! inside a transaction of its own; a text changed by a newer release makes
+//! another function beside it. Its parameters and columns are the
+//! statement's own types; its body is the statement, run by
+//! `RETURN QUERY`, with columns before variables on a clash of names.
+
+use ::postgres::types::{Kind, Type};
+use ::postgres::Statement;
+
+use super::conn::Sql;
+
+/// The advisory lock key under which functions are made ("lhfn").
+const FUNCTION_LOCK: i64 = 0x6c68_666e;
+
+/// A statement's function: its name and the call that runs it.
+pub(crate) struct Called {
+    pub(crate) call: String,
+    pub(crate) params: Vec<Type>,
+}
+
+/// The function of `sql` (prepared as `statement` in `tx`, which the caller
+/// commits), made in the database if it is not there.
+pub(crate) fn function_of(
+    tx: &mut ::postgres::Transaction<'_>,
+    sql: &str,
+    statement: &Statement,
+) -> Sql<Called> {
+    let name = name_of(sql);
+    let params: Vec<Type> = statement.params().to_vec();
+    let signature: Vec<String> = params.iter().map(sql_type).collect();
+    let wanted = format!("{name}({})", signature.join(", "));
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&FUNCTION_LOCK])?;
+    let there = tx
+        .query_one("SELECT to_regprocedure($1) IS NOT NULL", &[&wanted])?
+        .try_get::<_, bool>(0)?;
+    if !there {
+        tx.batch_execute(&definition(&name, &signature, statement, sql))?;
+    }
+    let args: Vec<String> = (1..=params.len()).map(|i| format!("${i}")).collect();
+    Ok(Called {
+        call: format!("SELECT * FROM {name}({})", args.join(", ")),
+        params,
+    })
+}
+
+/// `leasehold_q_` and the first 16 hex digits of the text's SHA-256.
+fn name_of(sql: &str) -> String {
+    let digest = crate::digest::sha256_hex(&mut sql.as_bytes()).unwrap_or_default();
+    format!("leasehold_q_{}", &digest[..16])
+}
+
+/// `CREATE FUNCTION` for `sql`: its columns named `r1`… (no statement of
+/// ours names a column so).
+fn definition(name: &str, signature: &[String], statement: &Statement, sql: &str) -> String {
+    let columns: Vec<String> = statement
+        .columns()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("r{} {}", i + 1, sql_type(c.type_())))
+        .collect();
+    format!(
+        "CREATE FUNCTION {name}({}) RETURNS TABLE ({}) LANGUAGE plpgsql VOLATILE AS $leasehold_fn$\n\
+         #variable_conflict use_column\n\
+         BEGIN\n    RETURN QUERY {sql};\nEND\n$leasehold_fn$",
+        signature.join(", "),
+        columns.join(", ")
+    )
+}
+
+/// A type as SQL writes it (`int8`, `text[]`).
+fn sql_type(t: &Type) -> String {
+    match t.kind() {
+        Kind::Array(element) => format!("{}[]", element.name()),
+        _ => t.name().to_owned(),
+    }
+}
