@@ -236,8 +236,8 @@ impl WriteOp {
     }
 
     /// This operation as a completion with nothing for the sink or the search
-    /// index, if it is one: what PostgreSQL accepts in a statement that
-    /// commits on its own (alone, or in a batch's one statement).
+    /// index, if it is one: what PostgreSQL's lone completion statement
+    /// (`COMPLETE`, committing on its own) takes.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn plain_completion(&self) -> Option<(&Owner, &Completion<'static>)> {
         self.completion()

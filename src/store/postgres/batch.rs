@@ -137,7 +137,7 @@ struct Plan<'a> {
     done: Vec<Done<'a>>,
 }
 
-/// One plain completion of a batch.
+/// One completion of a batch.
 struct Done<'a> {
     /// Its place in the batch.
     at: usize,
@@ -156,9 +156,10 @@ struct Answer {
 
 impl<'a> Plan<'a> {
     /// `ops` as one statement's work, or `None` when an operation is neither
-    /// a claim nor a completion without text for the sink or the index, a
-    /// document is completed twice, or more rows are wanted than one claim
-    /// statement asks for.
+    /// a claim nor a completion the statement takes
+    /// (`WriteOp::batchable_completion`: no text for the sink; a text for
+    /// the index with its labels), a document is completed twice, or more
+    /// rows are wanted than one claim statement asks for.
     fn of(ops: &'a [&'a WriteOp]) -> Option<Plan<'a>> {
         let mut plan = Plan {
             slots: Vec::new(),

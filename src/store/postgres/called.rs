@@ -33,44 +33,51 @@ pub(crate) struct Called {
 }
 
 /// The function of `sql` (prepared as `statement` in `tx`, which the caller
-/// commits), made in the database if it is not there.
+/// commits), made in the database if it is not there; `None` for a
+/// statement that returns no column (a function must return something).
 pub(crate) fn function_of(
     tx: &mut ::postgres::Transaction<'_>,
     sql: &str,
     statement: &Statement,
-) -> Sql<Called> {
-    let name = name_of(sql);
+) -> Sql<Option<Called>> {
+    if statement.columns().is_empty() {
+        return Ok(None);
+    }
     let params: Vec<Type> = statement.params().to_vec();
     let signature: Vec<String> = params.iter().map(sql_type).collect();
+    let columns: Vec<String> = statement.columns().iter().map(|c| sql_type(c.type_())).collect();
+    let name = name_of(sql, &columns);
     let wanted = format!("{name}({})", signature.join(", "));
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&FUNCTION_LOCK])?;
     let there = tx
         .query_one("SELECT to_regprocedure($1) IS NOT NULL", &[&wanted])?
         .try_get::<_, bool>(0)?;
     if !there {
-        tx.batch_execute(&definition(&name, &signature, statement, sql))?;
+        tx.batch_execute(&definition(&name, &signature, &columns, sql))?;
     }
     let args: Vec<String> = (1..=params.len()).map(|i| format!("${i}")).collect();
-    Ok(Called {
+    Ok(Some(Called {
         call: format!("SELECT * FROM {name}({})", args.join(", ")),
         params,
-    })
+    }))
 }
 
-/// `leasehold_q_` and the first 16 hex digits of the text's SHA-256.
-fn name_of(sql: &str) -> String {
-    let digest = crate::digest::sha256_hex(&mut sql.as_bytes()).unwrap_or_default();
-    format!("leasehold_q_{}", &digest[..16])
+/// `leasehold_q_` and the first 16 hex digits of the SHA-256 of the text
+/// and its columns' types (a schema that changed a column's type makes
+/// another function; the parameters' types are in its signature).
+fn name_of(sql: &str, columns: &[String]) -> String {
+    let described = format!("{sql}\n-- returns {}", columns.join(", "));
+    let digest = crate::digest::sha256_hex(&mut described.as_bytes()).unwrap_or_default();
+    format!("leasehold_q_{}", digest.get(..16).unwrap_or("0"))
 }
 
 /// `CREATE FUNCTION` for `sql`: its columns named `r1`… (no statement of
 /// ours names a column so).
-fn definition(name: &str, signature: &[String], statement: &Statement, sql: &str) -> String {
-    let columns: Vec<String> = statement
-        .columns()
+fn definition(name: &str, signature: &[String], column_types: &[String], sql: &str) -> String {
+    let columns: Vec<String> = column_types
         .iter()
         .enumerate()
-        .map(|(i, c)| format!("r{} {}", i + 1, sql_type(c.type_())))
+        .map(|(i, t)| format!("r{} {t}", i + 1))
         .collect();
     format!(
         "CREATE FUNCTION {name}({}) RETURNS TABLE ({}) LANGUAGE plpgsql VOLATILE AS $leasehold_fn$\n\

@@ -184,19 +184,45 @@ impl Conn {
                 if let Some(p) = self.statements.called(sql) {
                     return Ok(p);
                 }
-                let mut tx = self.client.transaction()?;
-                let s = tx.prepare(sql)?;
-                let called = super::called::function_of(&mut tx, sql, &s)?;
-                drop(s);
-                tx.commit()?;
-                let p = Prepared::Unnamed {
-                    sql: Arc::from(called.call),
-                    types: Arc::from(called.params),
+                // A statement without columns has no function: it goes as
+                // it is, planned on every run. (A role that may not create
+                // a function cannot open the store either: its migration
+                // creates tables.)
+                let p = match self.as_function(sql)? {
+                    Some(p) => p,
+                    None => self.as_unnamed(sql)?,
                 };
                 self.statements.calls.insert(sql, p.clone());
                 Ok(p)
             }
         }
+    }
+
+    /// `sql` as the call of its function (`called.rs`), learnt in a
+    /// transaction of its own.
+    fn as_function(&mut self, sql: &'static str) -> Sql<Option<Prepared>> {
+        let mut tx = self.client.transaction()?;
+        let s = tx.prepare(sql)?;
+        let called = super::called::function_of(&mut tx, sql, &s)?;
+        drop(s);
+        tx.commit()?;
+        Ok(called.map(|c| Prepared::Unnamed {
+            sql: Arc::from(c.call),
+            types: Arc::from(c.params),
+        }))
+    }
+
+    /// `sql` sent as it is, its types learnt in a transaction of its own.
+    fn as_unnamed(&mut self, sql: &'static str) -> Sql<Prepared> {
+        let mut tx = self.client.transaction()?;
+        let s = tx.prepare(sql)?;
+        let types: Arc<[Type]> = Arc::from(s.params());
+        drop(s);
+        tx.commit()?;
+        Ok(Prepared::Unnamed {
+            sql: Arc::from(sql),
+            types,
+        })
     }
 
     /// How this connection's server sessions are given out.

@@ -6,7 +6,8 @@
 //! differs is what a batch costs: the server does the work of each statement,
 //! each statement waits for its answer, and a commit waits for its WAL
 //! flush. The common batch of a busy pool, claims and completions with no
-//! text for the sink or the index, is one statement that commits on its own
+//! text for the sink (a text for the index goes with them), is one
+//! statement that commits on its own
 //! (`batch.rs`): one round trip and one flush whatever its size. Any other
 //! batch is one transaction that folds its claims into one
 //! [`write::claim_for`] (one `CLAIM` and one history INSERT for every
@@ -65,21 +66,17 @@ impl PgStore {
             Ok(outs) => outs.into_iter().map(Ok).collect(),
             Err(u) if u.maybe_committed => {
                 let said = u.error.to_string();
-                ops.iter()
-                    .map(|_| {
-                        Err(Error::PostgresOutcomeUnknown {
-                            url: self.url().to_owned(),
-                            reason: format!("a batch's COMMIT lost its answer and its lookup failed: {said}"),
-                        })
-                    })
-                    .collect()
+                ops.iter().map(|_| Err(self.outcome_unknown(&said))).collect()
             }
             Err(u) if ops.len() == 1 => vec![Err(u.error)],
             Err(_) => ops
                 .iter()
                 .map(|op| {
                     self.write_tx_known(|tx, now| apply_batch(tx, now, policy, &[op]))
-                        .map_err(|u| u.error)
+                        .map_err(|u| match u.maybe_committed {
+                            true => self.outcome_unknown(&u.error.to_string()),
+                            false => u.error,
+                        })
                         .and_then(only_answer)
                 })
                 .collect(),
@@ -88,6 +85,15 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// The error of a batch whose COMMIT lost its answer and whose lookup
+    /// failed (`said`): it may have committed, so it is not run again.
+    fn outcome_unknown(&self, said: &str) -> Error {
+        Error::PostgresOutcomeUnknown {
+            url: self.url().to_owned(),
+            reason: format!("a batch's COMMIT lost its answer and its lookup failed: {said}"),
+        }
+    }
+
     /// `op` outside any transaction, when it is a claim (of no more than one
     /// statement's rows) or a completion with no text for the sink or the
     /// search index (`None` otherwise). A claim is run again on another
