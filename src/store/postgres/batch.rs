@@ -410,18 +410,7 @@ impl PgStore {
             // takes it from there.
             Err(e) if in_flight.is_some() => {
                 let said = e.to_string();
-                return Some(
-                    ops.iter()
-                        .map(|_| {
-                            Err(Error::PostgresOutcomeUnknown {
-                                url: self.url().to_owned(),
-                                reason: format!(
-                                    "a batch statement's answer was lost and what it did could not be read back: {said}"
-                                ),
-                            })
-                        })
-                        .collect(),
-                );
+                return Some(ops.iter().map(|_| Err(self.outcome_unknown(&said))).collect());
             }
             Err(_) => return None,
         };

@@ -86,6 +86,21 @@ impl Prepared {
     }
 }
 
+/// The first column of the first row `sql` answers, as text (`None`: no
+/// row, or NULL): a simple query, one exchange that leaves no statement
+/// behind, as a pooler per transaction needs outside a transaction
+/// (`pooler.rs`).
+pub(crate) fn first_value(
+    db: &mut impl GenericClient,
+    sql: &str,
+) -> Result<Option<String>, ::postgres::Error> {
+    let answer = db.simple_query(sql)?;
+    Ok(answer.iter().find_map(|m| match m {
+        ::postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+        _ => None,
+    }))
+}
+
 /// Each parameter with the type the server gave it when the statement was
 /// first prepared (a missing type, which a statement's text cannot make,
 /// goes as text and the server says what is wrong).

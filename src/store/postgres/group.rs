@@ -85,12 +85,13 @@ impl PgStore {
 }
 
 impl PgStore {
-    /// The error of a batch whose COMMIT lost its answer and whose lookup
-    /// failed (`said`): it may have committed, so it is not run again.
-    fn outcome_unknown(&self, said: &str) -> Error {
+    /// The error of a batch (one statement, or a transaction's COMMIT) whose
+    /// answer was lost and whose lookup failed (`said`): it may have
+    /// committed, so it is not run again.
+    pub(super) fn outcome_unknown(&self, said: &str) -> Error {
         Error::PostgresOutcomeUnknown {
             url: self.url().to_owned(),
-            reason: format!("a batch's COMMIT lost its answer and its lookup failed: {said}"),
+            reason: format!("a batch's answer was lost and what it did could not be read back: {said}"),
         }
     }
 

@@ -18,6 +18,7 @@
 use ::postgres::{Client, Transaction};
 use std::path::PathBuf;
 
+use super::conn::first_value;
 use crate::error::{Error, Result};
 use crate::store::schema::{sections, PG_SCHEMA_SQL};
 
@@ -74,17 +75,9 @@ pub(crate) fn applied_version(client: &mut Client, label: &str) -> Result<i64> {
         .ok_or_else(|| Error::Internal(format!("{label}: leasehold_schema holds no version")))
 }
 
-/// The first column of the first row of `sql`, as text: a simple query,
-/// one exchange with no statement left behind, as a pooler per transaction
-/// needs outside a transaction (`pooler.rs`).
+/// The first column of the first row of `sql`, as text ([`first_value`]).
 fn one_value(client: &mut Client, sql: &str, label: &str) -> Result<Option<String>> {
-    let answer = client
-        .simple_query(sql)
-        .map_err(|source| pg_error(label, source))?;
-    Ok(answer.iter().find_map(|m| match m {
-        ::postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-        _ => None,
-    }))
+    first_value(client, sql).map_err(|source| pg_error(label, source))
 }
 
 /// Create the version table if needed and read the version, refusing a newer one.

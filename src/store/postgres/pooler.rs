@@ -45,7 +45,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use ::postgres::error::SqlState;
-use ::postgres::{Client, SimpleQueryMessage};
+use ::postgres::Client;
+
+use super::conn::first_value;
 
 use crate::error::{DatabaseError, Error, Result};
 
@@ -98,12 +100,8 @@ impl SharedPooling {
 
 /// The server process of the session `client`'s next statement runs in.
 fn backend(client: &mut Client) -> std::result::Result<i32, ::postgres::Error> {
-    let answer = client.simple_query("SELECT pg_backend_pid()")?;
-    let pid = answer.iter().find_map(|m| match m {
-        SimpleQueryMessage::Row(row) => row.get(0).and_then(|v| v.parse().ok()),
-        _ => None,
-    });
-    Ok(pid.unwrap_or_default())
+    let pid = first_value(client, "SELECT pg_backend_pid()")?;
+    Ok(pid.and_then(|v| v.parse().ok()).unwrap_or_default())
 }
 
 /// Find out how sessions are pooled, with `first` (already connected) and

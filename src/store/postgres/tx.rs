@@ -14,7 +14,7 @@ use std::time::Duration;
 use ::postgres::error::SqlState;
 use ::postgres::Client;
 
-use super::conn::{Conn, Fail, Sql, Tx};
+use super::conn::{first_value, Conn, Fail, Sql, Tx};
 use super::pooler::Pooling;
 
 use super::{PgStore, Pooled};
@@ -154,7 +154,9 @@ impl PgStore {
         let mut tx = client.transaction().map_err(Step::Begin)?;
         let xid = match outcome {
             Outcome::Known => Some(
-                first_value(&mut *tx, "SELECT pg_current_xact_id()").map_err(|e| Step::Run(Fail::Pg(e)))?,
+                first_value(&mut *tx, "SELECT pg_current_xact_id()")
+                    .map_err(|e| Step::Run(Fail::Pg(e)))?
+                    .unwrap_or_default(),
             ),
             Outcome::Unknown => None,
         };
@@ -183,7 +185,9 @@ impl PgStore {
         loop {
             let status = self.again_if_lost(|conn| {
                 // A simple query: one exchange, nothing kept in the session.
-                first_value(&mut **conn, &format!("SELECT pg_xact_status('{xid}'::xid8)")).map_err(Fail::Pg)
+                first_value(&mut **conn, &format!("SELECT pg_xact_status('{xid}'::xid8)"))
+                    .map(Option::unwrap_or_default)
+                    .map_err(Fail::Pg)
             })?;
             match status.as_str() {
                 "committed" => return Ok(true),
@@ -315,21 +319,6 @@ impl PgStore {
             Fail::Refused(what) => Error::Internal(format!("{}: {what}", self.url())),
         }
     }
-}
-
-/// The first column of the first row of `sql` (a simple query), as text.
-fn first_value(
-    db: &mut impl ::postgres::GenericClient,
-    sql: &str,
-) -> std::result::Result<String, ::postgres::Error> {
-    let answer = db.simple_query(sql)?;
-    Ok(answer
-        .iter()
-        .find_map(|m| match m {
-            ::postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-            _ => None,
-        })
-        .unwrap_or_default())
 }
 
 /// `f` between a BEGIN that sets the transaction's time limits and its
