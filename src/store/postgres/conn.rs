@@ -199,14 +199,9 @@ impl Conn {
                 if let Some(p) = self.statements.called(sql) {
                     return Ok(p);
                 }
-                // A statement without columns has no function: it goes as
-                // it is, planned on every run. (A role that may not create
-                // a function cannot open the store either: its migration
-                // creates tables.)
-                let p = match self.as_function(sql)? {
-                    Some(p) => p,
-                    None => self.as_unnamed(sql)?,
-                };
+                // (A role that may not create a function cannot open the
+                // store either: its migration creates tables.)
+                let p = self.as_function(sql)?;
                 self.statements.calls.insert(sql, p.clone());
                 Ok(p)
             }
@@ -214,30 +209,26 @@ impl Conn {
     }
 
     /// `sql` as the call of its function (`called.rs`), learnt in a
-    /// transaction of its own.
-    fn as_function(&mut self, sql: &'static str) -> Sql<Option<Prepared>> {
+    /// transaction of its own with the time limits set (it may wait for
+    /// another process making the function); a statement without columns
+    /// has no function and goes as it is, planned on every run.
+    fn as_function(&mut self, sql: &'static str) -> Sql<Prepared> {
         let mut tx = self.client.transaction()?;
+        tx.batch_execute(&super::local_limits())?;
         let s = tx.prepare(sql)?;
-        let called = super::called::function_of(&mut tx, sql, &s)?;
+        let p = match super::called::function_of(&mut tx, sql, &s)? {
+            Some(c) => Prepared::Unnamed {
+                sql: Arc::from(c.call),
+                types: Arc::from(c.params),
+            },
+            None => Prepared::Unnamed {
+                sql: Arc::from(sql),
+                types: Arc::from(s.params()),
+            },
+        };
         drop(s);
         tx.commit()?;
-        Ok(called.map(|c| Prepared::Unnamed {
-            sql: Arc::from(c.call),
-            types: Arc::from(c.params),
-        }))
-    }
-
-    /// `sql` sent as it is, its types learnt in a transaction of its own.
-    fn as_unnamed(&mut self, sql: &'static str) -> Sql<Prepared> {
-        let mut tx = self.client.transaction()?;
-        let s = tx.prepare(sql)?;
-        let types: Arc<[Type]> = Arc::from(s.params());
-        drop(s);
-        tx.commit()?;
-        Ok(Prepared::Unnamed {
-            sql: Arc::from(sql),
-            types,
-        })
+        Ok(p)
     }
 
     /// How this connection's server sessions are given out.

@@ -49,7 +49,7 @@ use ::postgres::Client;
 
 use super::conn::first_value;
 
-use crate::error::{DatabaseError, Error, Result};
+use crate::error::{Error, Result};
 
 /// How server sessions are given to the store's connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,10 +112,7 @@ fn backend(client: &mut Client) -> std::result::Result<i32, ::postgres::Error> {
 /// transaction (a pooler per statement); [`Error::Postgres`] when a
 /// statement fails otherwise.
 pub(crate) fn probe(first: &mut Client, second: &mut Client, label: &str) -> Result<Pooling> {
-    let failed = |source| Error::Postgres {
-        url: label.to_owned(),
-        source: DatabaseError::postgres(source),
-    };
+    let failed = |source| super::migrate::pg_error(label, source);
     let before = backend(first).map_err(failed)?;
     second
         .batch_execute("BEGIN")
@@ -127,7 +124,13 @@ pub(crate) fn probe(first: &mut Client, second: &mut Client, label: &str) -> Res
             ),
         })?;
     let held = backend(second).map_err(failed)?;
-    let after = backend(first).map_err(failed)?;
+    // The second holds the session the first had: that is the answer, and
+    // behind a pool of one session the first would wait for it forever.
+    let after = if held == before {
+        before
+    } else {
+        backend(first).map_err(failed)?
+    };
     second.batch_execute("COMMIT").map_err(failed)?;
     Ok(judge(before, held, after))
 }

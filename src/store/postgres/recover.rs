@@ -103,21 +103,19 @@ pub(crate) fn recover(conn: &mut Conn, lost: &InFlight) -> Sql<Option<Recovered>
 
 /// The lost statement's claims and completions' outcomes, in `tx`.
 fn look_for(tx: &mut Tx<'_>, lost: &InFlight) -> Sql<Recovered> {
-    if lost.completions.is_empty() {
-        let claimed = tx.prepared(CLAIMED_WITH)?;
-        let claims = claims_with(&mut **tx, &claimed, &lost.tokens)?;
-        return Ok(Recovered {
-            claims,
-            accepted: Vec::new(),
-        });
+    if !lost.completions.is_empty() {
+        let ids: Vec<i64> = lost.completions.iter().map(|c| c.0).collect();
+        let lock = tx.prepared(LOCK_COMPLETED)?;
+        lock.query(&mut **tx, &[&ids])?;
     }
-    let ids: Vec<i64> = lost.completions.iter().map(|c| c.0).collect();
-    let lock = tx.prepared(LOCK_COMPLETED)?;
-    lock.query(&mut **tx, &[&ids])?;
     let claimed = tx.prepared(CLAIMED_WITH)?;
     let claims = claims_with(&mut **tx, &claimed, &lost.tokens)?;
-    let completed = tx.prepared(COMPLETED_WITH)?;
-    let accepted = completed_with(&mut **tx, &completed, &lost.completions)?;
+    let accepted = if lost.completions.is_empty() {
+        Vec::new()
+    } else {
+        let completed = tx.prepared(COMPLETED_WITH)?;
+        completed_with(&mut **tx, &completed, &lost.completions)?
+    };
     Ok(Recovered { claims, accepted })
 }
 
