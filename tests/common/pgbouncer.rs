@@ -29,13 +29,18 @@ static POOLER: OnceLock<Pooler> = OnceLock::new();
 
 /// The pooler of this test binary, started on first use (with the server).
 pub fn pooler() -> &'static Pooler {
-    POOLER.get_or_init(|| Pooler::start("transaction"))
+    POOLER.get_or_init(|| Pooler::start("transaction", 8))
 }
 
 /// A pooler of the caller's own in `pool_mode` (`session`, `transaction`
 /// or `statement`), stopped when dropped.
 pub fn private_pooler(pool_mode: &str) -> Pooler {
-    Pooler::start(pool_mode)
+    Pooler::start(pool_mode, 8)
+}
+
+/// [`private_pooler`] with `sessions` server sessions per database.
+pub fn private_pooler_of(pool_mode: &str, sessions: u32) -> Pooler {
+    Pooler::start(pool_mode, sessions)
 }
 
 /// A running PgBouncer.
@@ -50,7 +55,7 @@ pub struct Pooler {
 }
 
 impl Pooler {
-    fn start(pool_mode: &str) -> Pooler {
+    fn start(pool_mode: &str, sessions: u32) -> Pooler {
         let server = pg::server();
         let bin = find_pgbouncer().unwrap_or_else(|| {
             panic!("no pgbouncer on PATH or in /usr/sbin: install it (apt-get install pgbouncer)")
@@ -65,7 +70,8 @@ impl Pooler {
         let config = dir.join("pgbouncer.ini");
         let users = dir.join("users.txt");
         std::fs::write(&users, format!("\"{SUPERUSER}\" \"\"\n")).expect("write PgBouncer's users");
-        std::fs::write(&config, settings(server.port(), port, &dir, pool_mode)).expect("write pgbouncer.ini");
+        std::fs::write(&config, settings(server.port(), port, &dir, pool_mode, sessions))
+            .expect("write pgbouncer.ini");
         if let Some(user) = run_as {
             for path in [&dir, &config, &users] {
                 std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid))
@@ -109,7 +115,7 @@ pub fn direct_url(pooled: &str) -> String {
 
 /// `pgbouncer.ini`: every database to the server at `server_port`, in
 /// `pool_mode`, listening on `port`.
-fn settings(server_port: u16, port: u16, dir: &std::path::Path, pool_mode: &str) -> String {
+fn settings(server_port: u16, port: u16, dir: &std::path::Path, pool_mode: &str, sessions: u32) -> String {
     format!(
         "[databases]\n\
          * = host=127.0.0.1 port={server_port}\n\
@@ -121,7 +127,7 @@ fn settings(server_port: u16, port: u16, dir: &std::path::Path, pool_mode: &str)
          auth_file = {users}\n\
          pool_mode = {pool_mode}\n\
          max_client_conn = 2000\n\
-         default_pool_size = 8\n\
+         default_pool_size = {sessions}\n\
          max_user_connections = 60\n\
          server_idle_timeout = 5\n\
          logfile = {log}\n",

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::pgbouncer::private_pooler;
+use common::pgbouncer::{private_pooler, private_pooler_of};
 use leasehold::testing::pg_batch::pooled_per_transaction;
 use leasehold::{Completion, Error, NewDoc, Store, StoreOptions};
 
@@ -25,6 +25,16 @@ fn a_pooler_per_statement_is_refused_with_the_modes_it_needs() {
         panic!("{err:?}")
     };
     assert!(reason.contains("pool_mode = transaction or session"), "{err}");
+}
+
+/// Behind a pooler of one server session per database, the probe's second
+/// connection holds the only session: that is found at once, without the
+/// first waiting for the session the second holds.
+#[test]
+fn a_pooler_of_one_session_is_found_without_waiting_for_it() {
+    let pooler = private_pooler_of("transaction", 1);
+    let store = Store::open(pooler.fresh_database(), options()).expect("open through the pooler");
+    assert!(pooled_per_transaction(&store).unwrap().unwrap());
 }
 
 /// A direct connection is found to be one.
