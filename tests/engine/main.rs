@@ -28,6 +28,7 @@ mod paused_neighbour;
 mod pg_batch;
 mod pg_cluster;
 mod pg_lost_commit;
+mod pg_plans;
 mod pg_pooler;
 mod pg_schema;
 mod pg_store;

@@ -1,14 +1,23 @@
-//! Behind a pooler per transaction (`pooler.rs`), the statements that commit
-//! on their own (a claim, a completion, the batch statement) as functions
-//! the database keeps, called unnamed.
+//! The statements that commit on their own (a claim, a completion, the
+//! batch statement) as functions the database keeps: their call is kept
+//! prepared on a connection of its own server session, and sent unnamed
+//! behind a pooler per transaction (`pooler.rs`).
 //!
-//! An unnamed statement is planned on every run; these statements' plans
-//! cost more than their runs (DESIGN §12). A PL/pgSQL function's statement
-//! is planned by the server session that runs it and its plan kept there
-//! (custom plans first, then a generic one, as for a prepared statement),
-//! and every server session of the pool serves every client: so the plan
-//! is made once per server session, not once per call, while nothing of
-//! ours lives in a session. The call itself is short to plan.
+//! Why: these statements' plans cost more than their runs (DESIGN §12).
+//! A prepared statement is planned for each run's values until the server
+//! finds a plan for any values no dearer, and the batch statement's never
+//! is (its `LIMIT $3` is costed as a tenth of the table); behind a pooler
+//! an unnamed statement is planned on every run. A function's statement is
+//! planned by the server session that runs it and its plan kept there, and
+//! the function's own settings ([`SETTINGS`]) make that plan the generic
+//! one from the first run. A generic plan is made once for the table as it
+//! then was: one made while the queue was nearly empty read the whole table
+//! for every claim once it had grown (a sequential scan, kept until the
+//! next `ANALYZE`), so the settings also rule sequential scans out (each of
+//! these statements reads its rows through an index whatever the table
+//! holds), and JIT compilation off (the generic plan's estimate is over
+//! JIT's threshold; compiling took ~50 ms a batch). Nothing of ours lives
+//! in a session: every server session of a pool serves every client.
 //!
 //! A function is named by a digest of the statement's text
 //! (`leasehold_q_` and 16 hex digits), made once per database and text
@@ -25,6 +34,11 @@ use super::conn::Sql;
 
 /// The advisory lock key under which functions are made ("lhfn").
 const FUNCTION_LOCK: i64 = 0x6c68_666e;
+
+/// The settings a function runs its statement with (see the module's
+/// docs): one plan for any values, made from indexes, never compiled. Part
+/// of the function's name, so that one made without them is not used.
+const SETTINGS: &str = "SET plan_cache_mode = force_generic_plan SET jit = off SET enable_seqscan = off";
 
 /// A statement's function: its name and the call that runs it.
 pub(crate) struct Called {
@@ -64,9 +78,10 @@ pub(crate) fn function_of(
 
 /// `leasehold_q_` and the first 16 hex digits of the SHA-256 of the text
 /// and its columns' types (a schema that changed a column's type makes
-/// another function; the parameters' types are in its signature).
+/// another function; the parameters' types are in its signature) and its
+/// settings.
 fn name_of(sql: &str, columns: &[String]) -> String {
-    let described = format!("{sql}\n-- returns {}", columns.join(", "));
+    let described = format!("{sql}\n-- returns {}\n-- {SETTINGS}", columns.join(", "));
     let digest = crate::digest::sha256_hex(&mut described.as_bytes()).unwrap_or_default();
     format!("leasehold_q_{}", digest.get(..16).unwrap_or("0"))
 }
@@ -80,7 +95,7 @@ fn definition(name: &str, signature: &[String], column_types: &[String], sql: &s
         .map(|(i, t)| format!("r{} {t}", i + 1))
         .collect();
     format!(
-        "CREATE FUNCTION {name}({}) RETURNS TABLE ({}) LANGUAGE plpgsql VOLATILE AS $leasehold_fn$\n\
+        "CREATE FUNCTION {name}({}) RETURNS TABLE ({}) LANGUAGE plpgsql VOLATILE {SETTINGS} AS $leasehold_fn$\n\
          #variable_conflict use_column\n\
          BEGIN\n    RETURN QUERY {sql};\nEND\n$leasehold_fn$",
         signature.join(", "),

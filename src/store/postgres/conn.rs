@@ -1,19 +1,19 @@
 //! Pooled connections that keep their prepared statements.
 //!
 //! The client prepares a statement given as text on every call: one round
-//! trip to prepare it, one to run it. The hot statements (a claim, a
-//! completion and their history lines) are prepared once per connection
-//! instead and kept with it, so each costs one round trip. A connection
-//! the pool drops (broken, or closed by a server restart) takes its
-//! statements with it; a new one prepares them again. Behind a pooler that
-//! hands out server sessions per transaction (`pooler.rs`), a statement
-//! prepared in one session is not there in the next: the hot statements are
-//! then sent unnamed with their parameter types, parsed and run in one
-//! round trip ([`Prepared::Unnamed`]): inside a transaction as they are,
-//! outside one as the call of their function (`called.rs`); the types are
-//! learnt once per connection, inside a transaction, and the named
-//! statement that taught them is closed (dropped) before that transaction
-//! ends.
+//! trip to prepare it, one to run it. The hot statements are prepared once
+//! per connection instead and kept with it, so each costs one round trip:
+//! those that commit on their own (a claim, a completion, the batch
+//! statement) as the call of their function (`called.rs`, which says why),
+//! the others as they are. A connection the pool drops (broken, or closed
+//! by a server restart) takes its statements with it; a new one prepares
+//! them again. Behind a pooler that hands out server sessions per
+//! transaction (`pooler.rs`), a statement prepared in one session is not
+//! there in the next: the hot statements are then sent unnamed with their
+//! parameter types, parsed and run in one round trip
+//! ([`Prepared::Unnamed`]); the types are learnt once per connection,
+//! inside a transaction, and the named statement that taught them is closed
+//! (dropped) before that transaction ends.
 //!
 //! Every connection is checked (an empty query) as it is handed out, except
 //! to the callers that can tell a connection that died from a failure of
@@ -133,9 +133,15 @@ impl Statements {
         }
     }
 
-    /// The call of `sql`'s function, once made ([`Pooling::PerTransaction`]).
+    /// How `sql`, a statement that commits on its own, runs on this
+    /// connection, once learnt ([`Conn::prepared`]); a statement kept under
+    /// a name is forgotten once sessions turn out to be pooled per
+    /// transaction.
     fn called(&self, sql: &'static str) -> Option<Prepared> {
-        self.calls.get(sql).cloned()
+        match (self.calls.get(sql)?, self.pooling.get()) {
+            (Prepared::Kept(_), Pooling::PerTransaction) => None,
+            (p, _) => Some(p.clone()),
+        }
     }
 
     /// `statement`, just prepared inside a transaction or (per connection)
@@ -187,48 +193,59 @@ impl Conn {
     /// call of its function, made or found in a transaction of its own,
     /// once: `called.rs`).
     pub(crate) fn prepared(&mut self, sql: &'static str) -> Sql<Prepared> {
-        match self.statements.pooling.get() {
-            Pooling::PerConnection => {
-                if let Some(p) = self.statements.known(sql) {
-                    return Ok(p);
-                }
-                let s = self.client.prepare(sql)?;
-                Ok(self.statements.learn(sql, s))
-            }
-            Pooling::PerTransaction => {
-                if let Some(p) = self.statements.called(sql) {
-                    return Ok(p);
-                }
-                // (A role that may not create a function cannot open the
-                // store either: its migration creates tables.)
-                let p = self.as_function(sql)?;
-                self.statements.calls.insert(sql, p.clone());
-                Ok(p)
-            }
+        if let Some(p) = self.statements.called(sql) {
+            return Ok(p);
         }
+        // (A role that may not create a function cannot open the store
+        // either: the open creates what the schema lacks.)
+        let p = self.as_function(sql)?;
+        self.statements.calls.insert(sql, p.clone());
+        Ok(p)
     }
 
     /// `sql` as the call of its function (`called.rs`), learnt in a
     /// transaction of its own with the time limits set (it may wait for
-    /// another process making the function); a statement without columns
-    /// has no function and goes as it is, planned on every run.
+    /// another process making the function): kept per connection, unnamed
+    /// per transaction. A statement without columns has no function and
+    /// goes as it is.
     fn as_function(&mut self, sql: &'static str) -> Sql<Prepared> {
+        let pooling = self.statements.pooling.get();
         let mut tx = self.client.transaction()?;
         tx.batch_execute(&super::local_limits())?;
         let s = tx.prepare(sql)?;
-        let p = match super::called::function_of(&mut tx, sql, &s)? {
-            Some(c) => Prepared::Unnamed {
-                sql: Arc::from(c.call),
-                types: Arc::from(c.params),
-            },
-            None => Prepared::Unnamed {
-                sql: Arc::from(sql),
-                types: Arc::from(s.params()),
-            },
-        };
+        let called = super::called::function_of(&mut tx, sql, &s)?;
         drop(s);
         tx.commit()?;
-        Ok(p)
+        match (called, pooling) {
+            (Some(c), Pooling::PerConnection) => {
+                Ok(Prepared::Kept(self.client.prepare_typed(&c.call, &c.params)?))
+            }
+            (Some(c), Pooling::PerTransaction) => Ok(Prepared::Unnamed {
+                sql: Arc::from(c.call),
+                types: Arc::from(c.params),
+            }),
+            (None, _) => self.plain(sql),
+        }
+    }
+
+    /// `sql` as it is, outside any transaction: kept per connection (planned
+    /// for each run's values, as the server chooses), unnamed per
+    /// transaction (planned on every run).
+    fn plain(&mut self, sql: &'static str) -> Sql<Prepared> {
+        match self.statements.pooling.get() {
+            Pooling::PerConnection => Ok(Prepared::Kept(self.client.prepare(sql)?)),
+            Pooling::PerTransaction => {
+                let mut tx = self.client.transaction()?;
+                let s = tx.prepare(sql)?;
+                let types: Arc<[Type]> = Arc::from(s.params());
+                drop(s);
+                tx.commit()?;
+                Ok(Prepared::Unnamed {
+                    sql: Arc::from(sql),
+                    types,
+                })
+            }
+        }
     }
 
     /// How this connection's server sessions are given out.
