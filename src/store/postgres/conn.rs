@@ -188,10 +188,9 @@ impl Conn {
         self.answered_at = None;
     }
 
-    /// `sql` prepared on this connection, for a statement that runs outside
-    /// any transaction: once, then kept (per transaction pooling: as the
-    /// call of its function, made or found in a transaction of its own,
-    /// once: `called.rs`).
+    /// `sql`, a statement that runs outside any transaction, ready on this
+    /// connection: the call of its function (`called.rs`), made or found
+    /// once, then kept.
     pub(crate) fn prepared(&mut self, sql: &'static str) -> Sql<Prepared> {
         if let Some(p) = self.statements.called(sql) {
             return Ok(p);
