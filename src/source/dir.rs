@@ -430,12 +430,32 @@ fn fits(meta: Option<&FileStat>, max_bytes: u64) -> bool {
     meta.is_some_and(|m| m.is_file && m.len <= max_bytes)
 }
 
-impl Source for DirSource {
-    fn fetch(&self, key: &str, max_bytes: u64) -> std::result::Result<Vec<u8>, SourceError> {
+/// A document's original, ready to be read: an open file of a known length,
+/// to be read in pieces (`serve` sends one without holding it whole), or the
+/// bytes of a message cut from its mailbox.
+#[derive(Debug)]
+pub enum Original {
+    /// A file, opened inside its folder.
+    File {
+        /// The file, at its start.
+        file: File,
+        /// Its length when opened (at most the limit asked for). Read no
+        /// more than that: it may have grown since.
+        len: u64,
+    },
+    /// A mailbox's message.
+    Message(Vec<u8>),
+}
+
+impl DirSource {
+    /// The original of `key`, opened with every check [`Source::fetch`]
+    /// makes (inside the folder, a regular file, within `max_bytes`), not
+    /// read: a file comes back open, a mailbox's message as its bytes.
+    pub fn open_original(&self, key: &str, max_bytes: u64) -> std::result::Result<Original, SourceError> {
         let path = self.path_of(key)?;
         if let Some((mailbox, n)) = mailbox::message_path(&path) {
             if let Some(bytes) = self.fetch_message(key, mailbox, n, max_bytes)? {
-                return Ok(bytes);
+                return Ok(Original::Message(bytes));
             }
         }
         let opened = self.open_inside(&path).map_err(|e| e.for_document(key, &path))?;
@@ -460,7 +480,25 @@ impl Source for DirSource {
                 limit: max_bytes,
             });
         }
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        Ok(Original::File {
+            file,
+            len: meta.len(),
+        })
+    }
+}
+
+impl Source for DirSource {
+    fn fetch(&self, key: &str, max_bytes: u64) -> std::result::Result<Vec<u8>, SourceError> {
+        let (file, len) = match self.open_original(key, max_bytes)? {
+            Original::Message(bytes) => return Ok(bytes),
+            Original::File { file, len } => (file, len),
+        };
+        let unreadable = |source| SourceError::Unreadable {
+            key: key.to_owned(),
+            path: self.path_of(key).unwrap_or_default(),
+            source,
+        };
+        let mut bytes = Vec::with_capacity(len as usize);
         // take(): the file may grow between stat and read.
         file.take(max_bytes.saturating_add(1))
             .read_to_end(&mut bytes)

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::contract::{Source, SourceError};
-use super::dir::DirSource;
+use super::dir::{DirSource, Original};
 use crate::clock::{Clock, Millis};
 
 /// How long a document whose folder this process cannot read waits before
@@ -55,10 +55,17 @@ impl Folders {
     }
 }
 
-impl Source for Folders {
-    fn fetch(&self, key: &str, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
+impl Folders {
+    /// The original of `key`, opened by its folder ([`DirSource::open_original`]).
+    pub fn open_original(&self, key: &str, max_bytes: u64) -> Result<Original, SourceError> {
+        self.holder_of(key)?.open_original(key, max_bytes)
+    }
+
+    /// The folder that holds `key`, or why none is read: it waits (with a
+    /// clock, [`Folders::waiting_by`]) or fails.
+    fn holder_of(&self, key: &str) -> Result<&DirSource, SourceError> {
         match (self.owner_of(key), &self.clock) {
-            (Some(folder), _) => folder.fetch(key, max_bytes),
+            (Some(folder), _) => Ok(folder),
             (None, Some(clock)) => Err(SourceError::Deferred {
                 key: key.to_owned(),
                 reason: "no folder this process has open holds it (not there now, or added \
@@ -72,6 +79,12 @@ impl Source for Folders {
                 reason: "no folder of this data directory holds it",
             }),
         }
+    }
+}
+
+impl Source for Folders {
+    fn fetch(&self, key: &str, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
+        self.holder_of(key)?.fetch(key, max_bytes)
     }
 }
 

@@ -10,6 +10,6 @@ mod folders;
 pub use contract::{Source, SourceError};
 pub use dir::{
     count_folder_documents, full_path_prefix, is_full_path_key, key_below_folder, key_for, key_in_folder,
-    mark_folder_gone, relative_path_of, DirSource, Discovered,
+    mark_folder_gone, relative_path_of, DirSource, Discovered, Original,
 };
 pub use folders::Folders;

@@ -1,20 +1,46 @@
 //! What a route answers, and the HTTP response it becomes, with the headers
 //! every answer carries.
 
+use http_body_util::{Either, Full};
+use hyper::body::Bytes;
+
+use super::file_body::FileBody;
+
 /// An answer before it is sent.
 pub struct Answer {
     pub(super) status: u16,
     content_type: String,
-    body: Vec<u8>,
+    body: Body,
     headers: Vec<(String, String)>,
 }
+
+/// What an answer carries: bytes made for it, or a file's first bytes, read
+/// as they are sent (`file_body.rs`).
+enum Body {
+    Bytes(Vec<u8>),
+    File { file: std::fs::File, len: u64 },
+}
+
+/// The body of a response: [`Answer`]'s bytes, or a file's read in pieces.
+pub(super) type ResponseBody = Either<Full<Bytes>, FileBody>;
 
 impl Answer {
     pub(super) fn bytes(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Answer {
         Answer {
             status,
             content_type: content_type.to_owned(),
-            body: body.into(),
+            body: Body::Bytes(body.into()),
+            headers: Vec::new(),
+        }
+    }
+
+    /// The first `len` bytes of `file`, from where it stands, sent as the
+    /// client reads them.
+    pub(super) fn file(status: u16, content_type: &str, file: std::fs::File, len: u64) -> Answer {
+        Answer {
+            status,
+            content_type: content_type.to_owned(),
+            body: Body::File { file, len },
             headers: Vec::new(),
         }
     }
@@ -54,7 +80,7 @@ const ALWAYS: [(&str, &str); 5] = [
 
 /// The HTTP response of `answer` (hyper leaves a `HEAD`'s body out and still
 /// says its length).
-pub(super) fn response(answer: Answer) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
+pub(super) fn response(answer: Answer) -> hyper::Response<ResponseBody> {
     // An original's own policy replaces the pages' one.
     let own_policy = |name: &str| answer.headers.iter().any(|(n, _)| n == name);
     let mut builder = hyper::Response::builder().status(answer.status);
@@ -67,12 +93,14 @@ pub(super) fn response(answer: Answer) -> hyper::Response<http_body_util::Full<h
     for (name, value) in headers {
         builder = builder.header(name, value);
     }
-    builder
-        .body(http_body_util::Full::new(hyper::body::Bytes::from(answer.body)))
-        .unwrap_or_else(|_| {
-            // A header value the answer made that HTTP cannot carry.
-            let mut refused = hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::new()));
-            *refused.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
-            refused
-        })
+    let body = match answer.body {
+        Body::Bytes(bytes) => Either::Left(Full::new(Bytes::from(bytes))),
+        Body::File { file, len } => Either::Right(FileBody::new(file, len)),
+    };
+    builder.body(body).unwrap_or_else(|_| {
+        // A header value the answer made that HTTP cannot carry.
+        let mut refused = hyper::Response::new(Either::Left(Full::new(Bytes::new())));
+        *refused.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+        refused
+    })
 }

@@ -18,12 +18,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
+use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 
-use super::answer::{response, Answer};
+use super::answer::{response, Answer, ResponseBody};
 use super::guard::{self, Access};
 
 /// Connections open at once; more are closed as they are accepted.
@@ -107,7 +106,7 @@ pub fn run(
 async fn answer(
     shared: Arc<Shared>,
     request: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Result<Response<ResponseBody>, Infallible> {
     let started = Instant::now();
     let method = request.method().as_str().to_owned();
     let target = request

@@ -10,6 +10,7 @@
 //! than there are handlers, however many connections are open.
 
 mod answer;
+mod file_body;
 mod guard;
 mod http;
 mod options;

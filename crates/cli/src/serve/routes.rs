@@ -243,17 +243,20 @@ fn indexed(cfg: &Config, key: &str) -> Result<leasehold::Job, Answer> {
 /// typed by its name; a page or a picture that could hold script is
 /// sandboxed, so it never runs as this server's origin.
 fn original(cfg: &Config, sources: &Sources, key: &str) -> Answer {
-    use leasehold::source::Source;
+    use leasehold::source::Original;
     if let Err(refused) = indexed(cfg, key) {
         return refused;
     }
-    let bytes = match sources.folders.fetch(key, cfg.max_input) {
-        Ok(bytes) => bytes,
+    let original = match sources.folders.open_original(key, cfg.max_input) {
+        Ok(original) => original,
         Err(e) => return Answer::problem_owned(404, format!("the original cannot be read: {e}")),
     };
     let name = key.rsplit(['/', '\\']).next().unwrap_or(key);
     let mime = mime_guess::from_path(name).first_or_octet_stream();
-    let mut answer = Answer::bytes(200, mime.essence_str(), bytes);
+    let mut answer = match original {
+        Original::File { file, len } => Answer::file(200, mime.essence_str(), file, len),
+        Original::Message(bytes) => Answer::bytes(200, mime.essence_str(), bytes),
+    };
     answer.header("Content-Disposition", &disposition(name));
     if may_hold_script(mime.essence_str()) {
         answer.header(
@@ -294,14 +297,13 @@ fn text(cfg: &Config, key: &str) -> Answer {
     let (Some(path), Some(sum)) = (&job.result_path, &job.checksum) else {
         return Answer::problem(404, "no accepted text");
     };
-    let mut file = match cfg.mirror.open_verified(path, sum) {
+    let file = match cfg.mirror.open_verified(path, sum) {
         Ok(Some(file)) => file,
         Ok(None) => return Answer::problem(500, "the text was altered: `leasehold doctor --fix` mends it"),
         Err(e) => return Answer::problem_owned(500, format!("the text cannot be read: {e}")),
     };
-    let mut text = Vec::new();
-    match std::io::Read::read_to_end(&mut file, &mut text) {
-        Ok(_) => Answer::bytes(200, "text/plain; charset=utf-8", text),
+    match file.metadata() {
+        Ok(meta) => Answer::file(200, "text/plain; charset=utf-8", file, meta.len()),
         Err(e) => Answer::problem_owned(500, format!("the text cannot be read: {e}")),
     }
 }

@@ -371,3 +371,70 @@ fn a_client_that_stops_reading_is_dropped() {
     // The server answers the next request.
     assert_eq!(served.get("/api/status").status, 200);
 }
+
+/// Several clients asking for a large original at once cost the server a
+/// piece each, not the original each: it reads the file as it sends it.
+/// The whole answer still arrives, byte for byte, and so does the text.
+#[cfg(target_os = "linux")]
+#[test]
+fn large_answers_are_read_as_they_are_sent() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let big: String = (0..(16 << 20) / 32)
+        .map(|i| format!("harbour pilot {i:>17}\n"))
+        .collect();
+    std::fs::write(docs.join("big.txt"), &big).unwrap();
+    let data = dir.path().join("data");
+    leasehold(&data, &["run", docs.to_str().unwrap(), "-q"]);
+    let served = Served::start(&data, &["--head-timeout", "10s"]);
+    let ask = format!(
+        "GET /doc/original?key=big.txt HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\n\r\n",
+        served.host(),
+        served.cookie()
+    );
+    let resident = || -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", served.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    };
+    assert_eq!(served.get("/api/status").status, 200);
+    let before = resident();
+    // Eight clients ask and do not read: each answer stalls once the
+    // loopback's buffers are full.
+    let stalled: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+            s.write_all(ask.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    let mut most = before;
+    for _ in 0..20 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        most = most.max(resident());
+    }
+    let grew = most.saturating_sub(before);
+    assert!(
+        grew < big.len() as u64,
+        "eight answers of {} bytes took {grew} bytes of the server's memory",
+        big.len()
+    );
+    drop(stalled);
+
+    // Read whole, it is the file.
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    let ask_closing = ask.replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n");
+    stream.write_all(ask_closing.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    stream.read_to_end(&mut got).unwrap();
+    let head_end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&got[..head_end]).to_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains(&format!("content-length: {}", big.len())), "{head}");
+    assert!(got[head_end..] == *big.as_bytes(), "the body is not the file");
+    let text = served.get("/doc/text?key=big.txt");
+    assert_eq!(text.status, 200);
+    assert!(text.body == big.as_bytes(), "the text is not the file's");
+}
