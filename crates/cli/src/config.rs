@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::config::{format_size, ExtractConfig, FileConfig};
@@ -47,6 +47,9 @@ pub struct Config {
     /// The data directory as the user named it (`--data`, or `--db` when
     /// given), for messages.
     data_name: String,
+    /// The extractor made ahead ([`Config::prepare_extractor`]), for the
+    /// next [`Config::pipeline`] to take.
+    prepared: Mutex<Option<Result<Arc<dyn Extractor>, CliError>>>,
 }
 
 /// Where parsers run and the limits of one document: the configuration
@@ -431,6 +434,7 @@ impl Config {
             extract,
             upstream,
             data_name,
+            prepared: Mutex::new(None),
         })
     }
 
@@ -526,16 +530,34 @@ impl Config {
         )))
     }
 
+    /// Make the extractor now, for the next [`Config::pipeline`]: making it
+    /// runs `tesseract` to list its languages (~15 ms), which `run` does on
+    /// a thread beside its discovery rather than after it. An error is kept
+    /// and given where it was before, when the pool starts.
+    pub fn prepare_extractor(&self) {
+        let made = self.make_extractor();
+        *self.prepared.lock().unwrap_or_else(|e| e.into_inner()) = Some(made);
+    }
+
+    /// The extractor a worker pool uses (a test's stand-in, when one is set).
+    fn make_extractor(&self) -> Result<Arc<dyn Extractor>, CliError> {
+        match super::testing::extractor().map_err(CliError::Config)? {
+            Some(test_extractor) => Ok(test_extractor),
+            None => self.extract.extractor(),
+        }
+    }
+
     /// The pipeline for a worker pool; needs a source.
     pub fn pipeline(&self) -> Result<Pipeline, CliError> {
         let source = self.document_source()?;
+        let prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner()).take();
         Ok(Pipeline {
             store: self.store.clone(),
             mirror: self.mirror.clone(),
             source,
-            extractor: match super::testing::extractor().map_err(CliError::Config)? {
-                Some(test_extractor) => test_extractor,
-                None => self.extract.extractor()?,
+            extractor: match prepared {
+                Some(made) => made?,
+                None => self.make_extractor()?,
             },
             max_input_bytes: self.max_input,
             deliver_results: self.upstream.as_ref().is_some_and(|u| u.sink.is_some()),

@@ -17,7 +17,10 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
     catch_interrupts();
     cfg.log_started("run");
     let started = Instant::now();
-    let (found, rechecked) = discover_and_recheck(cfg, &cfg.scanned)?;
+    let (found, rechecked) = std::thread::scope(|s| {
+        s.spawn(|| cfg.prepare_extractor());
+        discover_and_recheck(cfg, &cfg.scanned)
+    })?;
     logs::discovered(&found);
     let courier = start_courier(cfg);
     let mut summary = work_pool(cfg, true, false, started)?;
