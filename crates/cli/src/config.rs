@@ -531,7 +531,7 @@ impl Config {
     }
 
     /// Make the extractor now, for the next [`Config::pipeline`]: making it
-    /// runs `tesseract` to list its languages (~15 ms), which `run` does on
+    /// runs `tesseract` to list its languages (~17 ms in all), which `run` does on
     /// a thread beside its discovery rather than after it. An error is kept
     /// and given where it was before, when the pool starts.
     pub fn prepare_extractor(&self) {

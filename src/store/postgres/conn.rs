@@ -112,9 +112,11 @@ fn typed<'p>(params: &[&'p (dyn ToSql + Sync)], types: &[Type]) -> Vec<(&'p (dyn
         .collect()
 }
 
-/// The statements of one connection, by their text: kept under their names,
-/// or ([`Pooling::PerTransaction`]) how to send them unnamed: as they are
-/// inside a transaction, as their functions' calls outside one.
+/// The statements of one connection, by their text: those run inside
+/// transactions kept under their names, or ([`Pooling::PerTransaction`])
+/// their types, to send them unnamed; those that commit on their own
+/// (`calls`) as the calls of their functions, kept under a name per
+/// connection, unnamed per transaction.
 struct Statements {
     pooling: SharedPooling,
     kept: HashMap<&'static str, Statement>,
@@ -208,14 +210,15 @@ impl Conn {
     /// per transaction. A statement without columns has no function and
     /// goes as it is.
     fn as_function(&mut self, sql: &'static str) -> Sql<Prepared> {
-        let pooling = self.statements.pooling.get();
         let mut tx = self.client.transaction()?;
         tx.batch_execute(&super::local_limits())?;
         let s = tx.prepare(sql)?;
         let called = super::called::function_of(&mut tx, sql, &s)?;
         drop(s);
         tx.commit()?;
-        match (called, pooling) {
+        // Read after the transaction: another connection may have learnt
+        // meanwhile that sessions are pooled per transaction.
+        match (called, self.statements.pooling.get()) {
             (Some(c), Pooling::PerConnection) => {
                 Ok(Prepared::Kept(self.client.prepare_typed(&c.call, &c.params)?))
             }

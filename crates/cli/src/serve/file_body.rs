@@ -5,10 +5,14 @@
 //!
 //! Each piece is read on tokio's blocking threads (a read of a folder on a
 //! mount that stopped answering stalls that answer only, not the runtime
-//! that serves every connection). No more than the length the answer
+//! that serves every connection), and a piece not read within
+//! [`ANSWER_TIMEOUT`] ends the answer: the connection is closed (its
+//! headers are sent, so no 504 can be), though the blocked read keeps its
+//! thread until the mount answers. No more than the length the answer
 //! promised is read; a file that shrank since ends the answer with an
 //! error, and hyper closes the connection rather than send a short body
-//! under that length.
+//! under that length. While it is sent the file stays open (on Windows a
+//! file deleted meanwhile is gone only when the answer ends).
 
 use std::fs::File;
 use std::future::Future;
@@ -18,6 +22,9 @@ use std::task::{Context, Poll};
 
 use hyper::body::{Bytes, Frame, SizeHint};
 use tokio::task::JoinHandle;
+use tokio::time::Sleep;
+
+use super::http::ANSWER_TIMEOUT;
 
 /// Bytes read per piece.
 const PIECE: usize = 64 * 1024;
@@ -31,8 +38,9 @@ pub struct FileBody {
 enum State {
     /// Waiting to be asked for the next piece.
     Idle(Option<File>),
-    /// A piece being read; the file comes back with it.
-    Reading(JoinHandle<std::io::Result<(File, Vec<u8>)>>),
+    /// A piece being read, the file coming back with it, and when it is
+    /// given up.
+    Reading(JoinHandle<std::io::Result<(File, Vec<u8>)>>, Pin<Box<Sleep>>),
 }
 
 impl FileBody {
@@ -71,12 +79,23 @@ impl hyper::body::Body for FileBody {
                         return Poll::Ready(None);
                     };
                     let want = this.left.min(PIECE as u64) as usize;
-                    this.state = State::Reading(tokio::task::spawn_blocking(move || read_piece(file, want)));
+                    let reading = tokio::task::spawn_blocking(move || read_piece(file, want));
+                    this.state = State::Reading(reading, Box::pin(tokio::time::sleep(ANSWER_TIMEOUT)));
                 }
-                State::Reading(reading) => {
+                State::Reading(reading, deadline) => {
                     let read = match Pin::new(reading).poll(cx) {
-                        Poll::Pending => return Poll::Pending,
                         Poll::Ready(joined) => joined.map_err(std::io::Error::other).and_then(|r| r),
+                        Poll::Pending => match deadline.as_mut().poll(cx) {
+                            Poll::Pending => return Poll::Pending,
+                            Poll::Ready(()) => {
+                                this.left = 0;
+                                let stuck = std::io::Error::new(
+                                    std::io::ErrorKind::TimedOut,
+                                    "a piece of the file was not read in time",
+                                );
+                                return Poll::Ready(Some(Err(stuck)));
+                            }
+                        },
                     };
                     this.state = State::Idle(None);
                     let (file, piece) = match read {

@@ -30,8 +30,10 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// Requests waiting for a handler; more are answered 503 at once.
 pub const QUEUE: usize = 256;
 /// How long a request may wait for its handler's answer: a folder on a mount
-/// that stopped answering holds a handler, not the client for ever (504).
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+/// that stopped answering holds a handler, not the client for ever (504);
+/// and how long an answer read from a file may wait for one piece of it
+/// (`file_body.rs`), after which its connection is closed.
+pub(super) const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// The largest request head read (hyper answers 431 past it).
 const MAX_HEAD: usize = 16 * 1024;
 
