@@ -31,7 +31,7 @@
 
 use super::conn::Conn;
 use super::conn::{Fail, Sql};
-use super::recover::{fresh_tokens, recover, InFlight, Recovered};
+use super::recover::{fresh_tokens, recover_in_flight, InFlight, Recovered};
 use super::search_index::without_nul;
 use super::tx::is_lost;
 use super::write::{
@@ -200,12 +200,8 @@ impl<'a> Plan<'a> {
         policy: &Policy,
         in_flight: &mut Option<InFlight>,
     ) -> Sql<Answer> {
-        if let Some(lost) = in_flight.as_ref() {
-            let found = recover(conn, lost)?;
-            *in_flight = None;
-            if let Some(found) = found {
-                return Ok(self.recovered(now, found));
-            }
+        if let Some(found) = recover_in_flight(conn, in_flight)? {
+            return Ok(self.recovered(now, found));
         }
         let tokens = fresh_tokens(self.workers.len());
         let owners: Vec<&Owner> = self.done.iter().map(|d| d.owner).collect();
@@ -348,13 +344,6 @@ impl<'a> Plan<'a> {
 }
 
 impl PgStore {
-    /// Whether the store's connections reach server sessions per
-    /// transaction (a pooler: `pooler.rs`), as found or learnt so far.
-    pub(crate) fn pooled_per_transaction(&self) -> Result<bool> {
-        let conn = self.connection()?;
-        Ok(conn.pooling() == super::pooler::Pooling::PerTransaction)
-    }
-
     /// The documents [`CLAIM_AND_COMPLETE`] would claim, `limit` wanted,
     /// while it completes `completing`, in the order it takes them; its
     /// changes rolled back. For the tests of the exclusion and the order
@@ -408,10 +397,7 @@ impl PgStore {
             // operations again (the caller's transaction) could claim twice
             // and refuse what was accepted. Each fails; the workers' backoff
             // takes it from there.
-            Err(e) if in_flight.is_some() => {
-                let said = e.to_string();
-                return Some(ops.iter().map(|_| Err(self.outcome_unknown(&said))).collect());
-            }
+            Err(e) if in_flight.is_some() => return Some(self.all_unknown(ops, &e)),
             Err(_) => return None,
         };
         let mut outs: Vec<Option<Result<WriteOut>>> = ops.iter().map(|_| None).collect();

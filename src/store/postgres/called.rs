@@ -30,7 +30,7 @@
 use ::postgres::types::{Kind, Type};
 use ::postgres::Statement;
 
-use super::conn::Sql;
+use super::conn::{Fail, Sql};
 
 /// The advisory lock key under which functions are made ("lhfn").
 const FUNCTION_LOCK: i64 = 0x6c68_666e;
@@ -47,15 +47,18 @@ pub(crate) struct Called {
 }
 
 /// The function of `sql` (prepared as `statement` in `tx`, which the caller
-/// commits), made in the database if it is not there; `None` for a
-/// statement that returns no column (a function must return something).
+/// commits), made in the database if it is not there. Every statement that
+/// commits on its own answers rows; one without a column has no function
+/// (`RETURNS TABLE` needs one) and is refused.
 pub(crate) fn function_of(
     tx: &mut ::postgres::Transaction<'_>,
     sql: &str,
     statement: &Statement,
-) -> Sql<Option<Called>> {
+) -> Sql<Called> {
     if statement.columns().is_empty() {
-        return Ok(None);
+        return Err(Fail::Refused(
+            "a statement that commits on its own answers no column: it cannot be a function".into(),
+        ));
     }
     let params: Vec<Type> = statement.params().to_vec();
     let signature: Vec<String> = params.iter().map(sql_type).collect();
@@ -70,10 +73,10 @@ pub(crate) fn function_of(
         tx.batch_execute(&definition(&name, &signature, &columns, sql))?;
     }
     let args: Vec<String> = (1..=params.len()).map(|i| format!("${i}")).collect();
-    Ok(Some(Called {
+    Ok(Called {
         call: format!("SELECT * FROM {name}({})", args.join(", ")),
         params,
-    }))
+    })
 }
 
 /// `leasehold_q_` and the first 16 hex digits of the SHA-256 of the text

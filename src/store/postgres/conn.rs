@@ -207,8 +207,7 @@ impl Conn {
     /// `sql` as the call of its function (`called.rs`), learnt in a
     /// transaction of its own with the time limits set (it may wait for
     /// another process making the function): kept per connection, unnamed
-    /// per transaction. A statement without columns has no function and
-    /// goes as it is.
+    /// per transaction.
     fn as_function(&mut self, sql: &'static str) -> Sql<Prepared> {
         let mut tx = self.client.transaction()?;
         tx.batch_execute(&super::local_limits())?;
@@ -218,35 +217,14 @@ impl Conn {
         tx.commit()?;
         // Read after the transaction: another connection may have learnt
         // meanwhile that sessions are pooled per transaction.
-        match (called, self.statements.pooling.get()) {
-            (Some(c), Pooling::PerConnection) => {
-                Ok(Prepared::Kept(self.client.prepare_typed(&c.call, &c.params)?))
-            }
-            (Some(c), Pooling::PerTransaction) => Ok(Prepared::Unnamed {
-                sql: Arc::from(c.call),
-                types: Arc::from(c.params),
-            }),
-            (None, _) => self.plain(sql),
-        }
-    }
-
-    /// `sql` as it is, outside any transaction: kept per connection (planned
-    /// for each run's values, as the server chooses), unnamed per
-    /// transaction (planned on every run).
-    fn plain(&mut self, sql: &'static str) -> Sql<Prepared> {
         match self.statements.pooling.get() {
-            Pooling::PerConnection => Ok(Prepared::Kept(self.client.prepare(sql)?)),
-            Pooling::PerTransaction => {
-                let mut tx = self.client.transaction()?;
-                let s = tx.prepare(sql)?;
-                let types: Arc<[Type]> = Arc::from(s.params());
-                drop(s);
-                tx.commit()?;
-                Ok(Prepared::Unnamed {
-                    sql: Arc::from(sql),
-                    types,
-                })
-            }
+            Pooling::PerConnection => Ok(Prepared::Kept(
+                self.client.prepare_typed(&called.call, &called.params)?,
+            )),
+            Pooling::PerTransaction => Ok(Prepared::Unnamed {
+                sql: Arc::from(called.call),
+                types: Arc::from(called.params),
+            }),
         }
     }
 

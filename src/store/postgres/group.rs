@@ -64,17 +64,14 @@ impl PgStore {
         // every operation rather than running them again.
         match self.write_tx_known(|tx, now| apply_batch(tx, now, policy, ops)) {
             Ok(outs) => outs.into_iter().map(Ok).collect(),
-            Err(u) if u.maybe_committed => {
-                let said = u.error.to_string();
-                ops.iter().map(|_| Err(self.outcome_unknown(&said))).collect()
-            }
+            Err(u) if u.maybe_committed => self.all_unknown(ops, &u.error),
             Err(u) if ops.len() == 1 => vec![Err(u.error)],
             Err(_) => ops
                 .iter()
                 .map(|op| {
                     self.write_tx_known(|tx, now| apply_batch(tx, now, policy, &[op]))
                         .map_err(|u| match u.maybe_committed {
-                            true => self.outcome_unknown(&u.error.to_string()),
+                            true => self.outcome_unknown(&u.error),
                             false => u.error,
                         })
                         .and_then(only_answer)
@@ -86,13 +83,18 @@ impl PgStore {
 
 impl PgStore {
     /// The error of a batch (one statement, or a transaction's COMMIT) whose
-    /// answer was lost and whose lookup failed (`said`): it may have
+    /// answer was lost and whose lookup failed (`lookup`): it may have
     /// committed, so it is not run again.
-    pub(super) fn outcome_unknown(&self, said: &str) -> Error {
+    fn outcome_unknown(&self, lookup: &Error) -> Error {
         Error::PostgresOutcomeUnknown {
             url: self.url().to_owned(),
-            reason: format!("a batch's answer was lost and what it did could not be read back: {said}"),
+            reason: format!("a batch's answer was lost and what it did could not be read back: {lookup}"),
         }
+    }
+
+    /// [`PgStore::outcome_unknown`] for each of `ops`.
+    pub(super) fn all_unknown(&self, ops: &[&WriteOp], lookup: &Error) -> Vec<Result<WriteOut>> {
+        ops.iter().map(|_| Err(self.outcome_unknown(lookup))).collect()
     }
 
     /// `op` outside any transaction, when it is a claim (of no more than one

@@ -10,8 +10,8 @@
 //! - `conn.rs`: pooled connections that keep their prepared statements.
 //! - `pooler.rs`: whether a pooler hands out server sessions per
 //!   transaction (then nothing is kept in a session).
-//! - `called.rs`: behind such a pooler, the statements that commit on their
-//!   own as functions the database keeps.
+//! - `called.rs`: the statements that commit on their own as functions the
+//!   database keeps, each planned once per server session.
 //! - `tx.rs`: READ COMMITTED transactions with "now" from the injected clock,
 //!   bounded retries after a serialization failure or a deadlock.
 //! - `queue.rs`: the queue's rows (enqueue, requeue, scans, settings).

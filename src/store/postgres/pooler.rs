@@ -51,6 +51,15 @@ use super::conn::first_value;
 
 use crate::error::{Error, Result};
 
+impl super::PgStore {
+    /// Whether the store's connections reach server sessions per
+    /// transaction, as found or learnt so far.
+    pub(crate) fn pooled_per_transaction(&self) -> Result<bool> {
+        let conn = self.connection()?;
+        Ok(conn.pooling() == Pooling::PerTransaction)
+    }
+}
+
 /// How server sessions are given to the store's connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pooling {

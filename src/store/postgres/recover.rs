@@ -84,9 +84,21 @@ pub(crate) struct Recovered {
     pub(crate) accepted: Vec<bool>,
 }
 
+/// What the statement `in_flight` holds did, if one is held ([`recover`]);
+/// once looked for, nothing is in flight (a lookup that fails keeps it,
+/// for the next try to look again).
+pub(crate) fn recover_in_flight(conn: &mut Conn, in_flight: &mut Option<InFlight>) -> Sql<Option<Recovered>> {
+    let Some(lost) = in_flight.as_ref() else {
+        return Ok(None);
+    };
+    let found = recover(conn, lost)?;
+    *in_flight = None;
+    Ok(found)
+}
+
 /// Look for what `lost` did; `None` when nothing of it is there (it did not
 /// commit, or changed nothing: either way it may run again).
-pub(crate) fn recover(conn: &mut Conn, lost: &InFlight) -> Sql<Option<Recovered>> {
+fn recover(conn: &mut Conn, lost: &InFlight) -> Sql<Option<Recovered>> {
     let mut tx = conn.transaction()?;
     let found = look_for(&mut tx, lost)?;
     tx.commit()?;

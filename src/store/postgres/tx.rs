@@ -69,7 +69,7 @@ impl PgStore {
     /// [`RETRIES`] times, with a growing, jittered pause; a BEGIN that fails
     /// runs it on another connection.
     pub(crate) fn write_tx<T>(&self, f: impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>) -> Result<T> {
-        self.write_tx_as(Outcome::Unknown, &mut false, f)
+        self.write_tx_as(Outcome::Unknown, f).map_err(|u| u.error)
     }
 
     /// [`PgStore::write_tx`] for a transaction that must not run twice (a
@@ -88,23 +88,22 @@ impl PgStore {
         &self,
         f: impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>,
     ) -> std::result::Result<T, Unsettled> {
-        let mut unsettled = false;
-        self.write_tx_as(Outcome::Known, &mut unsettled, f)
-            .map_err(|error| Unsettled {
-                error,
-                maybe_committed: unsettled,
-            })
+        self.write_tx_as(Outcome::Known, f)
     }
 
     fn write_tx_as<T>(
         &self,
         outcome: Outcome,
-        unsettled: &mut bool,
         mut f: impl FnMut(&mut Tx<'_>, Millis) -> Sql<T>,
-    ) -> Result<T> {
+    ) -> std::result::Result<T, Unsettled> {
+        // Every failure but a lost COMMIT's failed lookup left nothing done.
+        let failed = |error| Unsettled {
+            error,
+            maybe_committed: false,
+        };
         let (mut attempt, mut fresh) = (0, 0);
         loop {
-            let mut client = self.connection_after(fresh)?;
+            let mut client = self.connection_after(fresh).map_err(failed)?;
             match self.try_tx(&mut client, outcome, &mut f) {
                 Ok(v) => {
                     client.answered();
@@ -116,10 +115,12 @@ impl PgStore {
                     match self.committed(&xid) {
                         Ok(true) => return Ok(v),
                         Ok(false) if fresh + 1 < FRESH_CONNECTIONS => fresh += 1,
-                        Ok(false) => return Err(self.error(Fail::Pg(e))),
+                        Ok(false) => return Err(failed(self.error(Fail::Pg(e)))),
                         Err(lookup) => {
-                            *unsettled = true;
-                            return Err(lookup);
+                            return Err(Unsettled {
+                                error: lookup,
+                                maybe_committed: true,
+                            })
                         }
                     }
                 }
@@ -127,7 +128,7 @@ impl PgStore {
                     client.failed();
                     fresh += 1;
                     if fresh >= FRESH_CONNECTIONS {
-                        return Err(self.error(Fail::Pg(e)));
+                        return Err(failed(self.error(Fail::Pg(e))));
                     }
                 }
                 Err(Step::Run(Fail::Pg(e))) if is_retryable(&e) && attempt + 1 < RETRIES => {
@@ -139,7 +140,7 @@ impl PgStore {
                 }
                 Err(Step::Run(e)) => {
                     client.failed();
-                    return Err(self.error(e));
+                    return Err(failed(self.error(e)));
                 }
             }
         }

@@ -29,7 +29,7 @@ use ::postgres::{GenericClient, Row, Transaction};
 
 use super::conn::{Conn, Prepared, Tx};
 use super::conn::{Fail, Sql};
-use super::recover::{fresh_tokens, recover, InFlight};
+use super::recover::{fresh_tokens, recover_in_flight, InFlight};
 use crate::clock::Millis;
 use crate::job::{Claim, Fenced, JobId, Owner, Parked, Status};
 use crate::store::completion::Completion;
@@ -358,12 +358,8 @@ pub(crate) fn claim_alone(
     max: usize,
     in_flight: &mut Option<InFlight>,
 ) -> Sql<Vec<Claim>> {
-    if let Some(lost) = in_flight.as_ref() {
-        let found = recover(conn, lost)?;
-        *in_flight = None;
-        if let Some(found) = found {
-            return Ok(found.claims.into_iter().map(|(_, claim)| claim).collect());
-        }
+    if let Some(found) = recover_in_flight(conn, in_flight)? {
+        return Ok(found.claims.into_iter().map(|(_, claim)| claim).collect());
     }
     let claim = conn.prepared(CLAIM)?;
     let mut rounds = OnItsOwn {
