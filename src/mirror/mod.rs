@@ -507,6 +507,12 @@ impl Mirror {
         })
     }
 
+    /// A file under the root, open for reading, with the same path checks
+    /// as [`Mirror::read`]: a result's text streamed without holding it all.
+    pub(crate) fn open_result(&self, rel_path: &str) -> Result<File, MirrorError> {
+        Ok(self.open_rel(rel_path)?.1)
+    }
+
     /// Contents of a file under the root.
     pub fn read(&self, rel_path: &str) -> Result<Vec<u8>, MirrorError> {
         let (path, mut file) = self.open_rel(rel_path)?;

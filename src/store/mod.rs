@@ -805,24 +805,30 @@ impl Store {
     // ----- the search index (DESIGN §12) -----
 
     /// At most `limit` documents whose accepted text matches `query` (in
-    /// people's language, [`QuerySyntax::Plain`]), best first: key, score, a
-    /// snippet with the matched terms, and the accepted result's path in the
-    /// mirror. [`Store::search_page`] says more.
+    /// people's language, [`QuerySyntax::Plain`]), best first: key, score,
+    /// and the accepted result's path in the mirror. [`Store::search_page`]
+    /// says more; its [`Search::mirror`] gives SQLite's word index, which
+    /// keeps no copy of the texts, the files to cut snippets from (this
+    /// short form names no mirror, so there its snippets are empty).
     ///
     /// # Example
     /// ```
-    /// use leasehold::{Completion, NewDoc, Store, StoreOptions};
+    /// use leasehold::mirror::Mirror;
+    /// use leasehold::{Completion, NewDoc, Search, Store, StoreOptions};
     /// let dir = tempfile::tempdir().unwrap();
     /// let store = Store::open(dir.path().join("q.db"), StoreOptions::default()).unwrap();
+    /// let mirror = Mirror::open(dir.path().join("mirror")).unwrap();
     /// store.enqueue(&NewDoc::new("a.txt", "v1")).unwrap();
     /// let claim = store.claim("w1").unwrap().unwrap();
     /// let text = "계정이 잠겼습니다: see qemu-img";
-    /// let done = Completion::new("r/a", "abc").index(text);
+    /// std::fs::write(mirror.root().join("a.txt"), text).unwrap();
+    /// let done = Completion::new("a.txt", "abc").index(text);
     /// assert!(store.complete(claim, done).unwrap().is_accepted());
     /// let hits = store.search("계정", 10).unwrap();
     /// assert_eq!(hits[0].key, "a.txt");
-    /// assert_eq!(hits[0].snippet.marked("[", "]"), "[계정이] 잠겼습니다: see qemu-img");
     /// assert_eq!(store.search("qemu-img -windows", 10).unwrap().len(), 1);
+    /// let page = store.search_page(&Search::new("계정").mirror(&mirror)).unwrap();
+    /// assert_eq!(page.hits[0].snippet.marked("[", "]"), "[계정이] 잠겼습니다: see qemu-img");
     /// ```
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
         Ok(self.search_page(&Search::new(query).limit(limit))?.hits)

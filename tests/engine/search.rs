@@ -7,8 +7,11 @@
 use crate::common;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use common::{Backend, TestDb};
+use leasehold::mirror::Mirror;
 use leasehold::store::IndexDoc;
 use leasehold::testing::dup;
 use leasehold::{
@@ -16,10 +19,44 @@ use leasehold::{
     Tokenizer,
 };
 
-/// Complete `claim` with `text` as its accepted text (a result path and
-/// checksum of its own).
+/// A real mirror shared by this file's tests: each completed text is also
+/// written there as its result file, under a path of its own, as a worker
+/// writes it, so that an index that keeps no copy of its texts (SQLite's
+/// word index) cuts its snippets from the file.
+fn mirror() -> &'static Mirror {
+    static MIRROR: OnceLock<(tempfile::TempDir, Mirror)> = OnceLock::new();
+    let (_, mirror) = MIRROR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mirror = Mirror::open(dir.path()).expect("mirror");
+        (dir, mirror)
+    });
+    mirror
+}
+
+/// Write `text` to a new result file in [`mirror`], named after `name`; its
+/// path there (`r/NAME-N.txt`).
+fn result_of(name: &str, text: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let rel = format!("r/{name}-{}.txt", NEXT.fetch_add(1, Ordering::Relaxed));
+    let path = mirror().root().join(&rel);
+    std::fs::create_dir_all(path.parent().expect("under r/")).expect("mkdir");
+    std::fs::write(&path, text).expect("write result");
+    rel
+}
+
+/// The hits of `query`, at most `limit`, with their snippets cut from the
+/// results in [`mirror`].
+fn search(store: &Store, query: &str, limit: usize) -> Vec<Hit> {
+    store
+        .search_page(&Search::new(query).limit(limit).mirror(mirror()))
+        .unwrap_or_else(|e| panic!("{query:?}: {e}"))
+        .hits
+}
+
+/// Complete `claim` with `text` as its accepted text (a result file of its
+/// own in [`mirror`]).
 fn finish(store: &Store, claim: Claim, text: &str) -> Fenced {
-    let path = format!("r/{}/{}", claim.id.0, claim.fence);
+    let path = result_of(&format!("{}/{}", claim.id.0, claim.fence), text);
     let c = Completion::new(&path, "sum").index(text);
     store.complete(claim, c).expect("no store error")
 }
@@ -62,14 +99,16 @@ fn accepted_text_is_searchable(b: Backend) {
     store.enqueue(&NewDoc::new("b.txt", "v1")).unwrap();
     let claims = store.claim_batch("w", 2).unwrap();
     assert_eq!(claims.len(), 2);
+    let texts = ["batch alpha text", "batch beta text"];
+    let paths = texts.map(|text| result_of("batch", text));
     let done: Vec<(Claim, Completion<'_>)> = claims
         .into_iter()
-        .zip(["batch alpha text", "batch beta text"])
-        .map(|(c, text)| (c, Completion::new("r/x", "s").index(text)))
+        .zip(texts.iter().zip(&paths))
+        .map(|(c, (text, path))| (c, Completion::new(path, "s").index(*text)))
         .collect();
     assert!(store.complete_many(done).unwrap().iter().all(|f| f.is_accepted()));
 
-    let hits = store.search("fox", 10).unwrap();
+    let hits = search(&store, "fox", 10);
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].key, "fox.txt");
     assert!(marked(&hits[0]).contains("[fox]"), "{:?}", hits[0].snippet);
@@ -175,7 +214,7 @@ fn korean_particles_and_unspaced_scripts(b: Backend) {
     let store = t.handle(1000);
     index(&store, "ko", "v1", "계정이 잠겼습니다. 비밀번호를 확인하세요.");
     index(&store, "ja", "v1", "東京都に住んでいます");
-    let hits = store.search("계정", 10).unwrap();
+    let hits = search(&store, "계정", 10);
     assert_eq!(hits.iter().map(|h| h.key.as_str()).collect::<Vec<_>>(), ["ko"]);
     assert!(marked(&hits[0]).contains("[계정이]"), "{:?}", hits[0].snippet);
     assert_eq!(keys(&store, "비밀번호"), ["ko"]);
@@ -330,7 +369,7 @@ fn ordinary_terms_are_searched_as_written(b: Backend) {
         .unwrap();
     assert!(bare.hits.iter().all(|h| h.snippet.text().is_empty()));
     // The snippet's highlights cover the matched words.
-    let hit = &store.search("e-mail", 1).unwrap()[0];
+    let hit = &search(&store, "e-mail", 1)[0];
     let words: Vec<&str> = hit
         .snippet
         .highlights()

@@ -315,6 +315,119 @@ fn a_version_11_index_gets_titles_and_keeps_its_tokenizer_and_rows() {
     }
 }
 
+/// A word index made before it dropped its copy of the texts (version 14:
+/// titled, prefix indexes of 2 and 3 characters, the texts kept) is moved at
+/// the next read-write open to the form that keeps none, every row kept (a
+/// long text's further part too) and found as before, the path and checksum
+/// still read back; its snippets are then cut from the result in the mirror,
+/// for a further part from that part of the file. A trigram index keeps its
+/// texts (its short terms are matched by LIKE over them).
+#[test]
+fn a_word_index_with_its_texts_is_moved_to_one_without_them() {
+    let t = TempStore::new();
+    let mirror = leasehold::mirror::Mirror::open(t.dir.path().join("mirror")).unwrap();
+    let first = format!("a cobalt heron by the weir {}", "alpha ".repeat(180_000));
+    let cut = first.as_bytes()[..1 << 20]
+        .iter()
+        .rposition(|b| *b == b' ')
+        .unwrap()
+        + 1;
+    let text = format!("{}the second part mentions kingfishers", &first[..cut]);
+    let (part0, part1) = text.split_at(cut);
+    std::fs::create_dir_all(mirror.root().join("r")).unwrap();
+    std::fs::write(mirror.root().join("r/7.txt"), &text).unwrap();
+    drop(t.handle(1_000));
+    {
+        let c = rusqlite::Connection::open(&t.path).unwrap();
+        c.execute_batch(
+            "DROP TABLE search_text;
+             DROP TABLE IF EXISTS search_text_content;
+             CREATE VIRTUAL TABLE search_text USING fts5 (
+                 body, title, author, path UNINDEXED, checksum UNINDEXED,
+                 prefix = '2 3', tokenize = 'unicode61 remove_diacritics 2');
+             INSERT INTO jobs (id, doc_key, status, result_path, checksum, max_attempts, created_at, updated_at)
+             VALUES (7, 'notes/heron-sightings.txt', 'indexed', 'r/7.txt', 'sum', 5, 0, 0);
+             INSERT INTO search_parts (rowid, doc, tag, state) VALUES (281474976710656, 7, 'sum', 'live');",
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO search_text (rowid, body, title, path, checksum)
+             VALUES (7, ?1, 'heron-sightings.txt', 'r/7.txt', 'sum'),
+                    (281474976710656, ?2, 'heron-sightings.txt', 'r/7.txt', 'sum')",
+            [part0, part1],
+        )
+        .unwrap();
+    }
+    let store = t.handle(1_000);
+    let c = rusqlite::Connection::open(&t.path).unwrap();
+    let sql: String = c
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE name = 'search_text'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        sql.contains("content = ''") && sql.contains("prefix = '2',"),
+        "{sql}"
+    );
+    let stored: Option<String> = c
+        .query_row("SELECT body FROM search_text WHERE rowid = 7", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, None, "no copy of the text is kept");
+    let found = |q: &str| {
+        store
+            .search_page(&leasehold::Search::new(q).mirror(&mirror))
+            .unwrap()
+            .hits
+    };
+    for (query, marked) in [
+        ("cobalt", "[cobalt]"),
+        ("kingfishers", "[kingfishers]"),
+        ("weir", "[weir]"),
+    ] {
+        let hits = found(query);
+        assert_eq!(hits.len(), 1, "{query}");
+        assert_eq!(
+            (hits[0].key.as_str(), hits[0].result_path.as_str()),
+            ("notes/heron-sightings.txt", "r/7.txt")
+        );
+        let snippet = hits[0].snippet.marked("[", "]");
+        assert!(snippet.contains(marked), "{query}: {snippet:?}");
+    }
+    assert!(found("title:sightings").len() == 1 && found("title:cobalt").is_empty());
+    let check = store.check_search_index().unwrap();
+    assert_eq!(
+        (check.rows, check.missing, check.accepted),
+        (1, 0, 1),
+        "{check:?}"
+    );
+    assert!(check.is_healthy(), "{check:?}");
+    // Without the mirror the hit is still found, without a snippet.
+    assert!(store.search("kingfishers", 10).unwrap()[0]
+        .snippet
+        .text()
+        .is_empty());
+
+    let trigram = TempStore::new();
+    drop(
+        Store::open(
+            &trigram.path,
+            trigram.options(1_000).tokenizer(Tokenizer::Trigram),
+        )
+        .unwrap(),
+    );
+    let c = rusqlite::Connection::open(&trigram.path).unwrap();
+    let sql: String = c
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE name = 'search_text'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(!sql.contains("content"), "{sql}");
+}
+
 /// A version 11 file whose index has a damaged page still opens: the index
 /// cannot be copied into the titled table, so it is made again, empty, and
 /// every document is kept for a reindex to index again.

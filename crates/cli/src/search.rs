@@ -274,7 +274,8 @@ pub(crate) fn find(
     request: &Search<'_>,
     left_out: impl Fn(&str),
 ) -> Result<Found, CliError> {
-    let found = cfg.store.search_page(request).map_err(damaged_index)?;
+    let request = request.clone().mirror(&cfg.mirror);
+    let found = cfg.store.search_page(&request).map_err(damaged_index)?;
     if found.total == 0 {
         refuse_a_damaged_index(cfg)?;
     }

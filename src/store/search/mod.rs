@@ -125,6 +125,9 @@ pub struct Search<'q> {
     /// The folders keys are made from, each with its key prefix
     /// ([`Search::folders`]).
     pub(crate) folders: &'q [(std::path::PathBuf, String)],
+    /// Where the results are, for snippets of an index that keeps no copy
+    /// of its texts ([`Search::mirror`]).
+    pub(crate) mirror: Option<&'q crate::mirror::Mirror>,
 }
 
 impl<'q> Search<'q> {
@@ -140,6 +143,7 @@ impl<'q> Search<'q> {
             time_limit: None,
             stemming: None,
             folders: &[],
+            mirror: None,
         }
     }
 
@@ -187,6 +191,14 @@ impl<'q> Search<'q> {
     /// folder's keys under it, whichever way they are written.
     pub fn folders(mut self, folders: &'q [(std::path::PathBuf, String)]) -> Self {
         self.folders = folders;
+        self
+    }
+
+    /// The mirror the accepted results are in. SQLite's word index keeps no
+    /// copy of the texts (the mirror holds them), so its snippets are cut
+    /// from the result files there; without it, its hits come without one.
+    pub fn mirror(mut self, mirror: &'q crate::mirror::Mirror) -> Self {
+        self.mirror = Some(mirror);
         self
     }
 

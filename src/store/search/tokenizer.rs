@@ -57,14 +57,27 @@ impl Tokenizer {
         }
     }
 
-    /// The FTS5 options of a table made with this tokenizer: the
-    /// tokenizer, and for words, prefix indexes of 2 and 3 characters (short
-    /// prefix queries, as the glued-script terms are, read one list instead
-    /// of merging every term they begin). A trigram index answers prefixes
-    /// as substrings already.
+    /// The FTS5 options of a table made with this tokenizer.
+    ///
+    /// Words: a prefix index of 2 characters (a short prefix query, as the
+    /// glued-script terms are, reads one list instead of merging every term
+    /// it begins; a 3-character index cost 290 bytes a document for a few
+    /// milliseconds on 3-character prefixes), and no copy of the text: the
+    /// mirror holds it, and a snippet is cut from there
+    /// (`sqlite/search_snippets.rs`). `contentless_delete` lets a row be
+    /// deleted without its text (FTS5 marks the rowid gone instead of
+    /// tokenizing the old text again), `contentless_unindexed` keeps the
+    /// result's path and checksum readable.
+    ///
+    /// Trigram keeps its copy: a term shorter than three characters is
+    /// matched with LIKE over the stored text. It answers prefixes as
+    /// substrings already.
     pub(crate) fn fts5_options(self) -> String {
         match self {
-            Tokenizer::Unicode61 => format!("prefix = '2 3', tokenize = '{}'", self.spec()),
+            Tokenizer::Unicode61 => format!(
+                "prefix = '2', content = '', contentless_delete = 1, contentless_unindexed = 1, tokenize = '{}'",
+                self.spec()
+            ),
             Tokenizer::Trigram | Tokenizer::PgSimple => format!("tokenize = '{}'", self.spec()),
         }
     }

@@ -171,16 +171,32 @@ const INDEX_TABLES: [&str; 7] = [
 /// Only documented interfaces: the table's rows and MATCH. Not FTS5's full
 /// check (that reads every page and tokenizes every text), which
 /// [`search_index_damage`] runs. None when both texts are found.
+///
+/// A table that keeps no copy of its texts is probed with a word of the
+/// first and the last document's indexed title (every document has one:
+/// its own, else its file name), whose terms are in the same segments.
 pub(crate) fn search_finds_itself(c: &Connection) -> rusqlite::Result<Option<String>> {
     let mut probe =
         c.prepare_cached("SELECT count(*) FROM search_text WHERE search_text MATCH ?1 AND rowid = ?2")?;
+    let keeps_text = crate::store::sqlite::search_table::keeps_text(c)?;
     for end in ["ASC", "DESC"] {
-        let sql =
-            format!("SELECT rowid, substr(body, 1, 4096) FROM search_text ORDER BY rowid {end} LIMIT 1");
+        let sql = match keeps_text {
+            true => {
+                format!("SELECT rowid, substr(body, 1, 4096) FROM search_text ORDER BY rowid {end} LIMIT 1")
+            }
+            false => format!(
+                "SELECT rowid, '' FROM search_text WHERE rowid < {} ORDER BY rowid {end} LIMIT 1",
+                crate::store::sqlite::search_index::PART_ROWID_BASE
+            ),
+        };
         let row: Option<(i64, String)> = c.query_row(&sql, [], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
-        let Some((rowid, text)) = row else {
+        let Some((rowid, mut text)) = row else {
             return Ok(None);
         };
+        if !keeps_text {
+            let labels = crate::store::sqlite::search_index::indexed_labels_of(c, rowid)?;
+            text = labels.title.unwrap_or_default();
+        }
         let Some(word) = own_word(&text) else {
             continue;
         };

@@ -55,6 +55,7 @@ pub(crate) mod rows;
 pub(crate) mod search_index;
 pub(crate) mod search_purge;
 mod search_salvage;
+mod search_snippets;
 pub(crate) mod search_table;
 
 mod gate;

@@ -119,8 +119,9 @@ fn open_read_write(path: &Path, opts: &StoreOptions) -> Result<Pool> {
     }
     enable_wal(&conn, path)?;
     migrate(&mut conn, path, version)?;
-    // What SQL cannot say in a section: the index's title and author columns (version 12).
-    crate::store::sqlite::search_index::add_metadata_columns(&mut conn)
+    // What SQL cannot say in a section: the index's title and author columns
+    // (version 12), and the word index without its copy of the texts.
+    crate::store::sqlite::search_index::bring_to_current_form(&mut conn)
         .map_err(|e| Error::from_sqlite(path, e))?;
     drop(conn);
     pool::build(path, pool_target(path, Access::ReadWrite), opts)

@@ -19,6 +19,7 @@ use crate::store::search::{file_name, Described, Labels, AUTHOR_WEIGHT, TITLE_WE
 use crate::store::search::{stemmed_fts5, Found, Search, SearchPage, Snippet};
 use crate::store::search::{IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 use crate::store::sqlite::search_purge as purge;
+use crate::store::sqlite::search_snippets::{self as snippets, MatchedRow};
 use crate::store::sqlite::search_table::{self, create_table, table_tokenizer};
 
 /// The first rowid of a long text's further parts: far above any document
@@ -238,26 +239,30 @@ pub(crate) fn purge_retired(tx: &Connection) -> rusqlite::Result<bool> {
     Ok(gone.len() > per_tx)
 }
 
-/// The table remade with `title` and `author` columns (schema version 12) and the
-/// tokenizer it had, when it has none yet, every row copied into it (rowids
-/// kept, so the parts list still holds), each document's first part titled
-/// by its file name, since results accepted before it carry no title of
-/// their own. FTS5 cannot add a column; the copy costs what indexing the
-/// texts again does, once, without reading the mirror. Run at every
-/// read-write open, in a transaction of its own after the migrations (a
-/// look at the table's columns when there is nothing to do).
+/// The table remade as this version makes it ([`create_table`]) with the
+/// tokenizer it had, when it is not made so yet, every row copied into it
+/// (rowids kept, so the parts list still holds). Two forms came before: a
+/// table without `title` and `author` (before schema version 12), whose
+/// documents' first parts are titled by their file names, since results
+/// accepted before it carry no title of their own; and a word index that
+/// kept a copy of its texts, which the mirror holds. FTS5 cannot change a
+/// table's columns or options; the copy costs what indexing the texts again
+/// does, once, without reading the mirror. Run at every read-write open, in
+/// a transaction of its own after the migrations (a look at the table's
+/// definition when there is nothing to do).
 ///
 /// An index too damaged to be read is made again empty instead, its pages
 /// orphaned as a reindex of a damaged index leaves them
 /// ([`search_table::remake`]): the store still opens, and `leasehold
 /// reindex` (which `doctor` names) fills the index from the mirror.
-pub(crate) fn add_metadata_columns(conn: &mut Connection) -> rusqlite::Result<()> {
+pub(crate) fn bring_to_current_form(conn: &mut Connection) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    if has_metadata_columns(&tx)? {
+    let tokenizer = table_tokenizer(&tx)?;
+    let titled = has_metadata_columns(&tx)?;
+    if titled && search_table::is_current_form(&tx, tokenizer)? {
         return Ok(());
     }
-    let tokenizer = table_tokenizer(&tx)?;
-    match copy_into_titled_table(&tx, tokenizer) {
+    match copy_into_current_table(&tx, tokenizer, titled) {
         Ok(()) => tx.commit(),
         Err(_) => {
             drop(tx);
@@ -266,32 +271,42 @@ pub(crate) fn add_metadata_columns(conn: &mut Connection) -> rusqlite::Result<()
     }
 }
 
-/// [`add_metadata_columns`]'s copy: the table renamed, the new one made, every
-/// row put in it, the old one dropped.
-fn copy_into_titled_table(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
-    tx.execute_batch("ALTER TABLE search_text RENAME TO search_text_untitled")?;
+/// [`bring_to_current_form`]'s copy: the table renamed, the new one made,
+/// every row put in it, the old one dropped. `titled`: the old table has
+/// `title` and `author`; else each first part is titled by its file name.
+fn copy_into_current_table(tx: &Connection, tokenizer: Tokenizer, titled: bool) -> rusqlite::Result<()> {
+    search_table::rename_table(tx, "search_text", "search_text_previous")?;
     create_table(tx, tokenizer)?;
+    let labels = match titled {
+        true => "s.title, s.author",
+        false => "NULL, NULL",
+    };
     {
-        let mut old = tx.prepare(
-            "SELECT s.rowid, s.body, s.path, s.checksum, j.doc_key
-               FROM search_text_untitled s LEFT JOIN jobs j ON j.id = s.rowid ORDER BY s.rowid",
-        )?;
+        let mut old = tx.prepare(&format!(
+            "SELECT s.rowid, s.body, s.path, s.checksum, j.doc_key, {labels}
+               FROM search_text_previous s LEFT JOIN jobs j ON j.id = s.rowid ORDER BY s.rowid"
+        ))?;
         let mut rows = old.query([])?;
         while let Some(r) = rows.next()? {
             let key: Option<String> = r.get(4)?;
             let (body, path, checksum): (String, String, String) = (r.get(1)?, r.get(2)?, r.get(3)?);
+            let (title, author): (Option<String>, Option<String>) = (r.get(5)?, r.get(6)?);
+            let title = match titled {
+                true => title.as_deref(),
+                false => key.as_deref().and_then(file_name),
+            };
             insert_rows(
                 tx,
                 &[Row {
                     rowid: r.get(0)?,
                     body: &body,
-                    labels: (key.as_deref().and_then(file_name), None),
+                    labels: (title, author.as_deref()),
                     result: (&path, &checksum),
                 }],
             )?;
         }
     }
-    tx.execute_batch("DROP TABLE search_text_untitled")
+    search_table::drop_table(tx, "search_text_previous")
 }
 
 /// Whether the table has its `author` column, made with `title` by this
@@ -446,7 +461,10 @@ pub(crate) fn search(
     let filters = &planned.filters;
     let found = match &planned.plan {
         Plan::Match(written) => {
-            let tokens = crate::store::search::snippet_tokens(tokenizer);
+            let tokens = SnippetTerms {
+                count: crate::store::search::snippet_tokens(tokenizer),
+                tokenizer,
+            };
             stemmed(c, planned.words.as_ref(), search.stemming).and_then(|widened| {
                 let m = Matching {
                     expr: widened.as_deref().unwrap_or(written),
@@ -557,7 +575,7 @@ fn search_match(
     c: &Connection,
     m: &Matching<'_>,
     search: &Search<'_>,
-    tokens: i64,
+    tokens: SnippetTerms,
 ) -> rusqlite::Result<SearchPage> {
     let expr = m.expr;
     let wanted = search
@@ -569,15 +587,16 @@ fn search_match(
         Some(all) => all,
         None => matching_documents(c, m)?,
     };
+    let from_mirror = search.snippets && !search_table::keeps_text(c)?;
     let mut hits = Vec::with_capacity(best.len().saturating_sub(search.offset));
     for (rowid, id, rank) in best.into_iter().skip(search.offset) {
-        let row: Option<(String, String)> = if search.snippets {
+        let row: Option<(String, String)> = if search.snippets && !from_mirror {
             c.prepare_cached(
                 "SELECT path, snippet(search_text, 0, ?3, ?4, ?5, ?6) FROM search_text
                  WHERE search_text MATCH ?1 AND rowid = ?2",
             )?
             .query_row(
-                params![expr, rowid, MARK_OPEN, MARK_CLOSE, ELLIPSIS, tokens],
+                params![expr, rowid, MARK_OPEN, MARK_CLOSE, ELLIPSIS, tokens.count],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?
@@ -587,12 +606,35 @@ fn search_match(
                 .optional()?
         };
         // A completion or a gone source between the two reads: skip it.
-        let (Some((path, snippet)), Some(doc)) = (row, described(c, id)?) else {
+        let (Some((path, marked)), Some(doc)) = (row, described(c, id)?) else {
             continue;
         };
-        hits.push(doc.hit(-rank, Snippet::from_marked(&snippet), path));
+        let snippet = match from_mirror {
+            true => {
+                let row = MatchedRow {
+                    rowid,
+                    doc: id,
+                    result_path: &path,
+                };
+                let asked = snippets::Asked {
+                    expr,
+                    tokens: tokens.count,
+                    tokenizer: tokens.tokenizer,
+                };
+                snippets::snippet(c, search.mirror, &row, &asked)?
+            }
+            false => Snippet::from_marked(&marked),
+        };
+        hits.push(doc.hit(-rank, snippet, path));
     }
     Ok(SearchPage { hits, total })
+}
+
+/// How a snippet is cut: about how many terms it shows, and the tokenizer
+/// of the index (a snippet cut from the mirror uses it too).
+struct SnippetTerms {
+    count: i64,
+    tokenizer: Tokenizer,
 }
 
 /// How many documents match `expr`: the first parts that match (a

@@ -21,13 +21,7 @@ pub(crate) enum Chosen {
 /// The tokenizer the table was made with, read from its definition (the
 /// truth: the meta row is the record of the choice).
 pub(crate) fn table_tokenizer(c: &Connection) -> rusqlite::Result<Tokenizer> {
-    let sql: Option<String> = c
-        .query_row(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'search_text'",
-            [],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let sql = table_sql(c)?;
     let spec = sql.as_deref().and_then(|s| {
         let start = s.find("tokenize = '")? + "tokenize = '".len();
         let len = s[start..].find('\'')?;
@@ -36,6 +30,29 @@ pub(crate) fn table_tokenizer(c: &Connection) -> rusqlite::Result<Tokenizer> {
     Ok(spec
         .and_then(Tokenizer::from_spec)
         .unwrap_or(Tokenizer::Unicode61))
+}
+
+/// The table's definition, as it was made.
+fn table_sql(c: &Connection) -> rusqlite::Result<Option<String>> {
+    c.query_row(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'search_text'",
+        [],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+/// Whether the table keeps a copy of each row's text (made before the
+/// word index dropped it, or a trigram index): else a snippet is cut from
+/// the mirror's file, and no text can be read back from the table.
+pub(crate) fn keeps_text(c: &Connection) -> rusqlite::Result<bool> {
+    Ok(!table_sql(c)?.is_some_and(|sql| sql.contains("content = ''")))
+}
+
+/// Whether the table is made as [`create_table`] makes it today with
+/// `tokenizer`: its options are the ones this version gives.
+pub(crate) fn is_current_form(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<bool> {
+    Ok(table_sql(c)?.is_some_and(|sql| sql.contains(&tokenizer.fts5_options())))
 }
 
 /// Make the table's tokenizer the one wanted: `requested`, else the one the
@@ -68,9 +85,37 @@ fn is_empty(c: &Connection) -> rusqlite::Result<bool> {
 
 /// Drop the index and make it again, empty, with `tokenizer`, recorded in meta.
 pub(crate) fn reset(tx: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<()> {
-    tx.execute_batch("DROP TABLE search_text; DELETE FROM search_parts;")?;
+    drop_table(tx, "search_text")?;
+    tx.execute_batch("DELETE FROM search_parts")?;
     create_table(tx, tokenizer)?;
     meta::meta_set(tx, TOKENIZER_META, tokenizer.spec())
+}
+
+/// Drop the FTS5 table `name` and its shadow tables. FTS5 (3.54) drops and
+/// renames `<name>_content` only for a table that keeps its texts: a
+/// contentless table's (`contentless_unindexed`: the path and checksum)
+/// would be left behind, and the next table made under the name would fail.
+pub(crate) fn drop_table(tx: &Connection, name: &str) -> rusqlite::Result<()> {
+    tx.execute_batch(&format!(
+        "DROP TABLE {name}; DROP TABLE IF EXISTS {name}_content;"
+    ))
+}
+
+/// Rename the FTS5 table `from` and its shadow tables to `to` (see
+/// [`drop_table`] for the one FTS5 leaves).
+pub(crate) fn rename_table(tx: &Connection, from: &str, to: &str) -> rusqlite::Result<()> {
+    tx.execute_batch(&format!("ALTER TABLE {from} RENAME TO {to}"))?;
+    let left: Option<String> = tx
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [format!("{from}_content")],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match left {
+        Some(_) => tx.execute_batch(&format!("ALTER TABLE {from}_content RENAME TO {to}_content")),
+        None => Ok(()),
+    }
 }
 
 /// Make the FTS5 table as this version has it, empty: the text, the title
