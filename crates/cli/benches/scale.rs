@@ -47,8 +47,8 @@
 //! After the rounds, on the last round's data directory: search latency for
 //! four words of falling frequency, as `leasehold search WORD` one-shot (the
 //! first call after the runs, then median and min of 7) and warm (one
-//! `Store` opened in this process, `Store::search` with the CLI's default limit
-//! of 20, median and min of 21: the CLI has no server; the warm figure leaves
+//! `Store` opened in this process, `Store::search_page` with the CLI's default
+//! limit of 20 and its snippets, median and min of 21: the CLI has no server; the warm figure leaves
 //! out the CLI's per-hit stat of the result file); and disk use: the mirror's
 //! allocated blocks (what `du` counts, not apparent size) and inodes (files +
 //! directories), the database and its WAL, each per document and against the
@@ -468,12 +468,18 @@ fn measure_searches(tree: &Path, dir: &Path, vocab: &[String]) -> Vec<Search> {
     }
     let store = leasehold::Store::open(data.join("leasehold.db"), leasehold::StoreOptions::default())
         .expect("open the store");
+    // The snippets are cut from the mirror's files, as the CLI's are.
+    let mirror = leasehold::mirror::Mirror::open(data.join("mirror")).expect("open the mirror");
+    let search = |word: &str| {
+        let asked = leasehold::Search::new(word).limit(20).mirror(&mirror);
+        store.search_page(&asked).expect("a search")
+    };
     for s in &mut searches {
-        let _ = store.search(&s.word, 20).expect("a warm-up search");
+        let _ = search(&s.word);
         let ms: Vec<f64> = (0..WARM_SEARCHES)
             .map(|_| {
                 let t = Instant::now();
-                std::hint::black_box(store.search(&s.word, 20).expect("a search"));
+                std::hint::black_box(search(&s.word));
                 t.elapsed().as_secs_f64() * 1e3
             })
             .collect();

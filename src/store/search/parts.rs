@@ -77,24 +77,16 @@ impl<R: Read> PartReader<R> {
         }
     }
 
-    /// Read until a whole part (or the end) is pending.
+    /// Read until a whole part (or the end) is pending. `read_to_end` grows
+    /// the buffer as the reads come in, so a short text costs its own size,
+    /// not a part's (a search cuts a snippet from each hit's file this way).
     fn fill(&mut self) -> io::Result<()> {
         let want = PART_BYTES + 1;
-        while !self.ended && self.pending.len() < want {
-            let had = self.pending.len();
-            self.pending.resize(want, 0);
-            match self.reader.read(&mut self.pending[had..]) {
-                Ok(0) => {
-                    self.pending.truncate(had);
-                    self.ended = true;
-                }
-                Ok(n) => self.pending.truncate(had + n),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.pending.truncate(had),
-                Err(e) => {
-                    self.pending.truncate(had);
-                    return Err(e);
-                }
-            }
+        if !self.ended && self.pending.len() < want {
+            let missing = (want - self.pending.len()) as u64;
+            let read = (&mut self.reader).take(missing).read_to_end(&mut self.pending)?;
+            // Short of the limit, `read_to_end` stopped at the end.
+            self.ended = (read as u64) < missing;
         }
         Ok(())
     }
