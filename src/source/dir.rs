@@ -385,7 +385,7 @@ impl DirSource {
             Link::Inside | Link::Broken => target(),
         };
         match stats.stat(&e.path, true) {
-            Ok(m) => (format!("{}:{}:{link}", m.len, m.mtime_text()), Some(m)),
+            Ok(m) => (format!("{}:{}:{link}", m.len, m.mtime()), Some(m)),
             Err(err) => (format!("unreadable:{}:{link}", err.kind()), None),
         }
     }
@@ -526,6 +526,13 @@ fn walk_order(a: &walkdir::DirEntry, b: &walkdir::DirEntry) -> std::cmp::Orderin
         let below = e.file_type().is_dir() || mailbox::is_mailbox_name(name_bytes(e));
         let sep = below.then_some(std::path::MAIN_SEPARATOR as u8);
         name_bytes(e).iter().copied().chain(sep)
+    }
+    // Names that differ within the shorter one are decided there (most
+    // pairs of a sort): the separator only counts when one name begins the
+    // other.
+    let (na, nb) = (name_bytes(a), name_bytes(b));
+    if let Some((x, y)) = na.iter().zip(nb).find(|(x, y)| x != y) {
+        return x.cmp(y);
     }
     with_separator(a).cmp(with_separator(b))
 }

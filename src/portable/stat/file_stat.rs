@@ -42,6 +42,21 @@ impl FileStat {
 
     /// The modification time as `seconds.nanoseconds`.
     pub fn mtime_text(&self) -> String {
-        format!("{}.{:09}", self.mtime_s, self.mtime_ns)
+        self.mtime().to_string()
+    }
+
+    /// The modification time, written as [`FileStat::mtime_text`] gives it,
+    /// into whatever text it is part of (a scan writes one per file).
+    pub fn mtime(&self) -> impl std::fmt::Display {
+        MTime(self.mtime_s, self.mtime_ns)
+    }
+}
+
+/// Seconds and nanoseconds, shown as `seconds.nanoseconds`.
+struct MTime(i64, u32);
+
+impl std::fmt::Display for MTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:09}", self.0, self.1)
     }
 }

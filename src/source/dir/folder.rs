@@ -44,22 +44,25 @@ pub(super) struct Excluded {
 }
 
 impl Excluded {
-    /// Whether the walk must leave `path` out.
+    /// Whether the walk must leave `path` out. Asked of every entry: the
+    /// paths are compared whole only when a cheap look (the length; the
+    /// name's start) leaves a chance, since two unequal `Path`s are compared
+    /// component by component.
     pub(super) fn covers(&self, path: &Path) -> bool {
         if self.dirs.is_empty() && self.families.is_empty() {
             return false;
         }
-        if self.dirs.iter().any(|d| d == path) {
+        let len = path.as_os_str().len();
+        if self.dirs.iter().any(|d| d.as_os_str().len() == len && d == path) {
             return true;
         }
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        let Some(name) = path.file_name().map(|n| n.as_encoded_bytes()) else {
             return false;
         };
         self.families.iter().any(|(d, base)| {
-            d == dir && {
-                let (name, base) = (name.as_encoded_bytes(), base.as_encoded_bytes());
-                name == base || name.strip_prefix(base).is_some_and(|rest| rest.starts_with(b"-"))
-            }
+            let base = base.as_encoded_bytes();
+            let family = name == base || name.strip_prefix(base).is_some_and(|rest| rest.starts_with(b"-"));
+            family && path.parent() == Some(d.as_path())
         })
     }
 }

@@ -262,6 +262,13 @@ pub(crate) fn bring_to_current_form(conn: &mut Connection) -> rusqlite::Result<(
     if titled && search_table::is_current_form(&tx, tokenizer)? {
         return Ok(());
     }
+    if !search_table::is_empty(&tx)? {
+        // Seconds per 100,000 documents: worth a line where a run's log goes.
+        tracing::info!(
+            target: "leasehold::store",
+            "copying the search index into this version's form (once; the texts are not read again)"
+        );
+    }
     match copy_into_current_table(&tx, tokenizer, titled) {
         Ok(()) => tx.commit(),
         Err(_) => {

@@ -76,7 +76,8 @@ pub(crate) fn choose(tx: &Connection, requested: Option<Tokenizer>) -> rusqlite:
     Ok(Chosen::InForce(wanted))
 }
 
-fn is_empty(c: &Connection) -> rusqlite::Result<bool> {
+/// Whether the index holds no row.
+pub(crate) fn is_empty(c: &Connection) -> rusqlite::Result<bool> {
     let any: Option<i64> = c
         .query_row("SELECT rowid FROM search_text LIMIT 1", [], |r| r.get(0))
         .optional()?;
