@@ -326,3 +326,13 @@ SELECT 1;
 -- it does not say, and for results accepted before this version.
 ALTER TABLE jobs ADD COLUMN pages INTEGER;
 ALTER TABLE jobs ADD COLUMN language TEXT;
+
+-- version: 15
+
+-- No table changes. SQLite's word index keeps no copy of its texts from
+-- this version (the mirror holds them; src/store/sqlite/search_table.rs
+-- makes the table, and the open copies an older one into that form). A
+-- release that reads the texts back from the index (snippets, its damage
+-- probe) or drops the table the old way would fail on it; this version makes
+-- such a release refuse the data directory ("newer schema") instead.
+SELECT 1;

@@ -5,7 +5,11 @@
 //! - latency: p50 and p99 of `Store::search(query, 10)` for single-word,
 //!   phrase and prefix queries (`--queries Q` each, default 500), the words
 //!   drawn from random places in random documents (so frequent words are
-//!   asked as often as they occur);
+//!   asked as often as they occur). The texts here have no result files, so
+//!   SQLite's word index (which cuts snippets from the mirror) gives no
+//!   snippets: the figures are the ranking's, and those before its copy of
+//!   the texts went included `snippet()`; `benches/scale.rs` times searches
+//!   with their snippets;
 //! - indexing cost: P(1) (the pipeline, one worker, a no-op extractor, over
 //!   `--files F` small text files, default 2,000, as `benches/pipeline.rs`
 //!   measures it) with the index on and off, interleaved over `--rounds R`

@@ -396,6 +396,15 @@ fn a_word_index_with_its_texts_is_moved_to_one_without_them() {
         assert!(snippet.contains(marked), "{query}: {snippet:?}");
     }
     assert!(found("title:sightings").len() == 1 && found("title:cobalt").is_empty());
+    // An expression in FTS5's own syntax that names a column the snippet's
+    // table must know too.
+    let fts = leasehold::Search::new("kingfishers OR path:nowhere").syntax(leasehold::QuerySyntax::Fts5);
+    let hits = store.search_page(&fts.mirror(&mirror)).unwrap().hits;
+    assert!(
+        hits[0].snippet.marked("[", "]").contains("[kingfishers]"),
+        "{:?}",
+        hits[0].snippet
+    );
     let check = store.check_search_index().unwrap();
     assert_eq!(
         (check.rows, check.missing, check.accepted),

@@ -72,12 +72,17 @@ impl Tokenizer {
     /// Trigram keeps its copy: a term shorter than three characters is
     /// matched with LIKE over the stored text. It answers prefixes as
     /// substrings already.
+    ///
+    /// `contentless_unindexed` came with SQLite 3.47 (`contentless_delete`
+    /// with 3.43): a build linked with an older system SQLite (the `sqlite`
+    /// feature) keeps the copy, and its snippets are cut from it as before.
     pub(crate) fn fts5_options(self) -> String {
         match self {
-            Tokenizer::Unicode61 => format!(
+            Tokenizer::Unicode61 if rusqlite::version_number() >= CONTENTLESS_SINCE => format!(
                 "prefix = '2', content = '', contentless_delete = 1, contentless_unindexed = 1, tokenize = '{}'",
                 self.spec()
             ),
+            Tokenizer::Unicode61 => format!("prefix = '2', tokenize = '{}'", self.spec()),
             Tokenizer::Trigram | Tokenizer::PgSimple => format!("tokenize = '{}'", self.spec()),
         }
     }
@@ -95,6 +100,10 @@ impl std::fmt::Display for Tokenizer {
         f.write_str(self.name())
     }
 }
+
+/// The first SQLite (3.47.0) whose FTS5 has every option of the word index
+/// that keeps no copy of its texts ([`Tokenizer::fts5_options`]).
+const CONTENTLESS_SINCE: i32 = 3_047_000;
 
 /// About how many terms a snippet shows: words, or for the trigram
 /// tokenizer, characters (each a trigram; 64 is FTS5's most).

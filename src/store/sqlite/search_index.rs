@@ -272,11 +272,23 @@ pub(crate) fn bring_to_current_form(conn: &mut Connection) -> rusqlite::Result<(
     }
     match copy_into_current_table(&tx, tokenizer, titled) {
         Ok(()) => tx.commit(),
-        Err(_) => {
+        Err(e) if is_damage(&e) => {
             drop(tx);
             search_table::remake(conn, tokenizer)
         }
+        // A full disk, an I/O error: nothing is lost (the transaction rolls
+        // back), and the next open copies again.
+        Err(e) => Err(e),
     }
+}
+
+/// Whether `e` says the index's pages cannot be read: SQLite's corruption
+/// codes, or FTS5 failing to read its own structure ("vtable constructor
+/// failed", a plain error).
+fn is_damage(e: &rusqlite::Error) -> bool {
+    use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+    matches!(e.sqlite_error_code(), Some(DatabaseCorrupt | NotADatabase))
+        || e.to_string().contains("vtable constructor failed")
 }
 
 /// [`bring_to_current_form`]'s copy: the table renamed, the new one made,

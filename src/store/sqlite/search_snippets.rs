@@ -8,8 +8,14 @@
 //!
 //! What it costs: one file opened and at most one part (1 MiB) read and
 //! tokenized per hit shown, which a table with its texts paid for the
-//! `snippet()` of the stored copy too. A result missing from the mirror, or
-//! no mirror given, gives an empty snippet: the hit is still found.
+//! `snippet()` of the stored copy too (a match in part *n* of a long text
+//! reads the *n* parts before it). A result missing from the mirror, or no
+//! mirror given, gives an empty snippet: the hit is still found.
+//!
+//! The small table lives in an in-memory database attached to the
+//! connection (`snippets`), not in its temporary schema, which SQLite may
+//! spill to a file in the system's temporary directory: a document's text
+//! is not written anywhere the store does not keep it.
 
 use std::io::BufReader;
 
@@ -37,8 +43,10 @@ pub(crate) struct Asked<'a> {
 }
 
 /// The snippet of `row` for `asked`, cut from its text in `mirror`; empty
-/// when there is no mirror, the file cannot be read, or it no longer holds
-/// the part (a result is written once, so only damage does that).
+/// when there is no mirror, the file cannot be read, it no longer holds the
+/// part (a result is written once, so only damage does that), or the cut
+/// fails: a snippet shows a hit, it never stops the search. Only the
+/// search's time limit (an interrupt) goes on as an error.
 pub(crate) fn snippet(
     c: &Connection,
     mirror: Option<&Mirror>,
@@ -48,28 +56,42 @@ pub(crate) fn snippet(
     let Some(mirror) = mirror else {
         return Ok(Snippet::default());
     };
+    match cut(c, mirror, row, asked) {
+        Ok(snippet) => Ok(snippet),
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) => Err(e),
+        Err(_) => Ok(Snippet::default()),
+    }
+}
+
+/// [`snippet`]'s work, every error returned.
+fn cut(
+    c: &Connection,
+    mirror: &Mirror,
+    row: &MatchedRow<'_>,
+    asked: &Asked<'_>,
+) -> rusqlite::Result<Snippet> {
     let part = part_number(c, row)?;
     let Some(text) = read_part(mirror, row.result_path, part) else {
         return Ok(Snippet::default());
     };
     let labels = indexed_labels_of(c, row.doc)?;
     let table = scratch_table(c, asked.tokenizer)?;
-    c.prepare_cached(&format!("DELETE FROM temp.{table}"))?
+    c.prepare_cached(&format!("DELETE FROM snippets.{table}"))?
         .execute([])?;
     c.prepare_cached(&format!(
-        "INSERT INTO temp.{table} (rowid, body, title, author) VALUES (1, ?1, ?2, ?3)"
+        "INSERT INTO snippets.{table} (rowid, body, title, author) VALUES (1, ?1, ?2, ?3)"
     ))?
     .execute(params![text, labels.title, labels.author])?;
     let marked: Option<String> = c
         .prepare_cached(&format!(
-            "SELECT snippet({table}, 0, ?2, ?3, ?4, ?5) FROM temp.{table} WHERE {table} MATCH ?1"
+            "SELECT snippet({table}, 0, ?2, ?3, ?4, ?5) FROM snippets.{table} WHERE {table} MATCH ?1"
         ))?
         .query_row(
             params![asked.expr, MARK_OPEN, MARK_CLOSE, ELLIPSIS, asked.tokens],
             |r| r.get(0),
         )
         .optional()?;
-    c.prepare_cached(&format!("DELETE FROM temp.{table}"))?
+    c.prepare_cached(&format!("DELETE FROM snippets.{table}"))?
         .execute([])?;
     Ok(marked.map(|m| Snippet::from_marked(&m)).unwrap_or_default())
 }
@@ -91,22 +113,37 @@ fn part_number(c: &Connection, row: &MatchedRow<'_>) -> rusqlite::Result<usize> 
 }
 
 /// Part `n` of the result file at `rel_path`: at most one part in memory.
+/// None when the file cannot be opened or read that far (a part that could
+/// not be read is not counted as one, so no later part stands in for it).
 fn read_part(mirror: &Mirror, rel_path: &str, n: usize) -> Option<String> {
     let file = mirror.open_result(rel_path).ok()?;
-    PartReader::new(BufReader::new(file)).nth(n)?.ok()
+    let mut parts = PartReader::new(BufReader::new(file));
+    for _ in 0..n {
+        parts.next()?.ok()?;
+    }
+    parts.next()?.ok()
 }
 
-/// The temporary FTS5 table snippets are cut in for `tokenizer`, made on
-/// first use on this connection; its name. In the temp schema, so a search
-/// on a read-only store writes nothing to the file.
+/// The FTS5 table snippets are cut in for `tokenizer`, in the connection's
+/// in-memory `snippets` database (attached on first use), made on first
+/// use; its name. Its columns are the index's, so any expression the index
+/// took (`title:`, `path:`) is taken here too. Nothing is written to the
+/// store's file, so a search on a read-only store cuts snippets as well.
 fn scratch_table(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<&'static str> {
     let table = match tokenizer {
         Tokenizer::Trigram => "search_snippet_trigram",
         Tokenizer::Unicode61 | Tokenizer::PgSimple => "search_snippet_words",
     };
+    let attached: bool = c
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM pragma_database_list WHERE name = 'snippets')")?
+        .query_row([], |r| r.get(0))?;
+    if !attached {
+        c.execute_batch("ATTACH DATABASE ':memory:' AS snippets")?;
+    }
     // The tokenizer's spec is a constant of `Tokenizer`, never user text.
     c.execute_batch(&format!(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table} USING fts5 (body, title, author, tokenize = '{}')",
+        "CREATE VIRTUAL TABLE IF NOT EXISTS snippets.{table} USING fts5 (
+             body, title, author, path UNINDEXED, checksum UNINDEXED, tokenize = '{}')",
         tokenizer.spec()
     ))?;
     Ok(table)
