@@ -359,14 +359,8 @@ fn a_word_index_with_its_texts_is_moved_to_one_without_them() {
         .unwrap();
     }
     let store = t.handle(1_000);
+    let sql = index_definition(&t.path);
     let c = rusqlite::Connection::open(&t.path).unwrap();
-    let sql: String = c
-        .query_row(
-            "SELECT sql FROM sqlite_master WHERE name = 'search_text'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
     assert!(
         sql.contains("content = ''") && sql.contains("prefix = '2',"),
         "{sql}"
@@ -426,15 +420,20 @@ fn a_word_index_with_its_texts_is_moved_to_one_without_them() {
         )
         .unwrap(),
     );
-    let c = rusqlite::Connection::open(&trigram.path).unwrap();
-    let sql: String = c
+    let sql = index_definition(&trigram.path);
+    assert!(!sql.contains("content"), "{sql}");
+}
+
+/// The search index's table definition in the file at `path`.
+fn index_definition(path: &Path) -> String {
+    rusqlite::Connection::open(path)
+        .unwrap()
         .query_row(
             "SELECT sql FROM sqlite_master WHERE name = 'search_text'",
             [],
             |r| r.get(0),
         )
-        .unwrap();
-    assert!(!sql.contains("content"), "{sql}");
+        .unwrap()
 }
 
 /// A version 11 file whose index has a damaged page still opens: the index
