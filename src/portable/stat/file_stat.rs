@@ -40,13 +40,8 @@ impl FileStat {
         }
     }
 
-    /// The modification time as `seconds.nanoseconds`.
-    pub fn mtime_text(&self) -> String {
-        self.mtime().to_string()
-    }
-
-    /// The modification time, written as [`FileStat::mtime_text`] gives it,
-    /// into whatever text it is part of (a scan writes one per file).
+    /// The modification time as `seconds.nanoseconds`, written into
+    /// whatever text it is part of (a scan writes one per file).
     pub fn mtime(&self) -> impl std::fmt::Display {
         MTime(self.mtime_s, self.mtime_ns)
     }

@@ -19,7 +19,7 @@ use crate::store::search::{file_name, Described, Labels, AUTHOR_WEIGHT, TITLE_WE
 use crate::store::search::{stemmed_fts5, Found, Search, SearchPage, Snippet};
 use crate::store::search::{IndexCheck, IndexDoc, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
 use crate::store::sqlite::search_purge as purge;
-use crate::store::sqlite::search_snippets::{self as snippets, MatchedRow};
+use crate::store::sqlite::search_snippets::{Cutter, MatchedRow};
 use crate::store::sqlite::search_table::{self, create_table, table_tokenizer};
 
 /// The first rowid of a long text's further parts: far above any document
@@ -471,8 +471,8 @@ pub(crate) fn search(
     search: &Search<'_>,
     time_limit: Duration,
 ) -> rusqlite::Result<Found> {
-    let tokenizer = table_tokenizer(c)?;
-    let planned = match search.sqlite_plan(tokenizer) {
+    let form = search_table::form(c)?;
+    let planned = match search.sqlite_plan(form.tokenizer) {
         Ok(planned) => planned,
         Err(why) => return Ok(Found::BadQuery(why)),
     };
@@ -480,20 +480,14 @@ pub(crate) fn search(
     let c: &Connection = &stops;
     let filters = &planned.filters;
     let found = match &planned.plan {
-        Plan::Match(written) => {
-            let tokens = SnippetTerms {
-                count: crate::store::search::snippet_tokens(tokenizer),
-                tokenizer,
+        Plan::Match(written) => stemmed(c, planned.words.as_ref(), search.stemming).and_then(|widened| {
+            let m = Matching {
+                expr: widened.as_deref().unwrap_or(written),
+                written: widened.is_some().then_some(written.as_str()),
+                filters,
             };
-            stemmed(c, planned.words.as_ref(), search.stemming).and_then(|widened| {
-                let m = Matching {
-                    expr: widened.as_deref().unwrap_or(written),
-                    written: widened.is_some().then_some(written.as_str()),
-                    filters,
-                };
-                search_match(c, &m, search, tokens)
-            })
-        }
+            search_match(c, &m, search, &form)
+        }),
         Plan::Like(terms) => search_like(c, terms, filters, search),
     };
     match found {
@@ -595,7 +589,7 @@ fn search_match(
     c: &Connection,
     m: &Matching<'_>,
     search: &Search<'_>,
-    tokens: SnippetTerms,
+    form: &search_table::TableForm,
 ) -> rusqlite::Result<SearchPage> {
     let expr = m.expr;
     let wanted = search
@@ -607,16 +601,20 @@ fn search_match(
         Some(all) => all,
         None => matching_documents(c, m)?,
     };
-    let from_mirror = search.snippets && !search_table::keeps_text(c)?;
+    let tokens = crate::store::search::snippet_tokens(form.tokenizer);
+    let from_mirror = match search.snippets && !form.keeps_text {
+        true => Some(Cutter::new(c, search.mirror, form.tokenizer, expr, tokens)?),
+        false => None,
+    };
     let mut hits = Vec::with_capacity(best.len().saturating_sub(search.offset));
     for (rowid, id, rank) in best.into_iter().skip(search.offset) {
-        let row: Option<(String, String)> = if search.snippets && !from_mirror {
+        let row: Option<(String, String)> = if search.snippets && from_mirror.is_none() {
             c.prepare_cached(
                 "SELECT path, snippet(search_text, 0, ?3, ?4, ?5, ?6) FROM search_text
                  WHERE search_text MATCH ?1 AND rowid = ?2",
             )?
             .query_row(
-                params![expr, rowid, MARK_OPEN, MARK_CLOSE, ELLIPSIS, tokens.count],
+                params![expr, rowid, MARK_OPEN, MARK_CLOSE, ELLIPSIS, tokens],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?
@@ -629,32 +627,18 @@ fn search_match(
         let (Some((path, marked)), Some(doc)) = (row, described(c, id)?) else {
             continue;
         };
-        let snippet = match from_mirror {
-            true => {
-                let row = MatchedRow {
-                    rowid,
-                    doc: id,
-                    result_path: &path,
-                };
-                let asked = snippets::Asked {
-                    expr,
-                    tokens: tokens.count,
-                    tokenizer: tokens.tokenizer,
-                };
-                snippets::snippet(c, search.mirror, &row, &asked)?
-            }
-            false => Snippet::from_marked(&marked),
+        let snippet = match &from_mirror {
+            Some(cutter) => cutter.snippet(&MatchedRow {
+                rowid,
+                doc: id,
+                result_path: &path,
+                labels: Labels::of(&doc.key, doc.title.as_deref(), doc.author.as_deref()),
+            })?,
+            None => Snippet::from_marked(&marked),
         };
         hits.push(doc.hit(-rank, snippet, path));
     }
     Ok(SearchPage { hits, total })
-}
-
-/// How a snippet is cut: about how many terms it shows, and the tokenizer
-/// of the index (a snippet cut from the mirror uses it too).
-struct SnippetTerms {
-    count: i64,
-    tokenizer: Tokenizer,
 }
 
 /// How many documents match `expr`: the first parts that match (a

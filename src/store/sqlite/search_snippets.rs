@@ -2,9 +2,9 @@
 //! the row that matched is read back from the accepted result in the mirror
 //! (the index holds that file's text, cut in parts as
 //! [`crate::store::search::parts`] cuts it), put alone into a small FTS5
-//! table in the connection's temporary schema, made with the same tokenizer
-//! and columns, and FTS5's own `snippet()` cuts it there: the same terms,
-//! marks and choice of fragment as a table that keeps its texts gives.
+//! table made with the same tokenizer and columns, and FTS5's own
+//! `snippet()` cuts it there: the same terms, marks and choice of fragment
+//! as a table that keeps its texts gives.
 //!
 //! What it costs: one file opened and at most one part (1 MiB) read and
 //! tokenized per hit shown, which a table with its texts paid for the
@@ -15,7 +15,8 @@
 //! The small table lives in an in-memory database attached to the
 //! connection (`snippets`), not in its temporary schema, which SQLite may
 //! spill to a file in the system's temporary directory: a document's text
-//! is not written anywhere the store does not keep it.
+//! is not written anywhere the store does not keep it. It holds the last
+//! snippet's text until the next one (at most a part).
 
 use std::io::BufReader;
 
@@ -23,77 +24,97 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::mirror::Mirror;
 use crate::store::search::parts::PartReader;
-use crate::store::search::{Snippet, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
-use crate::store::sqlite::search_index::{indexed_labels_of, PART_ROWID_BASE};
+use crate::store::search::{Labels, Snippet, Tokenizer, ELLIPSIS, MARK_CLOSE, MARK_OPEN};
+use crate::store::sqlite::search_index::PART_ROWID_BASE;
 
-/// A matched row of the index: its rowid, its document, and the accepted
-/// result (a path relative to the mirror) its text came from.
+/// A matched row of the index: its rowid, its document, the accepted result
+/// (a path relative to the mirror) its text came from, and the document's
+/// title and author as the index holds them.
 pub(crate) struct MatchedRow<'a> {
     pub(crate) rowid: i64,
     pub(crate) doc: i64,
     pub(crate) result_path: &'a str,
+    pub(crate) labels: Labels,
 }
 
-/// How a snippet is asked for: the FTS5 expression that matched, and about
-/// how many terms to show.
-pub(crate) struct Asked<'a> {
-    pub(crate) expr: &'a str,
-    pub(crate) tokens: i64,
-    pub(crate) tokenizer: Tokenizer,
+/// Cuts the snippets of one search: its expression, about how many terms a
+/// snippet shows, and the table they are cut in, made once for the search.
+/// A snippet shows a hit, it never stops the search: no mirror, a file that
+/// cannot be read, or a cut that fails give an empty one. Only the search's
+/// time limit (an interrupt) goes on as an error.
+pub(crate) struct Cutter<'a> {
+    conn: &'a Connection,
+    mirror: Option<&'a Mirror>,
+    expr: &'a str,
+    tokens: i64,
+    /// The table to cut in; None: no snippets (no mirror, or the table
+    /// could not be made).
+    table: Option<&'static str>,
 }
 
-/// The snippet of `row` for `asked`, cut from its text in `mirror`; empty
-/// when there is no mirror, the file cannot be read, it no longer holds the
-/// part (a result is written once, so only damage does that), or the cut
-/// fails: a snippet shows a hit, it never stops the search. Only the
-/// search's time limit (an interrupt) goes on as an error.
-pub(crate) fn snippet(
-    c: &Connection,
-    mirror: Option<&Mirror>,
-    row: &MatchedRow<'_>,
-    asked: &Asked<'_>,
-) -> rusqlite::Result<Snippet> {
-    let Some(mirror) = mirror else {
-        return Ok(Snippet::default());
-    };
-    match cut(c, mirror, row, asked) {
-        Ok(snippet) => Ok(snippet),
-        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) => Err(e),
-        Err(_) => Ok(Snippet::default()),
+impl<'a> Cutter<'a> {
+    pub(crate) fn new(
+        conn: &'a Connection,
+        mirror: Option<&'a Mirror>,
+        tokenizer: Tokenizer,
+        expr: &'a str,
+        tokens: i64,
+    ) -> rusqlite::Result<Self> {
+        let table = match mirror {
+            Some(_) => or_empty(scratch_table(conn, tokenizer))?,
+            None => None,
+        };
+        Ok(Cutter {
+            conn,
+            mirror,
+            expr,
+            tokens,
+            table,
+        })
+    }
+
+    /// The snippet of `row`, cut from its text in the mirror.
+    pub(crate) fn snippet(&self, row: &MatchedRow<'_>) -> rusqlite::Result<Snippet> {
+        let (Some(mirror), Some(table)) = (self.mirror, self.table) else {
+            return Ok(Snippet::default());
+        };
+        Ok(or_empty(self.cut(mirror, table, row))?.unwrap_or_default())
+    }
+
+    /// [`Cutter::snippet`]'s work, every error returned. The table's row is
+    /// replaced first, so a cut stopped halfway leaves nothing in the way.
+    fn cut(&self, mirror: &Mirror, table: &str, row: &MatchedRow<'_>) -> rusqlite::Result<Snippet> {
+        let c = self.conn;
+        let part = part_number(c, row)?;
+        let Some(text) = read_part(mirror, row.result_path, part) else {
+            return Ok(Snippet::default());
+        };
+        c.prepare_cached(&format!("DELETE FROM snippets.{table}"))?
+            .execute([])?;
+        c.prepare_cached(&format!(
+            "INSERT INTO snippets.{table} (rowid, body, title, author) VALUES (1, ?1, ?2, ?3)"
+        ))?
+        .execute(params![text, row.labels.title, row.labels.author])?;
+        let marked: Option<String> = c
+            .prepare_cached(&format!(
+                "SELECT snippet({table}, 0, ?2, ?3, ?4, ?5) FROM snippets.{table} WHERE {table} MATCH ?1"
+            ))?
+            .query_row(
+                params![self.expr, MARK_OPEN, MARK_CLOSE, ELLIPSIS, self.tokens],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(marked.map(|m| Snippet::from_marked(&m)).unwrap_or_default())
     }
 }
 
-/// [`snippet`]'s work, every error returned.
-fn cut(
-    c: &Connection,
-    mirror: &Mirror,
-    row: &MatchedRow<'_>,
-    asked: &Asked<'_>,
-) -> rusqlite::Result<Snippet> {
-    let part = part_number(c, row)?;
-    let Some(text) = read_part(mirror, row.result_path, part) else {
-        return Ok(Snippet::default());
-    };
-    let labels = indexed_labels_of(c, row.doc)?;
-    let table = scratch_table(c, asked.tokenizer)?;
-    c.prepare_cached(&format!("DELETE FROM snippets.{table}"))?
-        .execute([])?;
-    c.prepare_cached(&format!(
-        "INSERT INTO snippets.{table} (rowid, body, title, author) VALUES (1, ?1, ?2, ?3)"
-    ))?
-    .execute(params![text, labels.title, labels.author])?;
-    let marked: Option<String> = c
-        .prepare_cached(&format!(
-            "SELECT snippet({table}, 0, ?2, ?3, ?4, ?5) FROM snippets.{table} WHERE {table} MATCH ?1"
-        ))?
-        .query_row(
-            params![asked.expr, MARK_OPEN, MARK_CLOSE, ELLIPSIS, asked.tokens],
-            |r| r.get(0),
-        )
-        .optional()?;
-    c.prepare_cached(&format!("DELETE FROM snippets.{table}"))?
-        .execute([])?;
-    Ok(marked.map(|m| Snippet::from_marked(&m)).unwrap_or_default())
+/// `done`, with an error other than the time limit's interrupt as None.
+fn or_empty<T>(done: rusqlite::Result<T>) -> rusqlite::Result<Option<T>> {
+    match done {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) => Err(e),
+        Err(_) => Ok(None),
+    }
 }
 
 /// Which part of its document's text `row` is: 0 for the first (its rowid is
@@ -126,7 +147,7 @@ fn read_part(mirror: &Mirror, rel_path: &str, n: usize) -> Option<String> {
 
 /// The FTS5 table snippets are cut in for `tokenizer`, in the connection's
 /// in-memory `snippets` database (attached on first use), made on first
-/// use; its name. Its columns are the index's, so any expression the index
+/// use; its name. Once a search. Its columns are the index's, so any expression the index
 /// took (`title:`, `path:`) is taken here too. Nothing is written to the
 /// store's file, so a search on a read-only store cuts snippets as well.
 fn scratch_table(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Result<&'static str> {

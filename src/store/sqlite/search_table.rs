@@ -21,15 +21,31 @@ pub(crate) enum Chosen {
 /// The tokenizer the table was made with, read from its definition (the
 /// truth: the meta row is the record of the choice).
 pub(crate) fn table_tokenizer(c: &Connection) -> rusqlite::Result<Tokenizer> {
+    Ok(form(c)?.tokenizer)
+}
+
+/// What the table's definition says a search needs to know.
+pub(crate) struct TableForm {
+    /// The tokenizer it was made with ([`table_tokenizer`]).
+    pub(crate) tokenizer: Tokenizer,
+    /// Whether it keeps a copy of each row's text ([`keeps_text`]).
+    pub(crate) keeps_text: bool,
+}
+
+/// The table's form, from one read of its definition.
+pub(crate) fn form(c: &Connection) -> rusqlite::Result<TableForm> {
     let sql = table_sql(c)?;
     let spec = sql.as_deref().and_then(|s| {
         let start = s.find("tokenize = '")? + "tokenize = '".len();
         let len = s[start..].find('\'')?;
         Some(&s[start..start + len])
     });
-    Ok(spec
-        .and_then(Tokenizer::from_spec)
-        .unwrap_or(Tokenizer::Unicode61))
+    Ok(TableForm {
+        tokenizer: spec
+            .and_then(Tokenizer::from_spec)
+            .unwrap_or(Tokenizer::Unicode61),
+        keeps_text: !sql.is_some_and(|sql| sql.contains("content = ''")),
+    })
 }
 
 /// The table's definition, as it was made.
@@ -46,7 +62,7 @@ fn table_sql(c: &Connection) -> rusqlite::Result<Option<String>> {
 /// word index dropped it, or a trigram index): else a snippet is cut from
 /// the mirror's file, and no text can be read back from the table.
 pub(crate) fn keeps_text(c: &Connection) -> rusqlite::Result<bool> {
-    Ok(!table_sql(c)?.is_some_and(|sql| sql.contains("content = ''")))
+    Ok(form(c)?.keeps_text)
 }
 
 /// Whether the table is made as [`create_table`] makes it today with
