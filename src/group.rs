@@ -9,9 +9,19 @@
 //! takes *everything* queued, commits it as one batch and hands each caller its
 //! own answer. A lone caller pays no thread hop, and no caller waits longer than
 //! the batch in flight plus its own.
+//!
+//! A queue made [`GroupCommit::gathering`] adds one wait: a new leader whose
+//! queue holds fewer operations than the last batch had waits for the rest,
+//! for no longer than the last batch's commit took (and [`GATHER_CAP`]). It
+//! is for a batch whose cost hardly grows with its size (PostgreSQL's one
+//! statement, `store/postgres/batch.rs`): when the last batch is answered,
+//! its callers come back one wake-up after another, and a leader that drains
+//! at once commits part of them and leaves the rest to a batch of their own.
+//! A lone caller never waits (the last batch was its own, of one).
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -32,12 +42,27 @@ struct Slot<Op, Out> {
 struct Queue<Op, Out> {
     pending: VecDeque<Slot<Op, Out>>,
     leader_running: bool,
+    /// How many pending operations a gathering leader waits for (0: none waits).
+    awaited: usize,
+    /// The last batch: how many operations it had and how long its commit took.
+    last: (usize, Duration),
 }
+
+/// The longest a gathering leader waits, whatever the last commit took: a
+/// batch slowed by a lock or a disk does not make the next one wait as long.
+// PostgreSQL only (feature `postgres`).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) const GATHER_CAP: Duration = Duration::from_millis(2);
 
 /// The leader–follower queue. `Op` is what callers submit, `Out` what each gets
 /// back (typically a `Result`).
 pub(crate) struct GroupCommit<Op, Out> {
     queue: Mutex<Queue<Op, Out>>,
+    /// The longest a new leader waits for its batch to fill (see the module's
+    /// docs); `None`: it does not wait.
+    gather: Option<Duration>,
+    /// Told when the queue holds what a gathering leader waits for.
+    filled: Condvar,
     /// The answer for a caller whose batch could not answer it (the batch
     /// panicked, or answered the wrong number of operations).
     unanswered: fn(&str) -> Out,
@@ -57,8 +82,28 @@ impl<Op, Out> GroupCommit<Op, Out> {
             queue: Mutex::new(Queue {
                 pending: VecDeque::new(),
                 leader_running: false,
+                awaited: 0,
+                last: (0, Duration::ZERO),
             }),
+            gather: None,
+            filled: Condvar::new(),
             unanswered,
+        }
+    }
+
+    /// [`GroupCommit::new`], its leaders waiting for their batch to fill
+    /// (see the module's docs).
+    // PostgreSQL only (feature `postgres`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn gathering(unanswered: fn(&str) -> Out) -> Self {
+        Self::gathering_up_to(GATHER_CAP, unanswered)
+    }
+
+    /// [`GroupCommit::gathering`] with another longest wait than [`GATHER_CAP`].
+    fn gathering_up_to(cap: Duration, unanswered: fn(&str) -> Out) -> Self {
+        GroupCommit {
+            gather: Some(cap),
+            ..GroupCommit::new(unanswered)
         }
     }
 
@@ -79,6 +124,10 @@ impl<Op, Out> GroupCommit<Op, Out> {
         let lead_now = {
             let mut q = lock(&self.queue);
             q.pending.push_back(Slot { op, wake });
+            if q.awaited > 0 && q.pending.len() >= q.awaited {
+                q.awaited = 0;
+                self.filled.notify_one();
+            }
             !std::mem::replace(&mut q.leader_running, true)
         };
         if !lead_now {
@@ -99,9 +148,13 @@ impl<Op, Out> GroupCommit<Op, Out> {
     where
         F: Fn(&[&Op]) -> Vec<Out>,
     {
-        let batch: Vec<Slot<Op, Out>> = lock(&self.queue).pending.drain(..).collect();
+        let batch: Vec<Slot<Op, Out>> = self.gathered().pending.drain(..).collect();
         let ops: Vec<&Op> = batch.iter().map(|s| &s.op).collect();
+        let started = Instant::now();
         let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&ops)));
+        if self.gather.is_some() {
+            lock(&self.queue).last = (batch.len(), started.elapsed());
+        }
         let answers: Vec<Out> = match answers {
             Ok(answers) if answers.len() == batch.len() => answers,
             _ => batch.iter().map(|_| (self.unanswered)(PANICKED)).collect(),
@@ -115,6 +168,32 @@ impl<Op, Out> GroupCommit<Op, Out> {
             Ok(Wake::Done(answer)) => answer,
             _ => (self.unanswered)(ABANDONED),
         }
+    }
+
+    /// The queue, once it holds as many operations as the last batch had or
+    /// the wait is over (at once unless [`GroupCommit::gathering`]).
+    fn gathered(&self) -> MutexGuard<'_, Queue<Op, Out>> {
+        let mut q = lock(&self.queue);
+        let (wanted, took) = q.last;
+        let Some(cap) = self.gather.filter(|_| wanted > 1) else {
+            return q;
+        };
+        let until = Instant::now() + took.min(cap);
+        while q.pending.len() < wanted {
+            let Some(left) = until
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+            else {
+                break;
+            };
+            q.awaited = wanted;
+            q = match self.filled.wait_timeout(q, left) {
+                Ok((q, _)) => q,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        q.awaited = 0;
+        q
     }
 
     /// Wake the next leader, or mark that none is running.
@@ -167,6 +246,67 @@ mod tests {
         }
         // Every op went through exactly one batch: none dropped, none committed twice.
         assert_eq!(committed.load(Ordering::SeqCst), 1600);
+    }
+
+    /// The batch sizes `g` committed, each commit recording its own.
+    fn sizes_of(g: &GroupCommit<u32, Result<u32, String>>, op: u32, sizes: &Mutex<Vec<usize>>) -> u32 {
+        g.submit(op, |ops| {
+            sizes.lock().unwrap().push(ops.len());
+            ops.iter().map(|o| Ok(**o)).collect()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_gathering_leader_waits_for_as_many_as_the_last_batch_had() {
+        // The last batch had three and its commit took a minute: the next
+        // leader waits (up to the minute) for three pending operations.
+        let g = GroupCommit::<u32, Result<u32, String>>::gathering_up_to(Duration::from_secs(60), |r| {
+            Err(r.into())
+        });
+        lock(&g.queue).last = (3, Duration::from_secs(60));
+        let sizes = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            let leader = s.spawn(|| sizes_of(&g, 1, &sizes));
+            // (A leader that does not gather has answered by itself.)
+            while lock(&g.queue).awaited == 0 && !leader.is_finished() {
+                std::thread::yield_now();
+            }
+            let others: Vec<_> = [2, 3]
+                .map(|op| {
+                    s.spawn({
+                        let (g, sizes) = (&g, &sizes);
+                        move || sizes_of(g, op, sizes)
+                    })
+                })
+                .into();
+            assert_eq!(leader.join().unwrap(), 1);
+            for (op, t) in [2, 3].into_iter().zip(others) {
+                assert_eq!(t.join().unwrap(), op);
+            }
+        });
+        assert_eq!(*sizes.lock().unwrap(), vec![3]);
+    }
+
+    #[test]
+    fn a_gathering_leader_alone_waits_no_longer_than_its_cap() {
+        let g = GroupCommit::<u32, Result<u32, String>>::gathering_up_to(Duration::from_millis(1), |r| {
+            Err(r.into())
+        });
+        // A last batch of five whose commit took a minute: the wait is the cap's.
+        lock(&g.queue).last = (5, Duration::from_secs(60));
+        let sizes = Mutex::new(Vec::new());
+        let started = Instant::now();
+        assert_eq!(sizes_of(&g, 7, &sizes), 7);
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "waited {:?}",
+            started.elapsed()
+        );
+        // Now the last batch was one, so the next caller leads without waiting.
+        assert_eq!(lock(&g.queue).last.0, 1);
+        assert_eq!(sizes_of(&g, 8, &sizes), 8);
+        assert_eq!(*sizes.lock().unwrap(), vec![1, 1]);
     }
 
     #[test]

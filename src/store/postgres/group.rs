@@ -13,7 +13,12 @@
 //! [`write::claim_for`] (one `CLAIM` and one history INSERT for every
 //! caller) and its completions into one [`write::complete_each`], and
 //! commits once. A lone caller's claim or plain completion is one statement
-//! of its own. A handle has [`LANES`](super::LANES) queues (see there why one).
+//! of its own. A handle has [`LANES`](super::LANES) queues (see there why one),
+//! and their leaders gather: when the last batch was answered, its callers
+//! come back one wake-up after another, so a new leader waits (no longer
+//! than the last batch took, and 2 ms) until as many are queued as that
+//! batch had, rather than run a statement for the first few and another for
+//! the rest (`crate::group::GroupCommit::gathering`).
 //!
 //! Order inside a batch: renewals, then failures and releases, then
 //! completions, then claims. The operations of a batch were concurrent, so

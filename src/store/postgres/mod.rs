@@ -114,10 +114,11 @@ pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(60);
 /// (the lanes measured: docs/DESIGN.md, "PostgreSQL").
 const LANES: usize = 1;
 
-/// [`LANES`] empty queues.
+/// [`LANES`] empty queues, each gathering (`group.rs`): a new leader waits,
+/// a batch's time at most, for as many callers as the last batch had.
 fn lanes() -> Vec<GroupCommit<WriteOp, Result<WriteOut>>> {
     (0..LANES)
-        .map(|_| GroupCommit::new(|reason| Err(Error::Internal(format!("group commit: {reason}")))))
+        .map(|_| GroupCommit::gathering(|reason| Err(Error::Internal(format!("group commit: {reason}")))))
         .collect()
 }
 
