@@ -336,3 +336,10 @@ ALTER TABLE jobs ADD COLUMN language TEXT;
 -- probe) or drops the table the old way would fail on it; this version makes
 -- such a release refuse the data directory ("newer schema") instead.
 SELECT 1;
+
+-- version: 16
+
+-- No table changes. PostgreSQL's history lines lost their foreign key to
+-- their document (see schema.pg.sql's version 16); kept as the twin of that
+-- section. A SQLite data directory at this version is the same as at 15.
+SELECT 1;

@@ -105,6 +105,50 @@ fn a_version_11_index_gets_titles_from_file_names() {
     assert!(keys("title:cobalt").is_empty());
 }
 
+/// Foreign keys of the history table.
+fn history_foreign_keys(c: &mut postgres::Client) -> i64 {
+    c.query_one(
+        "SELECT count(*) FROM pg_constraint WHERE conrelid = 'history'::regclass AND contype = 'f'",
+        &[],
+    )
+    .expect("read pg_constraint")
+    .get(0)
+}
+
+#[test]
+fn a_version_15_history_loses_its_foreign_key_and_keeps_its_lines() {
+    let url = pg::server().fresh_database();
+    let schema = include_str!("../../schema.pg.sql");
+    let v15 = &schema[..schema.find("-- version: 16").expect("a version 16 section")];
+    let mut c = client(&url);
+    c.batch_execute(&format!(
+        "CREATE TABLE leasehold_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL);
+         {v15}
+         INSERT INTO leasehold_schema (id, version) VALUES (1, 15);
+         INSERT INTO jobs (id, doc_key, version, status, max_attempts, created_at, updated_at)
+         VALUES (7, 'notes/heron-sightings.txt', 'v1', 'discovered', 5, 0, 0);
+         INSERT INTO history (job_id, seq, at, event) VALUES (7, 1, 0, 'enqueued');"
+    ))
+    .expect("a version 15 database");
+    assert_eq!(history_foreign_keys(&mut c), 1);
+    let store = open(&url).expect("the open migrates");
+    assert_eq!(store.applied_version().unwrap(), schema_version());
+    assert_eq!(history_foreign_keys(&mut c), 0);
+    // The line stays, and the claim's and the completion's follow it.
+    let claim = store.claim("w").unwrap().expect("the queued document");
+    assert!(store
+        .complete(claim, leasehold::Completion::new("r/7", "sum"))
+        .unwrap()
+        .is_accepted());
+    let events: Vec<String> = c
+        .query("SELECT event FROM history WHERE job_id = 7 ORDER BY seq", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(events, ["enqueued", "claimed", "completed"]);
+}
+
 #[test]
 fn eight_openers_at_once_all_succeed_and_migrate_once() {
     let url = pg::server().fresh_database();
