@@ -319,10 +319,14 @@ SELECT 1;
 -- version: 16
 
 -- History lines no longer carry a foreign key to their document. Every line
--- is written by the statement that writes its document's row (from that
--- row's RETURNING, or in the transaction that changed it) and no row of
--- jobs is ever deleted, so the key guarded nothing that can happen; checking
--- it was a row lookup and a trigger call per line, and without it a loop of
+-- is written while its document's row is held: by the statement that
+-- changes the row (from its RETURNING), in the transaction that changed it,
+-- or, for a refused write, after reading it FOR UPDATE (a missing row
+-- writes no line). leasehold never deletes a row of jobs, so the key guarded
+-- against nothing it does; a row deleted by hand now leaves its lines
+-- behind (and `leasehold migrate` back to SQLite, which keeps its key, then
+-- fails on them). Checking the key was a row lookup and a trigger call per
+-- line, and without it a loop of
 -- 16 threads claiming and completing ran 1.08-1.23 x as fast (docs/DESIGN.md,
 -- "PostgreSQL"). SQLite keeps its key (dropping one there means copying the
 -- whole table).

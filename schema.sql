@@ -341,5 +341,8 @@ SELECT 1;
 
 -- No table changes. PostgreSQL's history lines lost their foreign key to
 -- their document (see schema.pg.sql's version 16); kept as the twin of that
--- section. A SQLite data directory at this version is the same as at 15.
+-- section. A SQLite data directory at this version holds the same tables as
+-- at 15, but a release that knows 15 at most refuses it ("newer schema"),
+-- and a read-only open of a version 15 file is refused until one
+-- read-write open has brought it to 16.
 SELECT 1;

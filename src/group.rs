@@ -8,7 +8,8 @@
 //! caller queues its operation; if no leader is running, it becomes the leader,
 //! takes *everything* queued, commits it as one batch and hands each caller its
 //! own answer. A lone caller pays no thread hop, and no caller waits longer than
-//! the batch in flight plus its own.
+//! the batch in flight plus its own (in a gathering queue, below, plus the
+//! next leader's gathering).
 //!
 //! A queue made [`GroupCommit::gathering`] adds one wait: a new leader whose
 //! queue holds fewer operations than the last batch had waits for the rest,
@@ -17,7 +18,11 @@
 //! statement, `store/postgres/batch.rs`): when the last batch is answered,
 //! its callers come back one wake-up after another, and a leader that drains
 //! at once commits part of them and leaves the rest to a batch of their own.
-//! A lone caller never waits (the last batch was its own, of one).
+//! A caller that has been alone for a batch never waits (its last batch was
+//! one operation); the first after a burst waits out the bound. Measured with
+//! one queue per store handle (`store/postgres/mod.rs: LANES`): with more,
+//! callers would go to another lane while a leader gathers, and it would
+//! wait out its bound each time.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -44,7 +49,8 @@ struct Queue<Op, Out> {
     leader_running: bool,
     /// How many pending operations a gathering leader waits for (0: none waits).
     awaited: usize,
-    /// The last batch: how many operations it had and how long its commit took.
+    /// The last batch: how many operations it had and how long its commit
+    /// took (recorded by gathering queues only).
     last: (usize, Duration),
 }
 
@@ -107,7 +113,8 @@ impl<Op, Out> GroupCommit<Op, Out> {
         }
     }
 
-    /// Whether no batch is being committed (a caller now would lead at once).
+    /// Whether no batch is being committed or gathered (a caller now would
+    /// lead at once).
     // PostgreSQL only (feature `postgres`).
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn is_idle(&self) -> bool {
@@ -220,7 +227,12 @@ mod tests {
 
     #[test]
     fn each_caller_gets_its_own_answer_under_contention() {
-        let g = Arc::new(GroupCommit::<u32, Result<u32, String>>::new(|r| Err(r.into())));
+        answers_under_contention(Arc::new(GroupCommit::new(|r| Err(r.into()))));
+    }
+
+    /// Eight threads of 200 operations each through `g`: each gets its own
+    /// answer, and every operation is committed exactly once.
+    fn answers_under_contention(g: Arc<GroupCommit<u32, Result<u32, String>>>) {
         let committed = Arc::new(AtomicUsize::new(0));
         let handles: Vec<_> = (0..8u32)
             .map(|t| {
@@ -257,25 +269,26 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn a_gathering_leader_waits_for_as_many_as_the_last_batch_had() {
-        // The last batch had three and its commit took a minute: the next
-        // leader waits (up to the minute) for three pending operations.
-        let g = GroupCommit::<u32, Result<u32, String>>::gathering_up_to(Duration::from_secs(60), |r| {
-            Err(r.into())
-        });
+    /// A leader queued alone while the last batch of `g` had three operations
+    /// and took a minute; two more callers once it gathers (or has answered):
+    /// the batches committed, how long the three took, and whether the
+    /// leader was seen waiting to gather.
+    fn three_callers(g: &GroupCommit<u32, Result<u32, String>>) -> (Vec<usize>, Duration, bool) {
         lock(&g.queue).last = (3, Duration::from_secs(60));
         let sizes = Mutex::new(Vec::new());
+        let started = Instant::now();
+        let mut gathered = false;
         std::thread::scope(|s| {
-            let leader = s.spawn(|| sizes_of(&g, 1, &sizes));
+            let leader = s.spawn(|| sizes_of(g, 1, &sizes));
             // (A leader that does not gather has answered by itself.)
             while lock(&g.queue).awaited == 0 && !leader.is_finished() {
                 std::thread::yield_now();
             }
+            gathered = lock(&g.queue).awaited != 0;
             let others: Vec<_> = [2, 3]
                 .map(|op| {
                     s.spawn({
-                        let (g, sizes) = (&g, &sizes);
+                        let sizes = &sizes;
                         move || sizes_of(g, op, sizes)
                     })
                 })
@@ -285,14 +298,39 @@ mod tests {
                 assert_eq!(t.join().unwrap(), op);
             }
         });
-        assert_eq!(*sizes.lock().unwrap(), vec![3]);
+        let sizes = sizes.into_inner().unwrap();
+        (sizes, started.elapsed(), gathered)
+    }
+
+    /// A gathering queue whose leaders may wait up to `cap`.
+    fn gathering(cap: Duration) -> GroupCommit<u32, Result<u32, String>> {
+        GroupCommit::gathering_up_to(cap, |r| Err(r.into()))
+    }
+
+    #[test]
+    fn a_gathering_leader_waits_for_as_many_as_the_last_batch_had() {
+        // Up to the minute the last commit took, but woken by the third
+        // operation, not by the end of the wait.
+        let (sizes, took, gathered) = three_callers(&gathering(Duration::from_secs(60)));
+        assert!(gathered);
+        assert_eq!(sizes, vec![3]);
+        assert!(
+            took < Duration::from_secs(30),
+            "the leader was not woken: {took:?}"
+        );
+    }
+
+    #[test]
+    fn a_plain_queue_never_gathers() {
+        let g = GroupCommit::<u32, Result<u32, String>>::new(|r| Err(r.into()));
+        let (sizes, _, gathered) = three_callers(&g);
+        assert!(!gathered, "the leader waited to gather");
+        assert_eq!(sizes.first(), Some(&1), "batches {sizes:?}");
     }
 
     #[test]
     fn a_gathering_leader_alone_waits_no_longer_than_its_cap() {
-        let g = GroupCommit::<u32, Result<u32, String>>::gathering_up_to(Duration::from_millis(1), |r| {
-            Err(r.into())
-        });
+        let g = gathering(Duration::from_millis(1));
         // A last batch of five whose commit took a minute: the wait is the cap's.
         lock(&g.queue).last = (5, Duration::from_secs(60));
         let sizes = Mutex::new(Vec::new());
@@ -307,6 +345,27 @@ mod tests {
         assert_eq!(lock(&g.queue).last.0, 1);
         assert_eq!(sizes_of(&g, 8, &sizes), 8);
         assert_eq!(*sizes.lock().unwrap(), vec![1, 1]);
+    }
+
+    #[test]
+    fn a_gathering_leader_alone_waits_no_longer_than_the_last_commit_took() {
+        let g = gathering(Duration::from_secs(60));
+        // A last batch of five whose commit took a millisecond.
+        lock(&g.queue).last = (5, Duration::from_millis(1));
+        let sizes = Mutex::new(Vec::new());
+        let started = Instant::now();
+        assert_eq!(sizes_of(&g, 7, &sizes), 7);
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "waited {:?}",
+            started.elapsed()
+        );
+        assert_eq!(*sizes.lock().unwrap(), vec![1]);
+    }
+
+    #[test]
+    fn each_caller_of_a_gathering_queue_gets_its_own_answer_under_contention() {
+        answers_under_contention(Arc::new(gathering(GATHER_CAP)));
     }
 
     #[test]
