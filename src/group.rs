@@ -328,39 +328,31 @@ mod tests {
         assert_eq!(sizes.first(), Some(&1), "batches {sizes:?}");
     }
 
-    #[test]
-    fn a_gathering_leader_alone_waits_no_longer_than_its_cap() {
-        let g = gathering(Duration::from_millis(1));
-        // A last batch of five whose commit took a minute: the wait is the cap's.
-        lock(&g.queue).last = (5, Duration::from_secs(60));
+    /// A caller alone in `g`, whose last batch had five operations and took
+    /// `took`: the batches committed, once it has its answer within 30 s.
+    fn alone_after_five(g: &GroupCommit<u32, Result<u32, String>>, took: Duration) -> Vec<usize> {
+        lock(&g.queue).last = (5, took);
         let sizes = Mutex::new(Vec::new());
         let started = Instant::now();
-        assert_eq!(sizes_of(&g, 7, &sizes), 7);
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "waited {:?}",
-            started.elapsed()
-        );
+        assert_eq!(sizes_of(g, 7, &sizes), 7);
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(30), "waited {waited:?}");
+        sizes.into_inner().unwrap()
+    }
+
+    #[test]
+    fn a_gathering_leader_alone_waits_no_longer_than_its_cap() {
+        // The last commit took a minute: the wait is the cap's.
+        let g = gathering(Duration::from_millis(1));
+        assert_eq!(alone_after_five(&g, Duration::from_secs(60)), vec![1]);
         // Now the last batch was one, so the next caller leads without waiting.
         assert_eq!(lock(&g.queue).last.0, 1);
-        assert_eq!(sizes_of(&g, 8, &sizes), 8);
-        assert_eq!(*sizes.lock().unwrap(), vec![1, 1]);
     }
 
     #[test]
     fn a_gathering_leader_alone_waits_no_longer_than_the_last_commit_took() {
         let g = gathering(Duration::from_secs(60));
-        // A last batch of five whose commit took a millisecond.
-        lock(&g.queue).last = (5, Duration::from_millis(1));
-        let sizes = Mutex::new(Vec::new());
-        let started = Instant::now();
-        assert_eq!(sizes_of(&g, 7, &sizes), 7);
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "waited {:?}",
-            started.elapsed()
-        );
-        assert_eq!(*sizes.lock().unwrap(), vec![1]);
+        assert_eq!(alone_after_five(&g, Duration::from_millis(1)), vec![1]);
     }
 
     #[test]

@@ -75,24 +75,35 @@ fn the_schema_applies_on_an_empty_database_and_a_second_open_applies_nothing() {
     assert_eq!(totals, 1, "the one totals row");
 }
 
+/// A fresh database made by `schema.pg.sql`'s sections up to `version` and
+/// recorded at it, then `rows` run in it; its URL and a client of it.
+fn database_at(version: i64, rows: &str) -> (String, postgres::Client) {
+    let url = pg::server().fresh_database();
+    let schema = include_str!("../../schema.pg.sql");
+    let next = format!("-- version: {}", version + 1);
+    let sections = &schema[..schema.find(&next).expect("a later section")];
+    let mut c = client(&url);
+    c.batch_execute(&format!(
+        "CREATE TABLE leasehold_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL);
+         {sections}
+         INSERT INTO leasehold_schema (id, version) VALUES (1, {version});
+         {rows}"
+    ))
+    .unwrap_or_else(|e| panic!("a version {version} database: {e}"));
+    (url, c)
+}
+
 /// A version 11 database (before titles) with an indexed document is
 /// migrated in place: its rows are titled by their file names, which
 /// `title:` finds word by word, and its text is found as before.
 #[test]
 fn a_version_11_index_gets_titles_from_file_names() {
-    let url = pg::server().fresh_database();
-    let schema = include_str!("../../schema.pg.sql");
-    let v11 = &schema[..schema.find("-- version: 12").expect("a version 12 section")];
-    let mut c = client(&url);
-    c.batch_execute(&format!(
-        "CREATE TABLE leasehold_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL);
-         {v11}
-         INSERT INTO leasehold_schema (id, version) VALUES (1, 11);
-         INSERT INTO jobs (id, doc_key, status, result_path, checksum, max_attempts, created_at, updated_at)
+    let (url, _) = database_at(
+        11,
+        "INSERT INTO jobs (id, doc_key, status, result_path, checksum, max_attempts, created_at, updated_at)
          VALUES (7, 'notes/heron-sightings.txt', 'indexed', 'r/7', 'sum', 5, 0, 0);
-         INSERT INTO search_text (job_id, body, path, checksum) VALUES (7, 'a cobalt heron by the weir', 'r/7', 'sum');"
-    ))
-    .expect("a version 11 database");
+         INSERT INTO search_text (job_id, body, path, checksum) VALUES (7, 'a cobalt heron by the weir', 'r/7', 'sum');",
+    );
     let store = open(&url).expect("the open migrates");
     assert_eq!(store.applied_version().unwrap(), schema_version());
     let keys = |q: &str| -> Vec<String> { store.search(q, 10).unwrap().into_iter().map(|h| h.key).collect() };
@@ -117,19 +128,12 @@ fn history_foreign_keys(c: &mut postgres::Client) -> i64 {
 
 #[test]
 fn a_version_15_history_loses_its_foreign_key_and_keeps_its_lines() {
-    let url = pg::server().fresh_database();
-    let schema = include_str!("../../schema.pg.sql");
-    let v15 = &schema[..schema.find("-- version: 16").expect("a version 16 section")];
-    let mut c = client(&url);
-    c.batch_execute(&format!(
-        "CREATE TABLE leasehold_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL);
-         {v15}
-         INSERT INTO leasehold_schema (id, version) VALUES (1, 15);
-         INSERT INTO jobs (id, doc_key, version, status, max_attempts, created_at, updated_at)
+    let (url, mut c) = database_at(
+        15,
+        "INSERT INTO jobs (id, doc_key, version, status, max_attempts, created_at, updated_at)
          VALUES (7, 'notes/heron-sightings.txt', 'v1', 'discovered', 5, 0, 0);
-         INSERT INTO history (job_id, seq, at, event) VALUES (7, 1, 0, 'enqueued');"
-    ))
-    .expect("a version 15 database");
+         INSERT INTO history (job_id, seq, at, event) VALUES (7, 1, 0, 'enqueued');",
+    );
     assert_eq!(history_foreign_keys(&mut c), 1);
     let store = open(&url).expect("the open migrates");
     assert_eq!(store.applied_version().unwrap(), schema_version());
