@@ -121,6 +121,9 @@ fn sync_on_a_data_directory_of_a_source_directory_is_refused() {
     assert_ok(&env.run(&["run", root.to_str().unwrap()]));
     let before = rows(&env);
     assert_eq!(before.len(), 1);
+    // The run's courier may have delivered the result to the sink already
+    // (how soon depends on the machine's load): what counts is after it.
+    let asked = env.up.requests(USER);
 
     for args in [&["sync"][..], &["discover"][..]] {
         let out = env.run(args);
@@ -132,7 +135,7 @@ fn sync_on_a_data_directory_of_a_source_directory_is_refused() {
             ],
         );
     }
-    assert_eq!(env.up.requests(USER), 0, "the upstream was not called");
+    assert_eq!(env.up.requests(USER), asked, "the upstream was not called");
     assert_eq!(rows(&env), before);
 }
 
