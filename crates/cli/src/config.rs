@@ -92,6 +92,18 @@ fn installed_ocr(configured: Option<&[String]>, limits: &Limits) -> Result<Optio
     if configured.is_some_and(|l| l.is_empty()) || !on_path(TESSERACT) {
         return Ok(None);
     }
+    let pdftoppm = on_path(PDFTOPPM).then(|| PDFTOPPM.to_owned());
+    // None configured: tesseract is asked for its languages only when a
+    // document first needs OCR (a run that reads no picture never starts it).
+    let Some(wanted) = configured else {
+        return Ok(Some(Ocr::choosing(
+            TESSERACT.to_owned(),
+            pdftoppm,
+            limits.clone(),
+            announce_ocr,
+        )));
+    };
+    // Configured: checked now, so that a missing language is refused at once.
     let installed = match Ocr::installed_languages(TESSERACT) {
         Ok(installed) => installed,
         Err(e) => {
@@ -99,30 +111,29 @@ fn installed_ocr(configured: Option<&[String]>, limits: &Limits) -> Result<Optio
             return Ok(None);
         }
     };
-    let languages = match configured {
-        Some(wanted) => {
-            if let Some(missing) = wanted.iter().find(|l| !installed.contains(l)) {
-                return Err(CliError::Config(format!(
-                    "[extract] ocr_languages: tesseract has no {missing} (it has: {}); install its language pack, e.g. tesseract-ocr-{missing}",
-                    installed.join(", ")
-                )));
-            }
-            wanted.to_vec()
-        }
-        None if installed.iter().any(|l| l == "eng") => vec!["eng".to_owned()],
-        // Not every pack at once: a full install would read each picture in a hundred.
-        None => installed.into_iter().take(1).collect(),
-    };
-    if languages.is_empty() {
-        return Ok(None);
+    if let Some(missing) = wanted.iter().find(|l| !installed.contains(l)) {
+        return Err(CliError::Config(format!(
+            "[extract] ocr_languages: tesseract has no {missing} (it has: {}); install its language pack, e.g. tesseract-ocr-{missing}",
+            installed.join(", ")
+        )));
     }
-    let pdftoppm = on_path(PDFTOPPM).then(|| PDFTOPPM.to_owned());
+    tracing::info!(target: super::logs::TARGET, event = "ocr", languages = wanted.join("+").as_str(), "OCR through tesseract");
     Ok(Some(Ocr::new(
         TESSERACT.to_owned(),
         pdftoppm,
-        languages,
+        wanted.to_vec(),
         limits.clone(),
     )))
+}
+
+/// What OCR chose to read in, said when a document first needed it.
+fn announce_ocr(chosen: Result<&[String], &str>) {
+    match chosen {
+        Ok(languages) => {
+            tracing::info!(target: super::logs::TARGET, event = "ocr", languages = languages.join("+").as_str(), "OCR through tesseract")
+        }
+        Err(why) => tracing::warn!("no OCR: {why}"),
+    }
 }
 
 /// The OCR program, and poppler's program that draws a PDF page for it.
@@ -207,7 +218,6 @@ impl Extraction {
     fn extractor(&self) -> Result<Arc<dyn Extractor>, CliError> {
         let mut built_in = self.built_in()?;
         if let Some(ocr) = installed_ocr(self.ocr_languages.as_deref(), &self.limits)? {
-            tracing::info!(target: super::logs::TARGET, event = "ocr", languages = ocr.languages().as_str(), "OCR through tesseract");
             built_in = Arc::new(OcrExtractor::new(ocr, built_in));
         }
         // Each legacy Office extension's first tool reads it, OLE files only;

@@ -9,7 +9,7 @@
 //! A result read this way says so in its note ([`ocr_note`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use leasehold::extract::{has_a_word, image_kind, ocr_note};
 
@@ -44,9 +44,24 @@ pub struct Ocr {
     /// poppler's pdftoppm, which draws a PDF page; without it PDFs are not OCR'd.
     pdftoppm: Option<String>,
     /// tesseract's language codes (`eng`, `kor`), tried together.
-    languages: Vec<String>,
+    languages: Languages,
     limits: Limits,
 }
+
+/// The languages an [`Ocr`] reads: given when it was made, or chosen from
+/// what tesseract lists the first time a document needs OCR
+/// ([`Ocr::choosing`]): listing them starts tesseract (30 ms of CPU here),
+/// which a run that reads no picture and no scan never pays.
+#[derive(Debug, Clone)]
+enum Languages {
+    Given(Vec<String>),
+    /// `None` once chosen: tesseract could not list its languages, or has none.
+    Chosen(Arc<OnceLock<Option<Vec<String>>>>, Announce),
+}
+
+/// Told once what a choosing [`Ocr`] chose: the languages, or why there are
+/// none (OCR is then off, as if tesseract were not installed).
+pub type Announce = fn(Result<&[String], &str>);
 
 impl Ocr {
     /// OCR through `tesseract` in `languages` (at least one), drawing PDF pages
@@ -55,8 +70,57 @@ impl Ocr {
         Ocr {
             tesseract,
             pdftoppm,
-            languages,
+            languages: Languages::Given(languages),
             limits,
+        }
+    }
+
+    /// [`Ocr::new`] whose languages are chosen the first time a document needs
+    /// OCR: English when tesseract has it, else the first language it lists
+    /// ([`Ocr::choose`]); `announce` is told the choice, once.
+    pub fn choosing(tesseract: String, pdftoppm: Option<String>, limits: Limits, announce: Announce) -> Self {
+        Ocr {
+            tesseract,
+            pdftoppm,
+            languages: Languages::Chosen(Arc::new(OnceLock::new()), announce),
+            limits,
+        }
+    }
+
+    /// The languages read when none are configured, of those `installed`:
+    /// English when there, else the first (not every pack at once: a full
+    /// install would read each picture in a hundred).
+    pub fn choose(installed: Vec<String>) -> Vec<String> {
+        match installed.iter().any(|l| l == "eng") {
+            true => vec!["eng".to_owned()],
+            false => installed.into_iter().take(1).collect(),
+        }
+    }
+
+    /// The languages to read now, choosing them if this is the first need;
+    /// `None`: there are none, and OCR is off.
+    fn languages_now(&self) -> Option<&[String]> {
+        match &self.languages {
+            Languages::Given(given) => Some(given),
+            Languages::Chosen(chosen, announce) => chosen
+                .get_or_init(|| {
+                    let listed = Self::installed_languages(&self.tesseract).map(Self::choose);
+                    match listed {
+                        Ok(chosen) if !chosen.is_empty() => {
+                            announce(Ok(&chosen));
+                            Some(chosen)
+                        }
+                        Ok(_) => {
+                            announce(Err("tesseract lists no language"));
+                            None
+                        }
+                        Err(e) => {
+                            announce(Err(&format!("tesseract cannot list its languages: {e}")));
+                            None
+                        }
+                    }
+                })
+                .as_deref(),
         }
     }
 
@@ -79,20 +143,33 @@ impl Ocr {
             .collect())
     }
 
-    /// The languages read, as tesseract names them together (`eng+kor`).
+    /// The languages read, as tesseract names them together (`eng+kor`);
+    /// empty while a choosing [`Ocr`] has not chosen yet, or chose none.
     pub fn languages(&self) -> String {
-        self.languages.join("+")
+        match &self.languages {
+            Languages::Given(given) => given.join("+"),
+            Languages::Chosen(chosen, _) => chosen
+                .get()
+                .and_then(Option::as_deref)
+                .unwrap_or_default()
+                .join("+"),
+        }
     }
 
     /// The text tesseract reads in a picture (any format it takes: PNG, JPEG,
-    /// TIFF, WebP, GIF).
-    fn read_picture(&self, picture: &[u8], stop: &AtomicBool) -> Result<String, ExtractError> {
+    /// TIFF, WebP, GIF) in `languages`.
+    fn read_picture(
+        &self,
+        languages: &[String],
+        picture: &[u8],
+        stop: &AtomicBool,
+    ) -> Result<String, ExtractError> {
         let argv = vec![
             self.tesseract.clone(),
             "{}".into(),
             "stdout".into(),
             "-l".into(),
-            self.languages(),
+            languages.join("+"),
             "--psm".into(),
             PAGE_SEGMENTATION.into(),
         ];
@@ -158,6 +235,9 @@ impl Ocr {
         if blank.is_empty() || pages.is_some_and(|n| n as usize != count) {
             return Ok(None);
         }
+        let Some(languages) = self.languages_now() else {
+            return Ok(None);
+        };
         let mut texts: Vec<String> = text.split('\x0c').map(str::to_owned).collect();
         let copy = TempDoc::write(pdf).map_err(|e| ExtractError::Unavailable {
             reason: format!("cannot write a copy of the PDF for OCR: {e}"),
@@ -169,7 +249,7 @@ impl Ocr {
             }
             let page = self
                 .draw_page(pdftoppm, &copy, pdf.len() as u64, i + 1, stop)
-                .and_then(|picture| self.read_picture(&picture, stop));
+                .and_then(|picture| self.read_picture(languages, &picture, stop));
             match page {
                 Ok(page) => {
                     // The cap is held page by page, not once all are read.
@@ -185,7 +265,7 @@ impl Ocr {
             }
         }
         *text = texts.join("\x0c");
-        let mut note = format!("{} on {read} of {} pages", ocr_note(&self.languages), texts.len());
+        let mut note = format!("{} on {read} of {} pages", ocr_note(languages), texts.len());
         if failed > 0 {
             note.push_str(&format!(" ({failed} failed)"));
         }
@@ -229,9 +309,13 @@ impl Extractor for OcrExtractor {
 
     fn extract_noted(&self, name: &str, bytes: &[u8], stop: &AtomicBool) -> Result<Extracted, ExtractError> {
         if let Some(kind) = image_kind(bytes) {
+            // No language to read in: as if OCR were not installed.
+            let Some(languages) = self.ocr.languages_now() else {
+                return self.inner.extract_noted(name, bytes, stop);
+            };
             return Ok(Extracted {
-                note: Some(format!("{kind} image, {}", ocr_note(&self.ocr.languages))),
-                ..Extracted::text_only(self.ocr.read_picture(bytes, stop)?)
+                note: Some(format!("{kind} image, {}", ocr_note(languages))),
+                ..Extracted::text_only(self.ocr.read_picture(languages, bytes, stop)?)
             });
         }
         let mut done = self.inner.extract_noted(name, bytes, stop)?;
@@ -283,6 +367,66 @@ mod tests {
         let tesseract = script(dir, "tesseract", "printf 'read %s' \"$(cat \"$1\")\"");
         let pdftoppm = script(dir, "pdftoppm", "printf 'page %s' \"$2\"");
         Ocr::new(tesseract, Some(pdftoppm), vec!["eng".into()], Limits::default())
+    }
+
+    /// What choosing [`Ocr`]s of these tests announced.
+    static ANNOUNCED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+    fn announce(chosen: Result<&[String], &str>) {
+        ANNOUNCED.lock().unwrap().push(match chosen {
+            Ok(languages) => languages.join("+"),
+            Err(why) => format!("none: {why}"),
+        });
+    }
+
+    #[test]
+    fn a_choosing_ocr_lists_the_languages_once_and_only_when_a_document_needs_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let listed = dir.path().join("listed");
+        let tesseract = script(
+            dir.path(),
+            "tesseract",
+            &format!(
+                "if [ \"$1\" = --list-langs ]; then echo x >> '{}'; \
+                 printf 'List of available languages in \"/t\" (3):\\nkor\\neng\\nosd\\n'; \
+                 else printf 'read %s' \"$(cat \"$1\")\"; fi",
+                listed.display()
+            ),
+        );
+        let ocr = Ocr::choosing(tesseract, None, Limits::default(), announce);
+        let x = OcrExtractor::new(ocr, Arc::new(Fixed("a text")));
+        let stop = AtomicBool::new(false);
+        // A document that needs no OCR never starts tesseract.
+        assert_eq!(x.extract_noted("a.txt", b"text", &stop).unwrap().text, "a text");
+        assert!(!listed.exists(), "tesseract was asked for its languages");
+        // The first picture has them listed (English chosen of three), the next not again.
+        for _ in 0..2 {
+            let done = x.extract_noted("a.png", b"\x89PNG\r\n\x1a\nrest", &stop).unwrap();
+            assert_eq!(done.note.as_deref(), Some("png image, OCR by tesseract (eng)"));
+        }
+        assert_eq!(std::fs::read_to_string(&listed).unwrap().lines().count(), 1);
+        assert!(ANNOUNCED.lock().unwrap().iter().any(|a| a == "eng"));
+    }
+
+    #[test]
+    fn a_choosing_ocr_that_finds_no_language_leaves_pictures_to_the_reader_it_wraps() {
+        let dir = tempfile::tempdir().unwrap();
+        let tesseract = script(
+            dir.path(),
+            "tesseract",
+            "printf 'List of available languages in \"/t\" (1):\\nosd\\n'",
+        );
+        let ocr = Ocr::choosing(tesseract, None, Limits::default(), announce);
+        let x = OcrExtractor::new(ocr, Arc::new(Fixed("as if OCR were off")));
+        let done = x
+            .extract_noted("a.png", b"\x89PNG\r\n\x1a\nrest", &AtomicBool::new(false))
+            .unwrap();
+        assert_eq!((done.text.as_str(), done.note), ("as if OCR were off", None));
+        assert!(ANNOUNCED
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|a| a == "none: tesseract lists no language"));
     }
 
     #[test]
