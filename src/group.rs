@@ -157,9 +157,10 @@ impl<Op, Out> GroupCommit<Op, Out> {
     {
         let batch: Vec<Slot<Op, Out>> = self.gathered().pending.drain(..).collect();
         let ops: Vec<&Op> = batch.iter().map(|s| &s.op).collect();
-        let started = Instant::now();
+        // Timed for a gathering queue only: the next leader's wait.
+        let started = self.gather.map(|_| Instant::now());
         let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&ops)));
-        if self.gather.is_some() {
+        if let Some(started) = started {
             lock(&self.queue).last = (batch.len(), started.elapsed());
         }
         let answers: Vec<Out> = match answers {

@@ -107,7 +107,7 @@ fn installed_ocr(configured: Option<&[String]>, limits: &Limits) -> Result<Optio
     let installed = match Ocr::installed_languages(TESSERACT) {
         Ok(installed) => installed,
         Err(e) => {
-            tracing::warn!("no OCR: tesseract cannot list its languages: {e}");
+            announce_ocr(Err(&format!("tesseract cannot list its languages: {e}")));
             return Ok(None);
         }
     };
@@ -117,7 +117,7 @@ fn installed_ocr(configured: Option<&[String]>, limits: &Limits) -> Result<Optio
             installed.join(", ")
         )));
     }
-    tracing::info!(target: super::logs::TARGET, event = "ocr", languages = wanted.join("+").as_str(), "OCR through tesseract");
+    announce_ocr(Ok(wanted));
     Ok(Some(Ocr::new(
         TESSERACT.to_owned(),
         pdftoppm,
@@ -126,7 +126,8 @@ fn installed_ocr(configured: Option<&[String]>, limits: &Limits) -> Result<Optio
     )))
 }
 
-/// What OCR chose to read in, said when a document first needed it.
+/// The languages OCR reads in (or why it reads none), said once: at start
+/// when configured, else when a document first needed OCR.
 fn announce_ocr(chosen: Result<&[String], &str>) {
     match chosen {
         Ok(languages) => {

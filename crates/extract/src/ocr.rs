@@ -90,7 +90,7 @@ impl Ocr {
     /// The languages read when none are configured, of those `installed`:
     /// English when there, else the first (not every pack at once: a full
     /// install would read each picture in a hundred).
-    pub fn choose(installed: Vec<String>) -> Vec<String> {
+    fn choose(installed: Vec<String>) -> Vec<String> {
         match installed.iter().any(|l| l == "eng") {
             true => vec!["eng".to_owned()],
             false => installed.into_iter().take(1).collect(),
@@ -141,19 +141,6 @@ impl Ocr {
             .filter(|l| !l.is_empty() && *l != "osd")
             .map(str::to_owned)
             .collect())
-    }
-
-    /// The languages read, as tesseract names them together (`eng+kor`);
-    /// empty while a choosing [`Ocr`] has not chosen yet, or chose none.
-    pub fn languages(&self) -> String {
-        match &self.languages {
-            Languages::Given(given) => given.join("+"),
-            Languages::Chosen(chosen, _) => chosen
-                .get()
-                .and_then(Option::as_deref)
-                .unwrap_or_default()
-                .join("+"),
-        }
     }
 
     /// The text tesseract reads in a picture (any format it takes: PNG, JPEG,
