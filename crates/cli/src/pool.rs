@@ -121,6 +121,12 @@ fn note_store(cfg: &Config, summary: &mut Summary) {
         Ok(t) => summary.store = Some(t),
         Err(e) => summary.add_error(format!("reading the store's totals: {e}")),
     }
+    // The listing below walks the rows in id order until it has found its
+    // dead ones: with none, that is a read of the whole table (8 of a rerun's
+    // 300 ms at 100,000 documents), which the totals just said is not needed.
+    if summary.store.as_ref().is_some_and(|t| t.dead + t.removed == 0) {
+        return;
+    }
     match cfg
         .store
         .jobs_where(&JobFilter::status(Status::Dead), JobId(0), MAX_LISTED_FAILURES)
