@@ -113,6 +113,11 @@ mod tests {
             let by_std = FileStat::of(&std::fs::metadata(&path).unwrap());
             assert_eq!(stats.stat(&path, true).unwrap(), by_std, "{path:?}");
         }
+        // The longest name most file systems allow (255 bytes) still fits
+        // the call's buffer on the stack.
+        let longest = sub.join("n".repeat(251) + ".txt");
+        std::fs::write(&longest, b"long").unwrap();
+        assert_eq!(stats.stat(&longest, true).unwrap().len, 4);
         let missing = stats.stat(&sub.join("none"), true).unwrap_err();
         assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
         #[cfg(unix)]

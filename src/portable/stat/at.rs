@@ -21,7 +21,21 @@ pub(super) fn open_dir(path: &Path) -> Option<File> {
 pub(super) fn stat_at(dir: &File, name: &OsStr, follow: bool) -> Option<FileStat> {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::io::AsRawFd;
-    let name = std::ffi::CString::new(name.as_bytes()).ok()?;
+    // A name that fits is made NUL-terminated on the stack: a rerun stats
+    // every file, and need not allocate for each.
+    let bytes = name.as_bytes();
+    let mut on_stack = [0u8; 256];
+    let owned;
+    let name: &std::ffi::CStr = match on_stack.get_mut(..bytes.len()) {
+        Some(room) if bytes.len() < 256 => {
+            room.copy_from_slice(bytes);
+            std::ffi::CStr::from_bytes_with_nul(&on_stack[..=bytes.len()]).ok()?
+        }
+        _ => {
+            owned = std::ffi::CString::new(bytes).ok()?;
+            &owned
+        }
+    };
     let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: a valid descriptor, a NUL-terminated name and a buffer of
