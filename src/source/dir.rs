@@ -38,7 +38,7 @@ mod mailbox;
 mod mailbox_split;
 
 pub use folder::{DirSource, Discovered};
-use folder::{Entry, Excluded, Link, OpenError, SCAN_BATCH};
+use folder::{Entry, Excluded, Fingerprinted, Link, Looked, OpenError, Staged, SCAN_BATCH, STAGED_BATCHES};
 pub use keys::{
     full_path_prefix, is_full_path_key, key_below_folder, key_for, key_in_folder, relative_path_of,
 };
@@ -156,33 +156,96 @@ impl DirSource {
     /// unchanged tree costs a read of each row and no write, and the vanished
     /// files need no second pass. Works in batches, so memory does not grow
     /// with the size of the tree (only with the number of vanished files).
+    ///
+    /// The walk and its stats run on a thread of their own, at most
+    /// [`STAGED_BATCHES`] batches ahead of this one, which reads the store
+    /// and writes: over an unchanged tree these are the two halves of the
+    /// work (DESIGN §5).
     pub fn discover(&self, store: &Store, max_bytes: u64) -> Result<Discovered> {
         let mut scan = ScanState::new(store, self);
         let mut report = Discovered::default();
-        let mut batch = Vec::with_capacity(SCAN_BATCH);
-        let (mut skipped, mut mailbox_notes) = (Vec::new(), Vec::new());
-        for entry in self.walk(&mut skipped) {
-            for entry in self.documents_of(store, entry, &mut mailbox_notes)?.entries {
-                batch.push(entry);
-                if batch.len() == SCAN_BATCH {
-                    let known = |keys: &[&str]| scan.known_for(keys, false);
-                    self.record_batch(store, &mut batch, known, max_bytes, &mut report)?;
-                }
-            }
-        }
-        let known = |keys: &[&str]| scan.known_for(keys, true);
-        self.record_batch(store, &mut batch, known, max_bytes, &mut report)?;
-        skipped.append(&mut mailbox_notes);
+        let (stage, staged) = crossbeam_channel::bounded::<Staged>(STAGED_BATCHES);
+        let (compared, walked) = std::thread::scope(|s| {
+            let walker = std::thread::Builder::new()
+                .name("leasehold-walk".into())
+                .spawn_scoped(s, move || {
+                    self.walk_staged(store, |batch| stage.send(batch).is_ok())
+                })
+                .map_err(|e| crate::Error::Io {
+                    path: self.root.clone(),
+                    source: std::io::Error::new(e.kind(), format!("starting the walk's thread: {e}")),
+                })?;
+            let mut ended = false;
+            let compared = staged.iter().try_for_each(|batch| {
+                ended = batch.last;
+                let known = |keys: &[&str]| scan.known_for(keys, batch.last);
+                self.record_batch(store, batch.files, known, max_bytes, &mut report)
+            });
+            // A failed comparison stops the walk at its next batch.
+            drop(staged);
+            let walked = walker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            Ok::<_, crate::Error>((compared.map(|()| ended), walked))
+        })?;
+        let skipped = walked?;
+        // The walk sends its last batch only after it has ended well.
+        let ended = compared?;
         // A part of the tree that could not be read is not a part that is gone:
         // only a complete walk may mark documents removed.
         let walk_failed = skipped.iter().any(|s| s.starts_with(WALK_ERROR));
         report.skipped = skipped;
-        if !walk_failed {
+        if ended && !walk_failed {
             for vanished in scan.vanished().chunks(SCAN_BATCH) {
                 report.gone += store.mark_vanished(vanished)?;
             }
         }
         Ok(report)
+    }
+
+    /// The walk's side of [`DirSource::discover`]: every document in walk
+    /// order, fingerprinted in batches of [`SCAN_BATCH`] handed to `hand`
+    /// (false: stop walking), the last one marked. Returns what it skipped,
+    /// and why (a mailbox's notes after the walk's own).
+    fn walk_staged(&self, store: &Store, mut hand: impl FnMut(Staged) -> bool) -> Result<Vec<String>> {
+        let (mut skipped, mut mailbox_notes) = (Vec::new(), Vec::new());
+        let mut batch = Vec::with_capacity(SCAN_BATCH);
+        // Kept across batches: a directory's files may span two.
+        let mut stats = Stats::default();
+        let mut taken = true;
+        'walk: for entry in self.walk(&mut skipped) {
+            for entry in self.documents_of(store, entry, &mut mailbox_notes)?.entries {
+                batch.push(entry);
+                if batch.len() == SCAN_BATCH {
+                    let files = self.fingerprinted(&mut batch, &mut stats);
+                    taken = hand(Staged { files, last: false });
+                    if !taken {
+                        break 'walk;
+                    }
+                }
+            }
+        }
+        if taken {
+            let files = self.fingerprinted(&mut batch, &mut stats);
+            hand(Staged { files, last: true });
+        }
+        skipped.append(&mut mailbox_notes);
+        Ok(skipped)
+    }
+
+    /// The entries of `batch` (drained), each with what its fingerprint is
+    /// made of.
+    fn fingerprinted(&self, batch: &mut Vec<Entry>, stats: &mut Stats) -> Vec<Fingerprinted> {
+        batch
+            .drain(..)
+            .map(|entry| {
+                let looked = match &entry.message {
+                    Some(message) => Looked::Message(message.stat.clone()),
+                    None => self.look(&entry, stats),
+                };
+                Fingerprinted { entry, looked }
+            })
+            .collect()
     }
 
     /// Compare one batch with what `known` says the store holds for its
@@ -191,20 +254,16 @@ impl DirSource {
     fn record_batch(
         &self,
         store: &Store,
-        batch: &mut Vec<Entry>,
+        batch: Vec<Fingerprinted>,
         known: impl FnOnce(&[&str]) -> Result<KnownInRange>,
         max_bytes: u64,
         report: &mut Discovered,
     ) -> Result<()> {
-        let keys: Vec<&str> = batch.iter().map(|e| e.key.as_str()).collect();
+        let keys: Vec<&str> = batch.iter().map(|f| f.entry.key.as_str()).collect();
         let known = known(&keys)?;
         let (mut unchanged, mut changed, mut relinked) = (0, Vec::new(), Vec::new());
-        let mut stats = Stats::default();
-        for e in batch.drain(..) {
-            let (stat, meta) = match &e.message {
-                Some(message) => (message.stat.clone(), None),
-                None => self.fingerprint(&e, &mut stats),
-            };
+        for Fingerprinted { entry: e, looked } in batch {
+            let (stat, meta) = looked.fingerprint();
             let stored = known.get(&e.key);
             let same =
                 stored.is_some_and(|k| k.stat == stat && (k.hashed || !fits(meta.as_ref(), max_bytes)));
@@ -308,10 +367,11 @@ impl DirSource {
                 return None;
             }
         }
-        let rel = entry.path().strip_prefix(&self.root).ok()?;
+        let key = self.key_of(entry.path().strip_prefix(&self.root).ok()?);
         Some(Entry {
-            key: self.key_of(rel),
-            path: entry.path().to_path_buf(),
+            key,
+            // The walk's own path, not a copy of it.
+            path: entry.into_path(),
             link,
             message: None,
         })
@@ -374,6 +434,13 @@ impl DirSource {
     /// A batch's files are stat'ed through `stats`, which keeps their
     /// directory open (the walk yields a directory's files together).
     fn fingerprint(&self, e: &Entry, stats: &mut Stats) -> (String, Option<FileStat>) {
+        self.look(e, stats).fingerprint()
+    }
+
+    /// What [`DirSource::fingerprint`] is made of, read from the file system
+    /// and not yet written out: the walk's thread takes these, the scan's
+    /// own thread writes the fingerprints.
+    fn look(&self, e: &Entry, stats: &mut Stats) -> Looked {
         let target = || {
             std::fs::read_link(&e.path)
                 .map(|t| t.display().to_string())
@@ -381,12 +448,12 @@ impl DirSource {
         };
         let link = match e.link {
             Link::No => String::new(),
-            Link::Outside => return (format!("outside:{}", target()), None),
+            Link::Outside => return Looked::Outside { target: target() },
             Link::Inside | Link::Broken => target(),
         };
-        match stats.stat(&e.path, true) {
-            Ok(m) => (format!("{}:{}:{link}", m.len, m.mtime()), Some(m)),
-            Err(err) => (format!("unreadable:{}:{link}", err.kind()), None),
+        Looked::Stat {
+            stat: stats.stat(&e.path, true),
+            link,
         }
     }
 

@@ -82,6 +82,45 @@ fn the_walk_and_the_store_agree_on_the_order_of_keys(b: Backend) {
     assert_eq!(again.unchanged, TRICKY.len());
 }
 
+/// The walk runs ahead of the comparison on a thread of its own, a few
+/// batches at most: when the store refuses the first batch's write, the scan
+/// returns that error instead of waiting for a walk stuck on a full hand-over,
+/// and marks nothing gone. SQLite only: another connection holds its write
+/// lock (the scan's logic is the engines' one).
+#[test]
+fn sqlite_only_a_scan_whose_write_is_refused_stops_its_walk_and_says_why() {
+    let t = TestDb::new(Backend::Sqlite);
+    let root = t.dir.path().join("src");
+    // Five batches: more than the walk may hold ready.
+    for i in 0..4_500 {
+        write(&root, &format!("d{}/f{i:04}.txt", i % 9), "words");
+    }
+    let mut opts = t.options(60_000).checkpoint_every(None);
+    opts.busy_timeout = std::time::Duration::from_millis(20);
+    let store = t.open(opts);
+    let holder = rusqlite::Connection::open(&t.location).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (done, finished) = std::sync::mpsc::channel();
+    let scan = std::thread::spawn(move || {
+        let src = DirSource::open(&root).unwrap();
+        let found = src.discover(&store, LIMIT);
+        done.send(()).unwrap();
+        (found.map(|d| d.new), present(&store).len())
+    });
+    // A generous bound on a scan of 4,500 small files: its end, not its time, is checked.
+    finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the scan returned while its walk was ahead of it");
+    let (found, present) = scan.join().unwrap();
+    let err = found.expect_err("the write was refused");
+    assert!(
+        matches!(err, leasehold::Error::Busy { .. }),
+        "the store's own error: {err}"
+    );
+    assert_eq!(present, 0, "nothing was recorded");
+    holder.execute_batch("ROLLBACK").unwrap();
+}
+
 /// SQLite only: `PRAGMA data_version` is the observation (the scan's logic
 /// is the engines' one).
 #[test]

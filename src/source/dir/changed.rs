@@ -63,6 +63,7 @@ impl DirSource {
         let mut skipped = Vec::new();
         // Mailboxes read, with their message count: the messages past it are gone.
         let mut lost_messages = Vec::new();
+        let mut stats = crate::portable::Stats::default();
         for path in paths {
             if !self.concerns(path) {
                 continue;
@@ -87,14 +88,16 @@ impl DirSource {
                 for entry in documents.entries {
                     batch.push(entry);
                     if batch.len() == SCAN_BATCH {
-                        self.record_batch(store, &mut batch, by_key(store), max_bytes, &mut report)?;
+                        let files = self.fingerprinted(&mut batch, &mut stats);
+                        self.record_batch(store, files, by_key(store), max_bytes, &mut report)?;
                     }
                 }
             }
             skipped.append(&mut notes);
             lost_messages.append(&mut read_mailboxes);
         }
-        self.record_batch(store, &mut batch, by_key(store), max_bytes, &mut report)?;
+        let files = self.fingerprinted(&mut batch, &mut stats);
+        self.record_batch(store, files, by_key(store), max_bytes, &mut report)?;
         for (mailbox, count) in lost_messages {
             report.gone += self.forget_messages_after(store, &mailbox, count)?;
         }

@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::mailbox_split::MailboxIndexes;
+use crate::portable::FileStat;
 use crate::source::contract::SourceError;
 #[cfg(test)]
 use crate::store::Store;
@@ -155,6 +156,57 @@ pub(super) enum Link {
 
 /// How many files a scan compares and records per transaction.
 pub(super) const SCAN_BATCH: usize = 1000;
+
+/// How many fingerprinted batches the walk of a scan may be ahead of its
+/// comparison with the store: the walk's thread stats the next files while
+/// the scan's own thread reads the store's rows of the last ones (an
+/// unchanged rerun is bound by these two on one core).
+pub(super) const STAGED_BATCHES: usize = 2;
+
+/// A file of a scan's batch and what its fingerprint is made of, looked at
+/// on the walk's thread.
+pub(super) struct Fingerprinted {
+    pub(super) entry: Entry,
+    pub(super) looked: Looked,
+}
+
+/// What a file's fingerprint is made of ([`DirSource::fingerprint`]).
+pub(super) enum Looked {
+    /// A mailbox's message: its fingerprint, already made.
+    Message(String),
+    /// A link leading outside the root, which is not followed.
+    Outside {
+        /// Where it points.
+        target: String,
+    },
+    /// A file, a link inside the root (followed) or a broken link.
+    Stat {
+        /// The stat, following a link.
+        stat: std::io::Result<FileStat>,
+        /// A link's target; empty for a file.
+        link: String,
+    },
+}
+
+impl Looked {
+    /// The fingerprint (`size:mtime:link`, or a marker when there is
+    /// nothing to stat or follow), and the stat when there is one.
+    pub(super) fn fingerprint(self) -> (String, Option<FileStat>) {
+        match self {
+            Looked::Message(stat) => (stat, None),
+            Looked::Outside { target } => (format!("outside:{target}"), None),
+            Looked::Stat { stat: Ok(m), link } => (format!("{}:{}:{link}", m.len, m.mtime()), Some(m)),
+            Looked::Stat { stat: Err(err), link } => (format!("unreadable:{}:{link}", err.kind()), None),
+        }
+    }
+}
+
+/// A batch of a walk, fingerprinted. Only a walk that ended without an
+/// error sends one marked `last`: a scan without it marks nothing gone.
+pub(super) struct Staged {
+    pub(super) files: Vec<Fingerprinted>,
+    pub(super) last: bool,
+}
 
 /// One file found by a scan, or one message of a mailbox file.
 pub(super) struct Entry {
