@@ -98,6 +98,31 @@ mod at;
 mod tests {
     use super::{FileStat, Stats};
 
+    /// `fstatat` itself answers for a one-byte name and for the longest most
+    /// file systems allow (255 bytes, still NUL-terminated on the stack), and
+    /// declines a name with a NUL in it; a `Stats` would hide a failure here
+    /// behind its stat by path.
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd"
+    ))]
+    #[test]
+    fn fstatat_takes_names_up_to_the_longest_and_refuses_a_nul() {
+        let dir = tempfile::tempdir().unwrap();
+        let longest = "n".repeat(251) + ".txt";
+        std::fs::write(dir.path().join("a"), b"one").unwrap();
+        std::fs::write(dir.path().join(&longest), b"long").unwrap();
+        let fd = super::at::open_dir(dir.path()).expect("the directory opens");
+        let at = |name: &str| super::at::stat_at(&fd, std::ffi::OsStr::new(name), false);
+        assert_eq!(at("a").map(|m| m.len), Some(3));
+        assert_eq!(at(&longest).map(|m| m.len), Some(4));
+        assert_eq!(at("a\0b"), None);
+        assert_eq!(at("missing"), None);
+    }
+
     /// Files, a link and a missing name, stat'ed one after another through
     /// the open directory: the same facts and errors as `std` gives by path.
     #[test]
@@ -113,11 +138,6 @@ mod tests {
             let by_std = FileStat::of(&std::fs::metadata(&path).unwrap());
             assert_eq!(stats.stat(&path, true).unwrap(), by_std, "{path:?}");
         }
-        // The longest name most file systems allow (255 bytes) still fits
-        // the call's buffer on the stack.
-        let longest = sub.join("n".repeat(251) + ".txt");
-        std::fs::write(&longest, b"long").unwrap();
-        assert_eq!(stats.stat(&longest, true).unwrap().len, 4);
         let missing = stats.stat(&sub.join("none"), true).unwrap_err();
         assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
         #[cfg(unix)]

@@ -165,11 +165,16 @@ impl DirSource {
         let mut scan = ScanState::new(store, self);
         let mut report = Discovered::default();
         let (stage, staged) = crossbeam_channel::bounded::<Staged>(STAGED_BATCHES);
+        // Set when the comparison fails: the walk stops at its next entry
+        // rather than at its next full batch (a mailbox's split, a hash).
+        let stopped = std::sync::atomic::AtomicBool::new(false);
         let (compared, walked) = std::thread::scope(|s| {
+            let stopped = &stopped;
             let walker = std::thread::Builder::new()
                 .name("leasehold-walk".into())
                 .spawn_scoped(s, move || {
-                    self.walk_staged(store, |batch| stage.send(batch).is_ok())
+                    let hand = |batch| stage.send(batch).is_ok();
+                    self.walk_staged(store, hand, || stopped.load(std::sync::atomic::Ordering::Relaxed))
                 })
                 .map_err(|e| crate::Error::Io {
                     path: self.root.clone(),
@@ -181,16 +186,20 @@ impl DirSource {
                 let known = |keys: &[&str]| scan.known_for(keys, batch.last);
                 self.record_batch(store, batch.files, known, max_bytes, &mut report)
             });
-            // A failed comparison stops the walk at its next batch.
+            // A failed comparison stops the walk: at its next entry, or at
+            // its next hand-over, which finds no one to take it.
+            stopped.store(true, std::sync::atomic::Ordering::Relaxed);
             drop(staged);
             let walked = walker
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             Ok::<_, crate::Error>((compared.map(|()| ended), walked))
         })?;
-        let skipped = walked?;
+        // The comparison's error first: the walk was ahead of it, so the
+        // comparison's came first (and a failing store may fail both).
         // The walk sends its last batch only after it has ended well.
         let ended = compared?;
+        let skipped = walked?;
         // A part of the tree that could not be read is not a part that is gone:
         // only a complete walk may mark documents removed.
         let walk_failed = skipped.iter().any(|s| s.starts_with(WALK_ERROR));
@@ -205,15 +214,27 @@ impl DirSource {
 
     /// The walk's side of [`DirSource::discover`]: every document in walk
     /// order, fingerprinted in batches of [`SCAN_BATCH`] handed to `hand`
-    /// (false: stop walking), the last one marked. Returns what it skipped,
-    /// and why (a mailbox's notes after the walk's own).
-    fn walk_staged(&self, store: &Store, mut hand: impl FnMut(Staged) -> bool) -> Result<Vec<String>> {
+    /// (false: stop walking), the last one marked; before each entry it
+    /// stops if `stopped` says so. Returns what it skipped, and why (a
+    /// mailbox's notes after the walk's own). A mailbox is listed here, on
+    /// the walk's thread: its split, its messages' hashes and its reads of
+    /// the store.
+    fn walk_staged(
+        &self,
+        store: &Store,
+        mut hand: impl FnMut(Staged) -> bool,
+        stopped: impl Fn() -> bool,
+    ) -> Result<Vec<String>> {
         let (mut skipped, mut mailbox_notes) = (Vec::new(), Vec::new());
         let mut batch = Vec::with_capacity(SCAN_BATCH);
         // Kept across batches: a directory's files may span two.
         let mut stats = Stats::default();
         let mut taken = true;
         'walk: for entry in self.walk(&mut skipped) {
+            if stopped() {
+                taken = false;
+                break;
+            }
             for entry in self.documents_of(store, entry, &mut mailbox_notes)?.entries {
                 batch.push(entry);
                 if batch.len() == SCAN_BATCH {

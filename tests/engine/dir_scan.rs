@@ -85,14 +85,15 @@ fn the_walk_and_the_store_agree_on_the_order_of_keys(b: Backend) {
 /// The walk runs ahead of the comparison on a thread of its own, a few
 /// batches at most: when the store refuses the first batch's write, the scan
 /// returns that error instead of waiting for a walk stuck on a full hand-over,
-/// and marks nothing gone. SQLite only: another connection holds its write
+/// and records nothing. SQLite only: another connection holds its write
 /// lock (the scan's logic is the engines' one).
 #[test]
 fn sqlite_only_a_scan_whose_write_is_refused_stops_its_walk_and_says_why() {
     let t = TestDb::new(Backend::Sqlite);
     let root = t.dir.path().join("src");
-    // Five batches: more than the walk may hold ready.
-    for i in 0..4_500 {
+    // Ten batches of 1,000: more than the walk may hold ready (two wait
+    // between the threads).
+    for i in 0..10_000 {
         write(&root, &format!("d{}/f{i:04}.txt", i % 9), "words");
     }
     let mut opts = t.options(60_000).checkpoint_every(None);
@@ -107,7 +108,7 @@ fn sqlite_only_a_scan_whose_write_is_refused_stops_its_walk_and_says_why() {
         done.send(()).unwrap();
         (found.map(|d| d.new), present(&store).len())
     });
-    // A generous bound on a scan of 4,500 small files: its end, not its time, is checked.
+    // A generous bound on a scan of 10,000 small files: its end, not its time, is checked.
     finished
         .recv_timeout(std::time::Duration::from_secs(120))
         .expect("the scan returned while its walk was ahead of it");

@@ -157,10 +157,12 @@ pub(super) enum Link {
 /// How many files a scan compares and records per transaction.
 pub(super) const SCAN_BATCH: usize = 1000;
 
-/// How many fingerprinted batches the walk of a scan may be ahead of its
+/// How many fingerprinted batches wait between the walk of a scan and its
 /// comparison with the store: the walk's thread stats the next files while
 /// the scan's own thread reads the store's rows of the last ones (an
-/// unchanged rerun is bound by these two on one core).
+/// unchanged rerun is bound by these two on one core). With the one being
+/// compared and the one the walk is handing over, three batches more than a
+/// scan on one thread holds.
 pub(super) const STAGED_BATCHES: usize = 2;
 
 /// A file of a scan's batch and what its fingerprint is made of, looked at
@@ -201,8 +203,9 @@ impl Looked {
     }
 }
 
-/// A batch of a walk, fingerprinted. Only a walk that ended without an
-/// error sends one marked `last`: a scan without it marks nothing gone.
+/// A batch of a walk, fingerprinted. Only a walk that ended without
+/// returning an error sends one marked `last`, and a scan without it marks
+/// nothing gone (nor does one whose walk skipped an unreadable directory).
 pub(super) struct Staged {
     pub(super) files: Vec<Fingerprinted>,
     pub(super) last: bool,
