@@ -54,6 +54,7 @@ mod retention;
 pub(crate) mod rows;
 pub(crate) mod search_index;
 pub(crate) mod search_purge;
+mod search_rank;
 mod search_salvage;
 mod search_snippets;
 pub(crate) mod search_table;

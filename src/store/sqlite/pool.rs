@@ -135,6 +135,8 @@ pub(super) fn configure_raw(conn: &Connection, opts: &StoreOptions) -> rusqlite:
     // `write::padded`) outnumber rusqlite's default of 16 cached statements;
     // an evicted one is prepared again on its next use.
     conn.set_prepared_statement_cache_capacity(64);
+    // The rank a search orders by (`search_rank.rs`).
+    super::search_rank::register(conn)?;
     Ok(())
 }
 

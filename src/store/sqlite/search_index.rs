@@ -747,14 +747,20 @@ fn document_of(c: &Connection, rowid: i64) -> rusqlite::Result<Option<i64>> {
         .optional()
 }
 
+/// The rank function a search orders by.
+const RANK: &str = super::search_rank::NAME;
+
 /// The best `limit` rows for `expr` (all when negative) and their ranks:
-/// FTS5's own `bm25()` (lower is better), a match in the title weighted
+/// FTS5's `bm25()` (lower is better), a match in the title weighted
 /// [`TITLE_WEIGHT`] times one in the text and one in the author
-/// [`AUTHOR_WEIGHT`] times, ties by rowid. Every match is scored; SQLite's sorter
-/// keeps only `limit`.
+/// [`AUTHOR_WEIGHT`] times, ties by rowid. SQLite's sorter keeps only
+/// `limit`; `leasehold_rank()` (`search_rank.rs`) gives the rows that cannot
+/// be among them a rank after all others without reading their length, and
+/// every other row `bm25()`'s own score. With stemming, the rows that match
+/// the words as written come first whatever their score, so there every row
+/// is scored.
 fn ranked(c: &Connection, m: &Matching<'_>, limit: i64) -> rusqlite::Result<Vec<(i64, f64)>> {
     let mut own = vec![Value::Text(m.expr.to_owned()), limit.into()];
-    // With stemming, the rows that match the words as written first.
     let written_first = match m.written {
         Some(written) => {
             own.push(Value::Text(written.to_owned()));
@@ -762,9 +768,10 @@ fn ranked(c: &Connection, m: &Matching<'_>, limit: i64) -> rusqlite::Result<Vec<
         }
         None => "",
     };
+    let best = if m.written.is_some() { "-1" } else { "?2" };
     let (narrow, values) = narrowing(m.filters, "search_text.rowid", own.len() + 1);
     c.prepare_cached(&format!(
-        "SELECT rowid, bm25(search_text, 1.0, {TITLE_WEIGHT:.1}, {AUTHOR_WEIGHT:.1}) AS r FROM search_text
+        "SELECT rowid, {RANK}(search_text, {best}, 1.0, {TITLE_WEIGHT:.1}, {AUTHOR_WEIGHT:.1}) AS r FROM search_text
          WHERE search_text MATCH ?1{narrow} ORDER BY {written_first}r, rowid LIMIT ?2"
     ))?
     .query_map(params_from_iter(with(&own, values)), |r| {

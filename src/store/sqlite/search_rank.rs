@@ -1,0 +1,428 @@
+//! `leasehold_rank()`: FTS5's `bm25()` with the same scores, which skips
+//! reading the length of a row that cannot reach the best `k`.
+//!
+//! FTS5 ranks every match before `ORDER BY ... LIMIT` keeps the best, and
+//! `bm25()` reads each matching row's length from the `_docsize` table: for a
+//! word in nearly every document, one B-tree seek per match was 38 % of a
+//! search's time. A row's score only grows with its term frequencies and
+//! shrinks with its length, and a row is at least as long as its last
+//! matching token's offset plus one in each column. So the score with that
+//! lower bound for the length is an upper bound of the row's score: when it
+//! is below the `k`-th best score seen so far in the query, the row cannot be
+//! among the best `k` and its length is not read. Such a row is given a rank
+//! after every real one ([`PRUNED`]); every other row gets exactly what
+//! `bm25()` gives (the same formula, in the same order of operations, from
+//! the same FTS5 figures), so the best `k` and their order are `bm25()`'s.
+//!
+//! Arguments: the table, then `k` (negative: rank every row exactly), then the
+//! column weights as `bm25()` takes them. Registered on every connection
+//! through the `fts5_api` (documented interfaces only).
+
+use std::collections::BinaryHeap;
+use std::ffi::{c_int, c_void};
+use std::ptr::null_mut;
+
+use rusqlite::ffi;
+
+/// The function's name in SQL.
+pub(super) const NAME: &str = "leasehold_rank";
+
+/// The rank of a row that cannot be among the best `k`: after every real
+/// rank (`bm25()`'s are never above zero).
+pub(super) const PRUNED: f64 = 1.0;
+
+/// `bm25()`'s constants (FTS5's `fts5Bm25Function`).
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+/// Registers [`NAME`] on `conn`. A SQLite without FTS5 has no `fts5_api`:
+/// nothing is registered (such a store is refused when opened).
+pub(super) fn register(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    // SAFETY: the handle is the live connection's, used on this thread only
+    // for the calls below, which is what `Connection::handle` allows.
+    let api = unsafe { fts5_api(conn.handle()) };
+    let Some(api) = api else {
+        return Ok(());
+    };
+    let name = std::ffi::CString::new(NAME).expect("no NUL in the name");
+    // SAFETY: `api` came from this connection's FTS5 and lives as long as it;
+    // FTS5 copies the name.
+    let rc = unsafe {
+        match (*api).xCreateFunction {
+            Some(create) => create(api, name.as_ptr(), null_mut(), Some(rank), None),
+            None => ffi::SQLITE_ERROR,
+        }
+    };
+    if rc == ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(rusqlite::Error::SqliteFailure(
+            ffi::Error::new(rc),
+            Some("registering leasehold_rank".into()),
+        ))
+    }
+}
+
+/// The connection's `fts5_api` (`SELECT fts5(?1)` with a pointer bound, as
+/// FTS5's documentation says), or `None` without FTS5.
+///
+/// # Safety
+/// `db` must be a live connection used by no other thread meanwhile.
+unsafe fn fts5_api(db: *mut ffi::sqlite3) -> Option<*mut ffi::fts5_api> {
+    let mut stmt = null_mut();
+    let sql = c"SELECT fts5(?1)";
+    if ffi::sqlite3_prepare_v2(db, sql.as_ptr(), -1, &mut stmt, null_mut()) != ffi::SQLITE_OK {
+        return None;
+    }
+    let mut api: *mut ffi::fts5_api = null_mut();
+    let bound = ffi::sqlite3_bind_pointer(
+        stmt,
+        1,
+        (&mut api as *mut *mut ffi::fts5_api).cast::<c_void>(),
+        c"fts5_api_ptr".as_ptr(),
+        None,
+    );
+    if bound == ffi::SQLITE_OK {
+        ffi::sqlite3_step(stmt);
+    }
+    ffi::sqlite3_finalize(stmt);
+    (!api.is_null()).then_some(api)
+}
+
+/// What one query's calls share: `bm25()`'s figures, read once, and the best
+/// scores seen so far.
+struct Query {
+    /// Per phrase: its inverse document frequency, as `bm25()` computes it.
+    idf: Vec<f64>,
+    /// Tokens per row on average.
+    avgdl: f64,
+    /// How many best rows are wanted; `None`: every row is ranked exactly.
+    k: Option<usize>,
+    /// The best `k` scores seen (the smallest on top).
+    best: BinaryHeap<std::cmp::Reverse<Score>>,
+    /// Per phrase, the row's weighted frequency (reused from row to row).
+    freq: Vec<f64>,
+    /// Per column, the row's last matching offset (reused; -1: none).
+    last: Vec<c_int>,
+}
+
+/// A score, ordered by `f64::total_cmp` (never NaN here).
+#[derive(Clone, Copy, PartialEq)]
+struct Score(f64);
+
+impl Eq for Score {}
+impl PartialOrd for Score {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Score {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl Query {
+    /// `bm25()`'s score of a row: per phrase its weighted frequency, `tokens`
+    /// the row's length (summed as FTS5 sums them, left to right).
+    fn score(&self, freq: &[f64], tokens: f64) -> f64 {
+        let mut score = 0.0;
+        for (idf, f) in self.idf.iter().zip(freq) {
+            score += idf * ((f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * tokens / self.avgdl)));
+        }
+        score
+    }
+
+    /// Whether a row scoring at most `bound` cannot be among the best `k`.
+    fn out_of_reach(&self, bound: f64) -> bool {
+        match (self.k, self.best.peek()) {
+            (Some(k), Some(std::cmp::Reverse(kth))) => self.best.len() >= k && bound < kth.0,
+            _ => false,
+        }
+    }
+
+    /// Notes an exact score among the best seen.
+    fn saw(&mut self, score: f64) {
+        let Some(k) = self.k else { return };
+        if self.best.len() < k {
+            self.best.push(std::cmp::Reverse(Score(score)));
+        } else if self.best.peek().is_some_and(|kth| score > kth.0 .0) {
+            self.best.pop();
+            self.best.push(std::cmp::Reverse(Score(score)));
+        }
+    }
+}
+
+/// The auxiliary function (see the module docs). Nothing in it panics: a
+/// panic may not cross into SQLite.
+///
+/// # Safety
+/// Called by FTS5 only, with its extension API, the query's context, the SQL
+/// function's result context and its `n_val` values.
+unsafe extern "C" fn rank(
+    api: *const ffi::Fts5ExtensionApi,
+    fts: *mut ffi::Fts5Context,
+    ctx: *mut ffi::sqlite3_context,
+    n_val: c_int,
+    vals: *mut *mut ffi::sqlite3_value,
+) {
+    let args = if n_val > 0 && !vals.is_null() {
+        std::slice::from_raw_parts(vals, n_val as usize)
+    } else {
+        &[]
+    };
+    match rank_row(&*api, fts, args) {
+        Ok(r) => ffi::sqlite3_result_double(ctx, r),
+        Err(rc) => ffi::sqlite3_result_error_code(ctx, rc),
+    }
+}
+
+/// Checks an FTS5 return code.
+fn ok(rc: c_int) -> Result<(), c_int> {
+    if rc == ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(rc)
+    }
+}
+
+/// The rank of the current row, or an SQLite error code.
+///
+/// # Safety
+/// `api` and `fts` as FTS5 passes them to an auxiliary function; `args` its
+/// values.
+unsafe fn rank_row(
+    api: &ffi::Fts5ExtensionApi,
+    fts: *mut ffi::Fts5Context,
+    args: &[*mut ffi::sqlite3_value],
+) -> Result<f64, c_int> {
+    let missing = ffi::SQLITE_MISUSE;
+    // The query's state, made on its first row and handed to FTS5, which
+    // frees it (`drop_query`) when the query ends, or at once when it
+    // cannot keep it. Rows of one query are ranked one at a time.
+    let query = match (api.xGetAuxdata.ok_or(missing)?)(fts, 0).cast::<Query>() {
+        q if !q.is_null() => &mut *q,
+        _ => {
+            let made = Box::into_raw(Box::new(start_query(api, fts, args)?));
+            ok((api.xSetAuxdata.ok_or(missing)?)(
+                fts,
+                made.cast(),
+                Some(drop_query),
+            ))?;
+            &mut *made
+        }
+    };
+    // Column `col`'s weight follows `k` among the arguments (1.0 without one).
+    let weight = |col: c_int| match usize::try_from(col).ok().and_then(|c| args.get(c + 1)) {
+        Some(v) => ffi::sqlite3_value_double(*v),
+        None => 1.0,
+    };
+    query.freq.iter_mut().for_each(|f| *f = 0.0);
+    query.last.iter_mut().for_each(|o| *o = -1);
+    let mut n_inst = 0;
+    ok((api.xInstCount.ok_or(missing)?)(fts, &mut n_inst))?;
+    for i in 0..n_inst {
+        let (mut phrase, mut col, mut off) = (0, 0, 0);
+        ok((api.xInst.ok_or(missing)?)(
+            fts,
+            i,
+            &mut phrase,
+            &mut col,
+            &mut off,
+        ))?;
+        if let Some(f) = usize::try_from(phrase).ok().and_then(|p| query.freq.get_mut(p)) {
+            *f += weight(col);
+        }
+        if let Some(last) = usize::try_from(col).ok().and_then(|c| query.last.get_mut(c)) {
+            *last = (*last).max(off);
+        }
+    }
+    // At least as long as its last match in each column.
+    let shortest: i64 = query
+        .last
+        .iter()
+        .filter(|o| **o >= 0)
+        .map(|o| i64::from(*o) + 1)
+        .sum();
+    let freq = std::mem::take(&mut query.freq);
+    let bound = query.score(&freq, shortest as f64);
+    let rank = if query.out_of_reach(bound) {
+        PRUNED
+    } else {
+        let mut tokens = 0;
+        ok((api.xColumnSize.ok_or(missing)?)(fts, -1, &mut tokens))?;
+        let score = query.score(&freq, f64::from(tokens));
+        query.saw(score);
+        -score
+    };
+    query.freq = freq;
+    Ok(rank)
+}
+
+/// The query's figures, as `bm25()` reads them (`fts5Bm25GetData`), and `k`.
+unsafe fn start_query(
+    api: &ffi::Fts5ExtensionApi,
+    fts: *mut ffi::Fts5Context,
+    args: &[*mut ffi::sqlite3_value],
+) -> Result<Query, c_int> {
+    let missing = ffi::SQLITE_MISUSE;
+    let (mut rows, mut tokens) = (0i64, 0i64);
+    ok((api.xRowCount.ok_or(missing)?)(fts, &mut rows))?;
+    ok((api.xColumnTotalSize.ok_or(missing)?)(fts, -1, &mut tokens))?;
+    let phrases = (api.xPhraseCount.ok_or(missing)?)(fts).max(0) as usize;
+    let mut idf = Vec::with_capacity(phrases);
+    for phrase in 0..phrases {
+        let mut hits = 0i64;
+        let count = (&mut hits as *mut i64).cast::<c_void>();
+        ok((api.xQueryPhrase.ok_or(missing)?)(
+            fts,
+            phrase as c_int,
+            count,
+            Some(count_row),
+        ))?;
+        let i = ((rows - hits) as f64 + 0.5) / (hits as f64 + 0.5);
+        let i = i.ln();
+        idf.push(if i <= 0.0 { 1e-6 } else { i });
+    }
+    let k = args.first().map(|v| ffi::sqlite3_value_int64(*v));
+    let columns = (api.xColumnCount.ok_or(missing)?)(fts).max(0) as usize;
+    Ok(Query {
+        idf,
+        avgdl: tokens as f64 / rows as f64,
+        k: k.and_then(|k| usize::try_from(k).ok()).filter(|k| *k > 0),
+        best: BinaryHeap::new(),
+        freq: vec![0.0; phrases],
+        last: vec![-1; columns],
+    })
+}
+
+/// `xQueryPhrase`'s callback: one more row holds the phrase.
+unsafe extern "C" fn count_row(
+    _: *const ffi::Fts5ExtensionApi,
+    _: *mut ffi::Fts5Context,
+    hits: *mut c_void,
+) -> c_int {
+    *hits.cast::<i64>() += 1;
+    ffi::SQLITE_OK
+}
+
+/// Frees a query's [`Query`] when FTS5 is done with it.
+unsafe extern "C" fn drop_query(query: *mut c_void) {
+    drop(Box::from_raw(query.cast::<Query>()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{register, NAME, PRUNED};
+    use crate::store::search::Tokenizer;
+    use rusqlite::Connection;
+
+    /// Documents of a skewed vocabulary (a word in nearly every one, others
+    /// rarer), of varied lengths, some with a title or an author, in the
+    /// store's own FTS5 table on a real file.
+    fn index() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Connection::open(dir.path().join("rank.db")).unwrap();
+        super::super::search_table::create_table(&c, Tokenizer::Unicode61).unwrap();
+        register(&c).unwrap();
+        let words = [
+            "hi", "ca", "la", "fosvo", "ketre", "mu", "zorb", "pal", "quen", "rin",
+        ];
+        // A fixed linear congruential sequence: the same documents every run.
+        let mut x: u64 = 29;
+        let mut next = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        let mut insert = c
+            .prepare("INSERT INTO search_text (rowid, body, title, author, path, checksum) VALUES (?1, ?2, ?3, ?4, '', '')")
+            .unwrap();
+        for id in 1..=1500i64 {
+            let len = 5 + next(200);
+            let body: Vec<&str> = (0..len)
+                .map(|_| {
+                    // Word i with a weight falling as 1 / (i + 1).
+                    let mut r = next(2929);
+                    let mut i = 0;
+                    while i + 1 < words.len() && r >= 1000 / (i as u64 + 1) {
+                        r -= 1000 / (i as u64 + 1);
+                        i += 1;
+                    }
+                    words[i]
+                })
+                .collect();
+            let title = if next(5) == 0 { words[next(4) as usize] } else { "" };
+            let author = if next(7) == 0 {
+                words[next(10) as usize]
+            } else {
+                ""
+            };
+            insert
+                .execute(rusqlite::params![id, body.join(" "), title, author])
+                .unwrap();
+        }
+        drop(insert);
+        (dir, c)
+    }
+
+    fn best(c: &Connection, rank: &str, query: &str, k: i64) -> Vec<(i64, u64)> {
+        c.prepare(&format!(
+            "SELECT rowid, {rank} AS r FROM search_text WHERE search_text MATCH ?1 ORDER BY r, rowid LIMIT ?2"
+        ))
+        .unwrap()
+        .query_map(rusqlite::params![query, k], |r| {
+            Ok((r.get(0)?, r.get::<_, f64>(1)?.to_bits()))
+        })
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+    }
+
+    /// The best `k` rows and their scores, bit for bit, are `bm25()`'s, for
+    /// words common and rare, several words, a phrase, a prefix, a column,
+    /// any `k`, and none; and the common word's search did skip rows (so the
+    /// comparison is of the pruning, not of two full rankings).
+    #[test]
+    fn the_best_rows_and_their_scores_are_bm25s_while_rows_out_of_reach_are_skipped() {
+        let (_dir, c) = index();
+        let queries = [
+            "hi",
+            "ca",
+            "rin",
+            "hi ca",
+            "\"hi ca\"",
+            "fo*",
+            "title:hi",
+            "hi OR zorb",
+            "quen NOT hi",
+        ];
+        for query in queries {
+            for k in [1, 7, 20, -1] {
+                let theirs = best(&c, "bm25(search_text, 1.0, 10.0, 4.0)", query, k);
+                let ours = best(&c, &format!("{NAME}(search_text, {k}, 1.0, 10.0, 4.0)"), query, k);
+                assert!(!theirs.is_empty(), "{query}: matches");
+                assert_eq!(ours, theirs, "{query}, k {k}");
+            }
+        }
+        let pruned: i64 = c
+            .query_row(
+                &format!("SELECT count(*) FROM (SELECT {NAME}(search_text, 20, 1.0, 10.0, 4.0) AS r FROM search_text WHERE search_text MATCH 'hi') WHERE r = ?1"),
+                [PRUNED],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let all: i64 = c
+            .query_row(
+                "SELECT count(*) FROM search_text WHERE search_text MATCH 'hi'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(
+            pruned * 2 > all,
+            "most of the {all} rows of the common word skipped, not {pruned}"
+        );
+    }
+}
