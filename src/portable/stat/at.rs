@@ -26,15 +26,12 @@ pub(super) fn stat_at(dir: &File, name: &OsStr, follow: bool) -> Option<FileStat
     let bytes = name.as_bytes();
     let mut on_stack = [0u8; 256];
     let owned;
-    let name: &std::ffi::CStr = match on_stack.get_mut(..bytes.len()) {
-        Some(room) if bytes.len() < 256 => {
-            room.copy_from_slice(bytes);
-            std::ffi::CStr::from_bytes_with_nul(&on_stack[..=bytes.len()]).ok()?
-        }
-        _ => {
-            owned = std::ffi::CString::new(bytes).ok()?;
-            &owned
-        }
+    let name: &std::ffi::CStr = if bytes.len() < on_stack.len() {
+        on_stack[..bytes.len()].copy_from_slice(bytes);
+        std::ffi::CStr::from_bytes_with_nul(&on_stack[..=bytes.len()]).ok()?
+    } else {
+        owned = std::ffi::CString::new(bytes).ok()?;
+        &owned
     };
     let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();

@@ -139,11 +139,11 @@ impl Ord for Score {
 }
 
 impl Query {
-    /// `bm25()`'s score of a row: per phrase its weighted frequency, `tokens`
-    /// the row's length (summed as FTS5 sums them, left to right).
-    fn score(&self, freq: &[f64], tokens: f64) -> f64 {
+    /// `bm25()`'s score of the row whose weighted frequencies `freq` holds,
+    /// `tokens` long (summed as FTS5 sums them, left to right).
+    fn score(&self, tokens: f64) -> f64 {
         let mut score = 0.0;
-        for (idf, f) in self.idf.iter().zip(freq) {
+        for (idf, f) in self.idf.iter().zip(&self.freq) {
             score += idf * ((f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * tokens / self.avgdl)));
         }
         score
@@ -260,23 +260,14 @@ unsafe fn rank_row(
         .filter(|o| **o >= 0)
         .map(|o| i64::from(*o) + 1)
         .sum();
-    let freq = std::mem::take(&mut query.freq);
-    let bound = query.score(&freq, shortest as f64);
-    let rank = if query.out_of_reach(bound) {
-        PRUNED
-    } else {
-        let mut tokens = 0;
-        let read = ok((api.xColumnSize.ok_or(missing)?)(fts, -1, &mut tokens));
-        if let Err(rc) = read {
-            query.freq = freq;
-            return Err(rc);
-        }
-        let score = query.score(&freq, f64::from(tokens));
-        query.saw(score);
-        -score
-    };
-    query.freq = freq;
-    Ok(rank)
+    if query.out_of_reach(query.score(shortest as f64)) {
+        return Ok(PRUNED);
+    }
+    let mut tokens = 0;
+    ok((api.xColumnSize.ok_or(missing)?)(fts, -1, &mut tokens))?;
+    let score = query.score(f64::from(tokens));
+    query.saw(score);
+    Ok(-score)
 }
 
 /// The query's figures, as `bm25()` reads them (`fts5Bm25GetData`), and `k`.
