@@ -138,6 +138,21 @@ impl CleanupReport {
     }
 }
 
+/// Whether `rel_path` is plainly relative in the shape the mirror's own
+/// paths have (`s000/04a/218.g000001.txt`): pieces of ASCII letters, digits,
+/// `.`, `_` and `-` joined by `/`, none of them empty, `.` or `..`. Such a
+/// path has only normal components on every system (no root, drive or
+/// backslash), so a rerun's check of every result skips `Path`'s parsing;
+/// any other path is parsed.
+fn is_generated(rel_path: &str) -> bool {
+    rel_path.split('/').all(|piece| {
+        !matches!(piece, "" | "." | "..")
+            && piece
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    })
+}
+
 fn create_root(root: &Path) -> Result<(), MirrorError> {
     match crate::portable::dir_builder(DIR_MODE).create(root) {
         // Exactly 0700 whatever the umask.
@@ -432,7 +447,7 @@ impl Mirror {
         let rel = Path::new(rel_path);
         let plain = !rel_path.is_empty()
             && !rel_path.contains('\0')
-            && rel.components().all(|c| matches!(c, Component::Normal(_)));
+            && (is_generated(rel_path) || rel.components().all(|c| matches!(c, Component::Normal(_))));
         if !plain {
             return Err(MirrorError::UnsafePath {
                 path: rel_path.to_string(),

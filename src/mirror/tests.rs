@@ -1216,3 +1216,44 @@ fn stat_result_tells_present_resized_missing_and_a_link_from_the_path_as_written
         );
     }
 }
+
+/// The shortcut for the mirror's own path shapes takes only paths whose
+/// components are all normal ones (so it never lets through what the full
+/// parse refuses), and takes the shapes the mirror writes.
+#[test]
+fn a_generated_result_path_is_one_the_full_check_would_take() {
+    let normal = |p: &str| {
+        Path::new(p)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+    };
+    for p in [
+        "s000/04a/218.g000001.txt",
+        "s000/000/1.link.txt",
+        "000/000/1/g000001.txt",
+        "",
+        ".",
+        "..",
+        "./a",
+        "a/./b",
+        "a/../b",
+        "a//b",
+        "/etc/passwd",
+        "a/",
+        "C:x",
+        "C:\\x",
+        "a\\..\\b",
+        "é/x",
+        "a b",
+    ] {
+        if super::is_generated(p) {
+            assert!(
+                !p.is_empty() && normal(p),
+                "{p:?} taken by the shortcut but not plain"
+            );
+        }
+    }
+    assert!(super::is_generated("s000/04a/218.g000001.txt"));
+    assert!(super::is_generated("000/000/1/g000001.txt"));
+    assert!(!super::is_generated("a/../b") && !super::is_generated("C:\\x") && !super::is_generated(""));
+}

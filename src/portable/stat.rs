@@ -49,7 +49,7 @@ impl Stats {
     /// last file was in the same directory (or opening it for the next ones).
     pub fn stat(&mut self, path: &Path, follow: bool) -> io::Result<FileStat> {
         let by_path = || stat_path(path, follow);
-        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        let Some((parent, name)) = dir_and_name(path) else {
             return by_path();
         };
         if super::switch::forced() {
@@ -77,6 +77,32 @@ impl Stats {
         }
         self.dir.as_ref().expect("set above")
     }
+}
+
+/// `path`'s directory and its own name, cut at its last separator: a rerun
+/// asks this of every file, and `Path::parent` with `Path::file_name` parse
+/// the whole path into components each time. A name that is empty, `.` or
+/// `..`, or a path whose directory would be empty, is left to `Path`'s own
+/// parsing, which gives the same answer as before for every path.
+#[cfg(unix)]
+fn dir_and_name(path: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let cut = bytes.iter().rposition(|&b| b == b'/');
+    let simple = cut.filter(|&at| at > 0 && !matches!(&bytes[at + 1..], b"" | b"." | b".."));
+    match simple {
+        Some(at) => Some((
+            Path::new(std::ffi::OsStr::from_bytes(&bytes[..at])),
+            std::ffi::OsStr::from_bytes(&bytes[at + 1..]),
+        )),
+        None => path.parent().zip(path.file_name()),
+    }
+}
+
+/// Elsewhere every stat goes by path, so `Path`'s parsing is kept.
+#[cfg(not(unix))]
+fn dir_and_name(path: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
+    path.parent().zip(path.file_name())
 }
 
 /// `fstatat` on a directory's descriptor (`stat/at.rs`) on the systems whose
@@ -121,6 +147,35 @@ mod tests {
         assert_eq!(at(&longest).map(|m| m.len), Some(4));
         assert_eq!(at("a\0b"), None);
         assert_eq!(at("missing"), None);
+    }
+
+    /// The cut at the last separator names the same directory (compared as
+    /// `Path`s compare, by components) and the same name as `Path`'s own
+    /// parsing, for plain paths and for the odd ones it leaves to it.
+    #[test]
+    fn a_paths_directory_and_name_are_paths_own() {
+        let paths = [
+            "a/b",
+            "/a/b/c.txt",
+            "a//b",
+            "./x",
+            "../x",
+            "/x",
+            "x",
+            "/",
+            "",
+            "a/b/",
+            "a/b/.",
+            "a/..",
+            "a/./b",
+            "s000/04a/218.g000001.txt",
+            "dir with space/é.txt",
+        ];
+        for p in paths {
+            let path = std::path::Path::new(p);
+            let want = path.parent().zip(path.file_name());
+            assert_eq!(super::dir_and_name(path), want, "{p:?}");
+        }
     }
 
     /// Files, a link and a missing name, stat'ed one after another through

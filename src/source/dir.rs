@@ -388,7 +388,7 @@ impl DirSource {
                 return None;
             }
         }
-        let key = self.key_of(entry.path().strip_prefix(&self.root).ok()?);
+        let key = self.key_of(below_root(&self.root, entry.path())?);
         Some(Entry {
             key,
             // The walk's own path, not a copy of it.
@@ -625,6 +625,30 @@ fn walk_order(a: &walkdir::DirEntry, b: &walkdir::DirEntry) -> std::cmp::Orderin
     with_separator(a).cmp(with_separator(b))
 }
 
+/// `path` relative to `root`, for a path the walk made by joining names to
+/// the root: when both are UTF-8, the root's own text and the separator
+/// after it are cut off (`Path::strip_prefix` compares the two component by
+/// component, a few percent of a rerun's walk); anything else is compared by
+/// components as before.
+fn below_root<'p>(root: &Path, path: &'p Path) -> Option<&'p Path> {
+    let cut = root.to_str().zip(path.to_str()).and_then(|(root, path)| {
+        let rest = path.strip_prefix(root)?;
+        let ends_in_separator = root.chars().next_back().is_some_and(std::path::is_separator);
+        let rest = if ends_in_separator {
+            rest
+        } else {
+            rest.strip_prefix(std::path::is_separator)?
+        };
+        // A name, never a second separator or nothing: `a//b` and the like
+        // are left to the comparison by components.
+        (!rest.is_empty() && !rest.starts_with(std::path::is_separator)).then_some(rest)
+    });
+    match cut {
+        Some(rest) => Some(Path::new(rest)),
+        None => path.strip_prefix(root).ok(),
+    }
+}
+
 /// The entry's own name, cut from its path after the last separator.
 /// `DirEntry::file_name` parses the whole path into components each time,
 /// and a directory's sort asks for two names per comparison.
@@ -739,6 +763,49 @@ mod tests {
     use super::*;
     use std::ffi::OsString;
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+    /// The cut of a walked path below its root is, byte for byte, what
+    /// `Path::strip_prefix` gives (the key is made from its text), for roots
+    /// written in the odd ways a user may write them, and refuses what it
+    /// refuses.
+    #[test]
+    fn a_walked_path_below_its_root_is_strip_prefixs_own() {
+        let roots = [
+            "tree",
+            "tree/",
+            "./tree",
+            "/abs/tree",
+            "/abs/tree/",
+            "tree/.",
+            "a b/ç",
+            "/",
+        ];
+        let rels = ["d000/doc1.txt", "x", "d/é.md", ".hidden/f"];
+        for root in roots {
+            for rel in rels {
+                let path = Path::new(root).join(rel);
+                let want = path.strip_prefix(root).ok().map(|p| p.as_os_str().to_owned());
+                let got = below_root(Path::new(root), &path).map(|p| p.as_os_str().to_owned());
+                assert_eq!(got, want, "{root:?} + {rel:?}");
+            }
+        }
+        for (root, path) in [
+            ("tree", "treeish/x"),
+            ("tree", "other/x"),
+            ("tree", "tree"),
+            ("a", "a//b"),
+        ] {
+            let want = Path::new(path).strip_prefix(root).ok();
+            assert_eq!(
+                below_root(Path::new(root), Path::new(path)),
+                want,
+                "{root:?} {path:?}"
+            );
+        }
+        let raw_root = Path::new(std::ffi::OsStr::from_bytes(b"t\xff"));
+        let raw = Path::new(std::ffi::OsStr::from_bytes(b"t\xff/x"));
+        assert_eq!(below_root(raw_root, raw), Some(Path::new("x")));
+    }
 
     #[test]
     fn keys_round_trip_for_utf8_and_raw_byte_names() {
