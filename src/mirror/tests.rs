@@ -1256,4 +1256,7 @@ fn a_generated_result_path_is_one_the_full_check_would_take() {
     assert!(super::is_generated("s000/04a/218.g000001.txt"));
     assert!(super::is_generated("000/000/1/g000001.txt"));
     assert!(!super::is_generated("a/../b") && !super::is_generated("C:\\x") && !super::is_generated(""));
+    // A drive-relative name is one normal component on unix, and on Windows
+    // would replace the root it is joined to: never a shortcut's.
+    assert!(!super::is_generated("C:x"));
 }

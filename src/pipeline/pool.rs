@@ -595,7 +595,7 @@ impl Pace {
     /// `docs` documents took `took` in all.
     pub(super) fn record(&mut self, docs: usize, took: Duration) {
         let one = took / docs.max(1) as u32;
-        self.batches += 1;
+        self.batches = self.batches.saturating_add(1);
         // A quarter of the new figure: one slow document slows the pace at once
         // (a batch of slow documents is what must not happen), a fast one only
         // slowly lets batches grow again. The first batch is the exception:
@@ -791,6 +791,11 @@ mod tests {
         assert_eq!(pace.batch(), 5, "a slow batch still slows the pace at once");
         pace.record(5, Duration::from_micros(750));
         assert_eq!(pace.batch(), 6, "and later fast ones only slowly speed it up");
+        let mut pace = Pace::new(128, true);
+        pace.record(1, Duration::from_millis(5));
+        pace.record(1, Duration::from_millis(5));
+        pace.record(5, Duration::from_micros(750));
+        assert_eq!(pace.batch(), 6, "a fast third batch is averaged in");
     }
 
     #[test]

@@ -82,14 +82,22 @@ impl Stats {
 /// `path`'s directory and its own name, cut at its last separator: a rerun
 /// asks this of every file, and `Path::parent` with `Path::file_name` parse
 /// the whole path into components each time. A name that is empty, `.` or
-/// `..`, or a path whose directory would be empty, is left to `Path`'s own
-/// parsing, which gives the same answer as before for every path.
+/// `..`, a directory that would be empty, end in a separator or in `/.`,
+/// is left to `Path`'s own parsing; what is cut is the bytes `Path` gives
+/// (the open directory is kept while the next path's directory is the same
+/// bytes).
 #[cfg(unix)]
 fn dir_and_name(path: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
     use std::os::unix::ffi::OsStrExt;
     let bytes = path.as_os_str().as_bytes();
     let cut = bytes.iter().rposition(|&b| b == b'/');
-    let simple = cut.filter(|&at| at > 0 && !matches!(&bytes[at + 1..], b"" | b"." | b".."));
+    let simple = cut.filter(|&at| {
+        let (dir, name) = (&bytes[..at], &bytes[at + 1..]);
+        !dir.is_empty()
+            && !dir.ends_with(b"/")
+            && !dir.ends_with(b"/.")
+            && !matches!(name, b"" | b"." | b"..")
+    });
     match simple {
         Some(at) => Some((
             Path::new(std::ffi::OsStr::from_bytes(&bytes[..at])),
@@ -170,11 +178,17 @@ mod tests {
             "a/./b",
             "s000/04a/218.g000001.txt",
             "dir with space/é.txt",
+            "///x",
+            "a/b/../c",
+            "./a/b",
+            "a/./b/c",
         ];
         for p in paths {
             let path = std::path::Path::new(p);
-            let want = path.parent().zip(path.file_name());
-            assert_eq!(super::dir_and_name(path), want, "{p:?}");
+            let bytes =
+                |(d, n): (&std::path::Path, &std::ffi::OsStr)| (d.as_os_str().to_owned(), n.to_owned());
+            let want = path.parent().zip(path.file_name()).map(bytes);
+            assert_eq!(super::dir_and_name(path).map(bytes), want, "{p:?}");
         }
     }
 

@@ -625,11 +625,13 @@ fn walk_order(a: &walkdir::DirEntry, b: &walkdir::DirEntry) -> std::cmp::Orderin
     with_separator(a).cmp(with_separator(b))
 }
 
-/// `path` relative to `root`, for a path the walk made by joining names to
-/// the root: when both are UTF-8, the root's own text and the separator
-/// after it are cut off (`Path::strip_prefix` compares the two component by
-/// component, a few percent of a rerun's walk); anything else is compared by
-/// components as before.
+/// `path` relative to `root`: when both are UTF-8 and what follows the
+/// root's own text and a separator is plain names (no empty, `.` or `..`
+/// piece, which a walk from a caller's path such as `root/./a.txt` can
+/// have), that text is cut off (`Path::strip_prefix` compares the two
+/// component by component, a few percent of a rerun's walk); anything else
+/// is compared by components as before. The key is made from this text, so
+/// it is the same bytes `strip_prefix` gives.
 fn below_root<'p>(root: &Path, path: &'p Path) -> Option<&'p Path> {
     let cut = root.to_str().zip(path.to_str()).and_then(|(root, path)| {
         let rest = path.strip_prefix(root)?;
@@ -639,9 +641,12 @@ fn below_root<'p>(root: &Path, path: &'p Path) -> Option<&'p Path> {
         } else {
             rest.strip_prefix(std::path::is_separator)?
         };
-        // A name, never a second separator or nothing: `a//b` and the like
-        // are left to the comparison by components.
-        (!rest.is_empty() && !rest.starts_with(std::path::is_separator)).then_some(rest)
+        // Names only: `a//b`, `./x`, `x/` and the like are left to the
+        // comparison by components.
+        let plain = rest
+            .split(std::path::is_separator)
+            .all(|piece| !matches!(piece, "" | "." | ".."));
+        plain.then_some(rest)
     });
     match cut {
         Some(rest) => Some(Path::new(rest)),
@@ -780,7 +785,18 @@ mod tests {
             "a b/ç",
             "/",
         ];
-        let rels = ["d000/doc1.txt", "x", "d/é.md", ".hidden/f"];
+        let rels = [
+            "d000/doc1.txt",
+            "x",
+            "d/é.md",
+            ".hidden/f",
+            "./x",
+            "./sub/x",
+            "a/./b",
+            "a/../b",
+            "a//b",
+            "x/",
+        ];
         for root in roots {
             for rel in rels {
                 let path = Path::new(root).join(rel);
