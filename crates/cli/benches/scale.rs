@@ -421,7 +421,11 @@ fn recollindex(tree: &Path, dir: &Path, first: bool) -> Cost {
 }
 
 /// Runs `cmd` to its end ([`common::run_reaped`]); panics when it fails.
+/// What the commands before it left unwritten is written first (`sync`),
+/// so that a command does not wait in its own sync rounds for the write-back
+/// of the one before it (`recollindex` leaves its index to write back).
 fn measure(cmd: &mut Command, out: Stdio, err: Stdio) -> Cost {
+    settle_writes();
     let r = common::run_reaped(cmd, out, err);
     assert!(r.succeeded(), "{cmd:?} failed (wait status {})", r.status);
     Cost {
@@ -429,6 +433,12 @@ fn measure(cmd: &mut Command, out: Stdio, err: Stdio) -> Cost {
         cpu: (r.user + r.sys).as_secs_f64(),
         peak_rss: r.peak_rss_kib * 1024,
     }
+}
+
+/// The file systems' dirty data written back (`sync`, where there is one;
+/// the bench runs on unix only).
+fn settle_writes() {
+    let _ = Command::new("sync").status();
 }
 
 /// One searched word's figures, in milliseconds.
