@@ -157,9 +157,9 @@ mod tests {
         assert_eq!(at("missing"), None);
     }
 
-    /// The cut at the last separator names the same directory (compared as
-    /// `Path`s compare, by components) and the same name as `Path`'s own
-    /// parsing, for plain paths and for the odd ones it leaves to it.
+    /// The cut at the last separator gives the same directory and name,
+    /// byte for byte, as `Path`'s own parsing, for plain paths and for the
+    /// odd ones it leaves to it.
     #[test]
     fn a_paths_directory_and_name_are_paths_own() {
         let paths = [
