@@ -617,12 +617,15 @@ fn walk_order(a: &walkdir::DirEntry, b: &walkdir::DirEntry) -> std::cmp::Orderin
     }
     // Names that differ within the shorter one are decided there (most
     // pairs of a sort): the separator only counts when one name begins the
-    // other.
+    // other. That length is compared as one slice (`memcmp`), not byte by
+    // byte: a directory's names often share a long prefix (`doc00…`), and
+    // the comparison was 8 % of the walk thread's CPU on a rerun (5 % after).
     let (na, nb) = (name_bytes(a), name_bytes(b));
-    if let Some((x, y)) = na.iter().zip(nb).find(|(x, y)| x != y) {
-        return x.cmp(y);
+    let shared = na.len().min(nb.len());
+    match na[..shared].cmp(&nb[..shared]) {
+        std::cmp::Ordering::Equal => with_separator(a).cmp(with_separator(b)),
+        decided => decided,
     }
-    with_separator(a).cmp(with_separator(b))
 }
 
 /// `path` relative to `root`: when both are UTF-8 and what follows the

@@ -131,7 +131,6 @@ fn removed_keys(removed: &[PathBuf], folder: &str) -> (Vec<String>, Vec<String>)
     (keys, prefixes)
 }
 
-/// The newest scan number begun (0 before the first scan).
 /// The stored fingerprints of a batch's keys, looked up by key: the paths of
 /// events come in no order a range could follow.
 fn by_key(store: &Store) -> impl FnOnce(&[&str]) -> Result<KnownInRange> + '_ {
