@@ -314,24 +314,19 @@ impl Mirror {
     ) -> Vec<Result<CleanupReport, E>> {
         let mut listings = Listings::default();
         docs.iter()
-            .map(
-                |&Ended {
-                     job_id,
-                     accepted,
-                     replaced,
-                 }| {
-                    if let Some(accepted) = accepted {
-                        if let Some(only) = replaced_alone(job_id, accepted, replaced) {
-                            return self.clean_doc(job_id, false, Some(only), || keep(job_id));
-                        }
-                        if let Ok(true) = self.holds_only_in(&mut listings, job_id, accepted) {
-                            return Ok(CleanupReport::default());
-                        }
+            .map(|doc| {
+                let job_id = doc.job_id;
+                if let Some(accepted) = doc.accepted {
+                    if let Some(only) = replaced_alone(job_id, accepted, doc.replaced) {
+                        return self.clean_doc(job_id, false, Some(only), || keep(job_id));
                     }
-                    let listed = listings.doc(&self.root, job_id);
-                    self.clean_doc(job_id, false, listed, || keep(job_id))
-                },
-            )
+                    if let Ok(true) = self.holds_only_in(&mut listings, job_id, accepted) {
+                        return Ok(CleanupReport::default());
+                    }
+                }
+                let listed = listings.doc(&self.root, job_id);
+                self.clean_doc(job_id, false, listed, || keep(job_id))
+            })
             .collect()
     }
 
