@@ -116,12 +116,6 @@ pub struct Claim {
     /// This claim took over a lease that was over (its worker died or
     /// stalled, or the clock went back): the previous claim is fence - 1.
     pub took_over: bool,
-    /// The result the document's row had accepted when this claim took it
-    /// (a changed document's last text), relative to the mirror root. Once
-    /// this claim's own result is accepted, it is the file the cleanup
-    /// removes; when it is the generation just before this claim's, no
-    /// listing of the shard is needed to find it (`Mirror::cleanup_batch`).
-    pub replaces: Option<String>,
 }
 
 impl Claim {

@@ -108,7 +108,6 @@ pub mod testing {
             attempts: c.attempts,
             lease_expires_at: c.lease_expires_at,
             took_over: c.took_over,
-            replaces: c.replaces.clone(),
         }
     }
 }

@@ -196,42 +196,6 @@ impl Listings {
     }
 }
 
-/// One document of a batch's cleanups ([`Mirror::cleanup_batch`]): its claim has ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ended<'a> {
-    /// The document.
-    pub job_id: i64,
-    /// Its result, when the claim's completion was just accepted.
-    pub accepted: Option<&'a str>,
-    /// The result its row had accepted when the claim took it
-    /// (`Claim::replaces`).
-    pub replaced: Option<&'a str>,
-}
-
-/// When `replaced` is the generation just before `accepted`, both in the
-/// document's shard: that generation's entry, the only one a cleanup has to
-/// consider. No claim came between the two (each claim takes the next
-/// fence), so no other attempt can have left a file since `replaced` was
-/// accepted; what older files the document had were that acceptance's
-/// cleanup's to remove (one it skipped as busy is owed and retried, one that
-/// failed is `gc`'s), and a listing would find no more. `None` otherwise:
-/// the caller lists the shard.
-pub(super) fn replaced_alone(
-    job_id: i64,
-    accepted: &str,
-    replaced: Option<&str>,
-) -> Option<Vec<(String, Kind)>> {
-    let replaced = replaced?;
-    let rel = shard_rel(job_id).ok()?;
-    fn in_shard<'p>(path: &'p str, rel: &str) -> Option<&'p str> {
-        path.strip_prefix(rel)?.strip_prefix('/')
-    }
-    in_shard(accepted, &rel)?;
-    let name = in_shard(replaced, &rel)?;
-    let (new, old) = (generation_of(job_id, accepted)?, generation_of(job_id, replaced)?);
-    (old.checked_add(1) == Some(new)).then(|| vec![(name.to_owned(), Kind::Generation(old))])
-}
-
 impl Mirror {
     /// Removes stale generations and temp files of one document. The exclusive lock is taken
     /// before `keep` runs, so the row it reads cannot be older than any file on disk. A lookup
@@ -293,13 +257,6 @@ impl Mirror {
     /// is taken, instead of once per document under the lock; a changed document's cleanup
     /// listed its whole shard (1,024 documents' files) for its own one or two.
     ///
-    /// A document whose new result replaces the generation just before it
-    /// ([`Ended::replaced`]: no claim came between the two) is not looked up in a listing
-    /// at all: that generation is the one file the cleanup has to consider (see
-    /// `replaced_alone`), so only it is handed to the cleanup under the lock. In a
-    /// rerun with changed documents scattered over the shards, each one's listing was
-    /// 5 % of the run's CPU.
-    ///
     /// Listing before the lock deletes nothing it should not: a generation's name is made
     /// once and the row read under the lock is at least as new as every file renamed into
     /// place before it, so the decision on each listed generation is the same; a temp file
@@ -309,17 +266,13 @@ impl Mirror {
     /// cleanup that lists under the lock, which reports the error.
     pub fn cleanup_batch<E: From<MirrorError>>(
         &self,
-        docs: &[Ended<'_>],
+        docs: &[(i64, Option<&str>)],
         mut keep: impl FnMut(i64) -> Result<Option<Keep>, E>,
     ) -> Vec<Result<CleanupReport, E>> {
         let mut listings = Listings::default();
         docs.iter()
-            .map(|doc| {
-                let job_id = doc.job_id;
-                if let Some(accepted) = doc.accepted {
-                    if let Some(only) = replaced_alone(job_id, accepted, doc.replaced) {
-                        return self.clean_doc(job_id, false, Some(only), || keep(job_id));
-                    }
+            .map(|&(job_id, accepted)| {
+                if let Some(accepted) = accepted {
                     if let Ok(true) = self.holds_only_in(&mut listings, job_id, accepted) {
                         return Ok(CleanupReport::default());
                     }

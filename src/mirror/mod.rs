@@ -40,7 +40,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use error::MirrorError;
-pub use gc::Ended;
 pub use lock::{CLEANUP_LOCK_WAIT, WRITE_LOCK_WAIT};
 use staged::SyncGroup;
 pub use staged::{Staged, Written};

@@ -41,14 +41,6 @@ fn temps(m: &Mirror, job_id: i64) -> Vec<String> {
     files.into_iter().filter(|f| f.contains(".tmp-")).collect()
 }
 
-fn ended<'a>(job_id: i64, accepted: Option<&'a str>, replaced: Option<&'a str>) -> Ended<'a> {
-    Ended {
-        job_id,
-        accepted,
-        replaced,
-    }
-}
-
 fn keep(accepted: Option<String>, current_fence: Option<i64>) -> Keep {
     Keep {
         accepted,
@@ -282,10 +274,10 @@ fn a_batch_cleanup_lists_each_shard_once_and_deletes_what_the_row_does_not_keep(
     let mut asked = Vec::new();
     let reports = m.cleanup_batch(
         &[
-            ended(21, Some(rel(21, 2).as_str()), None),
-            ended(22, Some(rel(22, 1).as_str()), None),
-            ended(23, None, None),
-            ended(24, None, None),
+            (21, Some(rel(21, 2).as_str())),
+            (22, Some(rel(22, 1).as_str())),
+            (23, None),
+            (24, None),
         ],
         |id| {
             asked.push(id);
@@ -320,48 +312,6 @@ fn a_batch_cleanup_lists_each_shard_once_and_deletes_what_the_row_does_not_keep(
     );
     assert_eq!(m.list_doc_files(22).unwrap(), [rel(22, 1)]);
     assert!(m.list_doc_files(23).unwrap().is_empty());
-}
-
-/// A changed document whose new generation follows the one it replaces: its
-/// cleanup takes the replaced generation, under the lock and by what the row
-/// keeps, without listing the shard (the older file planted here, which no
-/// claim since the replaced one could have made, is left for `gc`, where a
-/// listing would have found it). When a claim came between the two, or the
-/// replaced result is not in the shard, the shard is listed as before.
-#[test]
-fn a_replaced_generation_just_before_the_new_one_goes_without_a_listing() {
-    let (_t, m) = setup();
-    let dir = m.doc_dir(21).unwrap();
-    m.write(21, 1, b"older, a skipped cleanup's").unwrap();
-    m.write(21, 3, b"replaced").unwrap();
-    m.write(21, 4, b"accepted").unwrap();
-    let (new, old) = (rel(21, 4), rel(21, 3));
-    let mut asked = Vec::new();
-    let mut clean = |replaced: &str, row: Keep| {
-        let done = m.cleanup_batch(&[ended(21, Some(&new), Some(replaced))], |id| {
-            asked.push(id);
-            Ok::<_, TestErr>(Some(row.clone()))
-        });
-        done.into_iter().next().unwrap().unwrap()
-    };
-    // The row still decides under the lock: a replaced result it keeps stays.
-    let kept = clean(&old, keep(Some(old.clone()), None));
-    assert_eq!((kept.removed.len(), kept.kept.clone()), (0, vec![old.clone()]));
-    let done = clean(&old, keep(Some(new.clone()), None));
-    assert_eq!(done.removed, std::slice::from_ref(&old));
-    assert_eq!(m.list_doc_files(21).unwrap(), [rel(21, 1), new.clone()]);
-    // Fence 2 replaced by 4: a claim (3) came between, so the shard is
-    // listed and everything the row does not keep goes.
-    fs::write(dir.join("21.g000003.tmp-x"), b"a dead writer's").unwrap();
-    let listed = clean(&rel(21, 2), keep(Some(new.clone()), None));
-    let d = shard_rel(21).unwrap();
-    assert_eq!(listed.removed, [rel(21, 1), format!("{d}/21.g000003.tmp-x")]);
-    assert_eq!(m.list_doc_files(21).unwrap(), std::slice::from_ref(&new));
-    assert_eq!(asked, [21, 21, 21], "every deletion read the row under the lock");
-    // A replaced result outside the shard (the legacy layout) is listed too.
-    let legacy = Mirror::legacy_generation_rel_path(21, 3).unwrap();
-    assert_eq!(super::gc::replaced_alone(21, &new, Some(&legacy)), None);
-    assert!(super::gc::replaced_alone(21, &new, Some(&old)).is_some());
 }
 
 #[test]

@@ -17,7 +17,7 @@
 
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId, Status};
-use crate::mirror::{CleanupReport, Ended, Keep, Mirror, MirrorError};
+use crate::mirror::{CleanupReport, Keep, Mirror, MirrorError};
 use crate::store::{RowLock, Store};
 
 /// Why a cleanup deleted nothing: the store could not say what to keep, or
@@ -75,12 +75,7 @@ pub fn cleanup_accepted(
     id: JobId,
     accepted: &str,
 ) -> Result<CleanupReport, CleanupError> {
-    let ended = Ended {
-        job_id: id.0,
-        accepted: Some(accepted),
-        replaced: None,
-    };
-    cleanup_all(store, mirror, &[ended])
+    cleanup_all(store, mirror, &[(id, Some(accepted))])
         .pop()
         .unwrap_or_else(|| Ok(CleanupReport::default()))
 }
@@ -88,19 +83,19 @@ pub fn cleanup_accepted(
 /// The cleanups after a batch: [`cleanup_accepted`] of each document whose
 /// result was `Some` accepted, [`cleanup`] of the others, in order. The
 /// documents' shards are listed once for the batch (its consecutive ids
-/// share one), not once a document, and not at all for a changed document
-/// whose new result follows the one it replaces ([`Mirror::cleanup_batch`]).
+/// share one), not once a document ([`Mirror::cleanup_batch`]).
 pub fn cleanup_all(
     store: &Store,
     mirror: &Mirror,
-    docs: &[Ended<'_>],
+    docs: &[(JobId, Option<&str>)],
 ) -> Vec<Result<CleanupReport, CleanupError>> {
     if !store.locks_rows() {
-        return mirror.cleanup_batch(docs, |id| Ok(keep_for(store, JobId(id))?));
+        let docs: Vec<(i64, Option<&str>)> = docs.iter().map(|(id, path)| (id.0, *path)).collect();
+        return mirror.cleanup_batch(&docs, |id| Ok(keep_for(store, JobId(id))?));
     }
     let accepted: Vec<(i64, &str)> = docs
         .iter()
-        .filter_map(|d| d.accepted.map(|p| (d.job_id, p)))
+        .filter_map(|(id, path)| path.map(|p| (id.0, p)))
         .collect();
     let mut alone = match mirror.holds_only_all(&accepted) {
         Ok(alone) => alone.into_iter(),
@@ -108,11 +103,11 @@ pub fn cleanup_all(
         Err(_) => vec![false; accepted.len()].into_iter(),
     };
     docs.iter()
-        .map(|d| {
-            if d.accepted.is_some() && alone.next() == Some(true) {
+        .map(|(id, path)| {
+            if path.is_some() && alone.next() == Some(true) {
                 return Ok(CleanupReport::default());
             }
-            cleanup(store, mirror, JobId(d.job_id))
+            cleanup(store, mirror, *id)
         })
         .collect()
 }

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::extract::{has_a_word, image_kind, was_ocred, ExtractError, Extracted, Extractor};
 use crate::fault::{crash_point, stall_point, wait_out_stall, CrashPoint};
 use crate::job::{Claim, Fenced, JobId, Parked, Rejection, Status};
-use crate::mirror::{Ended, Mirror, Staged, Written};
+use crate::mirror::{Mirror, Staged, Written};
 use crate::source::{Source, SourceError};
 use crate::store::search::parts::{PartReader, PART_BYTES, TX_TEXT_BYTES};
 use crate::store::{Completion, Store};
@@ -383,20 +383,15 @@ impl Worker {
             BatchState::ClaimFailed(e) => return alone(Err(e)),
             BatchState::Steps { steps, holding, .. } => (steps, holding),
         };
-        let ids: Vec<(JobId, Option<String>)> =
-            steps.iter().map(|(c, _)| (c.id, c.replaces.clone())).collect();
+        let ids: Vec<JobId> = steps.iter().map(|(c, _)| c.id).collect();
         let steps = self.sync_all(steps);
         let mut answers = self.finish_all(steps);
-        let docs: Vec<Ended<'_>> = ids
+        let docs: Vec<(JobId, Option<&str>)> = ids
             .iter()
             .zip(answers.iter())
-            .map(|((id, replaced), answer)| Ended {
-                job_id: id.0,
-                accepted: match answer {
-                    Ok(Processed::Indexed { path, .. }) => Some(path.as_str()),
-                    _ => None,
-                },
-                replaced: replaced.as_deref(),
+            .map(|(id, answer)| match answer {
+                Ok(Processed::Indexed { path, .. }) => (*id, Some(path.as_str())),
+                _ => (*id, None),
             })
             .collect();
         let cleaned = self.cleanup(&docs);
@@ -831,7 +826,7 @@ impl Worker {
     /// current owner's (after our own result was accepted, nothing when it is
     /// all there is). One skipped as busy is owed ([`OwedCleanups`]); a failure
     /// other than a damaged store is left to `gc`.
-    fn cleanup(&self, docs: &[Ended<'_>]) -> Vec<Result<()>> {
+    fn cleanup(&self, docs: &[(JobId, Option<&str>)]) -> Vec<Result<()>> {
         let (store, mirror) = (&self.pipeline.store, &self.pipeline.mirror);
         super::cleanup::cleanup_all(store, mirror, docs)
             .into_iter()

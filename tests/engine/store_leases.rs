@@ -145,52 +145,6 @@ fn a_takeover_after_expiry_does_not_spend_an_attempt(b: Backend) {
     assert_eq!((row.status, row.attempts, row.lost_leases), (Status::Dead, 2, 3));
 }
 
-/// A claim names the result its document's row had accepted when it took
-/// it: none for a new document, the last one for a changed document, the
-/// same one again for a takeover (the cleanup after the new result removes
-/// that generation without listing its shard).
-fn a_claim_names_the_result_it_replaces(b: Backend) {
-    let t = TestDb::new(b);
-    t.clock.set(START_MS);
-    let store = store(&t, 1_000);
-    store
-        .enqueue_many(&[NewDoc::new("a", "v1"), NewDoc::new("b", "v1")])
-        .unwrap();
-    // A batch of two (one statement for both) and a claim of one.
-    for claims in [
-        store.claim_batch("w0", 4).unwrap(),
-        store.claim_batch("w0", 1).unwrap(),
-    ] {
-        for claim in claims {
-            assert_eq!(claim.replaces, None, "a new document replaces nothing");
-            let result = format!("{}1", claim.key);
-            assert!(store
-                .complete(claim, Completion::new(&result, "c1"))
-                .unwrap()
-                .is_accepted());
-        }
-    }
-    // The files changed: queued again, their accepted texts kept until the next.
-    store
-        .enqueue_many(&[NewDoc::new("a", "v2"), NewDoc::new("b", "v2")])
-        .unwrap();
-    let batch = store.claim_batch("w1", 4).unwrap();
-    let replaced: Vec<(&str, Option<&str>)> = batch
-        .iter()
-        .map(|c| (c.key.as_str(), c.replaces.as_deref()))
-        .collect();
-    assert_eq!(replaced, [("a", Some("a1")), ("b", Some("b1"))]);
-    // Their worker dies; a takeover replaces the same result.
-    t.clock.advance(Duration::from_millis(1_000));
-    let taken = store.claim("w2").unwrap().expect("taken over");
-    assert!(taken.took_over);
-    assert_eq!(taken.replaces, Some(format!("{}1", taken.key)));
-    assert!(store
-        .complete(taken, Completion::new("new", "c3"))
-        .unwrap()
-        .is_accepted());
-}
-
 fn a_document_that_kills_every_worker_dies_at_its_lost_lease_cap(b: Backend) {
     let t = TestDb::new(b);
     t.clock.set(START_MS);
@@ -374,7 +328,6 @@ fn renew_many_extends_each_held_lease_and_refuses_the_one_taken_over(b: Backend)
 }
 
 on_both_backends!(
-    a_claim_names_the_result_it_replaces,
     a_takeover_is_logged_once,
     history_lines_read_the_same_on_both_engines,
     a_dead_workers_lease_is_over_when_the_clock_goes_back_an_hour,

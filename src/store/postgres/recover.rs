@@ -33,7 +33,7 @@ const CLAIMED_WITH: &str = "SELECT j.id, j.doc_key, j.version, j.owner_token, j.
         j.lease_expires_at,
         EXISTS (SELECT 1 FROM history h WHERE h.job_id = j.id AND h.token = j.owner_token
                 AND h.event = 'claimed' AND h.detail LIKE '%took over%'),
-        array_position($1::TEXT[], j.owner_token), j.result_path
+        array_position($1::TEXT[], j.owner_token)
    FROM jobs j
   WHERE j.owner_token = ANY($1::TEXT[]) AND j.status = 'extracting'
   ORDER BY array_position($1::TEXT[], j.owner_token)";
@@ -152,7 +152,6 @@ fn claims_with(
                 attempts: r.try_get(5)?,
                 lease_expires_at: r.try_get(6)?,
                 took_over: r.try_get(7)?,
-                replaces: r.try_get(9)?,
             },
         ));
     }

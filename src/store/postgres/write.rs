@@ -200,8 +200,7 @@ macro_rules! claim_ctes {
             claimable_at!("$1", "$2"),
             " AND NOT ",
             exhausted!("$7"),
-            " RETURNING id, doc_key, version, owner_token, owner_worker, fence, attempts, lost_leases,
-                result_path
+            " RETURNING id, doc_key, version, owner_token, owner_worker, fence, attempts, lost_leases
      ),
      h AS (
         INSERT INTO history (job_id, seq, at, event, token, fence, detail)
@@ -229,7 +228,7 @@ pub(super) use claim_ctes;
 macro_rules! claim_columns {
     () => {
         "c.c_id, c.c_status, c.c_token, c.c_fence, c.c_expires, c.c_lost,
-            t.doc_key, t.version, t.owner_token, t.fence, t.attempts, t.lost_leases, t.result_path"
+            t.doc_key, t.version, t.owner_token, t.fence, t.attempts, t.lost_leases"
     };
 }
 pub(super) use claim_columns;
@@ -566,7 +565,6 @@ pub(super) fn taken_of(r: &Row, lease_until: Millis) -> Sql<Taken> {
             attempts: r.try_get(10)?,
             lease_expires_at: lease_until,
             took_over,
-            replaces: r.try_get(12)?,
         }),
     };
     Ok((c, taken))

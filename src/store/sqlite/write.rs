@@ -123,7 +123,7 @@ const TAKE: &str = concat!(
     " AND NOT ",
     exhausted!("?7"),
     "
-         RETURNING doc_key, version, fence, attempts, lost_leases, result_path"
+         RETURNING doc_key, version, fence, attempts, lost_leases"
 );
 
 /// [`TAKE`] for the `(id, token)` rows of a `VALUES` list (see [`values`])
@@ -144,7 +144,7 @@ const TAKE_EACH_TAIL: &str = concat!(
     " AND NOT ",
     exhausted!("?5"),
     "
-         RETURNING id, doc_key, version, fence, attempts, lost_leases, result_path"
+         RETURNING id, doc_key, version, fence, attempts, lost_leases"
 );
 
 /// [`fence!`] for each row `c` of a batch: `(id, token, ...)`.
@@ -358,12 +358,11 @@ fn take(
                     r.get::<_, i64>(2)?,
                     r.get::<_, i64>(3)?,
                     r.get::<_, i64>(4)?,
-                    r.get::<_, Option<String>>(5)?,
                 ))
             },
         )
         .optional()?;
-    let Some((key, version, fence, attempts, lost, replaces)) = row else {
+    let Some((key, version, fence, attempts, lost)) = row else {
         return Ok(None);
     };
     guard(status_of(&c.status), Status::Extracting)?;
@@ -378,7 +377,6 @@ fn take(
         attempts,
         lease_expires_at: lease_until,
         took_over: c.lease_lost(),
-        replaces,
     }))
 }
 
@@ -425,7 +423,6 @@ fn take_each(
                 attempts: r.get(4)?,
                 lease_expires_at: lease_until,
                 took_over: found[i].lease_lost(),
-                replaces: r.get(6)?,
             };
             taken[i] = Some((claim, r.get(5)?));
         }
