@@ -110,7 +110,7 @@ fn main() {
         return;
     };
     let rounds = flag_value(&args, "--rounds").unwrap_or(DEFAULT_ROUNDS);
-    let ocr = *OCR.get_or_init(|| args.iter().any(|a| a == "--ocr"));
+    let ocr = args.iter().any(|a| a == "--ocr");
     let files = corpus_files(&docs);
     print_composition(&docs, &files);
     if ocr {
@@ -139,7 +139,7 @@ fn main() {
             let dir = scratch
                 .path()
                 .join(format!("r{round}-{}", side.label().replace(' ', "-")));
-            let run = run_side(side, &docs, &dir);
+            let run = run_side(side, &docs, &dir, ocr);
             println!(
                 "round {}: {:<12} {:>7.2} s  {:>7.1} docs/s  cpu {:>6.2} s  peak {:>4} MB  with text {}",
                 round + 1,
@@ -166,7 +166,7 @@ fn main() {
         print_recall(&docs, ours, theirs);
     }
     if args.iter().any(|a| a == "--by-format") {
-        by_format(&docs, recoll, scratch.path());
+        by_format(&docs, recoll, ocr, scratch.path());
     }
 }
 
@@ -273,9 +273,9 @@ fn warm_page_cache(files: &[PathBuf]) {
     }
 }
 
-fn run_side(side: Side, docs: &Path, dir: &Path) -> Run {
+fn run_side(side: Side, docs: &Path, dir: &Path, ocr: bool) -> Run {
     match side {
-        Side::Leasehold(w) => run_leasehold(docs, w, dir),
+        Side::Leasehold(w) => run_leasehold(docs, w, dir, ocr),
         Side::Recoll => run_recoll(docs, dir),
     }
 }
@@ -306,16 +306,15 @@ struct ListRow {
     result: Option<PathBuf>,
 }
 
-/// Whether leasehold OCRs in this bench (`--ocr`; see the module docs).
-static OCR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-
-fn run_leasehold(docs: &Path, workers: usize, dir: &Path) -> Run {
+/// leasehold's `run` with `workers` into `dir`; without `ocr` (`--ocr`, see
+/// the module docs) its OCR is turned off by a configuration file.
+fn run_leasehold(docs: &Path, workers: usize, dir: &Path, ocr: bool) -> Run {
     std::fs::create_dir_all(dir).expect("a run directory");
     let data = dir.join("data");
     let bin = env!("CARGO_BIN_EXE_leasehold");
     let mut cmd = Command::new(bin);
     cmd.arg("--data").arg(&data);
-    if !OCR.get().copied().unwrap_or(false) {
+    if !ocr {
         let config = dir.join("leasehold.toml");
         std::fs::write(&config, "[extract]\nocr_languages = []\n").expect("the configuration file");
         cmd.arg("--config").arg(config);
@@ -671,7 +670,7 @@ fn print_coverage_by_format(runs: &BTreeMap<Side, Vec<Run>>) {
 }
 
 /// One run per side per format folder: leasehold with 1 worker, then recollindex.
-fn by_format(docs: &Path, recoll: bool, scratch: &Path) {
+fn by_format(docs: &Path, recoll: bool, ocr: bool, scratch: &Path) {
     println!();
     println!("by format (one run each; leasehold 1 worker; CPU = user + system of the whole tree):");
     let mut formats: Vec<PathBuf> = std::fs::read_dir(docs)
@@ -685,7 +684,7 @@ fn by_format(docs: &Path, recoll: bool, scratch: &Path) {
         let name = sub.file_name().unwrap_or_default().to_string_lossy().into_owned();
         let mut line = format!("  {name:<9} {n:>5} files");
         let dir = scratch.join(format!("fmt-{name}-leasehold"));
-        let ours = run_leasehold(&sub, 1, &dir).cost;
+        let ours = run_leasehold(&sub, 1, &dir, ocr).cost;
         let _ = std::fs::remove_dir_all(&dir);
         line += &cost_cells("leasehold", n, ours);
         if recoll {
