@@ -116,6 +116,9 @@ struct Query {
     k: Option<usize>,
     /// The best `k` scores seen (the smallest on top).
     best: BinaryHeap<std::cmp::Reverse<Score>>,
+    /// Per column, its weight (1.0 where the call gives none): constant for
+    /// the statement, so read once rather than at every match.
+    weights: Vec<f64>,
     /// Per phrase, the row's weighted frequency (reused from row to row).
     freq: Vec<f64>,
     /// Per column, the row's last matching offset (reused; -1: none).
@@ -228,29 +231,30 @@ unsafe fn rank_row(
             &mut *made
         }
     };
-    // Column `col`'s weight follows `k` among the arguments (1.0 without one).
-    let weight = |col: c_int| match usize::try_from(col).ok().and_then(|c| args.get(c + 1)) {
-        Some(v) => ffi::sqlite3_value_double(*v),
-        None => 1.0,
-    };
     query.freq.iter_mut().for_each(|f| *f = 0.0);
     query.last.iter_mut().for_each(|o| *o = -1);
-    let mut n_inst = 0;
-    ok((api.xInstCount.ok_or(missing)?)(fts, &mut n_inst))?;
-    for i in 0..n_inst {
-        let (mut phrase, mut col, mut off) = (0, 0, 0);
-        ok((api.xInst.ok_or(missing)?)(
-            fts,
-            i,
-            &mut phrase,
-            &mut col,
-            &mut off,
-        ))?;
-        if let Some(f) = usize::try_from(phrase).ok().and_then(|p| query.freq.get_mut(p)) {
-            *f += weight(col);
-        }
-        if let Some(last) = usize::try_from(col).ok().and_then(|c| query.last.get_mut(c)) {
-            *last = (*last).max(off);
+    // Each phrase's matches in this row, column by column and in order: the
+    // instances `bm25()` reads through `xInst`, whose array FTS5 would build
+    // for every row first, summed per phrase in the same order.
+    let (first, next) = (api.xPhraseFirst.ok_or(missing)?, api.xPhraseNext.ok_or(missing)?);
+    for phrase in 0..query.freq.len() {
+        let mut matches = ffi::Fts5PhraseIter {
+            a: std::ptr::null(),
+            b: std::ptr::null(),
+        };
+        let (mut col, mut off) = (0, 0);
+        ok(first(fts, phrase as c_int, &mut matches, &mut col, &mut off))?;
+        while col >= 0 {
+            let weight = usize::try_from(col)
+                .ok()
+                .and_then(|c| query.weights.get(c))
+                .copied()
+                .unwrap_or(1.0);
+            query.freq[phrase] += weight;
+            if let Some(last) = usize::try_from(col).ok().and_then(|c| query.last.get_mut(c)) {
+                *last = (*last).max(off);
+            }
+            next(fts, &mut matches, &mut col, &mut off);
         }
     }
     // At least as long as its last match in each column.
@@ -297,11 +301,16 @@ unsafe fn start_query(
     }
     let k = args.first().map(|v| ffi::sqlite3_value_int64(*v));
     let columns = (api.xColumnCount.ok_or(missing)?)(fts).max(0) as usize;
+    // Column `c`'s weight follows `k` among the arguments.
+    let weights = (0..columns)
+        .map(|c| args.get(c + 1).map_or(1.0, |v| ffi::sqlite3_value_double(*v)))
+        .collect();
     Ok(Query {
         idf,
         avgdl: tokens as f64 / rows as f64,
         k: k.and_then(|k| usize::try_from(k).ok()).filter(|k| *k > 0),
         best: BinaryHeap::new(),
+        weights,
         freq: vec![0.0; phrases],
         last: vec![-1; columns],
     })
@@ -408,7 +417,8 @@ mod tests {
     }
 
     /// The best `k` rows and their scores are `bm25()`'s, for words common
-    /// and rare, several words, a phrase, a prefix, a column, any `k`, and
+    /// and rare, several words, a phrase, a prefix, a column, NEAR groups
+    /// (whose matches FTS5 filters), a word given twice, any `k`, and
     /// none; also when other conditions reject rows (bm25's best among them:
     /// the function must rank only the rows the whole condition keeps), and
     /// among rows of equal scores. And the common word's search did skip rows
@@ -427,6 +437,10 @@ mod tests {
             "title:hi",
             "hi OR zorb",
             "quen NOT hi",
+            "NEAR(hi ca, 2)",
+            "NEAR(\"hi ca\" zorb, 5) OR rin",
+            "{title author}: hi",
+            "hi hi ca",
         ];
         for query in queries {
             let top: Vec<String> = best(&c, bm25, query, "", 30)
