@@ -595,11 +595,11 @@ fn search_match(
     let wanted = search
         .wanted()
         .map_or(-1, |w| i64::try_from(w).unwrap_or(i64::MAX));
-    let (best, seen_all) = best_documents(c, m, wanted)?;
-    // A ranking that saw every match found all the documents; else count.
-    let total = match seen_all {
-        Some(all) => all,
-        None => matching_documents(c, m)?,
+    let (best, matched) = best_documents(c, m, wanted)?;
+    let total = match matched {
+        Matched::All(all) => all,
+        Matched::FirstParts(Some(firsts)) => firsts + matching_only_in_further_parts(c, m)?,
+        Matched::FirstParts(None) => matching_first_parts(c, m)? + matching_only_in_further_parts(c, m)?,
     };
     let tokens = crate::store::search::snippet_tokens(form.tokenizer);
     let from_mirror = match search.snippets && !form.keeps_text {
@@ -641,21 +641,29 @@ fn search_match(
     Ok(SearchPage { hits, total })
 }
 
-/// How many documents match `expr`: the first parts that match (a
-/// document's id is its first part's rowid), and the documents of the live
-/// further parts that match whose first part does not (rare: only long
-/// texts have further parts).
-fn matching_documents(c: &Connection, m: &Matching<'_>) -> rusqlite::Result<u64> {
-    let expr = m.expr;
+/// How many documents' first parts match `expr` (a document's id is its
+/// first part's rowid), counted on their own: for a page of no hits, whose
+/// ranking ranks nothing.
+fn matching_first_parts(c: &Connection, m: &Matching<'_>) -> rusqlite::Result<u64> {
     let (narrow, values) = narrowing(m.filters, "search_text.rowid", 3);
     let sql = format!("SELECT count(*) FROM search_text WHERE search_text MATCH ?1 AND rowid < ?2{narrow}");
     let firsts: i64 = c.prepare_cached(&sql)?.query_row(
         params_from_iter(with(
-            &[Value::Text(expr.to_owned()), PART_ROWID_BASE.into()],
+            &[Value::Text(m.expr.to_owned()), PART_ROWID_BASE.into()],
             values,
         )),
         |r| r.get(0),
     )?;
+    Ok(u64::try_from(firsts).unwrap_or(0))
+}
+
+/// How many documents match `expr` in a live further part but not in their
+/// first part (rare: only long texts have further parts). With the first
+/// parts that match, which the ranking counts ([`Ranked::first_parts`]: a
+/// document's id is its first part's rowid), that is every document that
+/// matches.
+fn matching_only_in_further_parts(c: &Connection, m: &Matching<'_>) -> rusqlite::Result<u64> {
+    let expr = m.expr;
     let mut others = std::collections::HashSet::new();
     let (narrow, values) = narrowing(m.filters, "s.rowid", 3);
     let mut stmt = c.prepare_cached(&format!(
@@ -680,24 +688,20 @@ fn matching_documents(c: &Connection, m: &Matching<'_>) -> rusqlite::Result<u64>
             only_later += 1;
         }
     }
-    Ok(u64::try_from(firsts).unwrap_or(0) + only_later)
+    Ok(only_later)
 }
 
 /// The best `limit` documents for `expr` (all of them when `limit` is
-/// negative), each as (its best row, its id, the row's rank), and, when the
-/// ranking saw every match, how many documents match: a long text has
+/// negative), each as (its best row, its id, the row's rank), and how many
+/// documents match as far as the ranking tells ([`Matched`]): a long text has
 /// several rows, of which the best stands for it, and staged or retired
 /// parts are not searched. When that leaves fewer than `limit` of the rows
 /// ranked, more rows are ranked (rare: only long texts in flight or matching
 /// in several parts take places).
-fn best_documents(
-    c: &Connection,
-    m: &Matching<'_>,
-    limit: i64,
-) -> rusqlite::Result<(Vec<BestRow>, Option<u64>)> {
+fn best_documents(c: &Connection, m: &Matching<'_>, limit: i64) -> rusqlite::Result<(Vec<BestRow>, Matched)> {
     let mut want = limit;
     loop {
-        let rows = ranked(c, m, want)?;
+        let Ranked { rows, first_parts } = ranked(c, m, want)?;
         if want < 0 || (rows.len() as i64) < want {
             // Every match is in `rows`: their documents are all of them.
             let mut docs = documents_of(c, &rows, -1)?;
@@ -705,14 +709,24 @@ fn best_documents(
             if limit >= 0 {
                 docs.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
             }
-            return Ok((docs, Some(all)));
+            return Ok((docs, Matched::All(all)));
         }
         let docs = documents_of(c, &rows, limit)?;
         if docs.len() as i64 >= limit {
-            return Ok((docs, None));
+            return Ok((docs, Matched::FirstParts(first_parts)));
         }
         want = want.saturating_mul(4);
     }
+}
+
+/// How many documents match, as far as a ranking of the matches tells.
+enum Matched {
+    /// Every match was among the rows kept: this many documents.
+    All(u64),
+    /// This many documents' first parts match (`None`: not counted, the
+    /// page asked for no hits); those that match only in a further part are
+    /// still to be counted.
+    FirstParts(Option<u64>),
 }
 
 /// A document found: its best row, its id, and the row's rank.
@@ -759,7 +773,7 @@ const RANK: &str = super::search_rank::NAME;
 /// every other row `bm25()`'s own score. With stemming, the rows that match
 /// the words as written come first whatever their score, so there every row
 /// is scored.
-fn ranked(c: &Connection, m: &Matching<'_>, limit: i64) -> rusqlite::Result<Vec<(i64, f64)>> {
+fn ranked(c: &Connection, m: &Matching<'_>, limit: i64) -> rusqlite::Result<Ranked> {
     let mut own = vec![Value::Text(m.expr.to_owned()), limit.into()];
     let written_first = match m.written {
         Some(written) => {
@@ -770,14 +784,29 @@ fn ranked(c: &Connection, m: &Matching<'_>, limit: i64) -> rusqlite::Result<Vec<
     };
     let best = if m.written.is_some() { "-1" } else { "?2" };
     let (narrow, values) = narrowing(m.filters, "search_text.rowid", own.len() + 1);
-    c.prepare_cached(&format!(
+    let mut stmt = c.prepare_cached(&format!(
         "SELECT rowid, {RANK}(search_text, {best}, 1.0, {TITLE_WEIGHT:.1}, {AUTHOR_WEIGHT:.1}) AS r FROM search_text
          WHERE search_text MATCH ?1{narrow} ORDER BY {written_first}r, rowid LIMIT ?2"
-    ))?
-    .query_map(params_from_iter(with(&own, values)), |r| {
-        Ok((r.get(0)?, r.get(1)?))
-    })?
-    .collect()
+    ))?;
+    let (rows, first_parts) = super::search_rank::counting_below(PART_ROWID_BASE, || {
+        stmt.query_map(params_from_iter(with(&own, values)), |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()
+    });
+    Ok(Ranked {
+        rows: rows?,
+        // `LIMIT 0` ends the statement before its first row.
+        first_parts: (limit != 0).then_some(first_parts),
+    })
+}
+
+/// What [`ranked`] found: the best rows and their ranks, and how many of
+/// all the rows it ranked (every match the condition keeps) are documents'
+/// first parts (`None`: it ranked none, asked for none).
+struct Ranked {
+    rows: Vec<(i64, f64)>,
+    first_parts: Option<u64>,
 }
 
 /// An FTS5 expression to match, the query as written when stemming widened

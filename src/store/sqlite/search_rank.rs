@@ -21,6 +21,7 @@
 //! column weights as `bm25()` takes them. Registered on every connection
 //! through the `fts5_api` (documented interfaces only).
 
+use std::cell::Cell;
 use std::collections::BinaryHeap;
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
@@ -103,6 +104,38 @@ unsafe fn fts5_api(db: *mut ffi::sqlite3) -> Result<Option<*mut ffi::fts5_api>, 
     }
     ffi::sqlite3_finalize(stmt);
     Ok((!api.is_null()).then_some(api))
+}
+
+thread_local! {
+    /// While [`counting_below`] runs a ranking on this thread: the rowid
+    /// below which rows are counted, and how many were ranked so far. SQLite
+    /// calls the function on the thread that steps the statement.
+    static COUNTING: Cell<Option<(i64, u64)>> = const { Cell::new(None) };
+}
+
+/// Runs `ranking`, a statement that ranks with [`NAME`], and says how many of
+/// the rows it ranked have a rowid below `end`: every row its whole condition
+/// keeps is ranked once, so that is what a `count(*)` of the same condition
+/// with `rowid < end` would say, without a second pass over the matches (a
+/// word in nearly every document has as many as the index has rows).
+pub(super) fn counting_below<T>(end: i64, ranking: impl FnOnce() -> T) -> (T, u64) {
+    let before = COUNTING.replace(Some((end, 0)));
+    let out = ranking();
+    let counted = COUNTING.replace(before).map_or(0, |(_, n)| n);
+    (out, counted)
+}
+
+/// One more ranked row, when [`counting_below`] counts and its rowid is below
+/// the bound.
+fn count_row_ranked(api: &ffi::Fts5ExtensionApi, fts: *mut ffi::Fts5Context) {
+    let Some((end, n)) = COUNTING.get() else {
+        return;
+    };
+    // SAFETY: `fts` is the context FTS5 passed to the function for this row.
+    let rowid = api.xRowid.map(|rowid| unsafe { rowid(fts) });
+    if rowid.is_some_and(|r| r < end) {
+        COUNTING.set(Some((end, n + 1)));
+    }
 }
 
 /// What one query's calls share: `bm25()`'s figures, read once, and the best
@@ -231,6 +264,7 @@ unsafe fn rank_row(
             &mut *made
         }
     };
+    count_row_ranked(api, fts);
     query.freq.iter_mut().for_each(|f| *f = 0.0);
     query.last.iter_mut().for_each(|o| *o = -1);
     // Each phrase's matches in this row, column by column and in order: the
@@ -333,7 +367,7 @@ unsafe extern "C" fn drop_query(query: *mut c_void) {
 
 #[cfg(test)]
 mod tests {
-    use super::{register, NAME, PRUNED};
+    use super::{counting_below, register, NAME, PRUNED};
     use crate::store::search::Tokenizer;
     use rusqlite::Connection;
 
@@ -421,7 +455,8 @@ mod tests {
     /// (whose matches FTS5 filters), a word given twice, any `k`, and
     /// none; also when other conditions reject rows (bm25's best among them:
     /// the function must rank only the rows the whole condition keeps), and
-    /// among rows of equal scores. And the common word's search did skip rows
+    /// among rows of equal scores; every row the condition keeps is counted
+    /// ([`counting_below`]). And the common word's search did skip rows
     /// (so the comparison is of the pruning, not of two full rankings).
     #[test]
     fn the_best_rows_and_their_scores_are_bm25s_while_rows_out_of_reach_are_skipped() {
@@ -461,6 +496,25 @@ mod tests {
                     );
                     assert!(!filter.is_empty() || !theirs.is_empty(), "{query}: matches");
                     assert_same(&ours, &theirs, &format!("{query}{filter}, k {k}"));
+                    // Every row the condition keeps was ranked once: the
+                    // count below a bound is a `count(*)`'s.
+                    let (_, counted) = counting_below(1000, || {
+                        best(
+                            &c,
+                            &format!("{NAME}(search_text, {k}, 1.0, 10.0, 4.0)"),
+                            query,
+                            filter,
+                            k,
+                        )
+                    });
+                    let counted_by_sql: i64 = c
+                        .query_row(
+                            &format!("SELECT count(*) FROM search_text WHERE search_text MATCH ?1{filter} AND rowid < 1000"),
+                            [query],
+                            |r| r.get(0),
+                        )
+                        .unwrap();
+                    assert_eq!(counted as i64, counted_by_sql, "{query}{filter}, k {k}: counted");
                 }
             }
         }
