@@ -42,7 +42,15 @@
 //!    `leasehold run` again: seconds, per changed document, against the first
 //!    run's cost per document, and against the budget `walk + 1.2 x the changed
 //!    documents' first-run cost` (the issue's target); then Recoll's incremental
-//!    `recollindex` when it ran in 4.
+//!    `recollindex` when it ran in 4;
+//! 6. 1 % new documents written into `added/` below the tree, then `leasehold
+//!    run` again: what an added document costs beyond the unchanged rerun,
+//!    against a changed one (the same kind of rerun, the same number of
+//!    documents); then `added/` is removed, so a kept tree stays as generated
+//!    (a leftover of an interrupted invocation is removed before a round),
+//!    and one more run, not measured, marks those documents gone: the
+//!    searches and the disk use then see the tree's documents (the database
+//!    keeps the gone ones' rows, 1 % of its documents).
 //!
 //! After the rounds, on the last round's data directory: search latency for
 //! four words of falling frequency, as `leasehold search WORD` one-shot (the
@@ -108,6 +116,7 @@ struct Summary {
     failed: u64,
     new: usize,
     changed: usize,
+    gone: usize,
     unchanged: usize,
     peak_memory_bytes: u64,
 }
@@ -122,6 +131,8 @@ struct Round {
     unchanged: f64,
     changed_docs: usize,
     changed: Cost,
+    added_docs: usize,
+    added: Cost,
     recoll_first: Option<Cost>,
     recoll_incremental: Option<Cost>,
 }
@@ -299,6 +310,7 @@ fn run_round(
         eprintln!("round {}: {name}: {s:.1} s", round + 1);
         phases.push((format!("round {} {name}", round + 1), s));
     };
+    remove_added(tree);
     let t = Instant::now();
     (r.walkdir, r.find) = walk_floor(tree);
     phase("walks", t);
@@ -338,7 +350,60 @@ fn run_round(
         r.recoll_incremental = Some(recollindex(tree, dir, false));
         phase("recollindex, incremental", t);
     }
+    let t = Instant::now();
+    r.added_docs = add_one_percent(tree, n, round, vocab);
+    let (cost, s) = leasehold_run(tree, dir, "added");
+    assert_eq!(
+        (s.new, s.changed),
+        (r.added_docs, 0),
+        "the rerun sees every added document and nothing else"
+    );
+    assert_eq!(s.failed, 0, "no document fails");
+    r.added = cost;
+    remove_added(tree);
+    phase("rerun, 1 % added", t);
+    // Not measured: the data directory follows the tree again (the added
+    // documents gone), for the searches and the disk use after the rounds.
+    let t = Instant::now();
+    let (_, s) = leasehold_run(tree, dir, "removed");
+    assert_eq!(s.gone, r.added_docs, "the rerun marks the added documents gone");
+    phase("rerun, the added ones gone", t);
     r
+}
+
+/// Where [`add_one_percent`] puts its documents, below the tree.
+const ADDED: &str = "added";
+
+/// Writes `n / 100` new documents (of the tree's kind) into the tree's
+/// [`ADDED`] folder, 100 to a leaf as in the tree: what a rerun that adds
+/// documents is measured on, beside the one that changes as many.
+fn add_one_percent(tree: &Path, n: usize, round: usize, vocab: &[String]) -> usize {
+    remove_added(tree);
+    let zipf = Zipf::new(vocab.len());
+    let mut rng = fastrand::Rng::with_seed(SEED ^ (0xadd << 8) ^ round as u64);
+    let count = n / 100;
+    for i in 0..count {
+        let leaf = tree.join(ADDED).join(format!("s{:03}", i / 100));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(&leaf).expect("an added leaf");
+        }
+        std::fs::write(
+            leaf.join(format!("new{i:07}.txt")),
+            document(&mut rng, &zipf, vocab),
+        )
+        .expect("an added document");
+    }
+    count
+}
+
+/// Takes the added documents out again, so the kept tree is the generated
+/// one for the next round or invocation (also a leftover of an interrupted
+/// one).
+fn remove_added(tree: &Path) {
+    match std::fs::remove_dir_all(tree.join(ADDED)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("removing the added documents: {e}"),
+        _ => {}
+    }
 }
 
 /// Medians of `WALKS` walks each: Rust's walkdir + metadata, and `find
@@ -618,6 +683,10 @@ struct Derived {
     per_changed_ms: f64,
     marginal_ms: f64,
     budget: f64,
+    added_docs: f64,
+    added_s: f64,
+    /// An added document's cost beyond the unchanged rerun, ms.
+    marginal_added_ms: f64,
 }
 
 fn derive(rounds: &[Round]) -> Derived {
@@ -638,6 +707,11 @@ fn derive(rounds: &[Round]) -> Derived {
         per_changed_ms: changed_s / changed_docs * 1e3,
         marginal_ms: (changed_s - unchanged).max(0.0) / changed_docs * 1e3,
         budget: floor + 1.2 * changed_docs * first / n,
+        added_docs: rounds[0].added_docs as f64,
+        added_s: med(rounds, |r| r.added.wall),
+        marginal_added_ms: (med(rounds, |r| r.added.wall) - unchanged).max(0.0)
+            / rounds[0].added_docs.max(1) as f64
+            * 1e3,
     }
 }
 
@@ -683,6 +757,12 @@ fn report_json(
             "marginal_ms_per_changed_doc": d.marginal_ms,
             "marginal_ratio_to_first_run_per_doc": d.marginal_ms / d.per_doc_ms,
             "budget_s": d.budget, "ratio_to_budget": d.changed_s / d.budget,
+            "marginal_ratio_to_added_doc": d.marginal_ms / d.marginal_added_ms,
+        },
+        "rerun_added": {
+            "added_docs": d.added_docs, "wall_s": d.added_s,
+            "marginal_ms_per_added_doc": d.marginal_added_ms,
+            "marginal_ratio_to_first_run_per_doc": d.marginal_added_ms / d.per_doc_ms,
         },
         "search": searches.iter().map(|s| json!({
             "word": s.word, "rank": s.rank, "docs_with_word": s.docs,
@@ -761,6 +841,16 @@ fn print_table(args: &Args, rounds: &[Round], searches: &[Search], disk: &Disk, 
         d.marginal_ms / d.per_doc_ms,
         d.changed_s / d.budget,
         d.budget,
+    );
+    let _ = writeln!(
+        o,
+        "| rerun, 1 % added ({:.0} docs) | {:.2} s; beyond the unchanged rerun {:.2} ms/doc ({:.1} x a first-run doc); \
+         a changed doc costs {:.1} x an added one |",
+        d.added_docs,
+        d.added_s,
+        d.marginal_added_ms,
+        d.marginal_added_ms / d.per_doc_ms,
+        d.marginal_ms / d.marginal_added_ms,
     );
     print_disk_rows(&mut o, disk);
     print_search_rows(&mut o, searches);
