@@ -106,8 +106,12 @@ impl r2d2::ManageConnection for Manager {
         conn.execute_batch("")
     }
 
-    fn has_broken(&self, _: &mut Counted) -> bool {
-        false
+    /// A connection still inside a transaction is not given to the next
+    /// user: its reads would keep an old snapshot of the file (WAL) and its
+    /// next `BEGIN` would fail. Every user ends its transactions (`tx.rs`,
+    /// the snippets' savepoint); this only keeps a slip from spreading.
+    fn has_broken(&self, conn: &mut Counted) -> bool {
+        !conn.is_autocommit()
     }
 }
 
@@ -276,6 +280,28 @@ mod tests {
         assert!(open.seat().is_none(), "a seat was given while closing");
         drop(seat);
         assert!(closer.join().unwrap());
+    }
+
+    /// A connection handed back inside a transaction is not lent again: the
+    /// next one out of the pool is in autocommit.
+    #[test]
+    fn a_connection_given_back_inside_a_transaction_is_not_lent_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pool.db");
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let pool = build(&path, (path.clone(), flags), &StoreOptions::default()).unwrap();
+        {
+            let c = pool.get().unwrap();
+            c.execute_batch("BEGIN; CREATE TABLE t (x); INSERT INTO t VALUES (1)")
+                .unwrap();
+            assert!(!c.is_autocommit());
+        }
+        for _ in 0..3 {
+            let c = pool.get().unwrap();
+            assert!(c.is_autocommit(), "a connection left in a transaction was lent");
+        }
     }
 
     #[test]

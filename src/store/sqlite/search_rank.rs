@@ -127,7 +127,10 @@ pub(super) fn counting_below<T>(end: i64, ranking: impl FnOnce() -> T) -> (T, u6
 
 /// One more ranked row, when [`counting_below`] counts and its rowid is below
 /// the bound.
-fn count_row_ranked(api: &ffi::Fts5ExtensionApi, fts: *mut ffi::Fts5Context) {
+///
+/// # Safety
+/// `api` and `fts` as FTS5 passes them to an auxiliary function.
+unsafe fn count_row_ranked(api: &ffi::Fts5ExtensionApi, fts: *mut ffi::Fts5Context) {
     let Some((end, n)) = COUNTING.get() else {
         return;
     };

@@ -127,9 +127,10 @@ impl<'a> Cutter<'a> {
 /// the pool as it came. Fresh statements (never cached) of a few steps each:
 /// the search's time limit, a progress handler called every 1,000 steps of
 /// a statement, never stops them, so an expired search still leaves it.
-/// Already gone is no error: SQLite rolls a whole transaction back when a
-/// statement inside it is interrupted, and a savepoint that failed to open
-/// was never there.
+/// Already gone is no error: when a writing statement inside a transaction
+/// (the insert) is interrupted, SQLite rolls the whole transaction back, and
+/// a savepoint that failed to open was never there. An interrupted read (the
+/// snippet's query) leaves the savepoint open, for this to roll back.
 fn leave_savepoint(c: &Connection) -> rusqlite::Result<()> {
     match c.execute_batch("ROLLBACK TO leasehold_snippet; RELEASE leasehold_snippet") {
         Err(_) if c.is_autocommit() => Ok(()),
