@@ -310,11 +310,7 @@ fn run_round(
 ) -> Round {
     std::fs::create_dir_all(dir).expect("a round directory");
     let mut r = Round::default();
-    let mut phase = |name: &str, started: Instant| {
-        let s = started.elapsed().as_secs_f64();
-        eprintln!("round {}: {name}: {s:.1} s", round + 1);
-        phases.push((format!("round {} {name}", round + 1), s));
-    };
+    let mut phase = |name: &str, started: Instant| phase_done(phases, round, name, started);
     remove_added(tree);
     let t = Instant::now();
     (r.walkdir, r.find) = walk_floor(tree);
@@ -380,9 +376,15 @@ fn rerun_added(
     assert_eq!(s.failed, 0, "no document fails");
     r.added = cost;
     remove_added(tree);
-    let s = t.elapsed().as_secs_f64();
-    eprintln!("round {}: rerun, 1 % added: {s:.1} s", round + 1);
-    phases.push((format!("round {} rerun, 1 % added", round + 1), s));
+    phase_done(phases, round, "rerun, 1 % added", t);
+}
+
+/// Says on stderr how long phase `name` of round `round` took since
+/// `started`, and keeps it in `phases` for the report.
+fn phase_done(phases: &mut Vec<(String, f64)>, round: usize, name: &str, started: Instant) {
+    let s = started.elapsed().as_secs_f64();
+    eprintln!("round {}: {name}: {s:.1} s", round + 1);
+    phases.push((format!("round {} {name}", round + 1), s));
 }
 
 /// Where [`add_one_percent`] puts its documents, below the tree.
@@ -392,7 +394,6 @@ const ADDED: &str = "added";
 /// [`ADDED`] folder, 100 to a leaf as in the tree: what a rerun that adds
 /// documents is measured on, beside the one that changes as many.
 fn add_one_percent(tree: &Path, n: usize, round: usize, vocab: &[String]) -> usize {
-    remove_added(tree);
     let zipf = Zipf::new(vocab.len());
     let mut rng = fastrand::Rng::with_seed(SEED ^ (0xadd << 8) ^ round as u64);
     let count = n / 100;
@@ -710,6 +711,8 @@ fn derive(rounds: &[Round]) -> Derived {
     let changed_s = med(rounds, |r| r.changed.wall);
     let unchanged = med(rounds, |r| r.unchanged);
     let floor = med(rounds, Round::floor);
+    let added_docs = rounds[0].added_docs.max(1) as f64;
+    let added_s = med(rounds, |r| r.added.wall);
     Derived {
         n,
         floor,
@@ -721,11 +724,9 @@ fn derive(rounds: &[Round]) -> Derived {
         per_changed_ms: changed_s / changed_docs * 1e3,
         marginal_ms: (changed_s - unchanged).max(0.0) / changed_docs * 1e3,
         budget: floor + 1.2 * changed_docs * first / n,
-        added_docs: rounds[0].added_docs as f64,
-        added_s: med(rounds, |r| r.added.wall),
-        marginal_added_ms: (med(rounds, |r| r.added.wall) - unchanged).max(0.0)
-            / rounds[0].added_docs.max(1) as f64
-            * 1e3,
+        added_docs,
+        added_s,
+        marginal_added_ms: (added_s - unchanged).max(0.0) / added_docs * 1e3,
     }
 }
 

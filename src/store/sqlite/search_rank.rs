@@ -282,13 +282,9 @@ unsafe fn rank_row(
         let (mut col, mut off) = (0, 0);
         ok(first(fts, phrase as c_int, &mut matches, &mut col, &mut off))?;
         while col >= 0 {
-            let weight = usize::try_from(col)
-                .ok()
-                .and_then(|c| query.weights.get(c))
-                .copied()
-                .unwrap_or(1.0);
-            query.freq[phrase] += weight;
-            if let Some(last) = usize::try_from(col).ok().and_then(|c| query.last.get_mut(c)) {
+            let c = col as usize;
+            query.freq[phrase] += query.weights.get(c).copied().unwrap_or(1.0);
+            if let Some(last) = query.last.get_mut(c) {
                 *last = (*last).max(off);
             }
             next(fts, &mut matches, &mut col, &mut off);

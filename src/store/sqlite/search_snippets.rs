@@ -242,9 +242,7 @@ mod tests {
         let mirror = Mirror::open(dir.path()).unwrap();
         let mut c = Connection::open_in_memory().unwrap();
         // The progress handler stops the statement running at the `stop`-th
-        // step counted from when a cut begins (0: never). The one that opens
-        // the savepoint takes a few steps, so a stop a little later falls
-        // inside the insert or the snippet's query.
+        // step counted from when a cut begins (0: never).
         let (steps, stop) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
         let (seen, at) = (Arc::clone(&steps), Arc::clone(&stop));
         c.progress_handler(
