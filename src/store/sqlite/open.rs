@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::pool::{self, Pool};
-use crate::error::{Error, Result};
+use crate::error::{DatabaseError, Error, Result};
 use crate::store::options::StoreOptions;
 use crate::store::schema::{sections, SCHEMA_SQL};
 
@@ -123,8 +123,17 @@ fn open_read_write(path: &Path, opts: &StoreOptions) -> Result<Pool> {
     // (version 12), and the word index without its copy of the texts.
     crate::store::sqlite::search_index::bring_to_current_form(&mut conn)
         .map_err(|e| Error::from_sqlite(path, e))?;
+    let pool = pool::build(path, pool_target(path, Access::ReadWrite), opts)?;
+    // The pool's first connection opens before this one closes: the last
+    // connection to close a file checkpoints it and deletes its `-wal` and
+    // `-shm` files, which the next open would make again.
+    let first = pool.get().map_err(|source| Error::Pool {
+        path: path.to_path_buf(),
+        source: DatabaseError::pool(source),
+    })?;
     drop(conn);
-    pool::build(path, pool_target(path, Access::ReadWrite), opts)
+    drop(first);
+    Ok(pool)
 }
 
 /// Open the database at `path` for reading only: `mode=ro`, else (no `-shm`
