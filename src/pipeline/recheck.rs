@@ -81,6 +81,15 @@ pub fn stat_damage(store: &Store, mirror: &Mirror, key: &str, result_path: &str)
         .and_then(Damage::of))
 }
 
+/// Document `id` as a report's line names it, by its quoted key: the pages
+/// a rerun reads leave the keys out, and only the few named documents need
+/// one. A row gone meanwhile is named by its id.
+fn doc_name(store: &Store, id: i64) -> Result<String> {
+    Ok(store
+        .job(JobId(id))?
+        .map_or_else(|| format!("document {id}"), |job| format!("{:?}", job.key)))
+}
+
 /// What [`recheck_results`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Rechecked {
@@ -125,21 +134,20 @@ pub fn recheck_results_writing_after(
     let mut after = i64::MIN;
     let mut stats = crate::portable::Stats::default();
     loop {
-        let page = store.indexed_page(after, PAGE)?;
+        let page = store.accepted_page(after, PAGE)?;
         let Some(last) = page.last() else {
             return Ok(out);
         };
         after = last.id;
         for row in page {
-            let Some(path) = row.result_path.as_deref() else {
-                continue;
-            };
+            let path = row.result_path.as_str();
             out.checked += 1;
             let damage = match mirror.stat_result_with(&mut stats, path, row.result_bytes) {
                 Ok(file) => Damage::of(file),
                 Err(e) => {
                     if out.unchecked.len() < NAMED {
-                        out.unchecked.push(format!("{:?}: {path}: {e}", row.key));
+                        out.unchecked
+                            .push(format!("{}: {path}: {e}", doc_name(store, row.id)?));
                     }
                     None
                 }
@@ -149,8 +157,8 @@ pub fn recheck_results_writing_after(
             if requeue_damaged(store, row.id, path, damage)? {
                 out.requeued += 1;
                 if out.named.len() < NAMED {
-                    out.named
-                        .push(format!("{:?}: {}", row.key, damage.describe(path)));
+                    let doc = doc_name(store, row.id)?;
+                    out.named.push(format!("{doc}: {}", damage.describe(path)));
                 }
             }
         }

@@ -283,8 +283,9 @@ impl DirSource {
         let keys: Vec<&str> = batch.iter().map(|f| f.entry.key.as_str()).collect();
         let known = known(&keys)?;
         let (mut unchanged, mut changed, mut relinked) = (0, Vec::new(), Vec::new());
+        let mut stat = String::new();
         for Fingerprinted { entry: e, looked } in batch {
-            let (stat, meta) = looked.fingerprint();
+            let meta = looked.write_fingerprint(&mut stat);
             let stored = known.get(&e.key);
             let same =
                 stored.is_some_and(|k| k.stat == stat && (k.hashed || !fits(meta.as_ref(), max_bytes)));
@@ -302,7 +303,7 @@ impl DirSource {
                     Some(message) => message.version.clone().unwrap_or_else(|| format!("stat:{stat}")),
                     None => self.version_of(&e, &stat, meta.as_ref(), max_bytes),
                 };
-                changed.push(NewDoc::new(e.key, version).with_stat(stat));
+                changed.push(NewDoc::new(e.key, version).with_stat(stat.clone()));
             }
         }
         let requeued = requeue_relinked(store, &relinked)?;

@@ -51,7 +51,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-pub use check::{IndexedRow, IntegrityProblem};
+pub use check::{AcceptedResult, IndexedRow, IntegrityProblem};
 pub use completion::{Completion, CompletionText};
 pub use fencing::RowLock;
 pub use figures::{HistoryFigures, HistoryLine};
@@ -800,6 +800,13 @@ impl Store {
     /// accepted results a check of the mirror pages through.
     pub fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>> {
         self.engine().indexed_page(after, limit)
+    }
+
+    /// Up to `limit` accepted results with ids after `after`, in id order:
+    /// [`Store::indexed_page`] without the keys and checksums, for a stat of
+    /// each result.
+    pub fn accepted_page(&self, after: i64, limit: i64) -> Result<Vec<AcceptedResult>> {
+        self.engine().accepted_page(after, limit)
     }
 
     // ----- the search index (DESIGN §12) -----

@@ -4,7 +4,7 @@
 //! inside one of the driver's transactions or reads. [`Driver`] is what an
 //! engine gives them.
 
-use super::check::{CheckReads, IndexedRow};
+use super::check::{AcceptedResult, CheckReads, IndexedRow};
 use super::driver::Rows;
 use super::figures::{self, HistoryFigures, HistoryLine};
 use super::gate::{
@@ -161,6 +161,7 @@ pub(crate) trait Rules {
     fn count_pending(&self) -> Result<u64>;
     fn lease_violations(&self) -> Result<Vec<(String, String)>>;
     fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>>;
+    fn accepted_page(&self, after: i64, limit: i64) -> Result<Vec<AcceptedResult>>;
 }
 
 impl<D: Driver> Rules for D {
@@ -352,5 +353,9 @@ impl<D: Driver> Rules for D {
 
     fn indexed_page(&self, after: i64, limit: i64) -> Result<Vec<IndexedRow>> {
         self.read(|r| r.indexed_page(after, limit))
+    }
+
+    fn accepted_page(&self, after: i64, limit: i64) -> Result<Vec<AcceptedResult>> {
+        self.read(|r| r.accepted_page(after, limit))
     }
 }

@@ -194,11 +194,27 @@ impl Looked {
     /// The fingerprint (`size:mtime:link`, or a marker when there is
     /// nothing to stat or follow), and the stat when there is one.
     pub(super) fn fingerprint(self) -> (String, Option<FileStat>) {
+        let mut out = String::new();
+        let stat = self.write_fingerprint(&mut out);
+        (out, stat)
+    }
+
+    /// [`Looked::fingerprint`] written over `out`: a rerun compares every
+    /// file's with the stored one, and one buffer for all of them saves an
+    /// allocation a file.
+    pub(super) fn write_fingerprint(&self, out: &mut String) -> Option<FileStat> {
+        use std::fmt::Write;
+        out.clear();
+        // Writing to a String cannot fail.
+        let _ = match self {
+            Looked::Message(stat) => write!(out, "{stat}"),
+            Looked::Outside { target } => write!(out, "outside:{target}"),
+            Looked::Stat { stat: Ok(m), link } => write!(out, "{}:{}:{link}", m.len, m.mtime()),
+            Looked::Stat { stat: Err(err), link } => write!(out, "unreadable:{}:{link}", err.kind()),
+        };
         match self {
-            Looked::Message(stat) => (stat, None),
-            Looked::Outside { target } => (format!("outside:{target}"), None),
-            Looked::Stat { stat: Ok(m), link } => (format!("{}:{}:{link}", m.len, m.mtime()), Some(m)),
-            Looked::Stat { stat: Err(err), link } => (format!("unreadable:{}:{link}", err.kind()), None),
+            Looked::Stat { stat: Ok(m), .. } => Some(*m),
+            _ => None,
         }
     }
 }

@@ -10,7 +10,8 @@ use super::conn::{Fail, Sql};
 use crate::clock::Millis;
 use crate::job::{Counts, HistoryEntry, Job, JobFilter, LiveLease, UnknownStatus};
 use crate::store::check::{
-    broken_owner, indexed_row_from, shared_key, shared_token, CheckReads, IndexedRow, INDEXED_COLUMNS,
+    accepted_result_from, broken_owner, indexed_row_from, shared_key, shared_token, AcceptedResult,
+    CheckReads, IndexedRow, ACCEPTED_COLUMNS, INDEXED_COLUMNS,
 };
 use crate::store::read::{
     add_count, history_entry_from, job_from, known_source_columns, live_lease_from, Claimable, Columns,
@@ -250,6 +251,16 @@ impl CheckReads for Client {
         c.query(&sql, &[&after, &limit])?
             .iter()
             .map(indexed_row_from)
+            .collect()
+    }
+
+    fn accepted_page(&mut self, after: i64, limit: i64) -> Sql<Vec<AcceptedResult>> {
+        let sql = format!(
+            "SELECT {ACCEPTED_COLUMNS} FROM jobs WHERE status = 'indexed' AND id > $1 ORDER BY id LIMIT $2"
+        );
+        self.query(&sql, &[&after, &limit])?
+            .iter()
+            .map(accepted_result_from)
             .collect()
     }
 

@@ -8,8 +8,8 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::rows::Rows;
 use crate::store::check::{
-    broken_owner, indexed_row_from, shared_key, shared_token, CheckReads, IndexedRow, IntegrityProblem,
-    INDEXED_COLUMNS,
+    accepted_result_from, broken_owner, indexed_row_from, shared_key, shared_token, AcceptedResult,
+    CheckReads, IndexedRow, IntegrityProblem, ACCEPTED_COLUMNS, INDEXED_COLUMNS,
 };
 
 /// Run SQLite's `quick_check` (or the full `integrity_check`); the problems found.
@@ -246,6 +246,15 @@ impl CheckReads for Rows<'_> {
         );
         let mut stmt = conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([after, limit], |r| indexed_row_from(r))?;
+        rows.collect()
+    }
+
+    fn accepted_page(&mut self, after: i64, limit: i64) -> rusqlite::Result<Vec<AcceptedResult>> {
+        let sql = format!(
+            "SELECT {ACCEPTED_COLUMNS} FROM jobs WHERE status = 'indexed' AND id > ?1 ORDER BY id LIMIT ?2"
+        );
+        let mut stmt = self.0.prepare_cached(&sql)?;
+        let rows = stmt.query_map([after, limit], |r| accepted_result_from(r))?;
         rows.collect()
     }
 
