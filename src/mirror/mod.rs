@@ -25,6 +25,7 @@
 mod error;
 mod gc;
 mod layout;
+mod listing;
 mod lock;
 mod staged;
 // The tests use Unix file modes, symlinks and FIFOs; the code paths other
@@ -40,6 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use error::MirrorError;
+pub use listing::ListedResults;
 pub use lock::{CLEANUP_LOCK_WAIT, WRITE_LOCK_WAIT};
 use staged::SyncGroup;
 pub use staged::{Staged, Written};

@@ -1217,6 +1217,63 @@ fn stat_result_tells_present_resized_missing_and_a_link_from_the_path_as_written
     }
 }
 
+/// A rerun's look at the results by their shards' listings: present,
+/// missing, a shard gone with its files, a link in a result's place stat'ed
+/// (damage, as a stat by path says), a path outside the shards and an
+/// unsafe one answered as a stat does. A result cut in place is taken as
+/// present: the listing's price, left to the reads that verify.
+#[test]
+fn listed_results_tell_present_and_missing_and_stat_what_a_listing_cannot_tell() {
+    let (t, m) = setup();
+    let kept = m.write(7, 1, b"twelve bytes").unwrap();
+    let cut = m.write(8, 1, b"twelve bytes").unwrap();
+    let linked = m.write(9, 1, b"twelve bytes").unwrap();
+    let far = m.write(5000, 1, b"twelve bytes").unwrap();
+    let mut results = ListedResults::new(&m);
+    let mut look = |rel_path: &str| results.look(rel_path, Some(12)).unwrap();
+    assert_eq!(look(&kept.rel_path), ResultFile::Present);
+    assert_eq!(look(&rel(7, 2)), ResultFile::Missing);
+
+    fs::write(m.root().join(&cut.rel_path), b"twelve").unwrap();
+    let outside = t.path().join("outside.txt");
+    fs::write(&outside, b"twelve bytes").unwrap();
+    let path = m.root().join(&linked.rel_path);
+    fs::remove_file(&path).unwrap();
+    symlink(&outside, &path).unwrap();
+    fs::remove_dir_all(m.root().join(far.rel_path.rsplit_once('/').unwrap().0)).unwrap();
+    // A fresh look lists the shards again.
+    let mut results = ListedResults::new(&m);
+    let mut look = |rel_path: &str| results.look(rel_path, Some(12));
+    assert_eq!(look(&kept.rel_path).unwrap(), ResultFile::Present);
+    assert_eq!(
+        look(&cut.rel_path).unwrap(),
+        ResultFile::Present,
+        "not seen by a listing"
+    );
+    assert!(matches!(
+        look(&linked.rel_path).unwrap(),
+        ResultFile::Resized { .. }
+    ));
+    assert_eq!(
+        look(&far.rel_path).unwrap(),
+        ResultFile::Missing,
+        "its shard is gone"
+    );
+    assert_eq!(look("nowhere/at/all.txt").unwrap(), ResultFile::Missing);
+    for bad in [
+        "../outside.txt",
+        "/etc/passwd",
+        "",
+        "a/../../b",
+        "s000/000/../../x",
+    ] {
+        assert!(
+            matches!(look(bad), Err(MirrorError::UnsafePath { .. })),
+            "{bad:?}"
+        );
+    }
+}
+
 /// The shortcut for the mirror's own path shapes takes only paths whose
 /// components are all normal ones (so it never lets through what the full
 /// parse refuses), and takes the shapes the mirror writes.

@@ -4,15 +4,18 @@
 //! Such a result is forgotten and its document queued again
 //! ([`Store::forget_result`]): its text leaves the search index and the next
 //! worker extracts it anew, so nothing keeps answering with text the mirror no
-//! longer holds. A rerun ([`recheck_results`]) finds the missing and resized
-//! ones with a stat per indexed document (no read; the size was recorded by
-//! the completion); one rewritten to the same size is left to what reads
-//! every result against its checksum: `doctor --fix` and `reindex`, which
-//! forget it the same way ([`requeue_damaged`]).
+//! longer holds. A rerun ([`recheck_results`]) finds the missing ones in
+//! their shards' listings ([`ListedResults`]: no stat, no read), and stats
+//! only what a listing cannot tell (a link or a directory in a result's
+//! place, a result outside the shards), which it finds resized against the
+//! size the completion recorded. One cut, added to or rewritten in place is
+//! left to what reads: `search` and `show` leave out such a hit, `doctor
+//! --fix` and `reindex` read every result against its checksum and forget
+//! it the same way ([`requeue_damaged`]).
 
 use crate::error::Result;
 use crate::job::JobId;
-use crate::mirror::{Mirror, ResultFile};
+use crate::mirror::{ListedResults, Mirror, ResultFile};
 use crate::store::Store;
 
 /// Indexed rows read per query (no read snapshot is held across the stats).
@@ -95,7 +98,8 @@ fn doc_name(store: &Store, id: i64) -> Result<String> {
 pub struct Rechecked {
     /// Accepted results looked at.
     pub checked: u64,
-    /// Documents queued again: their result was missing or resized.
+    /// Documents queued again: their result was missing, or not a file of
+    /// its recorded size.
     pub requeued: u64,
     /// The first of them, one line each: the key and why.
     pub named: Vec<String>,
@@ -104,11 +108,11 @@ pub struct Rechecked {
     pub unchecked: Vec<String>,
 }
 
-/// Stat every indexed document's accepted result; queue again each one whose
-/// file is missing or not of the recorded size (see the module docs). Run
-/// beside or after a full discovery (`run` does it beside, on its own
-/// thread, through [`recheck_results_writing_after`]): what both leave
-/// indexed is unchanged and whole as far as a stat can tell. Beside one, a
+/// Look for every indexed document's accepted result; queue again each one
+/// that is missing or, stat'ed, not of the recorded size (see the module
+/// docs). Run beside or after a full discovery (`run` does it beside, on
+/// its own thread, through [`recheck_results_writing_after`]): what both
+/// leave indexed is unchanged and there as far as a listing can tell. Beside one, a
 /// document the discovery also queues (changed) or marks gone may be counted
 /// here too; the rows end the same either way.
 ///
@@ -132,7 +136,7 @@ pub fn recheck_results_writing_after(
 ) -> Result<Rechecked> {
     let mut out = Rechecked::default();
     let mut after = i64::MIN;
-    let mut stats = crate::portable::Stats::default();
+    let mut results = ListedResults::new(mirror);
     loop {
         let page = store.accepted_page(after, PAGE)?;
         let Some(last) = page.last() else {
@@ -142,7 +146,7 @@ pub fn recheck_results_writing_after(
         for row in page {
             let path = row.result_path.as_str();
             out.checked += 1;
-            let damage = match mirror.stat_result_with(&mut stats, path, row.result_bytes) {
+            let damage = match results.look(path, row.result_bytes) {
                 Ok(file) => Damage::of(file),
                 Err(e) => {
                     if out.unchecked.len() < NAMED {

@@ -32,8 +32,8 @@ pub fn run(cfg: &Config, json: bool, fail_on_error: bool) -> Result<ExitCode, Cl
 
 /// The discovery of the folders `scanned`, one after the other, and, on a
 /// thread beside them, the check of the accepted results ([`recheck`]): over
-/// an unchanged tree both are a stat per document, and on two cores they
-/// take the time of the longer one.
+/// an unchanged tree the one stats each document's source, the other lists
+/// each shard of the mirror, and on two cores they overlap.
 ///
 /// Why they may overlap: each changes a row only through the store's fenced
 /// writes, and either order leaves the same rows. A document the discovery
@@ -115,7 +115,7 @@ pub(super) fn discover_all(
 }
 
 /// After a full discovery, before the pool: the accepted results of the
-/// documents left unchanged are stat'ed, and each one missing or resized is
+/// documents left unchanged are looked for, and each one missing or resized is
 /// said on stderr and queued again, so the pool extracts it anew
 /// (`pipeline::recheck_results`).
 pub(super) fn recheck(cfg: &Config) -> Result<Rechecked, CliError> {
