@@ -32,7 +32,9 @@ pub struct ListedResults<'m> {
 
 /// A shard's entries by name, each true when it is a regular file; `None`
 /// when the shard could not be listed or held too much, and its results are
-/// stat'ed.
+/// stat'ed. A hash of the names rather than the cleanup's sorted
+/// `ShardListing`: sorting each shard's names made an unchanged rerun at
+/// 100k take 1.06 × the CPU (15 alternated pairs).
 type Listing = Option<HashMap<String, bool>>;
 
 impl<'m> ListedResults<'m> {

@@ -1272,6 +1272,26 @@ fn listed_results_tell_present_and_missing_and_stat_what_a_listing_cannot_tell()
             "{bad:?}"
         );
     }
+
+    // A shard stuffed past what a listing keeps: its results are stat'ed.
+    let shard = m.root().join(kept.rel_path.rsplit_once('/').unwrap().0);
+    for i in 0..4_100 {
+        fs::write(shard.join(format!("stuffing-{i}")), b"").unwrap();
+    }
+    let mut results = ListedResults::new(&m);
+    let mut look = |rel_path: &str| results.look(rel_path, Some(12)).unwrap();
+    assert_eq!(look(&kept.rel_path), ResultFile::Present);
+    assert_eq!(look(&rel(7, 2)), ResultFile::Missing);
+    assert!(
+        matches!(
+            look(&cut.rel_path),
+            ResultFile::Resized {
+                found: 6,
+                recorded: 12
+            }
+        ),
+        "a stat sees the cut"
+    );
 }
 
 /// The shortcut for the mirror's own path shapes takes only paths whose
