@@ -4,9 +4,11 @@
 //! A stat per result was a third of an unchanged rerun's CPU: the kernel
 //! looks up each name and fills a `stat` for it. A shard's listing answers
 //! for its 1,024 documents at once, with each entry's type, which is all a
-//! missing result needs. What a listing cannot see is a result cut or added
-//! to in place; the reads see it (`search` and `show` per hit, `doctor`,
-//! `reindex`), as they see one rewritten to the same size.
+//! present result needs; a name it lacks is stat'ed before it is called
+//! missing, since the listing may be older than the row that names it. What
+//! a listing cannot see is a result cut or added to in place; the reads see
+//! it (`search` and `show` per hit, `doctor`, `reindex`), as they see one
+//! rewritten to the same size.
 
 use std::collections::HashMap;
 
@@ -47,20 +49,21 @@ impl<'m> ListedResults<'m> {
         }
     }
 
-    /// Whether the accepted result `rel_path` is there: missing when its
-    /// shard's listing does not name it, present when it names a regular
-    /// file. Anything else is stat'ed as [`Mirror::stat_result`] does, with
-    /// the size `recorded` (a link or a directory in its place, a path
-    /// outside the shards, a shard that cannot be listed).
+    /// Whether the accepted result `rel_path` is there: present when its
+    /// shard's listing names it as a regular file. Anything else is stat'ed
+    /// as [`Mirror::stat_result`] does, with the size `recorded`: a name the
+    /// listing lacks (it may have been renamed into place since the listing,
+    /// by another process, after the row was read; a missing one is rare), a
+    /// link or a directory in its place, a path outside the shards, a shard
+    /// that cannot be listed.
     pub fn look(&mut self, rel_path: &str, recorded: Option<u64>) -> Result<ResultFile, MirrorError> {
         let listed = shard_and_name(rel_path).and_then(|(shard, name)| {
             let listing = self.listing(shard).as_ref()?;
-            Some(listing.get(name).copied())
+            listing.get(name).copied()
         });
         match listed {
-            Some(None) => Ok(ResultFile::Missing),
-            Some(Some(true)) => Ok(ResultFile::Present),
-            Some(Some(false)) | None => self.mirror.stat_result_with(&mut self.stats, rel_path, recorded),
+            Some(true) => Ok(ResultFile::Present),
+            Some(false) | None => self.mirror.stat_result_with(&mut self.stats, rel_path, recorded),
         }
     }
 
@@ -84,9 +87,9 @@ fn list(dir: &std::path::Path) -> Listing {
         Err(_) => return None,
     };
     let mut out = HashMap::new();
-    for entry in entries {
+    for (seen, entry) in entries.enumerate() {
         let entry = entry.ok()?;
-        if out.len() == MAX_LISTED {
+        if seen == MAX_LISTED {
             return None;
         }
         // Not UTF-8: no result is named so.
@@ -94,7 +97,8 @@ fn list(dir: &std::path::Path) -> Listing {
             continue;
         };
         // The type from the listing where the system gives it (`d_type`,
-        // Windows' find data), else a stat of the entry.
+        // Windows' find data), else a stat of the entry (a file system
+        // that leaves `d_type` unknown costs a stat an entry again).
         let regular = entry.file_type().is_ok_and(|t| t.is_file());
         out.insert(name, regular);
     }

@@ -1218,7 +1218,8 @@ fn stat_result_tells_present_resized_missing_and_a_link_from_the_path_as_written
 }
 
 /// A rerun's look at the results by their shards' listings: present,
-/// missing, a shard gone with its files, a link in a result's place stat'ed
+/// missing, one written after the listing, a shard gone with its files, a
+/// link in a result's place stat'ed
 /// (damage, as a stat by path says), a path outside the shards and an
 /// unsafe one answered as a stat does. A result cut in place is taken as
 /// present: the listing's price, left to the reads that verify.
@@ -1230,9 +1231,18 @@ fn listed_results_tell_present_and_missing_and_stat_what_a_listing_cannot_tell()
     let linked = m.write(9, 1, b"twelve bytes").unwrap();
     let far = m.write(5000, 1, b"twelve bytes").unwrap();
     let mut results = ListedResults::new(&m);
-    let mut look = |rel_path: &str| results.look(rel_path, Some(12)).unwrap();
-    assert_eq!(look(&kept.rel_path), ResultFile::Present);
-    assert_eq!(look(&rel(7, 2)), ResultFile::Missing);
+    assert_eq!(
+        results.look(&kept.rel_path, Some(12)).unwrap(),
+        ResultFile::Present
+    );
+    assert_eq!(results.look(&rel(7, 2), Some(12)).unwrap(), ResultFile::Missing);
+    // Accepted after its shard was listed (another process, while the check
+    // read its next page): present, not missing.
+    let later = m.write(10, 1, b"twelve bytes").unwrap();
+    assert_eq!(
+        results.look(&later.rel_path, Some(12)).unwrap(),
+        ResultFile::Present
+    );
 
     fs::write(m.root().join(&cut.rel_path), b"twelve").unwrap();
     let outside = t.path().join("outside.txt");

@@ -4,11 +4,11 @@
 //! Such a result is forgotten and its document queued again
 //! ([`Store::forget_result`]): its text leaves the search index and the next
 //! worker extracts it anew, so nothing keeps answering with text the mirror no
-//! longer holds. A rerun ([`recheck_results`]) finds the missing ones in
-//! their shards' listings ([`ListedResults`]: no stat, no read), and stats
-//! only what a listing cannot tell (a link or a directory in a result's
-//! place, a result outside the shards), which it finds resized against the
-//! size the completion recorded. One cut, added to or rewritten in place is
+//! longer holds. A rerun ([`recheck_results`]) looks for each in its
+//! shard's listing ([`ListedResults`]: no stat, no read), and stats only
+//! what a listing cannot tell (a name it lacks, a link or a directory in a
+//! result's place, a result outside the shards): missing, or not of the
+//! size the completion recorded, is damage. One cut, added to or rewritten in place is
 //! left to what reads: `search` and `show` leave out such a hit, `doctor
 //! --fix` and `reindex` read every result against its checksum and forget
 //! it the same way ([`requeue_damaged`]).
@@ -18,7 +18,8 @@ use crate::job::JobId;
 use crate::mirror::{ListedResults, Mirror, ResultFile};
 use crate::store::Store;
 
-/// Indexed rows read per query (no read snapshot is held across the stats).
+/// Indexed rows read per query (no read snapshot is held across the
+/// listings and stats).
 const PAGE: i64 = 500;
 /// How many requeued documents a report names.
 const NAMED: usize = 20;

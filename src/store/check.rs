@@ -12,7 +12,7 @@ pub(crate) trait CheckReads: Rows {
     fn lease_violations(&mut self) -> Result<Vec<(String, String)>, Self::Error>;
     /// Up to `limit` indexed documents after id `after`, by id.
     fn indexed_page(&mut self, after: i64, limit: i64) -> Result<Vec<IndexedRow>, Self::Error>;
-    /// [`CheckReads::indexed_page`] as a rerun's stat of each result needs
+    /// [`CheckReads::indexed_page`] as a rerun's look at each result needs
     /// it: the path and the size, without the key and the checksum.
     fn accepted_page(&mut self, after: i64, limit: i64) -> Result<Vec<AcceptedResult>, Self::Error>;
 }
@@ -68,8 +68,8 @@ pub(crate) fn indexed_row_from<C: Columns + ?Sized>(r: &C) -> Result<IndexedRow,
     })
 }
 
-/// One indexed document's accepted result, as a stat of it needs it
-/// ([`crate::pipeline::recheck_results`]): a rerun reads one a document,
+/// One indexed document's accepted result, as a rerun's look at it needs
+/// it ([`crate::pipeline::recheck_results`]): a rerun reads one a document,
 /// and without the key and the checksum the page reads a third faster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AcceptedResult {

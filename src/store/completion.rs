@@ -156,8 +156,9 @@ impl<'a> Completion<'a> {
         self
     }
 
-    /// The result file's size in bytes, recorded with it: a rerun then
-    /// finds a result that was truncated or added to with a stat
+    /// The result file's size in bytes, recorded with it: `search` and
+    /// `show` then leave out a result that was truncated or added to (a stat
+    /// per hit), and a rerun a link or directory put in its place
     /// (`pipeline::recheck_results`). Without it only its existence is
     /// checked.
     pub fn result_bytes(mut self, bytes: impl Into<Option<u64>>) -> Self {

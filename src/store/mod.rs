@@ -803,8 +803,8 @@ impl Store {
     }
 
     /// Up to `limit` accepted results with ids after `after`, in id order:
-    /// [`Store::indexed_page`] without the keys and checksums, for a stat of
-    /// each result.
+    /// [`Store::indexed_page`] without the keys and checksums, for a look at
+    /// each result in the mirror.
     pub fn accepted_page(&self, after: i64, limit: i64) -> Result<Vec<AcceptedResult>> {
         self.engine().accepted_page(after, limit)
     }

@@ -229,6 +229,40 @@ fn history_lines_read_the_same_on_both_engines(b: Backend) {
     assert_eq!(lines, expected);
 }
 
+/// The accepted results a rerun pages through (`accepted_page`) are the
+/// indexed documents of `indexed_page`, in id order after the id given,
+/// with their path and recorded size, on both engines.
+fn accepted_results_page_as_the_indexed_documents_do(b: Backend) {
+    let t = TestDb::new(b);
+    t.clock.set(START_MS);
+    let s = t.open(t.options(1_000).checkpoint_every(None));
+    for n in 0..5 {
+        s.enqueue(&NewDoc::new(format!("doc{n}"), "v1")).unwrap();
+    }
+    // doc0..doc3 are accepted, doc1 without a recorded size; doc4 waits.
+    for n in 0..4_u64 {
+        let claim = s.claim("w").unwrap().expect("a document to claim");
+        let path = format!("r/{n}.txt");
+        let done = Completion::new(&path, "abc123");
+        let done = if n == 1 { done } else { done.result_bytes(10 + n) };
+        assert!(s.complete(claim, done).unwrap().is_accepted());
+    }
+    let all = s.accepted_page(i64::MIN, 100).unwrap();
+    let indexed = s.indexed_page(i64::MIN, 100).unwrap();
+    assert_eq!(all.len(), 4);
+    for (a, i) in all.iter().zip(&indexed) {
+        assert_eq!(
+            (a.id, Some(&a.result_path), a.result_bytes),
+            (i.id, i.result_path.as_ref(), i.result_bytes)
+        );
+    }
+    let sizes: Vec<Option<u64>> = all.iter().map(|a| a.result_bytes).collect();
+    assert_eq!(sizes, [Some(10), None, Some(12), Some(13)]);
+    let after = s.accepted_page(all[1].id, 2).unwrap();
+    let ids: Vec<i64> = after.iter().map(|a| a.id).collect();
+    assert_eq!(ids, [all[2].id, all[3].id]);
+}
+
 /// A takeover is logged once, by the claim that made it, after its
 /// transaction committed, on both engines; a fresh claim is not.
 fn a_takeover_is_logged_once(b: Backend) {
@@ -330,6 +364,7 @@ fn renew_many_extends_each_held_lease_and_refuses_the_one_taken_over(b: Backend)
 on_both_backends!(
     a_takeover_is_logged_once,
     history_lines_read_the_same_on_both_engines,
+    accepted_results_page_as_the_indexed_documents_do,
     a_dead_workers_lease_is_over_when_the_clock_goes_back_an_hour,
     a_lease_is_judged_by_its_own_length_not_the_claimers,
     a_small_step_back_within_the_lease_keeps_it,

@@ -115,9 +115,9 @@ pub(super) fn discover_all(
 }
 
 /// After a full discovery, before the pool: the accepted results of the
-/// documents left unchanged are looked for, and each one missing or resized is
-/// said on stderr and queued again, so the pool extracts it anew
-/// (`pipeline::recheck_results`).
+/// documents left unchanged are looked for, and each one missing (or no
+/// longer a file of its size) is said on stderr and queued again, so the
+/// pool extracts it anew (`pipeline::recheck_results`).
 pub(super) fn recheck(cfg: &Config) -> Result<Rechecked, CliError> {
     let found = leasehold::pipeline::recheck_results(&cfg.store, &cfg.mirror)?;
     Ok(say_rechecked(found))

@@ -38,7 +38,8 @@ pub struct Summary {
     pub changed: usize,
     pub gone: usize,
     /// Documents whose source was unchanged but whose accepted result was
-    /// missing or resized in the mirror: queued again by this command.
+    /// missing from the mirror (or no longer a file of its size): queued
+    /// again by this command.
     pub results_requeued: u64,
     /// Entries discovery skipped, with why (not a regular file, unreadable...).
     pub skipped: Vec<String>,

@@ -18,6 +18,8 @@ fn query_plan(sql: &str, params: impl rusqlite::Params, analyze: bool) -> Vec<St
     let path = dir.path().join("q.db");
     drop(open_pool(&path, &StoreOptions::default()).unwrap());
     let c = Connection::open(&path).unwrap();
+    // Planned as the store's own connections plan (QPSG among the settings).
+    super::pool::configure_raw(&c, &StoreOptions::default()).unwrap();
     if analyze {
         c.execute_batch("ANALYZE").unwrap();
     }
