@@ -5,13 +5,13 @@
 //! ([`Store::forget_result`]): its text leaves the search index and the next
 //! worker extracts it anew, so nothing keeps answering with text the mirror no
 //! longer holds. A rerun ([`recheck_results`]) looks for each in its
-//! shard's listing ([`ListedResults`]: no stat, no read), and stats only
-//! what a listing cannot tell (a name it lacks, a link or a directory in a
+//! shard's listing ([`ListedResults`]: no read), and stats only what a
+//! listing cannot tell (a name it lacks, a link or a directory in a
 //! result's place, a result outside the shards): missing, or not of the
-//! size the completion recorded, is damage. One cut, added to or rewritten in place is
-//! left to what reads: `search` and `show` leave out such a hit, `doctor
-//! --fix` and `reindex` read every result against its checksum and forget
-//! it the same way ([`requeue_damaged`]).
+//! size the completion recorded, is damage. One cut, added to or rewritten
+//! in place is left to what reads: `search` and `show` leave out such a
+//! hit, `doctor --fix` and `reindex` read every result against its
+//! checksum and forget it the same way ([`requeue_damaged`]).
 
 use crate::error::Result;
 use crate::job::JobId;
@@ -113,9 +113,9 @@ pub struct Rechecked {
 /// that is missing or, stat'ed, not of the recorded size (see the module
 /// docs). Run beside or after a full discovery (`run` does it beside, on
 /// its own thread, through [`recheck_results_writing_after`]): what both
-/// leave indexed is unchanged and there as far as a listing can tell. Beside one, a
-/// document the discovery also queues (changed) or marks gone may be counted
-/// here too; the rows end the same either way.
+/// leave indexed is unchanged and there as far as a listing can tell.
+/// Beside one, a document the discovery also queues (changed) or marks gone
+/// may be counted here too; the rows end the same either way.
 ///
 /// # Failure
 /// The store's errors; a result that cannot be looked at is listed, not an error.
