@@ -36,29 +36,28 @@ fn after_an_immediate_restart_the_pool_hands_out_working_connections() {
     assert_eq!(store.applied_version().unwrap(), schema_version());
 }
 
-/// Set for the child process: `exit` to end normally once the cluster runs,
-/// `wait` to block on standard input until killed.
+/// Set for the child process.
 const CHILD_ENV: &str = "LEASEHOLD_PG_CLUSTER_CHILD";
 
-/// A child test process that starts a cluster, says where it is, then exits
-/// or waits to be killed.
+/// A child test process that starts a cluster, says where it is, then waits
+/// on standard input: it ends normally when the parent closes it (once the
+/// parent has seen the cluster run), or is killed.
 #[test]
 #[ignore = "run as a child process by the cleanup tests"]
 fn cluster_child_process() {
-    let Ok(mode) = std::env::var(CHILD_ENV) else {
+    if std::env::var_os(CHILD_ENV).is_none() {
         return;
-    };
+    }
     let server = pg::server();
     let dir = server.cluster_dir().expect("a cluster of our own");
     println!("cluster {} {}", server.port(), dir.display());
-    if mode == "wait" {
-        let mut line = String::new();
-        let _ = std::io::stdin().read_line(&mut line);
-    }
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
 }
 
-/// Start the child; returns it with its cluster's port and directory.
-fn start_child(mode: &str) -> (Child, u16, PathBuf) {
+/// Start the child; returns it, waiting, with its cluster's port and
+/// directory.
+fn start_child() -> (Child, u16, PathBuf) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--ignored",
@@ -66,7 +65,7 @@ fn start_child(mode: &str) -> (Child, u16, PathBuf) {
             common::this_test(module_path!(), "cluster_child_process").as_str(),
             "--nocapture",
         ])
-        .env(CHILD_ENV, mode)
+        .env(CHILD_ENV, "1")
         .env_remove(pg::SERVER_ENV)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -97,7 +96,11 @@ fn gone(port: u16, dir: &Path) -> bool {
 
 #[test]
 fn the_cluster_is_gone_when_its_test_process_has_exited() {
-    let (mut child, port, dir) = start_child("exit");
+    let (mut child, port, dir) = start_child();
+    // Its standard input closed, the child returns and its process exits.
+    // (Exiting on its own, it could stop the cluster before this process
+    // saw it run.)
+    drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
     // Stopped by the exit hook before the process ended, not some time later.
     assert!(
@@ -109,7 +112,7 @@ fn the_cluster_is_gone_when_its_test_process_has_exited() {
 
 #[test]
 fn the_cluster_is_gone_when_its_test_process_is_killed() {
-    let (mut child, port, dir) = start_child("wait");
+    let (mut child, port, dir) = start_child();
     child.kill().unwrap();
     child.wait().unwrap();
     // The watchdog notices the end of its pipe and stops the server; it runs
