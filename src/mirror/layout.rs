@@ -268,7 +268,7 @@ pub(super) fn list_dir(path: &Path) -> Result<Vec<(String, bool)>, MirrorError> 
 
 /// The entries of `dir`; `None` when it does not exist (yet, or any more: pruned
 /// concurrently).
-fn read_dir_if_present(dir: &Path) -> Result<Option<fs::ReadDir>, MirrorError> {
+pub(super) fn read_dir_if_present(dir: &Path) -> Result<Option<fs::ReadDir>, MirrorError> {
     match fs::read_dir(dir) {
         Ok(rd) => Ok(Some(rd)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 
+use super::layout::read_dir_if_present;
 use super::{is_generated, Mirror, MirrorError, ResultFile};
 
 /// Entries a listing keeps before it is given up for stats: a shard holds
@@ -81,10 +82,8 @@ impl<'m> ListedResults<'m> {
 /// (its files are gone with it), `None` when it cannot be read or holds more
 /// than [`MAX_LISTED`].
 fn list(dir: &std::path::Path) -> Listing {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(HashMap::new()),
-        Err(_) => return None,
+    let Some(entries) = read_dir_if_present(dir).ok()? else {
+        return Some(HashMap::new());
     };
     let mut out = HashMap::new();
     for (seen, entry) in entries.enumerate() {

@@ -173,7 +173,14 @@ fn main() {
     let mut last_store = None;
     for r in 0..args.rounds {
         let data = scratch.path().join(format!("round{r}"));
-        let mut round = run_round(&tree, &data, r, args.docs, &vocab, &mut phases);
+        let setup = RoundSetup {
+            tree: &tree,
+            dir: &data,
+            round: r,
+            n: args.docs,
+            vocab: &vocab,
+        };
+        let mut round = setup.run(&mut phases);
         if r + 1 == args.rounds {
             // The last round's store as the 1 % change left it, before
             // documents are added to it and taken out of the tree again.
@@ -185,7 +192,7 @@ fn main() {
             phases.push(("disk use".into(), started.elapsed().as_secs_f64()));
             last_store = Some((searches, disk));
         }
-        rerun_added(&tree, &data, r, args.docs, &vocab, &mut phases, &mut round);
+        setup.rerun_added(&mut phases, &mut round);
         rounds.push(round);
     }
     let (searches, disk) = last_store.expect("at least one round");
@@ -298,85 +305,83 @@ fn change_one_percent(tree: &Path, n: usize, round: usize, vocab: &[String]) -> 
     picked.len()
 }
 
-/// One round: walks, first run, unchanged reruns, Recoll, the 1 % change and
-/// the reruns after it. Each phase's time goes to `phases`.
-fn run_round(
-    tree: &Path,
-    dir: &Path,
+/// What one round works on: the tree, the round's own directory, its
+/// number, the tree's document count and the vocabulary of its words.
+struct RoundSetup<'a> {
+    tree: &'a Path,
+    dir: &'a Path,
     round: usize,
     n: usize,
-    vocab: &[String],
-    phases: &mut Vec<(String, f64)>,
-) -> Round {
-    std::fs::create_dir_all(dir).expect("a round directory");
-    let mut r = Round::default();
-    let mut phase = |name: &str, started: Instant| phase_done(phases, round, name, started);
-    remove_added(tree);
-    let t = Instant::now();
-    (r.walkdir, r.find) = walk_floor(tree);
-    phase("walks", t);
-    let t = Instant::now();
-    (r.first, r.first_summary) = leasehold_run(tree, dir, "first");
-    assert_eq!(
-        r.first_summary.indexed as usize, n,
-        "the first run indexes every document"
-    );
-    phase("first run", t);
-    let t = Instant::now();
-    let mut reruns = Vec::new();
-    for i in 0..UNCHANGED_RERUNS {
-        let (cost, s) = leasehold_run(tree, dir, &format!("unchanged{i}"));
-        assert_eq!((s.unchanged, s.changed, s.new), (n, 0, 0), "an unchanged rerun");
-        reruns.push(cost.wall);
-    }
-    r.unchanged = median(reruns);
-    phase("reruns, nothing changed", t);
-    let recoll = on_path("recollindex");
-    if recoll {
-        let t = Instant::now();
-        r.recoll_first = Some(recollindex(tree, dir, true));
-        phase("recollindex, first run", t);
-    }
-    let t = Instant::now();
-    r.changed_docs = change_one_percent(tree, n, round, vocab);
-    phase("change 1 %", t);
-    let t = Instant::now();
-    let (cost, s) = leasehold_run(tree, dir, "changed");
-    assert_eq!(s.changed, r.changed_docs, "the rerun sees every changed document");
-    assert_eq!(s.failed, 0, "no document fails");
-    r.changed = cost;
-    phase("rerun, 1 % changed", t);
-    if recoll {
-        let t = Instant::now();
-        r.recoll_incremental = Some(recollindex(tree, dir, false));
-        phase("recollindex, incremental", t);
-    }
-    r
+    vocab: &'a [String],
 }
 
-/// The end of a round: 1 % new documents, a rerun, and the documents taken
-/// out of the tree again ([`add_one_percent`], [`remove_added`]).
-fn rerun_added(
-    tree: &Path,
-    dir: &Path,
-    round: usize,
-    n: usize,
-    vocab: &[String],
-    phases: &mut Vec<(String, f64)>,
-    r: &mut Round,
-) {
-    let t = Instant::now();
-    r.added_docs = add_one_percent(tree, n, round, vocab);
-    let (cost, s) = leasehold_run(tree, dir, "added");
-    assert_eq!(
-        (s.new, s.changed),
-        (r.added_docs, 0),
-        "the rerun sees every added document and nothing else"
-    );
-    assert_eq!(s.failed, 0, "no document fails");
-    r.added = cost;
-    remove_added(tree);
-    phase_done(phases, round, "rerun, 1 % added", t);
+impl RoundSetup<'_> {
+    /// One round: walks, first run, unchanged reruns, Recoll, the 1 % change
+    /// and the reruns after it. Each phase's time goes to `phases`.
+    fn run(&self, phases: &mut Vec<(String, f64)>) -> Round {
+        let (tree, dir, n) = (self.tree, self.dir, self.n);
+        std::fs::create_dir_all(dir).expect("a round directory");
+        let mut r = Round::default();
+        let mut phase = |name: &str, started: Instant| phase_done(phases, self.round, name, started);
+        remove_added(tree);
+        let t = Instant::now();
+        (r.walkdir, r.find) = walk_floor(tree);
+        phase("walks", t);
+        let t = Instant::now();
+        (r.first, r.first_summary) = leasehold_run(tree, dir, "first");
+        assert_eq!(
+            r.first_summary.indexed as usize, n,
+            "the first run indexes every document"
+        );
+        phase("first run", t);
+        let t = Instant::now();
+        let mut reruns = Vec::new();
+        for i in 0..UNCHANGED_RERUNS {
+            let (cost, s) = leasehold_run(tree, dir, &format!("unchanged{i}"));
+            assert_eq!((s.unchanged, s.changed, s.new), (n, 0, 0), "an unchanged rerun");
+            reruns.push(cost.wall);
+        }
+        r.unchanged = median(reruns);
+        phase("reruns, nothing changed", t);
+        let recoll = on_path("recollindex");
+        if recoll {
+            let t = Instant::now();
+            r.recoll_first = Some(recollindex(tree, dir, true));
+            phase("recollindex, first run", t);
+        }
+        let t = Instant::now();
+        r.changed_docs = change_one_percent(tree, n, self.round, self.vocab);
+        phase("change 1 %", t);
+        let t = Instant::now();
+        let (cost, s) = leasehold_run(tree, dir, "changed");
+        assert_eq!(s.changed, r.changed_docs, "the rerun sees every changed document");
+        assert_eq!(s.failed, 0, "no document fails");
+        r.changed = cost;
+        phase("rerun, 1 % changed", t);
+        if recoll {
+            let t = Instant::now();
+            r.recoll_incremental = Some(recollindex(tree, dir, false));
+            phase("recollindex, incremental", t);
+        }
+        r
+    }
+
+    /// The end of a round: 1 % new documents, a rerun, and the documents
+    /// taken out of the tree again ([`add_one_percent`], [`remove_added`]).
+    fn rerun_added(&self, phases: &mut Vec<(String, f64)>, r: &mut Round) {
+        let t = Instant::now();
+        r.added_docs = add_one_percent(self.tree, self.n, self.round, self.vocab);
+        let (cost, s) = leasehold_run(self.tree, self.dir, "added");
+        assert_eq!(
+            (s.new, s.changed),
+            (r.added_docs, 0),
+            "the rerun sees every added document and nothing else"
+        );
+        assert_eq!(s.failed, 0, "no document fails");
+        r.added = cost;
+        remove_added(self.tree);
+        phase_done(phases, self.round, "rerun, 1 % added", t);
+    }
 }
 
 /// Says on stderr how long phase `name` of round `round` took since
