@@ -331,3 +331,11 @@ SELECT 1;
 -- "PostgreSQL"). SQLite keeps its key (dropping one there means copying the
 -- whole table).
 ALTER TABLE history DROP CONSTRAINT IF EXISTS history_job_id_fkey;
+
+-- version: 17
+
+-- No table changes (SQLite's history became a rowid table written in
+-- append order, with a unique index on (job_id, seq): what PostgreSQL's
+-- heap and this table's primary key already are). Kept as the twin of
+-- schema.sql.
+SELECT 1;

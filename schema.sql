@@ -346,3 +346,31 @@ SELECT 1;
 -- and a read-only open of a version 15 file is refused until one
 -- read-write open has brought it to 16.
 SELECT 1;
+
+-- version: 17
+
+-- History in the order it is written: a rowid table, with a unique index on
+-- (job_id, seq) for a document's lines and the next seq. Clustered on
+-- (job_id, seq) (version 1), a line went into the page of its document's
+-- earlier lines: a rerun that changes documents scattered over the store
+-- rewrote one such page per document in each of its three transactions (the
+-- scan's requeue, the claim, the completion), and split it when full, since
+-- the first run had packed the pages. Appended, the lines of one
+-- transaction share the table's last pages, and only the index's smaller
+-- entries land in the document's page (DESIGN §14 has the figures). The
+-- lines are copied in the order of the old key.
+CREATE TABLE history_appended (
+    id      INTEGER PRIMARY KEY,
+    job_id  INTEGER NOT NULL REFERENCES jobs (id),
+    seq     INTEGER NOT NULL,
+    at      INTEGER NOT NULL,
+    event   TEXT    NOT NULL,
+    token   TEXT,
+    fence   INTEGER,
+    detail  TEXT
+);
+INSERT INTO history_appended (job_id, seq, at, event, token, fence, detail)
+    SELECT job_id, seq, at, event, token, fence, detail FROM history ORDER BY job_id, seq;
+DROP TABLE history;
+ALTER TABLE history_appended RENAME TO history;
+CREATE UNIQUE INDEX history_job ON history (job_id, seq);

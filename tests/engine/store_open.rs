@@ -264,6 +264,80 @@ fn a_version_3_file_with_a_lease_in_flight_migrates_to_version_4() {
     assert_eq!(store.job(c.id).unwrap().unwrap().lost_leases, 1);
 }
 
+/// A version 16 file, whose history is clustered on (job_id, seq), is
+/// migrated in place to the appended history: every line kept with its
+/// fields and order, a document's next line numbered after its last, and the
+/// new line written at the end of the table rather than beside its
+/// document's earlier lines.
+#[test]
+fn a_version_16_history_is_moved_to_the_appended_form_with_every_line() {
+    let t = TempStore::new();
+    let schema = include_str!("../../schema.sql");
+    let v16 = &schema[..schema.find("-- version: 17").expect("a version 17 section")];
+    {
+        let c = rusqlite::Connection::open(&t.path).unwrap();
+        c.execute_batch(v16).unwrap();
+        c.execute_batch(
+            "INSERT INTO jobs (id, doc_key, status, result_path, checksum, max_attempts, created_at, updated_at)
+             VALUES (1, 'a.txt', 'indexed', 'r/1', 'sum', 5, 0, 0),
+                    (2, 'b.txt', 'discovered', NULL, NULL, 5, 0, 0);
+             INSERT INTO history (job_id, seq, at, event, token, fence, detail)
+             VALUES (2, 1, 10, 'enqueued', NULL, NULL, 'version v1'),
+                    (1, 1, 5, 'enqueued', NULL, NULL, 'version v1'),
+                    (1, 2, 6, 'claimed', 'tok', 1, 'worker w'),
+                    (1, 3, 7, 'completed', 'tok', 1, 'r/1');
+             PRAGMA user_version = 16;",
+        )
+        .unwrap();
+        let sql: String = c
+            .query_row("SELECT sql FROM sqlite_master WHERE name = 'history'", [], |r| r.get(0))
+            .unwrap();
+        assert!(sql.contains("WITHOUT ROWID"), "the old form: {sql}");
+    }
+    t.clock.set(1_000);
+    let store = t.handle(1_000);
+    let lines = |id| -> Vec<(i64, String, Option<String>, Option<i64>, Option<String>)> {
+        store
+            .history(leasehold::JobId(id))
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.at, h.event, h.token, h.fence, h.detail))
+            .collect()
+    };
+    assert_eq!(
+        lines(1),
+        [
+            (5, "enqueued".into(), None, None, Some("version v1".into())),
+            (6, "claimed".into(), Some("tok".into()), Some(1), Some("worker w".into())),
+            (7, "completed".into(), Some("tok".into()), Some(1), Some("r/1".into())),
+        ]
+    );
+    let claimed = store.claim("w").unwrap().expect("b.txt is claimable");
+    assert_eq!(claimed.id, leasehold::JobId(2));
+    assert_eq!(lines(2).iter().map(|l| l.1.as_str()).collect::<Vec<_>>(), ["enqueued", "claimed"]);
+
+    let c = rusqlite::Connection::open(&t.path).unwrap();
+    let sql: String = c
+        .query_row("SELECT sql FROM sqlite_master WHERE name = 'history'", [], |r| r.get(0))
+        .unwrap();
+    assert!(!sql.contains("WITHOUT ROWID"), "{sql}");
+    // The claim's line is the table's last row, though its document's first
+    // line came before document 1's in the old key's order.
+    let last: (i64, i64, String) = c
+        .query_row(
+            "SELECT job_id, seq, event FROM history ORDER BY id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(last, (2, 2, "claimed".into()));
+    let duplicate = c.execute(
+        "INSERT INTO history (job_id, seq, at, event) VALUES (2, 2, 0, 'claimed')",
+        [],
+    );
+    assert!(duplicate.is_err(), "(job_id, seq) stays unique");
+}
+
 /// A version 11 file (before titles) is migrated in place: its search
 /// index is remade with a title column and the tokenizer it was made with,
 /// every row kept (a long text's further part too), each document titled by

@@ -109,7 +109,7 @@ fn open_read_write(path: &Path, opts: &StoreOptions) -> Result<Pool> {
         });
     }
     if version > 0 {
-        probe_tables(&conn, path)?;
+        probe_tables(&conn, path, version)?;
     } else if exists && has_foreign_tables(&conn, path)? && read_user_version(&conn, path)? == 0 {
         // (Re-read: another process may have just migrated a fresh file.)
         return Err(Error::ForeignSchema {
@@ -199,7 +199,7 @@ fn open_read_only(path: &Path, opts: &StoreOptions) -> Result<(Pool, Access)> {
             ),
         });
     }
-    probe_tables(&conn, path)?;
+    probe_tables(&conn, path, version)?;
     drop(conn);
     Ok((pool::build(path, pool_target(path, access), opts)?, access))
 }
@@ -319,10 +319,13 @@ pub(crate) fn read_user_version(conn: &Connection, path: &Path) -> Result<i64> {
         .map_err(|e| Error::from_sqlite(path, e))
 }
 
+/// The schema version from which `history` is a rowid table.
+const HISTORY_APPENDED: i64 = 17;
+
 /// A cheap read of each b-tree's root and rightmost path, so that a truncated or
 /// damaged file is found at open rather than mid-run. A full `quick_check` is left
 /// to `doctor`, since it reads the whole file.
-fn probe_tables(conn: &Connection, path: &Path) -> Result<()> {
+fn probe_tables(conn: &Connection, path: &Path, version: i64) -> Result<()> {
     let probes = [
         "SELECT max(id) FROM jobs",
         "SELECT max(seq) FROM history WHERE job_id = (SELECT max(job_id) FROM history)",
@@ -332,7 +335,10 @@ fn probe_tables(conn: &Connection, path: &Path) -> Result<()> {
         "SELECT lease_expires_at FROM jobs WHERE status = 'extracting' ORDER BY lease_expires_at DESC LIMIT 1",
         "SELECT max(job_id) FROM history",
     ];
-    for sql in probes {
+    // From version 17 history is a rowid table beside its index by document
+    // (schema.sql), and the lines above read only that index.
+    let appended_history = (version >= HISTORY_APPENDED).then_some("SELECT max(id) FROM history");
+    for sql in probes.into_iter().chain(appended_history) {
         let res = conn
             .prepare(sql)
             .and_then(|mut stmt| stmt.query([])?.next().map(|_| ()));
