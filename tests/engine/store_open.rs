@@ -290,7 +290,9 @@ fn a_version_16_history_is_moved_to_the_appended_form_with_every_line() {
         )
         .unwrap();
         let sql: String = c
-            .query_row("SELECT sql FROM sqlite_master WHERE name = 'history'", [], |r| r.get(0))
+            .query_row("SELECT sql FROM sqlite_master WHERE name = 'history'", [], |r| {
+                r.get(0)
+            })
             .unwrap();
         assert!(sql.contains("WITHOUT ROWID"), "the old form: {sql}");
     }
@@ -308,17 +310,34 @@ fn a_version_16_history_is_moved_to_the_appended_form_with_every_line() {
         lines(1),
         [
             (5, "enqueued".into(), None, None, Some("version v1".into())),
-            (6, "claimed".into(), Some("tok".into()), Some(1), Some("worker w".into())),
-            (7, "completed".into(), Some("tok".into()), Some(1), Some("r/1".into())),
+            (
+                6,
+                "claimed".into(),
+                Some("tok".into()),
+                Some(1),
+                Some("worker w".into())
+            ),
+            (
+                7,
+                "completed".into(),
+                Some("tok".into()),
+                Some(1),
+                Some("r/1".into())
+            ),
         ]
     );
     let claimed = store.claim("w").unwrap().expect("b.txt is claimable");
     assert_eq!(claimed.id, leasehold::JobId(2));
-    assert_eq!(lines(2).iter().map(|l| l.1.as_str()).collect::<Vec<_>>(), ["enqueued", "claimed"]);
+    assert_eq!(
+        lines(2).iter().map(|l| l.1.as_str()).collect::<Vec<_>>(),
+        ["enqueued", "claimed"]
+    );
 
     let c = rusqlite::Connection::open(&t.path).unwrap();
     let sql: String = c
-        .query_row("SELECT sql FROM sqlite_master WHERE name = 'history'", [], |r| r.get(0))
+        .query_row("SELECT sql FROM sqlite_master WHERE name = 'history'", [], |r| {
+            r.get(0)
+        })
         .unwrap();
     assert!(!sql.contains("WITHOUT ROWID"), "{sql}");
     // The claim's line is the table's last row, though its document's first
