@@ -374,3 +374,11 @@ INSERT INTO history_appended (job_id, seq, at, event, token, fence, detail)
 DROP TABLE history;
 ALTER TABLE history_appended RENAME TO history;
 CREATE UNIQUE INDEX history_job ON history (job_id, seq);
+
+-- version: 18
+
+-- The word index merges a level of its segments once it holds 8 of them
+-- (FTS5's `automerge`; its default merged at 4): see
+-- src/store/sqlite/search_table.rs, MERGE_POLICY, which a table made again
+-- (reindex, a new tokenizer) gets as well.
+INSERT INTO search_text (search_text, rank) VALUES ('automerge', 8);

@@ -9,6 +9,7 @@ use std::path::Path;
 use common::TempStore;
 use leasehold::store::Access;
 use leasehold::{Error, NewDoc, Store, StoreOptions, Tokenizer};
+use rusqlite::OptionalExtension;
 
 fn open_err(path: &Path) -> Error {
     Store::open(path, StoreOptions::default()).expect_err("open must fail")
@@ -355,6 +356,53 @@ fn a_version_16_history_is_moved_to_the_appended_form_with_every_line() {
         [],
     );
     assert!(duplicate.is_err(), "(job_id, seq) stays unique");
+}
+
+/// FTS5's `automerge` setting of the word index: how many segments a level
+/// holds before commits merge them (`None`: FTS5's default, 4).
+fn automerge(path: &Path) -> Option<i64> {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row(
+            "SELECT v FROM search_text_config WHERE k = 'automerge'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .unwrap()
+}
+
+/// The word index merges a level of 8 segments, not of 4: in a new store, in
+/// a version 17 file once migrated (its table in the form this build makes,
+/// so the open keeps it), and in an index made again with another tokenizer.
+#[test]
+fn the_word_index_merges_eight_segments_at_a_time() {
+    let t = TempStore::new();
+    drop(t.handle(1_000));
+    assert_eq!(automerge(&t.path), Some(8), "a new store");
+
+    let old = TempStore::new();
+    let schema = include_str!("../../schema.sql");
+    let v17 = &schema[..schema.find("-- version: 18").expect("a version 18 section")];
+    {
+        let c = rusqlite::Connection::open(&old.path).unwrap();
+        c.execute_batch(v17).unwrap();
+        c.execute_batch(
+            "DROP TABLE search_text;
+             CREATE VIRTUAL TABLE search_text USING fts5 (
+                 body, title, author, path UNINDEXED, checksum UNINDEXED,
+                 prefix = '2', content = '', contentless_delete = 1, contentless_unindexed = 1, tokenize = 'unicode61 remove_diacritics 2'
+             );
+             INSERT INTO meta (name, value) VALUES ('search_tokenizer', 'unicode61 remove_diacritics 2');
+             PRAGMA user_version = 17;",
+        )
+        .unwrap();
+        assert_eq!(automerge(&old.path), None, "FTS5's default before the migration");
+    }
+    let store = old.handle(1_000);
+    assert_eq!(automerge(&old.path), Some(8), "a version 17 file");
+    store.reset_search_index(Tokenizer::Trigram).unwrap();
+    assert_eq!(automerge(&old.path), Some(8), "an index made again");
 }
 
 /// A version 11 file (before titles) is migrated in place: its search
