@@ -335,13 +335,7 @@ ALTER TABLE history DROP CONSTRAINT IF EXISTS history_job_id_fkey;
 -- version: 17
 
 -- No table changes (SQLite's history became a rowid table written in
--- append order, with a unique index on (job_id, seq): what PostgreSQL's
--- heap and this table's primary key already are). Kept as the twin of
+-- append order beside its primary key's index, without its foreign key:
+-- what PostgreSQL's heap and this table already are). Kept as the twin of
 -- schema.sql.
-SELECT 1;
-
--- version: 18
-
--- No table changes (SQLite's word index changed when it merges its segments;
--- the PostgreSQL index is unchanged). Kept as the twin of schema.sql.
 SELECT 1;

@@ -349,36 +349,30 @@ SELECT 1;
 
 -- version: 17
 
--- History in the order it is written: a rowid table, with a unique index on
--- (job_id, seq) for a document's lines and the next seq. Clustered on
--- (job_id, seq) (version 1), a line went into the page of its document's
--- earlier lines: a rerun that changes documents scattered over the store
--- rewrote one such page per document in each of its three transactions (the
--- scan's requeue, the claim, the completion), and split it when full, since
--- the first run had packed the pages. Appended, the lines of one
--- transaction share the table's last pages, and only the index's smaller
--- entries land in the document's page (DESIGN §14 has the figures). The
--- lines are copied in the order of the old key.
+-- History in the order it is written: a rowid table, its primary key
+-- (job_id, seq) an index beside it. Clustered on (job_id, seq) (version
+-- 1, WITHOUT ROWID), a line went into the page of its document's earlier
+-- lines: a rerun that changes documents scattered over the store rewrote
+-- one such page per document in each of its three transactions (the scan's
+-- requeue, the claim, the completion), and split it when full, since the
+-- first run had packed the pages. Appended, the lines of one transaction
+-- share the table's last pages, and only the index's small entries land in
+-- the document's page (DESIGN §14 has the figures). The lines are copied
+-- in the order of the key. The lines no longer carry a foreign key to their
+-- document, as PostgreSQL's have not since its version 16: every line is
+-- written by the statement that changes its document's row or after reading
+-- it, and a line whose row was deleted by hand would have stopped this copy.
 CREATE TABLE history_appended (
-    id      INTEGER PRIMARY KEY,
-    job_id  INTEGER NOT NULL REFERENCES jobs (id),
+    job_id  INTEGER NOT NULL,
     seq     INTEGER NOT NULL,
     at      INTEGER NOT NULL,
     event   TEXT    NOT NULL,
     token   TEXT,
     fence   INTEGER,
-    detail  TEXT
+    detail  TEXT,
+    PRIMARY KEY (job_id, seq)
 );
 INSERT INTO history_appended (job_id, seq, at, event, token, fence, detail)
     SELECT job_id, seq, at, event, token, fence, detail FROM history ORDER BY job_id, seq;
 DROP TABLE history;
 ALTER TABLE history_appended RENAME TO history;
-CREATE UNIQUE INDEX history_job ON history (job_id, seq);
-
--- version: 18
-
--- The word index merges a level of its segments once it holds 8 of them
--- (FTS5's `automerge`; its default merged at 4): see
--- src/store/sqlite/search_table.rs, MERGE_POLICY, which a table made again
--- (reindex, a new tokenizer) gets as well.
-INSERT INTO search_text (search_text, rank) VALUES ('automerge', 8);

@@ -335,9 +335,9 @@ fn probe_tables(conn: &Connection, path: &Path, version: i64) -> Result<()> {
         "SELECT lease_expires_at FROM jobs WHERE status = 'extracting' ORDER BY lease_expires_at DESC LIMIT 1",
         "SELECT max(job_id) FROM history",
     ];
-    // From version 17 history is a rowid table beside its index by document
-    // (schema.sql), and the lines above read only that index.
-    let appended_history = (version >= HISTORY_APPENDED).then_some("SELECT max(id) FROM history");
+    // From version 17 history is a rowid table beside its primary key's
+    // index (schema.sql), and the lines above read only that index.
+    let appended_history = (version >= HISTORY_APPENDED).then_some("SELECT max(rowid) FROM history");
     for sql in probes.into_iter().chain(appended_history) {
         let res = conn
             .prepare(sql)

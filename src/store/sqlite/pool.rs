@@ -297,9 +297,8 @@ mod tests {
     /// could look at was prepared again over three uses with new values.
     fn statements_prepared_again(conn: &Connection) -> Vec<i32> {
         conn.execute_batch(
-            "CREATE TABLE h (id INTEGER PRIMARY KEY, job INTEGER, seq INTEGER);
-             CREATE UNIQUE INDEX h_job ON h (job, seq);
-             INSERT INTO h (job, seq) VALUES (1, 1), (1, 2), (2, 1), (3, 1);",
+            "CREATE TABLE h (job INTEGER, seq INTEGER, PRIMARY KEY (job, seq));
+             INSERT INTO h VALUES (1, 1), (1, 2), (2, 1), (3, 1);",
         )
         .unwrap();
         [

@@ -249,7 +249,9 @@ pub(crate) fn purge_retired(tx: &Connection) -> rusqlite::Result<bool> {
 /// table's columns or options; the copy costs what indexing the texts again
 /// does, once, without reading the mirror. Run at every read-write open, in
 /// a transaction of its own after the migrations (a look at the table's
-/// definition when there is nothing to do).
+/// definition and its merge setting when there is nothing to do; the
+/// setting is written there on a table made before it,
+/// [`search_table::keep_merge_policy`]).
 ///
 /// An index too damaged to be read is made again empty instead, its pages
 /// orphaned as a reindex of a damaged index leaves them
@@ -260,7 +262,15 @@ pub(crate) fn bring_to_current_form(conn: &mut Connection) -> rusqlite::Result<(
     let tokenizer = table_tokenizer(&tx)?;
     let titled = has_metadata_columns(&tx)?;
     if titled && search_table::is_current_form(&tx, tokenizer)? {
-        return Ok(());
+        return match search_table::keep_merge_policy(&tx) {
+            Ok(()) => tx.commit(),
+            // Setting it reads FTS5's structure: an index too damaged for
+            // that keeps its setting, and the store opens as before (a
+            // search or `doctor` finds the damage; a reindex makes the
+            // table again with the setting).
+            Err(e) if is_damage(&e) => Ok(()),
+            Err(e) => Err(e),
+        };
     }
     // (A damaged index cannot say; its copy fails below, and it is remade.)
     if !search_table::is_empty(&tx).unwrap_or(false) {

@@ -145,10 +145,10 @@ pub(crate) fn create_table(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Re
         "CREATE VIRTUAL TABLE search_text USING fts5 (
              body, title, author, path UNINDEXED, checksum UNINDEXED,
              {}
-         );
-         {MERGE_POLICY}",
+         );",
         tokenizer.fts5_options()
-    ))
+    ))?;
+    keep_merge_policy(c)
 }
 
 /// FTS5 merges a level of the index's segments once it holds 8 of them
@@ -161,7 +161,25 @@ pub(crate) fn create_table(c: &Connection, tokenizer: Tokenizer) -> rusqlite::Re
 /// did not move (DESIGN §14). `automerge` 0 (only a level of 16 merged,
 /// whole, inside one commit) was faster still but grew the database by a
 /// tenth and would merge a large index's top level in one transaction.
-pub(crate) const MERGE_POLICY: &str = "INSERT INTO search_text (search_text, rank) VALUES ('automerge', 8);";
+const AUTOMERGE: i64 = 8;
+
+/// Set [`AUTOMERGE`] on the index unless it is set already (a read of its
+/// settings table, which FTS5's own structure is not read for): every table
+/// made here, and at open one made before this setting
+/// ([`bring_to_current_form`](super::search_index::bring_to_current_form)).
+pub(crate) fn keep_merge_policy(c: &Connection) -> rusqlite::Result<()> {
+    let set = c
+        .prepare("SELECT 1 FROM search_text_config WHERE k = 'automerge' AND v = ?1")?
+        .exists([AUTOMERGE])?;
+    if set {
+        return Ok(());
+    }
+    c.execute(
+        "INSERT INTO search_text (search_text, rank) VALUES ('automerge', ?1)",
+        [AUTOMERGE],
+    )?;
+    Ok(())
+}
 
 /// The schema rows of the search index: the FTS5 table, its shadow tables
 /// (`search_text_data`, `_idx`, `_content`, `_docsize`, `_config`) and
