@@ -265,6 +265,9 @@ fn a_version_3_file_with_a_lease_in_flight_migrates_to_version_4() {
     assert_eq!(store.job(c.id).unwrap().unwrap().lost_leases, 1);
 }
 
+/// A history line's fields: at, event, token, fence, detail.
+type Line = (i64, String, Option<String>, Option<i64>, Option<String>);
+
 /// A version 16 file, whose history is clustered on (job_id, seq), is
 /// migrated in place to the appended history: every line kept with its
 /// fields and order, a document's next line numbered after its last, and the
@@ -299,7 +302,7 @@ fn a_version_16_history_is_moved_to_the_appended_form_with_every_line() {
     }
     t.clock.set(1_000);
     let store = t.handle(1_000);
-    let lines = |id| -> Vec<(i64, String, Option<String>, Option<i64>, Option<String>)> {
+    let lines = |id| -> Vec<Line> {
         store
             .history(leasehold::JobId(id))
             .unwrap()
