@@ -38,6 +38,14 @@ fn populated_store(t: &TempStore, docs: usize) {
     );
 }
 
+/// The schema's sections up to and including `version`: what a file made by
+/// the release of that version holds.
+fn schema_up_to(version: u32) -> &'static str {
+    let schema = include_str!("../../schema.sql");
+    let next = format!("-- version: {}", version + 1);
+    &schema[..schema.find(&next).expect("a later section")]
+}
+
 fn assert_names_path(err: &Error, path: &Path) {
     let msg = err.to_string();
     assert!(
@@ -236,8 +244,7 @@ fn several_openers_of_a_fresh_file_all_succeed() {
 #[test]
 fn a_version_3_file_with_a_lease_in_flight_migrates_to_version_4() {
     let t = TempStore::new();
-    let schema = include_str!("../../schema.sql");
-    let v3 = &schema[..schema.find("-- version: 4").expect("a version 4 section")];
+    let v3 = schema_up_to(3);
     {
         let c = rusqlite::Connection::open(&t.path).unwrap();
         c.execute_batch(v3).unwrap();
@@ -276,20 +283,18 @@ type Line = (i64, String, Option<String>, Option<i64>, Option<String>);
 #[test]
 fn a_version_16_history_is_moved_to_the_appended_form_with_every_line() {
     let t = TempStore::new();
-    let schema = include_str!("../../schema.sql");
-    let v16 = &schema[..schema.find("-- version: 17").expect("a version 17 section")];
     {
         let c = rusqlite::Connection::open(&t.path).unwrap();
-        c.execute_batch(v16).unwrap();
+        c.execute_batch(schema_up_to(16)).unwrap();
         c.execute_batch(
             "INSERT INTO jobs (id, doc_key, status, result_path, checksum, max_attempts, created_at, updated_at)
-             VALUES (1, 'a.txt', 'indexed', 'r/1', 'sum', 5, 0, 0),
-                    (2, 'b.txt', 'discovered', NULL, NULL, 5, 0, 0);
+             VALUES (1, 'a.txt', 'discovered', NULL, NULL, 5, 0, 0),
+                    (2, 'b.txt', 'indexed', 'r/2', 'sum', 5, 0, 0);
              INSERT INTO history (job_id, seq, at, event, token, fence, detail)
-             VALUES (2, 1, 10, 'enqueued', NULL, NULL, 'version v1'),
-                    (1, 1, 5, 'enqueued', NULL, NULL, 'version v1'),
-                    (1, 2, 6, 'claimed', 'tok', 1, 'worker w'),
-                    (1, 3, 7, 'completed', 'tok', 1, 'r/1');
+             VALUES (2, 1, 5, 'enqueued', NULL, NULL, 'version v1'),
+                    (2, 2, 6, 'claimed', 'tok', 1, 'worker w'),
+                    (2, 3, 7, 'completed', 'tok', 1, 'r/2'),
+                    (1, 1, 10, 'enqueued', NULL, NULL, 'version v1');
              PRAGMA user_version = 16;",
         )
         .unwrap();
@@ -311,7 +316,7 @@ fn a_version_16_history_is_moved_to_the_appended_form_with_every_line() {
             .collect()
     };
     assert_eq!(
-        lines(1),
+        lines(2),
         [
             (5, "enqueued".into(), None, None, Some("version v1".into())),
             (
@@ -326,14 +331,14 @@ fn a_version_16_history_is_moved_to_the_appended_form_with_every_line() {
                 "completed".into(),
                 Some("tok".into()),
                 Some(1),
-                Some("r/1".into())
+                Some("r/2".into())
             ),
         ]
     );
-    let claimed = store.claim("w").unwrap().expect("b.txt is claimable");
-    assert_eq!(claimed.id, leasehold::JobId(2));
+    let claimed = store.claim("w").unwrap().expect("a.txt is claimable");
+    assert_eq!(claimed.id, leasehold::JobId(1));
     assert_eq!(
-        lines(2).iter().map(|l| l.1.as_str()).collect::<Vec<_>>(),
+        lines(1).iter().map(|l| l.1.as_str()).collect::<Vec<_>>(),
         ["enqueued", "claimed"]
     );
 
@@ -344,8 +349,8 @@ fn a_version_16_history_is_moved_to_the_appended_form_with_every_line() {
         })
         .unwrap();
     assert!(!sql.contains("WITHOUT ROWID"), "{sql}");
-    // The claim's line is the table's last row, though its document's first
-    // line came before document 1's in the old key's order.
+    // The claim's line is the table's last row, where in the key's order it
+    // would come before document 2's lines.
     let last: (i64, i64, String) = c
         .query_row(
             "SELECT job_id, seq, event FROM history ORDER BY rowid DESC LIMIT 1",
@@ -353,9 +358,9 @@ fn a_version_16_history_is_moved_to_the_appended_form_with_every_line() {
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .unwrap();
-    assert_eq!(last, (2, 2, "claimed".into()));
+    assert_eq!(last, (1, 2, "claimed".into()));
     let duplicate = c.execute(
-        "INSERT INTO history (job_id, seq, at, event) VALUES (2, 2, 0, 'claimed')",
+        "INSERT INTO history (job_id, seq, at, event) VALUES (1, 2, 0, 'claimed')",
         [],
     );
     assert!(duplicate.is_err(), "(job_id, seq) stays unique");
@@ -376,32 +381,23 @@ fn automerge(path: &Path) -> Option<i64> {
 }
 
 /// The word index merges a level of 8 segments, not of 4: in a new store, in
-/// a store whose table was made before this setting (in the form this build
-/// makes, so the open keeps the table) once opened, and in an index made
-/// again with another tokenizer.
+/// a store whose table was made before this setting once opened, and in an
+/// index made again with another tokenizer.
 #[test]
 fn the_word_index_merges_eight_segments_at_a_time() {
     let t = TempStore::new();
     drop(t.handle(1_000));
     assert_eq!(automerge(&t.path), Some(8), "a new store");
 
+    // A table made before the setting has no `automerge` row: this one's
+    // is taken away.
     let old = TempStore::new();
-    let schema = include_str!("../../schema.sql");
-    {
-        let c = rusqlite::Connection::open(&old.path).unwrap();
-        c.execute_batch(schema).unwrap();
-        c.execute_batch(
-            "DROP TABLE search_text;
-             CREATE VIRTUAL TABLE search_text USING fts5 (
-                 body, title, author, path UNINDEXED, checksum UNINDEXED,
-                 prefix = '2', content = '', contentless_delete = 1, contentless_unindexed = 1, tokenize = 'unicode61 remove_diacritics 2'
-             );
-             INSERT INTO meta (name, value) VALUES ('search_tokenizer', 'unicode61 remove_diacritics 2');
-             PRAGMA user_version = 17;",
-        )
+    drop(old.handle(1_000));
+    rusqlite::Connection::open(&old.path)
+        .unwrap()
+        .execute("DELETE FROM search_text_config WHERE k = 'automerge'", [])
         .unwrap();
-        assert_eq!(automerge(&old.path), None, "FTS5's default before the open");
-    }
+    assert_eq!(automerge(&old.path), None, "FTS5's default before the open");
     let store = old.handle(1_000);
     assert_eq!(automerge(&old.path), Some(8), "a table made before the setting");
     store.reset_search_index(Tokenizer::Trigram).unwrap();
@@ -414,8 +410,7 @@ fn the_word_index_merges_eight_segments_at_a_time() {
 /// its file name; its text is found as before.
 #[test]
 fn a_version_11_index_gets_titles_and_keeps_its_tokenizer_and_rows() {
-    let schema = include_str!("../../schema.sql");
-    let v11 = &schema[..schema.find("-- version: 12").expect("a version 12 section")];
+    let v11 = schema_up_to(11);
     for (tokenizer, spec) in [
         (Tokenizer::Unicode61, "unicode61 remove_diacritics 2"),
         (Tokenizer::Trigram, "trigram"),
@@ -589,8 +584,7 @@ fn index_definition(path: &Path) -> String {
 /// every document is kept for a reindex to index again.
 #[test]
 fn a_version_11_file_with_a_damaged_index_opens_with_an_empty_one() {
-    let schema = include_str!("../../schema.sql");
-    let v11 = &schema[..schema.find("-- version: 12").expect("a version 12 section")];
+    let v11 = schema_up_to(11);
     let t = TempStore::new();
     {
         let c = rusqlite::Connection::open(&t.path).unwrap();
