@@ -27,6 +27,7 @@ mod gc;
 mod layout;
 mod listing;
 mod lock;
+mod shard_stamp;
 mod staged;
 // The tests use Unix file modes, symlinks and FIFOs; the code paths other
 // systems take are run on Linux through LEASEHOLD_FORCE_PORTABLE (src/portable.rs).
@@ -43,6 +44,7 @@ use std::sync::Arc;
 pub use error::MirrorError;
 pub use listing::ListedResults;
 pub use lock::{CLEANUP_LOCK_WAIT, WRITE_LOCK_WAIT};
+pub use shard_stamp::{ShardStamp, SETTLED_MS};
 use staged::SyncGroup;
 pub use staged::{Staged, Written};
 

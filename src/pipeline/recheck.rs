@@ -15,7 +15,9 @@
 
 use crate::error::Result;
 use crate::job::JobId;
-use crate::mirror::{ListedResults, Mirror, ResultFile};
+use std::collections::HashMap;
+
+use crate::mirror::{ListedResults, Mirror, ResultFile, ShardStamp};
 use crate::store::Store;
 
 /// Indexed rows read per query (no read snapshot is held across the
@@ -107,6 +109,9 @@ pub struct Rechecked {
     /// The first results that could not be looked at (an I/O error, a path
     /// that left the mirror), one line each; left as they are for `doctor`.
     pub unchecked: Vec<String>,
+    /// Shards passed over: their directory was as the last check that found
+    /// all of their results there left it (see [`ShardStamp`]).
+    pub shards_as_checked: u64,
 }
 
 /// Look for every indexed document's accepted result; queue again each one
@@ -138,18 +143,29 @@ pub fn recheck_results_writing_after(
     let mut out = Rechecked::default();
     let mut after = i64::MIN;
     let mut results = ListedResults::new(mirror);
-    loop {
-        let page = store.accepted_page(after, PAGE)?;
-        let Some(last) = page.last() else {
-            return Ok(out);
-        };
-        after = last.id;
+    let mut shards = CheckedShards::read(store, mirror)?;
+    'pages: loop {
+        let page = store.accepted_page(after, shards.rows_to_read(after))?;
+        if page.is_empty() {
+            break;
+        }
         for row in page {
+            after = row.id;
+            if shards.enter(Mirror::shard_of(row.id)) == Shard::AsChecked {
+                // Its other results too: the next page starts past the shard.
+                out.shards_as_checked += 1;
+                after = Mirror::last_id_of_shard(Mirror::shard_of(row.id));
+                continue 'pages;
+            }
             let path = row.result_path.as_str();
             out.checked += 1;
+            if !Mirror::in_own_shard(row.id, path) {
+                shards.not_whole();
+            }
             let damage = match results.look(path, row.result_bytes) {
                 Ok(file) => Damage::of(file),
                 Err(e) => {
+                    shards.not_whole();
                     if out.unchecked.len() < NAMED {
                         out.unchecked
                             .push(format!("{}: {path}: {e}", doc_name(store, row.id)?));
@@ -158,6 +174,7 @@ pub fn recheck_results_writing_after(
                 }
             };
             let Some(damage) = damage else { continue };
+            shards.not_whole();
             wait();
             if requeue_damaged(store, row.id, path, damage)? {
                 out.requeued += 1;
@@ -168,4 +185,168 @@ pub fn recheck_results_writing_after(
             }
         }
     }
+    if shards.stamps {
+        wait();
+    }
+    shards.record(store);
+    Ok(out)
+}
+
+/// The setting that holds the stamps of the shards a check found whole
+/// (one `shard=stamp` line each).
+const CHECKED_SHARDS: &str = "checked_shards";
+
+/// What the check does with a shard's results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shard {
+    /// Its directory is as the last check that found it whole left it: its
+    /// results are passed over.
+    AsChecked,
+    /// Its results are looked at.
+    Look,
+}
+
+/// The shards a check may pass over and the ones it leaves stamped (see
+/// [`ShardStamp`](crate::mirror::ShardStamp)). A shard is stamped when all
+/// of its results were there, each a file of its own shard, and its
+/// directory's times had settled; its stamp is taken before its listing,
+/// so a change made while it was looked at is a change the next check sees.
+/// And only when the store was quiet: no history line written during the
+/// check (no claim or completion came in between) and no document under a
+/// claim at its end. A result accepted later then comes from a later claim,
+/// whose file is renamed into the shard after the stamp and changes it;
+/// without that, a claim's file renamed and deleted before the stamp and
+/// accepted after it would be missing in a shard passed over.
+struct CheckedShards<'m> {
+    mirror: &'m Mirror,
+    /// Shards are stamped here at all ([`Mirror::stamps_shards`]).
+    stamps: bool,
+    /// The stamps the last check left.
+    recorded: HashMap<i64, String>,
+    /// Shards passed over, with their stamp (still the recorded one).
+    passed: HashMap<i64, String>,
+    /// Shards found whole by this check, with their stamp.
+    verified: HashMap<i64, String>,
+    /// The store's [`history_mark`](Store::history_mark) when the check began.
+    mark: Option<i64>,
+    /// The shard whose results are being looked at: its number, its stamp
+    /// taken before its listing, and whether all were there so far.
+    looking: Option<(i64, Option<ShardStamp>, bool)>,
+    /// The time of the check, from the store's clock.
+    now_ms: i64,
+}
+
+impl<'m> CheckedShards<'m> {
+    fn read(store: &Store, mirror: &'m Mirror) -> Result<Self> {
+        let stamps = mirror.stamps_shards();
+        let recorded = match stamps {
+            true => parse_stamps(&store.meta(CHECKED_SHARDS)?.unwrap_or_default()),
+            false => HashMap::new(),
+        };
+        Ok(CheckedShards {
+            mirror,
+            stamps,
+            recorded,
+            passed: HashMap::new(),
+            verified: HashMap::new(),
+            mark: if stamps { store.history_mark()? } else { None },
+            looking: None,
+            now_ms: store.now(),
+        })
+    }
+
+    /// How many rows the next page after `after` reads: where shards are
+    /// stamped, one to find the next shard with results, then the rest of
+    /// that shard's ids at most, so a shard passed over costs one row read.
+    fn rows_to_read(&self, after: i64) -> i64 {
+        if !self.stamps {
+            return PAGE;
+        }
+        match self.looking {
+            Some((shard, _, _)) if after < Mirror::last_id_of_shard(shard) => {
+                PAGE.min(Mirror::last_id_of_shard(shard) - after)
+            }
+            _ => 1,
+        }
+    }
+
+    /// The check reaches a result of shard `shard` (in id order).
+    fn enter(&mut self, shard: i64) -> Shard {
+        if self.looking.as_ref().is_some_and(|(s, _, _)| *s == shard) {
+            return Shard::Look;
+        }
+        self.leave();
+        if !self.stamps {
+            return Shard::Look;
+        }
+        let now = self.mirror.shard_stamp(shard);
+        if let (Some(now), Some(recorded)) = (&now, self.recorded.get(&shard)) {
+            if now.text == *recorded {
+                self.passed.insert(shard, now.text.clone());
+                return Shard::AsChecked;
+            }
+        }
+        self.looking = Some((shard, now, true));
+        Shard::Look
+    }
+
+    /// A result of the shard being looked at was not there, or could not be
+    /// looked at, or is not a file of its shard: the shard is not stamped.
+    fn not_whole(&mut self) {
+        if let Some((_, _, whole)) = self.looking.as_mut() {
+            *whole = false;
+        }
+    }
+
+    /// The check is past the shard it was looking at: stamp it if it was
+    /// whole and its times had settled.
+    fn leave(&mut self) {
+        if let Some((shard, Some(stamp), true)) = self.looking.take() {
+            if stamp.settled_at(self.now_ms) {
+                self.verified.insert(shard, stamp.text);
+            }
+        }
+    }
+
+    /// Leave the stamps of the shards passed over, and of those found whole
+    /// if the store was quiet, when they differ from the ones found.
+    /// They only spare the next check work: a store that cannot say it was
+    /// quiet, or cannot take them (read-only, full), leaves that check to
+    /// look at more.
+    fn record(mut self, store: &Store) {
+        self.leave();
+        if !self.stamps {
+            return;
+        }
+        let quiet = self.mark.is_some()
+            && store.history_mark().ok() == Some(self.mark)
+            && store.counts_extracting().ok() == Some(0);
+        let mut kept = self.passed;
+        if quiet {
+            kept.extend(self.verified);
+        }
+        if kept == self.recorded {
+            return;
+        }
+        let mut shards: Vec<_> = kept.into_iter().collect();
+        shards.sort();
+        let text: String = shards
+            .into_iter()
+            .map(|(shard, stamp)| format!("{shard}={stamp}\n"))
+            .collect();
+        if let Err(e) = store.set_meta(CHECKED_SHARDS, &text) {
+            tracing::debug!(target: "leasehold::recheck", error = %e, "the checked shards were not recorded");
+        }
+    }
+}
+
+/// The stamps of a [`CHECKED_SHARDS`] setting; a line that does not read
+/// as one is left out (its shard is looked at again).
+fn parse_stamps(text: &str) -> HashMap<i64, String> {
+    text.lines()
+        .filter_map(|line| {
+            let (shard, stamp) = line.split_once('=')?;
+            Some((shard.parse().ok()?, stamp.to_owned()))
+        })
+        .collect()
 }

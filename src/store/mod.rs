@@ -513,6 +513,14 @@ impl Store {
         self.engine().meta(name)
     }
 
+    /// A number that grows with every history line written, hence with every
+    /// claim, completion, requeue and forgotten result: two equal marks say
+    /// no such write came between them. `None` on PostgreSQL, whose lines
+    /// carry no such number.
+    pub(crate) fn history_mark(&self) -> Result<Option<i64>> {
+        self.engine().history_mark()
+    }
+
     /// Set `name` to `value`, replacing any value it had (e.g. the last
     /// listing's figures, which `status` shows).
     pub fn set_meta(&self, name: &str, value: &str) -> Result<()> {

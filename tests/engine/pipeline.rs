@@ -1228,3 +1228,138 @@ fn the_sample_corpus_is_indexed_and_a_second_discover_changes_nothing() {
     );
     assert_eq!(store.counts().unwrap().indexed, phrases.len() as u64);
 }
+
+// ----- the rerun's check of the accepted results -----
+
+/// The sample corpus indexed into a store whose clock reads `ahead_ms` past
+/// the real time (the shard directories' times are real): the store, its
+/// mirror, and the number of documents.
+fn indexed_samples(t: &TempStore, ahead_ms: i64) -> (Store, Mirror, u64) {
+    let real_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    t.clock.set(real_now + ahead_ms);
+    let store = t.handle(LEASE_MS);
+    let mirror = open_mirror(t);
+    let dir = DirSource::open(common::workspace().join("samples")).unwrap();
+    let max = ExtractorRegistry::DEFAULT_MAX_INPUT_BYTES;
+    dir.discover(&store, max).unwrap();
+    let p = Pipeline {
+        max_input_bytes: max,
+        ..pipeline(
+            &store,
+            &mirror,
+            Arc::new(dir),
+            Arc::new(ExtractorRegistry::default()),
+        )
+    };
+    run_until_idle(p, 2);
+    let n = common::SAMPLE_PHRASES.len() as u64;
+    assert_eq!(store.counts().unwrap().indexed, n);
+    (store, mirror, n)
+}
+
+/// A rerun's check passes over a shard whose directory is as the last check
+/// that found all of its results left it, and looks at it again once a name
+/// in it changed: a deleted result is found even when the directory's
+/// modification time is set back, since its change time moved (DESIGN §9a).
+/// Where shards are not stamped (the portable paths), every check looks at
+/// every result.
+#[test]
+fn the_results_check_passes_over_a_shard_left_as_it_was_and_finds_a_deletion_in_it() {
+    let t = TempStore::new();
+    // Ten seconds on: the shard's times, set by the run, have settled.
+    let (store, mirror, n) = indexed_samples(&t, 10_000);
+    let first = leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
+    assert_eq!(
+        (first.checked, first.requeued, first.shards_as_checked),
+        (n, 0, 0)
+    );
+    let second = leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
+    let stamped = mirror.stamps_shards();
+    let expected = if stamped { (0, 0, 1) } else { (n, 0, 0) };
+    assert_eq!(
+        (second.checked, second.requeued, second.shards_as_checked),
+        expected
+    );
+
+    let row = store.job_by_key("notes.txt").unwrap().unwrap();
+    let result = mirror.root().join(row.result_path.unwrap());
+    let shard = result.parent().unwrap().to_owned();
+    let modified = std::fs::metadata(&shard).unwrap().modified().unwrap();
+    std::fs::remove_file(&result).unwrap();
+    std::fs::File::open(&shard)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    assert_eq!(std::fs::metadata(&shard).unwrap().modified().unwrap(), modified);
+    let third = leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
+    assert_eq!(
+        (third.checked, third.requeued, third.shards_as_checked),
+        (n, 1, 0)
+    );
+    assert_eq!(job(&store, JobId(row.id)).status, Status::Discovered);
+}
+
+/// A check made less than two seconds after a shard last changed does not
+/// stamp it: a file system that keeps coarse times (FAT's two seconds) could
+/// give a change made right after the check the same times.
+#[test]
+fn a_shard_changed_within_two_seconds_of_the_check_is_looked_at_again() {
+    let t = TempStore::new();
+    let (store, mirror, n) = indexed_samples(&t, 0);
+    for _ in 0..2 {
+        let check = leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
+        assert_eq!((check.checked, check.shards_as_checked), (n, 0));
+    }
+    assert_eq!(store.meta("checked_shards").unwrap(), None);
+}
+
+/// No shard is stamped by a check that ends while a document is under a
+/// claim: its worker may have renamed its file into the shard before the
+/// stamp, and a file deleted then and accepted after it would be missing
+/// in a shard passed over. Once the claim is let go, a check stamps.
+#[test]
+fn a_check_that_ends_while_a_document_is_under_a_claim_stamps_no_shard() {
+    let t = TempStore::new();
+    let (store, mirror, n) = indexed_samples(&t, 10_000);
+    let id = store.job_by_key("notes.txt").unwrap().unwrap().id;
+    assert!(store.requeue(JobId(id), "to be claimed").unwrap());
+    let claim = store.claim("holder").unwrap().expect("the requeued document");
+    for _ in 0..2 {
+        let check = leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
+        assert_eq!((check.checked, check.shards_as_checked), (n - 1, 0));
+    }
+    assert_eq!(store.meta("checked_shards").unwrap(), None);
+    assert_eq!(store.release(claim, "let go").unwrap(), Fenced::Accepted);
+    leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
+    let after = leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
+    let expected = if mirror.stamps_shards() {
+        (0, 1)
+    } else {
+        (n - 1, 0)
+    };
+    assert_eq!((after.checked, after.shards_as_checked), expected);
+}
+
+/// Nor does a check during which a history line was written (a claim or a
+/// completion came in between): here a requeue made while the check runs,
+/// where its caller's wait is.
+#[test]
+fn a_check_during_which_the_store_was_written_stamps_no_shard() {
+    let t = TempStore::new();
+    let (store, mirror, n) = indexed_samples(&t, 10_000);
+    let id = store.job_by_key("notes.txt").unwrap().unwrap().id;
+    let mut requeued = false;
+    let check = leasehold::pipeline::recheck_results_writing_after(&store, &mirror, || {
+        if !requeued {
+            requeued = store.requeue(JobId(id), "meanwhile").unwrap();
+        }
+    })
+    .unwrap();
+    // The wait before the stamps are recorded: where none are, no wait.
+    assert_eq!(requeued, mirror.stamps_shards());
+    assert_eq!((check.checked, check.shards_as_checked), (n, 0));
+    assert_eq!(store.meta("checked_shards").unwrap(), None);
+}

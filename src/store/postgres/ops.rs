@@ -32,6 +32,13 @@ impl Engine for PgStore {
         self.read(|c| read::meta(c, name))
     }
 
+    fn history_mark(&self) -> Result<Option<i64>> {
+        // Lines are keyed by document and sequence: no number grows with
+        // every line. Nothing asks on this edition (its mirror stamps no
+        // shards, `mirror/shard_stamp.rs`).
+        Ok(None)
+    }
+
     fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
         self.submit(WriteOp::claim(worker, n))?.claims()
     }

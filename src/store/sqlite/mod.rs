@@ -200,6 +200,13 @@ impl Engine for Sqlite {
         self.read(|c| meta::meta(c, name))
     }
 
+    fn history_mark(&self) -> Result<Option<i64>> {
+        // The rowid of the newest line: the table is appended to (schema
+        // version 17), and retention keeps each document's last line, so
+        // the newest one stays and its rowid is never given again.
+        self.read(|c| c.query_row("SELECT max(rowid) FROM history", [], |r| r.get(0)))
+    }
+
     fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
         self.submit(WriteOp::claim(worker, n))?.claims()
     }
