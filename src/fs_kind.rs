@@ -63,6 +63,22 @@ pub fn fs_name(magic: u64) -> &'static str {
     }
 }
 
+/// The local file systems whose directory times a rerun may trust to say
+/// that no name in a directory changed (`mirror/shard_stamp.rs`): kept by
+/// the kernel itself, never from another machine's cache. Any other (a
+/// network or FUSE file system, a VM's shared folder) is not trusted.
+pub fn keeps_directory_times(magic: u64) -> bool {
+    matches!(
+        magic,
+        0xEF53 // ext2/ext3/ext4
+            | 0x5846_5342 // xfs
+            | 0x9123_683E // btrfs
+            | 0x0102_1994 // tmpfs
+            | 0x2FC1_2FC1 // zfs
+            | 0xF2F5_2010 // f2fs
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +92,14 @@ mod tests {
         assert!(remote_fs(0x6573_5546).unwrap().starts_with("FUSE"));
         assert_eq!(remote_fs(0xEF53), None);
         assert_eq!(remote_fs(0x0102_1994), None);
+    }
+
+    #[test]
+    fn only_known_local_file_systems_are_trusted_with_directory_times() {
+        assert!(keeps_directory_times(0xEF53));
+        assert!(keeps_directory_times(0x5846_5342));
+        for untrusted in [0x6969, 0x6573_5546, 0x0102_1997, 0x794C_7630, 0x1234] {
+            assert!(!keeps_directory_times(untrusted), "{untrusted:x}");
+        }
     }
 }

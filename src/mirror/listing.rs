@@ -68,6 +68,13 @@ impl<'m> ListedResults<'m> {
         }
     }
 
+    /// Forget the listing kept, so that the next result looked at lists its
+    /// shard anew: a check that stamps a shard before listing it
+    /// (`pipeline/recheck.rs`) must not be answered by an older listing.
+    pub fn forget_listing(&mut self) {
+        self.shard = None;
+    }
+
     /// The listing of `shard`, read when the last one was another.
     fn listing(&mut self, shard: &str) -> &Listing {
         if self.shard.as_ref().is_none_or(|(listed, _)| listed != shard) {

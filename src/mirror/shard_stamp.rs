@@ -13,9 +13,10 @@
 //!   kept only when both times are at least [`SETTLED_MS`] older than the
 //!   check;
 //! - a network file system may answer from an attribute cache, and its
-//!   server keeps the times: shards are stamped only on a local file system,
-//!   and only where the mirror is fenced by file locks (the SQLite edition;
-//!   the PostgreSQL edition's machines share a mirror).
+//!   server keeps the times: shards are stamped only on a file system known
+//!   to be local (`fs_kind::keeps_directory_times`: ext4, xfs, btrfs, tmpfs,
+//!   zfs, f2fs), and only where the mirror is fenced by file locks (the
+//!   SQLite edition; the PostgreSQL edition's machines share a mirror).
 //!
 //! Linux gives the file system's kind (`statfs`); elsewhere, and when the
 //! portable paths are forced, no shard is stamped and every rerun lists
@@ -49,7 +50,8 @@ impl ShardStamp {
 
 impl Mirror {
     /// Whether shards can be stamped here (see the module docs): the Linux
-    /// fast paths, file locks, and a file system known to be local.
+    /// fast paths, file locks, and a file system known to be local. Asked
+    /// once a check (a `statfs`).
     pub fn stamps_shards(&self) -> bool {
         self.fencing == Fencing::FileLocks && local_file_system(self.root())
     }
@@ -124,7 +126,7 @@ fn local_file_system(root: &std::path::Path) -> bool {
     crate::portable::fast()
         && crate::fs_kind::fs_magic(root)
             .ok()
-            .is_some_and(|magic| crate::fs_kind::remote_fs(magic).is_none())
+            .is_some_and(crate::fs_kind::keeps_directory_times)
 }
 
 #[cfg(test)]

@@ -128,10 +128,11 @@ pub fn recheck_results(store: &Store, mirror: &Mirror) -> Result<Rechecked> {
     recheck_results_writing_after(store, mirror, || ())
 }
 
-/// [`recheck_results`], calling `wait` before each document it queues again:
-/// beside a discovery, the stats overlap it and the writes come after it (the
-/// caller's `wait` returns once it has ended), so the discovery never meets
-/// a document this queued and counts it as one left from an earlier run.
+/// [`recheck_results`], calling `wait` before each document it queues again
+/// and before it records the shards it found whole: beside a discovery, the
+/// stats overlap it and the writes come after it (the caller's `wait`
+/// returns once it has ended), so the discovery never meets a document this
+/// queued and counts it as one left from an earlier run.
 ///
 /// # Failure
 /// As [`recheck_results`].
@@ -143,7 +144,7 @@ pub fn recheck_results_writing_after(
     let mut out = Rechecked::default();
     let mut after = i64::MIN;
     let mut results = ListedResults::new(mirror);
-    let mut shards = CheckedShards::read(store, mirror)?;
+    let mut shards = CheckedShards::read(store, mirror);
     'pages: loop {
         let page = store.accepted_page(after, shards.rows_to_read(after))?;
         if page.is_empty() {
@@ -151,11 +152,17 @@ pub fn recheck_results_writing_after(
         }
         for row in page {
             after = row.id;
-            if shards.enter(Mirror::shard_of(row.id)) == Shard::AsChecked {
-                // Its other results too: the next page starts past the shard.
-                out.shards_as_checked += 1;
-                after = Mirror::last_id_of_shard(Mirror::shard_of(row.id));
-                continue 'pages;
+            match shards.enter(Mirror::shard_of(row.id)) {
+                Shard::AsChecked => {
+                    // Its other results too: the next page starts past the shard.
+                    out.shards_as_checked += 1;
+                    after = Mirror::last_id_of_shard(Mirror::shard_of(row.id));
+                    continue 'pages;
+                }
+                // Listed after its stamp, not before (a result of another
+                // shard's row may have had it listed already).
+                Shard::New => results.forget_listing(),
+                Shard::Same => {}
             }
             let path = row.result_path.as_str();
             out.checked += 1;
@@ -187,13 +194,14 @@ pub fn recheck_results_writing_after(
     }
     if shards.stamps {
         wait();
+        shards.record(store);
     }
-    shards.record(store);
     Ok(out)
 }
 
-/// The setting that holds the stamps of the shards a check found whole
-/// (one `shard=stamp` line each).
+/// The setting that holds the stamps of the shards a check found whole: a
+/// `mark=` line, the store's [`history_mark`](Store::history_mark) then,
+/// and one `shard=stamp` line each.
 const CHECKED_SHARDS: &str = "checked_shards";
 
 /// What the check does with a shard's results.
@@ -202,8 +210,10 @@ enum Shard {
     /// Its directory is as the last check that found it whole left it: its
     /// results are passed over.
     AsChecked,
-    /// Its results are looked at.
-    Look,
+    /// Its results are looked at, from this one on.
+    New,
+    /// The shard of the result before: looked at.
+    Same,
 }
 
 /// The shards a check may pass over and the ones it leaves stamped (see
@@ -216,43 +226,55 @@ enum Shard {
 /// claim at its end. A result accepted later then comes from a later claim,
 /// whose file is renamed into the shard after the stamp and changes it;
 /// without that, a claim's file renamed and deleted before the stamp and
-/// accepted after it would be missing in a shard passed over.
+/// accepted after it would be missing in a shard passed over. The stamps
+/// are kept with the store's history mark, and a check passes shards over
+/// only while the mark is the same: after any claim, completion or requeue
+/// since, every shard is looked at again, so a mirror rolled back to a
+/// snapshot (the same inodes and times) cannot hide results accepted after
+/// the stamps.
 struct CheckedShards<'m> {
     mirror: &'m Mirror,
     /// Shards are stamped here at all ([`Mirror::stamps_shards`]).
     stamps: bool,
-    /// The stamps the last check left.
+    /// The store's [`history_mark`](Store::history_mark) when the check began.
+    mark: Option<String>,
+    /// The stamps the last check left, if it left them at this same mark.
     recorded: HashMap<i64, String>,
     /// Shards passed over, with their stamp (still the recorded one).
     passed: HashMap<i64, String>,
     /// Shards found whole by this check, with their stamp.
     verified: HashMap<i64, String>,
-    /// The store's [`history_mark`](Store::history_mark) when the check began.
-    mark: Option<i64>,
     /// The shard whose results are being looked at: its number, its stamp
     /// taken before its listing, and whether all were there so far.
     looking: Option<(i64, Option<ShardStamp>, bool)>,
-    /// The time of the check, from the store's clock.
+    /// The time of the check, from the store's clock (the system's, but
+    /// for tests).
     now_ms: i64,
 }
 
 impl<'m> CheckedShards<'m> {
-    fn read(store: &Store, mirror: &'m Mirror) -> Result<Self> {
+    /// What the last check left; nothing (every shard looked at, none
+    /// stamped) where shards are not stamped or the store cannot say.
+    fn read(store: &Store, mirror: &'m Mirror) -> Self {
         let stamps = mirror.stamps_shards();
-        let recorded = match stamps {
-            true => parse_stamps(&store.meta(CHECKED_SHARDS)?.unwrap_or_default()),
-            false => HashMap::new(),
+        let mark = stamps.then(|| store.history_mark().ok().flatten()).flatten();
+        let recorded = match &mark {
+            Some(mark) => {
+                let setting = store.meta(CHECKED_SHARDS).ok().flatten().unwrap_or_default();
+                parse_stamps(&setting, mark)
+            }
+            None => HashMap::new(),
         };
-        Ok(CheckedShards {
+        CheckedShards {
             mirror,
-            stamps,
+            stamps: mark.is_some(),
+            mark,
             recorded,
             passed: HashMap::new(),
             verified: HashMap::new(),
-            mark: if stamps { store.history_mark()? } else { None },
             looking: None,
             now_ms: store.now(),
-        })
+        }
     }
 
     /// How many rows the next page after `after` reads: where shards are
@@ -273,11 +295,12 @@ impl<'m> CheckedShards<'m> {
     /// The check reaches a result of shard `shard` (in id order).
     fn enter(&mut self, shard: i64) -> Shard {
         if self.looking.as_ref().is_some_and(|(s, _, _)| *s == shard) {
-            return Shard::Look;
+            return Shard::Same;
         }
         self.leave();
         if !self.stamps {
-            return Shard::Look;
+            self.looking = Some((shard, None, false));
+            return Shard::New;
         }
         let now = self.mirror.shard_stamp(shard);
         if let (Some(now), Some(recorded)) = (&now, self.recorded.get(&shard)) {
@@ -287,7 +310,7 @@ impl<'m> CheckedShards<'m> {
             }
         }
         self.looking = Some((shard, now, true));
-        Shard::Look
+        Shard::New
     }
 
     /// A result of the shard being looked at was not there, or could not be
@@ -308,42 +331,44 @@ impl<'m> CheckedShards<'m> {
         }
     }
 
-    /// Leave the stamps of the shards passed over, and of those found whole
-    /// if the store was quiet, when they differ from the ones found.
+    /// Leave the stamps of the shards passed over and found whole, with the
+    /// mark, when the store was quiet and they differ from the ones found.
     /// They only spare the next check work: a store that cannot say it was
     /// quiet, or cannot take them (read-only, full), leaves that check to
     /// look at more.
     fn record(mut self, store: &Store) {
         self.leave();
-        if !self.stamps {
+        let Some(mark) = self.mark.take() else {
             return;
-        }
-        let quiet = self.mark.is_some()
-            && store.history_mark().ok() == Some(self.mark)
+        };
+        let quiet = store.history_mark().ok().flatten().as_ref() == Some(&mark)
             && store.counts_extracting().ok() == Some(0);
         let mut kept = self.passed;
-        if quiet {
-            kept.extend(self.verified);
-        }
-        if kept == self.recorded {
+        kept.extend(self.verified);
+        if !quiet || kept == self.recorded {
             return;
         }
         let mut shards: Vec<_> = kept.into_iter().collect();
         shards.sort();
-        let text: String = shards
-            .into_iter()
-            .map(|(shard, stamp)| format!("{shard}={stamp}\n"))
-            .collect();
+        let mut text = format!("mark={mark}\n");
+        for (shard, stamp) in shards {
+            text.push_str(&format!("{shard}={stamp}\n"));
+        }
         if let Err(e) = store.set_meta(CHECKED_SHARDS, &text) {
             tracing::debug!(target: "leasehold::recheck", error = %e, "the checked shards were not recorded");
         }
     }
 }
 
-/// The stamps of a [`CHECKED_SHARDS`] setting; a line that does not read
-/// as one is left out (its shard is looked at again).
-fn parse_stamps(text: &str) -> HashMap<i64, String> {
-    text.lines()
+/// The stamps of a [`CHECKED_SHARDS`] setting left at history mark `mark`;
+/// none when it was left at another (a line that does not read as a stamp
+/// is left out: its shard is looked at again).
+fn parse_stamps(text: &str, mark: &str) -> HashMap<i64, String> {
+    let mut lines = text.lines();
+    if lines.next().and_then(|l| l.strip_prefix("mark=")) != Some(mark) {
+        return HashMap::new();
+    }
+    lines
         .filter_map(|line| {
             let (shard, stamp) = line.split_once('=')?;
             Some((shard.parse().ok()?, stamp.to_owned()))

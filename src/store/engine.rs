@@ -43,9 +43,9 @@ pub(crate) trait Engine: super::rules::Rules + Send + Sync {
     fn sources_after(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, KnownSource)>>;
     /// A setting of the data directory.
     fn meta(&self, name: &str) -> Result<Option<String>>;
-    /// A number that grows with every history line written (`None` where
-    /// lines carry none): see [`Store::history_mark`](super::Store::history_mark).
-    fn history_mark(&self) -> Result<Option<i64>>;
+    /// The newest history line's identity (`None` where lines are not kept
+    /// in the order written): see [`Store::history_mark`](super::Store::history_mark).
+    fn history_mark(&self) -> Result<Option<String>>;
 
     // ----- claims and fenced writes -----
 

@@ -513,11 +513,11 @@ impl Store {
         self.engine().meta(name)
     }
 
-    /// A number that grows with every history line written, hence with every
-    /// claim, completion, requeue and forgotten result: two equal marks say
-    /// no such write came between them. `None` on PostgreSQL, whose lines
-    /// carry no such number.
-    pub(crate) fn history_mark(&self) -> Result<Option<i64>> {
+    /// The newest history line, by its document and sequence: every claim,
+    /// completion, requeue and forgotten result writes a line, so two equal
+    /// marks say no such write came between them. `None` before the first
+    /// line, and on PostgreSQL, whose lines are not kept in the order written.
+    pub(crate) fn history_mark(&self) -> Result<Option<String>> {
         self.engine().history_mark()
     }
 

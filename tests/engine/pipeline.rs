@@ -1231,20 +1231,13 @@ fn the_sample_corpus_is_indexed_and_a_second_discover_changes_nothing() {
 
 // ----- the rerun's check of the accepted results -----
 
-/// The sample corpus indexed into a store whose clock reads `ahead_ms` past
-/// the real time (the shard directories' times are real): the store, its
-/// mirror, and the number of documents.
-fn indexed_samples(t: &TempStore, ahead_ms: i64) -> (Store, Mirror, u64) {
-    let real_now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    t.clock.set(real_now + ahead_ms);
+/// The documents of `dir` indexed into a new store and mirror of `t`.
+fn indexed_tree(t: &TempStore, dir: &Path) -> (Store, Mirror, u64) {
     let store = t.handle(LEASE_MS);
     let mirror = open_mirror(t);
-    let dir = DirSource::open(common::workspace().join("samples")).unwrap();
+    let dir = DirSource::open(dir).unwrap();
     let max = ExtractorRegistry::DEFAULT_MAX_INPUT_BYTES;
-    dir.discover(&store, max).unwrap();
+    let found = dir.discover(&store, max).unwrap();
     let p = Pipeline {
         max_input_bytes: max,
         ..pipeline(
@@ -1255,9 +1248,46 @@ fn indexed_samples(t: &TempStore, ahead_ms: i64) -> (Store, Mirror, u64) {
         )
     };
     run_until_idle(p, 2);
-    let n = common::SAMPLE_PHRASES.len() as u64;
+    let n = found.new as u64;
     assert_eq!(store.counts().unwrap().indexed, n);
     (store, mirror, n)
+}
+
+/// Set the test clock `by_ms` after the latest change of the shards
+/// `shards` (their directories' times are the real clock's); where shards
+/// are not stamped, after the real time.
+fn clock_after_shards(t: &TempStore, mirror: &Mirror, shards: std::ops::Range<i64>, by_ms: i64) {
+    let real_now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let changed = shards
+        .map(|shard| mirror.shard_stamp(shard).map_or_else(real_now, |s| s.changed_ms))
+        .max()
+        .unwrap();
+    t.clock.set(changed + by_ms);
+}
+
+fn check(store: &Store, mirror: &Mirror) -> leasehold::pipeline::Rechecked {
+    leasehold::pipeline::recheck_results(store, mirror).unwrap()
+}
+
+/// Delete document `key`'s result, then set its shard directory's
+/// modification time back: its change time still moves.
+fn delete_result_hiding_it(store: &Store, mirror: &Mirror, key: &str) -> JobId {
+    let row = store.job_by_key(key).unwrap().unwrap();
+    let result = mirror.root().join(row.result_path.unwrap());
+    let shard = result.parent().unwrap().to_owned();
+    let modified = std::fs::metadata(&shard).unwrap().modified().unwrap();
+    std::fs::remove_file(&result).unwrap();
+    std::fs::File::open(&shard)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    assert_eq!(std::fs::metadata(&shard).unwrap().modified().unwrap(), modified);
+    JobId(row.id)
 }
 
 /// A rerun's check passes over a shard whose directory is as the last check
@@ -1269,72 +1299,74 @@ fn indexed_samples(t: &TempStore, ahead_ms: i64) -> (Store, Mirror, u64) {
 #[test]
 fn the_results_check_passes_over_a_shard_left_as_it_was_and_finds_a_deletion_in_it() {
     let t = TempStore::new();
-    // Ten seconds on: the shard's times, set by the run, have settled.
-    let (store, mirror, n) = indexed_samples(&t, 10_000);
-    let first = leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
+    let (store, mirror, n) = indexed_tree(&t, &common::workspace().join("samples"));
+    clock_after_shards(&t, &mirror, 0..1, 2_000);
+    let first = check(&store, &mirror);
     assert_eq!(
         (first.checked, first.requeued, first.shards_as_checked),
         (n, 0, 0)
     );
-    let second = leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
-    let stamped = mirror.stamps_shards();
-    let expected = if stamped { (0, 0, 1) } else { (n, 0, 0) };
+    let second = check(&store, &mirror);
+    let expected = if mirror.stamps_shards() {
+        (0, 0, 1)
+    } else {
+        (n, 0, 0)
+    };
     assert_eq!(
         (second.checked, second.requeued, second.shards_as_checked),
         expected
     );
 
-    let row = store.job_by_key("notes.txt").unwrap().unwrap();
-    let result = mirror.root().join(row.result_path.unwrap());
-    let shard = result.parent().unwrap().to_owned();
-    let modified = std::fs::metadata(&shard).unwrap().modified().unwrap();
-    std::fs::remove_file(&result).unwrap();
-    std::fs::File::open(&shard)
-        .unwrap()
-        .set_modified(modified)
-        .unwrap();
-    assert_eq!(std::fs::metadata(&shard).unwrap().modified().unwrap(), modified);
-    let third = leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
+    let id = delete_result_hiding_it(&store, &mirror, "notes.txt");
+    let third = check(&store, &mirror);
     assert_eq!(
         (third.checked, third.requeued, third.shards_as_checked),
         (n, 1, 0)
     );
-    assert_eq!(job(&store, JobId(row.id)).status, Status::Discovered);
+    assert_eq!(job(&store, id).status, Status::Discovered);
 }
 
 /// A check made less than two seconds after a shard last changed does not
 /// stamp it: a file system that keeps coarse times (FAT's two seconds) could
-/// give a change made right after the check the same times.
+/// give a change made right after the check the same times. At two seconds
+/// it does.
 #[test]
 fn a_shard_changed_within_two_seconds_of_the_check_is_looked_at_again() {
     let t = TempStore::new();
-    let (store, mirror, n) = indexed_samples(&t, 0);
+    let (store, mirror, n) = indexed_tree(&t, &common::workspace().join("samples"));
+    clock_after_shards(&t, &mirror, 0..1, 1_999);
     for _ in 0..2 {
-        let check = leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
+        let check = check(&store, &mirror);
         assert_eq!((check.checked, check.shards_as_checked), (n, 0));
     }
     assert_eq!(store.meta("checked_shards").unwrap(), None);
+    clock_after_shards(&t, &mirror, 0..1, 2_000);
+    check(&store, &mirror);
+    let passed = if mirror.stamps_shards() { 1 } else { 0 };
+    assert_eq!(check(&store, &mirror).shards_as_checked, passed);
 }
 
 /// No shard is stamped by a check that ends while a document is under a
 /// claim: its worker may have renamed its file into the shard before the
 /// stamp, and a file deleted then and accepted after it would be missing
-/// in a shard passed over. Once the claim is let go, a check stamps.
+/// in a shard passed over. Once the claim is let go, a check stamps, and a
+/// later one passes over.
 #[test]
 fn a_check_that_ends_while_a_document_is_under_a_claim_stamps_no_shard() {
     let t = TempStore::new();
-    let (store, mirror, n) = indexed_samples(&t, 10_000);
+    let (store, mirror, n) = indexed_tree(&t, &common::workspace().join("samples"));
+    clock_after_shards(&t, &mirror, 0..1, 2_000);
     let id = store.job_by_key("notes.txt").unwrap().unwrap().id;
     assert!(store.requeue(JobId(id), "to be claimed").unwrap());
     let claim = store.claim("holder").unwrap().expect("the requeued document");
     for _ in 0..2 {
-        let check = leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
+        let check = check(&store, &mirror);
         assert_eq!((check.checked, check.shards_as_checked), (n - 1, 0));
     }
     assert_eq!(store.meta("checked_shards").unwrap(), None);
     assert_eq!(store.release(claim, "let go").unwrap(), Fenced::Accepted);
-    leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
-    let after = leasehold::pipeline::recheck_results(&store, &mirror).unwrap();
+    check(&store, &mirror);
+    let after = check(&store, &mirror);
     let expected = if mirror.stamps_shards() {
         (0, 1)
     } else {
@@ -1349,7 +1381,8 @@ fn a_check_that_ends_while_a_document_is_under_a_claim_stamps_no_shard() {
 #[test]
 fn a_check_during_which_the_store_was_written_stamps_no_shard() {
     let t = TempStore::new();
-    let (store, mirror, n) = indexed_samples(&t, 10_000);
+    let (store, mirror, n) = indexed_tree(&t, &common::workspace().join("samples"));
+    clock_after_shards(&t, &mirror, 0..1, 2_000);
     let id = store.job_by_key("notes.txt").unwrap().unwrap().id;
     let mut requeued = false;
     let check = leasehold::pipeline::recheck_results_writing_after(&store, &mirror, || {
@@ -1362,4 +1395,53 @@ fn a_check_during_which_the_store_was_written_stamps_no_shard() {
     assert_eq!(requeued, mirror.stamps_shards());
     assert_eq!((check.checked, check.shards_as_checked), (n, 0));
     assert_eq!(store.meta("checked_shards").unwrap(), None);
+}
+
+/// Once anything was claimed, completed or queued again since the stamps
+/// were left, a check looks at every shard: a mirror rolled back to a
+/// snapshot keeps its directories' inodes and times, and would otherwise
+/// hide the results accepted after the stamps.
+#[test]
+fn after_a_write_to_the_store_the_check_looks_at_every_shard_again() {
+    let t = TempStore::new();
+    let (store, mirror, n) = indexed_tree(&t, &common::workspace().join("samples"));
+    clock_after_shards(&t, &mirror, 0..1, 2_000);
+    check(&store, &mirror);
+    let passed = if mirror.stamps_shards() { 1 } else { 0 };
+    assert_eq!(check(&store, &mirror).shards_as_checked, passed);
+    let id = store.job_by_key("notes.txt").unwrap().unwrap().id;
+    assert!(store.requeue(JobId(id), "a write").unwrap());
+    let after = check(&store, &mirror);
+    assert_eq!((after.checked, after.shards_as_checked), (n - 1, 0));
+}
+
+/// Over several shards, the check passes over the ones as they were and
+/// finds the deletion in the other, reading past the shards it skips.
+#[test]
+fn the_check_passes_over_whole_shards_and_looks_into_the_changed_one() {
+    let t = TempStore::new();
+    let tree = t.dir.path().join("tree");
+    // 1,100 documents: ids 1 to 1,100, in shards 0 and 1.
+    for i in 0..1_100 {
+        let sub = tree.join(format!("d{}", i / 100));
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join(format!("f{i:04}.txt")), format!("document {i} words\n")).unwrap();
+    }
+    let (store, mirror, n) = indexed_tree(&t, &tree);
+    assert_eq!(n, 1_100);
+    clock_after_shards(&t, &mirror, 0..2, 2_000);
+    assert_eq!(check(&store, &mirror).checked, n);
+    let stamped = mirror.stamps_shards();
+    let second = check(&store, &mirror);
+    let expected = if stamped { (0, 2) } else { (n, 0) };
+    assert_eq!((second.checked, second.shards_as_checked), expected);
+
+    // The last document's result is in shard 1; shard 0 is as it was.
+    let last = job(&store, JobId(1_100));
+    assert_eq!(last.id >> 10, 1);
+    let in_shard_1 = (last.id - (1 << 10) + 1) as u64;
+    delete_result_hiding_it(&store, &mirror, &last.key);
+    let third = check(&store, &mirror);
+    let expected = if stamped { (in_shard_1, 1, 1) } else { (n, 1, 0) };
+    assert_eq!((third.checked, third.requeued, third.shards_as_checked), expected);
 }

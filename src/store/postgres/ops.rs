@@ -32,9 +32,9 @@ impl Engine for PgStore {
         self.read(|c| read::meta(c, name))
     }
 
-    fn history_mark(&self) -> Result<Option<i64>> {
-        // Lines are keyed by document and sequence: no number grows with
-        // every line. Nothing asks on this edition (its mirror stamps no
+    fn history_mark(&self) -> Result<Option<String>> {
+        // A heap keyed by document and sequence: nothing says which line
+        // came last. Nothing asks on this edition (its mirror stamps no
         // shards, `mirror/shard_stamp.rs`).
         Ok(None)
     }

@@ -200,11 +200,21 @@ impl Engine for Sqlite {
         self.read(|c| meta::meta(c, name))
     }
 
-    fn history_mark(&self) -> Result<Option<i64>> {
-        // The rowid of the newest line: the table is appended to (schema
-        // version 17), and retention keeps each document's last line, so
-        // the newest one stays and its rowid is never given again.
-        self.read(|c| c.query_row("SELECT max(rowid) FROM history", [], |r| r.get(0)))
+    fn history_mark(&self) -> Result<Option<String>> {
+        use rusqlite::OptionalExtension;
+        // The line with the largest rowid is the newest: the table is
+        // appended to (schema version 17; `VACUUM` may renumber rowids but
+        // keeps their order). It is named by its document and sequence,
+        // which no later line takes again, rather than by its rowid, which a
+        // renumbering could give again.
+        self.read(|c| {
+            c.query_row(
+                "SELECT job_id || ':' || seq FROM history ORDER BY rowid DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+        })
     }
 
     fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
