@@ -2,6 +2,8 @@
 //! mirror directory, real worker threads. Time comes only from the shared
 //! `ManualClock` and heartbeat ticks only from `Ticks::Manual` channels the tests
 //! send on, so a lease expires because a test said so, never because it slept.
+//! (The results check's tests set that clock from the shard directories'
+//! own times, which the kernel's clock gave them.)
 //! Every wait for another thread is a channel receive with a timeout: a broken
 //! build fails these tests, it never hangs them.
 
