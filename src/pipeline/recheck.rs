@@ -12,11 +12,15 @@
 //! in place is left to what reads: `search` and `show` leave out such a
 //! hit, `doctor --fix` and `reindex` read every result against its
 //! checksum and forget it the same way ([`requeue_damaged`]).
+//!
+//! A shard the last check found whole, and whose directory has not changed
+//! since, is passed over while the store has written nothing since either
+//! (`CheckedShards`, DESIGN §9a): an unchanged rerun then lists nothing.
+
+use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::job::JobId;
-use std::collections::HashMap;
-
 use crate::mirror::{ListedResults, Mirror, ResultFile, ShardStamp};
 use crate::store::Store;
 
