@@ -59,8 +59,12 @@ pub(super) fn check_ids(job_id: i64, fence: i64) -> Result<(), MirrorError> {
 /// generations and `.lock`) and 10M documents make 10 top directories.
 pub(super) fn shard_rel(job_id: i64) -> Result<String, MirrorError> {
     check_ids(job_id, 0)?;
-    Ok(format!("s{:03x}/{:03x}", job_id >> 20, (job_id >> 10) & 0x3ff))
+    let shard = job_id >> SHARD_SHIFT;
+    Ok(format!("s{:03x}/{:03x}", shard >> 10, shard & 0x3ff))
 }
+
+/// A shard holds the ids that agree above their low `SHARD_SHIFT` bits.
+pub(super) const SHARD_SHIFT: u32 = 10;
 
 /// A generation's file name in its shard.
 pub(super) fn gen_name(job_id: i64, fence: i64) -> String {

@@ -114,7 +114,7 @@ fn list(dir: &std::path::Path) -> Listing {
 /// A result path in a shard, `sXXX/YYY/NAME`, cut into the shard and the
 /// name; `None` for any other path (the layout before shards, or a path the
 /// mirror does not make), which is stat'ed.
-fn shard_and_name(rel_path: &str) -> Option<(&str, &str)> {
+pub(super) fn shard_and_name(rel_path: &str) -> Option<(&str, &str)> {
     let b = rel_path.as_bytes();
     let hex = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_hexdigit);
     let in_shard = b.len() > 9

@@ -24,7 +24,8 @@
 //! claimed or accepted meanwhile) is the check's part: `CheckedShards` in
 //! `pipeline/recheck.rs`.
 
-use super::layout::shard_rel;
+use super::layout::{shard_rel, SHARD_SHIFT};
+use super::listing::shard_and_name;
 use super::{Fencing, Mirror};
 
 /// How much older than the check a shard's times must be for its stamp to
@@ -61,43 +62,32 @@ impl Mirror {
     /// The number of document `job_id`'s shard: the documents of one shard
     /// are the ids from `shard << 10` to `(shard << 10) | 1023`.
     pub fn shard_of(job_id: i64) -> i64 {
-        job_id >> 10
+        job_id >> SHARD_SHIFT
     }
 
     /// The last document id of shard `shard` ([`Mirror::shard_of`]).
     pub fn last_id_of_shard(shard: i64) -> i64 {
-        (shard << 10) | 0x3ff
+        ((shard + 1) << SHARD_SHIFT) - 1
     }
 
     /// Whether `rel_path` is a file directly in document `job_id`'s shard:
     /// a result in the layout before shards is never passed over.
     pub fn in_own_shard(job_id: i64, rel_path: &str) -> bool {
-        let Ok(shard) = shard_rel(job_id) else {
-            return false;
-        };
-        rel_path
-            .strip_prefix(shard.as_str())
-            .and_then(|rest| rest.strip_prefix('/'))
-            .is_some_and(|name| !name.is_empty() && !name.contains('/') && super::is_generated(rel_path))
+        shard_and_name(rel_path).is_some_and(|(shard, _)| shard_rel(job_id).is_ok_and(|own| own == shard))
     }
 
     /// The stamp of shard `shard` now; `None` when it is not a directory
-    /// (gone, a link) or cannot be stat'ed, or where shards are not stamped.
+    /// (gone, a link) or cannot be stat'ed, and on systems without device
+    /// and inode numbers. Whether to keep it is [`Mirror::stamps_shards`]'s
+    /// to say.
     pub fn shard_stamp(&self, shard: i64) -> Option<ShardStamp> {
-        if shard < 0 {
-            return None;
-        }
-        let rel = shard_rel(shard << 10).ok()?;
-        stamp_of(&self.root().join(rel))
+        stamp_of(&self.doc_dir(shard << SHARD_SHIFT).ok()?)
     }
 }
 
 #[cfg(unix)]
 fn stamp_of(dir: &std::path::Path) -> Option<ShardStamp> {
     use std::os::unix::fs::MetadataExt;
-    if !crate::portable::fast() {
-        return None;
-    }
     let meta = std::fs::symlink_metadata(dir).ok()?;
     if !meta.file_type().is_dir() {
         return None;

@@ -1272,6 +1272,14 @@ fn clock_after_shards(t: &TempStore, mirror: &Mirror, shards: std::ops::Range<i6
     t.clock.set(changed + by_ms);
 }
 
+/// The sample corpus indexed, the clock two seconds past its shard's last
+/// change: a check may stamp it.
+fn settled_samples(t: &TempStore) -> (Store, Mirror, u64) {
+    let (store, mirror, n) = indexed_tree(t, &common::workspace().join("samples"));
+    clock_after_shards(t, &mirror, 0..1, 2_000);
+    (store, mirror, n)
+}
+
 fn check(store: &Store, mirror: &Mirror) -> leasehold::pipeline::Rechecked {
     leasehold::pipeline::recheck_results(store, mirror).unwrap()
 }
@@ -1301,8 +1309,7 @@ fn delete_result_hiding_it(store: &Store, mirror: &Mirror, key: &str) -> JobId {
 #[test]
 fn the_results_check_passes_over_a_shard_left_as_it_was_and_finds_a_deletion_in_it() {
     let t = TempStore::new();
-    let (store, mirror, n) = indexed_tree(&t, &common::workspace().join("samples"));
-    clock_after_shards(&t, &mirror, 0..1, 2_000);
+    let (store, mirror, n) = settled_samples(&t);
     let first = check(&store, &mirror);
     assert_eq!(
         (first.checked, first.requeued, first.shards_as_checked),
@@ -1356,8 +1363,7 @@ fn a_shard_changed_within_two_seconds_of_the_check_is_looked_at_again() {
 #[test]
 fn a_check_that_ends_while_a_document_is_under_a_claim_stamps_no_shard() {
     let t = TempStore::new();
-    let (store, mirror, n) = indexed_tree(&t, &common::workspace().join("samples"));
-    clock_after_shards(&t, &mirror, 0..1, 2_000);
+    let (store, mirror, n) = settled_samples(&t);
     let id = store.job_by_key("notes.txt").unwrap().unwrap().id;
     assert!(store.requeue(JobId(id), "to be claimed").unwrap());
     let claim = store.claim("holder").unwrap().expect("the requeued document");
@@ -1383,8 +1389,7 @@ fn a_check_that_ends_while_a_document_is_under_a_claim_stamps_no_shard() {
 #[test]
 fn a_check_during_which_the_store_was_written_stamps_no_shard() {
     let t = TempStore::new();
-    let (store, mirror, n) = indexed_tree(&t, &common::workspace().join("samples"));
-    clock_after_shards(&t, &mirror, 0..1, 2_000);
+    let (store, mirror, n) = settled_samples(&t);
     let id = store.job_by_key("notes.txt").unwrap().unwrap().id;
     let mut requeued = false;
     let check = leasehold::pipeline::recheck_results_writing_after(&store, &mirror, || {
@@ -1406,8 +1411,7 @@ fn a_check_during_which_the_store_was_written_stamps_no_shard() {
 #[test]
 fn after_a_write_to_the_store_the_check_looks_at_every_shard_again() {
     let t = TempStore::new();
-    let (store, mirror, n) = indexed_tree(&t, &common::workspace().join("samples"));
-    clock_after_shards(&t, &mirror, 0..1, 2_000);
+    let (store, mirror, n) = settled_samples(&t);
     check(&store, &mirror);
     let passed = if mirror.stamps_shards() { 1 } else { 0 };
     assert_eq!(check(&store, &mirror).shards_as_checked, passed);

@@ -366,18 +366,19 @@ fn a_version_16_history_is_moved_to_the_appended_form_with_every_line() {
     assert!(duplicate.is_err(), "(job_id, seq) stays unique");
 }
 
+/// The one value `sql` reads from the file at `path`, if it reads a row.
+fn file_value<T: rusqlite::types::FromSql>(path: &Path, sql: &str) -> Option<T> {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .optional()
+        .unwrap()
+}
+
 /// FTS5's `automerge` setting of the word index: how many segments a level
 /// holds before commits merge them (`None`: FTS5's default, 4).
 fn automerge(path: &Path) -> Option<i64> {
-    rusqlite::Connection::open(path)
-        .unwrap()
-        .query_row(
-            "SELECT v FROM search_text_config WHERE k = 'automerge'",
-            [],
-            |r| r.get(0),
-        )
-        .optional()
-        .unwrap()
+    file_value(path, "SELECT v FROM search_text_config WHERE k = 'automerge'")
 }
 
 /// The word index merges a level of 8 segments, not of 4: in a new store, in
@@ -569,14 +570,7 @@ fn a_word_index_with_its_texts_is_moved_to_one_without_them() {
 
 /// The search index's table definition in the file at `path`.
 fn index_definition(path: &Path) -> String {
-    rusqlite::Connection::open(path)
-        .unwrap()
-        .query_row(
-            "SELECT sql FROM sqlite_master WHERE name = 'search_text'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap()
+    file_value(path, "SELECT sql FROM sqlite_master WHERE name = 'search_text'").expect("the index's table")
 }
 
 /// A version 11 file whose index has a damaged page still opens: the index
