@@ -286,7 +286,7 @@ fn measure(cmd: &mut Command, log: &Path) -> Cost {
     let out = File::create(log).expect("a log file");
     let err = out.try_clone().expect("a second handle on the log");
     let r = common::run_reaped(cmd, out.into(), err.into());
-    if !r.succeeded() {
+    if !r.exited_with(0) {
         let tail = std::fs::read_to_string(log).unwrap_or_default();
         let tail: String = tail.lines().rev().take(5).collect::<Vec<_>>().join("\n");
         panic!("{cmd:?} failed (wait status {}); its log ends:\n{tail}", r.status);

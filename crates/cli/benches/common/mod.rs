@@ -21,9 +21,9 @@ pub struct Reaped {
 }
 
 impl Reaped {
-    /// Whether the child exited with status 0.
-    pub fn succeeded(&self) -> bool {
-        libc::WIFEXITED(self.status) && libc::WEXITSTATUS(self.status) == 0
+    /// Whether the child exited (was not killed) with status `code`.
+    pub fn exited_with(&self, code: i32) -> bool {
+        libc::WIFEXITED(self.status) && libc::WEXITSTATUS(self.status) == code
     }
 }
 
