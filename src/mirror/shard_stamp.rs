@@ -20,9 +20,9 @@
 //!
 //! Linux gives the file system's kind (`statfs`); elsewhere, and when the
 //! portable paths are forced, no shard is stamped and every rerun lists
-//! every shard as before. What the store must say besides (that nothing was
-//! claimed or accepted meanwhile) is the check's part: `CheckedShards` in
-//! `pipeline/recheck.rs`.
+//! every shard as before. What the store must say besides (that none of the
+//! shard's documents was claimed or accepted meanwhile) is the check's
+//! part: `CheckedShards` in `pipeline/recheck.rs`.
 
 use super::layout::{shard_rel, SHARD_SHIFT};
 use super::listing::shard_and_name;

@@ -14,15 +14,16 @@
 //! checksum and forget it the same way ([`requeue_damaged`]).
 //!
 //! A shard the last check found whole, and whose directory has not changed
-//! since, is passed over while the store has written nothing since either
-//! (`CheckedShards`, DESIGN §9a): an unchanged rerun then lists nothing.
+//! since, is passed over while none of its documents has been written in
+//! the store since either (`CheckedShards`, DESIGN §9a): an unchanged rerun
+//! then lists nothing, and one after a few edits only their shards.
 
 use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::job::JobId;
 use crate::mirror::{ListedResults, Mirror, ResultFile, ShardStamp};
-use crate::store::Store;
+use crate::store::{Store, CHECKED_SHARDS};
 
 /// Indexed rows read per query (no read snapshot is held across the
 /// listings and stats).
@@ -203,10 +204,11 @@ pub fn recheck_results_writing_after(
     Ok(out)
 }
 
-/// The setting that holds the stamps of the shards a check found whole: a
-/// `mark=` line, the store's [`history_mark`](Store::history_mark) then,
-/// and one `shard=stamp` line each.
-const CHECKED_SHARDS: &str = "checked_shards";
+/// The most history lines written since the stamps' mark that a check
+/// reads to tell which shards they left as they were; past it, every
+/// shard is looked at. A line costs far less to read than a result to
+/// look at, and a run that wrote this many looks at most shards anyway.
+const MOST_LINES_SINCE: i64 = 200_000;
 
 /// What the check does with a shard's results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,19 +233,23 @@ enum Shard {
 /// whose file is renamed into the shard after the stamp and changes it;
 /// without that, a claim's file renamed and deleted before the stamp and
 /// accepted after it would be missing in a shard passed over. The stamps
-/// are kept with the store's history mark, and a check passes shards over
-/// only while the mark is the same: after any claim, completion or requeue
-/// since, every shard is looked at again, so a mirror rolled back to a
-/// snapshot (the same inodes and times) cannot hide results accepted after
-/// the stamps.
+/// are kept with the store's history mark, and a check passes a shard over
+/// only if no document of it has had a history line since: once one was
+/// claimed, completed or queued again, its shard is looked at again, so a
+/// mirror rolled back to a snapshot (the same inodes and times) cannot
+/// hide a result accepted after the stamps. The other shards keep their
+/// stamps, so a rerun after a few edits lists only the shards they are in.
 struct CheckedShards<'m> {
     mirror: &'m Mirror,
     /// Shards are stamped here at all ([`Mirror::stamps_shards`]).
     stamps: bool,
     /// The store's [`history_mark`](Store::history_mark) when the check began.
     mark: Option<String>,
-    /// The stamps the last check left, if it left them at this same mark.
+    /// The stamps the last check left, of the shards in which no document
+    /// was written since ([`valid_stamps`]).
     recorded: HashMap<i64, String>,
+    /// The mark the last check left its stamps at, if it left any setting.
+    left_at: Option<String>,
     /// Shards passed over, with their stamp (still the recorded one).
     passed: HashMap<i64, String>,
     /// Shards found whole by this check, with their stamp.
@@ -262,18 +268,19 @@ impl<'m> CheckedShards<'m> {
     fn read(store: &Store, mirror: &'m Mirror) -> Self {
         let stamps = mirror.stamps_shards();
         let mark = stamps.then(|| store.history_mark().ok().flatten()).flatten();
-        let recorded = match &mark {
+        let (recorded, left_at) = match &mark {
             Some(mark) => {
                 let setting = store.meta(CHECKED_SHARDS).ok().flatten().unwrap_or_default();
-                parse_stamps(&setting, mark)
+                valid_stamps(store, &setting, mark)
             }
-            None => HashMap::new(),
+            None => (HashMap::new(), None),
         };
         CheckedShards {
             mirror,
             stamps: mark.is_some(),
             mark,
             recorded,
+            left_at,
             passed: HashMap::new(),
             verified: HashMap::new(),
             looking: None,
@@ -336,7 +343,8 @@ impl<'m> CheckedShards<'m> {
     }
 
     /// Leave the stamps of the shards passed over and found whole, with the
-    /// mark, when the store was quiet and they differ from the ones found.
+    /// mark, when the store was quiet and they are not already what the
+    /// setting says at this mark.
     /// They only spare the next check work: a store that cannot say it was
     /// quiet, or cannot take them (read-only, full), leaves that check to
     /// look at more.
@@ -349,7 +357,10 @@ impl<'m> CheckedShards<'m> {
             && store.counts_extracting().ok() == Some(0);
         let mut kept = self.passed;
         kept.extend(self.verified);
-        if !quiet || kept == self.recorded {
+        // Nothing new to say: the same stamps at this mark, or none where
+        // there was no setting.
+        let same = kept == self.recorded && self.left_at.as_ref().map_or(kept.is_empty(), |at| *at == mark);
+        if !quiet || same {
             return;
         }
         let mut shards: Vec<_> = kept.into_iter().collect();
@@ -364,18 +375,32 @@ impl<'m> CheckedShards<'m> {
     }
 }
 
-/// The stamps of a [`CHECKED_SHARDS`] setting left at history mark `mark`;
-/// none when it was left at another (a line that does not read as a stamp
-/// is left out: its shard is looked at again).
-fn parse_stamps(text: &str, mark: &str) -> HashMap<i64, String> {
+/// The stamps of a [`CHECKED_SHARDS`] setting that still hold at history
+/// mark `mark`, and the mark the setting was left at: all of them when it
+/// is `mark`; when it is an earlier one, those of the shards in which no
+/// document has had a history line since ([`Store::history_docs_since`]);
+/// none when that cannot be said. A line that does not read as a stamp is
+/// left out: its shard is looked at again.
+fn valid_stamps(store: &Store, text: &str, mark: &str) -> (HashMap<i64, String>, Option<String>) {
     let mut lines = text.lines();
-    if lines.next().and_then(|l| l.strip_prefix("mark=")) != Some(mark) {
-        return HashMap::new();
-    }
-    lines
+    let Some(left_at) = lines.next().and_then(|l| l.strip_prefix("mark=")) else {
+        return (HashMap::new(), None);
+    };
+    let mut stamps: HashMap<i64, String> = lines
         .filter_map(|line| {
             let (shard, stamp) = line.split_once('=')?;
             Some((shard.parse().ok()?, stamp.to_owned()))
         })
-        .collect()
+        .collect();
+    if left_at != mark {
+        match store.history_docs_since(left_at, MOST_LINES_SINCE) {
+            Ok(Some(written)) => {
+                for doc in written {
+                    stamps.remove(&Mirror::shard_of(doc));
+                }
+            }
+            _ => stamps.clear(),
+        }
+    }
+    (stamps, Some(left_at.to_owned()))
 }

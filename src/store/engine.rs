@@ -46,6 +46,9 @@ pub(crate) trait Engine: super::rules::Rules + Send + Sync {
     /// The newest history line's identity (`None` where lines are not kept
     /// in the order written): see [`Store::history_mark`](super::Store::history_mark).
     fn history_mark(&self) -> Result<Option<String>>;
+    /// The documents of the history lines written after the line `mark`
+    /// names: see [`Store::history_docs_since`](super::Store::history_docs_since).
+    fn history_docs_since(&self, mark: &str, most: i64) -> Result<Option<Vec<i64>>>;
 
     // ----- claims and fenced writes -----
 

@@ -1404,12 +1404,12 @@ fn a_check_during_which_the_store_was_written_stamps_no_shard() {
     assert_eq!(store.meta("checked_shards").unwrap(), None);
 }
 
-/// Once anything was claimed, completed or queued again since the stamps
-/// were left, a check looks at every shard: a mirror rolled back to a
+/// Once a document was claimed, completed or queued again since the stamps
+/// were left, a check looks at its shard again: a mirror rolled back to a
 /// snapshot keeps its directories' inodes and times, and would otherwise
 /// hide the results accepted after the stamps.
 #[test]
-fn after_a_write_to_the_store_the_check_looks_at_every_shard_again() {
+fn after_a_write_to_the_store_the_check_looks_at_the_written_documents_shard_again() {
     let t = TempStore::new();
     let (store, mirror, n) = settled_samples(&t);
     check(&store, &mirror);
@@ -1421,33 +1421,145 @@ fn after_a_write_to_the_store_the_check_looks_at_every_shard_again() {
     assert_eq!((after.checked, after.shards_as_checked), (n - 1, 0));
 }
 
-/// Over several shards, the check passes over the ones as they were and
-/// finds the deletion in the other, reading past the shards it skips.
-#[test]
-fn the_check_passes_over_whole_shards_and_looks_into_the_changed_one() {
-    let t = TempStore::new();
+/// 1,100 documents (ids 1 to 1,100, in shards 0 and 1), indexed, checked
+/// once and then again: the second check passes over both shards where
+/// shards are stamped.
+fn two_stamped_shards(t: &TempStore) -> (Store, Mirror, u64) {
     let tree = t.dir.path().join("tree");
-    // 1,100 documents: ids 1 to 1,100, in shards 0 and 1.
     for i in 0..1_100 {
         let sub = tree.join(format!("d{}", i / 100));
         std::fs::create_dir_all(&sub).unwrap();
         std::fs::write(sub.join(format!("f{i:04}.txt")), format!("document {i} words\n")).unwrap();
     }
-    let (store, mirror, n) = indexed_tree(&t, &tree);
+    let (store, mirror, n) = indexed_tree(t, &tree);
     assert_eq!(n, 1_100);
-    clock_after_shards(&t, &mirror, 0..2, 2_000);
+    clock_after_shards(t, &mirror, 0..2, 2_000);
     assert_eq!(check(&store, &mirror).checked, n);
-    let stamped = mirror.stamps_shards();
     let second = check(&store, &mirror);
-    let expected = if stamped { (0, 2) } else { (n, 0) };
+    let expected = if mirror.stamps_shards() { (0, 2) } else { (n, 0) };
     assert_eq!((second.checked, second.shards_as_checked), expected);
+    (store, mirror, n)
+}
+
+/// How many of the 1,100 documents' results are in shard 1 (ids 1,024 on).
+const IN_SHARD_1: u64 = 1_100 - (1 << 10) + 1;
+
+/// Over several shards, the check passes over the ones as they were and
+/// finds the deletion in the other, reading past the shards it skips.
+#[test]
+fn the_check_passes_over_whole_shards_and_looks_into_the_changed_one() {
+    let t = TempStore::new();
+    let (store, mirror, n) = two_stamped_shards(&t);
+    let stamped = mirror.stamps_shards();
 
     // The last document's result is in shard 1; shard 0 is as it was.
     let last = job(&store, JobId(1_100));
     assert_eq!(last.id >> 10, 1);
-    let in_shard_1 = (last.id - (1 << 10) + 1) as u64;
     delete_result_hiding_it(&store, &mirror, &last.key);
     let third = check(&store, &mirror);
-    let expected = if stamped { (in_shard_1, 1, 1) } else { (n, 1, 0) };
+    let expected = if stamped { (IN_SHARD_1, 1, 1) } else { (n, 1, 0) };
     assert_eq!((third.checked, third.requeued, third.shards_as_checked), expected);
+}
+
+/// The document whose history line the stamps were left at (`None` where
+/// shards are not stamped): `mark=job_id:seq@rowid`.
+fn stamps_mark_doc(store: &Store) -> Option<i64> {
+    let setting = store.meta("checked_shards").unwrap()?;
+    let mark = setting.lines().next()?.strip_prefix("mark=")?;
+    Some(mark.split_once(':')?.0.parse().unwrap())
+}
+
+/// A write to one document of the store since the stamps makes its shard
+/// looked at again and leaves the others passed over, the shard of the
+/// line the stamps were left at among them (the lines read are the ones
+/// after it); the check after, quiet, stamps them all at the new mark.
+#[test]
+fn a_write_to_one_shards_document_leaves_the_other_shards_passed_over() {
+    let t = TempStore::new();
+    let (store, mirror, n) = two_stamped_shards(&t);
+    // A document of the shard the mark's line is not in.
+    let written = match stamps_mark_doc(&store) {
+        Some(doc) if doc >> 10 == 1 => 5,
+        _ => 1_100,
+    };
+    let looked_at = if written >> 10 == 1 {
+        IN_SHARD_1
+    } else {
+        n - IN_SHARD_1
+    };
+    assert!(store.requeue(JobId(written), "a write").unwrap());
+    let third = check(&store, &mirror);
+    let expected = if mirror.stamps_shards() {
+        (looked_at - 1, 1)
+    } else {
+        (n - 1, 0)
+    };
+    assert_eq!((third.checked, third.shards_as_checked), expected);
+    let fourth = check(&store, &mirror);
+    let expected = if mirror.stamps_shards() {
+        (0, 2)
+    } else {
+        (n - 1, 0)
+    };
+    assert_eq!((fourth.checked, fourth.shards_as_checked), expected);
+}
+
+/// A quiet check that stamps nothing new still leaves the stamps it kept
+/// at its own mark: left at the old one, every later check would read the
+/// lines since it again, more each time.
+#[test]
+fn a_quiet_check_moves_the_kept_stamps_to_its_mark() {
+    let t = TempStore::new();
+    let (store, mirror, n) = two_stamped_shards(&t);
+    let before = store.meta("checked_shards").unwrap();
+    assert!(store.requeue(JobId(1_100), "a write in shard 1").unwrap());
+    // Shard 1 is looked at but too young to be stamped again.
+    clock_after_shards(&t, &mirror, 1..2, 1_999);
+    let third = check(&store, &mirror);
+    if !mirror.stamps_shards() {
+        assert_eq!((third.checked, third.shards_as_checked), (n - 1, 0));
+        return;
+    }
+    assert_eq!((third.checked, third.shards_as_checked), (IN_SHARD_1 - 1, 1));
+    let after = store.meta("checked_shards").unwrap().unwrap();
+    assert_ne!(
+        Some(after.lines().next().unwrap()),
+        before.as_deref().and_then(|b| b.lines().next())
+    );
+    assert_eq!(
+        after
+            .lines()
+            .skip(1)
+            .map(|l| l.split_once('=').unwrap().0)
+            .collect::<Vec<_>>(),
+        ["0"]
+    );
+}
+
+/// When the history line the stamps were left at is gone (`gc` prunes lines
+/// older than `history_keep`), which documents were written since cannot
+/// be said: every shard is looked at.
+#[test]
+fn when_the_stamps_history_line_is_gone_the_check_looks_at_every_shard() {
+    let t = TempStore::new();
+    let (store, mirror, n) = two_stamped_shards(&t);
+    let Some(setting) = store.meta("checked_shards").unwrap() else {
+        assert!(!mirror.stamps_shards());
+        return;
+    };
+    // `mark=job_id:seq@rowid`
+    let mark = setting.lines().next().unwrap().strip_prefix("mark=").unwrap();
+    let (doc, rest) = mark.split_once(':').unwrap();
+    let seq = rest.split_once('@').unwrap().0;
+    assert!(store.requeue(JobId(5), "a write in shard 0").unwrap());
+    let removed = rusqlite::Connection::open(&t.path)
+        .unwrap()
+        .execute(
+            "DELETE FROM history WHERE job_id = ?1 AND seq = ?2",
+            [doc.parse::<i64>().unwrap(), seq.parse().unwrap()],
+        )
+        .unwrap();
+    assert_eq!(removed, 1);
+    let third = check(&store, &mirror);
+    assert_eq!((third.checked, third.shards_as_checked), (n - 1, 0));
 }

@@ -142,9 +142,10 @@ impl Reader for Side<'_> {
 
     fn scan(&mut self, table: &'static Table, each: &mut dyn FnMut(&[Row]) -> Result<()>) -> Result<()> {
         let sql = format!(
-            "SELECT {} FROM {} ORDER BY {}",
+            "SELECT {} FROM {}{} ORDER BY {}",
             table.column_list(),
             table.name,
+            table.rows_copied(),
             order_by(table)
         );
         let portal = self.tx.bind(sql.as_str(), &[]).map_err(|e| self.err(e))?;

@@ -88,9 +88,10 @@ impl Reader for Side<'_> {
 
     fn scan(&mut self, table: &'static Table, each: &mut dyn FnMut(&[Row]) -> Result<()>) -> Result<()> {
         let sql = format!(
-            "SELECT {} FROM {} ORDER BY {}",
+            "SELECT {} FROM {}{} ORDER BY {}",
             table.column_list(),
             table.name,
+            table.rows_copied(),
             table.key.join(", ")
         );
         let mut stmt = self.tx.prepare(&sql).map_err(|e| self.err(e))?;

@@ -223,6 +223,18 @@ impl Table {
     pub(crate) fn column_list(&self) -> String {
         self.columns.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
     }
+
+    /// The condition on the rows copied (read, written and compared), or
+    /// nothing: every table is copied whole but `meta`, whose checked
+    /// shards hold only against the source's history order
+    /// ([`CHECKED_SHARDS`](crate::store::CHECKED_SHARDS)).
+    pub(crate) fn rows_copied(&self) -> String {
+        if self.name == "meta" {
+            format!(" WHERE name <> '{}'", crate::store::CHECKED_SHARDS)
+        } else {
+            String::new()
+        }
+    }
 }
 
 /// One value, as both engines hold it.

@@ -39,6 +39,11 @@ impl Engine for PgStore {
         Ok(None)
     }
 
+    fn history_docs_since(&self, _mark: &str, _most: i64) -> Result<Option<Vec<i64>>> {
+        // No marks here (`history_mark`), so none to read after.
+        Ok(None)
+    }
+
     fn claim_batch(&self, worker: &str, n: usize) -> Result<Vec<Claim>> {
         self.submit(WriteOp::claim(worker, n))?.claims()
     }

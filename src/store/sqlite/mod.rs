@@ -187,6 +187,15 @@ impl Sqlite {
     }
 }
 
+/// The document, sequence and rowid of the line a
+/// [`history_mark`](Engine::history_mark) names (`job_id:seq@rowid`);
+/// `None` for a text that is not one (a mark of an earlier version).
+fn parse_mark(mark: &str) -> Option<(i64, i64, i64)> {
+    let (job_id, rest) = mark.split_once(':')?;
+    let (seq, rowid) = rest.split_once('@')?;
+    Some((job_id.parse().ok()?, seq.parse().ok()?, rowid.parse().ok()?))
+}
+
 impl Engine for Sqlite {
     fn source_stats(&self, keys: &[String]) -> Result<HashMap<String, KnownSource>> {
         self.read(|c| read::source_stats(c, keys))
@@ -203,17 +212,51 @@ impl Engine for Sqlite {
     fn history_mark(&self) -> Result<Option<String>> {
         use rusqlite::OptionalExtension;
         // The line with the largest rowid is the newest: the table is
-        // appended to (schema version 17; `VACUUM` may renumber rowids but
-        // keeps their order). It is named by its document and sequence,
-        // which no later line takes again, rather than by its rowid, which a
-        // renumbering could give again.
+        // appended to (schema version 17). It is named by its document and
+        // sequence, which no later line takes again, and by its rowid: the
+        // lines after it are the ones with larger rowids
+        // (`history_docs_since`) only in the file that wrote them, and a
+        // copy of the table (`migrate`) numbers them in another order.
         self.read(|c| {
             c.query_row(
-                "SELECT job_id || ':' || seq FROM history ORDER BY rowid DESC LIMIT 1",
+                "SELECT job_id || ':' || seq || '@' || rowid FROM history ORDER BY rowid DESC LIMIT 1",
                 [],
                 |r| r.get(0),
             )
             .optional()
+        })
+    }
+
+    fn history_docs_since(&self, mark: &str, most: i64) -> Result<Option<Vec<i64>>> {
+        use rusqlite::OptionalExtension;
+        let Some((job_id, seq, from)) = parse_mark(mark) else {
+            return Ok(None);
+        };
+        // Lines after the mark's are the ones with a larger rowid while its
+        // line still has the rowid the mark names (see `history_mark`). The
+        // rowids between it and the newest bound how many there are
+        // (deleted lines only leave gaps), so that bound is checked before
+        // any line is read.
+        self.read(|c| {
+            let at: Option<i64> = c
+                .query_row(
+                    "SELECT rowid FROM history WHERE job_id = ?1 AND seq = ?2",
+                    rusqlite::params![job_id, seq],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if at != Some(from) {
+                return Ok(None);
+            }
+            let newest: i64 = c.query_row("SELECT coalesce(max(rowid), 0) FROM history", [], |r| r.get(0))?;
+            if newest.saturating_sub(from) > most {
+                return Ok(None);
+            }
+            let mut docs = c.prepare_cached("SELECT DISTINCT job_id FROM history WHERE rowid > ?1")?;
+            let docs = docs
+                .query_map([from], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<i64>>>()?;
+            Ok(Some(docs))
         })
     }
 
