@@ -67,19 +67,18 @@ pub use queue::{NewDoc, Vanished};
 pub use read::{KnownSource, Totals};
 pub use retention::HistoryPrune;
 pub use search::{Hit, IndexCheck, IndexDoc, QuerySyntax, Search, SearchPage, Snippet, Stemming, Tokenizer};
-
-/// The setting in which a rerun's check of the results leaves the stamps of
-/// the shards it found whole (`pipeline/recheck.rs`): a `mark=` line, the
-/// [`history_mark`](Store::history_mark) then, and one `shard=stamp` line
-/// each. They hold only
-/// against this file's history, in the order it was written: `migrate`
-/// leaves the setting behind, and the target's first check looks at every
-/// shard.
-pub(crate) const CHECKED_SHARDS: &str = "checked_shards";
 pub use sqlite::open::{schema_version, Access};
 #[doc(hidden)]
 pub use sqlite::write::claim_candidate_queries;
 pub use sqlite::write_waits::{WriteWaits, WAIT_BUCKETS};
+
+/// The setting in which a rerun's check of the results leaves the stamps of
+/// the shards it found whole (`pipeline/recheck.rs`): a `mark=` line, the
+/// [`history_mark`](Store::history_mark) then, and one `shard=stamp` line
+/// each. They hold only against this file's history, in the order it was
+/// written: `migrate` leaves the setting behind, and the target's first
+/// check looks at every shard.
+pub(crate) const CHECKED_SHARDS: &str = "checked_shards";
 
 use crate::clock::{duration_ms, Millis};
 use crate::error::{Error, Result};
@@ -523,9 +522,8 @@ impl Store {
     }
 
     /// The newest history line, by its document, sequence and place in the
-    /// table: every claim,
-    /// completion, requeue and forgotten result writes a line, so two equal
-    /// marks say no such write came between them. `None` before the first
+    /// table: every claim, completion, requeue and forgotten result writes
+    /// a line, so two equal marks say no such write came between them. `None` before the first
     /// line, and on PostgreSQL, whose lines are not kept in the order written.
     pub(crate) fn history_mark(&self) -> Result<Option<String>> {
         self.engine().history_mark()
@@ -534,9 +532,10 @@ impl Store {
     /// The documents whose history lines were written after the line
     /// `mark` names (a [`Store::history_mark`]), each once: the documents
     /// claimed, completed, queued again or forgotten since. `None` when
-    /// that cannot be said: no line has that name any more (history older
-    /// than `history_keep` is pruned), more than `most` lines may follow
-    /// it, or the store keeps no marks (PostgreSQL).
+    /// that cannot be said: no line has that name and place any more
+    /// (history older than `history_keep` is pruned, `migrate` copies it in
+    /// another order), more than `most` lines may follow it, or the store
+    /// keeps no marks (PostgreSQL).
     pub(crate) fn history_docs_since(&self, mark: &str, most: i64) -> Result<Option<Vec<i64>>> {
         self.engine().history_docs_since(mark, most)
     }

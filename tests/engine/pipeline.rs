@@ -1280,6 +1280,16 @@ fn settled_samples(t: &TempStore) -> (Store, Mirror, u64) {
     (store, mirror, n)
 }
 
+/// What a test expects where shards are stamped, else on the portable
+/// paths, which look at every result.
+fn stamped_or<T>(mirror: &Mirror, stamped: T, portable: T) -> T {
+    if mirror.stamps_shards() {
+        stamped
+    } else {
+        portable
+    }
+}
+
 fn check(store: &Store, mirror: &Mirror) -> leasehold::pipeline::Rechecked {
     leasehold::pipeline::recheck_results(store, mirror).unwrap()
 }
@@ -1316,11 +1326,7 @@ fn the_results_check_passes_over_a_shard_left_as_it_was_and_finds_a_deletion_in_
         (n, 0, 0)
     );
     let second = check(&store, &mirror);
-    let expected = if mirror.stamps_shards() {
-        (0, 0, 1)
-    } else {
-        (n, 0, 0)
-    };
+    let expected = stamped_or(&mirror, (0, 0, 1), (n, 0, 0));
     assert_eq!(
         (second.checked, second.requeued, second.shards_as_checked),
         expected
@@ -1351,7 +1357,7 @@ fn a_shard_changed_within_two_seconds_of_the_check_is_looked_at_again() {
     assert_eq!(store.meta("checked_shards").unwrap(), None);
     clock_after_shards(&t, &mirror, 0..1, 2_000);
     check(&store, &mirror);
-    let passed = if mirror.stamps_shards() { 1 } else { 0 };
+    let passed = stamped_or(&mirror, 1, 0);
     assert_eq!(check(&store, &mirror).shards_as_checked, passed);
 }
 
@@ -1375,11 +1381,7 @@ fn a_check_that_ends_while_a_document_is_under_a_claim_stamps_no_shard() {
     assert_eq!(store.release(claim, "let go").unwrap(), Fenced::Accepted);
     check(&store, &mirror);
     let after = check(&store, &mirror);
-    let expected = if mirror.stamps_shards() {
-        (0, 1)
-    } else {
-        (n - 1, 0)
-    };
+    let expected = stamped_or(&mirror, (0, 1), (n - 1, 0));
     assert_eq!((after.checked, after.shards_as_checked), expected);
 }
 
@@ -1413,7 +1415,7 @@ fn after_a_write_to_the_store_the_check_looks_at_the_written_documents_shard_aga
     let t = TempStore::new();
     let (store, mirror, n) = settled_samples(&t);
     check(&store, &mirror);
-    let passed = if mirror.stamps_shards() { 1 } else { 0 };
+    let passed = stamped_or(&mirror, 1, 0);
     assert_eq!(check(&store, &mirror).shards_as_checked, passed);
     let id = store.job_by_key("notes.txt").unwrap().unwrap().id;
     assert!(store.requeue(JobId(id), "a write").unwrap());
@@ -1436,7 +1438,7 @@ fn two_stamped_shards(t: &TempStore) -> (Store, Mirror, u64) {
     clock_after_shards(t, &mirror, 0..2, 2_000);
     assert_eq!(check(&store, &mirror).checked, n);
     let second = check(&store, &mirror);
-    let expected = if mirror.stamps_shards() { (0, 2) } else { (n, 0) };
+    let expected = stamped_or(&mirror, (0, 2), (n, 0));
     assert_eq!((second.checked, second.shards_as_checked), expected);
     (store, mirror, n)
 }
@@ -1489,18 +1491,10 @@ fn a_write_to_one_shards_document_leaves_the_other_shards_passed_over() {
     };
     assert!(store.requeue(JobId(written), "a write").unwrap());
     let third = check(&store, &mirror);
-    let expected = if mirror.stamps_shards() {
-        (looked_at - 1, 1)
-    } else {
-        (n - 1, 0)
-    };
+    let expected = stamped_or(&mirror, (looked_at - 1, 1), (n - 1, 0));
     assert_eq!((third.checked, third.shards_as_checked), expected);
     let fourth = check(&store, &mirror);
-    let expected = if mirror.stamps_shards() {
-        (0, 2)
-    } else {
-        (n - 1, 0)
-    };
+    let expected = stamped_or(&mirror, (0, 2), (n - 1, 0));
     assert_eq!((fourth.checked, fourth.shards_as_checked), expected);
 }
 
