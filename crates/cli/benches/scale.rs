@@ -18,6 +18,11 @@
 //! - `--bin PATH`: measure another `leasehold` binary (say, the build of the
 //!   commit before a change) with the same tree; the warm searches still run
 //!   in this process, with this build's library.
+//! - `--growth N1,N2,...`: first runs only, one a size each round (default 2
+//!   rounds), alternated in one invocation: documents per second and peak
+//!   RSS at each size against the first (`scale/growth.rs`). `--growth
+//!   100000,1000000 --keep DIR` measures the issue's growth targets; it
+//!   needs about 7 KB a document and round besides the trees.
 //!
 //! First runs right after a large deletion on the same file system (a previous
 //! invocation's cleanup, a removed tree) are slower on ext4: for a minute or
@@ -74,6 +79,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 mod common;
+#[path = "scale/growth.rs"]
+mod growth;
 use common::tree::{doc_path, document, ensure_tree, vocabulary, Zipf, SEED};
 use serde_json::json;
 
@@ -99,6 +106,9 @@ struct Args {
     rounds: usize,
     keep: Option<PathBuf>,
     json: bool,
+    /// `--growth`: the sizes whose first runs are compared (empty: the
+    /// usual rounds at `docs`).
+    growth: Vec<usize>,
 }
 
 /// What one child process cost, from `wait4`.
@@ -158,6 +168,10 @@ fn main() {
         None => tempfile::tempdir(),
     }
     .expect("a temporary directory");
+    if !args.growth.is_empty() {
+        growth::measure_growth(&args, scratch.path());
+        return;
+    }
     let tree = match &args.keep {
         Some(dir) => dir.join(format!("tree-{}-{SEED}", args.docs)),
         None => scratch.path().join("tree"),
@@ -213,7 +227,7 @@ fn main() {
     eprintln!("cleanup: {:.1} s", started.elapsed().as_secs_f64());
 }
 
-/// `--docs`, `--rounds`, `--keep`, `--json`, `--bin`; `--bench`, which `cargo bench`
+/// `--docs`, `--rounds`, `--keep`, `--json`, `--bin`, `--growth`; `--bench`, which `cargo bench`
 /// passes to every bench, is taken and ignored; anything else is a mistake
 /// that must not quietly measure something else.
 fn parse_args() -> Args {
@@ -222,6 +236,7 @@ fn parse_args() -> Args {
         rounds: 0,
         keep: None,
         json: false,
+        growth: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     let number = |flag: &str, v: Option<String>| -> usize {
@@ -236,6 +251,13 @@ fn parse_args() -> Args {
             "--rounds" => args.rounds = number("--rounds", it.next()),
             "--keep" => args.keep = Some(PathBuf::from(it.next().expect("--keep takes a directory"))),
             "--json" => args.json = true,
+            "--growth" => {
+                let list = it.next().expect("--growth takes sizes, e.g. 100000,1000000");
+                args.growth = list
+                    .split(',')
+                    .map(|n| number("--growth", Some(n.into())))
+                    .collect();
+            }
             "--bin" => {
                 let path = PathBuf::from(it.next().expect("--bin takes the path of a leasehold binary"));
                 BIN.set(path).expect("--bin given once");
@@ -250,15 +272,25 @@ fn parse_args() -> Args {
         args.docs >= 100,
         "--docs must be at least 100 (1 % of it is changed)"
     );
+    assert!(
+        args.growth.iter().all(|&n| n >= 100),
+        "--growth sizes must be at least 100 documents"
+    );
     if args.rounds == 0 {
-        args.rounds = if args.docs <= 10_000 { 3 } else { 1 };
+        args.rounds = match (args.growth.is_empty(), args.docs <= 10_000) {
+            (false, _) => 2,
+            (true, true) => 3,
+            (true, false) => 1,
+        };
     }
     args
 }
 
 /// Says on stderr when the file system holding the tree and the data has
 /// less room than the run needs (about 25 KB a document with everything
-/// kept, as measured in issue 29): a million documents fill a small disk.
+/// kept, as measured in issue 29; for `--growth`, 5 KB a document for the
+/// trees and 7 KB a document and round for the data directories, kept to
+/// the end): a million documents fill a small disk.
 fn warn_about_disk(args: &Args) {
     let dir = args.keep.clone().unwrap_or_else(std::env::temp_dir);
     let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).expect("a path");
@@ -268,13 +300,15 @@ fn warn_about_disk(args: &Args) {
         return;
     }
     let free = st.f_bavail as u64 * st.f_frsize as u64;
-    let need = args.docs as u64 * 25_000;
+    let (docs, need) = match args.growth.iter().sum::<usize>() as u64 {
+        0 => (args.docs as u64, args.docs as u64 * 25_000),
+        all => (all, all * (5_000 + args.rounds as u64 * 7_000)),
+    };
     if free < need {
         eprintln!(
-            "scale bench: WARNING: {} has {:.1} GB free; {} documents need about {:.1} GB",
+            "scale bench: WARNING: {} has {:.1} GB free; {docs} documents need about {:.1} GB",
             dir.display(),
             free as f64 / 1e9,
-            args.docs,
             need as f64 / 1e9
         );
     }
