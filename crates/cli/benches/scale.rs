@@ -280,8 +280,8 @@ fn parse_args() -> Args {
         "--docs must be at least 100 (1 % of it is changed)"
     );
     assert!(
-        args.growth.iter().all(|&n| n >= 100),
-        "--growth sizes must be at least 100 documents"
+        args.growth.iter().all(|&n| n >= 1),
+        "--growth sizes are numbers of documents, at least 1"
     );
     if args.rounds == 0 {
         args.rounds = match (args.growth.is_empty(), args.docs <= 10_000) {
