@@ -1,12 +1,13 @@
 //! `leasehold run` at scale (issue 29): many small text documents, what a
 //! first run, a rerun and a search cost, and what the results leave on disk.
 //!
-//! Run: `cargo bench --bench scale -- [--docs N] [--rounds R] [--keep DIR] [--json]`.
+//! Run: `cargo bench --bench scale -- [--docs N] [--rounds R] [--keep DIR] [--json]
+//! [--bin PATH] [--growth N1,N2,...]`.
 //! - `--docs N`: documents to generate (default 10,000: a few minutes at most).
 //!   `--docs 100000` is the issue's figure; `--docs 1000000` is opt-in and needs
-//!   about 25 GB free (the tree ~4 GB, the mirror ~8 GB and the database ~6 GB
-//!   as of issue 29, more when recollindex runs too); the bench warns when the
-//!   file system has less.
+//!   about 25 GB free (at the end of issue 29 the tree took ~4 GB, the mirror
+//!   ~4 GB and the database ~2 GB; the rest is room, for recollindex among
+//!   others); the bench warns when the file system has less.
 //! - `--rounds R`: rounds of first run + reruns, each into a fresh data
 //!   directory; figures are medians over them (default 3 up to 10,000
 //!   documents, 1 above). Search and disk use come from the last round.
@@ -18,11 +19,12 @@
 //! - `--bin PATH`: measure another `leasehold` binary (say, the build of the
 //!   commit before a change) with the same tree; the warm searches still run
 //!   in this process, with this build's library.
-//! - `--growth N1,N2,...`: first runs only, one a size each round (default 2
-//!   rounds), alternated in one invocation: documents per second and peak
-//!   RSS at each size against the first (`scale/growth.rs`). `--growth
-//!   100000,1000000 --keep DIR` measures the issue's growth targets; it
-//!   needs about 7 KB a document and round besides the trees.
+//! - `--growth N1,N2,...`: first runs only (`scale/growth.rs`). Each round
+//!   (default 2) runs each size once, in the order given; documents per
+//!   second and peak RSS at each size are given against the first size's.
+//!   `--growth 100000,1000000 --keep DIR` measures the issue's growth
+//!   targets; it needs about 7 KB a document and round besides the trees.
+//!   `--docs` is not used then.
 //!
 //! First runs right after a large deletion on the same file system (a previous
 //! invocation's cleanup, a removed tree) are slower on ext4: for a minute or
@@ -276,7 +278,7 @@ fn parse_args() -> Args {
         }
     }
     assert!(
-        args.docs >= 100,
+        args.docs >= 100 || !args.growth.is_empty(),
         "--docs must be at least 100 (1 % of it is changed)"
     );
     assert!(
