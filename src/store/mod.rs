@@ -523,8 +523,9 @@ impl Store {
 
     /// The newest history line, by its document, sequence and place in the
     /// table: every claim, completion, requeue and forgotten result writes
-    /// a line, so two equal marks say no such write came between them. `None` before the first
-    /// line, and on PostgreSQL, whose lines are not kept in the order written.
+    /// a line, so two equal marks say no such write came between them.
+    /// `None` before the first line, and on PostgreSQL, whose lines are not
+    /// kept in the order written.
     pub(crate) fn history_mark(&self) -> Result<Option<String>> {
         self.engine().history_mark()
     }

@@ -1452,23 +1452,24 @@ const IN_SHARD_1: u64 = 1_100 - (1 << 10) + 1;
 fn the_check_passes_over_whole_shards_and_looks_into_the_changed_one() {
     let t = TempStore::new();
     let (store, mirror, n) = two_stamped_shards(&t);
-    let stamped = mirror.stamps_shards();
 
     // The last document's result is in shard 1; shard 0 is as it was.
     let last = job(&store, JobId(1_100));
     assert_eq!(last.id >> 10, 1);
     delete_result_hiding_it(&store, &mirror, &last.key);
     let third = check(&store, &mirror);
-    let expected = if stamped { (IN_SHARD_1, 1, 1) } else { (n, 1, 0) };
+    let expected = stamped_or(&mirror, (IN_SHARD_1, 1, 1), (n, 1, 0));
     assert_eq!((third.checked, third.requeued, third.shards_as_checked), expected);
 }
 
-/// The document whose history line the stamps were left at (`None` where
-/// shards are not stamped): `mark=job_id:seq@rowid`.
-fn stamps_mark_doc(store: &Store) -> Option<i64> {
+/// The document and sequence of the history line the stamps were left at
+/// (`None` where shards are not stamped): `mark=job_id:seq@rowid`.
+fn stamps_mark_line(store: &Store) -> Option<(i64, i64)> {
     let setting = store.meta("checked_shards").unwrap()?;
     let mark = setting.lines().next()?.strip_prefix("mark=")?;
-    Some(mark.split_once(':')?.0.parse().unwrap())
+    let (doc, rest) = mark.split_once(':')?;
+    let seq = rest.split_once('@')?.0;
+    Some((doc.parse().unwrap(), seq.parse().unwrap()))
 }
 
 /// A write to one document of the store since the stamps makes its shard
@@ -1480,8 +1481,8 @@ fn a_write_to_one_shards_document_leaves_the_other_shards_passed_over() {
     let t = TempStore::new();
     let (store, mirror, n) = two_stamped_shards(&t);
     // A document of the shard the mark's line is not in.
-    let written = match stamps_mark_doc(&store) {
-        Some(doc) if doc >> 10 == 1 => 5,
+    let written = match stamps_mark_line(&store) {
+        Some((doc, _)) if doc >> 10 == 1 => 5,
         _ => 1_100,
     };
     let looked_at = if written >> 10 == 1 {
@@ -1537,21 +1538,14 @@ fn a_quiet_check_moves_the_kept_stamps_to_its_mark() {
 fn when_the_stamps_history_line_is_gone_the_check_looks_at_every_shard() {
     let t = TempStore::new();
     let (store, mirror, n) = two_stamped_shards(&t);
-    let Some(setting) = store.meta("checked_shards").unwrap() else {
+    let Some((doc, seq)) = stamps_mark_line(&store) else {
         assert!(!mirror.stamps_shards());
         return;
     };
-    // `mark=job_id:seq@rowid`
-    let mark = setting.lines().next().unwrap().strip_prefix("mark=").unwrap();
-    let (doc, rest) = mark.split_once(':').unwrap();
-    let seq = rest.split_once('@').unwrap().0;
     assert!(store.requeue(JobId(5), "a write in shard 0").unwrap());
     let removed = rusqlite::Connection::open(&t.path)
         .unwrap()
-        .execute(
-            "DELETE FROM history WHERE job_id = ?1 AND seq = ?2",
-            [doc.parse::<i64>().unwrap(), seq.parse().unwrap()],
-        )
+        .execute("DELETE FROM history WHERE job_id = ?1 AND seq = ?2", [doc, seq])
         .unwrap();
     assert_eq!(removed, 1);
     let third = check(&store, &mirror);

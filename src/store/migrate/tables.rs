@@ -37,6 +37,11 @@ pub(crate) struct Table {
     /// row): the target's seed is replaced by the source's row, and its
     /// presence does not make a target "not empty".
     pub seeded: bool,
+    /// The rows not copied, by a column and its value: a row that holds
+    /// only against the source file (`meta`'s
+    /// [`CHECKED_SHARDS`](crate::store::CHECKED_SHARDS), stamps of the
+    /// source's history order). They are not read, written or compared.
+    pub left_behind: Option<(&'static str, &'static str)>,
 }
 
 const fn int(name: &'static str) -> Column {
@@ -97,6 +102,7 @@ pub(crate) const TABLES: &[Table] = &[
         key: &["id"],
         identity: true,
         seeded: false,
+        left_behind: None,
     },
     Table {
         name: "history",
@@ -112,6 +118,7 @@ pub(crate) const TABLES: &[Table] = &[
         key: &["job_id", "seq"],
         identity: false,
         seeded: false,
+        left_behind: None,
     },
     Table {
         name: "meta",
@@ -119,6 +126,7 @@ pub(crate) const TABLES: &[Table] = &[
         key: &["name"],
         identity: false,
         seeded: false,
+        left_behind: Some(("name", crate::store::CHECKED_SHARDS)),
     },
     Table {
         name: "accounts",
@@ -141,6 +149,7 @@ pub(crate) const TABLES: &[Table] = &[
         key: &["name"],
         identity: false,
         seeded: false,
+        left_behind: None,
     },
     Table {
         name: "account_holders",
@@ -148,6 +157,7 @@ pub(crate) const TABLES: &[Table] = &[
         key: &["holder"],
         identity: false,
         seeded: false,
+        left_behind: None,
     },
     Table {
         name: "auth_history",
@@ -162,6 +172,7 @@ pub(crate) const TABLES: &[Table] = &[
         key: &["id"],
         identity: true,
         seeded: false,
+        left_behind: None,
     },
     Table {
         name: "notices",
@@ -182,6 +193,7 @@ pub(crate) const TABLES: &[Table] = &[
         key: &["id"],
         identity: true,
         seeded: false,
+        left_behind: None,
     },
     Table {
         name: "outbox",
@@ -200,6 +212,7 @@ pub(crate) const TABLES: &[Table] = &[
         key: &["id"],
         identity: true,
         seeded: false,
+        left_behind: None,
     },
     Table {
         name: "outbox_totals",
@@ -215,6 +228,7 @@ pub(crate) const TABLES: &[Table] = &[
         key: &["id"],
         identity: false,
         seeded: true,
+        left_behind: None,
     },
 ];
 
@@ -224,15 +238,12 @@ impl Table {
         self.columns.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
     }
 
-    /// The condition on the rows copied (read, written and compared), or
-    /// nothing: every table is copied whole but `meta`, whose checked
-    /// shards hold only against the source's history order
-    /// ([`CHECKED_SHARDS`](crate::store::CHECKED_SHARDS)).
+    /// The condition on the rows copied ([`Table::left_behind`]), or
+    /// nothing when every row is.
     pub(crate) fn rows_copied(&self) -> String {
-        if self.name == "meta" {
-            format!(" WHERE name <> '{}'", crate::store::CHECKED_SHARDS)
-        } else {
-            String::new()
+        match self.left_behind {
+            Some((column, value)) => format!(" WHERE {column} <> '{value}'"),
+            None => String::new(),
         }
     }
 }
